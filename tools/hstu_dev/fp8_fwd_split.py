@@ -11,11 +11,15 @@ H4 batches, per-tensor descale; the variants interleaved (CUDA events, L2 flushe
 default alone (for an older wheel without the switches). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per
 sequence), time over the default's, and for the correct variants max |out - default| / max |default| (the
 difference of two P roundings). `--vars 6,sched,bn192`: instead of the diag / silu variants, kernel_options(
-fp8_fwd_var=6) at D = 256 (96-key tiles instead of the default's 64), fp8_sched=True (persistent CTAs at
-D <= 128) and the 192-key tiles at any length at D = 128. `--trace` (D = 128 / 256 cases): after the timing,
+fp8_fwd_var=6) at D = 256 (96-key tiles instead of the default's 64), fp8_fwd_var=1-4 at D = 128 (the 192-key
+kernel's schedule variants: 4 stages with / without the early waits, the pipelined tanh, all three), fp8_sched=True
+(persistent CTAs at D <= 128) and the 192-key tiles at any length at D = 128. After each case: the clock a spinning
+thread sees before / after its timing and the wall time (to match an nvidia-smi log). `--trace` (D = 128 / 256
+cases): after the timing,
 one call of fp8_fwd_var=15 (the default's kernel, D = 128 / 256: its 192- / 64-key tiles, with clock stamps of CTA
 (0, 0, 0), the first sequence's last query tile, written over its output rows) and a table of its consumer loop's
-phases in SM cycles per warpgroup (medians over the KV tiles past the first two, which are masked).
+phases in SM cycles per warpgroup (medians over the KV tiles past the first two, which are masked); with var 3
+in --vars at D = 128 also fp8_fwd_var=5 (var 3's kernel with the stamps).
 
 The timing-only variants (fp8_fwd_diag, fp8_fwd_var=15) need a dev build of the wheel:
     ./bazelw build //:wheels --config=sm90 --define hstu_dev=1
@@ -24,6 +28,7 @@ Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only]
     [--vars 6,sched,bn192] [--trace]
 """
 import argparse
+import datetime
 import os
 import statistics
 import sys
@@ -37,9 +42,23 @@ from hstu_attn._fp8 import DESCALE_MODES, quantize_fp8
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks")))
 from bench_util import event_ms  # noqa: E402
 
+# fp8_fwd_var's schedule variants of the D = 128 192-key kernel (correct outputs)
+SCHEDULE_VARS = {"1": "4 stages + early waits", "2": "4 stages", "3": "tanh pipelined", "4": "all three"}
 CASES = {"B16S16KD128": (16, 16384, 128), "B16S16KD256": (16, 16384, 256), "B16S4KD128": (16, 4096, 128),
          "B16S4KD64": (16, 4096, 64), "B16S4KD256": (16, 4096, 256), "B16S8KD128": (16, 8192, 128),
          "B16S8KD256": (16, 8192, 256), "B16S2KD128": (16, 2048, 128)}
+
+
+def now():
+    """Wall time in nvidia-smi's timestamp format (to match a clock log taken beside the run)."""
+    return datetime.datetime.now().strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+
+
+def spin_mhz(cycles=20_000_000):
+    """The SM clock seen by one spinning thread (torch.cuda._sleep: clock64 cycles) over CUDA-event time, in MHz."""
+    torch.cuda._sleep(cycles // 10)
+    ms = event_ms(lambda: torch.cuda._sleep(cycles))
+    return cycles / ms / 1e3
 
 
 def once_ms(fn, flush):
@@ -74,6 +93,8 @@ def main():
             for v in args.vars.split(","):
                 if v == "6" and D == 256:
                     variants += [("var 6 (96-key tiles)", 6 << hstu_attn._ops.FP8_FWD_VAR_SHIFT)]
+                elif v in SCHEDULE_VARS and D == 128:
+                    variants += [(f"var {v} ({SCHEDULE_VARS[v]})", int(v) << hstu_attn._ops.FP8_FWD_VAR_SHIFT)]
                 elif v == "sched" and D <= 128:
                     variants += [("fp8_sched (persistent)", bits["fp8_sched"])]
                 elif v == "bn192" and D == 128:
@@ -92,6 +113,7 @@ def main():
                                                        None, float(S), None, None, o)
 
         fns = [call(o) for _, o in variants]
+        mhz_before = spin_mhz()
         for fn in fns:
             t0 = time.perf_counter()
             while (time.perf_counter() - t0) * 1e3 < args.warmup_ms:
@@ -110,8 +132,12 @@ def main():
                 diff = f"{(fn().float() - ref).abs().max().item() / ref.abs().max().item():.2e}"
             print(f"| B{B} S{S // 1024}K D{D} causal | {vname} | {ms:.3f} | {flops / ms / 1e9:.1f} | "
                   f"{ms / med[0]:.3f} | {diff} |", flush=True)
+        print(f"(case B{B} S{S // 1024}K D{D} timed until {now()}; effective SM clock of a spin before: "
+              f"{mhz_before:.0f} MHz, after: {spin_mhz():.0f} MHz)", flush=True)
         if args.trace and D >= 128:
             trace(call(15 << hstu_attn._ops.FP8_FWD_VAR_SHIFT), B, S, D, "the default's kernel")
+            if D == 128 and "3" in args.vars.split(","):
+                trace(call(5 << hstu_attn._ops.FP8_FWD_VAR_SHIFT), B, S, D, "var 3 (tanh pipelined)")
         del q8, k8, v8, fns
         torch.cuda.empty_cache()
 

@@ -36,6 +36,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/common/hstu_params.h"
@@ -52,16 +54,18 @@ namespace sm90 {
 // multiple of 32: Vt's permuted groups); 192 (D = 128, kernel_options(fp8_bn192=True)) cuts the per-tile overheads
 // per key (pingpong barriers, waits, loop top, wgmma issue) by a third, as FA3's FP8 forward's wide tiles (224 keys
 // there); its Vt tile is two panels (128 keys with the 128-byte swizzle, then 64 with the 64-byte one).
-template <int D, int QBUFS = 1, int BN = (D == 256 ? 64 : 128)>
+// STAGES4 (192-key tiles only; kernel_options(fp8_fwd_var=1 / 2 / 4), private): 4 K / Vt stages instead of 3, the
+// output staged over the K stages.
+template <int D, int QBUFS = 1, int BN = (D == 256 ? 64 : 128), bool STAGES4 = false>
 struct Fp8FwdTraits {
   static constexpr int kBlockM = 128;                  // 2 consumer warpgroups x 64 rows
   static constexpr int kBlockN = BN;
-  static constexpr int kStages = D == 256 || BN > 128 ? 3 : 4;
+  static constexpr int kStages = STAGES4 || (D != 256 && BN <= 128) ? 4 : 3;
   // Vt panel 0: D rows of kVtRowBytes keys (+ panel 1 of BN - kVtRowBytes keys: 64 at BN 192, 32 at BN 96)
   static constexpr int kVtRowBytes = BN == 96 ? 64 : BN < 128 ? BN : 128;
   // The output staging over the K stages (BN 96 at D = 256, where both would not fit): every K tile has been read
   // (both warpgroups' last QK^T done) before it is written (a barrier of the two; grid order: no loads after the last).
-  static constexpr bool kOOverK = BN == 96;
+  static constexpr bool kOOverK = BN == 96 || STAGES4;
   static constexpr int kQBufs = QBUFS;
   static constexpr int kRowBytes = D < 128 ? D : 128;  // Q / K panel rows (TMA box width and swizzle span)
   static constexpr int kPanels = D / kRowBytes;
@@ -80,6 +84,7 @@ struct Fp8FwdTraits {
   static constexpr int kConsumerRegs = BN > 128 || BN == 96 ? 240 : 232;
   static_assert(D == 64 || D == 128 || D == 256, "head dim");
   static_assert(BN == 64 || BN == 128 || (BN == 192 && D == 128) || (BN == 96 && D == 256), "KV tile");
+  static_assert(!STAGES4 || BN == 192, "4 stages: the 192-key tiles");
   static_assert(!kOOverK || kOBytes <= kStages * kTileBytes, "output staging over the K stages");
   static_assert(8 + 32 * kStages <= 200, "mbarriers");
   static_assert(QBUFS == 1 || QBUFS == 2, "Q buffers");
@@ -191,6 +196,29 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
   const int n = silu == kFp8SiluMixed ? 4 : silu == kFp8SiluMix3 ? 3 : 0;
   return (w + 1) * n / 8 > w * n / 8;
 }
+// Tanh words (not fp8_silu_h2_word) before word w; the n-th tanh word (words if none).
+__host__ __device__ constexpr int fp8_silu_tanh_words_before(int silu, int w) {
+  int c = 0;
+  for (int i = 0; i < w; ++i) c += fp8_silu_h2_word(silu, i) ? 0 : 1;
+  return c;
+}
+__host__ __device__ constexpr int fp8_silu_tanh_word_n(int silu, int n, int words) {
+  for (int i = 0; i < words; ++i) {
+    if (!fp8_silu_h2_word(silu, i) && n-- == 0) return i;
+  }
+  return words;
+}
+// The pipelined tanh's distance (kFp8FwdVSiluPipe): tanh words issued ahead of their FFMAs.
+constexpr int kSiluAhead = 2;
+// f(std::integral_constant<int, i>{}) for i = 0 .. N - 1 in order (compile-time indices).
+template <int... I, class F>
+__device__ __forceinline__ void fp8_static_for_impl(std::integer_sequence<int, I...>, F&& f) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, class F>
+__device__ __forceinline__ void fp8_static_for(F&& f) {
+  fp8_static_for_impl(std::make_integer_sequence<int, N>{}, f);
+}
 
 // Variants of the FP8 forward (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private): kFp8VarKeys96
 // (correct outputs) D = 256 with KV tiles of 96 keys in grid order, not in block mode (H200, B16 causal: 0.978x /
@@ -198,7 +226,21 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel (D = 128: its 192-key tiles; D = 256: its
 // grid kernel) with clock stamps of CTA (0, 0, 0)'s consumer loop over its output rows (kFp8FwdDiagTrace;
 // tools/hstu_dev/fp8_fwd_split.py --trace).
-enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarKeys96 = 6, kFp8VarTrace = 15 };
+// Schedule variants of the D = 128 192-key kernel (correct outputs, bitwise the default's but for var 3 / 4's
+// SiLU order, which computes the same values): kFp8VarStages4Early 4 K / Vt stages with the next tile's mbarrier
+// waits under the S wait (kEarlyWait); kFp8VarStages4 4 stages alone; kFp8VarSiluPipe the unmasked tiles' tanh of
+// k-step ks + 1 issued before k-step ks's FFMAs and half2 words (MUFU results in flight across the SiLU);
+// kFp8VarSiluPipe4 both; kFp8VarSiluPipeTrace (timing-only) var 3 with the stamps.
+enum Fp8FwdVar : int {
+  kFp8VarNone = 0,
+  kFp8VarStages4Early = 1,
+  kFp8VarStages4 = 2,
+  kFp8VarSiluPipe = 3,
+  kFp8VarSiluPipe4 = 4,
+  kFp8VarSiluPipeTrace = 5,
+  kFp8VarKeys96 = 6,
+  kFp8VarTrace = 15
+};
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -219,6 +261,11 @@ constexpr int kFp8FwdDiagNoCvt = 2;
 // 4096 wg + 8 i + j, 64 per output row: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V
 // done; i 0 the first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
 constexpr int kFp8FwdDiagTrace = 4;
+// The schedule variants' kernel bits (kDiag's high bits; correct outputs): 4 stages (Fp8FwdTraits STAGES4), the early
+// mbarrier waits, the pipelined tanh (Fp8FwdVar above).
+constexpr int kFp8FwdVStages4 = 8;
+constexpr int kFp8FwdVEarlyWait = 16;
+constexpr int kFp8FwdVSiluPipe = 32;
 
 
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
@@ -290,10 +337,12 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kPersist = kMode == kFp8Persist;
   static_assert((kBN <= 128 && kBN != 96) || kMode == kFp8Grid, "192- / 96-key tiles: grid order only");
   // The next KV tile's mbarrier waits right after the issue (next_waits, under the S wait): the 96-key tiles only.
-  constexpr bool kEarlyWait = kBN == 96;
+  constexpr bool kEarlyWait = kBN == 96 || (kDiag & kFp8FwdVEarlyWait) != 0;
+  constexpr bool kSiluPipe = (kDiag & kFp8FwdVSiluPipe) != 0;
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   static_assert(kSilu == kFp8SiluTanh || ((kDiag & 3) == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
-  using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
+  static_assert((kDiag & ~7) == 0 || kBN == 192, "schedule variants: the 192-key tiles");
+  using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN, (kDiag & kFp8FwdVStages4) != 0>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
@@ -518,6 +567,44 @@ __global__ void __launch_bounds__(384, 1)
           if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
                        : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
             const float sc2 = sc + sc;  // (sc: the tanh form's h / 2 per unit of S)
+            if constexpr (kSiluPipe) {
+              // The tanh words' x and tanh issued kSiluAhead tanh words before their FFMAs (in word order, the
+              // half2 words between them): MUFU results of 2-3 words in flight (the same values as below). Word
+              // indices are template constants (fp8_static_for), so xw / tw stay in registers.
+              constexpr int kW = BN / 8;  // P words per thread
+              float xw[kW][4], tw[kW][4];
+              auto issue = [&](auto wc) {
+                constexpr int w = decltype(wc)::value;
+                constexpr int e = 16 * (w / 4) + 8 * ((w % 4) >> 1) + 2 * (w % 2);
+#pragma unroll
+                for (int u = 0; u < 4; ++u) {
+                  xw[w][u] = acc_s[e + (u & 1) + 4 * (u >> 1)] * sc;
+                  tw[w][u] = tanh_fast(xw[w][u]);
+                }
+              };
+              fp8_static_for<kSiluAhead>([&](auto jc) {
+                constexpr int w = fp8_silu_tanh_word_n(kSilu, decltype(jc)::value, kW);
+                if constexpr (w < kW) issue(std::integral_constant<int, w>{});
+              });
+              fp8_static_for<kW>([&](auto wc) {
+                constexpr int w = decltype(wc)::value;
+                constexpr int ks = w / 4, q = w % 4;
+                constexpr int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
+                if constexpr (fp8_silu_h2_word(kSilu, w)) {
+                  pn[ks][q] = silu_h2_e4m3x4(acc_s[e] * sc2, acc_s[e + 1] * sc2, acc_s[e + 4] * sc2,
+                                             acc_s[e + 5] * sc2);
+                } else {
+                  constexpr int ahead =
+                      fp8_silu_tanh_word_n(kSilu, fp8_silu_tanh_words_before(kSilu, w) + kSiluAhead, kW);
+                  if constexpr (ahead < kW) issue(std::integral_constant<int, ahead>{});
+                  float v[4];
+#pragma unroll
+                  for (int u = 0; u < 4; ++u) v[u] = fmaf(xw[w][u], tw[w][u], xw[w][u]);
+                  pn[ks][q] = cvt_e4m3x4(v[0], v[1], v[2], v[3]);
+                }
+              });
+              return;
+            }
 #pragma unroll
             for (int ks = 0; ks < BN / 32; ++ks) {
 #pragma unroll

@@ -36,7 +36,7 @@ template <bool kEarlyPack, int kSilu, int kDiag = 0>
 cudaError_t launch_fwd_fp8_wide(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tvt,
                                 const CUtensorMap& tvt2, const HstuParams& p, const HstuFp8FwdParams& f, int m_blocks,
                                 cudaStream_t stream) {
-  using CW = Fp8FwdTraits<128, 1, 192>;
+  using CW = Fp8FwdTraits<128, 1, 192, (kDiag & kFp8FwdVStages4) != 0>;
   constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<128, kFp8Grid, kEarlyPack, 192, kDiag, kSilu>;
   const cudaError_t err = set_max_dynamic_smem<kernel>(CW::kSmem);
   if (err != cudaSuccess) return err;
@@ -94,12 +94,31 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       if (err != cudaSuccess) return err;
       constexpr int kWide = fp8_silu_default(D, kEarlyPack, 192);
 #ifdef HSTU_FP8_FWD_DEV_VARIANTS
-      if constexpr (kEarlyPack) {  // (timing-only: kernel_options(fp8_fwd_var=15); dev builds)
+      if constexpr (kEarlyPack) {  // (timing-only: kernel_options(fp8_fwd_var=15 / 5); dev builds)
         if (f.var == kFp8VarTrace) {
           return launch_fwd_fp8_wide<true, kWide, kFp8FwdDiagTrace>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
         }
+        if (f.var == kFp8VarSiluPipeTrace) {
+          return launch_fwd_fp8_wide<true, kWide, kFp8FwdDiagTrace | kFp8FwdVSiluPipe>(tq, tkw, tvt, tvt2, p, f,
+                                                                                        m_blocks, stream);
+        }
       }
 #endif
+      if constexpr (kEarlyPack) {  // (the schedule variants, kernel_options(fp8_fwd_var=1-4))
+        constexpr int k4 = kFp8FwdVStages4, kEw = kFp8FwdVEarlyWait, kSp = kFp8FwdVSiluPipe;
+        if (f.var == kFp8VarStages4Early) {
+          return launch_fwd_fp8_wide<true, kWide, k4 | kEw>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        }
+        if (f.var == kFp8VarStages4) {
+          return launch_fwd_fp8_wide<true, kWide, k4>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        }
+        if (f.var == kFp8VarSiluPipe) {
+          return launch_fwd_fp8_wide<true, kWide, kSp>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        }
+        if (f.var == kFp8VarSiluPipe4) {
+          return launch_fwd_fp8_wide<true, kWide, k4 | kEw | kSp>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        }
+      }
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
   }
