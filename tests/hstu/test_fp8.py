@@ -614,7 +614,8 @@ def run_kernel(c, q8s, scales, mode, alpha, **switches):
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", ["tensor", "head", "block"])
 def test_cuda_fp8_d256_key_tiles(mode):
-    """D = 256 runs 64-key tiles; kernel_options(fp8_fwd_var=6) 96-key tiles in grid order outside block mode (in
+    """D = 256 runs 64-key tiles; kernel_options(fp8_fwd_var=6 / 7) 96-key tiles (7: with 4 K / Vt stages, bitwise
+    6's output) in grid order outside block mode (in
     block mode the default's kernel: a 96-key tile would straddle two 128-key blocks of k / v factors). Both meet the
     error rule against the fp64 emulation (jagged, delta-q, contexts and targets, an empty sequence; causal sequences
     of 1-2K keys, mostly unmasked tiles) and differ only by the order of the key sums."""
@@ -641,6 +642,11 @@ def test_cuda_fp8_d256_key_tiles(mode):
             assert torch.equal(k96, out)
         else:
             assert max_err(k96, out) <= 0.05 * out.abs().max().item()
+        # fp8_fwd_var=7: the 96-key tiles with 4 K / Vt stages (block mode: the default's kernel), the same sums
+        k96s4, names = run_kernel(c, q8s, scales, mode, 256 ** -0.5, fp8_fwd_var=7)
+        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*256\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*"
+                             rf"{8 if bn == 96 else 0}\s*,\s*0\s*>", n) for n in names), names
+        assert torch.equal(k96s4, k96)
 
 
 @pytest.mark.gpu

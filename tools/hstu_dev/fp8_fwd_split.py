@@ -11,8 +11,8 @@ H4 batches, per-tensor descale; the variants interleaved (CUDA events, L2 flushe
 default alone (for an older wheel without the switches). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per
 sequence), time over the default's, and for the correct variants max |out - default| / max |default| (the
 difference of two P roundings). `--vars 6,sched,bn192`: instead of the diag / silu variants, kernel_options(
-fp8_fwd_var=6) at D = 256 (96-key tiles instead of the default's 64), fp8_fwd_var=1-4 at D = 128 (the 192-key
-kernel's schedule variants: 4 stages with / without the early waits, the pipelined tanh, all three), fp8_sched=True
+fp8_fwd_var=6 / 7) at D = 256 (96-key tiles instead of the default's 64; 7 with 4 stages), fp8_fwd_var=1-4 at
+D = 128 (the 192-key kernel's schedule variants: 4 stages with / without the early waits, the pipelined tanh, all three), fp8_sched=True
 (persistent CTAs at D <= 128) and the 192-key tiles at any length at D = 128. After each case: the clock a spinning
 thread sees before / after its timing and the wall time (to match an nvidia-smi log). `--trace` (D = 128 / 256
 cases): after the timing,
@@ -93,6 +93,8 @@ def main():
             for v in args.vars.split(","):
                 if v == "6" and D == 256:
                     variants += [("var 6 (96-key tiles)", 6 << hstu_attn._ops.FP8_FWD_VAR_SHIFT)]
+                elif v == "7" and D == 256:
+                    variants += [("var 7 (96-key tiles, 4 stages)", 7 << hstu_attn._ops.FP8_FWD_VAR_SHIFT)]
                 elif v in SCHEDULE_VARS and D == 128:
                     variants += [(f"var {v} ({SCHEDULE_VARS[v]})", int(v) << hstu_attn._ops.FP8_FWD_VAR_SHIFT)]
                 elif v == "sched" and D <= 128:

@@ -54,8 +54,8 @@ namespace sm90 {
 // multiple of 32: Vt's permuted groups); 192 (D = 128, kernel_options(fp8_bn192=True)) cuts the per-tile overheads
 // per key (pingpong barriers, waits, loop top, wgmma issue) by a third, as FA3's FP8 forward's wide tiles (224 keys
 // there); its Vt tile is two panels (128 keys with the 128-byte swizzle, then 64 with the 64-byte one).
-// STAGES4 (192-key tiles only; kernel_options(fp8_fwd_var=1 / 2 / 4), private): 4 K / Vt stages instead of 3, the
-// output staged over the K stages.
+// STAGES4 (192- / 96-key tiles only; kernel_options(fp8_fwd_var=1 / 2 / 4 / 7), private): 4 K / Vt stages instead
+// of 3, the output staged over the K stages (D = 256, 96 keys: 230,656 bytes).
 template <int D, int QBUFS = 1, int BN = (D == 256 ? 64 : 128), bool STAGES4 = false>
 struct Fp8FwdTraits {
   static constexpr int kBlockM = 128;                  // 2 consumer warpgroups x 64 rows
@@ -84,7 +84,7 @@ struct Fp8FwdTraits {
   static constexpr int kConsumerRegs = BN > 128 || BN == 96 ? 240 : 232;
   static_assert(D == 64 || D == 128 || D == 256, "head dim");
   static_assert(BN == 64 || BN == 128 || (BN == 192 && D == 128) || (BN == 96 && D == 256), "KV tile");
-  static_assert(!STAGES4 || BN == 192, "4 stages: the 192-key tiles");
+  static_assert(!STAGES4 || BN == 192 || BN == 96, "4 stages: the 192- / 96-key tiles");
   static_assert(!kOOverK || kOBytes <= kStages * kTileBytes, "output staging over the K stages");
   static_assert(8 + 32 * kStages <= 200, "mbarriers");
   static_assert(QBUFS == 1 || QBUFS == 2, "Q buffers");
@@ -230,7 +230,8 @@ __device__ __forceinline__ void fp8_static_for(F&& f) {
 // SiLU order, which computes the same values): kFp8VarStages4Early 4 K / Vt stages with the next tile's mbarrier
 // waits under the S wait (kEarlyWait); kFp8VarStages4 4 stages alone; kFp8VarSiluPipe the unmasked tiles' tanh of
 // k-step ks + 1 issued before k-step ks's FFMAs and half2 words (MUFU results in flight across the SiLU);
-// kFp8VarSiluPipe4 both; kFp8VarSiluPipeTrace (timing-only) var 3 with the stamps.
+// kFp8VarSiluPipe4 both; kFp8VarSiluPipeTrace (timing-only) var 3 with the stamps. kFp8VarKeys96Stages4: D = 256's
+// 96-key tiles (kFp8VarKeys96) with 4 stages.
 enum Fp8FwdVar : int {
   kFp8VarNone = 0,
   kFp8VarStages4Early = 1,
@@ -239,6 +240,7 @@ enum Fp8FwdVar : int {
   kFp8VarSiluPipe4 = 4,
   kFp8VarSiluPipeTrace = 5,
   kFp8VarKeys96 = 6,
+  kFp8VarKeys96Stages4 = 7,
   kFp8VarTrace = 15
 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
@@ -341,7 +343,8 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kSiluPipe = (kDiag & kFp8FwdVSiluPipe) != 0;
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   static_assert(kSilu == kFp8SiluTanh || ((kDiag & 3) == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
-  static_assert((kDiag & ~7) == 0 || kBN == 192, "schedule variants: the 192-key tiles");
+  static_assert((kDiag & ~7) == 0 || kBN == 192 || (kBN == 96 && kDiag == kFp8FwdVStages4),
+                "schedule variants: the 192-key tiles (4 stages: also the 96-key tiles)");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN, (kDiag & kFp8FwdVStages4) != 0>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
