@@ -612,44 +612,6 @@ def run_kernel(c, q8s, scales, mode, alpha, **switches):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", ["tensor", "head", "block"])
-def test_cuda_fp8_d256_key_tiles(mode):
-    """D = 256 runs 64-key tiles; kernel_options(fp8_fwd_var=6 / 7) 96-key tiles (7: with 4 K / Vt stages, bitwise
-    6's output) in grid order outside block mode (in
-    block mode the default's kernel: a 96-key tile would straddle two 128-key blocks of k / v factors). Both meet the
-    error rule against the fp64 emulation (jagged, delta-q, contexts and targets, an empty sequence; causal sequences
-    of 1-2K keys, mostly unmasked tiles) and differ only by the order of the key sums."""
-    if not fp8_kernel_runs(256):
-        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    rng = random.Random(f"d256-{mode}")
-    lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]
-    cases = [make_case(rng.randrange(1 << 30), lens, 2, 256, "context_target_group", device="cuda", targets_max=300,
-                       contexts_max=40),
-             make_case(rng.randrange(1 << 30), [1000, 2100, 1500], 2, 256, "causal", device="cuda")]
-    bn = 64 if mode == "block" else 96
-    for c in cases:
-        out = check_fp8_kernel(c, mode, 256 ** -0.5)
-        q8s, scales = quantized(c, mode)
-        again, names = run_kernel(c, q8s, scales, mode, 256 ** -0.5)
-        assert any(re.search(r"hstu_fwd_fp8_sm90_kernel<\s*256\s*,\s*0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*>", n)
-                   for n in names), names
-        assert torch.equal(again, out)
-        k96 = check_fp8_kernel(c, mode, 256 ** -0.5, switches=dict(fp8_fwd_var=6))
-        _, names = run_kernel(c, q8s, scales, mode, 256 ** -0.5, fp8_fwd_var=6)
-        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*256\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*0\s*>", n)
-                   for n in names), names
-        if mode == "block":
-            assert torch.equal(k96, out)
-        else:
-            assert max_err(k96, out) <= 0.05 * out.abs().max().item()
-        # fp8_fwd_var=7: the 96-key tiles with 4 K / Vt stages (block mode: the default's kernel), the same sums
-        k96s4, names = run_kernel(c, q8s, scales, mode, 256 ** -0.5, fp8_fwd_var=7)
-        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*256\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*"
-                             rf"{8 if bn == 96 else 0}\s*,\s*0\s*>", n) for n in names), names
-        assert torch.equal(k96s4, k96)
-
-
-@pytest.mark.gpu
 @pytest.mark.parametrize("switches", [dict(fp8_fwd_diag=1), dict(fp8_fwd_diag=3), dict(fp8_fwd_var=15)])
 def test_cuda_fp8_fwd_product_build_refuses_timing_variants(switches):
     """A product build (no --define hstu_dev=1) holds no timing-only FP8 forward kernel: the op refuses their
@@ -695,39 +657,6 @@ def test_cuda_fp8_fwd_trace_variant(D):
         assert n == -(-4096 // bn), n  # (the last query tile's KV tiles)
         seq = [w[8 * i + j] for i in range(1, n) for j in range(7)]
         assert all(0 <= (b - a) & 0xFFFFFFFF < 1 << 24 for a, b in zip(seq, seq[1:])), seq
-
-
-# kernel_options(fp8_fwd_var=...) -> the 192-key kernel's kDiag bits (kFp8FwdVStages4 8, kFp8FwdVEarlyWait 16,
-# kFp8FwdVSiluPipe 32).
-FP8_SCHEDULE_VARS = {1: 24, 2: 8, 3: 32, 4: 56}
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("var,mode", [(1, "tensor"), (2, "head"), (3, "tensor"), (4, "head"), (4, "block")])
-def test_cuda_fp8_fwd_schedule_variants(var, mode):
-    """kernel_options(fp8_fwd_var=1-4) (private): the D = 128 192-key kernel with 4 K / Vt stages (the output staged
-    over the K stages) with / without the next tile's waits under the S wait, the tanh of the next k-step issued
-    before this one's FFMAs, and all three: each launches its own kernel where the 192-key tiles apply (not block
-    mode: there the default's 128-key kernel), meets the error rule against the fp64 emulation (jagged, delta-q,
-    contexts and targets, an empty sequence; causal sequences of 1-1.8K keys, mostly unmasked tiles) and computes
-    bitwise the default's output (the same arithmetic in another order)."""
-    if not fp8_kernel_runs(128):
-        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    rng = random.Random(f"sched-var-{var}-{mode}")
-    lens = [rng.randint(129, 700) for _ in range(12)] + [0, 1, 191, 193, 383]
-    cases = [make_case(rng.randrange(1 << 30), lens, 2, 128, "context_target_group", device="cuda", targets_max=300,
-                       contexts_max=40),
-             make_case(rng.randrange(1 << 30), [1000, 1800], 2, 128, "causal", device="cuda")]
-    kdiag = 0 if mode == "block" else FP8_SCHEDULE_VARS[var]
-    bn, form = (128, 1) if mode == "block" else (192, 2)
-    for c in cases:
-        q8s, scales = quantized(c, mode)
-        default, _ = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True)
-        out = check_fp8_kernel(c, mode, 128 ** -0.5, switches=dict(fp8_bn192=True, fp8_fwd_var=var))
-        _, names = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True, fp8_fwd_var=var)
-        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{kdiag}\s*,"
-                             rf"\s*{form}\s*>", n) for n in names), names
-        assert torch.equal(out, default)
 
 
 @pytest.mark.gpu
