@@ -612,38 +612,6 @@ def run_kernel(c, q8s, scales, mode, alpha, **switches):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", ["tensor", "head", "block"])
-def test_cuda_fp8_d256_key_tiles(mode):
-    """D = 256 runs 64-key tiles; kernel_options(fp8_fwd_var=6) 96-key tiles in grid order outside block mode (in
-    block mode the default's kernel: a 96-key tile would straddle two 128-key blocks of k / v factors). Both meet the
-    error rule against the fp64 emulation (jagged, delta-q, contexts and targets, an empty sequence; causal sequences
-    of 1-2K keys, mostly unmasked tiles) and differ only by the order of the key sums."""
-    if not fp8_kernel_runs(256):
-        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    rng = random.Random(f"d256-{mode}")
-    lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]
-    cases = [make_case(rng.randrange(1 << 30), lens, 2, 256, "context_target_group", device="cuda", targets_max=300,
-                       contexts_max=40),
-             make_case(rng.randrange(1 << 30), [1000, 2100, 1500], 2, 256, "causal", device="cuda")]
-    bn = 64 if mode == "block" else 96
-    for c in cases:
-        out = check_fp8_kernel(c, mode, 256 ** -0.5)
-        q8s, scales = quantized(c, mode)
-        again, names = run_kernel(c, q8s, scales, mode, 256 ** -0.5)
-        assert any(re.search(r"hstu_fwd_fp8_sm90_kernel<\s*256\s*,\s*0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*>", n)
-                   for n in names), names
-        assert torch.equal(again, out)
-        k96 = check_fp8_kernel(c, mode, 256 ** -0.5, switches=dict(fp8_fwd_var=6))
-        _, names = run_kernel(c, q8s, scales, mode, 256 ** -0.5, fp8_fwd_var=6)
-        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*256\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*0\s*>", n)
-                   for n in names), names
-        if mode == "block":
-            assert torch.equal(k96, out)
-        else:
-            assert max_err(k96, out) <= 0.05 * out.abs().max().item()
-
-
-@pytest.mark.gpu
 @pytest.mark.parametrize("switches", [dict(fp8_fwd_diag=1), dict(fp8_fwd_diag=3), dict(fp8_fwd_var=15)])
 def test_cuda_fp8_fwd_product_build_refuses_timing_variants(switches):
     """A product build (no --define hstu_dev=1) holds no timing-only FP8 forward kernel: the op refuses their

@@ -10,20 +10,23 @@ scores in half2 arithmetic without the MUFU (the default at D <= 128)), the
 H4 batches, per-tensor descale; the variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the
 default alone (for an older wheel without the switches). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per
 sequence), time over the default's, and for the correct variants max |out - default| / max |default| (the
-difference of two P roundings). `--vars 6,sched,bn192`: instead of the diag / silu variants, kernel_options(
-fp8_fwd_var=6) at D = 256 (96-key tiles instead of the default's 64), fp8_sched=True (persistent CTAs at
-D <= 128) and the 192-key tiles at any length at D = 128. `--trace` (D = 128 / 256 cases): after the timing,
-one call of fp8_fwd_var=15 (the default's kernel, D = 128 / 256: its 192- / 64-key tiles, with clock stamps of CTA
-(0, 0, 0), the first sequence's last query tile, written over its output rows) and a table of its consumer loop's
+difference of two P roundings). `--vars sched,bn192`: instead of the diag / silu variants, kernel_options(
+fp8_sched=True) (persistent CTAs at D <= 128) and the 192-key tiles at any length at D = 128. After each case: the
+clock a spinning thread sees before / after its timing and the wall time (to match an nvidia-smi log, e.g.
+tools/hstu_dev/fp8f20_run/setup.sh's smi_log). `--sustain SECONDS`: then the default back to back for that long
+(ms per call, TFLOP/s, the window's wall times: the clocks under a sustained load). `--trace` (D = 128 / 256
+cases): after the timing, one call of fp8_fwd_var=15 (the default's kernel, D = 128 / 256: its 192- / 64-key
+tiles, with clock stamps of CTA (0, 0, 0), the first sequence's last query tile, written over its output rows) and a table of its consumer loop's
 phases in SM cycles per warpgroup (medians over the KV tiles past the first two, which are masked).
 
 The timing-only variants (fp8_fwd_diag, fp8_fwd_var=15) need a dev build of the wheel:
     ./bazelw build //:wheels --config=sm90 --define hstu_dev=1
 
 Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only] [--split] [--cases B16S16KD128,...]
-    [--vars 6,sched,bn192] [--trace]
+    [--vars sched,bn192] [--sustain SECONDS] [--trace]
 """
 import argparse
+import datetime
 import os
 import statistics
 import sys
@@ -42,6 +45,18 @@ CASES = {"B16S16KD128": (16, 16384, 128), "B16S16KD256": (16, 16384, 256), "B16S
          "B16S8KD256": (16, 8192, 256), "B16S2KD128": (16, 2048, 128)}
 
 
+def now():
+    """Wall time in nvidia-smi's timestamp format (to match a clock log taken beside the run)."""
+    return datetime.datetime.now().strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+
+
+def spin_mhz(cycles=20_000_000):
+    """The SM clock seen by one spinning thread (torch.cuda._sleep: clock64 cycles) over CUDA-event time, in MHz."""
+    torch.cuda._sleep(cycles // 10)
+    ms = event_ms(lambda: torch.cuda._sleep(cycles))
+    return cycles / ms / 1e3
+
+
 def once_ms(fn, flush):
     flush.zero_()  # (L2 flushed)
     return event_ms(fn)
@@ -56,10 +71,12 @@ def main():
     ap.add_argument("--cases", default="B16S16KD128,B16S16KD256,B16S4KD128")
     ap.add_argument("--vars", default="")
     ap.add_argument("--trace", action="store_true")
+    ap.add_argument("--sustain", type=float, default=0.0)
     args = ap.parse_args()
     dev = torch.device("cuda")
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
     print(f"- {torch.cuda.get_device_name(dev)}; hstu_attn {hstu_attn.__version__} at {hstu_attn.__file__}")
+    print(f"(process start {now()})", flush=True)
     print("| case | variant | ms | TFLOP/s | time / default | max diff / max |\n|---|---|---:|---:|---:|---:|")
     for name in args.cases.split(","):
         B, S, D = CASES[name]
@@ -72,9 +89,7 @@ def main():
         variants = [("default", 0)]
         if args.vars:
             for v in args.vars.split(","):
-                if v == "6" and D == 256:
-                    variants += [("var 6 (96-key tiles)", 6 << hstu_attn._ops.FP8_FWD_VAR_SHIFT)]
-                elif v == "sched" and D <= 128:
+                if v == "sched" and D <= 128:
                     variants += [("fp8_sched (persistent)", bits["fp8_sched"])]
                 elif v == "bn192" and D == 128:
                     variants += [("bn192", bits["fp8_bn192"])]
@@ -92,6 +107,7 @@ def main():
                                                        None, float(S), None, None, o)
 
         fns = [call(o) for _, o in variants]
+        mhz_before = spin_mhz()
         for fn in fns:
             t0 = time.perf_counter()
             while (time.perf_counter() - t0) * 1e3 < args.warmup_ms:
@@ -110,10 +126,34 @@ def main():
                 diff = f"{(fn().float() - ref).abs().max().item() / ref.abs().max().item():.2e}"
             print(f"| B{B} S{S // 1024}K D{D} causal | {vname} | {ms:.3f} | {flops / ms / 1e9:.1f} | "
                   f"{ms / med[0]:.3f} | {diff} |", flush=True)
+        print(f"(case B{B} S{S // 1024}K D{D} timed until {now()}; effective SM clock of a spin before: "
+              f"{mhz_before:.0f} MHz, after: {spin_mhz():.0f} MHz)", flush=True)
+        if args.sustain > 0:
+            sustain(fns[0], args.sustain, flops, f"B{B} S{S // 1024}K D{D}")
         if args.trace and D >= 128:
             trace(call(15 << hstu_attn._ops.FP8_FWD_VAR_SHIFT), B, S, D, "the default's kernel")
         del q8, k8, v8, fns
         torch.cuda.empty_cache()
+
+
+def sustain(fn, seconds, flops, name):
+    """fn back to back for `seconds` (no flush): ms per call over the window, and the window's wall times."""
+    torch.cuda.synchronize()
+    t_from = now()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0, calls = time.perf_counter(), 0
+    start.record()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(10):
+            fn()
+        calls += 10
+        if calls % 50 == 0:
+            torch.cuda.synchronize()
+    end.record()
+    end.synchronize()
+    ms = start.elapsed_time(end) / calls
+    print(f"(sustain {name} from {t_from} until {now()}: {calls} calls, {ms:.3f} ms per call, "
+          f"{flops / ms / 1e9:.1f} TFLOP/s)", flush=True)
 
 
 PHASES = (("K / V wait", 0, 1), ("turn wait", 1, 2), ("issue", 2, 3), ("S wait", 3, 4), ("SiLU", 4, 5),

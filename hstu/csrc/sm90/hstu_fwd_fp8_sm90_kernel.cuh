@@ -24,9 +24,8 @@
 //   the MUFU (kSilu, silu_h2_e4m3x2), the others tanh.approx: the MUFU alone would bind there;
 // - KV tiles of 192 keys at D = 128 in grid order (Fp8FwdTraits), not in block mode: by default for batches of at
 //   least kFp8WideMinMeanKeys keys per sequence on average (fp8_wide_tiles), at any length on
-//   kernel_options(fp8_bn192=True); of 96 keys at D = 256 on kernel_options(fp8_fwd_var=6), grid order, not in
-//   block mode (the output staged over the K stages, the next tile's waits under the S wait: kEarlyWait).
-// (A 128-key tile lies in one 128-row block of factors; the 192- / 96-key tiles would not, hence not block mode.)
+//   kernel_options(fp8_bn192=True).
+// (A 128-key tile lies in one 128-row block of factors; the 192-key tiles would not, hence not block mode.)
 // The masked key tiles between the history and a query tile's target group are skipped (fwd_kv_tiles), and the
 // query tiles scheduled in grid order, or on kernel_options(fp8_sched=True) by the bf16 forward's work list /
 // persistent CTAs (Fp8FwdMode). No rab (the op keeps the dequantize + bf16 path for rab).
@@ -57,11 +56,8 @@ struct Fp8FwdTraits {
   static constexpr int kBlockM = 128;                  // 2 consumer warpgroups x 64 rows
   static constexpr int kBlockN = BN;
   static constexpr int kStages = D == 256 || BN > 128 ? 3 : 4;
-  // Vt panel 0: D rows of kVtRowBytes keys (+ panel 1 of BN - kVtRowBytes keys: 64 at BN 192, 32 at BN 96)
-  static constexpr int kVtRowBytes = BN == 96 ? 64 : BN < 128 ? BN : 128;
-  // The output staging over the K stages (BN 96 at D = 256, where both would not fit): every K tile has been read
-  // (both warpgroups' last QK^T done) before it is written (a barrier of the two; grid order: no loads after the last).
-  static constexpr bool kOOverK = BN == 96;
+  // Vt panel 0: D rows of kVtRowBytes keys (+ panel 1 of BN - kVtRowBytes = 64 keys at BN 192)
+  static constexpr int kVtRowBytes = BN < 128 ? BN : 128;
   static constexpr int kQBufs = QBUFS;
   static constexpr int kRowBytes = D < 128 ? D : 128;  // Q / K panel rows (TMA box width and swizzle span)
   static constexpr int kPanels = D / kRowBytes;
@@ -71,16 +67,15 @@ struct Fp8FwdTraits {
   static constexpr int kTileBytes = kBlockN * D;       // one K tile or one Vt tile (D rows of kBlockN keys)
   static constexpr int kOPanelBytes = kBlockM * 128;   // output staging: 64 16-bit columns per panel
   static constexpr int kOBytes = kBlockM * D * 2;
-  static constexpr int kBarOffset = kQBufs * kQBytes + 2 * kStages * kTileBytes + (kOOverK ? 0 : kOBytes);
+  static constexpr int kBarOffset = kQBufs * kQBytes + 2 * kStages * kTileBytes + kOBytes;
   // + mbarriers (the persistent Q buffer 1 full / empty at 200-223) + the persistent FwdTile slots (128 bytes each)
   // + slack to align the base to 1024 bytes
   static constexpr int kSmem = kBarOffset + 256 + (QBUFS > 1 ? 128 * QBUFS : 0) + 1024;
   static constexpr int kThreads = 384;
-  static constexpr int kProducerRegs = BN > 128 || BN == 96 ? 24 : 40;  // (BN 192 / 96: grid order only)
-  static constexpr int kConsumerRegs = BN > 128 || BN == 96 ? 240 : 232;
+  static constexpr int kProducerRegs = BN > 128 ? 24 : 40;  // (BN 192: grid order only)
+  static constexpr int kConsumerRegs = BN > 128 ? 240 : 232;
   static_assert(D == 64 || D == 128 || D == 256, "head dim");
-  static_assert(BN == 64 || BN == 128 || (BN == 192 && D == 128) || (BN == 96 && D == 256), "KV tile");
-  static_assert(!kOOverK || kOBytes <= kStages * kTileBytes, "output staging over the K stages");
+  static_assert(BN == 64 || BN == 128 || (BN == 192 && D == 128), "KV tile");
   static_assert(8 + 32 * kStages <= 200, "mbarriers");
   static_assert(QBUFS == 1 || QBUFS == 2, "Q buffers");
   static_assert(kSmem <= 232448, "shared memory opt-in limit");
@@ -102,8 +97,6 @@ __device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t da, ui
     wgmma_m64n64k32_ss_e4m3(d, da, db, scale_d);
   } else if constexpr (N == 128) {
     wgmma_m64n128k32_ss_e4m3(d, da, db, scale_d);
-  } else if constexpr (N == 96) {
-    wgmma_m64n96k32_ss_e4m3(d, da, db, scale_d);
   } else {
     static_assert(N == 192, "QK^T tile width");
     wgmma_m64n192k32_ss_e4m3(d, da, db, scale_d);
@@ -192,13 +185,11 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
   return (w + 1) * n / 8 > w * n / 8;
 }
 
-// Variants of the FP8 forward (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private): kFp8VarKeys96
-// (correct outputs) D = 256 with KV tiles of 96 keys in grid order, not in block mode (H200, B16 causal: 0.978x /
-// 0.989x the time of the default's 64-key tiles at S16K in two processes, 1.014x at S4K: not the default);
-// kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel (D = 128: its 192-key tiles; D = 256: its
-// grid kernel) with clock stamps of CTA (0, 0, 0)'s consumer loop over its output rows (kFp8FwdDiagTrace;
-// tools/hstu_dev/fp8_fwd_split.py --trace).
-enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarKeys96 = 6, kFp8VarTrace = 15 };
+// Variants of the FP8 forward (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private; the measured ones
+// that lost are in docs/hstu_attn.md): kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel
+// (D = 128: its 192-key tiles; D = 256: its grid kernel) with clock stamps of CTA (0, 0, 0)'s consumer loop over
+// its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarTrace = 15 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -288,9 +279,7 @@ __global__ void __launch_bounds__(384, 1)
                              const __grid_constant__ CUtensorMap tm_vt, const __grid_constant__ CUtensorMap tm_vt2,
                              const HstuParams p, const HstuFp8FwdParams f, const SchedArgs sched) {
   constexpr bool kPersist = kMode == kFp8Persist;
-  static_assert((kBN <= 128 && kBN != 96) || kMode == kFp8Grid, "192- / 96-key tiles: grid order only");
-  // The next KV tile's mbarrier waits right after the issue (next_waits, under the S wait): the 96-key tiles only.
-  constexpr bool kEarlyWait = kBN == 96;
+  static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   static_assert(kSilu == kFp8SiluTanh || ((kDiag & 3) == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
@@ -304,7 +293,7 @@ __global__ void __launch_bounds__(384, 1)
   // Q buffer qb at base + qb * kQBytes, then the K and Vt stages, the output staging, the mbarriers, the slots.
   const uint32_t sK = base + C::kQBufs * C::kQBytes;
   const uint32_t sV = sK + S * C::kTileBytes;
-  const uint32_t sO = C::kOOverK ? sK : sV + S * C::kTileBytes;
+  const uint32_t sO = sV + S * C::kTileBytes;
   const uint32_t bar = base + C::kBarOffset;
   auto bar_q = [&](int qb) { return qb == 0 ? bar : bar + 200u; };
   auto bar_q_empty = [&](int qb) { return bar + 208u + 8u * qb; };  // persistent: one arrive per consumer warp
@@ -472,8 +461,7 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < BN / 32; ++ks) {
-          // (k step ks: 32 keys of Vt's panel 0, kVtRowBytes-byte rows; BN 192: steps 4, 5 in panel 1, 64-byte rows;
-          // BN 96: step 2 in panel 1, 32-byte rows)
+          // (k step ks: 32 keys of Vt's panel 0, kVtRowBytes-byte rows; BN 192: steps 4, 5 in panel 1, 64-byte rows)
           constexpr int P0 = C::kVtRowBytes;
           const uint32_t vt = sV + s * C::kTileBytes;
           const uint64_t db = ks * 32 < P0 ? make_desc_kmajor(vt + ks * 32, P0)
@@ -553,32 +541,7 @@ __global__ void __launch_bounds__(384, 1)
               return;
             }
           }
-          if constexpr (BN == 96) {  // (fwd_silu_mask's tiles are multiples of 64 keys)
-            if (mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
-#pragma unroll
-              for (int e = 0; e < BN / 2; ++e) {
-                const float x = acc_s[e] * sc;
-                acc_s[e] = fmaf(x, tanh_fast(x), x);
-              }
-            } else {  // masked: keys [n0, n0 + 64), then [n0 + 64, n0 + 96) as a 64-key tile's first half
-              float lo[32], hi[32];
-#pragma unroll
-              for (int e = 0; e < 32; ++e) {
-                lo[e] = acc_s[e];
-                hi[e] = e < 16 ? acc_s[32 + e] : 0.f;
-              }
-              fwd_silu_mask<64>(lo, sc, mk, row_w0, warp, lane, n0, false);
-              fwd_silu_mask<64>(hi, sc, mk, row_w0, warp, lane, n0 + 64, false);
-#pragma unroll
-              for (int e = 0; e < 32; ++e) {
-                acc_s[e] = lo[e];
-                if (e < 16) acc_s[32 + e] = hi[e];
-              }
-            }
-            pack_into(pn);
-          } else {
-            fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128, [&]() { pack_into(pn); });
-          }
+          fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128, [&]() { pack_into(pn); });
         } else {
           fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128);
         }
@@ -604,16 +567,6 @@ __global__ void __launch_bounds__(384, 1)
       };
 
       if constexpr (!kPersist) mbar_wait(bar_q(0), 0);
-      // kEarlyWait (96-key tiles): after issuing S_i (and P_{i-1} V_{i-1}), K_{i+1} and Vt_i are waited for, under
-      // S_i's wgmma wait, instead of at the top of iteration i + 1 (H200, B16 S16K D256: 0.978x the time with it,
-      // 0.994x without, against the 64-key tiles; on the 192-key tiles at D128 the same move cost 1.094x at S16K,
-      // 1.016x at S8K: Vt_i's load is issued only once both warpgroups' P_{i-3} V_{i-3} completed and can still be
-      // in flight there). The producer loads both without any further consumer step (its stages free as S_{i-2}
-      // and P_{i-3} V_{i-3} complete), so the order cannot deadlock.
-      auto next_waits = [&](int i) {
-        if (i + 1 < n_tiles) mbar_wait(bar_full_k(stage(i + 1)), phase(i + 1));
-        mbar_wait(bar_full_v(stage(i)), phase(i));
-      };
       // Pingpong turns (as in the bf16 forward): warpgroup wg syncs on barrier 4 + wg before issuing, then arrives
       // on the other's; each issues n_tiles + 1 times, warpgroup 1 opens warpgroup 0's first turn and skips its last
       // arrive.
@@ -636,7 +589,6 @@ __global__ void __launch_bounds__(384, 1)
         issue_qk(s0);
         pp_arrive();
         stamp(0, 3);
-        if constexpr (kEarlyWait) next_waits(0);
         wgmma_wait<0>();
         pin_all(acc_s);
         stamp(0, 4);
@@ -655,10 +607,8 @@ __global__ void __launch_bounds__(384, 1)
         kf_nx = i + 1 < n_tiles ? k_factor(tile(i + 1)) : 0.f;
         vf_nx = v_factor(nb);
         stamp(i, 0);
-        if constexpr (!kEarlyWait) {
-          mbar_wait(bar_full_k(s), phase(i));
-          mbar_wait(bar_full_v(sp), phase(i - 1));
-        }
+        mbar_wait(bar_full_k(s), phase(i));
+        mbar_wait(bar_full_v(sp), phase(i - 1));
         stamp(i, 1);
         rescale_o(vf_prev);
         pp_sync();
@@ -667,7 +617,6 @@ __global__ void __launch_bounds__(384, 1)
         issue_pv(sp, pin);  // O += P_{i-1} Vt_{i-1}
         pp_arrive();
         stamp(i, 3);
-        if constexpr (kEarlyWait) next_waits(i);
         wgmma_wait<1>();  // S_i done
         pin_all(acc_s);
         stamp(i, 4);
@@ -685,7 +634,7 @@ __global__ void __launch_bounds__(384, 1)
         const int il = n_tiles - 1;
         const int sl = stage(il);
         stamp(n_tiles, 0);
-        if constexpr (!kEarlyWait) mbar_wait(bar_full_v(sl), phase(il));
+        mbar_wait(bar_full_v(sl), phase(il));
         stamp(n_tiles, 1);
         rescale_o(vf_nx);  // (tile il's v factor)
         pp_sync();
@@ -708,8 +657,6 @@ __global__ void __launch_bounds__(384, 1)
     // (A descale violation leaves every checked factor NaN: then every row is NaN, masked or not.)
     // Persistent: the warpgroup's reads of the previous tile's staging are done before it is written again.
     if constexpr (kPersist) named_barrier_sync(2 + wg, 128);
-    // Staging over the K stages: both warpgroups' QK^T done (each waited for its last S before its last P V).
-    if constexpr (C::kOOverK) named_barrier_sync(6, 256);
     const float sc = isnan(qs) ? qs : p.inv_scaling * v_cur;
     const bool out_half = f.out_half != 0;
 #pragma unroll

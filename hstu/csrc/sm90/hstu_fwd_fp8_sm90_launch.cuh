@@ -108,29 +108,6 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // persistent CTAs at D <= 128 where the op gave the tile counter and the grid is more than one wave, else the grid.
   int64_t list_ctas = 0;
   const SchedArgs sa = kVariant ? SchedArgs{} : fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
-  // kernel_options(fp8_fwd_var=6) at D = 256 in grid order, descale modes other than block: KV tiles of 96 keys
-  // (not 64: the per-tile waits, turns and issues per key drop by a third), the output staged over the K stages. Not
-  // the default: H200, B16 causal, 0.978x / 0.989x the time of the 64-key tiles at S16K, 1.014x at S4K. Not in block
-  // mode (a tile would straddle two 128-key blocks of k / v factors) nor the work list (planned in 64-key units).
-  // K map: 96-row boxes; Vt: boxes of 64 keys (64-byte swizzle) and 32 keys (32-byte swizzle).
-  if constexpr (D == 256 && !kVariant && kEarlyPack) {
-    if (sa.items == nullptr && f.var == kFp8VarKeys96 && f.descale_mode != kFp8Block && p.fwd_sched == nullptr &&
-        p.fwd_tile_counter == nullptr) {
-      using CN = Fp8FwdTraits<D, 1, 96>;
-      CUtensorMap tkn, tv0, tv1;
-      err = make_u8_map(&tkn, p.k, {D, static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(f.total_k)},
-                        {static_cast<cuuint64_t>(hs_k), static_cast<cuuint64_t>(p.k_row_stride)},
-                        {CN::kRowBytes, 1, CN::kBlockN});
-      if (err == cudaSuccess) err = vt_map(&tv0, 64);
-      if (err == cudaSuccess) err = vt_map(&tv1, 32);
-      if (err != cudaSuccess) return err;
-      constexpr auto k96 = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, 96, 0, kSilu>;
-      err = set_max_dynamic_smem<k96>(CN::kSmem);
-      if (err != cudaSuccess) return err;
-      k96<<<dim3(m_blocks, p.heads, p.batch), CN::kThreads, CN::kSmem, stream>>>(tq, tkn, tv0, tv1, p, f, SchedArgs{});
-      return cudaGetLastError();
-    }
-  }
   if constexpr (!kVariant) {  // (the timing-only variants and the SiLU forms: grid order)
     if (sa.items != nullptr) {
       constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8List, kEarlyPack>;
