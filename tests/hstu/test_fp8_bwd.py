@@ -396,9 +396,8 @@ def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
 
 
 # The path's private variants (the option field at bit 59 of the op's `options`, fb.FP8_BWD_VARIANT_BITS,
-# hstu_bwd_fp8_sm90.h kFp8BwdField), the same math as the default: the kernel without its newest features (staged dQ,
-# 4-byte dK / dV stores, the (key block, head, batch) grid: dq up to the order of its fp32 additions), dO^T by the
-# transposes' kernel, programmatic dependent launches through the path.
+# hstu_bwd_fp8_sm90.h kFp8BwdField), the same math as the default: programmatic dependent launches through the path,
+# dO^T by the transposes' kernel, the grid's pair groups of 128 CTAs (dq up to the order of its fp32 additions).
 VARIANTS = dict(fb.FP8_BWD_VARIANT_BITS)
 
 
@@ -421,13 +420,12 @@ def test_cuda_fp8_bwd_variant_matches_emulating_reference(variant, mask):
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("variant", ["default", "plain_kernel"])
-def test_cuda_fp8_bwd_rows_outside_sequences_are_zero(variant):
+def test_cuda_fp8_bwd_rows_outside_sequences_are_zero():
     """dk / dv get no zero fill before the kernel: the rows past every sequence (from cu_seqlens[B] on; NaN in dout
-    there) come back 0 from the op's finishing pass (dq's rounding; the default: the rows put back from the groups,
-    the rows outside zeroed; plain_kernel: rows converted in place), the rest as the fp64 emulation (5x the bf16
-    emulation's error). (Rows before cu_seqlens[0] > 0: quantize_fp8's block mode does not take them.)"""
-    grads = _check_against_emulation("block", "causal", VARIANTS.get(variant, 0), extra_rows=9)
+    there) come back 0 from the op's finishing pass (dq's rounding: the rows put back from the groups, the rows
+    outside zeroed), the rest as the fp64 emulation (5x the bf16 emulation's error). (Rows before cu_seqlens[0] > 0:
+    quantize_fp8's block mode does not take them.)"""
+    grads = _check_against_emulation("block", "causal", 0, extra_rows=9)
     for name, g in zip(("dq", "dk", "dv"), grads):
         assert torch.equal(g[-9:], torch.zeros_like(g[-9:])), name
 
@@ -540,8 +538,8 @@ def test_cuda_fp8_bwd_op_refuses_a_variant_not_built():
             fb.fp8_bwd_cuda(dout, args, False, opts, diag=bad)
     for bits in VARIANTS.values():
         fb.fp8_bwd_cuda(dout, args, False, opts | bits)
-    with pytest.raises(RuntimeError, match="diag: expected 0 or a built variant"):  # (dev builds: 1 is built)
-        fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS["plain_kernel"], diag=1 << 20)
+        with pytest.raises(RuntimeError, match="diag: expected 0 or a built variant"):
+            fb.fp8_bwd_cuda(dout, args, False, opts | bits, diag=3)
     torch.cuda.synchronize()
 
 

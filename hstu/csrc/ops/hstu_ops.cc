@@ -568,7 +568,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     int64_t diag) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   const bool diag_int = diag >= INT_MIN && diag <= INT_MAX;
-  const int variant = diag_int ? fp8_bwd_variant(options, static_cast<int>(diag)) : 0;
+  const int variant = diag_int ? static_cast<int>(diag) : 0;
   ACCEL_CHECK(diag_int && fp8_bwd_diag_built(variant),
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag,
               " with options ", options);
@@ -641,6 +641,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.dq_accum = reinterpret_cast<float*>(w + o_dq);
   f.diag = variant;
   f.pdl = pdl ? 1 : 0;
+  f.lpt_ctas = fp8_bwd_lpt_ctas(options);
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
   err = hstu_fp8_bwd_prepass(pre, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));

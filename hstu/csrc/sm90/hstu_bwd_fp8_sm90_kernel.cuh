@@ -286,7 +286,14 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kLpt = (kDiag & kFp8BwdLpt) != 0;
   constexpr bool kLptGroups = (kDiag & kFp8BwdLptGroups) != 0;
   int lpt_pair = 0, lpt_block = 0;
-  if constexpr (kLptGroups) bwd_lpt_decode<BN, 16, kFp8BwdLptGroupCtas>(p, blockIdx.x, lpt_pair, lpt_block);
+  if constexpr (kLptGroups) {  // (bwd_lpt_decode with the group's CTAs a call parameter)
+    const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
+    const int gp = max(1, min(16, f.lpt_ctas / nblk_k));
+    const int lin = blockIdx.x, g = lin / (gp * nblk_k);
+    const int gpairs = min(gp, p.batch * p.heads - g * gp), r = lin - g * gp * nblk_k;
+    lpt_pair = g * gp + r % gpairs;
+    lpt_block = r / gpairs;
+  }
   const int n_block = kLptGroups ? lpt_block : kLpt ? blockIdx.z : blockIdx.x;
   const int h = kLptGroups ? lpt_pair % p.heads : kLpt ? blockIdx.x : blockIdx.y;
   const int b = kLptGroups ? lpt_pair / p.heads : kLpt ? blockIdx.y : blockIdx.z;
