@@ -641,7 +641,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.dq_accum = reinterpret_cast<float*>(w + o_dq);
   f.diag = variant;
   f.pdl = pdl ? 1 : 0;
-  f.lpt_ctas = fp8_bwd_lpt_ctas(options);
+  f.lpt_ctas = fp8_bwd_field(options).lpt_ctas;
+  f.lpt_last_ctas = fp8_bwd_field(options).lpt_last_ctas;
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
   err = hstu_fp8_bwd_prepass(pre, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));

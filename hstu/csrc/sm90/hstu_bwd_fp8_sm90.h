@@ -31,6 +31,7 @@ struct HstuFp8BwdParams {
   int diag;          // the kernel variant (the op's diag; Fp8BwdDiagBuilt): 0 the default
   int pdl;           // 1: a programmatic dependent launch behind the pre-pass (the kernel waits for it first)
   int lpt_ctas;      // kFp8BwdLptGroups: CTAs per group of (batch, head) pairs (kFp8BwdField's lpt_ctas)
+  int lpt_last_ctas;  // and at least this many in the last group (0: the remainder)
 };
 
 // Timing-only variants of the kernel (tools/hstu_dev/fp8_bwd_split.py through the private op's `diag` argument,
@@ -103,18 +104,17 @@ constexpr int kOptFp8BwdFieldShift = 59;
 constexpr int64_t kOptFp8BwdFieldMask = int64_t{3} << kOptFp8BwdFieldShift;
 constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFieldMask;
 struct Fp8BwdFieldVariant {
-  int lpt_ctas;
+  int lpt_ctas, lpt_last_ctas;  // HstuFp8BwdParams
   bool dot_separate;
   bool pdl;
 };
-constexpr Fp8BwdFieldVariant kFp8BwdField[4] = {{256, false, false}, {256, false, true}, {256, true, false},
-                                                {128, false, false}};
+constexpr Fp8BwdFieldVariant kFp8BwdField[4] = {{256, 0, false, false}, {256, 0, false, true}, {256, 0, true, false},
+                                                {128, 0, false, false}};
 constexpr const Fp8BwdFieldVariant& fp8_bwd_field(int64_t options) {
   return kFp8BwdField[(options & kOptFp8BwdFieldMask) >> kOptFp8BwdFieldShift];
 }
 constexpr bool fp8_bwd_dot_separate(int64_t options) { return fp8_bwd_field(options).dot_separate; }
 constexpr bool fp8_bwd_pdl(int64_t options) { return fp8_bwd_field(options).pdl; }
-constexpr int fp8_bwd_lpt_ctas(int64_t options) { return fp8_bwd_field(options).lpt_ctas; }
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
 // default only (the option field above varies the path around it); the timing-only and older feature variants (the phase split,
 // tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_FP8_BWD_DEV_VARIANTS (--define hstu_dev=1).

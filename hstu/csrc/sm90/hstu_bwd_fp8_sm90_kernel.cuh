@@ -286,13 +286,21 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kLpt = (kDiag & kFp8BwdLpt) != 0;
   constexpr bool kLptGroups = (kDiag & kFp8BwdLptGroups) != 0;
   int lpt_pair = 0, lpt_block = 0;
-  if constexpr (kLptGroups) {  // (bwd_lpt_decode with the group's CTAs a call parameter)
-    const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
+  if constexpr (kLptGroups) {  // (bwd_lpt_decode with the groups' sizes call parameters)
+    const int nblk_k = (p.max_seqlen_k + BN - 1) / BN, pairs = p.batch * p.heads;
     const int gp = max(1, min(16, f.lpt_ctas / nblk_k));
-    const int lin = blockIdx.x, g = lin / (gp * nblk_k);
-    const int gpairs = min(gp, p.batch * p.heads - g * gp), r = lin - g * gp * nblk_k;
-    lpt_pair = g * gp + r % gpairs;
-    lpt_block = r / gpairs;
+    // the last group: at least lpt_last_ctas CTAs (0: the remainder of groups of gp)
+    const int tp = f.lpt_last_ctas > 0 ? min(pairs, max(gp, (f.lpt_last_ctas + nblk_k - 1) / nblk_k))
+                                       : pairs - (pairs - 1) / gp * gp;
+    const int lead = pairs - tp;  // pairs in the groups of gp before it
+    int lin = blockIdx.x, first = lead, gpairs = tp;
+    if (lin < lead * nblk_k) {
+      first = lin / (gp * nblk_k) * gp;
+      gpairs = min(gp, lead - first);
+    }
+    lin -= first * nblk_k;
+    lpt_pair = first + lin % gpairs;
+    lpt_block = lin / gpairs;
   }
   const int n_block = kLptGroups ? lpt_block : kLpt ? blockIdx.z : blockIdx.x;
   const int h = kLptGroups ? lpt_pair % p.heads : kLpt ? blockIdx.x : blockIdx.y;
