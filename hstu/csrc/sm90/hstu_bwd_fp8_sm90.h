@@ -103,18 +103,22 @@ constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 constexpr int kOptFp8BwdFieldShift = 59;
 constexpr int64_t kOptFp8BwdFieldMask = int64_t{3} << kOptFp8BwdFieldShift;
 constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFieldMask;
+// pdl: which launches are programmatic dependent ones behind the launch before (hstu_pdl.cuh)
+constexpr int kFp8BwdPdlTransposes = 1;  // the transposes behind the quantization
+constexpr int kFp8BwdPdlKernel = 2;      // the kernel behind the transposes
+constexpr int kFp8BwdPdlFinish = 4;      // the finishing pass behind the kernel
 struct Fp8BwdFieldVariant {
   int lpt_ctas, lpt_last_ctas;  // HstuFp8BwdParams
   bool dot_separate;
-  bool pdl;
+  int pdl;  // kFp8BwdPdl* bits
 };
-constexpr Fp8BwdFieldVariant kFp8BwdField[4] = {{256, 0, false, false}, {256, 0, false, true}, {256, 0, true, false},
-                                                {128, 0, false, false}};
+constexpr Fp8BwdFieldVariant kFp8BwdField[4] = {{256, 0, false, 0}, {256, 0, false, 7}, {256, 0, true, 0},
+                                                {128, 0, false, 0}};
 constexpr const Fp8BwdFieldVariant& fp8_bwd_field(int64_t options) {
   return kFp8BwdField[(options & kOptFp8BwdFieldMask) >> kOptFp8BwdFieldShift];
 }
 constexpr bool fp8_bwd_dot_separate(int64_t options) { return fp8_bwd_field(options).dot_separate; }
-constexpr bool fp8_bwd_pdl(int64_t options) { return fp8_bwd_field(options).pdl; }
+constexpr int fp8_bwd_pdl(int64_t options) { return fp8_bwd_field(options).pdl; }
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
 // default only (the option field above varies the path around it); the timing-only and older feature variants (the phase split,
 // tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_FP8_BWD_DEV_VARIANTS (--define hstu_dev=1).
