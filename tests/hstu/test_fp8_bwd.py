@@ -396,8 +396,8 @@ def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
 
 
 # The path's private variants (the option field at bit 59 of the op's `options`, fb.FP8_BWD_VARIANT_BITS,
-# hstu_bwd_fp8_sm90.h kFp8BwdField), the same math as the default: programmatic dependent launches through the path,
-# dO^T by the transposes' kernel, the grid's pair groups of 128 CTAs (dq up to the order of its fp32 additions).
+# hstu_bwd_fp8_sm90.h kFp8BwdField), the same math as the default: dO^T by the transposes' kernel, other groups of
+# the grid's (batch, head) pairs (dq up to the order of its fp32 additions).
 VARIANTS = dict(fb.FP8_BWD_VARIANT_BITS)
 
 
@@ -431,10 +431,9 @@ def test_cuda_fp8_bwd_rows_outside_sequences_are_zero():
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("variant", ["default", "pdl"])
-def test_cuda_fp8_bwd_graph_capture(variant):
-    """The whole FP8 backward (pre-pass, kernel, finishing pass; pdl: as programmatic dependent launches) captured
-    into a CUDA graph and replayed: the eager call's dk / dv bit for bit, dq up to the order of its fp32 additions."""
+def test_cuda_fp8_bwd_graph_capture():
+    """The whole FP8 backward (pre-pass, kernel, finishing pass) captured into a CUDA graph and replayed: the eager
+    call's dk / dv bit for bit, dq up to the order of its fp32 additions."""
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
     c = make_case(51, [700, 0, 129, 300], 2, 128, "causal", device="cuda")
@@ -442,7 +441,7 @@ def test_cuda_fp8_bwd_graph_capture(variant):
     gen = torch.Generator(device="cuda").manual_seed(3)
     dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.bfloat16)
     lens = lengths_args(c)
-    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"] | VARIANTS.get(variant, 0)
+    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
 
     def run():
         return torch.ops.hstu_attn.fp8_bwd(
@@ -554,6 +553,21 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel(variant, mode, mask):
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
     # several key blocks, a sequence of one block, an empty one, delta-q (make_case)
     c = make_case(700 + len(mask) + len(mode), [1100, 0, 700, 77, 390, 129, 640, 257], 2, 128, mask, device="cuda")
+    _variant_against_default(c, mode, variant)
+
+
+@pytest.mark.sm90
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_cuda_fp8_bwd_variant_matches_the_kernel_with_many_groups(variant):
+    """As above with 128 key blocks (S = 16K): the default's grid has a group per (batch, head) pair, lpt256's groups
+    of two, lpt_tail's last group three pairs; every CTA runs once (poisoned outputs)."""
+    if not fp8_bwd_kernel_built():
+        pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
+    c = make_case(770, [16384, 300, 0, 1000, 77], 2, 128, "causal", device="cuda")
+    _variant_against_default(c, "block", variant)
+
+
+def _variant_against_default(c, mode, variant):
     alpha = 128 ** -0.5
     (q8, k8, v8), scales = quantized(c, mode)
     gen = torch.Generator(device="cuda").manual_seed(7)

@@ -29,9 +29,8 @@ struct HstuFp8BwdParams {
   float* dq_accum;   // fp32, zeroed: (total_q, H, D) (bulk tensor reduce-adds), or with kFp8BwdDqRedV4 the
                      // fragment-ordered groups of hstu_fp8_bwd_dq_tiled_floats
   int diag;          // the kernel variant (the op's diag; Fp8BwdDiagBuilt): 0 the default
-  int pdl;           // 1: a programmatic dependent launch behind the pre-pass (the kernel waits for it first)
-  int lpt_ctas;      // kFp8BwdLptGroups: CTAs per group of (batch, head) pairs (kFp8BwdField's lpt_ctas)
-  int lpt_last_ctas;  // and at least this many in the last group (0: the remainder)
+  int lpt_pairs;       // kFp8BwdLptGroups: (batch, head) pairs per group of the grid (hstu_fp8_bwd_lpt_pairs)
+  int lpt_last_pairs;  // and in its last group (0: the remainder)
 };
 
 // Timing-only variants of the kernel (tools/hstu_dev/fp8_bwd_split.py through the private op's `diag` argument,
@@ -80,11 +79,11 @@ constexpr int kFp8BwdEpiV4 = 65536;
 // no proxy fence, no wait for the previous reduce's reads; the finishing pass puts the rows back
 // (hstu_fp8_bwd_dq_tiled_floats says the layout).
 constexpr int kFp8BwdDqRedV4 = 131072;
-// Not timing-only (bit-equal gradients): a 1-D grid in groups of about HstuFp8BwdParams::lpt_ctas CTAs (whole
-// (batch, head) pairs: at most 16, at least 1), inside a group key block 0 of every pair, then block 1, ... (the bf16
-// kernel's bwd_lpt_decode): the longest CTAs of causal masks start first within a group whose Q / dO tiles stay in
-// L2, and the last CTAs dispatched are short ones (the plain grid dispatches the last pair's key block 0 a pair
-// before the end). A group of one pair is the plain grid's order.
+// Not timing-only (bit-equal gradients): a 1-D grid in groups of HstuFp8BwdParams::lpt_pairs (batch, head) pairs,
+// inside a group key block 0 of every pair, then block 1, ... (the bf16 kernel's bwd_lpt_decode): the longest CTAs of
+// causal masks start first within a group whose Q / dO tiles stay in L2, and the last CTAs dispatched are short ones
+// (the plain grid dispatches the last pair's key block 0 a pair before the end). A group of one pair is the plain
+// grid's order.
 constexpr int kFp8BwdLptGroups = 262144;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
@@ -93,32 +92,37 @@ constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
+// Pairs per group of kFp8BwdLptGroups' grid for sequences of nblk_k key blocks: groups of about group_ctas CTAs
+// (at most 16 pairs), a pair of >= 128 key blocks (S >= 16K) a group of its own (measured at B16 H4: one pair per
+// group 4 % faster than two at S16K; at S4K 8 pairs 1.7 % faster than 4; docs/hstu_kernel_notes.md).
+constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas, bool solo_long = true) {
+  const int gp = group_ctas / (nblk_k > 0 ? nblk_k : 1);
+  return (solo_long && nblk_k >= 128) ? 1 : gp < 1 ? 1 : gp > 16 ? 16 : gp;
+}
 // The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): a 2-bit field at bits
-// 59-60 of hstu_attn::fp8_bwd_sm90's `options`; value v runs the path with kFp8BwdField[v]'s changes: programmatic
-// dependent launches through the path (pdl: 1), dO^T by the transposes' kernel instead of the quantization's blocks
-// (dot_separate: 2), groups of 128 CTAs in the grid (lpt128: 3; one pair per group from S = 16K on) instead of 256.
-// Measured history: docs/hstu_kernel_notes.md. Bit 56 is the routing's kernel_options(fp8_bwd=False) (hstu/_fp8.py;
-// no kernel reads it).
+// 59-60 of hstu_attn::fp8_bwd_sm90's `options`; value v runs the path with kFp8BwdField[v]'s changes: dO^T by the
+// transposes' kernel instead of the quantization's blocks (dot_separate: 1; faster at S16K, slower at S4K), groups of
+// 256 CTAs at every length (lpt256: 2, the rule before a pair of >= 128 key blocks went alone), the grid's last group
+// of at least 384 CTAs (lpt_tail: 3; 3 pairs at S16K: their key blocks 0 start earlier). Measured history:
+// docs/hstu_kernel_notes.md. Bit 56 is the routing's kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads
+// it).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 constexpr int kOptFp8BwdFieldShift = 59;
 constexpr int64_t kOptFp8BwdFieldMask = int64_t{3} << kOptFp8BwdFieldShift;
 constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFieldMask;
-// pdl: which launches are programmatic dependent ones behind the launch before (hstu_pdl.cuh)
-constexpr int kFp8BwdPdlTransposes = 1;  // the transposes behind the quantization
-constexpr int kFp8BwdPdlKernel = 2;      // the kernel behind the transposes
-constexpr int kFp8BwdPdlFinish = 4;      // the finishing pass behind the kernel
 struct Fp8BwdFieldVariant {
-  int lpt_ctas, lpt_last_ctas;  // HstuFp8BwdParams
   bool dot_separate;
-  int pdl;  // kFp8BwdPdl* bits
+  bool solo_long;     // hstu_fp8_bwd_lpt_pairs
+  int lpt_last_ctas;  // the last group's pairs: at least this many CTAs (0: the remainder)
 };
-constexpr Fp8BwdFieldVariant kFp8BwdField[4] = {{256, 0, false, 0}, {256, 0, false, 7}, {256, 0, true, 0},
-                                                {128, 0, false, 0}};
+constexpr int kFp8BwdLptGroupCtas = 256;
+constexpr Fp8BwdFieldVariant kFp8BwdField[4] = {{false, true, 0}, {true, true, 0}, {false, false, 0},
+                                                {false, true, 384}};
 constexpr const Fp8BwdFieldVariant& fp8_bwd_field(int64_t options) {
   return kFp8BwdField[(options & kOptFp8BwdFieldMask) >> kOptFp8BwdFieldShift];
 }
 constexpr bool fp8_bwd_dot_separate(int64_t options) { return fp8_bwd_field(options).dot_separate; }
-constexpr int fp8_bwd_pdl(int64_t options) { return fp8_bwd_field(options).pdl; }
+
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
 // default only (the option field above varies the path around it); the timing-only and older feature variants (the phase split,
 // tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_FP8_BWD_DEV_VARIANTS (--define hstu_dev=1).

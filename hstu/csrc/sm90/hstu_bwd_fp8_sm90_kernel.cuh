@@ -267,7 +267,6 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
   extern __shared__ char smem_raw[];
-  griddep_wait();  // (f.pdl: the pre-pass complete, its writes visible; a no-op in a plain launch)
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
   const uint32_t sK = base;
   const uint32_t sV = base + C::kOffV;
@@ -287,12 +286,9 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kLptGroups = (kDiag & kFp8BwdLptGroups) != 0;
   int lpt_pair = 0, lpt_block = 0;
   if constexpr (kLptGroups) {  // (bwd_lpt_decode with the groups' sizes call parameters)
-    const int nblk_k = (p.max_seqlen_k + BN - 1) / BN, pairs = p.batch * p.heads;
-    const int gp = max(1, min(16, f.lpt_ctas / nblk_k));
-    // the last group: at least lpt_last_ctas CTAs (0: the remainder of groups of gp)
-    const int tp = f.lpt_last_ctas > 0 ? min(pairs, max(gp, (f.lpt_last_ctas + nblk_k - 1) / nblk_k))
-                                       : pairs - (pairs - 1) / gp * gp;
-    const int lead = pairs - tp;  // pairs in the groups of gp before it
+    const int nblk_k = (p.max_seqlen_k + BN - 1) / BN, pairs = p.batch * p.heads, gp = f.lpt_pairs;
+    const int tp = f.lpt_last_pairs > 0 ? min(pairs, max(gp, f.lpt_last_pairs)) : pairs - (pairs - 1) / gp * gp;
+    const int lead = pairs - tp;  // pairs in the groups of gp before the last group
     int lin = blockIdx.x, first = lead, gpairs = tp;
     if (lin < lead * nblk_k) {
       first = lin / (gp * nblk_k) * gp;
