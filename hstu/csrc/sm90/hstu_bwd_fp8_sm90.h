@@ -93,8 +93,8 @@ constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
 // Pairs per group of kFp8BwdLptGroups' grid for sequences of nblk_k key blocks: groups of about group_ctas CTAs
-// (at most 16 pairs), a pair of >= 128 key blocks (S >= 16K) a group of its own (measured at B16 H4: one pair per
-// group 4 % faster than two at S16K; at S4K 8 pairs 1.7 % faster than 4; docs/hstu_kernel_notes.md).
+// (at most 16 pairs), but a pair of >= 128 key blocks (S >= 16K) a group of its own: two such pairs at once lose L2
+// hits of the dQ reds, while shorter pairs gain from more pairs per group (measured: docs/hstu_kernel_notes.md).
 constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas, bool solo_long = true) {
   const int gp = group_ctas / (nblk_k > 0 ? nblk_k : 1);
   return (solo_long && nblk_k >= 128) ? 1 : gp < 1 ? 1 : gp > 16 ? 16 : gp;
@@ -124,8 +124,8 @@ constexpr const Fp8BwdFieldVariant& fp8_bwd_field(int64_t options) {
 constexpr bool fp8_bwd_dot_separate(int64_t options) { return fp8_bwd_field(options).dot_separate; }
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default only (the option field above varies the path around it); the timing-only and older feature variants (the phase split,
-// tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_FP8_BWD_DEV_VARIANTS (--define hstu_dev=1).
+// default only (the option field above varies the path around it); the timing-only and older feature variants (the
+// phase split, tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_FP8_BWD_DEV_VARIANTS (--define hstu_dev=1).
 #ifdef HSTU_FP8_BWD_DEV_VARIANTS
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
                                               kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
