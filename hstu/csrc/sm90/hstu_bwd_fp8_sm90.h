@@ -93,18 +93,18 @@ constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
 // Pairs per group of kFp8BwdLptGroups' grid for sequences of nblk_k key blocks: groups of about group_ctas CTAs
-// (at most 16 pairs), but a pair of >= 128 key blocks (S >= 16K) a group of its own: two such pairs at once lose L2
-// hits of the dQ reds, while shorter pairs gain from more pairs per group (measured: docs/hstu_kernel_notes.md).
+// (at most 16 pairs), but a pair of >= 128 key blocks (S >= 16K) a group of its own: such a pair alone is about a
+// wave of CTAs (measured level with two per group; docs/hstu_kernel_notes.md).
 constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas, bool solo_long = true) {
   const int gp = group_ctas / (nblk_k > 0 ? nblk_k : 1);
   return (solo_long && nblk_k >= 128) ? 1 : gp < 1 ? 1 : gp > 16 ? 16 : gp;
 }
 // The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): a 2-bit field at bits
 // 59-60 of hstu_attn::fp8_bwd_sm90's `options`; value v runs the path with kFp8BwdField[v]'s changes: dO^T by the
-// transposes' kernel instead of the quantization's blocks (dot_separate: 1; faster at S16K, slower at S4K), groups of
-// 256 CTAs at every length (lpt256: 2, the rule before a pair of >= 128 key blocks went alone), the grid's last group
-// of at least 384 CTAs (lpt_tail: 3; 3 pairs at S16K: their key blocks 0 start earlier). Measured history:
-// docs/hstu_kernel_notes.md. Bit 56 is the routing's kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads
+// transposes' kernel instead of the quantization's blocks (dot_separate: 1), groups of 256 CTAs at every length
+// (lpt256: 2, the rule before a pair of >= 128 key blocks went alone), the grid's last group of at least 384 CTAs
+// (lpt_tail: 3; 3 pairs at S16K: their key blocks 0 start earlier). All three await a timing free of the benchmark's
+// order bias (docs/hstu_kernel_notes.md). Bit 56 is the routing's kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads
 // it).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 constexpr int kOptFp8BwdFieldShift = 59;
