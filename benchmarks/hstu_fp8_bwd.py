@@ -3,7 +3,7 @@
 (`kernel_options(fp8_bwd=True)`, where the build has it), with their TFLOP/s (FA convention) and the FP8 paths'
 distance to the bf16 backward.
 
-Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variants plain_kernel,pdl]
+Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variants dot_separate,lpt256]
        [--no-dequant] [--results FILE]
 Inputs: randn bf16 q / k / v (std 1) quantized by `quantize_fp8` (the --mode descale), dout randn * 1e-2, causal,
 H 4, alpha 1/sqrt(D), dense batches. Goal (issue 36): FP8 backward >= 700 TFLOP/s at D128 B16 S16K.
@@ -12,6 +12,7 @@ H 4, alpha 1/sqrt(D), dense batches. Goal (issue 36): FP8 backward >= 700 TFLOP/
 from __future__ import annotations
 
 import os
+import random
 import statistics
 import sys
 import time
@@ -34,14 +35,16 @@ def bwd_flops(B: int, S: int, D: int, H: int = 4) -> float:
 
 
 def interleaved_ms(fns, reps: int, warmup: int, device: torch.device, flush: Optional[torch.Tensor]) -> List[float]:
-    """Median ms of each fn (None: skipped), the fns alternating each rep (rep r starts at fn r mod n: every fn takes
-    every position in turn), L2 flushed before each timed call."""
+    """Median ms of each fn (None: skipped), the fns in a fresh random order each rep (seeded), L2 flushed before each
+    timed call. Random, not rotated: a rotation keeps every fn behind the same one, and at S16K the calls after the
+    bf16 backward ran up to 4 % slower than those further from it (docs/hstu_kernel_notes.md)."""
     for f in fns:
         for _ in range(warmup if f is not None else 0):
             f()
     times = [[] for _ in fns]
+    rng = random.Random(36)
     for r in range(reps):
-        for i in [(r + k) % len(fns) for k in range(len(fns))]:
+        for i in rng.sample(range(len(fns)), len(fns)):
             f = fns[i]
             if f is None:
                 continue
@@ -88,7 +91,8 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
         why = _fp8_bwd.fp8_bwd_refusal(q8, None, kernel_opts)
         kernel = fp8(kernel_opts) if why is None else None
     # the path's private variants (an option field, hstu_bwd_fp8_sm90.h kFp8BwdField), where this build has them
-    bits = getattr(_fp8_bwd, "FP8_BWD_VARIANT_BITS", {})
+    # ("default" again: the same path in another place of the rotation, a check of the order's bias)
+    bits = {"default": 0, **getattr(_fp8_bwd, "FP8_BWD_VARIANT_BITS", {})}
     var_fns = [fp8(kernel_opts | bits[name]) if kernel is not None and name in bits else None for name in variants]
     flush = torch.empty(64 << 20, dtype=torch.int32, device=device) if device.type == "cuda" else None
     times = interleaved_ms([bf16, fp8(DEQ) if dequant else None, pre, kernel] + var_fns, reps, warmup, device, flush)
@@ -118,9 +122,10 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--mode", default="block", choices=_fp8.DESCALE_MODES)
     p.add_argument("--smoke", action="store_true", help="one tiny case (any device)")
-    p.add_argument("--variants", default="plain_kernel",
+    p.add_argument("--variants", default="dot_separate,lpt256,lpt_tail",
                    help="the path's private variants of the last columns, comma-separated names of "
-                        "_fp8_bwd.FP8_BWD_VARIANT_BITS (values of one option field: one at a time); '' for none")
+                        "_fp8_bwd.FP8_BWD_VARIANT_BITS (values of one option field: one at a time) or 'default' "
+                        "(the kernel column's path again); '' for none")
     p.add_argument("--no-dequant", action="store_true", help="skip the dequantized path's columns")
     p.add_argument("--results", help="append the table to this markdown file")
     bench_util.add_device_arg(p)
@@ -139,7 +144,7 @@ def main(argv=None) -> int:
              "kernel_options(fp8_bwd=True) (the whole FP8 path: pre-pass, kernel, dq's rounding); variants = the "
              "same with the kernel's private option bits (hstu_bwd_fp8_sm90.h kOptFp8Bwd*): " + (", ".join(variants)
                                                                                               or "none"),
-             f"- units: ms (median of {args.reps}, the paths alternating, L2 flushed, CUDA events; host ms: the "
+             f"- units: ms (median of {args.reps}, the paths in a random order each rep, L2 flushed, CUDA events; host ms: the "
              "call's own host time on an idle GPU, median); TFLOP/s = 2.5 * "
              "4 * H * D * S^2 / 2 * B / time (FA convention, causal, H = 4); diff = max |g - g_bf16| / max "
              "|g_bf16| for dq/dk/dv", "",

@@ -396,9 +396,8 @@ def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
 
 
 # The path's private variants (the option field at bit 59 of the op's `options`, fb.FP8_BWD_VARIANT_BITS,
-# hstu_bwd_fp8_sm90.h kFp8BwdField), the same math as the default: the kernel without its newest features (staged dQ,
-# 4-byte dK / dV stores, the (key block, head, batch) grid: dq up to the order of its fp32 additions), dO^T by the
-# transposes' kernel, programmatic dependent launches through the path.
+# hstu_bwd_fp8_sm90.h kFp8BwdField), the same math as the default: dO^T by the transposes' kernel, other groups of
+# the grid's (batch, head) pairs (dq up to the order of its fp32 additions).
 VARIANTS = dict(fb.FP8_BWD_VARIANT_BITS)
 
 
@@ -421,22 +420,20 @@ def test_cuda_fp8_bwd_variant_matches_emulating_reference(variant, mask):
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("variant", ["default", "plain_kernel"])
-def test_cuda_fp8_bwd_rows_outside_sequences_are_zero(variant):
+def test_cuda_fp8_bwd_rows_outside_sequences_are_zero():
     """dk / dv get no zero fill before the kernel: the rows past every sequence (from cu_seqlens[B] on; NaN in dout
-    there) come back 0 from the op's finishing pass (dq's rounding; the default: the rows put back from the groups,
-    the rows outside zeroed; plain_kernel: rows converted in place), the rest as the fp64 emulation (5x the bf16
-    emulation's error). (Rows before cu_seqlens[0] > 0: quantize_fp8's block mode does not take them.)"""
-    grads = _check_against_emulation("block", "causal", VARIANTS.get(variant, 0), extra_rows=9)
+    there) come back 0 from the op's finishing pass (dq's rounding: the rows put back from the groups, the rows
+    outside zeroed), the rest as the fp64 emulation (5x the bf16 emulation's error). (Rows before cu_seqlens[0] > 0:
+    quantize_fp8's block mode does not take them.)"""
+    grads = _check_against_emulation("block", "causal", 0, extra_rows=9)
     for name, g in zip(("dq", "dk", "dv"), grads):
         assert torch.equal(g[-9:], torch.zeros_like(g[-9:])), name
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("variant", ["default", "pdl"])
-def test_cuda_fp8_bwd_graph_capture(variant):
-    """The whole FP8 backward (pre-pass, kernel, finishing pass; pdl: as programmatic dependent launches) captured
-    into a CUDA graph and replayed: the eager call's dk / dv bit for bit, dq up to the order of its fp32 additions."""
+def test_cuda_fp8_bwd_graph_capture():
+    """The whole FP8 backward (pre-pass, kernel, finishing pass) captured into a CUDA graph and replayed: the eager
+    call's dk / dv bit for bit, dq up to the order of its fp32 additions."""
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
     c = make_case(51, [700, 0, 129, 300], 2, 128, "causal", device="cuda")
@@ -444,7 +441,7 @@ def test_cuda_fp8_bwd_graph_capture(variant):
     gen = torch.Generator(device="cuda").manual_seed(3)
     dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.bfloat16)
     lens = lengths_args(c)
-    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"] | VARIANTS.get(variant, 0)
+    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
 
     def run():
         return torch.ops.hstu_attn.fp8_bwd(
@@ -540,8 +537,8 @@ def test_cuda_fp8_bwd_op_refuses_a_variant_not_built():
             fb.fp8_bwd_cuda(dout, args, False, opts, diag=bad)
     for bits in VARIANTS.values():
         fb.fp8_bwd_cuda(dout, args, False, opts | bits)
-    with pytest.raises(RuntimeError, match="diag: expected 0 or a built variant"):  # (dev builds: 1 is built)
-        fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS["plain_kernel"], diag=1 << 20)
+        with pytest.raises(RuntimeError, match="diag: expected 0 or a built variant"):
+            fb.fp8_bwd_cuda(dout, args, False, opts | bits, diag=3)
     torch.cuda.synchronize()
 
 
@@ -556,6 +553,21 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel(variant, mode, mask):
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
     # several key blocks, a sequence of one block, an empty one, delta-q (make_case)
     c = make_case(700 + len(mask) + len(mode), [1100, 0, 700, 77, 390, 129, 640, 257], 2, 128, mask, device="cuda")
+    _variant_against_default(c, mode, variant)
+
+
+@pytest.mark.sm90
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_cuda_fp8_bwd_variant_matches_the_kernel_with_many_groups(variant):
+    """As above with 128 key blocks (S = 16K): the default's grid has a group per (batch, head) pair, lpt256's groups
+    of two, lpt_tail's last group three pairs; every CTA runs once (poisoned outputs)."""
+    if not fp8_bwd_kernel_built():
+        pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
+    c = make_case(770, [16384, 300, 0, 1000, 77], 2, 128, "causal", device="cuda")
+    _variant_against_default(c, "block", variant)
+
+
+def _variant_against_default(c, mode, variant):
     alpha = 128 ** -0.5
     (q8, k8, v8), scales = quantized(c, mode)
     gen = torch.Generator(device="cuda").manual_seed(7)

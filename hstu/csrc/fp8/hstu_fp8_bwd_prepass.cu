@@ -4,7 +4,6 @@
 #include "hstu/csrc/fp8/hstu_fp8_bwd_prepass.h"
 
 #include "hstu/csrc/common/hstu_device_info.h"
-#include "hstu/csrc/common/hstu_pdl.cuh"  // griddep_wait, griddep_launch_dependents, launch_ex
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -48,7 +47,6 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   __shared__ float red[kThreads / 32];
   __shared__ int nan_seen;
   extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
-  griddep_launch_dependents();  // (p.pdl: the transposes may start; a no-op otherwise)
   const int h = blockIdx.y, D = p.head_dim, vecs = D / 8;
   const int64_t col = blockIdx.x;
   const T* dout = static_cast<const T*>(p.dout) + static_cast<int64_t>(h) * p.do_head_stride;
@@ -201,14 +199,9 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
   j.cu = kz ? p.cu_seqlens_k : p.cu_seqlens_q;
   j.seqused = kz ? p.seqused_k : p.seqused_q;
   j.group = kz ? 16 : 32;
-  griddep_launch_dependents();
-  if (dz) griddep_wait();  // (dO^T reads do8)
   const int h = blockIdx.y, D = p.head_dim;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kCols;
-  if (c0 >= j.cols) {
-    griddep_wait();
-    return;
-  }
+  if (c0 >= j.cols) return;
   if (threadIdx.x < kCols) {
     src_row[threadIdx.x] = hstu_fp8_col_src_row(j.cu, j.seqused, p.batch, c0 + threadIdx.x, j.group);
   }
@@ -248,7 +241,6 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
     }
     *reinterpret_cast<uint4*>(dst + d * j.cols + c) = make_uint4(w[0], w[1], w[2], w[3]);
   }
-  griddep_wait();  // (p.pdl: the quantization complete before this grid is)
 }
 
 // 8 fp32 -> 8 bf16 / fp16 (round to nearest even, as torch's .to()).
@@ -270,7 +262,6 @@ __device__ __forceinline__ uint4 round8<__half>(float4 a, float4 b) {
 // Grid-stride over groups of 8 elements: dq's groups first, then those of the dk / dv rows outside every sequence.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8BwdFinishParams p) {
-  griddep_wait();  // (p.pdl: the backward kernel complete, its writes visible)
   const int64_t per_row = static_cast<int64_t>(p.heads) * p.head_dim / 8;
   const int64_t n_dq = p.total_q * per_row;
   const int64_t lo = min(max(int64_t{p.cu_seqlens_k[0]}, int64_t{0}), p.total_k);
@@ -298,7 +289,6 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8B
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const HstuFp8BwdFinishParams p,
                                                                         int64_t groups) {
-  griddep_wait();  // (p.pdl: the backward kernel complete, its writes visible)
   constexpr int D = 128, kRow = D + 4;  // (padded rows: the float2 stores of a warp spread over the banks)
   __shared__ __align__(16) float tile[16 * kRow];
   const int64_t x = blockIdx.x;
@@ -363,16 +353,22 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
   if (p.dq_tiled) {
     if (p.head_dim != 128 || p.heads > 65535) return cudaErrorInvalidValue;
     const int64_t ng = p.total_q / 16 + p.batch + 1;  // groups that hold rows (hstu_fp8_bwd_dq_tiled_groups - 3)
-    const unsigned grid_x = static_cast<unsigned>(ng + 2 * sms);
-    return p.out_half ? launch_ex(fp8_bwd_finish_tiled_kernel<__half>, dim3(grid_x, p.heads), kThreads, 0, stream,
-                                  p.pdl != 0, p, ng)
-                      : launch_ex(fp8_bwd_finish_tiled_kernel<__nv_bfloat16>, dim3(grid_x, p.heads), kThreads, 0,
-                                  stream, p.pdl != 0, p, ng);
+    const dim3 grid(static_cast<unsigned>(ng + 2 * sms), p.heads);
+    if (p.out_half) {
+      fp8_bwd_finish_tiled_kernel<__half><<<grid, kThreads, 0, stream>>>(p, ng);
+    } else {
+      fp8_bwd_finish_tiled_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(p, ng);
+    }
+    return cudaGetLastError();
   }
   const int64_t want = (groups + kThreads - 1) / kThreads;
   const unsigned blocks = static_cast<unsigned>(want < 8 * sms ? want : 8 * sms);
-  return p.out_half ? launch_ex(fp8_bwd_finish_kernel<__half>, dim3(blocks), kThreads, 0, stream, p.pdl != 0, p)
-                    : launch_ex(fp8_bwd_finish_kernel<__nv_bfloat16>, dim3(blocks), kThreads, 0, stream, p.pdl != 0, p);
+  if (p.out_half) {
+    fp8_bwd_finish_kernel<__half><<<blocks, kThreads, 0, stream>>>(p);
+  } else {
+    fp8_bwd_finish_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(p);
+  }
+  return cudaGetLastError();
 }
 
 cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t stream) {
@@ -388,9 +384,9 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
-  return launch_ex(fp8_transpose_kernel,
-                   dim3(static_cast<unsigned>((cols + kCols - 1) / kCols), p.heads, p.dot_separate ? 3 : 2), kThreads,
-                   0, stream, p.pdl != 0, p);
+  const dim3 tgrid(static_cast<unsigned>((cols + kCols - 1) / kCols), p.heads, p.dot_separate ? 3 : 2);
+  fp8_transpose_kernel<<<tgrid, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
 }
 
 }  // namespace hstu

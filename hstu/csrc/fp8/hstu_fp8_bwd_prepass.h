@@ -55,10 +55,6 @@ struct HstuFp8BwdPrepassParams {
   int dq_tiled;
   // 0 (the default): dO^T written by the quantization's blocks; 1 (the op's private A/B): by the transposes' kernel
   int dot_separate;
-  // 1: the transposes' kernel as a programmatic dependent launch (hstu_pdl.cuh) behind the quantization, which lets it
-  // start at once (the transposes read no output of it unless dot_separate; each of their blocks waits for it before
-  // it exits, so that a kernel waiting for the transposes has the whole pre-pass complete)
-  int pdl;
 };
 
 // Launches the two pre-pass kernels (dO quantization with dO^T, then Q^T and K^T) on `stream`.
@@ -78,7 +74,6 @@ struct HstuFp8BwdFinishParams {
   const int* cu_seqlens_q;  // (batch + 1), the validated copy (dq_tiled)
   int batch, heads, head_dim, out_half, dq_tiled;
   int64_t total_q, total_k;
-  int pdl;  // 1: a programmatic dependent launch behind the backward kernel (it waits for it before any read)
 };
 cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t stream);
 

@@ -568,7 +568,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     int64_t diag) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   const bool diag_int = diag >= INT_MIN && diag <= INT_MAX;
-  const int variant = diag_int ? fp8_bwd_variant(options, static_cast<int>(diag)) : 0;
+  const int variant = diag_int ? static_cast<int>(diag) : 0;
   ACCEL_CHECK(diag_int && fp8_bwd_diag_built(variant),
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag,
               " with options ", options);
@@ -616,13 +616,9 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   pre.dq_zero = reinterpret_cast<float*>(w + o_dq);  // zeroed by the pre-pass's quantization blocks (no fill)
   pre.dq_tiled = dq_tiled ? 1 : 0;
   pre.dot_separate = fp8_bwd_dot_separate(options) ? 1 : 0;
-  const bool pdl = fp8_bwd_pdl(options);
-  pre.pdl = pdl ? 1 : 0;
   cudaStream_t s = stream_of(q);
-  // Launch order: the two single-block checks first, then the pre-pass, the kernel and the finishing pass; with the
-  // private pdl variant the transposes, the kernel and the finishing pass are programmatic dependent launches
-  // behind the one before (hstu_pdl.cuh: each one's launch and ramp under the tail of the one before; the
-  // transposes need nothing of the quantization unless dot_separate, so they start at once)
+  // Launch order: the two single-block checks first, then the pre-pass, the kernel and the finishing pass (plain
+  // launches: programmatic dependent ones measured no faster, docs/hstu_kernel_notes.md)
   cudaError_t err = hstu_check_fp8_scales(chk, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: scale check: CUDA error ", cudaGetErrorString(err));
   f.q_descale = chk.out[0];
@@ -640,7 +636,10 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.kt = pre.kt;
   f.dq_accum = reinterpret_cast<float*>(w + o_dq);
   f.diag = variant;
-  f.pdl = pdl ? 1 : 0;
+  const Fp8BwdFieldVariant& fv = fp8_bwd_field(options);
+  const int nblk_k = static_cast<int>((p.max_seqlen_k + 127) / 128);
+  f.lpt_pairs = hstu_fp8_bwd_lpt_pairs(nblk_k, kFp8BwdLptGroupCtas, fv.solo_long);
+  f.lpt_last_pairs = nblk_k > 0 ? (fv.lpt_last_ctas + nblk_k - 1) / nblk_k : 0;
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
   err = hstu_fp8_bwd_prepass(pre, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
@@ -654,7 +653,6 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   fin.cu_seqlens_k = p.cu_seqlens_k;  // (the validated copies)
   fin.cu_seqlens_q = p.cu_seqlens_q;
   fin.dq_tiled = dq_tiled ? 1 : 0;
-  fin.pdl = pdl ? 1 : 0;
   fin.batch = static_cast<int>(B);
   fin.heads = static_cast<int>(H);
   fin.head_dim = static_cast<int>(D);

@@ -28,8 +28,9 @@ struct HstuFp8BwdParams {
   int64_t total_k;
   float* dq_accum;   // fp32, zeroed: (total_q, H, D) (bulk tensor reduce-adds), or with kFp8BwdDqRedV4 the
                      // fragment-ordered groups of hstu_fp8_bwd_dq_tiled_floats
-  int diag;          // the kernel variant (fp8_bwd_variant; Fp8BwdDiagBuilt): 0 the default
-  int pdl;           // 1: a programmatic dependent launch behind the pre-pass (the kernel waits for it first)
+  int diag;          // the kernel variant (the op's diag; Fp8BwdDiagBuilt): 0 the default
+  int lpt_pairs;       // kFp8BwdLptGroups: (batch, head) pairs per group of the grid (hstu_fp8_bwd_lpt_pairs)
+  int lpt_last_pairs;  // and in its last group (0: the remainder)
 };
 
 // Timing-only variants of the kernel (tools/hstu_dev/fp8_bwd_split.py through the private op's `diag` argument,
@@ -78,47 +79,53 @@ constexpr int kFp8BwdEpiV4 = 65536;
 // no proxy fence, no wait for the previous reduce's reads; the finishing pass puts the rows back
 // (hstu_fp8_bwd_dq_tiled_floats says the layout).
 constexpr int kFp8BwdDqRedV4 = 131072;
-// Not timing-only (bit-equal gradients): a 1-D grid in groups of about kFp8BwdLptGroupCtas CTAs (whole (batch, head)
-// pairs: at most 16, at least 1), inside a group key block 0 of every pair, then block 1, ... (the bf16 kernel's
-// bwd_lpt_decode): the longest CTAs of causal masks start first within a group whose Q / dO tiles stay in L2, and
-// the last CTAs dispatched are short ones (the plain grid dispatches the last pair's key block 0 a pair before the
-// end).
+// Not timing-only (bit-equal gradients): a 1-D grid in groups of HstuFp8BwdParams::lpt_pairs (batch, head) pairs,
+// inside a group key block 0 of every pair, then block 1, ... (the bf16 kernel's bwd_lpt_decode): the longest CTAs of
+// causal masks start first within a group whose Q / dO tiles stay in L2, and the last CTAs dispatched are short ones
+// (the plain grid dispatches the last pair's key block 0 a pair before the end). A group of one pair is the plain
+// grid's order.
 constexpr int kFp8BwdLptGroups = 262144;
-constexpr int kFp8BwdLptGroupCtas = 256;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
                                kFp8BwdDqRedV4 | kFp8BwdLptGroups;
-// The features the default gained last (measured one by one against the kernel without them): the op's A/B field 1
-// runs the kernel without all three.
+// The features the default gained last (measured one by one against the kernel without them; dev builds keep the
+// kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
+// Pairs per group of kFp8BwdLptGroups' grid for sequences of nblk_k key blocks: groups of about group_ctas CTAs
+// (at most 16 pairs), but a pair of >= 128 key blocks (S >= 16K) a group of its own: such a pair alone is about a
+// wave of CTAs (measured level with two per group; docs/hstu_kernel_notes.md).
+constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas, bool solo_long = true) {
+  const int gp = group_ctas / (nblk_k > 0 ? nblk_k : 1);
+  return (solo_long && nblk_k >= 128) ? 1 : gp < 1 ? 1 : gp > 16 ? 16 : gp;
+}
 // The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): a 2-bit field at bits
-// 59-60 of hstu_attn::fp8_bwd_sm90's `options`; value v runs the path with kFp8BwdField[v]'s changes: the kernel's
-// feature bits toggled (kernel: 1, the kernel without kFp8BwdNewest), dO^T by the transposes' kernel
-// (dot_separate: 2), programmatic dependent launches through the path (pdl: 3; measured both ways, S4K 1-5 %
-// faster, S16K 1.6-4.7 % slower: not the default, docs/hstu_kernel_notes.md). Bit 56 is
-// the routing's kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads it).
+// 59-60 of hstu_attn::fp8_bwd_sm90's `options`; value v runs the path with kFp8BwdField[v]'s changes: dO^T by the
+// transposes' kernel instead of the quantization's blocks (dot_separate: 1), groups of 256 CTAs at every length
+// (lpt256: 2, the rule before a pair of >= 128 key blocks went alone), the grid's last group of at least 384 CTAs
+// (lpt_tail: 3; 3 pairs at S16K: their key blocks 0 start earlier). All three await a timing free of the benchmark's
+// order bias (docs/hstu_kernel_notes.md). Bit 56 is the routing's kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads
+// it).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 constexpr int kOptFp8BwdFieldShift = 59;
 constexpr int64_t kOptFp8BwdFieldMask = int64_t{3} << kOptFp8BwdFieldShift;
 constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFieldMask;
 struct Fp8BwdFieldVariant {
-  int kernel;
   bool dot_separate;
-  bool pdl;
+  bool solo_long;     // hstu_fp8_bwd_lpt_pairs
+  int lpt_last_ctas;  // the last group's pairs: at least this many CTAs (0: the remainder)
 };
-constexpr Fp8BwdFieldVariant kFp8BwdField[4] = {
-    {0, false, false}, {kFp8BwdNewest, false, false}, {0, true, false}, {0, false, true}};
+constexpr int kFp8BwdLptGroupCtas = 256;
+constexpr Fp8BwdFieldVariant kFp8BwdField[4] = {{false, true, 0}, {true, true, 0}, {false, false, 0},
+                                                {false, true, 384}};
 constexpr const Fp8BwdFieldVariant& fp8_bwd_field(int64_t options) {
   return kFp8BwdField[(options & kOptFp8BwdFieldMask) >> kOptFp8BwdFieldShift];
 }
-// The kernel variant (the op's diag: its difference from kFp8BwdDefault) that `options` and `diag` select.
-constexpr int fp8_bwd_variant(int64_t options, int diag) { return diag ^ fp8_bwd_field(options).kernel; }
 constexpr bool fp8_bwd_dot_separate(int64_t options) { return fp8_bwd_field(options).dot_separate; }
-constexpr bool fp8_bwd_pdl(int64_t options) { return fp8_bwd_field(options).pdl; }
+
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default and the kernel of the option field above; the timing-only and older feature variants (the phase split,
-// tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_FP8_BWD_DEV_VARIANTS (--define hstu_dev=1).
+// default only (the option field above varies the path around it); the timing-only and older feature variants (the
+// phase split, tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_FP8_BWD_DEV_VARIANTS (--define hstu_dev=1).
 #ifdef HSTU_FP8_BWD_DEV_VARIANTS
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
                                               kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
@@ -131,7 +138,7 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdLateFence,
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

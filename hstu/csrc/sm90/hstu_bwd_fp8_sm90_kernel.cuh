@@ -267,7 +267,6 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
   extern __shared__ char smem_raw[];
-  griddep_wait();  // (f.pdl: the pre-pass complete, its writes visible; a no-op in a plain launch)
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
   const uint32_t sK = base;
   const uint32_t sV = base + C::kOffV;
@@ -286,7 +285,19 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kLpt = (kDiag & kFp8BwdLpt) != 0;
   constexpr bool kLptGroups = (kDiag & kFp8BwdLptGroups) != 0;
   int lpt_pair = 0, lpt_block = 0;
-  if constexpr (kLptGroups) bwd_lpt_decode<BN, 16, kFp8BwdLptGroupCtas>(p, blockIdx.x, lpt_pair, lpt_block);
+  if constexpr (kLptGroups) {  // (bwd_lpt_decode with the groups' sizes call parameters)
+    const int nblk_k = (p.max_seqlen_k + BN - 1) / BN, pairs = p.batch * p.heads, gp = f.lpt_pairs;
+    const int tp = f.lpt_last_pairs > 0 ? min(pairs, max(gp, f.lpt_last_pairs)) : pairs - (pairs - 1) / gp * gp;
+    const int lead = pairs - tp;  // pairs in the groups of gp before the last group
+    int lin = blockIdx.x, first = lead, gpairs = tp;
+    if (lin < lead * nblk_k) {
+      first = lin / (gp * nblk_k) * gp;
+      gpairs = min(gp, lead - first);
+    }
+    lin -= first * nblk_k;
+    lpt_pair = first + lin % gpairs;
+    lpt_block = lin / gpairs;
+  }
   const int n_block = kLptGroups ? lpt_block : kLpt ? blockIdx.z : blockIdx.x;
   const int h = kLptGroups ? lpt_pair % p.heads : kLpt ? blockIdx.x : blockIdx.y;
   const int b = kLptGroups ? lpt_pair / p.heads : kLpt ? blockIdx.y : blockIdx.z;

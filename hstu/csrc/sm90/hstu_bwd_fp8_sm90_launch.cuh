@@ -68,8 +68,10 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
                                                     : dim3(n_blocks, p.heads, p.batch);
     cudaError_t e = set_max_dynamic_smem<kernel>(C::kSmem);
     if (e != cudaSuccess) return e;
-    return launch_ex(kernel, grid, C::kThreads, C::kSmem, stream, f.pdl != 0, tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p,
-                     f);
+    HstuFp8BwdParams g = f;  // the groups' pairs at least 1 (the kernel divides by them)
+    g.lpt_pairs = g.lpt_pairs > 0 ? g.lpt_pairs : 1;
+    kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p, g);
+    return cudaGetLastError();
   };
   return dispatch_diag(go, f.diag, Fp8BwdDiagBuilt{});
 }
