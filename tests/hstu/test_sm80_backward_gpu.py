@@ -1,13 +1,11 @@
-"""Issue 39's second round of sm80-class backward candidates (kernel_options(sm90=False, bwd_sm80_cfg=9..12), bf16;
-hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh): 9 the default's 8-warp FA2-layout kernel with pipelined dK / dV and dQ
-k-loops (hstu_bwd_pds_pipe_kernel<..., 1>), 11 D = 128's 4-warp tile pipelined as 9; at D = 64 / 256 10 the default
-body in the fixed phase order (<..., 7>; D = 64's default on sm_90+: FA2's layout with D = 128's 64 x 128 tile,
-loop-free body, dQ-first warps, fragment-ordered dQ); at D = 64 9 / 12, at D = 128 10 and 12, at D = 256 12 run the
-default (bf16 and fp16). Each meets the error rule
-of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned) and agrees with the
-default's gradients, and the kernel that runs is the candidate's (fp16, and a head dim the candidate lacks, run the
-default). Also the default's two kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the
-context gap, hstu_bwd_pds_kernel walks every tile) and drab with long contexts, a local window, targets and rab."""
+"""The sm80-class backward's comparison cfgs and kernel choice (kernel_options(sm90=False, bwd_sm80_cfg=n);
+hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh): 1 / 2 (bf16, D = 64 / 128, sm_90+, calls without contexts) the default's
+body with one block barrier per tile pair (three Q / dO stages, two P / dS buffers; 2 with the other phase order).
+Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned)
+and gives the default's dK, dV and drab bit for bit, and the kernel that runs is the cfg's (fp16, other head dims,
+contexts and GPUs without its shared memory run the default). Also the default's two kernels for calls with and
+without contexts (hstu_bwd_pds_ctx_kernel skips the context gap, hstu_bwd_pds_kernel walks every tile), drab with
+long contexts, a local window, targets and rab, the key-block limit and the dQ workspace layouts."""
 
 import os
 import sys
@@ -24,32 +22,26 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-CANDIDATES = (9, 10, 11, 12)
-# (head dim, cfg) -> (pipelining level, 0: hstu_bwd_pds_kernel; warps, BM, BN) of the candidate where it applies (else
-# the default runs); _BOTH_DTYPES: the candidates that fp16 runs too
-_TILES = {(128, 9): (1, 8, 64, 128), (256, 9): (1, 8, 64, 64), (128, 11): (1, 4, 64, 64), (64, 10): (7, 8, 64, 128),
-          (256, 10): (7, 8, 64, 64)}
+ONE_BAR = (1, 2)
+# The loop-free bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10): the default's at D = 64
+# / 128, and the other phase order (cfg 2's)
+_DEFAULT_BODY = {64: 10, 128: 7}
+_OTHER_BODY = {64: 7, 128: 10}
 
 
-def _fits(smem):
-    major, minor = torch.cuda.get_device_capability(0)
-    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
-    return smem <= (min(optin, 99 * 1024) if major == 8 and minor != 0 else optin)
-
-
-def candidate_kernel(D, cfg, dtype=torch.bfloat16):
-    """The end of the name of candidate cfg's kernel at head dim D for dtype on this GPU (two Q / dO stages where
-    they fit, else one), or None where it does not apply or fit (the default runs)."""
-    if (D, cfg) not in _TILES or dtype != torch.bfloat16:
+def one_bar_kernel(D, cfg, dtype=torch.bfloat16):
+    """The end of the name of cfg 1 / 2's kernel at head dim D for dtype on this GPU, or None where the default runs
+    (fp16, other head dims, compute capability below 9.0, shared memory short of its 144 / 224 KB)."""
+    if D not in _DEFAULT_BODY or cfg not in ONE_BAR or dtype != torch.bfloat16:
         return None
-    t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
-    pipe, warps, bm, bn = _TILES[(D, cfg)]
-    for stages in (2, 1):  # K, V, the Q / dO stages, P, dS (bwd_pds_smem_bytes)
-        if _fits((2 * bn * D + stages * 2 * bm * D + 2 * bm * bn) * 2):
-            if pipe == 0:
-                return f"hstu_bwd_pds_kernel<{t}, {D}, {stages}, {warps}>(hstu::HstuParams)"
-            return f"hstu_bwd_pds_pipe_kernel<{t}, {D}, {stages}, {warps}, {pipe}>(hstu::HstuParams)"
-    return None
+    if torch.cuda.get_device_capability(0)[0] < 9:
+        return None
+    smem = (2 * 128 * D + 3 * 2 * 64 * D + 4 * 64 * 128) * 2  # K, V, three Q / dO stages, two P / dS (bwd_pds_smem_bytes)
+    if smem > torch.cuda.get_device_properties(0).shared_memory_per_block_optin:
+        return None
+    if cfg == 1:
+        return f"hstu_bwd_pds_kernel<__nv_bfloat16, {D}, 3, 8>(hstu::HstuParams)"
+    return f"hstu_bwd_pds_pipe_kernel<__nv_bfloat16, {D}, 3, 8, {_OTHER_BODY[D]}>(hstu::HstuParams)"
 
 
 def _bwd_kernels(case):
@@ -67,19 +59,21 @@ def _bwd_kernels(case):
                                                                              False),
     ("local_context_target", False, 2, True, False), ("none", True, 2, False, True)])
 @pytest.mark.parametrize("lens", ["jagged", "dense"])
-@pytest.mark.parametrize("D", [64, 128, 256])
-def test_sm80_backward_second_round(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
-    """Candidates 9-12 meet the error rule against the fp32 reference (jagged lengths at the 32 / 64 / 128 tile
-    edges, dense ones across several 128-query tiles, masks cutting tiles, contexts and targets with groups,
-    delta-q, seqused, rab / drab, the deterministic dq kernel) and give the default's gradients up to fp32
-    summation order (outputs poisoned before each run)."""
+@pytest.mark.parametrize("D", [64, 128])
+def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
+    """cfg 1 / 2 meet the error rule against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile
+    edges, so one- and two-tile walks and key blocks past a sequence's end; dense ones across several query tiles;
+    masks cutting tiles, contexts and targets with groups, delta-q, seqused, rab / drab, the deterministic dq
+    kernel), and give the default's dK, dV and drab bit for bit (the same sums in the same order: only the barriers,
+    buffers and phase order differ), dQ too when deterministic (its own kernel), else up to the atomics' order
+    (outputs poisoned before each run)."""
     lk = [300, 0, 1, 129, 128, 77, 64, 33, 700] if lens == "jagged" else [384] * 3
     case = kg.make_case(zlib.crc32(repr(("bwd2", D, lens, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16,
                         mask, rab_heads, delta_q=delta_q, seqused=seqused)
     q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
     dout = torch.randn_like(q)
     grads = {}
-    for cfg in (0,) + CANDIDATES:
+    for cfg in (0,) + ONE_BAR:
         kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
         if cfg:
             kg.check_case(case, 0.5, deterministic=deterministic)
@@ -89,27 +83,34 @@ def test_sm80_backward_second_round(D, lens, mask, delta_q, rab_heads, determini
         kg.poison_allocator(8 * q.numel() * q.element_size())
         grads[cfg] = torch.autograd.grad(out, leaves, dout)
         assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
-    for cfg in CANDIDATES:
-        kg.assert_agree(("dq", "dk", "dv", "drab"), grads[cfg], grads[0], f"bwd_sm80_cfg={cfg} vs the default")
+    for cfg in ONE_BAR:
+        for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[0])):
+            if i == 0 and not deterministic:
+                kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={cfg} vs the default")
+            else:
+                assert torch.equal(g, w), (cfg, name)
 
 
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
-def test_sm80_backward_second_round_runs_its_kernel(D, kernel_opts):
-    """kernel_options(sm90=False, bwd_sm80_cfg=9..12) runs the candidate's kernel for bf16 where it applies and its
-    shared memory fits the GPU; fp16, and the head dims without the candidate, run the default's kernel."""
+def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
+    """kernel_options(sm90=False, bwd_sm80_cfg=1 / 2) runs its kernel for bf16 at D = 64 / 128 where it applies
+    (sm_90+, its shared memory fits, no contexts); fp16, the other head dims and calls with contexts run the
+    default's kernel."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)
+        ctx_case = kg.make_case(23, [300, 64], 2, D, dtype, "context_target", 0)
         kernel_opts(sm90=False)
-        default = _bwd_kernels(case)
+        default, default_ctx = _bwd_kernels(case), _bwd_kernels(ctx_case)
         assert len(default) == 1, default
-        for cfg in CANDIDATES:
+        for cfg in ONE_BAR:
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             names = _bwd_kernels(case)
-            want = candidate_kernel(D, cfg, dtype)
+            want = one_bar_kernel(D, cfg, dtype)
             if want is None:
                 assert names == default, (dtype, cfg, names, default)
             else:
                 assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
+            assert _bwd_kernels(ctx_case) == default_ctx, (dtype, cfg)
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])
@@ -162,48 +163,6 @@ def test_sm80_backward_long_contexts_drab(D, mask, rab_heads, deterministic, ker
     assert zeros.any() and not torch.isnan(drab).any()
     neg = torch.signbit(drab[zeros]).sum().item()
     assert neg == 0, f"{neg} of drab's {zeros.sum().item()} zeros are -0"
-
-
-@pytest.mark.parametrize("mask,rab_heads,deterministic", [("causal", 0, False), ("context_target_group", 2, False),
-                                                          ("local_context_target", 0, True)])
-@pytest.mark.parametrize("D", [128, 256])
-def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, kernel_opts):
-    """The default sm80-class backward of FA2's layout runs on the grid (batch, key blocks, heads) (each head's key
-    blocks 0, the heaviest, first). At D = 128 the default kernel has dP in one pass, its k-loops unrolled (dP's by
-    4), unpredicated dQ atomics and the phases in the fixed order; at D = 256 the same body with half of the warps
-    running dQ before dK / dV (at D = 128 on Hopper the body copies full Q / dO tiles without per-row predicates and
-    tests full tiles against two intervals per key block). At D = 128 cfg 13 runs the one-pass body with the S / dQ
-    k-loops unrolled in FA2's order dV, dQ, dK, 14 the plain body (two dP halves), 15 that with dP in one pass (each
-    dP element the same k-loop: the same dS); at D = 256 13 / 14 the plain body (D = 256's default before) with
-    dQ-first warps / in the fixed order, 15 the FA2-order body of D = 128 (the same sums in the same order), 10 the
-    default body in the fixed order (bf16), 11 the default. Each meets the error rule against the fp32 reference
-    (nine jagged sequences of 0-1,100 rows, so key blocks past a sequence's end; bf16 and fp16; with contexts the
-    default runs the context kernel's plain body), and dK, dV and per-head drab (each sum one CTA's, in one order)
-    are bitwise the default's, dQ too when deterministic (its own kernel); atomic dQ agrees to the summation order."""
-    lens = [700, 129, 64, 1, 330, 0, 257, 1100, 384]
-    for dtype in (torch.bfloat16, torch.float16):
-        case = kg.make_case(zlib.crc32(repr(("order80", D, mask, rab_heads)).encode()), lens, 2, D, dtype, mask,
-                            rab_heads)
-        q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
-        dout = torch.randn_like(q)
-        grads = {}
-        cfgs = (0, 13, 14, 15) + ((10, 11) if D == 256 else ())
-        for cfg in cfgs:
-            kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
-            kg.check_case(case, 0.5, deterministic=deterministic)
-            leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
-            out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
-                                        has_drab=rab is not None, deterministic=deterministic,
-                                        **kg._varlen_kwargs(case))
-            kg.poison_allocator(8 * q.numel() * q.element_size())
-            grads[cfg] = torch.autograd.grad(out, leaves, dout)
-            assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
-        for cfg in cfgs[1:]:
-            for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[0])):
-                if i == 0 and not deterministic:
-                    kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={cfg} vs the default")
-                else:
-                    assert torch.equal(g, w), (dtype, cfg, name)
 
 
 @pytest.mark.parametrize("D", [32, 128, 256])

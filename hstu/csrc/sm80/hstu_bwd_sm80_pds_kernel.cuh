@@ -105,9 +105,10 @@ constexpr int kBwdPdsDefaultBody = (D == 64 || D == 256) && NWARPS == 8 ? kPdsLo
                                    : NWARPS == 8           ? kPdsLoopFree
                                                            : kPdsDpOnePassUnrolled;
 
+// STAGES = 3 (kOneBar, below): three Q / dO stages and two P / dS buffers.
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
-  return (2 * BN * D + stages * 2 * BM * D + 2 * BM * BN) * 2;
+  return (2 * BN * D + stages * 2 * BM * D + (stages == 3 ? 4 : 2) * BM * BN) * 2;
 }
 
 // Calls f(mt, nt, e, r, j) for each S / dP accumulator element of a warp (row position r = rbase + mt*16 + (e/2)*8,
@@ -302,7 +303,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   constexpr bool kLeanLoad = kLoopFree && (D == 64 || D == 128);
 #endif
   constexpr bool kFullMap = kLeanLoad;
-  constexpr int kDpUnroll = STAGES == 2 ? 4 : 2;
+  constexpr int kDpUnroll = STAGES >= 2 ? 4 : 2;
+  // kOneBar (STAGES = 3, opt-in: kernel_options(bwd_sm80_cfg=1 / 2) at D = 64 / 128, sm_90+ code): one block barrier
+  // per tile pair instead of two. Tile mb + 1's Q / dO copies land before the barrier after phase 1 (they were issued
+  // right after the previous one), tile mb + 2's are issued right after it into the third stage, and P / dS alternate
+  // between two buffers: that barrier alone orders every reuse (a stage or a P / dS buffer is rewritten only after
+  // every warp has passed the barrier that follows its last reads), so a warp that finishes phases 2 / 3 runs on into
+  // the next tile's phase 1 instead of waiting at the loop's top.
+  constexpr bool kOneBar = STAGES == 3;
   constexpr bool kFixedOrder = kLoopFree && !kDqFirstBody;
   constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kLoopFree;
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
@@ -330,7 +338,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   static_assert(SM % 16 == 0 && SN % 16 == 0 && KR % 16 == 0 && KC % 16 == 0 && QR % 16 == 0 && QC % QPW == 0 &&
                     QPW % 16 == 0,
                 "bad warp tiles");
-  static_assert(STAGES == 1 || STAGES == 2, "one or two Q / dO stages");
+  static_assert(STAGES == 1 || STAGES == 2 || (kOneBar && kLoopFree && !CTX), "one or two Q / dO stages, or kOneBar");
   // S / dP k-loop unrolled by 2 (4 in sm_86 / sm_89 code, whose ptxas spilled 4 B with 1 and 2). PIPE >= 1: the
   // dK / dV and dQ k-loops pipelined (pipelined_k_loop), the dK / dV one not in sm_80 code of D = 128's 8-warp tile
   // nor in sm_86 / sm_89 code (4-warp D = 128), where it spilled 4 B; PIPE = 2: the S k-loop too (the dP one stays
@@ -372,8 +380,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   const uint32_t sV = sK + BN * D * 2;
   const uint32_t sQ0 = sV + BN * D * 2;  // stage s: Q at sQ0 + s * kStageBytes, dO right after it
   constexpr uint32_t kStageBytes = 2 * BM * D * 2;
-  const uint32_t sP = sQ0 + STAGES * kStageBytes;
-  const uint32_t sdS = sP + BM * BN * 2;
+  const uint32_t sP0 = sQ0 + STAGES * kStageBytes;  // P, dS (kOneBar: then the second P, dS)
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -511,14 +518,22 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       load_q_do(sQ0, m0, tid);
     }
     cp_async_commit();
+    if constexpr (kOneBar) {  // the second tile's copies too; the first tile (with K, V) waited for
+      if (mb_begin + 1 < mb_end) load_q_do(sQ0 + kStageBytes, (mb_begin + 1) * BM, tid);
+      cp_async_commit();
+      cp_async_wait<1>();
+      __syncthreads();
+    }
 
     int stage = 0;
     int mb = mb_begin;
     do {
       const int m0 = mb * BM;
       const int r0 = m0 + mk.offset;
-      cp_async_wait<0>();
-      __syncthreads();  // Q, dO of tile mb landed; every warp is done with the previous tile (P, dS, other stage)
+      if constexpr (!kOneBar) {
+        cp_async_wait<0>();
+        __syncthreads();  // Q, dO of tile mb landed; every warp is done with the previous tile (P, dS, other stage)
+      }
       if (STAGES == 2 && next_tile(mb) < tiles_end()) {
         const int mn = next_tile(mb) * BM;
         const uint32_t ot = opaque(tid);
@@ -532,6 +547,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       }
       const uint32_t sQ = sQ0 + stage * kStageBytes;
       const uint32_t sdO = sQ + BM * D * 2;
+      const uint32_t sP = sP0 + (kOneBar ? static_cast<uint32_t>(mb & 1) * (2 * BM * BN * 2) : 0u);
+      const uint32_t sdS = sP + BM * BN * 2;
 
       // ---- Phase 1: S = Q K^T, then dP = dO V^T, over this warp's SM queries x SN keys. Two passes over D, not
       // one: the rab / mask / SiLU work between them runs with only S live next to dK / dV (a fused pass spilled).
@@ -687,7 +704,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
         constexpr bool kFullTilePass = false;
 #else
-        constexpr bool kFullTilePass = (D == 64 || D == 128) && kPipe == 0 && STAGES == 2;
+        constexpr bool kFullTilePass = (D == 64 || D == 128) && kPipe == 0 && STAGES >= 2;
 #endif
         if constexpr (!kOverlapDp) {
           auto silu_pass = [&](auto masked) {
@@ -752,7 +769,17 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                        "r"(pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1])));
         });
       }
-      __syncthreads();  // P, dS complete
+      if constexpr (kOneBar) {
+        cp_async_wait<0>();
+        __syncthreads();  // P, dS complete; Q, dO of tile mb + 1 landed; every warp is done with tile mb - 1
+        if (mb + 2 < mb_end) {
+          const uint32_t ot = opaque(tid);
+          load_q_do_lean(sQ0 + (stage == 0 ? 2 : stage - 1) * kStageBytes, (mb + 2) * BM, ot);
+          cp_async_commit();
+        }
+      } else {
+        __syncthreads();  // P, dS complete
+      }
 
       // ---- Phase 2: dV += P^T dO, dK += dS^T Q over this warp's KR keys x KC columns.
       // parts: 3 dV and dK in one k-loop; 1 dV only, 2 dK only (kFa2Order; the plain loop).
@@ -909,7 +936,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
               }
         }
       };
-      if constexpr (STAGES == 2 && kPipe == 0) {
+      if constexpr (STAGES >= 2 && kPipe == 0) {
         // dQ-first warps (bwd_pds_dq_first: D = 256's default, kernel_options(bwd_sm80_cfg=13) at D = 128): the two
         // warps of a scheduler (w, w + NWARPS / 2) run phases 2 and 3 in opposite orders, so that while one runs
         // dK / dV (128 MMAs a warp at D = 128, back to back) the other runs dQ (short k-loops waiting on their loads,
@@ -957,7 +984,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         phase_dq();
       }
       mb = next_tile(mb);
-      stage ^= (STAGES == 2 ? 1 : 0);
+      if constexpr (kOneBar) {
+        stage = stage == 2 ? 0 : stage + 1;
+      } else {
+        stage ^= (STAGES == 2 ? 1 : 0);
+      }
     } while (mb < tiles_end());
   }
 
@@ -987,9 +1018,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 // never picks it on compute capability 8.x other than 8.0), which keeps those builds' register report clean.
 template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX>
 __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   using C = BwdPdsConfig<D, NWARPS>;
-  if constexpr (bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024) {
+  if constexpr (STAGES == 3 ||
+                (__CUDA_ARCH__ != 800 && bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024)) {
     __trap();
   } else {
     hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX>(p);
@@ -1028,6 +1060,9 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
   } else {
     constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES);
     if (kSmem > max_smem) return cudaErrorNotSupported;
+    if constexpr (STAGES == 3) {  // (kOneBar: calls without contexts; the caller checks for sm_90+)
+      if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+    }
     // Key blocks in gridDim.y (at most 65535): the op refuses max_seqlen_k over 65535 blocks of 64 keys with a
     // message before this (hstu/csrc/ops/hstu_plan.h kBwdSm80MaxSeqlenK, which assumes tiles of 64 keys or more).
     static_assert(C::kBlockN >= kBwdSm80MinBlockN, "kBwdSm80MaxSeqlenK assumes key blocks of at least 64 keys");
@@ -1048,7 +1083,7 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     if constexpr (PIPE != 0) {
       return launch(hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS, PIPE>);
     } else {
-      if constexpr (kBwdPdsCtxKernel<D, NWARPS, PIPE>) {  // (a host pointer test: no device sync)
+      if constexpr (kBwdPdsCtxKernel<D, NWARPS, PIPE> && STAGES != 3) {  // (a host pointer test: no device sync)
         if (p.num_contexts != nullptr) return launch(hstu_bwd_pds_ctx_kernel<T, D, STAGES, NWARPS>);
       }
       return launch(hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>);
