@@ -41,7 +41,7 @@ def one_bar_kernel(D, cfg, dtype=torch.bfloat16):
         return None
     if cfg == 1:
         return f"hstu_bwd_pds_kernel<__nv_bfloat16, {D}, 3, 8>(hstu::HstuParams)"
-    return f"hstu_bwd_pds_pipe_kernel<__nv_bfloat16, {D}, 3, 8, {_OTHER_BODY[D]}>(hstu::HstuParams)"
+    return f"hstu_bwd_pds_body_kernel<__nv_bfloat16, {D}, 3, 8, {_OTHER_BODY[D]}>(hstu::HstuParams)"
 
 
 def _bwd_kernels(case):

@@ -383,8 +383,8 @@ __device__ __forceinline__ void hstu_bwd_body(const HstuParams& p) {
           acc_dp[nt][e] = acc_dp[nt][e] * ds_scale * sig * fmaf(hh, 1.f - t, 1.f);
         }
       }
-      // The mask by rows (bwd_st_mask_rows); in sm_86 / sm_89 code the warp-pair kernels (KSPLIT 2: D = 256's
-      // candidate 1, opt-in) keep the element rule: by rows their spill grew 4 -> 8 / 12 B there.
+      // The mask by rows (bwd_st_mask_rows); in sm_86 / sm_89 code the warp-pair kernels (KSPLIT 2) keep the element
+      // rule: by rows their spill grew 4 -> 8 / 12 B there.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
       constexpr bool kRowMask = KSPLIT == 1;
 #else
@@ -496,9 +496,9 @@ __device__ __forceinline__ void hstu_bwd_body(const HstuParams& p) {
   }
 }
 
-// Layouts over 99 KB of shared memory (D = 256 with Q / dO stages: the warp pairs, the 1-stage column chunks; the
-// candidates over 99 KB) cannot fit sm86 / sm89's opt-in limit, and the launchers run them there never
-// (launch_hstu_bwd_fitting picks the compact form, the candidates fall back): in sm_86 / sm_89 code they are a trap,
+// Layouts over 99 KB of shared memory (D = 256 with Q / dO stages: the warp pairs, the 1-stage column chunks) cannot
+// fit sm86 / sm89's opt-in limit, and the launchers run them there never (launch_hstu_bwd_fitting picks the compact
+// form): in sm_86 / sm_89 code they are a trap,
 // which keeps those builds' register report free of their spills (a compute_80 PTX JIT-ed on any GPU keeps the
 // body). D <= 128's default tiles keep their bodies (sm87, 163 KB, runs the sm_86 code's 2-stage form).
 template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES, int KSPLIT>
