@@ -195,9 +195,9 @@ BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles
 FWD_SPLIT_SHIFT = 11
-# bits 25-28: the sm80-class backward's comparison cfgs (hstu_bwd_sm80_kernel.cuh): 0 the default, 1 / 2 (bf16, D = 64
-# / 128, sm_90+) one block barrier per tile pair, 4 / 5 the default's one / two Q / dO stage kernels (bf16),
-# BWD_SM80_CFG_OLD the layouts that were the default before
+# bits 25-28: the sm80-class backward's comparison cfgs (hstu_bwd_sm80_kernel.cuh): 0 the default, 1 (D = 64 / 128,
+# sm_90+) the two-barrier kernels, 2 (bf16) the one-barrier loop with split Q / dO copies, 4 / 5 the default's one /
+# two Q / dO stage kernels (bf16), BWD_SM80_CFG_OLD the layouts that were the default before
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
 BWD_SM80_CFG_LAST = 8  # kBwdSm80LastCfg
@@ -290,12 +290,13 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``bwd_sm80_cfg``: the sm80-class backward's kernel at D = 64 / 128 / 256, for comparisons. 0 (the default):
     FlashAttention-2's warp layout with P and dS through shared memory (hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh),
     8 warps, two Q / dO stages where they fit (Hopper), else one (A100), else the old layouts (sm86 / sm89); bf16 and
-    fp16; at D = 64 with D = 128's 64 x 128 tile, on sm_90+ only. 4 / 5 (bf16): the default's one / two stage
-    kernel where it fits. 1 / 2 (bf16, D = 64 / 128, sm_90+, calls without contexts): the default's body with one
-    block barrier per tile pair (three Q / dO stages, two P / dS buffers), 2 with the other phase order (D = 64
-    every warp dV, dK, dQ; D = 128 half of the warps dQ first). 8 (``BWD_SM80_CFG_OLD``): the layouts that were the
-    default before (``BwdSm80Config``'s tiles; D = 256 two column chunks). Where a cfg does not apply (fp16, other
-    head dims, a GPU without its shared memory) the default runs. Measured on an H200: docs/hstu_kernel_notes.md.
+    fp16; at D = 64 with D = 128's 64 x 128 tile, on sm_90+ only; at D = 64 / 128 on sm_90+ for calls without
+    contexts with three Q / dO stages and one block barrier per tile pair. 1: those calls with the two-barrier
+    kernels instead. 2 (bf16, D = 64 / 128, sm_90+, no contexts): the one-barrier loop with the next tile's Q and
+    dO copies issued apart. 4 / 5 (bf16): the default's one / two stage kernel where it fits. 8
+    (``BWD_SM80_CFG_OLD``): the layouts that were the default before (``BwdSm80Config``'s tiles; D = 256 two column
+    chunks). Where a cfg does not apply (fp16, other head dims, a GPU without its shared memory) the default runs.
+    Measured on an H200: docs/hstu_kernel_notes.md.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
     without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows; 128 x 64 tiles, D = 64
     128 x 128) with K / V double-buffered at D = 64 / 128, at D = 256 warp pairs (two warps share 32 rows: each
@@ -337,7 +338,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
             fwd_split_tiles, int) or not 0 <= fwd_split_tiles <= 253):
         _err("fwd_split_tiles", "None, 'wave' or an int in [0, 253]", fwd_split_tiles)
     split = {None: 0, 0: 255, "wave": 254}.get(fwd_split_tiles, fwd_split_tiles)
-    if isinstance(bwd_sm80_cfg, bool) or bwd_sm80_cfg not in BWD_SM80_CFGS:
+    if isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int) or bwd_sm80_cfg not in BWD_SM80_CFGS:
         _err("bwd_sm80_cfg", f"one of {BWD_SM80_CFGS}", bwd_sm80_cfg)
     if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or not 0 <= fwd_sm80_cfg <= FWD_SM80_CFG_SPLIT:
         _err("fwd_sm80_cfg", f"an int in [0, {FWD_SM80_CFG_SPLIT}]", fwd_sm80_cfg)

@@ -523,8 +523,12 @@ def _sm80_old_kernel(D):
 
 
 def _sm80_default_kernel(D, dtype):
-    """The sm80-class backward's default kernel at D = 128 / 256 on this GPU: FA2's warp layout with two Q / dO stages
-    where they fit (bwd_sm80_cfg 5's kernel), else one (4's), else the old layouts."""
+    """The sm80-class backward's default kernel at D = 128 / 256 on this GPU (calls without contexts): FA2's warp
+    layout, at D = 128 on sm_90+ with three Q / dO stages and one barrier per tile pair where they fit (224 KB), else
+    two Q / dO stages where they fit (bwd_sm80_cfg 5's kernel), else one (4's), else the old layouts."""
+    ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
+    if D == 128 and torch.cuda.get_device_capability(0)[0] >= 9 and _candidate_fits(229376):
+        return f"pds_kernel<{ctype}, 128, 3, 8>"
     for cfg in (5, 4):
         tile, smem = _candidate_tile(D, cfg, dtype)
         if _candidate_fits(smem):

@@ -1,11 +1,12 @@
-"""The sm80-class backward's comparison cfgs and kernel choice (kernel_options(sm90=False, bwd_sm80_cfg=n);
-hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh): 1 / 2 (bf16, D = 64 / 128, sm_90+, calls without contexts) the default's
-body with one block barrier per tile pair (three Q / dO stages, two P / dS buffers; 2 with the other phase order).
-Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned)
-and gives the default's dK, dV and drab bit for bit, and the kernel that runs is the cfg's (fp16, other head dims,
-contexts and GPUs without its shared memory run the default). Also the default's two kernels for calls with and
-without contexts (hstu_bwd_pds_ctx_kernel skips the context gap, hstu_bwd_pds_kernel walks every tile), drab with
-long contexts, a local window, targets and rab, the key-block limit and the dQ workspace layouts."""
+"""The sm80-class backward's one-barrier loop and comparison cfgs (kernel_options(sm90=False, bwd_sm80_cfg=n);
+hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the default for calls without contexts has
+one block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>); cfg 1
+runs the two-barrier kernels instead (two stages), cfg 2 (bf16) the one-barrier loop with the next tile's Q and dO
+copies issued apart. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random
+inputs, gradients poisoned), all give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's
+(other head dims, contexts and GPUs without the shared memory run the two-barrier default). Also the default's
+kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts,
+a local window, targets and rab, the key-block limit and the dQ workspace layouts."""
 
 import os
 import sys
@@ -22,26 +23,31 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-ONE_BAR = (1, 2)
-# The loop-free bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10): the default's at D = 64
-# / 128, and the other phase order (cfg 2's)
+LOOP_CFGS = (1, 2)
+# The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10) and the flag of
+# cfg 2 (kPdsSplitCopies 16)
 _DEFAULT_BODY = {64: 10, 128: 7}
-_OTHER_BODY = {64: 7, 128: 10}
+_SPLIT_COPIES = 16
 
 
-def one_bar_kernel(D, cfg, dtype=torch.bfloat16):
-    """The end of the name of cfg 1 / 2's kernel at head dim D for dtype on this GPU, or None where the default runs
-    (fp16, other head dims, compute capability below 9.0, shared memory short of its 144 / 224 KB)."""
-    if D not in _DEFAULT_BODY or cfg not in ONE_BAR or dtype != torch.bfloat16:
+def one_bar_fits():
+    """whether this GPU runs the one-barrier loop (compute capability 9.0+, 224 KB of shared memory per block)"""
+    smem = (2 * 128 * 128 + 3 * 2 * 64 * 128 + 4 * 64 * 128) * 2  # D = 128: K, V, three Q / dO stages, two P / dS
+    return (torch.cuda.get_device_capability(0)[0] >= 9
+            and smem <= torch.cuda.get_device_properties(0).shared_memory_per_block_optin)
+
+
+def loop_kernel(D, cfg, dtype=torch.bfloat16):
+    """The end of the name of the kernel cfg 0 / 1 / 2 runs at head dim D for dtype without contexts on this GPU, or
+    None where that is not the one-barrier loop or its two-barrier comparison (other head dims, below sm_90)."""
+    if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
-    if torch.cuda.get_device_capability(0)[0] < 9:
-        return None
-    smem = (2 * 128 * D + 3 * 2 * 64 * D + 4 * 64 * 128) * 2  # K, V, three Q / dO stages, two P / dS (bwd_pds_smem_bytes)
-    if smem > torch.cuda.get_device_properties(0).shared_memory_per_block_optin:
-        return None
+    t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     if cfg == 1:
-        return f"hstu_bwd_pds_kernel<__nv_bfloat16, {D}, 3, 8>(hstu::HstuParams)"
-    return f"hstu_bwd_pds_body_kernel<__nv_bfloat16, {D}, 3, 8, {_OTHER_BODY[D]}>(hstu::HstuParams)"
+        return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
+    if cfg == 2 and dtype == torch.bfloat16:
+        return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D] | _SPLIT_COPIES}>(hstu::HstuParams)"
+    return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
 
 def _bwd_kernels(case):
@@ -61,29 +67,28 @@ def _bwd_kernels(case):
 @pytest.mark.parametrize("lens", ["jagged", "dense"])
 @pytest.mark.parametrize("D", [64, 128])
 def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
-    """cfg 1 / 2 meet the error rule against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile
-    edges, so one- and two-tile walks and key blocks past a sequence's end; dense ones across several query tiles;
-    masks cutting tiles, contexts and targets with groups, delta-q, seqused, rab / drab, the deterministic dq
-    kernel), and give the default's dK, dV and drab bit for bit (the same sums in the same order: only the barriers,
-    buffers and phase order differ), dQ too when deterministic (its own kernel), else up to the atomics' order
-    (outputs poisoned before each run)."""
+    """The default (the one-barrier loop on sm_90+), cfg 1 (two barriers) and cfg 2 (split copies) meet the error rule
+    against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one- and two-tile walks and
+    key blocks past a sequence's end; dense ones across several query tiles; masks cutting tiles, contexts and
+    targets with groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the same dK, dV and
+    drab bit for bit (the same sums in the same order: only the barriers, buffers and copies differ), dQ too when
+    deterministic (its own kernel), else up to the atomics' order (outputs poisoned before each run)."""
     lk = [300, 0, 1, 129, 128, 77, 64, 33, 700] if lens == "jagged" else [384] * 3
     case = kg.make_case(zlib.crc32(repr(("bwd2", D, lens, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16,
                         mask, rab_heads, delta_q=delta_q, seqused=seqused)
     q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
     dout = torch.randn_like(q)
     grads = {}
-    for cfg in (0,) + ONE_BAR:
+    for cfg in (0,) + LOOP_CFGS:
         kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
-        if cfg:
-            kg.check_case(case, 0.5, deterministic=deterministic)
+        kg.check_case(case, 0.5, deterministic=deterministic)
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
         out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
                                     has_drab=rab is not None, deterministic=deterministic, **kg._varlen_kwargs(case))
         kg.poison_allocator(8 * q.numel() * q.element_size())
         grads[cfg] = torch.autograd.grad(out, leaves, dout)
         assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
-    for cfg in ONE_BAR:
+    for cfg in LOOP_CFGS:
         for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[0])):
             if i == 0 and not deterministic:
                 kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={cfg} vs the default")
@@ -93,19 +98,19 @@ def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, determinis
 
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
 def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
-    """kernel_options(sm90=False, bwd_sm80_cfg=1 / 2) runs its kernel for bf16 at D = 64 / 128 where it applies
-    (sm_90+, its shared memory fits, no contexts); fp16, the other head dims and calls with contexts run the
-    default's kernel."""
+    """At D = 64 / 128 on sm_90+ the default runs the one-barrier loop (both dtypes), cfg 1 the two-barrier kernel,
+    cfg 2 (bf16) the loop with split copies; calls with contexts run the context kernel whatever the cfg; other head
+    dims (and GPUs below sm_90) run the same kernel for cfg 0 / 1 / 2."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)
         ctx_case = kg.make_case(23, [300, 64], 2, D, dtype, "context_target", 0)
         kernel_opts(sm90=False)
         default, default_ctx = _bwd_kernels(case), _bwd_kernels(ctx_case)
         assert len(default) == 1, default
-        for cfg in ONE_BAR:
+        for cfg in (0,) + LOOP_CFGS:
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             names = _bwd_kernels(case)
-            want = one_bar_kernel(D, cfg, dtype)
+            want = loop_kernel(D, cfg, dtype)
             if want is None:
                 assert names == default, (dtype, cfg, names, default)
             else:
@@ -117,12 +122,13 @@ def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
 def test_sm80_backward_context_kernel(D, kernel_opts):
     """The sm80-class default backward at D = 64 / 128 / 256 (FA2's warp layout; D = 64 on sm_90+) runs
     hstu_bwd_pds_ctx_kernel for calls with contexts (it skips the query tiles of the context gap) and
-    hstu_bwd_pds_kernel, with the same template arguments, for calls without (the plain tile walk): chosen on the
-    host by num_contexts being given."""
+    hstu_bwd_pds_kernel for calls without (the plain tile walk): chosen on the host by num_contexts being given. The
+    context kernel has the two-barrier kernel's template arguments (cfg 1 without contexts)."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(23, [300, 64], 2, D, dtype, "context_target", 0)
-        kernel_opts(sm90=False)
+        kernel_opts(sm90=False, bwd_sm80_cfg=1)
         without = _bwd_kernels(dict(case, num_contexts=None))
+        kernel_opts(sm90=False)
         assert len(without) == 1, without
         (plain,) = without
         if "hstu_bwd_pds_kernel<" not in plain:

@@ -835,12 +835,13 @@ inline cudaError_t bwd_sm80_sm90_class(bool& yes) {
 }
 constexpr int kBwdSm80OldCfg = 8;
 // kernel_options(bwd_sm80_cfg=n), for comparisons: 4 / 5 (bf16) the default's one / two Q / dO stage kernels where
-// they fit; 1 / 2 (bf16, D = 64 / 128, sm_90+, calls without contexts) the default's body with one block barrier per
-// tile pair (kOneBar: three Q / dO stages, two P / dS buffers; 144 / 224 KB), 2 with the other phase order (D = 64
-// every warp dV, dK, dQ; D = 128 half of the warps dQ first); elsewhere the default runs. Their measured history
-// (tile candidates, pipelined k-loops, earlier bodies and phase orders) is in docs/hstu_kernel_notes.md.
-constexpr int kBwdSm80OneBarCfg = 1;
-constexpr int kBwdSm80OneBarSwapCfg = 2;
+// they fit (two block barriers per tile pair); 1 (bf16 and fp16) at D = 64 / 128 on sm_90+ the two-barrier kernels
+// instead of the default's one-barrier loop (kOneBar); 2 (bf16, D = 64 / 128, sm_90+, calls without contexts) the
+// one-barrier loop with the next tile's Q and dO copies issued apart (kPdsSplitCopies); elsewhere the default runs.
+// Their measured history (tile candidates, pipelined k-loops, earlier bodies and phase orders) is in
+// docs/hstu_kernel_notes.md.
+constexpr int kBwdSm80TwoBarCfg = 1;
+constexpr int kBwdSm80SplitCopiesCfg = 2;
 constexpr int kBwdSm80LastCfg = 8;
 static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
@@ -868,15 +869,12 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         return launch_hstu_bwd_pds<T, D, 1, 8>(p, max_smem, stream);
       case 5:
         return launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
-      case kBwdSm80OneBarCfg:
-      case kBwdSm80OneBarSwapCfg:
+      case kBwdSm80SplitCopiesCfg:
         if constexpr (D == 64 || D == 128) {
           bool sm90 = false;
           err = bwd_sm80_sm90_class(sm90);
           if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
-          if (cfg == kBwdSm80OneBarCfg) return launch_hstu_bwd_pds<T, D, 3, 8>(p, max_smem, stream);
-          constexpr int kSwap = kBwdPdsDefaultBody<D, 8> == kPdsLoopFree ? kPdsLoopFreeDqFirst : kPdsLoopFree;
-          return launch_hstu_bwd_pds<T, D, 3, 8, kSwap>(p, max_smem, stream);
+          return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kPdsSplitCopies>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       default:
@@ -898,6 +896,20 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
     if (D == 64 && applies) {
       const cudaError_t err = bwd_sm80_sm90_class(applies);
       if (err != cudaSuccess) return err;
+    }
+    if constexpr (D == 64 || D == 128) {  // sm_90+: the one-barrier loop (three Q / dO stages) where it fits
+      if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg && p.num_contexts == nullptr) {
+        bool sm90 = false;
+        cudaError_t err = bwd_sm80_sm90_class(sm90);
+        if (err != cudaSuccess) return err;
+        int max_smem = 0;
+        if (sm90) err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+        if (err != cudaSuccess) return err;
+        if (sm90) {
+          err = launch_hstu_bwd_pds<T, D, 3, 8>(p, max_smem, stream);
+          if (err != cudaErrorNotSupported) return err;
+        }
+      }
     }
     if (applies) {
       const cudaError_t err = launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);

@@ -1,6 +1,6 @@
 // HSTU attention backward, sm80-class, FlashAttention-2's warp layout (issue 39): the default sm80-class backward at
 // D = 64 / 128 / 256 (bf16 and fp16) where 8 warps' shared memory fits (launch_hstu_bwd_fitting); its comparisons
-// kernel_options(sm90=False, bwd_sm80_cfg=1 / 2 / 4 / 5) (bf16).
+// kernel_options(sm90=False, bwd_sm80_cfg=1 / 2 / 4 / 5).
 //
 // The old default kernel (hstu_bwd_sm80_kernel.cuh) gives each warp 16 key rows for every GEMM, so P^T / dS^T stay in
 // registers but every warp loads the whole Q / dO tile per MMA row (about 0.081 byte of ldmatrix per MMA flop at
@@ -15,9 +15,9 @@
 //      workspace as the default kernel (skipped in deterministic mode: hstu_bwd_dq_kernel computes dQ).
 // About 0.06 byte per flop over the five GEMMs and S / dP computed once at every D (5 GEMM passes, not 7 at D = 256).
 // The mask, rab / drab, delta-q, seqused and jagged handling are the default kernel's (same SeqInfo, bwd_work_tiles,
-// element rules). Shared memory: K, V, STAGES Q / dO buffers, P, dS; 128 / 160 KB at D = 128, 144 / 208 KB at
-// D = 256 (1 / 2 stages): A100 and Hopper, not sm86 / sm89 (99 KB), where the launcher reports not supported and
-// the old layouts run (D = 64: 80 / 96 KB, fits them).
+// element rules). Shared memory: K, V, STAGES Q / dO buffers, P, dS; 128 / 160 / 224 KB at D = 128 (1 / 2 / 3
+// stages; 3: two P / dS buffers, sm_90+), 144 / 208 KB at D = 256: A100 and Hopper, not sm86 / sm89 (99 KB), where
+// the launcher reports not supported and the old layouts run (D = 64: 80 / 96 / 144 KB).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -68,6 +68,9 @@ struct BwdPdsConfig<256, 8> {
 // docs/hstu_kernel_notes.md.
 constexpr int kPdsLoopFree = 7;
 constexpr int kPdsLoopFreeDqFirst = 10;
+// A flag on BODY (kernel_options(bwd_sm80_cfg=2), kOneBar only): the next tile's Q copies right after the barrier,
+// its dO copies after the warp's dV k-loop, so that the LSU's global queue does not take all of them at once.
+constexpr int kPdsSplitCopies = 16;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 
@@ -228,9 +231,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kDpUnroll, unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
-  static_assert(BODY == 0 || BODY == kPdsLoopFree || BODY == kPdsLoopFreeDqFirst, "a body of the list above");
-  constexpr bool kDqFirstBody = BODY == kPdsLoopFreeDqFirst;
-  constexpr bool kLoopFree = BODY == kPdsLoopFree || kDqFirstBody;
+  constexpr int kBody = BODY & ~kPdsSplitCopies;
+  static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
+  constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
+  constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
   // D = 128's loop-free body copies the next Q / dO tile with load_q_do_lean (the predicated copies of load_q_do took
   // ~130 instructions a warp and tile pair, a tenth of the kernel's) and tests for full tiles against two intervals
   // formed once per key block (tile_full_at; ~30 instructions a tile pair in tile_full): -0.5 / -0.7 % on an H200
@@ -243,13 +247,15 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #endif
   constexpr bool kFullMap = kLeanLoad;
   constexpr int kDpUnroll = STAGES >= 2 ? 4 : 2;
-  // kOneBar (STAGES = 3, opt-in: kernel_options(bwd_sm80_cfg=1 / 2) at D = 64 / 128, sm_90+ code): one block barrier
-  // per tile pair instead of two. Tile mb + 1's Q / dO copies land before the barrier after phase 1 (they were issued
+  // kOneBar (STAGES = 3: D = 64 / 128's default on sm_90+ for calls without contexts): one block barrier per tile
+  // pair instead of two (on an H200 2.5-5 % faster than two). Tile mb + 1's Q / dO copies land before the barrier after phase 1 (they were issued
   // right after the previous one), tile mb + 2's are issued right after it into the third stage, and P / dS alternate
   // between two buffers: that barrier alone orders every reuse (a stage or a P / dS buffer is rewritten only after
   // every warp has passed the barrier that follows its last reads), so a warp that finishes phases 2 / 3 runs on into
   // the next tile's phase 1 instead of waiting at the loop's top.
   constexpr bool kOneBar = STAGES == 3;
+  constexpr bool kSplitCopies = (BODY & kPdsSplitCopies) != 0;
+  static_assert(!kSplitCopies || kOneBar, "split copies: the one-barrier loop only");
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
   // D = 64 / 128's plain body (the context kernels) adds row-major (with the fragment order it spilled 4-12 B in
   // sm_90a code).
@@ -332,11 +338,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and with fewer address instructions: the tile's two base pointers are uniform, each thread's byte offset is
   // formed once, its ROWS / KR rows are KR rows apart (a uniform step), and in shared memory each is the first
   // one's offset plus a constant (the swizzle depends on row % 8 only: a thread's chunk lies below the KR-row step).
-  auto load_q_do_lean = [&](const uint32_t sq, const int m, const uint32_t t) {
+  // parts: 3 Q and dO, 1 Q, 2 dO (kSplitCopies; a partial tile's copies all with part 1).
+  auto load_q_do_lean = [&](const uint32_t sq, const int m, const uint32_t t, auto parts) {
+    constexpr int kParts = decltype(parts)::value;
     constexpr int kChunks = D / 8, KR = NT / kChunks;
     static_assert(BM % KR == 0 && KR % 8 == 0 && L::swz(KR, 0) == KR * D * 2, "rows KR apart: a constant offset");
     if (m + BM > si.lq) {
-      load_q_do(sq, m, t);
+      if (kParts != 2) load_q_do(sq, m, t);
       return;
     }
     const int r_t = static_cast<int>(t) / kChunks, c_t = static_cast<int>(t) % kChunks;
@@ -351,8 +359,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
     const int64_t do_step = KR * p.do_row_stride * (int64_t)sizeof(T);
 #pragma unroll
     for (int it = 0; it < BM / KR; ++it) {
-      cp_async_16(s_t + it * KR * D * 2, qg + it * q_step);
-      cp_async_16(s_t + BM * D * 2 + it * KR * D * 2, dog + it * do_step);
+      if (kParts & 1) cp_async_16(s_t + it * KR * D * 2, qg + it * q_step);
+      if (kParts & 2) cp_async_16(s_t + BM * D * 2 + it * KR * D * 2, dog + it * do_step);
     }
   };
   const T* kg = static_cast<const T*>(p.k) + (int64_t)(si.k_start + n0) * p.k_row_stride + h * p.k_head_stride;
@@ -460,7 +468,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const uint32_t ot = opaque(tid);
         const uint32_t sQn = sQ0 + (stage ^ 1) * kStageBytes;
         if constexpr (kLeanLoad) {
-          load_q_do_lean(sQn, mn, ot);
+          load_q_do_lean(sQn, mn, ot, std::integral_constant<int, 3>());
         } else {
           load_q_do(sQn, mn, ot);
         }
@@ -674,7 +682,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         __syncthreads();  // P, dS complete; Q, dO of tile mb + 1 landed; every warp is done with tile mb - 1
         if (mb + 2 < mb_end) {
           const uint32_t ot = opaque(tid);
-          load_q_do_lean(sQ0 + (stage == 0 ? 2 : stage - 1) * kStageBytes, (mb + 2) * BM, ot);
+          load_q_do_lean(sQ0 + (stage == 0 ? 2 : stage - 1) * kStageBytes, (mb + 2) * BM, ot,
+                         std::integral_constant<int, kSplitCopies ? 1 : 3>());
           cp_async_commit();
         }
       } else {
@@ -786,12 +795,24 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         // 88 B).
         constexpr auto kBoth = std::integral_constant<int, 3>();
         if constexpr (kLoopFree) {
+          auto do_copies = [&] {  // (kSplitCopies: tile mb + 2's dO, after dV, the last reader of this tile's dO)
+            if constexpr (kSplitCopies) {
+              if (mb + 2 < mb_end) {
+                const uint32_t ot = opaque(tid);
+                load_q_do_lean(sQ0 + (stage == 0 ? 2 : stage - 1) * kStageBytes, (mb + 2) * BM, ot,
+                               std::integral_constant<int, 2>());
+                cp_async_commit();
+              }
+            }
+          };
           if (kDqFirstBody && warp >= NWARPS / 2) {
             phase_dq();
             phase_kv(std::integral_constant<int, 1>());
+            do_copies();
             phase_kv(std::integral_constant<int, 2>());
           } else {
             phase_kv(std::integral_constant<int, 1>());
+            do_copies();
             phase_kv(std::integral_constant<int, 2>());
             phase_dq();
           }
@@ -812,7 +833,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           const int mn = next_tile(mb) * BM;
           const uint32_t ot = opaque(tid);
           if constexpr (kLeanLoad) {
-            load_q_do_lean(sQ, mn, ot);
+            load_q_do_lean(sQ, mn, ot, std::integral_constant<int, 3>());
           } else {
             load_q_do(sQ, mn, ot);
           }
