@@ -1,7 +1,8 @@
 #!/bin/bash
 # bwd20 (issue 39, session 19), run 1 (<= 42 s), from the root of main's tree:
 #   OUT=/tmp/o_bwd20 timeout 60 bash .carry/bwd20/run.sh > /tmp/o_bwd20/stdout.txt 2>&1
-# (carry: bash tools/hstu_dev/bwd20_run/pack.sh /work/main/.carry/bwd20)
+# (carry: bash tools/hstu_dev/bwd20_run/pack.sh /work/main/.carry/bwd20; as run on the device: 00c1433, its prof20.py
+# now prof17.py's D:S:VAR form, its ncu commands setup.sh's ncu_sources)
 # Wheel of the branch: the default kernels are main's (their sm_90a code byte-identical); the comparison cfgs 1-3,
 # 6, 7, 9-15 are gone; new opt-in (bf16, D = 64 / 128, sm_90+): cfg 1 the default body with one block barrier per
 # tile pair (three Q / dO stages, two P / dS buffers), cfg 2 that with the other phase order.
@@ -21,28 +22,10 @@ PYTHONPATH=/tmp/site_$NAME timeout 11 python3 -P $T80 $NAME --cfgs 0 1 2 --fa2 -
     > $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
 echo "== 3. ncu ($SECONDS s)"
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-if [ $(left) -gt 10 ]; then
-  PYTHONPATH=/tmp/site_$NAME timeout $(( $(left) - 6 )) $NCU --clock-control none \
-      -k "regex:hstu_bwd_pds|flash_bwd_dq_dk_dv" -c 4 --section SourceCounters --section WarpStateStats \
-      --section InstructionStats --section Occupancy --section LaunchStats \
-      --metrics smsp__inst_executed.sum,gpu__time_duration.sum -o $OUT/src20 -f \
-      python3 -P $C/prof20.py --batch 1 --runs 64:8192:0 64:8192:fa2 128:8192:fa2 128:8192:0 > $OUT/ncu.log 2>&1
-  echo "rc $? ($SECONDS s)"
-  $NCU --import $OUT/src20.ncu-rep --print-kernel-base mangled --page raw --csv --print-metric-instances values \
-      > $OUT/ncu_raw.csv 2>> $OUT/ncu.log
-  PAIRS=$(grep -o "pairs [0-9]*" $OUT/ncu.log | awk '{printf "%s ", $2}')
-  python3 $C/ncu_digest.py $OUT/ncu_raw.csv --pairs ${PAIRS%% *} > $OUT/ncu_digest.md 2>&1
-  timeout $(( $(left) > 2 ? $(left) - 1 : 1 )) $NCU --import $OUT/src20.ncu-rep --page source --csv --print-source sass \
-      > $OUT/src20.csv 2>> $OUT/ncu.log
-  python3 $C/src_parts.py $OUT/src20.csv --pairs $PAIRS > $OUT/src_parts.md 2>&1
-  gzip -f $OUT/src20.csv
-fi
+ncu_sources src20 4 $C/prof17.py --batch 1 --runs 64:8192:0 64:8192:fa2 128:8192:fa2 128:8192:0
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 digest_tests_time "cfg 0: the default (= main's kernels); cfg 1: one barrier per tile pair; cfg 2: that, other phase order; FA2"
 echo "#### ncu (B1 S8K: D64 default, FA2 D64, FA2 D128, D128 default; per warp and (64 x 128) pair)"
-tail -3 $OUT/ncu.log 2>/dev/null | cut -c1-200
-grep -E "gpu__time|inst_executed.sum |per warp and pair|warps_active|warps_eligible|issue_active|registers_per_thread|stalled_(barrier|long|short|wait|math|mio|not_sel|lg_thr)" \
-    $OUT/ncu_digest.md 2>/dev/null | cut -c1-300
+ncu_summary
 grep -E "^###|^\| |^opcodes" $OUT/src_parts.md 2>/dev/null | cut -c1-400

@@ -21,11 +21,7 @@ gpu_tests 19 $TF::test_sm80_backward_one_barrier $TK::test_sm80_backward_fa2_lay
     $TF::test_sm80_backward_context_kernel $TF::test_sm80_backward_one_barrier_runs_its_kernel \
     -k "one_barrier[128-jagged or one_barrier[64-dense or old_default[64 or old_default[128 or reference[64 or reference[128 or (long_contexts and 128) or context_kernel or kernel[64 or kernel[128"
 echo "== 2. time80 ($SECONDS s)"
-PYTHONPATH=/tmp/site_$NAME timeout 11 python3 -P $T80 $NAME --cfgs 0 1 2 --fa2 --reps 5 "${SH[@]}" > $OUT/time.log 2>&1
-echo "rc $? ($SECONDS s)"
-PYTHONPATH=/tmp/site_${NAME}_main timeout $(( $(left) > 3 ? $(left) - 1 : 2 )) python3 -P $T80 $MAIN --cfgs 0 \
-    --reps 5 "${SH[@]}" >> $OUT/time.log 2>&1
-echo "rc $? ($SECONDS s)"
+time_cfgs 11 0 1 2
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 digest_tests_time "cfg 0: the default (one barrier at D = 64 / 128); cfg 1: two barriers (main's kernels); cfg 2: split Q / dO copies; FA2; main19's default"
