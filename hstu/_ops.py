@@ -196,8 +196,8 @@ BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles
 FWD_SPLIT_SHIFT = 11
 # bits 25-28: the sm80-class backward's comparison cfgs (hstu_bwd_sm80_kernel.cuh): 0 the default, 1 (D = 64 / 128,
-# sm_90+) the two-barrier kernels, 2 (bf16) the one-barrier loop with split Q / dO copies, 4 / 5 the default's one /
-# two Q / dO stage kernels (bf16), BWD_SM80_CFG_OLD the layouts that were the default before
+# sm_90+) the two-barrier kernels, 2 (bf16, D = 64) the one-barrier loop with the Q / dO copies together, 4 / 5 the
+# default's one / two Q / dO stage kernels (bf16), BWD_SM80_CFG_OLD the layouts that were the default before
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
 BWD_SM80_CFG_LAST = 8  # kBwdSm80LastCfg
@@ -291,9 +291,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     FlashAttention-2's warp layout with P and dS through shared memory (hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh),
     8 warps, two Q / dO stages where they fit (Hopper), else one (A100), else the old layouts (sm86 / sm89); bf16 and
     fp16; at D = 64 with D = 128's 64 x 128 tile, on sm_90+ only; at D = 64 / 128 on sm_90+ for calls without
-    contexts with three Q / dO stages and one block barrier per tile pair. 1: those calls with the two-barrier
-    kernels instead. 2 (bf16, D = 64 / 128, sm_90+, no contexts): the one-barrier loop with the next tile's Q and
-    dO copies issued apart. 4 / 5 (bf16): the default's one / two stage kernel where it fits. 8
+    contexts with three Q / dO stages and one block barrier per tile pair (at D = 64 the next tile's Q and dO
+    copies issued apart). 1: those calls with the two-barrier kernels instead. 2 (bf16, D = 64, sm_90+, no
+    contexts): the one-barrier loop with the copies together. 4 / 5 (bf16): the default's one / two stage kernel where it fits. 8
     (``BWD_SM80_CFG_OLD``): the layouts that were the default before (``BwdSm80Config``'s tiles; D = 256 two column
     chunks). Where a cfg does not apply (fp16, other head dims, a GPU without its shared memory) the default runs.
     Measured on an H200: docs/hstu_kernel_notes.md.

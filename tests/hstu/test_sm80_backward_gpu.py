@@ -1,8 +1,8 @@
 """The sm80-class backward's one-barrier loop and comparison cfgs (kernel_options(sm90=False, bwd_sm80_cfg=n);
 hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the default for calls without contexts has
-one block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>); cfg 1
-runs the two-barrier kernels instead (two stages), cfg 2 (bf16) the one-barrier loop with the next tile's Q and dO
-copies issued apart. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random
+one block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; at D = 64
+the next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16,
+D = 64) the one-barrier loop with the copies together. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random
 inputs, gradients poisoned), all give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's
 (other head dims, contexts and GPUs without the shared memory run the two-barrier default). Also the default's
 kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts,
@@ -24,10 +24,8 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 pytestmark = pytest.mark.gpu
 
 LOOP_CFGS = (1, 2)
-# The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10) and the flag of
-# cfg 2 (kPdsSplitCopies 16)
+# The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10)
 _DEFAULT_BODY = {64: 10, 128: 7}
-_SPLIT_COPIES = 16
 
 
 def one_bar_fits():
@@ -45,8 +43,8 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16):
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     if cfg == 1:
         return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
-    if cfg == 2 and dtype == torch.bfloat16:
-        return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D] | _SPLIT_COPIES}>(hstu::HstuParams)"
+    if cfg == 2 and dtype == torch.bfloat16 and D == 64:
+        return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D]}>(hstu::HstuParams)"
     return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
 
@@ -67,12 +65,12 @@ def _bwd_kernels(case):
 @pytest.mark.parametrize("lens", ["jagged", "dense"])
 @pytest.mark.parametrize("D", [64, 128])
 def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
-    """The default (the one-barrier loop on sm_90+), cfg 1 (two barriers) and cfg 2 (split copies) meet the error rule
-    against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one- and two-tile walks and
-    key blocks past a sequence's end; dense ones across several query tiles; masks cutting tiles, contexts and
-    targets with groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the same dK, dV and
-    drab bit for bit (the same sums in the same order: only the barriers, buffers and copies differ), dQ too when
-    deterministic (its own kernel), else up to the atomics' order (outputs poisoned before each run)."""
+    """The default (the one-barrier loop on sm_90+), cfg 1 (two barriers) and cfg 2 (D = 64: the copies together)
+    meet the error rule against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one-
+    and two-tile walks and key blocks past a sequence's end; dense ones across several query tiles; masks cutting
+    tiles, contexts and targets with groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the
+    same dK, dV and drab bit for bit (the same sums in the same order: only the barriers, buffers and copies differ),
+    dQ too when deterministic (its own kernel), else up to the atomics' order (outputs poisoned before each run)."""
     lk = [300, 0, 1, 129, 128, 77, 64, 33, 700] if lens == "jagged" else [384] * 3
     case = kg.make_case(zlib.crc32(repr(("bwd2", D, lens, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16,
                         mask, rab_heads, delta_q=delta_q, seqused=seqused)
@@ -99,7 +97,7 @@ def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, determinis
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
 def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
     """At D = 64 / 128 on sm_90+ the default runs the one-barrier loop (both dtypes), cfg 1 the two-barrier kernel,
-    cfg 2 (bf16) the loop with split copies; calls with contexts run the context kernel whatever the cfg; other head
+    cfg 2 (bf16, D = 64) the loop with the copies together; calls with contexts run the context kernel whatever the cfg; other head
     dims (and GPUs below sm_90) run the same kernel for cfg 0 / 1 / 2."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)

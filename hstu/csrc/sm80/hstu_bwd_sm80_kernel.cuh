@@ -836,12 +836,13 @@ inline cudaError_t bwd_sm80_sm90_class(bool& yes) {
 constexpr int kBwdSm80OldCfg = 8;
 // kernel_options(bwd_sm80_cfg=n), for comparisons: 4 / 5 (bf16) the default's one / two Q / dO stage kernels where
 // they fit (two block barriers per tile pair); 1 (bf16 and fp16) at D = 64 / 128 on sm_90+ the two-barrier kernels
-// instead of the default's one-barrier loop (kOneBar); 2 (bf16, D = 64 / 128, sm_90+, calls without contexts) the
-// one-barrier loop with the next tile's Q and dO copies issued apart (kPdsSplitCopies); elsewhere the default runs.
+// instead of the default's one-barrier loop (kOneBar); 2 (bf16, D = 64, sm_90+, calls without contexts) the
+// one-barrier loop with the next tile's Q and dO copies issued together (D = 64's default splits them:
+// kPdsSplitCopies); elsewhere the default runs.
 // Their measured history (tile candidates, pipelined k-loops, earlier bodies and phase orders) is in
 // docs/hstu_kernel_notes.md.
 constexpr int kBwdSm80TwoBarCfg = 1;
-constexpr int kBwdSm80SplitCopiesCfg = 2;
+constexpr int kBwdSm80JoinedCopiesCfg = 2;
 constexpr int kBwdSm80LastCfg = 8;
 static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
@@ -869,12 +870,12 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         return launch_hstu_bwd_pds<T, D, 1, 8>(p, max_smem, stream);
       case 5:
         return launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
-      case kBwdSm80SplitCopiesCfg:
-        if constexpr (D == 64 || D == 128) {
+      case kBwdSm80JoinedCopiesCfg:
+        if constexpr (D == 64) {
           bool sm90 = false;
           err = bwd_sm80_sm90_class(sm90);
           if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
-          return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kPdsSplitCopies>(p, max_smem, stream);
+          return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8>>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       default:
