@@ -54,9 +54,9 @@ enum HstuOptionBits : int64_t {
                                 // per sequence on average, fp8_wide_tiles)
   kOptBwdSm80CfgShift = 25,     // bits 25-28: sm80-class backward comparison cfg (hstu_bwd_sm80_kernel.cuh
                                 // kBwdSm80*Cfg), 0 the default (FA2's warp layout where it fits:
-                                // hstu_bwd_sm80_pds_kernel.cuh), 1 the two-barrier kernels, 2 split Q / dO copies,
-                                // 4 / 5 the default's one / two stage kernels, 8 the old layouts (BwdSm80Config, the
-                                // warp-pair switch) (issue 39)
+                                // hstu_bwd_sm80_pds_kernel.cuh), 1 the two-barrier kernels, 2 D = 64's one-barrier
+                                // loop with the Q / dO copies together, 4 / 5 the default's one / two stage kernels,
+                                // 8 the old layouts (BwdSm80Config, the warp-pair switch) (issue 39)
   kOptFwdSm80CfgShift = 29,     // bits 29-31: sm80-class forward tile configuration, 0 the default, 1-4 issue 39's
                                 // candidates (FwdSm80Candidate in hstu_fwd_sm80_kernel.cuh, bf16; comparisons)
   kOptKnownMask = 0xffffffff,
