@@ -4,9 +4,9 @@ For each shape (bf16, causal, H4; FA FLOP convention: forward 4*H*D*L^2 per sequ
 2.5x that) the portable forward once and the portable backward under each variant: the old default layouts
 (`bwd_sm80_cfg=8`, the first row, which the others are compared with), the default (since issue 39 FA2's warp layout,
 hstu_bwd_sm80_pds_kernel.cuh, with two Q / dO stages where they fit, else one), the `kernel_options(bwd_sm80_cfg=n)`
-candidates (1-3: hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh, BwdSm80Candidate; 4-7: FA2's warp layout's variants;
-9-12: its pipelined k-loops and D = 64's FA2 tile, the first row there the default) and, at D = 256, the warp-pair
-kernel (bwd_sm80_pair), plus FlashAttention-2 (torch's flash SDPA backend) and, where its
+comparisons (4 / 5: the default's one / two stage kernels; 1 at D = 64 / 128 the two-barrier kernel instead of the
+default's one-barrier loop on sm_90+, 2 at D = 64 that loop with the Q / dO copies together) and, at D = 256, the
+warp-pair kernel (bwd_sm80_pair), plus FlashAttention-2 (torch's flash SDPA backend) and, where its
 module `hstu_attn_2_cuda` imports, NVIDIA's Ampere HSTU kernels. Variants of one shape alternate their timed runs (the
 medians of each). Prints one markdown table; "vs old" / "vs FA2" / "vs NV" > 1: the variant is faster.
 
@@ -37,23 +37,15 @@ from bench_util import command, git_commit  # noqa: E402
 SHAPES = ["B16 S4K D128", "B16 S4K D256", "B16 S8K D64", "B128 S1K D128"]
 # name -> kernel_options switches (sm90=False added: the portable kernels on any GPU)
 VARIANTS = {
-    128: [("old default", dict(bwd_sm80_cfg=8)), ("default", {}), ("cfg1 64x128 8w 1st", dict(bwd_sm80_cfg=1)),
-          ("cfg2 64x64 4w 1st", dict(bwd_sm80_cfg=2)), ("cfg3 64x64 4w 2st", dict(bwd_sm80_cfg=3)),
-          ("cfg4 FA2 layout 64x128 1st", dict(bwd_sm80_cfg=4)),
-          ("cfg5 FA2 layout 64x128 2st", dict(bwd_sm80_cfg=5)), ("cfg6 FA2 layout 64x64 4w 1st", dict(bwd_sm80_cfg=6)),
-          ("cfg7 FA2 layout 64x64 4w 2st", dict(bwd_sm80_cfg=7)),
-          ("cfg9 FA2 layout 64x128 pipelined", dict(bwd_sm80_cfg=9)),
-          ("cfg11 FA2 layout 64x64 4w pipelined", dict(bwd_sm80_cfg=11))],
+    128: [("old default", dict(bwd_sm80_cfg=8)), ("default", {}), ("cfg4 FA2 layout 64x128 1st", dict(bwd_sm80_cfg=4)),
+          ("cfg5 FA2 layout 64x128 2st", dict(bwd_sm80_cfg=5)), ("cfg1 two barriers 2st", dict(bwd_sm80_cfg=1))],
     256: [("old default", dict(bwd_sm80_cfg=8)), ("default", {}), ("pair 32x64 8w 2st", dict(bwd_sm80_pair=True)),
           ("pair 32x64 8w 1st", dict(bwd_sm80_pair=True, bwd_sm80_pair_2stage=False)),
-          ("cfg1 pair 32x32 4w 1st", dict(bwd_sm80_cfg=1)), ("cfg2 pair 64x64 8w 1st", dict(bwd_sm80_cfg=2)),
-          ("cfg3 pair 32x32 4w 2st", dict(bwd_sm80_cfg=3)), ("cfg4 FA2 layout 64x64 1st", dict(bwd_sm80_cfg=4)),
-          ("cfg5 FA2 layout 64x64 2st", dict(bwd_sm80_cfg=5)),
-          ("cfg9 FA2 layout 64x64 pipelined", dict(bwd_sm80_cfg=9))],
+          ("cfg4 FA2 layout 64x64 1st", dict(bwd_sm80_cfg=4)), ("cfg5 FA2 layout 64x64 2st", dict(bwd_sm80_cfg=5))],
     # (D = 64: the default is FA2's layout on sm_90+, the old layout elsewhere)
     64: [("old default", dict(bwd_sm80_cfg=8)), ("default", {}), ("cfg4 FA2 layout 64x128 1st", dict(bwd_sm80_cfg=4)),
-         ("cfg5 FA2 layout 64x128 2st", dict(bwd_sm80_cfg=5)),
-         ("cfg10 FA2 layout 64x128 fixed order", dict(bwd_sm80_cfg=10))],
+         ("cfg5 FA2 layout 64x128 2st", dict(bwd_sm80_cfg=5)), ("cfg1 two barriers 2st", dict(bwd_sm80_cfg=1)),
+         ("cfg2 one barrier joined copies", dict(bwd_sm80_cfg=2))],
 }
 
 # The forward's: name, kernel_options switches, head dims that have the candidate (the others run the default).

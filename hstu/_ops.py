@@ -195,13 +195,13 @@ BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles
 FWD_SPLIT_SHIFT = 11
-# bits 25-28: the sm80-class backward's tiles: 0 the default (FA2's warp layout where it fits), 1-7 and 9-12 issue
-# 39's candidates (bf16), BWD_SM80_CFG_OLD the layouts that were the default before, 13 / 14 at D = 256 the default
-# kernel with dQ-first warps (its default) / the fixed phase order; at D = 128 13 the default body in the fixed phase
-# order, 14 the plain body that was the default, 15 that with dP in one pass (D = 256: D = 128's default body)
+# bits 25-28: the sm80-class backward's comparison cfgs (hstu_bwd_sm80_kernel.cuh): 0 the default, 1 (D = 64 / 128,
+# sm_90+) the two-barrier kernels, 2 (bf16, D = 64) the one-barrier loop with the Q / dO copies together, 4 / 5 the
+# default's one / two Q / dO stage kernels (bf16), BWD_SM80_CFG_OLD the layouts that were the default before
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
-BWD_SM80_CFG_LAST = 15  # kBwdSm80LastCfg
+BWD_SM80_CFG_LAST = 8  # kBwdSm80LastCfg
+BWD_SM80_CFGS = (0, 1, 2, 4, 5, 8)
 # bits 29-31: the sm80-class forward's tiles: 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS: 3 and 5
 # measured slower and were removed), FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT
 FWD_SM80_CFG_SHIFT = 29
@@ -286,29 +286,16 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     most n KV tiles. The sm80-class forward's split (``fwd_sm80_cfg=7``) reads it too: None its rule (chunks of the
     mean work per block slot of the real KV walks, counted on the device, at least 4 KV tiles; none where the query
     tiles fill about four waves or more), 0 no split, n chunks of at most n KV tiles ("wave": the rule).
-    ``bwd_sm80_cfg``: the sm80-class backward's tiles at D = 64 / 128 / 256. 0 (the default): FlashAttention-2's warp
-    layout with P and dS through shared memory (hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh), 8 warps, two Q / dO
-    stages where they fit (5: 160 / 208 KB, Hopper), else one (4: 128 / 144 KB, A100), else the old layouts
-    (sm86 / sm89); bf16 and fp16; at D = 64 with D = 128's 64 x 128 tile, on sm_90+ only. On an H200 it cut the
-    backward 1.05-1.07x at D = 128, 1.28x at D = 256 and 1.2x at D = 64 (issue 39, docs/hstu_attn.md,
-    docs/hstu_kernel_notes.md). 1-7 (bf16; fp16 and other head dims run the default): issue 39's candidates, 1-3 tile
-    sizes of the old kernel (``BwdSm80Candidate`` in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh), 4 / 5 the default's
-    one / two stage kernels, 6 / 7 D = 128's 4-warp tile with one / two stages (6 fits sm86 / sm89); where one does
-    not fit the device's shared memory the default runs. 8 (``BWD_SM80_CFG_OLD``): the layouts that were the default
-    before (``BwdSm80Config``'s tiles; D = 256 two column chunks), for comparisons. 9-12 (bf16, two Q / dO stages
-    where they fit, else one): 9 the default's 8-warp kernel with pipelined dK / dV and dQ k-loops at D = 128 / 256;
-    10 at D = 64 / 256 see below; 11 D = 128's 4-warp tile pipelined as 9; elsewhere the default. 13 / 14 (bf16
-    and fp16): the default kernels of FA2's layout (two Q / dO stages) with half of the warps running dQ before
-    dK / dV, so that the two warps of a scheduler run different phases (13; 2.4 % faster on an H200), / with
-    every warp in the fixed order (14 at D = 256): at D = 256 the plain body that was the default there; D = 256's
-    default runs D = 128's default body with half of the warps running dQ first (10 at D = 256, bf16: that body in
-    the fixed order; D = 64 the same, 10 on any GPU where it fits). D = 128's default kernel computes dP = dO V^T in
-    one pass over the warp's keys, unrolls its k-loops (dP's by 4), adds dQ without predicates and runs the phases
-    in the fixed order (dV, dK, then dQ; calls with contexts: the plain body); 13 at D = 128: the one-pass body with
-    the S and dQ k-loops unrolled in FlashAttention-2's order (dV, dQ, dK; the default before), for comparisons; 14
-    at D = 128: the plain body that was the default (two dP halves, rolled loops), for comparisons; 15 at D = 128:
-    the plain body with dP in one pass; 15 at D = 256: D = 128's default body at D = 256 (whose dP is one pass).
-    13-15 bf16 and fp16.
+    ``bwd_sm80_cfg``: the sm80-class backward's kernel at D = 64 / 128 / 256, for comparisons. 0 (the default):
+    FlashAttention-2's warp layout with P and dS through shared memory (hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh),
+    8 warps, two Q / dO stages where they fit (Hopper), else one (A100), else the old layouts (sm86 / sm89); bf16 and
+    fp16; at D = 64 with D = 128's 64 x 128 tile, on sm_90+ only; at D = 64 / 128 on sm_90+ for calls without
+    contexts with three Q / dO stages and one block barrier per tile pair (at D = 64 the next tile's Q and dO
+    copies issued apart). 1: those calls with the two-barrier kernels instead. 2 (bf16, D = 64, sm_90+, no
+    contexts): the one-barrier loop with the copies together. 4 / 5 (bf16): the default's one / two stage kernel where it fits. 8
+    (``BWD_SM80_CFG_OLD``): the layouts that were the default before (``BwdSm80Config``'s tiles; D = 256 two column
+    chunks). Where a cfg does not apply (fp16, other head dims, a GPU without its shared memory) the default runs.
+    Measured on an H200: docs/hstu_kernel_notes.md.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
     without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows; 128 x 64 tiles, D = 64
     128 x 128) with K / V double-buffered at D = 64 / 128, at D = 256 warp pairs (two warps share 32 rows: each
@@ -349,9 +336,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
             fwd_split_tiles, int) or not 0 <= fwd_split_tiles <= 253):
         _err("fwd_split_tiles", "None, 'wave' or an int in [0, 253]", fwd_split_tiles)
     split = {None: 0, 0: 255, "wave": 254}.get(fwd_split_tiles, fwd_split_tiles)
-    if (isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int)
-            or not 0 <= bwd_sm80_cfg <= BWD_SM80_CFG_LAST):
-        _err("bwd_sm80_cfg", f"an int in [0, {BWD_SM80_CFG_LAST}]", bwd_sm80_cfg)
+    if isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int) or bwd_sm80_cfg not in BWD_SM80_CFGS:
+        _err("bwd_sm80_cfg", f"one of {BWD_SM80_CFGS}", bwd_sm80_cfg)
     fwd_cfgs = (0,) + FWD_SM80_CFGS + (FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT)
     if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or fwd_sm80_cfg not in fwd_cfgs:
         _err("fwd_sm80_cfg", f"one of {fwd_cfgs}", fwd_sm80_cfg)

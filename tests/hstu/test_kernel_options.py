@@ -52,14 +52,17 @@ def test_bits_match_the_plan_header():
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_kernel.cuh")) as f:
         n = int(re.search(r"constexpr int kFwdSm80Candidates = (\d+);", f.read()).group(1))
     assert n == max(_ops.FWD_SM80_CFGS) and n < _ops.FWD_SM80_CFG_OLD
-    # The field holds the candidates 1-7, 9-12 and 15, the switches 13 / 14 and the old layouts' value
-    # (hstu_bwd_sm80_kernel.cuh kBwdSm80OldCfg, kBwdSm80LastCfg).
+    # The field holds the comparison cfgs and the old layouts' value, the last one (hstu_bwd_sm80_kernel.cuh
+    # kBwdSm80OldCfg, kBwdSm80LastCfg; the launcher's cases).
     assert re.search(r"\(bits >> kOptBwdSm80CfgShift\) & 15\)", text)
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_kernel.cuh")) as f:
         kernel = f.read()
     old = int(re.search(r"constexpr int kBwdSm80OldCfg = (\d+);", kernel).group(1))
     last = int(re.search(r"constexpr int kBwdSm80LastCfg = (\d+);", kernel).group(1))
-    assert old == _ops.BWD_SM80_CFG_OLD and last == _ops.BWD_SM80_CFG_LAST and 7 < old < last < 16
+    assert old == _ops.BWD_SM80_CFG_OLD and last == _ops.BWD_SM80_CFG_LAST == max(_ops.BWD_SM80_CFGS) and last < 16
+    loop_cfgs = [int(re.search(rf"constexpr int {n} = (\d+);", kernel).group(1))
+               for n in ("kBwdSm80TwoBarCfg", "kBwdSm80JoinedCopiesCfg")]
+    assert sorted(loop_cfgs + [0, 4, 5, old]) == list(_ops.BWD_SM80_CFGS)
 
 
 def test_kernel_options_pack_and_restore():
@@ -127,11 +130,11 @@ def test_kernel_options_pack_and_restore():
         with pytest.raises(ValueError, match="fwd_split_tiles: expected None, 'wave' or an int in"):
             with _ops.kernel_options(fwd_split_tiles=bad):
                 pass
-    for cfg in range(1, _ops.BWD_SM80_CFG_LAST + 1):  # (8: the old layouts, bit 28)
+    for cfg in _ops.BWD_SM80_CFGS[1:]:  # (8: the old layouts, bit 28)
         with _ops.kernel_options(sm90=False, bwd_sm80_cfg=cfg):
             assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (cfg << _ops.BWD_SM80_CFG_SHIFT)
-    for bad in (_ops.BWD_SM80_CFG_LAST + 1, -1, True, 2.0):
-        with pytest.raises(ValueError, match=rf"bwd_sm80_cfg: expected an int in \[0, {_ops.BWD_SM80_CFG_LAST}\], got"):
+    for bad in (3, 6, 7, 9, 15, -1, True, 2.0):
+        with pytest.raises(ValueError, match=r"bwd_sm80_cfg: expected one of \(0, .*\), got"):
             with _ops.kernel_options(bwd_sm80_cfg=bad):
                 pass
     for cfg in _ops.FWD_SM80_CFGS + (_ops.FWD_SM80_CFG_OLD, _ops.FWD_SM80_CFG_SPLIT):  # (bits 29-31)
@@ -244,7 +247,7 @@ def test_sm80_backward_key_block_limit_matches_the_tiles():
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_pds_kernel.cuh")) as f:
         pds = f.read()
     tiles = [int(n) for n in re.findall(r"struct BwdPdsConfig<\d+, \d+> \{[^}]*kBlockN = (\d+)", pds)]
-    assert len(tiles) >= 4 and min(tiles) == min_bn
+    assert len(tiles) >= 3 and min(tiles) == min_bn
     assert "static_assert(C::kBlockN >= kBwdSm80MinBlockN," in pds
     assert "/ C::kBlockN > kBwdSm80MaxKeyBlocks)" in pds and "> 65535" not in pds
     with open(os.path.join(ROOT, "hstu", "csrc", "ops", "hstu_ops.cc")) as f:

@@ -497,23 +497,13 @@ def test_sm80_d256_backward_runs_the_layout_that_fits(kernel_opts):
         assert names and all(n.endswith(f"{want}(hstu::HstuParams)") for n in names), (switches, names)
 
 
-# Issue 39's candidate sm80-class backward tiles (kernel_options(bwd_sm80_cfg=n), bf16, D = 128 / 256): the kernel's
-# template arguments after T and D (BM, BN, warps, column chunk, Q / dO stages, KSPLIT) and its shared memory bytes
-# (bwd_smem_bytes in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh).
+# The default's one / two Q / dO stage kernels (kernel_options(bwd_sm80_cfg=4 / 5), bf16): the end of the kernel's
+# name (hstu_bwd_pds_kernel<T, D, stages, warps>) and its shared memory bytes (K, V, the Q / dO stages, P, dS:
+# bwd_pds_smem_bytes in hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh).
 def _candidate_tile(D, cfg, dtype=torch.bfloat16):
-    if cfg >= 4:  # hstu_bwd_pds_kernel<T, D, stages, warps>: K, V, Q / dO stages, P, dS (bwd_pds_smem_bytes)
-        if D == 256 and cfg >= 6:  # (no 4-warp tile at D = 256: the default runs)
-            return "none", 1 << 30
-        warps, stages = (8, cfg - 3) if cfg <= 5 else (4, cfg - 5)
-        bm, bn = 64, 128 if (D == 128 and warps == 8) else 64
-        ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
-        return (f"pds_kernel<{ctype}, {D}, {stages}, {warps}>",
-                (2 * bn * D + stages * 2 * bm * D + 2 * bm * bn) * 2)
-    bm, bn, ksplit, stages = {(128, 1): (64, 128, 1, 1), (128, 2): (64, 64, 1, 1), (128, 3): (64, 64, 1, 2),
-                              (256, 1): (32, 32, 2, 1), (256, 2): (64, 64, 2, 1), (256, 3): (32, 32, 2, 2)}[(D, cfg)]
-    warps = ksplit * bn // 16
-    smem = (2 * bn * D + stages * 2 * bm * D + 2 * bn * bm) * 2 + (warps * 32 * 2 * (bm // 8) * 16 if ksplit > 1 else 0)
-    return f"{D}, {bm}, {bn}, {warps}, {D // ksplit}, {stages}, {ksplit}>", smem
+    stages, bm, bn = cfg - 3, 64, 128 if D <= 128 else 64
+    ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
+    return f"pds_kernel<{ctype}, {D}, {stages}, 8>", (2 * bn * D + stages * 2 * bm * D + 2 * bm * bn) * 2
 
 
 def _candidate_fits(smem):
@@ -533,8 +523,12 @@ def _sm80_old_kernel(D):
 
 
 def _sm80_default_kernel(D, dtype):
-    """The sm80-class backward's default kernel at D = 128 / 256 on this GPU: FA2's warp layout with two Q / dO stages
-    where they fit (bwd_sm80_cfg 5's kernel), else one (4's), else the old layouts."""
+    """The sm80-class backward's default kernel at D = 128 / 256 on this GPU (calls without contexts): FA2's warp
+    layout, at D = 128 on sm_90+ with three Q / dO stages and one barrier per tile pair where they fit (224 KB), else
+    two Q / dO stages where they fit (bwd_sm80_cfg 5's kernel), else one (4's), else the old layouts."""
+    ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
+    if D == 128 and torch.cuda.get_device_capability(0)[0] >= 9 and _candidate_fits(229376):
+        return f"pds_kernel<{ctype}, 128, 3, 8>"
     for cfg in (5, 4):
         tile, smem = _candidate_tile(D, cfg, dtype)
         if _candidate_fits(smem):
@@ -542,33 +536,15 @@ def _sm80_default_kernel(D, dtype):
     return _sm80_old_kernel(D)
 
 
-@pytest.mark.parametrize("mask,delta_q,rab_heads,deterministic", [
-    ("causal", False, 0, False), ("target", False, 0, False), ("context_target_group", True, 1, False),
-    ("local_context_target", False, 2, True)])
-@pytest.mark.parametrize("lens", ["jagged", "dense"])
-@pytest.mark.parametrize("D", [128, 256])
-def test_sm80_backward_candidates(D, lens, mask, delta_q, rab_heads, deterministic, kernel_opts):
-    """Every candidate backward (kernel_options(sm90=False, bwd_sm80_cfg=1..8): the tiles 1-3, FA2's warp layout 4-7,
-    the old default 8) meets the error rule against the fp32 reference, jagged lengths at the 32 / 64 / 128 tile
-    edges and dense ones, causal, targets, contexts with groups, rab / drab and the deterministic dq kernel; one that
-    does not fit the GPU runs the default layout."""
-    lk = [300, 0, 1, 129, 128, 77, 64, 33] if lens == "jagged" else [320] * 3
-    case = make_case(zlib.crc32(repr(("cand", D, lens, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16, mask,
-                     rab_heads, delta_q=delta_q)
-    for cfg in range(1, 9):
-        kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
-        check_case(case, 0.5, deterministic=deterministic)
-
-
 @pytest.mark.parametrize("D", [128, 256])
 def test_sm80_backward_candidate_runs_its_kernel(D, kernel_opts):
-    """kernel_options(sm90=False, bwd_sm80_cfg=n) runs the candidate's kernel where its shared memory fits the GPU
-    (else the default one), for bf16; fp16 runs the default kernel for 1-7. The default (0) is FA2's warp layout
-    where it fits (both dtypes), 8 the old default's kernel."""
+    """kernel_options(sm90=False, bwd_sm80_cfg=4 / 5) runs the default's one / two Q / dO stage kernel where its
+    shared memory fits the GPU (else the default one), for bf16; fp16 runs the default kernel. The default (0) is
+    FA2's warp layout where it fits (both dtypes), 8 the old default's kernel."""
     for dtype in (torch.bfloat16, torch.float16):
         case = make_case(11, [200, 64], 2, D, dtype, "causal", 0)
         names_by_cfg = {}
-        for cfg in range(9):
+        for cfg in (0, 4, 5, 8):
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
             out = hstu_attn_varlen_func(*leaves, **_varlen_kwargs(case))
@@ -581,7 +557,7 @@ def test_sm80_backward_candidate_runs_its_kernel(D, kernel_opts):
         (default,), (old,) = names_by_cfg[0], names_by_cfg[8]
         assert default.endswith(f"{_sm80_default_kernel(D, dtype)}(hstu::HstuParams)"), (dtype, default)
         assert "hstu_bwd_kernel<" in old and old.endswith(f"{_sm80_old_kernel(D)}(hstu::HstuParams)"), (dtype, old)
-        for cfg in range(1, 8):
+        for cfg in (4, 5):
             tile, smem = _candidate_tile(D, cfg)
             (name,) = names_by_cfg[cfg]
             if dtype == torch.bfloat16 and _candidate_fits(smem):
@@ -595,16 +571,17 @@ def test_sm80_backward_candidate_runs_its_kernel(D, kernel_opts):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_fa2_layout_matches_the_old_default(D, dtype, mask, delta_q, rab_heads, seqused, kernel_opts):
-    """FA2's warp layout (the default, bwd_sm80_cfg=0, and its variants 4-7 (bf16), P and dS through shared memory)
-    gives the old default kernel's gradients (bwd_sm80_cfg=8) up to fp32 summation order and bf16 / fp16 rounding
-    (outputs poisoned), lengths across several 64-query / 128-key tiles, seqused and rab / drab; each meets the error
-    rule against the fp32 reference (the default in deterministic mode too: its dQ from hstu_bwd_dq_kernel)."""
+    """FA2's warp layout (the default, bwd_sm80_cfg=0, and its one / two stage kernels 4 / 5 (bf16), P and dS through
+    shared memory) gives the old default kernel's gradients (bwd_sm80_cfg=8) up to fp32 summation order and bf16 /
+    fp16 rounding (outputs poisoned), lengths across several 64-query / 128-key tiles, seqused and rab / drab; each
+    meets the error rule against the fp32 reference (the default in deterministic mode too: its dQ from
+    hstu_bwd_dq_kernel)."""
     case = make_case(zlib.crc32(repr(("pds", D, mask)).encode()), [700, 129, 0, 1, 64, 255], 2, D, dtype,
                      mask, rab_heads, delta_q=delta_q, seqused=seqused)
     q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
     dout = torch.randn_like(q)
     grads = {}
-    cfgs = (8, 0, 4, 5, 6, 7) if dtype == torch.bfloat16 else (8, 0)  # (fp16 runs the default for 1-7)
+    cfgs = (8, 0, 4, 5) if dtype == torch.bfloat16 else (8, 0)  # (fp16 runs the default for 4 / 5)
     for cfg in cfgs:
         kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
         check_case(case, 0.5)
@@ -661,13 +638,13 @@ def test_backward_with_long_contexts(mask, D, delta_q):
 
 
 @pytest.mark.parametrize("mask", ["context", "context_target_group", "local_context_target"])
-@pytest.mark.parametrize("D,switches", [(64, {}), (128, {}), (128, dict(bwd_sm80_cfg=6)), (128, dict(deterministic=True)),
+@pytest.mark.parametrize("D,switches", [(64, {}), (128, {}), (128, dict(bwd_sm80_cfg=4)), (128, dict(deterministic=True)),
                                         (256, {}), (256, dict(deterministic=True))], ids=str)
 def test_sm80_backward_with_long_contexts(mask, D, switches, kernel_opts):
     """The sm80-class backward (kernel_options(sm90=False)) with contexts longer than a query tile: FA2's warp
     layout skips the query tiles between a key block's context rows and its causal rows (bwd_work_tiles' gap, 64-row
     tiles: contexts of 63 / 64 / 65 / 200 rows sit on either side of a tile edge); the error rule for the default
-    kernels, the 4-warp D = 128 tile (cfg 6; the default elsewhere) and the deterministic dq kernel."""
+    kernels, D = 128's one-stage context kernel (cfg 4, the A100's; bf16) and the deterministic dq kernel."""
     lens = [700, 129, 64, 1, 330, 257, 1100]
     case = make_case(zlib.crc32(repr(("long_ctx80", mask, D)).encode()), lens, 2, D, torch.bfloat16, mask, 0)
     nt = case["num_targets"].tolist() if case["num_targets"] is not None else [0] * len(lens)

@@ -1,13 +1,12 @@
-"""Issue 39's second round of sm80-class backward candidates (kernel_options(sm90=False, bwd_sm80_cfg=9..12), bf16;
-hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh): 9 the default's 8-warp FA2-layout kernel with pipelined dK / dV and dQ
-k-loops (hstu_bwd_pds_pipe_kernel<..., 1>), 11 D = 128's 4-warp tile pipelined as 9; at D = 64 / 256 10 the default
-body in the fixed phase order (<..., 7>; D = 64's default on sm_90+: FA2's layout with D = 128's 64 x 128 tile,
-loop-free body, dQ-first warps, fragment-ordered dQ); at D = 64 9 / 12, at D = 128 10 and 12, at D = 256 12 run the
-default (bf16 and fp16). Each meets the error rule
-of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned) and agrees with the
-default's gradients, and the kernel that runs is the candidate's (fp16, and a head dim the candidate lacks, run the
-default). Also the default's two kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the
-context gap, hstu_bwd_pds_kernel walks every tile) and drab with long contexts, a local window, targets and rab."""
+"""The sm80-class backward's one-barrier loop and comparison cfgs (kernel_options(sm90=False, bwd_sm80_cfg=n);
+hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the default for calls without contexts has
+one block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; at D = 64
+the next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16,
+D = 64) the one-barrier loop with the copies together. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random
+inputs, gradients poisoned), all give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's
+(other head dims, contexts and GPUs without the shared memory run the two-barrier default). Also the default's
+kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts,
+a local window, targets and rab, the key-block limit and the dQ workspace layouts."""
 
 import os
 import sys
@@ -24,32 +23,29 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-CANDIDATES = (9, 10, 11, 12)
-# (head dim, cfg) -> (pipelining level, 0: hstu_bwd_pds_kernel; warps, BM, BN) of the candidate where it applies (else
-# the default runs); _BOTH_DTYPES: the candidates that fp16 runs too
-_TILES = {(128, 9): (1, 8, 64, 128), (256, 9): (1, 8, 64, 64), (128, 11): (1, 4, 64, 64), (64, 10): (7, 8, 64, 128),
-          (256, 10): (7, 8, 64, 64)}
+LOOP_CFGS = (1, 2)
+# The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10)
+_DEFAULT_BODY = {64: 10, 128: 7}
 
 
-def _fits(smem):
-    major, minor = torch.cuda.get_device_capability(0)
-    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
-    return smem <= (min(optin, 99 * 1024) if major == 8 and minor != 0 else optin)
+def one_bar_fits():
+    """whether this GPU runs the one-barrier loop (compute capability 9.0+, 224 KB of shared memory per block)"""
+    smem = (2 * 128 * 128 + 3 * 2 * 64 * 128 + 4 * 64 * 128) * 2  # D = 128: K, V, three Q / dO stages, two P / dS
+    return (torch.cuda.get_device_capability(0)[0] >= 9
+            and smem <= torch.cuda.get_device_properties(0).shared_memory_per_block_optin)
 
 
-def candidate_kernel(D, cfg, dtype=torch.bfloat16):
-    """The end of the name of candidate cfg's kernel at head dim D for dtype on this GPU (two Q / dO stages where
-    they fit, else one), or None where it does not apply or fit (the default runs)."""
-    if (D, cfg) not in _TILES or dtype != torch.bfloat16:
+def loop_kernel(D, cfg, dtype=torch.bfloat16):
+    """The end of the name of the kernel cfg 0 / 1 / 2 runs at head dim D for dtype without contexts on this GPU, or
+    None where that is not the one-barrier loop or its two-barrier comparison (other head dims, below sm_90)."""
+    if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
-    pipe, warps, bm, bn = _TILES[(D, cfg)]
-    for stages in (2, 1):  # K, V, the Q / dO stages, P, dS (bwd_pds_smem_bytes)
-        if _fits((2 * bn * D + stages * 2 * bm * D + 2 * bm * bn) * 2):
-            if pipe == 0:
-                return f"hstu_bwd_pds_kernel<{t}, {D}, {stages}, {warps}>(hstu::HstuParams)"
-            return f"hstu_bwd_pds_pipe_kernel<{t}, {D}, {stages}, {warps}, {pipe}>(hstu::HstuParams)"
-    return None
+    if cfg == 1:
+        return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
+    if cfg == 2 and dtype == torch.bfloat16 and D == 64:
+        return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D]}>(hstu::HstuParams)"
+    return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
 
 def _bwd_kernels(case):
@@ -67,61 +63,70 @@ def _bwd_kernels(case):
                                                                              False),
     ("local_context_target", False, 2, True, False), ("none", True, 2, False, True)])
 @pytest.mark.parametrize("lens", ["jagged", "dense"])
-@pytest.mark.parametrize("D", [64, 128, 256])
-def test_sm80_backward_second_round(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
-    """Candidates 9-12 meet the error rule against the fp32 reference (jagged lengths at the 32 / 64 / 128 tile
-    edges, dense ones across several 128-query tiles, masks cutting tiles, contexts and targets with groups,
-    delta-q, seqused, rab / drab, the deterministic dq kernel) and give the default's gradients up to fp32
-    summation order (outputs poisoned before each run)."""
+@pytest.mark.parametrize("D", [64, 128])
+def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
+    """The default (the one-barrier loop on sm_90+), cfg 1 (two barriers) and cfg 2 (D = 64: the copies together)
+    meet the error rule against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one-
+    and two-tile walks and key blocks past a sequence's end; dense ones across several query tiles; masks cutting
+    tiles, contexts and targets with groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the
+    same dK, dV and drab bit for bit (the same sums in the same order: only the barriers, buffers and copies differ),
+    dQ too when deterministic (its own kernel), else up to the atomics' order (outputs poisoned before each run)."""
     lk = [300, 0, 1, 129, 128, 77, 64, 33, 700] if lens == "jagged" else [384] * 3
     case = kg.make_case(zlib.crc32(repr(("bwd2", D, lens, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16,
                         mask, rab_heads, delta_q=delta_q, seqused=seqused)
     q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
     dout = torch.randn_like(q)
     grads = {}
-    for cfg in (0,) + CANDIDATES:
+    for cfg in (0,) + LOOP_CFGS:
         kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
-        if cfg:
-            kg.check_case(case, 0.5, deterministic=deterministic)
+        kg.check_case(case, 0.5, deterministic=deterministic)
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
         out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
                                     has_drab=rab is not None, deterministic=deterministic, **kg._varlen_kwargs(case))
         kg.poison_allocator(8 * q.numel() * q.element_size())
         grads[cfg] = torch.autograd.grad(out, leaves, dout)
         assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
-    for cfg in CANDIDATES:
-        kg.assert_agree(("dq", "dk", "dv", "drab"), grads[cfg], grads[0], f"bwd_sm80_cfg={cfg} vs the default")
+    for cfg in LOOP_CFGS:
+        for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[0])):
+            if i == 0 and not deterministic:
+                kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={cfg} vs the default")
+            else:
+                assert torch.equal(g, w), (cfg, name)
 
 
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
-def test_sm80_backward_second_round_runs_its_kernel(D, kernel_opts):
-    """kernel_options(sm90=False, bwd_sm80_cfg=9..12) runs the candidate's kernel for bf16 where it applies and its
-    shared memory fits the GPU; fp16, and the head dims without the candidate, run the default's kernel."""
+def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
+    """At D = 64 / 128 on sm_90+ the default runs the one-barrier loop (both dtypes), cfg 1 the two-barrier kernel,
+    cfg 2 (bf16, D = 64) the loop with the copies together; calls with contexts run the context kernel whatever the cfg; other head
+    dims (and GPUs below sm_90) run the same kernel for cfg 0 / 1 / 2."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)
+        ctx_case = kg.make_case(23, [300, 64], 2, D, dtype, "context_target", 0)
         kernel_opts(sm90=False)
-        default = _bwd_kernels(case)
+        default, default_ctx = _bwd_kernels(case), _bwd_kernels(ctx_case)
         assert len(default) == 1, default
-        for cfg in CANDIDATES:
+        for cfg in (0,) + LOOP_CFGS:
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             names = _bwd_kernels(case)
-            want = candidate_kernel(D, cfg, dtype)
+            want = loop_kernel(D, cfg, dtype)
             if want is None:
                 assert names == default, (dtype, cfg, names, default)
             else:
                 assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
+            assert _bwd_kernels(ctx_case) == default_ctx, (dtype, cfg)
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_context_kernel(D, kernel_opts):
     """The sm80-class default backward at D = 64 / 128 / 256 (FA2's warp layout; D = 64 on sm_90+) runs
     hstu_bwd_pds_ctx_kernel for calls with contexts (it skips the query tiles of the context gap) and
-    hstu_bwd_pds_kernel, with the same template arguments, for calls without (the plain tile walk): chosen on the
-    host by num_contexts being given."""
+    hstu_bwd_pds_kernel for calls without (the plain tile walk): chosen on the host by num_contexts being given. The
+    context kernel has the two-barrier kernel's template arguments (cfg 1 without contexts)."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(23, [300, 64], 2, D, dtype, "context_target", 0)
-        kernel_opts(sm90=False)
+        kernel_opts(sm90=False, bwd_sm80_cfg=1)
         without = _bwd_kernels(dict(case, num_contexts=None))
+        kernel_opts(sm90=False)
         assert len(without) == 1, without
         (plain,) = without
         if "hstu_bwd_pds_kernel<" not in plain:
@@ -162,48 +167,6 @@ def test_sm80_backward_long_contexts_drab(D, mask, rab_heads, deterministic, ker
     assert zeros.any() and not torch.isnan(drab).any()
     neg = torch.signbit(drab[zeros]).sum().item()
     assert neg == 0, f"{neg} of drab's {zeros.sum().item()} zeros are -0"
-
-
-@pytest.mark.parametrize("mask,rab_heads,deterministic", [("causal", 0, False), ("context_target_group", 2, False),
-                                                          ("local_context_target", 0, True)])
-@pytest.mark.parametrize("D", [128, 256])
-def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, kernel_opts):
-    """The default sm80-class backward of FA2's layout runs on the grid (batch, key blocks, heads) (each head's key
-    blocks 0, the heaviest, first). At D = 128 the default kernel has dP in one pass, its k-loops unrolled (dP's by
-    4), unpredicated dQ atomics and the phases in the fixed order; at D = 256 the same body with half of the warps
-    running dQ before dK / dV (at D = 128 on Hopper the body copies full Q / dO tiles without per-row predicates and
-    tests full tiles against two intervals per key block). At D = 128 cfg 13 runs the one-pass body with the S / dQ
-    k-loops unrolled in FA2's order dV, dQ, dK, 14 the plain body (two dP halves), 15 that with dP in one pass (each
-    dP element the same k-loop: the same dS); at D = 256 13 / 14 the plain body (D = 256's default before) with
-    dQ-first warps / in the fixed order, 15 the FA2-order body of D = 128 (the same sums in the same order), 10 the
-    default body in the fixed order (bf16), 11 the default. Each meets the error rule against the fp32 reference
-    (nine jagged sequences of 0-1,100 rows, so key blocks past a sequence's end; bf16 and fp16; with contexts the
-    default runs the context kernel's plain body), and dK, dV and per-head drab (each sum one CTA's, in one order)
-    are bitwise the default's, dQ too when deterministic (its own kernel); atomic dQ agrees to the summation order."""
-    lens = [700, 129, 64, 1, 330, 0, 257, 1100, 384]
-    for dtype in (torch.bfloat16, torch.float16):
-        case = kg.make_case(zlib.crc32(repr(("order80", D, mask, rab_heads)).encode()), lens, 2, D, dtype, mask,
-                            rab_heads)
-        q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
-        dout = torch.randn_like(q)
-        grads = {}
-        cfgs = (0, 13, 14, 15) + ((10, 11) if D == 256 else ())
-        for cfg in cfgs:
-            kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
-            kg.check_case(case, 0.5, deterministic=deterministic)
-            leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
-            out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
-                                        has_drab=rab is not None, deterministic=deterministic,
-                                        **kg._varlen_kwargs(case))
-            kg.poison_allocator(8 * q.numel() * q.element_size())
-            grads[cfg] = torch.autograd.grad(out, leaves, dout)
-            assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
-        for cfg in cfgs[1:]:
-            for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[0])):
-                if i == 0 and not deterministic:
-                    kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={cfg} vs the default")
-                else:
-                    assert torch.equal(g, w), (dtype, cfg, name)
 
 
 @pytest.mark.parametrize("D", [32, 128, 256])

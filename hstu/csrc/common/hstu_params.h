@@ -88,8 +88,8 @@ struct HstuParams {
   // pairs) with up to this many Q / dO stages where its shared memory fits the device (2 or 1); 0 = the two column
   // chunks (BwdSm80Config).
   int bwd_sm80_pair;
-  // sm80-class backward D = 128 / 256, bf16: one of issue 39's candidate tile configurations (BwdSm80Candidate in
-  // hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh), 1-3, where its shared memory fits the device; 0 = the default layouts.
+  // sm80-class backward: kernel_options(bwd_sm80_cfg=n), a comparison kernel where it applies (kBwdSm80*Cfg in
+  // hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh); 0 = the default.
   int bwd_sm80_cfg;
 
   // drab (only when has_drab): per-head rab gets its gradient written directly into `drab` (dtype of q);

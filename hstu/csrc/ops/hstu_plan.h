@@ -52,12 +52,11 @@ enum HstuOptionBits : int64_t {
   kOptFp8Bn192 = 1 << 24,       // SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (grid
                                 // order, descale modes other than block) at any length (the default: from 4,096 keys
                                 // per sequence on average, fp8_wide_tiles)
-  kOptBwdSm80CfgShift = 25,     // bits 25-28: sm80-class backward D = 128 / 256 tile configuration, 0 the default
-                                // (FA2's warp layout, cfg 5 else 4, where it fits: hstu_bwd_sm80_pds_kernel.cuh),
-                                // 1-3 BwdSm80Candidate<D, n>, 4-7 FA2's warp layout (8 warps 1 / 2 Q/dO stages,
-                                // D = 128 4 warps 1 / 2) (bf16), 8 the old layouts (BwdSm80Config, the warp-pair
-                                // switch) for comparisons, 9-12 the second round (pipelined k-loops, D = 64's FA2
-                                // tile; bf16) (issue 39)
+  kOptBwdSm80CfgShift = 25,     // bits 25-28: sm80-class backward comparison cfg (hstu_bwd_sm80_kernel.cuh
+                                // kBwdSm80*Cfg), 0 the default (FA2's warp layout where it fits:
+                                // hstu_bwd_sm80_pds_kernel.cuh), 1 the two-barrier kernels, 2 D = 64's one-barrier
+                                // loop with the Q / dO copies together, 4 / 5 the default's one / two stage kernels,
+                                // 8 the old layouts (BwdSm80Config, the warp-pair switch) (issue 39)
   kOptFwdSm80CfgShift = 29,     // bits 29-31: sm80-class forward tile configuration, 0 the default, 1-4 issue 39's
                                 // candidates (FwdSm80Candidate in hstu_fwd_sm80_kernel.cuh, bf16; comparisons)
   kOptKnownMask = 0xffffffff,

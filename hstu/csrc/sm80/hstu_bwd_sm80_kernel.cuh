@@ -70,41 +70,6 @@ struct BwdSm80PairConfig {
   static constexpr int smem(int stages) { return bwd_smem_bytes<D, kBlockM, kBlockN, kWarps, kSplitK>(stages); }
 };
 
-// Issue 39's candidate backward tiles (kernel_options(bwd_sm80_cfg=n), bf16 only, comparisons until measured): BM
-// queries x BN keys per step, KSPLIT = 2 the warp pairs splitting D, STAGES Q / dO buffers. NVIDIA's Ampere HSTU
-// backward (FA2's) uses 64 x 128 tiles of 8 warps at D <= 128 and 64 x 64 of 8 warps at D = 256, one Q / dO stage.
-template <int D, int BM, int BN, int KSPLIT, int STAGES>
-struct BwdSm80Tile {
-  static constexpr int kBlockM = BM;
-  static constexpr int kBlockN = BN;
-  static constexpr int kSplitK = KSPLIT;
-  static constexpr int kWarps = KSPLIT * BN / 16;
-  static constexpr int kChunkD = KSPLIT > 1 ? D / KSPLIT : D;
-  static constexpr int kStages = STAGES;
-  static constexpr int smem(int stages) { return bwd_smem_bytes<D, BM, BN, kWarps, KSPLIT>(stages); }
-};
-template <int D, int CFG>
-struct BwdSm80Candidate {
-  static constexpr bool kExists = false;
-};
-// D = 128. 1: NVIDIA's tile, 64 x 128, 8 warps, 1 stage (128 KB; A100, Hopper). 2: 64 x 64, 4 warps, 1 stage (80 KB;
-// fits sm86 / sm89, 2 blocks per SM on A100 / Hopper). 3: 64 x 64, 4 warps, 2 stages (112 KB; Hopper 2 blocks per SM).
-template <>
-struct BwdSm80Candidate<128, 1> : BwdSm80Tile<128, 64, 128, 1, 1> { static constexpr bool kExists = true; };
-template <>
-struct BwdSm80Candidate<128, 2> : BwdSm80Tile<128, 64, 64, 1, 1> { static constexpr bool kExists = true; };
-template <>
-struct BwdSm80Candidate<128, 3> : BwdSm80Tile<128, 64, 64, 1, 2> { static constexpr bool kExists = true; };
-// D = 256, all warp pairs (S and dP computed once per tile pair). 1: 32 x 32, 4 warps, 1 stage (84 KB: fits sm86 /
-// sm89; 2 blocks per SM on Hopper). 2: NVIDIA's tile, 64 x 64, 8 warps, 1 stage (208 KB with the 64 KB exchange;
-// Hopper only). 3: 32 x 32, 4 warps, 2 stages (116 KB; A100, Hopper).
-template <>
-struct BwdSm80Candidate<256, 1> : BwdSm80Tile<256, 32, 32, 2, 1> { static constexpr bool kExists = true; };
-template <>
-struct BwdSm80Candidate<256, 2> : BwdSm80Tile<256, 64, 64, 2, 1> { static constexpr bool kExists = true; };
-template <>
-struct BwdSm80Candidate<256, 3> : BwdSm80Tile<256, 32, 32, 2, 2> { static constexpr bool kExists = true; };
-
 // Launches the dK/dV/dQ kernel of config C with STAGES Q/dO buffers (0: compact single stage).
 template <typename T, int D, typename C, int STAGES>
 cudaError_t launch_hstu_bwd_main(const HstuParams& p, cudaStream_t stream) {
@@ -418,8 +383,8 @@ __device__ __forceinline__ void hstu_bwd_body(const HstuParams& p) {
           acc_dp[nt][e] = acc_dp[nt][e] * ds_scale * sig * fmaf(hh, 1.f - t, 1.f);
         }
       }
-      // The mask by rows (bwd_st_mask_rows); in sm_86 / sm_89 code the warp-pair kernels (KSPLIT 2: D = 256's
-      // candidate 1, opt-in) keep the element rule: by rows their spill grew 4 -> 8 / 12 B there.
+      // The mask by rows (bwd_st_mask_rows); in sm_86 / sm_89 code the warp-pair kernels (KSPLIT 2) keep the element
+      // rule: by rows their spill grew 4 -> 8 / 12 B there.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
       constexpr bool kRowMask = KSPLIT == 1;
 #else
@@ -531,9 +496,9 @@ __device__ __forceinline__ void hstu_bwd_body(const HstuParams& p) {
   }
 }
 
-// Layouts over 99 KB of shared memory (D = 256 with Q / dO stages: the warp pairs, the 1-stage column chunks; the
-// candidates over 99 KB) cannot fit sm86 / sm89's opt-in limit, and the launchers run them there never
-// (launch_hstu_bwd_fitting picks the compact form, the candidates fall back): in sm_86 / sm_89 code they are a trap,
+// Layouts over 99 KB of shared memory (D = 256 with Q / dO stages: the warp pairs, the 1-stage column chunks) cannot
+// fit sm86 / sm89's opt-in limit, and the launchers run them there never (launch_hstu_bwd_fitting picks the compact
+// form): in sm_86 / sm_89 code they are a trap,
 // which keeps those builds' register report free of their spills (a compute_80 PTX JIT-ed on any GPU keeps the
 // body). D <= 128's default tiles keep their bodies (sm87, 163 KB, runs the sm_86 code's 2-stage form).
 template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES, int KSPLIT>
@@ -869,20 +834,20 @@ inline cudaError_t bwd_sm80_sm90_class(bool& yes) {
   return err;
 }
 constexpr int kBwdSm80OldCfg = 8;
-// 9-12: issue 39's second round (pipelined k-loops; D = 64 / 256's fixed order); 13 / 14 (kBwdPdsDqFirstCfg /
-// kBwdPdsFixedOrderCfg) at D = 256: the plain body (D = 256's default before kPdsLoopFreeDqFirst) with half of the
-// warps running dQ before dK / dV / every warp in the fixed order (kPdsPlain, which reads the switch); 15: D = 128's
-// plain body (two dP halves; D = 128's default before) with dP in one pass; at D = 128 14: the plain body itself,
-// for comparisons (D = 128's default kernel now has dP in one pass, the k-loops unrolled but dP's (by 4) and the
-// phases in the fixed order: kBwdPdsDefaultBody, kPdsLoopFree); 13 at D = 128: the one-pass body with the S / dQ
-// k-loops unrolled in FA2's phase order dV, dQ, dK (the default before, comparisons); 15 at D = 256 (opt-in): that
-// body at D = 256 (whose dP is one pass already). bf16 and fp16.
-constexpr int kBwdSm80LastCfg = 15;
-static_assert(kBwdPdsDqFirstCfg == 13 && kBwdPdsFixedOrderCfg == 14 && kBwdPdsDpOnePassCfg == kBwdSm80LastCfg,
-              "the switches after the candidates");
+// kernel_options(bwd_sm80_cfg=n), for comparisons: 4 / 5 (bf16) the default's one / two Q / dO stage kernels where
+// they fit (two block barriers per tile pair); 1 (bf16 and fp16) at D = 64 / 128 on sm_90+ the two-barrier kernels
+// instead of the default's one-barrier loop (kOneBar); 2 (bf16, D = 64, sm_90+, calls without contexts) the
+// one-barrier loop with the next tile's Q and dO copies issued together (D = 64's default splits them:
+// kPdsSplitCopies); elsewhere the default runs.
+// Their measured history (tile candidates, pipelined k-loops, earlier bodies and phase orders) is in
+// docs/hstu_kernel_notes.md.
+constexpr int kBwdSm80TwoBarCfg = 1;
+constexpr int kBwdSm80JoinedCopiesCfg = 2;
+constexpr int kBwdSm80LastCfg = 8;
+static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
-// FA2's warp layout (hstu_bwd_sm80_pds_kernel.cuh, PIPE > 0: its pipelined k-loops) with two Q / dO stages where
-// they fit the device, else one; cudaErrorNotSupported where neither does or the layout lacks D / NWARPS.
+// FA2's warp layout (hstu_bwd_sm80_pds_kernel.cuh) with two Q / dO stages where they fit the device, else one;
+// cudaErrorNotSupported where neither does or the layout lacks D / NWARPS.
 template <typename T, int D, int NWARPS, int PIPE>
 cudaError_t launch_hstu_bwd_pds_fitting(const HstuParams& p, cudaStream_t stream) {
   int max_smem = 0;
@@ -893,81 +858,31 @@ cudaError_t launch_hstu_bwd_pds_fitting(const HstuParams& p, cudaStream_t stream
   return err;
 }
 
-// Candidate CFG (1-3, bf16) at D = 128 / 256 where its shared memory fits; otherwise (fp16, other head dims, too
-// little shared memory) cudaErrorNotSupported and the default runs.
-template <typename T, int D, int CFG>
-cudaError_t launch_hstu_bwd_candidate_n(const HstuParams& p, cudaStream_t stream) {
-  using C = BwdSm80Candidate<D, CFG>;
-  if constexpr (C::kExists && std::is_same<T, __nv_bfloat16>::value) {
+// The comparison cfg where it applies and fits; otherwise cudaErrorNotSupported and the default runs.
+template <typename T, int D>
+cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t stream) {
+  if constexpr (kBwdSm80PdsDefault<D> && std::is_same<T, __nv_bfloat16>::value) {
     int max_smem = 0;
     cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
     if (err != cudaSuccess) return err;
-    if (C::smem(C::kStages) <= max_smem) return launch_hstu_bwd_main<T, D, C, C::kStages>(p, stream);
+    switch (cfg) {
+      case 4:
+        return launch_hstu_bwd_pds<T, D, 1, 8>(p, max_smem, stream);
+      case 5:
+        return launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
+      case kBwdSm80JoinedCopiesCfg:
+        if constexpr (D == 64) {
+          bool sm90 = false;
+          err = bwd_sm80_sm90_class(sm90);
+          if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
+          return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8>>(p, max_smem, stream);
+        }
+        return cudaErrorNotSupported;
+      default:
+        return cudaErrorNotSupported;
+    }
   }
   return cudaErrorNotSupported;
-}
-
-template <typename T, int D>
-cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t stream) {
-  switch (cfg) {
-    case 1:
-      return launch_hstu_bwd_candidate_n<T, D, 1>(p, stream);
-    case 2:
-      return launch_hstu_bwd_candidate_n<T, D, 2>(p, stream);
-    case 3:
-      return launch_hstu_bwd_candidate_n<T, D, 3>(p, stream);
-    case 4:  // FA2's warp layout, P and dS through shared memory (hstu_bwd_sm80_pds_kernel.cuh): 8 warps with 1 / 2
-    case 5:  // Q/dO stages; 6 / 7: D = 128's 4-warp tile (two blocks per SM), 1 / 2 stages. bf16 here (fp16 runs
-    case 6:  // 4 / 5 as the default, launch_hstu_bwd_fitting)
-    case 7:
-      if constexpr (kBwdSm80PdsDefault<D> && std::is_same<T, __nv_bfloat16>::value) {
-        int max_smem = 0;
-        const cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
-        if (err != cudaSuccess) return err;
-        switch (cfg) {
-          case 4:
-            return launch_hstu_bwd_pds<T, D, 1, 8>(p, max_smem, stream);
-          case 5:
-            return launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
-          case 6:
-            return launch_hstu_bwd_pds<T, D, 1, 4>(p, max_smem, stream);
-          default:
-            return launch_hstu_bwd_pds<T, D, 2, 4>(p, max_smem, stream);
-        }
-      }
-      return cudaErrorNotSupported;
-    // Issue 39's second round (bf16): 9 the default's 8-warp tiles with the dK / dV and dQ k-loops pipelined (D = 128
-    // / 256), 11 D = 128's 4-warp tile with 9's pipelining; two Q / dO stages where they fit, else one. At D = 128
-    // 10 / 12 are the default; at D = 64 / 256 (bf16) 10 is kPdsLoopFree (the default body in the fixed order; D = 64:
-    // on any GPU where it fits), 12 (and 9 at D = 64) the default.
-    case 9:
-    case 10:
-    case 11:
-    case 12:
-      if constexpr ((D == 64 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {  // (fixed-order default body)
-        if (cfg == kBwdPdsD256LoopFreeCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFree>(p, stream);
-      }
-      if constexpr (D != 64 && std::is_same<T, __nv_bfloat16>::value) {
-        if (cfg == 9) return launch_hstu_bwd_pds_fitting<T, D, 8, 1>(p, stream);
-        if (cfg == 11 && D == 128) return launch_hstu_bwd_pds_fitting<T, D, 4, 1>(p, stream);
-      }
-      return cudaErrorNotSupported;
-    case kBwdPdsDqFirstCfg:     // (D = 256: the default kernel reads 13 and 14)
-    case kBwdPdsFixedOrderCfg:
-    case kBwdPdsDpOnePassCfg:   // (bf16 and fp16)
-      if constexpr (D == 128) {
-        if (cfg == kBwdPdsDpOnePassCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePass>(p, stream);
-        if (cfg == kBwdPdsDqFirstCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolled>(p, stream);
-        return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsPlain>(p, stream);
-      }
-      if constexpr (D == 256) {  // (one dP pass already at D = 256; 13 / 14: the plain body, which reads them)
-        if (cfg == kBwdPdsDpOnePassCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolled>(p, stream);
-        return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsPlain>(p, stream);
-      }
-      return cudaErrorNotSupported;
-    default:
-      return cudaErrorNotSupported;
-  }
 }
 
 template <typename T, int D>
@@ -982,6 +897,20 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
     if (D == 64 && applies) {
       const cudaError_t err = bwd_sm80_sm90_class(applies);
       if (err != cudaSuccess) return err;
+    }
+    if constexpr (D == 64 || D == 128) {  // sm_90+: the one-barrier loop (three Q / dO stages) where it fits
+      if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg && p.num_contexts == nullptr) {
+        bool sm90 = false;
+        cudaError_t err = bwd_sm80_sm90_class(sm90);
+        if (err != cudaSuccess) return err;
+        int max_smem = 0;
+        if (sm90) err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+        if (err != cudaSuccess) return err;
+        if (sm90) {
+          err = launch_hstu_bwd_pds<T, D, 3, 8>(p, max_smem, stream);
+          if (err != cudaErrorNotSupported) return err;
+        }
+      }
     }
     if (applies) {
       const cudaError_t err = launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);

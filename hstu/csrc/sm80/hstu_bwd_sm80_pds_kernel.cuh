@@ -1,6 +1,6 @@
 // HSTU attention backward, sm80-class, FlashAttention-2's warp layout (issue 39): the default sm80-class backward at
-// D = 128 / 256 (bf16 and fp16) where 8 warps' shared memory fits (launch_hstu_bwd_fitting); its variants
-// kernel_options(sm90=False, bwd_sm80_cfg=4..7) (bf16).
+// D = 64 / 128 / 256 (bf16 and fp16) where 8 warps' shared memory fits (launch_hstu_bwd_fitting); its comparisons
+// kernel_options(sm90=False, bwd_sm80_cfg=1 / 2 / 4 / 5).
 //
 // The old default kernel (hstu_bwd_sm80_kernel.cuh) gives each warp 16 key rows for every GEMM, so P^T / dS^T stay in
 // registers but every warp loads the whole Q / dO tile per MMA row (about 0.081 byte of ldmatrix per MMA flop at
@@ -15,9 +15,9 @@
 //      workspace as the default kernel (skipped in deterministic mode: hstu_bwd_dq_kernel computes dQ).
 // About 0.06 byte per flop over the five GEMMs and S / dP computed once at every D (5 GEMM passes, not 7 at D = 256).
 // The mask, rab / drab, delta-q, seqused and jagged handling are the default kernel's (same SeqInfo, bwd_work_tiles,
-// element rules). Shared memory: K, V, STAGES Q / dO buffers, P, dS; 128 / 160 KB at D = 128, 144 / 208 KB at
-// D = 256 (1 / 2 stages): A100 and Hopper, not sm86 / sm89 (99 KB), where the launcher reports not supported and
-// the old layouts run (4-warp D = 128: 80 KB, fits them).
+// element rules). Shared memory: K, V, STAGES Q / dO buffers, P, dS; 128 / 160 / 224 KB at D = 128 (1 / 2 / 3
+// stages; 3: two P / dS buffers, sm_90+), 144 / 208 KB at D = 256: A100 and Hopper, not sm86 / sm89 (99 KB), where
+// the launcher reports not supported and the old layouts run (D = 64: 80 / 96 / 144 KB).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,10 +30,8 @@
 namespace hstu {
 
 // BM queries x BN keys per step, NWARPS warps; SWM / KWN / QWM warps along the queries (S, dP), keys (dK, dV),
-// queries (dQ); QPW dQ columns per pass (bounds the dQ accumulator registers next to dK / dV's 128). Every variant
-// has the same warp tiles (S / dP 32 x 32 or 16 x 32, dK / dV 32 keys x 64 columns, dQ 32 rows), so the same
-// registers; the 4-warp D = 128 tile is half the block: two blocks per SM (their barriers independent), and at one
-// stage 80 KB, within sm86 / sm89's 99 KB.
+// queries (dQ); QPW dQ columns per pass (bounds the dQ accumulator registers next to dK / dV's 128). Every head dim
+// has the same warp tiles (S / dP 32 x 32 or 16 x 32, dK / dV 32 keys x 64 columns (D = 64: 32), dQ 32 rows).
 template <int D, int NWARPS>
 struct BwdPdsConfig {
   static constexpr bool kExists = false;
@@ -42,11 +40,6 @@ template <>
 struct BwdPdsConfig<128, 8> {
   static constexpr bool kExists = true;
   static constexpr int kBlockM = 64, kBlockN = 128, kSWM = 2, kKWN = 4, kQWM = 2, kQPW = 32;
-};
-template <>
-struct BwdPdsConfig<128, 4> {
-  static constexpr bool kExists = true;
-  static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 2, kKWN = 2, kQWM = 2, kQPW = 32;
 };
 // D = 64 (the default on sm_90+, bf16 and fp16): D = 128's 64 x 128 tile and warp grid (S / dP 32 x 32, dK / dV 32
 // keys x 32 columns, dQ 32 x 16) with the loop-free body (dQ-first warps, as D = 256) and fragment-ordered dQ; 96 KB
@@ -62,52 +55,32 @@ struct BwdPdsConfig<256, 8> {
   static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 4, kKWN = 2, kQWM = 2, kQPW = 32;
 };
 
-// Dispatch of phases 2 / 3 in the plain body (PIPE 0 / kPdsPlain, two Q / dO stages: the context kernels, and at
-// D = 256 kernel_options(bwd_sm80_cfg=13 / 14)), see hstu_bwd_pds_body: at D = 256 half of the warps run phase 3 (dQ)
-// before phase 2 (dK / dV) (2.4 % faster on an H200; D = 256's default body does the same), the fixed order with
-// bwd_sm80_cfg=14; at D = 128 the fixed order (dQ-first at par), dQ-first with bwd_sm80_cfg=13.
-constexpr int kBwdPdsDqFirstCfg = 13;
-constexpr int kBwdPdsFixedOrderCfg = 14;
-template <int D>
-__device__ __forceinline__ bool bwd_pds_dq_first(const int cfg) {
-  return D == 256 ? cfg != kBwdPdsFixedOrderCfg : cfg == kBwdPdsDqFirstCfg;
-}
-// kernel_options(bwd_sm80_cfg=15) (D = 128, opt-in until measured): the plain body with dP = dO V^T in one
-// pass over the warp's keys (8 independent MMA chains, the dO fragments loaded once) instead of two halves
-// (hstu_bwd_pds_pipe_kernel with PIPE = kPdsDpOnePass; the k-loops otherwise the default's).
-constexpr int kBwdPdsDpOnePassCfg = 15;
-constexpr int kPdsDpOnePass = 3;
-// 15's kernel with the S and dQ k-loops fully unrolled and FlashAttention-2's phase order (dV, dQ, dK): D = 128's
-// default body before kPdsLoopFree, kernel_options(bwd_sm80_cfg=13) at D = 128 (comparisons) and the body of the
-// 4-warp D = 128 tile's kernels; at D = 256 (one dP pass already) cfg 15 runs it.
-constexpr int kPdsDpOnePassUnrolled = 4;
-// kernel_options(bwd_sm80_cfg=14) at D = 128 (comparisons; at D = 256 14 is the fixed phase order): the plain body
-// (two dP halves, rolled k-loops, dK / dV then dQ) that was D = 128's default, as hstu_bwd_pds_pipe_kernel.
-constexpr int kPdsPlain = 5;
-// D = 128's default body (8 warps, calls without contexts): the one-pass body in the fixed phase order (dV, dK, then
-// dQ; every warp) with fewer instructions per tile pair: the dV and dK k-loops unrolled (their ldmatrix addresses
-// base registers plus immediates), the dP k-loop by 4 (fully it spilled), the dQ atomics without predicates. On an
-// H200 3-6 % faster than the FA2-order body (three runs).
+// The bodies (template argument BODY of hstu_bwd_pds_body). 0, the plain one (the context kernels): dP in two halves
+// of the keys where a warp has two query m16 tiles, rolled k-loops, predicated dQ atomics; at D = 128 / 256 half of
+// the warps run phase 3 (dQ) before phase 2 (dK / dV) (D = 256: 2.4 % faster on an H200; D = 128: at par, and in
+// the fixed order its sm_90a code spilled 4 B), at D = 64 every warp dK / dV, then dQ.
+// kPdsLoopFree, D = 128's default body (8 warps, calls without contexts): dP in one pass, the phases in the fixed
+// order (dV, dK, then dQ; every warp), the S, dV and dK k-loops unrolled (their ldmatrix addresses base registers
+// plus immediates), the dP k-loop by 4 (fully it spilled), dQ's by 2 at D = 256, the dQ atomics without predicates;
+// on an H200 3-6 % faster than the bodies before it. kPdsLoopFreeDqFirst, D = 64 / 256's default body: the same with
+// warps 4-7 running dQ first (at D = 256 4.1 % faster than the plain body, at D = 64 1.3-1.5 % faster than the fixed
+// order). The bodies measured slower (FA2's phase order, pipelined k-loops, dP halves with unrolled loops): see
+// docs/hstu_kernel_notes.md.
 constexpr int kPdsLoopFree = 7;
-// D = 64 / 256's default body (kPdsLoopFreeDqFirst): D = 128's (kPdsLoopFree: the S, dV and dK k-loops unrolled, dQ's
-// by 2 at D = 256, unpredicated dQ atomics; at D = 256 dP as before, one pass fully unrolled beside the SiLU) with the
-// warps 4-7 running dQ first; kernel_options(bwd_sm80_cfg=10) at D = 64 / 256 (bf16): the same in the fixed phase
-// order (kPdsLoopFree). 13 / 14 at D = 256: the plain body with dQ-first warps / in the fixed order (kPdsPlain).
-constexpr int kBwdPdsD256LoopFreeCfg = 10;
 constexpr int kPdsLoopFreeDqFirst = 10;
-// The body of the default kernels of D and NWARPS: the loop-free one at D = 128 (8 warps) and D = 64 / 256 (with
-// dQ-first warps there: at D = 256 4.1 % faster than the plain body on an H200, at D = 64 1.3-1.5 % faster than the
-// fixed order); D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's
-// opt-in, keeps the FA2-order one-pass body (the loop-free one spilled 12-56 B there in sm_90a code).
+// A flag on BODY (kOneBar only): the next tile's Q copies right after the barrier, its dO copies after the warp's dV
+// k-loop, so that the LSU's global queue does not take all of them at once. D = 64's one-barrier default (on an H200
+// 0.7-0.8 % faster than the copies together there, 0.2-1.2 % slower at D = 128).
+constexpr int kPdsSplitCopies = 16;
 template <int D, int NWARPS>
-constexpr int kBwdPdsDefaultBody = (D == 64 || D == 256) && NWARPS == 8 ? kPdsLoopFreeDqFirst
-                                   : D != 128              ? 0
-                                   : NWARPS == 8           ? kPdsLoopFree
-                                                           : kPdsDpOnePassUnrolled;
+constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
+template <int D, int STAGES, int NWARPS>
+constexpr int kBwdPdsDefaultFlags = STAGES == 3 && D == 64 ? kPdsSplitCopies : 0;
 
+// STAGES = 3 (kOneBar, below): three Q / dO stages and two P / dS buffers.
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
-  return (2 * BN * D + stages * 2 * BM * D + 2 * BM * BN) * 2;
+  return (2 * BN * D + stages * 2 * BM * D + (stages == 3 ? 4 : 2) * BM * BN) * 2;
 }
 
 // Calls f(mt, nt, e, r, j) for each S / dP accumulator element of a warp (row position r = rbase + mt*16 + (e/2)*8,
@@ -183,31 +156,6 @@ __device__ __forceinline__ void bwd_pds_full_rows(const SeqMask& mk, const int n
   z = static_cast<int>(max(zl, static_cast<int64_t>(INT_MIN)));
 }
 
-// ldmatrix fragments of one k-step: NA A-operand and NB B-operand x4 loads.
-template <int NA, int NB>
-struct PdsFrags {
-  uint32_t a[NA][4];
-  uint32_t b[NB][4];
-};
-
-// The PIPE variants' k-loops (kernel_options(bwd_sm80_cfg=9, 11, 12)): KS k-steps (even), fully unrolled, the
-// fragments of step ks + 1 loaded (load(frags, ks + 1)) before the MMAs of step ks (mma(frags)) in two register
-// buffers, so a warp's ldmatrix latency overlaps its own tensor-core work (FA2's CuTe gemm loop) instead of each step
-// waiting for its loads; 8 warps per SM leave only two per scheduler to hide it otherwise.
-template <int KS, typename F, typename Load, typename Mma>
-__device__ __forceinline__ void pipelined_k_loop(Load&& load, Mma&& mma) {
-  static_assert(KS % 2 == 0, "an even number of k-steps");
-  F f[2];
-  load(f[0], 0);
-#pragma unroll
-  for (int ks = 0; ks < KS; ks += 2) {
-    load(f[1], ks + 1);
-    mma(f[0]);
-    if (ks + 2 < KS) load(f[0], ks + 2);
-    mma(f[1]);
-  }
-}
-
 // The fragment-ordered dQ workspace (kDqFrag: the 8-warp kernels at D = 256, and at D = 128 those with dP in one
 // pass, in sm_90+ code; hstu_bwd_sm80_limits.h bwd_sm80_dq_floats sizes it): per head, the queries of every sequence
 // b from row cu_seqlens_q[b] + 64 b (each sequence padded by one tile, so its last partial tile ends before the next
@@ -277,20 +225,19 @@ __device__ __forceinline__ float drab_value(float x) {
 
 // CTX: a call with contexts (num_contexts given; hstu_bwd_pds_ctx_kernel), the only one that can have a context gap
 // to skip: without contexts the kernel is the plain tile walk (no skip bookkeeping in the loop).
-template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX>
+template <typename T, int D, int STAGES, int NWARPS, int BODY, bool CTX>
 __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   using C = BwdPdsConfig<D, NWARPS>;
   constexpr int BM = C::kBlockM, BN = C::kBlockN;
   constexpr int NT = NWARPS * 32;
-  // PIPE = kPdsDpOnePass: the default kernel (kPipe 0) with dP in one pass; kPdsDpOnePassUnrolled: that with the S
-  // and dQ k-loops fully unrolled (their shared-memory addresses compile-time offsets, no back-edge drains; the dP
-  // and dK / dV loops unrolled too spilled 8-32 B in sm_90a code) and, with two stages, phases 2 / 3 in FA2's order.
-  // kPdsLoopFree: the fixed-order body with the dV and dK k-loops (one each) unrolled, the dP k-loop by kDpUnroll
-  // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
-  // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
-  // kernels spilled 4 B (sm_80, sm_90a).
-  constexpr bool kDqFirstBody = PIPE == kPdsLoopFreeDqFirst;
-  constexpr bool kLoopFree = PIPE == kPdsLoopFree || kDqFirstBody;
+  // The loop-free bodies (kPdsLoopFree, kPdsLoopFreeDqFirst): the S, dV and dK k-loops unrolled, the dP k-loop by
+  // kDpUnroll, unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and
+  // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
+  // one-stage kernels spilled 4 B (sm_80, sm_90a).
+  constexpr int kBody = BODY & ~kPdsSplitCopies;
+  static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
+  constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
+  constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
   // D = 128's loop-free body copies the next Q / dO tile with load_q_do_lean (the predicated copies of load_q_do took
   // ~130 instructions a warp and tile pair, a tenth of the kernel's) and tests for full tiles against two intervals
   // formed once per key block (tile_full_at; ~30 instructions a tile pair in tile_full): -0.5 / -0.7 % on an H200
@@ -302,22 +249,26 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   constexpr bool kLeanLoad = kLoopFree && (D == 64 || D == 128);
 #endif
   constexpr bool kFullMap = kLeanLoad;
-  constexpr int kDpUnroll = STAGES == 2 ? 4 : 2;
-  constexpr bool kFixedOrder = kLoopFree && !kDqFirstBody;
-  constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kLoopFree;
-  constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
-  constexpr bool kFa2Order = PIPE == kPdsDpOnePassUnrolled && STAGES == 2;
-  constexpr int kPipe = kDpOnePass || PIPE == kPdsPlain ? 0 : PIPE;
-  // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 128 the bodies with dP in one
-  // pass (the default's, cfg 10 / 12 / 13 / 15); D = 128's plain and pipelined bodies (the context kernel, cfg 9 /
-  // 14) add row-major (with the fragment order they spilled 4-12 B in sm_90a code).
+  constexpr int kDpUnroll = STAGES >= 2 ? 4 : 2;
+  // kOneBar (STAGES = 3: D = 64 / 128's default on sm_90+ for calls without contexts): one block barrier per tile
+  // pair instead of two (on an H200 2.5-5 % faster than two). Tile mb + 1's Q / dO copies land before the barrier after phase 1 (they were issued
+  // right after the previous one), tile mb + 2's are issued right after it into the third stage, and P / dS alternate
+  // between two buffers: that barrier alone orders every reuse (a stage or a P / dS buffer is rewritten only after
+  // every warp has passed the barrier that follows its last reads), so a warp that finishes phases 2 / 3 runs on into
+  // the next tile's phase 1 instead of waiting at the loop's top.
+  constexpr bool kOneBar = STAGES == 3;
+  constexpr bool kSplitCopies = (BODY & kPdsSplitCopies) != 0;
+  static_assert(!kSplitCopies || kOneBar, "split copies: the one-barrier loop only");
+  // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
+  // D = 64 / 128's plain body (the context kernels) adds row-major (with the fragment order it spilled 4-12 B in
+  // sm_90a code).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr bool kDqFrag = NWARPS == 8 && (D == 256 || ((D == 64 || D == 128) && kDpOnePass));
+  constexpr bool kDqFrag = NWARPS == 8 && (D == 256 || ((D == 64 || D == 128) && kLoopFree));
 #else
   constexpr bool kDqFrag = false;
 #endif
   // (D = 256: the dQ k-loop by 2; fully unrolled, four pieces of 32 columns, it spilled 4-8 B in sm_90a code)
-  constexpr int kDqUnroll = kUnrollSDq ? (D == 256 ? 2 : BN / 16) : 1;
+  constexpr int kDqUnroll = kLoopFree ? (D == 256 ? 2 : BN / 16) : 1;
   // Phase 1 warp tile: SM queries x SN keys.
   constexpr int SM = BM / C::kSWM, SN = BN / (NWARPS / C::kSWM);
   constexpr int SMT = SM / 16, SNT = SN / 8;
@@ -330,38 +281,26 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   static_assert(SM % 16 == 0 && SN % 16 == 0 && KR % 16 == 0 && KC % 16 == 0 && QR % 16 == 0 && QC % QPW == 0 &&
                     QPW % 16 == 0,
                 "bad warp tiles");
-  static_assert(STAGES == 1 || STAGES == 2, "one or two Q / dO stages");
-  // S / dP k-loop unrolled by 2 (4 in sm_86 / sm_89 code, whose ptxas spilled 4 B with 1 and 2). PIPE >= 1: the
-  // dK / dV and dQ k-loops pipelined (pipelined_k_loop), the dK / dV one not in sm_80 code of D = 128's 8-warp tile
-  // nor in sm_86 / sm_89 code (4-warp D = 128), where it spilled 4 B; PIPE = 2: the S k-loop too (the dP one stays
-  // plain: pipelined it spilled 16-160 B, its 32 dS factors live beside dK / dV).
+  static_assert(STAGES == 1 || STAGES == 2 || (kOneBar && kLoopFree && !CTX), "one or two Q / dO stages, or kOneBar");
+  // S / dP k-loop of the plain body unrolled by 2 (4 in sm_86 / sm_89 code, whose ptxas spilled 4 B with 1 and 2).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   constexpr int kUnrollS = 4;
 #else
   constexpr int kUnrollS = D == 64 ? 1 : 2;  // (D = 64's 128 x 128 tile: by 2 its sm_80 code spilled 4 B)
 #endif
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
-  constexpr bool kPipeKv = false;
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  constexpr bool kPipeKv = kPipe != 0 && !(D == 128 && NWARPS == 8);
-#else
-  constexpr bool kPipeKv = kPipe != 0;
-#endif
-  constexpr bool kPipeS = kPipe >= 2;
   // Target tiles' mask bits by rows (bwd_pds_keep_bits) or by elements (allowed()): the element rule kept where the
-  // row loop spilled: cfg 12 (the S k-loop pipelined: 16-44 B in sm_90a code); in sm_80 code the PIPE candidates,
-  // D = 64's 128 x 128 tile and D = 256's two-stage kernel (4-52 B; none of them an A100 default); in sm_86 / sm_89
-  // code every kernel of this layout (the 4-warp D = 128 tiles, opt-in there: 4-8 B).
+  // row loop spilled: in sm_80 code D = 64 and D = 256's two-stage kernel (4-52 B; neither an A100 default); in
+  // sm_86 / sm_89 code every kernel of this layout (4-8 B).
   // kMaskReread: the mask fields re-read from the parameters for the row loop, not kept live through the main loop
-  // (sm_80 code: without it the D = 256 kernels spilled 12 B; in sm_90a code it made cfg 9 / 10 spill 8-36 B).
+  // (sm_80 code: without it the D = 256 kernels spilled 12 B; in sm_90a code it made other bodies spill 8-36 B).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
-  constexpr bool kRowMask = kPipe == 0 && D != 64 && !(D == 256 && STAGES == 2);
+  constexpr bool kRowMask = D != 64 && !(D == 256 && STAGES == 2);
   constexpr bool kMaskReread = true;
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr bool kRowMask = false;
   constexpr bool kMaskReread = false;
 #else
-  constexpr bool kRowMask = !kPipeS;
+  constexpr bool kRowMask = true;
   constexpr bool kMaskReread = false;
 #endif
   using L = SmemLayout<D>;    // K, V, Q, dO: rows x D
@@ -372,15 +311,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   const uint32_t sV = sK + BN * D * 2;
   const uint32_t sQ0 = sV + BN * D * 2;  // stage s: Q at sQ0 + s * kStageBytes, dO right after it
   constexpr uint32_t kStageBytes = 2 * BM * D * 2;
-  const uint32_t sP = sQ0 + STAGES * kStageBytes;
-  const uint32_t sdS = sP + BM * BN * 2;
+  const uint32_t sP0 = sQ0 + STAGES * kStageBytes;  // P, dS (kOneBar: then the second P, dS)
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
   // Grid (batch, key blocks, heads) (launch_hstu_bwd_pds): each head's key blocks 0 of every sequence (the heaviest
   // under a causal mask: they walk every query tile) go first, then its blocks 1, ... (Each index read straight
-  // from blockIdx: a run-time choice of the order here made the one-stage and PIPE kernels spill 4-12 B.)
+  // from blockIdx: a run-time choice of the order here made the one-stage and other kernels spill 4-12 B.)
   const int n_block = blockIdx.y;
   const int b = blockIdx.x;
   const int h = blockIdx.z;
@@ -403,11 +341,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and with fewer address instructions: the tile's two base pointers are uniform, each thread's byte offset is
   // formed once, its ROWS / KR rows are KR rows apart (a uniform step), and in shared memory each is the first
   // one's offset plus a constant (the swizzle depends on row % 8 only: a thread's chunk lies below the KR-row step).
-  auto load_q_do_lean = [&](const uint32_t sq, const int m, const uint32_t t) {
+  // parts: 3 Q and dO, 1 Q, 2 dO (kSplitCopies; a partial tile's copies all with part 1).
+  auto load_q_do_lean = [&](const uint32_t sq, const int m, const uint32_t t, auto parts) {
+    constexpr int kParts = decltype(parts)::value;
     constexpr int kChunks = D / 8, KR = NT / kChunks;
     static_assert(BM % KR == 0 && KR % 8 == 0 && L::swz(KR, 0) == KR * D * 2, "rows KR apart: a constant offset");
     if (m + BM > si.lq) {
-      load_q_do(sq, m, t);
+      if (kParts != 2) load_q_do(sq, m, t);
       return;
     }
     const int r_t = static_cast<int>(t) / kChunks, c_t = static_cast<int>(t) % kChunks;
@@ -422,8 +362,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
     const int64_t do_step = KR * p.do_row_stride * (int64_t)sizeof(T);
 #pragma unroll
     for (int it = 0; it < BM / KR; ++it) {
-      cp_async_16(s_t + it * KR * D * 2, qg + it * q_step);
-      cp_async_16(s_t + BM * D * 2 + it * KR * D * 2, dog + it * do_step);
+      if (kParts & 1) cp_async_16(s_t + it * KR * D * 2, qg + it * q_step);
+      if (kParts & 2) cp_async_16(s_t + BM * D * 2 + it * KR * D * 2, dog + it * do_step);
     }
   };
   const T* kg = static_cast<const T*>(p.k) + (int64_t)(si.k_start + n0) * p.k_row_stride + h * p.k_head_stride;
@@ -433,16 +373,15 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // key block's work starts at the tile of the context rows; the tiles between those rows and the rows the keys reach
   // without them are fully masked and skipped (bwd_work_tiles' gap; walking them doubled the causal time with 64
   // contexts). Skipped tiles only added zeros: dK / dV keep their order of sums.
-  // Only in the CTX kernels (calls with contexts; kBwdPdsCtxKernel: the 8-warp defaults). (The PIPE candidates walk
-  // the gap as before: skipping it made them spill 4-8 B in sm_90a code; so do D = 256's one-stage
-  // kernel in sm_80 code, the A100's default there (12 B), and sm_86 / sm_89 code, whose only kernel of this layout
-  // is the opt-in 4-warp D = 128 tile (20 B).)
+  // Only in the CTX kernels (calls with contexts; the 8-warp defaults), not in D = 256's
+  // one-stage kernel in sm_80 code, the A100's default there (skipping spilled 12 B), nor in sm_86 / sm_89 code
+  // (20 B in the 4-warp tile that was opt-in there).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
-  constexpr bool kSkipGap = CTX && kPipe == 0 && !(D == 256 && STAGES == 1);
+  constexpr bool kSkipGap = CTX && !(D == 256 && STAGES == 1);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr bool kSkipGap = false;
 #else
-  constexpr bool kSkipGap = CTX && kPipe == 0;
+  constexpr bool kSkipGap = CTX;
 #endif
   int mb_begin, n_a, gap, n_mt;
   bwd_work_tiles<BM, BN, kSkipGap>(si, n0, mb_begin, n_a, gap, n_mt);
@@ -511,20 +450,28 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       load_q_do(sQ0, m0, tid);
     }
     cp_async_commit();
+    if constexpr (kOneBar) {  // the second tile's copies too; the first tile (with K, V) waited for
+      if (mb_begin + 1 < mb_end) load_q_do(sQ0 + kStageBytes, (mb_begin + 1) * BM, tid);
+      cp_async_commit();
+      cp_async_wait<1>();
+      __syncthreads();
+    }
 
     int stage = 0;
     int mb = mb_begin;
     do {
       const int m0 = mb * BM;
       const int r0 = m0 + mk.offset;
-      cp_async_wait<0>();
-      __syncthreads();  // Q, dO of tile mb landed; every warp is done with the previous tile (P, dS, other stage)
+      if constexpr (!kOneBar) {
+        cp_async_wait<0>();
+        __syncthreads();  // Q, dO of tile mb landed; every warp is done with the previous tile (P, dS, other stage)
+      }
       if (STAGES == 2 && next_tile(mb) < tiles_end()) {
         const int mn = next_tile(mb) * BM;
         const uint32_t ot = opaque(tid);
         const uint32_t sQn = sQ0 + (stage ^ 1) * kStageBytes;
         if constexpr (kLeanLoad) {
-          load_q_do_lean(sQn, mn, ot);
+          load_q_do_lean(sQn, mn, ot, std::integral_constant<int, 3>());
         } else {
           load_q_do(sQn, mn, ot);
         }
@@ -532,6 +479,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       }
       const uint32_t sQ = sQ0 + stage * kStageBytes;
       const uint32_t sdO = sQ + BM * D * 2;
+      const uint32_t sP = sP0 + (kOneBar ? static_cast<uint32_t>(mb & 1) * (2 * BM * BN * 2) : 0u);
+      const uint32_t sdS = sP + BM * BN * 2;
 
       // ---- Phase 1: S = Q K^T, then dP = dO V^T, over this warp's SM queries x SN keys. Two passes over D, not
       // one: the rab / mask / SiLU work between them runs with only S live next to dK / dV (a fused pass spilled).
@@ -547,7 +496,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         // c[mt][i] += A B^T over D for the n8 key tiles NP0 * 2 + i of the warp (c: SMT x (2 NPN) n8 tiles).
         // full: 1 the plain k-loop fully unrolled (one basic block with the code around it, which ptxas can then
         // interleave with the MMAs; a loop's back edge also waits out the last MMA's latency), N > 1 unrolled by N.
-        auto gemm = [&](auto& c, const uint32_t sa, const uint32_t sb, auto np0, auto pipe, auto full) {
+        auto gemm = [&](auto& c, const uint32_t sa, const uint32_t sb, auto np0, auto full) {
           constexpr int NPN = std::extent<std::remove_reference_t<decltype(c)>, 1>::value / 2;
           constexpr int NP0 = decltype(np0)::value;
           constexpr int kFull = decltype(full)::value;
@@ -558,45 +507,24 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             for (int i = 0; i < 2 * NPN; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) c[mt][i][e] = 0.f;
-          if constexpr (decltype(pipe)::value) {
-            using F = PdsFrags<SMT, NPN>;
-            pipelined_k_loop<D / 16, F>(
-                [&](F& f, const int ks) {
-#pragma unroll
-                  for (int mt = 0; mt < SMT; ++mt) ldsm_x4(f.a[mt], sa + L::xadd(tA, mt * 16, ks * 16));
-#pragma unroll
-                  for (int np = 0; np < NPN; ++np) ldsm_x4(f.b[np], sb + L::xadd(tB, (NP0 + np) * 16, ks * 16));
-                },
-                [&](const F& f) {
-#pragma unroll
-                  for (int np = 0; np < NPN; ++np)
-#pragma unroll
-                    for (int mt = 0; mt < SMT; ++mt) {
-                      mma_16816<T>(c[mt][2 * np], f.a[mt], f.b[np][0], f.b[np][1]);
-                      mma_16816<T>(c[mt][2 * np + 1], f.a[mt], f.b[np][2], f.b[np][3]);
-                    }
-                });
-          } else {
 #pragma unroll kUnroll
-            for (int ks = 0; ks < D / 16; ++ks) {
-              uint32_t a[SMT][4];
+          for (int ks = 0; ks < D / 16; ++ks) {
+            uint32_t a[SMT][4];
 #pragma unroll
-              for (int mt = 0; mt < SMT; ++mt) ldsm_x4(a[mt], sa + L::xadd(tA, mt * 16, ks * 16));
+            for (int mt = 0; mt < SMT; ++mt) ldsm_x4(a[mt], sa + L::xadd(tA, mt * 16, ks * 16));
 #pragma unroll
-              for (int np = 0; np < NPN; ++np) {
-                uint32_t bb[4];
-                ldsm_x4(bb, sb + L::xadd(tB, (NP0 + np) * 16, ks * 16));
+            for (int np = 0; np < NPN; ++np) {
+              uint32_t bb[4];
+              ldsm_x4(bb, sb + L::xadd(tB, (NP0 + np) * 16, ks * 16));
 #pragma unroll
-                for (int mt = 0; mt < SMT; ++mt) {
-                  mma_16816<T>(c[mt][2 * np], a[mt], bb[0], bb[1]);
-                  mma_16816<T>(c[mt][2 * np + 1], a[mt], bb[2], bb[3]);
-                }
+              for (int mt = 0; mt < SMT; ++mt) {
+                mma_16816<T>(c[mt][2 * np], a[mt], bb[0], bb[1]);
+                mma_16816<T>(c[mt][2 * np + 1], a[mt], bb[2], bb[3]);
               }
             }
           }
         };
-        gemm(acc, sQ, sK, std::integral_constant<int, 0>(), std::integral_constant<bool, kPipeS>(),
-             std::integral_constant<int, kUnrollSDq ? 1 : 0>());
+        gemm(acc, sQ, sK, std::integral_constant<int, 0>(), std::integral_constant<int, kLoopFree ? 1 : 0>());
 
         const int rbase = r0 + s_m + lane / 4, jbase = n0 + s_n + (lane % 4) * 2;
         if (p.rab != nullptr) {  // (pointers formed where used: fewer registers live across the loop)
@@ -674,20 +602,20 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
         constexpr bool kOverlapDp = false;
 #else
-        constexpr bool kOverlapDp = kPipe == 0 && D == 256;
+        constexpr bool kOverlapDp = D == 256;
 #endif
-        constexpr int kDpParts = SMT > 1 && !kDpOnePass ? 2 : 1;
+        constexpr int kDpParts = SMT > 1 && !kLoopFree ? 2 : 1;
         constexpr int kNpPart = SN / 16 / kDpParts;
         static_assert(kNpPart >= 1, "bad dP split");
         // kFullTilePass: on a fully visible tile the SiLU pass without the mask's bit tests and selects (3
         // instructions fewer per element), where that compiled without spills (sm_90a: D = 128's two-stage kernels;
         // sm_80: D = 128's; elsewhere 4-32 B).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
-        constexpr bool kFullTilePass = D == 128 && kPipe == 0;
+        constexpr bool kFullTilePass = D == 128;
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
         constexpr bool kFullTilePass = false;
 #else
-        constexpr bool kFullTilePass = (D == 64 || D == 128) && kPipe == 0 && STAGES == 2;
+        constexpr bool kFullTilePass = (D == 64 || D == 128) && STAGES >= 2;
 #endif
         if constexpr (!kOverlapDp) {
           auto silu_pass = [&](auto masked) {
@@ -712,7 +640,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                 [&](int mt, int i, int hf) { pp[mt][i][hf] = silu_pair(mt, 2 * P0 + i, hf, std::true_type()); });
           }
           float acc_dp[SMT][2 * kNpPart][4];
-          gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>(), std::false_type(),
+          gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>(),
                std::integral_constant<int, kLoopFree && !kOverlapDp ? kDpUnroll : kOverlapDp>());
           if constexpr (kOverlapDp) {
             for_each_pair<SMT, 2 * kNpPart>(
@@ -752,10 +680,21 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                        "r"(pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1])));
         });
       }
-      __syncthreads();  // P, dS complete
+      if constexpr (kOneBar) {
+        cp_async_wait<0>();
+        __syncthreads();  // P, dS complete; Q, dO of tile mb + 1 landed; every warp is done with tile mb - 1
+        if (mb + 2 < mb_end) {
+          const uint32_t ot = opaque(tid);
+          load_q_do_lean(sQ0 + (stage == 0 ? 2 : stage - 1) * kStageBytes, (mb + 2) * BM, ot,
+                         std::integral_constant<int, kSplitCopies ? 1 : 3>());
+          cp_async_commit();
+        }
+      } else {
+        __syncthreads();  // P, dS complete
+      }
 
       // ---- Phase 2: dV += P^T dO, dK += dS^T Q over this warp's KR keys x KC columns.
-      // parts: 3 dV and dK in one k-loop; 1 dV only, 2 dK only (kFa2Order; the plain loop).
+      // parts: 3 dV and dK in one k-loop (the plain body); 1 dV only, 2 dK only (the loop-free bodies).
       auto phase_kv = [&](auto parts) {
         constexpr int kParts = decltype(parts)::value;
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
@@ -768,43 +707,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
               kParts == 1 ? acc_dv : acc_dk,
               [&](uint32_t(&f)[4], const int ks, const int mt) { ldsm_x4_t(f, sA + LP::xadd(tPt, ks * 16, mt * 16)); },
               [&](uint32_t(&f)[4], const int ks, const int dp) { ldsm_x4_t(f, sB + L::xadd(tBt, ks * 16, dp * 16)); });
-        } else if constexpr (kPipeKv) {
-          // P^T / dS^T fragments of k-step ks + 1 loaded at the start of step ks, dO / Q ones a column block ahead
-          // (two buffers each, the loops fully unrolled).
-          constexpr int KSB = BM / 16, NDP = KC / 16;
-          uint32_t ap[2][KMT][4], ad[2][KMT][4], bo[2][4], bq[2][4];
-          auto load_a = [&](const int buf, const int ks) {
-#pragma unroll
-            for (int mt = 0; mt < KMT; ++mt) {
-              ldsm_x4_t(ap[buf][mt], sP + LP::xadd(tPt, ks * 16, mt * 16));
-              ldsm_x4_t(ad[buf][mt], sdS + LP::xadd(tPt, ks * 16, mt * 16));
-            }
-          };
-          auto load_b = [&](const int buf, const int ks, const int dp) {
-            ldsm_x4_t(bo[buf], sdO + L::xadd(tBt, ks * 16, dp * 16));
-            ldsm_x4_t(bq[buf], sQ + L::xadd(tBt, ks * 16, dp * 16));
-          };
-          load_a(0, 0);
-          load_b(0, 0, 0);
-#pragma unroll
-          for (int ks = 0; ks < KSB; ++ks)
-#pragma unroll
-            for (int dp = 0; dp < NDP; ++dp) {
-              const int st = ks * NDP + dp;
-              if (dp == 0 && ks + 1 < KSB) load_a((ks + 1) & 1, ks + 1);
-              if (dp + 1 < NDP) {
-                load_b((st + 1) & 1, ks, dp + 1);
-              } else if (ks + 1 < KSB) {
-                load_b((st + 1) & 1, ks + 1, 0);
-              }
-#pragma unroll
-              for (int mt = 0; mt < KMT; ++mt) {
-                mma_16816<T>(acc_dv[mt][2 * dp], ap[ks & 1][mt], bo[st & 1][0], bo[st & 1][1]);
-                mma_16816<T>(acc_dv[mt][2 * dp + 1], ap[ks & 1][mt], bo[st & 1][2], bo[st & 1][3]);
-                mma_16816<T>(acc_dk[mt][2 * dp], ad[ks & 1][mt], bq[st & 1][0], bq[st & 1][1]);
-                mma_16816<T>(acc_dk[mt][2 * dp + 1], ad[ks & 1][mt], bq[st & 1][2], bq[st & 1][3]);
-              }
-            }
         } else {
 #pragma unroll 1
           for (int ks = 0; ks < BM / 16; ++ks) {
@@ -847,33 +749,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             for (int i = 0; i < QPW / 8; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) acc_q[mt][i][e] = 0.f;
-          if constexpr (kPipe != 0) {
-            using F = PdsFrags<QMT, QPW / 16>;
-            pipelined_k_loop<BN / 16, F>(
-                [&](F& f, const int ks) {
-#pragma unroll
-                  for (int mt = 0; mt < QMT; ++mt) ldsm_x4(f.a[mt], sdS + LP::xadd(tdA, mt * 16, ks * 16));
-#pragma unroll
-                  for (int dp = 0; dp < QPW / 16; ++dp)
-                    ldsm_x4_t(f.b[dp], sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
-                },
-                [&](const F& f) {
-#pragma unroll
-                  for (int dp = 0; dp < QPW / 16; ++dp)
-#pragma unroll
-                    for (int mt = 0; mt < QMT; ++mt) {
-                      mma_16816<T>(acc_q[mt][2 * dp], f.a[mt], f.b[dp][0], f.b[dp][1]);
-                      mma_16816<T>(acc_q[mt][2 * dp + 1], f.a[mt], f.b[dp][2], f.b[dp][3]);
-                    }
-                });
-          } else {
-            plain_k_loop<T, BN / 16, kDqUnroll>(
-                acc_q,
-                [&](uint32_t(&f)[4], const int ks, const int mt) { ldsm_x4(f, sdS + LP::xadd(tdA, mt * 16, ks * 16)); },
-                [&](uint32_t(&f)[4], const int ks, const int dp) {
-                  ldsm_x4_t(f, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
-                });
-          }
+          plain_k_loop<T, BN / 16, kDqUnroll>(
+              acc_q,
+              [&](uint32_t(&f)[4], const int ks, const int mt) { ldsm_x4(f, sdS + LP::xadd(tdA, mt * 16, ks * 16)); },
+              [&](uint32_t(&f)[4], const int ks, const int dp) {
+                ldsm_x4_t(f, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
+              });
           if constexpr (kDqFrag) {
             // The tile's fragment-ordered block: rows past lq add their zeros to their own slots (no predicate).
             float* fp = p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m0) * D +
@@ -909,30 +790,37 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
               }
         }
       };
-      if constexpr (STAGES == 2 && kPipe == 0) {
-        // dQ-first warps (bwd_pds_dq_first: D = 256's default, kernel_options(bwd_sm80_cfg=13) at D = 128): the two
-        // warps of a scheduler (w, w + NWARPS / 2) run phases 2 and 3 in opposite orders, so that while one runs
-        // dK / dV (128 MMAs a warp at D = 128, back to back) the other runs dQ (short k-loops waiting on their loads,
-        // then the atomics), instead of both waiting in the same phase. Two straight paths, not a loop over the
-        // phases (which made D = 256 spill 88 B); not in the PIPE candidates (8-24 B).
-        // kFa2Order: every warp dV, dQ, dK (FlashAttention-2's order: the dQ atomics drain under the dK MMAs).
+      if constexpr (STAGES >= 2) {
+        // dQ-first warps (kPdsLoopFreeDqFirst, and the plain body at D = 128 / 256): the two warps of a scheduler (w,
+        // w + NWARPS / 2) run phases 2 and 3 in opposite orders, so that while one runs dK / dV (128 MMAs a warp at
+        // D = 128, back to back) the other runs dQ (short k-loops waiting on their loads, then the atomics), instead
+        // of both waiting in the same phase. Two straight paths, not a loop over the phases (which made D = 256 spill
+        // 88 B).
         constexpr auto kBoth = std::integral_constant<int, 3>();
-        if constexpr (kFa2Order) {
-          phase_kv(std::integral_constant<int, 1>());
-          phase_dq();
-          phase_kv(std::integral_constant<int, 2>());
-        } else if constexpr (kLoopFree) {
+        if constexpr (kLoopFree) {
+          auto do_copies = [&] {  // (kSplitCopies: tile mb + 2's dO, after dV, the last reader of this tile's dO)
+            if constexpr (kSplitCopies) {
+              if (mb + 2 < mb_end) {
+                const uint32_t ot = opaque(tid);
+                load_q_do_lean(sQ0 + (stage == 0 ? 2 : stage - 1) * kStageBytes, (mb + 2) * BM, ot,
+                               std::integral_constant<int, 2>());
+                cp_async_commit();
+              }
+            }
+          };
           if (kDqFirstBody && warp >= NWARPS / 2) {
             phase_dq();
             phase_kv(std::integral_constant<int, 1>());
+            do_copies();
             phase_kv(std::integral_constant<int, 2>());
           } else {
             phase_kv(std::integral_constant<int, 1>());
+            do_copies();
             phase_kv(std::integral_constant<int, 2>());
             phase_dq();
           }
         } else {
-          const bool dq_first = !kFixedOrder && warp >= NWARPS / 2 && bwd_pds_dq_first<D>(p.bwd_sm80_cfg);
+          const bool dq_first = D != 64 && warp >= NWARPS / 2;
           if (dq_first) {
             phase_dq();
             phase_kv(kBoth);
@@ -948,7 +836,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           const int mn = next_tile(mb) * BM;
           const uint32_t ot = opaque(tid);
           if constexpr (kLeanLoad) {
-            load_q_do_lean(sQ, mn, ot);
+            load_q_do_lean(sQ, mn, ot, std::integral_constant<int, 3>());
           } else {
             load_q_do(sQ, mn, ot);
           }
@@ -957,7 +845,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         phase_dq();
       }
       mb = next_tile(mb);
-      stage ^= (STAGES == 2 ? 1 : 0);
+      if constexpr (kOneBar) {
+        stage = stage == 2 ? 0 : stage + 1;
+      } else {
+        stage ^= (STAGES == 2 ? 1 : 0);
+      }
     } while (mb < tiles_end());
   }
 
@@ -984,43 +876,44 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 }
 
 // The layouts over 99 KB cannot fit sm86 / sm89's per-block limit: in their code the kernel is a trap (the launcher
-// never picks it on compute capability 8.x other than 8.0), which keeps those builds' register report clean.
-template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX>
+// never picks it on compute capability 8.x other than 8.0), which keeps those builds' register report clean; so are
+// the three-stage kernels (kOneBar) in code below sm_90 (their launcher checks the device).
+template <typename T, int D, int STAGES, int NWARPS, int BODY, bool CTX>
 __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   using C = BwdPdsConfig<D, NWARPS>;
-  if constexpr (bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024) {
+  if constexpr (STAGES == 3 ||
+                (__CUDA_ARCH__ != 800 && bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024)) {
     __trap();
   } else {
-    hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX>(p);
+    hstu_bwd_pds_body<T, D, STAGES, NWARPS, BODY, CTX>(p);
   }
 #else
-  hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX>(p);
+  hstu_bwd_pds_body<T, D, STAGES, NWARPS, BODY, CTX>(p);
 #endif
 }
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D, NWARPS>, false>(p);
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D, NWARPS> | kBwdPdsDefaultFlags<D, STAGES, NWARPS>,
+                     false>(p);
 }
-// The same for calls with contexts (num_contexts given, chosen on the host): it skips the query tiles of the context
-// gap (bwd_work_tiles). Only the 8-warp defaults have one (kBwdPdsCtxKernel); the others walk the gap.
-// (The plain body: D = 128's default body with the gap's bookkeeping spilled 12-16 B in sm_90a code.)
+// The same for calls with contexts (num_contexts given, chosen on the host): the plain body, which skips the query
+// tiles of the context gap (bwd_work_tiles). (D = 128's default body with the gap's bookkeeping spilled 12-16 B in
+// sm_90a code.)
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_ctx_kernel(const HstuParams p) {
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0, true>(p);
 }
-template <int D, int NWARPS, int PIPE>
-constexpr bool kBwdPdsCtxKernel = PIPE == 0 && NWARPS == 8;
-// The same with pipelined k-loops (pipelined_k_loop): PIPE 1 dK / dV and dQ (kernel_options(bwd_sm80_cfg=9, 11)),
-// 2 S too (bwd_sm80_cfg=12).
-template <typename T, int D, int STAGES, int NWARPS, int PIPE>
-__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_pipe_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, PIPE, false>(p);
+// Another body than the default's (kernel_options(bwd_sm80_cfg=2): the other loop-free phase order).
+template <typename T, int D, int STAGES, int NWARPS, int BODY>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_body_kernel(const HstuParams p) {
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, BODY, false>(p);
 }
 
-// Launches the kernel (PIPE > 0: the pipelined one) where its shared memory fits max_smem (the device's usable
-// per-block opt-in bytes); else cudaErrorNotSupported (the caller runs the default layout).
-template <typename T, int D, int STAGES, int NWARPS, int PIPE = 0>
+// Launches the kernel (BODY > 0: hstu_bwd_pds_body_kernel with that body; else the default's, or the context kernel
+// for calls with contexts) where its shared memory fits max_smem (the device's usable per-block opt-in bytes); else
+// cudaErrorNotSupported (the caller runs the default layout).
+template <typename T, int D, int STAGES, int NWARPS, int BODY = 0>
 cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t stream) {
   using C = BwdPdsConfig<D, NWARPS>;
   if constexpr (!C::kExists) {
@@ -1028,11 +921,14 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
   } else {
     constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES);
     if (kSmem > max_smem) return cudaErrorNotSupported;
+    if constexpr (STAGES == 3) {  // (kOneBar: calls without contexts; the caller checks for sm_90+)
+      if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+    }
     // Key blocks in gridDim.y (at most 65535): the op refuses max_seqlen_k over 65535 blocks of 64 keys with a
     // message before this (hstu/csrc/ops/hstu_plan.h kBwdSm80MaxSeqlenK, which assumes tiles of 64 keys or more).
     static_assert(C::kBlockN >= kBwdSm80MinBlockN, "kBwdSm80MaxSeqlenK assumes key blocks of at least 64 keys");
     if ((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN > kBwdSm80MaxKeyBlocks) return cudaErrorInvalidConfiguration;
-    // (only the kernel launched is instantiated: fp16 has no pipelined one)
+    // (only the kernel launched is instantiated)
     const auto launch = [&](const auto kernel) {
       if (kSmem > 48 * 1024) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
@@ -1045,10 +941,10 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
       kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
       return cudaGetLastError();
     };
-    if constexpr (PIPE != 0) {
-      return launch(hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS, PIPE>);
+    if constexpr (BODY != 0) {
+      return launch(hstu_bwd_pds_body_kernel<T, D, STAGES, NWARPS, BODY>);
     } else {
-      if constexpr (kBwdPdsCtxKernel<D, NWARPS, PIPE>) {  // (a host pointer test: no device sync)
+      if constexpr (NWARPS == 8 && STAGES != 3) {  // (a host pointer test: no device sync)
         if (p.num_contexts != nullptr) return launch(hstu_bwd_pds_ctx_kernel<T, D, STAGES, NWARPS>);
       }
       return launch(hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>);

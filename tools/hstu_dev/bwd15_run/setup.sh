@@ -55,6 +55,41 @@ ncu_profile() {
   $ncu --import $OUT/$tag.ncu-rep --page raw --csv --print-metric-instances details \
       --metrics sass__inst_executed_per_opcode > $OUT/ncu_opcodes.csv 2>> $OUT/ncu.log
 }
+# bwd20: time_cfgs SECS CFG...: time80.py for the branch's cfgs + FA2 on the shapes of the array SH (time80's --only
+# arguments), then $MAIN's wheel (cfg 0) in its own process for the time left, into $OUT/time.log.
+time_cfgs() {
+  local secs=$1
+  shift
+  PYTHONPATH=/tmp/site_$NAME timeout $secs python3 -P $T80 $NAME --cfgs "$@" --fa2 --reps 5 "${SH[@]}" > $OUT/time.log 2>&1
+  echo "rc $? ($SECONDS s)"
+  PYTHONPATH=/tmp/site_${NAME}_main timeout $(( $(left) > 3 ? $(left) - 1 : 2 )) python3 -P $T80 $MAIN --cfgs 0 \
+      --reps 5 "${SH[@]}" >> $OUT/time.log 2>&1
+  echo "rc $? ($SECONDS s)"
+}
+# bwd20: ncu_sources TAG COUNT SCRIPT_ARGS...: ncu source counters (+ warp states, instruction stats, occupancy) of the
+# first COUNT backward kernels (ours or FA2's) while $C/SCRIPT_ARGS runs with the branch's wheel, within the time left;
+# $OUT/TAG.ncu-rep, ncu_raw.csv, ncu_digest.md, TAG.csv.gz (the SASS source page), src_parts.md (by part, with the
+# pairs the script prints).
+ncu_sources() {
+  local tag=$1 count=$2
+  shift 2
+  local ncu pairs
+  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+  [ $(left) -gt 10 ] || return 0
+  PYTHONPATH=/tmp/site_$NAME timeout $(( $(left) - 6 )) $ncu --clock-control none \
+      -k "regex:hstu_bwd_pds|flash_bwd_dq_dk_dv" -c $count --section SourceCounters --section WarpStateStats \
+      --section InstructionStats --section Occupancy --section LaunchStats \
+      --metrics smsp__inst_executed.sum,gpu__time_duration.sum -o $OUT/$tag -f python3 -P "$@" > $OUT/ncu.log 2>&1
+  echo "rc $? ($SECONDS s)"
+  $ncu --import $OUT/$tag.ncu-rep --print-kernel-base mangled --page raw --csv --print-metric-instances values \
+      > $OUT/ncu_raw.csv 2>> $OUT/ncu.log
+  pairs=$(grep -o "pairs [0-9]*" $OUT/ncu.log | awk '{printf "%s ", $2}')
+  python3 $C/ncu_digest.py $OUT/ncu_raw.csv --pairs ${pairs%% *} > $OUT/ncu_digest.md 2>&1
+  timeout $(( $(left) > 2 ? $(left) - 1 : 1 )) $ncu --import $OUT/$tag.ncu-rep --page source --csv --print-source sass \
+      > $OUT/$tag.csv 2>> $OUT/ncu.log
+  python3 $C/src_parts.py $OUT/$tag.csv --pairs $pairs > $OUT/src_parts.md 2>&1
+  gzip -f $OUT/$tag.csv
+}
 # bwd16: the GPU test files; time_vs_main SECS MAIN_SECS CFG...: time80.py for the branch's cfgs + FA2, then $MAIN's
 # wheel (cfg 0), the causal D = 128 shapes, into $OUT/time.log; ncu_summary: the digest's ncu lines.
 TF=tests/hstu/test_sm80_backward_gpu.py

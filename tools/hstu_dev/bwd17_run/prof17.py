@@ -1,8 +1,10 @@
 """Backwards of the portable HSTU kernel (kernel_options(sm90=False)) and of FlashAttention-2 for ncu (branch bwd17,
-issue 39): bf16 causal B16 H4 D128, one backward per --runs item "S:VAR" (S the length; VAR as time17.py's: 0 the
-default, vN bwd_sm80_variant=N (993224e only), cN bwd_sm80_cfg=N, fa2 torch SDPA flash), in that order:
+issue 39): bf16 causal B16 H4 D128, one backward per --runs item "S:VAR" or "D:S:VAR" (D the head dim, 128 if left
+out (bwd20); S the length; VAR as time17.py's: 0 the default, vN bwd_sm80_variant=N (993224e only), cN
+bwd_sm80_cfg=N, fa2 torch SDPA flash), in that order:
     ncu -k "regex:hstu_bwd_pds|flash_bwd_dq_dk_dv" -c N ... python3 prof17.py --runs 4096:0 16384:0 16384:g2 16384:fa2
-Prints the (64 x 128 query tile, key block) pairs of each run (8 warps a pair)."""
+Prints the (64 x 128 query tile, key block) pairs of each run (8 warps a pair; FA2's D = 64 tile of 128 x 128 is
+counted per the same work)."""
 import argparse
 
 import torch
@@ -14,10 +16,12 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--runs", nargs="+", default=["4096:0"])
 ap.add_argument("--batch", type=int, default=16)
 a = ap.parse_args()
-B, H, D, BM, BN = a.batch, 4, 128, 64, 128
+B, H, BM, BN = a.batch, 4, 64, 128
 dev, dt = "cuda", torch.bfloat16
 for run in a.runs:
-    S, var = int(run.split(":")[0]), run.split(":")[1]
+    fields = run.split(":")
+    D = int(fields[0]) if len(fields) == 3 else 128
+    S, var = int(fields[-2]), fields[-1]
     gen = torch.Generator(device=dev).manual_seed(1)
     if var == "fa2":
         from torch.nn.attention import SDPBackend, sdpa_kernel
