@@ -130,6 +130,46 @@ __device__ __forceinline__ void paged_poison_if_invalid(const HstuParams& p, con
 // the kQB Q buffers, read by the consumers once that buffer's Q has landed; a tile of h = -1 ends the CTA. The K/V
 // pipeline runs on across tiles, so the next tile's Q and first K/V tiles load under the current tile's last GEMMs
 // and epilogue (which stages O in its own Q buffer and then frees it).
+// Before a work-list CTA's griddepcontrol.wait (pk.prewarm, private): lane i touches one address the CTA reads or
+// writes after the wait, so its translation (and the line) is at hand then. No value is used: an L2 prefetch, or a
+// relaxed load whose value is dropped (the previous kernel may still be writing the line; both are legal before
+// the wait). Bit 1: lanes 16-31 also touch the pool at 2 MB strides (the pages the first K / V tiles come from).
+__device__ __forceinline__ void fwd_paged_prewarm(const HstuParams& p, const SchedArgs& sched, const Sm90PagedKV& pk,
+                                                  int lane) {
+  const void* a = nullptr;
+  switch (lane) {
+    case 0: a = sched.count; break;
+    case 1: a = sched.items + 2 * blockIdx.x; break;
+    case 2: a = sched.counters; break;
+    case 3: a = sched.parts; break;
+    case 4: a = pk.page_ids; break;
+    case 5: a = pk.page_offsets; break;
+    case 6: a = pk.cached_lens; break;
+    case 7: a = pk.status; break;
+    case 8: a = p.cu_seqlens_q; break;
+    case 9: a = p.cu_seqlens_k; break;
+    case 10: a = p.num_targets; break;
+    case 11: a = p.num_contexts; break;
+    case 12: a = p.q; break;
+    case 13: a = p.k; break;
+    case 14: a = p.v; break;
+    case 15: a = p.out; break;
+    default:
+      if ((pk.prewarm & 2) != 0) {
+        const int64_t bytes = int64_t{pk.num_pages} << (pk.page_shift + 1);  // rows; times the row size below
+        const int64_t off = int64_t{lane - 16} << 21;
+        if (off < bytes * p.heads * p.head_dim * 2) a = static_cast<const char*>(pk.pool) + off;
+      }
+  }
+  if (a == nullptr) return;
+  if ((pk.prewarm & 4) != 0) {
+    int v;
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(a) : "memory");
+  } else {
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a));
+  }
+}
+
 template <typename T, int D, class Config, bool kRab, bool kSched>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
@@ -192,6 +232,8 @@ __global__ void __launch_bounds__(384, 1)
       if constexpr (!kSched) {
         griddep_wait();
         griddep_launch_dependents();
+      } else {
+        if (pk.prewarm != 0 && threadIdx.x < 32) fwd_paged_prewarm(p, sched, pk, threadIdx.x);
       }
     }
   }
