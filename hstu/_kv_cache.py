@@ -286,7 +286,8 @@ class KVCacheManager:
         self._split_arrive = True
         self._begin_early = True
         # Private (comparisons, 0 by default): the Hopper paged forward's pre-wait address touches in the step's
-        # first layer (_paged._prewarm_on: 1 prefetches, + 2 the pool's pages, + 4 loads; + 8 every layer).
+        # first layer (_paged._prewarm_on: 1 prefetches, + 2 the pool's pages, + 4 loads, + 8 the split partials'
+        # pages; + 16 every layer).
         self._prewarm = 0
         self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)

@@ -248,8 +248,8 @@ _call_state = threading.local()  # this thread's private settings of the paged c
 # hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanReadyWord: the plan op's, for a layout whose cu_seqlens_k carries
 # begin_step's ready word (PagedLayout.lengths_ready; KVCacheManager._plan_ready, on by default under pdl).
 _PLAN_READY_WORD = 1 << 43
-# Private (comparisons): Sm90PagedKV::prewarm in bits 44-46 of the paged op's options (hstu_ops.cc): with pdl, the
-# work-list CTAs touch the translations of the step's small tensors before their griddepcontrol.wait.
+# Private (comparisons): Sm90PagedKV::prewarm in bits 44-47 of the paged op's options (hstu_ops.cc): with pdl, the
+# work-list CTAs touch the addresses of the step's small tensors before their griddepcontrol.wait.
 _PAGED_PREWARM_SHIFT = 44
 
 
@@ -273,8 +273,8 @@ def _split_arrive_on():
 def _prewarm_on(bits: int):
     """Calls made inside (in this thread) that run the Hopper paged forward under pdl get Sm90PagedKV::prewarm =
     bits (1: L2 prefetches of the step's small tensors before the wait, + 2: the pool's 2 MB pages too, + 4:
-    relaxed loads instead of prefetches; private, KVCacheManager._prewarm)."""
-    return _call_setting("prewarm", bits & 7)
+    relaxed loads instead of prefetches, + 8: the split partials' pages; private, KVCacheManager._prewarm)."""
+    return _call_setting("prewarm", bits & 15)
 
 
 def _ready_word_follows(layout: PagedLayout, cu_k: torch.Tensor) -> bool:

@@ -463,7 +463,8 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early"])
+@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early", "prewarm", "prewarm_pool",
+                                     "prewarm_parts", "prewarm_loads", "prewarm_all", "pack"])
 def test_step_variants_bitwise_plain(variant, graph):
     # The serving step's switches: KVCacheManager._plan_ready (begin_step publishes the key offsets early and the
     # step plan's block spins on its ready word instead of waiting for begin_step's end, then exits on begin_step's
@@ -484,7 +485,13 @@ def test_step_variants_bitwise_plain(variant, graph):
     plain._plan_ready, plain._split_arrive = False, False
     # (_plan_ready, _split_arrive, _begin_early)
     settings = {"plan_ready": (True, False, False), "split_arrive": (False, True, False), "early": (True, False, True)}
-    if variant != "default":
+    # the pre-wait address touches (KVCacheManager._prewarm: first layer; + 16 every layer) and the packed tables
+    prewarm = {"prewarm": 1, "prewarm_pool": 3, "prewarm_parts": 9, "prewarm_loads": 7, "prewarm_all": 31}
+    if variant in prewarm:
+        pre._prewarm = prewarm[variant]
+    elif variant == "pack":
+        pre._pack_state()
+    elif variant != "default":
         pre._plan_ready, pre._split_arrive, pre._begin_early = settings[variant]
     else:
         assert pre._plan_ready and pre._split_arrive and pre._begin_early

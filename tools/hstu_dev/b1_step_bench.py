@@ -19,6 +19,11 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   main17        _begin_early = False (main d901835's step; its warm plan CTA, measured no gain, was removed)
   one_append    cached_setup(one_append=True): every layer's K / V appended by one launch after the last layer
                 (CachedHSTUStack's form; --bench-step only)
+  pw1 .. pw31   KVCacheManager._prewarm = N: the first layer's CTAs touch the step's small tensors' addresses
+                before their griddepcontrol.wait (1 L2 prefetches, + 2 the pool's 2 MB pages, + 4 relaxed loads
+                instead of prefetches, + 8 the split partials' 2 MB pages, + 16 every layer's CTAs)
+  pack          KVCacheManager._pack_state(): the slot tables, free stack, clock and flags in one allocation
+  pack_pw3 / pack_pw7  both
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
                 pool (hit and miss property "streaming": the K / V lines evicted first, so that the step's small
                 tables, inputs and code may stay in the L2 across replays); a diagnostic, set through the CUDA runtime
@@ -45,7 +50,13 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "plan_ready": {"_plan_ready": True, "_split_arrive": False, "_begin_early": False},
             "split_arrive": {"_plan_ready": False, "_split_arrive": True},
             "no_early": {"_begin_early": False}, "main17": {"_begin_early": False},
-            "one_append": {}}
+            "one_append": {},
+            # pre-wait address touches of the first layer (KVCacheManager._prewarm: 1 L2 prefetches of the step's
+            # small tensors, + 2 the pool's 2 MB pages, + 4 relaxed loads instead, + 8 the split partials' pages,
+            # + 16 every layer); pack: the slot tables in one allocation (KVCacheManager._pack_state())
+            **{f"pw{n}": {"_prewarm": n} for n in (1, 3, 5, 7, 9, 11, 15, 17, 27, 31)},
+            "pack": {"_pack_state": "call"},
+            "pack_pw3": {"_pack_state": "call", "_prewarm": 3}, "pack_pw7": {"_pack_state": "call", "_prewarm": 7}}
 
 
 def variant_setup(hi, sh, var: str, dev, dt):
@@ -58,7 +69,10 @@ def variant_setup(hi, sh, var: str, dev, dt):
     if any(not hasattr(made[0], a) for a in attrs):
         return None
     for a, val in attrs.items():
-        setattr(made[0], a, val)
+        if val == "call":
+            getattr(made[0], a)()
+        else:
+            setattr(made[0], a, val)
     return made
 
 

@@ -775,8 +775,8 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
                       double scaling_seqlen, int64_t options, std::optional<Tensor> plan) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   const bool split_arrive = (options & kOptPagedSplitArrive) != 0;  // (hstu/_paged.py's own bit)
-  // hstu/_paged.py's private bits 44-46: Sm90PagedKV::prewarm bits 0-2 (comparisons; nothing by default).
-  constexpr int64_t kOptPagedPrewarmMask = int64_t{7} << 44;
+  // hstu/_paged.py's private bits 44-47: Sm90PagedKV::prewarm (comparisons; nothing by default).
+  constexpr int64_t kOptPagedPrewarmMask = int64_t{15} << 44;
   const int prewarm = static_cast<int>((options & kOptPagedPrewarmMask) >> 44);
   options &= ~(kOptPagedSplitArrive | kOptPagedPrewarmMask);
   HstuParams p = call_params(options, q, k_new, v_new, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,

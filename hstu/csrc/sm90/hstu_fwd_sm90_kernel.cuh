@@ -130,14 +130,21 @@ __device__ __forceinline__ void paged_poison_if_invalid(const HstuParams& p, con
 // the kQB Q buffers, read by the consumers once that buffer's Q has landed; a tile of h = -1 ends the CTA. The K/V
 // pipeline runs on across tiles, so the next tile's Q and first K/V tiles load under the current tile's last GEMMs
 // and epilogue (which stages O in its own Q buffer and then frees it).
-// Before a work-list CTA's griddepcontrol.wait (pk.prewarm, private): lane i touches one address the CTA reads or
-// writes after the wait, so its translation (and the line) is at hand then. No value is used: an L2 prefetch, or a
-// relaxed load whose value is dropped (the previous kernel may still be writing the line; both are legal before
-// the wait). Bit 1: lanes 16-31 also touch the pool at 2 MB strides (the pages the first K / V tiles come from).
+// Before a work-list CTA's griddepcontrol.wait (pk.prewarm, private): lane i of warp 0 touches one address the CTA
+// reads or writes after the wait, so its translation (and the line) is at hand then. No value is used: an L2
+// prefetch, or with bit 4 a relaxed load whose value is dropped (the previous kernel may still be writing the line;
+// both are legal before the wait). Bit 2: lanes 16-31 also touch the pool at 2 MB strides (the pages the K / V
+// tiles come from); bit 8: warp 1 the split partials' region at 2 MB strides (the split sum's reads and stores).
 __device__ __forceinline__ void fwd_paged_prewarm(const HstuParams& p, const SchedArgs& sched, const Sm90PagedKV& pk,
-                                                  int lane) {
+                                                  int tid) {
   const void* a = nullptr;
-  switch (lane) {
+  const int lane = tid;
+  if (tid >= 32) {
+    const int64_t off = int64_t{tid - 32} << 21;
+    if (sched.parts != nullptr && off < int64_t{sched.max_parts} * p.head_dim * 128 * 4) {
+      a = reinterpret_cast<const char*>(sched.parts) + off;  // (BM x D fp32 per partial)
+    }
+  } else switch (lane) {
     case 0: a = sched.count; break;
     case 1: a = sched.items + 2 * blockIdx.x; break;
     case 2: a = sched.counters; break;
@@ -156,9 +163,9 @@ __device__ __forceinline__ void fwd_paged_prewarm(const HstuParams& p, const Sch
     case 15: a = p.out; break;
     default:
       if ((pk.prewarm & 2) != 0) {
-        const int64_t bytes = int64_t{pk.num_pages} << (pk.page_shift + 1);  // rows; times the row size below
+        const int64_t rows = int64_t{pk.num_pages} << (pk.page_shift + 1);
         const int64_t off = int64_t{lane - 16} << 21;
-        if (off < bytes * p.heads * p.head_dim * 2) a = static_cast<const char*>(pk.pool) + off;
+        if (off < rows * p.heads * p.head_dim * 2) a = static_cast<const char*>(pk.pool) + off;
       }
   }
   if (a == nullptr) return;
@@ -189,7 +196,8 @@ __global__ void __launch_bounds__(384, 1)
   // Phase stamps (fwd_trace_put): 0 start, 1 item read, 2 barriers set up, 3 Q issued, 4 first K / V issued, 5 all
   // issued, 6 consumers started, 7 Q landed, 8 first K landed, 9 first tile's P ready, 10 main loop done, 11-13 the
   // split sum (hstu_fwd_sm90_split.cuh), 14 end; 15 info (SM | tiles << 8 | head << 24), 16 / 18 clock64 at 0 / 10,
-  // 17 b | m_block << 16 | t_lo << 32 | t_hi << 48 (the chunk's visited tiles).
+  // 17 b | m_block << 16 | t_lo << 32 | t_hi << 48 (the chunk's visited tiles), 19 the first cached tile's
+  // page-table entry loaded (before its TMA issue).
   // (the paged kernels only: not with rab, whose D = 64 work-list kernel spilled with the stamps)
   constexpr bool kTrace = kSched && !kRab && D <= 128;
   unsigned long long* const trace = kTrace ? pk.trace : nullptr;
@@ -233,7 +241,9 @@ __global__ void __launch_bounds__(384, 1)
         griddep_wait();
         griddep_launch_dependents();
       } else {
-        if (pk.prewarm != 0 && threadIdx.x < 32) fwd_paged_prewarm(p, sched, pk, threadIdx.x);
+        if (pk.prewarm != 0 && threadIdx.x < ((pk.prewarm & 8) != 0 ? 64 : 32)) {
+          fwd_paged_prewarm(p, sched, pk, threadIdx.x);
+        }
       }
     }
   }
@@ -352,6 +362,10 @@ __global__ void __launch_bounds__(384, 1)
                 row = (page << (pk.page_shift + 1)) + (j & ps_mask);
               }
               if (tid == 0) {
+                if (i == 0 && trace != nullptr) {
+                  asm volatile("" ::"r"(row));  // (the stamp after the page-table entry's load has returned)
+                  fwd_trace_put(trace, 19, fwd_now());
+                }
                 mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
                 mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
               }

@@ -40,10 +40,11 @@ struct Sm90PagedKV {
   // 1: a split unit's chunks that sum together arrive in one round trip where they can (fwd_split_reduce's quick
   // arrival; hstu/csrc/ops/hstu_plan.h kOptPagedSplitArrive, set by KVCacheManager's serving step by default).
   int split_arrive = 0;
-  // Private (comparisons; hstu/csrc/ops/hstu_ops.cc kOptPagedPrewarm*, bits 44-46 of the op's options): with pdl,
-  // the work-list CTAs touch the address translations of the step's small tensors (work list, lengths, page table,
-  // split workspace, q / k / v / out; bit 1 also the pool's 2 MB pages) before their griddepcontrol.wait; bit 2: by
-  // relaxed loads whose values are dropped instead of L2 prefetches. 0: nothing.
+  // Private (comparisons; bits 44-47 of the paged op's options, hstu/csrc/ops/hstu_ops.cc): with pdl, the
+  // work-list CTAs touch the addresses of the step's small tensors (work list, lengths, page table, split
+  // workspace, q / k / v / out) before their griddepcontrol.wait (hstu_fwd_sm90_kernel.cuh fwd_paged_prewarm);
+  // + 2 the pool's 2 MB pages, + 4 relaxed loads whose values are dropped instead of L2 prefetches, + 8 the split
+  // partials' 2 MB pages. 0: nothing.
   int prewarm = 0;
   // Diagnostics (kernel_options(fwd_trace=True)): the work-list CTAs write %globaltimer at their phases into
   // trace[blockIdx.x * kFwdTraceSlots + slot] (CTAs below kFwdTraceCtas; hstu_fwd_sm90_kernel.cuh fwd_stamp), read
