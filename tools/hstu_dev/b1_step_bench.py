@@ -116,6 +116,17 @@ def _l2_streaming_graph(fn, pool: torch.Tensor):
     return g
 
 
+def b1_variant(hi, var: str, dev, dt):
+    """variant_setup of the NVIDIA batch-1 shape plus the step's num_targets, or None (variant not in the wheel):
+    (shape, cache, restore, (users, cu_q, app, q, k, v), num_targets)."""
+    sh = hi.SHAPES["nvidia_b1"]
+    made = variant_setup(hi, sh, var, dev, dt)
+    if made is None:
+        return None
+    cache, _, restore, inputs = made
+    return sh, cache, restore, inputs, torch.full((sh.batch,), sh.candidates, dtype=torch.int32, device=dev)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--label", default="?")

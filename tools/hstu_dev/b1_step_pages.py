@@ -53,31 +53,30 @@ def pages_of(t: torch.Tensor):
     return set(range(lo >> 21, (hi >> 21) + 1))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--label", default="?")
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="the 2 MB pages of the batch-1 step's head and first layer")
     ap.add_argument("--variants", default="default")
-    args = ap.parse_args()
-    if not torch.cuda.is_available():
+    ap.add_argument("--label", default="?")
+    args = ap.parse_args(argv)
+    if torch.cuda.is_available():
+        import hstu_inference as hi
+        from b1_step_bench import b1_variant
+        from bench_util import capture_graph
+
+        import hstu_attn
+    else:
         print("b1_step_pages: no CUDA GPU, skipped")
         return 0
-    import hstu_inference as hi
-    from b1_step_bench import variant_setup
-    from bench_util import capture_graph
 
-    import hstu_attn
-
-    dev, dt = torch.device("cuda"), torch.bfloat16
-    sh = hi.SHAPES["nvidia_b1"]
+    dev = torch.device("cuda")
     print("| wheel | variant | set | tensors | distinct 2 MB pages | pages |")
     print("|---|---|---|---|---|---|")
     for var in args.variants.split(","):
-        made = variant_setup(hi, sh, var, dev, dt)
-        if made is None:
+        case = b1_variant(hi, var, dev, torch.bfloat16)
+        if case is None:
             continue
-        cache, _, restore, (users, cu_q, app, q, k, v) = made
+        sh, cache, restore, (users, cu_q, app, q, k, v), tgt = case
         B = sh.batch
-        tgt = torch.full((B,), sh.candidates, dtype=torch.int32, device=dev)
         seen = {}
 
         def step():
