@@ -286,8 +286,8 @@ class KVCacheManager:
         self._split_arrive = True
         self._begin_early = True
         # Private (comparisons, 0 by default): the Hopper paged forward's pre-wait address touches in the step's
-        # first layer (_paged._prewarm_on: 1 prefetches, + 2 the pool's pages, + 4 loads, + 8 the split partials'
-        # pages; + 16 every layer).
+        # first layer (_paged._prewarm_on: 1 the step's small tensors, 2 the pool's pages by TMA, 8 the split
+        # partials' pages, 4 the first cached tile by cp.async; + 16 every layer).
         self._prewarm = 0
         self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
@@ -301,24 +301,6 @@ class KVCacheManager:
                 if not isinstance(val, int) or isinstance(val, bool) or val < 1:
                     _err(name, "an int >= 1", val)
             self.offload = HostTier(self, offload_pages, offload_users or offload_pages, per_step)
-
-    def _pack_state(self) -> None:
-        """Private (comparisons): the user table, the free-page stack, the clock and the error flags moved into one
-        allocation (the same values), so that begin_step touches a few 2 MB pages of it instead of one per tensor."""
-        names = ("slot_user", "slot_valid", "slot_len", "slot_pages", "last_used", "free_pages", "free_count", "clock",
-                 "error_flags")
-        tabs = [getattr(self, n) for n in names]
-        offs, n = [], 0
-        for t in tabs:
-            offs.append(n)
-            n += (t.numel() * t.element_size() + 255) // 256 * 256
-        buf = torch.empty(n, dtype=torch.uint8, device=self.device)
-        for name, t, o in zip(names, tabs, offs):
-            nb = t.numel() * t.element_size()
-            view = buf.narrow(0, o, nb).view(t.dtype).view(t.shape)
-            view.copy_(t)
-            setattr(self, name, view)
-        self._state_buffer = buf
 
     # ------------------------------------------------------------------------------------------ public API
     def layer_cache(self, layer: int) -> torch.Tensor:

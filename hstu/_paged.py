@@ -272,8 +272,9 @@ def _split_arrive_on():
 
 def _prewarm_on(bits: int):
     """Calls made inside (in this thread) that run the Hopper paged forward under pdl get Sm90PagedKV::prewarm =
-    bits (1: L2 prefetches of the step's small tensors before the wait, + 2: the pool's 2 MB pages too, + 4:
-    relaxed loads instead of prefetches, + 8: the split partials' pages; private, KVCacheManager._prewarm)."""
+    bits (L2 prefetches before the wait: 1 the step's small tensors, 2 the pool's 2 MB pages by TMA prefetches
+    through its tensor map, 8 the split partials' pages; 4 the first cached tile by cp.async instead of TMA;
+    private, KVCacheManager._prewarm)."""
     return _call_setting("prewarm", bits & 15)
 
 

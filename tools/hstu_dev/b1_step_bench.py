@@ -19,11 +19,11 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   main17        _begin_early = False (main d901835's step; its warm plan CTA, measured no gain, was removed)
   one_append    cached_setup(one_append=True): every layer's K / V appended by one launch after the last layer
                 (CachedHSTUStack's form; --bench-step only)
-  pw1 .. pw31   KVCacheManager._prewarm = N: the first layer's CTAs touch the step's small tensors' addresses
-                before their griddepcontrol.wait (1 L2 prefetches, + 2 the pool's 2 MB pages, + 4 relaxed loads
-                instead of prefetches, + 8 the split partials' 2 MB pages, + 16 every layer's CTAs)
-  pack          KVCacheManager._pack_state(): the slot tables, free stack, clock and flags in one allocation
-  pack_pw3 / pack_pw7  both
+  pw1 .. pw27   KVCacheManager._prewarm = N: the first layer's CTAs touch addresses before their
+                griddepcontrol.wait (L2 prefetches: 1 the step's small tensors, 2 the pool's 2 MB pages through its
+                tensor map, 8 the split partials' 2 MB pages; 4: the first cached tile by cp.async instead of TMA;
+                + 16 every layer's CTAs)
+  same1 .. same5  the default under other names (to match another process's variant count)
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
                 pool (hit and miss property "streaming": the K / V lines evicted first, so that the step's small
                 tables, inputs and code may stay in the L2 across replays); a diagnostic, set through the CUDA runtime
@@ -51,12 +51,12 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "split_arrive": {"_plan_ready": False, "_split_arrive": True},
             "no_early": {"_begin_early": False}, "main17": {"_begin_early": False},
             "one_append": {},
-            # pre-wait address touches of the first layer (KVCacheManager._prewarm: 1 L2 prefetches of the step's
-            # small tensors, + 2 the pool's 2 MB pages, + 4 relaxed loads instead, + 8 the split partials' pages,
-            # + 16 every layer); pack: the slot tables in one allocation (KVCacheManager._pack_state())
-            **{f"pw{n}": {"_prewarm": n} for n in (1, 3, 5, 7, 9, 11, 15, 17, 27, 31)},
-            "pack": {"_pack_state": "call"},
-            "pack_pw3": {"_pack_state": "call", "_prewarm": 3}, "pack_pw7": {"_pack_state": "call", "_prewarm": 7}}
+            # pre-wait address touches of the first layer (KVCacheManager._prewarm: 1 the step's small tensors, 2 the
+            # pool's 2 MB pages by TMA prefetches, 8 the split partials' pages; 4 its first cached tile by cp.async;
+            # + 16 every layer)
+            **{f"pw{n}": {"_prewarm": n} for n in (1, 2, 3, 4, 5, 6, 8, 9, 11, 15, 18, 20, 27)},
+            # the default again, under another name (a process's variant count matched with another's)
+            **{f"same{n}": {"_split_arrive": True} for n in range(1, 6)}}
 
 
 def variant_setup(hi, sh, var: str, dev, dt):
@@ -69,10 +69,7 @@ def variant_setup(hi, sh, var: str, dev, dt):
     if any(not hasattr(made[0], a) for a in attrs):
         return None
     for a, val in attrs.items():
-        if val == "call":
-            getattr(made[0], a)()
-        else:
-            setattr(made[0], a, val)
+        setattr(made[0], a, val)
     return made
 
 

@@ -5,7 +5,7 @@ the first layer's small tensors (the step plan, the page table, q / k / v, the o
 (those of the user's cache pages). Prints each set's distinct pages and the pages they share, per
 KVCacheManager variant (b1_step_bench.py's names).
 
-    python tools/hstu_dev/b1_step_pages.py --variants default,pack
+    python tools/hstu_dev/b1_step_pages.py --variants default
 """
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
                 o = hstu_attn.cached_hstu_attention(cache, s, l, q[l], k[l], v[l], sh.new, num_targets=tgt,
                                                     scaling_seqlen=float(sh.history + sh.candidates))
                 if l == 0:
-                    seen["layer0"] = [("plan", x) for x in tensors_of(s.layout.kernel_plans, "plan")] + [
+                    seen["layer0"] = tensors_of(s.layout.kernel_plans, "plan") + [
                         ("page_offsets", s.page_offsets), ("page_ids", s.page_ids), ("cached_lens", s.cached_lens),
                         ("cu_k", s.layout.cu_seqlens_k), ("tgt", tgt), ("q", q[0]), ("k", k[0]), ("v", v[0]),
                         ("out", o)]

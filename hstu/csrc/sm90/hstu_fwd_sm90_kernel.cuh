@@ -130,51 +130,56 @@ __device__ __forceinline__ void paged_poison_if_invalid(const HstuParams& p, con
 // the kQB Q buffers, read by the consumers once that buffer's Q has landed; a tile of h = -1 ends the CTA. The K/V
 // pipeline runs on across tiles, so the next tile's Q and first K/V tiles load under the current tile's last GEMMs
 // and epilogue (which stages O in its own Q buffer and then frees it).
-// Before a work-list CTA's griddepcontrol.wait (pk.prewarm, private): lane i of warp 0 touches one address the CTA
-// reads or writes after the wait, so its translation (and the line) is at hand then. No value is used: an L2
-// prefetch, or with bit 4 a relaxed load whose value is dropped (the previous kernel may still be writing the line;
-// both are legal before the wait). Bit 2: lanes 16-31 also touch the pool at 2 MB strides (the pages the K / V
-// tiles come from); bit 8: warp 1 the split partials' region at 2 MB strides (the split sum's reads and stores).
+// Before a work-list CTA's griddepcontrol.wait (pk.prewarm, private): addresses the CTA reads or writes after the
+// wait are touched, so that their translations (and lines) are at hand then. No value is read (L2 prefetches,
+// legal while the kernel before still writes the lines). Bit 1: lane i of warp 0 one of the step's small tensors;
+// bit 2: lane i of warp 1 the pool's 2 MB page i through the pool's tensor map (a TMA prefetch of one box: the
+// translation on the TMA's path, which the K / V tiles take); bit 8: lane i of warp 2 the split partials' 2 MB page i.
+// (Bit 4 is the producer's: the first tile of cached keys copied by cp.async instead of TMA.)
 __device__ __forceinline__ void fwd_paged_prewarm(const HstuParams& p, const SchedArgs& sched, const Sm90PagedKV& pk,
-                                                  int tid) {
+                                                  const CUtensorMap* tm_pool, int tid) {
+  const int warp = tid / 32, lane = tid % 32;
   const void* a = nullptr;
-  const int lane = tid;
-  if (tid >= 32) {
-    const int64_t off = int64_t{tid - 32} << 21;
-    if (sched.parts != nullptr && off < int64_t{sched.max_parts} * p.head_dim * 128 * 4) {
+  if (warp == 1) {
+    if ((pk.prewarm & 2) != 0) {
+      const int64_t rows = int64_t{pk.num_pages} << (pk.page_shift + 1);
+      const int64_t row = (int64_t{lane} << 21) / (int64_t{p.heads} * p.head_dim * 2);  // (2-byte elements)
+      if (row < rows) {
+        asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n" ::"l"(
+                         reinterpret_cast<uint64_t>(tm_pool)),
+                     "r"(0), "r"(0), "r"(static_cast<int>(row))
+                     : "memory");
+      }
+    }
+    return;
+  }
+  if (warp == 2) {
+    const int64_t off = int64_t{lane} << 21;
+    if ((pk.prewarm & 8) != 0 && sched.parts != nullptr && off < int64_t{sched.max_parts} * p.head_dim * 128 * 4) {
       a = reinterpret_cast<const char*>(sched.parts) + off;  // (BM x D fp32 per partial)
     }
-  } else switch (lane) {
-    case 0: a = sched.count; break;
-    case 1: a = sched.items + 2 * blockIdx.x; break;
-    case 2: a = sched.counters; break;
-    case 3: a = sched.parts; break;
-    case 4: a = pk.page_ids; break;
-    case 5: a = pk.page_offsets; break;
-    case 6: a = pk.cached_lens; break;
-    case 7: a = pk.status; break;
-    case 8: a = p.cu_seqlens_q; break;
-    case 9: a = p.cu_seqlens_k; break;
-    case 10: a = p.num_targets; break;
-    case 11: a = p.num_contexts; break;
-    case 12: a = p.q; break;
-    case 13: a = p.k; break;
-    case 14: a = p.v; break;
-    case 15: a = p.out; break;
-    default:
-      if ((pk.prewarm & 2) != 0) {
-        const int64_t rows = int64_t{pk.num_pages} << (pk.page_shift + 1);
-        const int64_t off = int64_t{lane - 16} << 21;
-        if (off < rows * p.heads * p.head_dim * 2) a = static_cast<const char*>(pk.pool) + off;
-      }
+  } else if ((pk.prewarm & 1) != 0) {
+    switch (lane) {
+      case 0: a = sched.count; break;
+      case 1: a = sched.items + 2 * blockIdx.x; break;
+      case 2: a = sched.counters; break;
+      case 3: a = sched.parts; break;
+      case 4: a = pk.page_ids; break;
+      case 5: a = pk.page_offsets; break;
+      case 6: a = pk.cached_lens; break;
+      case 7: a = pk.status; break;
+      case 8: a = p.cu_seqlens_q; break;
+      case 9: a = p.cu_seqlens_k; break;
+      case 10: a = p.num_targets; break;
+      case 11: a = p.num_contexts; break;
+      case 12: a = p.q; break;
+      case 13: a = p.k; break;
+      case 14: a = p.v; break;
+      case 15: a = p.out; break;
+      default: break;
+    }
   }
-  if (a == nullptr) return;
-  if ((pk.prewarm & 4) != 0) {
-    int v;
-    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(a) : "memory");
-  } else {
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a));
-  }
+  if (a != nullptr) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a));
 }
 
 template <typename T, int D, class Config, bool kRab, bool kSched>
@@ -241,9 +246,7 @@ __global__ void __launch_bounds__(384, 1)
         griddep_wait();
         griddep_launch_dependents();
       } else {
-        if (pk.prewarm != 0 && threadIdx.x < ((pk.prewarm & 8) != 0 ? 64 : 32)) {
-          fwd_paged_prewarm(p, sched, pk, threadIdx.x);
-        }
+        if (pk.prewarm != 0 && threadIdx.x < 96) fwd_paged_prewarm(p, sched, pk, &tm_pool, threadIdx.x);
       }
     }
   }
@@ -348,7 +351,8 @@ __global__ void __launch_bounds__(384, 1)
           mbar_wait(bar_empty_k(s), ph ^ 1);
           mbar_wait(bar_empty_v(s), ph ^ 1);
           const int j0 = fwd_kv_tile(nb_end, gap_end, gap_len, i) * BN;
-          if (j0 + BN <= cached || j0 >= cached) {
+          // (prewarm bit 4, private: the first tile of cached keys by the cp.async path below instead of TMA)
+          if ((j0 + BN <= cached && (i != 0 || (pk.prewarm & 4) == 0)) || j0 >= cached) {
             // A tile of cached keys only (BN / box whole page segments) or of new tokens only: TMA loads issued by
             // lane 0 of warp 0 (its lanes look the pages up), the other 127 threads arrive.
             if (tid < 32) {
