@@ -16,7 +16,7 @@ import torch
 
 from . import _ops
 from ._kv_cache import CacheStep, KVCacheManager
-from ._paged import _prewarm_on, _split_arrive_on, hstu_attn_paged_func, paged_kv_layout
+from ._paged import _split_arrive_on, hstu_attn_paged_func, paged_kv_layout
 
 __all__ = ["cached_hstu_attention", "PagedHSTUAttention", "CachedHSTUStack"]
 
@@ -73,11 +73,7 @@ def cached_hstu_attention(
     pdl = getattr(cache, "pdl", False) and q.is_cuda and not torch.compiler.is_compiling()
     # cache._split_arrive (on by default): the paged forward's split sum with the quick arrival.
     arrive = _split_arrive_on() if getattr(cache, "_split_arrive", False) else contextlib.nullcontext()
-    # cache._prewarm (private, 0 by default): the first layer's (+ 16: every layer's) pre-wait address touches.
-    pw = getattr(cache, "_prewarm", 0)
-    pw = pw if pw and (layer_idx == 0 or pw & 16) else 0
-    warm = _prewarm_on(pw) if pw else contextlib.nullcontext()
-    with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext(), arrive, warm:
+    with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext(), arrive:
         side = _append_stream(cache, k) if append else None
         if side is not None:
             main = torch.cuda.current_stream(k.device)

@@ -285,10 +285,6 @@ class KVCacheManager:
         self._plan_ready = True
         self._split_arrive = True
         self._begin_early = True
-        # Private (comparisons, 0 by default): the Hopper paged forward's pre-wait address touches in the step's
-        # first layer (_paged._prewarm_on: 1 the step's small tensors, 2 the pool's pages by TMA, 8 the split
-        # partials' pages, 4 the first cached tile by cp.async; + 16 every layer).
-        self._prewarm = 0
         self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None

@@ -248,9 +248,6 @@ _call_state = threading.local()  # this thread's private settings of the paged c
 # hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanReadyWord: the plan op's, for a layout whose cu_seqlens_k carries
 # begin_step's ready word (PagedLayout.lengths_ready; KVCacheManager._plan_ready, on by default under pdl).
 _PLAN_READY_WORD = 1 << 43
-# Private (comparisons): Sm90PagedKV::prewarm in bits 44-47 of the paged op's options (hstu_ops.cc): with pdl, the
-# work-list CTAs touch the addresses of the step's small tensors before their griddepcontrol.wait.
-_PAGED_PREWARM_SHIFT = 44
 
 
 @contextlib.contextmanager
@@ -268,14 +265,6 @@ def _split_arrive_on():
     """Calls made inside (in this thread) that run the Hopper paged forward sum its split tiles with the quick
     arrival (cached_hstu_attention with KVCacheManager._split_arrive, on by default)."""
     return _call_setting("split_arrive", True)
-
-
-def _prewarm_on(bits: int):
-    """Calls made inside (in this thread) that run the Hopper paged forward under pdl get Sm90PagedKV::prewarm =
-    bits (L2 prefetches before the wait: 1 the step's small tensors, 2 the pool's 2 MB pages by TMA prefetches
-    through its tensor map, 8 the split partials' pages; 4 the first cached tile by cp.async instead of TMA;
-    private, KVCacheManager._prewarm)."""
-    return _call_setting("prewarm", bits & 15)
 
 
 def _ready_word_follows(layout: PagedLayout, cu_k: torch.Tensor) -> bool:
@@ -384,9 +373,6 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
                                                              num_contexts is None, num_targets is None))
     if getattr(_call_state, "split_arrive", None):
         op_options = options | _PAGED_SPLIT_ARRIVE
-    prewarm = getattr(_call_state, "prewarm", None)
-    if prewarm and options & _ops.OPTION_BITS["pdl"]:
-        op_options |= prewarm << _PAGED_PREWARM_SHIFT
     out = torch.ops.hstu_attn.paged_fwd_sm90(
         q, k_new, v_new, cu_q, cu_k, kv_cache, page_offsets.contiguous(), page_ids.contiguous(),
         layout.cached_lens.contiguous(), layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,

@@ -26,7 +26,7 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
     if os.path.isdir(_d):
         sys.path.insert(0, _d)
 
-PHASES = [(3, "Q issued"), (19, "K0 entry"), (4, "K0 issued"), (7, "Q landed"), (8, "K0 landed"), (9, "P0 ready"), (10, "loop done"), (11, "part stored"),
+PHASES = [(3, "Q issued"), (4, "K0 issued"), (7, "Q landed"), (8, "K0 landed"), (9, "P0 ready"), (10, "loop done"), (11, "part stored"),
           (12, "mode known"), (13, "sum done"), (14, "end")]
 
 

@@ -19,11 +19,9 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   main17        _begin_early = False (main d901835's step; its warm plan CTA, measured no gain, was removed)
   one_append    cached_setup(one_append=True): every layer's K / V appended by one launch after the last layer
                 (CachedHSTUStack's form; --bench-step only)
-  pw1 .. pw27   KVCacheManager._prewarm = N: the first layer's CTAs touch addresses before their
-                griddepcontrol.wait (L2 prefetches: 1 the step's small tensors, 2 the pool's 2 MB pages through its
-                tensor map, 8 the split partials' 2 MB pages; 4: the first cached tile by cp.async instead of TMA;
-                + 16 every layer's CTAs)
-  same1 .. same5  the default under other names (to match another process's variant count)
+  same1 .. same5  the default under other names: compare wheels in processes with the same number of variants
+                (a process's later variants measured up to ~1 us slower than its first: docs/hstu_inference.md,
+                "The first layer's address translations")
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
                 pool (hit and miss property "streaming": the K / V lines evicted first, so that the step's small
                 tables, inputs and code may stay in the L2 across replays); a diagnostic, set through the CUDA runtime
@@ -51,10 +49,6 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "split_arrive": {"_plan_ready": False, "_split_arrive": True},
             "no_early": {"_begin_early": False}, "main17": {"_begin_early": False},
             "one_append": {},
-            # pre-wait address touches of the first layer (KVCacheManager._prewarm: 1 the step's small tensors, 2 the
-            # pool's 2 MB pages by TMA prefetches, 8 the split partials' pages; 4 its first cached tile by cp.async;
-            # + 16 every layer)
-            **{f"pw{n}": {"_prewarm": n} for n in (1, 2, 3, 4, 5, 6, 8, 9, 11, 15, 18, 20, 27)},
             # the default again, under another name (a process's variant count matched with another's)
             **{f"same{n}": {"_split_arrive": True} for n in range(1, 6)}}
 

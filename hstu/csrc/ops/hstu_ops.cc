@@ -775,10 +775,7 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
                       double scaling_seqlen, int64_t options, std::optional<Tensor> plan) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   const bool split_arrive = (options & kOptPagedSplitArrive) != 0;  // (hstu/_paged.py's own bit)
-  // hstu/_paged.py's private bits 44-47: Sm90PagedKV::prewarm (comparisons; nothing by default).
-  constexpr int64_t kOptPagedPrewarmMask = int64_t{15} << 44;
-  const int prewarm = static_cast<int>((options & kOptPagedPrewarmMask) >> 44);
-  options &= ~(kOptPagedSplitArrive | kOptPagedPrewarmMask);
+  options &= ~kOptPagedSplitArrive;
   HstuParams p = call_params(options, q, k_new, v_new, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha,
                              std::nullopt, scaling_seqlen, std::nullopt, std::nullopt);
@@ -848,7 +845,6 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
   while ((int64_t{1} << pk.page_shift) < ps) ++pk.page_shift;
   pk.pdl = HstuOptions::from_bits(options).pdl ? 1 : 0;
   pk.split_arrive = split_arrive ? 1 : 0;
-  pk.prewarm = prewarm;
   if (HstuOptions::from_bits(options).fwd_trace) {
     pk.trace = paged_trace_buffer(q.get_device());
     const cudaError_t e0 =

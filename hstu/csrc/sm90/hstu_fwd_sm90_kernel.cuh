@@ -130,58 +130,6 @@ __device__ __forceinline__ void paged_poison_if_invalid(const HstuParams& p, con
 // the kQB Q buffers, read by the consumers once that buffer's Q has landed; a tile of h = -1 ends the CTA. The K/V
 // pipeline runs on across tiles, so the next tile's Q and first K/V tiles load under the current tile's last GEMMs
 // and epilogue (which stages O in its own Q buffer and then frees it).
-// Before a work-list CTA's griddepcontrol.wait (pk.prewarm, private): addresses the CTA reads or writes after the
-// wait are touched, so that their translations (and lines) are at hand then. No value is read (L2 prefetches,
-// legal while the kernel before still writes the lines). Bit 1: lane i of warp 0 one of the step's small tensors;
-// bit 2: lane i of warp 1 the pool's 2 MB page i through the pool's tensor map (a TMA prefetch of one box: the
-// translation on the TMA's path, which the K / V tiles take); bit 8: lane i of warp 2 the split partials' 2 MB page i.
-// (Bit 4 is the producer's: the first tile of cached keys copied by cp.async instead of TMA.)
-__device__ __forceinline__ void fwd_paged_prewarm(const HstuParams& p, const SchedArgs& sched, const Sm90PagedKV& pk,
-                                                  const CUtensorMap* tm_pool, int tid) {
-  const int warp = tid / 32, lane = tid % 32;
-  const void* a = nullptr;
-  if (warp == 1) {
-    if ((pk.prewarm & 2) != 0) {
-      const int64_t rows = int64_t{pk.num_pages} << (pk.page_shift + 1);
-      const int64_t row = (int64_t{lane} << 21) / (int64_t{p.heads} * p.head_dim * 2);  // (2-byte elements)
-      if (row < rows) {
-        asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n" ::"l"(
-                         reinterpret_cast<uint64_t>(tm_pool)),
-                     "r"(0), "r"(0), "r"(static_cast<int>(row))
-                     : "memory");
-      }
-    }
-    return;
-  }
-  if (warp == 2) {
-    const int64_t off = int64_t{lane} << 21;
-    if ((pk.prewarm & 8) != 0 && sched.parts != nullptr && off < int64_t{sched.max_parts} * p.head_dim * 128 * 4) {
-      a = reinterpret_cast<const char*>(sched.parts) + off;  // (BM x D fp32 per partial)
-    }
-  } else if ((pk.prewarm & 1) != 0) {
-    switch (lane) {
-      case 0: a = sched.count; break;
-      case 1: a = sched.items + 2 * blockIdx.x; break;
-      case 2: a = sched.counters; break;
-      case 3: a = sched.parts; break;
-      case 4: a = pk.page_ids; break;
-      case 5: a = pk.page_offsets; break;
-      case 6: a = pk.cached_lens; break;
-      case 7: a = pk.status; break;
-      case 8: a = p.cu_seqlens_q; break;
-      case 9: a = p.cu_seqlens_k; break;
-      case 10: a = p.num_targets; break;
-      case 11: a = p.num_contexts; break;
-      case 12: a = p.q; break;
-      case 13: a = p.k; break;
-      case 14: a = p.v; break;
-      case 15: a = p.out; break;
-      default: break;
-    }
-  }
-  if (a != nullptr) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a));
-}
-
 template <typename T, int D, class Config, bool kRab, bool kSched>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
@@ -201,8 +149,7 @@ __global__ void __launch_bounds__(384, 1)
   // Phase stamps (fwd_trace_put): 0 start, 1 item read, 2 barriers set up, 3 Q issued, 4 first K / V issued, 5 all
   // issued, 6 consumers started, 7 Q landed, 8 first K landed, 9 first tile's P ready, 10 main loop done, 11-13 the
   // split sum (hstu_fwd_sm90_split.cuh), 14 end; 15 info (SM | tiles << 8 | head << 24), 16 / 18 clock64 at 0 / 10,
-  // 17 b | m_block << 16 | t_lo << 32 | t_hi << 48 (the chunk's visited tiles), 19 the first cached tile's
-  // page-table entry loaded (before its TMA issue).
+  // 17 b | m_block << 16 | t_lo << 32 | t_hi << 48 (the chunk's visited tiles).
   // (the paged kernels only: not with rab, whose D = 64 work-list kernel spilled with the stamps)
   constexpr bool kTrace = kSched && !kRab && D <= 128;
   unsigned long long* const trace = kTrace ? pk.trace : nullptr;
@@ -245,8 +192,6 @@ __global__ void __launch_bounds__(384, 1)
       if constexpr (!kSched) {
         griddep_wait();
         griddep_launch_dependents();
-      } else {
-        if (pk.prewarm != 0 && threadIdx.x < 96) fwd_paged_prewarm(p, sched, pk, &tm_pool, threadIdx.x);
       }
     }
   }
@@ -351,8 +296,7 @@ __global__ void __launch_bounds__(384, 1)
           mbar_wait(bar_empty_k(s), ph ^ 1);
           mbar_wait(bar_empty_v(s), ph ^ 1);
           const int j0 = fwd_kv_tile(nb_end, gap_end, gap_len, i) * BN;
-          // (prewarm bit 4, private: the first tile of cached keys by the cp.async path below instead of TMA)
-          if ((j0 + BN <= cached && (i != 0 || (pk.prewarm & 4) == 0)) || j0 >= cached) {
+          if (j0 + BN <= cached || j0 >= cached) {
             // A tile of cached keys only (BN / box whole page segments) or of new tokens only: TMA loads issued by
             // lane 0 of warp 0 (its lanes look the pages up), the other 127 threads arrive.
             if (tid < 32) {
@@ -366,10 +310,6 @@ __global__ void __launch_bounds__(384, 1)
                 row = (page << (pk.page_shift + 1)) + (j & ps_mask);
               }
               if (tid == 0) {
-                if (i == 0 && trace != nullptr) {
-                  asm volatile("" ::"r"(row));  // (the stamp after the page-table entry's load has returned)
-                  fwd_trace_put(trace, 19, fwd_now());
-                }
                 mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
                 mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
               }

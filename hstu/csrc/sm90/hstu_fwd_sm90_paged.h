@@ -40,12 +40,6 @@ struct Sm90PagedKV {
   // 1: a split unit's chunks that sum together arrive in one round trip where they can (fwd_split_reduce's quick
   // arrival; hstu/csrc/ops/hstu_plan.h kOptPagedSplitArrive, set by KVCacheManager's serving step by default).
   int split_arrive = 0;
-  // Private (comparisons; bits 44-47 of the paged op's options, hstu/csrc/ops/hstu_ops.cc): with pdl, the
-  // work-list CTAs touch addresses before their griddepcontrol.wait (hstu_fwd_sm90_kernel.cuh fwd_paged_prewarm):
-  // 1 the step's small tensors (work list, lengths, page table, split workspace, q / k / v / out), 2 the pool's
-  // 2 MB pages through its tensor map (TMA prefetches), 8 the split partials' 2 MB pages; 4: the first tile of
-  // cached keys copied by cp.async (the SM's loads) instead of TMA. 0: nothing.
-  int prewarm = 0;
   // Diagnostics (kernel_options(fwd_trace=True)): the work-list CTAs write %globaltimer at their phases into
   // trace[blockIdx.x * kFwdTraceSlots + slot] (CTAs below kFwdTraceCtas; hstu_fwd_sm90_kernel.cuh fwd_stamp), read
   // back by hstu_attn::paged_fwd_trace. nullptr: nothing is written.
