@@ -26,7 +26,7 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
     if os.path.isdir(_d):
         sys.path.insert(0, _d)
 
-PHASES = [(7, "Q landed"), (8, "K0 landed"), (9, "P0 ready"), (10, "loop done"), (11, "part stored"),
+PHASES = [(3, "Q issued"), (4, "K0 issued"), (7, "Q landed"), (8, "K0 landed"), (9, "P0 ready"), (10, "loop done"), (11, "part stored"),
           (12, "mode known"), (13, "sum done"), (14, "end")]
 
 
@@ -100,7 +100,7 @@ def main() -> int:
         print("b1_layer_trace: no CUDA GPU, skipped")
         return 0
     import hstu_inference as hi
-    from b1_step_bench import variant_setup
+    from b1_step_bench import b1_variant
     from bench_util import capture_graph
 
     import hstu_attn
@@ -117,12 +117,11 @@ def main() -> int:
     for var in args.variants.split(","):
         for entry in args.layers.split(","):
             traced, first = (int(x) for x in (entry.split(":") + [0])[:2])
-            made = variant_setup(hi, sh, var, dev, dt)
-            if made is None:
+            case = b1_variant(hi, var, dev, dt)
+            if case is None:
                 break
-            cache, _, restore, (users, cu_q, app, q, k, v) = made
+            sh, cache, restore, (users, cu_q, app, q, k, v), tgt = case
             B = sh.batch
-            tgt = torch.full((B,), sh.candidates, dtype=torch.int32, device=dev)
             scaling = float(sh.history + sh.candidates)
 
             s0 = cache.begin_step(users, cu_q, app, B * sh.new, sh.new) if args.eager_begin else None

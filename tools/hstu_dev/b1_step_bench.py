@@ -19,6 +19,9 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   main17        _begin_early = False (main d901835's step; its warm plan CTA, measured no gain, was removed)
   one_append    cached_setup(one_append=True): every layer's K / V appended by one launch after the last layer
                 (CachedHSTUStack's form; --bench-step only)
+  same1 .. same5  the default under other names: compare wheels in processes with the same number of variants
+                (a process's later variants measured up to ~1 us slower than its first: docs/hstu_inference.md,
+                "The first layer's address translations")
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
                 pool (hit and miss property "streaming": the K / V lines evicted first, so that the step's small
                 tables, inputs and code may stay in the L2 across replays); a diagnostic, set through the CUDA runtime
@@ -45,7 +48,9 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "plan_ready": {"_plan_ready": True, "_split_arrive": False, "_begin_early": False},
             "split_arrive": {"_plan_ready": False, "_split_arrive": True},
             "no_early": {"_begin_early": False}, "main17": {"_begin_early": False},
-            "one_append": {}}
+            "one_append": {},
+            # the default again, under another name (a process's variant count matched with another's)
+            **{f"same{n}": {"_split_arrive": True} for n in range(1, 6)}}
 
 
 def variant_setup(hi, sh, var: str, dev, dt):
@@ -100,6 +105,17 @@ def _l2_streaming_graph(fn, pool: torch.Tensor):
     print(f"<!-- l2s: window {w.num_bytes >> 20} MiB over the pool on {set_n} of {n.value} nodes (L2 {limit >> 20} "
           f"MiB) -->")
     return g
+
+
+def b1_variant(hi, var: str, dev, dt):
+    """variant_setup of the NVIDIA batch-1 shape plus the step's num_targets, or None (variant not in the wheel):
+    (shape, cache, restore, (users, cu_q, app, q, k, v), num_targets)."""
+    sh = hi.SHAPES["nvidia_b1"]
+    made = variant_setup(hi, sh, var, dev, dt)
+    if made is None:
+        return None
+    cache, _, restore, inputs = made
+    return sh, cache, restore, inputs, torch.full((sh.batch,), sh.candidates, dtype=torch.int32, device=dev)
 
 
 def main() -> int:
