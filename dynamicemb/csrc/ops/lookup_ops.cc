@@ -17,6 +17,8 @@
 #include <string>
 #include <type_traits>
 #include <tuple>
+#include <mutex>
+#include <vector>
 
 #include "common/stable_utils.h"
 #include "dynamicemb/csrc/lookup/lookup_types.h"
@@ -167,6 +169,70 @@ int64_t lookup_lab_mirror(int64_t variant) {
   const int old = g_mirror_copy.load();
   if (variant == 0 || variant == 1) g_mirror_copy.store(static_cast<int>(variant));
   return old;
+}
+
+// Lab (the step's row update under the next step's dedup; tools/dynamicemb_dev/defer_ab.py): a backward that ran
+// its update on another stream leaves the update's end event here (per process: autograd runs the backward on
+// its own thread); the next lookup_step waits for it before its first row access: after its dedup (which reads
+// only keys and scores) when it inserts, else at once. Mode 2 also runs that dedup (checks, dedup; then the CSR)
+// on a highest-priority stream, so its blocks are dispatched ahead of the update's remaining blocks. Event 0
+// clears. Returns the mode before.
+struct PendingUpdate {
+  cudaEvent_t event = nullptr;
+  int mode = 0;
+};
+std::mutex g_pending_mu;
+PendingUpdate g_pending;
+
+int64_t lookup_lab_defer(int64_t event, int64_t mode) {
+  std::lock_guard<std::mutex> lock(g_pending_mu);
+  const int old = g_pending.mode;
+  g_pending.event = reinterpret_cast<cudaEvent_t>(static_cast<uintptr_t>(event));
+  g_pending.mode = event != 0 ? static_cast<int>(mode) : 0;
+  return old;
+}
+
+PendingUpdate take_pending() {
+  std::lock_guard<std::mutex> lock(g_pending_mu);
+  const PendingUpdate p = g_pending;
+  g_pending = PendingUpdate{};
+  return p;
+}
+
+void wait_event_on(void* stream, cudaEvent_t e) {
+  const cudaError_t r = cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), e, 0);
+  ACCEL_CHECK(r == cudaSuccess, "lookup_step: stream wait failed: ", cudaGetErrorString(r));
+}
+
+void record_event_on(void* stream, cudaEvent_t e) {
+  const cudaError_t r = cudaEventRecord(e, static_cast<cudaStream_t>(stream));
+  ACCEL_CHECK(r == cudaSuccess, "lookup_step: event record failed: ", cudaGetErrorString(r));
+}
+
+// Lab mode 2: one highest-priority stream per device and three events per thread (made once, kept).
+void* lab_dedup_stream(int device) {
+  static std::mutex mu;
+  static std::vector<cudaStream_t> streams;
+  std::lock_guard<std::mutex> lock(mu);
+  if (static_cast<int>(streams.size()) <= device) streams.resize(device + 1, nullptr);
+  if (!streams[device]) {
+    int lo = 0, hi = 0;
+    ACCEL_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi) == cudaSuccess, "stream priorities");
+    ACCEL_CHECK(cudaStreamCreateWithPriority(&streams[device], cudaStreamNonBlocking, hi) == cudaSuccess,
+                "dedup stream");
+  }
+  return streams[device];
+}
+
+struct LabEvents {
+  cudaEvent_t e[3] = {nullptr, nullptr, nullptr};
+  LabEvents() {
+    for (auto& x : e) ACCEL_CHECK(cudaEventCreateWithFlags(&x, cudaEventDisableTiming) == cudaSuccess, "event");
+  }
+};
+LabEvents& lab_events() {
+  thread_local LabEvents ev;
+  return ev;
 }
 
 int64_t lookup_dedup_set_size(int64_t n) {
@@ -495,6 +561,16 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   check_psw(psw, n, ids);
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
   void* stream = accel::current_cuda_stream(ids.get_device_index());
+  // lab: an earlier step's row update still running on another stream (lookup_lab_defer)
+  const PendingUpdate pend = take_pending();
+  const bool pend_late = pend.event != nullptr && !stage.has_value() && n > 0 && (train || pooling != kPoolNone);
+  if (pend.event != nullptr && !pend_late) wait_event_on(stream, pend.event);
+  void* dstream = stream;  // the checks' and the dedup's stream
+  if (pend_late && pend.mode == 2) {
+    dstream = lab_dedup_stream(ids.get_device_index());
+    record_event_on(stream, lab_events().e[0]);
+    wait_event_on(dstream, lab_events().e[0]);
+  }
   const float* pw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
   // Staging first (caching tables over the uva store; _device_stage.py): op cache_stage's kernels on this stream,
   // before the insert, their failed flag the step's external skip flag. Its scratch is one allocation: [failed +
@@ -549,7 +625,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     v.bad = a.skip;
     v.block_bad = header_by_clear ? a.check_flags : nullptr;
     v.pdl = pdl_step;
-    check_blocks = launch_validate(v, stream);
+    check_blocks = launch_validate(v, dstream);
   }
   DedupParams d{};
   d.ids = id_ptr;
@@ -601,17 +677,30 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     slot_row = torch::stable::new_empty(ids, {cap}, ScalarType::Long);
     d.slot_row = static_cast<int64_t*>(slot_row.data_ptr());
   }
-  if (!probe) launch_dedup(d, stream);
+  if (!probe) launch_dedup(d, dstream);
   SideJoin side;
-  if (a.csr) {
-    if (flags & kStepOverlap) {
+  if (dstream != stream) {  // lab mode 2: the insert and the forward on `stream` after the dedup; the CSR beside
+    if (d.find_later) launch_dedup_find(d, dstream);
+    record_event_on(dstream, lab_events().e[1]);
+    wait_event_on(stream, lab_events().e[1]);
+    if (a.csr) {
+      launch_segment_csr(c, dstream);
+      record_event_on(dstream, lab_events().e[2]);
       side.stream = stream;
-      side.token = fork_segment_csr(c, stream);
-    } else {
-      launch_segment_csr(c, stream);
+      side.token = lab_events().e[2];
     }
+  } else {
+    if (a.csr) {
+      if (flags & kStepOverlap) {
+        side.stream = stream;
+        side.token = fork_segment_csr(c, stream);
+      } else {
+        launch_segment_csr(c, stream);
+      }
+    }
+    if (d.find_later) launch_dedup_find(d, stream);
   }
-  if (d.find_later) launch_dedup_find(d, stream);
+  if (pend_late) wait_event_on(stream, pend.event);
   InsertParams ip{};
   ip.meta = meta_ptr(meta);
   ip.num_tables = static_cast<int>(T);
@@ -894,6 +983,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_find_later(int variant) -> int");
   m.def("_lookup_lab_dedup(int variant) -> int");
   m.def("_lookup_lab_mirror(int variant) -> int");
+  m.def("_lookup_lab_defer(int event, int mode) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -912,6 +1002,7 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("_lookup_lab_find_later", TORCH_BOX(&dynamicemb::lookup::lookup_lab_find_later));
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
   m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
+  m.impl("_lookup_lab_defer", TORCH_BOX(&dynamicemb::lookup::lookup_lab_defer));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
