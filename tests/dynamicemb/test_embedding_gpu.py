@@ -406,6 +406,45 @@ def test_dedup_insert_variants_agree(pooling):
             assert torch.equal(a, b), f"insert variant {v}, result {k} differs from the plain insert"
 
 
+@pytest.mark.parametrize("mode", [1, 2])
+@pytest.mark.parametrize("pooling", ["none", "sum"])
+def test_deferred_update_agrees(pooling, mode):
+    """Lab _KernelStep._lab_defer (the update on a stream of its own, the next step's dedup under it; mode 2 that
+    dedup on a highest-priority stream) against the step on one stream: bitwise equal outputs over four steps, an
+    eval issued right after the last backward (no synchronization: its op waits for the update), stored keys and
+    scores, rows and Adam state."""
+    gen = torch.Generator().manual_seed(13)
+    F, bags, vocab = 3, 3000, 20000
+    data = []
+    for s in range(4):
+        lengths = torch.ones(F * bags, dtype=torch.int64) if pooling == "none" else torch.randint(0, 4, (F * bags,), generator=gen)
+        offsets = torch.zeros(F * bags + 1, dtype=torch.int64)
+        offsets[1:] = torch.cumsum(lengths, 0)
+        n = int(offsets[-1])
+        ids = (torch.rand(n, generator=gen) ** 4 * (vocab // 4)).long() + s * 1000
+        data.append((ids.cuda(), offsets.cuda()))
+    results = {}
+    try:
+        for v in (0, mode):
+            m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16))
+            m._lab_defer = v
+            m.backward_chunk = 1 << 20
+            outs = train_random(m, data, 400)
+            m.eval()
+            with torch.no_grad():
+                ev = m(*data[0])
+            m.train()
+            torch.cuda.synchronize()
+            keys = [stored(m, t) for t in range(2)]
+            results[v] = outs + [ev] + [x for t in range(2) for x in keys[t]] + [
+                x for t in range(2) for x in rows(m, t, keys[t][0])]
+    finally:
+        torch.cuda.synchronize()
+        torch.ops.dynamicemb._lookup_lab_defer(0, 0)
+    for k, (a, b) in enumerate(zip(results[0], results[mode])):
+        assert torch.equal(a.cpu(), b.cpu()), f"deferred update {mode}: result {k} differs from the step on one stream"
+
+
 @pytest.mark.parametrize("pooling", ["sum", "mean", "none"])
 @pytest.mark.parametrize("opt", list(OPTS))
 def test_gpu_matches_cpu(pooling, opt):

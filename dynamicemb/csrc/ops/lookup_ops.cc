@@ -562,7 +562,12 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
   void* stream = accel::current_cuda_stream(ids.get_device_index());
   // lab: an earlier step's row update still running on another stream (lookup_lab_defer)
-  const PendingUpdate pend = take_pending();
+  PendingUpdate pend = take_pending();
+  if (pend.event != nullptr) {  // a capture cannot wait for work outside it (torch.cuda.graph synchronized first)
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    ACCEL_CHECK(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &cap) == cudaSuccess, "capture status");
+    if (cap != cudaStreamCaptureStatusNone) pend = PendingUpdate{};
+  }
   const bool pend_late = pend.event != nullptr && !stage.has_value() && n > 0 && (train || pooling != kPoolNone);
   if (pend.event != nullptr && !pend_late) wait_event_on(stream, pend.event);
   void* dstream = stream;  // the checks' and the dedup's stream
