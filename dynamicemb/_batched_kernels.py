@@ -433,11 +433,14 @@ class _KernelStep:
             if defer:
                 ctx.__exit__(None, None, None)
         if defer:
-            for t in (grad_out, g, ids, saved["offsets"], saved["ws"], grad_psw):
-                t.record_stream(us)
-            ev = torch.cuda.Event()
+            # the update's tensors (made on the step's stream) are held until the next backward: by then the next
+            # step's op made that stream wait for this update, so their memory is free to reuse there
+            # (no record_stream); two events in turn, each waited for before it is recorded again
+            lab = self.__dict__.setdefault("_lab_state", {"ev": (torch.cuda.Event(), torch.cuda.Event()), "k": 0})
+            ev = lab["ev"][lab["k"]]
+            lab["k"] ^= 1
             ev.record(us)
-            self._lab_pending = ev  # kept alive until a later step's op has waited for it
+            lab["hold"] = (grad_out, g, ids, saved["offsets"], saved["ws"], grad_psw)
             torch.ops.dynamicemb._lookup_lab_defer(ev.cuda_event, int(defer))
         if not compiling:
             CHANNEL.after_call(self.device)

@@ -1,13 +1,14 @@
 """The training step at NVIDIA's config (benchmarks/embedding.py --preset nvidia) with the lab's deferred row update
 (_KernelStep._lab_defer: 1 the update on a stream of its own, the next step's dedup under it; 2 that dedup also on a
-highest-priority stream; 0 the build's step) in one process, variants in interleaved rounds. Per variant:
+highest-priority stream; 0 the build's step; "D/B" also caps the update's grid at B blocks per SM, op
+_lookup_lab_seg_resident) in one process, variants in interleaved rounds. Per variant:
   span   device ms per step of --steps steps queued behind a GPU sleep (the host ahead of all of them), from an
          event before the first to an event after the last step's update;
   steady ms per step of --reps steps queued behind 5 (CUDA events, the last update joined);
   sync   ms of one step between events, the host waiting for the step's update before the next (median).
 A build without the lab attribute runs every variant as its own step (main's wheel: run it with --variants 0).
 Run (GPU):
-    python3 -P tools/dynamicemb_dev/defer_ab.py --bench benchmarks --opt adam,sgd --variants 0,1,2
+    python3 -P tools/dynamicemb_dev/defer_ab.py --bench benchmarks --opt adam,sgd --variants 0,1,2,1/3
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def main():
     batches = [make_batch(T, B, 1, 1_677_721, 1.05, gen) for _ in range(4)]
     batches = [(i.to(dev), o.to(dev)) for i, o in batches]
     gpu_warmup(dev, 0.3)
-    variants = [int(v) for v in a.variants.split(",") if v]
+    variants = [v for v in a.variants.split(",") if v]
+    resident = getattr(torch.ops.dynamicemb, "_lookup_lab_seg_resident", None) if lab else None
     tag = f"{a.label} " if a.label else ""
     print(f"\n### {tag}step with the deferred update (lab op: {lab}); ms per step")
     print("| optimizer | variant | span (host ahead) | steady | sync | rounds (span) |")
@@ -52,10 +54,15 @@ def main():
         m, train = preset_step(opt_name, batches, dev)
 
         def use(v):
+            parts = [int(x) for x in v.split("/")]
             if lab:
                 torch.cuda.synchronize()
                 torch.ops.dynamicemb._lookup_lab_defer(0, 0)
-            m._lab_defer = v
+            if resident is not None:
+                resident(parts[1] if len(parts) > 1 else 0)
+            elif len(parts) > 1:
+                raise SystemExit(f"variant {v}: this build has no op _lookup_lab_seg_resident")
+            m._lab_defer = parts[0]
 
         def join(cur):
             if lab:
@@ -115,7 +122,7 @@ def main():
                 res[v]["span"].append(span())
                 res[v]["steady"].append(steady())
                 res[v]["sync"].append(sync())
-        use(0)
+        use("0")
         for v in variants:
             r = res[v]
             med = {k: statistics.median(x) for k, x in r.items()}

@@ -28,6 +28,8 @@
 
 namespace dynamicemb {
 namespace lookup {
+int seg_resident_variant(int v);  // segment_kernels.cu (lab: the update's grid cap in blocks per SM; -1 reads it)
+
 namespace {
 
 using torch::stable::Tensor;
@@ -183,6 +185,8 @@ struct PendingUpdate {
 };
 std::mutex g_pending_mu;
 PendingUpdate g_pending;
+
+int64_t lookup_lab_seg_resident(int64_t blocks) { return seg_resident_variant(static_cast<int>(blocks)); }
 
 int64_t lookup_lab_defer(int64_t event, int64_t mode) {
   std::lock_guard<std::mutex> lock(g_pending_mu);
@@ -989,6 +993,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_dedup(int variant) -> int");
   m.def("_lookup_lab_mirror(int variant) -> int");
   m.def("_lookup_lab_defer(int event, int mode) -> int");
+  m.def("_lookup_lab_seg_resident(int blocks) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -1008,6 +1013,7 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
   m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
   m.impl("_lookup_lab_defer", TORCH_BOX(&dynamicemb::lookup::lookup_lab_defer));
+  m.impl("_lookup_lab_seg_resident", TORCH_BOX(&dynamicemb::lookup::lookup_lab_seg_resident));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
