@@ -192,8 +192,8 @@ class _KernelStep:
 
     #: lab (tools/dynamicemb_dev/defer_ab.py): 1 runs an eager step's row update on a stream of its own, so the next
     #: step's dedup (keys and scores only) runs under it; that step's op waits for the update before its insert and
-    #: gather (op _lookup_lab_defer). 2: that dedup also on a highest-priority stream. Only the step ops wait for
-    #: the update: a caller that reads rows otherwise synchronizes first.
+    #: gather (op _lookup_lab_defer). Only the step ops wait for the update: a caller that reads rows otherwise
+    #: synchronizes first.
     _lab_defer = 0
 
     def _kernel_meta(self) -> torch.Tensor:
@@ -401,7 +401,9 @@ class _KernelStep:
         step = bufs["step"] if bufs is not None else self.step
         psw = saved["psw"]
         want_psw = psw is not None and psw_requires_grad
-        if not (self._lab_defer and not compiling and not want_psw and g.is_cuda and not _capturing()):
+        # lab (_lab_defer): the step counter and the update on the update stream
+        defer = bool(self._lab_defer) and not compiling and not want_psw and g.is_cuda and not _capturing()
+        if not defer:
             step.add_(1.0)
         ids = saved["ids"]
         n = ids.numel()
@@ -412,11 +414,9 @@ class _KernelStep:
         flags = (saved["csr"] | saved.get("host", 0) | (_STEP_VEC4 if self._vec4 else 0) | (_STEP_PSW_GRAD if want_psw else 0)
                  | (_STEP_DIRECT if direct else 0) | (_STEP_AGGREGATE if self.aggregate_grads else 0)
                  | (_STEP_DECOUPLED_WD if getattr(opt, "decoupled_weight_decay", False) else 0))
-        defer = self._lab_defer if (not compiling and not want_psw and g.is_cuda and not _capturing()) else 0
-        if defer:  # lab: the update on its own stream, behind everything queued so far
-            cur = torch.cuda.current_stream(g.device)
+        if defer:  # behind everything queued so far
             us = _lab_update_stream(g.device)
-            us.wait_stream(cur)
+            us.wait_stream(torch.cuda.current_stream(g.device))
             ctx = torch.cuda.stream(us)
             ctx.__enter__()
         try:
@@ -441,7 +441,7 @@ class _KernelStep:
             lab["k"] ^= 1
             ev.record(us)
             lab["hold"] = (grad_out, g, ids, saved["offsets"], saved["ws"], grad_psw)
-            torch.ops.dynamicemb._lookup_lab_defer(ev.cuda_event, int(defer))
+            torch.ops.dynamicemb._lookup_lab_defer(ev.cuda_event)
         if not compiling:
             CHANNEL.after_call(self.device)
         return grad_psw.to(saved["psw_dtype"]) if want_psw else None

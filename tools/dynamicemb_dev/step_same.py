@@ -8,7 +8,7 @@ eval output:
     rows do not depend on the arrival order of the pieces), SGD and Adam;
   - "random": 10 tables x 104,857 ids uniform over 300K ids per table (a unique repeats a few times, no segment is
     cut into more than two pieces), a random gradient (the sum order inside each segment shows in the rows), Adam.
-With --defer each lab mode of _KernelStep._lab_defer (the update on its own stream) runs as its own record.
+With --defer each value of the lab's _KernelStep._lab_defer (1: the update on its own stream) is its own record.
 With the lab ops _lookup_lab_csr_sort / _lookup_lab_find_later (builds that have them) each variant S/F[/D] in
 --variants (tools/dynamicemb_dev/csr_sort_ab.py) runs as its own record. Run:
     python3 -P tools/dynamicemb_dev/step_same.py --bench benchmarks --out a.json [--variants 0/0,2/1]
@@ -102,7 +102,7 @@ def main():
     p.add_argument("--bench", default="benchmarks")
     p.add_argument("--out")
     p.add_argument("--variants", default="")
-    p.add_argument("--defer", default="", help="lab _KernelStep._lab_defer modes, each its own record (e.g. 0,1,2)")
+    p.add_argument("--defer", default="", help="lab _KernelStep._lab_defer values, each its own record (e.g. 0,1)")
     p.add_argument("--compare", nargs=2, help="base.json other.json (base: its first record)")
     p.add_argument("--cases", default="preset.sgd,preset.adam,random.adam", help="of the three, those to run")
     a = p.parse_args()
@@ -141,7 +141,7 @@ def main():
         res[f"defer={dv}"] = rec
         print(f"defer={dv}: {len(rec)} checksums", flush=True)
     if a.defer:
-        torch.ops.dynamicemb._lookup_lab_defer(0, 0)
+        torch.ops.dynamicemb._lookup_lab_defer(0)
         variants = []
     for v in [] if a.defer else (variants or [None]):
         use_variant(lab, lab_dedup, v)

@@ -14,11 +14,10 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <tuple>
-#include <mutex>
-#include <vector>
 
 #include "common/stable_utils.h"
 #include "dynamicemb/csrc/lookup/lookup_types.h"
@@ -176,31 +175,22 @@ int64_t lookup_lab_mirror(int64_t variant) {
 // Lab (the step's row update under the next step's dedup; tools/dynamicemb_dev/defer_ab.py): a backward that ran
 // its update on another stream leaves the update's end event here (per process: autograd runs the backward on
 // its own thread); the next lookup_step waits for it before its first row access: after its dedup (which reads
-// only keys and scores) when it inserts, else at once. Mode 2 also runs that dedup (checks, dedup; then the CSR)
-// on a highest-priority stream, so its blocks are dispatched ahead of the update's remaining blocks. Event 0
-// clears. Returns the mode before.
-struct PendingUpdate {
-  cudaEvent_t event = nullptr;
-  int mode = 0;
-};
+// only keys and scores) when it inserts, else at once. Event 0 clears. Returns 1 if an event was pending.
 std::mutex g_pending_mu;
-PendingUpdate g_pending;
+cudaEvent_t g_pending = nullptr;
 
-int64_t lookup_lab_seg_resident(int64_t blocks) { return seg_resident_variant(static_cast<int>(blocks)); }
-
-int64_t lookup_lab_defer(int64_t event, int64_t mode) {
+int64_t lookup_lab_defer(int64_t event) {
   std::lock_guard<std::mutex> lock(g_pending_mu);
-  const int old = g_pending.mode;
-  g_pending.event = reinterpret_cast<cudaEvent_t>(static_cast<uintptr_t>(event));
-  g_pending.mode = event != 0 ? static_cast<int>(mode) : 0;
-  return old;
+  const bool was = g_pending != nullptr;
+  g_pending = reinterpret_cast<cudaEvent_t>(static_cast<uintptr_t>(event));
+  return was;
 }
 
-PendingUpdate take_pending() {
+cudaEvent_t take_pending() {
   std::lock_guard<std::mutex> lock(g_pending_mu);
-  const PendingUpdate p = g_pending;
-  g_pending = PendingUpdate{};
-  return p;
+  cudaEvent_t e = g_pending;
+  g_pending = nullptr;
+  return e;
 }
 
 void wait_event_on(void* stream, cudaEvent_t e) {
@@ -208,36 +198,8 @@ void wait_event_on(void* stream, cudaEvent_t e) {
   ACCEL_CHECK(r == cudaSuccess, "lookup_step: stream wait failed: ", cudaGetErrorString(r));
 }
 
-void record_event_on(void* stream, cudaEvent_t e) {
-  const cudaError_t r = cudaEventRecord(e, static_cast<cudaStream_t>(stream));
-  ACCEL_CHECK(r == cudaSuccess, "lookup_step: event record failed: ", cudaGetErrorString(r));
-}
-
-// Lab mode 2: one highest-priority stream per device and three events per thread (made once, kept).
-void* lab_dedup_stream(int device) {
-  static std::mutex mu;
-  static std::vector<cudaStream_t> streams;
-  std::lock_guard<std::mutex> lock(mu);
-  if (static_cast<int>(streams.size()) <= device) streams.resize(device + 1, nullptr);
-  if (!streams[device]) {
-    int lo = 0, hi = 0;
-    ACCEL_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi) == cudaSuccess, "stream priorities");
-    ACCEL_CHECK(cudaStreamCreateWithPriority(&streams[device], cudaStreamNonBlocking, hi) == cudaSuccess,
-                "dedup stream");
-  }
-  return streams[device];
-}
-
-struct LabEvents {
-  cudaEvent_t e[3] = {nullptr, nullptr, nullptr};
-  LabEvents() {
-    for (auto& x : e) ACCEL_CHECK(cudaEventCreateWithFlags(&x, cudaEventDisableTiming) == cudaSuccess, "event");
-  }
-};
-LabEvents& lab_events() {
-  thread_local LabEvents ev;
-  return ev;
-}
+// Lab: the segmented update's grid cap in blocks per SM (seg_resident_variant; -1 only reads it).
+int64_t lookup_lab_seg_resident(int64_t blocks) { return seg_resident_variant(static_cast<int>(blocks)); }
 
 int64_t lookup_dedup_set_size(int64_t n) {
   ACCEL_CHECK(n >= 0, "n: expected >= 0 ids, got ", n);
@@ -566,20 +528,14 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
   void* stream = accel::current_cuda_stream(ids.get_device_index());
   // lab: an earlier step's row update still running on another stream (lookup_lab_defer)
-  PendingUpdate pend = take_pending();
-  if (pend.event != nullptr) {  // a capture cannot wait for work outside it (torch.cuda.graph synchronized first)
+  cudaEvent_t pend = take_pending();
+  if (pend != nullptr) {  // a capture cannot wait for work outside it (torch.cuda.graph synchronized first)
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     ACCEL_CHECK(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &cap) == cudaSuccess, "capture status");
-    if (cap != cudaStreamCaptureStatusNone) pend = PendingUpdate{};
+    if (cap != cudaStreamCaptureStatusNone) pend = nullptr;
   }
-  const bool pend_late = pend.event != nullptr && !stage.has_value() && n > 0 && (train || pooling != kPoolNone);
-  if (pend.event != nullptr && !pend_late) wait_event_on(stream, pend.event);
-  void* dstream = stream;  // the checks' and the dedup's stream
-  if (pend_late && pend.mode == 2) {
-    dstream = lab_dedup_stream(ids.get_device_index());
-    record_event_on(stream, lab_events().e[0]);
-    wait_event_on(dstream, lab_events().e[0]);
-  }
+  const bool pend_late = pend != nullptr && !stage.has_value() && n > 0 && (train || pooling != kPoolNone);
+  if (pend != nullptr && !pend_late) wait_event_on(stream, pend);
   const float* pw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
   // Staging first (caching tables over the uva store; _device_stage.py): op cache_stage's kernels on this stream,
   // before the insert, their failed flag the step's external skip flag. Its scratch is one allocation: [failed +
@@ -634,7 +590,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     v.bad = a.skip;
     v.block_bad = header_by_clear ? a.check_flags : nullptr;
     v.pdl = pdl_step;
-    check_blocks = launch_validate(v, dstream);
+    check_blocks = launch_validate(v, stream);
   }
   DedupParams d{};
   d.ids = id_ptr;
@@ -686,30 +642,18 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     slot_row = torch::stable::new_empty(ids, {cap}, ScalarType::Long);
     d.slot_row = static_cast<int64_t*>(slot_row.data_ptr());
   }
-  if (!probe) launch_dedup(d, dstream);
+  if (!probe) launch_dedup(d, stream);
   SideJoin side;
-  if (dstream != stream) {  // lab mode 2: the insert and the forward on `stream` after the dedup; the CSR beside
-    if (d.find_later) launch_dedup_find(d, dstream);
-    record_event_on(dstream, lab_events().e[1]);
-    wait_event_on(stream, lab_events().e[1]);
-    if (a.csr) {
-      launch_segment_csr(c, dstream);
-      record_event_on(dstream, lab_events().e[2]);
+  if (a.csr) {
+    if (flags & kStepOverlap) {
       side.stream = stream;
-      side.token = lab_events().e[2];
+      side.token = fork_segment_csr(c, stream);
+    } else {
+      launch_segment_csr(c, stream);
     }
-  } else {
-    if (a.csr) {
-      if (flags & kStepOverlap) {
-        side.stream = stream;
-        side.token = fork_segment_csr(c, stream);
-      } else {
-        launch_segment_csr(c, stream);
-      }
-    }
-    if (d.find_later) launch_dedup_find(d, stream);
   }
-  if (pend_late) wait_event_on(stream, pend.event);
+  if (d.find_later) launch_dedup_find(d, stream);
+  if (pend_late) wait_event_on(stream, pend);  // lab: rows from here on
   InsertParams ip{};
   ip.meta = meta_ptr(meta);
   ip.num_tables = static_cast<int>(T);
@@ -992,7 +936,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_find_later(int variant) -> int");
   m.def("_lookup_lab_dedup(int variant) -> int");
   m.def("_lookup_lab_mirror(int variant) -> int");
-  m.def("_lookup_lab_defer(int event, int mode) -> int");
+  m.def("_lookup_lab_defer(int event) -> int");
   m.def("_lookup_lab_seg_resident(int blocks) -> int");
 }
 
