@@ -181,9 +181,10 @@ _LAB_UPDATE_STREAMS: dict = {}  # lab (_KernelStep._lab_defer): one update strea
 
 
 def _lab_update_stream(device: torch.device) -> torch.cuda.Stream:
-    s = _LAB_UPDATE_STREAMS.get(device.index)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    s = _LAB_UPDATE_STREAMS.get(index)
     if s is None:
-        s = _LAB_UPDATE_STREAMS[device.index] = torch.cuda.Stream(device)
+        s = _LAB_UPDATE_STREAMS[index] = torch.cuda.Stream(index)
     return s
 
 

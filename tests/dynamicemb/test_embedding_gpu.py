@@ -440,37 +440,6 @@ def test_deferred_update_agrees(pooling):
         assert torch.equal(a.cpu(), b.cpu()), f"deferred update: result {k} differs from the step on one stream"
 
 
-@pytest.mark.parametrize("variant", ["0/1", "0/3", "1/1", "1/2"])
-def test_seg_resident_grid_agrees(variant):
-    """Lab: the segmented update's grid capped at B blocks per SM (op _lookup_lab_seg_resident: one resident wave,
-    each warp looping over chunks), alone and with the deferred update (_KernelStep._lab_defer), against the
-    default launch: bitwise equal outputs, rows and Adam state over three steps of 180K ids (more chunks than a
-    capped grid's warps; ids repeat a few times, so a cut segment has at most two pieces)."""
-    defer, blocks = (int(x) for x in variant.split("/"))
-    gen = torch.Generator().manual_seed(14)
-    F, bags, vocab = 3, 60_000, 100_000
-    data = [(torch.randint(0, vocab, (F * bags,), generator=gen).cuda(), torch.arange(F * bags + 1).cuda())
-            for _ in range(3)]
-    resident = torch.ops.dynamicemb._lookup_lab_seg_resident
-    results = {}
-    old = resident(-1)
-    try:
-        for v in ((0, 0), (defer, blocks)):
-            resident(v[1])
-            tables = [DynamicEmbTableOptions(dim=16, max_capacity=1 << 18, on_refused="zero") for _ in range(2)]
-            m = BatchedDynamicEmbeddingTables(tables, [0, 1, 1], pooling="none", optimizer=Adam(lr=0.05), device="cuda")
-            m._lab_defer = v[0]
-            outs = train_random(m, data, 500)
-            torch.cuda.synchronize()
-            results[v] = outs + [x for t in range(2) for x in rows(m, t, torch.arange(vocab))]
-    finally:
-        torch.cuda.synchronize()
-        resident(old)
-        torch.ops.dynamicemb._lookup_lab_defer(0)
-    for k, (a, b) in enumerate(zip(results[(0, 0)], results[(defer, blocks)])):
-        assert torch.equal(a.cpu(), b.cpu()), f"variant {variant}: result {k} differs from the default launch"
-
-
 @pytest.mark.parametrize("pooling", ["sum", "mean", "none"])
 @pytest.mark.parametrize("opt", list(OPTS))
 def test_gpu_matches_cpu(pooling, opt):

@@ -1,14 +1,13 @@
 """The training step at NVIDIA's config (benchmarks/embedding.py --preset nvidia) with the lab's deferred row update
-in one process, variants "D[/B]" in interleaved rounds: D = _KernelStep._lab_defer (1: the update on a stream of its
-own, the next step's dedup under it; 0: the build's step), B = the update's grid capped at B blocks per SM (op
-_lookup_lab_seg_resident; 0 or absent: the default launch). Per variant:
+in one process, variants (values of _KernelStep._lab_defer: 1 the update on a stream of its own, the next step's dedup
+under it; 0 the build's step) in interleaved rounds. Per variant:
   span   device ms per step of --steps steps queued behind a GPU sleep (the host ahead of all of them), from an
          event before the first to an event after the last step's update;
   steady ms per step of --reps steps queued behind 5 (CUDA events, the last update joined);
   sync   ms of one step between events, the host waiting for the step's update before the next (median).
-A build without the lab ops runs variant 0 only (main's wheel).
+A build without the lab op runs variant 0 only (main's wheel).
 Run (GPU):
-    python3 -P tools/dynamicemb_dev/defer_ab.py --bench benchmarks --opt adam,sgd --variants 0,1,1/3
+    python3 -P tools/dynamicemb_dev/defer_ab.py --bench benchmarks --opt adam,sgd --variants 0,1
 """
 
 from __future__ import annotations
@@ -38,13 +37,13 @@ def main():
     import dynamicemb._batched_kernels as bk  # noqa: E402
 
     ops = torch.ops.dynamicemb
-    lab = hasattr(ops, "_lookup_lab_defer") and hasattr(ops, "_lookup_lab_seg_resident")
-    dev = torch.device("cuda")
+    lab = hasattr(ops, "_lookup_lab_defer")
+    dev = torch.device("cuda", torch.cuda.current_device())
     batches = preset_batches(dev)
     gpu_warmup(dev, 0.3)
     variants = [v for v in a.variants.split(",") if v]
     if not lab and variants != ["0"]:
-        raise SystemExit("this build has no lab ops _lookup_lab_defer / _lookup_lab_seg_resident: --variants 0")
+        raise SystemExit("this build has no lab op _lookup_lab_defer: --variants 0")
     tag = f"{a.label} " if a.label else ""
     print(f"\n### {tag}step with the deferred update; ms per step")
     print("| optimizer | variant | span (host ahead) | steady | sync | rounds (span) |")
@@ -53,12 +52,10 @@ def main():
         m, train = preset_step(opt_name, batches, dev)
 
         def use(v):
-            parts = [int(x) for x in v.split("/")]
             if lab:
                 torch.cuda.synchronize()
                 ops._lookup_lab_defer(0)
-                ops._lookup_lab_seg_resident(parts[1] if len(parts) > 1 else 0)
-            m._lab_defer = parts[0]
+            m._lab_defer = int(v)
 
         def timed(steps, lead):
             """ms per step of `steps` steps between two events on the current stream, the last update joined;

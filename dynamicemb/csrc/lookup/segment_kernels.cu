@@ -315,28 +315,15 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
 // segment adds -lr * sum into its row with vector reductions (red.global.add: the row is never read by the SM,
 // one 512-byte L2 transfer instead of a load and a store; one add per row, so still deterministic).
 // Launched as a programmatic dependent of the stream's previous kernel (sm90+), it waits for it first.
-// LOOP (lab: seg_resident_variant's grid, smaller than one warp per chunk): warp w takes chunks w, w + warps, ...
-template <int V, int N, int OPT, int K, int H, int R>
-__device__ __forceinline__ void seg_apply_chunk(const BackwardParams& p, int64_t w, int64_t total);
-
-template <int V, int N, int OPT, int K, int H, int MINB, int R = 0, bool LOOP = false>
+template <int V, int N, int OPT, int K, int H, int MINB, int R = 0>
 __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p) {
-  pdl_wait();
-  const int64_t total = p.seg_start[p.n];
-  const int64_t w = (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5;
-  if constexpr (LOOP) {
-    const int64_t warps = static_cast<int64_t>(gridDim.x) * (kSegBlock / 32);
-    for (int64_t wc = w; wc * p.seg_chunk < total; wc += warps) seg_apply_chunk<V, N, OPT, K, H, R>(p, wc, total);
-  } else if (w * p.seg_chunk < total) {
-    seg_apply_chunk<V, N, OPT, K, H, R>(p, w, total);
-  }
-}
-
-template <int V, int N, int OPT, int K, int H, int R>
-__device__ __forceinline__ void seg_apply_chunk(const BackwardParams& p, int64_t w, int64_t total) {
   using T = typename Val<V>::T;
+  pdl_wait();
   const int lane = threadIdx.x & 31;
+  const int64_t w = (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5;
+  const int64_t total = p.seg_start[p.n];
   const int64_t w0 = w * p.seg_chunk;
+  if (w0 >= total) return;
   const int64_t w1 = w0 + p.seg_chunk < total ? w0 + p.seg_chunk : total;
   const int32_t u_first = p.seg_occ[w0].x, u_last = p.seg_occ[w1 - 1].x;
   const bool first_cut = p.seg_start[u_first] < w0;
@@ -431,10 +418,6 @@ __device__ __forceinline__ void seg_apply_chunk(const BackwardParams& p, int64_t
   }
 }
 
-// Lab (op _lookup_lab_seg_resident): > 0 caps the 4-wide fp32 Adam and plain SGD update's grid at that many blocks
-// per SM (one resident wave looping over the chunks), so kernels of another stream find SM room beside it.
-std::atomic<int> g_seg_resident{0};
-
 // The fp32 4-wide kernel's form per optimizer, picked by A/B on an H200 (NVIDIA's config; benchmarks/RESULTS.md,
 // docs/dynamicemb.md): plain SGD adds whole segments with reductions, 8 entries in flight at 3 blocks per SM, rows
 // evict-first; Adam 2 entries in flight at 4 blocks per SM, rows past L1 (ld.global.cg, no evict-first hint: each
@@ -448,18 +431,13 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
   const unsigned grid = blocks_for(warps, kSegBlock / 32);
   if constexpr (V == kValueFp32 && N == 4) {
     const bool pdl = pdl_supported() && (dedup_flags_variant(-1) & (kDedupPdl | kStepPdl)) == (kDedupPdl | kStepPdl);
-    const int resident = g_seg_resident.load(std::memory_order_relaxed);
-    const unsigned cap = resident > 0 ? static_cast<unsigned>(persistent_blocks(resident)) : grid;
-    const bool loop = (OPT == kAdam || (OPT == kSgd && p.direct)) && cap < grid;
     if constexpr (OPT == kSgd) {
-      if (p.direct && loop) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1, true>, cap, kSegBlock, st, p);
-      else if (p.direct) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, grid, kSegBlock, st, p);
+      if (p.direct) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, grid, kSegBlock, st, p);
       else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 4, 1, 3>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kRowWiseAdagrad) {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, K, 1, 2>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kAdam) {
-      if (loop) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4, 0, true>, cap, kSegBlock, st, p);
-      else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
+      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
     } else {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 1, 4>, grid, kSegBlock, st, p);
     }
@@ -470,12 +448,6 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
 }
 
 }  // namespace detail
-
-int seg_resident_variant(int v) {
-  const int old = detail::g_seg_resident.load();
-  if (v >= 0 && v <= 8) detail::g_seg_resident.store(v);
-  return old;
-}
 
 int segment_sort_bits(int64_t n) {
   int bits = 1;

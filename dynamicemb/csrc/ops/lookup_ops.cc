@@ -27,8 +27,6 @@
 
 namespace dynamicemb {
 namespace lookup {
-int seg_resident_variant(int v);  // segment_kernels.cu (lab: the update's grid cap in blocks per SM; -1 reads it)
-
 namespace {
 
 using torch::stable::Tensor;
@@ -197,9 +195,6 @@ void wait_event_on(void* stream, cudaEvent_t e) {
   const cudaError_t r = cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), e, 0);
   ACCEL_CHECK(r == cudaSuccess, "lookup_step: stream wait failed: ", cudaGetErrorString(r));
 }
-
-// Lab: the segmented update's grid cap in blocks per SM (seg_resident_variant; -1 only reads it).
-int64_t lookup_lab_seg_resident(int64_t blocks) { return seg_resident_variant(static_cast<int>(blocks)); }
 
 int64_t lookup_dedup_set_size(int64_t n) {
   ACCEL_CHECK(n >= 0, "n: expected >= 0 ids, got ", n);
@@ -937,7 +932,6 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_dedup(int variant) -> int");
   m.def("_lookup_lab_mirror(int variant) -> int");
   m.def("_lookup_lab_defer(int event) -> int");
-  m.def("_lookup_lab_seg_resident(int blocks) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -957,7 +951,6 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
   m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
   m.impl("_lookup_lab_defer", TORCH_BOX(&dynamicemb::lookup::lookup_lab_defer));
-  m.impl("_lookup_lab_seg_resident", TORCH_BOX(&dynamicemb::lookup::lookup_lab_seg_resident));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
