@@ -177,25 +177,8 @@ def _uva_address(host: torch.Tensor) -> int:
     return host.data_ptr()
 
 
-_LAB_UPDATE_STREAMS: dict = {}  # lab (_KernelStep._lab_defer): one update stream per device, made on first use
-
-
-def _lab_update_stream(device: torch.device) -> torch.cuda.Stream:
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    s = _LAB_UPDATE_STREAMS.get(index)
-    if s is None:
-        s = _LAB_UPDATE_STREAMS[index] = torch.cuda.Stream(index)
-    return s
-
-
 class _KernelStep:
     """BatchedDynamicEmbeddingTables' fused CUDA kernel path: the step's ops and their buffers."""
-
-    #: lab (tools/dynamicemb_dev/defer_ab.py): 1 runs an eager step's row update on a stream of its own, so the next
-    #: step's dedup (keys and scores only) runs under it; that step's op waits for the update before its insert and
-    #: gather (op _lookup_lab_defer). Only the step ops wait for the update: a caller that reads rows otherwise
-    #: synchronizes first.
-    _lab_defer = 0
 
     def _kernel_meta(self) -> torch.Tensor:
         """(T * 34,) int64 device tensor of per-table pointers and parameters (lookup_types.h TableMeta); rebuilt
@@ -400,12 +383,9 @@ class _KernelStep:
         # (eager: the buffers from their dict, past nn.Module's attribute fallback)
         bufs = self._buffers if not compiling else None
         step = bufs["step"] if bufs is not None else self.step
+        step.add_(1.0)
         psw = saved["psw"]
         want_psw = psw is not None and psw_requires_grad
-        # lab (_lab_defer): the step counter and the update on the update stream
-        defer = bool(self._lab_defer) and not compiling and not want_psw and g.is_cuda and not _capturing()
-        if not defer:
-            step.add_(1.0)
         ids = saved["ids"]
         n = ids.numel()
         segmented = self._segmented()
@@ -415,34 +395,12 @@ class _KernelStep:
         flags = (saved["csr"] | saved.get("host", 0) | (_STEP_VEC4 if self._vec4 else 0) | (_STEP_PSW_GRAD if want_psw else 0)
                  | (_STEP_DIRECT if direct else 0) | (_STEP_AGGREGATE if self.aggregate_grads else 0)
                  | (_STEP_DECOUPLED_WD if getattr(opt, "decoupled_weight_decay", False) else 0))
-        if defer:  # behind everything queued so far
-            us = _lab_update_stream(g.device)
-            us.wait_stream(torch.cuda.current_stream(g.device))
-            ctx = torch.cuda.stream(us)
-            ctx.__enter__()
-        try:
-            if defer:
-                step.add_(1.0)
-            grad_psw = torch.ops.dynamicemb.lookup_backward(
-                saved["meta"], self._value_kind, g, ids, saved["offsets"], saved["ws"], psw, self._ftable_i32,
-                self._fcol, max(saved["B"], 1), _POOL_CODE[self.pooling], flags, self.max_dim, _opt_code(opt),
-                *self._opt_constants(), bufs["learning_rate"] if bufs is not None else self.learning_rate, step,
-                self._gsum_buffer(n, segmented, direct), self._seg_buffer(n), seg_chunk,
-                _NONFINITE_CODE[opt.nonfinite],
-                bufs["nonfinite_count"] if bufs is not None else self.nonfinite_count, self._nonfinite_seen)
-        finally:
-            if defer:
-                ctx.__exit__(None, None, None)
-        if defer:
-            # the update's tensors (made on the step's stream) are held until the next backward: by then the next
-            # step's op made that stream wait for this update, so their memory is free to reuse there
-            # (no record_stream); two events in turn, each waited for before it is recorded again
-            lab = self.__dict__.setdefault("_lab_state", {"ev": (torch.cuda.Event(), torch.cuda.Event()), "k": 0})
-            ev = lab["ev"][lab["k"]]
-            lab["k"] ^= 1
-            ev.record(us)
-            lab["hold"] = (grad_out, g, ids, saved["offsets"], saved["ws"], grad_psw)
-            torch.ops.dynamicemb._lookup_lab_defer(ev.cuda_event)
+        grad_psw = torch.ops.dynamicemb.lookup_backward(
+            saved["meta"], self._value_kind, g, ids, saved["offsets"], saved["ws"], psw, self._ftable_i32,
+            self._fcol, max(saved["B"], 1), _POOL_CODE[self.pooling], flags, self.max_dim, _opt_code(opt),
+            *self._opt_constants(), bufs["learning_rate"] if bufs is not None else self.learning_rate, step,
+            self._gsum_buffer(n, segmented, direct), self._seg_buffer(n), seg_chunk, _NONFINITE_CODE[opt.nonfinite],
+            bufs["nonfinite_count"] if bufs is not None else self.nonfinite_count, self._nonfinite_seen)
         if not compiling:
             CHANNEL.after_call(self.device)
         return grad_psw.to(saved["psw_dtype"]) if want_psw else None

@@ -372,22 +372,6 @@ def trained_results(m, data, seed):
     return outs + [x for t in range(2) for x in keys[t]] + [x for t in range(2) for x in rows(m, t, keys[t][0])]
 
 
-def hot_batches(pooling, seed, steps=4, F=3, bags=3000, vocab=20000):
-    """(ids, offsets) of `steps` steps on the GPU: hot ids (~1,000 occurrences in a step) and new ids in every step;
-    one id per bag (pooling none) or 0-3."""
-    gen = torch.Generator().manual_seed(seed)
-    data = []
-    for s in range(steps):
-        lengths = torch.ones(F * bags, dtype=torch.int64) if pooling == "none" else torch.randint(0, 4, (F * bags,), generator=gen)
-        offsets = torch.zeros(F * bags + 1, dtype=torch.int64)
-        offsets[1:] = torch.cumsum(lengths, 0)
-        n = int(offsets[-1])
-        u = torch.rand(n, generator=gen)
-        ids = (u ** 4 * (vocab // 4)).long() + s * (vocab // 4) * (torch.rand(n, generator=gen) < 0.3).long()
-        data.append((ids.cuda(), offsets.cuda()))
-    return data
-
-
 @pytest.mark.parametrize("pooling", ["none", "sum"])
 def test_dedup_insert_variants_agree(pooling):
     """Every dedup variant (lab op _lookup_lab_dedup: the insert's probe with the CAS first or a load first; the
@@ -396,7 +380,17 @@ def test_dedup_insert_variants_agree(pooling):
     ids (~1,000 occurrences in a step; no segment cut, so the sums are repeatable), new ids in every step (the insert
     pass's misses), a random gradient."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
-    data = hot_batches(pooling, 12)
+    gen = torch.Generator().manual_seed(12)
+    F, bags, vocab = 3, 3000, 20000
+    data = []
+    for s in range(4):
+        lengths = torch.ones(F * bags, dtype=torch.int64) if pooling == "none" else torch.randint(0, 4, (F * bags,), generator=gen)
+        offsets = torch.zeros(F * bags + 1, dtype=torch.int64)
+        offsets[1:] = torch.cumsum(lengths, 0)
+        n = int(offsets[-1])
+        u = torch.rand(n, generator=gen)
+        ids = (u ** 4 * (vocab // 4)).long() + s * (vocab // 4) * (torch.rand(n, generator=gen) < 0.3).long()
+        data.append((ids.cuda(), offsets.cuda()))
     results = {}
     old = lab(-1)
     variants = [0, 1, 16, 17, 48, 49]
@@ -410,34 +404,6 @@ def test_dedup_insert_variants_agree(pooling):
     for v in variants[1:]:
         for k, (a, b) in enumerate(zip(results[variants[0]], results[v])):
             assert torch.equal(a, b), f"insert variant {v}, result {k} differs from the plain insert"
-
-
-@pytest.mark.parametrize("pooling", ["none", "sum"])
-def test_deferred_update_agrees(pooling):
-    """Lab _KernelStep._lab_defer (the update on a stream of its own, the next step's dedup under it) against the
-    step on one stream: bitwise equal outputs over four steps, an eval issued right after the last backward (no
-    synchronization: its op waits for the update), stored keys and scores, rows and Adam state."""
-    data = hot_batches(pooling, 13)
-    results = {}
-    try:
-        for v in (0, 1):
-            m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16))
-            m._lab_defer = v
-            m.backward_chunk = 1 << 20
-            outs = train_random(m, data, 400)
-            m.eval()
-            with torch.no_grad():
-                ev = m(*data[0])
-            m.train()
-            torch.cuda.synchronize()
-            keys = [stored(m, t) for t in range(2)]
-            results[v] = outs + [ev] + [x for t in range(2) for x in keys[t]] + [
-                x for t in range(2) for x in rows(m, t, keys[t][0])]
-    finally:
-        torch.cuda.synchronize()
-        torch.ops.dynamicemb._lookup_lab_defer(0)
-    for k, (a, b) in enumerate(zip(results[0], results[1])):
-        assert torch.equal(a.cpu(), b.cpu()), f"deferred update: result {k} differs from the step on one stream"
 
 
 @pytest.mark.parametrize("pooling", ["sum", "mean", "none"])

@@ -35,16 +35,6 @@ def use_variant(lab, dedup, v):
         torch.ops.dynamicemb._lookup_lab_seg_apply(parts[3])
 
 
-def preset_batches(dev, count=4):
-    """`count` batches of NVIDIA's config (benchmarks/embedding.py make_batch, seed 0) on `dev` (benchmarks/ on
-    sys.path)."""
-    from embedding import make_batch
-
-    gen = torch.Generator().manual_seed(0)
-    batches = [make_batch(10, 104_857, 1, 1_677_721, 1.05, gen) for _ in range(count)]
-    return [(i.to(dev), o.to(dev)) for i, o in batches]
-
-
 def preset_step(opt_name, batches, dev):
     """(module, train): a module at NVIDIA's config (10 tables, D128 fp32, 1M slots each, pooling none) under SGD or
     Adam, and one training step over the next of `batches` with a gradient of ones (made once per shape)."""

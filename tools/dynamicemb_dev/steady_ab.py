@@ -50,10 +50,10 @@ def main():
     sys.path.insert(0, os.path.abspath(a.bench))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_util import event_ms  # noqa: E402
-    from embedding import gpu_warmup  # noqa: E402
+    from embedding import gpu_warmup, make_batch  # noqa: E402
     from embedding_step_profile import short  # noqa: E402
     from pipelined_gaps import device_ops, gaps_of  # noqa: E402
-    from lab_variants import preset_batches, preset_step  # noqa: E402
+    from lab_variants import preset_step  # noqa: E402
     from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
     ops = torch.ops.dynamicemb
@@ -77,7 +77,10 @@ def main():
             seg(parts[1])
 
     dev = torch.device("cuda")
-    batches = preset_batches(dev)
+    T, B = 10, 104_857
+    gen = torch.Generator().manual_seed(0)
+    batches = [make_batch(T, B, 1, 1_677_721, 1.05, gen) for _ in range(4)]
+    batches = [(i.to(dev), o.to(dev)) for i, o in batches]
     gpu_warmup(dev, 0.5)
     out_json = {}
     for oi, opt_name in enumerate(a.opt.split(",")):

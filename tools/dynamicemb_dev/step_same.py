@@ -8,7 +8,6 @@ eval output:
     rows do not depend on the arrival order of the pieces), SGD and Adam;
   - "random": 10 tables x 104,857 ids uniform over 300K ids per table (a unique repeats a few times, no segment is
     cut into more than two pieces), a random gradient (the sum order inside each segment shows in the rows), Adam.
-With --defer each value of the lab's _KernelStep._lab_defer (1: the update on its own stream) is its own record.
 With the lab ops _lookup_lab_csr_sort / _lookup_lab_find_later (builds that have them) each variant S/F[/D] in
 --variants (tools/dynamicemb_dev/csr_sort_ab.py) runs as its own record. Run:
     python3 -P tools/dynamicemb_dev/step_same.py --bench benchmarks --out a.json [--variants 0/0,2/1]
@@ -58,7 +57,7 @@ def table_sums(m) -> dict:
     return res
 
 
-def run_case(case, opt_name, dev, mods, defer=0):
+def run_case(case, opt_name, dev, mods):
     make_batch, SGD, Adam, DynamicEmbTableOptions, BatchedDynamicEmbeddingTables = mods
     T, B, D = 10, 104_857, 128
     gen = torch.Generator().manual_seed(0)
@@ -74,8 +73,6 @@ def run_case(case, opt_name, dev, mods, defer=0):
     opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
     tables = [DynamicEmbTableOptions(dim=D, max_capacity=1 << 20, on_refused="zero")] * T
     m = BatchedDynamicEmbeddingTables(tables, pooling="none", optimizer=opt, device=dev)
-    if defer:
-        m._lab_defer = defer  # lab: the update on its own stream (_KernelStep._lab_defer)
     rec = {}
     ggen = torch.Generator(device=dev).manual_seed(2)
     for s in range(5):
@@ -102,7 +99,6 @@ def main():
     p.add_argument("--bench", default="benchmarks")
     p.add_argument("--out")
     p.add_argument("--variants", default="")
-    p.add_argument("--defer", default="", help="lab _KernelStep._lab_defer values, each its own record (e.g. 0,1)")
     p.add_argument("--compare", nargs=2, help="base.json other.json (base: its first record)")
     p.add_argument("--cases", default="preset.sgd,preset.adam,random.adam", help="of the three, those to run")
     a = p.parse_args()
@@ -132,18 +128,7 @@ def main():
     lab, lab_dedup = lab_ops()
     variants = [v for v in a.variants.split(",") if v] if lab is not None else []
     res = {}
-    for dv in [int(x) for x in a.defer.split(",") if x]:
-        rec = {}
-        for case, opt in (("preset", "sgd"), ("preset", "adam"), ("random", "adam")):
-            if f"{case}.{opt}" in a.cases.split(","):
-                r = run_case(case, opt, dev, mods, defer=dv)
-                rec.update({f"{case}.{opt}.{k}": x for k, x in r.items()})
-        res[f"defer={dv}"] = rec
-        print(f"defer={dv}: {len(rec)} checksums", flush=True)
-    if a.defer:
-        torch.ops.dynamicemb._lookup_lab_defer(0)
-        variants = []
-    for v in [] if a.defer else (variants or [None]):
+    for v in variants or [None]:
         use_variant(lab, lab_dedup, v)
         name = "main" if v is None else f"sort/find_later/insert={v}"
         rec = {}

@@ -14,7 +14,6 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
-#include <mutex>
 #include <string>
 #include <type_traits>
 #include <tuple>
@@ -168,32 +167,6 @@ int64_t lookup_lab_mirror(int64_t variant) {
   const int old = g_mirror_copy.load();
   if (variant == 0 || variant == 1) g_mirror_copy.store(static_cast<int>(variant));
   return old;
-}
-
-// Lab (the step's row update under the next step's dedup; tools/dynamicemb_dev/defer_ab.py): a backward that ran
-// its update on another stream leaves the update's end event here (per process: autograd runs the backward on
-// its own thread); the next lookup_step waits for it before its first row access: after its dedup (which reads
-// only keys and scores) when it inserts, else at once. Event 0 clears. Returns 1 if an event was pending.
-std::mutex g_pending_mu;
-cudaEvent_t g_pending = nullptr;
-
-int64_t lookup_lab_defer(int64_t event) {
-  std::lock_guard<std::mutex> lock(g_pending_mu);
-  const bool was = g_pending != nullptr;
-  g_pending = reinterpret_cast<cudaEvent_t>(static_cast<uintptr_t>(event));
-  return was;
-}
-
-cudaEvent_t take_pending() {
-  std::lock_guard<std::mutex> lock(g_pending_mu);
-  cudaEvent_t e = g_pending;
-  g_pending = nullptr;
-  return e;
-}
-
-void wait_event_on(void* stream, cudaEvent_t e) {
-  const cudaError_t r = cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), e, 0);
-  ACCEL_CHECK(r == cudaSuccess, "lookup_step: stream wait failed: ", cudaGetErrorString(r));
 }
 
 int64_t lookup_dedup_set_size(int64_t n) {
@@ -522,15 +495,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   check_psw(psw, n, ids);
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
   void* stream = accel::current_cuda_stream(ids.get_device_index());
-  // lab: an earlier step's row update still running on another stream (lookup_lab_defer)
-  cudaEvent_t pend = take_pending();
-  if (pend != nullptr) {  // a capture cannot wait for work outside it (torch.cuda.graph synchronized first)
-    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    ACCEL_CHECK(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &cap) == cudaSuccess, "capture status");
-    if (cap != cudaStreamCaptureStatusNone) pend = nullptr;
-  }
-  const bool pend_late = pend != nullptr && !stage.has_value() && n > 0 && (train || pooling != kPoolNone);
-  if (pend != nullptr && !pend_late) wait_event_on(stream, pend);
   const float* pw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
   // Staging first (caching tables over the uva store; _device_stage.py): op cache_stage's kernels on this stream,
   // before the insert, their failed flag the step's external skip flag. Its scratch is one allocation: [failed +
@@ -648,7 +612,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     }
   }
   if (d.find_later) launch_dedup_find(d, stream);
-  if (pend_late) wait_event_on(stream, pend);  // lab: rows from here on
   InsertParams ip{};
   ip.meta = meta_ptr(meta);
   ip.num_tables = static_cast<int>(T);
@@ -931,7 +894,6 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_find_later(int variant) -> int");
   m.def("_lookup_lab_dedup(int variant) -> int");
   m.def("_lookup_lab_mirror(int variant) -> int");
-  m.def("_lookup_lab_defer(int event) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -950,7 +912,6 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("_lookup_lab_find_later", TORCH_BOX(&dynamicemb::lookup::lookup_lab_find_later));
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
   m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
-  m.impl("_lookup_lab_defer", TORCH_BOX(&dynamicemb::lookup::lookup_lab_defer));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
