@@ -1,10 +1,11 @@
 """The training step at NVIDIA's config (benchmarks/embedding.py --preset nvidia: 10 tables x 104,857 ids, power law
 1.05 over 1,677,721 ids, D128 fp32, pooling none) kernel by kernel under Nsight Compute: one steady step per
 optimizer between cudaProfilerStart / Stop, and the table of the report (time, DRAM bytes, achieved bandwidth and
-its byte floor, registers, occupancy, the largest stall reasons). Run (GPU):
+its byte floor, registers, occupancy, L2 hit rate, the largest stall reasons). Run (GPU; or `--metrics` alone with
+those columns' metrics: fewer replay passes, so the Adam step's 16 GB of rows fit a short run):
     ncu --profile-from-start off --print-units base --csv --page raw \\
         --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \\
-        --metrics dram__bytes_read.sum,dram__bytes_write.sum \\
+        --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \\
         python3 -P tools/dynamicemb_dev/step_ncu.py --bench benchmarks --opt sgd,adam > ncu.csv
     python3 tools/dynamicemb_dev/step_ncu.py --table ncu.csv [--tbs 4.27]
 With --variant D the steps run under the dedup flags D (op _lookup_lab_dedup) of builds that have it.
@@ -91,8 +92,8 @@ def table(path, tbs):
     stalls = [h for h in head if "issue_stalled_" in h and h.endswith("_per_issue_active.ratio")
               and "not_issued" not in h]
     print(f"| # | kernel | us | DRAM R MB | DRAM W MB | TB/s | floor us at {tbs} | regs | occ theo / achieved % | "
-          "top stalls (warps per issue) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---|---|")
+          "L2 hit % | top stalls (warps per issue) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|")
     tot_t = tot_b = tot_f = 0.0
     for k, r in enumerate(data):
         t = get(r, "gpu__time_duration.sum") / 1e3
@@ -104,11 +105,12 @@ def table(path, tbs):
         occ = f"{get(r, 'sm__maximum_warps_per_active_cycle_pct'):.0f} / " \
               f"{get(r, 'sm__warps_active.avg.pct_of_peak_sustained_active'):.0f}"
         print(f"| {k} | {short(r[col['Kernel Name']])} | {t:.1f} | {rd / 1e6:.1f} | {wr / 1e6:.1f} | {bw:.2f} | "
-              f"{floor:.1f} | {get(r, 'launch__registers_per_thread'):.0f} | {occ} | {st} |")
+              f"{floor:.1f} | {get(r, 'launch__registers_per_thread'):.0f} | {occ} | "
+              f"{get(r, 'lts__t_sector_hit_rate.pct'):.0f} | {st} |")
         tot_t += t
         tot_b += rd + wr
         tot_f += floor
-    print(f"| | sum | {tot_t:.1f} | | | {tot_b / (tot_t * 1e-6) / 1e12:.2f} | {tot_f:.1f} | | | |")
+    print(f"| | sum | {tot_t:.1f} | | | {tot_b / (tot_t * 1e-6) / 1e12:.2f} | {tot_f:.1f} | | | | |")
 
 
 def main():
