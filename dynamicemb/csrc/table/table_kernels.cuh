@@ -732,8 +732,10 @@ __global__ void __launch_bounds__(kMainBlock<F>,
       const bool flag = p.accum_flags != nullptr && p.accum_flags[i];
       const KeyHome h = home_of(t, key);
       // LRU row copiers with the first-writer set (all-HBM tables): the first occurrence of each key to register
-      // is its only writer in this pass, so its hit takes no slot lock (no CAS, no release store); the others yield
-      // (hits) or go to the insert pass (missing keys). The CAS is issued here and settled after the probe.
+      // is its only writer in this pass, so its hit takes no slot lock and its insert claims the free slot with the
+      // key itself (no LOCKED state, no release store: no other occurrence reads or writes the slot in this pass;
+      // the next kernel sees every write); the others yield (hits) or go to the insert pass (missing keys). The
+      // registration's CAS is issued here and settled after the probe.
       constexpr bool dedup = F == kFamilyCopyDedup && P == kPolicyLru;
       unsigned long long dedup_seen = 0;
       if (dedup && lead) dedup_seen = dedup_start(p, key);
@@ -789,8 +791,14 @@ __global__ void __launch_bounds__(kMainBlock<F>,
             seen = lock == kHitLockOwned ? key : kLockedKey;  // the probe's CAS on this slot
           } else {
             if (lead) {
-              seen = cas_key(t.keys, target, locking ? key : kEmptyKey, kLockedKey);
-              if (inserting && seen == kLockedKey) seen = wait_unlocked(t.keys, target);
+              if (dedup) {
+                // The key's only writer claims with the key itself: nobody in this pass reads the slot's row, score
+                // or digest after seeing the key (no other occurrence writes it), so nothing is published later.
+                seen = atomicCAS(reinterpret_cast<unsigned long long*>(t.keys) + target, kEmptyKey, key);
+              } else {
+                seen = cas_key(t.keys, target, locking ? key : kEmptyKey, kLockedKey);
+                if (inserting && seen == kLockedKey) seen = wait_unlocked(t.keys, target);
+              }
             }
             seen = tile.shfl(seen, 0);
           }
@@ -830,7 +838,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
           accum_row<V>(tile, row, row_in, dim);
         else if (host_rw < 0)
           copy_row(tile, row, row_in, dim, false);
-        if (!(dedup && hit)) {  // (a lock-free hit never changed the key word)
+        if (!dedup) {  // (dedup: the key word holds the key already)
           tile.sync();
           if (lead) publish_key(t.keys, slot, key);
         }
