@@ -328,8 +328,8 @@ def test_gpu_row_writer_duplicates_on_shared_buckets_match_cpu_twin(policy, op, 
         assert_same_items(g, c, stats_g, stats_c, n)
 
 
-@pytest.mark.parametrize("op", ["find_or_insert", "assign", "assign_scores", "accum_or_assign", "assign+dedup",
-                                "insert_or_assign+dedup"])
+@pytest.mark.parametrize("op", ["find_or_insert", "assign", "assign_scores", "accum_or_assign", "insert_or_assign",
+                                "assign+dedup", "insert_or_assign+dedup"])
 def test_gpu_full_table_first_pass_families_match_cpu_twin(op):
     """A full table (every bucket's 128 slots taken), batches of hits and misses with duplicates, sizes that are
     no multiple of a first-pass block's keys (32): one op per family of the first pass.
