@@ -224,7 +224,8 @@ __device__ __forceinline__ unsigned long long* insert_group_counter(const Upsert
 
 // The first-writer set (private option; the pending scratch's tail, dedup_set_words(n) words, zeroed by the
 // launcher): word j holds key ^ kEmptyKey of a key registered by this batch, 0 when free (kEmptyKey is reserved,
-// so no key maps to 0). Linear probing from a multiplicative hash of the key.
+// so no key maps to 0). Linear probing from a multiplicative hash of the key; an occurrence writes at most kTile
+// words (its decisive round's), so a set of >= 4n words always has a free word left (dedup_settle ends).
 __device__ __forceinline__ unsigned long long* dedup_set(const UpsertParams& p) {
   return reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra);
 }
@@ -240,16 +241,25 @@ __device__ __forceinline__ unsigned long long dedup_start(const UpsertParams& p,
   return atomicCAS(dedup_set(p) + dedup_home(key, dedup_mask(p)), 0ull,
                    static_cast<unsigned long long>(key ^ kEmptyKey));
 }
-// True when another occurrence of `key` registered first; `seen` is dedup_start's result.
-__device__ __forceinline__ bool dedup_settle(const UpsertParams& p, uint64_t key, unsigned long long seen) {
+// True when another occurrence of `key` registered first; `seen` is the lead's dedup_start result. After a
+// collision at the home word the tile's lanes CAS the next kTile words together (one round trip instead of a chain
+// of dependent CASes; a block waits for its slowest key): the first word in order that held 0 (now x) or x decides.
+// Several words may end up holding x; every occurrence decides at the first of them in probe order, which exactly
+// one occurrence wrote (words holding another key never change), so there is one writer per key.
+__device__ __forceinline__ bool dedup_settle(const Tile& tile, const UpsertParams& p, uint64_t key,
+                                             unsigned long long seen) {
   const unsigned long long x = key ^ kEmptyKey;
+  seen = tile.shfl(seen, 0);
+  if (seen == 0 || seen == x) return seen == x;
   const uint64_t mask = dedup_mask(p);
   uint64_t j = dedup_home(key, mask);
-  while (seen != 0 && seen != x) {
-    j = (j + 1) & mask;
-    seen = atomicCAS(dedup_set(p) + j, 0ull, x);
+  while (true) {
+    const uint64_t w = (j + 1 + tile.thread_rank()) & mask;
+    const unsigned long long v = atomicCAS(dedup_set(p) + w, 0ull, x);
+    const unsigned decided = tile.ballot(v == 0 || v == x);
+    if (decided) return tile.shfl(v, __ffs(decided) - 1) == x;
+    j += kTile;
   }
-  return seen == x;
 }
 
 // Flag in a pending entry's index word: the first pass found the key missing and its bucket full.
@@ -758,10 +768,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
                                           !dedup)
                  : probe_concurrent(tile, t, key, h, free_mask, may_insert);
       bool dup = false;  // dedup: another occurrence of the key is its writer in this pass
-      if (dedup) {
-        if (lead) dup = dedup_settle(p, key, dedup_seen);
-        dup = tile.shfl(dup, 0);
-      }
+      if (dedup) dup = dedup_settle(tile, p, key, dedup_seen);
       // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
       // them apart), so that the hits' row copies and score touches run once per warp instead of once per
       // straggling group of tiles (H200, load factor 1.0: first pass -8 %). Safe where the probe takes no lock (no
