@@ -660,13 +660,8 @@ __device__ __forceinline__ void flush_stats(const UpsertParams& p, unsigned* s_s
 // no drawing code, which needs the registers of 5 blocks/SM), kFamilyInit otherwise.
 // kFamilyCopyDedup: the row copiers under LRU with the first-writer set (dedup_set; private option), an instance
 // of its own so that the default copiers' registers do not change.
-enum MainFamily : int {
-  kFamilyInit = 0,
-  kFamilyCopy = 1,
-  kFamilyOther = 2,
-  kFamilyInitConst = 3,
-  kFamilyCopyDedup = 4,
-};
+enum MainFamily : int { kFamilyInit = 0, kFamilyCopy = 1, kFamilyOther = 2, kFamilyInitConst = 3,
+                        kFamilyCopyDedup = 4 };
 TABLE_HD int main_family(int mode) {
   return mode == kFindOrInsert ? kFamilyInit
          : (mode == kInsertOrAssign || mode == kInsertAndEvict || mode == kAssign) ? kFamilyCopy
