@@ -220,7 +220,7 @@ def test_gpu_cuda_graph_capture():
     assert t.size() >= 3000
 
 
-@pytest.mark.parametrize("policy", ["lru", "lfu", "epoch_lru", "epoch_lfu"])
+@pytest.mark.parametrize("policy", ["lru", "lfu", "epoch_lru", "epoch_lfu", "lru+dedup", "epoch_lru+dedup"])
 @pytest.mark.parametrize("op", ["find_or_insert", "insert_or_assign", "assign_scores"])
 def test_gpu_duplicates_across_passes_match_cpu_twin(policy, op):
     """Batches of present and missing keys, each repeated 1-4 times and shuffled (one key per bucket).
@@ -228,12 +228,15 @@ def test_gpu_duplicates_across_passes_match_cpu_twin(policy, op):
     The CUDA upsert serves hits in a first pass and inserts in a second, with duplicates of one key spread over
     tiles of both passes. Under these policies the result does not depend on which duplicate goes first (LRU:
     one clock per op; LFU: increments add up; rows are a function of the key), so the tables, the stats and
-    the number of `found` flags must equal the CPU twin's exactly.
+    the number of `found` flags must equal the CPU twin's exactly. "+dedup": the row copiers' first-writer set
+    (private option `_upsert_dedup`) on the same batches.
     """
+    policy, dedup = policy.removesuffix("+dedup"), policy.endswith("+dedup")
     nb, bc, dim = 64, 16, 8
     kw = dict(capacity=nb * bc, value_dim=dim, bucket_capacity=bc, score_policy=policy,
               initializer=TableInitializer("uniform", seed=5))
     g, c = pair(**kw)
+    g._upsert_dedup = dedup
     g.set_epoch(9)
     c.set_epoch(9)
     gen = torch.Generator().manual_seed(zlib.crc32(f"{policy}{op}".encode()))
@@ -269,7 +272,7 @@ def test_gpu_duplicates_across_passes_match_cpu_twin(policy, op):
 
 
 @pytest.mark.parametrize("dups", ["few", "hot"])
-@pytest.mark.parametrize("policy", ["lru", "lfu", "epoch_lru", "customized"])
+@pytest.mark.parametrize("policy", ["lru", "lfu", "epoch_lru", "customized", "lru+dedup", "epoch_lru+dedup"])
 @pytest.mark.parametrize("op", ["assign", "insert_or_assign"])
 def test_gpu_row_writer_duplicates_on_shared_buckets_match_cpu_twin(policy, op, dups):
     """Row writers with many duplicates of present and missing keys in a few 128-slot buckets.
@@ -280,11 +283,14 @@ def test_gpu_row_writer_duplicates_on_shared_buckets_match_cpu_twin(policy, op, 
     tiles on one lock word at once, some reading it LOCKED, some losing the CAS to a duplicate). No bucket
     overflows, so the stored set is the CPU twin's; placement inside a bucket may differ (claim order), so the
     tables are compared key by key: row, score, stats. Rows and scores are functions of the key (customized: the
-    caller's score), so the outcome does not depend on which duplicate goes first.
+    caller's score), so the outcome does not depend on which duplicate goes first. "+dedup": the row copiers'
+    first-writer set (private option `_upsert_dedup`): one lock-free writer per key, the other occurrences yield.
     """
+    policy, dedup = policy.removesuffix("+dedup"), policy.endswith("+dedup")
     nb, bc, dim = 32, 128, 8
     kw = dict(capacity=nb * bc, value_dim=dim, bucket_capacity=bc, score_policy=policy)
     g, c = pair(**kw)
+    g._upsert_dedup = dedup
     g.set_epoch(4)
     c.set_epoch(4)
     gen = torch.Generator().manual_seed(zlib.crc32(f"rw{policy}{op}".encode()))
@@ -322,7 +328,8 @@ def test_gpu_row_writer_duplicates_on_shared_buckets_match_cpu_twin(policy, op, 
         assert_same_items(g, c, stats_g, stats_c, n)
 
 
-@pytest.mark.parametrize("op", ["find_or_insert", "assign", "assign_scores", "accum_or_assign"])
+@pytest.mark.parametrize("op", ["find_or_insert", "assign", "assign_scores", "accum_or_assign", "insert_or_assign",
+                                "assign+dedup", "insert_or_assign+dedup"])
 def test_gpu_full_table_first_pass_families_match_cpu_twin(op):
     """A full table (every bucket's 128 slots taken), batches of hits and misses with duplicates, sizes that are
     no multiple of a first-pass block's keys (32): one op per family of the first pass.
@@ -332,12 +339,16 @@ def test_gpu_full_table_first_pass_families_match_cpu_twin(op):
     upsert and the CPU twin serve every key present at the op's start before any insert of the batch evicts. Every
     key's duplicates share its row, flag and score, so the outcome does not depend on which duplicate goes first:
     the stored set, rows, scores, stats and per-key outputs must equal the twin's (placement inside a bucket may
-    differ; which occurrence of a new key reports the insert is CUDA's choice).
+    differ; which occurrence of a new key reports the insert is CUDA's choice). "+dedup": the row copiers'
+    first-writer set (private option `_upsert_dedup`); insert_or_assign's misses evict (its own set of victims,
+    the same on both: LRU, every new key scored by the op's clock).
     """
+    op, dedup = op.removesuffix("+dedup"), op.endswith("+dedup")
     nb, bc, dim = 16, 128, 8
     kw = dict(capacity=nb * bc, value_dim=dim, bucket_capacity=bc, score_policy="lru",
               initializer=TableInitializer("constant", value=0.25))
     g, c = pair(**kw)
+    g._upsert_dedup = dedup
     gen = torch.Generator().manual_seed(zlib.crc32(f"full{op}".encode()))
     # Fill: exactly bc keys per bucket, in one op (no eviction, so both tables hold the same set).
     per = {b: [] for b in range(nb)}
@@ -382,6 +393,8 @@ def test_gpu_full_table_first_pass_families_match_cpu_twin(op):
             stats_g, stats_c = rg.stats, rc.stats
         elif op == "assign":
             stats_g, stats_c = g.assign(kg, rows.cuda()), c.assign(kc, rc_rows)
+        elif op == "insert_or_assign":
+            stats_g, stats_c = g.insert_or_assign(kg, rows.cuda()), c.insert_or_assign(kc, rc_rows)
         elif op == "assign_scores":
             stats_g, stats_c = g.assign_scores(kg), c.assign_scores(kc)
         else:

@@ -1,16 +1,17 @@
-// Per-kernel device times of the scored hash table's inserting ops on a FULL table (load factor 1.0, HKV's fill),
+// Per-kernel device times of the scored hash table's inserting ops at HKV's fill (load factor 1.0 by default),
 // one key/value/policy instance (uint64 keys, fp32 values, LRU) of dynamicemb/csrc/table/table_kernels.cuh built
 // on its own, so that two source trees (main's and a branch's) can be timed and profiled side by side:
 //
 //   nvcc -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a -I<tree> \
 //        tools/dynamicemb_dev/evict_bench.cu -o /tmp/eb && /tmp/eb [capacity_log2=26] [batch_log2=20] [reps=5] \
-//        [ncu|-] [uniform|zipf]
+//        [ncu|-] [uniform|zipf] [loads=1] [dedup|-]
 //
 // Workload (benchmarks/hash_table.py --fill hkv --lambdas 1.0): 2^capacity_log2 slots (buckets of 128) filled by
 // insert_or_assign in batches of 2^batch_log2 random keys, topped up until the size is within 0.001 of the
-// capacity; then per op (find_or_insert, insert_or_assign, insert_and_evict) and rep: the table restored from a
-// snapshot, a batch of 60 % distinct hits drawn from the last batch inserted and 40 % new keys in random order,
-// each kernel timed by CUDA events around its launch (the stream kept busy before, so launches queue up); medians.
+// capacity (`loads`, comma-separated and ascending, e.g. 0.5,0.75,1: the table filled on from one to the next,
+// load * capacity / batch full batches, the top-ups only at 1.0; each load's ops on its own snapshot); then per op
+// (find_or_insert, insert_or_assign, insert_and_evict) and rep: the table restored from a snapshot, a batch of 60 %
+// distinct hits drawn from the last batch inserted and 40 % new keys in random order, each kernel timed by CUDA events around its launch (the stream kept busy before, so launches queue up); medians.
 // Prints the insert pass's pending count and an order-independent checksum of the table after the op (the multiset
 // of (bucket, key, score, digest, first row word)) and of the evicted (key, score) pairs: equal checksums between
 // two trees = the same eviction results. `ncu`: one rep per op inside cudaProfilerStart/Stop (for
@@ -103,6 +104,15 @@ int main(int argc, char** argv) {
   const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
   const bool ncu = argc > 4 && !std::strcmp(argv[4], "ncu");
   const bool zipf = argc > 5 && !std::strcmp(argv[5], "zipf");
+  // dedup: the timed ops pass the first-writer set (the LRU row copiers' private option).
+  const bool dedup = argc > 7 && !std::strcmp(argv[7], "dedup");
+  // Load factors, comma-separated, ascending (the table is filled on from one to the next): "0.5,0.75,1".
+  std::vector<double> loads;
+  for (const char* q = argc > 6 ? argv[6] : "1"; *q;) {
+    char* e = nullptr;
+    loads.push_back(std::strtod(q, &e));
+    q = *e ? e + 1 : e;
+  }
   const int64_t dim = 32;
   const int64_t cap = int64_t(1) << cap_log2, B = 128, n = int64_t(1) << n_log2;
   cudaStream_t s;
@@ -122,41 +132,15 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&vout, n * dim * 4));
   CK(cudaMalloc(&found, n));
   CK(cudaMalloc(&stats, 64 * 8));
-  CK(cudaMalloc(&pending, (2 * n + kPendingExtra) * 8));
+  CK(cudaMalloc(&pending, (2 * n + kPendingExtra + dedup_set_words(n)) * 8));
   CK(cudaMalloc(&cnt, 8));
   gen_values<<<(n * dim + 255) / 256, 256, 0, s>>>(vin, n * dim, 1);
   UpsertParams base{};
   base.t = t;
   base.stats = stats;
   base.pending = pending;
-  // Fill: cap / n batches, then top-ups until within 0.001 of the capacity (the last batch inserted is the pool).
-  uint64_t stream = 1;
-  int64_t size = 0;
-  int64_t next = n;
-  for (int it = 0; it < 100000; ++it) {
-    const int64_t deficit = it < cap / n ? n : cap - size;
-    if (it >= cap / n && deficit <= cap / 1000) break;
-    next = std::min<int64_t>(n, deficit);
-    gen_keys<<<(n + 255) / 256, 256, 0, s>>>(fill, next, stream++);
-    UpsertParams p = base;
-    p.mode = kInsertOrAssign;
-    p.keys = fill;
-    p.n = next;
-    p.values_in = vin;
-    launch_upsert<K, V, P>(p, s);
-    if (it >= cap / n - 1) {
-      CK(cudaMemcpyAsync(&size, t.counters + kCounterSize, 8, cudaMemcpyDeviceToHost, s));
-      CK(cudaStreamSynchronize(s));
-    }
-  }
-  // The pool: the last full batch's keys (the top-ups are smaller; regenerate a full batch of the last stream).
-  uint64_t* pool;
-  CK(cudaMalloc(&pool, n * 8));
-  gen_keys<<<(n + 255) / 256, 256, 0, s>>>(pool, n, cap / n);  // the last full fill batch (all present: LRU)
-  CK(cudaStreamSynchronize(s));
-  std::printf("filled: size %lld of %lld slots (load %.4f), dim %lld, batch %lld\n", (long long)size,
-              (long long)cap, double(size) / cap, (long long)dim, (long long)n);
-  // Snapshot.
+  base.pending_words = 2 * n + kPendingExtra;
+  // Snapshot (the table at each load, restored before every op).
   TableRef snap = t;
   CK(cudaMalloc(&snap.keys, cap * 8));
   CK(cudaMalloc(&snap.digests, cap));
@@ -170,8 +154,8 @@ int main(int argc, char** argv) {
     CK(cudaMemcpyAsync(d.values, src.values, cap * dim * 4, cudaMemcpyDeviceToDevice, s));
     CK(cudaMemcpyAsync(d.counters, src.counters, kNumCounters * 8, cudaMemcpyDeviceToDevice, s));
   };
-  copy_table(snap, t);
-
+  uint64_t* pool;
+  CK(cudaMalloc(&pool, n * 8));
   const char* names[] = {"find_or_insert", "insert_or_assign", "insert_and_evict", "assign"};
   for (int k = 0; k < 8; ++k) CK(cudaEventCreate(&g_ev[k]));
   const int nreps = ncu ? 1 : reps + 1;
@@ -189,69 +173,105 @@ int main(int argc, char** argv) {
       CK(cudaMemcpy(zidx[r], h.data(), n * 8, cudaMemcpyHostToDevice));
     }
   }
-  std::printf("keys: %s\n", zipf ? "zipf 1.05 hits" : "uniform distinct hits");
-  for (int op = 0; op < 4; ++op) {
-    std::vector<float> tk[8], ttot;
-    long long pend = -1, st[kNumStats] = {};
-    unsigned long long tsum = 0, esum = 0;
-    for (int r = 0; r < nreps; ++r) {
-      copy_table(t, snap);
-      if (zipf) {
-        gen_batch_idx<<<(n + 255) / 256, 256, 0, s>>>(pool, zidx[r], keys, n, uint64_t(r + 1));
-        gen_values_of_keys<<<(n * dim + 255) / 256, 256, 0, s>>>(vin, keys, n, dim);
-      } else {
-        gen_batch<<<(n + 255) / 256, 256, 0, s>>>(pool, keys, n, uint64_t(r + 1));  // the same batches per op
-      }
+  // Fill state, carried from one load to the next (the table restored from the snapshot before filling on).
+  uint64_t stream = 1;
+  int64_t size = 0;
+  int64_t next = n;
+  int it = 0;
+  for (const double load : loads) {
+    if (load != loads.front()) copy_table(t, snap);
+    // Fill: load * cap / n full batches; at load 1.0, top-ups until within 0.001 of the capacity (the last full
+    // batch inserted is the pool).
+    const int64_t nfull = std::max<int64_t>(1, static_cast<int64_t>(load * cap / n));
+    for (; it < 100000; ++it) {
+      const int64_t deficit = it < nfull ? n : cap - size;
+      if (it >= nfull && (load < 1.0 || deficit <= cap / 1000)) break;
+      next = std::min<int64_t>(n, deficit);
+      gen_keys<<<(n + 255) / 256, 256, 0, s>>>(fill, next, stream++);
       UpsertParams p = base;
-      p.keys = keys;
-      p.n = n;
-      p.mode = op == 0 ? kFindOrInsert : op == 1 ? kInsertOrAssign : op == 2 ? kInsertAndEvict : kAssign;
-      if (op == 0) {
-        p.values_out = vout;
-        p.found_out = found;
-      } else {
-        p.values_in = vin;
-      }
-      if (op == 2) {
-        p.evicted_keys = ek;
-        p.evicted_scores = es;
-        p.evicted_values = ev;
-      }
-      CK(cudaStreamSynchronize(s));
-      if (ncu) CK(cudaProfilerStart());
-      spin<<<1, 1, 0, s>>>(400000);
-      CK(cudaEventRecord(g_ev[0], s));
-      g_ne = 1;
+      p.mode = kInsertOrAssign;
+      p.keys = fill;
+      p.n = next;
+      p.pending_words = 2 * next + kPendingExtra;
+      p.values_in = vin;
       launch_upsert<K, V, P>(p, s);
-      const int ne = g_ne;
-      g_ne = 0;
-      CK(cudaStreamSynchronize(s));
-      if (ncu) CK(cudaProfilerStop());
-      CK(cudaGetLastError());
-      if (r > 0 || ncu) {
-        collect_times(ne, tk, ttot);
-      }
-      if (r == nreps - 1) {  // checks of the last rep
-        CK(cudaMemcpy(st, stats, sizeof st, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(&pend, pending + 2 * n + kPendingExtra / 2, 8, cudaMemcpyDeviceToHost));
-        CK(cudaMemset(cnt, 0, 8));
-        table_sum<<<1024, 256, 0, s>>>(t, cnt);
-        CK(cudaMemcpyAsync(&tsum, cnt, 8, cudaMemcpyDeviceToHost, s));
+      if (it >= nfull - 1) {
+        CK(cudaMemcpyAsync(&size, t.counters + kCounterSize, 8, cudaMemcpyDeviceToHost, s));
         CK(cudaStreamSynchronize(s));
-        if (op == 2) {
-          CK(cudaMemset(cnt, 0, 8));
-          evicted_sum<<<(st[kStatEvicted] + 255) / 256 + 1, 256, 0, s>>>(ek, es, ev, dim, st[kStatEvicted], cnt);
-          CK(cudaMemcpyAsync(&esum, cnt, 8, cudaMemcpyDeviceToHost, s));
-          CK(cudaStreamSynchronize(s));
-        }
       }
     }
-    std::printf("%-17s total %7.1f us (%.3f billion/s)", names[op], med(ttot), n / med(ttot) / 1e3);
-    const char* kn[] = {"begin", "first", "insert"};
-    for (int k = 0; k < 3; ++k)
-      if (!tk[k].empty()) std::printf("  %s %6.1f", kn[k], med(tk[k]));
-    std::printf("  pending %lld  ins %lld asg %lld evi %lld ref %lld  table %016llx  evicted %016llx\n", pend, st[0],
-                st[1], st[2], st[3], tsum, esum);
+    // The pool: the last full batch's keys (the top-ups are smaller; regenerate a full batch of the last stream).
+    gen_keys<<<(n + 255) / 256, 256, 0, s>>>(pool, n, nfull);  // the last full fill batch (all present: LRU)
+    CK(cudaStreamSynchronize(s));
+    std::printf("filled: size %lld of %lld slots (load %.4f), dim %lld, batch %lld\n", (long long)size,
+                (long long)cap, double(size) / cap, (long long)dim, (long long)n);
+    copy_table(snap, t);
+
+    std::printf("keys: %s%s\n", zipf ? "zipf 1.05 hits" : "uniform distinct hits", dedup ? ", first-writer set" : "");
+    for (int op = 0; op < 4; ++op) {
+      std::vector<float> tk[8], ttot;
+      long long pend = -1, st[kNumStats] = {};
+      unsigned long long tsum = 0, esum = 0;
+      for (int r = 0; r < nreps; ++r) {
+        copy_table(t, snap);
+        if (zipf) {
+          gen_batch_idx<<<(n + 255) / 256, 256, 0, s>>>(pool, zidx[r], keys, n, uint64_t(r + 1));
+          gen_values_of_keys<<<(n * dim + 255) / 256, 256, 0, s>>>(vin, keys, n, dim);
+        } else {
+          gen_batch<<<(n + 255) / 256, 256, 0, s>>>(pool, keys, n, uint64_t(r + 1));  // the same batches per op
+        }
+        UpsertParams p = base;
+        p.keys = keys;
+        p.n = n;
+        if (dedup) p.pending_words = 2 * n + kPendingExtra + dedup_set_words(n);
+        p.mode = op == 0 ? kFindOrInsert : op == 1 ? kInsertOrAssign : op == 2 ? kInsertAndEvict : kAssign;
+        if (op == 0) {
+          p.values_out = vout;
+          p.found_out = found;
+        } else {
+          p.values_in = vin;
+        }
+        if (op == 2) {
+          p.evicted_keys = ek;
+          p.evicted_scores = es;
+          p.evicted_values = ev;
+        }
+        CK(cudaStreamSynchronize(s));
+        if (ncu) CK(cudaProfilerStart());
+        spin<<<1, 1, 0, s>>>(400000);
+        CK(cudaEventRecord(g_ev[0], s));
+        g_ne = 1;
+        launch_upsert<K, V, P>(p, s);
+        const int ne = g_ne;
+        g_ne = 0;
+        CK(cudaStreamSynchronize(s));
+        if (ncu) CK(cudaProfilerStop());
+        CK(cudaGetLastError());
+        if (r > 0 || ncu) {
+          collect_times(ne, tk, ttot);
+        }
+        if (r == nreps - 1) {  // checks of the last rep
+          CK(cudaMemcpy(st, stats, sizeof st, cudaMemcpyDeviceToHost));
+          CK(cudaMemcpy(&pend, pending + 2 * n + kPendingExtra / 2, 8, cudaMemcpyDeviceToHost));
+          CK(cudaMemset(cnt, 0, 8));
+          table_sum<<<1024, 256, 0, s>>>(t, cnt);
+          CK(cudaMemcpyAsync(&tsum, cnt, 8, cudaMemcpyDeviceToHost, s));
+          CK(cudaStreamSynchronize(s));
+          if (op == 2) {
+            CK(cudaMemset(cnt, 0, 8));
+            evicted_sum<<<(st[kStatEvicted] + 255) / 256 + 1, 256, 0, s>>>(ek, es, ev, dim, st[kStatEvicted], cnt);
+            CK(cudaMemcpyAsync(&esum, cnt, 8, cudaMemcpyDeviceToHost, s));
+            CK(cudaStreamSynchronize(s));
+          }
+        }
+      }
+      std::printf("%-17s total %7.1f us (%.3f billion/s)", names[op], med(ttot), n / med(ttot) / 1e3);
+      const char* kn[] = {"begin", "first", "insert"};
+      for (int k = 0; k < 3; ++k)
+        if (!tk[k].empty()) std::printf("  %s %6.1f", kn[k], med(tk[k]));
+      std::printf("  pending %lld  ins %lld asg %lld evi %lld ref %lld  table %016llx  evicted %016llx\n", pend, st[0],
+                  st[1], st[2], st[3], tsum, esum);
+    }
   }
   CK(cudaStreamSynchronize(s));
   return 0;

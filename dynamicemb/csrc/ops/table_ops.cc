@@ -274,7 +274,12 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
     // Scratch of the two-pass CUDA upsert (table_kernels.cuh): the keys the hit pass leaves to the insert pass.
     ACCEL_CHECK(p.n == 0 || pending.has_value(), "pending: the CUDA upsert needs an int64 scratch of ",
                 2 * p.n + kPendingExtra, " elements");
-    p.pending = static_cast<int64_t*>(opt_ptr(pending, "pending", tk, ScalarType::Long, 2 * p.n + kPendingExtra));
+    // 2n + kPendingExtra, or that plus the first-writer set of the LRU row copiers (private option).
+    const int64_t pw = pending.has_value() && pending->numel() == 2 * p.n + kPendingExtra + dedup_set_words(p.n)
+                           ? 2 * p.n + kPendingExtra + dedup_set_words(p.n)
+                           : 2 * p.n + kPendingExtra;
+    p.pending = static_cast<int64_t*>(opt_ptr(pending, "pending", tk, ScalarType::Long, pw));
+    p.pending_words = pw;
     ACCEL_CHECK(reinterpret_cast<uintptr_t>(p.pending) % 16 == 0, "pending: expected a 16-byte aligned tensor");
     torch::stable::accelerator::DeviceGuard guard(t.device);
     // Hybrid: the first pass leaves its host-row copies (rows written; find_or_insert: rows read) to

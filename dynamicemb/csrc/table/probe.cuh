@@ -174,10 +174,13 @@ enum HitLock : int { kHitLockNone = 0, kHitLockOwned = 1, kHitLockHeld = 2 };
 // slot: loads only. may_insert false (the caller never claims a free slot for a missing key): the candidate free
 // slot's key word (below) is not read. yield_waited (kLockHit): a key found only after waiting its slot out (read
 // LOCKED, then the key: a duplicate of this batch held it meanwhile) reports kHitLockHeld, as a CAS that met it held.
+// take_lock false (kLockHit; a caller that is its key's only writer in this pass): a slot read holding the key is
+// returned as kHitLockOwned without the CAS (nothing else locks a present key's slot then).
 template <bool kLockHit = false>
 __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const TableRef& t, uint64_t key,
                                                     const KeyHome& h, FreeMasks& free_mask, bool may_insert = true,
-                                                    int* lock = nullptr, bool yield_waited = false) {
+                                                    int* lock = nullptr, bool yield_waited = false,
+                                                    bool take_lock = true) {
   const int chunks = t.bucket_capacity / 16;
   const uint32_t e4 = 0x01010101u * empty_digest();
   const bool lock_hit = kLockHit && h.d4 != e4;
@@ -232,7 +235,7 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
         if (k == key) {
           // Keys do not leave slots in the first pass: the CAS sees the key (locked now) or LOCKED (a duplicate
           // locked it since the load).
-          const uint64_t old = cas_key(t.keys, slot, key, kLockedKey);
+          const uint64_t old = take_lock ? cas_key(t.keys, slot, key, kLockedKey) : key;
           if (old == key) found = slot;
           else if (old == kLockedKey) held = slot;
           else left = true;

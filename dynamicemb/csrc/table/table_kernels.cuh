@@ -222,6 +222,46 @@ __device__ __forceinline__ unsigned long long* insert_group_counter(const Upsert
   return pending_count(p) + kInsertGroupWord;
 }
 
+// The first-writer set (private option; the pending scratch's tail, dedup_set_words(n) words, zeroed by the
+// launcher): word j holds key ^ kEmptyKey of a key registered by this batch, 0 when free (kEmptyKey is reserved,
+// so no key maps to 0). Linear probing from a multiplicative hash of the key; an occurrence writes at most kTile
+// words (its decisive round's), so a set of >= 4n words always has a free word left (dedup_settle ends).
+__device__ __forceinline__ unsigned long long* dedup_set(const UpsertParams& p) {
+  return reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra);
+}
+__device__ __forceinline__ uint64_t dedup_mask(const UpsertParams& p) {
+  return static_cast<uint64_t>(p.pending_words - 2 * p.n - kPendingExtra - 1);
+}
+__device__ __forceinline__ uint64_t dedup_home(uint64_t key, uint64_t mask) {
+  const uint64_t x = key * 0x9e3779b97f4a7c15ull;
+  return (x ^ (x >> 29)) & mask;
+}
+// The registration's first CAS (issued early; its result is consumed by dedup_settle after the probe).
+__device__ __forceinline__ unsigned long long dedup_start(const UpsertParams& p, uint64_t key) {
+  return atomicCAS(dedup_set(p) + dedup_home(key, dedup_mask(p)), 0ull,
+                   static_cast<unsigned long long>(key ^ kEmptyKey));
+}
+// True when another occurrence of `key` registered first; `seen` is the lead's dedup_start result. After a
+// collision at the home word the tile's lanes CAS the next kTile words together (one round trip instead of a chain
+// of dependent CASes; a block waits for its slowest key): the first word in order that held 0 (now x) or x decides.
+// Several words may end up holding x; every occurrence decides at the first of them in probe order, which exactly
+// one occurrence wrote (words holding another key never change), so there is one writer per key.
+__device__ __forceinline__ bool dedup_settle(const Tile& tile, const UpsertParams& p, uint64_t key,
+                                             unsigned long long seen) {
+  const unsigned long long x = key ^ kEmptyKey;
+  seen = tile.shfl(seen, 0);
+  if (seen == 0 || seen == x) return seen == x;
+  const uint64_t mask = dedup_mask(p);
+  uint64_t j = dedup_home(key, mask);
+  while (true) {
+    const uint64_t w = (j + 1 + tile.thread_rank()) & mask;
+    const unsigned long long v = atomicCAS(dedup_set(p) + w, 0ull, x);
+    const unsigned decided = tile.ballot(v == 0 || v == x);
+    if (decided) return tile.shfl(v, __ffs(decided) - 1) == x;
+    j += kTile;
+  }
+}
+
 // Flag in a pending entry's index word: the first pass found the key missing and its bucket full.
 constexpr long long kPendingFullBucket = 1ll << 62;
 
@@ -618,7 +658,10 @@ __device__ __forceinline__ void flush_stats(const UpsertParams& p, unsigned* s_s
 // insert_and_evict, assign) and the rest (accum_or_assign, assign_scores).
 // find_or_insert has two: kFamilyInitConst when the initializer is one constant for every column (the default;
 // no drawing code, which needs the registers of 5 blocks/SM), kFamilyInit otherwise.
-enum MainFamily : int { kFamilyInit = 0, kFamilyCopy = 1, kFamilyOther = 2, kFamilyInitConst = 3 };
+// kFamilyCopyDedup: the row copiers under LRU with the first-writer set (dedup_set; private option), an instance
+// of its own so that the default copiers' registers do not change.
+enum MainFamily : int { kFamilyInit = 0, kFamilyCopy = 1, kFamilyOther = 2, kFamilyInitConst = 3,
+                        kFamilyCopyDedup = 4 };
 TABLE_HD int main_family(int mode) {
   return mode == kFindOrInsert ? kFamilyInit
          : (mode == kInsertOrAssign || mode == kInsertAndEvict || mode == kAssign) ? kFamilyCopy
@@ -635,9 +678,11 @@ TABLE_HD int main_family(int mode) {
 template <int F>
 constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
 template <int K, int V, int P, int F>
-__global__ void __launch_bounds__(kMainBlock<F>, (F == kFamilyCopy || F == kFamilyInitConst ? 48 : 40) * 32 /
-                                                       kMainBlock<F>)
+__global__ void __launch_bounds__(kMainBlock<F>,
+                                  (F == kFamilyCopy || F == kFamilyCopyDedup || F == kFamilyInitConst ? 48 : 40) * 32 /
+                                      kMainBlock<F>)
     upsert_main_kernel(UpsertParams p) {
+  constexpr bool kCopier = F == kFamilyCopy || F == kFamilyCopyDedup;
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
   __shared__ unsigned s_stats[kNumStats];
@@ -671,10 +716,9 @@ __global__ void __launch_bounds__(kMainBlock<F>, (F == kFamilyCopy || F == kFami
     // The mode as one of the family's own (a compile-time set, so the other families' paths are not compiled
     // in; insert_and_evict is insert_or_assign here: evictions happen in the insert pass).
     const int mode = F == kFamilyInit || F == kFamilyInitConst ? static_cast<int>(kFindOrInsert)
-                     : F == kFamilyCopy ? (p.mode == kAssign ? static_cast<int>(kAssign)
-                                                             : static_cast<int>(kInsertOrAssign))
-                                        : (p.mode == kAccumOrAssign ? static_cast<int>(kAccumOrAssign)
-                                                                    : static_cast<int>(kAssignScores));
+                     : kCopier ? (p.mode == kAssign ? static_cast<int>(kAssign) : static_cast<int>(kInsertOrAssign))
+                               : (p.mode == kAccumOrAssign ? static_cast<int>(kAccumOrAssign)
+                                                           : static_cast<int>(kAssignScores));
     // The op clock and the caller's score are read where used (fewer registers live across the probe).
     const auto clock = [&] { return static_cast<uint64_t>(s_clock); };
     int64_t slot = -1;
@@ -692,23 +736,34 @@ __global__ void __launch_bounds__(kMainBlock<F>, (F == kFamilyCopy || F == kFami
       const auto score_in = [&] { return given ? p.scores_in[i] : uint64_t(0); };
       const bool flag = p.accum_flags != nullptr && p.accum_flags[i];
       const KeyHome h = home_of(t, key);
+      // LRU row copiers with the first-writer set (all-HBM tables): the first occurrence of each key to register
+      // is its only writer in this pass, so its hit takes no slot lock and its insert claims the free slot with the
+      // key itself (no LOCKED state, no release store: no other occurrence reads or writes the slot in this pass;
+      // the next kernel sees every write); the others yield (hits) or go to the insert pass (missing keys). The
+      // registration's CAS is issued here and settled after the probe.
+      constexpr bool dedup = F == kFamilyCopyDedup && P == kPolicyLru;
+      unsigned long long dedup_seen = 0;
+      if (dedup && lead) dedup_seen = dedup_start(p, key);
       // The row copiers' input row starts moving into L2 now (no registers held): the probe and the claim or
       // lock CAS overlap its DRAM latency, and the copy after them reads L2. (assign's misses waste it.)
-      if (F == kFamilyCopy && p.values_in)
+      if (kCopier && p.values_in)
         prefetch_row_l2(tile, reinterpret_cast<const T*>(p.values_in) + i * dim, dim);
       FreeMasks free_mask;
       // The row copiers lock a hit inside the probe (every hit of theirs writes its row): `lock` below.
       int lock = kHitLockNone;
       // The candidate free slot's key word is read by the probe only for a key that may be inserted (assign and
       // assign_scores never insert; accum_or_assign inserts only keys without the flag).
-      const bool may_insert = F == kFamilyCopy    ? p.mode != kAssign
+      const bool may_insert = kCopier             ? p.mode != kAssign
                               : F == kFamilyOther ? (mode == kAccumOrAssign && !flag)
                                                   : true;
       // LRU: a hit found only after waiting its slot out yields, as one whose lock CAS met the slot held (its write
       // taken as overwritten by the duplicate that held it); the other policies take the lock after the wait.
-      slot = F == kFamilyCopy
-                 ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock, P == kPolicyLru)
+      slot = kCopier
+                 ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock, P == kPolicyLru && !dedup,
+                                          !dedup)
                  : probe_concurrent(tile, t, key, h, free_mask, may_insert);
+      bool dup = false;  // dedup: another occurrence of the key is its writer in this pass
+      if (dedup) dup = dedup_settle(tile, p, key, dedup_seen);
       // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
       // them apart), so that the hits' row copies and score touches run once per warp instead of once per
       // straggling group of tiles (H200, load factor 1.0: first pass -8 %). Safe where the probe takes no lock (no
@@ -719,14 +774,17 @@ __global__ void __launch_bounds__(kMainBlock<F>, (F == kFamilyCopy || F == kFami
       hit = slot >= 0;
       const bool reads_only = mode == kFindOrInsert || mode == kAssignScores;
       const bool skip = mode == kAccumOrAssign && (hit ? !flag : flag);  // present & no flag / missing & flag
-      const bool locking = hit && !reads_only && !skip;                   // row writer of a present key
-      const bool inserting = !hit && !skip && mode != kAssign && mode != kAssignScores;
+      const bool locking = hit && !reads_only && !skip && !dedup;         // row writer of a present key
+      const bool inserting = !hit && !skip && mode != kAssign && mode != kAssignScores && !dup;
       if (hit && mode == kFindOrInsert && p.values_out && !deferred(slot))
         prefetch_row_l2(tile, row_ptr<T>(t, slot), dim);
       // One CAS per tile, the same instruction for both kinds: a row writer locks its hit's slot (key ->
       // LOCKED), an insert claims the first free slot in probe order (EMPTY -> LOCKED), retrying along the probe
       // order when another key took the slot. `owner`: the tile now holds `slot` LOCKED.
-      bool owner = false;
+      bool owner = dedup && hit && !dup;  // the key's only writer in this pass: no lock
+      if (dedup && hit && dup) stat = kStatAssigned;  // yields, as a row writer that met the slot locked
+      // A missing key another occurrence registered: that one inserts it (or leaves it to the insert pass).
+      if (dedup && !hit && dup && mode != kAssign) defer = true;
       if (locking || inserting) {
         int64_t target = locking ? slot : next_free_candidate(tile, t, h, free_mask);
         while (target >= 0) {
@@ -735,8 +793,14 @@ __global__ void __launch_bounds__(kMainBlock<F>, (F == kFamilyCopy || F == kFami
             seen = lock == kHitLockOwned ? key : kLockedKey;  // the probe's CAS on this slot
           } else {
             if (lead) {
-              seen = cas_key(t.keys, target, locking ? key : kEmptyKey, kLockedKey);
-              if (inserting && seen == kLockedKey) seen = wait_unlocked(t.keys, target);
+              if (dedup) {
+                // The key's only writer claims with the key itself: nobody in this pass reads the slot's row, score
+                // or digest after seeing the key (no other occurrence writes it), so nothing is published later.
+                seen = atomicCAS(reinterpret_cast<unsigned long long*>(t.keys) + target, kEmptyKey, key);
+              } else {
+                seen = cas_key(t.keys, target, locking ? key : kEmptyKey, kLockedKey);
+                if (inserting && seen == kLockedKey) seen = wait_unlocked(t.keys, target);
+              }
             }
             seen = tile.shfl(seen, 0);
           }
@@ -776,8 +840,10 @@ __global__ void __launch_bounds__(kMainBlock<F>, (F == kFamilyCopy || F == kFami
           accum_row<V>(tile, row, row_in, dim);
         else if (host_rw < 0)
           copy_row(tile, row, row_in, dim, false);
-        tile.sync();
-        if (lead) publish_key(t.keys, slot, key);
+        if (!dedup) {  // (dedup: the key word holds the key already)
+          tile.sync();
+          if (lead) publish_key(t.keys, slot, key);
+        }
         stat = hit ? kStatAssigned : kStatInserted;
       } else if (hit && reads_only) {
         // Nobody writes the rows of present keys in these modes' first pass: copy without a lock (the row was
@@ -1069,20 +1135,32 @@ void launch_upsert(const UpsertParams& p, void* stream) {
 // begin_op and the first pass of an upsert.
 template <int K, int V, int P>
 void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
+  const int family = main_family(p.mode);
+  // The LRU row copiers with the first-writer set (the op's pending scratch has its tail; all-HBM tables).
+  const bool dedup = P == kPolicyLru && family == kFamilyCopy && p.n > 0 &&
+                     p.pending_words > 2 * p.n + kPendingExtra && p.host.ops == nullptr;
+  if (dedup) {
+    // The first-writer set (dedup_set) starts empty.
+    const int64_t w = p.pending_words - 2 * p.n - kPendingExtra;
+    cudaMemsetAsync(p.pending + 2 * p.n + kPendingExtra, 0, static_cast<size_t>(w) * 8, s);
+    check_launch("upsert first-writer set");
+  }
   detail::begin_op_kernel<K, V, P><<<1, 32, 0, s>>>(
       p.t.counters, p.stats,
       p.n > 0 ? reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2) : nullptr);
   check_launch("begin_op");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
   if (p.n == 0) return;
-  const int family = main_family(p.mode);
   constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
   const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
   if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
     upsert_main_kernel<K, V, P, kFamilyInitConst><<<grid_init, kInitBlock, 0, s>>>(p);
   else if (family == kFamilyInit)
     upsert_main_kernel<K, V, P, kFamilyInit><<<grid_init, kInitBlock, 0, s>>>(p);
-  else if (family == kFamilyCopy)
+  else if (family == kFamilyCopy && dedup) {
+    if constexpr (P == kPolicyLru)
+      upsert_main_kernel<K, V, P, kFamilyCopyDedup><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+  } else if (family == kFamilyCopy)
     upsert_main_kernel<K, V, P, kFamilyCopy><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   else
     upsert_main_kernel<K, V, P, kFamilyOther><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);

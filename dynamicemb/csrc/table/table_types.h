@@ -84,6 +84,13 @@ enum CounterIndex : int { kCounterClock = 0, kCounterSize = 1 };
 // int64 words of the CUDA upsert's pending scratch past its 2n entries; the pending count is word 2n + 8, at
 // least 64 bytes past the last entry, and the insert pass's group counter word 2n + 12.
 constexpr int64_t kPendingExtra = 16;
+// Optional tail of the pending scratch (private option, LRU row copiers of all-HBM tables): a first-writer set of
+// the batch's keys, a power of two >= 4n int64 words, zeroed by the launcher (table_kernels.cuh, dedup_set).
+TABLE_HD int64_t dedup_set_words(int64_t n) {
+  int64_t w = 64;
+  while (w < 4 * n) w *= 2;
+  return w;
+}
 constexpr int kNumCounters = 4;
 
 enum InitKind : int { kInitConstant = 0, kInitUniform = 1, kInitNormal = 2, kInitTruncNormal = 3 };
@@ -245,6 +252,7 @@ struct UpsertParams {
   Initializer init;
   int64_t* pending;           // (2n + kPendingExtra) CUDA scratch: (key, index) of the keys the hit pass leaves to
                               // the insert pass, then the pending count (word 2n + kPendingExtra / 2)
+  int64_t pending_words;      // its length; 2n + kPendingExtra + dedup_set_words(n): the first-writer set too
 };
 
 struct EraseParams {
