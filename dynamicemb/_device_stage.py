@@ -118,6 +118,7 @@ def store_log(module):
     vb = stores[0].value_dtype.itemsize if stores else 4
     lg.flush_args = lambda: (module._kernel_meta(), stage_meta(module), vb)
     module.__dict__["_store_log"] = lg
+    module.__dict__.pop("_stage_meta", None)  # (the op's records get the new indexes)
     return lg
 
 

@@ -416,6 +416,12 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   if (at >= 0 && A::kLate) stage_leave_store<A>(p, s, t, sbase / scap, at, r);
 }
 
+// Whether record r's victim row goes to the log: a logging launch, r has a stash row, its store has a log index.
+TABLE_HD bool logs_victim(const StageParams& p, int64_t r) {
+  return logging(p) && r < p.move_split[0] &&
+         p.stage[p.moves[kMoveWords * r + 3] & (kMoveDone - 1)].log_index != 0;
+}
+
 // After every stage_one: record r's copies, the victim's row out (before its stored row comes in: the same cache
 // slot; from `from`, its stash row, when not null), then the stored row in and its pending key leaves (empty).
 // Lanes `lanes` share a row; lane `lane` copies its 16-byte words of it. Records settle_pending marked done do
@@ -438,7 +444,7 @@ TABLE_HD void stash_one(const StageParams& p, int64_t r, int lane, int lanes) {
   const int t = static_cast<int>(rec[3]);
   const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
   A::copy_row(p.stash + r * p.move_split[2], cache_row(p.meta[t], rec[0], row_bytes), row_bytes, lane, lanes);
-  if (logging(p) && p.stage[t].log_index != 0 && lane == 0)  // its row goes to the log (one CE copy of the stash)
+  if (lane == 0 && logs_victim(p, r))  // its row goes to the log (one CE copy of the stash)
     reinterpret_cast<int32_t*>(p.stage[t].log_index)[rec[1]] =
         static_cast<int32_t>((p.log_lo + r * p.move_split[2]) / 16);
 }

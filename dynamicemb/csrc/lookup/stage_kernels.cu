@@ -928,7 +928,7 @@ __global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
     const int64_t r = e >> 1;
     const uint8_t* from = stash_row(p, r);
     if ((e & 1) == 0) {
-      if (from == nullptr || !logging(p)) move_out_one<A>(p, r, lane, kMoveLanes, from);  // (logged: the CE copy)
+      if (!logs_victim(p, r)) move_out_one<A>(p, r, lane, kMoveLanes, from);  // (logged: by the CE copy)
     } else if (from != nullptr) {
       move_in_one<A>(p, r, lane, kMoveLanes);
     }
