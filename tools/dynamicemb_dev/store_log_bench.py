@@ -84,9 +84,13 @@ def synced_ms(one, steps: int) -> float:
     return statistics.median(ts)
 
 
-def main():
+OPTS = {"sgd": lambda: SGD(lr=0.01), "adam": lambda: Adam(lr=0.001)}
+T, DIM, ROWS, B = 10, 128, 1 << 20, 104857  # NVIDIA's config: 10 tables x 1M ids, D128, 104,857 ids a table a step
+
+
+def parse():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--opt", default="sgd", choices=("sgd", "adam"))
+    ap.add_argument("--opt", default="sgd", choices=tuple(OPTS))
     ap.add_argument("--variants", default="0")
     ap.add_argument("--label", default="")
     ap.add_argument("--batches", type=int, default=64)
@@ -98,15 +102,18 @@ def main():
     ap.add_argument("--host-batches", action="store_true", help="the batches drawn on the host (embedding_tiers' "
                     "step_batches: the same ids as its tables, ~1-3 s per batch on a slow host); default: the same "
                     "law drawn on the GPU (other ids, the same statistics)")
-    a = ap.parse_args()
+    return ap.parse_args()
+
+
+def main():
+    a = parse()
     if not torch.cuda.is_available():
-        print("no GPU: skipped")
+        print("store_log_bench: no GPU, skipped")
         return
-    T, dim, rows, B = 10, 128, 1 << 20, 104857
-    opt = (lambda: SGD(lr=0.01)) if a.opt == "sgd" else (lambda: Adam(lr=0.001))
     t0 = time.perf_counter()
-    data = step_batches(T, B, rows, a.batches) if a.host_batches else device_batches(T, B, rows, a.batches)
-    grad = torch.ones(T * B, dim, device="cuda")
+    data = (step_batches if a.host_batches else device_batches)(T, B, ROWS, a.batches)
+    grad = torch.ones(T * B, DIM, device="cuda")
+    opt, dim, rows = OPTS[a.opt], DIM, ROWS
     print(f"[{a.label}] {a.batches} batches: {time.perf_counter() - t0:.1f} s", flush=True)
     hbm = None
     if a.hbm:
