@@ -183,6 +183,8 @@ class Deferred(NamedTuple):
     cur: int
     min_live: int
     gate: Optional[torch.Tensor]
+    log: Optional[torch.Tensor] = None  # the store log's descriptor (lookup_step's stage_log)
+    after: Optional[object] = None  # called once lookup_step is queued (the store log's copy)
 
 
 def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], insert_new: bool, stamp: int,
@@ -215,23 +217,27 @@ def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], i
         p.stamp for p in pins if p.stamp is not None]
     min_live = min(live + [stamp])
     lg = store_log(module) if dev.type == "cuda" else None
-    if defer and lg is None:
+    write = lg is not None and gate is None  # the store log: a staging of its own logs its evicted rows
+    if defer:
         for t in ts:
             t.mutated()  # keys may move (in the step's op)
-        return Deferred(stage_meta(module), _totals(module), mask, stamp, min_live, gate), None
+        if lg is None:
+            return Deferred(stage_meta(module), _totals(module), mask, stamp, min_live, gate), None
+        smeta = stage_meta(module)
+        return Deferred(smeta, _totals(module), mask, stamp, min_live, gate, lg.begin(write),
+                        (lambda: lg.end(True)) if write else None), None
     B = (offsets.numel() - 1) // module.num_features
     off = offsets if offsets.device == dev else to_device(offsets.long().contiguous(), dev)
     if off.dtype != torch.int64:
         off = off.long()
     meta, smeta = module._kernel_meta(), stage_meta(module)
-    # the store log: a staging of its own (not gated by a prefetch's flag) logs its evicted rows
-    log = lg.begin(write=gate is None) if lg is not None else None
+    log = lg.begin(write) if lg is not None else None
     failed, info = torch.ops.dynamicemb.cache_stage(
         meta, smeta, _totals(module), ids if ids.is_contiguous() else ids.contiguous(),
         off if off.is_contiguous() else off.contiguous(), ftable, B, mask, stamp, min_live, insert_new, vb,
         report and dev.type == "cuda", gate, failed_host, log)
     if lg is not None:
-        lg.end(write=gate is None)
+        lg.end(write)
     for t in ts:
         t.mutated()  # keys may have moved: a prefetch job's proof for this cache is void
     if dev.type != "cuda" and report:  # the CPU twin raises at once (host tensors: no wait)
