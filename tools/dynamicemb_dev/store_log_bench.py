@@ -99,6 +99,8 @@ def parse():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--hbm", action="store_true")
+    ap.add_argument("--timeline", type=int, default=0, help="after each variant, a timeline of this many pipelined "
+                    "steps (cold_step_profile.pipelined_timeline: every device op per stream, the period)")
     ap.add_argument("--host-batches", action="store_true", help="the batches drawn on the host (embedding_tiers' "
                     "step_batches: the same ids as its tables, ~1-3 s per batch on a slow host); default: the same "
                     "law drawn on the GPU (other ids, the same statistics)")
@@ -153,6 +155,10 @@ def main():
             row_b = 4 * opt().row_width(dim)
             per = lg.segment_bytes // ((row_b + 15) // 16 * 16)
             logged = f"<= {min(1.0, per / max((r1[1] - r0[1]) / n_piped, 1)):.0%}"
+        if a.timeline:
+            from cold_step_profile import pipelined_timeline
+
+            pipelined_timeline(one, a.timeline, f"{a.label} {v}")
         pm = statistics.median(piped)
         out.append((v, pm, min(piped), max(piped), synced, hbm, (r1[0] - r0[0]) / n_piped, (r1[1] - r0[1]) / n_piped,
                     logged, (lg.last - l0) if lg else 0))
