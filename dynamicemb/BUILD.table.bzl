@@ -19,7 +19,7 @@ TABLE_OP_HDRS = [
 ]
 
 TABLE_KERNEL_HDRS = [
-    "csrc/common/device_info.h",
+    "//common:headers",
     "csrc/table/hash.cuh",
     "csrc/table/probe.cuh",
     "csrc/table/table_kernels.cuh",

@@ -671,7 +671,7 @@ void launch_pass(bool pdl, void (*k)(DedupParams), unsigned grid, unsigned block
 }
 }  // namespace
 
-bool pdl_supported() { return cc_major() >= 9; }
+bool pdl_supported() { return accel::current_device_cc_major(/*fallback=*/0) >= 9; }
 
 void launch_dedup(const DedupParams& p_in, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);

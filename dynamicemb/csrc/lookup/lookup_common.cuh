@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "dynamicemb/csrc/common/device_info.h"
+#include "common/device_info.h"
 #include "dynamicemb/csrc/lookup/lookup_types.h"
 #include "dynamicemb/csrc/table/table_types.h"
 #include "dynamicemb/csrc/table/value_types.cuh"
@@ -134,7 +134,7 @@ inline void check_launch(const char* what) {
 }
 
 // Blocks for grid-stride loops bounded by a device-side count: enough to fill every SM.
-inline int persistent_blocks(int per_sm) { return sm_count() * per_sm; }
+inline int persistent_blocks(int per_sm) { return accel::current_device_sms(/*fallback=*/80) * per_sm; }
 
 // Blocks of `kernel` (block threads, no dynamic shared memory) resident on one SM at once (>= 1).
 template <typename K>

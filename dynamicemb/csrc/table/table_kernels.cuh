@@ -57,7 +57,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "dynamicemb/csrc/common/device_info.h"
+#include "common/device_info.h"
 #include "dynamicemb/csrc/table/probe.cuh"
 #include "dynamicemb/csrc/table/table_types.h"
 #include "dynamicemb/csrc/table/value_types.cuh"
@@ -1107,7 +1107,7 @@ __global__ void begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long
 
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
 // wave; each loops over groups of pending keys.
-inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(sm_count()); }
+inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::current_device_sms(/*fallback=*/80)); }
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
 }

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "hstu/csrc/common/hstu_device_info.h"
+#include "common/device_info.h"
 
 namespace hstu {
 namespace layers {
@@ -253,13 +253,8 @@ __global__ void __launch_bounds__(kEltThreads) silu_split_kernel(SiluSplitParams
   }
 }
 
-int num_sms(int device) { return device_sms(device); }
-
-int current_sms() {
-  int dev = 0;
-  cudaGetDevice(&dev);
-  return num_sms(dev);
-}
+// SMs assumed where the driver cannot be asked (an H100 SXM / H200).
+constexpr int kSmsIfUnknown = 132;
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
@@ -278,14 +273,15 @@ template <typename T>
 using Elem = std::remove_pointer_t<T>;
 
 int row_grid(int64_t rows) {
-  return static_cast<int>(std::min<int64_t>((rows + kRowWarps - 1) / kRowWarps, int64_t{16} * current_sms()));
+  const int64_t cap = int64_t{16} * accel::current_device_sms(kSmsIfUnknown);
+  return static_cast<int>(std::min<int64_t>((rows + kRowWarps - 1) / kRowWarps, cap));
 }
 
 }  // namespace detail
 
 int layer_norm_mul_bwd_chunks(int64_t rows, int64_t cols, int device) {
   const int64_t tiles = (cols + 255) / 256;  // column tiles at 8 columns per lane
-  const int64_t want = (2 * detail::num_sms(device) + tiles - 1) / tiles;
+  const int64_t want = (2 * accel::device_sms(device, detail::kSmsIfUnknown) + tiles - 1) / tiles;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({want, (rows + 63) / 64, 65535})));
 }
 
@@ -356,7 +352,7 @@ cudaError_t launch_silu_split(const SiluSplitParams& p, cudaStream_t stream) {
     const int v = vec ? kV : 1;
     const int64_t total = p.rows * 4 * (p.width / v);
     const int grid = static_cast<int>(std::min<int64_t>((total + detail::kEltThreads - 1) / detail::kEltThreads,
-                                                        int64_t{8} * detail::current_sms()));
+                                                        int64_t{8} * accel::current_device_sms(detail::kSmsIfUnknown)));
     if (vec) {
       detail::silu_split_kernel<T, kV, kBackward><<<grid, detail::kEltThreads, 0, stream>>>(p);
     } else {

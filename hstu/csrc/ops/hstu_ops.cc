@@ -44,10 +44,10 @@ using op_params::check_qkv;
 using op_params::make_params;
 
 // Dev builds (--define hstu_dev=1) hold the FP8 kernels' timing-only variants (wrong or stamped outputs by design).
-#ifdef HSTU_FP8_FWD_DEV_VARIANTS
-constexpr bool kFp8FwdDevBuilt = true;
+#ifdef HSTU_DEV_VARIANTS
+constexpr bool kDevBuild = true;
 #else
-constexpr bool kFp8FwdDevBuilt = false;
+constexpr bool kDevBuild = false;
 #endif
 
 cudaStream_t stream_of(const Tensor& q) {
@@ -449,7 +449,7 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
   Tensor vt = torch::stable::new_empty(q, {H * p.head_dim * f.vt_cols}, ScalarType::Byte);
   f.vt = vt.data_ptr();
   const HstuOptions opts = HstuOptions::from_bits(options);
-  ACCEL_CHECK(kFp8FwdDevBuilt || (opts.fp8_fwd_diag == 0 && opts.fp8_fwd_var != 15),
+  ACCEL_CHECK(kDevBuild || (opts.fp8_fwd_diag == 0 && opts.fp8_fwd_var != 15),
               "kernel_options(fp8_fwd_diag=..., fp8_fwd_var=15): expected a dev build (--define hstu_dev=1) for the "
               "timing-only variants, got fp8_fwd_diag=", opts.fp8_fwd_diag, ", fp8_fwd_var=", opts.fp8_fwd_var);
   f.late_pack = opts.fp8_early_pack ? 0 : 1;
@@ -897,7 +897,7 @@ std::string compiled_kernels() {
   }
   std::ostringstream os;
   os << "{\"instances\": [" << names.str() << "], \"archs\": \"" << archs << "\", \"instance_archs\": {"
-     << per.str() << "}, \"dev\": " << (kFp8FwdDevBuilt ? "true" : "false") << "}";
+     << per.str() << "}, \"dev\": " << (kDevBuild ? "true" : "false") << "}";
   return os.str();
 }
 

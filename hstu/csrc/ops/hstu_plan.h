@@ -6,7 +6,7 @@
 #include <string>
 
 #include "hstu/csrc/common/hstu_launch.h"
-#include "hstu/csrc/common/hstu_device_info.h"
+#include "common/device_info.h"
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm80/hstu_bwd_sm80_limits.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
@@ -160,8 +160,8 @@ inline bool sm90_unit_compiled(bool fwd, bool half, int head_dim) {
 
 // Compute capability 9.0 (the Hopper kernels' sm_90a).
 inline bool device_is_sm90(int device) {
-  DeviceInfo d;
-  if (device_info(device, d) != cudaSuccess) {
+  accel::DeviceInfo d;
+  if (accel::device_info(device, d) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }

@@ -100,13 +100,14 @@ cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const Hstu
   }
   const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, p.total_q);
   if (l.bytes <= 0 || p.fwd_sched_bytes < l.bytes) return cudaErrorInvalidValue;
-  SchedArgs sa = sched_args(p.fwd_sched, l, sm_count());
-  sa.together_ctas = sm_count();
+  const int sms = accel::current_device_sms(kSmsIfUnknown);
+  SchedArgs sa = sched_args(p.fwd_sched, l, sms);
+  sa.together_ctas = sms;
   constexpr auto kernel = hstu_paged_step_plan_kernel<Units>;
   const cudaError_t err = set_max_dynamic_smem<kernel>(kPlanSmem);
   if (err != cudaSuccess) return err;
-  return launch_ex(kernel, dim3(1), kPlanThreads, kPlanSmem, stream, true, v, claim, p, sa, sm_count(),
-                   fwd_split_pct(p), fwd_split_cap(p), ready);
+  return launch_ex(kernel, dim3(1), kPlanThreads, kPlanSmem, stream, true, v, claim, p, sa, sms, fwd_split_pct(p),
+                   fwd_split_cap(p), ready);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "hstu/csrc/common/hstu_common.cuh"
-#include "hstu/csrc/common/hstu_device_info.h"
+#include "common/device_info.h"
 #include "hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh"
 
 namespace hstu {
@@ -809,8 +809,8 @@ cudaError_t launch_hstu_bwd_dq(const HstuParams& p, cudaStream_t stream) {
 // The per-block opt-in shared memory the sm80-class backward may use on the current device. cap_sm8x: a layout that
 // sm86 / sm89's builds trap over 99 KB (hstu_bwd_kernel), so compute capability 8.x other than 8.0 counts as 99 KB.
 inline cudaError_t bwd_sm80_smem_limit(int& max_smem, bool cap_sm8x) {
-  DeviceInfo d;
-  const cudaError_t err = current_device_info(d);
+  accel::DeviceInfo d;
+  const cudaError_t err = accel::current_device_info(d);
   if (err != cudaSuccess) return err;
   max_smem = d.max_smem_optin;
   if (cap_sm8x && d.cc_major == 8 && d.cc_minor != 0 && max_smem > 99 * 1024) max_smem = 99 * 1024;
@@ -828,8 +828,8 @@ inline cudaError_t bwd_sm80_smem_limit(int& max_smem, bool cap_sm8x) {
 template <int D>
 constexpr bool kBwdSm80PdsDefault = D == 64 || D == 128 || D == 256;
 inline cudaError_t bwd_sm80_sm90_class(bool& yes) {
-  DeviceInfo d;
-  const cudaError_t err = current_device_info(d);
+  accel::DeviceInfo d;
+  const cudaError_t err = accel::current_device_info(d);
   yes = err == cudaSuccess && d.cc_major >= 9;
   return err;
 }

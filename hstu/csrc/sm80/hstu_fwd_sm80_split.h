@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "hstu/csrc/common/hstu_device_info.h"
+#include "common/device_info.h"
 #include "hstu/csrc/common/hstu_params.h"
 
 namespace hstu {
@@ -24,8 +24,8 @@ namespace hstu {
 // The current device's SM count, per-block opt-in shared memory and whether it is an sm86 / sm89 (compute
 // capability 8.x other than 8.0: 99 KB per block, where the bigger tiles' code traps).
 inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
-  DeviceInfo d;
-  const cudaError_t err = current_device_info(d);
+  accel::DeviceInfo d;
+  const cudaError_t err = accel::current_device_info(d);
   if (err != cudaSuccess) return err;
   sms = d.sms;
   max_smem = d.max_smem_optin;

@@ -125,8 +125,8 @@ constexpr bool fp8_bwd_dot_separate(int64_t options) { return fp8_bwd_field(opti
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
 // default only (the option field above varies the path around it); the timing-only and older feature variants (the
-// phase split, tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_FP8_BWD_DEV_VARIANTS (--define hstu_dev=1).
-#ifdef HSTU_FP8_BWD_DEV_VARIANTS
+// phase split, tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_DEV_VARIANTS (--define hstu_dev=1).
+#ifdef HSTU_DEV_VARIANTS
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
                                               kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
                                               kFp8BwdDiagNoPointwise, 15, kFp8BwdDqRedV4 | kFp8BwdDiagNoReduce,

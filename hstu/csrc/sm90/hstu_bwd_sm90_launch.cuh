@@ -98,11 +98,12 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if constexpr (C::kSplitD && !kRab) {
     const Sm90SchedLayout l = hstu_bwd_sm90_sched_layout(p, total_k);
     if (p.bwd_sched != nullptr && l.bytes > 0 && p.bwd_sched_bytes >= l.bytes) {
-      SchedArgs la = sched_args(p.bwd_sched, l, sm_count());
+      const int sms = accel::current_device_sms(kSmsIfUnknown);
+      SchedArgs la = sched_args(p.bwd_sched, l, sms);
       la.heads_inner = hstu_bwd_sm90_heads_first(p) ? 1 : 0;  // (the grid's order, where the list keeps it)
       la.zero = reinterpret_cast<float4*>(p.dq_accum);        // (uninitialized: the op gave the list's workspace)
       la.zero_n4 = hstu_bwd_sm90_dq_accum_floats(p) / 4;
-      err = launch_plan<BwdPlanUnits>(p, la, sm_count(), kBwdSplitPct, stream);
+      err = launch_plan<BwdPlanUnits>(p, la, sms, kBwdSplitPct, stream);
       if (err != cudaSuccess) return err;
       constexpr auto lk = hstu_bwd_sm90_kernel<T, D, Config, kBwdGridList>;
       err = set_max_dynamic_smem<lk>(C::kSmem);
@@ -136,7 +137,8 @@ template <typename T, int D>
 cudaError_t convert_dq_rest(const HstuParams& p, cudaStream_t stream) {
   if (p.total_q <= 0 || p.heads <= 0) return cudaSuccess;
   const int gp = hstu_bwd_sm90_lpt_pairs(p.max_seqlen_k, BwdSm90Traits<D>::kBlockN);
-  hstu_dq_convert_rest_sm90_kernel<T, D><<<8 * sm_count(), 256, 0, stream>>>(p, gp);
+  const int sms = accel::current_device_sms(kSmsIfUnknown);
+  hstu_dq_convert_rest_sm90_kernel<T, D><<<8 * sms, 256, 0, stream>>>(p, gp);
   return cudaGetLastError();
 }
 

@@ -93,7 +93,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       err = vt_map(&tvt2, 64);
       if (err != cudaSuccess) return err;
       constexpr int kWide = fp8_silu_default(D, kEarlyPack, 192);
-#ifdef HSTU_FP8_FWD_DEV_VARIANTS
+#ifdef HSTU_DEV_VARIANTS
       if constexpr (kEarlyPack) {  // (timing-only: kernel_options(fp8_fwd_var=15); dev builds)
         if (f.var == kFp8VarTrace) {
           return launch_fwd_fp8_wide<true, kWide, kFp8FwdDiagTrace>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
@@ -113,7 +113,8 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8List, kEarlyPack>;
       err = set_max_dynamic_smem<kernel>(C::kSmem);
       if (err != cudaSuccess) return err;
-      err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), /*split_pct=*/0, stream);
+      const int sms = accel::current_device_sms(kSmsIfUnknown);
+      err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sms, /*split_pct=*/0, stream);
       if (err != cudaSuccess) return err;
       return launch_behind_plan(kernel, list_ctas, C::kThreads, C::kSmem, stream, tq, tk, tvt, tvt, p, f, sa);
     }
@@ -125,7 +126,8 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         if (err != cudaSuccess) return err;
         err = cudaMemsetAsync(p.fwd_tile_counter, 0, sizeof(int), stream);
         if (err != cudaSuccess) return err;
-        kernel<<<sm_count(), CP::kThreads, CP::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
+        const int sms = accel::current_device_sms(kSmsIfUnknown);
+        kernel<<<sms, CP::kThreads, CP::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
         return cudaGetLastError();
       }
     }
@@ -143,7 +145,7 @@ template <int D>
 cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
   if (f.late_pack) return sm90::launch_fwd_fp8<D, false>(p, f, stream);
   constexpr int kTanh = sm90::kFp8SiluTanh;
-#ifdef HSTU_FP8_FWD_DEV_VARIANTS  // (timing-only variants: fp8_fwd_diag, fp8_fwd_var=15; the op refuses them elsewhere)
+#ifdef HSTU_DEV_VARIANTS  // (timing-only variants: fp8_fwd_diag, fp8_fwd_var=15; the op refuses them elsewhere)
   constexpr int kNoMufu = sm90::kFp8FwdDiagNoMufu, kNoCvt = sm90::kFp8FwdDiagNoCvt;
   if (f.diag == kNoMufu) return sm90::launch_fwd_fp8<D, true, kNoMufu, kTanh>(p, f, stream);
   if (f.diag == kNoCvt) return sm90::launch_fwd_fp8<D, true, kNoCvt, kTanh>(p, f, stream);

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "hstu/csrc/common/hstu_device_info.h"
+#include "common/device_info.h"
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_kernel.cuh"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_paged.h"
@@ -66,7 +66,8 @@ cudaError_t make_qkv_map(CUtensorMap* map, const void* ptr, int64_t rows, int he
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-inline int sm_count() { return current_device_sms(); }
+// SMs assumed where the driver cannot be asked (an H100 SXM / H200).
+constexpr int kSmsIfUnknown = 132;
 
 // Split cap of the work list in percent of the average work per SM (hstu_sm90_plan_kernel).
 constexpr int kFwdSplitPct = 120;
@@ -88,8 +89,9 @@ inline SchedArgs fwd_list_args(const HstuParams& p, int64_t total_k, bool splits
   if (p.fwd_sched == nullptr) return sa;
   const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, total_k, splits);
   if (l.bytes > 0 && p.fwd_sched_bytes >= l.bytes) {
-    sa = sched_args(p.fwd_sched, l, sm_count());
-    sa.together_ctas = sm_count();
+    const int sms = accel::current_device_sms(kSmsIfUnknown);
+    sa = sched_args(p.fwd_sched, l, sms);
+    sa.together_ctas = sms;
     *ctas = l.capacity * p.heads;
   }
   return sa;
@@ -114,7 +116,8 @@ inline int64_t fwd_list_ctas(const HstuParams& p, int64_t capacity, int block_n)
 // Persistent CTAs (fwd_persist_produce) for a grid of `tiles` query tiles: the op gave the tile counter and the grid
 // is more than one wave.
 inline bool fwd_persist_applies(const HstuParams& p, int64_t tiles) {
-  return p.fwd_tile_counter != nullptr && tiles > sm_count() && tiles < (int64_t{1} << 30);
+  const int sms = accel::current_device_sms(kSmsIfUnknown);
+  return p.fwd_tile_counter != nullptr && tiles > sms && tiles < (int64_t{1} << 30);
 }
 
 // Launches the forward of configuration Config with or without rab, in the head-major grid order. The jagged work
@@ -164,7 +167,8 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
       if (err != cudaSuccess) return err;
       err = cudaMemsetAsync(p.fwd_tile_counter, 0, sizeof(int), stream);
       if (err != cudaSuccess) return err;
-      kernel<<<sm_count(), CP::kThreads, CP::kSmem, stream>>>(tq, tk, tv, p, 1, sa, Sm90PagedKV{}, tq);
+      const int sms = accel::current_device_sms(kSmsIfUnknown);
+      kernel<<<sms, CP::kThreads, CP::kSmem, stream>>>(tq, tk, tv, p, 1, sa, Sm90PagedKV{}, tq);
       return cudaGetLastError();
     }
   }
@@ -197,8 +201,8 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
       kernel<<<static_cast<unsigned>(sched_ctas), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, 1, sa, pk, tpool);
       return cudaGetLastError();
     }
-    err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), fwd_split_pct(p), stream,
-                                                            fwd_split_cap(p));
+    const int sms = accel::current_device_sms(kSmsIfUnknown);
+    err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sms, fwd_split_pct(p), stream, fwd_split_cap(p));
     if (err != cudaSuccess) return err;
     return launch_behind_plan(kernel, sched_ctas, C::kThreads, C::kSmem, stream, tq, tk, tv, p, 1, sa, pk, tpool);
   }
@@ -225,9 +229,10 @@ cudaError_t run_paged_plan(const HstuParams& p, cudaStream_t stream) {
   }
   const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, p.total_q);
   if (l.bytes <= 0 || p.fwd_sched_bytes < l.bytes) return cudaErrorInvalidValue;
-  SchedArgs sa = sched_args(p.fwd_sched, l, sm_count());
-  sa.together_ctas = sm_count();
-  return launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), fwd_split_pct(p), stream,
+  const int sms = accel::current_device_sms(kSmsIfUnknown);
+  SchedArgs sa = sched_args(p.fwd_sched, l, sms);
+  sa.together_ctas = sms;
+  return launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sms, fwd_split_pct(p), stream,
                                                           fwd_split_cap(p));
 }
 

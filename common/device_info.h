@@ -1,12 +1,13 @@
-// The device attributes the planners and launchers read on every call (SM count, compute capability, per-block
-// opt-in shared memory): asked of the driver once per device and process, then read from one cache.
+// The device attributes that planners and launchers read on every call (SM count, compute capability, per-block
+// opt-in shared memory): asked of the driver once per device and process (no sync), then read from one cache.
+// Shared by both packages; callers pass the value to assume where the driver cannot be asked.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <atomic>
 
-namespace hstu {
+namespace accel {
 
 struct DeviceInfo {
   int sms = 0;
@@ -61,8 +62,8 @@ inline cudaError_t current_device_info(DeviceInfo& out) {
   return err != cudaSuccess ? err : device_info(dev, out);
 }
 
-// SMs of device `dev` / of the current device; `fallback` where the driver cannot be asked (error cleared).
-inline int device_sms(int dev, int fallback = 132) {
+// SMs of device `dev`; `fallback` where the driver cannot be asked (the error is cleared).
+inline int device_sms(int dev, int fallback) {
   DeviceInfo d;
   if (device_info(dev, d) != cudaSuccess) {
     cudaGetLastError();
@@ -71,7 +72,8 @@ inline int device_sms(int dev, int fallback = 132) {
   return d.sms;
 }
 
-inline int current_device_sms(int fallback = 132) {
+// SMs / compute capability major of the current device; `fallback` where the driver cannot be asked.
+inline int current_device_sms(int fallback) {
   DeviceInfo d;
   if (current_device_info(d) != cudaSuccess) {
     cudaGetLastError();
@@ -80,4 +82,13 @@ inline int current_device_sms(int fallback = 132) {
   return d.sms;
 }
 
-}  // namespace hstu
+inline int current_device_cc_major(int fallback) {
+  DeviceInfo d;
+  if (current_device_info(d) != cudaSuccess) {
+    cudaGetLastError();
+    return fallback;
+  }
+  return d.cc_major;
+}
+
+}  // namespace accel
