@@ -612,7 +612,8 @@ def run_kernel(c, q8s, scales, mode, alpha, **switches):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("switches", [dict(fp8_fwd_diag=1), dict(fp8_fwd_diag=3), dict(fp8_fwd_var=15)])
+@pytest.mark.parametrize("switches", [dict(fp8_fwd_diag=1), dict(fp8_fwd_diag=3), dict(fp8_fwd_var=15),
+                                      dict(fp8_fwd_var=1)])
 def test_cuda_fp8_fwd_product_build_refuses_timing_variants(switches):
     """A product build (no --define hstu_dev=1) holds no timing-only FP8 forward kernel: the op refuses their
     switches on the host, naming the dev build, and the default still runs after the refusal."""
@@ -657,6 +658,57 @@ def test_cuda_fp8_fwd_trace_variant(D):
         assert n == -(-4096 // bn), n  # (the last query tile's KV tiles)
         seq = [w[8 * i + j] for i in range(1, n) for j in range(7)]
         assert all(0 <= (b - a) & 0xFFFFFFFF < 1 << 24 for a, b in zip(seq, seq[1:])), seq
+
+
+# (fp8_fwd_var, descale mode, mask): the 192-key tiles' half2 shares (dev builds) on masks with full, partial and
+# target tiles, in both modes of one factor per CTA.
+WIDE_SILU_VARS = [(var, mode, mask) for var in (1, 2, 3)
+                  for mode, mask in (("tensor", "causal"), ("tensor", "context_target_group"), ("head", "local"))]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("var,mode,mask", WIDE_SILU_VARS)
+def test_cuda_fp8_wide_silu_shares_match_emulating_reference(var, mode, mask):
+    """kernel_options(fp8_fwd_var=1 / 2 / 3) (private, dev builds): the 192-key tiles with 0 / 2 / 4 of every 8 P
+    words in half2 (the default 3) meet the error rule against the fp64 emulation, run the 192-key kernel of that
+    form (Fp8Silu 0 / 3 / 1) and differ from the default's output only by P roundings."""
+    if not fp8_kernel_runs(128):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    if not dev_build():
+        pytest.skip("the lab variants are built in dev builds only (--define hstu_dev=1)")
+    seed = 6000 + 100 * var + DESCALE_MODES.index(mode) * 10 + sorted(MASKS).index(mask)
+    c = make_case(seed, [700, 0, 450, 77, 1030], 2, 128, mask, device="cuda")
+    out = check_fp8_kernel(c, mode, 128 ** -0.5, switches=dict(fp8_bn192=True, fp8_fwd_var=var))
+    q8s, scales = quantized(c, mode)
+    again, names = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True, fp8_fwd_var=var)
+    form = {1: 0, 2: 3, 3: 1}[var]
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*192\s*,\s*0\s*,\s*{form}\s*>",
+                         n) for n in names), names
+    assert torch.equal(again, out)
+    default, _ = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True)
+    assert not torch.equal(default, out), "the default's output (no unmasked tile?)"
+    assert max_err(out, default) <= 0.05 * default.abs().max().item()
+
+
+@pytest.mark.gpu
+def test_cuda_fp8_wide_timing_variants_run_their_kernels():
+    """kernel_options(fp8_fwd_var=4 / 5) (private, timing-only, wrong outputs by design; dev builds): the 192-key
+    kernel without K / Vt loads past its first stages (kDiag 8, the default form) and the tanh form without its
+    MUFU (kDiag 1) launch, write finite rows over the poison, and leave the default's output as it was."""
+    if not fp8_kernel_runs(128):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    if not dev_build():
+        pytest.skip("the timing-only variants are built in dev builds only (--define hstu_dev=1)")
+    c = make_case(6500, [1500, 0, 450, 77, 1030], 2, 128, "causal", device="cuda")
+    q8s, scales = quantized(c, "tensor")
+    before, _ = run_kernel(c, q8s, scales, "tensor", 128 ** -0.5, fp8_bn192=True)
+    for var, diag, form in ((4, 8, 2), (5, 1, 0)):
+        out, names = run_kernel(c, q8s, scales, "tensor", 128 ** -0.5, fp8_bn192=True, fp8_fwd_var=var)
+        pattern = rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*192\s*,\s*{diag}\s*,\s*{form}\s*>"
+        assert any(re.search(pattern, n) for n in names), names
+        assert torch.isfinite(out).all(), var
+    after, _ = run_kernel(c, q8s, scales, "tensor", 128 ** -0.5, fp8_bn192=True)
+    assert torch.equal(after, before)
 
 
 @pytest.mark.gpu

@@ -18,6 +18,10 @@ tools/hstu_dev/fp8f20_run/setup.sh's smi_log). `--sustain SECONDS`: then the def
 cases): after the timing, one call of fp8_fwd_var=15 (the default's kernel, D = 128 / 256: its 192- / 64-key
 tiles, with clock stamps of CTA (0, 0, 0), the first sequence's last query tile, written over its output rows) and a table of its consumer loop's
 phases in SM cycles per warpgroup (medians over the KV tiles past the first two, which are masked).
+`--fwd-vars 1,2,3,4,5` (D = 128 cases): instead of the diag / silu variants, kernel_options(fp8_fwd_var=N) (the
+192-key tiles: 1 / 2 / 3 the tanh form, 2 / 8, 4 / 8 half2 words; 4 / 5 timing-only: no K / Vt reload, no MUFU);
+with `--sustain`, every variant then sustained in turn (default first and last: the drift), each window's
+TFLOP/s over its last two thirds (the clock settled under the power cap for that load).
 
 The timing-only variants (fp8_fwd_diag, fp8_fwd_var=15) need a dev build of the wheel:
     ./bazelw build //:wheels --config=sm90 --define hstu_dev=1
@@ -72,6 +76,7 @@ def main():
     ap.add_argument("--vars", default="")
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--sustain", type=float, default=0.0)
+    ap.add_argument("--fwd-vars", default="")
     args = ap.parse_args()
     dev = torch.device("cuda")
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
@@ -87,7 +92,12 @@ def main():
         lens = (cu, cu, S, S, None, None, 1, -1, 0, 1.0 / D**0.5)
         bits = hstu_attn._ops.OPTION_BITS
         variants = [("default", 0)]
-        if args.vars:
+        var_shift = hstu_attn._ops.FP8_FWD_VAR_SHIFT
+        if args.fwd_vars and D == 128:
+            names = {1: "var 1 (tanh, 0/8 half2)", 2: "var 2 (2/8 half2)", 3: "var 3 (4/8 half2)",
+                     4: "var 4 (timing: no K/Vt reload)", 5: "var 5 (timing: tanh form, no MUFU)"}
+            variants += [(names[int(v)], int(v) << var_shift) for v in args.fwd_vars.split(",")]
+        elif args.vars:
             for v in args.vars.split(","):
                 if v == "sched" and D <= 128:
                     variants += [("fp8_sched (persistent)", bits["fp8_sched"])]
@@ -122,13 +132,16 @@ def main():
         ref = fns[0]().float()
         for (vname, o), fn, ms in zip(variants, fns, med):
             diff = "-"
-            if not o >> hstu_attn._ops.FP8_FWD_DIAG_SHIFT & 3:  # (the timing-only variants' outputs are wrong)
+            if not o >> hstu_attn._ops.FP8_FWD_DIAG_SHIFT & 3 and (o >> var_shift & 15) not in (4, 5, 15):
+                # (the timing-only variants' outputs are wrong)
                 diff = f"{(fn().float() - ref).abs().max().item() / ref.abs().max().item():.2e}"
             print(f"| B{B} S{S // 1024}K D{D} causal | {vname} | {ms:.3f} | {flops / ms / 1e9:.1f} | "
                   f"{ms / med[0]:.3f} | {diff} |", flush=True)
         print(f"(case B{B} S{S // 1024}K D{D} timed until {now()}; effective SM clock of a spin before: "
               f"{mhz_before:.0f} MHz, after: {spin_mhz():.0f} MHz)", flush=True)
-        if args.sustain > 0:
+        if args.sustain > 0 and len(fns) > 1 and args.fwd_vars:
+            sustain_all(variants, fns, med, args.sustain, flops, f"B{B} S{S // 1024}K D{D}")
+        elif args.sustain > 0:
             sustain(fns[0], args.sustain, flops, f"B{B} S{S // 1024}K D{D}")
         if args.trace and D >= 128:
             trace(call(15 << hstu_attn._ops.FP8_FWD_VAR_SHIFT), B, S, D, "the default's kernel")
@@ -154,6 +167,39 @@ def sustain(fn, seconds, flops, name):
     ms = start.elapsed_time(end) / calls
     print(f"(sustain {name} from {t_from} until {now()}: {calls} calls, {ms:.3f} ms per call, "
           f"{flops / ms / 1e9:.1f} TFLOP/s)", flush=True)
+
+
+def sustain_all(variants, fns, med, seconds, flops, name):
+    """Each variant back to back for `seconds` in turn (the default first and again last), TFLOP/s over each
+    window's last two thirds, with the windows' wall times (for the nvidia-smi log)."""
+    order = list(range(len(fns))) + [0]
+    rows = []
+    for j in order:
+        fn = fns[j]
+        torch.cuda.synchronize()
+        t_from = now()
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds / 3:
+            fn()
+            torch.cuda.synchronize()
+        t_meas = now()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t1, calls, per_sync = time.perf_counter(), 0, max(2, int(20 / med[j]) + 1)  # (~20 ms queued per sync)
+        start.record()
+        while time.perf_counter() - t1 < 2 * seconds / 3:
+            for _ in range(per_sync):
+                fn()
+            calls += per_sync
+            torch.cuda.synchronize()
+        end.record()
+        end.synchronize()
+        ms = start.elapsed_time(end) / calls
+        rows.append((variants[j][0], ms, t_from, t_meas, now(), calls))
+    print(f"\nsustained {name} ({seconds:.2f} s per window, in this order; TFLOP/s over the last 2/3)")
+    print("| variant | ms per call | TFLOP/s | / default (first) | window |\n|---|---:|---:|---:|---|")
+    for vname, ms, a, m, b, calls in rows:  # (window: start / timed from - until)
+        print(f"| {vname} | {ms:.3f} | {flops / ms / 1e9:.1f} | {ms / rows[0][1]:.3f} | {a[11:]} / {m[11:]} - "
+              f"{b[11:]} ({calls} calls) |", flush=True)
 
 
 PHASES = (("K / V wait", 0, 1), ("turn wait", 1, 2), ("issue", 2, 3), ("S wait", 3, 4), ("SiLU", 4, 5),

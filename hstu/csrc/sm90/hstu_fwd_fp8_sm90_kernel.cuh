@@ -176,20 +176,35 @@ __device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2,
 // 8), n = 3; n = 4 gives the odd words of kFp8SiluMixed): the default on the 192-key tiles (bn > 128), where the
 // half2 words' issue and FMA-pipe cost binds before the MUFU (H200, B16 causal: 0.95x the time of kFp8SiluMixed there
 // at S8K / S16K; on 128-key tiles 1.04x, so those keep kFp8SiluMixed).
-enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2 };
+// kFp8SiluMix2: 2 of every 8 words in half2 (the 192-key tiles' private variant, kernel_options(fp8_fwd_var=2)).
+enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2, kFp8SiluMix2 = 3 };
 __host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true, int bn = 0) {
   return early_pack && D <= 128 ? (bn > 128 ? kFp8SiluMix3 : kFp8SiluMixed) : kFp8SiluTanh;
 }
 __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
-  const int n = silu == kFp8SiluMixed ? 4 : silu == kFp8SiluMix3 ? 3 : 0;
+  const int n = silu == kFp8SiluMixed ? 4 : silu == kFp8SiluMix3 ? 3 : silu == kFp8SiluMix2 ? 2 : 0;
   return (w + 1) * n / 8 > w * n / 8;
 }
 
 // Variants of the FP8 forward (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private; the measured ones
-// that lost are in docs/hstu_attn.md): kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel
+// that lost are in docs/hstu_attn.md): timing-only (dev builds, WRONG outputs), on the 192-key tiles where the
+// default takes them: kFp8VarNoReload the default's kernel with kFp8FwdDiagNoReload, kFp8VarNoMufu the tanh form
+// (kFp8VarWideTanh) with kFp8FwdDiagNoMufu (the energy per tile of K / Vt's traffic and of the MUFU, measured
+// under the power cap). kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel
 // (D = 128: its 192-key tiles; D = 256: its grid kernel) with clock stamps of CTA (0, 0, 0)'s consumer loop over
-// its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
-enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarTrace = 15 };
+// its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace). Dev builds, correct outputs: the
+// 192-key tiles (where the default takes them) with another share of half2 P words than the default's 3 / 8:
+// kFp8VarWideTanh 0 / 8, kFp8VarWideMix2 2 / 8, kFp8VarWideMix4 4 / 8 (the SiLU's energy per score, measured
+// under the power cap: docs/hstu_attn.md).
+enum Fp8FwdVar : int {
+  kFp8VarNone = 0,
+  kFp8VarWideTanh = 1,
+  kFp8VarWideMix2 = 2,
+  kFp8VarWideMix4 = 3,
+  kFp8VarNoReload = 4,
+  kFp8VarNoMufu = 5,
+  kFp8VarTrace = 15
+};
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -210,6 +225,10 @@ constexpr int kFp8FwdDiagNoCvt = 2;
 // 4096 wg + 8 i + j, 64 per output row: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V
 // done; i 0 the first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
 constexpr int kFp8FwdDiagTrace = 4;
+// kFp8FwdDiagNoReload: after the first kStages K / Vt tiles the producer loads nothing (it only completes the full
+// barriers): the consumers compute on the stale stages, so the time (and, sustained, the clock under the power cap)
+// without the L2 -> shared-memory traffic of K and Vt shows in the difference.
+constexpr int kFp8FwdDiagNoReload = 8;
 
 
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
@@ -345,6 +364,15 @@ __global__ void __launch_bounds__(384, 1)
       auto load_kv = [&](int it, int nb) {  // it: K / Vt tiles loaded before this one
         const int s = it % S;
         const uint32_t ph = (it / S) & 1;
+        if constexpr ((kDiag & kFp8FwdDiagNoReload) != 0) {  // (timing-only: no load past the first stages)
+          if (it >= S) {
+            mbar_wait(bar_empty_k(s), ph ^ 1);
+            mbar_arrive(bar_full_k(s));
+            mbar_wait(bar_empty_v(s), ph ^ 1);
+            mbar_arrive(bar_full_v(s));
+            return;
+          }
+        }
         mbar_wait(bar_empty_k(s), ph ^ 1);
         mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
 #pragma unroll

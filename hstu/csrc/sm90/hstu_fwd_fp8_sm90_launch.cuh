@@ -98,6 +98,23 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         if (f.var == kFp8VarTrace) {
           return launch_fwd_fp8_wide<true, kWide, kFp8FwdDiagTrace>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
         }
+        // (the half2 share of the SiLU: kernel_options(fp8_fwd_var=1 / 2 / 3))
+        if (f.var == kFp8VarWideTanh) {
+          return launch_fwd_fp8_wide<true, kFp8SiluTanh>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        }
+        if (f.var == kFp8VarWideMix2) {
+          return launch_fwd_fp8_wide<true, kFp8SiluMix2>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        }
+        if (f.var == kFp8VarWideMix4) {
+          return launch_fwd_fp8_wide<true, kFp8SiluMixed>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        }
+        if (f.var == kFp8VarNoReload) {  // (timing-only: fp8_fwd_var=4 / 5)
+          return launch_fwd_fp8_wide<true, kWide, kFp8FwdDiagNoReload>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        }
+        if (f.var == kFp8VarNoMufu) {
+          return launch_fwd_fp8_wide<true, kFp8SiluTanh, kFp8FwdDiagNoMufu>(tq, tkw, tvt, tvt2, p, f, m_blocks,
+                                                                           stream);
+        }
       }
 #endif
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
