@@ -612,8 +612,7 @@ def run_kernel(c, q8s, scales, mode, alpha, **switches):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("switches", [dict(fp8_fwd_diag=1), dict(fp8_fwd_diag=3), dict(fp8_fwd_var=15),
-                                      dict(fp8_fwd_var=1)])
+@pytest.mark.parametrize("switches", [dict(fp8_fwd_diag=1), dict(fp8_fwd_diag=3), dict(fp8_fwd_var=15)])
 def test_cuda_fp8_fwd_product_build_refuses_timing_variants(switches):
     """A product build (no --define hstu_dev=1) holds no timing-only FP8 forward kernel: the op refuses their
     switches on the host, naming the dev build, and the default still runs after the refusal."""
@@ -662,8 +661,8 @@ def test_cuda_fp8_fwd_trace_variant(D):
 
 # (fp8_fwd_var, descale mode, mask): the 192-key tiles' half2 shares (dev builds) on masks with full, partial and
 # target tiles, in both modes of one factor per CTA.
-WIDE_SILU_VARS = [(var, mode, mask) for var in (1, 2, 3)
-                  for mode, mask in (("tensor", "causal"), ("tensor", "context_target_group"), ("head", "local"))]
+WIDE_SILU_VARS = [(var, "tensor", "causal") for var in (1, 2, 3)] + [(1, "head", "context_target_group"),
+                                                                     (3, "head", "local")]
 
 
 @pytest.mark.gpu
@@ -674,8 +673,6 @@ def test_cuda_fp8_wide_silu_shares_match_emulating_reference(var, mode, mask):
     form (Fp8Silu 0 / 3 / 1) and differ from the default's output only by P roundings."""
     if not fp8_kernel_runs(128):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    if not dev_build():
-        pytest.skip("the lab variants are built in dev builds only (--define hstu_dev=1)")
     seed = 6000 + 100 * var + DESCALE_MODES.index(mode) * 10 + sorted(MASKS).index(mask)
     c = make_case(seed, [700, 0, 450, 77, 1030], 2, 128, mask, device="cuda")
     out = check_fp8_kernel(c, mode, 128 ** -0.5, switches=dict(fp8_bn192=True, fp8_fwd_var=var))
@@ -690,15 +687,37 @@ def test_cuda_fp8_wide_silu_shares_match_emulating_reference(var, mode, mask):
     assert max_err(out, default) <= 0.05 * default.abs().max().item()
 
 
+PAIR_CASES = [("tensor", "causal"), ("tensor", "none"), ("head", "context_target_group"), ("tensor", "local"),
+              ("head", "local_context_target")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode,mask", PAIR_CASES)
+def test_cuda_fp8_pair_variant_matches_emulating_reference(mode, mask):
+    """kernel_options(fp8_fwd_var=6) (private, lab): the 192-key tiles in clusters of two CTAs sharing K / Vt by
+    TMA multicast (phantom slots for the shorter list; pairs whose lists differ run alone; odd query-tile counts)
+    meet the error rule against the fp64 emulation, run their kernel (kDiag 32) and give bitwise the default
+    192-key kernel's output (the same arithmetic per query tile)."""
+    if not fp8_kernel_runs(128):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    seed = 6700 + DESCALE_MODES.index(mode) * 10 + sorted(MASKS).index(mask)
+    c = make_case(seed, [700, 0, 450, 77, 1030, 1300, 193], 2, 128, mask, device="cuda")
+    out = check_fp8_kernel(c, mode, 128 ** -0.5, switches=dict(fp8_bn192=True, fp8_fwd_var=6))
+    q8s, scales = quantized(c, mode)
+    again, names = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True, fp8_fwd_var=6)
+    assert any(re.search(r"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*192\s*,\s*32\s*,\s*2\s*>", n)
+               for n in names), names
+    default, _ = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True)
+    assert torch.equal(again, out) and torch.equal(out, default)
+
+
 @pytest.mark.gpu
 def test_cuda_fp8_wide_timing_variants_run_their_kernels():
-    """kernel_options(fp8_fwd_var=4 / 5) (private, timing-only, wrong outputs by design; dev builds): the 192-key
+    """kernel_options(fp8_fwd_var=4 / 5) (private, lab, timing-only: wrong outputs by design): the 192-key
     kernel without K / Vt loads past its first stages (kDiag 8, the default form) and the tanh form without its
     MUFU (kDiag 1) launch, write finite rows over the poison, and leave the default's output as it was."""
     if not fp8_kernel_runs(128):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    if not dev_build():
-        pytest.skip("the timing-only variants are built in dev builds only (--define hstu_dev=1)")
     c = make_case(6500, [1500, 0, 450, 77, 1030], 2, 128, "causal", device="cuda")
     q8s, scales = quantized(c, "tensor")
     before, _ = run_kernel(c, q8s, scales, "tensor", 128 ** -0.5, fp8_bn192=True)

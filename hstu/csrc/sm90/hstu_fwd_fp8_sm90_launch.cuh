@@ -44,6 +44,31 @@ cudaError_t launch_fwd_fp8_wide(const CUtensorMap& tq, const CUtensorMap& tk, co
   return cudaGetLastError();
 }
 
+// LAB: the 192-key tile kernel in clusters of two CTAs (adjacent query tiles of one (b, h)) that share each K / Vt
+// tile both need by TMA multicast (kFp8FwdPair; tk: K with 96-row boxes); grid.x rounded up to even.
+template <int D>
+cudaError_t launch_fwd_fp8_pair(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tvt,
+                                       const CUtensorMap& tvt2, const HstuParams& p, const HstuFp8FwdParams& f,
+                                       int m_blocks, cudaStream_t stream) {
+  using CW = Fp8FwdTraits<D, 1, 192>;
+  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, 192, kFp8FwdPair, fp8_silu_default(D, true, 192)>;
+  cudaError_t err = set_max_dynamic_smem<kernel>(CW::kSmem);
+  if (err != cudaSuccess) return err;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>((m_blocks + 1) / 2 * 2), p.heads, p.batch);
+  cfg.blockDim = dim3(CW::kThreads);
+  cfg.dynamicSmemBytes = CW::kSmem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 2;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, tq, tk, tvt, tvt2, p, f, SchedArgs{});
+}
+
 // kDiag (the timing-only kFp8FwdDiag* variants, with kEarlyPack) and a kSilu other than fp8_silu_default (the SiLU
 // forms for comparisons): grid order only.
 template <int D, bool kEarlyPack, int kDiag = 0, int kSilu = fp8_silu_default(D, kEarlyPack)>
@@ -98,6 +123,10 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         if (f.var == kFp8VarTrace) {
           return launch_fwd_fp8_wide<true, kWide, kFp8FwdDiagTrace>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
         }
+      }
+#endif
+      // LAB (measuring wheel only; removed or made the default before the branch's final commit): fp8_fwd_var 1-6.
+      if constexpr (kEarlyPack) {
         // (the half2 share of the SiLU: kernel_options(fp8_fwd_var=1 / 2 / 3))
         if (f.var == kFp8VarWideTanh) {
           return launch_fwd_fp8_wide<true, kFp8SiluTanh>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
@@ -115,8 +144,15 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
           return launch_fwd_fp8_wide<true, kFp8SiluTanh, kFp8FwdDiagNoMufu>(tq, tkw, tvt, tvt2, p, f, m_blocks,
                                                                            stream);
         }
+        if (f.var == kFp8VarPair) {  // (CTA pairs sharing K / Vt by TMA multicast: K in 96-row halves)
+          CUtensorMap tkh;
+          err = make_u8_map(&tkh, p.k, {D, static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(f.total_k)},
+                            {static_cast<cuuint64_t>(hs_k), static_cast<cuuint64_t>(p.k_row_stride)},
+                            {CW::kRowBytes, 1, CW::kBlockN / 2});
+          if (err != cudaSuccess) return err;
+          return launch_fwd_fp8_pair<D>(tq, tkh, tvt, tvt2, p, f, m_blocks, stream);
+        }
       }
-#endif
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
   }
