@@ -687,27 +687,29 @@ def test_cuda_fp8_wide_silu_shares_match_emulating_reference(var, mode, mask):
     assert max_err(out, default) <= 0.05 * default.abs().max().item()
 
 
-PAIR_CASES = [("tensor", "causal"), ("tensor", "none"), ("head", "context_target_group"), ("tensor", "local"),
-              ("head", "local_context_target")]
+PAIR_CASES = [(128, "tensor", "causal"), (128, "tensor", "none"), (128, "head", "context_target_group"),
+              (128, "tensor", "local"), (128, "head", "local_context_target"), (256, "tensor", "causal"),
+              (256, "head", "context_target_group"), (256, "tensor", "local")]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode,mask", PAIR_CASES)
-def test_cuda_fp8_pair_variant_matches_emulating_reference(mode, mask):
-    """kernel_options(fp8_fwd_var=6) (private, lab): the 192-key tiles in clusters of two CTAs sharing K / Vt by
-    TMA multicast (phantom slots for the shorter list; pairs whose lists differ run alone; odd query-tile counts)
-    meet the error rule against the fp64 emulation, run their kernel (kDiag 32) and give bitwise the default
-    192-key kernel's output (the same arithmetic per query tile)."""
-    if not fp8_kernel_runs(128):
+@pytest.mark.parametrize("D,mode,mask", PAIR_CASES)
+def test_cuda_fp8_pair_variant_matches_emulating_reference(D, mode, mask):
+    """kernel_options(fp8_fwd_var=6) (private, lab): the D = 128 192-key tiles / the D = 256 64-key grid kernel in
+    clusters of two CTAs sharing K / Vt by TMA multicast (phantom slots for the shorter list; pairs whose lists
+    differ run alone; odd query-tile counts) meet the error rule against the fp64 emulation, run their kernel
+    (kDiag 32) and give bitwise the default kernel's output (the same arithmetic per query tile)."""
+    if not fp8_kernel_runs(D):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    seed = 6700 + DESCALE_MODES.index(mode) * 10 + sorted(MASKS).index(mask)
-    c = make_case(seed, [700, 0, 450, 77, 1030, 1300, 193], 2, 128, mask, device="cuda")
-    out = check_fp8_kernel(c, mode, 128 ** -0.5, switches=dict(fp8_bn192=True, fp8_fwd_var=6))
+    seed = 6700 + DESCALE_MODES.index(mode) * 10 + sorted(MASKS).index(mask) + D
+    c = make_case(seed, [700, 0, 450, 77, 1030, 1300, 193], 2, D, mask, device="cuda")
+    out = check_fp8_kernel(c, mode, D ** -0.5, switches=dict(fp8_bn192=True, fp8_fwd_var=6))
     q8s, scales = quantized(c, mode)
-    again, names = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True, fp8_fwd_var=6)
-    assert any(re.search(r"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*192\s*,\s*32\s*,\s*2\s*>", n)
-               for n in names), names
-    default, _ = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True)
+    again, names = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_bn192=True, fp8_fwd_var=6)
+    bn, form = (192, 2) if D == 128 else (64, 0)
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*32\s*,\s*{form}\s*>",
+                         n) for n in names), names
+    default, _ = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_bn192=True)
     assert torch.equal(again, out) and torch.equal(out, default)
 
 

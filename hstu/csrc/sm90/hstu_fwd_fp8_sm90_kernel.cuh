@@ -231,11 +231,12 @@ constexpr int kFp8FwdDiagTrace = 4;
 // without the L2 -> shared-memory traffic of K and Vt shows in the difference.
 constexpr int kFp8FwdDiagNoReload = 8;
 // LAB kFp8FwdPair (correct outputs; a variant bit in kDiag's place): clusters of two CTAs, adjacent query tiles of
-// one (b, h), that load each K / Vt tile both use once for both (each CTA half of it, multicast; its K map has
-// 96-row boxes): K / Vt from L2 once per 256 query rows. The two walk their KV tiles in lockstep slots (the shorter
-// list starts with phantom slots, whose full barriers its producer completes without a load, while the longer
-// CTA loads those tiles alone); every slot is released to both CTAs' empty barriers (16 arrivals). Pairs whose
-// lists do not align (another first tile or gap, a CTA without rows) run alone.
+// one (b, h), that load each K / Vt tile both use once for both (each CTA half of it, multicast; D = 128 192-key
+// tiles: K in 96-row halves (its map's box), Vt's two panels; D = 256 64-key tiles: K's two panels, Vt in 128-row
+// halves (tm_vt2's box)): K / Vt from L2 once per 256 query rows. The two walk their KV tiles in lockstep slots
+// (the shorter list starts with phantom slots, whose full barriers its producer completes without a load, while
+// the longer CTA loads those tiles alone); every slot is released to both CTAs' empty barriers (16 arrivals).
+// Pairs whose lists do not align (another first tile or gap, a CTA without rows) run alone.
 constexpr int kFp8FwdPair = 32;
 
 __device__ __forceinline__ void tma_load_3d_mc(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
@@ -328,6 +329,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kPersist = kMode == kFp8Persist;
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
+  static_assert((kDiag & kFp8FwdPair) == 0 || (D == 128 && kBN == 192) || (D == 256 && kBN == 64), "CTA pairs");
   static_assert(kSilu == kFp8SiluTanh || ((kDiag & 3) == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
@@ -432,25 +434,46 @@ __global__ void __launch_bounds__(384, 1)
           const int vt_col = static_cast<int>(hstu_fp8_vt_start(si.k_start, b)) + nb * BN;
           constexpr int P0 = C::kVtRowBytes;
           const uint32_t rank = peer ^ 1u;
+          // (a shared slot: this CTA's half of K and of Vt, multicast to both; else the whole tile, alone)
+          const bool both = paired && it >= peer_slot0;
           mbar_wait(bar_empty_k(s), ph ^ 1);
           mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
-          if (paired && it >= peer_slot0) {  // (shared slot: this CTA's half of K, Vt's panel `rank`, to both)
-            tma_load_3d_mc(sK + s * C::kTileBytes + rank * (BN / 2) * RB, &tm_k, bar_full_k(s), 0, h,
-                           k_row + static_cast<int>(rank) * (BN / 2), 3);
-            mbar_wait(bar_empty_v(s), ph ^ 1);
-            mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
-            if (rank == 0) {
-              tma_load_3d_mc(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h, 3);
+          if constexpr (BN == 192) {  // (K in 96-row halves (tm_k's box); Vt's 128- / 64-key panels)
+            if (both) {
+              tma_load_3d_mc(sK + s * C::kTileBytes + rank * (BN / 2) * RB, &tm_k, bar_full_k(s), 0, h,
+                             k_row + static_cast<int>(rank) * (BN / 2), 3);
             } else {
-              tma_load_3d_mc(sV + s * C::kTileBytes + D * P0, &tm_vt2, bar_full_v(s), vt_col + P0, 0, h, 3);
+              tma_load_3d(sK + s * C::kTileBytes, &tm_k, bar_full_k(s), 0, h, k_row);
+              tma_load_3d(sK + s * C::kTileBytes + (BN / 2) * RB, &tm_k, bar_full_k(s), 0, h, k_row + BN / 2);
             }
-          } else {  // (a tile of this CTA alone)
-            tma_load_3d(sK + s * C::kTileBytes, &tm_k, bar_full_k(s), 0, h, k_row);
-            tma_load_3d(sK + s * C::kTileBytes + (BN / 2) * RB, &tm_k, bar_full_k(s), 0, h, k_row + BN / 2);
             mbar_wait(bar_empty_v(s), ph ^ 1);
             mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
-            tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h);
-            tma_load_3d(sV + s * C::kTileBytes + D * P0, &tm_vt2, bar_full_v(s), vt_col + P0, 0, h);
+            if (both && rank == 0) {
+              tma_load_3d_mc(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h, 3);
+            } else if (both) {
+              tma_load_3d_mc(sV + s * C::kTileBytes + D * P0, &tm_vt2, bar_full_v(s), vt_col + P0, 0, h, 3);
+            } else {
+              tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h);
+              tma_load_3d(sV + s * C::kTileBytes + D * P0, &tm_vt2, bar_full_v(s), vt_col + P0, 0, h);
+            }
+          } else {  // (D = 256, 64-key tiles: K's two 128-byte panels; Vt in 128-row halves (tm_vt2's box))
+            if (both) {
+              tma_load_3d_mc(sK + s * C::kTileBytes + rank * C::kKPanelBytes, &tm_k, bar_full_k(s),
+                             static_cast<int>(rank) * RB, h, k_row, 3);
+            } else {
+#pragma unroll
+              for (int pn = 0; pn < C::kPanels; ++pn) {
+                tma_load_3d(sK + s * C::kTileBytes + pn * C::kKPanelBytes, &tm_k, bar_full_k(s), pn * RB, h, k_row);
+              }
+            }
+            mbar_wait(bar_empty_v(s), ph ^ 1);
+            mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
+            if (both) {
+              tma_load_3d_mc(sV + s * C::kTileBytes + rank * (D / 2) * P0, &tm_vt2, bar_full_v(s), vt_col,
+                             static_cast<int>(rank) * (D / 2), h, 3);
+            } else {
+              tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h);
+            }
           }
           return;
         }

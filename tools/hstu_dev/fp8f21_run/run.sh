@@ -3,12 +3,13 @@
 # config + private lab variants of the D128 192-key kernel, kernel_options(fp8_fwd_var=...)): 1 / 2 / 3 the SiLU
 # with 0 / 2 / 4 of every 8 P words in half2 (default 3); timing-only 4 (no K / Vt reload past the first stages: the
 # energy of the L2 -> shared traffic) and 5 (the tanh form without its MUFU); 6 clusters of two CTAs (adjacent
-# query tiles) sharing each K / Vt tile by TMA multicast (K / Vt from L2 once per 256 query rows).
-# 1. GPU tests (serial): var 6 first (a cluster variant: unless its 5 tests pass, the bench leaves it out), the
+# query tiles) sharing each K / Vt tile by TMA multicast (K / Vt from L2 once per 256 query rows); at D256 (64-key
+# grid kernel) vars 4 and 6 too.
+# 1. GPU tests (serial): var 6 first (a cluster variant: unless its 8 tests pass, the bench leaves it out), the
 # default's emulation rule at D128 (tensor / head x 5 masks; block mode keeps the 128-key kernel, unchanged), vars
 # 1-3 against the fp64 emulation, vars 4 / 5 run their kernels.
 # 2. fp8_fwd_split.py --fwd-vars 1,...: burst (interleaved, L2 flushed) then each variant back to back for 0.4 s in
-# turn (default first and last) at B16 S16K / S4K D128; D256 S16K the default; nvidia-smi every 50 ms beside it
+# turn (default first and last) at B16 S16K / S4K D128 and B16 S16K D256; nvidia-smi every 50 ms beside it
 # (SM clock, power, throttle reasons; smi_digest.py: per window MHz, W, J per call, SM cycles per call).
 # 3. ncu (the time left): the default's 192-key kernel and var 6 (var 1 unless var 6 passed) at B4 S16K D128: instructions per pipe per warp and
 # tile pair (88,752 pairs), L2 / DRAM bytes.
@@ -21,7 +22,7 @@ gpu_tests 14 $T::test_cuda_fp8_pair_variant_matches_emulating_reference $T::test
     -k "pair or shares or timing or (128 and not batch_head and not block)" --maxfail=30
 grep -E "passed|failed|^FAILED|^ERROR" $OUT/tests.log | tail -6
 VARS=1,2,3,4,5 NCUV=1
-[ $(grep -c "test_cuda_fp8_pair_variant.*PASSED" $OUT/tests.log) = 5 ] && VARS=1,2,3,4,5,6 NCUV=6
+[ $(grep -c "test_cuda_fp8_pair_variant.*PASSED" $OUT/tests.log) = 8 ] && VARS=1,2,3,4,5,6 NCUV=6
 echo "== 2. bench, vars $VARS ($SECONDS s)"
 smi_log
 bench $(( $(left) - 5 )) --reps 5 --warmup-ms 25 --fwd-vars $VARS --sustain 0.4 \
