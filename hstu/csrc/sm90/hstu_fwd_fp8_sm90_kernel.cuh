@@ -247,11 +247,13 @@ __device__ __forceinline__ void tma_load_3d_mc(uint32_t dst, const CUtensorMap* 
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(mask)
       : "memory");
 }
-// Arrive on the mbarrier at the same shared address in CTA `cta` of the cluster.
+// Arrive on the mbarrier at the same shared address in CTA `cta` of the cluster (the default .release.cta
+// semantics: the slot's reads are wgmma reads already waited for; an explicit .release.cluster cost ~1,300 SM
+// cycles per slot on the consumers' path, docs/hstu_attn.md).
 __device__ __forceinline__ void mbar_arrive_cta(uint32_t bar, uint32_t cta) {
   asm volatile(
       "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
+      "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
       "r"(cta)
       : "memory");
 }

@@ -42,7 +42,8 @@ ncu21() {
   m=$m,lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,sm__cycles_elapsed.avg
   m=$m,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
   PYTHONPATH=/tmp/site_$NAME timeout $(( $(left) - 1 )) $ncu --clock-control none -k "regex:hstu_fwd_fp8_sm90_kernel" \
-      -c $count --section InstructionStats --metrics $m -o $OUT/$tag -f python3 -P $C/prof_fp8.py "$@" \
+      -c $count $([ "${NCU_SECTIONS:-}" = none ] || echo --section InstructionStats) --metrics $m -o $OUT/$tag -f \
+      python3 -P $C/prof_fp8.py "$@" \
       > $OUT/ncu.log 2>&1
   echo "ncu rc $? ($SECONDS s)"
   $ncu --import $OUT/$tag.ncu-rep --print-kernel-base mangled --page raw --csv --print-metric-instances values \
