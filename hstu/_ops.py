@@ -224,7 +224,7 @@ FP8_SILU_SHIFT = 50
 # bits 52-55 (hstu_plan.h kOptFp8FwdVarShift): the Hopper FP8 forward's variants (Fp8FwdVar in
 # hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh; private): 0 the default, then the values it knows
 FP8_FWD_VAR_SHIFT = 52
-FP8_FWD_VARS = (0, 1, 2, 3, 4, 5, 6, 15)
+FP8_FWD_VARS = (0, 15)
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
@@ -277,10 +277,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``fp8_fwd_var`` (private): 15 (timing-only: WRONG output rows) the Hopper FP8 forward's default kernel (D = 128:
     the 192-key tiles; D = 256: the 64-key grid kernel) writing clock stamps of its first CTA's loop over that
     CTA's output rows (tools/hstu_dev/fp8_fwd_split.py --trace; dev builds only, like
-    ``fp8_fwd_diag``); 1 / 2 / 3 (dev builds only; correct outputs) the D = 128 192-key tiles, where the default
-    takes them, with 0 / 2 / 4 of every 8 P words in half2 (the default 3); 4 / 5 (timing-only, WRONG outputs, dev
-    builds) there the default's kernel loading no K / Vt past its first stages, and 1's without its MUFU (P = h +
-    h h); 6 (lab) there clusters of two CTAs sharing K / Vt by TMA multicast; elsewhere the default runs.
+    ``fp8_fwd_diag``); elsewhere the default runs.
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per

@@ -18,11 +18,10 @@ tools/hstu_dev/fp8f20_run/setup.sh's smi_log). `--sustain SECONDS`: then the def
 cases): after the timing, one call of fp8_fwd_var=15 (the default's kernel, D = 128 / 256: its 192- / 64-key
 tiles, with clock stamps of CTA (0, 0, 0), the first sequence's last query tile, written over its output rows) and a table of its consumer loop's
 phases in SM cycles per warpgroup (medians over the KV tiles past the first two, which are masked).
-`--fwd-vars 1,2,3,4,5` (D = 128 cases; D = 256: 4 and 6): instead of the diag / silu variants,
-kernel_options(fp8_fwd_var=N) (the 192-key tiles: 1 / 2 / 3 the tanh form, 2 / 8, 4 / 8 half2 words; 4 / 5 timing-only: no K / Vt reload, no MUFU;
-6 clusters of two CTAs sharing K / Vt by TMA multicast);
-with `--sustain`, every variant then sustained in turn (default first and last: the drift), each window's
-TFLOP/s over its last two thirds (the clock settled under the power cap for that load).
+`--fwd-vars N,...`: instead of the diag / silu variants, kernel_options(fp8_fwd_var=N) for each N (a build's
+private FP8 forward variants; session 20's 1-6 are gone, docs/hstu_attn.md); with `--sustain`, every variant then
+sustained in turn (default first and last: the drift), each window's TFLOP/s over its last two thirds (the clock
+settled under the power cap for that load; tools/hstu_dev/fp8f21_run/smi_digest.py: energy and SM cycles per call).
 
 The timing-only variants (fp8_fwd_diag, fp8_fwd_var=15) need a dev build of the wheel:
     ./bazelw build //:wheels --config=sm90 --define hstu_dev=1
@@ -94,12 +93,8 @@ def main():
         bits = hstu_attn._ops.OPTION_BITS
         variants = [("default", 0)]
         var_shift = hstu_attn._ops.FP8_FWD_VAR_SHIFT
-        if args.fwd_vars and D >= 128:  # (D = 256: vars 4 and 6 only)
-            names = {1: "var 1 (tanh, 0/8 half2)", 2: "var 2 (2/8 half2)", 3: "var 3 (4/8 half2)",
-                     4: "var 4 (timing: no K/Vt reload)", 5: "var 5 (timing: tanh form, no MUFU)",
-                     6: "var 6 (CTA pairs, K/Vt multicast)"}
-            variants += [(names[int(v)], int(v) << var_shift) for v in args.fwd_vars.split(",")
-                         if D == 128 or int(v) in (4, 6)]
+        if args.fwd_vars:
+            variants += [(f"var {int(v)}", int(v) << var_shift) for v in args.fwd_vars.split(",")]
         elif args.vars:
             for v in args.vars.split(","):
                 if v == "sched" and D <= 128:
@@ -135,7 +130,7 @@ def main():
         ref = fns[0]().float()
         for (vname, o), fn, ms in zip(variants, fns, med):
             diff = "-"
-            if not o >> hstu_attn._ops.FP8_FWD_DIAG_SHIFT & 3 and (o >> var_shift & 15) not in (4, 5, 15):
+            if not o >> hstu_attn._ops.FP8_FWD_DIAG_SHIFT & 3 and (o >> var_shift & 15) != 15:
                 # (the timing-only variants' outputs are wrong)
                 diff = f"{(fn().float() - ref).abs().max().item() / ref.abs().max().item():.2e}"
             print(f"| B{B} S{S // 1024}K D{D} causal | {vname} | {ms:.3f} | {flops / ms / 1e9:.1f} | "

@@ -176,36 +176,20 @@ __device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2,
 // 8), n = 3; n = 4 gives the odd words of kFp8SiluMixed): the default on the 192-key tiles (bn > 128), where the
 // half2 words' issue and FMA-pipe cost binds before the MUFU (H200, B16 causal: 0.95x the time of kFp8SiluMixed there
 // at S8K / S16K; on 128-key tiles 1.04x, so those keep kFp8SiluMixed).
-// kFp8SiluMix2: 2 of every 8 words in half2 (the 192-key tiles' private variant, kernel_options(fp8_fwd_var=2)).
-enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2, kFp8SiluMix2 = 3 };
+enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2 };
 __host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true, int bn = 0) {
   return early_pack && D <= 128 ? (bn > 128 ? kFp8SiluMix3 : kFp8SiluMixed) : kFp8SiluTanh;
 }
 __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
-  const int n = silu == kFp8SiluMixed ? 4 : silu == kFp8SiluMix3 ? 3 : silu == kFp8SiluMix2 ? 2 : 0;
+  const int n = silu == kFp8SiluMixed ? 4 : silu == kFp8SiluMix3 ? 3 : 0;
   return (w + 1) * n / 8 > w * n / 8;
 }
 
 // Variants of the FP8 forward (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private; the measured ones
-// that lost are in docs/hstu_attn.md): timing-only (dev builds, WRONG outputs), on the 192-key tiles where the
-// default takes them: kFp8VarNoReload the default's kernel with kFp8FwdDiagNoReload, kFp8VarNoMufu the tanh form
-// (kFp8VarWideTanh) with kFp8FwdDiagNoMufu (the energy per tile of K / Vt's traffic and of the MUFU, measured
-// under the power cap). kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel
+// that lost are in docs/hstu_attn.md): kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel
 // (D = 128: its 192-key tiles; D = 256: its grid kernel) with clock stamps of CTA (0, 0, 0)'s consumer loop over
-// its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace). Dev builds, correct outputs: the
-// 192-key tiles (where the default takes them) with another share of half2 P words than the default's 3 / 8:
-// kFp8VarWideTanh 0 / 8, kFp8VarWideMix2 2 / 8, kFp8VarWideMix4 4 / 8 (the SiLU's energy per score, measured
-// under the power cap: docs/hstu_attn.md).
-enum Fp8FwdVar : int {
-  kFp8VarNone = 0,
-  kFp8VarWideTanh = 1,
-  kFp8VarWideMix2 = 2,
-  kFp8VarWideMix4 = 3,
-  kFp8VarNoReload = 4,
-  kFp8VarNoMufu = 5,
-  kFp8VarPair = 6,
-  kFp8VarTrace = 15
-};
+// its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarTrace = 15 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -226,40 +210,6 @@ constexpr int kFp8FwdDiagNoCvt = 2;
 // 4096 wg + 8 i + j, 64 per output row: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V
 // done; i 0 the first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
 constexpr int kFp8FwdDiagTrace = 4;
-// kFp8FwdDiagNoReload: after the first kStages K / Vt tiles the producer loads nothing (it only completes the full
-// barriers): the consumers compute on the stale stages, so the time (and, sustained, the clock under the power cap)
-// without the L2 -> shared-memory traffic of K and Vt shows in the difference.
-constexpr int kFp8FwdDiagNoReload = 8;
-// LAB kFp8FwdPair (correct outputs; a variant bit in kDiag's place): clusters of two CTAs, adjacent query tiles of
-// one (b, h), that load each K / Vt tile both use once for both (each CTA half of it, multicast; D = 128 192-key
-// tiles: K in 96-row halves (its map's box), Vt's two panels; D = 256 64-key tiles: K's two panels, Vt in 128-row
-// halves (tm_vt2's box)): K / Vt from L2 once per 256 query rows. The two walk their KV tiles in lockstep slots
-// (the shorter list starts with phantom slots, whose full barriers its producer completes without a load, while
-// the longer CTA loads those tiles alone); every slot is released to both CTAs' empty barriers (16 arrivals).
-// Pairs whose lists do not align (another first tile or gap, a CTA without rows) run alone.
-constexpr int kFp8FwdPair = 32;
-
-__device__ __forceinline__ void tma_load_3d_mc(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
-                                               int c2, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
-      "[%0], [%1, {%3, %4, %5}], [%2], %6;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(mask)
-      : "memory");
-}
-// Arrive on the mbarrier at the same shared address in CTA `cta` of the cluster (the default .release.cta
-// semantics: the slot's reads are wgmma reads already waited for; an explicit .release.cluster cost ~1,300 SM
-// cycles per slot on the consumers' path, docs/hstu_attn.md).
-__device__ __forceinline__ void mbar_arrive_cta(uint32_t bar, uint32_t cta) {
-  asm volatile(
-      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
-      "r"(cta)
-      : "memory");
-}
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
-}
 
 
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
@@ -331,7 +281,6 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kPersist = kMode == kFp8Persist;
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
-  static_assert((kDiag & kFp8FwdPair) == 0 || (D == 128 && kBN == 192) || (D == 256 && kBN == 64), "CTA pairs");
   static_assert(kSilu == kFp8SiluTanh || ((kDiag & 3) == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
@@ -369,49 +318,14 @@ __global__ void __launch_bounds__(384, 1)
   }
   SeqInfo si = seq_info(p, b);
   int m0 = m_block * BM;
-  constexpr bool kPair = (kDiag & kFp8FwdPair) != 0;
-  const bool has_rows = m0 < si.lq_alloc && (!kPair || m0 < p.max_seqlen_q);  // (kPair: grid.x rounded up)
-  if (!kPersist && !kPair && !has_rows) return;
+  if (!kPersist && m0 >= si.lq_alloc) return;
   // KV tiles from the last down, skipping the masked gap between the history and this tile's target group.
   if constexpr (!kPersist) fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end, gap_end, gap_len);
   int n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
-  // kPair: paired (both CTAs' lists aligned), slot0 / peer_slot0: phantom slots before this / the peer's first tile.
-  bool paired = false;
-  int slot0 = 0, peer_slot0 = 0, n_slots = n_tiles;
-  const uint32_t peer = (blockIdx.x & 1u) ^ 1u;
-  if constexpr (kPair) {
-    const int m0p = (static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x ^ 1u)) * BM;
-    int pb = 0, pe = 0, pge = 0, pgl = 0;
-    const bool peer_rows = m0p < si.lq_alloc && m0p < p.max_seqlen_q;
-    if (peer_rows) fwd_kv_tiles<BM, BN>(si, m0p, pb, pe, pge, pgl);
-    const int np = peer_rows ? fwd_kv_count(pb, pe, pgl) : 0;
-    paired = has_rows && n_tiles > 0 && np > 0 && pb == nb_begin && pge == gap_end && pgl == gap_len;
-    if (paired) {
-      n_slots = max(n_tiles, np);
-      slot0 = n_slots - n_tiles;
-      peer_slot0 = n_slots - np;
-    }
-  }
 
   const int tid = threadIdx.x;
-  if constexpr (kPair) {
-    if (tid == 0) {
-      mbar_init(bar, 1);
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        mbar_init(bar + 8u + 8u * s, 1);
-        mbar_init(bar + 8u + 8u * (S + s), 1);
-        mbar_init(bar + 8u + 8u * (2 * S + s), paired ? 16 : 8);
-        mbar_init(bar + 8u + 8u * (3 * S + s), paired ? 16 : 8);
-      }
-      fence_barrier_init();
-    }
-    cluster_sync_all();  // (the peer's barriers initialized before any remote arrive or multicast)
-    if (!has_rows) return;
-  } else {
-    if (tid == 0) fwd_init_barriers<S, kPersist>(bar, 200u, 1);
-    __syncthreads();
-  }
+  if (tid == 0) fwd_init_barriers<S, kPersist>(bar, 200u, 1);
+  __syncthreads();
 
   if (tid < 128) {
     // ---------------------------------------------------------------- producer warpgroup
@@ -428,66 +342,9 @@ __global__ void __launch_bounds__(384, 1)
           tma_load_3d(base + qb * C::kQBytes + pn * C::kQPanelBytes, &tm_q, bar_q(qb), pn * RB, h, si.q_start + m0);
         }
       };
-      auto load_kv = [&](int it, int nb) {  // it: K / Vt tiles loaded before this one (kPair: the slot)
+      auto load_kv = [&](int it, int nb) {  // it: K / Vt tiles loaded before this one
         const int s = it % S;
         const uint32_t ph = (it / S) & 1;
-        if constexpr (kPair) {
-          const int k_row = si.k_start + nb * BN;
-          const int vt_col = static_cast<int>(hstu_fp8_vt_start(si.k_start, b)) + nb * BN;
-          constexpr int P0 = C::kVtRowBytes;
-          const uint32_t rank = peer ^ 1u;
-          // (a shared slot: this CTA's half of K and of Vt, multicast to both; else the whole tile, alone)
-          const bool both = paired && it >= peer_slot0;
-          mbar_wait(bar_empty_k(s), ph ^ 1);
-          mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
-          if constexpr (BN == 192) {  // (K in 96-row halves (tm_k's box); Vt's 128- / 64-key panels)
-            if (both) {
-              tma_load_3d_mc(sK + s * C::kTileBytes + rank * (BN / 2) * RB, &tm_k, bar_full_k(s), 0, h,
-                             k_row + static_cast<int>(rank) * (BN / 2), 3);
-            } else {
-              tma_load_3d(sK + s * C::kTileBytes, &tm_k, bar_full_k(s), 0, h, k_row);
-              tma_load_3d(sK + s * C::kTileBytes + (BN / 2) * RB, &tm_k, bar_full_k(s), 0, h, k_row + BN / 2);
-            }
-            mbar_wait(bar_empty_v(s), ph ^ 1);
-            mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
-            if (both && rank == 0) {
-              tma_load_3d_mc(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h, 3);
-            } else if (both) {
-              tma_load_3d_mc(sV + s * C::kTileBytes + D * P0, &tm_vt2, bar_full_v(s), vt_col + P0, 0, h, 3);
-            } else {
-              tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h);
-              tma_load_3d(sV + s * C::kTileBytes + D * P0, &tm_vt2, bar_full_v(s), vt_col + P0, 0, h);
-            }
-          } else {  // (D = 256, 64-key tiles: K's two 128-byte panels; Vt in 128-row halves (tm_vt2's box))
-            if (both) {
-              tma_load_3d_mc(sK + s * C::kTileBytes + rank * C::kKPanelBytes, &tm_k, bar_full_k(s),
-                             static_cast<int>(rank) * RB, h, k_row, 3);
-            } else {
-#pragma unroll
-              for (int pn = 0; pn < C::kPanels; ++pn) {
-                tma_load_3d(sK + s * C::kTileBytes + pn * C::kKPanelBytes, &tm_k, bar_full_k(s), pn * RB, h, k_row);
-              }
-            }
-            mbar_wait(bar_empty_v(s), ph ^ 1);
-            mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
-            if (both) {
-              tma_load_3d_mc(sV + s * C::kTileBytes + rank * (D / 2) * P0, &tm_vt2, bar_full_v(s), vt_col,
-                             static_cast<int>(rank) * (D / 2), h, 3);
-            } else {
-              tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h);
-            }
-          }
-          return;
-        }
-        if constexpr ((kDiag & kFp8FwdDiagNoReload) != 0) {  // (timing-only: no load past the first stages)
-          if (it >= S) {
-            mbar_wait(bar_empty_k(s), ph ^ 1);
-            mbar_arrive(bar_full_k(s));
-            mbar_wait(bar_empty_v(s), ph ^ 1);
-            mbar_arrive(bar_full_v(s));
-            return;
-          }
-        }
         mbar_wait(bar_empty_k(s), ph ^ 1);
         mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
 #pragma unroll
@@ -506,16 +363,7 @@ __global__ void __launch_bounds__(384, 1)
       };
       if constexpr (!kPersist) {
         load_q(0);
-        if constexpr (kPair) {  // (phantom slots: completed without a load, while the peer loads its tiles)
-          for (int t = 0; t < slot0; ++t) {
-            const uint32_t ph = (t / S) & 1;
-            mbar_wait(bar_empty_k(t % S), ph ^ 1);
-            mbar_arrive(bar_full_k(t % S));
-            mbar_wait(bar_empty_v(t % S), ph ^ 1);
-            mbar_arrive(bar_full_v(t % S));
-          }
-        }
-        for (int i = 0; i < n_tiles; ++i) load_kv(slot0 + i, fwd_kv_tile(nb_end, gap_end, gap_len, i));
+        for (int i = 0; i < n_tiles; ++i) load_kv(i, fwd_kv_tile(nb_end, gap_end, gap_len, i));
       } else {
         fwd_persist_produce<BM, BN>(p, bar_q, bar_q_empty, tile_slot, load_q, load_kv, si, h, b, m_block, m0, nb_begin,
                                     nb_end, gap_end, gap_len, n_tiles);
@@ -550,22 +398,7 @@ __global__ void __launch_bounds__(384, 1)
       if (8 * i + j < 4088) trace_put(8 * i + j, c);  // (4088: n_tiles)
     }
   };
-  int kv0 = slot0;  // K / Vt tiles consumed before this tile (persistent; kPair: the phantom slots)
-  // kPair: a slot is released to both CTAs' empty barriers (the peer's producer multicasts into it too).
-  auto release_slot = [&](uint32_t bb) {
-    if (lane == 0) {
-      mbar_arrive(bb);
-      if (kPair && paired) mbar_arrive_cta(bb, peer);
-    }
-  };
-  if constexpr (kPair) {
-    for (int t = 0; t < slot0; ++t) {  // (phantom slots: waited for, so that the peer's later loads follow them)
-      mbar_wait(bar_full_k(t % S), (t / S) & 1);
-      mbar_wait(bar_full_v(t % S), (t / S) & 1);
-      release_slot(bar_empty_k(t % S));
-      release_slot(bar_empty_v(t % S));
-    }
-  }
+  int kv0 = 0;  // K / Vt tiles consumed before this tile (persistent)
   for (int q_it = 0;; ++q_it) {  // (persistent: the CTA's q_it-th tile, in Q buffer q_it % 2)
     const int qb = q_it % C::kQBufs;
     if constexpr (kPersist) {
@@ -729,7 +562,9 @@ __global__ void __launch_bounds__(384, 1)
           pack_into(pf);
         }
       };
-      auto release = [&](uint32_t bb) { release_slot(bb); };
+      auto release = [&](uint32_t bb) {
+        if (lane == 0) mbar_arrive(bb);
+      };
 
       if constexpr (!kPersist) mbar_wait(bar_q(0), 0);
       // Pingpong turns (as in the bf16 forward): warpgroup wg syncs on barrier 4 + wg before issuing, then arrives
@@ -853,15 +688,6 @@ __global__ void __launch_bounds__(384, 1)
                      : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
                      : "r"(a));
         st_global_v4(og + static_cast<int64_t>(rr) * p.o_row_stride + c * 8, val);
-      }
-    }
-    if constexpr (kPair) {  // (the peer's last arrivals on this CTA's barriers landed before it exits)
-      if (paired && ctid == 0) {
-        for (int s = 0; s < S && s < n_slots; ++s) {
-          const int t_last = s + S * ((n_slots - 1 - s) / S);
-          mbar_wait(bar_empty_k(s), (t_last / S) & 1);
-          mbar_wait(bar_empty_v(s), (t_last / S) & 1);
-        }
       }
     }
     if constexpr (!kPersist) break;

@@ -44,32 +44,6 @@ cudaError_t launch_fwd_fp8_wide(const CUtensorMap& tq, const CUtensorMap& tk, co
   return cudaGetLastError();
 }
 
-// LAB: the 192-key tile kernel (D = 128) or the 64-key grid kernel (D = 256) in clusters of two CTAs (adjacent query
-// tiles of one (b, h)) that share each K / Vt tile both need by TMA multicast (kFp8FwdPair; D = 128: tk with 96-row
-// boxes; D = 256: tvt2 with 128-row boxes); grid.x rounded up to even.
-template <int D, int BN>
-cudaError_t launch_fwd_fp8_pair(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tvt,
-                                       const CUtensorMap& tvt2, const HstuParams& p, const HstuFp8FwdParams& f,
-                                       int m_blocks, cudaStream_t stream) {
-  using CW = Fp8FwdTraits<D, 1, BN>;
-  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdPair, fp8_silu_default(D, true, BN)>;
-  cudaError_t err = set_max_dynamic_smem<kernel>(CW::kSmem);
-  if (err != cudaSuccess) return err;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>((m_blocks + 1) / 2 * 2), p.heads, p.batch);
-  cfg.blockDim = dim3(CW::kThreads);
-  cfg.dynamicSmemBytes = CW::kSmem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 2;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, tq, tk, tvt, tvt2, p, f, SchedArgs{});
-}
-
 // kDiag (the timing-only kFp8FwdDiag* variants, with kEarlyPack) and a kSilu other than fp8_silu_default (the SiLU
 // forms for comparisons): grid order only.
 template <int D, bool kEarlyPack, int kDiag = 0, int kSilu = fp8_silu_default(D, kEarlyPack)>
@@ -126,34 +100,6 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         }
       }
 #endif
-      // LAB (measuring wheel only; removed or made the default before the branch's final commit): fp8_fwd_var 1-6.
-      if constexpr (kEarlyPack) {
-        // (the half2 share of the SiLU: kernel_options(fp8_fwd_var=1 / 2 / 3))
-        if (f.var == kFp8VarWideTanh) {
-          return launch_fwd_fp8_wide<true, kFp8SiluTanh>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
-        }
-        if (f.var == kFp8VarWideMix2) {
-          return launch_fwd_fp8_wide<true, kFp8SiluMix2>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
-        }
-        if (f.var == kFp8VarWideMix4) {
-          return launch_fwd_fp8_wide<true, kFp8SiluMixed>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
-        }
-        if (f.var == kFp8VarNoReload) {  // (timing-only: fp8_fwd_var=4 / 5)
-          return launch_fwd_fp8_wide<true, kWide, kFp8FwdDiagNoReload>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
-        }
-        if (f.var == kFp8VarNoMufu) {
-          return launch_fwd_fp8_wide<true, kFp8SiluTanh, kFp8FwdDiagNoMufu>(tq, tkw, tvt, tvt2, p, f, m_blocks,
-                                                                           stream);
-        }
-        if (f.var == kFp8VarPair) {  // (CTA pairs sharing K / Vt by TMA multicast: K in 96-row halves)
-          CUtensorMap tkh;
-          err = make_u8_map(&tkh, p.k, {D, static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(f.total_k)},
-                            {static_cast<cuuint64_t>(hs_k), static_cast<cuuint64_t>(p.k_row_stride)},
-                            {CW::kRowBytes, 1, CW::kBlockN / 2});
-          if (err != cudaSuccess) return err;
-          return launch_fwd_fp8_pair<D, 192>(tq, tkh, tvt, tvt2, p, f, m_blocks, stream);
-        }
-      }
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
   }
@@ -186,16 +132,6 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       }
     }
   }
-  if constexpr (D == 256 && !kVariant) {  // LAB: fp8_fwd_var=6, CTA pairs sharing K / Vt
-    if (f.var == kFp8VarPair) {
-      CUtensorMap tvth;
-      err = make_u8_map(&tvth, f.vt, {static_cast<cuuint64_t>(f.vt_cols), D, static_cast<cuuint64_t>(p.heads)},
-                        {static_cast<cuuint64_t>(f.vt_cols), static_cast<cuuint64_t>(f.vt_cols) * D},
-                        {C::kBlockN, D / 2, 1});
-      if (err != cudaSuccess) return err;
-      return launch_fwd_fp8_pair<D, 64>(tq, tk, tvt, tvth, p, f, m_blocks, stream);
-    }
-  }
   constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, (D == 256 ? 64 : 128), kDiag, kSilu>;
   err = set_max_dynamic_smem<kernel>(C::kSmem);
   if (err != cudaSuccess) return err;
@@ -218,11 +154,6 @@ cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f
     if (f.var == sm90::kFp8VarTrace) return sm90::launch_fwd_fp8<D, true, sm90::kFp8FwdDiagTrace, kTanh>(p, f, stream);
   }
 #endif
-  if constexpr (D == 256) {  // LAB: fp8_fwd_var=4 (timing-only: no K / Vt reload past the first stages)
-    if (f.var == sm90::kFp8VarNoReload) {
-      return sm90::launch_fwd_fp8<D, true, sm90::kFp8FwdDiagNoReload, kTanh>(p, f, stream);
-    }
-  }
   // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
   const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
   if (silu == sm90::fp8_silu_default(D)) return sm90::launch_fwd_fp8<D, true>(p, f, stream);

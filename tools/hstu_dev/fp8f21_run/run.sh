@@ -11,8 +11,7 @@
 # 2. fp8_fwd_split.py --fwd-vars 1,...: burst (interleaved, L2 flushed) then each variant back to back for 0.4 s in
 # turn (default first and last) at B16 S16K / S4K D128 and B16 S16K D256; nvidia-smi every 50 ms beside it
 # (SM clock, power, throttle reasons; smi_digest.py: per window MHz, W, J per call, SM cycles per call).
-# 3. ncu (the time left): the default's 192-key kernel and var 6 (var 1 unless var 6 passed) at B4 S16K D128: instructions per pipe per warp and
-# tile pair (88,752 pairs), L2 / DRAM bytes.
+# (3. an ncu step, removed: it failed on the device, see setup.sh.)
 LIM=40
 source .carry/fp8f21/setup.sh
 T=tests/hstu/test_fp8.py
@@ -29,6 +28,4 @@ bench $(( $(left) - 5 )) --reps 5 --warmup-ms 25 --fwd-vars $VARS --sustain 0.4 
     --cases B16S16KD128,B16S4KD128,B16S16KD256
 smi_stop
 grep -E "^\(case|^\(sustain" $OUT/bench.log
-echo "== 3. ncu ($SECONDS s)"
-ncu21 fp8f21 2 --batch 4 --seqlen 16384 128:0 128:$NCUV
 echo "== end ($SECONDS s)"

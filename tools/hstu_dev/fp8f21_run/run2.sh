@@ -8,7 +8,7 @@
 # 2. fp8_fwd_split.py --fwd-vars 4,6 --sustain 0.5 (burst, then each 0.5 s back to back in turn, default first and
 # last) at B16 S16K / S4K D128 and S16K D256, nvidia-smi beside it; then main20's wheel alone (--default-only,
 # burst + 0.5 s sustained, the same cases).
-# 3. ncu (the time left): the default's D128 192-key kernel, B4 S16K, instruction and byte counts only.
+# (3. an ncu step, removed: it failed on the device, see setup.sh.)
 LIM=43
 source .carry/fp8f21/setup.sh
 T=tests/hstu/test_fp8.py
@@ -27,6 +27,4 @@ grep -E "^\||rror|^\(sustain" $OUT/bench_main.log
 smi_stop
 echo "smi beside main20:"
 python3 $C/smi_digest.py $OUT/smi.csv $OUT/bench_main.log
-echo "== 3. ncu ($SECONDS s)"
-NCU_SECTIONS=none ncu21 fp8f21 1 --batch 4 --seqlen 16384 128:0
 echo "== end ($SECONDS s)"
