@@ -430,8 +430,8 @@ def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3,
     """NVIDIA's caching config scaled down: T tables of R ids, an HBM cache of ~10 % of R (768 slots in buckets of
     64), n power-law ids per table per step (pooling sum, one id per bag), 4 batches in turn: the 4 batches' ids
     (~700 per table) overflow the cache's buckets, so every step misses and evicts. Runs ``rounds`` rounds against
-    all-HBM (``prefetch``: forward i, prefetch i + 1, backward i) and asserts bit-identical outputs, rows, scores
-    and optimizer state. Returns the caching module.
+    all-HBM (``prefetch``: forward i, prefetch i + 1, backward i; 2: prefetch i + 2) and asserts bit-identical
+    outputs, rows, scores and optimizer state. Returns the caching module.
 
     ``unique`` (default on CUDA): each table's ids of a step are distinct. CUDA's fused backward sums a hot id's
     gradients in pieces when its segment crosses warp boundaries and adds the pieces in arrival order
@@ -472,8 +472,9 @@ def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3,
     for i, (ids, off, w) in enumerate(seq):
         o_ref = step(ref, ids, off, w)
         out = m(ids, off)
-        if prefetch and i + 1 < len(seq):
-            m.prefetch(*seq[i + 1][:2]) if device != "cpu" else m._prefetch_stage(*seq[i + 1][:2])
+        if prefetch and i + int(prefetch) < len(seq):
+            nxt = seq[i + int(prefetch)][:2]
+            m.prefetch(*nxt) if device != "cpu" else m._prefetch_stage(*nxt)
         (out * w).sum().backward()
         assert torch.equal(o_ref, out), f"step {i}"
         moved.append(sum(t.rows_moved[0] for t in m.tables))

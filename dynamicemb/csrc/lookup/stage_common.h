@@ -557,7 +557,7 @@ void launch_log_flush(const StageParams& p, int64_t lo, int64_t hi, void* stream
 void launch_flag_to_host(const int32_t* flag, int32_t* host, void* stream);
 // Lab switch of the CUDA staging's variant (stage_kernels.cu; op _lookup_lab_stage): sets it when 0 <= v <
 // kStageVariants, returns the previous one.
-constexpr int kStageVariants = 13;
+constexpr int kStageVariants = 15;
 int set_stage_variant(int v);
 
 }  // namespace lookup
