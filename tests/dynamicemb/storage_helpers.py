@@ -599,7 +599,7 @@ def hot_stamps(device):
     return checked
 
 
-def pending_reuse(device, steps=8, seed=0, order=None, log=False):
+def pending_reuse(device, steps=8, seed=0, order=None):
     """Store slots reused within one staging (op cache_stage, stage_common.h's pending slots): one table whose 31
     ids all live in cache bucket 0 (16 slots, full) and a UvaStore of one bucket of 16 slots (15 rows: one slot
     short of full). Every staged id evicts a victim; the first victim of a staging takes the store's one free slot,
@@ -608,20 +608,13 @@ def pending_reuse(device, steps=8, seed=0, order=None, log=False):
     batches (repeats, hits and misses in one step) and asserts bit-identical rows, scores and optimizer state after
     every step, the store one slot short of full with no pending key left, and that the first reuse step moved
     3 rows each way. ``order`` (a seed): every step's ids in a random order (both modules), so the CPU twin, which
-    stages in batch order, runs other serial orders of the same ids (the CUDA warps take one of them). ``log``
-    (CUDA): the store log on (2 segments of 64 KB), rows compared every third step only (a comparison flushes the
-    log), so a settled pending slot's row is read from the last staging's stash or from the ring.
+    stages in batch order, runs other serial orders of the same ids (the CUDA warps take one of them).
     Returns the caching module."""
     from dynamicemb._uva_store import UvaStore
     from table_helpers import keys_in_bucket
 
     def store(kd, w, dt, cap):
-        st = UvaStore(kd, w, dt, BC, BC, device=device)
-        if log:
-            st.log_segments, st.log_segment_bytes = 2, 64 << 10
-        return st
-
-    n_both = [0]
+        return UvaStore(kd, w, dt, BC, BC, device=device)
 
     m = make_t("caching", 1, slots=2 * BC, device=device, store=store)
     m.device_staging = True
@@ -644,9 +637,7 @@ def pending_reuse(device, steps=8, seed=0, order=None, log=False):
         w = torch.randn(1, 8, generator=g).to(device)
         for mod in (m, ref):
             step(mod, ids_t, off, w)
-        n_both[0] += 1
-        if not log or n_both[0] % 3 == 0:
-            assert_same(ref, m)
+        assert_same(ref, m)
         assert len(stored()) == held
 
     both(keys[:BC], 5, held=0)  # the cache bucket full of new ids
