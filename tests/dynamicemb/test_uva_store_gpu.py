@@ -159,10 +159,10 @@ def test_cold_cache_parity_stage_variants_cuda(variant):
     assert moved[0] > 2000 and moved[1] > 2000, moved
 
 
-@pytest.mark.parametrize("variant", [7, 8])
+@pytest.mark.parametrize("variant", [7, 8, 13, 14])
 def test_cold_cache_beyond_stash_move_variants_cuda(variant):
-    """The move pass's lab variants (7, 8) with Adam's records beyond the stash (the two-pass path beside the mixed
-    pass): bit-identical to all-HBM."""
+    """The move pass's lab variants (7, 8; 13 / 14: the move passes in 32 / 16 blocks) with Adam's records beyond
+    the stash (the two-pass path beside the mixed pass): bit-identical to all-HBM."""
     m = lab_stage_run(variant, "cuda", Adam(lr=0.01), False, UVA, T=2, R=1 << 14, n=2048, rounds=2, dim=128,
                       frac=0.25, bucket=128, cycle=4, uniform=True)
     assert sum(t.rows_moved[0] for t in m.tables) > 8000
