@@ -67,22 +67,6 @@ def set_log(m, segments: int, seg_mib: int) -> bool:
     return True
 
 
-def step_fn(m, batches, grad):
-    """A training step per call over the cycled batches: forward i, prefetch i + depth (``one.depth``), backward i."""
-    it = [0]
-
-    def one(prefetch=True):
-        i = it[0] % len(batches)
-        it[0] += 1
-        o = m(*batches[i], validate=False)
-        if prefetch:
-            m.prefetch(*batches[(i + one.depth) % len(batches)])
-        o.backward(grad)
-
-    one.depth = 1
-    return one
-
-
 def set_lab(v: int) -> bool:
     op = getattr(torch.ops.dynamicemb, "_lookup_lab_stage", None)
     if op is None:
@@ -160,7 +144,7 @@ def main():
         torch.cuda.empty_cache()
     t0 = time.perf_counter()
     m = make_module(T, dim, rows, opt(), "caching", 0.25, "uva")
-    one = step_fn(m, data, grad)
+    one = train_step_fn(m, data, grad)
     for _ in range(a.warmup):
         one(True)
     torch.cuda.synchronize()
@@ -178,7 +162,7 @@ def main():
         if not set_log(m, segs, mib):
             print(f"[{a.label}] {v}: this wheel has no store log: skipped")
             continue
-        one.depth = depth
+        one.ahead = depth
         for _ in range(a.log_warmup or max(segs + 2, 8)):
             one(True)
         r0, lg = rows_moved(m), m.__dict__.get("_store_log")
