@@ -161,8 +161,8 @@ def test_cold_cache_parity_stage_variants_cuda(variant):
 
 @pytest.mark.parametrize("variant", [7, 8, 13, 14])
 def test_cold_cache_beyond_stash_move_variants_cuda(variant):
-    """The move pass's lab variants (7, 8; 13 / 14: the move passes in 2 blocks per SM / 16 blocks) with Adam's
-    records beyond the stash (the two-pass path beside the mixed pass): bit-identical to all-HBM."""
+    """The move pass's lab variants (7, 8; 13 / 14: the move passes in 32 / 16 blocks) with Adam's records beyond
+    the stash (the two-pass path beside the mixed pass): bit-identical to all-HBM."""
     m = lab_stage_run(variant, "cuda", Adam(lr=0.01), False, UVA, T=2, R=1 << 14, n=2048, rounds=2, dim=128,
                       frac=0.25, bucket=128, cycle=4, uniform=True)
     assert sum(t.rows_moved[0] for t in m.tables) > 8000
@@ -192,14 +192,14 @@ def _count_own_stagings(monkeypatch):
     return own
 
 
-@pytest.mark.parametrize("variant", [0, 13], ids=["moves_32_blocks", "moves_2_per_sm"])
+@pytest.mark.parametrize("variant", [0, 13], ids=["moves_default", "moves_32_blocks"])
 @pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
 def test_cold_cache_parity_two_ahead_cuda(opt, variant, monkeypatch):
     """The prefetch two batches ahead (forward i, prefetch i + 2, backward i): each job stages beside the step
     before its batch's (chained on the job ahead of it, whose rows it guards), each step waits only for its own
     job; on the cold parity run bit-identical to all-HBM, every 3 steps (two jobs queued) every row compared with
     all-HBM (what a checkpoint reads), and every step after the first two takes its job's staging (none stages on
-    its own). The move passes in 32 blocks (the default) and, lab variant 13, in 2 blocks per SM."""
+    its own). Lab variant 13: the move passes in 32 blocks."""
     own = _count_own_stagings(monkeypatch)
     m = lab_stage(variant, ten_percent, "cuda", opt, 2, UVA, T=2, R=1 << 16, n=4096, rounds=2, dim=128, frac=0.25,
                   bucket=128, cycle=8, check_every=3)

@@ -809,11 +809,7 @@ __global__ void __launch_bounds__(kStageBlock, 4) stage_owner_kernel(StageParams
 
 // kMoveLanes threads per move record (a 512-byte row: 32 16-byte words, 4 per lane, all in flight).
 constexpr int kMoveLanes = 8;
-// The move passes' blocks: 32 x 256 threads = 1,024 rows (512 KB) in flight, about the link's bandwidth-delay
-// product: the full one-way rate, and a 1.5x stall of an HBM kernel beside them (2 blocks per SM: the same rate,
-// 5.6x; docs/dynamicemb_storage_notes.md "Every byte by the copy engines"); the step beside a prefetch's moves.
-constexpr unsigned kMoveBlocks = 32;
-constexpr int kMoveBlocksPerSm = 2;  // (lab 13: the grid before)
+constexpr int kMoveBlocksPerSm = 2;
 constexpr int kScanThreads = 1024;
 
 // One block: the bins' counts ((bin, kind) pairs in bin order) become their first positions in move_order (an
@@ -1061,7 +1057,8 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
 // with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA);
 // 9 the locked pass with kSpread, 10 with kFusedFind, 11 the locked pass alone (the staging before the bucket owners),
-// 12 with kEarly; 13 / 14 the default with the move passes in 2 blocks per SM (the grid before) / 16 blocks. Variants 1-12 stage with the locked pass alone; 0, the default,
+// 12 with kEarly; 13 / 14 the default with the move passes in 32 / 16 blocks (fewer host requests in flight: a
+// lower stall of the step's kernels beside them). Variants 1-12 stage with the locked pass alone; 0, the default,
 // lists the misses by bucket first (stage_list_kernel, stage_owner_kernel) and runs the locked pass only over what
 // the owners did not list.
 namespace {
@@ -1128,11 +1125,13 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     check_launch("cache move scan");
     detail::move_scatter_kernel<<<sgrid, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move scatter");
-    // The move passes in kMoveBlocks blocks (lab 13: 2 blocks per SM, 14: 16 blocks).
+    // The move passes: 2 blocks per SM (8.4K rows in flight on 132 SMs, far beyond the link's ~0.5 MB of bytes in
+    // flight; the host pages' translations bound them, not the threads: the same ms as 1, 4 or 8 blocks per SM
+    // and 4-32 lanes per row, H200), so half of every SM stays free for the step running beside a prefetch's moves.
     const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
-    const unsigned mcap = g_stage_variant == 13   ? static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm))
+    const unsigned mcap = g_stage_variant == 13   ? 32u
                           : g_stage_variant == 14 ? 16u
-                                                  : detail::kMoveBlocks;
+                                                  : static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move stash");
     if (g_stage_variant == 7) {
