@@ -814,10 +814,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
           staging then moves them into the caches without reading the stores; worth it for slow stores). Changes
           no table.
 
-        Rows of steps in flight are never evicted by a prefetch. Over device-staged tables a prefetch may run two
-        batches ahead (``prefetch`` of batch i + 2 after forward i: its job stages beside step i + 1; each step waits
-        for its own job only, and a job never evicts the rows of a batch prefetched before it). A no-op without
-        caching tables.
+        Rows of steps in flight are never evicted by a prefetch. A no-op without caching tables.
 
         Args:
             ids: (N,) key_dtype, on the module's device or on the CPU.

@@ -30,7 +30,7 @@ from typing import List, NamedTuple, Optional, Sequence
 
 import torch
 
-from . import _batched_step, _caching, _prefetch
+from . import _batched_step, _caching
 from ._staging import host_phase, to_device
 from ._table import state_epoch
 
@@ -160,7 +160,7 @@ class Deferred(NamedTuple):
 
 def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], insert_new: bool, stamp: int,
           pins: Sequence = (), report: bool = True, gate: Optional[torch.Tensor] = None, defer: bool = False,
-          served=None, failed_host: int = 0, prefetch: bool = False):
+          served=None, failed_host: int = 0):
     """Queues op cache_stage for the caching tables ``tables`` (``serves`` holds) with this step's ``stamp``; the
     guard covers the stamps of the live ``StepPins`` of those tables and of ``pins``. No host wait on CUDA; the
     per-step host work is the op call, a pass over the live pins and one generation bump per table. ``gate``:
@@ -171,8 +171,7 @@ def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], i
     lookup_step, which stages first (the same kernels, on the same stream, reporting): one op call per step.
     ``served``: what ``serves`` returned for these tables just before (the plan and live stamps are reused).
     ``failed_host`` (CUDA): the address of a pinned int32 that gets a copy of the failed flag after the op's kernels
-    (a prefetch's: ``_prefetch.take`` reads it). ``prefetch``: a prefetch job's staging (it guards the rows of the
-    jobs queued before it that no step took yet, ``_prefetch.jobs_ahead``).
+    (a prefetch's: ``_prefetch.take`` reads it).
 
     Returns:
         (failed (1,) int32: the step's skip flag for lookup_step; info int64: per table misses, the F + 1 feature
@@ -187,17 +186,10 @@ def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], i
     ftable, mask, vb, tids, ts = plan
     live = [s for s in (live_stamps(tids) if live is None else live) if s is not None] + [
         p.stamp for p in pins if p.stamp is not None]
-    # batches prefetched ahead of this one (jobs not taken yet): a prefetch job guards their rows too; a step's
-    # gated staging leaves their proofs standing (each is chained on this step's job: it staged nothing if that job
-    # left ids, and its own step then stages); a step's own staging may evict their rows (their steps stage again)
-    ahead = _prefetch.jobs_ahead(module) if (prefetch or gate is not None) else ()
-    min_live = min(live + ([j.stamp for j in ahead] if prefetch else []) + [stamp])
-    before = [t.generation for t in ts] if ahead else None
+    min_live = min(live + [stamp])
     if defer:
         for t in ts:
             t.mutated()  # keys may move (in the step's op)
-        if ahead:
-            _prefetch.keep_proofs(ahead, tables, ts, before)
         return Deferred(stage_meta(module), _totals(module), mask, stamp, min_live, gate), None
     B = (offsets.numel() - 1) // module.num_features
     off = offsets if offsets.device == dev else to_device(offsets.long().contiguous(), dev)
@@ -209,8 +201,6 @@ def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], i
         report and dev.type == "cuda", gate, failed_host)
     for t in ts:
         t.mutated()  # keys may have moved: a prefetch job's proof for this cache is void
-    if ahead:
-        _prefetch.keep_proofs(ahead, tables, ts, before)
     if dev.type != "cuda" and report:  # the CPU twin raises at once (host tensors: no wait)
         with host_phase():
             if int(failed[0]):

@@ -230,8 +230,7 @@ def queue_device(module, ids, offsets, tables: List[int], stream, served=None) -
         # on the side stream: set and restored directly when it is the current device's (torch.cuda.stream's
         # context looks the device up again, through torch.cuda.is_available's environment checks)
         same = torch.cuda.current_device() == stream.device_index
-        prev = latest_ahead(module)
-        job.flag, flag_addr = _flag_slot(module) if prev is None else (None, 0)
+        job.flag, flag_addr = _flag_slot(module)
         with contextlib.nullcontext() if same else torch.cuda.stream(stream):
             if same:
                 torch.cuda.set_stream(stream)
@@ -239,10 +238,7 @@ def queue_device(module, ids, offsets, tables: List[int], stream, served=None) -
                 # reporting off: a prefetch that cannot stage every id (its caches full of the rows of steps in
                 # flight) is no error; its failed flag gates the step's own staging, which stages the rest, reports
                 failed, job._info = ds.stage(module, ids, offsets, tables, True, stamp, report=False,
-                                             served=served, failed_host=flag_addr, prefetch=True,
-                                             gate=None if prev is None else _after_gate(prev))
-                if prev is not None:
-                    failed = _chained_flag(failed, prev)
+                                             served=served, failed_host=flag_addr)
             finally:
                 if same:
                     torch.cuda.set_stream(cur)
@@ -280,8 +276,7 @@ class _DeviceBinding:
     The host cost of a warm prefetch is then the op call and its CUDA calls."""
 
     __slots__ = ("epoch", "tables", "cached", "ftable", "mask", "vb", "tids", "ts", "index", "kdt", "F",
-                 "stream", "side", "ready", "done", "sample", "sample_host", "sample_armed", "idle", "jobs", "dones",
-                 "queued")
+                 "stream", "side", "ready", "done", "sample", "sample_host", "sample_armed", "idle", "jobs")
 
     def __init__(self, module, ids, cached: List[int], stream, plan):
         from ._table import state_epoch
@@ -292,8 +287,6 @@ class _DeviceBinding:
         self.index, self.kdt, self.F = ids.get_device(), ids.dtype, module.num_features
         self.stream, self.side = stream, (stream.stream_id, stream.device_index, stream.device_type)
         self.ready, self.done = _events(module, stream)
-        # one end event per job (in turn): a step waits for its own job, not for a later one queued behind it
-        self.dones, self.queued = [torch.cuda.Event() for _ in range(_KEEP + 4)], 0
         # the miss-count sample (``prefetch_adaptive``): a pinned (T,) int64 that a job's per-table misses are
         # copied into, armed to -1 (landed once every entry is >= 0); prefetches left to skip; prefetch calls since
         # the last sample
@@ -335,28 +328,21 @@ class _DeviceBinding:
         if None in live:
             return None
         stamp = ds.next_stamp()
-        ahead = jobs_ahead(module)  # prefetched batches not run yet: their rows guarded, this job chained on them
-        min_live = min(live + [j.stamp for j in ahead] + [stamp])
-        prev = ahead[-1] if ahead else None
+        min_live = min(live) if live else stamp
         # the records first, on the current stream (a rebuild copies them there; the job waits for it)
         meta, stage, totals = module._kernel_meta(), ds.stage_meta(module), ds._totals(module)
-        slot, flag_addr = _flag_slot(module) if prev is None else (None, 0)
+        slot, flag_addr = _flag_slot(module)
         cur_k = _GET_STREAM(idx)
-        stream, ready = self.stream, self.ready
-        done = self.dones[self.queued % len(self.dones)]
-        self.queued += 1
+        stream, ready, done = self.stream, self.ready, self.done
         ready.record(_stream_of(cur_k))
         stream.wait_event(ready)
         _SET_STREAM(*self.side)
         try:  # as queue_device: reporting off, the failed flag's copy into the slot
             failed, info = torch.ops.dynamicemb.cache_stage(
-                meta, stage, totals, ids, offsets, self.ftable, nb // self.F, self.mask, stamp, min_live,
-                True, self.vb, False, None if prev is None else _after_gate(prev), flag_addr)
-            if prev is not None:
-                failed = _chained_flag(failed, prev)
-            if (self.jobs >= SAMPLE_EVERY and not self.sample_armed and prev is None
+                meta, stage, totals, ids, offsets, self.ftable, nb // self.F, self.mask, stamp, min(min_live, stamp),
+                True, self.vb, False, None, flag_addr)
+            if (self.jobs >= SAMPLE_EVERY and not self.sample_armed
                     and getattr(module, "prefetch_adaptive", False)):  # this job's misses, copied after its op
-                # (not a chained job's: one that staged nothing because a job ahead left ids counts no miss)
                 self._arm_sample(len(module.tables))
                 self.sample.copy_(info[:len(module.tables)], non_blocking=True)
                 self.jobs = 0
@@ -364,11 +350,9 @@ class _DeviceBinding:
             _SET_STREAM(*cur_k)
         job = PrefetchJob(ids, offsets, self.cached, [], None)
         gens = job.gens = {}
-        before = [tb.generation for tb in self.ts]
         for t, tb in zip(self.cached, self.ts):
             tb.mutated()  # keys may have moved: a prefetch job's proof for this cache is void
             gens[t] = tb.generation
-        keep_proofs(ahead, self.cached, self.ts, before)
         done.record(stream)
         ids.record_stream(stream)  # (the batch's memory is not reused before the job ran, whatever its owner does)
         offsets.record_stream(stream)
@@ -386,40 +370,6 @@ class _DeviceBinding:
         for i in range(T):
             self.sample_host[i] = -1
         self.sample_armed = True
-
-
-def jobs_ahead(module) -> list:
-    """The module's device jobs not taken by a step yet (queue order): batches prefetched ahead of the next step."""
-    recs = module.__dict__.get(_MODULE_JOBS)
-    return [j for j in recs if j.done is not None and j.stamp is not None] if recs else []
-
-
-def latest_ahead(module):
-    ahead = jobs_ahead(module)
-    return ahead[-1] if ahead else None
-
-
-def keep_proofs(ahead: list, tables: List[int], ts: list, before: List[int]) -> None:
-    """After a staging whose guard covered the stamps of the jobs ``ahead`` (it evicted none of their rows) bumped
-    the generations of the caches ``ts`` (module table indices ``tables``; generations ``before``): each of those
-    jobs' proofs still holds where it held before."""
-    for t, tb, g0 in zip(tables, ts, before):
-        g1 = tb.generation
-        for j in ahead:
-            if j.gens is not None and j.gens.get(t) == g0:
-                j.gens[t] = g1
-
-
-def _after_gate(prev) -> torch.Tensor:
-    """The gate of a job queued while ``prev`` (a job ahead) is not taken: 1 when prev staged its whole batch, else
-    0 (the job then stages nothing: prev's step stages what prev left, on the step's stream, and no job may stage
-    beside it)."""
-    return torch.eq(prev.skip, 0).to(torch.int32)
-
-
-def _chained_flag(failed: torch.Tensor, prev) -> torch.Tensor:
-    """A chained job's skip flag: nonzero when it or a job it is chained on left ids (its step stages them)."""
-    return torch.bitwise_or(failed, prev.skip)
 
 
 SAMPLE_EVERY = 16  # a device prefetch samples one job's misses in this many (``prefetch_adaptive``)
@@ -697,32 +647,22 @@ def take(module, ids: torch.Tensor, offsets: torch.Tensor, cached: List[int]):
     staging's, ``_device_stage``), or None; a queued device job's skip flag (``queue_device``) when the job
     covers every table of the step, else None)."""
     none = dict.fromkeys(cached)
+    settle(module)
     recs = module.__dict__.get(_MODULE_JOBS)
-    sig = signature(ids, offsets) if recs else None
-    mine = [j for j in recs if j.sig == sig] if recs else None
+    if not recs:
+        return none, None, None, None
+    sig = signature(ids, offsets)
+    mine = [j for j in recs if j.sig == sig]
     if not mine:
-        settle(module)
         return none, None, None, None
     recs[:] = [j for j in recs if j.sig != sig]
     job = mine[-1]
-    if job.done is not None and all(j.done is not None for j in recs):
-        # device jobs only: wait for this batch's job (and those before it, on the same stream), not for the
-        # batches prefetched behind it (they are chained on it: none stages beside this step's gated staging)
-        job.wait()
-        d = module.__dict__
-        if d.get(_TABLE_LAST) is job:
-            del d[_TABLE_LAST]
-    else:
-        settle(module)
     if job.gens is not None:
         none.update({t: 0 for t, g in job.gens.items() if t in none and module.tables[t].generation == g})
     if _flag_seen(module, job.flag) == 0 and None not in none.values():
         # the job staged its whole batch and the host already sees it: the step stages nothing (no gated launches)
         return none, job.bounds, job.stamp, None
     skip = job.skip
-    if None in none.values():
-        skip = None
-        settle(module)  # the step stages itself: after every job queued (none may stage beside it)
     if skip is not None and job.done is not None:
         skip.record_stream(current_stream(ids.get_device()))  # made on the job's stream, read on this one
-    return none, job.bounds, job.stamp, skip
+    return none, job.bounds, job.stamp, (skip if None not in none.values() else None)

@@ -500,7 +500,7 @@ inline void stage_host(const StageParams& p) {
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
 // Lab switch of the CUDA staging's variant (stage_kernels.cu; op _lookup_lab_stage): sets it when 0 <= v <
 // kStageVariants, returns the previous one.
-constexpr int kStageVariants = 15;
+constexpr int kStageVariants = 13;
 int set_stage_variant(int v);
 
 }  // namespace lookup

@@ -1057,10 +1057,8 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
 // with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA);
 // 9 the locked pass with kSpread, 10 with kFusedFind, 11 the locked pass alone (the staging before the bucket owners),
-// 12 with kEarly; 13 / 14 the default with the move passes in 32 / 16 blocks (fewer host requests in flight: a
-// lower stall of the step's kernels beside them). Variants 1-12 stage with the locked pass alone; 0, the default,
-// lists the misses by bucket first (stage_list_kernel, stage_owner_kernel) and runs the locked pass only over what
-// the owners did not list.
+// 12 with kEarly. Variants 1-12 stage with the locked pass alone; 0, the default, lists the misses by bucket first
+// (stage_list_kernel, stage_owner_kernel) and runs the locked pass only over what the owners did not list.
 namespace {
 int g_stage_variant = 0;
 
@@ -1129,9 +1127,7 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     // flight; the host pages' translations bound them, not the threads: the same ms as 1, 4 or 8 blocks per SM
     // and 4-32 lanes per row, H200), so half of every SM stays free for the step running beside a prefetch's moves.
     const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
-    const unsigned mcap = g_stage_variant == 13   ? 32u
-                          : g_stage_variant == 14 ? 16u
-                                                  : static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
+    const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move stash");
     if (g_stage_variant == 7) {
