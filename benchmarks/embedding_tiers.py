@@ -257,9 +257,10 @@ def step_batches(T, B, rows_per_table, count=4):
     return out
 
 
-def train_step_fn(m, batches, grad, prefetch=False):
+def train_step_fn(m, batches, grad, prefetch=False, ahead=1):
     """A training step of module m per call over the cycled batches, backward with grad; `prefetch` (a default the
-    call may override) prefetches the next batch's rows after the forward (TorchRec's prefetch pipeline)."""
+    call may override) prefetches the rows of the batch `ahead` steps later (``one.ahead``, settable) after the
+    forward (TorchRec's prefetch pipeline: 1, the next batch)."""
     it = [0]
 
     def one(prefetch=prefetch):
@@ -267,9 +268,10 @@ def train_step_fn(m, batches, grad, prefetch=False):
         it[0] += 1
         o = m(*batches[i], validate=False)
         if prefetch:
-            m.prefetch(*batches[it[0] % len(batches)])
+            m.prefetch(*batches[(i + one.ahead) % len(batches)])
         o.backward(grad)
 
+    one.ahead = ahead
     return one
 
 

@@ -349,23 +349,18 @@ class _KernelStep:
         out_cols = sum(self.feature_dims) if self.pooling != "none" else self.feature_dims[0]
         # an eager training step copies the refusals into the pinned mirror (_before_train_step reads it)
         mirror = self._refused_pinned.address() if train and eager else 0
-        after = None
         if skip is not None and not isinstance(skip, torch.Tensor):  # the step's staging, in its op (Deferred)
-            skip, staging, log, after = None, tuple(skip)[:6], skip.log, skip.after
+            skip, staging = None, tuple(skip)
         else:
-            staging, log = _NO_STAGING, None
+            staging = _NO_STAGING
         # the staging and mirror arguments only when used (every argument positional: tests replay the captured list)
         extra = (*staging, mirror) if mirror or staging is not _NO_STAGING else ()
-        if log is not None:  # (the store log's descriptor)
-            extra = (*extra, log)
         # (an eager step reads the buffer from its dict: nn.Module's attribute fallback costs ~1-2 us)
         refused = self._buffers["refused_count"] if eager else self.refused_count
         out, ws = torch.ops.dynamicemb.lookup_step(
             meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
             _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
             self._dedup_set(n), refused, skip, *extra)
-        if after is not None:  # (the store log's copy of the stash, queued behind the op)
-            after()
         if not train:
             return out, None
         self._after_insert(ws=ws)

@@ -96,34 +96,8 @@ def _ptr(t: Optional[torch.Tensor]) -> int:
     return 0 if t is None else t.data_ptr()
 
 
-def store_log(module):
-    """The module's ``StoreLog`` (made on first use when a caching table's ``UvaStoreSpec`` asks for one, CUDA), or
-    None. Its stores get their log index and the log, so that their other readers flush it first."""
-    lg = module.__dict__.get("_store_log")
-    if lg is not None:
-        return lg or None
-    stores = [t.store for t in module.tables if getattr(t, "device_store", False)]
-    segs = max((getattr(st, "log_segments", 0) for st in stores), default=0)
-    if segs <= 0 or module.device.type != "cuda":
-        module.__dict__["_store_log"] = False
-        return None
-    from ._uva_store import StoreLog
-
-    seg_bytes = max(getattr(st, "log_segment_bytes", 0) for st in stores)
-    lg = StoreLog(module.device, segs, seg_bytes)
-    for st in stores:  # (an index kept from an earlier log: all -1 after its flush, the same address)
-        if st.log_index is None or st.log_index.numel() != st.table.capacity():
-            st.log_index = torch.full((st.table.capacity(),), -1, dtype=torch.int32, device=module.device)
-        st.log = lg
-    vb = stores[0].value_dtype.itemsize if stores else 4
-    lg.flush_args = lambda: (module._kernel_meta(), stage_meta(module), vb)
-    module.__dict__["_store_log"] = lg
-    module.__dict__.pop("_stage_meta", None)  # (the op's records get the new indexes)
-    return lg
-
-
 def stage_meta(module) -> torch.Tensor:
-    """(T * 13,) int64 on the module's device: per caching table over a ``UvaStore`` its store's table and the
+    """(T * 12,) int64 on the module's device: per caching table over a ``UvaStore`` its store's table and the
     stamps of its cache slots (lookup_types.h ``StageTable``), zeros for the other tables; rebuilt when a table
     tensor was replaced (``_table.state_epoch``) or the module holds other table objects: no data pointer and no
     tensor identity is read on the hot path."""
@@ -131,10 +105,9 @@ def stage_meta(module) -> torch.Tensor:
     if c is not None and c[0] == state_epoch() and all(map(operator.is_, c[1], module.tables)):
         return c[2]
     rows = []
-    store_log(module)
     for t in module.tables:
         if not getattr(t, "device_store", False):
-            rows.append([0] * 13)
+            rows.append([0] * 12)
             continue
         st = t.store.table
         stamps = t.__dict__.get("_stamps")
@@ -144,10 +117,10 @@ def stage_meta(module) -> torch.Tensor:
         rows.append([_ptr(st.keys), _ptr(st.digests), _ptr(st.scores), _ptr(st.values), _ptr(vh),
                      int(getattr(st, "hbm_slots", 0)) if vh is not None else 0, _ptr(st.locks), _ptr(st.counters),
                      st.capacity() // st.bucket_capacity, st.bucket_capacity, _ptr(stamps),
-                     int(getattr(st, "host_run", 0)) if vh is not None else 0, _ptr(t.store.log_index)])
+                     int(getattr(st, "host_run", 0)) if vh is not None else 0])
     host = torch.tensor(rows, dtype=torch.int64).view(-1)
     # the tensors the records point into are kept alive with it (so an address cannot be reused unnoticed)
-    keep = [(t.keys, t.__dict__.get("_stamps"), t.store.table, t.store.log_index) for t in module.tables
+    keep = [(t.keys, t.__dict__.get("_stamps"), t.store.table) for t in module.tables
             if getattr(t, "device_store", False)]
     module.__dict__["_stage_meta"] = (state_epoch(), list(module.tables), to_device(host, module.device), host, keep)
     return module.__dict__["_stage_meta"][2]
@@ -183,8 +156,6 @@ class Deferred(NamedTuple):
     cur: int
     min_live: int
     gate: Optional[torch.Tensor]
-    log: Optional[torch.Tensor] = None  # the store log's descriptor (lookup_step's stage_log)
-    after: Optional[object] = None  # called once lookup_step is queued (the store log's copy)
 
 
 def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], insert_new: bool, stamp: int,
@@ -216,28 +187,18 @@ def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], i
     live = [s for s in (live_stamps(tids) if live is None else live) if s is not None] + [
         p.stamp for p in pins if p.stamp is not None]
     min_live = min(live + [stamp])
-    lg = store_log(module) if dev.type == "cuda" else None
-    write = lg is not None and gate is None  # the store log: a staging of its own logs its evicted rows
     if defer:
         for t in ts:
             t.mutated()  # keys may move (in the step's op)
-        if lg is None:
-            return Deferred(stage_meta(module), _totals(module), mask, stamp, min_live, gate), None
-        smeta = stage_meta(module)
-        return Deferred(smeta, _totals(module), mask, stamp, min_live, gate, lg.begin(write),
-                        (lambda: lg.end(True)) if write else None), None
+        return Deferred(stage_meta(module), _totals(module), mask, stamp, min_live, gate), None
     B = (offsets.numel() - 1) // module.num_features
     off = offsets if offsets.device == dev else to_device(offsets.long().contiguous(), dev)
     if off.dtype != torch.int64:
         off = off.long()
-    meta, smeta = module._kernel_meta(), stage_meta(module)
-    log = lg.begin(write) if lg is not None else None
     failed, info = torch.ops.dynamicemb.cache_stage(
-        meta, smeta, _totals(module), ids if ids.is_contiguous() else ids.contiguous(),
+        module._kernel_meta(), stage_meta(module), _totals(module), ids if ids.is_contiguous() else ids.contiguous(),
         off if off.is_contiguous() else off.contiguous(), ftable, B, mask, stamp, min_live, insert_new, vb,
-        report and dev.type == "cuda", gate, failed_host, log)
-    if lg is not None:
-        lg.end(write)
+        report and dev.type == "cuda", gate, failed_host)
     for t in ts:
         t.mutated()  # keys may have moved: a prefetch job's proof for this cache is void
     if dev.type != "cuda" and report:  # the CPU twin raises at once (host tensors: no wait)

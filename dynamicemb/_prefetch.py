@@ -338,12 +338,9 @@ class _DeviceBinding:
         stream.wait_event(ready)
         _SET_STREAM(*self.side)
         try:  # as queue_device: reporting off, the failed flag's copy into the slot
-            lg = ds.store_log(module)  # (the store log: the job logs its evicted rows)
             failed, info = torch.ops.dynamicemb.cache_stage(
                 meta, stage, totals, ids, offsets, self.ftable, nb // self.F, self.mask, stamp, min(min_live, stamp),
-                True, self.vb, False, None, flag_addr, lg.begin(True) if lg is not None else None)
-            if lg is not None:
-                lg.end(True)
+                True, self.vb, False, None, flag_addr)
             if (self.jobs >= SAMPLE_EVERY and not self.sample_armed
                     and getattr(module, "prefetch_adaptive", False)):  # this job's misses, copied after its op
                 self._arm_sample(len(module.tables))

@@ -23,7 +23,7 @@ import torch
 
 from ._storage import BackingStore, StoreError, StoreRows
 
-__all__ = ["StoreLog", "UvaStore", "UvaStoreSpec", "missing_by_table", "stage_tables_device", "unique_padded"]
+__all__ = ["UvaStore", "UvaStoreSpec", "missing_by_table", "stage_tables_device", "unique_padded"]
 
 _EMPTY_KEY = -(2**63)  # the reserved empty key (int64 bits): every table op skips it (counted `illegal`)
 _MAX_SCORE = -1  # uint64 max as int64 bits
@@ -46,17 +46,10 @@ class UvaStoreSpec:
     # moves touch fewer host regions; docs/dynamicemb_storage_notes.md, "Slot-major host rows"); private: False =
     # bucket-major, for comparisons.
     _slot_major: bool = dataclasses.field(default=True, repr=False)
-    # The store log (private, CUDA, op cache_stage): a prefetch's evicted rows go back by one copy-engine copy of
-    # its HBM stash into a pinned ring of this many segments (0: off; >= 2), each `_log_segment_bytes`, instead of
-    # SM stores into their store slots (``StoreLog``; docs/dynamicemb_storage_notes.md "The store log").
-    _log_segments: int = dataclasses.field(default=0, repr=False)
-    _log_segment_bytes: int = dataclasses.field(default=64 << 20, repr=False)
 
     def open(self, key_dtype, value_dim, value_dtype, capacity, bucket_capacity=128, device=None) -> "UvaStore":
-        st = UvaStore(key_dtype, value_dim, value_dtype, capacity, bucket_capacity, device,
-                      _slot_major=self._slot_major)
-        st.log_segments, st.log_segment_bytes = self._log_segments, self._log_segment_bytes
-        return st
+        return UvaStore(key_dtype, value_dim, value_dtype, capacity, bucket_capacity, device,
+                        _slot_major=self._slot_major)
 
 
 class UvaStore(BackingStore):
@@ -81,9 +74,6 @@ class UvaStore(BackingStore):
     """
 
     device_indexed = True
-    log_segments, log_segment_bytes = 0, 64 << 20  # (UvaStoreSpec's)
-    log = None  # the module's StoreLog when this store's rows may sit in it (its ``flush`` first: see _sync)
-    log_index = None  # (capacity,) int32 device: each slot's row in the log (16-byte units), -1: its own host row
 
     def __init__(self, key_dtype: torch.dtype, value_dim: int, value_dtype: torch.dtype, capacity: int,
                  bucket_capacity: int = 128, device=None, _slot_major: bool = True):
@@ -97,14 +87,7 @@ class UvaStore(BackingStore):
     def _on(self, t: torch.Tensor) -> torch.Tensor:
         return t.to(self.device).contiguous()
 
-    def _sync(self) -> None:
-        """Every row of the store back in its own host row (the log's rows go home, queued on the current stream)
-        before any reader or writer other than op cache_stage."""
-        if self.log is not None:
-            self.log.flush()
-
     def find(self, keys):
-        self._sync()
         keys = self._on(keys)
         n = keys.numel()
         values = self.table._empty(n, self.value_dim, dtype=self.value_dtype)
@@ -118,13 +101,11 @@ class UvaStore(BackingStore):
         """Queues the insert (assign if present) of rows without evicting any: at score 0 (a full bucket refuses
         it: eviction needs a strictly higher score), then their own scores. Keys may hold the empty key (skipped).
         Returns the insert's stats (device; ``stats[3]``: rows refused by full buckets)."""
-        self._sync()
         stats = self.table._upsert("insert_or_assign", keys, values=values, scores=torch.zeros_like(scores))
         self.table._upsert("assign_scores", keys, scores=scores)
         return stats
 
     def write(self, put_keys, put_values, put_scores, erase_keys):
-        self._sync()
         pk, pv, ek = self._on(put_keys), self._on(put_values), self._on(erase_keys)
         ps = self._on(put_scores.view(torch.int64))
         erased = self.find(ek) if ek.numel() else None  # for the undo
@@ -144,7 +125,6 @@ class UvaStore(BackingStore):
                              f"buckets of {self.table.capacity()} slots (nothing was written); raise max_capacity")
 
     def export_batches(self, batch_rows, threshold=None):
-        self._sync()
         yield from self.table.export_chunks(batch_rows, threshold)
 
     def size(self):
@@ -155,86 +135,7 @@ class UvaStore(BackingStore):
         return self.table.size_tensor()
 
     def clear(self):
-        self._sync()
         self.table.clear()
-
-
-class StoreLog:
-    """The store log of a module's caching tables over ``UvaStore``s (private ``UvaStoreSpec(_log_segments=S)``,
-    CUDA): a logging launch of op cache_stage (a prefetch's staging) stashes its evicted rows in HBM as always and
-    leaves their write-back to ONE copy-engine copy of the stash, queued after the op on a stream of its own, into
-    segment L mod S of a pinned ring; each evicted row's store slot records where its row is (``log_index``).
-    The staging's readers go through that index (stage_common.h "store log"); every other store reader first
-    calls ``flush`` (the log's rows go home). The ordering, all on the device (no host wait):
-
-    - launch L+1 (and any launch after L) reads the rows logged by L from L's stash (two stashes in turn) and
-      the older ones from the ring: it waits for the copy of launch L-1 first (long done in a pipeline);
-    - launch L's stash is L-2's: that wait covers it; segment L mod S's live rows (logged S launches ago) go home
-      at the start of launch L (``log_flush``: SM copies, bounded by the segment) before its copy overwrites it;
-    - the step's own staging after a prefetch (gated) does not log (its rare rows go home by SM stores).
-    """
-
-    def __init__(self, device, segments: int, segment_bytes: int):
-        if segments < 2:
-            raise ValueError(f"_log_segments: expected >= 2 segments (the last one may be in flight), got {segments}")
-        if segment_bytes <= 0 or segment_bytes % 16:
-            raise ValueError(f"_log_segment_bytes: expected a positive multiple of 16, got {segment_bytes}")
-        if segments * segment_bytes > 16 << 31:  # (a slot's entry: int32 in 16-byte units)
-            raise ValueError(f"_log_segments x _log_segment_bytes: expected at most 32 GiB, got "
-                             f"{segments * segment_bytes}")
-        self.device = torch.device(device)
-        self.segments, self.segment_bytes = segments, segment_bytes
-        self.ring = torch.empty(segments * segment_bytes, dtype=torch.uint8, pin_memory=True)
-        self.stash = [torch.empty(segment_bytes, dtype=torch.uint8, device=self.device) for _ in range(2)]
-        self.stream = torch.cuda.Stream(self.device)
-        self.last = 0  # logging launches queued so far (launch L logs into stash[L % 2], segment L % S)
-        self.copied = {}  # launch -> the end event of its copy into the ring
-        self.dirty = False  # some store slot may point into the log
-        self.flush_args = None  # () -> (meta, stage, value_bytes): the module's op records (set by _device_stage)
-
-    def _desc(self, launch: int) -> torch.Tensor:
-        prev = self.last
-        d = [self.ring.data_ptr(), self.ring.numel(), 0, self.segment_bytes, 0,
-             self.stash[prev % 2].data_ptr() if prev else 0, (prev % self.segments) * self.segment_bytes,
-             self.segment_bytes if prev else 0]
-        if launch:
-            d[2], d[4] = self.stash[launch % 2].data_ptr(), (launch % self.segments) * self.segment_bytes
-        return torch.tensor(d, dtype=torch.int64)
-
-    def begin(self, write: bool) -> torch.Tensor:
-        """The op's ``log`` descriptor for a launch queued next on the current stream (``write``: it logs)."""
-        ev = self.copied.get(self.last - 1)
-        if ev is not None:
-            torch.cuda.current_stream(self.device).wait_event(ev)
-        return self._desc(self.last + 1 if write else 0)
-
-    def end(self, write: bool) -> None:
-        """After the op: a logging launch's stash into its ring segment on the log's stream (the copy engine)."""
-        if not write:
-            return
-        launch = self.last = self.last + 1
-        self.dirty = True
-        cur = torch.cuda.current_stream(self.device)
-        self.stream.wait_stream(cur)
-        lo = (launch % self.segments) * self.segment_bytes
-        with torch.cuda.stream(self.stream):
-            self.ring[lo:lo + self.segment_bytes].copy_(self.stash[launch % 2], non_blocking=True)
-            ev = torch.cuda.Event()
-            ev.record(self.stream)
-        self.copied[launch] = ev
-        self.copied.pop(launch - 2, None)
-
-    def flush(self) -> None:
-        """Every logged row home (queued on the current stream behind the last copy); then no slot points into the
-        log."""
-        if not self.dirty or self.flush_args is None:
-            return
-        ev = self.copied.get(self.last)
-        if ev is not None:
-            torch.cuda.current_stream(self.device).wait_event(ev)
-        meta, stage, vb = self.flush_args()
-        torch.ops.dynamicemb._store_log_flush(meta, stage, vb, self._desc(0), 0, self.ring.numel())
-        self.dirty = False
 
 
 def unique_padded(keys: torch.Tensor) -> torch.Tensor:
@@ -391,8 +292,6 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
 
     if not tables:
         return 0
-    for t in tables:
-        t.store._sync()
     dev = tables[0].device
     sizes = [m.numel() for m in missing]
     cuts = [0]

@@ -426,7 +426,7 @@ def power_law_unique(n, R, gen, alpha=1.05):
 
 
 def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3, unique=None, device_staging=None,
-                dim=16, frac=0.1, bucket=64, cycle=4, uniform=False, check_every=0, on_step=None):
+                dim=16, frac=0.1, bucket=64, cycle=4, uniform=False):
     """NVIDIA's caching config scaled down: T tables of R ids, an HBM cache of ~10 % of R (768 slots in buckets of
     64), n power-law ids per table per step (pooling sum, one id per bag), 4 batches in turn: the 4 batches' ids
     (~700 per table) overflow the cache's buckets, so every step misses and evicts. Runs ``rounds`` rounds against
@@ -440,9 +440,7 @@ def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3,
     ``device_staging``: the caching module's ``device_staging`` (default: the module's own). ``dim``, ``frac``
     (the cache's share of R), ``bucket`` (bucket capacity) and ``cycle`` (distinct batches in turn) scale it: a
     cycle whose ids outgrow the cache makes every step write victims back and bring stored rows in. ``uniform``:
-    n distinct ids per table drawn uniformly from R instead (no hot ids: most of a step's ids miss). ``check_every``:
-    also every that many steps, after the backward (a prefetch in flight), every row compared with all-HBM (what a
-    checkpoint reads); ``on_step(i, m)``: called after each step's backward, before that check."""
+    n distinct ids per table drawn uniformly from R instead (no hot ids: most of a step's ids miss)."""
     unique = device != "cpu" if unique is None else unique
     draw = power_law_unique if unique else power_law
     if uniform:
@@ -477,10 +475,6 @@ def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3,
         (out * w).sum().backward()
         assert torch.equal(o_ref, out), f"step {i}"
         moved.append(sum(t.rows_moved[0] for t in m.tables))
-        if on_step is not None:
-            on_step(i, m)
-        if check_every and i % check_every == check_every - 1:
-            assert_same(ref, m)
     if device != "cpu":
         torch.cuda.synchronize()
     assert_same(ref, m)
@@ -598,7 +592,7 @@ def hot_stamps(device):
     return checked
 
 
-def pending_reuse(device, steps=8, seed=0, order=None, log=False):
+def pending_reuse(device, steps=8, seed=0, order=None):
     """Store slots reused within one staging (op cache_stage, stage_common.h's pending slots): one table whose 31
     ids all live in cache bucket 0 (16 slots, full) and a UvaStore of one bucket of 16 slots (15 rows: one slot
     short of full). Every staged id evicts a victim; the first victim of a staging takes the store's one free slot,
@@ -607,20 +601,13 @@ def pending_reuse(device, steps=8, seed=0, order=None, log=False):
     batches (repeats, hits and misses in one step) and asserts bit-identical rows, scores and optimizer state after
     every step, the store one slot short of full with no pending key left, and that the first reuse step moved
     3 rows each way. ``order`` (a seed): every step's ids in a random order (both modules), so the CPU twin, which
-    stages in batch order, runs other serial orders of the same ids (the CUDA warps take one of them). ``log``
-    (CUDA): the store log on (2 segments of 64 KB), rows compared every third step only (a comparison flushes the
-    log), so a settled pending slot's row is read from the last staging's stash or from the ring.
+    stages in batch order, runs other serial orders of the same ids (the CUDA warps take one of them).
     Returns the caching module."""
     from dynamicemb._uva_store import UvaStore
     from table_helpers import keys_in_bucket
 
     def store(kd, w, dt, cap):
-        st = UvaStore(kd, w, dt, BC, BC, device=device)
-        if log:
-            st.log_segments, st.log_segment_bytes = 2, 64 << 10
-        return st
-
-    n_both = [0]
+        return UvaStore(kd, w, dt, BC, BC, device=device)
 
     m = make_t("caching", 1, slots=2 * BC, device=device, store=store)
     m.device_staging = True
@@ -643,9 +630,7 @@ def pending_reuse(device, steps=8, seed=0, order=None, log=False):
         w = torch.randn(1, 8, generator=g).to(device)
         for mod in (m, ref):
             step(mod, ids_t, off, w)
-        n_both[0] += 1
-        if not log or n_both[0] % 3 == 0:
-            assert_same(ref, m)
+        assert_same(ref, m)
         assert len(stored()) == held
 
     both(keys[:BC], 5, held=0)  # the cache bucket full of new ids
@@ -657,7 +642,6 @@ def pending_reuse(device, steps=8, seed=0, order=None, log=False):
     for _ in range(steps):  # random repeats over the 31 ids (at most 12 distinct: the bucket holds them)
         idx = torch.randint(0, len(keys), (12,), generator=g).tolist()
         both([keys[i] for i in idx], 6)
-    assert_same(ref, m)
     return m
 
 

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so no
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
 
 UVA = UvaStoreSpec()
-WORDS = 13  # lookup_types.h StageTable
+WORDS = 12  # lookup_types.h StageTable
 
 
 def _module(T=3):

@@ -69,60 +69,6 @@ def test_cold_cache_parity_cuda(opt, prefetch, store):
     assert moved[0] > 2000 and moved[1] > 2000, moved
 
 
-@pytest.mark.parametrize("segments,seg_kb", [(2, 1024), (3, 8192)], ids=["2x1M", "3x8M"])
-@pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetch"])
-@pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
-def test_store_log_cold_parity_cuda(opt, prefetch, segments, seg_kb):
-    """The store log (private UvaStoreSpec(_log_segments, _log_segment_bytes): the evicted rows of a staging go
-    back by one copy-engine copy of its stash into a pinned ring, read back through each store slot's log entry)
-    on the cold parity run: bit-identical to all-HBM. 1 MB segments hold 2,048 SGD / 682 Adam rows of the ~3K
-    victims a step (the rest go home by SM stores) and a ring of 2 wraps every other launch (its live rows go home
-    first); 8 MB segments hold every victim. Every 3 steps, with the next batch's prefetch in flight, every row is
-    compared with all-HBM (a checkpoint's read: the log flushed home first), and training goes on after it."""
-    spec = UvaStoreSpec(_log_segments=segments, _log_segment_bytes=seg_kb << 10)
-    seen = {"logged": 0, "launches": 0}
-
-    def watch(i, m):  # slots whose row is in the log now (before any flush of this step)
-        torch.cuda.synchronize()
-        seen["logged"] = max(seen["logged"], sum(int((t.store.log_index >= 0).sum()) for t in m.tables))
-        seen["launches"] = m._store_log.last
-
-    m = ten_percent("cuda", opt, prefetch, spec, T=2, R=1 << 16, n=4096, rounds=2, dim=128, frac=0.25, bucket=128,
-                    cycle=8, check_every=3, on_step=watch)
-    assert seen["logged"] > 500 and seen["launches"] >= 8, seen
-    moved = [sum(t.rows_moved[j] for t in m.tables) for j in (0, 1)]
-    assert moved[0] > 2000 and moved[1] > 2000, moved
-    assert not m._store_log.dirty and all(int((t.store.log_index >= 0).sum()) == 0 for t in m.tables)
-
-
-def test_store_log_checkpoint_mid_run_cuda(tmp_path):
-    """A dump taken mid-run while rows sit in the store log and the next batch's prefetch is in flight, loaded into
-    a fresh all-HBM module: every row of the caching module there, bit-identical; training then goes on
-    bit-identical to all-HBM (ten_percent's checks)."""
-    from dynamicemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions
-
-    spec = UvaStoreSpec(_log_segments=2, _log_segment_bytes=1 << 20)
-    took = {}
-
-    def dump_at_5(i, m):
-        if i != 5:
-            return
-        assert m._store_log.dirty  # rows in the log, a prefetch queued behind them
-        m.dump(str(tmp_path / "mid"))
-        h = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=128, max_capacity=1 << 16, bucket_capacity=128)
-                                           for _ in range(2)], pooling="sum", optimizer=SGD(lr=0.1), device="cuda")
-        h.load(str(tmp_path / "mid"))
-        for ta, tb in zip(m.tables, h.tables):
-            for x, y in zip(rows(ta), rows(tb)):
-                assert torch.equal(x.view(torch.uint8) if x.is_floating_point() else x,
-                                   y.view(torch.uint8) if y.is_floating_point() else y)
-        took["rows"] = sum(t.size() for t in h.tables)
-
-    ten_percent("cuda", SGD(lr=0.1), True, spec, T=2, R=1 << 16, n=4096, rounds=2, dim=128, frac=0.25, bucket=128,
-                cycle=8, on_step=dump_at_5)
-    assert took["rows"] > 8000, took
-
-
 @LAYOUTS
 @pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
 def test_cold_cache_beyond_stash_cuda(opt, store):
@@ -373,15 +319,6 @@ def test_device_staging_reuses_store_slots_cuda():
     victim after the first takes the store slot an earlier id's row left (claimed by a compare-and-swap, its record
     settled before the move pass); bit-identical to all-HBM after every step (storage_helpers.pending_reuse)."""
     pending_reuse("cuda")
-
-
-@pytest.mark.parametrize("steps", [8, 24])
-def test_store_log_reuses_store_slots_cuda(steps):
-    """pending_reuse with the store log on: a settled pending store slot whose row sits in the log (the last
-    staging's stash or the ring) is read through its entry, and the victim that takes the slot goes home;
-    bit-identical to all-HBM."""
-    m = pending_reuse("cuda", steps=steps, log=True)
-    assert m._store_log.last >= steps
 
 
 @pytest.mark.parametrize("slot_major", [True, False], ids=["slot_major", "bucket_major"])

@@ -6,6 +6,9 @@ i + 1, backward i; one sync at the end), and an all-HBM module on the same batch
 Variants (``--variants``, in order on ONE caching module): ``0`` the wheel's default (no log); ``SxM``: the store
 log (private ``UvaStoreSpec(_log_segments=S, _log_segment_bytes=M MiB)``, dynamicemb/_uva_store.py StoreLog) set
 on the module's stores (the previous log flushed first), warmed up over ``--log-warmup`` steps (the ring wraps).
+Suffixes: ``/d2``: the prefetch two batches ahead (forward i, prefetch i + 2, backward i: a job's staging and moves
+run beside the step before its batch's); ``/vN``: the staging's lab variant N (op _lookup_lab_stage; 13 / 14: the
+move passes in 32 / 16 blocks).
 Prints one markdown table: ms per step pipelined + prefetch (median of ``--rounds`` rounds of ``--steps`` steps),
 synced + prefetch (median), x all-HBM, rows in / out per step, and the share of the write-backs the log took.
 
@@ -61,6 +64,17 @@ def set_log(m, segments: int, seg_mib: int) -> bool:
     if segments:
         _device_stage.store_log(m)
     torch.cuda.synchronize()
+    return True
+
+
+def set_lab(v: int) -> bool:
+    op = getattr(torch.ops.dynamicemb, "_lookup_lab_stage", None)
+    if op is None:
+        return v == 0
+    try:
+        op(v)
+    except RuntimeError:
+        return False
     return True
 
 
@@ -137,11 +151,18 @@ def main():
     print(f"[{a.label}] caching module + {a.warmup} warm-up steps: {time.perf_counter() - t0:.1f} s", flush=True)
     out = []
     for v in a.variants.split(","):
-        segs, mib = (0, 0) if v == "0" else (int(v.split("x")[0]), int(v.split("x")[1]))
+        parts = v.split("/")
+        segs, mib = (0, 0) if parts[0] == "0" else (int(parts[0].split("x")[0]), int(parts[0].split("x")[1]))
+        depth = 2 if "d2" in parts else 1
+        lab = next((int(x[1:]) for x in parts[1:] if x.startswith("v")), 0)
         t0 = time.perf_counter()
+        if not set_lab(lab):
+            print(f"[{a.label}] {v}: this wheel has no lab variant {lab}: skipped")
+            continue
         if not set_log(m, segs, mib):
             print(f"[{a.label}] {v}: this wheel has no store log: skipped")
             continue
+        one.ahead = depth
         for _ in range(a.log_warmup or max(segs + 2, 8)):
             one(True)
         r0, lg = rows_moved(m), m.__dict__.get("_store_log")
@@ -170,7 +191,9 @@ def main():
           "per step | log's share of the write-backs | logging launches |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for v, pm, lo, hi, sy, h, rin, rout, lgd, nl in out:
-        name = "default (no log)" if v == "0" else f"log {v} MiB"
+        p = v.split("/")
+        name = ("default (no log)" if p[0] == "0" else f"log {p[0]} MiB") + (", depth 2" if "d2" in p else "")
+        name += "".join(f", lab {x[1:]}" for x in p[1:] if x.startswith("v"))
         ratio = f"{pm / h:.2f}x" if h else "-"
         print(f"| {name} | {pm:.3f} / {lo:.3f} / {hi:.3f} | {sy:.3f} | {ratio} | {rin:,.0f} / {rout:,.0f} | "
               f"{lgd or '-'} | {nl} |")

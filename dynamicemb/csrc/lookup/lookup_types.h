@@ -292,10 +292,8 @@ struct StageTable {
   int64_t keys, digests, scores, values, values_host, hbm_slots, locks, counters, num_buckets, bucket_capacity;
   int64_t stamps;    // (cache capacity,) int64: the stamp of the last step that used the slot
   int64_t host_run;  // the store's host-row layout (table::host_row_of): 0 bucket-major, num_buckets slot-major
-  int64_t log_index; // (store capacity,) int32 or 0: the store log's row of each slot (16-byte units of the
-                     // ring, stage_common.h "store log"), -1: the slot's own host row
 };
-static_assert(sizeof(StageTable) == 13 * 8, "StageTable: 13 fields of 8 bytes");
+static_assert(sizeof(StageTable) == 12 * 8, "StageTable: 12 fields of 8 bytes");
 
 
 // One launch for every caching table of a step (probe_kernels.cu): each id's feature (from offsets) and table; an

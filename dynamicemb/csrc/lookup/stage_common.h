@@ -97,26 +97,7 @@ struct StageParams {
                               // misses they left to the locked pass (CUDA, stage_owner_kernel; bins: num_tables x
                               // bins_per_table)
   int32_t* own_list;          // (bins kOwnList) scratch: the listed ids' positions (CUDA)
-  // The store log (CUDA, private UvaStoreSpec(_log_segments); see "store log" below), else log null.
-  uint8_t* log;               // the pinned ring of log_bytes (UVA)
-  int64_t log_bytes;
-  int64_t log_lo;             // a logging launch (stash set): the byte offset of its segment, else -1
-  const uint8_t* prev_stash;  // the last logging launch's stash (its segment's copy may be in flight), or null
-  int64_t prev_lo, prev_bytes;  // that segment's byte offset and size
 };
-
-// The store log: a logging launch writes its stashed victims' rows back by ONE copy-engine copy of the stash into
-// a segment of a pinned ring (dynamicemb/_uva_store.py StoreLog, after the op), not by SM stores into their store
-// slots; each victim's store slot records its row's place in the ring (StageTable::log_index, 16-byte units). A
-// reader of a stored row (settle_pending, move_in_one) goes through that index: the last logging launch's rows
-// from its stash (HBM: the copy may not have landed), older ones from the ring; a read-in resets the entry. A
-// segment's live rows go home (log_flush) before the segment is reused; every other store reader flushes all first.
-TABLE_HD bool logging(const StageParams& p) { return p.log != nullptr && p.log_lo >= 0; }
-TABLE_HD int64_t log_offset(const StageParams& p, const StageTable& s, int64_t slot) {
-  if (p.log == nullptr || s.log_index == 0) return -1;
-  const int32_t at = reinterpret_cast<const int32_t*>(s.log_index)[slot];
-  return at >= 0 ? static_cast<int64_t>(at) * 16 : -1;
-}
 
 // Ids a bin of the bucket owners lists (stage_kernels.cu stage_owner_kernel); the rest go to the locked pass.
 constexpr int kOwnList = 32;
@@ -189,14 +170,6 @@ TABLE_HD uint8_t* store_row(const StageTable& s, int64_t slot, int64_t row_bytes
   return table::table_row<uint8_t>(reinterpret_cast<void*>(s.values), reinterpret_cast<void*>(s.values_host),
                                    s.hbm_slots, s.bucket_capacity, s.host_run, slot, row_bytes);
 }
-// Where the stored row of store slot `slot` is read (its log row when it has one, see "store log").
-TABLE_HD const uint8_t* stored_row(const StageParams& p, const StageTable& s, int64_t slot, int64_t row_bytes) {
-  const int64_t off = log_offset(p, s, slot);
-  if (off < 0) return store_row(s, slot, row_bytes);
-  if (p.prev_stash != nullptr && off >= p.prev_lo && off < p.prev_lo + p.prev_bytes)
-    return p.prev_stash + (off - p.prev_lo);
-  return p.log + off;
-}
 TABLE_HD uint8_t* cache_row(const TableMeta& c, int64_t slot, int64_t row_bytes) {
   return table::table_row<uint8_t>(reinterpret_cast<void*>(c.values), nullptr, 0, c.bucket_capacity, 0, slot,
                                    row_bytes);
@@ -208,14 +181,6 @@ TABLE_HD int64_t move_bin(const StageParams& p, int t, int64_t slot) {
   const StageTable& s = p.stage[t];
   const int64_t r = s.host_run != 0 ? table::host_row_of(0, s.bucket_capacity, s.host_run, slot) : slot;
   return static_cast<int64_t>(t) * p.bins_per_table + r * p.bins_per_table / (s.num_buckets * s.bucket_capacity);
-}
-// Bin of a stored row read in: a logged row's by its ring offset over every table's bins (the pass reads the ring
-// in address order), else move_bin. Stable within a launch: an entry is reset only after the scatter.
-TABLE_HD int64_t move_in_bin(const StageParams& p, int t, int64_t slot) {
-  const int64_t off = log_offset(p, p.stage[t], slot);
-  if (off < 0) return move_bin(p, t, slot);
-  const int64_t bins = static_cast<int64_t>(p.num_tables) * p.bins_per_table;
-  return static_cast<int64_t>((static_cast<double>(off) / static_cast<double>(p.log_bytes)) * bins) % bins;
 }
 
 // The slot of the store bucket [base, base + cap) that a victim takes: the first empty one, else the first pending
@@ -291,7 +256,7 @@ TABLE_HD void settle_pending(const StageParams& p, const TableMeta& c, const Sta
   const int64_t out = static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(rec + 1)));
   uint8_t* crow = cache_row(c, slot, row_bytes);
   if (out >= 0) A::copy_rows(store_row(s, out, row_bytes), crow, row_bytes);
-  A::copy_rows(crow, stored_row(p, s, at, row_bytes), row_bytes);  // (its log entry: reset by move_in_one)
+  A::copy_rows(crow, store_row(s, at, row_bytes), row_bytes);
   A::st(rec + 3, static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(rec + 3))) | kMoveDone);
 }
 
@@ -416,12 +381,6 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   if (at >= 0 && A::kLate) stage_leave_store<A>(p, s, t, sbase / scap, at, r);
 }
 
-// Whether record r's victim row goes to the log: a logging launch, r has a stash row, its store has a log index.
-TABLE_HD bool logs_victim(const StageParams& p, int64_t r) {
-  return logging(p) && r < p.move_split[0] &&
-         p.stage[p.moves[kMoveWords * r + 3] & (kMoveDone - 1)].log_index != 0;
-}
-
 // After every stage_one: record r's copies, the victim's row out (before its stored row comes in: the same cache
 // slot; from `from`, its stash row, when not null), then the stored row in and its pending key leaves (empty).
 // Lanes `lanes` share a row; lane `lane` copies its 16-byte words of it. Records settle_pending marked done do
@@ -444,28 +403,17 @@ TABLE_HD void stash_one(const StageParams& p, int64_t r, int lane, int lanes) {
   const int t = static_cast<int>(rec[3]);
   const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
   A::copy_row(p.stash + r * p.move_split[2], cache_row(p.meta[t], rec[0], row_bytes), row_bytes, lane, lanes);
-  if (lane == 0 && logs_victim(p, r))  // its row goes to the log (one CE copy of the stash)
-    reinterpret_cast<int32_t*>(p.stage[t].log_index)[rec[1]] =
-        static_cast<int32_t>((p.log_lo + r * p.move_split[2]) / 16);
 }
 
 template <class A>
 TABLE_HD void move_in_one(const StageParams& p, int64_t r, int lane, int lanes) {
   const int64_t* rec = p.moves + kMoveWords * r;
   const int64_t in = rec[2];
-  if (in < 0) return;
-  const int t = static_cast<int>(rec[3] & (kMoveDone - 1));
+  if (in < 0 || (rec[3] & kMoveDone)) return;
+  const int t = static_cast<int>(rec[3]);
   const StageTable& s = p.stage[t];
-  const bool logged = log_offset(p, s, in) >= 0;
-  if (!(rec[3] & kMoveDone)) {
-    const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
-    A::copy_row(cache_row(p.meta[t], rec[0], row_bytes), stored_row(p, s, in, row_bytes), row_bytes, lane, lanes);
-  }
-  if (logged) {  // (after the row is read; settle_pending's record too: its slot holds a row at home now)
-    A::sync_row(lanes);
-    if (lane == 0) reinterpret_cast<int32_t*>(s.log_index)[in] = -1;
-  }
-  if (rec[3] & kMoveDone) return;
+  const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
+  A::copy_row(cache_row(p.meta[t], rec[0], row_bytes), store_row(s, in, row_bytes), row_bytes, lane, lanes);
   if (lane == 0) {
     reinterpret_cast<uint64_t*>(s.scores)[in] = 0;
     reinterpret_cast<uint64_t*>(s.keys)[in] = table::kEmptyKey;
@@ -529,7 +477,6 @@ struct HostStageAtomics {
     return stage_scan_bucket<HostStageAtomics>(ck, cs, stamps, base, cap, key, min_live);
   }
   static void copy_rows(void* dst, const void* src, int64_t bytes) { copy_row(dst, src, bytes, 0, 1); }
-  static void sync_row(int) {}
   // (one lane: lanes == 1)
   static void copy_row(void* dst, const void* src, int64_t bytes, int, int) {
     auto* d = static_cast<uint8_t*>(dst);
@@ -551,10 +498,6 @@ inline void stage_host(const StageParams& p) {
 // both directions, then the stored rows of the records without a stash row), unplace_one over every id, then the
 // report of the first failure into the device error record (when `report`).
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
-// The store log's rows in ring bytes [lo, hi) go home (every masked table with a log index; CUDA).
-void launch_log_flush(const StageParams& p, int64_t lo, int64_t hi, void* stream);
-// *host = *flag by a kernel (host: pinned int32).
-void launch_flag_to_host(const int32_t* flag, int32_t* host, void* stream);
 // Lab switch of the CUDA staging's variant (stage_kernels.cu; op _lookup_lab_stage): sets it when 0 <= v <
 // kStageVariants, returns the previous one.
 constexpr int kStageVariants = 13;

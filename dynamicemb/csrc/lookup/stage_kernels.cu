@@ -65,15 +65,7 @@ struct DeviceStageAtomics {
   __host__ __device__ static void count_move(const StageParams& p, int t, int64_t out, int64_t in) {
 #if defined(__CUDA_ARCH__)
     if (out >= 0) atomicAdd(p.move_bins + 2 * move_bin(p, t, out), 1);
-    if (in >= 0) atomicAdd(p.move_bins + 2 * move_in_bin(p, t, in) + 1, 1);
-#endif
-  }
-  // The `lanes` lanes of this thread's row group meet (move_in_one: every lane read the row before its log entry
-  // is reset).
-  __host__ __device__ static void sync_row(int lanes) {
-#if defined(__CUDA_ARCH__)
-    const unsigned group = lanes >= 32 ? 0xffffffffu : ((1u << lanes) - 1u);
-    __syncwarp(lanes >= 32 ? group : group << ((threadIdx.x & 31) / lanes * lanes));
+    if (in >= 0) atomicAdd(p.move_bins + 2 * move_bin(p, t, in) + 1, 1);
 #endif
   }
   // Lane `lane` of `lanes` copies its part of a row: 16-byte words lane, lane + lanes, ..., 4 loads in flight
@@ -900,7 +892,7 @@ __global__ void __launch_bounds__(kStageBlock) move_scatter_kernel(StageParams p
     if (rec[1] >= 0)
       p.move_order[atomicAdd(p.move_bins + 2 * move_bin(p, t, rec[1]), 1)] = static_cast<int32_t>(2 * r);
     if (rec[2] >= 0)
-      p.move_order[atomicAdd(p.move_bins + 2 * move_in_bin(p, t, rec[2]) + 1, 1)] = static_cast<int32_t>(2 * r + 1);
+      p.move_order[atomicAdd(p.move_bins + 2 * move_bin(p, t, rec[2]) + 1, 1)] = static_cast<int32_t>(2 * r + 1);
   }
 }
 
@@ -927,43 +919,12 @@ __global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
     const int32_t e = p.move_order[k];
     const int64_t r = e >> 1;
     const uint8_t* from = stash_row(p, r);
-    if ((e & 1) == 0) {
-      if (!logs_victim(p, r)) move_out_one<A>(p, r, lane, kMoveLanes, from);  // (logged: by the CE copy)
-    } else if (from != nullptr) {
+    if ((e & 1) == 0)
+      move_out_one<A>(p, r, lane, kMoveLanes, from);
+    else if (from != nullptr)
       move_in_one<A>(p, r, lane, kMoveLanes);
-    }
   }
 }
-
-// The store log's rows in [lo, hi) (bytes of the ring) go home: each store slot whose entry lies there gets its
-// row copied from the ring into its own host row and its entry reset (a warp per 32 slots, the warp copying each
-// hit together). blockIdx.y: the table.
-__global__ void __launch_bounds__(kStageBlock) log_flush_kernel(StageParams p, int64_t lo, int64_t hi) {
-  const int t = blockIdx.y;
-  const StageTable& s = p.stage[t];
-  if (s.log_index == 0 || (p.table_mask != nullptr && !p.table_mask[t])) return;
-  int32_t* idx = reinterpret_cast<int32_t*>(s.log_index);
-  const int64_t cap = s.num_buckets * s.bucket_capacity;
-  const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
-  const int lane = threadIdx.x & 31;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32);
-  for (int64_t w = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / 32; w * 32 < cap; w += warps) {
-    const int64_t slot = w * 32 + lane;
-    const int64_t off = slot < cap ? static_cast<int64_t>(idx[slot]) * 16 : -1;
-    unsigned hits = __ballot_sync(0xffffffffu, off >= lo && off < hi && off >= 0);
-    while (hits) {
-      const int j = __ffs(hits) - 1;
-      hits &= hits - 1;
-      const int64_t o = __shfl_sync(0xffffffffu, off, j);
-      DeviceStageAtomics::copy_row(store_row(s, w * 32 + j, row_bytes), p.log + o, row_bytes, lane, 32);
-    }
-    if (off >= lo && off < hi && off >= 0) idx[slot] = -1;
-  }
-}
-
-// The failed flag into its pinned host copy by a thread's store (not a D2H copy: that would queue behind the
-// store log's copy in the copy engine).
-__global__ void flag_to_host_kernel(const int32_t* flag, int32_t* host) { *reinterpret_cast<volatile int32_t*>(host) = *flag; }
 
 // Lab (variant 8): the mixed pass by the bulk copy engine (TMA, sm_90): blocks of one warp whose lane 0 runs a
 // ring of kBulkRing row buffers in shared memory, each copy a bulk load (global -> shared, completion on its
@@ -1137,28 +1098,8 @@ int set_stage_variant(int v) {
   return old;
 }
 
-void launch_log_flush(const StageParams& p, int64_t lo, int64_t hi, void* stream) {
-  if (p.log == nullptr || p.num_tables == 0 || hi <= lo) return;
-  const dim3 grid(static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock)) /
-                      static_cast<unsigned>(p.num_tables) + 1, static_cast<unsigned>(p.num_tables));
-  detail::log_flush_kernel<<<grid, detail::kStageBlock, 0, static_cast<cudaStream_t>(stream)>>>(p, lo, hi);
-  check_launch("store log flush");
-}
-
-void launch_flag_to_host(const int32_t* flag, int32_t* host, void* stream) {
-  detail::flag_to_host_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(flag, host);
-  check_launch("failed flag to host");
-}
-
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  // a logging launch's segment: its live rows (written S launches ago) go home before this launch's index entries
-  // (every table's, not only this launch's: the segment is overwritten)
-  if (logging(p)) {  // (also without ids: the log's copy of this launch's stash overwrites the segment anyway)
-    StageParams all = p;
-    all.table_mask = nullptr;
-    launch_log_flush(all, p.log_lo, p.log_lo + p.stash_bytes, stream);
-  }
   launch_cache_probe(probe, stream);
   if (p.n > 0) {
     const unsigned grid = blocks_for(p.n, detail::kStageBlock);
@@ -1189,10 +1130,10 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move stash");
-    if (g_stage_variant == 7 && p.log == nullptr) {
+    if (g_stage_variant == 7) {
       detail::move_out_kernel<detail::DeviceStageAtomicsWide>
           <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
-    } else if (g_stage_variant == 8 && p.log == nullptr) {
+    } else if (g_stage_variant == 8) {
       static const unsigned bcap = static_cast<unsigned>(persistent_blocks(detail::kBulkBlocksPerSm));
       const unsigned bgrid = blocks_for(2 * p.n, 1);
       detail::move_bulk_kernel<<<bgrid < bcap ? bgrid : bcap, 32, 0, st>>>(p);

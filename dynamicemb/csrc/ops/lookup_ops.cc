@@ -450,7 +450,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
                                        Tensor refused_total, std::optional<Tensor> skip, std::optional<Tensor> stage,
                                        std::optional<Tensor> stage_totals, std::optional<Tensor> stage_mask,
                                        int64_t stage_cur, int64_t stage_min_live, std::optional<Tensor> gate,
-                                       int64_t refused_host, std::optional<Tensor> stage_log) {
+                                       int64_t refused_host) {
   const int64_t T = num_tables_of(meta);
   const bool train = flags & kStepTrain, validate = flags & kStepValidate, with_csr = flags & kStepCsr;
   check_ids(ids);
@@ -507,10 +507,9 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     const int64_t head = 1 + sb::info_words(T, probe.num_features, sb::info_tail(T));
     sws = torch::stable::new_empty(ids, {head + sb::scratch_words(n, T, true)}, ScalarType::Long);
     auto* w = static_cast<int64_t*>(sws.data_ptr());
-    StageParams sp = sb::bind_stage(probe, ids, *stage, *stage_totals, stage_cur, stage_min_live, train,
-                                    value_kind == kValueFp32 ? 4 : 2, gate, w + head, w + 1,
-                                    reinterpret_cast<int32_t*>(w), /*cuda=*/true);
-    sb::bind_log(sp, stage_log);  // (the store log's descriptor: _device_stage.stage)
+    const StageParams sp = sb::bind_stage(probe, ids, *stage, *stage_totals, stage_cur, stage_min_live, train,
+                                          value_kind == kValueFp32 ? 4 : 2, gate, w + head, w + 1,
+                                          reinterpret_cast<int32_t*>(w), /*cuda=*/true);
     zero_async(w, static_cast<size_t>(head) * 8, stream);
     launch_cache_stage(probe, sp, /*report=*/true, stream);
     staged_skip = sp.failed;
@@ -881,7 +880,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "Tensor feature_table, Tensor feature_col, int batch, int pooling, int flags, int max_dim, int out_cols, "
       "int out_kind, Tensor(b!) set, Tensor(c!) refused_total, Tensor? skip=None, Tensor(d!)? stage=None, "
       "Tensor(e!)? stage_totals=None, Tensor? stage_mask=None, int stage_cur=0, int stage_min_live=0, "
-      "Tensor? gate=None, int refused_host=0, Tensor? stage_log=None) -> (Tensor, Tensor)");
+      "Tensor? gate=None, int refused_host=0) -> (Tensor, Tensor)");
   m.def(
       "lookup_backward(Tensor(a!) meta, int value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor ws, "
       "Tensor? psw, Tensor feature_table, Tensor feature_col, int batch, int pooling, int flags, int max_dim, "

@@ -173,32 +173,6 @@ inline StageParams bind_stage(CacheProbeParams& probe, const torch::stable::Tens
   return p;
 }
 
-// The store log's descriptor (dynamicemb/_uva_store.py StoreLog.begin; a CPU int64 tensor of kLogWords): [ring
-// address, ring bytes, this launch's stash (0: the launch does not log), stash bytes, its segment's byte offset,
-// the last logging launch's stash (0: none), its segment's offset, its bytes]. Binds p's log fields.
-constexpr int64_t kLogWords = 8;
-inline void bind_log(StageParams& p, const std::optional<torch::stable::Tensor>& log) {
-  p.log_lo = -1;
-  if (!log.has_value()) return;
-  ACCEL_CHECK(!log->is_cuda() && log->scalar_type() == accel::ScalarType::Long && log->numel() == kLogWords &&
-                  log->is_contiguous(),
-              "log: expected a contiguous CPU int64 tensor of ", kLogWords, " words, got ", log->numel());
-  const int64_t* d = static_cast<const int64_t*>(log->data_ptr());
-  ACCEL_CHECK(d[0] != 0 && d[1] > 0 && d[1] % 16 == 0 && d[3] % 16 == 0 && d[4] % 16 == 0 && d[4] + d[3] <= d[1] &&
-                  d[6] + d[7] <= d[1],
-              "log: inconsistent descriptor (ring ", d[1], " bytes, segment ", d[4], " + ", d[3], ")");
-  p.log = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(d[0]));
-  p.log_bytes = d[1];
-  if (d[2] != 0) {  // a logging launch: its stash is the log's (a copy-engine copy reads it after the op)
-    p.stash = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(d[2]));
-    p.stash_bytes = d[3];
-    p.log_lo = d[4];
-  }
-  p.prev_stash = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(d[5]));
-  p.prev_lo = d[6];
-  p.prev_bytes = d[7];
-}
-
 }  // namespace stage_bind
 }  // namespace lookup
 }  // namespace dynamicemb

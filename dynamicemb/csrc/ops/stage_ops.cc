@@ -90,7 +90,7 @@ std::tuple<Tensor, Tensor> cache_probe(Tensor meta, Tensor ids, Tensor offsets, 
 std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals, Tensor ids, Tensor offsets,
                                        Tensor feature_table, int64_t batch, Tensor table_mask, int64_t cur,
                                        int64_t min_live, bool insert_new, int64_t value_bytes, bool report,
-                                       std::optional<Tensor> gate, int64_t failed_host, std::optional<Tensor> log) {
+                                       std::optional<Tensor> gate, int64_t failed_host) {
   CacheProbeParams probe = sb::bind_probe(meta, ids, offsets, feature_table, batch, table_mask);
   const int64_t n = ids.numel();
   std::optional<torch::stable::accelerator::DeviceGuard> guard;
@@ -103,15 +103,12 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
   StageParams p = sb::bind_stage(probe, ids, stage, totals, cur, min_live, insert_new, value_bytes, gate,
                                  static_cast<int64_t*>(scratch.data_ptr()), static_cast<int64_t*>(info.data_ptr()),
                                  static_cast<int32_t*>(failed.data_ptr()), ids.is_cuda());
-  if (ids.is_cuda()) sb::bind_log(p, log);
   zero_on(ids, info.data_ptr(), static_cast<size_t>(info.numel()) * 8);
   zero_on(ids, failed.data_ptr(), sizeof(int32_t));
   if (ids.is_cuda()) {
     void* stream = accel::current_cuda_stream(ids.get_device_index());
     launch_cache_stage(probe, p, report, stream);
-    if (failed_host != 0 && p.log != nullptr) {  // (off the copy engines, which carry the log's copies)
-      launch_flag_to_host(p.failed, reinterpret_cast<int32_t*>(static_cast<uintptr_t>(failed_host)), stream);
-    } else if (failed_host != 0) {  // the flag's host copy (a prefetch's: its step skips staging when it reads 0 there)
+    if (failed_host != 0) {  // the flag's host copy (a prefetch's: its step skips staging when it reads 0 there)
       const cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(static_cast<uintptr_t>(failed_host)), p.failed,
                                             sizeof(int32_t), cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream));
       ACCEL_CHECK(e == cudaSuccess, "cache_stage: the failed flag's host copy failed: ", cudaGetErrorString(e));
@@ -121,22 +118,6 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
     stage_host(p);
   }
   return std::make_tuple(failed, info);
-}
-
-// The store log's rows in ring bytes [lo, hi) go home (every table of `stage` with a log index; CUDA, on the
-// current stream): before a store reader other than the staging (dynamicemb/_uva_store.py StoreLog.flush).
-void store_log_flush(Tensor meta, Tensor stage, int64_t value_bytes, Tensor log, int64_t lo, int64_t hi) {
-  ACCEL_CHECK(meta.is_cuda() && stage.is_cuda(), "store_log_flush: expected CUDA meta and stage");
-  ACCEL_CHECK(meta.numel() % sb::kMetaWords == 0 && stage.numel() == meta.numel() / sb::kMetaWords * sb::kStageWords,
-              "store_log_flush: meta / stage sizes disagree");
-  torch::stable::accelerator::DeviceGuard guard(meta.get_device_index());
-  StageParams p{};
-  p.meta = static_cast<const TableMeta*>(meta.data_ptr());
-  p.stage = static_cast<const StageTable*>(stage.data_ptr());
-  p.num_tables = static_cast<int>(meta.numel() / sb::kMetaWords);
-  p.value_bytes = static_cast<int>(value_bytes);
-  sb::bind_log(p, log);
-  launch_log_flush(p, lo, hi, accel::current_cuda_stream(meta.get_device_index()));
 }
 
 // Lab only (benchmarks, tools/dynamicemb_dev): selects the CUDA staging's variant of later steps in this process
@@ -158,8 +139,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def(
       "cache_stage(Tensor(a!) meta, Tensor(b!) stage, Tensor(c!) totals, Tensor ids, Tensor offsets, Tensor feature_table, int batch, "
       "Tensor table_mask, int cur, int min_live, bool insert_new, int value_bytes, bool report, Tensor? gate=None, "
-      "int failed_host=0, Tensor? log=None) -> (Tensor, Tensor)");
-  m.def("_store_log_flush(Tensor(a!) meta, Tensor(b!) stage, int value_bytes, Tensor log, int lo, int hi) -> ()");
+      "int failed_host=0) -> (Tensor, Tensor)");
   m.def("_lookup_lab_stage(int variant) -> int");
 }
 
@@ -175,5 +155,4 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
   m.impl("cache_probe", TORCH_BOX(&dynamicemb::lookup::cache_probe));
   m.impl("cache_stage", TORCH_BOX(&dynamicemb::lookup::cache_stage));
-  m.impl("_store_log_flush", TORCH_BOX(&dynamicemb::lookup::store_log_flush));
 }
