@@ -35,6 +35,8 @@ def fwd_tile(D, cfg, dtype=torch.bfloat16, pairs=True):
             t = (64, 64, 64, 4, 2, 1, 0, 2)
         elif cfg == 2:
             t = fa2 + (0, 1)
+        elif cfg == 3 and D == 64:  # 1's warps at three blocks per SM: 128 x 64, 32-key sub-tiles
+            t = (128, 64, 32, 4, 3, 2, 0, 1)
         elif cfg == 4 and D != 256:  # the default's tile, the context tiles' warp skip
             t = (128, 128 if D == 64 else 64, 64, 4, 2, 2 if D == 64 else 1, 5, 1)
         elif cfg == 4 and pairs:  # D = 256: warp pairs 64 x 64 with the context tiles' warp skip

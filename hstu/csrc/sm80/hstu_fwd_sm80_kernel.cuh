@@ -74,7 +74,7 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //      walking the history with the context rows), the default's body elsewhere; the default for calls with
 //      contexts where the default runs 1 / 2 (B16 S4K ctx64 on an H200: D = 64 0.455 ms against 1's 0.474, 1.043x
 //      its causal; D = 128 2.5 % faster than 2; causal as fast).
-// (3 and 5, other tile shapes, measured slower and were removed; docs/hstu_kernel_notes.md.) 1 and 4 at D = 256
+// (5 and an earlier 3, other tile shapes, measured slower and were removed; docs/hstu_kernel_notes.md.) 1 and 4 at D = 256
 // (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it traps;
 // elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
 constexpr int kFwdSm80Candidates = 4;
@@ -122,6 +122,11 @@ template <>
 struct FwdSm80Candidate<256, 1> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {};
 template <>
 struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 5, 2>> {};
+// 3: D = 64: candidate 1's 32-row warps (two m16 tiles per K / V fragment) at three blocks per SM (12 warps, 3 per
+// scheduler: a warp's SiLU overlaps the others' MMAs) in 128 x 64 tiles of 32-key sub-tiles, K / V double-buffered
+// (48 KB), the 170-register cap
+template <>
+struct FwdSm80Candidate<64, 3> : FwdSm80Only<FwdSm80Tile<64, 128, 64, 32, 4, 3, 2, 0>> {};
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
 // thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
@@ -147,10 +152,10 @@ __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) 
 #endif
 }
 
-// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's first partial (the list's base for the
-// tile x heads + h; chunk c's is c x heads further),
-// the block's chunk c, the tile's counter and its walk's chunks k (the kernel's start left them in shared memory at
-// byte `words`, behind the tile's) and, when the walk has k > 1 chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
+// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's slot, the block's chunk c, the tile's counter
+// and its walk's chunks k (the kernel's start left them in shared memory at byte `words`, behind the tile's) and,
+// when the walk has k > 1 chunks, loads the tile's first partial (the list's base for the slot x heads + h; chunk
+// c's is c x heads further), stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
 // tid for i = mt * DTILES + dt, a warp's stores contiguous), counts the chunk on the tile's counter and returns
 // false unless it is the last of the k; the last adds the k partials in chunk order 0 .. k - 1 from 0.0f (its own
 // read back from L2 too: acc_o is dead in between, which keeps the sum's registers) into acc_o and returns true.
@@ -168,12 +173,19 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
   };
   constexpr int kElems = MT * DTILES * 4 * NT;  // one chunk's partial (BM x D)
   auto partial = [&](int c) {
-    const int first = word(0);
+    const int first = word(7);
     return reinterpret_cast<float4*>(static_cast<float*>(p.fwd_sched) +
                                      static_cast<int64_t>(first + c * p.heads) * kElems) +
            threadIdx.x;
   };
   if (word(3) <= 1) return true;
+  {
+    // the tile's first partial: the list's base for its slot (word 0) x heads + h, loaded here, not at the block's
+    // start (there thread 0's dependent load held its warp's Q / K copies back); every thread stores the same word
+    const int first = p.fwd_tile_counter[(p.total_q / BM + p.batch) * p.heads + word(0)] * p.heads +
+                      static_cast<int>(blockIdx.x);
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(smem_u32(smem) + words + 28), "r"(first));
+  }
   {
     float4* mine = partial(word(1));
 #pragma unroll
@@ -318,13 +330,11 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   const int gap_skip = gap_end - gap_begin;
   if constexpr (SPLIT) {  // the item: chunk c of the k of the walk, its KV tiles [nb_begin, nb_end) (with the gap)
     const int ck = __ldg(&split_item()->z);  // (c | k << 16; w: nb_end | nb_begin << 16)
-    if (threadIdx.x == 0) {  // its first partial, c, its counter, k (fwd_split_sum; the query tile's slot
-      // total_q / BM + batch is unique), m0 and b (the epilogue's, kv_rows': not live in the loop)
+    if (threadIdx.x == 0) {  // its slot, c, its counter, k (fwd_split_sum; the query tile's slot total_q / BM +
+      // batch is unique), m0 and b (the epilogue's, kv_rows': not live in the loop)
       const int slot = si.q_start / BM + b + m0 / BM;
       const int ctr = slot * p.heads + h;
-      // (the list's base of the tile's partials, behind the counters; set where the walk has k > 1 chunks)
-      const int base = (ck >> 16) > 1 ? p.fwd_tile_counter[(p.total_q / BM + p.batch) * p.heads + slot] : 0;
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sQ0 + Tile::kSmem), "r"(base * p.heads + h),
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sQ0 + Tile::kSmem), "r"(slot),
                    "r"(ck & 0xffff), "r"(ctr), "r"(ck >> 16));
       asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(sQ0 + Tile::kSmem + 16), "r"(m0), "r"(b));
     }
@@ -883,7 +893,7 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   auto kernel = hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                       C::kSkip, C::kPair>;
-  // (+ the walk's steps, its first partial, the chunk, its counter, m0, b and the KV tiles per chunk)
+  // (+ the query tile's slot, the chunk, its counter, the walk's chunks, m0, b, nb_begin and the first partial)
   constexpr int kSmem = C::kSmem + 32;
   if (kSmem > 48 * 1024) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
@@ -941,6 +951,8 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       return launch_hstu_fwd_candidate<T, D, 1>(p, stream);
     case 2:
       return launch_hstu_fwd_candidate<T, D, 2>(p, stream);
+    case 3:
+      return launch_hstu_fwd_candidate<T, D, 3>(p, stream);
     case 4:
       return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
     default:  // 0 below kFwdSm80LongRows, kFwdSm80CfgOld
