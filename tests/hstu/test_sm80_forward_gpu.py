@@ -37,6 +37,8 @@ def fwd_tile(D, cfg, dtype=torch.bfloat16, pairs=True):
             t = fa2 + (0, 1)
         elif cfg == 3 and D == 64:  # 1's warps at three blocks per SM: 128 x 64, 32-key sub-tiles
             t = (128, 64, 32, 4, 3, 2, 0, 1)
+        elif cfg == 5 and D == 64:  # 1's tile, Q in registers (hstu_fwd_qreg_kernel)
+            t = (128, 128, 64, 4, 2, 2, 0, 1)
         elif cfg == 4 and D != 256:  # the default's tile, the context tiles' warp skip
             t = (128, 128 if D == 64 else 64, 64, 4, 2, 2 if D == 64 else 1, 5, 1)
         elif cfg == 4 and pairs:  # D = 256: warp pairs 64 x 64 with the context tiles' warp skip
@@ -98,10 +100,11 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                 torch.cuda.synchronize()
-            names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
+            names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "hstu_fwd_qreg_kernel<" in e.name}
             # (the default at D = 256 for bf16: the warp pairs wherever they fit, at these short rows too)
             shown = 1 if cfg == 0 and D == 256 and dtype == torch.bfloat16 and _pairs_fit() else cfg
-            want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, shown, dtype, _pairs_fit())}(hstu::HstuParams)"
+            kernel = "hstu_fwd_qreg_kernel" if cfg == 5 and D == 64 and dtype == torch.bfloat16 else "hstu_fwd_kernel"
+            want = f"{kernel}<{ctype}, {fwd_tile(D, shown, dtype, _pairs_fit())}(hstu::HstuParams)"
             assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
 
 

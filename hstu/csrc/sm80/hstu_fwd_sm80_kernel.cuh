@@ -40,6 +40,8 @@ struct FwdSm80Tile {
   static constexpr int kStages = STAGES;
   static constexpr int kSkip = SKIP;
   static constexpr int kPair = PAIR;
+  // the warps' Q fragments in registers, loaded once per block (hstu_fwd_qreg_kernel), not per sub-tile
+  static constexpr bool kQreg = false;
   // Q | K, V per stage | each query row's keys (SeqMask::row_keys: 4 ints per row, the mask of tiles not full) |
   // PAIR 2: each warp's P (its rows x its half of the sub-tile's keys, bf16 / fp16) for its partner
   static constexpr int kSmemRowKeys = (BM + STAGES * 2 * BN) * D * 2;
@@ -77,7 +79,7 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 // (5 and an earlier 3, other tile shapes, measured slower and were removed; docs/hstu_kernel_notes.md.) 1 and 4 at D = 256
 // (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it traps;
 // elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
-constexpr int kFwdSm80Candidates = 4;
+constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
 // kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 default tile (D = 256 the warp
@@ -127,6 +129,13 @@ struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2,
 // (48 KB), the 170-register cap
 template <>
 struct FwdSm80Candidate<64, 3> : FwdSm80Only<FwdSm80Tile<64, 128, 64, 32, 4, 3, 2, 0>> {};
+// 5: D = 64: candidate 1's tile (128 x 128, 4 warps x 32 rows, K / V double-buffered, two blocks per SM) with the
+// warp's Q fragments in registers (32, loaded once per block; 246 registers): a sub-tile's ldmatrix are K's and V's
+// only (32 instead of 40 per 64 keys and warp)
+template <>
+struct FwdSm80Candidate<64, 5> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 64, 4, 2, 2, 0>> {
+  static constexpr bool kQreg = true;
+};
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
 // thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
@@ -238,7 +247,9 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // SPLIT (hstu_fwd_sm80_split.h; the kernel hstu_fwd_split_kernel): grid (heads, the work list's bound); block
 // (h, y) runs item y of the list (behind the counters p.fwd_tile_counter: a query tile and a chunk of its KV walk
 // of the list's KV tiles per chunk) for head h, a split tile's chunks leave fp32 partials that the last one sums.
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT>
+// QREG: the warp's Q fragments held in registers from the block's first barrier on (PAIR 1, no SPLIT).
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
+          bool QREG = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -247,6 +258,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int KSW = BNS / 16 / PAIR;           // k16 steps of P V over the warp's own keys
   static_assert(MT >= 1 && (BM * PAIR) % (16 * NWARPS) == 0 && NWARPS % PAIR == 0, "bad tile config");
   static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
+  static_assert(!QREG || (PAIR == 1 && !SPLIT && SKIP == 0), "Q in registers: the plain body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   // sm86 / sm89 (99 KB per block): a tile over it is never launched there (launch_hstu_fwd_candidate)
@@ -421,6 +433,17 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       }
     }
     cp_async_commit();
+    // QREG: the warp's Q fragments, once Q (with the first K / V) landed
+    [[maybe_unused]] uint32_t qf[QREG ? D / 16 : 1][MT][4];
+    if constexpr (QREG) {
+      cp_async_wait<0>();
+      __syncthreads();
+      const uint32_t tQ = L::swz(warp_row0 + lane % 16, (lane / 16) * 8);
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) ldsm_x4(qf[ks][mt], sQ0 + (tQ ^ L::swz(mt * 16, ks * 16)));
+    }
 
     int stage = 0;
     constexpr int SK = SKIP == 4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
@@ -482,7 +505,12 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             uint32_t a[MT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-              ldsm_x4(a[mt], sQ + (tQ ^ L::swz(mt * 16, ks * 16)));
+              if constexpr (QREG) {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) a[mt][q] = qf[ks][mt][q];
+              } else {
+                ldsm_x4(a[mt], sQ + (tQ ^ L::swz(mt * 16, ks * 16)));
+              }
             }
 #pragma unroll
             for (int np = 0; np < BNS / 16 / PAIR; ++np) {
@@ -704,6 +732,21 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, true>(p);
 }
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true>(p);
+}
+// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg)
+template <typename T, int D, typename C>
+constexpr auto fwd_sm80_kernel() {
+  if constexpr (C::kQreg) {
+    return hstu_fwd_qreg_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                C::kSkip, C::kPair>;
+  } else {
+    return hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages, C::kSkip,
+                           C::kPair>;
+  }
+}
 
 // Whether tile C runs on the current device: its shared memory within the opt-in limit, and over 99 KB not on
 // sm86 / sm89 (their code of it traps, hstu_fwd_kernel).
@@ -727,8 +770,7 @@ cudaError_t fwd_sm80_fits(bool& fits) {
 // time at B16 S4K in a dispatch model); G is kept that small so the K / V rows in use stay about what they were.
 template <typename T, int D, typename C>
 cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
-  auto kernel = hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                C::kSkip, C::kPair>;
+  auto kernel = fwd_sm80_kernel<T, D, C>();
   int sms = 0, max_smem = 0;
   bool narrow = false;
   cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
@@ -919,7 +961,7 @@ cudaError_t launch_hstu_fwd_candidate(const HstuParams& p, cudaStream_t stream) 
 template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
-  static_assert(kFwdSm80Candidates == 4, "one case per candidate");
+  static_assert(kFwdSm80Candidates == 5, "one case per candidate");
   if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
     // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
     // (fwd_sm80_split_for)
@@ -955,6 +997,8 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       return launch_hstu_fwd_candidate<T, D, 3>(p, stream);
     case 4:
       return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
+    case 5:
+      return launch_hstu_fwd_candidate<T, D, 5>(p, stream);
     default:  // 0 below kFwdSm80LongRows, kFwdSm80CfgOld
       return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
   }

@@ -17,9 +17,9 @@ jagp() {
   echo "rc $? ($SECONDS s)"
 }
 # ncu_profile TAG COUNT ARGS...: ncu (speed of light, compute workload (the pipes), warp states, instruction stats,
-# occupancy) of the first COUNT forward kernels (ours: hstu_fwd_kernel, the peer's: hstu_fwd_kernel, FA2's:
-# flash_fwd_kernel) while fwd21_bench.py --ncu ARGS runs with the branch's wheel, within the time left; digest in
-# $OUT/ncu_digest.md
+# occupancy) of the first COUNT forward kernels (ours: hstu_fwd_kernel, hstu_fwd_qreg_kernel; the peer's:
+# hstu_fwd_kernel; FA2's: flash_fwd_kernel) while fwd21_bench.py --ncu ARGS runs with the branch's wheel, within the
+# time left; digest in $OUT/ncu_digest.md
 ncu_profile() {
   local tag=$1 count=$2
   shift 2
@@ -27,7 +27,7 @@ ncu_profile() {
   ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
   [ $(left) -gt 8 ] || { echo "no time left for ncu"; return 0; }
   PYTHONPATH=/tmp/site_$NAME:$PEER timeout $(( $(left) - 2 )) $ncu --clock-control none \
-      -k "regex:hstu_fwd_kernel|flash_fwd_kernel" -c $count --section SpeedOfLight --section ComputeWorkloadAnalysis \
+      -k "regex:hstu_fwd_(qreg_)?kernel|flash_fwd_kernel" -c $count --section SpeedOfLight --section ComputeWorkloadAnalysis \
       --section WarpStateStats --section InstructionStats --section Occupancy --section LaunchStats \
       --metrics sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum \
       -o $OUT/$tag -f python3 -P $J ncu --ncu "$@" > $OUT/ncu.log 2>&1
