@@ -31,7 +31,7 @@ def fwd_tile(D, cfg, dtype=torch.bfloat16, pairs=True):
         fa2 = (64 if D == 256 else 128, 64, 64, 4, 2, 1)
         if cfg == 1 and D != 256:  # (D = 64: FA2's 128 x 128 tile in 64-key sub-tiles)
             t = (128, 128 if D == 64 else 64, 64, 4, 2, 2, 0, 1)
-        elif cfg == 1 and pairs:  # D = 256: warp pairs, 64 x 64
+        elif (cfg == 1 or (cfg == 3 and D == 256)) and pairs:  # D = 256: warp pairs, 64 x 64 (3: chunks capped)
             t = (64, 64, 64, 4, 2, 1, 0, 2)
         elif cfg == 2:
             t = fa2 + (0, 1)

@@ -42,6 +42,8 @@ struct FwdSm80Tile {
   static constexpr int kPair = PAIR;
   // the warps' Q fragments in registers, loaded once per block (hstu_fwd_qreg_kernel), not per sub-tile
   static constexpr bool kQreg = false;
+  // > 0: the longest-first grid's chunks of sequences hold at most this many bytes of K and V (launch_hstu_fwd)
+  static constexpr int64_t kChunkKvBytes = 0;
   // Q | K, V per stage | each query row's keys (SeqMask::row_keys: 4 ints per row, the mask of tiles not full) |
   // PAIR 2: each warp's P (its rows x its half of the sub-tile's keys, bf16 / fp16) for its partner
   static constexpr int kSmemRowKeys = (BM + STAGES * 2 * BN) * D * 2;
@@ -135,6 +137,13 @@ struct FwdSm80Candidate<64, 3> : FwdSm80Only<FwdSm80Tile<64, 128, 64, 32, 4, 3, 
 template <>
 struct FwdSm80Candidate<64, 5> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 64, 4, 2, 2, 0>> {
   static constexpr bool kQreg = true;
+};
+// 3: D = 256: the warp pairs (1) with the grid's chunks of sequences at most 8 MB of K / V (B256 S256: 32 sequences,
+// 128 blocks per chunk instead of 128 sequences: the query tiles of a sequence run closer in time, its K / V still in
+// L2 for the later ones)
+template <>
+struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
+  static constexpr int64_t kChunkKvBytes = int64_t{8} << 20;
 };
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
@@ -785,7 +794,9 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     kernel<<<dim3(static_cast<unsigned>(n_m), p.batch, p.heads), C::kWarps * 32, C::kSmem, stream>>>(p);
     return cudaGetLastError();
   }
-  const int64_t want = std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
+  int64_t want = std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
+  if constexpr (C::kChunkKvBytes > 0)
+    want = std::min<int64_t>(want, std::max<int64_t>(1, C::kChunkKvBytes / (std::max<int64_t>(p.max_seqlen_k, 1) * D * 4)));
   int lg = 0;
   while ((int64_t{2} << lg) <= want && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
   if ((n_m << lg) > INT32_MAX) return cudaErrorInvalidConfiguration;

@@ -29,7 +29,7 @@ ncu_profile() {
   PYTHONPATH=/tmp/site_$NAME:$PEER timeout $(( $(left) - 2 )) $ncu --clock-control none \
       -k "regex:hstu_fwd_(qreg_)?kernel|flash_fwd_kernel" -c $count --section SpeedOfLight --section ComputeWorkloadAnalysis \
       --section WarpStateStats --section InstructionStats --section Occupancy --section LaunchStats \
-      --metrics sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum \
+      --metrics sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__bytes.sum,lts__t_bytes.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum \
       -o $OUT/$tag -f python3 -P $J ncu --ncu "$@" > $OUT/ncu.log 2>&1
   echo "rc $? ($SECONDS s)"
   $ncu --import $OUT/$tag.ncu-rep --print-kernel-base mangled --page raw --csv --print-metric-instances values \
