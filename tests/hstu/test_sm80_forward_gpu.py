@@ -35,10 +35,10 @@ def fwd_tile(D, cfg, dtype=torch.bfloat16, pairs=True):
             t = (64, 64, 64, 4, 2, 1, 0, 2)
         elif cfg == 2:
             t = fa2 + (0, 1)
-        elif cfg == 3 and D == 64:  # 1's warps at three blocks per SM: 128 x 64, 32-key sub-tiles
-            t = (128, 64, 32, 4, 3, 2, 0, 1)
-        elif cfg == 5 and D == 64:  # 1's tile, Q in registers (hstu_fwd_qreg_kernel)
+        elif cfg == 3 and D == 64:  # 1's tile, Q in registers (hstu_fwd_qreg_kernel)
             t = (128, 128, 64, 4, 2, 2, 0, 1)
+        elif cfg == 5 and D == 64:  # 3 in 32-key sub-tiles, S one sub-tile ahead (hstu_fwd_qpipe_kernel)
+            t = (128, 128, 32, 4, 2, 2, 0, 1)
         elif cfg == 4 and D != 256:  # the default's tile, the context tiles' warp skip
             t = (128, 128 if D == 64 else 64, 64, 4, 2, 2 if D == 64 else 1, 5, 1)
         elif cfg == 4 and pairs:  # D = 256: warp pairs 64 x 64 with the context tiles' warp skip
@@ -100,10 +100,13 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                 torch.cuda.synchronize()
-            names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "hstu_fwd_qreg_kernel<" in e.name}
+            names = {e.name for e in prof.events()
+                     if any(f"hstu_fwd_{k}kernel<" in e.name for k in ("", "qreg_", "qpipe_"))}
             # (the default at D = 256 for bf16: the warp pairs wherever they fit, at these short rows too)
             shown = 1 if cfg == 0 and D == 256 and dtype == torch.bfloat16 and _pairs_fit() else cfg
-            kernel = "hstu_fwd_qreg_kernel" if cfg == 5 and D == 64 and dtype == torch.bfloat16 else "hstu_fwd_kernel"
+            kernel = {3: "hstu_fwd_qreg_kernel", 5: "hstu_fwd_qpipe_kernel"}.get(cfg) if (
+                D == 64 and dtype == torch.bfloat16) else None
+            kernel = kernel or "hstu_fwd_kernel"
             want = f"{kernel}<{ctype}, {fwd_tile(D, shown, dtype, _pairs_fit())}(hstu::HstuParams)"
             assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
 

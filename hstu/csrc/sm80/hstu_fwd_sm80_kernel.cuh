@@ -40,8 +40,9 @@ struct FwdSm80Tile {
   static constexpr int kStages = STAGES;
   static constexpr int kSkip = SKIP;
   static constexpr int kPair = PAIR;
-  // the warps' Q fragments in registers, loaded once per block (hstu_fwd_qreg_kernel), not per sub-tile
-  static constexpr bool kQreg = false;
+  // 1: the warps' Q fragments in registers, loaded once per block (hstu_fwd_qreg_kernel), not per sub-tile; 2: and
+  // each sub-tile's S computed before the SiLU of the one before (hstu_fwd_qpipe_kernel)
+  static constexpr int kQreg = 0;
   // > 0: the longest-first grid's chunks of sequences hold at most this many bytes of K and V (launch_hstu_fwd)
   static constexpr int64_t kChunkKvBytes = 0;
   // Q | K, V per stage | each query row's keys (SeqMask::row_keys: 4 ints per row, the mask of tiles not full) |
@@ -126,17 +127,18 @@ template <>
 struct FwdSm80Candidate<256, 1> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {};
 template <>
 struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 5, 2>> {};
-// 3: D = 64: candidate 1's 32-row warps (two m16 tiles per K / V fragment) at three blocks per SM (12 warps, 3 per
-// scheduler: a warp's SiLU overlaps the others' MMAs) in 128 x 64 tiles of 32-key sub-tiles, K / V double-buffered
-// (48 KB), the 170-register cap
-template <>
-struct FwdSm80Candidate<64, 3> : FwdSm80Only<FwdSm80Tile<64, 128, 64, 32, 4, 3, 2, 0>> {};
-// 5: D = 64: candidate 1's tile (128 x 128, 4 warps x 32 rows, K / V double-buffered, two blocks per SM) with the
+// 3: D = 64: candidate 1's tile (128 x 128, 4 warps x 32 rows, K / V double-buffered, two blocks per SM) with the
 // warp's Q fragments in registers (32, loaded once per block; 246 registers): a sub-tile's ldmatrix are K's and V's
 // only (32 instead of 40 per 64 keys and warp)
 template <>
-struct FwdSm80Candidate<64, 5> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 64, 4, 2, 2, 0>> {
-  static constexpr bool kQreg = true;
+struct FwdSm80Candidate<64, 3> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 64, 4, 2, 2, 0>> {
+  static constexpr int kQreg = 1;
+};
+// 5: D = 64: 3 in 32-key sub-tiles, each sub-tile's S computed before the SiLU of the one before (the MMAs of one
+// beside the MUFU ops of the other within the warp; two S accumulators in the registers the smaller sub-tile frees)
+template <>
+struct FwdSm80Candidate<64, 5> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 32, 4, 2, 2, 0>> {
+  static constexpr int kQreg = 2;
 };
 // 3: D = 256: the warp pairs (1) with the grid's chunks of sequences at most 8 MB of K / V (B256 S256: 32 sequences,
 // 128 blocks per chunk instead of 128 sequences: the query tiles of a sequence run closer in time, its K / V still in
@@ -256,9 +258,10 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // SPLIT (hstu_fwd_sm80_split.h; the kernel hstu_fwd_split_kernel): grid (heads, the work list's bound); block
 // (h, y) runs item y of the list (behind the counters p.fwd_tile_counter: a query tile and a chunk of its KV walk
 // of the list's KV tiles per chunk) for head h, a split tile's chunks leave fp32 partials that the last one sums.
-// QREG: the warp's Q fragments held in registers from the block's first barrier on (PAIR 1, no SPLIT).
+// QREG 1: the warp's Q fragments held in registers from the block's first barrier on (PAIR 1, no SPLIT, SKIP 0);
+// 2: also each sub-tile's S computed before the SiLU of the one before (a software pipeline within the KV tile).
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
-          bool QREG = false>
+          int QREG = 0>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -456,6 +459,52 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 
     int stage = 0;
     constexpr int SK = SKIP == 4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
+    // Per-thread parts of the ldmatrix addresses (Q's, K's, V's), recomputed from an opaque lane id each sub-tile so
+    // they are not hoisted out of the loop (see opaque()).
+    auto lane_parts = [&](uint32_t& tQ, uint32_t& tK, uint32_t& tV) {
+      const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+      tQ = L::swz(warp_row0 + ln % 16, (ln / 16) * 8);
+      tK = L::swz(ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);
+      tV = L::swz(ln % 8 + ((ln / 8) % 2) * 8, (ln / 16) * 8);
+    };
+    // acc += S = Q K^T of the sub-tile whose K is at sK, the warp's keys (SK 3: those below lim)
+    auto s_gemm = [&](uint32_t sK, int lim, uint32_t tQ, uint32_t tK, float (&acc)[MT][NTILES][4]) {
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          if constexpr (QREG > 0) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) a[mt][q] = qf[ks][mt][q];
+          } else {
+            ldsm_x4(a[mt], sQ0 + (tQ ^ L::swz(mt * 16, ks * 16)));
+          }
+        }
+#pragma unroll
+        for (int np = 0; np < BNS / 16 / PAIR; ++np) {
+          if (SK == 3 && np * 16 >= lim) continue;  // warp-uniform
+          uint32_t bb[4];
+          ldsm_x4(bb, sK + wh * (BNS / PAIR) * D * 2 + (tK ^ L::swz(np * 16, ks * 16)));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_16816<T>(acc[mt][2 * np], a[mt], bb[0], bb[1]);
+            mma_16816<T>(acc[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+          }
+        }
+      }
+    };
+    auto zero_s = [](float (&acc)[MT][NTILES][4]) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < NTILES; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mt][i][e] = 0.f;
+    };
+    // QREG 2: S of the next sub-tile, computed before the current one's SiLU (its MMAs beside the MUFU ops)
+    [[maybe_unused]] float acc_n[MT][NTILES][4];
+    constexpr int kSubUnroll = QREG == 2 ? BN / BNS : 1;
     for (int nb = nb_end - 1; nb >= nb_first(); nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
       cp_async_wait<0>();
       // STAGES 2: K, V of tile nb landed; every warp is done with the other stage (the tile before).
@@ -479,10 +528,15 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         cp_async_commit();
       }
 
-#pragma unroll 1
+      if constexpr (QREG == 2) {
+        uint32_t tQ, tK, tV;
+        lane_parts(tQ, tK, tV);
+        zero_s(acc_n);
+        s_gemm(sKV0 + stage * 2 * kTileBytes, BNS, tQ, tK, acc_n);
+      }
+#pragma unroll kSubUnroll
       for (int sub = 0; sub < BN / BNS; ++sub) {
         const int n0 = nb * BN + sub * BNS;
-        const uint32_t sQ = sQ0;
         const uint32_t sK = sKV0 + stage * 2 * kTileBytes + sub * BNS * D * 2;
         const uint32_t sV = sK + kTileBytes;
         const int kw0 = n0 + wh * (BNS / PAIR);  // the warp's first key of S
@@ -493,46 +547,26 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         if constexpr (SKIP == 4) warp_full_lim(n0, full, lim);
         const bool work = SK == 0 || wh * (BNS / PAIR) < lim;
         if (SK == 2 && STAGES == 2 && !work) continue;  // warp-uniform: nothing to compute here
-        // Per-thread parts of the ldmatrix addresses, recomputed from an opaque lane id each sub-tile so they are
-        // not hoisted out of the loop (see opaque()).
-        const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-        const uint32_t tQ = L::swz(warp_row0 + ln % 16, (ln / 16) * 8);
-        const uint32_t tK = L::swz(ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);
-        const uint32_t tV = L::swz(ln % 8 + ((ln / 8) % 2) * 8, (ln / 16) * 8);
+        uint32_t tQ, tK, tV;
+        lane_parts(tQ, tK, tV);
         float acc_s[MT][NTILES][4];
+        if constexpr (QREG == 2) {  // the pending S, then the next sub-tile's
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+          for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int i = 0; i < NTILES; ++i)
+            for (int i = 0; i < NTILES; ++i)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = 0.f;
+              for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = acc_n[mt][i][e];
+          if (sub + 1 < BN / BNS) {
+            zero_s(acc_n);
+            s_gemm(sK + BNS * D * 2, BNS, tQ, tK, acc_n);
+          }
+        } else {
+          zero_s(acc_s);
+          if (work) s_gemm(sK, lim, tQ, tK, acc_s);  // S = Q K^T
+        }
 
         if (work) {
-          // S = Q K^T
-#pragma unroll
-          for (int ks = 0; ks < D / 16; ++ks) {
-            uint32_t a[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-              if constexpr (QREG) {
-#pragma unroll
-                for (int q = 0; q < 4; ++q) a[mt][q] = qf[ks][mt][q];
-              } else {
-                ldsm_x4(a[mt], sQ + (tQ ^ L::swz(mt * 16, ks * 16)));
-              }
-            }
-#pragma unroll
-            for (int np = 0; np < BNS / 16 / PAIR; ++np) {
-              if (SK == 3 && np * 16 >= lim) continue;  // warp-uniform
-              uint32_t bb[4];
-              ldsm_x4(bb, sK + wh * (BNS / PAIR) * D * 2 + (tK ^ L::swz(np * 16, ks * 16)));
-#pragma unroll
-              for (int mt = 0; mt < MT; ++mt) {
-                mma_16816<T>(acc_s[mt][2 * np], a[mt], bb[0], bb[1]);
-                mma_16816<T>(acc_s[mt][2 * np + 1], a[mt], bb[2], bb[3]);
-              }
-            }
-          }
 
           // P = SiLU(alpha * (S + rab)), masked. SiLU(s) = h + h tanh(h), h = s / 2 (one MUFU op). Three passes
           // (rab, SiLU, then the mask on the packed pairs below); the rab and mask passes sit behind block-uniform
@@ -743,14 +777,21 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_kernel(const
 }
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_kernel(const HstuParams p) {
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true>(p);
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, 1>(p);
 }
-// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qpipe_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, 2>(p);
+}
+// The kernel of tile C (C::kQreg 1: hstu_fwd_qreg_kernel, 2: hstu_fwd_qpipe_kernel)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kQreg) {
+  if constexpr (C::kQreg == 1) {
     return hstu_fwd_qreg_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair>;
+  } else if constexpr (C::kQreg == 2) {
+    return hstu_fwd_qpipe_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                 C::kSkip, C::kPair>;
   } else {
     return hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages, C::kSkip,
                            C::kPair>;
