@@ -77,7 +77,8 @@ def main():
             continue
         if "peer" in run:  # the same function: the largest |ours - peer| over the largest |ours|
             o, pr = run["cfg 0"]().float(), run["peer"]().float()
-            print(f"(peer vs ours, {name}: max |diff| / max |ours| = {(o - pr).abs().max().item() / o.abs().max().item():.2e})")
+            rel = (o - pr).abs().max().item() / o.abs().max().item()
+            print(f"(peer vs ours, {name}: max |diff| / max |ours| = {rel:.2e})")
         ms = timed(run, a.reps, 3 if sum(lens) > 20000 else 10)
         fl = flops(lens, D)
         res[name] = (fl, ms)
