@@ -550,17 +550,13 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         uint32_t tQ, tK, tV;
         lane_parts(tQ, tK, tV);
         float acc_s[MT][NTILES][4];
-        if constexpr (QREG == 2) {  // the pending S, then the next sub-tile's
+        if constexpr (QREG == 2) {  // the pending S (the next sub-tile's: below, beside this one's SiLU)
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int i = 0; i < NTILES; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = acc_n[mt][i][e];
-          if (sub + 1 < BN / BNS) {
-            zero_s(acc_n);
-            s_gemm(sK + BNS * D * 2, BNS, tQ, tK, acc_n);
-          }
         } else {
           zero_s(acc_s);
           if (work) s_gemm(sK, lim, tQ, tK, acc_s);  // S = Q K^T
@@ -596,6 +592,14 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                   const int j = kw0 + nt * 8 + (lane % 4) * 2 + (e & 1);
                   if (r < lk && j < lk) acc_s[mt][nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
                 }
+          }
+          // QREG 2: the next sub-tile's S in the same straight-line code as this one's SiLU (ptxas interleaves
+          // the HMMAs with the MUFU ops; behind the rab branch, which would split them)
+          if constexpr (QREG == 2) {
+            if (sub + 1 < BN / BNS) {
+              zero_s(acc_n);
+              s_gemm(sK + BNS * D * 2, BNS, tQ, tK, acc_n);
+            }
           }
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
