@@ -302,8 +302,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     computes S for half of the keys and O for half of D, P handed over through shared memory; 64 x 64 tiles, 105
     KB per block: where it fits, not sm86 / sm89); 2 FA2's tiles with one K / V stage (D = 256: 64 x 64, 4 warps);
     3 (D = 64) 1's tile with the warps' Q fragments in registers (loaded once per block), (D = 256) 1 with the
-    grid's chunks of sequences at most 8 MB of K / V; 5 (D = 64) 3 in 32-key sub-tiles, each sub-tile's S computed
-    before the SiLU of the one before;
+    longest-first grid's chunks of sequences at most 8 MB of K / V (both the bf16 defaults there); 5 (D = 64 / 128)
+    the default's tile with 3's chunks, for comparisons;
     4 the default's tile (D = 256: 1's) where a warp skips the cut sub-tiles whose keys none of its rows sees and
     takes the unmasked path on its own fully visible ones, in query tiles with context rows only: what the default
     runs for calls with contexts where it would run 1 / 2 (``FwdSm80Candidate`` in

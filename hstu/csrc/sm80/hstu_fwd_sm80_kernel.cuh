@@ -40,9 +40,8 @@ struct FwdSm80Tile {
   static constexpr int kStages = STAGES;
   static constexpr int kSkip = SKIP;
   static constexpr int kPair = PAIR;
-  // 1: the warps' Q fragments in registers, loaded once per block (hstu_fwd_qreg_kernel), not per sub-tile; 2: and
-  // each sub-tile's S computed before the SiLU of the one before (hstu_fwd_qpipe_kernel)
-  static constexpr int kQreg = 0;
+  // the warps' Q fragments in registers, loaded once per block (hstu_fwd_qreg_kernel), not per sub-tile
+  static constexpr bool kQreg = false;
   // > 0: the longest-first grid's chunks of sequences hold at most this many bytes of K and V (launch_hstu_fwd)
   static constexpr int64_t kChunkKvBytes = 0;
   // Q | K, V per stage | each query row's keys (SeqMask::row_keys: 4 ints per row, the mask of tiles not full) |
@@ -70,38 +69,41 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 // bytes per MMA, and has the registers (255 at 2 blocks of 4 warps per SM) to keep fragments in flight.
 //   1: D = 64 / 128: 4 warps x 32 rows, K/V double-buffered (one barrier per KV tile), 64-key sub-tiles; D = 128
 //      128 x 64 tiles (98 KB: 2 blocks per SM on Hopper, 1 on the A100 and sm86 / sm89; 64-key sub-tiles once
-//      they stopped spilling), D = 64 FA2's 128 x 128 (80 KB; the bf16 default at D = 64); D = 256: warp pairs
-//      (PAIR 2, hstu_fwd_kernel), 64 x 64 tiles, one K/V stage (105 KB: 2 blocks per SM on Hopper, 1 on the A100);
+//      they stopped spilling), D = 64 FA2's 128 x 128 (80 KB); D = 256: warp pairs (PAIR 2, hstu_fwd_kernel), 64 x
+//      64 tiles, one K/V stage (105 KB: 2 blocks per SM on Hopper, 1 on the A100);
 //   2: FA2's tiles and order, one K/V stage: D = 64 / 128 4 warps x 32 rows, 128 x 64 (64 / 32 KB), D = 256 64 x 64,
 //      4 warps x 16 rows (96 KB);
 //   4: the default's tile (D = 64: 1, D = 128: 2, D = 256: 1) with SKIP 5: the warp skip in a copy of the body for
 //      the tiles with context rows (query tile 0: its warps of non-context rows stop at their diagonal instead of
 //      walking the history with the context rows), the default's body elsewhere; the default for calls with
 //      contexts where the default runs 1 / 2 (B16 S4K ctx64 on an H200: D = 64 0.455 ms against 1's 0.474, 1.043x
-//      its causal; D = 128 2.5 % faster than 2; causal as fast).
-// (5 and an earlier 3, other tile shapes, measured slower and were removed; docs/hstu_kernel_notes.md.) 1 and 4 at D = 256
-// (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it traps;
-// elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
+//      its causal; D = 128 2.5 % faster than 2; causal as fast);
+//   3: D = 64 1 with Q in registers, D = 256 1 with the grid's chunks capped (below: the defaults there);
+//   5: D = 64 3, D = 128 2 with 3's chunks at D = 256 (a comparison).
+// (Earlier 3 and 5, other tile shapes, measured slower and were removed; docs/hstu_kernel_notes.md.) 1, 3 and 4 at
+// D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it
+// traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
 constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
-// kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 default tile (D = 256 the warp
-// pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
+// kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 long-row tile (D = 256 the
+// warp pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
 // fill less than about four waves); so does the default (0) where the op made room for the plan.
 // The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
-// where they fit (105 KB; not sm86 / sm89). Measured on an H200 (forward ms, issue 39): B16 S4K 1.523 against
-// candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216 against the old tiles' 0.238, a
+// where they fit (105 KB; not sm86 / sm89), with the grid's chunks capped (3). Measured on an H200 (forward ms, issue
+// 39): B16 S4K 1.523 against candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216 against
+// the old tiles' 0.238 (the chunks capped: 0.194 against 0.209), a
 // Zipf(1.2) B32 batch with 3 contexts 0.112 / 0.133. Elsewhere (and where they do not fit) it runs kFwdSm80DefaultCfg
 // for bf16 when the mean query rows per sequence (total_q / batch, host values) reach kFwdSm80LongRows, else the old
 // tiles (FwdSm80Config: fp16 always). Measured on an H200 (forward ms
 // with the longest-first grid order; issue 39; docs/hstu_kernel_notes.md): candidate 2 at B128 S1K D128 0.473
 // against the old tiles' 0.564 (before the row-table mask: 0.63x), B256 S512 0.297 / 0.337, B16 S4K 0.734 / 0.966,
-// S16K 11.04 / 13.81, D256 S4K 1.728 / 1.909; at D = 64 S8K candidate 1 1.614, 2 1.699, the old tiles 2.161. Below
-// 512 rows unmeasured: the old tiles.
+// S16K 11.04 / 13.81, D256 S4K 1.728 / 1.909; at D = 64 S8K candidate 1 1.614, 2 1.699, the old tiles 2.161 (3,
+// 1 with Q in registers: 1.501 against 1's 1.615). Below 512 rows unmeasured: the old tiles.
 constexpr int64_t kFwdSm80LongRows = 512;
 template <int D>
-constexpr int kFwdSm80DefaultCfg = D == 64 ? 1 : 2;
-constexpr int kFwdSm80PairCfg = 1;
+constexpr int kFwdSm80DefaultCfg = D == 64 ? 3 : 2;
+constexpr int kFwdSm80PairCfg = 3;
 template <int D, int CFG>
 struct FwdSm80Candidate {
   static constexpr bool kExists = false;
@@ -129,23 +131,28 @@ template <>
 struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 5, 2>> {};
 // 3: D = 64: candidate 1's tile (128 x 128, 4 warps x 32 rows, K / V double-buffered, two blocks per SM) with the
 // warp's Q fragments in registers (32, loaded once per block; 246 registers): a sub-tile's ldmatrix are K's and V's
-// only (32 instead of 40 per 64 keys and warp)
+// only (32 instead of 40 per 64 keys and warp); the bf16 default at D = 64 from kFwdSm80LongRows (B16 S8K on an
+// H200: 1.501 ms against 1's 1.615 and NVIDIA's Ampere HSTU's 1.702). D = 256: the warp pairs (1) with the
+// longest-first grid's chunks of sequences at most kFwdSm80ChunkKvBytes of K / V (B256 S256: 32 sequences, 128
+// blocks per chunk instead of 128 sequences; the query tiles of a sequence run closer in time), the bf16 default at
+// D = 256 where the pairs fit (B256 S256 on an H200: 0.194 ms against 1's 0.209 and FA2's 0.198).
+constexpr int64_t kFwdSm80ChunkKvBytes = int64_t{8} << 20;
 template <>
 struct FwdSm80Candidate<64, 3> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 64, 4, 2, 2, 0>> {
-  static constexpr int kQreg = 1;
+  static constexpr bool kQreg = true;
 };
-// 5: D = 64: 3 in 32-key sub-tiles, each sub-tile's S computed before the SiLU of the one before (the MMAs of one
-// beside the MUFU ops of the other within the warp; two S accumulators in the registers the smaller sub-tile frees)
-template <>
-struct FwdSm80Candidate<64, 5> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 32, 4, 2, 2, 0>> {
-  static constexpr int kQreg = 2;
-};
-// 3: D = 256: the warp pairs (1) with the grid's chunks of sequences at most 8 MB of K / V (B256 S256: 32 sequences,
-// 128 blocks per chunk instead of 128 sequences: the query tiles of a sequence run closer in time, its K / V still in
-// L2 for the later ones)
 template <>
 struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
-  static constexpr int64_t kChunkKvBytes = int64_t{8} << 20;
+  static constexpr int64_t kChunkKvBytes = kFwdSm80ChunkKvBytes;
+};
+// 5: the D = 64 / 128 defaults (3, 2) with the grid's chunks capped as 3's at D = 256
+template <>
+struct FwdSm80Candidate<64, 5> : FwdSm80Candidate<64, 3> {
+  static constexpr int64_t kChunkKvBytes = kFwdSm80ChunkKvBytes;
+};
+template <>
+struct FwdSm80Candidate<128, 5> : FwdSm80Only<FwdSm80Tile<128, 128, 64, 64, 4, 2, 1, 0>> {
+  static constexpr int64_t kChunkKvBytes = kFwdSm80ChunkKvBytes;
 };
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
@@ -258,10 +265,9 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // SPLIT (hstu_fwd_sm80_split.h; the kernel hstu_fwd_split_kernel): grid (heads, the work list's bound); block
 // (h, y) runs item y of the list (behind the counters p.fwd_tile_counter: a query tile and a chunk of its KV walk
 // of the list's KV tiles per chunk) for head h, a split tile's chunks leave fp32 partials that the last one sums.
-// QREG 1: the warp's Q fragments held in registers from the block's first barrier on (PAIR 1, no SPLIT, SKIP 0);
-// 2: also each sub-tile's S computed before the SiLU of the one before (a software pipeline within the KV tile).
+// QREG: the warp's Q fragments held in registers from the block's first barrier on (PAIR 1, no SPLIT).
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
-          int QREG = 0>
+          bool QREG = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -459,52 +465,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 
     int stage = 0;
     constexpr int SK = SKIP == 4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
-    // Per-thread parts of the ldmatrix addresses (Q's, K's, V's), recomputed from an opaque lane id each sub-tile so
-    // they are not hoisted out of the loop (see opaque()).
-    auto lane_parts = [&](uint32_t& tQ, uint32_t& tK, uint32_t& tV) {
-      const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-      tQ = L::swz(warp_row0 + ln % 16, (ln / 16) * 8);
-      tK = L::swz(ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);
-      tV = L::swz(ln % 8 + ((ln / 8) % 2) * 8, (ln / 16) * 8);
-    };
-    // acc += S = Q K^T of the sub-tile whose K is at sK, the warp's keys (SK 3: those below lim)
-    auto s_gemm = [&](uint32_t sK, int lim, uint32_t tQ, uint32_t tK, float (&acc)[MT][NTILES][4]) {
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) {
-        uint32_t a[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          if constexpr (QREG > 0) {
-#pragma unroll
-            for (int q = 0; q < 4; ++q) a[mt][q] = qf[ks][mt][q];
-          } else {
-            ldsm_x4(a[mt], sQ0 + (tQ ^ L::swz(mt * 16, ks * 16)));
-          }
-        }
-#pragma unroll
-        for (int np = 0; np < BNS / 16 / PAIR; ++np) {
-          if (SK == 3 && np * 16 >= lim) continue;  // warp-uniform
-          uint32_t bb[4];
-          ldsm_x4(bb, sK + wh * (BNS / PAIR) * D * 2 + (tK ^ L::swz(np * 16, ks * 16)));
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma_16816<T>(acc[mt][2 * np], a[mt], bb[0], bb[1]);
-            mma_16816<T>(acc[mt][2 * np + 1], a[mt], bb[2], bb[3]);
-          }
-        }
-      }
-    };
-    auto zero_s = [](float (&acc)[MT][NTILES][4]) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int i = 0; i < NTILES; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[mt][i][e] = 0.f;
-    };
-    // QREG 2: S of the next sub-tile, computed before the current one's SiLU (its MMAs beside the MUFU ops)
-    [[maybe_unused]] float acc_n[MT][NTILES][4];
-    constexpr int kSubUnroll = QREG == 2 ? BN / BNS : 1;
     for (int nb = nb_end - 1; nb >= nb_first(); nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
       cp_async_wait<0>();
       // STAGES 2: K, V of tile nb landed; every warp is done with the other stage (the tile before).
@@ -528,15 +488,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         cp_async_commit();
       }
 
-      if constexpr (QREG == 2) {
-        uint32_t tQ, tK, tV;
-        lane_parts(tQ, tK, tV);
-        zero_s(acc_n);
-        s_gemm(sKV0 + stage * 2 * kTileBytes, BNS, tQ, tK, acc_n);
-      }
-#pragma unroll kSubUnroll
+#pragma unroll 1
       for (int sub = 0; sub < BN / BNS; ++sub) {
         const int n0 = nb * BN + sub * BNS;
+        const uint32_t sQ = sQ0;
         const uint32_t sK = sKV0 + stage * 2 * kTileBytes + sub * BNS * D * 2;
         const uint32_t sV = sK + kTileBytes;
         const int kw0 = n0 + wh * (BNS / PAIR);  // the warp's first key of S
@@ -547,22 +502,46 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         if constexpr (SKIP == 4) warp_full_lim(n0, full, lim);
         const bool work = SK == 0 || wh * (BNS / PAIR) < lim;
         if (SK == 2 && STAGES == 2 && !work) continue;  // warp-uniform: nothing to compute here
-        uint32_t tQ, tK, tV;
-        lane_parts(tQ, tK, tV);
+        // Per-thread parts of the ldmatrix addresses, recomputed from an opaque lane id each sub-tile so they are
+        // not hoisted out of the loop (see opaque()).
+        const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+        const uint32_t tQ = L::swz(warp_row0 + ln % 16, (ln / 16) * 8);
+        const uint32_t tK = L::swz(ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);
+        const uint32_t tV = L::swz(ln % 8 + ((ln / 8) % 2) * 8, (ln / 16) * 8);
         float acc_s[MT][NTILES][4];
-        if constexpr (QREG == 2) {  // the pending S (the next sub-tile's: below, beside this one's SiLU)
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int i = 0; i < NTILES; ++i)
+          for (int i = 0; i < NTILES; ++i)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = acc_n[mt][i][e];
-        } else {
-          zero_s(acc_s);
-          if (work) s_gemm(sK, lim, tQ, tK, acc_s);  // S = Q K^T
-        }
+            for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = 0.f;
 
         if (work) {
+          // S = Q K^T
+#pragma unroll
+          for (int ks = 0; ks < D / 16; ++ks) {
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              if constexpr (QREG) {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) a[mt][q] = qf[ks][mt][q];
+              } else {
+                ldsm_x4(a[mt], sQ + (tQ ^ L::swz(mt * 16, ks * 16)));
+              }
+            }
+#pragma unroll
+            for (int np = 0; np < BNS / 16 / PAIR; ++np) {
+              if (SK == 3 && np * 16 >= lim) continue;  // warp-uniform
+              uint32_t bb[4];
+              ldsm_x4(bb, sK + wh * (BNS / PAIR) * D * 2 + (tK ^ L::swz(np * 16, ks * 16)));
+#pragma unroll
+              for (int mt = 0; mt < MT; ++mt) {
+                mma_16816<T>(acc_s[mt][2 * np], a[mt], bb[0], bb[1]);
+                mma_16816<T>(acc_s[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+              }
+            }
+          }
 
           // P = SiLU(alpha * (S + rab)), masked. SiLU(s) = h + h tanh(h), h = s / 2 (one MUFU op). Three passes
           // (rab, SiLU, then the mask on the packed pairs below); the rab and mask passes sit behind block-uniform
@@ -592,14 +571,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                   const int j = kw0 + nt * 8 + (lane % 4) * 2 + (e & 1);
                   if (r < lk && j < lk) acc_s[mt][nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
                 }
-          }
-          // QREG 2: the next sub-tile's S in the same straight-line code as this one's SiLU (ptxas interleaves
-          // the HMMAs with the MUFU ops; behind the rab branch, which would split them)
-          if constexpr (QREG == 2) {
-            if (sub + 1 < BN / BNS) {
-              zero_s(acc_n);
-              s_gemm(sK + BNS * D * 2, BNS, tQ, tK, acc_n);
-            }
           }
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
@@ -781,21 +752,14 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_kernel(const
 }
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_kernel(const HstuParams p) {
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, 1>(p);
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true>(p);
 }
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
-__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qpipe_kernel(const HstuParams p) {
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, 2>(p);
-}
-// The kernel of tile C (C::kQreg 1: hstu_fwd_qreg_kernel, 2: hstu_fwd_qpipe_kernel)
+// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kQreg == 1) {
+  if constexpr (C::kQreg) {
     return hstu_fwd_qreg_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair>;
-  } else if constexpr (C::kQreg == 2) {
-    return hstu_fwd_qpipe_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                 C::kSkip, C::kPair>;
   } else {
     return hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages, C::kSkip,
                            C::kPair>;
@@ -841,7 +805,7 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   }
   int64_t want = std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
   if constexpr (C::kChunkKvBytes > 0)
-    want = std::min<int64_t>(want, std::max<int64_t>(1, C::kChunkKvBytes / (std::max<int64_t>(p.max_seqlen_k, 1) * D * 4)));
+    want = std::min<int64_t>(want, std::max<int64_t>(1, C::kChunkKvBytes / (std::max(p.max_seqlen_k, 1) * D * 4ll)));
   int lg = 0;
   while ((int64_t{2} << lg) <= want && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
   if ((n_m << lg) > INT32_MAX) return cudaErrorInvalidConfiguration;
