@@ -7,8 +7,8 @@ Timing as fwd17_jag.py (tools/hstu_dev/fwd17_run): CUDA graphs of n calls, varia
 the call (imported from the tree in the working directory). Prints markdown tables and `fwd21 LABEL | case | variant
 | ms` lines. --ncu: each variant once, no warm-up, no timing (for `ncu -k regex:"hstu_fwd_kernel|flash_fwd_kernel"`).
 
-Usage: fwd21_bench.py LABEL [--reps 5] [--cfgs 0 3] [--b256-cfgs 0 3] [--peer] [--fa2]
-       [--cases s8k b256 s4k256 s4k128 zipf] [--ncu]"""
+Usage: fwd21_bench.py LABEL [--reps 5] [--cfgs 0 3] [--b256-cfgs 0 3] [--d128-cfgs 0 5] [--peer] [--fa2]
+       [--cases s8k b256 s4k256 s4k128 s16k128 b128 zipf] [--ncu]"""
 import argparse
 import os
 import sys
@@ -40,6 +40,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--cfgs", nargs="*", default=["0"], help="fwd_sm80_cfg values (c or c:split) on s8k")
     ap.add_argument("--b256-cfgs", nargs="*", default=["0"], help="fwd_sm80_cfg values on b256 and s4k256")
+    ap.add_argument("--d128-cfgs", nargs="*", default=["0"], help="fwd_sm80_cfg values on s4k128, s16k128, b128")
     ap.add_argument("--peer", action="store_true")
     ap.add_argument("--fa2", action="store_true")
     ap.add_argument("--cases", nargs="*", default=["s8k", "b256", "zipf"])
@@ -57,8 +58,10 @@ def main():
         cases.append(("B256 S256 D256", [256] * 256, 256, 0, a.b256_cfgs, True))
     if "s4k256" in a.cases:
         cases.append(("B16 S4K D256", [4096] * 16, 256, 0, a.b256_cfgs, True))
-    if "s4k128" in a.cases:
-        cases.append(("B16 S4K D128", [4096] * 16, 128, 0, ["0"], True))
+    for key, name, lens in (("s4k128", "B16 S4K D128", [4096] * 16), ("s16k128", "B16 S16K D128", [16384] * 16),
+                            ("b128", "B128 S1K D128", [1024] * 128)):
+        if key in a.cases:
+            cases.append((name, lens, 128, 0, a.d128_cfgs, True))
     if "zipf" in a.cases:
         for D in a.zipf_dims:
             cases += [(f"zipf D{D} ctx3", jag, D, 3, ["0"], False),
