@@ -27,9 +27,7 @@ echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (test_sm80_forward_gpu.py -k '(candidates and not gr and not context and not 128) or runs_its_kernel"
 echo "#### or (split and not over_two and not workspace)'; test_kernels_gpu.py::test_sm80_and_sm90_kernels_agree_with_"
 echo "#### reference; -v: PASSED per test)"
-grep -c PASSED $OUT/tests.log | sed 's/^/PASSED lines: /'
-grep -E "PASSED" $OUT/tests.log | sed -E 's/.*::(test_[a-z0-9_]+)\[?.*/\1/' | sort | uniq -c
-digest_tests
+digest_verbose
 echo "#### time (main20 = main 4f9dd10's wheel, fwd21 = the branch's; sm90=False; cfg n = fwd_sm80_cfg; peer = NVIDIA's"
 echo "#### Ampere HSTU (.carry/peer); FA2 = torch's flash SDPA)"
 grep -E "^##|^\| |^\(|rror|Traceback|capture" $OUT/time.log | cut -c1-250

@@ -24,9 +24,7 @@ echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (test_sm80_forward_gpu.py -k 'runs_its_kernel or default_long_rows or default_contexts or split';"
 echo "#### test_kernels_gpu.py::test_sm80_and_sm90_kernels_agree_with_reference; -v)"
-grep -c PASSED $OUT/tests.log | sed 's/^/PASSED lines: /'
-grep -E "PASSED" $OUT/tests.log | sed -E 's/.*::(test_[a-z0-9_]+)\[?.*/\1/' | sort | uniq -c
-digest_tests
+digest_verbose
 echo "#### time (main20 = main 4f9dd10's wheel, fwd21 = the branch's; sm90=False; cfg n = fwd_sm80_cfg; peer = NVIDIA's"
 echo "#### Ampere HSTU (.carry/peer); FA2 = torch's flash SDPA)"
 grep -E "^##|^\| |^\(|rror|Traceback|capture" $OUT/time.log | cut -c1-250

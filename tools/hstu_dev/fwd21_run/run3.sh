@@ -11,6 +11,4 @@ run_tests 27 "candidates" -v -v $T
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (test_sm80_forward_gpu.py -k candidates; -v)"
-grep -c PASSED $OUT/tests.log | sed 's/^/PASSED lines: /'
-grep -E "PASSED" $OUT/tests.log | sed -E 's/.*::(test_[a-z0-9_]+)\[?.*/\1/' | sort | uniq -c
-digest_tests
+digest_verbose

@@ -19,7 +19,7 @@ jagp() {
 # ncu_profile TAG COUNT ARGS...: ncu (speed of light, compute workload (the pipes), warp states, instruction stats,
 # occupancy) of the first COUNT forward kernels (ours: hstu_fwd_kernel, _qreg_, _qpipe_; the peer's:
 # hstu_fwd_kernel; FA2's: flash_fwd_kernel) while fwd21_bench.py --ncu ARGS runs with the branch's wheel, within the
-# time left; digest in $OUT/ncu_digest.md
+# time left; digest in $OUT/ncu_digest.md (tools/hstu_dev/bwd15_run/ncu_digest.py, carried)
 ncu_profile() {
   local tag=$1 count=$2
   shift 2
@@ -38,4 +38,10 @@ ncu_profile() {
   $ncu --import $OUT/$tag.ncu-rep --print-kernel-base mangled --page raw --csv --print-metric-instances values \
       > $OUT/ncu_raw.csv 2>> $OUT/ncu.log
   python3 $C/ncu_digest.py $OUT/ncu_raw.csv > $OUT/ncu_digest.md 2>&1
+}
+# digest_verbose: the PASSED tests per test function of a -v run, then digest_tests
+digest_verbose() {
+  grep -c PASSED $OUT/tests.log | sed 's/^/PASSED lines: /'
+  grep -E "PASSED" $OUT/tests.log | sed -E 's/.*::(test_[a-z0-9_]+)\[?.*/\1/' | sort | uniq -c
+  digest_tests
 }
