@@ -17,7 +17,7 @@ jagp() {
   echo "rc $? ($SECONDS s)"
 }
 # ncu_profile TAG COUNT ARGS...: ncu (speed of light, compute workload (the pipes), warp states, instruction stats,
-# occupancy) of the first COUNT forward kernels (ours: hstu_fwd_kernel, _qreg_, _qpipe_; the peer's:
+# occupancy) of the first COUNT forward kernels (ours: hstu_fwd_kernel, hstu_fwd_qreg_kernel; the peer's:
 # hstu_fwd_kernel; FA2's: flash_fwd_kernel) while fwd21_bench.py --ncu ARGS runs with the branch's wheel, within the
 # time left; digest in $OUT/ncu_digest.md (tools/hstu_dev/bwd15_run/ncu_digest.py, carried)
 ncu_profile() {
@@ -31,7 +31,7 @@ ncu_profile() {
   m=$m,dram__bytes.sum,lts__t_bytes.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum
   m=$m,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum
   PYTHONPATH=/tmp/site_$NAME:$PEER timeout $(( $(left) - 2 )) $ncu --clock-control none \
-      -k "regex:hstu_fwd_(qreg_|qpipe_)?kernel|flash_fwd_kernel" -c $count --section SpeedOfLight \
+      -k "regex:hstu_fwd_(qreg_)?kernel|flash_fwd_kernel" -c $count --section SpeedOfLight \
       --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats --section Occupancy \
       --section LaunchStats --metrics $m -o $OUT/$tag -f python3 -P $J ncu --ncu "$@" > $OUT/ncu.log 2>&1
   echo "rc $? ($SECONDS s)"
