@@ -42,8 +42,9 @@ struct FwdSm80Tile {
   static constexpr int kPair = PAIR;
   // the warps' Q fragments in registers, loaded once per block (hstu_fwd_qreg_kernel), not per sub-tile
   static constexpr bool kQreg = false;
-  // > 0: the longest-first grid's chunks of sequences hold at most this many bytes of K and V (launch_hstu_fwd)
-  static constexpr int64_t kChunkKvBytes = 0;
+  // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
+  // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
+  static constexpr int kShortChunk = 0;
   // Q | K, V per stage | each query row's keys (SeqMask::row_keys: 4 ints per row, the mask of tiles not full) |
   // PAIR 2: each warp's P (its rows x its half of the sub-tile's keys, bf16 / fp16) for its partner
   static constexpr int kSmemRowKeys = (BM + STAGES * 2 * BN) * D * 2;
@@ -78,24 +79,23 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //      walking the history with the context rows), the default's body elsewhere; the default for calls with
 //      contexts where the default runs 1 / 2 (B16 S4K ctx64 on an H200: D = 64 0.455 ms against 1's 0.474, 1.043x
 //      its causal; D = 128 2.5 % faster than 2; causal as fast);
-//   3: D = 64 1 with Q in registers, D = 256 1 with the grid's chunks capped (below: the defaults there);
-//   5: D = 64 3, D = 128 2 with 3's chunks at D = 256 (a comparison).
-// (Earlier 3 and 5, other tile shapes, measured slower and were removed; docs/hstu_kernel_notes.md.) 1, 3 and 4 at
+//   3: D = 64 1 with Q in registers, D = 256 1 with short sequences' grid chunks capped (below: the defaults there).
+// (5 and an earlier 3, other tile shapes, measured slower and were removed; docs/hstu_kernel_notes.md.) 1, 3 and 4 at
 // D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it
 // traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
-constexpr int kFwdSm80Candidates = 5;
+constexpr int kFwdSm80Candidates = 4;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
 // kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 long-row tile (D = 256 the
 // warp pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
 // fill less than about four waves); so does the default (0) where the op made room for the plan.
 // The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
-// where they fit (105 KB; not sm86 / sm89), with the grid's chunks capped (3). Measured on an H200 (forward ms, issue
-// 39): B16 S4K 1.523 against candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216 against
-// the old tiles' 0.238 (the chunks capped: 0.194 against 0.209), a
-// Zipf(1.2) B32 batch with 3 contexts 0.112 / 0.133. Elsewhere (and where they do not fit) it runs kFwdSm80DefaultCfg
-// for bf16 when the mean query rows per sequence (total_q / batch, host values) reach kFwdSm80LongRows, else the old
-// tiles (FwdSm80Config: fp16 always). Measured on an H200 (forward ms
+// where they fit (105 KB; not sm86 / sm89), short sequences' grid chunks capped (3). Measured on an H200 (forward
+// ms, issue 39): B16 S4K 1.523 against candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216
+// against the old tiles' 0.238 (the chunks capped: 0.194 against 0.209), a Zipf(1.2) B32 batch with 3 contexts
+// 0.112 / 0.133. Elsewhere (and where they do not fit) it runs kFwdSm80DefaultCfg for bf16 when the mean query rows
+// per sequence (total_q / batch, host values) reach kFwdSm80LongRows, else the old tiles (FwdSm80Config: fp16
+// always). Measured on an H200 (forward ms
 // with the longest-first grid order; issue 39; docs/hstu_kernel_notes.md): candidate 2 at B128 S1K D128 0.473
 // against the old tiles' 0.564 (before the row-table mask: 0.63x), B256 S512 0.297 / 0.337, B16 S4K 0.734 / 0.966,
 // S16K 11.04 / 13.81, D256 S4K 1.728 / 1.909; at D = 64 S8K candidate 1 1.614, 2 1.699, the old tiles 2.161 (3,
@@ -132,27 +132,19 @@ struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2,
 // 3: D = 64: candidate 1's tile (128 x 128, 4 warps x 32 rows, K / V double-buffered, two blocks per SM) with the
 // warp's Q fragments in registers (32, loaded once per block; 246 registers): a sub-tile's ldmatrix are K's and V's
 // only (32 instead of 40 per 64 keys and warp); the bf16 default at D = 64 from kFwdSm80LongRows (B16 S8K on an
-// H200: 1.501 ms against 1's 1.615 and NVIDIA's Ampere HSTU's 1.702). D = 256: the warp pairs (1) with the
-// longest-first grid's chunks of sequences at most kFwdSm80ChunkKvBytes of K / V (B256 S256: 32 sequences, 128
-// blocks per chunk instead of 128 sequences; the query tiles of a sequence run closer in time), the bf16 default at
-// D = 256 where the pairs fit (B256 S256 on an H200: 0.194 ms against 1's 0.209 and FA2's 0.198).
-constexpr int64_t kFwdSm80ChunkKvBytes = int64_t{8} << 20;
+// H200: 1.501 / 1.505 ms against 1's 1.615 / 1.595 and NVIDIA's Ampere HSTU's 1.702 / 1.693). D = 256: the warp
+// pairs (1) with the longest-first grid's chunks of at most 32 sequences where a sequence has at most 4 query tiles
+// (B256 S256: 128 blocks per chunk instead of 512), the bf16 default at D = 256 where the pairs fit (B256 S256 on an
+// H200: 0.194 ms against 1's 0.209 and FA2's 0.196-0.198; the same cap on 2-sequence chunks at S4K was 4.5 % slower,
+// on D = 128's chunks 2.5-8 %: docs/hstu_kernel_notes.md).
+constexpr int kFwdSm80ShortTiles = 4;
 template <>
 struct FwdSm80Candidate<64, 3> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 64, 4, 2, 2, 0>> {
   static constexpr bool kQreg = true;
 };
 template <>
 struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
-  static constexpr int64_t kChunkKvBytes = kFwdSm80ChunkKvBytes;
-};
-// 5: the D = 64 / 128 defaults (3, 2) with the grid's chunks capped as 3's at D = 256
-template <>
-struct FwdSm80Candidate<64, 5> : FwdSm80Candidate<64, 3> {
-  static constexpr int64_t kChunkKvBytes = kFwdSm80ChunkKvBytes;
-};
-template <>
-struct FwdSm80Candidate<128, 5> : FwdSm80Only<FwdSm80Tile<128, 128, 64, 64, 4, 2, 1, 0>> {
-  static constexpr int64_t kChunkKvBytes = kFwdSm80ChunkKvBytes;
+  static constexpr int kShortChunk = 32;
 };
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
@@ -804,8 +796,9 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     return cudaGetLastError();
   }
   int64_t want = std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
-  if constexpr (C::kChunkKvBytes > 0)
-    want = std::min<int64_t>(want, std::max<int64_t>(1, C::kChunkKvBytes / (std::max(p.max_seqlen_k, 1) * D * 4ll)));
+  if constexpr (C::kShortChunk > 0) {
+    if (n_m <= kFwdSm80ShortTiles) want = std::min<int64_t>(want, C::kShortChunk);
+  }
   int lg = 0;
   while ((int64_t{2} << lg) <= want && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
   if ((n_m << lg) > INT32_MAX) return cudaErrorInvalidConfiguration;
@@ -981,7 +974,7 @@ cudaError_t launch_hstu_fwd_candidate(const HstuParams& p, cudaStream_t stream) 
 template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
-  static_assert(kFwdSm80Candidates == 5, "one case per candidate");
+  static_assert(kFwdSm80Candidates == 4, "one case per candidate");
   if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
     // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
     // (fwd_sm80_split_for)
@@ -1017,8 +1010,6 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       return launch_hstu_fwd_candidate<T, D, 3>(p, stream);
     case 4:
       return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
-    case 5:
-      return launch_hstu_fwd_candidate<T, D, 5>(p, stream);
     default:  // 0 below kFwdSm80LongRows, kFwdSm80CfgOld
       return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
   }
