@@ -311,14 +311,15 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     Those kernels (over 128 registers per thread) walk their query tiles longest first over chunks of sequences
     (the grid order; same outputs). 0 (the default) runs for bf16 at D = 256 candidate 3 (the warp pairs; short
     sequences' grid chunks capped) at every row count where it fits (on an H200: 1.13x candidate 2 at B16 S4K, 1.21x
-    FA2; 1.23x the old tiles at B256 S256), else candidate 2 (D = 64: 3, 1.06-1.08x 1 at S8K) for bf16 calls whose
-    mean query rows per sequence (``q.shape[0] / batch``) reach ``FWD_SM80_LONG_ROWS`` = 512 (on an H200: 1.13x the
-    old tiles at B256 S512 D128, 1.19x at B128 S1K, 1.31x at S4K, 1.26x at S16K, 1.10x at D = 256 S4K, 1.34x at D =
-    64 S8K), else the old tiles; 6 (``FWD_SM80_CFG_OLD``) the old tiles whatever the shape, for comparisons; 7
-    (``FWD_SM80_CFG_SPLIT``) the bf16 long-row tile (D = 256 1, 128 2, 64 1) with the split of long KV ranges (hstu/csrc/sm80/hstu_fwd_sm80_split.h): where the query tiles fill
-    less than about four waves, each long KV walk in chunks (``fwd_split_tiles``: at most n KV tiles; 0 never), one
-    block each from a work list built on the device (heaviest chunk first), their fp32 partials summed in chunk
-    order (deterministic). The default takes the split too (bf16).
+    FA2; 1.23x the old tiles at B256 S256), else candidate 2 (D = 64: 3, 1.06-1.08x 1 at S8K) for bf16 calls whose mean
+    query rows per sequence (``q.shape[0] / batch``) reach ``FWD_SM80_LONG_ROWS`` = 512 (on an H200: 1.13x the old tiles
+    at B256 S512 D128, 1.19x at B128 S1K, 1.31x at S4K, 1.26x at S16K, 1.10x at D = 256 S4K, 1.34x at D = 64 S8K), else
+    the old tiles; 6 (``FWD_SM80_CFG_OLD``) the old tiles whatever the shape, for comparisons; 7
+    (``FWD_SM80_CFG_SPLIT``) the bf16 long-row tile (D = 256 1, 128 2, 64 1) with the split of long KV ranges
+    (hstu/csrc/sm80/hstu_fwd_sm80_split.h): where the query tiles fill less than about four waves, each long KV walk in
+    chunks (``fwd_split_tiles``: at most n KV tiles; 0 never), one block each from a work list built on the device
+    (heaviest chunk first), their fp32 partials summed in chunk order (deterministic). The default takes the split too
+    (bf16).
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a
