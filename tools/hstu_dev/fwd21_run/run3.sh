@@ -19,6 +19,6 @@ echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (test_sm80_forward_gpu.py -k 'candidates or runs_its_kernel or default_long_rows or"
 echo "#### default_contexts'; -v)"
 digest_verbose
-echo "#### time (fwd21 = the branch's wheel; sm90=False; cfg n = fwd_sm80_cfg; peer = NVIDIA's Ampere HSTU; FA2 = torch's"
-echo "#### flash SDPA)"
+echo "#### time (fwd21 = the branch's wheel; sm90=False; cfg n = fwd_sm80_cfg; peer = NVIDIA's Ampere HSTU;"
+echo "#### FA2 = torch's flash SDPA)"
 grep -E "^##|^\| |^\(|rror|Traceback|capture" $OUT/time.log | cut -c1-250
