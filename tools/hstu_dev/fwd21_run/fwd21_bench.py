@@ -17,7 +17,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fwd17_run"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fwd17_jag import H, fa2, flops, ours, print_row, timed, zipf_lengths  # noqa: E402
+from fwd17_jag import H, fa2, ours, time_row, zipf_lengths  # noqa: E402
 
 
 def peer_fwd(lens, D, seed=2):
@@ -87,10 +87,7 @@ def main():
             o, pr = run["cfg 0"]().float(), run["peer"]().float()
             rel = (o - pr).abs().max().item() / o.abs().max().item()
             print(f"(peer vs ours, {name}: max |diff| / max |ours| = {rel:.2e})")
-        ms = timed(run, a.reps, 3 if sum(lens) > 20000 else 10)
-        fl = flops(lens, D)
-        res[name] = (fl, ms)
-        print_row(f"fwd21 {a.label}", name, lens, fl, ms, cols)
+        res[name] = time_row(f"fwd21 {a.label}", name, lens, D, run, a.reps, cols)
         del run
         torch.cuda.empty_cache()
     for D in a.zipf_dims:
