@@ -52,6 +52,7 @@ VARIANTS = {
 FWD_VARIANTS = [("default", {}, (32, 64, 128, 256)),
                 ("fcfg1 4w x 32 rows 2st", dict(fwd_sm80_cfg=1), (64, 128)),
                 ("fcfg2 FA2 tiles 1st", dict(fwd_sm80_cfg=2), (64, 128, 256)),
+                ("fcfg3 Q in regs", dict(fwd_sm80_cfg=3), (64,)),
                 ("fcfg4 FA2 tiles 1st skip", dict(fwd_sm80_cfg=4), (64, 128, 256)),
                 ("old tiles", dict(fwd_sm80_cfg=6), (64, 128, 256))]
 

@@ -25,16 +25,18 @@ _DEFAULT = {32: (128, 64, 64, 8, 2, 2, 0, 1), 64: (128, 64, 32, 8, 2, 2, 0, 1), 
 
 def fwd_tile(D, cfg, dtype=torch.bfloat16, pairs=True):
     """The end of the name of the kernel that kernel_options(fwd_sm80_cfg=cfg) runs at head dim D (pairs: the device
-    holds the 105 KB per block of 1 and 4 at D = 256 and is no sm86 / sm89)."""
+    holds the 105 KB per block of 1, 3 and 4 at D = 256 and is no sm86 / sm89)."""
     t = _DEFAULT[D]
     if dtype == torch.bfloat16 and D != 32:
         fa2 = (64 if D == 256 else 128, 64, 64, 4, 2, 1)
         if cfg == 1 and D != 256:  # (D = 64: FA2's 128 x 128 tile in 64-key sub-tiles)
             t = (128, 128 if D == 64 else 64, 64, 4, 2, 2, 0, 1)
-        elif cfg == 1 and pairs:  # D = 256: warp pairs, 64 x 64
+        elif (cfg == 1 or (cfg == 3 and D == 256)) and pairs:  # D = 256: warp pairs, 64 x 64 (3: short chunks capped)
             t = (64, 64, 64, 4, 2, 1, 0, 2)
         elif cfg == 2:
             t = fa2 + (0, 1)
+        elif cfg == 3 and D == 64:  # 1's tile, Q in registers (hstu_fwd_qreg_kernel)
+            t = (128, 128, 64, 4, 2, 2, 0, 1)
         elif cfg == 4 and D != 256:  # the default's tile, the context tiles' warp skip
             t = (128, 128 if D == 64 else 64, 64, 4, 2, 2 if D == 64 else 1, 5, 1)
         elif cfg == 4 and pairs:  # D = 256: warp pairs 64 x 64 with the context tiles' warp skip
@@ -96,21 +98,24 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                 torch.cuda.synchronize()
-            names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
+            names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "hstu_fwd_qreg_kernel<" in e.name}
             # (the default at D = 256 for bf16: the warp pairs wherever they fit, at these short rows too)
             shown = 1 if cfg == 0 and D == 256 and dtype == torch.bfloat16 and _pairs_fit() else cfg
-            want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, shown, dtype, _pairs_fit())}(hstu::HstuParams)"
+            qreg = D == 64 and dtype == torch.bfloat16 and cfg == 3
+            kernel = "hstu_fwd_qreg_kernel" if qreg else "hstu_fwd_kernel"
+            want = f"{kernel}<{ctype}, {fwd_tile(D, shown, dtype, _pairs_fit())}(hstu::HstuParams)"
             assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
-    """The default (fwd_sm80_cfg=0) runs candidate 2 (D = 64: 1) for bf16 once the mean query rows per sequence
-    reach FWD_SM80_LONG_ROWS (bitwise that candidate's output), the old tiles just below it and for fp16; at D = 256
-    candidate 1 (the warp pairs) for bf16 at both row counts where its 105 KB fit (elsewhere the rule above);
+    """The default (fwd_sm80_cfg=0) runs candidate 2 (D = 64: 3, Q in registers) for bf16 once the mean query rows
+    per sequence reach FWD_SM80_LONG_ROWS (bitwise that candidate's output), the old tiles just below it and for fp16;
+    at D = 256 candidate 3 (the warp pairs, the grid's chunks capped) for bf16 at both row counts where its 105 KB fit
+    (elsewhere the rule above);
     fwd_sm80_cfg=6 runs the old tiles whatever the shape (bitwise the old default's output)."""
     pairs = D == 256 and _pairs_fit()
-    cand = 1 if D == 64 or pairs else 2
+    cand = 3 if D == 64 or pairs else 2
     long_rows = _ops.FWD_SM80_LONG_ROWS
     for dtype in (torch.bfloat16, torch.float16):
         ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
@@ -124,10 +129,11 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
                 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                     outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                     torch.cuda.synchronize()
-                names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
+                names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "qreg" in e.name}
             runs_cand = dtype == torch.bfloat16 and (is_long or pairs)
             tile = fwd_tile(D, cand if runs_cand else 0, dtype, pairs=pairs)
-            want = f"hstu_fwd_kernel<{ctype}, {tile}(hstu::HstuParams)"
+            kernel = "hstu_fwd_qreg_kernel" if runs_cand and D == 64 else "hstu_fwd_kernel"
+            want = f"{kernel}<{ctype}, {tile}(hstu::HstuParams)"
             assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (dtype, lens, names[0], want)
             old = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, 0, dtype)}(hstu::HstuParams)"
             assert len(names[6]) == 1 and next(iter(names[6])).endswith(old), (dtype, lens, names[6], old)
@@ -146,7 +152,7 @@ def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kerne
     the error rule and agrees with that tile without the skip (fwd_sm80_cfg=1 / 2); targets alone run 1 / 2."""
     pairs = _pairs_fit()
     base = 2 if D == 128 or (D == 256 and not pairs) else 1
-    shown = 4 if "context" in mask and (D != 256 or pairs) else base
+    shown = 4 if "context" in mask and (D != 256 or pairs) else 3 if D == 64 else base
     lens = [_ops.FWD_SM80_LONG_ROWS + 300, 700, 600, 520]
     case = kg.make_case(zlib.crc32(repr(("ctx4", D, mask)).encode()), lens, 2, D, torch.bfloat16, mask, rab_heads)
     outs, names = {}, {}
@@ -157,8 +163,9 @@ def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kerne
             outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
                                               **kg._varlen_kwargs(case))
             torch.cuda.synchronize()
-        names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
-    want = f"hstu_fwd_kernel<__nv_bfloat16, {fwd_tile(D, shown, pairs=pairs)}(hstu::HstuParams)"
+        names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "qreg" in e.name}
+    kernel = "hstu_fwd_qreg_kernel" if shown == 3 else "hstu_fwd_kernel"
+    want = f"{kernel}<__nv_bfloat16, {fwd_tile(D, shown, pairs=pairs)}(hstu::HstuParams)"
     assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (names[0], want)
     kg.assert_agree(("out",), (outs[0],), (outs[base],), f"the default vs fwd_sm80_cfg={base}")
     kernel_opts(sm90=False, fwd_split_tiles=0)

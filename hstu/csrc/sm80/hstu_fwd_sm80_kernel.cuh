@@ -40,6 +40,11 @@ struct FwdSm80Tile {
   static constexpr int kStages = STAGES;
   static constexpr int kSkip = SKIP;
   static constexpr int kPair = PAIR;
+  // the warps' Q fragments in registers, loaded once per block (hstu_fwd_qreg_kernel), not per sub-tile
+  static constexpr bool kQreg = false;
+  // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
+  // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
+  static constexpr int kShortChunk = 0;
   // Q | K, V per stage | each query row's keys (SeqMask::row_keys: 4 ints per row, the mask of tiles not full) |
   // PAIR 2: each warp's P (its rows x its half of the sub-tile's keys, bf16 / fp16) for its partner
   static constexpr int kSmemRowKeys = (BM + STAGES * 2 * BN) * D * 2;
@@ -65,38 +70,40 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 // bytes per MMA, and has the registers (255 at 2 blocks of 4 warps per SM) to keep fragments in flight.
 //   1: D = 64 / 128: 4 warps x 32 rows, K/V double-buffered (one barrier per KV tile), 64-key sub-tiles; D = 128
 //      128 x 64 tiles (98 KB: 2 blocks per SM on Hopper, 1 on the A100 and sm86 / sm89; 64-key sub-tiles once
-//      they stopped spilling), D = 64 FA2's 128 x 128 (80 KB; the bf16 default at D = 64); D = 256: warp pairs
-//      (PAIR 2, hstu_fwd_kernel), 64 x 64 tiles, one K/V stage (105 KB: 2 blocks per SM on Hopper, 1 on the A100);
+//      they stopped spilling), D = 64 FA2's 128 x 128 (80 KB); D = 256: warp pairs (PAIR 2, hstu_fwd_kernel), 64 x
+//      64 tiles, one K/V stage (105 KB: 2 blocks per SM on Hopper, 1 on the A100);
 //   2: FA2's tiles and order, one K/V stage: D = 64 / 128 4 warps x 32 rows, 128 x 64 (64 / 32 KB), D = 256 64 x 64,
 //      4 warps x 16 rows (96 KB);
 //   4: the default's tile (D = 64: 1, D = 128: 2, D = 256: 1) with SKIP 5: the warp skip in a copy of the body for
 //      the tiles with context rows (query tile 0: its warps of non-context rows stop at their diagonal instead of
 //      walking the history with the context rows), the default's body elsewhere; the default for calls with
 //      contexts where the default runs 1 / 2 (B16 S4K ctx64 on an H200: D = 64 0.455 ms against 1's 0.474, 1.043x
-//      its causal; D = 128 2.5 % faster than 2; causal as fast).
-// (3 and 5, other tile shapes, measured slower and were removed; docs/hstu_kernel_notes.md.) 1 and 4 at D = 256
-// (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it traps;
-// elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
+//      its causal; D = 128 2.5 % faster than 2; causal as fast);
+//   3: D = 64 1 with Q in registers, D = 256 1 with short sequences' grid chunks capped (below: the defaults there).
+// (5 and an earlier 3, other tile shapes, measured slower and were removed; docs/hstu_kernel_notes.md.) 1, 3 and 4 at
+// D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it
+// traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
 constexpr int kFwdSm80Candidates = 4;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
-// kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 default tile (D = 256 the warp
-// pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
+// kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 long-row tile (D = 256 the
+// warp pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
 // fill less than about four waves); so does the default (0) where the op made room for the plan.
 // The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
-// where they fit (105 KB; not sm86 / sm89). Measured on an H200 (forward ms, issue 39): B16 S4K 1.523 against
-// candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216 against the old tiles' 0.238, a
-// Zipf(1.2) B32 batch with 3 contexts 0.112 / 0.133. Elsewhere (and where they do not fit) it runs kFwdSm80DefaultCfg
-// for bf16 when the mean query rows per sequence (total_q / batch, host values) reach kFwdSm80LongRows, else the old
-// tiles (FwdSm80Config: fp16 always). Measured on an H200 (forward ms
+// where they fit (105 KB; not sm86 / sm89), short sequences' grid chunks capped (3). Measured on an H200 (forward
+// ms, issue 39): B16 S4K 1.523 against candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216
+// against the old tiles' 0.238 (the chunks capped: 0.194 against 0.209), a Zipf(1.2) B32 batch with 3 contexts
+// 0.112 / 0.133. Elsewhere (and where they do not fit) it runs kFwdSm80DefaultCfg for bf16 when the mean query rows
+// per sequence (total_q / batch, host values) reach kFwdSm80LongRows, else the old tiles (FwdSm80Config: fp16
+// always). Measured on an H200 (forward ms
 // with the longest-first grid order; issue 39; docs/hstu_kernel_notes.md): candidate 2 at B128 S1K D128 0.473
 // against the old tiles' 0.564 (before the row-table mask: 0.63x), B256 S512 0.297 / 0.337, B16 S4K 0.734 / 0.966,
-// S16K 11.04 / 13.81, D256 S4K 1.728 / 1.909; at D = 64 S8K candidate 1 1.614, 2 1.699, the old tiles 2.161. Below
-// 512 rows unmeasured: the old tiles.
+// S16K 11.04 / 13.81, D256 S4K 1.728 / 1.909; at D = 64 S8K candidate 1 1.614, 2 1.699, the old tiles 2.161 (3,
+// 1 with Q in registers: 1.501 against 1's 1.615). Below 512 rows unmeasured: the old tiles.
 constexpr int64_t kFwdSm80LongRows = 512;
 template <int D>
-constexpr int kFwdSm80DefaultCfg = D == 64 ? 1 : 2;
-constexpr int kFwdSm80PairCfg = 1;
+constexpr int kFwdSm80DefaultCfg = D == 64 ? 3 : 2;
+constexpr int kFwdSm80PairCfg = 3;
 template <int D, int CFG>
 struct FwdSm80Candidate {
   static constexpr bool kExists = false;
@@ -122,6 +129,23 @@ template <>
 struct FwdSm80Candidate<256, 1> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {};
 template <>
 struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 5, 2>> {};
+// 3: D = 64: candidate 1's tile (128 x 128, 4 warps x 32 rows, K / V double-buffered, two blocks per SM) with the
+// warp's Q fragments in registers (32, loaded once per block; 246 registers): a sub-tile's ldmatrix are K's and V's
+// only (32 instead of 40 per 64 keys and warp); the bf16 default at D = 64 from kFwdSm80LongRows (B16 S8K on an
+// H200: 1.501 / 1.505 ms against 1's 1.615 / 1.595 and NVIDIA's Ampere HSTU's 1.702 / 1.693). D = 256: the warp
+// pairs (1) with the longest-first grid's chunks of at most 32 sequences where a sequence has at most 4 query tiles
+// (B256 S256: 128 blocks per chunk instead of 512), the bf16 default at D = 256 where the pairs fit (B256 S256 on an
+// H200: 0.194 ms against 1's 0.209 and FA2's 0.196-0.198; the same cap on 2-sequence chunks at S4K was 4.5 % slower,
+// on D = 128's chunks 2.5-8 %: docs/hstu_kernel_notes.md).
+constexpr int kFwdSm80ShortTiles = 4;
+template <>
+struct FwdSm80Candidate<64, 3> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 64, 4, 2, 2, 0>> {
+  static constexpr bool kQreg = true;
+};
+template <>
+struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
+  static constexpr int kShortChunk = 32;
+};
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
 // thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
@@ -147,10 +171,10 @@ __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) 
 #endif
 }
 
-// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's first partial (the list's base for the
-// tile x heads + h; chunk c's is c x heads further),
-// the block's chunk c, the tile's counter and its walk's chunks k (the kernel's start left them in shared memory at
-// byte `words`, behind the tile's) and, when the walk has k > 1 chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
+// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's slot, the block's chunk c, the tile's counter
+// and its walk's chunks k (the kernel's start left them in shared memory at byte `words`, behind the tile's) and,
+// when the walk has k > 1 chunks, loads the tile's first partial (the list's base for the slot x heads + h; chunk
+// c's is c x heads further), stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
 // tid for i = mt * DTILES + dt, a warp's stores contiguous), counts the chunk on the tile's counter and returns
 // false unless it is the last of the k; the last adds the k partials in chunk order 0 .. k - 1 from 0.0f (its own
 // read back from L2 too: acc_o is dead in between, which keeps the sum's registers) into acc_o and returns true.
@@ -168,12 +192,19 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
   };
   constexpr int kElems = MT * DTILES * 4 * NT;  // one chunk's partial (BM x D)
   auto partial = [&](int c) {
-    const int first = word(0);
+    const int first = word(7);
     return reinterpret_cast<float4*>(static_cast<float*>(p.fwd_sched) +
                                      static_cast<int64_t>(first + c * p.heads) * kElems) +
            threadIdx.x;
   };
   if (word(3) <= 1) return true;
+  {
+    // the tile's first partial: the list's base for its slot (word 0) x heads + h, loaded here, not at the block's
+    // start (there thread 0's dependent load held its warp's Q / K copies back); every thread stores the same word
+    const int first = p.fwd_tile_counter[(p.total_q / BM + p.batch) * p.heads + word(0)] * p.heads +
+                      static_cast<int>(blockIdx.x);
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(smem_u32(smem) + words + 28), "r"(first));
+  }
   {
     float4* mine = partial(word(1));
 #pragma unroll
@@ -226,7 +257,9 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // SPLIT (hstu_fwd_sm80_split.h; the kernel hstu_fwd_split_kernel): grid (heads, the work list's bound); block
 // (h, y) runs item y of the list (behind the counters p.fwd_tile_counter: a query tile and a chunk of its KV walk
 // of the list's KV tiles per chunk) for head h, a split tile's chunks leave fp32 partials that the last one sums.
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT>
+// QREG: the warp's Q fragments held in registers from the block's first barrier on (PAIR 1, no SPLIT).
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
+          bool QREG = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -235,6 +268,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int KSW = BNS / 16 / PAIR;           // k16 steps of P V over the warp's own keys
   static_assert(MT >= 1 && (BM * PAIR) % (16 * NWARPS) == 0 && NWARPS % PAIR == 0, "bad tile config");
   static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
+  static_assert(!QREG || (PAIR == 1 && !SPLIT && SKIP == 0), "Q in registers: the plain body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   // sm86 / sm89 (99 KB per block): a tile over it is never launched there (launch_hstu_fwd_candidate)
@@ -318,13 +352,11 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   const int gap_skip = gap_end - gap_begin;
   if constexpr (SPLIT) {  // the item: chunk c of the k of the walk, its KV tiles [nb_begin, nb_end) (with the gap)
     const int ck = __ldg(&split_item()->z);  // (c | k << 16; w: nb_end | nb_begin << 16)
-    if (threadIdx.x == 0) {  // its first partial, c, its counter, k (fwd_split_sum; the query tile's slot
-      // total_q / BM + batch is unique), m0 and b (the epilogue's, kv_rows': not live in the loop)
+    if (threadIdx.x == 0) {  // its slot, c, its counter, k (fwd_split_sum; the query tile's slot total_q / BM +
+      // batch is unique), m0 and b (the epilogue's, kv_rows': not live in the loop)
       const int slot = si.q_start / BM + b + m0 / BM;
       const int ctr = slot * p.heads + h;
-      // (the list's base of the tile's partials, behind the counters; set where the walk has k > 1 chunks)
-      const int base = (ck >> 16) > 1 ? p.fwd_tile_counter[(p.total_q / BM + p.batch) * p.heads + slot] : 0;
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sQ0 + Tile::kSmem), "r"(base * p.heads + h),
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sQ0 + Tile::kSmem), "r"(slot),
                    "r"(ck & 0xffff), "r"(ctr), "r"(ck >> 16));
       asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(sQ0 + Tile::kSmem + 16), "r"(m0), "r"(b));
     }
@@ -411,6 +443,17 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       }
     }
     cp_async_commit();
+    // QREG: the warp's Q fragments, once Q (with the first K / V) landed
+    [[maybe_unused]] uint32_t qf[QREG ? D / 16 : 1][MT][4];
+    if constexpr (QREG) {
+      cp_async_wait<0>();
+      __syncthreads();
+      const uint32_t tQ = L::swz(warp_row0 + lane % 16, (lane / 16) * 8);
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) ldsm_x4(qf[ks][mt], sQ0 + (tQ ^ L::swz(mt * 16, ks * 16)));
+    }
 
     int stage = 0;
     constexpr int SK = SKIP == 4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
@@ -472,7 +515,12 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             uint32_t a[MT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-              ldsm_x4(a[mt], sQ + (tQ ^ L::swz(mt * 16, ks * 16)));
+              if constexpr (QREG) {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) a[mt][q] = qf[ks][mt][q];
+              } else {
+                ldsm_x4(a[mt], sQ + (tQ ^ L::swz(mt * 16, ks * 16)));
+              }
             }
 #pragma unroll
             for (int np = 0; np < BNS / 16 / PAIR; ++np) {
@@ -694,6 +742,21 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, true>(p);
 }
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true>(p);
+}
+// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg)
+template <typename T, int D, typename C>
+constexpr auto fwd_sm80_kernel() {
+  if constexpr (C::kQreg) {
+    return hstu_fwd_qreg_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                C::kSkip, C::kPair>;
+  } else {
+    return hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages, C::kSkip,
+                           C::kPair>;
+  }
+}
 
 // Whether tile C runs on the current device: its shared memory within the opt-in limit, and over 99 KB not on
 // sm86 / sm89 (their code of it traps, hstu_fwd_kernel).
@@ -717,8 +780,7 @@ cudaError_t fwd_sm80_fits(bool& fits) {
 // time at B16 S4K in a dispatch model); G is kept that small so the K / V rows in use stay about what they were.
 template <typename T, int D, typename C>
 cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
-  auto kernel = hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                C::kSkip, C::kPair>;
+  auto kernel = fwd_sm80_kernel<T, D, C>();
   int sms = 0, max_smem = 0;
   bool narrow = false;
   cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
@@ -733,7 +795,10 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     kernel<<<dim3(static_cast<unsigned>(n_m), p.batch, p.heads), C::kWarps * 32, C::kSmem, stream>>>(p);
     return cudaGetLastError();
   }
-  const int64_t want = std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
+  int64_t want = std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
+  if constexpr (C::kShortChunk > 0) {
+    if (n_m <= kFwdSm80ShortTiles) want = std::min<int64_t>(want, C::kShortChunk);
+  }
   int lg = 0;
   while ((int64_t{2} << lg) <= want && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
   if ((n_m << lg) > INT32_MAX) return cudaErrorInvalidConfiguration;
@@ -883,7 +948,7 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   auto kernel = hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                       C::kSkip, C::kPair>;
-  // (+ the walk's steps, its first partial, the chunk, its counter, m0, b and the KV tiles per chunk)
+  // (+ the query tile's slot, the chunk, its counter, the walk's chunks, m0, b, nb_begin and the first partial)
   constexpr int kSmem = C::kSmem + 32;
   if (kSmem > 48 * 1024) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
@@ -941,6 +1006,8 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       return launch_hstu_fwd_candidate<T, D, 1>(p, stream);
     case 2:
       return launch_hstu_fwd_candidate<T, D, 2>(p, stream);
+    case 3:
+      return launch_hstu_fwd_candidate<T, D, 3>(p, stream);
     case 4:
       return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
     default:  // 0 below kFwdSm80LongRows, kFwdSm80CfgOld

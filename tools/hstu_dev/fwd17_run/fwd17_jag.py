@@ -107,6 +107,14 @@ def print_row(tag, name, lens, fl, ms, cols):
         print(f"{tag} | {name} | {c} | {t:.5f}", flush=True)
 
 
+def time_row(tag, name, lens, D, run, reps, cols):
+    """timed(run) with 3 calls per graph on batches over 20K tokens (10 below), printed as print_row; (FLOPs, ms)"""
+    ms = timed(run, reps, 3 if sum(lens) > 20000 else 10)
+    fl = flops(lens, D)
+    print_row(tag, name, lens, fl, ms, cols)
+    return fl, ms
+
+
 def table(title, cases, cfgs, reps, label, n=10, fa2_for=None):
     print(f"\n### {title}")
     cols = [f"cfg {c}" for c in cfgs] + (["FA2"] if fa2_for else [])
