@@ -315,7 +315,10 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
 // segment adds -lr * sum into its row with vector reductions (red.global.add: the row is never read by the SM,
 // one 512-byte L2 transfer instead of a load and a store; one add per row, so still deterministic).
 // Launched as a programmatic dependent of the stream's previous kernel (sm90+), it waits for it first.
-template <int V, int N, int OPT, int K, int H, int MINB, int R = 0>
+// DEEP > 0 (lab kLabSegDeep): DEEP consecutive entries without a run end (inside a segment: nothing to apply, no row
+// to load) are summed with their DEEP gradient rows in flight at once (a hot id's chunk otherwise has only K);
+// the same sums in the same order.
+template <int V, int N, int OPT, int K, int H, int MINB, int R = 0, int DEEP = 0>
 __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p) {
   using T = typename Val<V>::T;
   pdl_wait();
@@ -365,6 +368,28 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
     // run ends whose row is updated here with plain loads and stores
     const unsigned owned = __ballot_sync(0xffffffffu, lane < cnt && un != u && !cut && rowa != 0);
     for (int q0 = 0; q0 < cnt; q0 += K) {
+      if constexpr (DEEP > 0) {
+        while (q0 + DEEP <= cnt && ((ends >> q0) & ((1u << DEEP) - 1u)) == 0) {  // warp-uniform
+          float gd[DEEP][N];
+#pragma unroll
+          for (int k = 0; k < DEEP; ++k) {
+            const int64_t gq = __shfl_sync(0xffffffffu, goff, q0 + k);
+            const int dq = __shfl_sync(0xffffffffu, dim, q0 + k);
+#pragma unroll
+            for (int e = 0; e < N; ++e) gd[k][e] = 0.f;
+            if (c < dq) load_n<kValueFp32, N>(p.grad + gq + c, gd[k]);
+          }
+#pragma unroll
+          for (int k = 0; k < DEEP; ++k) {
+            const float sq = __shfl_sync(0xffffffffu, sc, q0 + k);
+#pragma unroll
+            for (int e = 0; e < N; ++e) acc[e] += gd[k][e] * sq;
+          }
+          piece += DEEP;
+          q0 += DEEP;
+        }
+        if (q0 >= cnt) break;
+      }
       float g[K][N], wv[K][N], s1[K][N], s2[K][N], rs[K];
 #pragma unroll
       for (int k = 0; k < K; ++k) {
@@ -431,13 +456,16 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
   const unsigned grid = blocks_for(warps, kSegBlock / 32);
   if constexpr (V == kValueFp32 && N == 4) {
     const bool pdl = pdl_supported() && (dedup_flags_variant(-1) & (kDedupPdl | kStepPdl)) == (kDedupPdl | kStepPdl);
+    const bool deep = (dedup_flags_variant(-1) & kLabSegDeep) != 0;
     if constexpr (OPT == kSgd) {
-      if (p.direct) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, grid, kSegBlock, st, p);
+      if (p.direct && deep) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1, 16>, grid, kSegBlock, st, p);
+      else if (p.direct) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, grid, kSegBlock, st, p);
       else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 4, 1, 3>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kRowWiseAdagrad) {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, K, 1, 2>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kAdam) {
-      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
+      if (deep) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4, 0, 8>, grid, kSegBlock, st, p);
+      else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
     } else {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 1, 4>, grid, kSegBlock, st, p);
     }
