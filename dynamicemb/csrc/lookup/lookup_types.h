@@ -156,10 +156,11 @@ enum DedupFlags : int {
   kStepPdl = 32,             // sm90+, with kDedupPdl (default): also the clear pass after the checks (its set fill
                              // before the wait), the insert pass's resolve and the forward as programmatic dependents
                              // (SGD step -3 % with the host ahead: docs/dynamicemb.md)
-  kLabSegDeep = 128,         // lab: the update reads 8 (Adam) / 16 (plain SGD) gradient rows at once inside a segment
+  kLabSegDeep = 128,         // lab: Adam's update reads 4 gradient rows at once inside a segment (4 blocks per SM)
   kLabInsertWarp = 256,      // lab: the insert's pre-dedup among a warp's ids (match) instead of the block's shared set
   kLabGatherPipe = 512,      // lab: the sequence gather loads its next 8 rows before it stores the current 8
-  kDedupFlagsAll = 1023,     // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
+  kLabSegDeep3 = 1024,       // lab: Adam's update reads 8 gradient rows at once inside a segment (3 blocks per SM)
+  kDedupFlagsAll = 2047,     // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
 };
 // The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst | kDedupPdl | kStepPdl); sets them
 // when v is in [0, kDedupFlagsAll] (others only read), returns the ones before.
