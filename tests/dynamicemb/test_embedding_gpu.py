@@ -378,7 +378,7 @@ def test_dedup_insert_variants_agree(pooling, opt):
     """Every dedup variant (lab op _lookup_lab_dedup: the insert's probe with the CAS first or a load first; the
     passes as programmatic dependent launches, with or without the checks, the insert pass, the forward and the
     backward's update; 128 / 1024 Adam's update's deep gradient runs, 256 the insert's warp pre-dedup, 512 the
-    pipelined sequence gather) gives bitwise equal outputs, rows, Adam state, stored keys and scores over four steps: hot
+    pipelined sequence gather, 2048 / 4096 the update's evict-first row stores / gradient loads) gives bitwise equal outputs, rows, Adam state, stored keys and scores over four steps: hot
     ids (~1,000 occurrences in a step; no segment cut, so the sums are repeatable), new ids in every step (the insert
     pass's misses), a random gradient."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
@@ -395,10 +395,10 @@ def test_dedup_insert_variants_agree(pooling, opt):
         data.append((ids.cuda(), offsets.cuda()))
     results = {}
     old = lab(-1)
-    variants = [49, 0, 1, 16, 17, 48, 177, 1073, 305, 561, 1841, 1840]
+    variants = [49, 0, 17, 48, 177, 1073, 305, 561, 2049, 4145, 1841, 1840]
     try:
         for v in variants:
-            assert lab(v) in range(2048)
+            assert lab(v) in range(8192)
             m = make("cuda", Adam(lr=0.05) if opt == "adam" else SGD(lr=0.05), pooling, dims=(16, 16))
             results[v] = trained_results(m, data, 200)
     finally:

@@ -160,7 +160,9 @@ enum DedupFlags : int {
   kLabInsertWarp = 256,      // lab: the insert's pre-dedup among a warp's ids (match) instead of the block's shared set
   kLabGatherPipe = 512,      // lab: the sequence gather loads its next 8 rows before it stores the current 8
   kLabSegDeep3 = 1024,       // lab: Adam's update reads 8 gradient rows at once inside a segment (3 blocks per SM)
-  kDedupFlagsAll = 2047,     // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
+  kLabRowStoreCs = 2048,     // lab: Adam's update stores its rows evict-first (st.global.cs; loads stay ld.global.cg)
+  kLabGradCs = 4096,         // lab: the update loads the gradient rows evict-first (ld.global.cs; Adam, plain SGD)
+  kDedupFlagsAll = 8191,     // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
 };
 // The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst | kDedupPdl | kStepPdl); sets them
 // when v is in [0, kDedupFlagsAll] (others only read), returns the ones before.

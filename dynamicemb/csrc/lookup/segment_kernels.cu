@@ -196,12 +196,13 @@ __global__ void __launch_bounds__(kSegBlock) seg_bounds_kernel(BackwardParams p)
 
 // N elements of a row that is read once and written back: fp32 4-wide loads bypass L1 (ld.global.cg), so rows
 // do not evict the bag gradients that neighbouring entries read again.
-// H != 0: fp32 4-wide rows are loaded and stored evict-first in L2 (ld/st.global.cs), so the row traffic
+// H == 1: fp32 4-wide rows are loaded and stored evict-first in L2 (ld/st.global.cs), so the row traffic
 // (each row read and written once) does not displace the bag gradients that other CSR entries gather again.
+// H == 2 (lab kLabRowStoreCs): only the stores evict-first.
 template <int V, int N, int H = 0>
 __device__ __forceinline__ void load_once(const typename Val<V>::T* p, float (&x)[N]) {
   if constexpr (V == kValueFp32 && N == 4) {
-    const float4 v = H ? __ldcs(reinterpret_cast<const float4*>(p)) : __ldcg(reinterpret_cast<const float4*>(p));
+    const float4 v = H == 1 ? __ldcs(reinterpret_cast<const float4*>(p)) : __ldcg(reinterpret_cast<const float4*>(p));
     x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
   } else {
     load_n<V, N>(p, x);
@@ -318,7 +319,18 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
 // DEEP > 0 (lab kLabSegDeep): DEEP consecutive entries without a run end (inside a segment: nothing to apply, no row
 // to load) are summed with their DEEP gradient rows in flight at once (a hot id's chunk otherwise has only K);
 // the same sums in the same order.
-template <int V, int N, int OPT, int K, int H, int MINB, int R = 0, int DEEP = 0>
+// GH (lab kLabGradCs): the gradient rows (each read once with pooling none) are loaded evict-first.
+template <int N, int GH>
+__device__ __forceinline__ void load_grad(const float* p, float (&x)[N]) {
+  if constexpr (GH != 0 && N == 4) {
+    const float4 v = __ldcs(reinterpret_cast<const float4*>(p));
+    x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
+  } else {
+    load_n<kValueFp32, N>(p, x);
+  }
+}
+
+template <int V, int N, int OPT, int K, int H, int MINB, int R = 0, int DEEP = 0, int GH = 0>
 __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p) {
   using T = typename Val<V>::T;
   pdl_wait();
@@ -377,7 +389,7 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
             const int dq = __shfl_sync(0xffffffffu, dim, q0 + k);
 #pragma unroll
             for (int e = 0; e < N; ++e) gd[k][e] = 0.f;
-            if (c < dq) load_n<kValueFp32, N>(p.grad + gq + c, gd[k]);
+            if (c < dq) load_grad<N, GH>(p.grad + gq + c, gd[k]);
           }
 #pragma unroll
           for (int k = 0; k < DEEP; ++k) {
@@ -400,7 +412,7 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
         rs[k] = 0.f;
 #pragma unroll
         for (int e = 0; e < N; ++e) g[k][e] = wv[k][e] = s1[k][e] = s2[k][e] = 0.f;
-        if (q < cnt && c < dq) load_n<kValueFp32, N>(p.grad + gq + c, g[k]);
+        if (q < cnt && c < dq) load_grad<N, GH>(p.grad + gq + c, g[k]);
         if constexpr (R == 0) {
           if (q < cnt && ((owned >> q) & 1u)) load_row<V, N, OPT, H>(rq, dq, c, wv[k], s1[k], s2[k], rs[k]);
         }
@@ -458,13 +470,17 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
     const bool pdl = pdl_supported() && (dedup_flags_variant(-1) & (kDedupPdl | kStepPdl)) == (kDedupPdl | kStepPdl);
     const int lab = dedup_flags_variant(-1);
     if constexpr (OPT == kSgd) {
-      if (p.direct) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, grid, kSegBlock, st, p);
+      if (p.direct && (lab & kLabGradCs))
+        launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1, 0, 1>, grid, kSegBlock, st, p);
+      else if (p.direct) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, grid, kSegBlock, st, p);
       else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 4, 1, 3>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kRowWiseAdagrad) {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, K, 1, 2>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kAdam) {
       if (lab & kLabSegDeep3) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 3, 0, 8>, grid, kSegBlock, st, p);
       else if (lab & kLabSegDeep) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4, 0, 4>, grid, kSegBlock, st, p);
+      else if (lab & kLabRowStoreCs) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 2, 4>, grid, kSegBlock, st, p);
+      else if (lab & kLabGradCs) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4, 0, 0, 1>, grid, kSegBlock, st, p);
       else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
     } else {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 1, 4>, grid, kSegBlock, st, p);
