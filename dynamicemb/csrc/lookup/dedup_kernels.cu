@@ -182,18 +182,16 @@ constexpr uint32_t kLocalMask = kLocalSlots - 1;
 static_assert((kLocalSlots & kLocalMask) == 0, "local set: a power of two");
 
 // Fitted to 4 blocks per SM (<= 64 registers, no spills; at 5, 48 registers: slower, docs/dynamicemb.md).
-// kWarp (lab kLabInsertWarp): the pre-dedup among the warp's 32 ids of a round (__match_any_sync on key and table,
-// the lowest lane leads) instead of the block's shared set: no barrier after the bounds; the global set sees one
-// prober per warp-round and (table, key). Same slots, same final positions.
-template <bool kSmem, bool kFind = false, bool kWarp = false>
+// kNoJoin (lab kLabInsertNoJoin): no barrier after the global probes: a repeat of a leader in the block writes
+// -(leader's position) - 2 into inverse and the count pass reads the leader's slot from there.
+template <bool kSmem, bool kFind = false, bool kNoJoin = false>
 __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupParams p) {
   constexpr int K = kPerThread;
   __shared__ int32_t sbound[kSmemFeatures + 1];
   __shared__ uint32_t lset[kLocalSlots];     // FREE or the lowest local index of a (table, key) in the block
   __shared__ unsigned long long lkey[kChunk];  // key of local index l = r * kInsertBlock + thread
   __shared__ int32_t ltab[kChunk];           // its table (-1: not inserted); then the leaders' global slots
-  if constexpr (!kWarp)
-    for (int k = threadIdx.x; k < kLocalSlots; k += kInsertBlock) lset[k] = kFree;  // (load_bounds syncs)
+  for (int k = threadIdx.x; k < kLocalSlots; k += kInsertBlock) lset[k] = kFree;  // (load_bounds syncs)
   // kDedupPdl: the block's own dedup (ids, bounds, shared memory) runs before the wait for the clear pass; the
   // skip flag and the set after it
   const bool pdl = (p.flags & kDedupPdl) != 0;
@@ -227,28 +225,21 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
   }
   int f[K];
   features_of<K>(F, bound, idx, todo, f);
-  uint32_t lh[K];  // local set slot of id r's (table, key); kWarp: the lane of its leader
+  uint32_t lh[K];  // local set slot of id r's (table, key)
 #pragma unroll
   for (int r = 0; r < K; ++r) {
     t[r] = todo[r] ? __ldg(p.feature_table + f[r]) : 0;
     const uint64_t mix = table::mix64(key[r] ^ (kSetSalt * static_cast<uint64_t>(t[r] + 1)));
     s[r] = static_cast<uint32_t>(__umul64hi(mix, cap));
-    if constexpr (kWarp) {
-      const unsigned act = __ballot_sync(0xffffffffu, todo[r]);
-      const unsigned peers = __match_any_sync(0xffffffffu, static_cast<unsigned long long>(key[r])) &
-                             __match_any_sync(0xffffffffu, t[r]) & act;
-      lh[r] = todo[r] ? static_cast<uint32_t>(__ffs(peers) - 1) : 0u;
-    } else {
-      lh[r] = static_cast<uint32_t>(mix) & kLocalMask;
-      const int l = r * kInsertBlock + threadIdx.x;
-      lkey[l] = key[r];
-      ltab[l] = todo[r] ? t[r] : -1;
-    }
+    lh[r] = static_cast<uint32_t>(mix) & kLocalMask;
+    const int l = r * kInsertBlock + threadIdx.x;
+    lkey[l] = key[r];
+    ltab[l] = todo[r] ? t[r] : -1;
   }
-  if constexpr (!kWarp) __syncthreads();
+  __syncthreads();
 #pragma unroll
   for (int r = 0; r < K; ++r) {
-    if (kWarp || !todo[r]) continue;
+    if (!todo[r]) continue;
     const uint32_t l = r * kInsertBlock + threadIdx.x;
     while (true) {
       uint32_t v = *reinterpret_cast<volatile uint32_t*>(lset + lh[r]);
@@ -261,7 +252,7 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
       lh[r] = (lh[r] + 1) & kLocalMask;
     }
   }
-  if constexpr (!kWarp) __syncthreads();
+  __syncthreads();
   if (pdl) {
     pdl_wait();
     if (p.skip != nullptr && *p.skip != 0) {
@@ -273,14 +264,9 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
   bool todo0[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
+    lead[r] = todo[r] ? static_cast<int32_t>(lset[lh[r]]) : -1;
     todo0[r] = todo[r];
-    if constexpr (kWarp) {
-      lead[r] = 0;
-      todo[r] = todo[r] && lh[r] == (threadIdx.x & 31);
-    } else {
-      lead[r] = todo[r] ? static_cast<int32_t>(lset[lh[r]]) : -1;
-      todo[r] = todo[r] && lead[r] == r * kInsertBlock + static_cast<int>(threadIdx.x);  // leaders probe the set
-    }
+    todo[r] = todo[r] && lead[r] == r * kInsertBlock + static_cast<int>(threadIdx.x);  // leaders probe the set
   }
   const bool cas_first = (p.flags & kDedupCasFirst) != 0;
   while (true) {
@@ -346,12 +332,12 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
     for (int r = 0; r < K; ++r)
       if (won[r]) p.slot_row[inv[r]] = slot[r];
   }
-  if constexpr (kWarp) {
+  if constexpr (kNoJoin) {
+    const int32_t pos0 = static_cast<int32_t>(blockIdx.x) * (K * kInsertBlock);  // position of local index 0
 #pragma unroll
     for (int r = 0; r < K; ++r) {
-      const int32_t li = __shfl_sync(0xffffffffu, inv[r], static_cast<int>(lh[r]));
-      if (todo0[r]) inv[r] = li;
-      if (live[r]) p.inverse[idx[r]] = inv[r];
+      const bool rep = todo0[r] && lead[r] != r * kInsertBlock + static_cast<int>(threadIdx.x);
+      if (live[r]) p.inverse[idx[r]] = rep ? -(pos0 + lead[r]) - 2 : inv[r];
     }
     return;
   }
@@ -383,6 +369,12 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
   for (int r = 0; r < K; ++r) {
     const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
     x[r] = i < p.n ? p.inverse[i] : -1;
+  }
+  if (p.flags & kLabInsertNoJoin) {  // block-uniform: a repeat holds its leader's position (same chunk): its slot
+#pragma unroll
+    for (int r = 0; r < K; ++r)
+      if (x[r] <= -2) x[r] = p.inverse[-static_cast<int64_t>(x[r]) - 2];
+    __syncthreads();  // every leader's slot is read before any thread rewrites inverse below
   }
   uint32_t m[K];
 #pragma unroll
@@ -722,8 +714,9 @@ void launch_dedup(const DedupParams& p_in, void* stream) {
   if (p.slot_row != nullptr && p.find_meta != nullptr) {  // the find by the set slots' first takers
     launch_pass(pdl, smem ? detail::dedup_insert_kernel<true, true> : detail::dedup_insert_kernel<false, true>,
                 insert_grid, B, st, p, "dedup insert");
-  } else if (p.flags & kLabInsertWarp) {
-    launch_pass(pdl, smem ? detail::dedup_insert_kernel<true, false, true> : detail::dedup_insert_kernel<false, false, true>,
+  } else if (p.flags & kLabInsertNoJoin) {
+    launch_pass(pdl,
+                smem ? detail::dedup_insert_kernel<true, false, true> : detail::dedup_insert_kernel<false, false, true>,
                 insert_grid, B, st, p, "dedup insert");
   } else {
     launch_pass(pdl, smem ? detail::dedup_insert_kernel<true> : detail::dedup_insert_kernel<false>, insert_grid, B,

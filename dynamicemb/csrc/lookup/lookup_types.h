@@ -156,10 +156,8 @@ enum DedupFlags : int {
   kStepPdl = 32,             // sm90+, with kDedupPdl (default): also the clear pass after the checks (its set fill
                              // before the wait), the insert pass's resolve and the forward as programmatic dependents
                              // (SGD step -3 % with the host ahead: docs/dynamicemb.md)
-  kLabSegDeep = 128,         // lab: Adam's update reads 4 gradient rows at once inside a segment (4 blocks per SM)
-  kLabInsertWarp = 256,      // lab: the insert's pre-dedup among a warp's ids (match) instead of the block's shared set
-  kLabGatherPipe = 512,      // lab: the sequence gather loads its next 8 rows before it stores the current 8
-  kLabSegDeep3 = 1024,       // lab: Adam's update reads 8 gradient rows at once inside a segment (3 blocks per SM)
+  kLabInsertNoJoin = 256,    // lab: the insert ends without its last barrier (a repeat in the block writes its
+                             // leader's position, the count pass reads the leader's slot)
   kLabRowStoreCs = 2048,     // lab: Adam's update stores its rows evict-first (st.global.cs; loads stay ld.global.cg)
   kLabGradCs = 4096,         // lab: the update loads the gradient rows evict-first (ld.global.cs; Adam, plain SGD)
   kDedupFlagsAll = 8191,     // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)

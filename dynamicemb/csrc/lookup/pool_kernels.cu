@@ -187,8 +187,7 @@ __device__ __forceinline__ uint64_t id_row(const ForwardParams& p, int64_t i, bo
   }
 }
 
-// PIPE (lab kLabGatherPipe): the next kUnroll rows are loaded before the current kUnroll are stored.
-template <int V, int O, int N, int ADDR, bool PIPE = false>
+template <int V, int O, int N, int ADDR>
 __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p, RefusalMirror mirror) {
   if (p.pdl) pdl_wait();
   store_mirror(mirror);
@@ -240,42 +239,6 @@ __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p,
       }
       continue;
     }
-    if constexpr (PIPE) {
-      auto load8 = [&](float (&x)[kUnroll][N], int q0) {
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int q = q0 + u;
-          const uint64_t a = __shfl_sync(0xffffffffu, al, q & 31);
-#pragma unroll
-          for (int e = 0; e < N; ++e) x[u][e] = 0.f;
-          if (q < cnt && c < dim) load_n<V, N>(reinterpret_cast<const T*>(a) + c, x[u]);
-        }
-      };
-      auto store8 = [&](float (&x)[kUnroll][N], int q0) {
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int q = q0 + u;
-          const float wq = __shfl_sync(0xffffffffu, wl, q & 31);
-          if (q < cnt && c < dim) {
-#pragma unroll
-            for (int e = 0; e < N; ++e) x[u][e] = wq * x[u][e];
-            store_n<O, N>(out + (base + q) * p.out_stride + c, x[u]);
-          }
-        }
-      };
-      float xa[kUnroll][N], xb[kUnroll][N];
-      load8(xa, 0);
-#pragma unroll
-      for (int q0 = 0; q0 < 32; q0 += 2 * kUnroll) {
-        if (q0 + kUnroll < cnt) load8(xb, q0 + kUnroll);
-        store8(xa, q0);
-        if (q0 + kUnroll >= cnt) break;
-        if (q0 + 2 * kUnroll < cnt) load8(xa, q0 + 2 * kUnroll);
-        store8(xb, q0 + kUnroll);
-        if (q0 + 2 * kUnroll >= cnt) break;
-      }
-      continue;
-    }
     for (int q0 = 0; q0 < cnt; q0 += kUnroll) {
       float x[kUnroll][N];
 #pragma unroll
@@ -313,15 +276,8 @@ void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* r
   const unsigned grid = blocks_for((items + 31) / 32, detail::kFwdBlock / 32);
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   if (seq) {
-    const bool pipe = (dedup_flags_variant(-1) & kLabGatherPipe) != 0;
     auto go = [&](auto addr) {
       constexpr int A = decltype(addr)::value;
-      if constexpr (A == kAddrUnique && V == kValueFp32 && O == kValueFp32) {
-        if (vec4 && pipe) {
-          launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 4, A, true>, grid, detail::kFwdBlock, st, p, mirror);
-          return;
-        }
-      }
       if (vec4) launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 4, A>, grid, detail::kFwdBlock, st, p, mirror);
       else launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 1, A>, grid, detail::kFwdBlock, st, p, mirror);
     };

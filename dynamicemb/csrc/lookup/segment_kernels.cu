@@ -309,17 +309,7 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
   apply_row<V, N, OPT>(p, oc, row, d, c, g, w, s1, s2, rs);
 }
 
-// One warp per C consecutive CSR entries; rounds of 32 entries (lane l holds entry base + l: unique, gradient
-// element offset, scale, dim, row address), K entries at a time: the K gradient rows and the rows of the K
-// entries' run ends are loaded before the first use. H: 0 rows past L1 (ld.global.cg); 1 fp32 rows evict-first
-// in L2 (ld/st.global.cs). MINB: blocks per SM the registers are fitted to. R (plain fp32 SGD, p.direct): a whole
-// segment adds -lr * sum into its row with vector reductions (red.global.add: the row is never read by the SM,
-// one 512-byte L2 transfer instead of a load and a store; one add per row, so still deterministic).
-// Launched as a programmatic dependent of the stream's previous kernel (sm90+), it waits for it first.
-// DEEP > 0 (lab kLabSegDeep): DEEP consecutive entries without a run end (inside a segment: nothing to apply, no row
-// to load) are summed with their DEEP gradient rows in flight at once (a hot id's chunk otherwise has only K);
-// the same sums in the same order.
-// GH (lab kLabGradCs): the gradient rows (each read once with pooling none) are loaded evict-first.
+// N gradient elements; GH (lab kLabGradCs): loaded evict-first (fp32 4-wide).
 template <int N, int GH>
 __device__ __forceinline__ void load_grad(const float* p, float (&x)[N]) {
   if constexpr (GH != 0 && N == 4) {
@@ -330,7 +320,15 @@ __device__ __forceinline__ void load_grad(const float* p, float (&x)[N]) {
   }
 }
 
-template <int V, int N, int OPT, int K, int H, int MINB, int R = 0, int DEEP = 0, int GH = 0>
+// One warp per C consecutive CSR entries; rounds of 32 entries (lane l holds entry base + l: unique, gradient
+// element offset, scale, dim, row address), K entries at a time: the K gradient rows and the rows of the K
+// entries' run ends are loaded before the first use. H: 0 rows past L1 (ld.global.cg); 1 fp32 rows evict-first
+// in L2 (ld/st.global.cs). MINB: blocks per SM the registers are fitted to. R (plain fp32 SGD, p.direct): a whole
+// segment adds -lr * sum into its row with vector reductions (red.global.add: the row is never read by the SM,
+// one 512-byte L2 transfer instead of a load and a store; one add per row, so still deterministic).
+// Launched as a programmatic dependent of the stream's previous kernel (sm90+), it waits for it first.
+// GH (lab kLabGradCs): the gradient rows (each read once with pooling none) are loaded evict-first.
+template <int V, int N, int OPT, int K, int H, int MINB, int R = 0, int GH = 0>
 __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p) {
   using T = typename Val<V>::T;
   pdl_wait();
@@ -380,28 +378,6 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
     // run ends whose row is updated here with plain loads and stores
     const unsigned owned = __ballot_sync(0xffffffffu, lane < cnt && un != u && !cut && rowa != 0);
     for (int q0 = 0; q0 < cnt; q0 += K) {
-      if constexpr (DEEP > 0) {
-        while (q0 + DEEP <= cnt && ((ends >> q0) & ((1u << DEEP) - 1u)) == 0) {  // warp-uniform
-          float gd[DEEP][N];
-#pragma unroll
-          for (int k = 0; k < DEEP; ++k) {
-            const int64_t gq = __shfl_sync(0xffffffffu, goff, q0 + k);
-            const int dq = __shfl_sync(0xffffffffu, dim, q0 + k);
-#pragma unroll
-            for (int e = 0; e < N; ++e) gd[k][e] = 0.f;
-            if (c < dq) load_grad<N, GH>(p.grad + gq + c, gd[k]);
-          }
-#pragma unroll
-          for (int k = 0; k < DEEP; ++k) {
-            const float sq = __shfl_sync(0xffffffffu, sc, q0 + k);
-#pragma unroll
-            for (int e = 0; e < N; ++e) acc[e] += gd[k][e] * sq;
-          }
-          piece += DEEP;
-          q0 += DEEP;
-        }
-        if (q0 >= cnt) break;
-      }
       float g[K][N], wv[K][N], s1[K][N], s2[K][N], rs[K];
 #pragma unroll
       for (int k = 0; k < K; ++k) {
@@ -471,16 +447,14 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
     const int lab = dedup_flags_variant(-1);
     if constexpr (OPT == kSgd) {
       if (p.direct && (lab & kLabGradCs))
-        launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1, 0, 1>, grid, kSegBlock, st, p);
+        launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1, 1>, grid, kSegBlock, st, p);
       else if (p.direct) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, grid, kSegBlock, st, p);
       else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 4, 1, 3>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kRowWiseAdagrad) {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, K, 1, 2>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kAdam) {
-      if (lab & kLabSegDeep3) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 3, 0, 8>, grid, kSegBlock, st, p);
-      else if (lab & kLabSegDeep) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4, 0, 4>, grid, kSegBlock, st, p);
-      else if (lab & kLabRowStoreCs) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 2, 4>, grid, kSegBlock, st, p);
-      else if (lab & kLabGradCs) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4, 0, 0, 1>, grid, kSegBlock, st, p);
+      if (lab & kLabRowStoreCs) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 2, 4>, grid, kSegBlock, st, p);
+      else if (lab & kLabGradCs) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4, 0, 1>, grid, kSegBlock, st, p);
       else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
     } else {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 1, 4>, grid, kSegBlock, st, p);
