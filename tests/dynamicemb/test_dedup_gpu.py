@@ -18,21 +18,6 @@ M64 = (1 << 64) - 1
 EMPTY = -(1 << 63)  # reserved keys 0x8000000000000000 .. 0x8000000000000002 as int64
 
 
-@pytest.fixture(autouse=True, params=[None, 305], ids=["default", "nojoin"])
-def dedup_flags(request):
-    """Every test under the default dedup flags and under lab flag 256 (the insert without its last barrier: a
-    repeat writes its leader's position, the count pass reads the leader's slot) with the default ones (49)."""
-    if request.param is None:
-        yield
-        return
-    lab = torch.ops.dynamicemb._lookup_lab_dedup
-    old = lab(request.param)
-    try:
-        yield
-    finally:
-        lab(old)
-
-
 def reference(ids, offsets, ftable, batch):
     """(bag, table) of every id and the set of (table, key) pairs, on the CPU."""
     n, nb, F = ids.numel(), offsets.numel() - 1, ftable.numel()

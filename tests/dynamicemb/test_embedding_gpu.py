@@ -372,13 +372,11 @@ def trained_results(m, data, seed):
     return outs + [x for t in range(2) for x in keys[t]] + [x for t in range(2) for x in rows(m, t, keys[t][0])]
 
 
-@pytest.mark.parametrize("opt", ["adam", "sgd"])
 @pytest.mark.parametrize("pooling", ["none", "sum"])
-def test_dedup_insert_variants_agree(pooling, opt):
+def test_dedup_insert_variants_agree(pooling):
     """Every dedup variant (lab op _lookup_lab_dedup: the insert's probe with the CAS first or a load first; the
     passes as programmatic dependent launches, with or without the checks, the insert pass, the forward and the
-    backward's update; 256 the insert without its last barrier, 2048 / 4096 the update's evict-first row stores /
-    gradient loads) gives bitwise equal outputs, rows, Adam state, stored keys and scores over four steps: hot
+    backward's update) gives bitwise equal outputs, rows, Adam state, stored keys and scores over four steps: hot
     ids (~1,000 occurrences in a step; no segment cut, so the sums are repeatable), new ids in every step (the insert
     pass's misses), a random gradient."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
@@ -395,11 +393,11 @@ def test_dedup_insert_variants_agree(pooling, opt):
         data.append((ids.cuda(), offsets.cuda()))
     results = {}
     old = lab(-1)
-    variants = [49, 0, 17, 48, 305, 304, 2049, 4145, 4401]
+    variants = [0, 1, 16, 17, 48, 49]
     try:
         for v in variants:
-            assert lab(v) in range(8192)
-            m = make("cuda", Adam(lr=0.05) if opt == "adam" else SGD(lr=0.05), pooling, dims=(16, 16))
+            assert lab(v) in range(64)
+            m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16))
             results[v] = trained_results(m, data, 200)
     finally:
         lab(old)
@@ -543,15 +541,13 @@ def test_cuda_graph_train_step_matches_eager(opt, pooling):
     assert float(graphed.step) == float(eager.step)
 
 
-@pytest.mark.parametrize("flags", [48, 4401])
 @pytest.mark.parametrize("opt", ["sgd", "adam"])
 @pytest.mark.parametrize("pooling", ["sum", "none"])
-def test_cuda_graph_train_step_under_dedup_variants(opt, pooling, flags):
+def test_cuda_graph_train_step_under_dedup_variants(opt, pooling):
     """The dedup's lab variants 16 + 32 (the step's passes as programmatic dependent launches, the default: captured
-    as programmatic graph edges) capture and replay like eager steps, with the insert's load-first probe (48) and
-    with the insert without its last barrier and the evict-first gradient loads (4401)."""
+    as programmatic graph edges) capture and replay like eager steps, with the insert's load-first probe."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
-    old = lab(flags)
+    old = lab(48)
     try:
         test_cuda_graph_train_step_matches_eager(opt, pooling)
     finally:

@@ -182,9 +182,7 @@ constexpr uint32_t kLocalMask = kLocalSlots - 1;
 static_assert((kLocalSlots & kLocalMask) == 0, "local set: a power of two");
 
 // Fitted to 4 blocks per SM (<= 64 registers, no spills; at 5, 48 registers: slower, docs/dynamicemb.md).
-// kNoJoin (lab kLabInsertNoJoin): no barrier after the global probes: a repeat of a leader in the block writes
-// -(leader's position) - 2 into inverse and the count pass reads the leader's slot from there.
-template <bool kSmem, bool kFind = false, bool kNoJoin = false>
+template <bool kSmem, bool kFind = false>
 __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupParams p) {
   constexpr int K = kPerThread;
   __shared__ int32_t sbound[kSmemFeatures + 1];
@@ -332,15 +330,6 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
     for (int r = 0; r < K; ++r)
       if (won[r]) p.slot_row[inv[r]] = slot[r];
   }
-  if constexpr (kNoJoin) {
-    const int32_t pos0 = static_cast<int32_t>(blockIdx.x) * (K * kInsertBlock);  // position of local index 0
-#pragma unroll
-    for (int r = 0; r < K; ++r) {
-      const bool rep = todo0[r] && lead[r] != r * kInsertBlock + static_cast<int>(threadIdx.x);
-      if (live[r]) p.inverse[idx[r]] = rep ? -(pos0 + lead[r]) - 2 : inv[r];
-    }
-    return;
-  }
   int32_t* linv = ltab;  // the leaders' slots (every ltab read was before the last barrier)
 #pragma unroll
   for (int r = 0; r < K; ++r)
@@ -369,12 +358,6 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
   for (int r = 0; r < K; ++r) {
     const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
     x[r] = i < p.n ? p.inverse[i] : -1;
-  }
-  if (p.flags & kLabInsertNoJoin) {  // block-uniform: a repeat holds its leader's position (same chunk): its slot
-#pragma unroll
-    for (int r = 0; r < K; ++r)
-      if (x[r] <= -2) x[r] = p.inverse[-static_cast<int64_t>(x[r]) - 2];
-    __syncthreads();  // every leader's slot is read before any thread rewrites inverse below
   }
   uint32_t m[K];
 #pragma unroll
@@ -713,10 +696,6 @@ void launch_dedup(const DedupParams& p_in, void* stream) {
   const unsigned B = detail::kInsertBlock;
   if (p.slot_row != nullptr && p.find_meta != nullptr) {  // the find by the set slots' first takers
     launch_pass(pdl, smem ? detail::dedup_insert_kernel<true, true> : detail::dedup_insert_kernel<false, true>,
-                insert_grid, B, st, p, "dedup insert");
-  } else if (p.flags & kLabInsertNoJoin) {
-    launch_pass(pdl,
-                smem ? detail::dedup_insert_kernel<true, false, true> : detail::dedup_insert_kernel<false, false, true>,
                 insert_grid, B, st, p, "dedup insert");
   } else {
     launch_pass(pdl, smem ? detail::dedup_insert_kernel<true> : detail::dedup_insert_kernel<false>, insert_grid, B,

@@ -156,11 +156,7 @@ enum DedupFlags : int {
   kStepPdl = 32,             // sm90+, with kDedupPdl (default): also the clear pass after the checks (its set fill
                              // before the wait), the insert pass's resolve and the forward as programmatic dependents
                              // (SGD step -3 % with the host ahead: docs/dynamicemb.md)
-  kLabInsertNoJoin = 256,    // lab: the insert ends without its last barrier (a repeat in the block writes its
-                             // leader's position, the count pass reads the leader's slot)
-  kLabRowStoreCs = 2048,     // lab: Adam's update stores its rows evict-first (st.global.cs; loads stay ld.global.cg)
-  kLabGradCs = 4096,         // lab: the update loads the gradient rows evict-first (ld.global.cs; Adam, plain SGD)
-  kDedupFlagsAll = 8191,     // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
+  kDedupFlagsAll = 63,       // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
 };
 // The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst | kDedupPdl | kStepPdl); sets them
 // when v is in [0, kDedupFlagsAll] (others only read), returns the ones before.

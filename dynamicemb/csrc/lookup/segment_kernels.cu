@@ -196,13 +196,12 @@ __global__ void __launch_bounds__(kSegBlock) seg_bounds_kernel(BackwardParams p)
 
 // N elements of a row that is read once and written back: fp32 4-wide loads bypass L1 (ld.global.cg), so rows
 // do not evict the bag gradients that neighbouring entries read again.
-// H == 1: fp32 4-wide rows are loaded and stored evict-first in L2 (ld/st.global.cs), so the row traffic
+// H != 0: fp32 4-wide rows are loaded and stored evict-first in L2 (ld/st.global.cs), so the row traffic
 // (each row read and written once) does not displace the bag gradients that other CSR entries gather again.
-// H == 2 (lab kLabRowStoreCs): only the stores evict-first.
 template <int V, int N, int H = 0>
 __device__ __forceinline__ void load_once(const typename Val<V>::T* p, float (&x)[N]) {
   if constexpr (V == kValueFp32 && N == 4) {
-    const float4 v = H == 1 ? __ldcs(reinterpret_cast<const float4*>(p)) : __ldcg(reinterpret_cast<const float4*>(p));
+    const float4 v = H ? __ldcs(reinterpret_cast<const float4*>(p)) : __ldcg(reinterpret_cast<const float4*>(p));
     x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
   } else {
     load_n<V, N>(p, x);
@@ -309,17 +308,6 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
   apply_row<V, N, OPT>(p, oc, row, d, c, g, w, s1, s2, rs);
 }
 
-// N gradient elements; GH (lab kLabGradCs): loaded evict-first (fp32 4-wide).
-template <int N, int GH>
-__device__ __forceinline__ void load_grad(const float* p, float (&x)[N]) {
-  if constexpr (GH != 0 && N == 4) {
-    const float4 v = __ldcs(reinterpret_cast<const float4*>(p));
-    x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
-  } else {
-    load_n<kValueFp32, N>(p, x);
-  }
-}
-
 // One warp per C consecutive CSR entries; rounds of 32 entries (lane l holds entry base + l: unique, gradient
 // element offset, scale, dim, row address), K entries at a time: the K gradient rows and the rows of the K
 // entries' run ends are loaded before the first use. H: 0 rows past L1 (ld.global.cg); 1 fp32 rows evict-first
@@ -327,8 +315,7 @@ __device__ __forceinline__ void load_grad(const float* p, float (&x)[N]) {
 // segment adds -lr * sum into its row with vector reductions (red.global.add: the row is never read by the SM,
 // one 512-byte L2 transfer instead of a load and a store; one add per row, so still deterministic).
 // Launched as a programmatic dependent of the stream's previous kernel (sm90+), it waits for it first.
-// GH (lab kLabGradCs): the gradient rows (each read once with pooling none) are loaded evict-first.
-template <int V, int N, int OPT, int K, int H, int MINB, int R = 0, int GH = 0>
+template <int V, int N, int OPT, int K, int H, int MINB, int R = 0>
 __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p) {
   using T = typename Val<V>::T;
   pdl_wait();
@@ -388,7 +375,7 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
         rs[k] = 0.f;
 #pragma unroll
         for (int e = 0; e < N; ++e) g[k][e] = wv[k][e] = s1[k][e] = s2[k][e] = 0.f;
-        if (q < cnt && c < dq) load_grad<N, GH>(p.grad + gq + c, g[k]);
+        if (q < cnt && c < dq) load_n<kValueFp32, N>(p.grad + gq + c, g[k]);
         if constexpr (R == 0) {
           if (q < cnt && ((owned >> q) & 1u)) load_row<V, N, OPT, H>(rq, dq, c, wv[k], s1[k], s2[k], rs[k]);
         }
@@ -444,18 +431,13 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
   const unsigned grid = blocks_for(warps, kSegBlock / 32);
   if constexpr (V == kValueFp32 && N == 4) {
     const bool pdl = pdl_supported() && (dedup_flags_variant(-1) & (kDedupPdl | kStepPdl)) == (kDedupPdl | kStepPdl);
-    const int lab = dedup_flags_variant(-1);
     if constexpr (OPT == kSgd) {
-      if (p.direct && (lab & kLabGradCs))
-        launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1, 1>, grid, kSegBlock, st, p);
-      else if (p.direct) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, grid, kSegBlock, st, p);
+      if (p.direct) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, grid, kSegBlock, st, p);
       else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 4, 1, 3>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kRowWiseAdagrad) {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, K, 1, 2>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kAdam) {
-      if (lab & kLabRowStoreCs) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 2, 4>, grid, kSegBlock, st, p);
-      else if (lab & kLabGradCs) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4, 0, 1>, grid, kSegBlock, st, p);
-      else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
+      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
     } else {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 1, 4>, grid, kSegBlock, st, p);
     }
