@@ -2,7 +2,7 @@
 measured the way a training loop runs it: the host ahead of the device. Per optimizer (one module) and variant
 "D[/A]" (D: the dedup's flags, op _lookup_lab_dedup; A: the segmented update's kernel, op _lookup_lab_seg_apply of
 builds before session 17; "-" the build's defaults, e.g. main's wheel): steady ms per step (CUDA events around
---reps steps queued behind 5 more, in --rounds interleaved rounds, median), and from one profile of --steps steps
+--reps steps queued behind 5 more, in --rounds interleaved rounds, median), synchronized ms (the host waits for each), and from one profile of --steps steps
 issued behind a GPU sleep the device span and busy per step and every kernel's device time per step (so the
 kernels' times are those of overlapped, pipelined steps). Run (GPU):
     python3 -P tools/dynamicemb_dev/steady_ab.py --bench benchmarks --opt sgd,adam --variants=-,1,17,49 [--label x]
@@ -16,6 +16,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from collections import defaultdict
 
 import torch
@@ -94,7 +95,17 @@ def main():
                 train()
             return event_ms(lambda: [train() for _ in range(n)]) / n
 
-        res = {v: {"steady": []} for v in variants}
+        def synced(n):  # wall ms per step with the host waiting for each (median)
+            ts = []
+            for _ in range(n):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                train()
+                torch.cuda.synchronize()
+                ts.append((time.perf_counter() - t0) * 1e3)
+            return statistics.median(ts)
+
+        res = {v: {"steady": [], "sync": []} for v in variants}
         for v in variants:  # one host-ahead profile per variant: span, busy, kernels
             use(v)
             for _ in range(4):
@@ -115,16 +126,17 @@ def main():
                 for _ in range(3):
                     train()
                 res[v]["steady"].append(steady(a.reps))
+                res[v]["sync"].append(synced(a.reps))
         use("-")
         tag = f"{a.label} " if a.label else ""
         print(f"\n### {tag}{opt_name}: steady step (ms; median of {a.rounds} interleaved rounds of {a.reps} steps "
               f"queued behind 5), device span / busy per step with the host ahead ({a.steps} steps behind a sleep)")
-        print("| variant | steady | rounds | span | busy |")
-        print("|---|---:|---|---:|---:|")
+        print("| variant | steady | rounds | span | busy | sync (median step, host waits) |")
+        print("|---|---:|---|---:|---:|---:|")
         for v in variants:
             r = res[v]
             print(f"| {v} | {statistics.median(r['steady']):.4f} | {' '.join(f'{x:.4f}' for x in r['steady'])} | "
-                  f"{r['span']:.4f} | {r['busy']:.4f} |")
+                  f"{r['span']:.4f} | {r['busy']:.4f} | {statistics.median(r['sync']):.4f} |")
         names = []
         for v in variants:
             for k in sorted(res[v]["kernels"], key=lambda k: -res[v]["kernels"][k]):

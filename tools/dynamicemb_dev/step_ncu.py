@@ -8,7 +8,10 @@ those columns' metrics: fewer replay passes, so the Adam step's 16 GB of rows fi
         --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \\
         python3 -P tools/dynamicemb_dev/step_ncu.py --bench benchmarks --opt sgd,adam > ncu.csv
     python3 tools/dynamicemb_dev/step_ncu.py --table ncu.csv [--tbs 4.27]
-With --variant D the steps run under the dedup flags D (op _lookup_lab_dedup) of builds that have it.
+With --variant D the steps run under the dedup flags D (op _lookup_lab_dedup) of builds that have it; a list D1,D2
+profiles one step per variant on the same module. With the access metrics (sectors per request of global loads /
+stores: l1tex__t_{sectors,requests}_pipe_lsu_mem_global_op_{ld,st}.sum; L2 read / write misses from the SMs:
+lts__t_sectors_srcunit_tex_op_{read,write}_lookup_miss.sum) --table adds a second table of them.
 """
 
 from __future__ import annotations
@@ -30,8 +33,7 @@ def steps(a):
     from dynamicemb._optimizers import SGD, Adam  # noqa: E402
     from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
 
-    if a.variant >= 0:
-        torch.ops.dynamicemb._lookup_lab_dedup(a.variant)
+    variants = [int(v) for v in str(a.variant).split(",")]
     dev = torch.device("cuda")
     T, D, B = 10, 128, 104_857
     gen = torch.Generator().manual_seed(0)
@@ -50,13 +52,20 @@ def steps(a):
                 g = torch.ones_like(out)
             out.backward(g)
         torch.cuda.synchronize()
-        ids, off = batches[1]
-        cudart.cudaProfilerStart()
-        out = m(ids, off, validate=None)
-        out.backward(g)
-        torch.cuda.synchronize()
-        cudart.cudaProfilerStop()
-        print(f"# profiled one {opt_name} step", file=sys.stderr)
+        for k, v in enumerate(variants):
+            if v >= 0:
+                torch.ops.dynamicemb._lookup_lab_dedup(v)
+            ids, off = batches[(k + 1) % 2]
+            out = m(ids, off, validate=None)  # one step under the variant before the profiled one
+            out.backward(g)
+            torch.cuda.synchronize()
+            ids, off = batches[k % 2]
+            cudart.cudaProfilerStart()
+            out = m(ids, off, validate=None)
+            out.backward(g)
+            torch.cuda.synchronize()
+            cudart.cudaProfilerStop()
+            print(f"# profiled one {opt_name} step, variant {v}", file=sys.stderr)
         del m, out
 
 
@@ -111,13 +120,29 @@ def table(path, tbs):
         tot_b += rd + wr
         tot_f += floor
     print(f"| | sum | {tot_t:.1f} | | | {tot_b / (tot_t * 1e-6) / 1e12:.2f} | {tot_f:.1f} | | | | |")
+    ld = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
+    if ld not in col:
+        return
+    print()
+    print("| # | kernel | DRAM % of peak | ld sectors / request | st sectors / request | L2 read miss MB (SM) | "
+          "L2 write miss MB (SM) | DRAM R - L2 read miss MB |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for k, r in enumerate(data):
+        lr = get(r, ld) / max(get(r, "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"), 1)
+        sr = get(r, "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum") / \
+            max(get(r, "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"), 1)
+        rm = get(r, "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum") * 32 / 1e6
+        wm = get(r, "lts__t_sectors_srcunit_tex_op_write_lookup_miss.sum") * 32 / 1e6
+        print(f"| {k} | {short(r[col['Kernel Name']])} | "
+              f"{get(r, 'dram__throughput.avg.pct_of_peak_sustained_elapsed'):.1f} | {lr:.2f} | {sr:.2f} | "
+              f"{rm:.1f} | {wm:.1f} | {get(r, 'dram__bytes_read.sum') / 1e6 - rm:.1f} |")
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bench", default="benchmarks")
     p.add_argument("--opt", default="sgd,adam")
-    p.add_argument("--variant", type=int, default=-1)
+    p.add_argument("--variant", default="-1", help="dedup flags, or a list: one profiled step per variant")
     p.add_argument("--table", help="print the table of this ncu CSV (--csv --page raw --print-units base)")
     p.add_argument("--tbs", type=float, default=4.27, help="DRAM bandwidth of the floor column, TB/s")
     a = p.parse_args()
