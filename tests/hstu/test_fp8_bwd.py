@@ -97,12 +97,13 @@ def test_kernel_sync_protocol_model():
     """The kernel's barriers and buffers (fp8_bwd_sync_model: named barriers arrived at by one warpgroup and waited
     for by the other, mbarrier rings, the dS8 buffers and amax words they guard) under random interleavings: no
     deadlock, every barrier generation completed by the two warpgroups' events of one tile, no tile reading another
-    tile's data, for 0 to 9 query tiles. And the model fails the first drift version's fault (tile -1's dS8 barrier
-    seeded although iteration 0 arrives at it: the device run hung)."""
+    tile's data, for 0 to 9 query tiles, with two and three ring stages. And the model fails the first drift
+    version's fault (tile -1's dS8 barrier seeded although iteration 0 arrives at it: the device run hung)."""
     for n in range(10):
         for seed in range(60):
             fp8_bwd_sync_model.run(n, seed)
             fp8_bwd_sync_model.run(n, seed, seeds=(("amax", -1),), late_fence=True)  # kFp8BwdLateFence
+            fp8_bwd_sync_model.run(n, seed, stages=3)  # kFp8BwdStages3
     with pytest.raises(fp8_bwd_sync_model.SyncError, match="completed by"):
         for seed in range(20):
             fp8_bwd_sync_model.run(2, seed, seeds=(("ds8", -2), ("ds8", -1), ("amax", -1)))
@@ -559,8 +560,8 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel(variant, mode, mask):
 @pytest.mark.sm90
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_cuda_fp8_bwd_variant_matches_the_kernel_with_many_groups(variant):
-    """As above with 128 key blocks (S = 16K): the default's grid has a group per (batch, head) pair, lpt256's groups
-    of two, lpt_tail's last group three pairs; every CTA runs once (poisoned outputs)."""
+    """As above with 128 key blocks (S = 16K): the default's grid has a group per (batch, head) pair, lpt_tail's last
+    group three pairs, stages3 more tiles per CTA than its ring's stages; every CTA runs once (poisoned outputs)."""
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
     c = make_case(770, [16384, 300, 0, 1000, 77], 2, 128, "causal", device="cuda")

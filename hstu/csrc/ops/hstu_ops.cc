@@ -568,7 +568,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     int64_t diag) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   const bool diag_int = diag >= INT_MIN && diag <= INT_MAX;
-  const int variant = diag_int ? static_cast<int>(diag) : 0;
+  // the kernel variant: the private diag, else the option field's (hstu_bwd_fp8_sm90.h kFp8BwdField)
+  const int variant = !diag_int ? 0 : diag != 0 ? static_cast<int>(diag) : fp8_bwd_field(options).diag;
   ACCEL_CHECK(diag_int && fp8_bwd_diag_built(variant),
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag,
               " with options ", options);
@@ -638,7 +639,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.diag = variant;
   const Fp8BwdFieldVariant& fv = fp8_bwd_field(options);
   const int nblk_k = static_cast<int>((p.max_seqlen_k + 127) / 128);
-  f.lpt_pairs = hstu_fp8_bwd_lpt_pairs(nblk_k, kFp8BwdLptGroupCtas, fv.solo_long);
+  f.lpt_pairs = hstu_fp8_bwd_lpt_pairs(nblk_k, kFp8BwdLptGroupCtas);
   f.lpt_last_pairs = nblk_k > 0 ? (fv.lpt_last_ctas + nblk_k - 1) / nblk_k : 0;
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
   err = hstu_fp8_bwd_prepass(pre, s);

@@ -63,7 +63,7 @@
 namespace hstu {
 namespace sm90 {
 
-template <int D>
+template <int D, int kVariant = kFp8BwdDefault>
 struct Fp8BwdTraits {
   static_assert(D == 128, "the FP8 backward: D = 128 first");
   static constexpr int kBlockM = 64;   // query rows per tile
@@ -72,9 +72,12 @@ struct Fp8BwdTraits {
   static constexpr int kKtBytes = D * kBlockN;  // K^T: D rows of 128 keys (128-byte swizzle)
   static constexpr int kQBytes = kBlockM * D;   // Q or dO: 64 rows of D bytes
   static constexpr int kQtBytes = D * kBlockM;  // Q^T or dO^T: D rows of 64 queries (64-byte swizzle)
+  // kFp8BwdStages3: three stages per ring in the shared memory of the buffers the variant does not use (dS' parking
+  // under kFp8BwdSpecQ, dQ staging under kFp8BwdDqRedV4)
+  static constexpr bool kCompact = (kVariant & kFp8BwdStages3) != 0;
   // Two rings of 2 stages: A = Q, dO, dO^T of a tile (S^T, dP^T, dV: released in the tile), B = Q^T (dK, one tile
   // late: released at the end of the next tile).
-  static constexpr int kStages = 2;
+  static constexpr int kStages = kCompact ? 3 : 2;
   static constexpr int kAStageBytes = 2 * kQBytes + kQtBytes;
   static constexpr int kOffV = kKVBytes;
   static constexpr int kOffKt = 2 * kKVBytes;
@@ -83,7 +86,7 @@ struct Fp8BwdTraits {
   // dS' of a tile in fp32 (quantized one tile late): each thread's 32 values, 8 float4 at (k 128 + thread) of its
   // warpgroup's 16 KB.
   static constexpr int kOffDsf = kOffB + kStages * kQtBytes;
-  static constexpr int kDsfBytes = 2 * 128 * 32 * 4;
+  static constexpr int kDsfBytes = kCompact && (kVariant & kFp8BwdSpecQ) != 0 ? 0 : 2 * 128 * 32 * 4;
   // dS8: 64 queries x the block's 128 keys (128-byte swizzle), 3 buffers (tile j's written in tile j + 1, read by
   // dQ of tile j in tile j + 2)
   static constexpr int kdSBytes = kBlockM * kBlockN;
@@ -93,8 +96,9 @@ struct Fp8BwdTraits {
   // panels of 2 KB, the boxes of the dq_accum tensor map (bulk tensor reduce-adds, as the bf16 kernel).
   static constexpr int kDqWarpBytes = 4096;
   static constexpr int kOffDq = kOffdS + kdSBufs * kdSBytes;
+  static constexpr int kDqBytes = kCompact && (kVariant & kFp8BwdDqRedV4) != 0 ? 0 : 8 * kDqWarpBytes;
   static constexpr int kAmaxSlots = 4;  // amax words of tiles j % 4: 8 consumer warps each
-  static constexpr int kOffRed = kOffDq + 8 * kDqWarpBytes;
+  static constexpr int kOffRed = kOffDq + kDqBytes;
   static constexpr int kBarOffset = kOffRed + kAmaxSlots * 32;
   // mbarriers (128 B: K / V / K^T, then full / empty of rings A and B), the parked SeqInfo (64 B), tile map
   // (16 B) and the stages' q / dO factors (at 224, kFp8BwdPrefetch), slack to align the base to 1024 bytes
@@ -102,7 +106,7 @@ struct Fp8BwdTraits {
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
-  static_assert(8 + 32 * kStages <= 128 && sizeof(SeqInfo) <= 64 && kStages <= 4,
+  static_assert(8 + 32 * kStages <= 128 && sizeof(SeqInfo) <= 64 && kStages <= 3,
                 "mbarriers, parked SeqInfo, the stages' q / dO factors (kFp8BwdPrefetch) at 224 + 8 s");
   static_assert(kSmem <= 232448, "shared memory");
   static_assert(kOffDq % 1024 == 0 && kOffdS % 1024 == 0 && kOffB % 1024 == 0, "128B-swizzled tiles");
@@ -262,7 +266,7 @@ __global__ void __launch_bounds__(384, 1)
                              const __grid_constant__ CUtensorMap tm_qt, const __grid_constant__ CUtensorMap tm_dot,
                              const __grid_constant__ CUtensorMap tm_kt, const __grid_constant__ CUtensorMap tm_dq,
                              const HstuParams p, const HstuFp8BwdParams f) {
-  using C = Fp8BwdTraits<D>;
+  using C = Fp8BwdTraits<D, kDiag>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
@@ -628,7 +632,7 @@ __global__ void __launch_bounds__(384, 1)
     // B; tile -1: the zeroed dS8 buffer 2), each its own commit group.
     float acc_dq[32];
     dq_issue(acc_dq, i - 2);
-    const int sb = (i + 1) % S;  // (tile i - 1's)
+    const int sb = (i + S - 1) % S;  // (tile i - 1's)
     if (i > 0) mbar_wait(bar_full_b(sb), ((i - 1) / S) & 1);
     const uint32_t bq = i > 0 ? stage_b(sb) : sdS + 2 * C::kdSBytes;
     wgmma_fence();

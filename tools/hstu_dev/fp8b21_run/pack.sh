@@ -10,4 +10,7 @@ cp $W/tools/hstu_dev/fp8b21_run/drive.py $W/tools/hstu_dev/fp8b21_run/ncu_case.p
 cp $W/benchmarks/bench_util.py $W/benchmarks/hstu_fp8_bwd.py $C/tree/benchmarks/
 cp $W/tests/conftest.py $C/tree/tests/
 cp $W/tests/hstu/test_fp8_bwd.py $W/tests/hstu/fp8_checks.py $W/tests/hstu/fp8_bwd_sync_model.py $C/tree/tests/hstu/
+if [ "${WHEEL:-1}" = 1 ]; then
+  mkdir -p $C/whl && rm -f $C/whl/*.whl && cp $W/bazel-bin/hstu_attn-*.whl $C/whl/
+fi
 du -sh $C

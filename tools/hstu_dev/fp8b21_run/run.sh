@@ -1,10 +1,12 @@
 #!/bin/bash
 # fp8b21 (issue 36, session 20), run 1 (<= 42 s), from the root of main's tree:
 #   OUT=/tmp/o_fp8b21 timeout 60 bash .carry/fp8b21/run.sh > /tmp/o_fp8b21/stdout.txt 2>&1
-# (carry: bash tools/hstu_dev/fp8b21_run/pack.sh /work/main/.carry/fp8b21). Wheel: main20's (the branch's code is
-# main 4f9dd10's; no wheel of its own in run 1).
-# 1. one process (tree/tools/drive.py): the random-order benchmark, default twice + dot_separate / lpt256 / lpt_tail
-#    (12 reps), the path's per-kernel breakdown at S16K / S4K (torch.profiler), a GPU test selection
+# (carry: bash tools/hstu_dev/fp8b21_run/pack.sh /work/main/.carry/fp8b21). Wheel: the branch's (its default kernel's
+# SASS byte-identical to main20's; the option field's value 2 is now stages3, the kernel with three stages per ring,
+# instead of lpt256).
+# 1. one process (tree/tools/drive.py): the random-order benchmark, default twice + dot_separate / stages3 / lpt_tail
+#    (12 reps), the path's per-kernel breakdown at S16K / S4K (torch.profiler), a GPU test selection (stages3 against
+#    the default: dk / dv bit-equal; the sync model with three stages)
 # 2. ncu of the FP8 backward kernel at B16 S16K then S4K (speed of light, compute / memory workloads, warp states,
 #    scheduler, source counters), exported as csv (raw page, source page with SASS) for the digest off the device
 set -u
@@ -18,9 +20,9 @@ rm -rf /tmp/site_fp8b21 && python3 -m pip install -q --no-deps --no-index --no-c
 echo "GPU: $(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader) wheel $(basename $W/hstu_attn-*.whl) ($SECONDS s)"
 echo "== 1. benchmark, breakdown, GPU tests: one process ($SECONDS s)"
 (cd $C/tree && PYTHONPATH=/tmp/site_fp8b21 timeout 18 python3 -P tools/drive.py --reps 12 --no-dequant \
-   --variants default,dot_separate,lpt256,lpt_tail --bd 16384,4096 --bd-bits default \
+   --variants default,dot_separate,stages3,lpt_tail --bd 16384,4096 --bd-bits default,stages3 \
    -- -q -p no:cacheprovider --import-mode=importlib --tb=short -rfE tests/hstu/test_fp8_bwd.py \
-   -k "(kernel_matches_emulating and block) or many_groups or rows_outside or (variant_matches_the_kernel and block and causal)" \
+   -k "(kernel_matches_emulating and block) or many_groups or rows_outside or (variant_matches_the_kernel and block) or sync_protocol" \
    > $OUT/drive.log 2>&1)
 echo "rc $? ($SECONDS s)"
 grep -v "^\.*$" $OUT/drive.log | grep -E "^\||drive|passed|failed|FAILED|ERROR|rror" | cut -c1-420
