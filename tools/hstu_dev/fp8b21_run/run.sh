@@ -19,7 +19,7 @@ rm -rf /tmp/site_fp8b21 && python3 -m pip install -q --no-deps --no-index --no-c
   $W/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
 echo "GPU: $(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader) wheel $(basename $W/hstu_attn-*.whl) ($SECONDS s)"
 echo "== 1. benchmark, breakdown, GPU tests: one process ($SECONDS s)"
-(cd $C/tree && PYTHONPATH=/tmp/site_fp8b21 timeout 18 python3 -P tools/drive.py --reps 12 --no-dequant \
+(cd $C/tree && PYTHONPATH=/tmp/site_fp8b21 timeout 19 python3 -P tools/drive.py --reps 12 --no-dequant \
    --variants default,dot_separate,stages3,lpt_tail --bd 16384,4096 --bd-bits default,stages3 \
    -- -q -p no:cacheprovider --import-mode=importlib --tb=short -rfE tests/hstu/test_fp8_bwd.py \
    -k "(kernel_matches_emulating and block) or many_groups or rows_outside or (variant_matches_the_kernel and block) or sync_protocol" \
@@ -28,7 +28,7 @@ echo "rc $? ($SECONDS s)"
 grep -v "^\.*$" $OUT/drive.log | grep -E "^\||drive|passed|failed|FAILED|ERROR|rror" | cut -c1-420
 echo "== 2. ncu S16K, S4K ($SECONDS s)"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-T=$(( 36 - SECONDS ))
+T=$(( 37 - SECONDS ))
 if [ $T -gt 8 ]; then
   PYTHONPATH=/tmp/site_fp8b21 timeout $T $NCU --clock-control none -k "regex:hstu_bwd_fp8_sm90_kernel" -c 2 \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \

@@ -1,0 +1,20 @@
+#!/bin/bash
+# fp8b21 (issue 36, session 20), run 2 (<= 40 s), from the root of main's tree:
+#   OUT=/tmp/o_fp8b21 timeout 60 bash .carry/fp8b21/run2.sh > /tmp/o_fp8b21/stdout.txt 2>&1
+# (carry: bash tools/hstu_dev/fp8b21_run/pack.sh /work/main/.carry/fp8b21)
+# PLACEHOLDER: filled after run 1's data.
+set -u
+export PYTHONUNBUFFERED=1 R=$PWD OUT=${OUT:-/tmp/o_fp8b21}
+mkdir -p "$OUT"
+C=$R/.carry/fp8b21
+rm -rf /tmp/site_fp8b21 && python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_fp8b21 \
+  $C/whl/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
+echo "GPU: $(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader) ($SECONDS s)"
+echo "== 1. benchmark, GPU tests: one process ($SECONDS s)"
+(cd $C/tree && PYTHONPATH=/tmp/site_fp8b21 timeout 30 python3 -P tools/drive.py --reps 12 --no-dequant \
+   --variants default,stages3 \
+   -- -q -p no:cacheprovider --import-mode=importlib --tb=short -rfE tests/hstu/test_fp8_bwd.py \
+   > $OUT/drive.log 2>&1)
+echo "rc $? ($SECONDS s)"
+grep -v "^\.*$" $OUT/drive.log | grep -E "^\||drive|passed|failed|FAILED|ERROR|rror" | cut -c1-420
+echo "GPU after: $(nvidia-smi --query-gpu=clocks.sm,temperature.gpu --format=csv,noheader) (done at $SECONDS s)"
