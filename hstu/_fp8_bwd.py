@@ -230,10 +230,10 @@ def hstu_attn_fp8_backward_reference(
 
 
 # ------------------------------------------------------------------------------------------------ routing
-#: the Hopper FP8 backward's private A/B (the 2-bit field at bit 59 of `options`, hstu_bwd_fp8_sm90.h kFp8BwdField):
-#: dO^T by the transposes' kernel instead of the quantization's; the kernel with three stages per ring (its tiles
-#: loaded up to two ahead); the grid's last group of >= 384 CTAs
-FP8_BWD_VARIANT_BITS = {"dot_separate": 1 << 59, "stages3": 2 << 59, "lpt_tail": 3 << 59}
+#: the Hopper FP8 backward's private A/B (the 2-bit field at bit 59 of `options`, hstu_bwd_fp8_sm90.h kFp8BwdFieldDiag):
+#: kernel variants, the same gradients as the default's: three stages per ring; the dQ reduce-adds' address registers
+#: kept live through the loop; both
+FP8_BWD_VARIANT_BITS = {"stages3": 1 << 59, "red_keep": 2 << 59, "stages3_red_keep": 3 << 59}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

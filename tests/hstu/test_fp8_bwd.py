@@ -560,8 +560,9 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel(variant, mode, mask):
 @pytest.mark.sm90
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_cuda_fp8_bwd_variant_matches_the_kernel_with_many_groups(variant):
-    """As above with 128 key blocks (S = 16K): the default's grid has a group per (batch, head) pair, lpt_tail's last
-    group three pairs, stages3 more tiles per CTA than its ring's stages; every CTA runs once (poisoned outputs)."""
+    """As above with 128 key blocks (S = 16K): the grid has a group per (batch, head) pair, and its CTAs hundreds
+    of tiles (the rings' stages and the kept registers over many iterations); every CTA runs once (poisoned
+    outputs)."""
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
     c = make_case(770, [16384, 300, 0, 1000, 77], 2, 128, "causal", device="cuda")

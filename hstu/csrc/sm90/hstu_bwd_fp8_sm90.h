@@ -29,8 +29,7 @@ struct HstuFp8BwdParams {
   float* dq_accum;   // fp32, zeroed: (total_q, H, D) (bulk tensor reduce-adds), or with kFp8BwdDqRedV4 the
                      // fragment-ordered groups of hstu_fp8_bwd_dq_tiled_floats
   int diag;          // the kernel variant (the op's diag; Fp8BwdDiagBuilt): 0 the default
-  int lpt_pairs;       // kFp8BwdLptGroups: (batch, head) pairs per group of the grid (hstu_fp8_bwd_lpt_pairs)
-  int lpt_last_pairs;  // and in its last group (0: the remainder)
+  int lpt_pairs;     // kFp8BwdLptGroups: (batch, head) pairs per group of the grid (hstu_fp8_bwd_lpt_pairs)
 };
 
 // Timing-only variants of the kernel (tools/hstu_dev/fp8_bwd_split.py through the private op's `diag` argument,
@@ -88,6 +87,10 @@ constexpr int kFp8BwdLptGroups = 262144;
 // Not timing-only (bit-equal gradients): three stages per ring (Q, dO, dO^T and Q^T of a tile loaded up to two tiles
 // ahead instead of one), in the shared memory of the buffers the default does not use (dS' parking, dQ staging).
 constexpr int kFp8BwdStages3 = 524288;
+// Not timing-only (bit-equal gradients): the dQ reduce-adds' address registers kept live until the next tile's
+// reduce-adds (a reduce-add holds its source registers until the LSU takes them; the loop top's first write reused
+// them and waited: 7 % of the stall samples at B16 S16K, ncu, docs/hstu_kernel_notes.md).
+constexpr int kFp8BwdRedKeep = 1048576;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -103,31 +106,23 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
   return nblk_k >= 128 ? 1 : gp < 1 ? 1 : gp > 16 ? 16 : gp;
 }
 // The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): a 2-bit field at bits
-// 59-60 of hstu_attn::fp8_bwd_sm90's `options`; value v runs the path with kFp8BwdField[v]'s changes: dO^T by the
-// transposes' kernel instead of the quantization's blocks (dot_separate: 1), the kernel with three stages per ring
-// (stages3: 2; the kernel variant kFp8BwdStages3), the grid's last group of at least 384 CTAs (lpt_tail: 3; 3 pairs
-// at S16K: their key blocks 0 start earlier). Measured in docs/hstu_kernel_notes.md. Bit 56 is the routing's
+// 59-60 of hstu_attn::fp8_bwd_sm90's `options`; value v runs the kernel variant kFp8BwdFieldDiag[v] (a value of
+// Fp8BwdDiagBuilt; the op's diag argument, when not 0, wins): stages3 (1, kFp8BwdStages3), red_keep (2,
+// kFp8BwdRedKeep), both (3). Measured in docs/hstu_kernel_notes.md. Bit 56 is the routing's
 // kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads it).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 constexpr int kOptFp8BwdFieldShift = 59;
 constexpr int64_t kOptFp8BwdFieldMask = int64_t{3} << kOptFp8BwdFieldShift;
 constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFieldMask;
-struct Fp8BwdFieldVariant {
-  bool dot_separate;
-  int lpt_last_ctas;  // the last group's pairs: at least this many CTAs (0: the remainder)
-  int diag;           // the kernel variant (a value of Fp8BwdDiagBuilt; the op's diag argument, when not 0, wins)
-};
 constexpr int kFp8BwdLptGroupCtas = 256;
-constexpr Fp8BwdFieldVariant kFp8BwdField[4] = {{false, 0, 0}, {true, 0, 0}, {false, 0, kFp8BwdStages3},
-                                                {false, 384, 0}};
-constexpr const Fp8BwdFieldVariant& fp8_bwd_field(int64_t options) {
-  return kFp8BwdField[(options & kOptFp8BwdFieldMask) >> kOptFp8BwdFieldShift];
+constexpr int kFp8BwdFieldDiag[4] = {0, kFp8BwdStages3, kFp8BwdRedKeep, kFp8BwdStages3 | kFp8BwdRedKeep};
+constexpr int fp8_bwd_field_diag(int64_t options) {
+  return kFp8BwdFieldDiag[(options & kOptFp8BwdFieldMask) >> kOptFp8BwdFieldShift];
 }
-constexpr bool fp8_bwd_dot_separate(int64_t options) { return fp8_bwd_field(options).dot_separate; }
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default only (the option field above varies the path around it); the timing-only and older feature variants (the
-// phase split, tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_DEV_VARIANTS (--define hstu_dev=1).
+// default and the option field's variants; the timing-only and older feature variants (the phase split,
+// tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_DEV_VARIANTS (--define hstu_dev=1).
 #ifdef HSTU_DEV_VARIANTS
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
                                               kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
@@ -139,9 +134,9 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
                                               kFp8BwdDefault | kFp8BwdLateFence,
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
-                                              kFp8BwdStages3>;
+                                              kFp8BwdStages3, kFp8BwdRedKeep, kFp8BwdStages3 | kFp8BwdRedKeep>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdStages3>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdStages3, kFp8BwdRedKeep, kFp8BwdStages3 | kFp8BwdRedKeep>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(384, 1)
   int lpt_pair = 0, lpt_block = 0;
   if constexpr (kLptGroups) {  // (bwd_lpt_decode with the groups' sizes call parameters)
     const int nblk_k = (p.max_seqlen_k + BN - 1) / BN, pairs = p.batch * p.heads, gp = f.lpt_pairs;
-    const int tp = f.lpt_last_pairs > 0 ? min(pairs, max(gp, f.lpt_last_pairs)) : pairs - (pairs - 1) / gp * gp;
+    const int tp = pairs - (pairs - 1) / gp * gp;
     const int lead = pairs - tp;  // pairs in the groups of gp before the last group
     int lin = blockIdx.x, first = lead, gpairs = tp;
     if (lin < lead * nblk_k) {
@@ -319,6 +319,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kStsmDs8 = (kDiag & kFp8BwdStsmDs8) != 0;
   constexpr bool kDqRed = (kDiag & kFp8BwdDqRedV4) != 0 && (kDiag & kFp8BwdDiagNoDq) == 0;
   constexpr bool kDqStaged = (kDiag & kFp8BwdDiagNoDq) == 0 && !kDqRed;  // dQ through shared memory + bulk reduces
+  constexpr bool kRedKeep = (kDiag & kFp8BwdRedKeep) != 0 && kDqRed;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -422,6 +423,11 @@ __global__ void __launch_bounds__(384, 1)
   float qs_prev = 1.f;  // q's factor of the previous tile (whose dS' is quantized in this one)
   float dq_scale1 = 0.f, dq_scale2 = 0.f;  // u k_s / q_s of the last tile quantized and the one before
   float ug_prev = 0.f;  // kSpecQ: the factor the previous tile's dS' is divided by (tile -1: zeros, no fix-up)
+  // kFp8BwdRedKeep: the address registers of the last dQ reduce-adds, kept live until the next ones: a reduce-add
+  // holds its source registers until the LSU has taken them (long scoreboard under the L2's load), and without this
+  // the loop top's first write reused them (the tile map's shared load: 7 % of the stall samples at S16K)
+  float* red_keep = f.dq_accum + (h * 2 + wg) * 1024 + 4 * lane;  // (group red_g's)
+  int64_t red_g = 0;
   uint32_t da_keep[2][4] = {};  // kSpecQ: the previous tile's e4m3 dS' / ug_prev (tile -1: zeros)
   // Shared-memory addresses computed where used, behind an opaque copy: otherwise the loop's wgmma descriptors are
   // hoisted out of it (or held through the SiLU) and spilled.
@@ -475,6 +481,11 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kDqRed) {  // fragment order: this warp's 16 rows are one group, its 64 columns block wg
       const int64_t g = dq_group_index(sq.q_start, b, tile_m0(t)) + warp;
       float* a = f.dq_accum + ((g * p.heads + h) * 2 + wg) * 1024 + 4 * lane;
+      if constexpr (kRedKeep) {  // the address from the previous one (so that it stays live until here)
+        a = red_keep + (g - red_g) * (int64_t{p.heads} * 2048);
+        red_keep = a;
+        red_g = g;
+      }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 128 * j), "f"(acc[4 * j] * scale),

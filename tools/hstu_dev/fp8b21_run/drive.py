@@ -1,7 +1,8 @@
 """fp8b21's device driver (issue 36): one Python process (torch, hstu_attn and the CUDA context loaded once) for
 the benchmark (benchmarks/hstu_fp8_bwd.py), a per-kernel breakdown of one FP8 backward path call per S (torch.profiler,
 after two warm calls; option bits per --bd-bits), then the GPU tests.
-Usage: python3 -P tools/drive.py BENCH_ARGS... [--bd S,S] [--bd-bits NAME,NAME] -- PYTEST_ARGS..."""
+Usage: python3 -P tools/drive.py BENCH_ARGS... [--bd S,S] [--bd-bits NAME,NAME] [--tests-first] -- PYTEST_ARGS...
+(--tests-first: the GPU tests before the benchmark)"""
 import collections
 import os
 import sys
@@ -25,6 +26,9 @@ def pop(args, name, default):
 
 bd_seqs = [int(s) for s in pop(bench_args, "--bd", "").split(",") if s]
 bd_bits = [s for s in pop(bench_args, "--bd-bits", "default").split(",") if s]
+tests_first = "--tests-first" in bench_args
+if tests_first:
+    bench_args.remove("--tests-first")
 
 
 def stamp(what):
@@ -40,6 +44,21 @@ torch.zeros(1, device="cuda")
 stamp("CUDA context")
 sys.path.insert(0, os.path.join(here, "benchmarks"))
 import hstu_fp8_bwd  # noqa: E402
+import pytest  # noqa: E402
+
+
+def tests():
+    cwd = os.getcwd()
+    os.chdir(here)
+    r = pytest.main(test_args)
+    os.chdir(cwd)
+    stamp(f"tests done (rc {r})")
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return int(r)
+
+
+rc = tests() if tests_first else 0
 if bench_args != ["none"]:
     hstu_fp8_bwd.main(bench_args)
     stamp("benchmark done")
@@ -91,8 +110,6 @@ if bd_seqs:
     stamp("breakdown done")
 torch.cuda.synchronize()
 torch.cuda.empty_cache()
-import pytest  # noqa: E402
-os.chdir(here)
-rc = pytest.main(test_args)
-stamp(f"tests done (rc {rc})")
-sys.exit(int(rc))
+if not tests_first:
+    rc = tests()
+sys.exit(rc)

@@ -36,8 +36,10 @@ with opener(path, "rt", errors="replace", newline="") as f:
     for row in csv.reader(f):
         if row and "Address" in row[0]:
             kernels.append((row, []))
-        elif kernels and len(row) == len(kernels[-1][0]):
+        elif kernels and row and row[0].startswith("0x") and len(row) == len(kernels[-1][0]):
             kernels[-1][1].append(row)
+# (ncu prints each kernel's source page twice: keep the first of two identical blocks)
+kernels = [k for i, k in enumerate(kernels) if i == 0 or k[1] != kernels[i - 1][1]]
 for bi, (hdr, data) in enumerate(kernels):
     def col(*subs, avoid=()):
         return next((i for i, h in enumerate(hdr) if all(s.lower() in h.lower() for s in subs)
