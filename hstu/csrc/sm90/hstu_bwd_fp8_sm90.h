@@ -91,6 +91,9 @@ constexpr int kFp8BwdStages3 = 524288;
 // reduce-adds (a reduce-add holds its source registers until the LSU takes them; the loop top's first write reused
 // them and waited: 7 % of the stall samples at B16 S16K, ncu, docs/hstu_kernel_notes.md).
 constexpr int kFp8BwdRedKeep = 1048576;
+// Not timing-only (bit-equal gradients): whether tile i + 1 is full (tile_full: no mask bits, no selects) decided in
+// iteration i under its GEMMs instead of at the top of iteration i + 1 (shared loads of the sequence's fields).
+constexpr int kFp8BwdFullNext = 4194304;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -136,7 +139,8 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdStages3, kFp8BwdRedKeep, kFp8BwdStages3 | kFp8BwdRedKeep>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdStages3, kFp8BwdRedKeep, kFp8BwdStages3 | kFp8BwdRedKeep>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdStages3, kFp8BwdRedKeep, kFp8BwdStages3 | kFp8BwdRedKeep,
+                                              kFp8BwdRedKeep | kFp8BwdFullNext>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

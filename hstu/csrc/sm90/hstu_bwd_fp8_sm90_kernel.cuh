@@ -320,6 +320,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kDqRed = (kDiag & kFp8BwdDqRedV4) != 0 && (kDiag & kFp8BwdDiagNoDq) == 0;
   constexpr bool kDqStaged = (kDiag & kFp8BwdDiagNoDq) == 0 && !kDqRed;  // dQ through shared memory + bulk reduces
   constexpr bool kRedKeep = (kDiag & kFp8BwdRedKeep) != 0 && kDqRed;
+  constexpr bool kFullNext = (kDiag & kFp8BwdFullNext) != 0;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -519,6 +520,15 @@ __global__ void __launch_bounds__(384, 1)
   // barriers no iteration arrives at (tile -2's dS8, tile -1's amax) are seeded with this warpgroup's arrivals: one
   // arrival per wait on every barrier (a second, on tile -1's dS8 barrier, deadlocked the first device run).
   const int n = tmap[3];
+  // Every (query, key) of this warpgroup's part of the tile at query row m0 allowed (the sequence's fields re-read
+  // from shared memory). kFullNext: tile i + 1's computed in iteration i, under its GEMMs, instead of at the top of
+  // iteration i + 1, where its shared loads' latency was not covered (14 % of the stall samples at B16 S16K).
+  auto tile_is_full = [&](int m0) {
+    const int j_w0 = n0 + kr0;
+    return m0 + BM <= sq.lq && j_w0 + 64 <= sq.lk &&
+           sq.mask.tile_full(m0 + sq.mask.offset, m0 + BM + sq.mask.offset, j_w0, j_w0 + 64);
+  };
+  bool full_next = kFullNext && n > 0 && tile_is_full(tile_m0(0));
   {
     const uint32_t z = opaque(sdS) + 2 * C::kdSBytes + ctid * 32;  // 8 KB: 32 B per consumer thread
     st_shared_v4_f32(z, 0.f, 0.f, 0.f, 0.f);
@@ -704,9 +714,9 @@ __global__ void __launch_bounds__(384, 1)
     const int jrow = j_w0 + 16 * warp + lane / 4;
     const int qcol = m0 + 2 * (lane % 4);
     uint32_t ok_bits = 0xffffffffu;
-    // (uniform per warpgroup: the pointwise passes below take their copy without selects on such tiles)
-    const bool full_tile = m0 + BM <= sq.lq && j_w0 + 64 <= sq.lk &&
-                           sq.mask.tile_full(m0 + sq.mask.offset, m0 + BM + sq.mask.offset, j_w0, j_w0 + 64);
+    // (uniform per warpgroup: the pointwise passes below take their copy without selects on such tiles;
+    // kFullNext: decided in the previous iteration)
+    const bool full_tile = kFullNext ? full_next : tile_is_full(m0);
     if (!full_tile) {
       ok_bits = 0;
       // kMaskFast: no contexts, no targets, no left window (causal, none, right windows): allowed(r, j) is r < lk,
@@ -795,6 +805,7 @@ __global__ void __launch_bounds__(384, 1)
                                desc_k32(make_desc_kmajor(opaque(stage_a(s)) + 2 * C::kQBytes, 64), kk), 1);
     }
     wgmma_commit();
+    if constexpr (kFullNext) full_next = i + 1 < n && tile_is_full(tile_m0(i + 1));  // (under dP^T and dV)
     // dP^T done (dV may still run): dS'^T = dP^T dO_s v_s / N SiLU'(S) alpha q_s (into acc_dp), masked by select;
     // the tile's amax.
     wgmma_wait<1>();
