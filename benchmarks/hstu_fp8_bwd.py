@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--mode", default="block", choices=_fp8.DESCALE_MODES)
     p.add_argument("--smoke", action="store_true", help="one tiny case (any device)")
-    p.add_argument("--variants", default="stages3,red_keep,stages3_red_keep",
+    p.add_argument("--variants", default="stages3,red_keep,red_keep_full_next",
                    help="the path's private variants of the last columns, comma-separated names of "
                         "_fp8_bwd.FP8_BWD_VARIANT_BITS (values of one option field: one at a time) or 'default' "
                         "(the kernel column's path again); '' for none")

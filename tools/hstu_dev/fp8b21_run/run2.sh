@@ -4,10 +4,11 @@
 # (carry: bash tools/hstu_dev/fp8b21_run/pack.sh /work/main/.carry/fp8b21). Wheel of the branch: dot_separate and
 # lpt_tail removed (no use in run 1); the option field's kernel variants stages3 (1), red_keep (2: the dQ
 # reduce-adds' address registers kept live through the loop, so the loop top's tile-map load no longer waits for
-# the LSU to take them: run 1's ncu, 7 % of the stall samples), both (3).
+# the LSU to take them: run 1's ncu, 7 % of the stall samples), red_keep_full_next (3: and tile i + 1's full-tile
+# test in iteration i, under its GEMMs: the mask section, 14 % of the samples).
 # 1. one process: the whole tests/hstu/test_fp8_bwd.py first (the variants bit-equal to the default in dk / dv),
-#    then the random-order benchmark (14 reps): default twice, stages3, red_keep, both
-# 2. ncu of red_keep at B16 S16K (source counters, warp states): where the loop top's stall went
+#    then the random-order benchmark (14 reps): default twice, stages3, red_keep, red_keep_full_next
+# 2. ncu of red_keep_full_next at B16 S16K (source counters, warp states): where the loop top's stall went
 set -u
 export PYTHONUNBUFFERED=1 R=$PWD OUT=${OUT:-/tmp/o_fp8b21}
 mkdir -p "$OUT"
@@ -17,18 +18,18 @@ rm -rf /tmp/site_fp8b21 && python3 -m pip install -q --no-deps --no-index --no-c
 echo "GPU: $(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader) ($SECONDS s)"
 echo "== 1. GPU tests (whole file), then the benchmark: one process ($SECONDS s)"
 (cd $C/tree && PYTHONPATH=/tmp/site_fp8b21 timeout 24 python3 -P tools/drive.py --tests-first --reps 14 --no-dequant \
-   --variants default,stages3,red_keep,stages3_red_keep \
+   --variants default,stages3,red_keep,red_keep_full_next \
    -- -q -p no:cacheprovider --import-mode=importlib --tb=short -rfE tests/hstu/test_fp8_bwd.py \
    > $OUT/drive.log 2>&1)
 echo "rc $? ($SECONDS s)"
 grep -v "^\.*$" $OUT/drive.log | grep -E "^\||drive|passed|failed|FAILED|ERROR|rror" | cut -c1-420
-echo "== 2. ncu red_keep S16K ($SECONDS s)"
+echo "== 2. ncu red_keep_full_next S16K ($SECONDS s)"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 T=$(( 37 - SECONDS ))
 if [ $T -gt 8 ]; then
   PYTHONPATH=/tmp/site_fp8b21 timeout $T $NCU --clock-control none -k "regex:hstu_bwd_fp8_sm90_kernel" -c 1 \
       --section SpeedOfLight --section WarpStateStats --section SourceCounters --section LaunchStats \
-      -o $OUT/redkeep -f python3 -P $C/tree/tools/ncu_case.py 16384 --bits $(( 2 << 59 )) > $OUT/ncu.log 2>&1
+      -o $OUT/redkeep -f python3 -P $C/tree/tools/ncu_case.py 16384 --bits $(( 3 << 59 )) > $OUT/ncu.log 2>&1
   echo "rc $? ($SECONDS s)"
   tail -3 $OUT/ncu.log | cut -c1-200
   if [ -f $OUT/redkeep.ncu-rep ]; then
