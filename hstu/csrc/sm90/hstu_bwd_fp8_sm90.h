@@ -97,7 +97,7 @@ constexpr int kFp8BwdFullNext = 4194304;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
-                               kFp8BwdDqRedV4 | kFp8BwdLptGroups;
+                               kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep;
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
@@ -109,16 +109,17 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
   return nblk_k >= 128 ? 1 : gp < 1 ? 1 : gp > 16 ? 16 : gp;
 }
 // The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): a 2-bit field at bits
-// 59-60 of hstu_attn::fp8_bwd_sm90's `options`; value v runs the kernel variant kFp8BwdFieldDiag[v] (a value of
-// Fp8BwdDiagBuilt; the op's diag argument, when not 0, wins): stages3 (1, kFp8BwdStages3), red_keep (2,
-// kFp8BwdRedKeep), red_keep_full_next (3, with kFp8BwdFullNext). Measured in docs/hstu_kernel_notes.md. Bit 56 is the routing's
-// kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads it).
+// 59-60 of hstu_attn::fp8_bwd_sm90's `options`; value v runs the kernel variant kFp8BwdFieldDiag[v] (a diag value of
+// Fp8BwdDiagBuilt, i.e. the features toggled against the default; the op's diag argument, when not 0, wins):
+// main_kernel (1: without kFp8BwdStages3 and kFp8BwdRedKeep, the default before), no_stages3 (2: without
+// kFp8BwdStages3), full_next (3: with kFp8BwdFullNext). Measured in docs/hstu_kernel_notes.md. Bit 56 is the
+// routing's kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads it).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 constexpr int kOptFp8BwdFieldShift = 59;
 constexpr int64_t kOptFp8BwdFieldMask = int64_t{3} << kOptFp8BwdFieldShift;
 constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFieldMask;
 constexpr int kFp8BwdLptGroupCtas = 256;
-constexpr int kFp8BwdFieldDiag[4] = {0, kFp8BwdStages3, kFp8BwdRedKeep, kFp8BwdRedKeep | kFp8BwdFullNext};
+constexpr int kFp8BwdFieldDiag[4] = {0, kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext};
 constexpr int fp8_bwd_field_diag(int64_t options) {
   return kFp8BwdFieldDiag[(options & kOptFp8BwdFieldMask) >> kOptFp8BwdFieldShift];
 }
@@ -137,9 +138,9 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
                                               kFp8BwdDefault | kFp8BwdLateFence,
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
-                                              kFp8BwdStages3, kFp8BwdRedKeep, kFp8BwdRedKeep | kFp8BwdFullNext>;
+                                              kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdStages3, kFp8BwdRedKeep, kFp8BwdRedKeep | kFp8BwdFullNext>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -3,11 +3,11 @@
 // Math and rounding points: hstu/_fp8_bwd.py (hstu_attn_fp8_backward_reference emulates them). The bf16 Hopper
 // backward's structure (hstu_bwd_sm90_kernel.cuh), simplified: one CTA per (128-key block, head, batch) in grid
 // order (kFp8BwdLpt: key blocks last, measured slower), a producer warpgroup issuing TMA (K, V, K^T once; per
-// 64-row query tile Q, dO, dO^T into ring A and Q^T into ring B, 2 stages each; kFp8BwdPrefetch: the tile's q / dO
-// descale factors with it), two consumer warpgroups of 64 keys each, walking the query tiles their block can see
-// (bwd_work_tiles, ascending). All five GEMMs in wgmma m64nNk32 e4m3 with fp32 accumulators. kDiag's feature bits
-// (hstu_bwd_fp8_sm90.h; the op's diag is their difference from kFp8BwdDefault) select the variants below. Iteration
-// i of a consumer warpgroup (the kernel without kFp8BwdSpecQ):
+// 64-row query tile Q, dO, dO^T into ring A and Q^T into ring B, 2 stages each, 3 with kFp8BwdStages3;
+// kFp8BwdPrefetch: the tile's q / dO descale factors with it), two consumer warpgroups of 64 keys each, walking the
+// query tiles their block can see (bwd_work_tiles, ascending). All five GEMMs in wgmma m64nNk32 e4m3 with fp32
+// accumulators. kDiag's feature bits (hstu_bwd_fp8_sm90.h; the op's diag is their difference from kFp8BwdDefault)
+// select the variants below. Iteration i of a consumer warpgroup (the kernel without kFp8BwdSpecQ):
 //   S^T = K_wg Q^T, dP^T = V_wg dO^T     SS, both operands K-major as stored (D contiguous), m64n64
 //   P^T = SiLU(S), dS'^T = dP^T SiLU'(S) alpha q_s   fp32, masked by select (SeqMask::allowed; none on tiles that
 //                                                    tile_full passes); P^T and SiLU' once S^T is done, under dP^T
@@ -37,8 +37,9 @@
 // partly masked tiles by compares where the sequence has no contexts, targets or left window. kFp8BwdLateFence
 // (the kernel without the features above only): the proxy fences of the dS8 stores and the dQ staging one
 // iteration later, one for both (late_flush). kFp8BwdDqRedV4: dQ added from the registers by red.global.add.v4 into
-// the fragment-ordered workspace (no staging). kFp8BwdLptGroups: the 1-D grid of pair groups, key block 0 first.
-// All measured in docs/hstu_kernel_notes.md.
+// the fragment-ordered workspace (no staging; kFp8BwdRedKeep: their address registers kept live until the next
+// ones). kFp8BwdLptGroups: the 1-D grid of pair groups, key block 0 first. kFp8BwdFullNext: tile i + 1's full-tile
+// test in iteration i. All measured in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
