@@ -230,10 +230,9 @@ def hstu_attn_fp8_backward_reference(
 
 
 # ------------------------------------------------------------------------------------------------ routing
-#: the Hopper FP8 backward's private A/B (the 2-bit field at bit 59 of `options`, hstu_bwd_fp8_sm90.h kFp8BwdFieldDiag):
-#: kernel variants with the default's gradients: the kernel before three ring stages and the kept reduce-add
-#: address registers; without the third stage; with the next tile's full-tile test one iteration early
-FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59, "no_stages3": 2 << 59, "full_next": 3 << 59}
+#: the Hopper FP8 backward's private A/B (bit 59 of `options`, hstu_bwd_fp8_sm90.h kOptFp8BwdFullNext): the kernel
+#: with the next tile's full-tile test one iteration early (the default's gradients)
+FP8_BWD_VARIANT_BITS = {"full_next": 1 << 59}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

@@ -396,9 +396,8 @@ def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
             out.sum().backward()
 
 
-# The path's private variants (the option field at bit 59 of the op's `options`, fb.FP8_BWD_VARIANT_BITS,
-# hstu_bwd_fp8_sm90.h kFp8BwdField), the same math as the default: dO^T by the transposes' kernel, other groups of
-# the grid's (batch, head) pairs (dq up to the order of its fp32 additions).
+# The path's private variants (option bits of the op's `options`, fb.FP8_BWD_VARIANT_BITS, hstu_bwd_fp8_sm90.h
+# kOptFp8Bwd*), the same math as the default: kernel variants (dq up to the order of its fp32 additions).
 VARIANTS = dict(fb.FP8_BWD_VARIANT_BITS)
 
 

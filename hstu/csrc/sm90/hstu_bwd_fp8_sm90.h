@@ -85,7 +85,8 @@ constexpr int kFp8BwdDqRedV4 = 131072;
 // grid's order.
 constexpr int kFp8BwdLptGroups = 262144;
 // Not timing-only (bit-equal gradients): three stages per ring (Q, dO, dO^T and Q^T of a tile loaded up to two tiles
-// ahead instead of one), in the shared memory of the buffers the default does not use (dS' parking, dQ staging).
+// ahead instead of one), in the shared memory of the buffers that kFp8BwdSpecQ and kFp8BwdDqRedV4 leave unused (dS'
+// parking, dQ staging; a kernel without either keeps two stages).
 constexpr int kFp8BwdStages3 = 524288;
 // Not timing-only (bit-equal gradients): the dQ reduce-adds' address registers kept live until the next tile's
 // reduce-adds (a reduce-add holds its source registers until the LSU takes them; the loop top's first write reused
@@ -108,25 +109,20 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
   const int gp = group_ctas / (nblk_k > 0 ? nblk_k : 1);
   return nblk_k >= 128 ? 1 : gp < 1 ? 1 : gp > 16 ? 16 : gp;
 }
-// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): a 2-bit field at bits
-// 59-60 of hstu_attn::fp8_bwd_sm90's `options`; value v runs the kernel variant kFp8BwdFieldDiag[v] (a diag value of
-// Fp8BwdDiagBuilt, i.e. the features toggled against the default; the op's diag argument, when not 0, wins):
-// main_kernel (1: without kFp8BwdStages3 and kFp8BwdRedKeep, the default before), no_stages3 (2: without
-// kFp8BwdStages3), full_next (3: with kFp8BwdFullNext). Measured in docs/hstu_kernel_notes.md. Bit 56 is the
-// routing's kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads it).
+// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): bit 59 of
+// hstu_attn::fp8_bwd_sm90's `options` runs the kernel variant kFp8BwdFullNext (full_next; the op's diag argument,
+// when not 0, wins). Bit 60 is free. Measured in docs/hstu_kernel_notes.md. Bit 56 is the routing's
+// kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads it).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-constexpr int kOptFp8BwdFieldShift = 59;
-constexpr int64_t kOptFp8BwdFieldMask = int64_t{3} << kOptFp8BwdFieldShift;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFieldMask;
+constexpr int64_t kOptFp8BwdFullNext = int64_t{1} << 59;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFullNext;
 constexpr int kFp8BwdLptGroupCtas = 256;
-constexpr int kFp8BwdFieldDiag[4] = {0, kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext};
-constexpr int fp8_bwd_field_diag(int64_t options) {
-  return kFp8BwdFieldDiag[(options & kOptFp8BwdFieldMask) >> kOptFp8BwdFieldShift];
-}
+constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdFullNext) ? kFp8BwdFullNext : 0; }
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default and the option field's variants; the timing-only and older feature variants (the phase split,
-// tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_DEV_VARIANTS (--define hstu_dev=1).
+// default and the option bit's variant; the timing-only and older feature variants (the phase split,
+// tools/hstu_dev/fp8_bwd_split.py; kFp8BwdStages3 | kFp8BwdRedKeep: the default before both) only in builds with
+// HSTU_DEV_VARIANTS (--define hstu_dev=1).
 #ifdef HSTU_DEV_VARIANTS
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
                                               kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
@@ -140,7 +136,7 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFullNext>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

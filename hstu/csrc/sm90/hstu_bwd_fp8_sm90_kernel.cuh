@@ -73,9 +73,10 @@ struct Fp8BwdTraits {
   static constexpr int kKtBytes = D * kBlockN;  // K^T: D rows of 128 keys (128-byte swizzle)
   static constexpr int kQBytes = kBlockM * D;   // Q or dO: 64 rows of D bytes
   static constexpr int kQtBytes = D * kBlockM;  // Q^T or dO^T: D rows of 64 queries (64-byte swizzle)
-  // kFp8BwdStages3: three stages per ring in the shared memory of the buffers the variant does not use (dS' parking
-  // under kFp8BwdSpecQ, dQ staging under kFp8BwdDqRedV4)
-  static constexpr bool kCompact = (kVariant & kFp8BwdStages3) != 0;
+  // kFp8BwdStages3: three stages per ring in the shared memory of the buffers the kernel does not use (dS' parking
+  // under kFp8BwdSpecQ, dQ staging under kFp8BwdDqRedV4; with either of them in use, two stages)
+  static constexpr bool kCompact = (kVariant & kFp8BwdStages3) != 0 && (kVariant & kFp8BwdSpecQ) != 0 &&
+                                   (kVariant & kFp8BwdDqRedV4) != 0;
   // Two rings of 2 stages: A = Q, dO, dO^T of a tile (S^T, dP^T, dV: released in the tile), B = Q^T (dK, one tile
   // late: released at the end of the next tile).
   static constexpr int kStages = kCompact ? 3 : 2;
@@ -87,7 +88,7 @@ struct Fp8BwdTraits {
   // dS' of a tile in fp32 (quantized one tile late): each thread's 32 values, 8 float4 at (k 128 + thread) of its
   // warpgroup's 16 KB.
   static constexpr int kOffDsf = kOffB + kStages * kQtBytes;
-  static constexpr int kDsfBytes = kCompact && (kVariant & kFp8BwdSpecQ) != 0 ? 0 : 2 * 128 * 32 * 4;
+  static constexpr int kDsfBytes = kCompact ? 0 : 2 * 128 * 32 * 4;
   // dS8: 64 queries x the block's 128 keys (128-byte swizzle), 3 buffers (tile j's written in tile j + 1, read by
   // dQ of tile j in tile j + 2)
   static constexpr int kdSBytes = kBlockM * kBlockN;
@@ -97,7 +98,7 @@ struct Fp8BwdTraits {
   // panels of 2 KB, the boxes of the dq_accum tensor map (bulk tensor reduce-adds, as the bf16 kernel).
   static constexpr int kDqWarpBytes = 4096;
   static constexpr int kOffDq = kOffdS + kdSBufs * kdSBytes;
-  static constexpr int kDqBytes = kCompact && (kVariant & kFp8BwdDqRedV4) != 0 ? 0 : 8 * kDqWarpBytes;
+  static constexpr int kDqBytes = kCompact ? 0 : 8 * kDqWarpBytes;
   static constexpr int kAmaxSlots = 4;  // amax words of tiles j % 4: 8 consumer warps each
   static constexpr int kOffRed = kOffDq + kDqBytes;
   static constexpr int kBarOffset = kOffRed + kAmaxSlots * 32;
