@@ -6,7 +6,8 @@ import gzip
 import re
 import sys
 
-PATS = [r"^gpu__time_duration\.sum$", r"^sm__cycles_elapsed\.avg$", r"^sm__cycles_active\.(avg|max|min)$", r"^smsp__cycles_active\.avg$",
+PATS = [r"^gpu__time_duration\.sum$", r"^sm__cycles_elapsed\.avg$", r"^sm__cycles_active\.(avg|max|min)$",
+        r"^smsp__cycles_active\.avg$",
         r"^smsp__issue_active\.avg\.pct_of_peak_sustained_active$", r"^smsp__inst_executed\.sum$",
         r"^sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active$", r"gmma",
         r"^sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active$",
@@ -17,7 +18,8 @@ PATS = [r"^gpu__time_duration\.sum$", r"^sm__cycles_elapsed\.avg$", r"^sm__cycle
         r"^lts__throughput\.avg\.pct_of_peak_sustained_elapsed$", r"^dram__bytes_(read|write)\.sum$",
         r"^dram__throughput\.avg\.pct_of_peak_sustained_elapsed$",
         r"^sm__throughput\.avg\.pct_of_peak_sustained_elapsed$",
-        r"^l1tex__throughput\.avg\.pct_of_peak_sustained_active$", r"^launch__(grid_size|registers_per_thread|shared_mem_per_block_dynamic)$",
+        r"^l1tex__throughput\.avg\.pct_of_peak_sustained_active$",
+        r"^launch__(grid_size|registers_per_thread|shared_mem_per_block_dynamic)$",
         r"^smsp__pcsamp_warps_issue_stalled_.*$", r"^sm__warps_active\.avg\.pct_of_peak_sustained_active$",
         r"^lts__t_sectors_srcunit_tex_op_read\.sum$", r"^lts__t_bytes\.sum$"]
 args = sys.argv[1:]
