@@ -3,7 +3,7 @@
 (`kernel_options(fp8_bwd=True)`, where the build has it), with their TFLOP/s (FA convention) and the FP8 paths'
 distance to the bf16 backward.
 
-Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variants dot_separate,lpt256]
+Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variants default,full_next]
        [--no-dequant] [--results FILE]
 Inputs: randn bf16 q / k / v (std 1) quantized by `quantize_fp8` (the --mode descale), dout randn * 1e-2, causal,
 H 4, alpha 1/sqrt(D), dense batches. Goal (issue 36): FP8 backward >= 700 TFLOP/s at D128 B16 S16K.
@@ -90,8 +90,8 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
     if device.type == "cuda" and _fp8_bwd.fp8_bwd_kernel_built(D):
         why = _fp8_bwd.fp8_bwd_refusal(q8, None, kernel_opts)
         kernel = fp8(kernel_opts) if why is None else None
-    # the path's private variants (an option field, hstu_bwd_fp8_sm90.h kFp8BwdField), where this build has them
-    # ("default" again: the same path in another place of the rotation, a check of the order's bias)
+    # the path's private variants (option bits, hstu_bwd_fp8_sm90.h kOptFp8Bwd*), where this build has them
+    # ("default" again: the same path in another place of the random order, a check of the order's bias)
     bits = {"default": 0, **getattr(_fp8_bwd, "FP8_BWD_VARIANT_BITS", {})}
     var_fns = [fp8(kernel_opts | bits[name]) if kernel is not None and name in bits else None for name in variants]
     flush = torch.empty(64 << 20, dtype=torch.int32, device=device) if device.type == "cuda" else None
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--mode", default="block", choices=_fp8.DESCALE_MODES)
     p.add_argument("--smoke", action="store_true", help="one tiny case (any device)")
-    p.add_argument("--variants", default="dot_separate,lpt256,lpt_tail",
+    p.add_argument("--variants", default="full_next",
                    help="the path's private variants of the last columns, comma-separated names of "
                         "_fp8_bwd.FP8_BWD_VARIANT_BITS (values of one option field: one at a time) or 'default' "
                         "(the kernel column's path again); '' for none")

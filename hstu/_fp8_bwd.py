@@ -230,10 +230,9 @@ def hstu_attn_fp8_backward_reference(
 
 
 # ------------------------------------------------------------------------------------------------ routing
-#: the Hopper FP8 backward's private A/B (the 2-bit field at bit 59 of `options`, hstu_bwd_fp8_sm90.h kFp8BwdField):
-#: dO^T by the transposes' kernel instead of the quantization's; the grid's pair groups of 256 CTAs at every length
-#: (the default puts a pair of >= 128 key blocks in a group of its own); the grid's last group of >= 384 CTAs
-FP8_BWD_VARIANT_BITS = {"dot_separate": 1 << 59, "lpt256": 2 << 59, "lpt_tail": 3 << 59}
+#: the Hopper FP8 backward's private A/B (bit 59 of `options`, hstu_bwd_fp8_sm90.h kOptFp8BwdFullNext): the kernel
+#: with the next tile's full-tile test one iteration early (the default's gradients)
+FP8_BWD_VARIANT_BITS = {"full_next": 1 << 59}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

@@ -13,10 +13,11 @@ class SyncError(Exception):
     pass
 
 
-def _consumer(wg, n, seeds, late_fence=False):
+def _consumer(wg, n, seeds, late_fence=False, stages=2):
     """Warpgroup wg's ops in the kernel's order (the loop over n tiles, then the last tile's late part and dQ).
     late_fence (kFp8BwdLateFence): the dS8 arrive of tile i - 1 moves from the late part of iteration i to iteration
-    i + 1, after its GEMMs' issue (tile -2's by iteration 0: no seed for it); the last one stays in place."""
+    i + 1, after its GEMMs' issue (tile -2's by iteration 0: no seed for it); the last one stays in place. stages:
+    the rings' stages (kFp8BwdStages3: 3)."""
     o = 1 - wg
     amax = lambda g, j: 1 + 4 * g + (j & 3)  # noqa: E731 (the kernel's bar_amax / bar_ds8)
     ds8 = lambda g, j: 9 + 3 * g + (j + 3) % 3  # noqa: E731
@@ -34,20 +35,20 @@ def _consumer(wg, n, seeds, late_fence=False):
         yield ("sync", ds8(o, i - 2), (wg, "ds8", i - 2))
         yield ("read_ds8", i - 2)
         if i > 0:
-            yield ("mbwait", ("full_b", (i - 1) % 2), ((i - 1) // 2) & 1)
+            yield ("mbwait", ("full_b", (i - 1) % stages), ((i - 1) // stages) & 1)
             yield ("read_b", i - 1)
         yield ("end_ds8", i - 2)  # wait<1>: dQ done
         if release_a:
             yield ("end_a", i)
-            yield ("mbarrive", ("empty_a", i % 2))
+            yield ("mbarrive", ("empty_a", i % stages))
         if i > 0:
             yield ("end_b", i - 1)  # wait<0>: dK done
-            yield ("mbarrive", ("empty_b", (i - 1) % 2))
+            yield ("mbarrive", ("empty_b", (i - 1) % stages))
 
     for i in range(n):
         if i == 0:
             yield ("mbwait", "kv", 0)
-        yield ("mbwait", ("full_a", i % 2), (i // 2) & 1)
+        yield ("mbwait", ("full_a", i % stages), (i // stages) & 1)
         yield ("read_a", i)
         if late_fence:
             yield ("arrive", ds8(wg, i - 2), (wg, "ds8", i - 2))
@@ -64,11 +65,11 @@ def _consumer(wg, n, seeds, late_fence=False):
     yield ("done",)
 
 
-def _producer(n):
+def _producer(n, stages=2):
     if n > 0:
         yield ("load", "kv", None)
         for j in range(n):
-            s, ph = j % 2, (j // 2) & 1
+            s, ph = j % stages, (j // stages) & 1
             yield ("mbwait", ("empty_a", s), ph ^ 1)
             yield ("load", ("full_a", s), ("a", j))
             yield ("mbwait", ("empty_b", s), ph ^ 1)
@@ -76,13 +77,13 @@ def _producer(n):
     yield ("done",)
 
 
-def run(n, seed, seeds=(("ds8", -2), ("amax", -1)), late_fence=False):
+def run(n, seed, seeds=(("ds8", -2), ("amax", -1)), late_fence=False, stages=2):
     """One random interleaving of a CTA with n query tiles; raises SyncError on a fault. seeds: the arrivals each
     warpgroup makes before its loop (the kernel's; with late_fence the kernel seeds only ("amax", -1))."""
     rnd = random.Random(seed)
     bars = {}  # named barrier -> [units, generation, events]
     mbar = {"kv": [0, 0, 1]}  # mbarrier -> [arrivals, completed phases, arrivals per phase]
-    for s in range(2):
+    for s in range(stages):
         mbar.update({("full_a", s): [0, 0, 1], ("empty_a", s): [0, 0, 2], ("full_b", s): [0, 0, 1],
                      ("empty_b", s): [0, 0, 2]})
     ring = {"a": {}, "b": {}}  # slot -> tile loaded
@@ -95,7 +96,8 @@ def run(n, seed, seeds=(("ds8", -2), ("amax", -1)), late_fence=False):
         if m[0] == m[2]:
             m[0], m[1] = 0, m[1] + 1
 
-    agents = {0: _consumer(0, n, seeds, late_fence), 1: _consumer(1, n, seeds, late_fence), "p": _producer(n)}
+    agents = {0: _consumer(0, n, seeds, late_fence, stages), 1: _consumer(1, n, seeds, late_fence, stages),
+              "p": _producer(n, stages)}
     cur = {k: next(g) for k, g in agents.items()}
     waiting, done, loads = {}, set(), []
     while len(done) < 3 or loads:
@@ -115,9 +117,9 @@ def run(n, seed, seeds=(("ds8", -2), ("amax", -1)), late_fence=False):
             name, what = loads.pop(rnd.randrange(len(loads)))
             if what is not None:
                 r, j = what
-                if any(x[0] == j % 2 for x in reading[r]):
+                if any(x[0] == j % stages for x in reading[r]):
                     raise SyncError(f"load of tile {j} into ring {r} while {reading[r]} read it")
-                ring[r][j % 2] = j
+                ring[r][j % stages] = j
             mb_arrive(name)
             continue
         if k in waiting:
@@ -157,14 +159,14 @@ def run(n, seed, seeds=(("ds8", -2), ("amax", -1)), late_fence=False):
             ds8_tile[(buf, wg)] = op[1]
         elif op[0] in ("read_ds8", "read_a", "read_b"):
             r = op[0][5:]
-            slot = (op[1] + 3) % 3 if r == "ds8" else op[1] % 2
+            slot = (op[1] + 3) % 3 if r == "ds8" else op[1] % stages
             held = [ds8_tile.get((slot, g)) for g in (0, 1)] if r == "ds8" else [ring[r].get(slot)]
             if op[1] >= 0 and any(t != op[1] for t in held):
                 raise SyncError(f"warpgroup {wg} reads tile {op[1]} from {r} slot {slot}, which holds {held}")
             reading[r].add((slot, op[1], wg))
         elif op[0] in ("end_ds8", "end_a", "end_b"):
             r = op[0][4:]
-            reading[r].discard(((op[1] + 3) % 3 if r == "ds8" else op[1] % 2, op[1], wg))
+            reading[r].discard(((op[1] + 3) % 3 if r == "ds8" else op[1] % stages, op[1], wg))
         cur[k] = next(agents[k])
     if any(b[0] for b in bars.values()):
         raise SyncError(f"barriers left half-arrived: {bars}")

@@ -97,12 +97,13 @@ def test_kernel_sync_protocol_model():
     """The kernel's barriers and buffers (fp8_bwd_sync_model: named barriers arrived at by one warpgroup and waited
     for by the other, mbarrier rings, the dS8 buffers and amax words they guard) under random interleavings: no
     deadlock, every barrier generation completed by the two warpgroups' events of one tile, no tile reading another
-    tile's data, for 0 to 9 query tiles. And the model fails the first drift version's fault (tile -1's dS8 barrier
-    seeded although iteration 0 arrives at it: the device run hung)."""
+    tile's data, for 0 to 9 query tiles, with two and three ring stages. And the model fails the first drift
+    version's fault (tile -1's dS8 barrier seeded although iteration 0 arrives at it: the device run hung)."""
     for n in range(10):
         for seed in range(60):
             fp8_bwd_sync_model.run(n, seed)
             fp8_bwd_sync_model.run(n, seed, seeds=(("amax", -1),), late_fence=True)  # kFp8BwdLateFence
+            fp8_bwd_sync_model.run(n, seed, stages=3)  # kFp8BwdStages3
     with pytest.raises(fp8_bwd_sync_model.SyncError, match="completed by"):
         for seed in range(20):
             fp8_bwd_sync_model.run(2, seed, seeds=(("ds8", -2), ("ds8", -1), ("amax", -1)))
@@ -395,9 +396,8 @@ def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
             out.sum().backward()
 
 
-# The path's private variants (the option field at bit 59 of the op's `options`, fb.FP8_BWD_VARIANT_BITS,
-# hstu_bwd_fp8_sm90.h kFp8BwdField), the same math as the default: dO^T by the transposes' kernel, other groups of
-# the grid's (batch, head) pairs (dq up to the order of its fp32 additions).
+# The path's private variants (option bits of the op's `options`, fb.FP8_BWD_VARIANT_BITS, hstu_bwd_fp8_sm90.h
+# kOptFp8Bwd*), the same math as the default: kernel variants (dq up to the order of its fp32 additions).
 VARIANTS = dict(fb.FP8_BWD_VARIANT_BITS)
 
 
@@ -532,7 +532,7 @@ def test_cuda_fp8_bwd_op_refuses_a_variant_not_built():
             lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
             *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]), None, None)
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
-    for bad in (3, 5, 33, 256, 512, -1, 1 << 20):
+    for bad in (3, 5, 33, 256, 512, -1, 1 << 21):
         with pytest.raises(RuntimeError, match="diag: expected 0 or a built variant"):
             fb.fp8_bwd_cuda(dout, args, False, opts, diag=bad)
     for bits in VARIANTS.values():
@@ -559,8 +559,9 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel(variant, mode, mask):
 @pytest.mark.sm90
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_cuda_fp8_bwd_variant_matches_the_kernel_with_many_groups(variant):
-    """As above with 128 key blocks (S = 16K): the default's grid has a group per (batch, head) pair, lpt256's groups
-    of two, lpt_tail's last group three pairs; every CTA runs once (poisoned outputs)."""
+    """As above with 128 key blocks (S = 16K): the grid has a group per (batch, head) pair, and its CTAs hundreds
+    of tiles (the rings' stages and the kept registers over many iterations); every CTA runs once (poisoned
+    outputs)."""
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
     c = make_case(770, [16384, 300, 0, 1000, 77], 2, 128, "causal", device="cuda")

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
   uint8_t* dot = p.dot + static_cast<int64_t>(h) * D * p.q_cols;  // this head's dO^T (D rows of q_cols bytes)
   if (col == p.do_cols) {  // rows past cu_q[batch]; dO^T's columns before sequence 0's first
-    const int64_t c0 = p.dot_separate ? 0 : min(hstu_fp8_vt_start(p.cu_seqlens_q[0], 0), p.q_cols);
+    const int64_t c0 = min(hstu_fp8_vt_start(p.cu_seqlens_q[0], 0), p.q_cols);
     for (int64_t i = threadIdx.x; i < D * (c0 / 16); i += kThreads) {
       *reinterpret_cast<uint4*>(dot + (i / (c0 / 16)) * p.q_cols + 16 * (i % (c0 / 16))) = make_uint4(0, 0, 0, 0);
     }
@@ -127,8 +127,7 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   // the tile: slot s's D bytes at s (D + 16), 16-byte chunk k at k ^ (s / 16 & swz) (conflict-free reads of one d
   // across the 16-column groups where D / 16 is a power of two; unswizzled otherwise)
   const int tile_row = D + 16, swz = (D & (D - 1)) == 0 ? min(D / 16 - 1, 7) : 0;
-  const bool with_dot = !p.dot_separate;
-  for (int i = threadIdx.x; i < (with_dot ? 128 : n) * vecs; i += kThreads) {
+  for (int i = threadIdx.x; i < 128 * vecs; i += kThreads) {
     const int r = i / vecs, c = (i % vecs) * 8;
     uint32_t w[2] = {0, 0};
     if (r < nu) {
@@ -139,13 +138,10 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
                                               << (8 * (e % 4));
     }
     if (r < n) *reinterpret_cast<uint2*>(do8 + (r0 + r) * out_row + c) = make_uint2(w[0], w[1]);
-    if (with_dot) {
-      const int slot = (r & ~31) + quant_slot_of_row(r & 31);  // (rows past n: zeros, for their columns)
-      *reinterpret_cast<uint2*>(qtile + slot * tile_row + (((c >> 4) ^ ((slot >> 4) & swz)) << 4) + (c & 15)) =
-          make_uint2(w[0], w[1]);
-    }
+    const int slot = (r & ~31) + quant_slot_of_row(r & 31);  // (rows past n: zeros, for their columns)
+    *reinterpret_cast<uint2*>(qtile + slot * tile_row + (((c >> 4) ^ ((slot >> 4) & swz)) << 4) + (c & 15)) =
+        make_uint2(w[0], w[1]);
   }
-  if (!with_dot) return;
   // dO^T: columns [c_begin, c_end) of this block (16-byte aligned), slot = column - c_begin (>= 128: zero)
   const int64_t first = hstu_fp8_vt_start(start, lo);
   const int64_t seq_end = lo + 1 < p.batch ? hstu_fp8_vt_start(p.cu_seqlens_q[lo + 1], lo + 1) : p.q_cols;
@@ -187,15 +183,14 @@ constexpr int kCols = 128;
 __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ __align__(16) uint8_t tile[kCols][256 + 16];
   __shared__ int64_t src_row[kCols];
-  // (selected field by field: an indexed array would live in local memory; dO^T: the quantization's blocks unless
-  // dot_separate)
-  const bool kz = blockIdx.z == (p.dot_separate ? 2 : 1), dz = p.dot_separate && blockIdx.z == 1;
+  // (selected field by field: an indexed array would live in local memory; dO^T: the quantization's blocks)
+  const bool kz = blockIdx.z == 1;
   TransposeJob j;
-  j.src = kz ? p.k8 : dz ? p.do8 : p.q8;
-  j.row_stride = kz ? p.k_row_stride : dz ? static_cast<int64_t>(p.heads) * p.head_dim : p.q_row_stride;
-  j.head_stride = kz ? p.k_head_stride : dz ? p.head_dim : p.q_head_stride;
+  j.src = kz ? p.k8 : p.q8;
+  j.row_stride = kz ? p.k_row_stride : p.q_row_stride;
+  j.head_stride = kz ? p.k_head_stride : p.q_head_stride;
   j.cols = kz ? p.k_cols : p.q_cols;
-  j.dst = kz ? p.kt : dz ? p.dot : p.qt;
+  j.dst = kz ? p.kt : p.qt;
   j.cu = kz ? p.cu_seqlens_k : p.cu_seqlens_q;
   j.seqused = kz ? p.seqused_k : p.seqused_q;
   j.group = kz ? 16 : 32;
@@ -375,7 +370,7 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;
   if (p.heads > 65535 || p.do_cols + 1 > INT32_MAX) return cudaErrorInvalidValue;
   const dim3 qgrid(static_cast<unsigned>(p.do_cols + 1), p.heads);
-  const size_t qsmem = p.dot_separate ? 0 : 128 * static_cast<size_t>(p.head_dim + 16);  // dO^T's tile (<= 34.8 KB)
+  const size_t qsmem = 128 * static_cast<size_t>(p.head_dim + 16);  // dO^T's tile (<= 34.8 KB)
   if (p.dout_half) {
     fp8_quant_do_kernel<__half><<<qgrid, kThreads, qsmem, stream>>>(p);
   } else {
@@ -384,7 +379,7 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
-  const dim3 tgrid(static_cast<unsigned>((cols + kCols - 1) / kCols), p.heads, p.dot_separate ? 3 : 2);
+  const dim3 tgrid(static_cast<unsigned>((cols + kCols - 1) / kCols), p.heads, 2);
   fp8_transpose_kernel<<<tgrid, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }

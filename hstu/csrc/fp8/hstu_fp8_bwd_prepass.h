@@ -53,8 +53,6 @@ struct HstuFp8BwdPrepassParams {
   // hstu_fp8_bwd_dq_tiled_floats that hold the sequences' rows (the rest is never read).
   float* dq_zero;
   int dq_tiled;
-  // 0 (the default): dO^T written by the quantization's blocks; 1 (the op's private A/B): by the transposes' kernel
-  int dot_separate;
 };
 
 // Launches the two pre-pass kernels (dO quantization with dO^T, then Q^T and K^T) on `stream`.

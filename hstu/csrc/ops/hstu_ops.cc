@@ -568,7 +568,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     int64_t diag) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   const bool diag_int = diag >= INT_MIN && diag <= INT_MAX;
-  const int variant = diag_int ? static_cast<int>(diag) : 0;
+  // the kernel variant: the private diag, else the option bit's (hstu_bwd_fp8_sm90.h kOptFp8BwdFullNext)
+  const int variant = !diag_int ? 0 : diag != 0 ? static_cast<int>(diag) : fp8_bwd_option_diag(options);
   ACCEL_CHECK(diag_int && fp8_bwd_diag_built(variant),
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag,
               " with options ", options);
@@ -615,7 +616,6 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   for (int i = 0; i < 3; ++i) chk.out[i] = reinterpret_cast<float*>(w + o_sc[i]);
   pre.dq_zero = reinterpret_cast<float*>(w + o_dq);  // zeroed by the pre-pass's quantization blocks (no fill)
   pre.dq_tiled = dq_tiled ? 1 : 0;
-  pre.dot_separate = fp8_bwd_dot_separate(options) ? 1 : 0;
   cudaStream_t s = stream_of(q);
   // Launch order: the two single-block checks first, then the pre-pass, the kernel and the finishing pass (plain
   // launches: programmatic dependent ones measured no faster, docs/hstu_kernel_notes.md)
@@ -636,10 +636,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.kt = pre.kt;
   f.dq_accum = reinterpret_cast<float*>(w + o_dq);
   f.diag = variant;
-  const Fp8BwdFieldVariant& fv = fp8_bwd_field(options);
   const int nblk_k = static_cast<int>((p.max_seqlen_k + 127) / 128);
-  f.lpt_pairs = hstu_fp8_bwd_lpt_pairs(nblk_k, kFp8BwdLptGroupCtas, fv.solo_long);
-  f.lpt_last_pairs = nblk_k > 0 ? (fv.lpt_last_ctas + nblk_k - 1) / nblk_k : 0;
+  f.lpt_pairs = hstu_fp8_bwd_lpt_pairs(nblk_k, kFp8BwdLptGroupCtas);
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
   err = hstu_fp8_bwd_prepass(pre, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));

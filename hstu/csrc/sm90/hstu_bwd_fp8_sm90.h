@@ -29,8 +29,7 @@ struct HstuFp8BwdParams {
   float* dq_accum;   // fp32, zeroed: (total_q, H, D) (bulk tensor reduce-adds), or with kFp8BwdDqRedV4 the
                      // fragment-ordered groups of hstu_fp8_bwd_dq_tiled_floats
   int diag;          // the kernel variant (the op's diag; Fp8BwdDiagBuilt): 0 the default
-  int lpt_pairs;       // kFp8BwdLptGroups: (batch, head) pairs per group of the grid (hstu_fp8_bwd_lpt_pairs)
-  int lpt_last_pairs;  // and in its last group (0: the remainder)
+  int lpt_pairs;     // kFp8BwdLptGroups: (batch, head) pairs per group of the grid (hstu_fp8_bwd_lpt_pairs)
 };
 
 // Timing-only variants of the kernel (tools/hstu_dev/fp8_bwd_split.py through the private op's `diag` argument,
@@ -85,47 +84,45 @@ constexpr int kFp8BwdDqRedV4 = 131072;
 // (the plain grid dispatches the last pair's key block 0 a pair before the end). A group of one pair is the plain
 // grid's order.
 constexpr int kFp8BwdLptGroups = 262144;
+// Not timing-only (bit-equal gradients): three stages per ring (Q, dO, dO^T and Q^T of a tile loaded up to two tiles
+// ahead instead of one), in the shared memory of the buffers that kFp8BwdSpecQ and kFp8BwdDqRedV4 leave unused (dS'
+// parking, dQ staging; a kernel without either keeps two stages).
+constexpr int kFp8BwdStages3 = 524288;
+// Not timing-only (bit-equal gradients): the dQ reduce-adds' address registers kept live until the next tile's
+// reduce-adds (a reduce-add holds its source registers until the LSU takes them; the loop top's first write reused
+// them and waited: 7 % of the stall samples at B16 S16K, ncu, docs/hstu_kernel_notes.md).
+constexpr int kFp8BwdRedKeep = 1048576;
+// Not timing-only (bit-equal gradients): whether tile i + 1 is full (tile_full: no mask bits, no selects) decided in
+// iteration i under its GEMMs instead of at the top of iteration i + 1 (shared loads of the sequence's fields).
+constexpr int kFp8BwdFullNext = 4194304;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
-                               kFp8BwdDqRedV4 | kFp8BwdLptGroups;
+                               kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep;
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
 // Pairs per group of kFp8BwdLptGroups' grid for sequences of nblk_k key blocks: groups of about group_ctas CTAs
 // (at most 16 pairs), but a pair of >= 128 key blocks (S >= 16K) a group of its own: such a pair alone is about a
 // wave of CTAs (measured level with two per group; docs/hstu_kernel_notes.md).
-constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas, bool solo_long = true) {
+constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
   const int gp = group_ctas / (nblk_k > 0 ? nblk_k : 1);
-  return (solo_long && nblk_k >= 128) ? 1 : gp < 1 ? 1 : gp > 16 ? 16 : gp;
+  return nblk_k >= 128 ? 1 : gp < 1 ? 1 : gp > 16 ? 16 : gp;
 }
-// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): a 2-bit field at bits
-// 59-60 of hstu_attn::fp8_bwd_sm90's `options`; value v runs the path with kFp8BwdField[v]'s changes: dO^T by the
-// transposes' kernel instead of the quantization's blocks (dot_separate: 1), groups of 256 CTAs at every length
-// (lpt256: 2, the rule before a pair of >= 128 key blocks went alone), the grid's last group of at least 384 CTAs
-// (lpt_tail: 3; 3 pairs at S16K: their key blocks 0 start earlier). All three await a timing free of the benchmark's
-// order bias (docs/hstu_kernel_notes.md). Bit 56 is the routing's kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads
-// it).
+// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): bit 59 of
+// hstu_attn::fp8_bwd_sm90's `options` runs the kernel variant kFp8BwdFullNext (full_next; the op's diag argument,
+// when not 0, wins). Bit 60 is free. Measured in docs/hstu_kernel_notes.md. Bit 56 is the routing's
+// kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads it).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-constexpr int kOptFp8BwdFieldShift = 59;
-constexpr int64_t kOptFp8BwdFieldMask = int64_t{3} << kOptFp8BwdFieldShift;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFieldMask;
-struct Fp8BwdFieldVariant {
-  bool dot_separate;
-  bool solo_long;     // hstu_fp8_bwd_lpt_pairs
-  int lpt_last_ctas;  // the last group's pairs: at least this many CTAs (0: the remainder)
-};
+constexpr int64_t kOptFp8BwdFullNext = int64_t{1} << 59;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFullNext;
 constexpr int kFp8BwdLptGroupCtas = 256;
-constexpr Fp8BwdFieldVariant kFp8BwdField[4] = {{false, true, 0}, {true, true, 0}, {false, false, 0},
-                                                {false, true, 384}};
-constexpr const Fp8BwdFieldVariant& fp8_bwd_field(int64_t options) {
-  return kFp8BwdField[(options & kOptFp8BwdFieldMask) >> kOptFp8BwdFieldShift];
-}
-constexpr bool fp8_bwd_dot_separate(int64_t options) { return fp8_bwd_field(options).dot_separate; }
+constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdFullNext) ? kFp8BwdFullNext : 0; }
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default only (the option field above varies the path around it); the timing-only and older feature variants (the
-// phase split, tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_DEV_VARIANTS (--define hstu_dev=1).
+// default and the option bit's variant; the timing-only and older feature variants (the phase split,
+// tools/hstu_dev/fp8_bwd_split.py; kFp8BwdStages3 | kFp8BwdRedKeep: the default before both) only in builds with
+// HSTU_DEV_VARIANTS (--define hstu_dev=1).
 #ifdef HSTU_DEV_VARIANTS
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
                                               kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
@@ -136,9 +133,10 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdPrefetch, kFp8BwdMaskFast, kFp8BwdLpt, kFp8BwdDefault,
                                               kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
                                               kFp8BwdDefault | kFp8BwdLateFence,
-                                              kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark>;
+                                              kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
+                                              kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFullNext>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

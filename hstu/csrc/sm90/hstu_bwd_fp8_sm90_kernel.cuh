@@ -3,11 +3,11 @@
 // Math and rounding points: hstu/_fp8_bwd.py (hstu_attn_fp8_backward_reference emulates them). The bf16 Hopper
 // backward's structure (hstu_bwd_sm90_kernel.cuh), simplified: one CTA per (128-key block, head, batch) in grid
 // order (kFp8BwdLpt: key blocks last, measured slower), a producer warpgroup issuing TMA (K, V, K^T once; per
-// 64-row query tile Q, dO, dO^T into ring A and Q^T into ring B, 2 stages each; kFp8BwdPrefetch: the tile's q / dO
-// descale factors with it), two consumer warpgroups of 64 keys each, walking the query tiles their block can see
-// (bwd_work_tiles, ascending). All five GEMMs in wgmma m64nNk32 e4m3 with fp32 accumulators. kDiag's feature bits
-// (hstu_bwd_fp8_sm90.h; the op's diag is their difference from kFp8BwdDefault) select the variants below. Iteration
-// i of a consumer warpgroup (the kernel without kFp8BwdSpecQ):
+// 64-row query tile Q, dO, dO^T into ring A and Q^T into ring B, 2 stages each, 3 with kFp8BwdStages3;
+// kFp8BwdPrefetch: the tile's q / dO descale factors with it), two consumer warpgroups of 64 keys each, walking the
+// query tiles their block can see (bwd_work_tiles, ascending). All five GEMMs in wgmma m64nNk32 e4m3 with fp32
+// accumulators. kDiag's feature bits (hstu_bwd_fp8_sm90.h; the op's diag is their difference from kFp8BwdDefault)
+// select the variants below. Iteration i of a consumer warpgroup (the kernel without kFp8BwdSpecQ):
 //   S^T = K_wg Q^T, dP^T = V_wg dO^T     SS, both operands K-major as stored (D contiguous), m64n64
 //   P^T = SiLU(S), dS'^T = dP^T SiLU'(S) alpha q_s   fp32, masked by select (SeqMask::allowed; none on tiles that
 //                                                    tile_full passes); P^T and SiLU' once S^T is done, under dP^T
@@ -37,8 +37,9 @@
 // partly masked tiles by compares where the sequence has no contexts, targets or left window. kFp8BwdLateFence
 // (the kernel without the features above only): the proxy fences of the dS8 stores and the dQ staging one
 // iteration later, one for both (late_flush). kFp8BwdDqRedV4: dQ added from the registers by red.global.add.v4 into
-// the fragment-ordered workspace (no staging). kFp8BwdLptGroups: the 1-D grid of pair groups, key block 0 first.
-// All measured in docs/hstu_kernel_notes.md.
+// the fragment-ordered workspace (no staging; kFp8BwdRedKeep: their address registers kept live until the next
+// ones). kFp8BwdLptGroups: the 1-D grid of pair groups, key block 0 first. kFp8BwdFullNext: tile i + 1's full-tile
+// test in iteration i. All measured in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
@@ -63,7 +64,7 @@
 namespace hstu {
 namespace sm90 {
 
-template <int D>
+template <int D, int kVariant = kFp8BwdDefault>
 struct Fp8BwdTraits {
   static_assert(D == 128, "the FP8 backward: D = 128 first");
   static constexpr int kBlockM = 64;   // query rows per tile
@@ -72,9 +73,13 @@ struct Fp8BwdTraits {
   static constexpr int kKtBytes = D * kBlockN;  // K^T: D rows of 128 keys (128-byte swizzle)
   static constexpr int kQBytes = kBlockM * D;   // Q or dO: 64 rows of D bytes
   static constexpr int kQtBytes = D * kBlockM;  // Q^T or dO^T: D rows of 64 queries (64-byte swizzle)
+  // kFp8BwdStages3: three stages per ring in the shared memory of the buffers the kernel does not use (dS' parking
+  // under kFp8BwdSpecQ, dQ staging under kFp8BwdDqRedV4; with either of them in use, two stages)
+  static constexpr bool kCompact = (kVariant & kFp8BwdStages3) != 0 && (kVariant & kFp8BwdSpecQ) != 0 &&
+                                   (kVariant & kFp8BwdDqRedV4) != 0;
   // Two rings of 2 stages: A = Q, dO, dO^T of a tile (S^T, dP^T, dV: released in the tile), B = Q^T (dK, one tile
   // late: released at the end of the next tile).
-  static constexpr int kStages = 2;
+  static constexpr int kStages = kCompact ? 3 : 2;
   static constexpr int kAStageBytes = 2 * kQBytes + kQtBytes;
   static constexpr int kOffV = kKVBytes;
   static constexpr int kOffKt = 2 * kKVBytes;
@@ -83,7 +88,7 @@ struct Fp8BwdTraits {
   // dS' of a tile in fp32 (quantized one tile late): each thread's 32 values, 8 float4 at (k 128 + thread) of its
   // warpgroup's 16 KB.
   static constexpr int kOffDsf = kOffB + kStages * kQtBytes;
-  static constexpr int kDsfBytes = 2 * 128 * 32 * 4;
+  static constexpr int kDsfBytes = kCompact ? 0 : 2 * 128 * 32 * 4;
   // dS8: 64 queries x the block's 128 keys (128-byte swizzle), 3 buffers (tile j's written in tile j + 1, read by
   // dQ of tile j in tile j + 2)
   static constexpr int kdSBytes = kBlockM * kBlockN;
@@ -93,8 +98,9 @@ struct Fp8BwdTraits {
   // panels of 2 KB, the boxes of the dq_accum tensor map (bulk tensor reduce-adds, as the bf16 kernel).
   static constexpr int kDqWarpBytes = 4096;
   static constexpr int kOffDq = kOffdS + kdSBufs * kdSBytes;
+  static constexpr int kDqBytes = kCompact ? 0 : 8 * kDqWarpBytes;
   static constexpr int kAmaxSlots = 4;  // amax words of tiles j % 4: 8 consumer warps each
-  static constexpr int kOffRed = kOffDq + 8 * kDqWarpBytes;
+  static constexpr int kOffRed = kOffDq + kDqBytes;
   static constexpr int kBarOffset = kOffRed + kAmaxSlots * 32;
   // mbarriers (128 B: K / V / K^T, then full / empty of rings A and B), the parked SeqInfo (64 B), tile map
   // (16 B) and the stages' q / dO factors (at 224, kFp8BwdPrefetch), slack to align the base to 1024 bytes
@@ -102,7 +108,7 @@ struct Fp8BwdTraits {
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
-  static_assert(8 + 32 * kStages <= 128 && sizeof(SeqInfo) <= 64 && kStages <= 4,
+  static_assert(8 + 32 * kStages <= 128 && sizeof(SeqInfo) <= 64 && kStages <= 3,
                 "mbarriers, parked SeqInfo, the stages' q / dO factors (kFp8BwdPrefetch) at 224 + 8 s");
   static_assert(kSmem <= 232448, "shared memory");
   static_assert(kOffDq % 1024 == 0 && kOffdS % 1024 == 0 && kOffB % 1024 == 0, "128B-swizzled tiles");
@@ -262,7 +268,7 @@ __global__ void __launch_bounds__(384, 1)
                              const __grid_constant__ CUtensorMap tm_qt, const __grid_constant__ CUtensorMap tm_dot,
                              const __grid_constant__ CUtensorMap tm_kt, const __grid_constant__ CUtensorMap tm_dq,
                              const HstuParams p, const HstuFp8BwdParams f) {
-  using C = Fp8BwdTraits<D>;
+  using C = Fp8BwdTraits<D, kDiag>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
@@ -287,7 +293,7 @@ __global__ void __launch_bounds__(384, 1)
   int lpt_pair = 0, lpt_block = 0;
   if constexpr (kLptGroups) {  // (bwd_lpt_decode with the groups' sizes call parameters)
     const int nblk_k = (p.max_seqlen_k + BN - 1) / BN, pairs = p.batch * p.heads, gp = f.lpt_pairs;
-    const int tp = f.lpt_last_pairs > 0 ? min(pairs, max(gp, f.lpt_last_pairs)) : pairs - (pairs - 1) / gp * gp;
+    const int tp = pairs - (pairs - 1) / gp * gp;
     const int lead = pairs - tp;  // pairs in the groups of gp before the last group
     int lin = blockIdx.x, first = lead, gpairs = tp;
     if (lin < lead * nblk_k) {
@@ -315,6 +321,8 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kStsmDs8 = (kDiag & kFp8BwdStsmDs8) != 0;
   constexpr bool kDqRed = (kDiag & kFp8BwdDqRedV4) != 0 && (kDiag & kFp8BwdDiagNoDq) == 0;
   constexpr bool kDqStaged = (kDiag & kFp8BwdDiagNoDq) == 0 && !kDqRed;  // dQ through shared memory + bulk reduces
+  constexpr bool kRedKeep = (kDiag & kFp8BwdRedKeep) != 0 && kDqRed;
+  constexpr bool kFullNext = (kDiag & kFp8BwdFullNext) != 0;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -418,6 +426,11 @@ __global__ void __launch_bounds__(384, 1)
   float qs_prev = 1.f;  // q's factor of the previous tile (whose dS' is quantized in this one)
   float dq_scale1 = 0.f, dq_scale2 = 0.f;  // u k_s / q_s of the last tile quantized and the one before
   float ug_prev = 0.f;  // kSpecQ: the factor the previous tile's dS' is divided by (tile -1: zeros, no fix-up)
+  // kFp8BwdRedKeep: the address registers of the last dQ reduce-adds, kept live until the next ones: a reduce-add
+  // holds its source registers until the LSU has taken them (long scoreboard under the L2's load), and without this
+  // the loop top's first write reused them (the tile map's shared load: 7 % of the stall samples at S16K)
+  float* red_keep = f.dq_accum + (h * 2 + wg) * 1024 + 4 * lane;  // (group red_g's)
+  int64_t red_g = 0;
   uint32_t da_keep[2][4] = {};  // kSpecQ: the previous tile's e4m3 dS' / ug_prev (tile -1: zeros)
   // Shared-memory addresses computed where used, behind an opaque copy: otherwise the loop's wgmma descriptors are
   // hoisted out of it (or held through the SiLU) and spilled.
@@ -471,6 +484,11 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kDqRed) {  // fragment order: this warp's 16 rows are one group, its 64 columns block wg
       const int64_t g = dq_group_index(sq.q_start, b, tile_m0(t)) + warp;
       float* a = f.dq_accum + ((g * p.heads + h) * 2 + wg) * 1024 + 4 * lane;
+      if constexpr (kRedKeep) {  // the address from the previous one (so that it stays live until here)
+        a = red_keep + (g - red_g) * (int64_t{p.heads} * 2048);
+        red_keep = a;
+        red_g = g;
+      }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 128 * j), "f"(acc[4 * j] * scale),
@@ -504,6 +522,15 @@ __global__ void __launch_bounds__(384, 1)
   // barriers no iteration arrives at (tile -2's dS8, tile -1's amax) are seeded with this warpgroup's arrivals: one
   // arrival per wait on every barrier (a second, on tile -1's dS8 barrier, deadlocked the first device run).
   const int n = tmap[3];
+  // Every (query, key) of this warpgroup's part of the tile at query row m0 allowed (the sequence's fields re-read
+  // from shared memory). kFullNext: tile i + 1's computed in iteration i, under its GEMMs, instead of at the top of
+  // iteration i + 1, where its shared loads' latency was not covered (14 % of the stall samples at B16 S16K).
+  auto tile_is_full = [&](int m0) {
+    const int j_w0 = n0 + kr0;
+    return m0 + BM <= sq.lq && j_w0 + 64 <= sq.lk &&
+           sq.mask.tile_full(m0 + sq.mask.offset, m0 + BM + sq.mask.offset, j_w0, j_w0 + 64);
+  };
+  bool full_next = kFullNext && n > 0 && tile_is_full(tile_m0(0));
   {
     const uint32_t z = opaque(sdS) + 2 * C::kdSBytes + ctid * 32;  // 8 KB: 32 B per consumer thread
     st_shared_v4_f32(z, 0.f, 0.f, 0.f, 0.f);
@@ -628,7 +655,7 @@ __global__ void __launch_bounds__(384, 1)
     // B; tile -1: the zeroed dS8 buffer 2), each its own commit group.
     float acc_dq[32];
     dq_issue(acc_dq, i - 2);
-    const int sb = (i + 1) % S;  // (tile i - 1's)
+    const int sb = (i + S - 1) % S;  // (tile i - 1's)
     if (i > 0) mbar_wait(bar_full_b(sb), ((i - 1) / S) & 1);
     const uint32_t bq = i > 0 ? stage_b(sb) : sdS + 2 * C::kdSBytes;
     wgmma_fence();
@@ -689,9 +716,9 @@ __global__ void __launch_bounds__(384, 1)
     const int jrow = j_w0 + 16 * warp + lane / 4;
     const int qcol = m0 + 2 * (lane % 4);
     uint32_t ok_bits = 0xffffffffu;
-    // (uniform per warpgroup: the pointwise passes below take their copy without selects on such tiles)
-    const bool full_tile = m0 + BM <= sq.lq && j_w0 + 64 <= sq.lk &&
-                           sq.mask.tile_full(m0 + sq.mask.offset, m0 + BM + sq.mask.offset, j_w0, j_w0 + 64);
+    // (uniform per warpgroup: the pointwise passes below take their copy without selects on such tiles;
+    // kFullNext: decided in the previous iteration)
+    const bool full_tile = kFullNext ? full_next : tile_is_full(m0);
     if (!full_tile) {
       ok_bits = 0;
       // kMaskFast: no contexts, no targets, no left window (causal, none, right windows): allowed(r, j) is r < lk,
@@ -780,6 +807,7 @@ __global__ void __launch_bounds__(384, 1)
                                desc_k32(make_desc_kmajor(opaque(stage_a(s)) + 2 * C::kQBytes, 64), kk), 1);
     }
     wgmma_commit();
+    if constexpr (kFullNext) full_next = i + 1 < n && tile_is_full(tile_m0(i + 1));  // (under dP^T and dV)
     // dP^T done (dV may still run): dS'^T = dP^T dO_s v_s / N SiLU'(S) alpha q_s (into acc_dp), masked by select;
     // the tile's amax.
     wgmma_wait<1>();

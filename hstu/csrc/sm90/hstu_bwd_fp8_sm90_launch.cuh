@@ -29,7 +29,7 @@ cudaError_t dispatch_diag(Go&& go, int diag, std::integer_sequence<int, Ds...>) 
 
 template <int D>
 cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaStream_t stream) {
-  using C = Fp8BwdTraits<D>;
+  using C = Fp8BwdTraits<D>;  // (the tiles' sizes; shared memory per variant below)
   if (p.max_seqlen_k <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || f.total_k <= 0) return cudaSuccess;
   if (p.rab != nullptr || p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidValue;
   cudaError_t err = bind_device_context();
@@ -63,14 +63,15 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
   auto go = [&](auto diag) {  // one launch for every variant
     constexpr int kVariant = decltype(diag)::value ^ kFp8BwdDefault;  // (hstu_bwd_fp8_sm90.h)
     constexpr auto kernel = hstu_bwd_fp8_sm90_kernel<D, kVariant>;
+    using CV = Fp8BwdTraits<D, kVariant>;
     const dim3 grid = (kVariant & kFp8BwdLptGroups) ? dim3(static_cast<unsigned>(int64_t{n_blocks} * p.heads * p.batch))
                       : (kVariant & kFp8BwdLpt)     ? dim3(p.heads, p.batch, n_blocks)
                                                     : dim3(n_blocks, p.heads, p.batch);
-    cudaError_t e = set_max_dynamic_smem<kernel>(C::kSmem);
+    cudaError_t e = set_max_dynamic_smem<kernel>(CV::kSmem);
     if (e != cudaSuccess) return e;
     HstuFp8BwdParams g = f;  // the groups' pairs at least 1 (the kernel divides by them)
     g.lpt_pairs = g.lpt_pairs > 0 ? g.lpt_pairs : 1;
-    kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p, g);
+    kernel<<<grid, CV::kThreads, CV::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p, g);
     return cudaGetLastError();
   };
   return dispatch_diag(go, f.diag, Fp8BwdDiagBuilt{});
