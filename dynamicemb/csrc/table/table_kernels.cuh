@@ -1110,33 +1110,31 @@ namespace detail {
 // The LRU row copiers' choice of the first-writer set (dedup_set): the batch is sampled at kDedupSamples positions
 // (one pseudo-random position per stratum of n / kDedupSamples, or every key of a smaller batch), and the set is
 // used when at least 1 / kDedupRepeatShare of the samples repeat an earlier sample's key. Hot keys (a Zipf batch)
-// show up as repeats; a batch of distinct keys, or one whose repeats are rare, keeps the slot-lock path (each
-// block decides the same from the same samples; the set is zeroed only when it is used).
+// show up as repeats; a batch of distinct keys, or one whose repeats are rare, keeps the slot-lock path (the set is
+// zeroed by dedup_clear_kernel only when it is used).
 constexpr int kDedupSamples = 1024;
 constexpr unsigned kDedupRepeatShare = 64;
 constexpr int kBeginBlock = 256;
 
 // Advances the op clock and zeroes the op's stats, pending count and the insert pass's group counter; runs before
-// every upsert (stream-ordered). With `set` (the LRU row copiers of all-HBM tables): every block samples the batch,
-// block 0 writes the choice (kDedupFlagWord) and, when the set is used, each block zeroes its share of it.
+// every upsert (stream-ordered). With `keys` (the LRU row copiers of all-HBM tables; one block of kBeginBlock): the
+// block samples the batch and writes the choice of the first-writer set (kDedupFlagWord).
 // A named namespace (not an anonymous one: kernel names must not depend on the source path, BUILD_CONTRACT.md),
 // and a template like every kernel here, so each generated unit owns its instance (no ODR clash at link time).
 template <int K, int V, int P>
 __global__ void __launch_bounds__(kBeginBlock)
     begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long long* pending_count, const void* keys,
-                    int64_t n, unsigned long long* set, int64_t set_words) {
+                    int64_t n) {
   using KT = typename KeyT<K>::T;
-  if (blockIdx.x == 0) {
-    if (threadIdx.x == 0) {
-      counters[kCounterClock] += 1;
-      if (pending_count) {
-        pending_count[0] = 0;
-        pending_count[kInsertGroupWord] = 0;  // insert_group_counter
-      }
+  if (threadIdx.x == 0) {
+    counters[kCounterClock] += 1;
+    if (pending_count) {
+      pending_count[0] = 0;
+      pending_count[kInsertGroupWord] = 0;  // insert_group_counter
     }
-    if (threadIdx.x < kNumStats) stats[threadIdx.x] = 0;
   }
-  if (set == nullptr) return;
+  if (threadIdx.x < kNumStats) stats[threadIdx.x] = 0;
+  if (keys == nullptr) return;
   constexpr int kPerThread = kDedupSamples / kBeginBlock;
   constexpr uint64_t kSeenMask = 2 * kDedupSamples - 1;
   __shared__ unsigned long long s_seen[2 * kDedupSamples];
@@ -1170,9 +1168,14 @@ __global__ void __launch_bounds__(kBeginBlock)
   }
   if (repeats) atomicAdd(&s_repeats, repeats);
   __syncthreads();
-  const bool use = s_repeats > 0 && s_repeats * kDedupRepeatShare >= static_cast<unsigned>(samples);
-  if (blockIdx.x == 0 && threadIdx.x == 0) pending_count[kDedupFlagWord] = use;
-  if (!use) return;
+  if (threadIdx.x == 0)
+    pending_count[kDedupFlagWord] = s_repeats > 0 && s_repeats * kDedupRepeatShare >= static_cast<unsigned>(samples);
+}
+// Zeroes the first-writer set when begin_op chose it (every block reads the choice; none writes otherwise).
+template <int K, int V, int P>
+__global__ void __launch_bounds__(kBeginBlock)
+    dedup_clear_kernel(const unsigned long long* choice, unsigned long long* set, int64_t set_words) {
+  if (__ldg(choice) == 0) return;
   ulonglong2* w = reinterpret_cast<ulonglong2*>(set);  // (16-byte aligned: 2n + kPendingExtra words in)
   for (int64_t j = static_cast<int64_t>(blockIdx.x) * kBeginBlock + threadIdx.x; j < set_words / 2;
        j += static_cast<int64_t>(gridDim.x) * kBeginBlock)
@@ -1212,20 +1215,19 @@ template <int K, int V, int P>
 void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   const int family = main_family(p.mode);
   // The LRU row copiers with the first-writer set (the op's pending scratch has its tail; all-HBM tables):
-  // begin_op samples the batch and zeroes the set when the first pass will use it (detail::kDedupSamples).
+  // begin_op samples the batch and chooses the set (detail::kDedupSamples); dedup_clear zeroes it when chosen.
   const bool dedup = P == kPolicyLru && family == kFamilyCopy && p.n > 0 &&
                      p.pending_words > 2 * p.n + kPendingExtra && p.host.ops == nullptr;
   unsigned long long* counts =
       p.n > 0 ? reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2) : nullptr;
+  detail::begin_op_kernel<K, V, P><<<1, dedup ? detail::kBeginBlock : 32, 0, s>>>(
+      p.t.counters, p.stats, counts, dedup ? p.keys : nullptr, p.n);
   if (dedup) {
     const int64_t w = p.pending_words - 2 * p.n - kPendingExtra;
     const int64_t blocks = std::max<int64_t>(1, w / (2 * detail::kBeginBlock * 8));  // >= 8 stores per thread
-    detail::begin_op_kernel<K, V, P>
+    detail::dedup_clear_kernel<K, V, P>
         <<<static_cast<unsigned>(std::min<int64_t>(blocks, insert_grid_cap())), detail::kBeginBlock, 0, s>>>(
-            p.t.counters, p.stats, counts, p.keys, p.n,
-            reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra), w);
-  } else {
-    detail::begin_op_kernel<K, V, P><<<1, 32, 0, s>>>(p.t.counters, p.stats, counts, nullptr, 0, nullptr, 0);
+            counts + kDedupFlagWord, reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra), w);
   }
   check_launch("begin_op");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
