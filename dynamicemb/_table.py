@@ -552,11 +552,11 @@ class ScoredHashTable:
         # the keys the second handles (evictions, duplicates) here: 2n words of (key, index) pairs, then
         # kPendingExtra = 16 words holding the pending count.
         # The LRU row copiers of all-HBM tables (`_upsert_dedup`) append the first-writer set: a power of two >= 4n
-        # words (table_types.h dedup_set_words), zeroed by the device only when the batch repeats keys.
+        # words and 16 more (table_types.h dedup_set_words), zeroed by the device only when the batch repeats keys.
         n = keys.numel()
         words = 2 * n + 16
         if self._upsert_dedup and self._policy == 0 and _MODE[mode] in _COPY_MODES and n > 0:
-            words += max(64, 1 << (4 * n - 1).bit_length())
+            words += max(64, 1 << (4 * n - 1).bit_length()) + 16  # + kDedupTail
         pending = self._empty(words, dtype=torch.int64) if self.device.type == "cuda" else None
         _ops().table_upsert(
             *self._table_args(), self._policy, _MODE[mode], keys, values, scores, accum, values_out, found_out,

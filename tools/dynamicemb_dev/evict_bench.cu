@@ -255,7 +255,8 @@ int main(int argc, char** argv) {
           CK(cudaMemcpy(st, stats, sizeof st, cudaMemcpyDeviceToHost));
           CK(cudaMemcpy(&pend, pending + 2 * n + kPendingExtra / 2, 8, cudaMemcpyDeviceToHost));
           if (dedup && op > 0)  // begin_op's choice of the first-writer set (the copiers only)
-            CK(cudaMemcpy(&set_used, pending + 2 * n + kPendingExtra / 2 + kDedupFlagWord, 8, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(&set_used, pending + 2 * n + kPendingExtra + dedup_set_words(n) - kDedupTail / 2, 8,
+                          cudaMemcpyDeviceToHost));
           CK(cudaMemset(cnt, 0, 8));
           table_sum<<<1024, 256, 0, s>>>(t, cnt);
           CK(cudaMemcpyAsync(&tsum, cnt, 8, cudaMemcpyDeviceToHost, s));

@@ -227,14 +227,16 @@ __device__ __forceinline__ unsigned long long* insert_group_counter(const Upsert
 // key registered by this batch, 0 when free (kEmptyKey is reserved, so no key maps to 0). Linear probing from a
 // multiplicative hash of the key; an occurrence writes at most kTile words (its decisive round's), so a set of
 // >= 4n words always has a free word left (dedup_settle ends). The set is used (and zeroed first) only when the
-// batch repeats keys: begin_op_kernel samples the batch and leaves its choice in the word kDedupFlagWord past the
-// pending count (uniform batches keep the lock path and pay no zeroing).
-constexpr int kDedupFlagWord = 5;
+// batch repeats keys: begin_op_kernel samples the batch and leaves its choice in dedup_choice (uniform batches keep
+// the lock path and pay no zeroing).
 __device__ __forceinline__ unsigned long long* dedup_set(const UpsertParams& p) {
   return reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra);
 }
 __device__ __forceinline__ uint64_t dedup_mask(const UpsertParams& p) {
-  return static_cast<uint64_t>(p.pending_words - 2 * p.n - kPendingExtra - 1);
+  return static_cast<uint64_t>(p.pending_words - 2 * p.n - kPendingExtra - kDedupTail - 1);
+}
+__device__ __forceinline__ const unsigned long long* dedup_choice(const UpsertParams& p) {
+  return dedup_set(p) + dedup_mask(p) + 1 + kDedupTail / 2;
 }
 __device__ __forceinline__ uint64_t dedup_home(uint64_t key, uint64_t mask) {
   const uint64_t x = key * 0x9e3779b97f4a7c15ull;
@@ -702,7 +704,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
     // The op clock was written by begin_op_kernel: read-only here. One read per block (not per warp): the
     // counters line is also the target of the size counter's atomics.
     s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
-    if (F == kFamilyCopyDedup) s_dedup = static_cast<int>(__ldg(pending_count(p) + kDedupFlagWord));
+    if (F == kFamilyCopyDedup) s_dedup = static_cast<int>(__ldg(dedup_choice(p)));
   }
   // The key's load is issued before the barrier, so that its round trip overlaps the clock's (the block's warps
   // would otherwise start their probes one round trip after the block starts).
@@ -1109,22 +1111,22 @@ __global__ void __launch_bounds__(kBlock, 2) rehash_kernel(RehashParams rp) {
 namespace detail {
 // The LRU row copiers' choice of the first-writer set (dedup_set): the batch is sampled at kDedupSamples positions
 // (one pseudo-random position per stratum of n / kDedupSamples, or every key of a smaller batch), and the set is
-// used when at least 1 / kDedupRepeatShare of the samples repeat an earlier sample's key. Hot keys (a Zipf batch)
-// show up as repeats; a batch of distinct keys, or one whose repeats are rare, keeps the slot-lock path (the set is
-// zeroed by dedup_clear_kernel only when it is used).
-constexpr int kDedupSamples = 1024;
+// used when at least 1 / kDedupRepeatShare of the samples repeat an earlier sample's key. Hot keys show up as
+// repeats (a 1M-key batch with 60 % Zipf(1.05) draws: 15-22 of 256); a batch of distinct keys, or one whose repeats
+// are rare, keeps the slot-lock path (the set is zeroed by dedup_clear_kernel only when it is used).
+constexpr int kDedupSamples = 256;
 constexpr unsigned kDedupRepeatShare = 64;
 constexpr int kBeginBlock = 256;
 
 // Advances the op clock and zeroes the op's stats, pending count and the insert pass's group counter; runs before
 // every upsert (stream-ordered). With `keys` (the LRU row copiers of all-HBM tables; one block of kBeginBlock): the
-// block samples the batch and writes the choice of the first-writer set (kDedupFlagWord).
+// block samples the batch and writes the choice of the first-writer set (*choice).
 // A named namespace (not an anonymous one: kernel names must not depend on the source path, BUILD_CONTRACT.md),
 // and a template like every kernel here, so each generated unit owns its instance (no ODR clash at link time).
 template <int K, int V, int P>
 __global__ void __launch_bounds__(kBeginBlock)
     begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long long* pending_count, const void* keys,
-                    int64_t n) {
+                    int64_t n, unsigned long long* choice) {
   using KT = typename KeyT<K>::T;
   if (threadIdx.x == 0) {
     counters[kCounterClock] += 1;
@@ -1168,14 +1170,16 @@ __global__ void __launch_bounds__(kBeginBlock)
   }
   if (repeats) atomicAdd(&s_repeats, repeats);
   __syncthreads();
-  if (threadIdx.x == 0)
-    pending_count[kDedupFlagWord] = s_repeats > 0 && s_repeats * kDedupRepeatShare >= static_cast<unsigned>(samples);
+  if (threadIdx.x == 0) *choice = s_repeats > 0 && s_repeats * kDedupRepeatShare >= static_cast<unsigned>(samples);
 }
 // Zeroes the first-writer set when begin_op chose it (every block reads the choice; none writes otherwise).
 template <int K, int V, int P>
 __global__ void __launch_bounds__(kBeginBlock)
     dedup_clear_kernel(const unsigned long long* choice, unsigned long long* set, int64_t set_words) {
-  if (__ldg(choice) == 0) return;
+  __shared__ int s_use;  // one load of the choice per block (not one per warp on one word)
+  if (threadIdx.x == 0) s_use = __ldg(choice) != 0;
+  __syncthreads();
+  if (!s_use) return;
   ulonglong2* w = reinterpret_cast<ulonglong2*>(set);  // (16-byte aligned: 2n + kPendingExtra words in)
   for (int64_t j = static_cast<int64_t>(blockIdx.x) * kBeginBlock + threadIdx.x; j < set_words / 2;
        j += static_cast<int64_t>(gridDim.x) * kBeginBlock)
@@ -1220,14 +1224,17 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
                      p.pending_words > 2 * p.n + kPendingExtra && p.host.ops == nullptr;
   unsigned long long* counts =
       p.n > 0 ? reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2) : nullptr;
+  unsigned long long* set =
+      dedup ? reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra) : nullptr;
+  const int64_t w = dedup ? p.pending_words - 2 * p.n - kPendingExtra - kDedupTail : 0;  // the set's words
+  unsigned long long* choice = dedup ? set + w + kDedupTail / 2 : nullptr;                // (dedup_choice)
   detail::begin_op_kernel<K, V, P><<<1, dedup ? detail::kBeginBlock : 32, 0, s>>>(
-      p.t.counters, p.stats, counts, dedup ? p.keys : nullptr, p.n);
+      p.t.counters, p.stats, counts, dedup ? p.keys : nullptr, p.n, choice);
   if (dedup) {
-    const int64_t w = p.pending_words - 2 * p.n - kPendingExtra;
     const int64_t blocks = std::max<int64_t>(1, w / (2 * detail::kBeginBlock * 8));  // >= 8 stores per thread
     detail::dedup_clear_kernel<K, V, P>
         <<<static_cast<unsigned>(std::min<int64_t>(blocks, insert_grid_cap())), detail::kBeginBlock, 0, s>>>(
-            counts + kDedupFlagWord, reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra), w);
+            choice, set, w);
   }
   check_launch("begin_op");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
