@@ -297,7 +297,7 @@ class ScoredHashTable:
     # Private option (class or instance attribute): the LRU row copiers' op gets a first-writer set, which the first
     # pass uses when the device's sample of the batch finds repeated keys: each key's first occurrence writes its
     # row without a slot lock, the others yield (table_kernels.cuh, begin_op_kernel). Batches of distinct keys keep
-    # the slot-lock path. Measured (H200, 1M keys): Zipf +19 to +53 %, distinct keys -2 to -4 % (the sample and
+    # the slot-lock path. Measured (H200, 1M keys): Zipf +18 to +56 %, distinct keys -1.5 to -2.5 % (the sample and
     # the set's own first-pass instance; docs/dynamicemb_storage_notes.md, "A sampled choice of the first-writer
     # set"): off by default.
     _upsert_dedup = False

@@ -86,8 +86,7 @@ enum CounterIndex : int { kCounterClock = 0, kCounterSize = 1 };
 constexpr int64_t kPendingExtra = 16;
 // Optional tail of the pending scratch (LRU row copiers of all-HBM tables): a first-writer set of the batch's keys,
 // a power of two >= 4n int64 words, zeroed on the device when the batch repeats keys (table_kernels.cuh, dedup_set),
-// then kDedupTail words holding the device's choice of the set (word kDedupTail / 2: away from the pending count's
-// line, which every first-pass block's queue atomic hits).
+// then kDedupTail words holding the device's choice of the set (word kDedupTail / 2).
 constexpr int64_t kDedupTail = 16;
 TABLE_HD int64_t dedup_set_words(int64_t n) {
   int64_t w = 64;
