@@ -271,7 +271,7 @@ def test_gpu_duplicates_across_passes_match_cpu_twin(policy, op):
         assert_same_tables(g, c, 1e-6)
 
 
-@pytest.mark.parametrize("dups", ["few", "hot"])
+@pytest.mark.parametrize("dups", ["few", "hot", "rare"])
 @pytest.mark.parametrize("policy", ["lru", "lfu", "epoch_lru", "customized", "lru+dedup", "epoch_lru+dedup"])
 @pytest.mark.parametrize("op", ["assign", "insert_or_assign"])
 def test_gpu_row_writer_duplicates_on_shared_buckets_match_cpu_twin(policy, op, dups):
@@ -280,11 +280,14 @@ def test_gpu_row_writer_duplicates_on_shared_buckets_match_cpu_twin(policy, op, 
     Many tiles of one batch meet the same slots locked (a duplicate's row write or insert) and the same buckets'
     free slots (the first pass's lock taken inside the probe, and the eviction path's L2 prefetches, are on this
     path). dups "few": 1-4 copies of each key; "hot": also Zipf-like hot keys, 16 keys with 40-400 copies each (many
-    tiles on one lock word at once, some reading it LOCKED, some losing the CAS to a duplicate). No bucket
-    overflows, so the stored set is the CPU twin's; placement inside a bucket may differ (claim order), so the
-    tables are compared key by key: row, score, stats. Rows and scores are functions of the key (customized: the
-    caller's score), so the outcome does not depend on which duplicate goes first. "+dedup": the row copiers'
-    first-writer set (private option `_upsert_dedup`): one lock-free writer per key, the other occurrences yield.
+    tiles on one lock word at once, some reading it LOCKED, some losing the CAS to a duplicate); "rare": 1 % of the
+    keys twice, the rest once (too few repeats for the device's sample to choose the first-writer set, so "+dedup"
+    takes the slot-lock path with duplicates in the batch). No bucket overflows, so the stored set is the CPU
+    twin's; placement inside a bucket may differ (claim order), so the tables are compared key by key: row, score,
+    stats. Rows and scores are functions of the key (customized: the caller's score), so the outcome does not
+    depend on which duplicate goes first. "+dedup": the row copiers' first-writer set (private option
+    `_upsert_dedup`, on by default; the device uses it when its sample finds repeats): one lock-free writer per key,
+    the other occurrences yield.
     """
     policy, dedup = policy.removesuffix("+dedup"), policy.endswith("+dedup")
     nb, bc, dim = 32, 128, 8
@@ -306,6 +309,8 @@ def test_gpu_row_writer_duplicates_on_shared_buckets_match_cpu_twin(policy, op, 
         hits = present[torch.randperm(present.numel(), generator=gen)[:1200]]
         picked = torch.cat([hits, missing[step * 150:(step + 1) * 150]])
         reps = torch.randint(1, 5, (picked.numel(),), generator=gen)
+        if dups == "rare":
+            reps = 1 + (torch.rand(picked.numel(), generator=gen) < 0.01).long()
         if dups == "hot":  # 8 present and 8 missing keys get 40-400 copies
             hot = torch.cat([torch.arange(8), hits.numel() + torch.arange(8)])
             reps[hot] = torch.randint(40, 401, (16,), generator=gen)

@@ -104,7 +104,8 @@ int main(int argc, char** argv) {
   const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
   const bool ncu = argc > 4 && !std::strcmp(argv[4], "ncu");
   const bool zipf = argc > 5 && !std::strcmp(argv[5], "zipf");
-  // dedup: the timed ops pass the first-writer set (the LRU row copiers' private option).
+  // dedup: the timed ops pass the first-writer set (the LRU row copiers' scratch tail; begin_op samples the batch and
+  // uses it when keys repeat: "set" after the checksums).
   const bool dedup = argc > 7 && !std::strcmp(argv[7], "dedup");
   // Load factors, comma-separated, ascending (the table is filled on from one to the next): "0.5,0.75,1".
   std::vector<double> loads;
@@ -210,7 +211,7 @@ int main(int argc, char** argv) {
     std::printf("keys: %s%s\n", zipf ? "zipf 1.05 hits" : "uniform distinct hits", dedup ? ", first-writer set" : "");
     for (int op = 0; op < 4; ++op) {
       std::vector<float> tk[8], ttot;
-      long long pend = -1, st[kNumStats] = {};
+      long long pend = -1, set_used = 0, st[kNumStats] = {};
       unsigned long long tsum = 0, esum = 0;
       for (int r = 0; r < nreps; ++r) {
         copy_table(t, snap);
@@ -253,6 +254,9 @@ int main(int argc, char** argv) {
         if (r == nreps - 1) {  // checks of the last rep
           CK(cudaMemcpy(st, stats, sizeof st, cudaMemcpyDeviceToHost));
           CK(cudaMemcpy(&pend, pending + 2 * n + kPendingExtra / 2, 8, cudaMemcpyDeviceToHost));
+          if (dedup && op > 0)  // begin_op's choice of the first-writer set (the copiers only)
+            CK(cudaMemcpy(&set_used, pending + 2 * n + kPendingExtra + dedup_set_words(n) - kDedupTail / 2, 8,
+                          cudaMemcpyDeviceToHost));
           CK(cudaMemset(cnt, 0, 8));
           table_sum<<<1024, 256, 0, s>>>(t, cnt);
           CK(cudaMemcpyAsync(&tsum, cnt, 8, cudaMemcpyDeviceToHost, s));
@@ -269,8 +273,8 @@ int main(int argc, char** argv) {
       const char* kn[] = {"begin", "first", "insert"};
       for (int k = 0; k < 3; ++k)
         if (!tk[k].empty()) std::printf("  %s %6.1f", kn[k], med(tk[k]));
-      std::printf("  pending %lld  ins %lld asg %lld evi %lld ref %lld  table %016llx  evicted %016llx\n", pend, st[0],
-                  st[1], st[2], st[3], tsum, esum);
+      std::printf("  pending %lld  ins %lld asg %lld evi %lld ref %lld  table %016llx  evicted %016llx%s\n", pend,
+                  st[0], st[1], st[2], st[3], tsum, esum, set_used ? "  set" : "");
     }
   }
   CK(cudaStreamSynchronize(s));

@@ -55,6 +55,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 #include <string>
 
 #include "common/device_info.h"
@@ -222,15 +223,20 @@ __device__ __forceinline__ unsigned long long* insert_group_counter(const Upsert
   return pending_count(p) + kInsertGroupWord;
 }
 
-// The first-writer set (private option; the pending scratch's tail, dedup_set_words(n) words, zeroed by the
-// launcher): word j holds key ^ kEmptyKey of a key registered by this batch, 0 when free (kEmptyKey is reserved,
-// so no key maps to 0). Linear probing from a multiplicative hash of the key; an occurrence writes at most kTile
-// words (its decisive round's), so a set of >= 4n words always has a free word left (dedup_settle ends).
+// The first-writer set (the pending scratch's tail, dedup_set_words(n) words): word j holds key ^ kEmptyKey of a
+// key registered by this batch, 0 when free (kEmptyKey is reserved, so no key maps to 0). Linear probing from a
+// multiplicative hash of the key; an occurrence writes at most kTile words (its decisive round's), so a set of
+// >= 4n words always has a free word left (dedup_settle ends). The set is used (and zeroed first) only when the
+// batch repeats keys: begin_op_kernel samples the batch and leaves its choice in dedup_choice (uniform batches keep
+// the lock path and pay no zeroing).
 __device__ __forceinline__ unsigned long long* dedup_set(const UpsertParams& p) {
   return reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra);
 }
 __device__ __forceinline__ uint64_t dedup_mask(const UpsertParams& p) {
-  return static_cast<uint64_t>(p.pending_words - 2 * p.n - kPendingExtra - 1);
+  return static_cast<uint64_t>(p.pending_words - 2 * p.n - kPendingExtra - kDedupTail - 1);
+}
+__device__ __forceinline__ const unsigned long long* dedup_choice(const UpsertParams& p) {
+  return dedup_set(p) + dedup_mask(p) + 1 + kDedupTail / 2;
 }
 __device__ __forceinline__ uint64_t dedup_home(uint64_t key, uint64_t mask) {
   const uint64_t x = key * 0x9e3779b97f4a7c15ull;
@@ -689,6 +695,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   __shared__ unsigned s_queued;
   __shared__ unsigned long long s_queue_base;
   __shared__ unsigned long long s_clock;
+  __shared__ int s_dedup;       // kFamilyCopyDedup: begin_op chose the first-writer set for this batch
   __shared__ UpsertParams s_p;  // for the out-of-line initializer
   if (threadIdx.x == 32) s_p = p;
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
@@ -697,6 +704,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
     // The op clock was written by begin_op_kernel: read-only here. One read per block (not per warp): the
     // counters line is also the target of the size counter's atomics.
     s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
+    if (F == kFamilyCopyDedup) s_dedup = static_cast<int>(__ldg(dedup_choice(p)));
   }
   // The key's load is issued before the barrier, so that its round trip overlaps the clock's (the block's warps
   // would otherwise start their probes one round trip after the block starts).
@@ -710,167 +718,180 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   const unsigned probe_lanes = kMeet ? __ballot_sync(0xffffffffu, i < p.n && !is_reserved_key(key)) : 0u;
   bool defer = false;
   bool full = false;  // deferred: a missing key whose bucket has no free slot left
-  if (i < p.n) {
-    const TableRef& t = p.t;
-    const int64_t dim = t.dim;
-    // The mode as one of the family's own (a compile-time set, so the other families' paths are not compiled
-    // in; insert_and_evict is insert_or_assign here: evictions happen in the insert pass).
-    const int mode = F == kFamilyInit || F == kFamilyInitConst ? static_cast<int>(kFindOrInsert)
-                     : kCopier ? (p.mode == kAssign ? static_cast<int>(kAssign) : static_cast<int>(kInsertOrAssign))
-                               : (p.mode == kAccumOrAssign ? static_cast<int>(kAccumOrAssign)
-                                                           : static_cast<int>(kAssignScores));
-    // The op clock and the caller's score are read where used (fewer registers live across the probe).
-    const auto clock = [&] { return static_cast<uint64_t>(s_clock); };
-    int64_t slot = -1;
-    int stat = -1;
-    bool hit = false;
-    // Hybrid tables (p.host.ops set; never for kFamilyOther): a host row this pass would copy is left to
-    // launch_host_rows, which copies the rows in host-slot order before the insert pass (host_rw: 0 a write of
-    // the key's row, 1 a read into values_out, -1 none).
-    const auto deferred = [&](int64_t s) { return F != kFamilyOther && p.host.ops != nullptr && ref_host_slot(t, s); };
-    int host_rw = -1;
-    if (is_reserved_key(key)) {
-      stat = kStatIllegal;
-    } else {
-      const bool given = p.scores_in != nullptr;
-      const auto score_in = [&] { return given ? p.scores_in[i] : uint64_t(0); };
-      const bool flag = p.accum_flags != nullptr && p.accum_flags[i];
-      const KeyHome h = home_of(t, key);
-      // LRU row copiers with the first-writer set (all-HBM tables): the first occurrence of each key to register
-      // is its only writer in this pass, so its hit takes no slot lock and its insert claims the free slot with the
-      // key itself (no LOCKED state, no release store: no other occurrence reads or writes the slot in this pass;
-      // the next kernel sees every write); the others yield (hits) or go to the insert pass (missing keys). The
-      // registration's CAS is issued here and settled after the probe.
-      constexpr bool dedup = F == kFamilyCopyDedup && P == kPolicyLru;
-      unsigned long long dedup_seen = 0;
-      if (dedup && lead) dedup_seen = dedup_start(p, key);
-      // The row copiers' input row starts moving into L2 now (no registers held): the probe and the claim or
-      // lock CAS overlap its DRAM latency, and the copy after them reads L2. (assign's misses waste it.)
-      if (kCopier && p.values_in)
-        prefetch_row_l2(tile, reinterpret_cast<const T*>(p.values_in) + i * dim, dim);
-      FreeMasks free_mask;
-      // The row copiers lock a hit inside the probe (every hit of theirs writes its row): `lock` below.
-      int lock = kHitLockNone;
-      // The candidate free slot's key word is read by the probe only for a key that may be inserted (assign and
-      // assign_scores never insert; accum_or_assign inserts only keys without the flag).
-      const bool may_insert = kCopier             ? p.mode != kAssign
-                              : F == kFamilyOther ? (mode == kAccumOrAssign && !flag)
-                                                  : true;
-      // LRU: a hit found only after waiting its slot out yields, as one whose lock CAS met the slot held (its write
-      // taken as overwritten by the duplicate that held it); the other policies take the lock after the wait.
-      slot = kCopier
-                 ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock, P == kPolicyLru && !dedup,
-                                          !dedup)
-                 : probe_concurrent(tile, t, key, h, free_mask, may_insert);
-      bool dup = false;  // dedup: another occurrence of the key is its writer in this pass
-      if (dedup) dup = dedup_settle(tile, p, key, dedup_seen);
-      // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
-      // them apart), so that the hits' row copies and score touches run once per warp instead of once per
-      // straggling group of tiles (H200, load factor 1.0: first pass -8 %). Safe where the probe takes no lock (no
-      // tile of the warp holds one yet: claims come after this point); a row copier's probe locks its hit's slot,
-      // which another tile of the warp may be waiting for inside its own probe (a duplicate key), so the copiers
-      // cannot meet here. (accum_or_assign / assign_scores could; not measured.)
-      if (kMeet) __syncwarp(probe_lanes);
-      hit = slot >= 0;
-      const bool reads_only = mode == kFindOrInsert || mode == kAssignScores;
-      const bool skip = mode == kAccumOrAssign && (hit ? !flag : flag);  // present & no flag / missing & flag
-      const bool locking = hit && !reads_only && !skip && !dedup;         // row writer of a present key
-      const bool inserting = !hit && !skip && mode != kAssign && mode != kAssignScores && !dup;
-      if (hit && mode == kFindOrInsert && p.values_out && !deferred(slot))
-        prefetch_row_l2(tile, row_ptr<T>(t, slot), dim);
-      // One CAS per tile, the same instruction for both kinds: a row writer locks its hit's slot (key ->
-      // LOCKED), an insert claims the first free slot in probe order (EMPTY -> LOCKED), retrying along the probe
-      // order when another key took the slot. `owner`: the tile now holds `slot` LOCKED.
-      bool owner = dedup && hit && !dup;  // the key's only writer in this pass: no lock
-      if (dedup && hit && dup) stat = kStatAssigned;  // yields, as a row writer that met the slot locked
-      // A missing key another occurrence registered: that one inserts it (or leaves it to the insert pass).
-      if (dedup && !hit && dup && mode != kAssign) defer = true;
-      if (locking || inserting) {
-        int64_t target = locking ? slot : next_free_candidate(tile, t, h, free_mask);
-        while (target >= 0) {
-          uint64_t seen = 0;
-          if (locking && lock != kHitLockNone) {
-            seen = lock == kHitLockOwned ? key : kLockedKey;  // the probe's CAS on this slot
-          } else {
-            if (lead) {
-              if (dedup) {
-                // The key's only writer claims with the key itself: nobody in this pass reads the slot's row, score
-                // or digest after seeing the key (no other occurrence writes it), so nothing is published later.
-                seen = atomicCAS(reinterpret_cast<unsigned long long*>(t.keys) + target, kEmptyKey, key);
-              } else {
-                seen = cas_key(t.keys, target, locking ? key : kEmptyKey, kLockedKey);
-                if (inserting && seen == kLockedKey) seen = wait_unlocked(t.keys, target);
+  // The key's work; the first-writer set's family has two copies of it (one per choice of begin_op), so that the
+  // slot-lock copy keeps kFamilyCopy's registers.
+  const auto serve = [&](auto set_chosen) {
+    constexpr bool kSetChosen = decltype(set_chosen)::value;
+    if (i < p.n) {
+      const TableRef& t = p.t;
+      const int64_t dim = t.dim;
+      // The mode as one of the family's own (a compile-time set, so the other families' paths are not compiled
+      // in; insert_and_evict is insert_or_assign here: evictions happen in the insert pass).
+      const int mode = F == kFamilyInit || F == kFamilyInitConst ? static_cast<int>(kFindOrInsert)
+                       : kCopier ? (p.mode == kAssign ? static_cast<int>(kAssign) : static_cast<int>(kInsertOrAssign))
+                                 : (p.mode == kAccumOrAssign ? static_cast<int>(kAccumOrAssign)
+                                                             : static_cast<int>(kAssignScores));
+      // The op clock and the caller's score are read where used (fewer registers live across the probe).
+      const auto clock = [&] { return static_cast<uint64_t>(s_clock); };
+      int64_t slot = -1;
+      int stat = -1;
+      bool hit = false;
+      // Hybrid tables (p.host.ops set; never for kFamilyOther): a host row this pass would copy is left to
+      // launch_host_rows, which copies the rows in host-slot order before the insert pass (host_rw: 0 a write of
+      // the key's row, 1 a read into values_out, -1 none).
+      const auto deferred = [&](int64_t s) {
+        return F != kFamilyOther && p.host.ops != nullptr && ref_host_slot(t, s);
+      };
+      int host_rw = -1;
+      if (is_reserved_key(key)) {
+        stat = kStatIllegal;
+      } else {
+        const bool given = p.scores_in != nullptr;
+        const auto score_in = [&] { return given ? p.scores_in[i] : uint64_t(0); };
+        const bool flag = p.accum_flags != nullptr && p.accum_flags[i];
+        const KeyHome h = home_of(t, key);
+        // LRU row copiers with the first-writer set (all-HBM tables): the first occurrence of each key to register
+        // is its only writer in this pass, so its hit takes no slot lock and its insert claims the free slot with the
+        // key itself (no LOCKED state, no release store: no other occurrence reads or writes the slot in this pass;
+        // the next kernel sees every write); the others yield (hits) or go to the insert pass (missing keys). The
+        // registration's CAS is issued here and settled after the probe.
+        constexpr bool dedup = kSetChosen && P == kPolicyLru;
+        unsigned long long dedup_seen = 0;
+        if (dedup && lead) dedup_seen = dedup_start(p, key);
+        // The row copiers' input row starts moving into L2 now (no registers held): the probe and the claim or
+        // lock CAS overlap its DRAM latency, and the copy after them reads L2. (assign's misses waste it.)
+        if (kCopier && p.values_in)
+          prefetch_row_l2(tile, reinterpret_cast<const T*>(p.values_in) + i * dim, dim);
+        FreeMasks free_mask;
+        // The row copiers lock a hit inside the probe (every hit of theirs writes its row): `lock` below.
+        int lock = kHitLockNone;
+        // The candidate free slot's key word is read by the probe only for a key that may be inserted (assign and
+        // assign_scores never insert; accum_or_assign inserts only keys without the flag).
+        const bool may_insert = kCopier             ? p.mode != kAssign
+                                : F == kFamilyOther ? (mode == kAccumOrAssign && !flag)
+                                                    : true;
+        // LRU: a hit found only after waiting its slot out yields, as one whose lock CAS met the slot held (its write
+        // taken as overwritten by the duplicate that held it); the other policies take the lock after the wait.
+        slot = kCopier
+                   ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock, P == kPolicyLru && !dedup,
+                                            !dedup)
+                   : probe_concurrent(tile, t, key, h, free_mask, may_insert);
+        bool dup = false;  // dedup: another occurrence of the key is its writer in this pass
+        if (dedup) dup = dedup_settle(tile, p, key, dedup_seen);
+        // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
+        // them apart), so that the hits' row copies and score touches run once per warp instead of once per
+        // straggling group of tiles (H200, load factor 1.0: first pass -8 %). Safe where the probe takes no lock (no
+        // tile of the warp holds one yet: claims come after this point); a row copier's probe locks its hit's slot,
+        // which another tile of the warp may be waiting for inside its own probe (a duplicate key), so the copiers
+        // cannot meet here. (accum_or_assign / assign_scores could; not measured.)
+        if (kMeet) __syncwarp(probe_lanes);
+        hit = slot >= 0;
+        const bool reads_only = mode == kFindOrInsert || mode == kAssignScores;
+        const bool skip = mode == kAccumOrAssign && (hit ? !flag : flag);  // present & no flag / missing & flag
+        const bool locking = hit && !reads_only && !skip && !dedup;         // row writer of a present key
+        const bool inserting = !hit && !skip && mode != kAssign && mode != kAssignScores && !dup;
+        if (hit && mode == kFindOrInsert && p.values_out && !deferred(slot))
+          prefetch_row_l2(tile, row_ptr<T>(t, slot), dim);
+        // One CAS per tile, the same instruction for both kinds: a row writer locks its hit's slot (key ->
+        // LOCKED), an insert claims the first free slot in probe order (EMPTY -> LOCKED), retrying along the probe
+        // order when another key took the slot. `owner`: the tile now holds `slot` LOCKED.
+        bool owner = dedup && hit && !dup;  // the key's only writer in this pass: no lock
+        if (dedup && hit && dup) stat = kStatAssigned;  // yields, as a row writer that met the slot locked
+        // A missing key another occurrence registered: that one inserts it (or leaves it to the insert pass).
+        if (dedup && !hit && dup && mode != kAssign) defer = true;
+        if (locking || inserting) {
+          int64_t target = locking ? slot : next_free_candidate(tile, t, h, free_mask);
+          while (target >= 0) {
+            uint64_t seen = 0;
+            if (locking && lock != kHitLockNone) {
+              seen = lock == kHitLockOwned ? key : kLockedKey;  // the probe's CAS on this slot
+            } else {
+              if (lead) {
+                if (dedup) {
+                  // The key's only writer claims with the key itself: nobody in this pass reads the slot's row, score
+                  // or digest after seeing the key (no other occurrence writes it), so nothing is published later.
+                  seen = atomicCAS(reinterpret_cast<unsigned long long*>(t.keys) + target, kEmptyKey, key);
+                } else {
+                  seen = cas_key(t.keys, target, locking ? key : kEmptyKey, kLockedKey);
+                  if (inserting && seen == kLockedKey) seen = wait_unlocked(t.keys, target);
+                }
               }
+              seen = tile.shfl(seen, 0);
             }
-            seen = tile.shfl(seen, 0);
+            if (locking) {
+              owner = seen == key;
+              // A duplicate of this batch holds the slot. LRU row writers yield, as if this write came first and
+              // was overwritten (every writer stores the same score; the insert pass's LRU hit path does the
+              // same); other policies leave the key to the insert pass.
+              if (!owner && P == kPolicyLru && mode != kAccumOrAssign && seen == kLockedKey) stat = kStatAssigned;
+              break;
+            }
+            if (seen == kEmptyKey) {
+              owner = true;
+              slot = target;
+              break;
+            }
+            if (seen == key) break;  // a duplicate of this batch inserted it: the insert pass serves this one
+            target = next_free_candidate(tile, t, h, free_mask);
           }
-          if (locking) {
-            owner = seen == key;
-            // A duplicate of this batch holds the slot. LRU row writers yield, as if this write came first and
-            // was overwritten (every writer stores the same score; the insert pass's LRU hit path does the
-            // same); other policies leave the key to the insert pass.
-            if (!owner && P == kPolicyLru && mode != kAccumOrAssign && seen == kLockedKey) stat = kStatAssigned;
-            break;
-          }
-          if (seen == kEmptyKey) {
-            owner = true;
-            slot = target;
-            break;
-          }
-          if (seen == key) break;  // a duplicate of this batch inserted it: the insert pass serves this one
-          target = next_free_candidate(tile, t, h, free_mask);
+          // Not owned: a full bucket (eviction), a duplicate's insert, or a slot a duplicate holds locked.
+          defer = !owner && stat < 0;
+          full = inserting && target < 0;  // (the insert pass goes straight to the eviction path)
         }
-        // Not owned: a full bucket (eviction), a duplicate's insert, or a slot a duplicate holds locked.
-        defer = !owner && stat < 0;
-        full = inserting && target < 0;  // (the insert pass goes straight to the eviction path)
+        if (owner) {
+          // Score and digest first: fewer values stay live across the out-of-line initializer call.
+          if (lead) {
+            const uint64_t prev = hit ? __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + slot) : 0;
+            t.scores[slot] = policy_score(P, p.use_epoch, p.epoch, clock(), given, score_in(), hit, prev);
+            if (!hit) t.digests[slot] = static_cast<uint8_t>(h.d4);
+          }
+          T* row = row_ptr<T>(t, slot);
+          const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + i * dim : nullptr;
+          if (deferred(slot)) host_rw = 0;
+          if (mode == kFindOrInsert)
+            init_new_row<V, F == kFamilyInitConst>(&s_p, slot, i, key, clock(), host_rw < 0);
+          else if (hit && mode == kAccumOrAssign)
+            accum_row<V>(tile, row, row_in, dim);
+          else if (host_rw < 0)
+            copy_row(tile, row, row_in, dim, false);
+          if (!dedup) {  // (dedup: the key word holds the key already)
+            tile.sync();
+            if (lead) publish_key(t.keys, slot, key);
+          }
+          stat = hit ? kStatAssigned : kStatInserted;
+        } else if (hit && reads_only) {
+          // Nobody writes the rows of present keys in these modes' first pass: copy without a lock (the row was
+          // prefetched into L2 before the inserts' claims above).
+          if (deferred(slot)) host_rw = 1;
+          else if (mode == kFindOrInsert && p.values_out)
+            copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T>(t, slot), dim, false);
+          if (lead) touch_score<P>(p, slot, clock(), given, score_in());
+          stat = kStatAssigned;
+        }
       }
-      if (owner) {
-        // Score and digest first: fewer values stay live across the out-of-line initializer call.
+      if (!defer) {
+        if (mode == kFindOrInsert && slot < 0 && p.values_out) {  // illegal key: the initial row
+          if (F == kFamilyInitConst)
+            fill_row<V>(tile, row_ptr<T>(p.values_out, i, dim), dim, p.init.value);
+          else
+            init_row<V>(tile, row_ptr<T>(p.values_out, i, dim), nullptr, dim, p.init, clock(), key);
+        }
         if (lead) {
-          const uint64_t prev = hit ? __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + slot) : 0;
-          t.scores[slot] = policy_score(P, p.use_epoch, p.epoch, clock(), given, score_in(), hit, prev);
-          if (!hit) t.digests[slot] = static_cast<uint8_t>(h.d4);
+          if (p.slots_out) p.slots_out[i] = slot;
+          if (p.found_out) p.found_out[i] = hit;
+          if (stat >= 0) atomicAdd(&s_stats[stat], 1u);
         }
-        T* row = row_ptr<T>(t, slot);
-        const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + i * dim : nullptr;
-        if (deferred(slot)) host_rw = 0;
-        if (mode == kFindOrInsert)
-          init_new_row<V, F == kFamilyInitConst>(&s_p, slot, i, key, clock(), host_rw < 0);
-        else if (hit && mode == kAccumOrAssign)
-          accum_row<V>(tile, row, row_in, dim);
-        else if (host_rw < 0)
-          copy_row(tile, row, row_in, dim, false);
-        if (!dedup) {  // (dedup: the key word holds the key already)
-          tile.sync();
-          if (lead) publish_key(t.keys, slot, key);
-        }
-        stat = hit ? kStatAssigned : kStatInserted;
-      } else if (hit && reads_only) {
-        // Nobody writes the rows of present keys in these modes' first pass: copy without a lock (the row was
-        // prefetched into L2 before the inserts' claims above).
-        if (deferred(slot)) host_rw = 1;
-        else if (mode == kFindOrInsert && p.values_out)
-          copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T>(t, slot), dim, false);
-        if (lead) touch_score<P>(p, slot, clock(), given, score_in());
-        stat = kStatAssigned;
       }
+      if (F != kFamilyOther && lead && p.host.ops)
+        p.host.ops[i] = host_rw >= 0 ? host_op(p.host.bits, host_rw == 1, ref_host_row(t, slot), i)
+                                     : host_op_none(p.host.bits, i);
     }
-    if (!defer) {
-      if (mode == kFindOrInsert && slot < 0 && p.values_out) {  // illegal key: the initial row
-        if (F == kFamilyInitConst)
-          fill_row<V>(tile, row_ptr<T>(p.values_out, i, dim), dim, p.init.value);
-        else
-          init_row<V>(tile, row_ptr<T>(p.values_out, i, dim), nullptr, dim, p.init, clock(), key);
-      }
-      if (lead) {
-        if (p.slots_out) p.slots_out[i] = slot;
-        if (p.found_out) p.found_out[i] = hit;
-        if (stat >= 0) atomicAdd(&s_stats[stat], 1u);
-      }
-    }
-    if (F != kFamilyOther && lead && p.host.ops)
-      p.host.ops[i] = host_rw >= 0 ? host_op(p.host.bits, host_rw == 1, ref_host_row(t, slot), i)
-                                   : host_op_none(p.host.bits, i);
+  };
+  if constexpr (F == kFamilyCopyDedup) {
+    if (s_dedup) serve(std::true_type{});
+    else serve(std::false_type{});
+  } else {
+    serve(std::false_type{});
   }
   // Queue the deferred keys: offsets inside the block from shared-memory atomics (one per warp), then ONE global
   // atomic per block. (One global atomic per warp on the shared count serialized at its L2 slice: measured on
@@ -1088,12 +1109,25 @@ __global__ void __launch_bounds__(kBlock, 2) rehash_kernel(RehashParams rp) {
 #endif
 
 namespace detail {
+// The LRU row copiers' choice of the first-writer set (dedup_set): the batch is sampled at kDedupSamples positions
+// (one pseudo-random position per stratum of n / kDedupSamples, or every key of a smaller batch), and the set is
+// used when at least 1 / kDedupRepeatShare of the samples repeat an earlier sample's key. Hot keys show up as
+// repeats (a 1M-key batch with 60 % Zipf(1.05) draws: 15-22 of 256); a batch of distinct keys, or one whose repeats
+// are rare, keeps the slot-lock path (the set is zeroed by dedup_clear_kernel only when it is used).
+constexpr int kDedupSamples = 256;
+constexpr unsigned kDedupRepeatShare = 64;
+constexpr int kBeginBlock = 256;
+
 // Advances the op clock and zeroes the op's stats, pending count and the insert pass's group counter; runs before
-// every upsert (stream-ordered).
+// every upsert (stream-ordered). With `keys` (the LRU row copiers of all-HBM tables; one block of kBeginBlock): the
+// block samples the batch and writes the choice of the first-writer set (*choice).
 // A named namespace (not an anonymous one: kernel names must not depend on the source path, BUILD_CONTRACT.md),
 // and a template like every kernel here, so each generated unit owns its instance (no ODR clash at link time).
 template <int K, int V, int P>
-__global__ void begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long long* pending_count) {
+__global__ void __launch_bounds__(kBeginBlock)
+    begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long long* pending_count, const void* keys,
+                    int64_t n, unsigned long long* choice) {
+  using KT = typename KeyT<K>::T;
   if (threadIdx.x == 0) {
     counters[kCounterClock] += 1;
     if (pending_count) {
@@ -1102,6 +1136,54 @@ __global__ void begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long
     }
   }
   if (threadIdx.x < kNumStats) stats[threadIdx.x] = 0;
+  if (keys == nullptr) return;
+  constexpr int kPerThread = kDedupSamples / kBeginBlock;
+  constexpr uint64_t kSeenMask = 2 * kDedupSamples - 1;
+  __shared__ unsigned long long s_seen[2 * kDedupSamples];
+  __shared__ unsigned s_repeats;
+  const int64_t samples = n < kDedupSamples ? n : kDedupSamples;
+  const uint64_t stride = static_cast<uint64_t>(n / samples);
+  uint64_t k[kPerThread];
+#pragma unroll
+  for (int r = 0; r < kPerThread; ++r) {  // the loads first: all in flight together
+    const uint64_t j = threadIdx.x + r * kBeginBlock;
+    const uint64_t x = j * 0x9e3779b97f4a7c15ull;
+    k[r] = j < static_cast<uint64_t>(samples)
+               ? static_cast<uint64_t>(reinterpret_cast<const KT*>(keys)[j * stride + (x ^ (x >> 31)) % stride])
+               : kEmptyKey;
+  }
+  for (int j = threadIdx.x; j < 2 * kDedupSamples; j += kBeginBlock) s_seen[j] = 0;
+  if (threadIdx.x == 0) s_repeats = 0;
+  __syncthreads();
+  unsigned repeats = 0;
+#pragma unroll
+  for (int r = 0; r < kPerThread; ++r) {
+    if (is_reserved_key(k[r])) continue;
+    const unsigned long long x = k[r] ^ kEmptyKey;
+    for (uint64_t h = dedup_home(k[r], kSeenMask);; h = (h + 1) & kSeenMask) {
+      const unsigned long long v = atomicCAS(&s_seen[h], 0ull, x);
+      if (v == 0 || v == x) {
+        repeats += v == x;
+        break;
+      }
+    }
+  }
+  if (repeats) atomicAdd(&s_repeats, repeats);
+  __syncthreads();
+  if (threadIdx.x == 0) *choice = s_repeats > 0 && s_repeats * kDedupRepeatShare >= static_cast<unsigned>(samples);
+}
+// Zeroes the first-writer set when begin_op chose it (every block reads the choice; none writes otherwise).
+template <int K, int V, int P>
+__global__ void __launch_bounds__(kBeginBlock)
+    dedup_clear_kernel(const unsigned long long* choice, unsigned long long* set, int64_t set_words) {
+  __shared__ int s_use;  // one load of the choice per block (not one per warp on one word)
+  if (threadIdx.x == 0) s_use = __ldg(choice) != 0;
+  __syncthreads();
+  if (!s_use) return;
+  ulonglong2* w = reinterpret_cast<ulonglong2*>(set);  // (16-byte aligned: 2n + kPendingExtra words in)
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * kBeginBlock + threadIdx.x; j < set_words / 2;
+       j += static_cast<int64_t>(gridDim.x) * kBeginBlock)
+    w[j] = make_ulonglong2(0ull, 0ull);
 }
 }  // namespace detail
 
@@ -1136,18 +1218,24 @@ void launch_upsert(const UpsertParams& p, void* stream) {
 template <int K, int V, int P>
 void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   const int family = main_family(p.mode);
-  // The LRU row copiers with the first-writer set (the op's pending scratch has its tail; all-HBM tables).
+  // The LRU row copiers with the first-writer set (the op's pending scratch has its tail; all-HBM tables):
+  // begin_op samples the batch and chooses the set (detail::kDedupSamples); dedup_clear zeroes it when chosen.
   const bool dedup = P == kPolicyLru && family == kFamilyCopy && p.n > 0 &&
                      p.pending_words > 2 * p.n + kPendingExtra && p.host.ops == nullptr;
+  unsigned long long* counts =
+      p.n > 0 ? reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2) : nullptr;
+  unsigned long long* set =
+      dedup ? reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra) : nullptr;
+  const int64_t w = dedup ? p.pending_words - 2 * p.n - kPendingExtra - kDedupTail : 0;  // the set's words
+  unsigned long long* choice = dedup ? set + w + kDedupTail / 2 : nullptr;                // (dedup_choice)
+  detail::begin_op_kernel<K, V, P><<<1, dedup ? detail::kBeginBlock : 32, 0, s>>>(
+      p.t.counters, p.stats, counts, dedup ? p.keys : nullptr, p.n, choice);
   if (dedup) {
-    // The first-writer set (dedup_set) starts empty.
-    const int64_t w = p.pending_words - 2 * p.n - kPendingExtra;
-    cudaMemsetAsync(p.pending + 2 * p.n + kPendingExtra, 0, static_cast<size_t>(w) * 8, s);
-    check_launch("upsert first-writer set");
+    const int64_t blocks = std::max<int64_t>(1, w / (2 * detail::kBeginBlock * 8));  // >= 8 stores per thread
+    detail::dedup_clear_kernel<K, V, P>
+        <<<static_cast<unsigned>(std::min<int64_t>(blocks, insert_grid_cap())), detail::kBeginBlock, 0, s>>>(
+            choice, set, w);
   }
-  detail::begin_op_kernel<K, V, P><<<1, 32, 0, s>>>(
-      p.t.counters, p.stats,
-      p.n > 0 ? reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2) : nullptr);
   check_launch("begin_op");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
   if (p.n == 0) return;

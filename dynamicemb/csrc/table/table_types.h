@@ -84,12 +84,14 @@ enum CounterIndex : int { kCounterClock = 0, kCounterSize = 1 };
 // int64 words of the CUDA upsert's pending scratch past its 2n entries; the pending count is word 2n + 8, at
 // least 64 bytes past the last entry, and the insert pass's group counter word 2n + 12.
 constexpr int64_t kPendingExtra = 16;
-// Optional tail of the pending scratch (private option, LRU row copiers of all-HBM tables): a first-writer set of
-// the batch's keys, a power of two >= 4n int64 words, zeroed by the launcher (table_kernels.cuh, dedup_set).
+// Optional tail of the pending scratch (LRU row copiers of all-HBM tables): a first-writer set of the batch's keys,
+// a power of two >= 4n int64 words, zeroed on the device when the batch repeats keys (table_kernels.cuh, dedup_set),
+// then kDedupTail words holding the device's choice of the set (word kDedupTail / 2).
+constexpr int64_t kDedupTail = 16;
 TABLE_HD int64_t dedup_set_words(int64_t n) {
   int64_t w = 64;
   while (w < 4 * n) w *= 2;
-  return w;
+  return w + kDedupTail;
 }
 constexpr int kNumCounters = 4;
 
