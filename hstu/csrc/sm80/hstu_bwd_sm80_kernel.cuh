@@ -534,7 +534,9 @@ __global__ void hstu_dq_convert_kernel(const HstuParams p) {
 // (c, c + 1) of one lane's accumulator row in the workspace's order (the row half fastest, then the lane, then the
 // m16n8 tile), so a warp reads 256 contiguous bytes; rows of a tile past cu_seqlens_q skipped. Then the rows outside
 // every sequence (before cu_seqlens_q[0], from cu_seqlens_q[batch] on) get zeros (dq is uninitialized).
-template <typename T, int D>
+// VEC: in the fragment order each thread converts whole lane slots (16 bytes: rows r and r + 8, two columns), all of
+// its D / 16 slots' loads issued before any store (more bytes in flight than the float2 loop's one load a trip).
+template <typename T, int D, bool VEC = false>
 __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuParams p) {
   using C = BwdPdsConfig<D, 8>;
   constexpr int QR = C::kBlockM / C::kQWM, QC = D / (8 / C::kQWM), QPW = C::kQPW;
@@ -544,7 +546,25 @@ __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuPar
   const int q_start = p.cu_seqlens_q[b];
   const int rows = min(kDqFragPad, p.cu_seqlens_q[b + 1] - q_start - m0);
   T* out = static_cast<T*>(p.dq) + (int64_t)(q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
-  if (frag) {
+  if (VEC && frag) {
+    constexpr int kSlots = kDqFragPad * D / 4, kPer = kSlots / 256;  // (lane slots of the tile; per thread)
+    static_assert(kSlots % 256 == 0, "whole slots per thread");
+    const float4* ws = reinterpret_cast<const float4*>(p.dq_accum +
+                                                       (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b + m0) * D);
+    float4 x[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) x[k] = __ldcs(ws + k * 256 + threadIdx.x);  // (read once: streaming)
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int i = k * 256 + threadIdx.x, lane = i % 32, g = i / 32;
+      const int dt = g % NDT, mt = (g / NDT) % QMT, piece = (g / (NDT * QMT)) % NPC, w = g / (NDT * QMT * NPC);
+      const int rr = (w % C::kQWM) * QR + mt * 16 + lane / 4;
+      const int c = (w / C::kQWM) * QC + piece * QPW + dt * 8 + (lane % 4) * 2;
+      if (rr < rows) *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x[k].x, x[k].y);
+      if (rr + 8 < rows)
+        *reinterpret_cast<uint32_t*>(out + (int64_t)(rr + 8) * p.dq_row_stride + c) = pack2<T>(x[k].z, x[k].w);
+    }
+  } else if (frag) {
     const float* ws = p.dq_accum + (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b + m0) * D;
     for (int i = threadIdx.x; i < kDqFragPad * D / 2; i += blockDim.x) {
       const int hf = i % 2, lane = (i / 2) % 32, g = i / 64;  // g: the (warp, piece, mt, dt) reduction
@@ -842,7 +862,12 @@ constexpr int kBwdSm80OldCfg = 8;
 // Their measured history (tile candidates, pipelined k-loops, earlier bodies and phase orders) is in
 // docs/hstu_kernel_notes.md.
 constexpr int kBwdSm80TwoBarCfg = 1;
+// 6: the default kernels, the fragment-ordered dQ converted by whole lane slots (hstu_dq_tile_convert_kernel VEC).
+constexpr int kBwdSm80VecConvertCfg = 6;
 constexpr int kBwdSm80JoinedCopiesCfg = 2;
+// 3 (bf16, D = 64 / 128, sm_90+, calls without contexts): the one-barrier default with kPdsSkipEmpty (warps whose
+// slice of a tile sees no key skip its MMAs).
+constexpr int kBwdSm80SkipEmptyCfg = 3;
 constexpr int kBwdSm80LastCfg = 8;
 static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
@@ -876,6 +901,16 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           err = bwd_sm80_sm90_class(sm90);
           if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
           return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8>>(p, max_smem, stream);
+        }
+        return cudaErrorNotSupported;
+      case kBwdSm80SkipEmptyCfg:
+        if constexpr (D == 64 || D == 128) {
+          bool sm90 = false;
+          err = bwd_sm80_sm90_class(sm90);
+          if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
+          return launch_hstu_bwd_pds<T, D, 3, 8,
+                                     kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsSkipEmpty>(
+              p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       default:
@@ -955,7 +990,11 @@ cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
   } else if (p.total_q > 0) {
     if constexpr (D == 64 || D == 128 || D == 256) {  // (the workspace of either layout: bwd_sm80_dq_floats)
       const dim3 grid(max(1, (p.max_seqlen_q + kDqFragPad - 1) / kDqFragPad), p.batch, p.heads);
-      hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
+      if (p.bwd_sm80_cfg == kBwdSm80VecConvertCfg) {
+        hstu_dq_tile_convert_kernel<T, D, true><<<grid, 256, 0, stream>>>(p);
+      } else {
+        hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
+      }
     } else {
       const int64_t n = p.total_q * p.heads * D;
       const int blocks = static_cast<int>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);

@@ -72,6 +72,12 @@ constexpr int kPdsLoopFreeDqFirst = 10;
 // k-loop, so that the LSU's global queue does not take all of them at once. D = 64's one-barrier default (on an H200
 // 0.7-0.8 % faster than the copies together there, 0.2-1.2 % slower at D = 128).
 constexpr int kPdsSplitCopies = 16;
+// A flag on BODY (kOneBar only): on a tile that is not full, a warp whose phase-1 slice (its SM queries x SN keys)
+// or phase-2 slice (its KR keys x every query of the tile) sees no key (SeqMask::key_range) skips that slice's MMAs:
+// its S / dP stay zero (P, dS zero as the mask makes them), dK / dV add nothing. Under a causal mask the first
+// query tile of a key block has its upper half of the keys masked: half the warps skip S / dP, their scheduler
+// partners run alone. Gradients bitwise the same (zeros added to sums that start at +0).
+constexpr int kPdsSkipEmpty = 32;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -234,7 +240,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kDpUnroll, unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
-  constexpr int kBody = BODY & ~kPdsSplitCopies;
+  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsSkipEmpty);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -259,6 +265,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   constexpr bool kOneBar = STAGES == 3;
   constexpr bool kSplitCopies = (BODY & kPdsSplitCopies) != 0;
   static_assert(!kSplitCopies || kOneBar, "split copies: the one-barrier loop only");
+  constexpr bool kSkipEmpty = (BODY & kPdsSkipEmpty) != 0;
+  static_assert(!kSkipEmpty || kOneBar, "empty slices skipped: the one-barrier loop only");
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
   // D = 64 / 128's plain body (the context kernels) adds row-major (with the fragment order it spilled 4-12 B in
   // sm_90a code).
@@ -411,6 +419,16 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       return r0 <= x || (r0 >= y && r0 <= z);
     }
   };
+  // kSkipEmpty: whether rows [ra, ra + nr) (clipped to the used keys) see none of the keys [ja, ja + nj) on a tile
+  // that is not full (warp-uniform arguments).
+  auto slice_empty = [&](const int r0, const int ra, const int nr, const int ja, const int nj) {
+    if (!kSkipEmpty || tile_full_at(r0)) return false;
+    const int rb = min(ra + nr, mk.lk);
+    if (rb <= ra) return false;
+    int kb, ke;
+    mk.key_range(ra, rb, kb, ke);
+    return ke <= ja || kb >= ja + nj;
+  };
   auto next_tile = [&](const int mb) {  // the tile after mb
     if constexpr (!kSkipGap) return mb + 1;
     int a_end, g;
@@ -493,6 +511,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const int s_m = (warp % C::kSWM) * SM, s_n = (warp / C::kSWM) * SN;
         const uint32_t tA = L::swz(s_m + ln % 16, (ln / 16) * 8);                      // Q, dO as A
         const uint32_t tB = L::swz(s_n + ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);  // K, V as B
+        const bool skip_s = slice_empty(r0, r0 + s_m, SM, n0 + s_n, SN);  // (kSkipEmpty)
         // c[mt][i] += A B^T over D for the n8 key tiles NP0 * 2 + i of the warp (c: SMT x (2 NPN) n8 tiles).
         // full: 1 the plain k-loop fully unrolled (one basic block with the code around it, which ptxas can then
         // interleave with the MMAs; a loop's back edge also waits out the last MMA's latency), N > 1 unrolled by N.
@@ -507,6 +526,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             for (int i = 0; i < 2 * NPN; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) c[mt][i][e] = 0.f;
+          if (kSkipEmpty && skip_s) return;
 #pragma unroll kUnroll
           for (int ks = 0; ks < D / 16; ++ks) {
             uint32_t a[SMT][4];
@@ -699,6 +719,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         constexpr int kParts = decltype(parts)::value;
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
         const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
+        if (slice_empty(r0, r0, BM, n0 + k_n, KR)) return;  // (kSkipEmpty)
         const uint32_t tPt = LP::swz(ln % 8 + (ln / 16) * 8, k_n + ((ln / 8) % 2) * 8);  // P^T, dS^T as A
         const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
         if constexpr (kParts != 3) {
