@@ -3,7 +3,7 @@ hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the defa
 one block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; at D = 64
 the next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16,
 D = 64) the one-barrier loop with the copies together, cfg 3 (bf16) the default where warps whose slice of a tile sees no
-key skip its MMAs. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random
+key skip its MMAs, cfg 7 that and dQ's upper k-steps where they see none. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random
 inputs, gradients poisoned), all give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's
 (other head dims, contexts and GPUs without the shared memory run the two-barrier default). Also the default's
 kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts,
@@ -24,12 +24,12 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-LOOP_CFGS = (1, 2, 3)
+LOOP_CFGS = (1, 2, 3, 7)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; D = 64's with
-# kPdsSplitCopies 16), and kPdsSkipEmpty (32, cfg 3)
+# kPdsSplitCopies 16), kPdsSkipEmpty (32, cfg 3) and kPdsSkipEmptyDq (64, cfg 7 with 32)
 _DEFAULT_BODY = {64: 10, 128: 7}
 _DEFAULT_FLAGS = {64: 16, 128: 0}
-_SKIP_EMPTY = 32
+_SKIP_EMPTY = {3: 32, 7: 96}
 
 
 def one_bar_fits():
@@ -49,8 +49,8 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16):
         return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D]}>(hstu::HstuParams)"
-    if cfg == 3 and dtype == torch.bfloat16:
-        body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _SKIP_EMPTY
+    if cfg in _SKIP_EMPTY and dtype == torch.bfloat16:
+        body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _SKIP_EMPTY[cfg]
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams)"
     return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
@@ -73,7 +73,7 @@ def _bwd_kernels(case):
 @pytest.mark.parametrize("D", [64, 128])
 def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
     """The default (the one-barrier loop on sm_90+), cfg 1 (two barriers), cfg 2 (D = 64: the copies together) and
-    cfg 3 (empty warp slices skipped) meet the error rule against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one-
+    cfg 3 / 7 (empty warp slices skipped) meet the error rule against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one-
     and two-tile walks and key blocks past a sequence's end; dense ones across several query tiles; masks cutting
     tiles, contexts and targets with groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the
     same dK, dV and drab bit for bit (the same sums in the same order: only the barriers, buffers and copies differ),
@@ -104,7 +104,7 @@ def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, determinis
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
 def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
     """At D = 64 / 128 on sm_90+ the default runs the one-barrier loop (both dtypes), cfg 1 the two-barrier kernel,
-    cfg 2 (bf16, D = 64) the loop with the copies together, cfg 3 (bf16) the loop that skips empty slices; calls with contexts run the context kernel whatever the cfg; other head
+    cfg 2 (bf16, D = 64) the loop with the copies together, cfg 3 / 7 (bf16) the loops that skip empty slices; calls with contexts run the context kernel whatever the cfg; other head
     dims (and GPUs below sm_90) run the same kernel for cfg 0 / 1 / 2."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)

@@ -868,6 +868,8 @@ constexpr int kBwdSm80JoinedCopiesCfg = 2;
 // 3 (bf16, D = 64 / 128, sm_90+, calls without contexts): the one-barrier default with kPdsSkipEmpty (warps whose
 // slice of a tile sees no key skip its MMAs).
 constexpr int kBwdSm80SkipEmptyCfg = 3;
+// 7: the same with kPdsSkipEmptyDq (dQ's upper k-steps skipped where the warp's rows see none of those keys).
+constexpr int kBwdSm80SkipEmptyDqCfg = 7;
 constexpr int kBwdSm80LastCfg = 8;
 static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
@@ -904,13 +906,14 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         }
         return cudaErrorNotSupported;
       case kBwdSm80SkipEmptyCfg:
+      case kBwdSm80SkipEmptyDqCfg:
         if constexpr (D == 64 || D == 128) {
           bool sm90 = false;
           err = bwd_sm80_sm90_class(sm90);
           if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
-          return launch_hstu_bwd_pds<T, D, 3, 8,
-                                     kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsSkipEmpty>(
-              p, max_smem, stream);
+          constexpr int kBody = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsSkipEmpty;
+          if (cfg == kBwdSm80SkipEmptyCfg) return launch_hstu_bwd_pds<T, D, 3, 8, kBody>(p, max_smem, stream);
+          return launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsSkipEmptyDq>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       default:

@@ -78,6 +78,9 @@ constexpr int kPdsSplitCopies = 16;
 // query tile of a key block has its upper half of the keys masked: half the warps skip S / dP, their scheduler
 // partners run alone. Gradients bitwise the same (zeros added to sums that start at +0).
 constexpr int kPdsSkipEmpty = 32;
+// With kPdsSkipEmpty: phase 3 (dQ) skips the upper half of the key block's k-steps where the warp's rows see none of
+// those keys (causal: every warp on a key block's first tile).
+constexpr int kPdsSkipEmptyDq = 64;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -240,7 +243,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kDpUnroll, unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
-  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsSkipEmpty);
+  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsSkipEmpty | kPdsSkipEmptyDq);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -267,6 +270,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   static_assert(!kSplitCopies || kOneBar, "split copies: the one-barrier loop only");
   constexpr bool kSkipEmpty = (BODY & kPdsSkipEmpty) != 0;
   static_assert(!kSkipEmpty || kOneBar, "empty slices skipped: the one-barrier loop only");
+  constexpr bool kSkipEmptyDq = (BODY & kPdsSkipEmptyDq) != 0;
+  static_assert(!kSkipEmptyDq || (kSkipEmpty && kLoopFree), "dQ's half skipped: with kPdsSkipEmpty, loop-free");
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
   // D = 64 / 128's plain body (the context kernels) adds row-major (with the fragment order it spilled 4-12 B in
   // sm_90a code).
@@ -770,12 +775,23 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             for (int i = 0; i < QPW / 8; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) acc_q[mt][i][e] = 0.f;
-          plain_k_loop<T, BN / 16, kDqUnroll>(
-              acc_q,
-              [&](uint32_t(&f)[4], const int ks, const int mt) { ldsm_x4(f, sdS + LP::xadd(tdA, mt * 16, ks * 16)); },
-              [&](uint32_t(&f)[4], const int ks, const int dp) {
-                ldsm_x4_t(f, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
-              });
+          auto dq_a = [&](uint32_t(&f)[4], const int ks, const int mt) {
+            ldsm_x4(f, sdS + LP::xadd(tdA, mt * 16, ks * 16));
+          };
+          auto dq_b = [&](uint32_t(&f)[4], const int ks, const int dp) {
+            ldsm_x4_t(f, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
+          };
+          if constexpr (kSkipEmptyDq) {  // the same k-steps in the same order, the upper half where it is not empty
+            constexpr int KH = BN / 32;
+            plain_k_loop<T, KH, KH>(acc_q, dq_a, dq_b);
+            if (!slice_empty(r0, r0 + q_m, QR, n0 + BN / 2, BN / 2)) {
+              plain_k_loop<T, KH, KH>(
+                  acc_q, [&](uint32_t(&f)[4], const int ks, const int mt) { dq_a(f, ks + KH, mt); },
+                  [&](uint32_t(&f)[4], const int ks, const int dp) { dq_b(f, ks + KH, dp); });
+            }
+          } else {
+            plain_k_loop<T, BN / 16, kDqUnroll>(acc_q, dq_a, dq_b);
+          }
           if constexpr (kDqFrag) {
             // The tile's fragment-ordered block: rows past lq add their zeros to their own slots (no predicate).
             float* fp = p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m0) * D +
