@@ -127,10 +127,10 @@ def main():
                     f()
                     torch.cuda.synchronize()
                 evs = [e for e in pr.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-                tot = sum(e.device_time for e in evs)
-                print(f"#### prof {shape} {i} cfg {c}: {len(evs)} kernels, {tot / 1000:.4f} ms device time")
-                for e in evs:
-                    print(f"  {e.device_time / 1000:8.4f} ms  {e.name[:110]}")
+                us = [e.time_range.elapsed_us() for e in evs]
+                print(f"#### prof {shape} {i} cfg {c}: {len(evs)} kernels, {sum(us) / 1000:.4f} ms device time")
+                for e, t in zip(evs, us):
+                    print(f"  {t / 1000:8.4f} ms  {e.name[:110]}")
         else:
             for f in fns:
                 if f is not None:
