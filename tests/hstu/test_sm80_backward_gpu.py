@@ -3,7 +3,8 @@ hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the defa
 one block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; at D = 64
 the next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16,
 D = 64) the one-barrier loop with the copies together, cfg 3 (bf16) the default where warps whose slice of a tile sees no
-key skip its MMAs, cfg 7 that and dQ's upper k-steps where they see none. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random
+key skip its MMAs, cfg 7 that and dQ's upper k-steps where they see none, cfg 9 the first tile's S GEMM before V
+and its dO landed. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random
 inputs, gradients poisoned), all give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's
 (other head dims, contexts and GPUs without the shared memory run the two-barrier default). Also the default's
 kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts,
@@ -24,12 +25,12 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-LOOP_CFGS = (1, 2, 3, 7)
+LOOP_CFGS = (1, 2, 3, 7, 9)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; D = 64's with
 # kPdsSplitCopies 16), kPdsSkipEmpty (32, cfg 3) and kPdsSkipEmptyDq (64, cfg 7 with 32)
 _DEFAULT_BODY = {64: 10, 128: 7}
 _DEFAULT_FLAGS = {64: 16, 128: 0}
-_SKIP_EMPTY = {3: 32, 7: 96}
+_SKIP_EMPTY = {3: 32, 7: 96, 9: 128}  # (9: kPdsEarlyStart)
 
 
 def one_bar_fits():

@@ -870,8 +870,10 @@ constexpr int kBwdSm80JoinedCopiesCfg = 2;
 constexpr int kBwdSm80SkipEmptyCfg = 3;
 // 7: the same with kPdsSkipEmptyDq (dQ's upper k-steps skipped where the warp's rows see none of those keys).
 constexpr int kBwdSm80SkipEmptyDqCfg = 7;
-constexpr int kBwdSm80LastCfg = 8;
-static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
+// 9 (bf16, D = 64 / 128, sm_90+, calls without contexts): the one-barrier default with kPdsEarlyStart (the first
+// tile's S GEMM before V and its dO landed).
+constexpr int kBwdSm80EarlyStartCfg = 9;
+constexpr int kBwdSm80LastCfg = 9;
 
 // FA2's warp layout (hstu_bwd_sm80_pds_kernel.cuh) with two Q / dO stages where they fit the device, else one;
 // cudaErrorNotSupported where neither does or the layout lacks D / NWARPS.
@@ -907,13 +909,19 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         return cudaErrorNotSupported;
       case kBwdSm80SkipEmptyCfg:
       case kBwdSm80SkipEmptyDqCfg:
+      case kBwdSm80EarlyStartCfg:
         if constexpr (D == 64 || D == 128) {
           bool sm90 = false;
           err = bwd_sm80_sm90_class(sm90);
           if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
-          constexpr int kBody = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsSkipEmpty;
-          if (cfg == kBwdSm80SkipEmptyCfg) return launch_hstu_bwd_pds<T, D, 3, 8, kBody>(p, max_smem, stream);
-          return launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsSkipEmptyDq>(p, max_smem, stream);
+          constexpr int kBody = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>;
+          if (cfg == kBwdSm80SkipEmptyCfg) {
+            return launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsSkipEmpty>(p, max_smem, stream);
+          }
+          if (cfg == kBwdSm80SkipEmptyDqCfg) {
+            return launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsSkipEmpty | kPdsSkipEmptyDq>(p, max_smem, stream);
+          }
+          return launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsEarlyStart>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       default:
