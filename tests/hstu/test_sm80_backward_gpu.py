@@ -2,9 +2,8 @@
 hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the default for calls without contexts has
 one block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; at D = 64
 the next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16,
-D = 64) the one-barrier loop with the copies together, cfg 3 (bf16) the default where warps whose slice of a tile sees no
-key skip its MMAs, cfg 7 that and dQ's upper k-steps where they see none, cfg 9 the first tile's S GEMM before V
-and its dO landed. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random
+D = 64) the one-barrier loop with the copies together, cfg 3 (bf16) the default in the grid order (heads, key blocks,
+batch), cfg 9 the first tile's S GEMM before V and its dO landed. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random
 inputs, gradients poisoned), all give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's
 (other head dims, contexts and GPUs without the shared memory run the two-barrier default). Also the default's
 kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts,
@@ -25,12 +24,12 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-LOOP_CFGS = (1, 2, 3, 7, 9)
+LOOP_CFGS = (1, 2, 3, 9)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; D = 64's with
-# kPdsSplitCopies 16), kPdsSkipEmpty (32, cfg 3) and kPdsSkipEmptyDq (64, cfg 7 with 32)
+# kPdsSplitCopies 16), kPdsHeadsFirst (32, cfg 3) and kPdsEarlyStart (128, cfg 9)
 _DEFAULT_BODY = {64: 10, 128: 7}
 _DEFAULT_FLAGS = {64: 16, 128: 0}
-_SKIP_EMPTY = {3: 32, 7: 96, 9: 128}  # (9: kPdsEarlyStart)
+_CFG_FLAG = {3: 32, 9: 128}
 
 
 def one_bar_fits():
@@ -43,15 +42,17 @@ def one_bar_fits():
 def loop_kernel(D, cfg, dtype=torch.bfloat16):
     """The end of the name of the kernel cfg 0 / 1 / 2 runs at head dim D for dtype without contexts on this GPU, or
     None where that is not the one-barrier loop or its two-barrier comparison (other head dims, below sm_90)."""
+    t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
+    if D == 256 and cfg == 3 and dtype == torch.bfloat16 and one_bar_fits():  # (two stages: 208 KB, Hopper)
+        return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {10 | _CFG_FLAG[3]}>(hstu::HstuParams)"
     if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
-    t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     if cfg == 1:
         return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D]}>(hstu::HstuParams)"
-    if cfg in _SKIP_EMPTY and dtype == torch.bfloat16:
-        body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _SKIP_EMPTY[cfg]
+    if cfg in _CFG_FLAG and dtype == torch.bfloat16:
+        body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _CFG_FLAG[cfg]
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams)"
     return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
@@ -71,10 +72,10 @@ def _bwd_kernels(case):
                                                                              False),
     ("local_context_target", False, 2, True, False), ("none", True, 2, False, True)])
 @pytest.mark.parametrize("lens", ["jagged", "dense"])
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
     """The default (the one-barrier loop on sm_90+), cfg 1 (two barriers), cfg 2 (D = 64: the copies together) and
-    cfg 3 / 7 (empty warp slices skipped) meet the error rule against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one-
+    cfg 3 (heads first) and cfg 9 (early start) meet the error rule against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one-
     and two-tile walks and key blocks past a sequence's end; dense ones across several query tiles; masks cutting
     tiles, contexts and targets with groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the
     same dK, dV and drab bit for bit (the same sums in the same order: only the barriers, buffers and copies differ),
@@ -105,7 +106,7 @@ def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, determinis
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
 def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
     """At D = 64 / 128 on sm_90+ the default runs the one-barrier loop (both dtypes), cfg 1 the two-barrier kernel,
-    cfg 2 (bf16, D = 64) the loop with the copies together, cfg 3 / 7 (bf16) the loops that skip empty slices; calls with contexts run the context kernel whatever the cfg; other head
+    cfg 2 (bf16, D = 64) the loop with the copies together, cfg 3 / 9 (bf16) the loop heads first / with the early start; calls with contexts run the context kernel whatever the cfg; other head
     dims (and GPUs below sm_90) run the same kernel for cfg 0 / 1 / 2."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)
@@ -207,7 +208,7 @@ def test_sm80_backward_dq_workspace_layouts(D, mask, rab_heads, delta_q, seqused
     sequence padded by a 64-row tile): the 8-warp kernels of FA2's layout add dQ in their fragment order with
     red.global.add.v4.f32 on Hopper (the default, with and without contexts) and flag it; the others (the old
     layouts, kernel_options(bwd_sm80_cfg=8)) add row-major; hstu_dq_tile_convert_kernel reads the flagged layout
-    (cfg 6: by whole 16-byte lane slots).
+    (by whole 16-byte lane slots).
     Both meet the error rule against the fp32 reference (jagged sequences of 0-1,100 rows, queries fewer than keys,
     rows past seqused, bf16 and fp16), and the dq rows outside every sequence (past cu_seqlens_q[-1]) are zeros
     (dq is uninitialized: poisoned)."""
@@ -215,13 +216,13 @@ def test_sm80_backward_dq_workspace_layouts(D, mask, rab_heads, delta_q, seqused
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(zlib.crc32(repr(("dqlayout", D, mask, rab_heads, str(dtype))).encode()), lens, 2, D,
                             dtype, mask, rab_heads, delta_q=delta_q, seqused=seqused)
-        for cfg in (0, 6, 8):
+        for cfg in (0, 8):
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             kg.check_case(case, 0.5)
         # 5 rows behind the last sequence: their dq is zeros in both layouts
         kw = kg._varlen_kwargs(case)
         extra = [torch.cat([t, torch.randn_like(t[:5])]) for t in (case["q"], case["k"], case["v"])]
-        for cfg in (0, 6, 8):
+        for cfg in (0, 8):
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             leaves = [t.detach().clone().requires_grad_() for t in extra]
             out = hstu_attn_varlen_func(*leaves, alpha=0.5, **kw)

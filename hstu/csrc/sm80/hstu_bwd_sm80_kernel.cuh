@@ -530,13 +530,12 @@ __global__ void hstu_dq_convert_kernel(const HstuParams p) {
 }
 
 // dq <- the fp32 workspace at D = 128 / 256 (bwd_sm80_dq_floats): in the fragment-ordered layout where the kernel set
-// its flag (dq_frag_flag), else row-major. Grid (64-query tiles, batch, heads); fragment order: each thread the pair
-// (c, c + 1) of one lane's accumulator row in the workspace's order (the row half fastest, then the lane, then the
-// m16n8 tile), so a warp reads 256 contiguous bytes; rows of a tile past cu_seqlens_q skipped. Then the rows outside
-// every sequence (before cu_seqlens_q[0], from cu_seqlens_q[batch] on) get zeros (dq is uninitialized).
-// VEC: in the fragment order each thread converts whole lane slots (16 bytes: rows r and r + 8, two columns), all of
-// its D / 16 slots' loads issued before any store (more bytes in flight than the float2 loop's one load a trip).
-template <typename T, int D, bool VEC = false>
+// its flag (dq_frag_flag), else row-major. Grid (64-query tiles, batch, heads), 256 threads; fragment order: each
+// thread whole lane slots of the workspace (16 bytes: columns c, c + 1 of rows r and r + 8 of one lane's m16n8
+// accumulator; a warp 512 contiguous bytes), all of its D / 16 slots' loads before its stores (on an H200 1.2 % of
+// the backward at B128 S1K D128 faster than a float2 at a time); rows of a tile past cu_seqlens_q skipped. Then the
+// rows outside every sequence (before cu_seqlens_q[0], from cu_seqlens_q[batch] on) get zeros (dq is uninitialized).
+template <typename T, int D>
 __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuParams p) {
   using C = BwdPdsConfig<D, 8>;
   constexpr int QR = C::kBlockM / C::kQWM, QC = D / (8 / C::kQWM), QPW = C::kQPW;
@@ -546,7 +545,7 @@ __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuPar
   const int q_start = p.cu_seqlens_q[b];
   const int rows = min(kDqFragPad, p.cu_seqlens_q[b + 1] - q_start - m0);
   T* out = static_cast<T*>(p.dq) + (int64_t)(q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
-  if (VEC && frag) {
+  if (frag) {
     constexpr int kSlots = kDqFragPad * D / 4, kPer = kSlots / 256;  // (lane slots of the tile; per thread)
     static_assert(kSlots % 256 == 0, "whole slots per thread");
     const float4* ws = reinterpret_cast<const float4*>(p.dq_accum +
@@ -563,17 +562,6 @@ __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuPar
       if (rr < rows) *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x[k].x, x[k].y);
       if (rr + 8 < rows)
         *reinterpret_cast<uint32_t*>(out + (int64_t)(rr + 8) * p.dq_row_stride + c) = pack2<T>(x[k].z, x[k].w);
-    }
-  } else if (frag) {
-    const float* ws = p.dq_accum + (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b + m0) * D;
-    for (int i = threadIdx.x; i < kDqFragPad * D / 2; i += blockDim.x) {
-      const int hf = i % 2, lane = (i / 2) % 32, g = i / 64;  // g: the (warp, piece, mt, dt) reduction
-      const int dt = g % NDT, mt = (g / NDT) % QMT, piece = (g / (NDT * QMT)) % NPC, w = g / (NDT * QMT * NPC);
-      const int rr = (w % C::kQWM) * QR + mt * 16 + hf * 8 + lane / 4;
-      if (rr >= rows) continue;
-      const int c = (w / C::kQWM) * QC + piece * QPW + dt * 8 + (lane % 4) * 2;
-      const float2 x = *reinterpret_cast<const float2*>(ws + g * 128 + lane * 4 + hf * 2);
-      *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x.x, x.y);
     }
   } else {
     const float* ws = p.dq_accum + ((int64_t)(q_start + m0) * p.heads + h) * D;
@@ -862,14 +850,10 @@ constexpr int kBwdSm80OldCfg = 8;
 // Their measured history (tile candidates, pipelined k-loops, earlier bodies and phase orders) is in
 // docs/hstu_kernel_notes.md.
 constexpr int kBwdSm80TwoBarCfg = 1;
-// 6: the default kernels, the fragment-ordered dQ converted by whole lane slots (hstu_dq_tile_convert_kernel VEC).
-constexpr int kBwdSm80VecConvertCfg = 6;
 constexpr int kBwdSm80JoinedCopiesCfg = 2;
-// 3 (bf16, D = 64 / 128, sm_90+, calls without contexts): the one-barrier default with kPdsSkipEmpty (warps whose
-// slice of a tile sees no key skip its MMAs).
-constexpr int kBwdSm80SkipEmptyCfg = 3;
-// 7: the same with kPdsSkipEmptyDq (dQ's upper k-steps skipped where the warp's rows see none of those keys).
-constexpr int kBwdSm80SkipEmptyDqCfg = 7;
+// 3 (bf16, calls without contexts): the default kernels in the grid order (heads, key blocks, batch) (kPdsHeadsFirst;
+// D = 64 / 128 the one-barrier loop on sm_90+, D = 256 two stages).
+constexpr int kBwdSm80HeadsFirstCfg = 3;
 // 9 (bf16, D = 64 / 128, sm_90+, calls without contexts): the one-barrier default with kPdsEarlyStart (the first
 // tile's S GEMM before V and its dO landed).
 constexpr int kBwdSm80EarlyStartCfg = 9;
@@ -907,23 +891,23 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8>>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
-      case kBwdSm80SkipEmptyCfg:
-      case kBwdSm80SkipEmptyDqCfg:
-      case kBwdSm80EarlyStartCfg:
+      case kBwdSm80HeadsFirstCfg:
+      case kBwdSm80EarlyStartCfg: {
+        const int flag = cfg == kBwdSm80HeadsFirstCfg ? kPdsHeadsFirst : kPdsEarlyStart;
         if constexpr (D == 64 || D == 128) {
           bool sm90 = false;
           err = bwd_sm80_sm90_class(sm90);
           if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
           constexpr int kBody = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>;
-          if (cfg == kBwdSm80SkipEmptyCfg) {
-            return launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsSkipEmpty>(p, max_smem, stream);
-          }
-          if (cfg == kBwdSm80SkipEmptyDqCfg) {
-            return launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsSkipEmpty | kPdsSkipEmptyDq>(p, max_smem, stream);
-          }
+          if (flag == kPdsHeadsFirst) return launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsHeadsFirst>(p, max_smem, stream);
           return launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsEarlyStart>(p, max_smem, stream);
+        } else if constexpr (D == 256) {
+          if (flag == kPdsHeadsFirst && p.num_contexts == nullptr) {
+            return launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsDefaultBody<D, 8> | kPdsHeadsFirst>(p, max_smem, stream);
+          }
         }
         return cudaErrorNotSupported;
+      }
       default:
         return cudaErrorNotSupported;
     }
@@ -1001,11 +985,7 @@ cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
   } else if (p.total_q > 0) {
     if constexpr (D == 64 || D == 128 || D == 256) {  // (the workspace of either layout: bwd_sm80_dq_floats)
       const dim3 grid(max(1, (p.max_seqlen_q + kDqFragPad - 1) / kDqFragPad), p.batch, p.heads);
-      if (p.bwd_sm80_cfg == kBwdSm80VecConvertCfg) {
-        hstu_dq_tile_convert_kernel<T, D, true><<<grid, 256, 0, stream>>>(p);
-      } else {
-        hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
-      }
+      hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
     } else {
       const int64_t n = p.total_q * p.heads * D;
       const int blocks = static_cast<int>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);

@@ -72,15 +72,10 @@ constexpr int kPdsLoopFreeDqFirst = 10;
 // k-loop, so that the LSU's global queue does not take all of them at once. D = 64's one-barrier default (on an H200
 // 0.7-0.8 % faster than the copies together there, 0.2-1.2 % slower at D = 128).
 constexpr int kPdsSplitCopies = 16;
-// A flag on BODY (kOneBar only): on a tile that is not full, a warp whose phase-1 slice (its SM queries x SN keys)
-// or phase-2 slice (its KR keys x every query of the tile) sees no key (SeqMask::key_range) skips that slice's MMAs:
-// its S / dP stay zero (P, dS zero as the mask makes them), dK / dV add nothing. Under a causal mask the first
-// query tile of a key block has its upper half of the keys masked: half the warps skip S / dP, their scheduler
-// partners run alone. Gradients bitwise the same (zeros added to sums that start at +0).
-constexpr int kPdsSkipEmpty = 32;
-// With kPdsSkipEmpty: phase 3 (dQ) skips the upper half of the key block's k-steps where the warp's rows see none of
-// those keys (causal: every warp on a key block's first tile).
-constexpr int kPdsSkipEmptyDq = 64;
+// A flag on BODY: grid (heads, key blocks, batch) instead of (batch, key blocks, heads): a sequence's heads and key
+// blocks run together, so its Q / dO tiles and dQ rows are reused from L2 (batch first holds a few dozen sequences
+// at once: at B128 S1K 34 % L2 hits, 2.5 GB of DRAM reads against FA2's 71 % / 0.8 GB).
+constexpr int kPdsHeadsFirst = 32;
 // A flag on BODY (kOneBar only): the prologue's copies in three groups, K and the first tile's Q, then V and its dO,
 // then the second tile; the first tile's S GEMM and SiLU start once the first group landed, its dP GEMM waits for
 // the second (one more block barrier, on the first tile only).
@@ -247,7 +242,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kDpUnroll, unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
-  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsSkipEmpty | kPdsSkipEmptyDq | kPdsEarlyStart);
+  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsEarlyStart);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -272,10 +267,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   constexpr bool kOneBar = STAGES == 3;
   constexpr bool kSplitCopies = (BODY & kPdsSplitCopies) != 0;
   static_assert(!kSplitCopies || kOneBar, "split copies: the one-barrier loop only");
-  constexpr bool kSkipEmpty = (BODY & kPdsSkipEmpty) != 0;
-  static_assert(!kSkipEmpty || kOneBar, "empty slices skipped: the one-barrier loop only");
-  constexpr bool kSkipEmptyDq = (BODY & kPdsSkipEmptyDq) != 0;
-  static_assert(!kSkipEmptyDq || (kSkipEmpty && kLoopFree), "dQ's half skipped: with kPdsSkipEmpty, loop-free");
   constexpr bool kEarlyStart = (BODY & kPdsEarlyStart) != 0;
   static_assert(!kEarlyStart || kOneBar, "early start: the one-barrier loop only");
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
@@ -338,9 +329,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // Grid (batch, key blocks, heads) (launch_hstu_bwd_pds): each head's key blocks 0 of every sequence (the heaviest
   // under a causal mask: they walk every query tile) go first, then its blocks 1, ... (Each index read straight
   // from blockIdx: a run-time choice of the order here made the one-stage and other kernels spill 4-12 B.)
+  constexpr bool kHeadsFirst = (BODY & kPdsHeadsFirst) != 0;
   const int n_block = blockIdx.y;
-  const int b = blockIdx.x;
-  const int h = blockIdx.z;
+  const int b = kHeadsFirst ? blockIdx.z : blockIdx.x;
+  const int h = kHeadsFirst ? blockIdx.x : blockIdx.z;
   if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
@@ -429,16 +421,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(z) : "r"(sFull + 8));
       return r0 <= x || (r0 >= y && r0 <= z);
     }
-  };
-  // kSkipEmpty: whether rows [ra, ra + nr) (clipped to the used keys) see none of the keys [ja, ja + nj) on a tile
-  // that is not full (warp-uniform arguments).
-  auto slice_empty = [&](const int r0, const int ra, const int nr, const int ja, const int nj) {
-    if (!kSkipEmpty || tile_full_at(r0)) return false;
-    const int rb = min(ra + nr, mk.lk);
-    if (rb <= ra) return false;
-    int kb, ke;
-    mk.key_range(ra, rb, kb, ke);
-    return ke <= ja || kb >= ja + nj;
   };
   auto next_tile = [&](const int mb) {  // the tile after mb
     if constexpr (!kSkipGap) return mb + 1;
@@ -540,7 +522,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const int s_m = (warp % C::kSWM) * SM, s_n = (warp / C::kSWM) * SN;
         const uint32_t tA = L::swz(s_m + ln % 16, (ln / 16) * 8);                      // Q, dO as A
         const uint32_t tB = L::swz(s_n + ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);  // K, V as B
-        const bool skip_s = slice_empty(r0, r0 + s_m, SM, n0 + s_n, SN);  // (kSkipEmpty)
         // c[mt][i] += A B^T over D for the n8 key tiles NP0 * 2 + i of the warp (c: SMT x (2 NPN) n8 tiles).
         // full: 1 the plain k-loop fully unrolled (one basic block with the code around it, which ptxas can then
         // interleave with the MMAs; a loop's back edge also waits out the last MMA's latency), N > 1 unrolled by N.
@@ -555,7 +536,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             for (int i = 0; i < 2 * NPN; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) c[mt][i][e] = 0.f;
-          if (kSkipEmpty && skip_s) return;
 #pragma unroll kUnroll
           for (int ks = 0; ks < D / 16; ++ks) {
             uint32_t a[SMT][4];
@@ -752,7 +732,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         constexpr int kParts = decltype(parts)::value;
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
         const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
-        if (slice_empty(r0, r0, BM, n0 + k_n, KR)) return;  // (kSkipEmpty)
         const uint32_t tPt = LP::swz(ln % 8 + (ln / 16) * 8, k_n + ((ln / 8) % 2) * 8);  // P^T, dS^T as A
         const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
         if constexpr (kParts != 3) {
@@ -809,17 +788,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           auto dq_b = [&](uint32_t(&f)[4], const int ks, const int dp) {
             ldsm_x4_t(f, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
           };
-          if constexpr (kSkipEmptyDq) {  // the same k-steps in the same order, the upper half where it is not empty
-            constexpr int KH = BN / 32;
-            plain_k_loop<T, KH, KH>(acc_q, dq_a, dq_b);
-            if (!slice_empty(r0, r0 + q_m, QR, n0 + BN / 2, BN / 2)) {
-              plain_k_loop<T, KH, KH>(
-                  acc_q, [&](uint32_t(&f)[4], const int ks, const int mt) { dq_a(f, ks + KH, mt); },
-                  [&](uint32_t(&f)[4], const int ks, const int dp) { dq_b(f, ks + KH, dp); });
-            }
-          } else {
-            plain_k_loop<T, BN / 16, kDqUnroll>(acc_q, dq_a, dq_b);
-          }
+          plain_k_loop<T, BN / 16, kDqUnroll>(acc_q, dq_a, dq_b);
           if constexpr (kDqFrag) {
             // The tile's fragment-ordered block: rows past lq add their zeros to their own slots (no predicate).
             float* fp = p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m0) * D +
@@ -993,6 +962,7 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     // message before this (hstu/csrc/ops/hstu_plan.h kBwdSm80MaxSeqlenK, which assumes tiles of 64 keys or more).
     static_assert(C::kBlockN >= kBwdSm80MinBlockN, "kBwdSm80MaxSeqlenK assumes key blocks of at least 64 keys");
     if ((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN > kBwdSm80MaxKeyBlocks) return cudaErrorInvalidConfiguration;
+    if ((BODY & kPdsHeadsFirst) && p.batch > 65535) return cudaErrorNotSupported;  // (the batch in gridDim.z)
     // (only the kernel launched is instantiated)
     const auto launch = [&](const auto kernel) {
       if (kSmem > 48 * 1024) {
@@ -1002,7 +972,8 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
       // (batch, key blocks, heads): the heaviest key blocks first (causal: block 0 walks every query tile); in a
       // dispatch model of B16 S4K 6 % shorter than (key blocks, batch, heads), whose last sequences' block 0 started
       // last.
-      dim3 grid(p.batch, (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.heads);
+      const int nb = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
+      const dim3 grid = (BODY & kPdsHeadsFirst) ? dim3(p.heads, nb, p.batch) : dim3(p.batch, nb, p.heads);
       kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
       return cudaGetLastError();
     };
