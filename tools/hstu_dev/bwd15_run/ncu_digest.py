@@ -1,7 +1,8 @@
 """Digest of an ncu raw CSV page (ncu --import R --page raw --csv --print-metric-instances values): one markdown
 table, a column per profiled kernel, for the metrics that say where a backward's cycles go (issue slots, tensor pipe,
 stall reasons per issued instruction, shared-memory traffic) and the SASS opcode mix per MMA (branch bwd15; bwd16:
-with --pairs N, executed instructions and the opcode mix per warp and (query tile, key block) pair, 8 warps)."""
+with --pairs N, executed instructions and the opcode mix per warp and (query tile, key block) pair, 8 warps; bwd21:
+DRAM bytes read / written, the L2 hit rate, the SMs' active cycles min / max, the global reductions)."""
 import csv
 import re
 import sys
@@ -19,7 +20,8 @@ pats = [r"gpu__time_duration\.sum", r"sm__throughput\.avg\.pct", r"smsp__issue_a
         r"smsp__warps_eligible\.avg\.per_cycle_active", r"l1tex__data_pipe_lsu_wavefronts_mem_shared\.sum$",
         r"l1tex__data_bank_conflicts_pipe_lsu_mem_shared\.sum$", r"dram__bytes\.sum$", r"lts__t_bytes\.sum$",
         r"launch__registers_per_thread", r"sm__cycles_elapsed\.avg$", r"smsp__cycles_active\.avg$",
-        r"launch__grid_size", r"launch__shared_mem_per_block"]
+        r"launch__grid_size", r"launch__shared_mem_per_block", r"dram__bytes_(read|write)\.sum$",
+        r"lts__t_sector_hit_rate\.pct$", r"sm__cycles_active\.(min|max|avg)$", r"inst_executed_op_global_red\.sum$"]
 print("| metric | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
 for i, h in enumerate(hdr):
     if any(re.search(p, h) for p in pats):

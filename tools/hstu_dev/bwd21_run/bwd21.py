@@ -18,6 +18,10 @@ import hstu_attn
 from hstu_attn import _ops
 
 sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
+# time80.py's interleaved CUDA-event rounds (beside this file in the carry folder, else in the tree)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bwd80_run"))
+from time80 import time_rounds  # noqa: E402
 
 
 def pairs_of(B, S, H=4, BM=64, BN=128):
@@ -50,25 +54,6 @@ def make(impl, B, S, D, cfg=0, H=4):
                                               max_seqlen_k=S, window_size=(-1, 0), alpha=alpha)
     dout = torch.randn_like(out)
     return lambda: torch.autograd.grad(out, [q, k, v], dout, retain_graph=True)
-
-
-def time_rounds(fns, reps):
-    for f in fns:
-        for _ in range(3):
-            f()
-    ev = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-          for _ in fns]
-    for r in range(reps):
-        for f, e in zip(fns, ev):
-            e[r][0].record()
-            f()
-            e[r][1].record()
-    torch.cuda.synchronize()
-    out = []
-    for e in ev:
-        ms = sorted(a.elapsed_time(b) for a, b in e)
-        out.append(ms[len(ms) // 2])
-    return out
 
 
 def impl_list(a):
