@@ -73,13 +73,12 @@ constexpr int kPdsLoopFreeDqFirst = 10;
 // 0.7-0.8 % faster than the copies together there, 0.2-1.2 % slower at D = 128).
 constexpr int kPdsSplitCopies = 16;
 // A flag on BODY: grid (heads, key blocks, batch) instead of (batch, key blocks, heads): a sequence's heads and key
-// blocks run together, so its Q / dO tiles and dQ rows are reused from L2 (batch first holds a few dozen sequences
-// at once: at B128 S1K 34 % L2 hits, 2.5 GB of DRAM reads against FA2's 71 % / 0.8 GB).
+// blocks run together, so its Q / dO tiles and dQ rows are reused from L2. The default at D = 64 / 128 for short
+// sequences (bwd_sm80_heads_first): batch first holds a few dozen sequences at once (on an H200 at B128 S1K D128 34 %
+// L2 hits and 2.5 GB of DRAM reads, heads first 74 % and 0.8 GB, 1.5 % faster); at long ones batch first starts
+// every sequence's heaviest key blocks early (the tail; heads first within +-0.3 % at S4K - S16K with H = 4, and
+// with one head it is FA2's order, 5 % slower at B16 S4K on the older kernel).
 constexpr int kPdsHeadsFirst = 32;
-// A flag on BODY (kOneBar only): the prologue's copies in three groups, K and the first tile's Q, then V and its dO,
-// then the second tile; the first tile's S GEMM and SiLU start once the first group landed, its dP GEMM waits for
-// the second (one more block barrier, on the first tile only).
-constexpr int kPdsEarlyStart = 128;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -242,7 +241,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kDpUnroll, unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
-  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsEarlyStart);
+  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -267,8 +266,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   constexpr bool kOneBar = STAGES == 3;
   constexpr bool kSplitCopies = (BODY & kPdsSplitCopies) != 0;
   static_assert(!kSplitCopies || kOneBar, "split copies: the one-barrier loop only");
-  constexpr bool kEarlyStart = (BODY & kPdsEarlyStart) != 0;
-  static_assert(!kEarlyStart || kOneBar, "early start: the one-barrier loop only");
+
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
   // D = 64 / 128's plain body (the context kernels) adds row-major (with the fragment order it spilled 4-12 B in
   // sm_90a code).
@@ -454,36 +452,18 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   const bool with_dq = p.dq_accum != nullptr;
 
   if (n_mt > 0) {
-    if constexpr (kEarlyStart) {  // K and Q, then V and dO, then the second tile; K and Q waited for
+    load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
+    load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
+    {
       const int m0 = mb_begin * BM;
-      const int64_t r = si.q_start + m0;
-      load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
-      load_tile_async<BM, D, NT>(sQ0, static_cast<const T*>(p.q) + r * p.q_row_stride + h * p.q_head_stride,
-                                 p.q_row_stride, si.lq - m0, tid);
-      cp_async_commit();
-      load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
-      load_tile_async<BM, D, NT>(sQ0 + BM * D * 2,
-                                 static_cast<const T*>(p.dout) + r * p.do_row_stride + h * p.do_head_stride,
-                                 p.do_row_stride, si.lq - m0, tid);
-      cp_async_commit();
+      load_q_do(sQ0, m0, tid);
+    }
+    cp_async_commit();
+    if constexpr (kOneBar) {  // the second tile's copies too; the first tile (with K, V) waited for
       if (mb_begin + 1 < mb_end) load_q_do(sQ0 + kStageBytes, (mb_begin + 1) * BM, tid);
       cp_async_commit();
-      cp_async_wait<2>();
+      cp_async_wait<1>();
       __syncthreads();
-    } else {
-      load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
-      load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
-      {
-        const int m0 = mb_begin * BM;
-        load_q_do(sQ0, m0, tid);
-      }
-      cp_async_commit();
-      if constexpr (kOneBar) {  // the second tile's copies too; the first tile (with K, V) waited for
-        if (mb_begin + 1 < mb_end) load_q_do(sQ0 + kStageBytes, (mb_begin + 1) * BM, tid);
-        cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
-      }
     }
 
     int stage = 0;
@@ -682,10 +662,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #pragma unroll
               for (int e = 0; e < 4; ++e) acc[mt][2 * P0 + i][e] *= acc_dp[mt][i][e];
         };
-        if (kEarlyStart && mb == mb_begin) {  // (uniform) V and the first tile's dO landed
-          cp_async_wait<1>();
-          __syncthreads();
-        }
         dp_part(std::integral_constant<int, 0>());
         if constexpr (kDpParts > 1) dp_part(std::integral_constant<int, 1>());
         // drab = dS: deterministic shared rab: this head's fp32 slice (summed over heads afterwards); shared rab:
