@@ -938,7 +938,8 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     // message before this (hstu/csrc/ops/hstu_plan.h kBwdSm80MaxSeqlenK, which assumes tiles of 64 keys or more).
     static_assert(C::kBlockN >= kBwdSm80MinBlockN, "kBwdSm80MaxSeqlenK assumes key blocks of at least 64 keys");
     if ((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN > kBwdSm80MaxKeyBlocks) return cudaErrorInvalidConfiguration;
-    if ((BODY & kPdsHeadsFirst) && p.batch > 65535) return cudaErrorNotSupported;  // (the batch in gridDim.z)
+    constexpr int kMaxGridZ = 65535;  // (heads first puts the batch in gridDim.z)
+    if ((BODY & kPdsHeadsFirst) && p.batch > kMaxGridZ) return cudaErrorNotSupported;
     // (only the kernel launched is instantiated)
     const auto launch = [&](const auto kernel) {
       if (kSmem > 48 * 1024) {
