@@ -2,7 +2,8 @@
 table, a column per profiled kernel, for the metrics that say where a backward's cycles go (issue slots, tensor pipe,
 stall reasons per issued instruction, shared-memory traffic) and the SASS opcode mix per MMA (branch bwd15; bwd16:
 with --pairs N, executed instructions and the opcode mix per warp and (query tile, key block) pair, 8 warps; fwd21:
-the pipes' utilization (XU: MUFU and conversions, FMA, ALU, LSU) and occupancy where the report has them)."""
+the pipes' utilization (XU: MUFU and conversions, FMA, ALU, LSU) and occupancy where the report has them; bwd21:
+DRAM bytes read / written, the L2 hit rate, the SMs' active cycles min / max, the global reductions)."""
 import csv
 import re
 import sys
@@ -22,7 +23,9 @@ pats = [r"gpu__time_duration\.sum", r"sm__throughput\.avg\.pct", r"smsp__issue_a
         r"launch__registers_per_thread", r"sm__cycles_elapsed\.avg$", r"smsp__cycles_active\.avg$",
         r"launch__grid_size", r"launch__shared_mem_per_block", r"sm__inst_executed_pipe_\w+\.avg\.pct",
         r"sm__pipe_\w+_cycles_active\.avg\.pct", r"launch__occupancy_limit", r"sm__warps_active\.avg\.pct",
-        r"launch__waves_per_multiprocessor", r"launch__block_size", r"sm__maximum_warps_per_active_cycle_pct"]
+        r"launch__waves_per_multiprocessor", r"launch__block_size", r"sm__maximum_warps_per_active_cycle_pct",
+        r"dram__bytes_(read|write)\.sum$", r"lts__t_sector_hit_rate\.pct$", r"sm__cycles_active\.(min|max|avg)$",
+        r"inst_executed_op_global_red\.sum$"]
 print("| metric | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
 for i, h in enumerate(hdr):
     if any(re.search(p, h) for p in pats):
