@@ -115,6 +115,39 @@ __device__ __forceinline__ void paged_poison_if_invalid(const HstuParams& p, con
   for (int64_t i = cta * blockDim.x + threadIdx.x; i < n; i += ctas * blockDim.x) o[i] = nan;
 }
 
+// A work-list CTA's wait for the kernel before (pk.pdl >= 2: after its pre-wait reads), then the launch of the kernel
+// after: after the wait, so that kernel's pre-wait part still sees every kernel before this one complete.
+__device__ __forceinline__ void fwd_early_wait() {
+  griddep_wait();
+  griddep_launch_dependents();
+}
+
+// pk.pdl >= 2, lanes of warp 0 before the wait: the page-table entries of the CTA's first KV tile (first key j0;
+// the sequence's cached keys and page-table base) loaded into the SM's L1, so that the producer's loads of them
+// hit; pk.pdl = 3: that tile's K / V boxes also asked of the L2 (cp.async.bulk.prefetch.tensor: no value read).
+template <int BN, int kPanels>
+__device__ __forceinline__ void fwd_early_first_tile(const Sm90PagedKV& pk, const CUtensorMap* tm_pool, int h,
+                                                     int cached, int po, int j0) {
+  const int lane = threadIdx.x % 32;
+  const int j = j0 + (lane << pk.box_shift);
+  if (lane >= (BN >> pk.box_shift) || j >= cached) return;
+  const int e = min(max(po + (j >> pk.page_shift), 0), pk.n_entries - 1);
+  int page;
+  asm volatile("ld.global.nc.b32 %0, [%1];\n" : "=r"(page) : "l"(pk.page_ids + e));
+  if (pk.pdl != 3) return;
+  const int row = (min(max(page, 0), pk.num_pages - 1) << (pk.page_shift + 1)) + (j & ((1 << pk.page_shift) - 1));
+#pragma unroll
+  for (int pn = 0; pn < kPanels; ++pn) {
+#pragma unroll
+    for (int kv = 0; kv < 2; ++kv) {
+      asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n" ::"l"(
+                       reinterpret_cast<uint64_t>(tm_pool)),
+                   "r"(pn * 64), "r"(h), "r"(row + (kv << pk.page_shift))
+                   : "memory");
+    }
+  }
+}
+
 // Both consumer warpgroups overlap the SiLU of tile i with the P V wgmma of tile i-1 and take turns issuing their
 // wgmmas (pingpong, named barriers 4/5), so one's SiLU runs under the other's GEMMs.
 // head_major: grid (m_blocks, H, B) with the query tiles of one (b, h) adjacent, so concurrently running CTAs share
@@ -177,7 +210,8 @@ __global__ void __launch_bounds__(384, 1)
   };
 
   // Programmatic dependent launch (paged, pk.pdl): before the wait for the previous kernel only what needs the
-  // kernel's arguments alone (the tensor-map prefetch); no global memory is read before it. The work list's CTAs
+  // kernel's arguments alone (the tensor-map prefetch); no global memory is read before it (pk.pdl >= 2: below,
+  // the step's tables that the previous kernel cannot be writing). The work list's CTAs
   // wait in sched_cta_work, the grid order's here. After its wait a CTA lets the next kernel launch (its CTAs take
   // the SMs this grid leaves free and wait for this grid in turn), so that kernel's pre-wait part still sees every
   // kernel before this one complete.
@@ -196,22 +230,31 @@ __global__ void __launch_bounds__(384, 1)
     }
   }
 
+  // pk.pdl >= 2 (a serving step's layer after its first): the plan and the page table were complete before the
+  // kernel before this one started (the step's first layer waited for them, then let its dependents launch), so
+  // the CTA reads its item, lengths and first tile's page entries before its wait (a pdl launch waits here only
+  // for the layer before, which writes none of them); writes, the split counters and q / k / v still follow it.
+  // 3: also the first cached tile asked of the L2 (a prefetch reads no value). (D <= 128, as the stamps.)
+  const bool early = kSched && !Config::kPersistent && !kRab && D <= 128 && pk.pdl >= 2;
   int h = 0, b = 0, m_block = 0, nb_begin = 0, nb_end = 0, gap_end = 0, gap_len = 0;
   int t_lo = 0, t_hi = 0;
+  int4 split = make_int4(-1, 0, 0, 0);
+  int together = 0;
   if constexpr (kSched) {  // work list (jagged)
     int4 it;
-    int4 split;
-    int together;
     if (!sched_cta_work<true>(sched, p.heads, it, h, !Config::kPersistent && !kRab && pk.pdl != 0, &split,
-                              &together)) {
+                              &together, !early)) {
+      if (early) fwd_early_wait();
       if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
       paged_poison_if_invalid<T>(p, pk);
       if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 14, fwd_now());
       return;
     }
-    if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
-    // A split unit's chunk counts itself as running (hstu_fwd_sm90_split.cuh; a reduction, nothing waits on it).
-    if (threadIdx.x == 0) fwd_split_started(sched, p.heads, h, split, together);
+    if (!early) {
+      if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
+      // A split unit's chunk counts itself as running (hstu_fwd_sm90_split.cuh; a reduction, nothing waits on it).
+      if (threadIdx.x == 0) fwd_split_started(sched, p.heads, h, split, together);
+    }
     b = it.x;
     m_block = it.y;
     t_lo = it.z;  // this chunk's KV tiles: positions among the query tile's visited ones
@@ -240,6 +283,7 @@ __global__ void __launch_bounds__(384, 1)
   SeqInfo si = seq_info(p, b);
   int m0 = m_block * BM;
   if (!kPersist && m0 >= si.lq_alloc) {
+    if (early) fwd_early_wait();
     if constexpr (!kPersist && !kRab) paged_poison_if_invalid<T>(p, pk);
     return;
   }
@@ -251,8 +295,19 @@ __global__ void __launch_bounds__(384, 1)
   const bool paged = kPagedOk && pk.pool != nullptr;
 
   const int tid = threadIdx.x;
+  if constexpr (kPagedOk && kSched) {
+    if (early && paged && n_tiles > 0 && tid < 32) {
+      const int j0 = fwd_kv_tile(nb_end, gap_end, gap_len, 0) * BN;
+      fwd_early_first_tile<BN, C::kPanels>(pk, &tm_pool, h, min(max(pg_cached, 0), si.lk), pg_po, j0);
+    }
+  }
   if (tid == 0) fwd_init_barriers<S, kPersist>(bar, 128u, paged ? 128 : 1);  // paged: one arrive per producer thread
   __syncthreads();
+  if (early) {
+    fwd_early_wait();
+    if (tid == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
+    if (tid == 0) fwd_split_started(sched, p.heads, h, split, together);
+  }
   if (tid == 0 && trace != nullptr) {
     fwd_trace_put(trace, 2, fwd_now());
     uint32_t smid;
