@@ -74,9 +74,8 @@ def cached_hstu_attention(
     # cache._split_arrive (on by default): the paged forward's split sum with the quick arrival.
     arrive = _split_arrive_on() if getattr(cache, "_split_arrive", False) else contextlib.nullcontext()
     # cache._pre_wait (on by default): under pdl, a layer whose step plan an earlier layer's call made reads its
-    # work item and page-table entries before waiting for the kernel before it.
-    level = getattr(cache, "_pre_wait", 0)
-    pre_wait = _pre_wait_on(level) if level else contextlib.nullcontext()
+    # work item and lengths before waiting for the kernel before it.
+    pre_wait = _pre_wait_on() if getattr(cache, "_pre_wait", False) else contextlib.nullcontext()
     with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext(), arrive, pre_wait:
         side = _append_stream(cache, k) if append else None
         if side is not None:

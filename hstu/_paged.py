@@ -248,12 +248,11 @@ _call_state = threading.local()  # this thread's private settings of the paged c
 # hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanReadyWord: the plan op's, for a layout whose cu_seqlens_k carries
 # begin_step's ready word (PagedLayout.lengths_ready; KVCacheManager._plan_ready, on by default under pdl).
 _PLAN_READY_WORD = 1 << 43
-# hstu/csrc/ops/hstu_ops.cc kOptPagedPreWait (| kOptPagedPreWaitTile): set on the paged op's options by _paged_kernel
-# only, under pdl, for a call whose plan an earlier call over the layout made (a step's later layers; that call's
-# attention waited for the plan before it let the kernels after it launch): the CTAs read their work item, lengths
-# and first page-table entries before waiting for the kernel before them (KVCacheManager._pre_wait: 1, 2 = also the
-# first cached tile asked of the L2). Indexed by _pre_wait.
-_PAGED_PRE_WAIT = (0, 1 << 44, (1 << 44) | (1 << 45))
+# hstu/csrc/ops/hstu_ops.cc kOptPagedPreWait: set on the paged op's options by _paged_kernel only, under pdl, for a
+# call whose plan an earlier call over the layout made (a step's later layers; that call's attention waited for the
+# plan before it let the kernels after it launch): the CTAs read their work item and lengths before waiting for the
+# kernel before them (KVCacheManager._pre_wait, the serving step's default).
+_PAGED_PRE_WAIT = 1 << 44
 
 
 @contextlib.contextmanager
@@ -273,10 +272,10 @@ def _split_arrive_on():
     return _call_setting("split_arrive", True)
 
 
-def _pre_wait_on(level: int):
-    """Calls made inside (in this thread) whose plan an earlier call made read their work before the wait
-    (cached_hstu_attention with KVCacheManager._pre_wait; `_PAGED_PRE_WAIT[level]`)."""
-    return _call_setting("pre_wait", level)
+def _pre_wait_on():
+    """Calls made inside (in this thread) under pdl whose plan an earlier call made read their work item and
+    lengths before their wait (cached_hstu_attention with KVCacheManager._pre_wait, on by default)."""
+    return _call_setting("pre_wait", True)
 
 
 def _ready_word_follows(layout: PagedLayout, cu_k: torch.Tensor) -> bool:
@@ -387,9 +386,8 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
                                                              num_contexts is None, num_targets is None))
     if getattr(_call_state, "split_arrive", None):
         op_options = options | _PAGED_SPLIT_ARRIVE
-    pre_wait = getattr(_call_state, "pre_wait", None)
-    if pre_wait and plan is not None and not made and options & _ops.OPTION_BITS["pdl"]:
-        op_options |= _PAGED_PRE_WAIT[pre_wait]
+    if getattr(_call_state, "pre_wait", None) and plan is not None and not made and options & _ops.OPTION_BITS["pdl"]:
+        op_options |= _PAGED_PRE_WAIT
     out = torch.ops.hstu_attn.paged_fwd_sm90(
         q, k_new, v_new, cu_q, cu_k, kv_cache, page_offsets.contiguous(), page_ids.contiguous(),
         layout.cached_lens.contiguous(), layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,

@@ -463,15 +463,13 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early", "pre_wait_off",
-                                     "pre_wait_tile"])
+@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early", "pre_wait_off"])
 def test_step_variants_bitwise_plain(variant, graph):
     # The serving step's switches: KVCacheManager._plan_ready (begin_step publishes the key offsets early and the
     # step plan's block spins on its ready word instead of waiting for begin_step's end, then exits on begin_step's
     # step tensors; with it _begin_early, the word's early form), ._split_arrive (the split sum's quick arrival) and
-    # ._pre_wait (the later layers' work items and first page entries read before their wait; 2: also the first
-    # cached tile asked of the L2); "default": as constructed (all on); the others one at a time (early with the
-    # ready word; pre_wait_off / pre_wait_tile: the default with _pre_wait 0 / 2).
+    # ._pre_wait (the later layers' work items and lengths read before their wait); "default": as constructed (all
+    # on); the others one at a time (early with the ready word; pre_wait_off: the default without _pre_wait).
     # Against a manager without them (same inputs, plain launches): every layer's output of three steps and the
     # pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends beside the attention on
     # the side stream, each layer's q / k / v written by a kernel right before its call); long cached histories
@@ -490,8 +488,8 @@ def test_step_variants_bitwise_plain(variant, graph):
     if variant in settings:
         pre._plan_ready, pre._split_arrive, pre._begin_early = settings[variant]
     else:
-        assert pre._plan_ready and pre._split_arrive and pre._begin_early and pre._pre_wait == 1
-        pre._pre_wait = {"default": 1, "pre_wait_off": 0, "pre_wait_tile": 2}[variant]
+        assert pre._plan_ready and pre._split_arrive and pre._begin_early and pre._pre_wait
+        pre._pre_wait = variant == "default"
     assert pre.pdl
     users = torch.tensor([5, 2], device="cuda")
     for it in range(3):

@@ -22,8 +22,8 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   same1 .. same5  the default under other names: compare wheels in processes with the same number of variants
                 (a process's later variants measured up to ~1 us slower than its first: docs/hstu_inference.md,
                 "The first layer's address translations")
-  pre0, pre2    _pre_wait = 0 (the layers' work items read after their wait) / 2 (before it, with the first cached
-                tile asked of the L2); the default 1 reads them before it
+  pre0          _pre_wait = False: the later layers' work items and lengths read after their wait (the default
+                reads them before it)
   vmm2m, vmm    the default with the cache's pool in memory mapped by cuMemCreate / cuMemMap (b1_pool_vmm.py: one
                 physical allocation per 2 MB granule, or one for the whole pool) instead of the caching allocator's
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
@@ -58,8 +58,8 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             **{f"same{n}": {"_split_arrive": True} for n in range(1, 6)},
             # the default, the pool moved into driver-mapped memory (b1_pool_vmm.swap_pool)
             "vmm2m": {}, "vmm": {},
-            # the later layers' work read before their wait: off / with the first tile asked of the L2
-            "pre0": {"_pre_wait": 0}, "pre2": {"_pre_wait": 2}}
+            # the later layers' work items read after their wait (main20's form)
+            "pre0": {"_pre_wait": False}}
 POOL_MODES = ("vmm2m", "vmm")
 
 

@@ -773,11 +773,11 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
                       double scaling_seqlen, int64_t options, std::optional<Tensor> plan) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   const bool split_arrive = (options & kOptPagedSplitArrive) != 0;  // (hstu/_paged.py's own bit)
-  // hstu/_paged.py's bits for a serving step's layers after the first under pdl (Sm90PagedKV::pdl 2 / 3): the work
-  // item, lengths and first page entries read before the wait; 45: also the first cached tile asked of the L2.
-  constexpr int64_t kOptPagedPreWait = int64_t{1} << 44, kOptPagedPreWaitTile = int64_t{1} << 45;
-  const int pre_wait = (options & kOptPagedPreWaitTile) != 0 ? 3 : (options & kOptPagedPreWait) != 0 ? 2 : 1;
-  options &= ~(kOptPagedSplitArrive | kOptPagedPreWait | kOptPagedPreWaitTile);
+  // hstu/_paged.py's bit for a serving step's layers after the first under pdl (Sm90PagedKV::pdl = 2): the work
+  // item and the lengths read before the wait.
+  constexpr int64_t kOptPagedPreWait = int64_t{1} << 44;
+  const int pre_wait = (options & kOptPagedPreWait) != 0 ? 2 : 1;
+  options &= ~(kOptPagedSplitArrive | kOptPagedPreWait);
   HstuParams p = call_params(options, q, k_new, v_new, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha,
                              std::nullopt, scaling_seqlen, std::nullopt, std::nullopt);

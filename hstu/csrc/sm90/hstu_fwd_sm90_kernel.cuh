@@ -115,37 +115,11 @@ __device__ __forceinline__ void paged_poison_if_invalid(const HstuParams& p, con
   for (int64_t i = cta * blockDim.x + threadIdx.x; i < n; i += ctas * blockDim.x) o[i] = nan;
 }
 
-// A work-list CTA's wait for the kernel before (pk.pdl >= 2: after its pre-wait reads), then the launch of the kernel
+// A work-list CTA's wait for the kernel before (pk.pdl = 2: after its pre-wait reads), then the launch of the kernel
 // after: after the wait, so that kernel's pre-wait part still sees every kernel before this one complete.
 __device__ __forceinline__ void fwd_early_wait() {
   griddep_wait();
   griddep_launch_dependents();
-}
-
-// pk.pdl >= 2, lanes of warp 0 before the wait: the page-table entries of the CTA's first KV tile (first key j0;
-// the sequence's cached keys and page-table base) loaded into the SM's L1, so that the producer's loads of them
-// hit; pk.pdl = 3: that tile's K / V boxes also asked of the L2 (cp.async.bulk.prefetch.tensor: no value read).
-template <int BN, int kPanels>
-__device__ __forceinline__ void fwd_early_first_tile(const Sm90PagedKV& pk, const CUtensorMap* tm_pool, int h,
-                                                     int cached, int po, int j0) {
-  const int lane = threadIdx.x % 32;
-  const int j = j0 + (lane << pk.box_shift);
-  if (lane >= (BN >> pk.box_shift) || j >= cached) return;
-  const int e = min(max(po + (j >> pk.page_shift), 0), pk.n_entries - 1);
-  int page;
-  asm volatile("ld.global.nc.b32 %0, [%1];\n" : "=r"(page) : "l"(pk.page_ids + e));
-  if (pk.pdl != 3) return;
-  const int row = (min(max(page, 0), pk.num_pages - 1) << (pk.page_shift + 1)) + (j & ((1 << pk.page_shift) - 1));
-#pragma unroll
-  for (int pn = 0; pn < kPanels; ++pn) {
-#pragma unroll
-    for (int kv = 0; kv < 2; ++kv) {
-      asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n" ::"l"(
-                       reinterpret_cast<uint64_t>(tm_pool)),
-                   "r"(pn * 64), "r"(h), "r"(row + (kv << pk.page_shift))
-                   : "memory");
-    }
-  }
 }
 
 // Both consumer warpgroups overlap the SiLU of tile i with the P V wgmma of tile i-1 and take turns issuing their
@@ -179,7 +153,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
-  // Phase stamps (fwd_trace_put): 0 start, 1 item read, 2 barriers set up, 3 Q issued, 4 first K / V issued, 5 all
+  // Phase stamps (fwd_trace_put): 0 start, 1 item read (pk.pdl = 2: the wait's return), 2 barriers set up, 3 Q issued, 4 first K / V issued, 5 all
   // issued, 6 consumers started, 7 Q landed, 8 first K landed, 9 first tile's P ready, 10 main loop done, 11-13 the
   // split sum (hstu_fwd_sm90_split.cuh), 14 end; 15 info (SM | tiles << 8 | head << 24), 16 / 18 clock64 at 0 / 10,
   // 17 b | m_block << 16 | t_lo << 32 | t_hi << 48 (the chunk's visited tiles).
@@ -210,7 +184,7 @@ __global__ void __launch_bounds__(384, 1)
   };
 
   // Programmatic dependent launch (paged, pk.pdl): before the wait for the previous kernel only what needs the
-  // kernel's arguments alone (the tensor-map prefetch); no global memory is read before it (pk.pdl >= 2: below,
+  // kernel's arguments alone (the tensor-map prefetch); no global memory is read before it (pk.pdl = 2: below,
   // the step's tables that the previous kernel cannot be writing). The work list's CTAs
   // wait in sched_cta_work, the grid order's here. After its wait a CTA lets the next kernel launch (its CTAs take
   // the SMs this grid leaves free and wait for this grid in turn), so that kernel's pre-wait part still sees every
@@ -230,12 +204,12 @@ __global__ void __launch_bounds__(384, 1)
     }
   }
 
-  // pk.pdl >= 2 (a serving step's layer after its first): the plan and the page table were complete before the
+  // pk.pdl = 2 (a serving step's layer after its first): the plan and the page table were complete before the
   // kernel before this one started (the step's first layer waited for them, then let its dependents launch), so
-  // the CTA reads its item, lengths and first tile's page entries before its wait (a pdl launch waits here only
-  // for the layer before, which writes none of them); writes, the split counters and q / k / v still follow it.
-  // 3: also the first cached tile asked of the L2 (a prefetch reads no value). (D <= 128, as the stamps.)
-  const bool early = kSched && !Config::kPersistent && !kRab && D <= 128 && pk.pdl >= 2;
+  // the CTA reads its work item and its sequence's lengths before its wait, which then waits only for the layer
+  // before (it writes none of them); writes, the split counters, the page entries and q / k / v follow the wait.
+  // (D <= 128, as the stamps.)
+  const bool early = kSched && !Config::kPersistent && !kRab && D <= 128 && pk.pdl == 2;
   int h = 0, b = 0, m_block = 0, nb_begin = 0, nb_end = 0, gap_end = 0, gap_len = 0;
   int t_lo = 0, t_hi = 0;
   int4 split = make_int4(-1, 0, 0, 0);
@@ -295,12 +269,6 @@ __global__ void __launch_bounds__(384, 1)
   const bool paged = kPagedOk && pk.pool != nullptr;
 
   const int tid = threadIdx.x;
-  if constexpr (kPagedOk && kSched) {
-    if (early && paged && n_tiles > 0 && tid < 32) {
-      const int j0 = fwd_kv_tile(nb_end, gap_end, gap_len, 0) * BN;
-      fwd_early_first_tile<BN, C::kPanels>(pk, &tm_pool, h, min(max(pg_cached, 0), si.lk), pg_po, j0);
-    }
-  }
   if (tid == 0) fwd_init_barriers<S, kPersist>(bar, 128u, paged ? 128 : 1);  // paged: one arrive per producer thread
   __syncthreads();
   if (early) {
