@@ -153,10 +153,10 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
-  // Phase stamps (fwd_trace_put): 0 start, 1 item read (pk.pdl = 2: the wait's return), 2 barriers set up, 3 Q issued, 4 first K / V issued, 5 all
-  // issued, 6 consumers started, 7 Q landed, 8 first K landed, 9 first tile's P ready, 10 main loop done, 11-13 the
-  // split sum (hstu_fwd_sm90_split.cuh), 14 end; 15 info (SM | tiles << 8 | head << 24), 16 / 18 clock64 at 0 / 10,
-  // 17 b | m_block << 16 | t_lo << 32 | t_hi << 48 (the chunk's visited tiles).
+  // Phase stamps (fwd_trace_put): 0 start, 1 item read (pk.pdl = 2: the wait's return), 2 barriers set up, 3 Q
+  // issued, 4 first K / V issued, 5 all issued, 6 consumers started, 7 Q landed, 8 first K landed, 9 first tile's P
+  // ready, 10 main loop done, 11-13 the split sum (hstu_fwd_sm90_split.cuh), 14 end; 15 info (SM | tiles << 8 | head
+  // << 24), 16 / 18 clock64 at 0 / 10, 17 b | m_block << 16 | t_lo << 32 | t_hi << 48 (the chunk's visited tiles).
   // (the paged kernels only: not with rab, whose D = 64 work-list kernel spilled with the stamps)
   constexpr bool kTrace = kSched && !kRab && D <= 128;
   unsigned long long* const trace = kTrace ? pk.trace : nullptr;
