@@ -56,6 +56,49 @@ def shared_layout(step, common, total_q):
                                      step["kv_cache"].shape[2], common["max_seqlen_k"])
 
 
+def test_pre_wait_bit_only_behind_an_earlier_call_of_the_plan(monkeypatch):
+    # _paged_kernel sets the paged op's pre-wait bit (the CTAs read their work item and lengths before waiting for
+    # the kernel before them) only inside _pre_wait_on, under pdl, for a call whose plan an earlier call over the
+    # layout made: never for the call that makes the plan (it runs right behind the plan's kernel, which writes
+    # the work list). The op and the planner are stand-ins here (CPU); the bits they are given are what is checked.
+    step, common, gen = make_step(1, "cpu", torch.float32, 2, [40, 7], [5, 3], 16, 2, 32, [2, 1])
+    seen = []
+    monkeypatch.setattr(_paged, "_make_plan", lambda *a: torch.empty(1, dtype=torch.uint8))
+
+    class Op:
+        def paged_fwd_sm90(self, *a):
+            seen.append(a[19])  # (the op's options)
+            return torch.zeros_like(a[0])
+
+    class Channel:
+        strict = False
+
+        def raise_pending(self):
+            pass
+
+        def ensure_block(self):
+            pass
+
+    monkeypatch.setattr(_paged.torch.ops, "hstu_attn", Op())
+    monkeypatch.setattr(_paged, "_channel", Channel())
+    pdl, bit = hstu_attn._ops.OPTION_BITS["pdl"], _paged._PAGED_PRE_WAIT
+
+    def layers(n, layout, pre_wait, use_pdl):
+        qkv = layer_qkv(gen, 8, 2, 32, "cpu", torch.float32)
+        with hstu_attn._ops.kernel_options(pdl=use_pdl), \
+                _paged._pre_wait_on() if pre_wait else contextlib.nullcontext():
+            for _ in range(n):
+                _paged._paged_kernel(qkv["q"], qkv["k_new"], qkv["v_new"], step["cu_seqlens_q"], step["kv_cache"],
+                                     step["page_offsets"], step["page_ids"], layout, common["max_seqlen_q"],
+                                     common["max_seqlen_k"], None, common["num_targets"], 1, (-1, 0), 0.5, -1.0,
+                                     False, shared_layout=True)
+        return [bool(o & bit) for o in seen[-n:]], [bool(o & pdl) for o in seen[-n:]]
+
+    assert layers(4, shared_layout(step, common, 8), True, True) == ([False, True, True, True], [True] * 4)
+    assert layers(3, shared_layout(step, common, 8), False, True)[0] == [False] * 3  # (_pre_wait off)
+    assert layers(3, shared_layout(step, common, 8), True, False)[0] == [False] * 3  # (no pdl)
+
+
 def test_plan_made_once_per_tensors_and_masks(monkeypatch):
     made = []
     step, common, gen = make_step(1, "cpu", torch.float32, 2, [40, 7], [5, 3], 16, 2, 32, [2, 1])
