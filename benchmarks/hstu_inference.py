@@ -225,24 +225,33 @@ def timeline_step(sh: Shape, device, dtype, ps: int) -> str:
     t0 = float(last[0]["ts"])
     end = max(float(e["ts"]) + float(e["dur"]) for e in last)
     lines = [f"### {sh.name}: one CUDA-graph replay of the cached step, {len(last)} kernels, span {end - t0:.1f} us "
-             f"(replays seen: {len(groups)})", "| start us | dur us | gap us | stream | kernel |",
-             "|---|---|---|---|---|"]
-    prev_end, kinds = None, {}
+             f"(replays seen: {len(groups)})", "| start us | dur us | end us | gap us | stream | kernel |",
+             "|---|---|---|---|---|---|"]
+    prev_end, kinds, ends = None, {}, {}
     for e in last:
         ts, du = float(e["ts"]), float(e["dur"])
         gap = "" if prev_end is None else f"{ts - prev_end:.1f}"
         name = e.get("name", "?")
         short = name.split("(")[0].replace("void ", "")[:70]
-        lines.append(f"| {ts - t0:.1f} | {du:.1f} | {gap} | {e.get('args', {}).get('stream', '')} | {short} |")
+        stream = e.get("args", {}).get("stream", "")
+        lines.append(f"| {ts - t0:.1f} | {du:.1f} | {ts + du - t0:.1f} | {gap} | {stream} | {short} |")
         prev_end = ts + du if prev_end is None else max(prev_end, ts + du)
         kind = next((k for k in ("fwd_sm90", "append", "begin_step", "layout", "plan", "validate") if k in name),
                     "other")
+        ends.setdefault(kind, []).append(ts + du - t0)
         n, t = kinds.get(kind, (0, 0.0))
         kinds[kind] = (n + 1, t + du)
     busy = sum(t for _, t in kinds.values())
     lines.append("")
     lines.append("totals: " + ", ".join(f"{k} {n} x = {t:.1f} us" for k, (n, t) in sorted(kinds.items())) +
                  f"; kernel time {busy:.1f} us of the {end - t0:.1f} us span")
+    # (under programmatic launches a kernel's start is its CTAs' residency, not its work: the ends tell each
+    # layer's time, end to end)
+    fe = ends.get("fwd_sm90", [])
+    if fe:
+        lines.append("attention ends (us): " + ", ".join(f"{x:.1f}" for x in fe) + "; end to end: " +
+                     ", ".join(f"{b - a:.1f}" for a, b in zip(fe, fe[1:])) + f"; the span after the last: "
+                     f"{end - t0 - fe[-1]:.1f}")
     return "\n".join(lines)
 
 

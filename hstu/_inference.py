@@ -16,7 +16,7 @@ import torch
 
 from . import _ops
 from ._kv_cache import CacheStep, KVCacheManager
-from ._paged import _split_arrive_on, hstu_attn_paged_func, paged_kv_layout
+from ._paged import _pre_wait_on, _split_arrive_on, hstu_attn_paged_func, paged_kv_layout
 
 __all__ = ["cached_hstu_attention", "PagedHSTUAttention", "CachedHSTUStack"]
 
@@ -73,7 +73,10 @@ def cached_hstu_attention(
     pdl = getattr(cache, "pdl", False) and q.is_cuda and not torch.compiler.is_compiling()
     # cache._split_arrive (on by default): the paged forward's split sum with the quick arrival.
     arrive = _split_arrive_on() if getattr(cache, "_split_arrive", False) else contextlib.nullcontext()
-    with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext(), arrive:
+    # cache._pre_wait (on by default): under pdl, a layer whose step plan an earlier layer's call made reads its
+    # work item and lengths before waiting for the kernel before it.
+    pre_wait = _pre_wait_on() if getattr(cache, "_pre_wait", False) else contextlib.nullcontext()
+    with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext(), arrive, pre_wait:
         side = _append_stream(cache, k) if append else None
         if side is not None:
             main = torch.cuda.current_stream(k.device)

@@ -285,6 +285,9 @@ class KVCacheManager:
         self._plan_ready = True
         self._split_arrive = True
         self._begin_early = True
+        # _pre_wait: under pdl, the paged forward of a layer after the step's first reads its work item and lengths
+        # before its wait for the kernel before it (True, the default; False: after the wait)
+        self._pre_wait = True
         self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None

@@ -248,6 +248,11 @@ _call_state = threading.local()  # this thread's private settings of the paged c
 # hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanReadyWord: the plan op's, for a layout whose cu_seqlens_k carries
 # begin_step's ready word (PagedLayout.lengths_ready; KVCacheManager._plan_ready, on by default under pdl).
 _PLAN_READY_WORD = 1 << 43
+# hstu/csrc/ops/hstu_ops.cc kOptPagedPreWait: set on the paged op's options by _paged_kernel only, under pdl, for a
+# call whose plan an earlier call over the layout made (a step's later layers; that call's attention waited for the
+# plan before it let the kernels after it launch): the CTAs read their work item and lengths before waiting for the
+# kernel before them (KVCacheManager._pre_wait, the serving step's default).
+_PAGED_PRE_WAIT = 1 << 44
 
 
 @contextlib.contextmanager
@@ -265,6 +270,12 @@ def _split_arrive_on():
     """Calls made inside (in this thread) that run the Hopper paged forward sum its split tiles with the quick
     arrival (cached_hstu_attention with KVCacheManager._split_arrive, on by default)."""
     return _call_setting("split_arrive", True)
+
+
+def _pre_wait_on():
+    """Calls made inside (in this thread) under pdl whose plan an earlier call made read their work item and
+    lengths before their wait (cached_hstu_attention with KVCacheManager._pre_wait, on by default)."""
+    return _call_setting("pre_wait", True)
 
 
 def _ready_word_follows(layout: PagedLayout, cu_k: torch.Tensor) -> bool:
@@ -361,8 +372,10 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
     options = _ops._current_options()
     plan = None
     op_options = options
+    made = []  # (make's call: the plan made by this call, not an earlier one)
     if shared_layout:
         def make():
+            made.append(True)
             bits = 0
             if options & _ops.OPTION_BITS["pdl"] and _ready_word_follows(layout, cu_k):
                 bits = _PLAN_READY_WORD
@@ -373,6 +386,8 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
                                                              num_contexts is None, num_targets is None))
     if getattr(_call_state, "split_arrive", None):
         op_options = options | _PAGED_SPLIT_ARRIVE
+    if getattr(_call_state, "pre_wait", None) and plan is not None and not made and options & _ops.OPTION_BITS["pdl"]:
+        op_options |= _PAGED_PRE_WAIT
     out = torch.ops.hstu_attn.paged_fwd_sm90(
         q, k_new, v_new, cu_q, cu_k, kv_cache, page_offsets.contiguous(), page_ids.contiguous(),
         layout.cached_lens.contiguous(), layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,

@@ -56,6 +56,49 @@ def shared_layout(step, common, total_q):
                                      step["kv_cache"].shape[2], common["max_seqlen_k"])
 
 
+def test_pre_wait_bit_only_behind_an_earlier_call_of_the_plan(monkeypatch):
+    # _paged_kernel sets the paged op's pre-wait bit (the CTAs read their work item and lengths before waiting for
+    # the kernel before them) only inside _pre_wait_on, under pdl, for a call whose plan an earlier call over the
+    # layout made: never for the call that makes the plan (it runs right behind the plan's kernel, which writes
+    # the work list). The op and the planner are stand-ins here (CPU); the bits they are given are what is checked.
+    step, common, gen = make_step(1, "cpu", torch.float32, 2, [40, 7], [5, 3], 16, 2, 32, [2, 1])
+    seen = []
+    monkeypatch.setattr(_paged, "_make_plan", lambda *a: torch.empty(1, dtype=torch.uint8))
+
+    class Op:
+        def paged_fwd_sm90(self, *a):
+            seen.append(a[19])  # (the op's options)
+            return torch.zeros_like(a[0])
+
+    class Channel:
+        strict = False
+
+        def raise_pending(self):
+            pass
+
+        def ensure_block(self):
+            pass
+
+    monkeypatch.setattr(_paged.torch.ops, "hstu_attn", Op())
+    monkeypatch.setattr(_paged, "_channel", Channel())
+    pdl, bit = hstu_attn._ops.OPTION_BITS["pdl"], _paged._PAGED_PRE_WAIT
+
+    def layers(n, layout, pre_wait, use_pdl):
+        qkv = layer_qkv(gen, 8, 2, 32, "cpu", torch.float32)
+        with hstu_attn._ops.kernel_options(pdl=use_pdl), \
+                _paged._pre_wait_on() if pre_wait else contextlib.nullcontext():
+            for _ in range(n):
+                _paged._paged_kernel(qkv["q"], qkv["k_new"], qkv["v_new"], step["cu_seqlens_q"], step["kv_cache"],
+                                     step["page_offsets"], step["page_ids"], layout, common["max_seqlen_q"],
+                                     common["max_seqlen_k"], None, common["num_targets"], 1, (-1, 0), 0.5, -1.0,
+                                     False, shared_layout=True)
+        return [bool(o & bit) for o in seen[-n:]], [bool(o & pdl) for o in seen[-n:]]
+
+    assert layers(4, shared_layout(step, common, 8), True, True) == ([False, True, True, True], [True] * 4)
+    assert layers(3, shared_layout(step, common, 8), False, True)[0] == [False] * 3  # (_pre_wait off)
+    assert layers(3, shared_layout(step, common, 8), True, False)[0] == [False] * 3  # (no pdl)
+
+
 def test_plan_made_once_per_tensors_and_masks(monkeypatch):
     made = []
     step, common, gen = make_step(1, "cpu", torch.float32, 2, [40, 7], [5, 3], 16, 2, 32, [2, 1])
@@ -463,12 +506,13 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early"])
+@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early", "pre_wait_off"])
 def test_step_variants_bitwise_plain(variant, graph):
     # The serving step's switches: KVCacheManager._plan_ready (begin_step publishes the key offsets early and the
     # step plan's block spins on its ready word instead of waiting for begin_step's end, then exits on begin_step's
-    # step tensors; with it _begin_early, the word's early form) and ._split_arrive (the split sum's quick arrival);
-    # "default": as constructed (all on); the others one at a time (early with the ready word).
+    # step tensors; with it _begin_early, the word's early form), ._split_arrive (the split sum's quick arrival) and
+    # ._pre_wait (the later layers' work items and lengths read before their wait); "default": as constructed (all
+    # on); the others one at a time (early with the ready word; pre_wait_off: the default without _pre_wait).
     # Against a manager without them (same inputs, plain launches): every layer's output of three steps and the
     # pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends beside the attention on
     # the side stream, each layer's q / k / v written by a kernel right before its call); long cached histories
@@ -484,10 +528,11 @@ def test_step_variants_bitwise_plain(variant, graph):
     plain._plan_ready, plain._split_arrive = False, False
     # (_plan_ready, _split_arrive, _begin_early)
     settings = {"plan_ready": (True, False, False), "split_arrive": (False, True, False), "early": (True, False, True)}
-    if variant != "default":
+    if variant in settings:
         pre._plan_ready, pre._split_arrive, pre._begin_early = settings[variant]
     else:
-        assert pre._plan_ready and pre._split_arrive and pre._begin_early
+        assert pre._plan_ready and pre._split_arrive and pre._begin_early and pre._pre_wait
+        pre._pre_wait = variant == "default"
     assert pre.pdl
     users = torch.tensor([5, 2], device="cuda")
     for it in range(3):

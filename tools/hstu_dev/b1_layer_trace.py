@@ -9,6 +9,9 @@ CTAs' sum modes (done: another chunk sums alone; alone: this one sums its unit; 
 
 --layers L,L:F,...: trace layer L; L:F: the step runs layers F.. only (layer F is the first after the head).
 --eager-begin: begin_step runs once before the capture; the graph holds the layers alone.
+--touch KB[,KB]: a probe, one row per value: right before the traced layer (after the layers before it), a torch
+reduction reads one bf16 element per KB KiB of the traced layer's pool (its pages' translations at that stride
+asked for by the SMs' loads; 64: every 64 KB page, 2048: one per 2 MB; 0: none). Its kernel is a plain launch.
 
     python tools/hstu_dev/b1_layer_trace.py --variants default --layers 0,1,7,1:1
 """
@@ -86,6 +89,10 @@ def trace_cells(tr: torch.Tensor, phases):
     return cells, span, int(work.sum()), counts, ghz
 
 
+def name_of(var: str, touch: int) -> str:
+    return f"{var}+touch{touch}k" if touch else var
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--label", default="?")
@@ -95,6 +102,8 @@ def main() -> int:
     # begin_step run once before the capture, outside the graph: the graph holds the layers alone (layer F's call
     # makes the step's plan), so the traced layer runs with no begin_step in the replay before it
     ap.add_argument("--eager-begin", action="store_true")
+    ap.add_argument("--touch", default="0")
+    ap.add_argument("--rows", default="")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("b1_layer_trace: no CUDA GPU, skipped")
@@ -114,38 +123,50 @@ def main() -> int:
     print(f"| wheel | variant | layer (: the first run){head} | {cols} | span | working CTAs | "
           f"split CTAs: done / alone / together |")
     print("|---|---|---|" + "---|" * (len(PHASES) + 3))
-    for var in args.variants.split(","):
-        for entry in args.layers.split(","):
-            traced, first = (int(x) for x in (entry.split(":") + [0])[:2])
-            case = b1_variant(hi, var, dev, dt)
-            if case is None:
-                break
-            sh, cache, restore, (users, cu_q, app, q, k, v), tgt = case
-            B = sh.batch
-            scaling = float(sh.history + sh.candidates)
+    if args.rows:
+        rows = []
+        for r in args.rows.split(","):
+            vt, entry = r.split(":", 1)
+            v, _, t = vt.partition("+t")
+            rows.append((v, int(t or 0), entry))
+    else:
+        rows = [(v, int(t), e) for v in args.variants.split(",") for t in args.touch.split(",")
+                for e in args.layers.split(",")]
+    for var, touch, entry in rows:
+        traced, first = (int(x) for x in (entry.split(":") + [0])[:2])
+        case = b1_variant(hi, var, dev, dt)
+        if case is None:
+            continue
+        sh, cache, restore, (users, cu_q, app, q, k, v), tgt = case
+        B = sh.batch
+        scaling = float(sh.history + sh.candidates)
 
-            s0 = cache.begin_step(users, cu_q, app, B * sh.new, sh.new) if args.eager_begin else None
+        s0 = cache.begin_step(users, cu_q, app, B * sh.new, sh.new) if args.eager_begin else None
 
-            def step(cache=cache, traced=traced, first=first, s0=s0):
-                s = s0 if s0 is not None else cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
-                for l in range(first, sh.layers):
-                    bits = trace_bit if l == traced else 0
-                    with _ops._more_option_bits(bits):
-                        hstu_attn.cached_hstu_attention(cache, s, l, q[l], k[l], v[l], sh.new, num_targets=tgt,
-                                                        scaling_seqlen=scaling)
+        sink = torch.zeros((), dtype=torch.float32, device=dev)
 
-            restore()
-            g = capture_graph(step)
-            row = replayed_trace(g, [restore], args.replays, q[traced], PHASES)
-            del g
-            if row is None:
-                print(f"| {args.label} | {var} | {entry} | (no stamps) |")
-                continue
-            cells, span, n_work, (n_done, n_alone, n_together), _ = row
-            print(f"| {args.label} | {var} | {entry} | " + " | ".join(cells) + f" | {span:.2f} | {n_work} | "
-                  f"{n_done} / {n_alone} / {n_together} |")
-            del cache
-            torch.cuda.synchronize()
+        def step(cache=cache, traced=traced, first=first, s0=s0, touch=touch, sink=sink):
+            s = s0 if s0 is not None else cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
+            for l in range(first, sh.layers):
+                bits = trace_bit if l == traced else 0
+                if touch and l == traced:  # one element per `touch` KiB of the layer's pool
+                    sink.copy_(cache.pool[l].view(-1)[:: touch * 512].float().sum())
+                with _ops._more_option_bits(bits):
+                    hstu_attn.cached_hstu_attention(cache, s, l, q[l], k[l], v[l], sh.new, num_targets=tgt,
+                                                    scaling_seqlen=scaling)
+
+        restore()
+        g = capture_graph(step)
+        row = replayed_trace(g, [restore], args.replays, q[traced], PHASES)
+        del g
+        if row is None:
+            print(f"| {args.label} | {name_of(var, touch)} | {entry} | (no stamps) |")
+            continue
+        cells, span, n_work, (n_done, n_alone, n_together), _ = row
+        print(f"| {args.label} | {name_of(var, touch)} | {entry} | " + " | ".join(cells) +
+              f" | {span:.2f} | {n_work} | {n_done} / {n_alone} / {n_together} |")
+        del cache
+        torch.cuda.synchronize()
     sys.stdout.flush()
     return 0
 

@@ -22,6 +22,10 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   same1 .. same5  the default under other names: compare wheels in processes with the same number of variants
                 (a process's later variants measured up to ~1 us slower than its first: docs/hstu_inference.md,
                 "The first layer's address translations")
+  pre0          _pre_wait = False: the later layers' work items and lengths read after their wait (the default
+                reads them before it)
+  vmm2m, vmm    the default with the cache's pool in memory mapped by cuMemCreate / cuMemMap (b1_pool_vmm.py: one
+                physical allocation per 2 MB granule, or one for the whole pool) instead of the caching allocator's
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
                 pool (hit and miss property "streaming": the K / V lines evicted first, so that the step's small
                 tables, inputs and code may stay in the L2 across replays); a diagnostic, set through the CUDA runtime
@@ -39,7 +43,8 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # (the branch's benchmarks, or those of the tree the script runs from: a copy of it may run outside the branch)
-for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmarks")):
+for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmarks"),
+           os.path.dirname(os.path.abspath(__file__))):
     if os.path.isdir(_d):
         sys.path.insert(0, _d)
 
@@ -50,7 +55,12 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "no_early": {"_begin_early": False}, "main17": {"_begin_early": False},
             "one_append": {},
             # the default again, under another name (a process's variant count matched with another's)
-            **{f"same{n}": {"_split_arrive": True} for n in range(1, 6)}}
+            **{f"same{n}": {"_split_arrive": True} for n in range(1, 6)},
+            # the default, the pool moved into driver-mapped memory (b1_pool_vmm.swap_pool)
+            "vmm2m": {}, "vmm": {},
+            # the later layers' work items read after their wait (main20's form)
+            "pre0": {"_pre_wait": False}}
+POOL_MODES = ("vmm2m", "vmm")
 
 
 def variant_setup(hi, sh, var: str, dev, dt):
@@ -64,6 +74,14 @@ def variant_setup(hi, sh, var: str, dev, dt):
         return None
     for a, val in attrs.items():
         setattr(made[0], a, val)
+    base = var[:-4] if var.endswith("+l2s") else var
+    if base in POOL_MODES:
+        from b1_pool_vmm import swap_pool
+        try:
+            print(f"<!-- {var}: {swap_pool(made[0], base)} -->")
+        except Exception as e:  # noqa: BLE001 (a driver that refuses the mapping: reported, the variant skipped)
+            print(f"<!-- {var}: the pool's mapping failed: {type(e).__name__}: {str(e)[:200]} -->")
+            return None
     return made
 
 
@@ -126,7 +144,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--timeline", action="store_true")
-    # the timeline's manager with this variant's attributes (default: as constructed)
+    # the timeline's manager with this variant's attributes (default: as constructed; a comma list: one each)
     ap.add_argument("--timeline-variant", default="default")
     # > 0: also each variant with a GPU spin of this many clock cycles before each timed replay (torch.cuda._sleep),
     # so that the host's graph launch overlaps it: the rows "..., launch hidden" are the step's GPU time alone
@@ -234,19 +252,23 @@ def main() -> int:
         del runs
         torch.cuda.synchronize()
     if args.timeline:
-        attrs = VARIANTS[args.timeline_variant]
         init = hstu_attn.KVCacheManager.__init__
+        for tv in args.timeline_variant.split(","):
+            attrs = VARIANTS[tv]
 
-        def init_variant(self, *a, **kw):  # (timeline_step makes its own manager)
-            init(self, *a, **kw)
-            for k, val in attrs.items():
-                setattr(self, k, val)
+            def init_variant(self, *a, tv=tv, attrs=attrs, **kw):  # (timeline_step makes its own manager)
+                init(self, *a, **kw)
+                for k, val in attrs.items():
+                    setattr(self, k, val)
+                if tv in POOL_MODES:
+                    from b1_pool_vmm import swap_pool
+                    swap_pool(self, tv)
 
-        hstu_attn.KVCacheManager.__init__ = init_variant
-        for name in args.shapes.split(","):
-            print()
-            print(f"{args.label} ({args.timeline_variant}): " + hi.timeline_step(hi.SHAPES[name], dev, dt, 64))
-        hstu_attn.KVCacheManager.__init__ = init
+            hstu_attn.KVCacheManager.__init__ = init_variant
+            for name in args.shapes.split(","):
+                print()
+                print(f"{args.label} ({tv}): " + hi.timeline_step(hi.SHAPES[name], dev, dt, 64))
+            hstu_attn.KVCacheManager.__init__ = init
     sys.stdout.flush()
     return 0
 

@@ -771,7 +771,11 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
                       double scaling_seqlen, int64_t options, std::optional<Tensor> plan) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   const bool split_arrive = (options & kOptPagedSplitArrive) != 0;  // (hstu/_paged.py's own bit)
-  options &= ~kOptPagedSplitArrive;
+  // hstu/_paged.py's bit for a serving step's layers after the first under pdl (Sm90PagedKV::pdl = 2): the work
+  // item and the lengths read before the wait.
+  constexpr int64_t kOptPagedPreWait = int64_t{1} << 44;
+  const int pre_wait = (options & kOptPagedPreWait) != 0 ? 2 : 1;
+  options &= ~(kOptPagedSplitArrive | kOptPagedPreWait);
   HstuParams p = call_params(options, q, k_new, v_new, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha,
                              std::nullopt, scaling_seqlen, std::nullopt, std::nullopt);
@@ -839,7 +843,7 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
   pk.n_entries = static_cast<int>(page_ids.size(0));
   pk.num_pages = static_cast<int>(kv_cache.size(0));
   while ((int64_t{1} << pk.page_shift) < ps) ++pk.page_shift;
-  pk.pdl = HstuOptions::from_bits(options).pdl ? 1 : 0;
+  pk.pdl = HstuOptions::from_bits(options).pdl ? pre_wait : 0;
   pk.split_arrive = split_arrive ? 1 : 0;
   if (HstuOptions::from_bits(options).fwd_trace) {
     pk.trace = paged_trace_buffer(q.get_device());

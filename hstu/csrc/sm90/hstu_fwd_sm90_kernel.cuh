@@ -115,6 +115,13 @@ __device__ __forceinline__ void paged_poison_if_invalid(const HstuParams& p, con
   for (int64_t i = cta * blockDim.x + threadIdx.x; i < n; i += ctas * blockDim.x) o[i] = nan;
 }
 
+// A work-list CTA's wait for the kernel before (pk.pdl = 2: after its pre-wait reads), then the launch of the kernel
+// after: after the wait, so that kernel's pre-wait part still sees every kernel before this one complete.
+__device__ __forceinline__ void fwd_early_wait() {
+  griddep_wait();
+  griddep_launch_dependents();
+}
+
 // Both consumer warpgroups overlap the SiLU of tile i with the P V wgmma of tile i-1 and take turns issuing their
 // wgmmas (pingpong, named barriers 4/5), so one's SiLU runs under the other's GEMMs.
 // head_major: grid (m_blocks, H, B) with the query tiles of one (b, h) adjacent, so concurrently running CTAs share
@@ -146,10 +153,10 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
-  // Phase stamps (fwd_trace_put): 0 start, 1 item read, 2 barriers set up, 3 Q issued, 4 first K / V issued, 5 all
-  // issued, 6 consumers started, 7 Q landed, 8 first K landed, 9 first tile's P ready, 10 main loop done, 11-13 the
-  // split sum (hstu_fwd_sm90_split.cuh), 14 end; 15 info (SM | tiles << 8 | head << 24), 16 / 18 clock64 at 0 / 10,
-  // 17 b | m_block << 16 | t_lo << 32 | t_hi << 48 (the chunk's visited tiles).
+  // Phase stamps (fwd_trace_put): 0 start, 1 item read (pk.pdl = 2: the wait's return), 2 barriers set up, 3 Q
+  // issued, 4 first K / V issued, 5 all issued, 6 consumers started, 7 Q landed, 8 first K landed, 9 first tile's P
+  // ready, 10 main loop done, 11-13 the split sum (hstu_fwd_sm90_split.cuh), 14 end; 15 info (SM | tiles << 8 | head
+  // << 24), 16 / 18 clock64 at 0 / 10, 17 b | m_block << 16 | t_lo << 32 | t_hi << 48 (the chunk's visited tiles).
   // (the paged kernels only: not with rab, whose D = 64 work-list kernel spilled with the stamps)
   constexpr bool kTrace = kSched && !kRab && D <= 128;
   unsigned long long* const trace = kTrace ? pk.trace : nullptr;
@@ -177,7 +184,8 @@ __global__ void __launch_bounds__(384, 1)
   };
 
   // Programmatic dependent launch (paged, pk.pdl): before the wait for the previous kernel only what needs the
-  // kernel's arguments alone (the tensor-map prefetch); no global memory is read before it. The work list's CTAs
+  // kernel's arguments alone (the tensor-map prefetch); no global memory is read before it (pk.pdl = 2: below,
+  // the step's tables that the previous kernel cannot be writing). The work list's CTAs
   // wait in sched_cta_work, the grid order's here. After its wait a CTA lets the next kernel launch (its CTAs take
   // the SMs this grid leaves free and wait for this grid in turn), so that kernel's pre-wait part still sees every
   // kernel before this one complete.
@@ -196,22 +204,31 @@ __global__ void __launch_bounds__(384, 1)
     }
   }
 
+  // pk.pdl = 2 (a serving step's layer after its first): the plan and the page table were complete before the
+  // kernel before this one started (the step's first layer waited for them, then let its dependents launch), so
+  // the CTA reads its work item and its sequence's lengths before its wait, which then waits only for the layer
+  // before (it writes none of them); writes, the split counters, the page entries and q / k / v follow the wait.
+  // (D <= 128, as the stamps.)
+  const bool early = kSched && !Config::kPersistent && !kRab && D <= 128 && pk.pdl == 2;
   int h = 0, b = 0, m_block = 0, nb_begin = 0, nb_end = 0, gap_end = 0, gap_len = 0;
   int t_lo = 0, t_hi = 0;
+  int4 split = make_int4(-1, 0, 0, 0);
+  int together = 0;
   if constexpr (kSched) {  // work list (jagged)
     int4 it;
-    int4 split;
-    int together;
     if (!sched_cta_work<true>(sched, p.heads, it, h, !Config::kPersistent && !kRab && pk.pdl != 0, &split,
-                              &together)) {
+                              &together, !early)) {
+      if (early) fwd_early_wait();
       if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
       paged_poison_if_invalid<T>(p, pk);
       if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 14, fwd_now());
       return;
     }
-    if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
-    // A split unit's chunk counts itself as running (hstu_fwd_sm90_split.cuh; a reduction, nothing waits on it).
-    if (threadIdx.x == 0) fwd_split_started(sched, p.heads, h, split, together);
+    if (!early) {
+      if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
+      // A split unit's chunk counts itself as running (hstu_fwd_sm90_split.cuh; a reduction, nothing waits on it).
+      if (threadIdx.x == 0) fwd_split_started(sched, p.heads, h, split, together);
+    }
     b = it.x;
     m_block = it.y;
     t_lo = it.z;  // this chunk's KV tiles: positions among the query tile's visited ones
@@ -240,6 +257,7 @@ __global__ void __launch_bounds__(384, 1)
   SeqInfo si = seq_info(p, b);
   int m0 = m_block * BM;
   if (!kPersist && m0 >= si.lq_alloc) {
+    if (early) fwd_early_wait();
     if constexpr (!kPersist && !kRab) paged_poison_if_invalid<T>(p, pk);
     return;
   }
@@ -253,6 +271,11 @@ __global__ void __launch_bounds__(384, 1)
   const int tid = threadIdx.x;
   if (tid == 0) fwd_init_barriers<S, kPersist>(bar, 128u, paged ? 128 : 1);  // paged: one arrive per producer thread
   __syncthreads();
+  if (early) {
+    fwd_early_wait();
+    if (tid == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
+    if (tid == 0) fwd_split_started(sched, p.heads, h, split, together);
+  }
   if (tid == 0 && trace != nullptr) {
     fwd_trace_put(trace, 2, fwd_now());
     uint32_t smid;

@@ -35,7 +35,9 @@ struct Sm90PagedKV {
   const int32_t* status = nullptr;
   // 1: launched with programmatic stream serialization (kernel_options(pdl=True)): each CTA starts (and at
   // D <= 128 prefetches its tensor maps, kernel arguments only) while the previous kernel on the stream still runs,
-  // waits for it (griddepcontrol.wait) before its first global read, then lets the next kernel launch.
+  // waits for it (griddepcontrol.wait) before its first global read, then lets the next kernel launch. 2 (a
+  // serving step's layer whose plan an earlier layer's launch waited for; D <= 128): the work item and the
+  // sequence's lengths read before the wait.
   int pdl = 0;
   // 1: a split unit's chunks that sum together arrive in one round trip where they can (fwd_split_reduce's quick
   // arrival; hstu/csrc/ops/hstu_plan.h kOptPagedSplitArrive, set by KVCacheManager's serving step by default).

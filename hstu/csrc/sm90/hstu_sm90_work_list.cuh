@@ -67,13 +67,16 @@ __device__ __forceinline__ bool sched_cta_item(const SchedArgs& s, int heads, in
 // kEarly (the bf16 / fp16 forward): the header and the item of either kind in one round trip instead of two (the
 // item's slots do not depend on the header: x / H for longest-first lists, x for grid-order ones; all exist, as
 // the grid has at most capacity x H CTAs); also the item's split word and the header's "together" word (for
-// fwd_split_started without more loads).
+// fwd_split_started without more loads). wait = false: neither the wait nor the launch (the caller does both
+// later; only where the list was complete before the kernel before this one started: Sm90PagedKV::pdl = 2).
 template <bool kEarly = false>
 __device__ __forceinline__ bool sched_cta_work(const SchedArgs& s, int heads, int4& item, int& h,
                                                bool launch_dependents = false, int4* split = nullptr,
-                                               int* together = nullptr) {
-  griddep_wait();
-  if (launch_dependents) griddep_launch_dependents();
+                                               int* together = nullptr, bool wait = true) {
+  if (wait) {
+    griddep_wait();
+    if (launch_dependents) griddep_launch_dependents();
+  }
   if constexpr (kEarly) {
     const int x = static_cast<int>(blockIdx.x);
     const int4 hdr = *reinterpret_cast<const int4*>(s.count);  // (16-byte header)
