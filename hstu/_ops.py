@@ -294,9 +294,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     contexts with three Q / dO stages and one block barrier per tile pair (at D = 64 the next tile's Q and dO
     copies issued apart). 1: those calls with the two-barrier kernels instead. 2 (bf16, D = 64, sm_90+, no
     contexts): the one-barrier loop with the copies together. 3 (no contexts; D = 64 / 128 on sm_90+, D = 256 with two
-    stages): the default kernels in the other grid order (the default: heads first for sequences of at most 2,048
-    keys, at D = 256 where its two-stage kernel fits; else batch first). 4 / 5 (bf16): the default's one / two stage
-    kernel where it fits. 8
+    stages): the default kernels in the other grid order (the default: heads first at D = 64 / 128 for sequences of at
+    most 2,048 keys, else batch first). 4 / 5 (bf16): the default's one / two stage kernel where it fits.
+    8
     (``BWD_SM80_CFG_OLD``): the layouts that were the default before (``BwdSm80Config``'s tiles; D = 256 two column
     chunks). Where a cfg does not apply (fp16, other head dims, a GPU without its shared memory) the default runs.
     Measured on an H200: docs/hstu_kernel_notes.md.

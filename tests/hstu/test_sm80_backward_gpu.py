@@ -43,13 +43,11 @@ def one_bar_fits():
 def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     """The end of the name of the kernel cfg 0 / 1 / 2 / 3 runs at head dim D for dtype without contexts on this GPU,
     or None where that is not the one-barrier loop, its two-barrier comparison or a grid order's kernel (other head
-    dims, below sm_90). The default's grid order: heads first up to 2,048 keys (the body kernel with kPdsHeadsFirst;
-    D = 256: its two-stage kernel), else batch first; cfg 3 the other one."""
+    dims, below sm_90). The default's grid order: heads first at D = 64 / 128 up to 2,048 keys (the body kernel with
+    kPdsHeadsFirst), else batch first; cfg 3 the other one (D = 256: its two-stage kernel heads first)."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
-    if D == 256 and cfg in (0, 3) and one_bar_fits():  # (two stages: 208 KB, Hopper)
-        if (max_seqlen_k <= 2048) != (cfg == 3):
-            return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {10 | _HEADS_FIRST}>(hstu::HstuParams)"
-        return f"hstu_bwd_pds_kernel<{t}, 256, 2, 8>(hstu::HstuParams)"
+    if D == 256 and cfg == 3 and one_bar_fits():  # (two stages: 208 KB, Hopper)
+        return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {10 | _HEADS_FIRST}>(hstu::HstuParams)"
     if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
     if cfg == 1:

@@ -858,12 +858,11 @@ constexpr int kBwdSm80LastCfg = 8;
 static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
-// first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.5 % faster, L2 hits 34 -> 74 %;
-// D256 (its two-stage kernel, where it fits) 3.535 against 4.796 ms; D64 at par; at S4K within 0.1 %), else batch
-// first.
+// first at D = 64 / 128 for sequences of at most 2,048 keys (measured on an H200 at B128 S1K D128: 1.5 % faster,
+// L2 hits 34 -> 74 %; at S4K within 0.1 %), else batch first.
 template <int D>
 inline bool bwd_sm80_heads_first(const HstuParams& p) {
-  const bool rule = (D == 64 || D == 128 || D == 256) && p.max_seqlen_k <= 2048;
+  const bool rule = (D == 64 || D == 128) && p.max_seqlen_k <= 2048;
   return rule != (p.bwd_sm80_cfg == kBwdSm80OtherOrderCfg);
 }
 
