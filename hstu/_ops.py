@@ -205,7 +205,7 @@ BWD_SM80_CFGS = (0, 1, 2, 4, 5, 8)
 # bits 29-31: the sm80-class forward's tiles: 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS: 5 measured
 # slower and was removed), FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT
 FWD_SM80_CFG_SHIFT = 29
-FWD_SM80_CFGS = (1, 2, 3, 4)
+FWD_SM80_CFGS = (1, 2, 3, 4, 5)
 FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
 FWD_SM80_CFG_SPLIT = 7  # the bf16 default tile with the split of long KV ranges (kFwdSm80CfgSplit)
 FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 3; D256: 3

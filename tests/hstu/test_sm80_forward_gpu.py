@@ -31,12 +31,15 @@ def fwd_tile(D, cfg, dtype=torch.bfloat16, pairs=True):
         fa2 = (64 if D == 256 else 128, 64, 64, 4, 2, 1)
         if cfg == 1 and D != 256:  # (D = 64: FA2's 128 x 128 tile in 64-key sub-tiles)
             t = (128, 128 if D == 64 else 64, 64, 4, 2, 2, 0, 1)
-        elif (cfg == 1 or (cfg == 3 and D == 256)) and pairs:  # D = 256: warp pairs, 64 x 64 (3: short chunks capped)
+        elif (cfg == 1 or (cfg in (3, 5) and D == 256)) and pairs:  # D = 256: warp pairs, 64 x 64 (3 / 5: short
+            # chunks capped)
             t = (64, 64, 64, 4, 2, 1, 0, 2)
         elif cfg == 2:
             t = fa2 + (0, 1)
         elif cfg == 3 and D == 64:  # 1's tile, Q in registers (hstu_fwd_qreg_kernel)
             t = (128, 128, 64, 4, 2, 2, 0, 1)
+        elif cfg == 3 and D == 128:  # 128 x 64, 32-key sub-tiles, K / V double-buffered, Q in registers
+            t = (128, 64, 32, 4, 2, 2, 0, 1)
         elif cfg == 4 and D != 256:  # the default's tile, the context tiles' warp skip
             t = (128, 128 if D == 64 else 64, 64, 4, 2, 2 if D == 64 else 1, 5, 1)
         elif cfg == 4 and pairs:  # D = 256: warp pairs 64 x 64 with the context tiles' warp skip
@@ -101,7 +104,7 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
             names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "hstu_fwd_qreg_kernel<" in e.name}
             # (the default at D = 256 for bf16: the warp pairs wherever they fit, at these short rows too)
             shown = 1 if cfg == 0 and D == 256 and dtype == torch.bfloat16 and _pairs_fit() else cfg
-            qreg = D == 64 and dtype == torch.bfloat16 and cfg == 3
+            qreg = D in (64, 128) and dtype == torch.bfloat16 and cfg == 3
             kernel = "hstu_fwd_qreg_kernel" if qreg else "hstu_fwd_kernel"
             want = f"{kernel}<{ctype}, {fwd_tile(D, shown, dtype, _pairs_fit())}(hstu::HstuParams)"
             assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
