@@ -81,21 +81,16 @@ def main():
     if a.prof:
         prof_pair(jag, tok, a.zipf_dims)
         return
-    cases = []
-    if "s8k" in a.cases:
-        cases.append(("B16 S8K D64", [8192] * 16, 64, 0, a.cfgs, True))
-    if "b256" in a.cases:
-        cases.append(("B256 S256 D256", [256] * 256, 256, 0, a.b256_cfgs, True))
-    if "s4k256" in a.cases:
-        cases.append(("B16 S4K D256", [4096] * 16, 256, 0, a.b256_cfgs, True))
-    for key, name, lens in (("s4k128", "B16 S4K D128", [4096] * 16), ("s16k128", "B16 S16K D128", [16384] * 16),
-                            ("b128", "B128 S1K D128", [1024] * 128)):
-        if key in a.cases:
-            cases.append((name, lens, 128, 0, a.d128_cfgs, True))
-    if "zipf" in a.cases:
-        for D in a.zipf_dims:
-            cases += [(f"zipf D{D} ctx3", jag, D, 3, ["0"], False),
-                      (f"dense B2 S{tok // 2} D{D} ctx3", [tok // 2] * 2, D, 3, ["0"], False)]
+    by_key = {"s8k": [("B16 S8K D64", [8192] * 16, 64, 0, a.cfgs, True)],
+              "b256": [("B256 S256 D256", [256] * 256, 256, 0, a.b256_cfgs, True)],
+              "s4k256": [("B16 S4K D256", [4096] * 16, 256, 0, a.b256_cfgs, True)],
+              "s4k128": [("B16 S4K D128", [4096] * 16, 128, 0, a.d128_cfgs, True)],
+              "s16k128": [("B16 S16K D128", [16384] * 16, 128, 0, a.d128_cfgs, True)],
+              "b128": [("B128 S1K D128", [1024] * 128, 128, 0, a.d128_cfgs, True)],
+              "zipf": [c for D in a.zipf_dims for c in ((f"zipf D{D} ctx3", jag, D, 3, ["0"], False),
+                                                       (f"dense B2 S{tok // 2} D{D} ctx3", [tok // 2] * 2, D, 3,
+                                                        ["0"], False))]}
+    cases = [c for k in a.cases for c in by_key[k]]  # (in the order given)
     cols = sorted({f"cfg {c}" for *_, cf, _ in cases for c in cf}) + ["peer", "FA2"]
     if not a.ncu:
         print("| case | tokens | " + " | ".join(cols) + " |")

@@ -12,12 +12,12 @@
 source "$(dirname "$0")/setup.sh"
 T=tests/hstu/test_sm80_forward_gpu.py
 echo "== 1. GPU tests ($SECONDS s)"
-run_tests 11 "(candidates and 128 and not gr and not context) or (candidates and 256 and causal and not local) or runs_its_kernel" -v -v $T
+run_tests 9 "(candidates and 128 and not gr and not context) or (candidates and 256 and causal and not local) or runs_its_kernel" -v -v $T
 echo "== 2. time ($SECONDS s)"
 CASES="s4k128 s16k128 b128 s4k256 b256"
-jagp /tmp/site_main main21 6 --reps 5 --cases $CASES
-jagp /tmp/site_fwd22 fwd22 12 --reps 5 --cases $CASES --d128-cfgs 0 1 3 --b256-cfgs 0 1 5 --peer --fa2
-PYTHONPATH=/tmp/site_fwd22 timeout 4 python3 -P $J prof --prof > $OUT/prof.log 2>&1
+jagp /tmp/site_main main21 5 --reps 5 --cases $CASES
+jagp /tmp/site_fwd22 fwd22 10 --reps 5 --cases $CASES --d128-cfgs 0 1 3 --b256-cfgs 0 1 5 --peer --fa2
+PYTHONPATH=/tmp/site_fwd22 timeout 3 python3 -P $J prof --prof > $OUT/prof.log 2>&1
 echo "rc $? ($SECONDS s)"
 echo "== 3. ncu ($SECONDS s)"
 ncu_profile fwd22 5 --cases s16k128 s4k256 --d128-cfgs 0 3 --b256-cfgs 0 --peer
