@@ -294,6 +294,23 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 
   extern __shared__ __align__(128) char smem[];
   const uint32_t sQ0 = smem_u32(smem);
+  // a K / V fragment's address, base + (lane ^ swz); in sm_80 code QREG at D = 128 forms it as ((the sub-tile's
+  // offset + lane) ^ swz) + the smem base (the offset 8 KB-aligned, above the lane's and the swizzle's bits): the
+  // loop-variant offset keeps ptxas from hoisting the sub-tile's 16 addresses out of the loop into registers, which
+  // spilled there at 255 registers (the sm_86 / sm_89 / sm_90a code spills with this form and not without it)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
+  constexpr bool kKvPerUse = QREG && D == 128;
+#else
+  constexpr bool kKvPerUse = false;
+#endif
+  auto kv_addr = [&](uint32_t base, uint32_t t, int r, int col) -> uint32_t {
+    if constexpr (kKvPerUse) {
+      static_assert(BNS * D * 2 % 8192 == 0 && kTileBytes % 8192 == 0 && BM * D * 2 % 8192 == 0, "8 KB-aligned");
+      return (((base - sQ0) + t) ^ L::swz(r, col)) + sQ0;
+    } else {
+      return base + (t ^ L::swz(r, col));
+    }
+  };
 
   // Grid (n G, batch chunks, heads), G = 2^g sequences per chunk (launch_hstu_fwd): block x runs query tile rank
   // x >> g of batch G y + x % G; rank 0 is the heaviest tile (causal: the last; with contexts tile 0, which walks
@@ -538,7 +555,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             for (int np = 0; np < BNS / 16 / PAIR; ++np) {
               if (SK == 3 && np * 16 >= lim) continue;  // warp-uniform
               uint32_t bb[4];
-              ldsm_x4(bb, sK + wh * (BNS / PAIR) * D * 2 + (tK ^ L::swz(np * 16, ks * 16)));
+              ldsm_x4(bb, kv_addr(sK + wh * (BNS / PAIR) * D * 2, tK, np * 16, ks * 16));
 #pragma unroll
               for (int mt = 0; mt < MT; ++mt) {
                 mma_16816<T>(acc_s[mt][2 * np], a[mt], bb[0], bb[1]);
@@ -678,7 +695,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 #pragma unroll
             for (int dp = 0; dp < D / 16 / PAIR; ++dp) {
               uint32_t bb[4];
-              ldsm_x4_t(bb, sVh + (tV ^ L::swz(ks * 16, dp * 16)));
+              ldsm_x4_t(bb, kv_addr(sVh, tV, ks * 16, dp * 16));
 #pragma unroll
               for (int mt = 0; mt < MT; ++mt) {
                 mma_16816<T>(acc_o[mt][2 * dp], a[mt], bb[0], bb[1]);
