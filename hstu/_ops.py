@@ -202,14 +202,14 @@ BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
 BWD_SM80_CFG_LAST = 8  # kBwdSm80LastCfg
 BWD_SM80_CFGS = (0, 1, 2, 4, 5, 8)
-# bits 29-31: the sm80-class forward's tiles: 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS: 5 measured
-# slower and was removed), FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT
+# bits 29-31: the sm80-class forward's tiles: 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS),
+# FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT
 FWD_SM80_CFG_SHIFT = 29
 FWD_SM80_CFGS = (1, 2, 3, 4, 5)
 FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
 FWD_SM80_CFG_SPLIT = 7  # the bf16 default tile with the split of long KV ranges (kFwdSm80CfgSplit)
-FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 3; D256: 3
-# at every row count where its 105 KB per block fit, not sm86 / sm89)
+FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 3; D128: 3
+# where two of its blocks fit per SM; D256: 3 at every row count where its 105 KB per block fit, not sm86 / sm89)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
 # honours them too. Set from the public functions' arguments, never by kernel_options.
 FLAG_BITS = {
@@ -301,17 +301,20 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     128 x 128) with K / V double-buffered at D = 64 / 128, at D = 256 warp pairs (two warps share 32 rows: each
     computes S for half of the keys and O for half of D, P handed over through shared memory; 64 x 64 tiles, 105
     KB per block: where it fits, not sm86 / sm89); 2 FA2's tiles with one K / V stage (D = 256: 64 x 64, 4 warps);
-    3 (D = 64) 1's tile with the warps' Q fragments in registers (loaded once per block), (D = 256) 1 with the
-    longest-first grid's chunks of at most 32 sequences where a sequence has at most 4 query tiles (both the bf16
-    defaults there);
+    3 (D = 64) 1's tile with the warps' Q fragments in registers (loaded once per block), (D = 128) 1's tile in
+    32-key sub-tiles with Q in registers (98 KB per block), (D = 256) 1 with the longest-first grid's chunks of at most
+    32 sequences where a sequence has at most 4 query tiles (the bf16 defaults there; D = 128 where two blocks fit per
+    SM);
     4 the default's tile (D = 256: 1's) where a warp skips the cut sub-tiles whose keys none of its rows sees and
     takes the unmasked path on its own fully visible ones, in query tiles with context rows only: what the default
-    runs for calls with contexts where it would run 1 / 2 (``FwdSm80Candidate`` in
-    hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh; 5 and an earlier 3, other tile shapes, measured slower and were removed).
+    runs for calls with contexts where it would run 1 / 2; 5 the default's one-stage tiles (D = 128 2, D = 256 3)
+    with the first KV tile's V loaded with Q and K (``FwdSm80Candidate`` in hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh;
+    an earlier 5 and 3, other tile shapes, measured slower and were removed).
     Those kernels (over 128 registers per thread) walk their query tiles longest first over chunks of sequences
     (the grid order; same outputs). 0 (the default) runs for bf16 at D = 256 candidate 3 (the warp pairs; short
     sequences' grid chunks capped) at every row count where it fits (on an H200: 1.13x candidate 2 at B16 S4K, 1.21x
-    FA2; 1.23x the old tiles at B256 S256), else candidate 2 (D = 64: 3, 1.06-1.08x 1 at S8K) for bf16 calls whose mean
+    FA2; 1.23x the old tiles at B256 S256), else candidate 2 (D = 64: 3, 1.06-1.08x 1 at S8K; D = 128: 3 where two
+    of its blocks fit per SM, 1.025-1.035x 2 at S16K / S4K) for bf16 calls whose mean
     query rows per sequence (``q.shape[0] / batch``) reach ``FWD_SM80_LONG_ROWS`` = 512 (on an H200: 1.13x the old tiles
     at B256 S512 D128, 1.19x at B128 S1K, 1.31x at S4K, 1.26x at S16K, 1.10x at D = 256 S4K, 1.34x at D = 64 S8K), else
     the old tiles; 6 (``FWD_SM80_CFG_OLD``) the old tiles whatever the shape, for comparisons; 7

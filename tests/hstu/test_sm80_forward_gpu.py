@@ -56,6 +56,13 @@ def _pairs_fit():
     return not (major == 8 and minor != 0) and optin >= (64 + 2 * 64) * 256 * 2 + 64 * 16 + 64 * 64 * 2
 
 
+def _qreg128_two_fit():
+    """two blocks per SM of D = 128's Q-in-registers tile (candidate 3: 128 + 2 x 2 x 64 rows of 256 B and the row
+    table, the bf16 default at D = 128 where they fit) hold in the opt-in shared memory (the SM's less 1 KB)"""
+    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    return 2 * ((128 + 4 * 64) * 256 + 128 * 16 + 1024) <= optin + 1024
+
+
 @pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
     ("causal", False, 0, False), ("causal", True, 2, True), ("local_causal", False, 1, False),
     ("context_target_group", True, 0, False), ("local_context_target", False, 2, True), ("none", False, 0, False)])
@@ -114,13 +121,14 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
 
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
-    """The default (fwd_sm80_cfg=0) runs candidate 2 (D = 64: 3, Q in registers) for bf16 once the mean query rows
-    per sequence reach FWD_SM80_LONG_ROWS (bitwise that candidate's output), the old tiles just below it and for fp16;
+    """The default (fwd_sm80_cfg=0) runs candidate 2 (D = 64: 3, Q in registers; D = 128: 3 where two of its blocks
+    fit per SM) for bf16 once the mean query rows per sequence reach FWD_SM80_LONG_ROWS (bitwise that candidate's
+    output), the old tiles just below it and for fp16;
     at D = 256 candidate 3 (the warp pairs, the grid's chunks capped) for bf16 at both row counts where its 105 KB fit
     (elsewhere the rule above);
     fwd_sm80_cfg=6 runs the old tiles whatever the shape (bitwise the old default's output)."""
     pairs = D == 256 and _pairs_fit()
-    cand = 3 if D == 64 or pairs else 2
+    cand = 3 if D == 64 or pairs or (D == 128 and _qreg128_two_fit()) else 2
     long_rows = _ops.FWD_SM80_LONG_ROWS
     for dtype in (torch.bfloat16, torch.float16):
         ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
@@ -137,7 +145,7 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
                 names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "qreg" in e.name}
             runs_cand = dtype == torch.bfloat16 and (is_long or pairs)
             tile = fwd_tile(D, cand if runs_cand else 0, dtype, pairs=pairs)
-            kernel = "hstu_fwd_qreg_kernel" if runs_cand and D == 64 else "hstu_fwd_kernel"
+            kernel = "hstu_fwd_qreg_kernel" if runs_cand and D in (64, 128) and cand == 3 else "hstu_fwd_kernel"
             want = f"{kernel}<{ctype}, {tile}(hstu::HstuParams)"
             assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (dtype, lens, names[0], want)
             old = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, 0, dtype)}(hstu::HstuParams)"
@@ -157,7 +165,8 @@ def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kerne
     the error rule and agrees with that tile without the skip (fwd_sm80_cfg=1 / 2); targets alone run 1 / 2."""
     pairs = _pairs_fit()
     base = 2 if D == 128 or (D == 256 and not pairs) else 1
-    shown = 4 if "context" in mask and (D != 256 or pairs) else 3 if D == 64 else base
+    shown = 4 if "context" in mask and (D != 256 or pairs) else 3 if D == 64 or (D == 128 and _qreg128_two_fit()) \
+        else base
     lens = [_ops.FWD_SM80_LONG_ROWS + 300, 700, 600, 520]
     case = kg.make_case(zlib.crc32(repr(("ctx4", D, mask)).encode()), lens, 2, D, torch.bfloat16, mask, rab_heads)
     outs, names = {}, {}

@@ -81,8 +81,10 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //      walking the history with the context rows), the default's body elsewhere; the default for calls with
 //      contexts where the default runs 1 / 2 (B16 S4K ctx64 on an H200: D = 64 0.455 ms against 1's 0.474, 1.043x
 //      its causal; D = 128 2.5 % faster than 2; causal as fast);
-//   3: D = 64 1 with Q in registers, D = 256 1 with short sequences' grid chunks capped (below: the defaults there).
-// (5 and an earlier 3, other tile shapes, measured slower and were removed; docs/hstu_kernel_notes.md.) 1, 3 and 4 at
+//   3: D = 64 1 with Q in registers, D = 128 1's tile in 32-key sub-tiles with Q in registers, D = 256 1 with short
+//      sequences' grid chunks capped (below: the defaults there);
+//   5: the default's one-stage tiles (D = 128 2, D = 256 3) with the first KV tile's V loaded in the prologue.
+// (An earlier 5 and 3, other tile shapes, measured slower and were removed; docs/hstu_kernel_notes.md.) 1, 3 and 4 at
 // D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it
 // traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
 constexpr int kFwdSm80Candidates = 5;
@@ -101,10 +103,11 @@ constexpr int kFwdSm80CfgOld = 6;
 // with the longest-first grid order; issue 39; docs/hstu_kernel_notes.md): candidate 2 at B128 S1K D128 0.473
 // against the old tiles' 0.564 (before the row-table mask: 0.63x), B256 S512 0.297 / 0.337, B16 S4K 0.734 / 0.966,
 // S16K 11.04 / 13.81, D256 S4K 1.728 / 1.909; at D = 64 S8K candidate 1 1.614, 2 1.699, the old tiles 2.161 (3,
-// 1 with Q in registers: 1.501 against 1's 1.615). Below 512 rows unmeasured: the old tiles.
+// 1 with Q in registers: 1.501 against 1's 1.615; at D = 128 3 where two of its blocks fit per SM: below). Below 512
+// rows unmeasured: the old tiles.
 constexpr int64_t kFwdSm80LongRows = 512;
 template <int D>
-constexpr int kFwdSm80DefaultCfg = D == 64 ? 3 : 2;
+constexpr int kFwdSm80DefaultCfg = D == 64 ? 3 : 2;  // (D = 128: 3 where two of its blocks fit per SM, run_hstu_fwd)
 constexpr int kFwdSm80PairCfg = 3;
 template <int D, int CFG>
 struct FwdSm80Candidate {
@@ -146,7 +149,10 @@ struct FwdSm80Candidate<64, 3> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 64, 4, 2,
 };
 // D = 128: 128 x 64 tiles of 4 warps x 32 rows, K / V double-buffered (98 KB), 32-key sub-tiles, the warp's Q
 // fragments in registers (64: the S accumulators of 32-key sub-tiles make the room): no Q ldmatrix in the loop
-// (64 instead of 80 per 64 keys and warp), one barrier per KV tile instead of candidate 2's two.
+// (64 instead of 80 per 64 keys and warp), one barrier per KV tile instead of candidate 2's two. The bf16 default
+// at D = 128 (long rows, no contexts) where two of its blocks fit per SM (fwd_sm80_two_fit: the H100 / H200 class;
+// elsewhere 2): on an H200 B16 S16K 10.69 ms against 2's 10.96 and NVIDIA's Ampere HSTU's 13.07, S4K 0.707 / 0.732 /
+// 0.903, B128 S1K 0.466 / 0.469 / 0.589.
 template <>
 struct FwdSm80Candidate<128, 3> : FwdSm80Only<FwdSm80Tile<128, 128, 64, 32, 4, 2, 2, 0>> {
   static constexpr bool kQreg = true;
@@ -832,6 +838,19 @@ cudaError_t fwd_sm80_fits(bool& fits) {
   return cudaSuccess;
 }
 
+// Whether two blocks of tile C fit per SM: the opt-in limit per block is the SM's shared memory less the 1 KB that
+// each block reserves (227 KB on the H100 / H200: two of D = 128's 98 KB Q-in-registers tiles; 163 KB on the A100 and
+// 99 KB on sm86 / sm89: one, where the 4-warp tile would leave half the SM's warp slots empty).
+template <typename C>
+cudaError_t fwd_sm80_two_fit(bool& two) {
+  int sms = 0, max_smem = 0;
+  bool narrow = false;
+  const cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
+  if (err != cudaSuccess) return err;
+  two = 2 * (C::kSmem + 1024) <= max_smem + 1024;
+  return cudaSuccess;
+}
+
 // Launches config C. The grid walks the query tiles longest first over chunks of G sequences (per head): G batches'
 // rank-0 tiles (the heaviest: the last query tile, or tile 0 with contexts), then their rank-1 tiles, ... With
 // G n about the blocks resident on the device or up to twice that, the last wave holds the lightest tiles of a
@@ -1056,9 +1075,16 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
       if (fits) return ctx ? launch_hstu_fwd_candidate<T, D, 4>(p, stream) : launch_hstu_fwd<T, D, Pairs>(p, stream);
     }
-    if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch)
+    if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch) {
+      if constexpr (D == 128 && std::is_same<T, __nv_bfloat16>::value) {  // Q in registers where two blocks fit
+        bool two = false;
+        const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 3>>(two);
+        if (err != cudaSuccess) return err;
+        if (two && !ctx) return launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
+      }
       return ctx && D != 256 ? launch_hstu_fwd_candidate<T, D, 4>(p, stream)  // (D = 256: the pairs do not fit)
                              : launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
+    }
   }
   switch (p.fwd_sm80_cfg) {
     case 1:
