@@ -1,7 +1,8 @@
 # fwd21 run scripts' common setup, sourced by run.sh / run2.sh from the root of main's tree: main20's wheel against
 # the branch's (tools/hstu_dev/carry_setup.sh, carried beside this file), J = fwd21_bench.py (carried with
-# fwd17_jag.py in jag/), the peer's module on PYTHONPATH (.carry/peer), ncu_profile.
-NAME=fwd21 BASE=main20
+# fwd17_jag.py in jag/), the peer's module on PYTHONPATH (.carry/peer), ncu_profile. (fwd22's setup.sh sets NAME and
+# BASE first.)
+NAME=${NAME:-fwd21} BASE=${BASE:-main20}
 for f in "$(dirname "${BASH_SOURCE[0]}")"/carry_setup.sh "$(dirname "${BASH_SOURCE[0]}")"/../carry_setup.sh; do
   [ -f "$f" ] && source "$f" && break
 done

@@ -7,7 +7,8 @@ rm -f $C/whl/*.whl
 cp $W/bazel-bin/hstu_attn-*.whl $C/whl/
 cp $W/tests/conftest.py $C/tree/tests/
 cp $W/tests/hstu/{hstu_kernel_checks.py,test_sm80_forward_gpu.py,test_kernels_gpu.py} $C/tree/tests/hstu/
-cp $W/tools/hstu_dev/fwd17_run/fwd17_jag.py $W/tools/hstu_dev/fwd22_run/fwd22_bench.py $C/jag/
+cp $W/tools/hstu_dev/fwd17_run/fwd17_jag.py $W/tools/hstu_dev/fwd21_run/fwd21_bench.py $C/jag/
+cp $W/tools/hstu_dev/fwd21_run/setup.sh $C/fwd21_setup.sh
 cp $W/tools/hstu_dev/carry_setup.sh $W/tools/hstu_dev/bwd15_run/ncu_digest.py $C/
 cp $W/tools/hstu_dev/fwd22_run/{setup.sh,run*.sh} $C/
 du -sh $C

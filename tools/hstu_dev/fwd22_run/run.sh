@@ -25,9 +25,7 @@ echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (test_sm80_forward_gpu.py -k '(candidates and 128 and not gr and not context) or (candidates and 256"
 echo "#### and causal and not local) or runs_its_kernel'; -v: PASSED per test)"
 digest_verbose
-echo "#### time (fwd22 = the branch's wheel; sm90=False; cfg n = fwd_sm80_cfg (0: main's kernels); peer = NVIDIA's"
-echo "#### Ampere HSTU (.carry/peer); FA2 = torch's flash SDPA)"
-grep -E "^##|^\| |^\(|rror|Traceback|capture" $OUT/time.log | cut -c1-250
+digest_time
 echo "#### Zipf / dense kernels (us per call)"
 cut -c1-400 $OUT/prof.log | head -30
 echo "#### ncu (kernel order: S16K D128 cfg 0, cfg 3, peer; S4K D256 cfg 0, peer)"

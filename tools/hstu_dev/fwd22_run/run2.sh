@@ -25,8 +25,6 @@ echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (test_sm80_forward_gpu.py -k 'runs_its_kernel or default_long_rows or default_contexts';"
 echo "#### test_kernels_gpu.py::test_sm80_and_sm90_kernels_agree_with_reference; -v)"
 digest_verbose
-echo "#### time (main21 = main 95270e5's wheel, fwd22 = the branch's; sm90=False; cfg n = fwd_sm80_cfg; peer = NVIDIA's"
-echo "#### Ampere HSTU (.carry/peer); FA2 = torch's flash SDPA)"
-grep -E "^##|^\| |^\(|rror|Traceback|capture" $OUT/time.log | cut -c1-250
+digest_time
 echo "#### Zipf / dense kernels (us per call; the branch's wheel)"
 cut -c1-400 $OUT/prof.log | head -30
