@@ -42,8 +42,6 @@ struct FwdSm80Tile {
   static constexpr int kPair = PAIR;
   // the warps' Q fragments in registers, loaded once per block (hstu_fwd_qreg_kernel), not per sub-tile
   static constexpr bool kQreg = false;
-  // STAGES 1: the first KV tile's V loaded in the prologue (hstu_fwd_vearly_kernel)
-  static constexpr bool kVEarly = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -82,12 +80,12 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //      contexts where the default runs 1 / 2 (B16 S4K ctx64 on an H200: D = 64 0.455 ms against 1's 0.474, 1.043x
 //      its causal; D = 128 2.5 % faster than 2; causal as fast);
 //   3: D = 64 1 with Q in registers, D = 128 1's tile in 32-key sub-tiles with Q in registers, D = 256 1 with short
-//      sequences' grid chunks capped (below: the defaults there);
-//   5: the default's one-stage tiles (D = 128 2, D = 256 3) with the first KV tile's V loaded in the prologue.
-// (An earlier 5 and 3, other tile shapes, measured slower and were removed; docs/hstu_kernel_notes.md.) 1, 3 and 4 at
+//      sequences' grid chunks capped (below: the defaults there).
+// (5 and an earlier 3, other tile shapes and loads, measured slower or no faster and were removed;
+// docs/hstu_kernel_notes.md.) 1, 3 and 4 at
 // D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it
 // traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
-constexpr int kFwdSm80Candidates = 5;
+constexpr int kFwdSm80Candidates = 4;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
 // kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 long-row tile (D = 256 the
@@ -160,16 +158,6 @@ struct FwdSm80Candidate<128, 3> : FwdSm80Only<FwdSm80Tile<128, 128, 64, 32, 4, 2
 template <>
 struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
   static constexpr int kShortChunk = 32;
-};
-// 5: the default's one-stage tiles (D = 128 2, D = 256 3) with the first KV tile's V loaded in the prologue
-template <>
-struct FwdSm80Candidate<128, 5> : FwdSm80Only<FwdSm80Tile<128, 128, 64, 64, 4, 2, 1, 0>> {
-  static constexpr bool kVEarly = true;
-};
-template <>
-struct FwdSm80Candidate<256, 5> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
-  static constexpr int kShortChunk = 32;
-  static constexpr bool kVEarly = true;
 };
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
@@ -283,11 +271,8 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // (h, y) runs item y of the list (behind the counters p.fwd_tile_counter: a query tile and a chunk of its KV walk
 // of the list's KV tiles per chunk) for head h, a split tile's chunks leave fp32 partials that the last one sums.
 // QREG: the warp's Q fragments held in registers from the block's first barrier on (PAIR 1, no SPLIT).
-// VEARLY (STAGES 1): V of the first KV tile loads with Q and K in the prologue (its own cp.async group), not after
-// the loop's first barrier: a short walk (a sequence of a few tiles) does not wait for it in the middle of its first
-// tile (hstu_fwd_vearly_kernel).
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
-          bool QREG = false, bool VEARLY = false>
+          bool QREG = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -297,7 +282,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(MT >= 1 && (BM * PAIR) % (16 * NWARPS) == 0 && NWARPS % PAIR == 0, "bad tile config");
   static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
   static_assert(!QREG || (PAIR == 1 && !SPLIT && SKIP == 0), "Q in registers: the plain body");
-  static_assert(!VEARLY || (STAGES == 1 && !SPLIT), "V early: one K / V stage");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   // sm86 / sm89 (99 KB per block): a tile over it is never launched there (launch_hstu_fwd_candidate)
@@ -489,12 +473,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       }
     }
     cp_async_commit();
-    if constexpr (VEARLY) {  // (the second group: the loop's first wait leaves it in flight)
-      const int n0 = (nb_end - 1) * BN;
-      load_tile_async<BN, D, NT>(sKV0 + kTileBytes, vg + (int64_t)n0 * p.v_row_stride, p.v_row_stride, si.lk - n0,
-                                 tid);
-      cp_async_commit();
-    }
     // QREG: the warp's Q fragments, once Q (with the first K / V) landed
     [[maybe_unused]] uint32_t qf[QREG ? D / 16 : 1][MT][4];
     if constexpr (QREG) {
@@ -508,14 +486,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     }
 
     int stage = 0;
-    [[maybe_unused]] bool first = true;  // (VEARLY: the first KV tile, whose V is in flight)
     constexpr int SK = SKIP == 4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
     for (int nb = nb_end - 1; nb >= nb_first(); nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
-      if (VEARLY && first) {
-        cp_async_wait<1>();
-      } else {
-        cp_async_wait<0>();
-      }
+      cp_async_wait<0>();
       // STAGES 2: K, V of tile nb landed; every warp is done with the other stage (the tile before).
       // STAGES 1: K of tile nb (and Q) landed; every warp is done with V (the tile before).
       __syncthreads();
@@ -530,13 +503,12 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           load_tile_async<BN, D, NT, true>(sKn + kTileBytes, vn, p.v_row_stride, lk - nn0, ot);
           cp_async_commit();
         }
-      } else if (!(VEARLY && first)) {  // V of tile nb, during Q K^T
+      } else {  // V of tile nb, during Q K^T
         const int n0 = nb * BN;
         const T* vn = kv_rows(p.v, p.v_row_stride, p.v_head_stride) + (int64_t)n0 * p.v_row_stride;
         load_tile_async<BN, D, NT, true>(sKV0 + kTileBytes, vn, p.v_row_stride, lk - n0, opaque(tid));
         cp_async_commit();
       }
-      if constexpr (VEARLY) first = false;
 
 #pragma unroll 1
       for (int sub = 0; sub < BN / BNS; ++sub) {
@@ -804,19 +776,12 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true>(p);
 }
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
-__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_vearly_kernel(const HstuParams p) {
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, true>(p);
-}
-// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg, hstu_fwd_vearly_kernel where C::kVEarly)
+// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
   if constexpr (C::kQreg) {
     return hstu_fwd_qreg_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair>;
-  } else if constexpr (C::kVEarly) {
-    return hstu_fwd_vearly_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                  C::kSkip, C::kPair>;
   } else {
     return hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages, C::kSkip,
                            C::kPair>;
@@ -1052,7 +1017,7 @@ cudaError_t launch_hstu_fwd_candidate(const HstuParams& p, cudaStream_t stream) 
 template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
-  static_assert(kFwdSm80Candidates == 5, "one case per candidate");
+  static_assert(kFwdSm80Candidates == 4, "one case per candidate");
   if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
     // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
     // (fwd_sm80_split_for)
@@ -1095,8 +1060,6 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       return launch_hstu_fwd_candidate<T, D, 3>(p, stream);
     case 4:
       return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
-    case 5:
-      return launch_hstu_fwd_candidate<T, D, 5>(p, stream);
     default:  // 0 below kFwdSm80LongRows, kFwdSm80CfgOld
       return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
   }
