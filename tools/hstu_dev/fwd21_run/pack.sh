@@ -1,7 +1,7 @@
 #!/bin/bash
 # Fills the carry folder /work/main/.carry/fwd21 from this worktree: the hstu_attn wheel, the test files, the scripts.
 set -eu
-W=$(cd "$(dirname "$0")/../../.." && pwd) C=/work/main/.carry/fwd21
+W=$(cd "$(dirname "$0")/../../.." && pwd) C=/work/main/.carry/${NAME:-fwd21}
 mkdir -p $C/whl $C/tree/tests/hstu $C/jag
 rm -f $C/whl/*.whl
 cp $W/bazel-bin/hstu_attn-*.whl $C/whl/

@@ -10,7 +10,6 @@
 #    0 / 5), the peer, FA2; the Zipf / dense pair's kernels one by one (torch.profiler).
 # 3. ncu: ours cfg 0 / 3 and the peer at B16 S16K D128; ours and the peer at B16 S4K D256.
 source "$(dirname "$0")/setup.sh"
-T=tests/hstu/test_sm80_forward_gpu.py
 echo "== 1. GPU tests ($SECONDS s)"
 run_tests 9 "(candidates and 128 and not gr and not context) or (candidates and 256 and causal and not local) or runs_its_kernel" -v -v $T
 echo "== 2. time ($SECONDS s)"

@@ -10,14 +10,11 @@
 # 2. Time: main21 vs the branch on issue 39's five shapes, B256 S256 D256 (cfg 0 / 2 / 5 at D = 128, 0 / 5 at
 #    D = 256), the peer, FA2; the Zipf / dense pair's kernels one by one (torch.profiler), the branch's wheel.
 source "$(dirname "$0")/setup.sh"
-T=tests/hstu/test_sm80_forward_gpu.py
 echo "== 1. GPU tests ($SECONDS s)"
 run_tests 13 "runs_its_kernel or default_long_rows or default_contexts or sm80_and_sm90" -v -v $T \
   tests/hstu/test_kernels_gpu.py::test_sm80_and_sm90_kernels_agree_with_reference
 echo "== 2. time ($SECONDS s)"
-CASES="s16k128 s4k128 b128 s4k256 b256 s8k"
-jagp /tmp/site_main main21 5 --reps 5 --cases $CASES
-jagp /tmp/site_fwd22 fwd22 $(( $(left) - 7 )) --reps 5 --cases $CASES --d128-cfgs 0 2 5 --b256-cfgs 0 5 --peer --fa2
+time_pair 5 "s16k128 s4k128 b128 s4k256 b256 s8k" --d128-cfgs 0 2 5 --b256-cfgs 0 5 --peer --fa2
 PYTHONPATH=/tmp/site_fwd22 timeout $(( $(left) - 1 )) python3 -P $J prof --prof > $OUT/prof.log 2>&1
 echo "rc $? ($SECONDS s)"
 echo

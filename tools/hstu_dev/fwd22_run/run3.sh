@@ -9,7 +9,6 @@
 # 2. Time (the branch; main's wheel beside it in run 2): B16 S16K / S4K / B128 S1K D128 (the default, cfg 2 = the old
 #    default), the peer.
 source "$(dirname "$0")/setup.sh"
-T=tests/hstu/test_sm80_forward_gpu.py
 echo "== 1. GPU tests ($SECONDS s)"
 run_tests 19 "candidates or runs_its_kernel or default_long_rows or default_contexts" -v -v $T
 echo "== 2. time ($SECONDS s)"
