@@ -622,3 +622,43 @@ def test_eval_sequence_probe_matches_cpu(bucket, eval_init, dim):
     torch.testing.assert_close(got[keep], want[keep], atol=1e-6, rtol=1e-6)
     with pytest.raises(dynamicemb.DeviceInputError):
         dynamicemb.check_errors()
+
+
+@pytest.mark.parametrize("bad_at", [None, "first", "last"], ids=["good", "bad_first", "bad_last"])
+@pytest.mark.parametrize("variant", [0, 1, 2])
+def test_eval_probe_check_verdict_variants(variant, bad_at):
+    """The eval probe's ways to take the device checks' verdict (op _lookup_lab_eval: 0 the step's flag after a
+    memset, 1 the checks' per-block slots ORed by each forward block, 2 as 1 with the probes before the
+    programmatic wait) on a batch of 76,800 ids (75 check blocks): a good batch reads bitwise the rows of way 0,
+    a failing one (a negative id in the first or the last check block) only its fallback rows, and raises."""
+    lab = torch.ops.dynamicemb._lookup_lab_eval
+    evi = DynamicEmbInitializer("constant", value=-0.75)
+    m = BatchedDynamicEmbeddingTables(
+        [DynamicEmbTableOptions(dim=12, max_capacity=1 << 12, eval_initializer=evi)] * 2, [0, 1, 1],
+        pooling="none", optimizer=SGD(lr=0.5), device="cuda")
+    gen = torch.Generator().manual_seed(41)
+    for _ in range(2):
+        ids, offsets, _ = batch(gen, "cpu", max_len=5)
+        m((ids % 700).cuda(), offsets.cuda()).sum().backward()
+    m.eval()
+    n = 3 * B * 400
+    ids = torch.randint(0, 1400, (n,), generator=gen).cuda()
+    offsets = torch.arange(0, n + 1, 400, device="cuda")
+    if bad_at is not None:
+        ids[5 if bad_at == "first" else n - 5] = -3
+    old = lab(0)
+    try:
+        with torch.no_grad():
+            ref = m(ids.clamp(min=0), offsets)
+            lab(variant)
+            got = m(ids, offsets)
+    finally:
+        lab(old)
+    if bad_at is None:
+        assert torch.equal(got, ref)
+        assert (ref != -0.75).any(1).float().mean() > 0.3  # stored rows read
+        dynamicemb.check_errors()
+    else:
+        assert torch.all(got == -0.75)
+        with pytest.raises(dynamicemb.DeviceInputError):
+            dynamicemb.check_errors()

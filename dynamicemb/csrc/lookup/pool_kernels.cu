@@ -25,6 +25,16 @@ struct RefusalMirror {
   int num_tables;
 };
 
+// The eval forward's read of the device checks' verdict (sequence probe; forward_mirror.h): `flags` (blocks) are
+// the checks' per-block slots, each written by its block (so the step's flag needs no memset first); a block of the
+// forward ORs them. early: the probe runs before the programmatic wait (it reads only the inputs and the table,
+// which no pass of an eval writes), the verdict after it.
+struct CheckSlots {
+  const int32_t* flags;  // (blocks) or null: the step's flag (ForwardParams::skip) as before
+  int blocks;
+  bool early;
+};
+
 namespace detail {
 
 constexpr int kFwdBlock = 128;  // ~90 registers (8 rows in flight): 5 blocks per SM
@@ -188,15 +198,16 @@ __device__ __forceinline__ uint64_t id_row(const ForwardParams& p, int64_t i, bo
 }
 
 template <int V, int O, int N, int ADDR>
-__global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p, RefusalMirror mirror) {
-  if (p.pdl) pdl_wait();
-  store_mirror(mirror);
+__global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p, RefusalMirror mirror,
+                                                                CheckSlots cs) {
+  const bool early = ADDR == kAddrProbe && cs.flags != nullptr && cs.early;
+  if (p.pdl && !early) pdl_wait();
   using T = typename Val<V>::T;
   using OT = typename Val<O>::T;
   const int lane = threadIdx.x & 31;
   const int64_t base = ((static_cast<int64_t>(blockIdx.x) * kFwdBlock + threadIdx.x) >> 5) * 32;
-  if (base >= p.n) return;
-  const int cnt = static_cast<int>(p.n - base < 32 ? p.n - base : 32);
+  // (no early return before the checks' block-wide verdict below: every thread of the block reaches it)
+  const int cnt = base < p.n ? static_cast<int>(p.n - base < 32 ? p.n - base : 32) : 0;
   const int dim = p.max_dim;
   uint64_t al = 0;
   float wl = 1.f;
@@ -205,6 +216,17 @@ __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p,
     al = id_row<V, ADDR>(p, base + lane, ADDR == kAddrProbe && p.skip != nullptr && *p.skip != 0, tl);
     if (p.psw) wl = p.psw[base + lane];
   }
+  if constexpr (ADDR == kAddrProbe) {
+    if (cs.flags != nullptr) {
+      if (p.pdl && early) pdl_wait();
+      int any = 0;
+#pragma unroll 8
+      for (int s = threadIdx.x; s < cs.blocks; s += kFwdBlock) any |= __ldcg(cs.flags + s);
+      if (__syncthreads_or(any)) al = 0;  // a failing batch: every id reads its fallback value
+    }
+  }
+  store_mirror(mirror);
+  if (cnt == 0) return;
   OT* out = reinterpret_cast<OT*>(p.out);
   for (int c0 = 0; c0 < dim; c0 += 32 * N) {
     const int c = c0 + lane * N;
@@ -268,8 +290,10 @@ __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p,
 
 template <int V, int O>
 void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* refused_total, int64_t* refused_host,
-                             int num_tables, void* stream) {
+                             int num_tables, void* stream, const int32_t* check_flags, int check_blocks,
+                             bool probe_early) {
   const RefusalMirror mirror{refused_total, refused_host, num_tables};
+  const CheckSlots cs{p.addr == kAddrProbe ? check_flags : nullptr, check_blocks, probe_early};
   const bool seq = p.pooling == kPoolNone;
   const int64_t items = seq ? p.n : p.num_bags;
   if (items == 0) return;
@@ -278,8 +302,8 @@ void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* r
   if (seq) {
     auto go = [&](auto addr) {
       constexpr int A = decltype(addr)::value;
-      if (vec4) launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 4, A>, grid, detail::kFwdBlock, st, p, mirror);
-      else launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 1, A>, grid, detail::kFwdBlock, st, p, mirror);
+      if (vec4) launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 4, A>, grid, detail::kFwdBlock, st, p, mirror, cs);
+      else launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 1, A>, grid, detail::kFwdBlock, st, p, mirror, cs);
     };
     if (p.addr == kAddrUnique) go(std::integral_constant<int, kAddrUnique>{});
     else if (p.addr == kAddrProbe) go(std::integral_constant<int, kAddrProbe>{});
@@ -293,12 +317,13 @@ void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* r
 
 template <int V, int O>
 void launch_forward(const ForwardParams& p, bool vec4, void* stream) {
-  launch_forward_mirrored<V, O>(p, vec4, nullptr, nullptr, 0, stream);
+  launch_forward_mirrored<V, O>(p, vec4, nullptr, nullptr, 0, stream, nullptr, 0, false);
 }
 
 #define DYNAMICEMB_LOOKUP_FWD(V, O)                                             \
   template void launch_forward<V, O>(const ForwardParams&, bool, void*); \
-  template void launch_forward_mirrored<V, O>(const ForwardParams&, bool, const int64_t*, int64_t*, int, void*);
+  template void launch_forward_mirrored<V, O>(const ForwardParams&, bool, const int64_t*, int64_t*, int, void*, \
+                                              const int32_t*, int, bool);
 DYNAMICEMB_LOOKUP_FWD(kValueFp32, kValueFp32)
 DYNAMICEMB_LOOKUP_FWD(kValueFp32, kValueFp16)
 DYNAMICEMB_LOOKUP_FWD(kValueFp32, kValueBf16)

@@ -13,10 +13,13 @@ namespace dynamicemb {
 namespace lookup {
 
 // launch_forward, plus the mirror's stores: refused_total (num_tables) device, refused_host (num_tables) pinned
-// host memory (device-mapped under UVA) or null for none.
+// host memory (device-mapped under UVA) or null for none. An eval's sequence probe (kAddrProbe) with check_flags
+// (check_blocks int32, the device checks' per-block slots, ValidateParams::block_bad) takes the checks' verdict
+// from them instead of ForwardParams::skip; probe_early: its probes before its programmatic wait for the checks.
 template <int V, int O>
 void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* refused_total, int64_t* refused_host,
-                             int num_tables, void* stream);
+                             int num_tables, void* stream, const int32_t* check_flags, int check_blocks,
+                             bool probe_early);
 
 }  // namespace lookup
 }  // namespace dynamicemb

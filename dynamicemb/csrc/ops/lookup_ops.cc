@@ -169,6 +169,18 @@ int64_t lookup_lab_mirror(int64_t variant) {
   return old;
 }
 
+// Lab: how an eval of a sequence (pooling none, no external skip flag) takes the device checks' verdict: 0 a
+// memset of the step's header, then the checks set its flag, which the forward reads; 1 no memset, the checks'
+// blocks write their own slots and the forward's blocks OR them; 2 as 1, with the forward's probes before its
+// programmatic wait for the checks (default); other values only read it. Returns the one before.
+std::atomic<int> g_eval_checks{2};
+
+int64_t lookup_lab_eval(int64_t variant) {
+  const int old = g_eval_checks.load();
+  if (variant >= 0 && variant <= 2) g_eval_checks.store(static_cast<int>(variant));
+  return old;
+}
+
 int64_t lookup_dedup_set_size(int64_t n) {
   ACCEL_CHECK(n >= 0, "n: expected >= 0 ids, got ", n);
   return dedup_set_size(n);
@@ -523,7 +535,10 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // flags and the external flag, count, refused, pending) and advances the step clocks: no memset, no begin_step
   const bool header_by_clear = n > 0 && !probe;
   const auto* skip_in = skip.has_value() ? static_cast<const int32_t*>(skip->data_ptr()) : staged_skip;
-  if (!header_by_clear) {
+  // an eval's probe without an external flag: the checks' blocks write their own slots, which the forward ORs;
+  // nothing reads the header, so no memset
+  const int eval_checks = probe && skip_in == nullptr ? g_eval_checks.load() : 0;
+  if (!header_by_clear && eval_checks == 0) {
     zero_async(ws.data_ptr(), static_cast<size_t>(l.header), stream);  // skip, count, refused
     // an external skip flag (a device staging that could not stage every id: the step inserts and updates nothing)
     if (skip_in != nullptr) copy_async(a.skip, skip_in, sizeof(int32_t), stream);
@@ -547,7 +562,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     v.lengths_only = flags & kStepLengthsOnly;
     v.psw = pw;
     v.bad = a.skip;
-    v.block_bad = header_by_clear ? a.check_flags : nullptr;
+    v.block_bad = header_by_clear || eval_checks != 0 ? a.check_flags : nullptr;
     v.pdl = pdl_step;
     check_blocks = launch_validate(v, stream);
   }
@@ -655,7 +670,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   f.inverse = a.inverse;
   f.urow = a.urow;
   f.utables = a.utables;
-  f.skip = d.skip;
+  f.skip = eval_checks != 0 ? nullptr : d.skip;
   f.pdl = pdl_step;
   const bool vec4 = flags & kStepVec4;
   // hybrid tables: the forward reads the `dim` columns of its host rows from HBM scratch rows, copied in host order
@@ -681,7 +696,9 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     if (host_rows) launch_host_stage_in(hs, stream);
     dispatch_value(out_kind, [&](auto O) {
       launch_forward_mirrored<V.value, O.value>(f, vec4, static_cast<const int64_t*>(refused_total.data_ptr()), mirror,
-                                                static_cast<int>(T), stream);
+                                                static_cast<int>(T), stream,
+                                                eval_checks != 0 && validate ? a.check_flags : nullptr, check_blocks,
+                                                eval_checks == 2 && pdl_step);
     });
   });
   if (refused_host != 0 && train && mirror == nullptr) {
@@ -894,6 +911,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_find_later(int variant) -> int");
   m.def("_lookup_lab_dedup(int variant) -> int");
   m.def("_lookup_lab_mirror(int variant) -> int");
+  m.def("_lookup_lab_eval(int variant) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -912,6 +930,7 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("_lookup_lab_find_later", TORCH_BOX(&dynamicemb::lookup::lookup_lab_find_later));
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
   m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
+  m.impl("_lookup_lab_eval", TORCH_BOX(&dynamicemb::lookup::lookup_lab_eval));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));

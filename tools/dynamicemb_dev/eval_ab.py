@@ -1,0 +1,212 @@
+"""Issue 35's eval at NVIDIA's config (benchmarks/embedding.py --preset nvidia: 10 tables x 104,857 ids, D128 fp32,
+pooling none) counted part by part, and the training step eager against a CUDA graph, in one process.
+
+Eval, per variant of op _lookup_lab_eval ("-": the build's default, e.g. main's wheel, which has no such op): the
+benchmark's figure (one call between two CUDA events, the host's issue inside, median), steady (events around
+--reps calls queued behind 5), the call as a CUDA graph replay (events), the host's issue per call (behind a GPU
+sleep), and from profiles: the device span / busy per call with the host ahead and every kernel's time, and for
+synchronized calls the time from the Python call to the device's first operation and to the forward kernel's start.
+Train (--train sgd,adam): steady, span / busy eager and as a replayed CUDA graph of the same step (the host's share
+of the device timeline: launch gaps), with the largest idle gaps of each. Run (GPU):
+    python3 -P tools/dynamicemb_dev/eval_ab.py --bench benchmarks --variants=-,0,1,2 --train sgd
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+
+def profile_trace(fn, calls, cpu=False, sleep=True):
+    """Chrome trace path of `calls` fn() calls (behind a GPU sleep: the host ahead; else each synchronized)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    acts = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if cpu else [])
+    torch.cuda.synchronize()
+    with profile(activities=acts) as prof:
+        if sleep:
+            torch.cuda._sleep(100_000_000)
+        for _ in range(calls):
+            if not sleep:
+                torch.cuda.synchronize()
+            with record_function("CALL"):
+                fn()
+        torch.cuda.synchronize()
+    path = os.path.join(tempfile.mkdtemp(), "trace.json")
+    prof.export_chrome_trace(path)
+    return path
+
+
+def call_breakdown(path):
+    """Medians over synchronized calls (us): Python call -> first device op start, -> forward kernel start, the
+    forward kernel, call -> last device op end."""
+    import json
+
+    with open(path) as f:
+        tr = json.load(f)
+    calls = sorted(float(e["ts"]) for e in tr["traceEvents"] if e.get("ph") == "X" and e.get("name") == "CALL"
+                   and e.get("cat") in ("user_annotation", "cpu_op"))
+    dev = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"]) for e in tr["traceEvents"]
+                 if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy"))
+    rows = []
+    for i, c in enumerate(calls):
+        nxt = calls[i + 1] if i + 1 < len(calls) else float("inf")
+        ops = [o for o in dev if c <= o[0] < nxt]
+        fw = [o for o in ops if "sequence_kernel" in o[2]]
+        if not ops or not fw:
+            continue
+        rows.append((ops[0][0] - c, fw[0][0] - c, fw[0][1] - fw[0][0], max(o[1] for o in ops) - c))
+    if not rows:
+        return None
+    return [statistics.median(r[k] for r in rows) for k in range(4)]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bench", default="benchmarks")
+    p.add_argument("--variants", default="-")
+    p.add_argument("--train", default="", help="optimizers whose step is measured eager and as a CUDA graph")
+    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--label", default="")
+    a = p.parse_args()
+    sys.path.insert(0, os.path.abspath(a.bench))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_util import capture_graph, event_ms  # noqa: E402
+    from embedding import gpu_warmup, make_batch  # noqa: E402
+    from embedding_step_profile import short  # noqa: E402
+    from lab_variants import preset_step  # noqa: E402
+    from pipelined_gaps import device_ops, gaps_of  # noqa: E402
+    from steady_ab import kernel_times  # noqa: E402
+
+    lab = getattr(torch.ops.dynamicemb, "_lookup_lab_eval", None)
+    v0 = lab(-1) if lab is not None else None
+    tag = f"{a.label} " if a.label else ""
+    dev = torch.device("cuda")
+    T, B = 10, 104_857
+    gen = torch.Generator().manual_seed(0)
+    batches = [make_batch(T, B, 1, 1_677_721, 1.05, gen) for _ in range(4)]
+    batches = [(i.to(dev), o.to(dev)) for i, o in batches]
+    gpu_warmup(dev, 0.3)
+
+    def steady_of(fn, n):
+        torch.cuda.synchronize()
+        for _ in range(5):
+            fn()
+        return event_ms(lambda: [fn() for _ in range(n)]) / n
+
+    def spans(fn):
+        path = profile_trace(fn, a.steps)
+        span, busy, gaps = gaps_of(device_ops(path), a.steps)
+        return span, busy, gaps, kernel_times(path, a.steps)
+
+    variants = [v for v in a.variants.split(",") if v]
+    if variants:
+        m, train = preset_step("sgd", batches, dev)
+        for _ in range(8):
+            train()  # every batch's ids stored (the benchmark evaluates after its training reps)
+        m.eval()
+        it = [0]
+
+        def fwd():
+            it[0] = (it[0] + 1) % len(batches)
+            with torch.no_grad():
+                return m(*batches[it[0]])
+
+        res = {}
+        for v in variants:
+            if v != "-":
+                if lab is None:
+                    raise SystemExit(f"variant {v}: this build has no op _lookup_lab_eval")
+                lab(int(v))
+            elif lab is not None:
+                lab(v0)
+            for _ in range(5):
+                fwd()
+            r = {}
+            r["bench"] = statistics.median(event_ms(fwd) for _ in range(a.reps))
+            r["steady"] = steady_of(fwd, a.reps)
+            hs = []
+            for _ in range(a.reps):  # host issue per call, the device busy behind a sleep
+                torch.cuda.synchronize()
+                torch.cuda._sleep(20_000_000)
+                t0 = time.perf_counter()
+                fwd()
+                hs.append((time.perf_counter() - t0) * 1e6)
+            r["host_us"] = statistics.median(hs)
+            torch.cuda.synchronize()
+            with torch.no_grad():
+                g = capture_graph(lambda: m(*batches[0]))
+            r["graph"] = statistics.median(event_ms(g.replay) for _ in range(a.reps))
+            r["graph_steady"] = steady_of(g.replay, a.reps)
+            del g
+            r["span"], r["busy"], _, r["kernels"] = spans(fwd)
+            r["parts"] = call_breakdown(profile_trace(fwd, 12, cpu=True, sleep=False))
+            res[v] = r
+        if lab is not None:
+            lab(v0)
+        print(f"\n### {tag}eval, pooling none (ms per call; benchmark = one call between CUDA events, the host's "
+              f"issue inside, median of {a.reps})")
+        print("| variant | benchmark | steady | graph replay | graph steady | span / busy (host ahead) | host issue us "
+              "| call -> first op / -> forward start / forward / call -> end (us, synchronized) |")
+        print("|---|---:|---:|---:|---:|---|---:|---|")
+        for v in variants:
+            r = res[v]
+            pt = " / ".join(f"{x:.1f}" for x in r["parts"]) if r["parts"] else "-"
+            print(f"| {v} | {r['bench']:.4f} | {r['steady']:.4f} | {r['graph']:.4f} | {r['graph_steady']:.4f} | "
+                  f"{r['span']:.4f} / {r['busy']:.4f} | {r['host_us']:.1f} | {pt} |")
+        names = []
+        for v in variants:
+            for k in sorted(res[v]["kernels"], key=lambda k: -res[v]["kernels"][k]):
+                if k not in names:
+                    names.append(k)
+        print(f"\n{tag}eval: device ops with the host ahead (ms per call)")
+        print("| op | " + " | ".join(variants) + " |")
+        print("|---|" + "---:|" * len(variants))
+        for k in names:
+            print(f"| {short(k.split('(')[0], 60)} | "
+                  + " | ".join(f"{res[v]['kernels'].get(k, 0.0):.4f}" for v in variants) + " |")
+        sys.stdout.flush()
+        del m
+        torch.cuda.empty_cache()
+
+    for opt_name in [o for o in a.train.split(",") if o]:
+        m, train = preset_step(opt_name, batches, dev)
+        for _ in range(6):
+            train()
+        r = {"eager": {}, "graph": {}}
+        r["eager"]["steady"] = steady_of(train, a.reps)
+        r["eager"]["span"], r["eager"]["busy"], r["eager"]["gaps"], r["eager"]["k"] = spans(train)
+        torch.cuda.synchronize()
+        g = capture_graph(train)
+        r["graph"]["steady"] = steady_of(g.replay, a.reps)
+        r["graph"]["span"], r["graph"]["busy"], r["graph"]["gaps"], r["graph"]["k"] = spans(g.replay)
+        print(f"\n### {tag}{opt_name} step eager and as a CUDA graph replay (ms per step; span / busy of "
+              f"{a.steps} steps behind a GPU sleep)")
+        print("| | steady | span | busy | idle in span |")
+        print("|---|---:|---:|---:|---:|")
+        for k in ("eager", "graph"):
+            x = r[k]
+            print(f"| {k} | {x['steady']:.4f} | {x['span']:.4f} | {x['busy']:.4f} | {x['span'] - x['busy']:.4f} |")
+        for k in ("eager", "graph"):
+            print(f"\n{tag}{opt_name} {k}: largest idle gaps (ms per step; device op before -> after)")
+            for (x, y), ms in sorted(r[k]["gaps"].items(), key=lambda kv: -kv[1])[:8]:
+                print(f"  {ms:.4f}  {x} -> {y}")
+        print(f"\n{tag}{opt_name}: kernels (ms per step)")
+        print("| op | eager | graph |")
+        print("|---|---:|---:|")
+        for n in sorted(r["eager"]["k"], key=lambda n: -r["eager"]["k"][n])[:16]:
+            print(f"| {short(n.split('(')[0], 60)} | {r['eager']['k'][n]:.4f} | {r['graph']['k'].get(n, 0.0):.4f} |")
+        sys.stdout.flush()
+        del g, m
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
