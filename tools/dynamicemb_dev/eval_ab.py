@@ -6,9 +6,11 @@ benchmark's figure (one call between two CUDA events, the host's issue inside, m
 --reps calls queued behind 5), the call as a CUDA graph replay (events), the host's issue per call (behind a GPU
 sleep), and from profiles: the device span / busy per call with the host ahead and every kernel's time, and for
 synchronized calls the time from the Python call to the device's first operation and to the forward kernel's start.
-Train (--train sgd,adam): steady, span / busy eager and as a replayed CUDA graph of the same step (the host's share
-of the device timeline: launch gaps), with the largest idle gaps of each. Run (GPU):
-    python3 -P tools/dynamicemb_dev/eval_ab.py --bench benchmarks --variants=-,0,1,2 --train sgd
+Train (--train sgd,adam): per value of op _lookup_lab_no_resolve (--train-variants), steady, span / busy and the
+device ops, the largest idle gaps; with --graph also the first variant's step as a replayed CUDA graph (the host's
+share of the device timeline: launch gaps; a capture builds the CSR on the main stream). Run (GPU):
+    python3 -P tools/dynamicemb_dev/eval_ab.py --bench benchmarks --variants=-,0,1,2 --train sgd,adam \
+        --train-variants=0,1 --graph
 """
 
 from __future__ import annotations
@@ -71,7 +73,10 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bench", default="benchmarks")
     p.add_argument("--variants", default="-")
-    p.add_argument("--train", default="", help="optimizers whose step is measured eager and as a CUDA graph")
+    p.add_argument("--train", default="", help="optimizers whose training step is measured")
+    p.add_argument("--train-variants", default="-", help="values of op _lookup_lab_no_resolve ('-': the default)")
+    p.add_argument("--graph", action="store_true", help="also the first train variant as a CUDA graph replay")
+    p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--label", default="")
@@ -112,12 +117,12 @@ def main():
         for _ in range(8):
             train()  # every batch's ids stored (the benchmark evaluates after its training reps)
         m.eval()
+        torch.set_grad_enabled(False)  # as the benchmark's eval (one no_grad around all its calls)
         it = [0]
 
         def fwd():
             it[0] = (it[0] + 1) % len(batches)
-            with torch.no_grad():
-                return m(*batches[it[0]])
+            return m(*batches[it[0]])
 
         res = {}
         for v in variants:
@@ -135,14 +140,13 @@ def main():
             hs = []
             for _ in range(a.reps):  # host issue per call, the device busy behind a sleep
                 torch.cuda.synchronize()
-                torch.cuda._sleep(20_000_000)
+                torch.cuda._sleep(2_000_000)
                 t0 = time.perf_counter()
                 fwd()
                 hs.append((time.perf_counter() - t0) * 1e6)
             r["host_us"] = statistics.median(hs)
             torch.cuda.synchronize()
-            with torch.no_grad():
-                g = capture_graph(lambda: m(*batches[0]))
+            g = capture_graph(lambda: m(*batches[0]))
             r["graph"] = statistics.median(event_ms(g.replay) for _ in range(a.reps))
             r["graph_steady"] = steady_of(g.replay, a.reps)
             del g
@@ -173,38 +177,76 @@ def main():
             print(f"| {short(k.split('(')[0], 60)} | "
                   + " | ".join(f"{res[v]['kernels'].get(k, 0.0):.4f}" for v in variants) + " |")
         sys.stdout.flush()
+        torch.set_grad_enabled(True)
         del m
         torch.cuda.empty_cache()
+
+    nr = getattr(torch.ops.dynamicemb, "_lookup_lab_no_resolve", None)
+    nr0 = nr(-1) if nr is not None else None
+    tvars = [v for v in a.train_variants.split(",") if v]
+
+    def use(v):
+        if v != "-" and nr is None:
+            raise SystemExit(f"train variant {v}: this build has no op _lookup_lab_no_resolve")
+        if nr is not None:
+            nr(nr0 if v == "-" else int(v))
 
     for opt_name in [o for o in a.train.split(",") if o]:
         m, train = preset_step(opt_name, batches, dev)
         for _ in range(6):
             train()
-        r = {"eager": {}, "graph": {}}
-        r["eager"]["steady"] = steady_of(train, a.reps)
-        r["eager"]["span"], r["eager"]["busy"], r["eager"]["gaps"], r["eager"]["k"] = spans(train)
-        torch.cuda.synchronize()
-        g = capture_graph(train)
-        r["graph"]["steady"] = steady_of(g.replay, a.reps)
-        r["graph"]["span"], r["graph"]["busy"], r["graph"]["gaps"], r["graph"]["k"] = spans(g.replay)
-        print(f"\n### {tag}{opt_name} step eager and as a CUDA graph replay (ms per step; span / busy of "
-              f"{a.steps} steps behind a GPU sleep)")
-        print("| | steady | span | busy | idle in span |")
-        print("|---|---:|---:|---:|---:|")
-        for k in ("eager", "graph"):
+        r = {}
+        for v in tvars:
+            use(v)
+            for _ in range(3):
+                train()
+            r[v] = {"steady": []}
+            r[v]["span"], r[v]["busy"], r[v]["gaps"], r[v]["k"] = spans(train)
+        for _ in range(a.rounds):
+            for v in tvars:
+                use(v)
+                for _ in range(3):
+                    train()
+                r[v]["steady"].append(steady_of(train, a.reps))
+        use(tvars[0])
+        g = None
+        if a.graph:  # the first variant's step as one CUDA graph (its CSR on the main stream: a capture does not fork)
+            torch.cuda.synchronize()
+            try:
+                g = capture_graph(train)
+                x = {"steady": [steady_of(g.replay, a.reps)]}
+                x["span"], x["busy"], x["gaps"], x["k"] = spans(g.replay)
+                r["graph"] = x
+            except Exception as e:  # noqa: BLE001 (the eager rows still print)
+                print(f"{opt_name}: CUDA graph capture failed: {e}")
+        use("-")
+        rows = list(r)
+        print(f"\n### {tag}{opt_name} step: no-resolve variants (op _lookup_lab_no_resolve; '-' the build's default)"
+              f"{' and the first as a CUDA graph replay' if a.graph else ''} (ms per step; steady: median of "
+              f"{a.rounds} interleaved rounds of {a.reps} steps queued behind 5; span / busy of {a.steps} steps "
+              f"behind a GPU sleep)")
+        print("| variant | steady | rounds | span | busy | idle in span |")
+        print("|---|---:|---|---:|---:|---:|")
+        for k in rows:
             x = r[k]
-            print(f"| {k} | {x['steady']:.4f} | {x['span']:.4f} | {x['busy']:.4f} | {x['span'] - x['busy']:.4f} |")
-        for k in ("eager", "graph"):
+            print(f"| {k} | {statistics.median(x['steady']):.4f} | {' '.join(f'{y:.4f}' for y in x['steady'])} | "
+                  f"{x['span']:.4f} | {x['busy']:.4f} | {x['span'] - x['busy']:.4f} |")
+        for k in rows:
             print(f"\n{tag}{opt_name} {k}: largest idle gaps (ms per step; device op before -> after)")
-            for (x, y), ms in sorted(r[k]["gaps"].items(), key=lambda kv: -kv[1])[:8]:
+            for (x, y), ms in sorted(r[k]["gaps"].items(), key=lambda kv: -kv[1])[:6]:
                 print(f"  {ms:.4f}  {x} -> {y}")
-        print(f"\n{tag}{opt_name}: kernels (ms per step)")
-        print("| op | eager | graph |")
-        print("|---|---:|---:|")
-        for n in sorted(r["eager"]["k"], key=lambda n: -r["eager"]["k"][n])[:16]:
-            print(f"| {short(n.split('(')[0], 60)} | {r['eager']['k'][n]:.4f} | {r['graph']['k'].get(n, 0.0):.4f} |")
+        names = []
+        for k in rows:
+            for n in sorted(r[k]["k"], key=lambda n: -r[k]["k"][n]):
+                if n not in names:
+                    names.append(n)
+        print(f"\n{tag}{opt_name}: device ops (ms per step)")
+        print("| op | " + " | ".join(rows) + " |")
+        print("|---|" + "---:|" * len(rows))
+        for n in names[:22]:
+            print(f"| {short(n.split('(')[0], 60)} | " + " | ".join(f"{r[k]['k'].get(n, 0.0):.4f}" for k in rows) + " |")
         sys.stdout.flush()
-        del g, m
+        del m, g
         torch.cuda.empty_cache()
 
 

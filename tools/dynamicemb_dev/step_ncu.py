@@ -41,7 +41,7 @@ def steps(a):
     batches = [(i.to(dev), o.to(dev)) for i, o in batches]
     cudart = torch.cuda.cudart()
     for opt_name in a.opt.split(","):
-        opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
+        opt = SGD(lr=0.01) if opt_name in ("sgd", "eval") else Adam(lr=1e-3)
         tables = [DynamicEmbTableOptions(dim=D, max_capacity=1 << 20, on_refused="zero")] * T
         m = BatchedDynamicEmbeddingTables(tables, pooling="none", optimizer=opt, device=dev)
         g = None
@@ -52,6 +52,18 @@ def steps(a):
                 g = torch.ones_like(out)
             out.backward(g)
         torch.cuda.synchronize()
+        if opt_name == "eval":  # one eval call after the training steps (every id of both batches stored)
+            m.eval()
+            with torch.no_grad():
+                m(*batches[1])
+                torch.cuda.synchronize()
+                cudart.cudaProfilerStart()
+                m(*batches[0])
+                torch.cuda.synchronize()
+                cudart.cudaProfilerStop()
+            print("# profiled one eval call", file=sys.stderr)
+            del m, out
+            continue
         for k, v in enumerate(variants):
             if v >= 0:
                 torch.ops.dynamicemb._lookup_lab_dedup(v)
@@ -141,7 +153,7 @@ def table(path, tbs):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bench", default="benchmarks")
-    p.add_argument("--opt", default="sgd,adam")
+    p.add_argument("--opt", default="sgd,adam", help="sgd, adam: a training step; eval: an eval call after 5 SGD steps")
     p.add_argument("--variant", default="-1", help="dedup flags, or a list: one profiled step per variant")
     p.add_argument("--table", help="print the table of this ncu CSV (--csv --page raw --print-units base)")
     p.add_argument("--tbs", type=float, default=4.27, help="DRAM bandwidth of the floor column, TB/s")

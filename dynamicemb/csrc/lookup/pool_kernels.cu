@@ -182,7 +182,8 @@ __device__ __forceinline__ uint64_t id_row(const ForwardParams& p, int64_t i, bo
   if constexpr (ADDR == kAddrRowp) {
     return p.rowp[i];
   } else if constexpr (ADDR == kAddrUnique) {
-    const int32_t u = p.inverse[i];
+    int32_t u = p.inverse[i];
+    if (u <= -2) u = p.inverse[-static_cast<int64_t>(u) - 2];  // a repeat left to its readers (no resolve pass)
     if (u < 0) return 0;
     if (p.uaddr != nullptr) return p.uaddr[u];  // a step over hybrid tables: host rows in HBM scratch
     const int64_t r = p.urow[u];

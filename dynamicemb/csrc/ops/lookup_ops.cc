@@ -181,6 +181,18 @@ int64_t lookup_lab_eval(int64_t variant) {
   return old;
 }
 
+// Lab: 1 a sequence step with its CSR (and no hybrid rows) runs the dedup without its resolve pass: the forward and
+// the CSR's keys follow a repeat's inverse (-(claimer + 2)) to its claimer's unique themselves; 0 as before
+// (default); other values only read it. Returns the one before.
+std::atomic<int> g_no_resolve{0};
+constexpr int kDedupNoResolve = 64;  // dedup_kernels.cu's lab flag
+
+int64_t lookup_lab_no_resolve(int64_t variant) {
+  const int old = g_no_resolve.load();
+  if (variant == 0 || variant == 1) g_no_resolve.store(static_cast<int>(variant));
+  return old;
+}
+
 int64_t lookup_dedup_set_size(int64_t n) {
   ACCEL_CHECK(n >= 0, "n: expected >= 0 ids, got ", n);
   return dedup_set_size(n);
@@ -616,6 +628,8 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     slot_row = torch::stable::new_empty(ids, {cap}, ScalarType::Long);
     d.slot_row = static_cast<int64_t*>(slot_row.data_ptr());
   }
+  if (via_unique && !(flags & kStepHostRows) && !d.find_later && d.slot_row == nullptr && g_no_resolve.load() == 1)
+    d.flags |= kDedupNoResolve;
   if (!probe) launch_dedup(d, stream);
   SideJoin side;
   if (a.csr) {
@@ -912,6 +926,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_dedup(int variant) -> int");
   m.def("_lookup_lab_mirror(int variant) -> int");
   m.def("_lookup_lab_eval(int variant) -> int");
+  m.def("_lookup_lab_no_resolve(int variant) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -931,6 +946,7 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
   m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
   m.impl("_lookup_lab_eval", TORCH_BOX(&dynamicemb::lookup::lookup_lab_eval));
+  m.impl("_lookup_lab_no_resolve", TORCH_BOX(&dynamicemb::lookup::lookup_lab_no_resolve));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
