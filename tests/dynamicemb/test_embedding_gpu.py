@@ -687,7 +687,7 @@ def test_eval_probe_check_verdict_variants(variant, bad_at):
         lab(old)
     if bad_at is None:
         assert torch.equal(got, ref)
-        assert (ref != -0.75).any(1).float().mean() > 0.3  # stored rows read
+        assert (ref != -0.75).any(1).float().mean() > 0.1  # stored rows read
         dynamicemb.check_errors()
     else:
         assert torch.all(got == -0.75)
