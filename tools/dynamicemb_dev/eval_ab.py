@@ -9,7 +9,7 @@ synchronized calls the time from the Python call to the device's first operation
 Train (--train sgd,adam): per value of op _lookup_lab_no_resolve (--train-variants), steady, span / busy and the
 device ops, the largest idle gaps; with --graph also the first variant's step as a replayed CUDA graph (the host's
 share of the device timeline: launch gaps; a capture builds the CSR on the main stream). Run (GPU):
-    python3 -P tools/dynamicemb_dev/eval_ab.py --bench benchmarks --variants=-,0,1,2 --train sgd,adam \
+    python3 -P tools/dynamicemb_dev/eval_ab.py --bench benchmarks --variants=-,0,1,2,3 --train sgd,adam \
         --train-variants=0,1 --graph
 """
 
@@ -151,7 +151,7 @@ def main():
             r["graph_steady"] = steady_of(g.replay, a.reps)
             del g
             r["span"], r["busy"], _, r["kernels"] = spans(fwd)
-            r["parts"] = call_breakdown(profile_trace(fwd, 12, cpu=True, sleep=False))
+            r["parts"] = call_breakdown(profile_trace(fwd, 8, cpu=True, sleep=False))
             res[v] = r
         if lab is not None:
             lab(v0)

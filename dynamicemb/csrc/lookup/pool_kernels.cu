@@ -33,6 +33,7 @@ struct CheckSlots {
   const int32_t* flags;  // (blocks) or null: the step's flag (ForwardParams::skip) as before
   int blocks;
   bool early;
+  bool first;  // the forward runs before the checks (flags null): it lets them start beside it (eval_verdict_kernel)
 };
 
 namespace detail {
@@ -203,6 +204,7 @@ __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p,
                                                                 CheckSlots cs) {
   const bool early = ADDR == kAddrProbe && cs.flags != nullptr && cs.early;
   if (p.pdl && !early) pdl_wait();
+  if (ADDR == kAddrProbe && cs.first) pdl_launch_dependents();
   using T = typename Val<V>::T;
   using OT = typename Val<O>::T;
   const int lane = threadIdx.x & 31;
@@ -287,14 +289,48 @@ __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p,
   }
 }
 
+// The verdict of checks that ran beside an eval's forward (CheckSlots::first): a programmatic dependent of the
+// checks, whose grid ends after the forward's; a failing batch (any slot set) has every row rewritten with its
+// fallback value, as the forward writes a skipped batch's (cold path); else the blocks return at once.
+template <int O>
+__global__ void __launch_bounds__(kFwdBlock) eval_verdict_kernel(ForwardParams p, CheckSlots cs) {
+  if (p.pdl) pdl_wait();
+  int any = 0;
+  for (int s = threadIdx.x; s < cs.blocks; s += kFwdBlock) any |= __ldcg(cs.flags + s);
+  if (!__syncthreads_or(any)) return;
+  using OT = typename Val<O>::T;
+  OT* out = reinterpret_cast<OT*>(p.out);
+  const int64_t total = p.n * p.max_dim;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * kFwdBlock + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * kFwdBlock) {
+    const int64_t i = e / p.max_dim;
+    const int c = static_cast<int>(e - i * p.max_dim);
+    const int t = __ldg(p.feature_table + feature_at(p, i));
+    float x[1] = {fallback_at(p.meta + t, p.train, p.ids[i], c)};
+    if (p.psw) x[0] *= p.psw[i];
+    store_n<O, 1>(out + i * p.out_stride + c, x);
+  }
+}
+
 }  // namespace detail
+
+template <int V, int O>
+void launch_eval_verdict(const ForwardParams& p, const int32_t* check_flags, int check_blocks, void* stream) {
+  if (p.n == 0) return;
+  const CheckSlots cs{check_flags, check_blocks, false, false};
+  launch_maybe_pdl(p.pdl, detail::eval_verdict_kernel<O>, static_cast<unsigned>(persistent_blocks(4)),
+                   detail::kFwdBlock, static_cast<cudaStream_t>(stream), p, cs);
+  check_launch("eval verdict");
+}
 
 template <int V, int O>
 void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* refused_total, int64_t* refused_host,
                              int num_tables, void* stream, const int32_t* check_flags, int check_blocks,
-                             bool probe_early) {
+                             bool probe_early, bool checks_after) {
   const RefusalMirror mirror{refused_total, refused_host, num_tables};
-  const CheckSlots cs{p.addr == kAddrProbe ? check_flags : nullptr, check_blocks, probe_early};
+  const bool probe = p.addr == kAddrProbe;
+  const CheckSlots cs{probe && !checks_after ? check_flags : nullptr, check_blocks, probe_early,
+                      probe && checks_after && p.pdl};
   const bool seq = p.pooling == kPoolNone;
   const int64_t items = seq ? p.n : p.num_bags;
   if (items == 0) return;
@@ -318,13 +354,14 @@ void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* r
 
 template <int V, int O>
 void launch_forward(const ForwardParams& p, bool vec4, void* stream) {
-  launch_forward_mirrored<V, O>(p, vec4, nullptr, nullptr, 0, stream, nullptr, 0, false);
+  launch_forward_mirrored<V, O>(p, vec4, nullptr, nullptr, 0, stream, nullptr, 0, false, false);
 }
 
 #define DYNAMICEMB_LOOKUP_FWD(V, O)                                             \
   template void launch_forward<V, O>(const ForwardParams&, bool, void*); \
   template void launch_forward_mirrored<V, O>(const ForwardParams&, bool, const int64_t*, int64_t*, int, void*, \
-                                              const int32_t*, int, bool);
+                                              const int32_t*, int, bool, bool);                             \
+  template void launch_eval_verdict<V, O>(const ForwardParams&, const int32_t*, int, void*);
 DYNAMICEMB_LOOKUP_FWD(kValueFp32, kValueFp32)
 DYNAMICEMB_LOOKUP_FWD(kValueFp32, kValueFp16)
 DYNAMICEMB_LOOKUP_FWD(kValueFp32, kValueBf16)

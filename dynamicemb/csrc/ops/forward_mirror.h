@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "dynamicemb/csrc/lookup/lookup_types.h"
+#include "dynamicemb/csrc/lookup/validate_types.h"
 
 namespace dynamicemb {
 namespace lookup {
@@ -16,10 +17,21 @@ namespace lookup {
 // host memory (device-mapped under UVA) or null for none. An eval's sequence probe (kAddrProbe) with check_flags
 // (check_blocks int32, the device checks' per-block slots, ValidateParams::block_bad) takes the checks' verdict
 // from them instead of ForwardParams::skip; probe_early: its probes before its programmatic wait for the checks.
+// checks_after: the probe runs first and lets the checks start beside it (launch_validate_beside, then
+// launch_eval_verdict; check_flags unused).
 template <int V, int O>
 void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* refused_total, int64_t* refused_host,
                              int num_tables, void* stream, const int32_t* check_flags, int check_blocks,
-                             bool probe_early);
+                             bool probe_early, bool checks_after);
+
+// The checks beside an eval's forward launched with checks_after (validate_kernels.cu): a programmatic dependent of
+// the forward that writes p.block_bad (required) and ends after the forward; returns its blocks.
+int launch_validate_beside(const ValidateParams& p, void* stream);
+
+// Their verdict (pool_kernels.cu): a programmatic dependent of launch_validate_beside's grid that rewrites every row
+// of a failing batch with its fallback value.
+template <int V, int O>
+void launch_eval_verdict(const ForwardParams& p, const int32_t* check_flags, int check_blocks, void* stream);
 
 }  // namespace lookup
 }  // namespace dynamicemb

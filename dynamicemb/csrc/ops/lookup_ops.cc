@@ -172,12 +172,14 @@ int64_t lookup_lab_mirror(int64_t variant) {
 // Lab: how an eval of a sequence (pooling none, no external skip flag) takes the device checks' verdict: 0 a
 // memset of the step's header, then the checks set its flag, which the forward reads; 1 no memset, the checks'
 // blocks write their own slots and the forward's blocks OR them; 2 as 1, with the forward's probes before its
-// programmatic wait for the checks (default); other values only read it. Returns the one before.
+// programmatic wait for the checks (default); 3 (sm90) the forward first, the checks beside it, then a verdict
+// pass that rewrites a failing batch's rows with their fallback values; other values only read it. Returns the one
+// before.
 std::atomic<int> g_eval_checks{2};
 
 int64_t lookup_lab_eval(int64_t variant) {
   const int old = g_eval_checks.load();
-  if (variant >= 0 && variant <= 2) g_eval_checks.store(static_cast<int>(variant));
+  if (variant >= 0 && variant <= 3) g_eval_checks.store(static_cast<int>(variant));
   return old;
 }
 
@@ -563,8 +565,10 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // programmatic dependents (the clear pass's early set fill only behind the checks' kernel)
   const int dflags = dedup_flags_variant(-1);
   const bool pdl_step = (dflags & kDedupPdl) && (dflags & kStepPdl) && pdl_supported();
+  // (eval way 3: the checks after the forward's launch, beside it)
+  const bool checks_after = eval_checks == 3 && validate && pdl_step;
+  ValidateParams v{};
   if (validate) {
-    ValidateParams v{};
     v.ids = id_ptr;
     v.n = n;
     v.uint64_keys = ids.scalar_type() == ScalarType::UInt64;
@@ -576,7 +580,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     v.bad = a.skip;
     v.block_bad = header_by_clear || eval_checks != 0 ? a.check_flags : nullptr;
     v.pdl = pdl_step;
-    check_blocks = launch_validate(v, stream);
+    if (!checks_after) check_blocks = launch_validate(v, stream);
   }
   DedupParams d{};
   d.ids = id_ptr;
@@ -712,7 +716,11 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
       launch_forward_mirrored<V.value, O.value>(f, vec4, static_cast<const int64_t*>(refused_total.data_ptr()), mirror,
                                                 static_cast<int>(T), stream,
                                                 eval_checks != 0 && validate ? a.check_flags : nullptr, check_blocks,
-                                                eval_checks == 2 && pdl_step);
+                                                eval_checks == 2 && pdl_step, checks_after);
+      if (checks_after) {
+        check_blocks = launch_validate_beside(v, stream);
+        launch_eval_verdict<V.value, O.value>(f, a.check_flags, check_blocks, stream);
+      }
     });
   });
   if (refused_host != 0 && train && mirror == nullptr) {
