@@ -85,10 +85,9 @@ def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_util import capture_graph, event_ms  # noqa: E402
     from embedding import gpu_warmup, make_batch  # noqa: E402
-    from embedding_step_profile import short  # noqa: E402
     from lab_variants import preset_step  # noqa: E402
     from pipelined_gaps import device_ops, gaps_of  # noqa: E402
-    from steady_ab import kernel_times  # noqa: E402
+    from steady_ab import kernel_times, print_kernel_table  # noqa: E402
 
     lab = getattr(torch.ops.dynamicemb, "_lookup_lab_eval", None)
     v0 = lab(-1) if lab is not None else None
@@ -165,17 +164,8 @@ def main():
             pt = " / ".join(f"{x:.1f}" for x in r["parts"]) if r["parts"] else "-"
             print(f"| {v} | {r['bench']:.4f} | {r['steady']:.4f} | {r['graph']:.4f} | {r['graph_steady']:.4f} | "
                   f"{r['span']:.4f} / {r['busy']:.4f} | {r['host_us']:.1f} | {pt} |")
-        names = []
-        for v in variants:
-            for k in sorted(res[v]["kernels"], key=lambda k: -res[v]["kernels"][k]):
-                if k not in names:
-                    names.append(k)
-        print(f"\n{tag}eval: device ops with the host ahead (ms per call)")
-        print("| op | " + " | ".join(variants) + " |")
-        print("|---|" + "---:|" * len(variants))
-        for k in names:
-            print(f"| {short(k.split('(')[0], 60)} | "
-                  + " | ".join(f"{res[v]['kernels'].get(k, 0.0):.4f}" for v in variants) + " |")
+        print_kernel_table(f"{tag}eval: device ops with the host ahead (ms per call)", variants,
+                           {v: res[v]["kernels"] for v in variants}, label="op")
         sys.stdout.flush()
         torch.set_grad_enabled(True)
         del m
@@ -235,16 +225,8 @@ def main():
             print(f"\n{tag}{opt_name} {k}: largest idle gaps (ms per step; device op before -> after)")
             for (x, y), ms in sorted(r[k]["gaps"].items(), key=lambda kv: -kv[1])[:6]:
                 print(f"  {ms:.4f}  {x} -> {y}")
-        names = []
-        for k in rows:
-            for n in sorted(r[k]["k"], key=lambda n: -r[k]["k"][n]):
-                if n not in names:
-                    names.append(n)
-        print(f"\n{tag}{opt_name}: device ops (ms per step)")
-        print("| op | " + " | ".join(rows) + " |")
-        print("|---|" + "---:|" * len(rows))
-        for n in names[:22]:
-            print(f"| {short(n.split('(')[0], 60)} | " + " | ".join(f"{r[k]['k'].get(n, 0.0):.4f}" for k in rows) + " |")
+        print_kernel_table(f"{tag}{opt_name}: device ops (ms per step)", rows, {k: r[k]["k"] for k in rows}, 22,
+                           label="op")
         sys.stdout.flush()
         del m, g
         torch.cuda.empty_cache()
