@@ -69,6 +69,33 @@ def call_breakdown(path):
     return [statistics.median(r[k] for r in rows) for k in range(4)]
 
 
+def host_parts(path):
+    """{name: median us per synchronized call} of the host's parts inside each CALL: the call, our op
+    (dynamicemb::lookup_step), the CUDA runtime calls and allocations (aten::empty) by name."""
+    import json
+    from collections import defaultdict
+
+    with open(path) as f:
+        tr = json.load(f)
+    ev = [e for e in tr["traceEvents"] if e.get("ph") == "X"]
+    calls = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in ev
+                   if e.get("name") == "CALL" and e.get("cat") in ("user_annotation", "cpu_op"))
+    per = defaultdict(list)
+    for c0, c1 in calls:
+        acc = defaultdict(float)
+        acc["call"] = c1 - c0
+        for e in ev:
+            t = float(e["ts"])
+            if not c0 <= t < c1 or e.get("cat") not in ("cuda_runtime", "cpu_op"):
+                continue
+            n = e["name"]
+            if e["cat"] == "cuda_runtime" or n in ("dynamicemb::lookup_step", "aten::empty", "aten::new_empty"):
+                acc[n] += float(e["dur"])
+        for k, x in acc.items():
+            per[k].append(x)
+    return {k: statistics.median(v + [0.0] * (len(calls) - len(v))) for k, v in per.items()}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bench", default="benchmarks")
@@ -150,7 +177,8 @@ def main():
             r["graph_steady"] = steady_of(g.replay, a.reps)
             del g
             r["span"], r["busy"], _, r["kernels"] = spans(fwd)
-            r["parts"] = call_breakdown(profile_trace(fwd, 8, cpu=True, sleep=False))
+            path = profile_trace(fwd, 8, cpu=True, sleep=False)
+            r["parts"], r["host"] = call_breakdown(path), host_parts(path)
             res[v] = r
         if lab is not None:
             lab(v0)
@@ -164,6 +192,11 @@ def main():
             pt = " / ".join(f"{x:.1f}" for x in r["parts"]) if r["parts"] else "-"
             print(f"| {v} | {r['bench']:.4f} | {r['steady']:.4f} | {r['graph']:.4f} | {r['graph_steady']:.4f} | "
                   f"{r['span']:.4f} / {r['busy']:.4f} | {r['host_us']:.1f} | {pt} |")
+        print(f"\n{tag}eval: the host's parts of a synchronized call (us, median; profiled)")
+        for v in variants:
+            h = res[v]["host"]
+            top = sorted(((x, k) for k, x in h.items() if k != "call"), reverse=True)[:7]
+            print(f"  {v}: call {h.get('call', 0):.1f}: " + ", ".join(f"{k} {x:.1f}" for x, k in top))
         print_kernel_table(f"{tag}eval: device ops with the host ahead (ms per call)", variants,
                            {v: res[v]["kernels"] for v in variants}, label="op")
         sys.stdout.flush()

@@ -25,15 +25,10 @@ struct RefusalMirror {
   int num_tables;
 };
 
-// The eval forward's read of the device checks' verdict (sequence probe; forward_mirror.h): `flags` (blocks) are
-// the checks' per-block slots, each written by its block (so the step's flag needs no memset first); a block of the
-// forward ORs them. early: the probe runs before the programmatic wait (it reads only the inputs and the table,
-// which no pass of an eval writes), the verdict after it.
+// The device checks' per-block slots (ValidateParams::block_bad) for the verdict pass after an eval's forward.
 struct CheckSlots {
-  const int32_t* flags;  // (blocks) or null: the step's flag (ForwardParams::skip) as before
+  const int32_t* flags;  // (blocks)
   int blocks;
-  bool early;
-  bool first;  // the forward runs before the checks (flags null): it lets them start beside it (eval_verdict_kernel)
 };
 
 namespace detail {
@@ -199,18 +194,20 @@ __device__ __forceinline__ uint64_t id_row(const ForwardParams& p, int64_t i, bo
   }
 }
 
+// checks_beside (an eval's probe, lookup_ops.cc): every block lets the device checks start beside the forward
+// (launch_validate_beside; the forward reads no verdict, the pass after the checks applies it).
 template <int V, int O, int N, int ADDR>
 __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p, RefusalMirror mirror,
-                                                                CheckSlots cs) {
-  const bool early = ADDR == kAddrProbe && cs.flags != nullptr && cs.early;
-  if (p.pdl && !early) pdl_wait();
-  if (ADDR == kAddrProbe && cs.first) pdl_launch_dependents();
+                                                                bool checks_beside) {
+  if (p.pdl) pdl_wait();
+  if (checks_beside) pdl_launch_dependents();
+  store_mirror(mirror);
   using T = typename Val<V>::T;
   using OT = typename Val<O>::T;
   const int lane = threadIdx.x & 31;
   const int64_t base = ((static_cast<int64_t>(blockIdx.x) * kFwdBlock + threadIdx.x) >> 5) * 32;
-  // (no early return before the checks' block-wide verdict below: every thread of the block reaches it)
-  const int cnt = base < p.n ? static_cast<int>(p.n - base < 32 ? p.n - base : 32) : 0;
+  if (base >= p.n) return;
+  const int cnt = static_cast<int>(p.n - base < 32 ? p.n - base : 32);
   const int dim = p.max_dim;
   uint64_t al = 0;
   float wl = 1.f;
@@ -219,17 +216,6 @@ __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p,
     al = id_row<V, ADDR>(p, base + lane, ADDR == kAddrProbe && p.skip != nullptr && *p.skip != 0, tl);
     if (p.psw) wl = p.psw[base + lane];
   }
-  if constexpr (ADDR == kAddrProbe) {
-    if (cs.flags != nullptr) {
-      if (p.pdl && early) pdl_wait();
-      int any = 0;
-#pragma unroll 8
-      for (int s = threadIdx.x; s < cs.blocks; s += kFwdBlock) any |= __ldcg(cs.flags + s);
-      if (__syncthreads_or(any)) al = 0;  // a failing batch: every id reads its fallback value
-    }
-  }
-  store_mirror(mirror);
-  if (cnt == 0) return;
   OT* out = reinterpret_cast<OT*>(p.out);
   for (int c0 = 0; c0 < dim; c0 += 32 * N) {
     const int c = c0 + lane * N;
@@ -289,9 +275,9 @@ __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p,
   }
 }
 
-// The verdict of checks that ran beside an eval's forward (CheckSlots::first): a programmatic dependent of the
-// checks, whose grid ends after the forward's; a failing batch (any slot set) has every row rewritten with its
-// fallback value, as the forward writes a skipped batch's (cold path); else the blocks return at once.
+// The verdict of the checks that ran beside an eval's forward: a programmatic dependent of the checks, whose grid
+// ends after the forward's; a failing batch (any slot set) has every row rewritten with its fallback value, as the
+// forward writes a skipped batch's (cold path); else the blocks return at once.
 template <int O>
 __global__ void __launch_bounds__(kFwdBlock) eval_verdict_kernel(ForwardParams p, CheckSlots cs) {
   if (p.pdl) pdl_wait();
@@ -317,7 +303,7 @@ __global__ void __launch_bounds__(kFwdBlock) eval_verdict_kernel(ForwardParams p
 template <int V, int O>
 void launch_eval_verdict(const ForwardParams& p, const int32_t* check_flags, int check_blocks, void* stream) {
   if (p.n == 0) return;
-  const CheckSlots cs{check_flags, check_blocks, false, false};
+  const CheckSlots cs{check_flags, check_blocks};
   launch_maybe_pdl(p.pdl, detail::eval_verdict_kernel<O>, static_cast<unsigned>(persistent_blocks(4)),
                    detail::kFwdBlock, static_cast<cudaStream_t>(stream), p, cs);
   check_launch("eval verdict");
@@ -325,12 +311,9 @@ void launch_eval_verdict(const ForwardParams& p, const int32_t* check_flags, int
 
 template <int V, int O>
 void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* refused_total, int64_t* refused_host,
-                             int num_tables, void* stream, const int32_t* check_flags, int check_blocks,
-                             bool probe_early, bool checks_after) {
+                             int num_tables, void* stream, bool checks_beside) {
   const RefusalMirror mirror{refused_total, refused_host, num_tables};
-  const bool probe = p.addr == kAddrProbe;
-  const CheckSlots cs{probe && !checks_after ? check_flags : nullptr, check_blocks, probe_early,
-                      probe && checks_after && p.pdl};
+  const bool beside = checks_beside && p.addr == kAddrProbe && p.pdl;
   const bool seq = p.pooling == kPoolNone;
   const int64_t items = seq ? p.n : p.num_bags;
   if (items == 0) return;
@@ -339,8 +322,10 @@ void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* r
   if (seq) {
     auto go = [&](auto addr) {
       constexpr int A = decltype(addr)::value;
-      if (vec4) launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 4, A>, grid, detail::kFwdBlock, st, p, mirror, cs);
-      else launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 1, A>, grid, detail::kFwdBlock, st, p, mirror, cs);
+      if (vec4) launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 4, A>, grid, detail::kFwdBlock, st, p, mirror,
+                                  beside);
+      else launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 1, A>, grid, detail::kFwdBlock, st, p, mirror,
+                                beside);
     };
     if (p.addr == kAddrUnique) go(std::integral_constant<int, kAddrUnique>{});
     else if (p.addr == kAddrProbe) go(std::integral_constant<int, kAddrProbe>{});
@@ -354,13 +339,13 @@ void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* r
 
 template <int V, int O>
 void launch_forward(const ForwardParams& p, bool vec4, void* stream) {
-  launch_forward_mirrored<V, O>(p, vec4, nullptr, nullptr, 0, stream, nullptr, 0, false, false);
+  launch_forward_mirrored<V, O>(p, vec4, nullptr, nullptr, 0, stream, false);
 }
 
 #define DYNAMICEMB_LOOKUP_FWD(V, O)                                             \
   template void launch_forward<V, O>(const ForwardParams&, bool, void*); \
   template void launch_forward_mirrored<V, O>(const ForwardParams&, bool, const int64_t*, int64_t*, int, void*, \
-                                              const int32_t*, int, bool, bool);                             \
+                                              bool);                                                        \
   template void launch_eval_verdict<V, O>(const ForwardParams&, const int32_t*, int, void*);
 DYNAMICEMB_LOOKUP_FWD(kValueFp32, kValueFp32)
 DYNAMICEMB_LOOKUP_FWD(kValueFp32, kValueFp16)

@@ -14,17 +14,14 @@ namespace dynamicemb {
 namespace lookup {
 
 // launch_forward, plus the mirror's stores: refused_total (num_tables) device, refused_host (num_tables) pinned
-// host memory (device-mapped under UVA) or null for none. An eval's sequence probe (kAddrProbe) with check_flags
-// (check_blocks int32, the device checks' per-block slots, ValidateParams::block_bad) takes the checks' verdict
-// from them instead of ForwardParams::skip; probe_early: its probes before its programmatic wait for the checks.
-// checks_after: the probe runs first and lets the checks start beside it (launch_validate_beside, then
-// launch_eval_verdict; check_flags unused).
+// host memory (device-mapped under UVA) or null for none. checks_beside (an eval's sequence probe launched as a
+// programmatic dependent): the forward lets the device checks start beside it (launch_validate_beside, then
+// launch_eval_verdict) and reads no verdict itself.
 template <int V, int O>
 void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* refused_total, int64_t* refused_host,
-                             int num_tables, void* stream, const int32_t* check_flags, int check_blocks,
-                             bool probe_early, bool checks_after);
+                             int num_tables, void* stream, bool checks_beside);
 
-// The checks beside an eval's forward launched with checks_after (validate_kernels.cu): a programmatic dependent of
+// The checks beside an eval's forward launched with checks_beside (validate_kernels.cu): a programmatic dependent of
 // the forward that writes p.block_bad (required) and ends after the forward; returns its blocks.
 int launch_validate_beside(const ValidateParams& p, void* stream);
 
