@@ -406,37 +406,6 @@ def test_dedup_insert_variants_agree(pooling):
             assert torch.equal(a, b), f"insert variant {v}, result {k} differs from the plain insert"
 
 
-@pytest.mark.parametrize("sort", [0, 1], ids=["cub_sort", "hand_sort"])
-@pytest.mark.parametrize("bags", [3000, 30_000], ids=["csr_on_main", "csr_on_side"])
-def test_no_resolve_variant_agrees(bags, sort):
-    """A sequence step's dedup without its resolve pass (lab op _lookup_lab_no_resolve 1: the forward and the CSR's
-    keys follow a repeat's inverse to its claimer themselves; the CSR on the main stream below 65,536 ids, on the
-    side stream above, beside the forward) gives bitwise equal outputs, rows, Adam state, stored keys and scores
-    over four steps with new ids, hot ids and a random gradient, under cub's CSR sort and the hand sort."""
-    lab, csr = torch.ops.dynamicemb._lookup_lab_no_resolve, torch.ops.dynamicemb._lookup_lab_csr_sort
-    gen = torch.Generator().manual_seed(19)
-    F, vocab = 3, 8000  # (<= 8,000 ids stored per table of 16,384 slots: no bucket fills up)
-    data = []
-    for s in range(4):
-        offsets = torch.arange(F * bags + 1, dtype=torch.int64)
-        n = F * bags
-        u = torch.rand(n, generator=gen)
-        ids = (u ** 4 * (vocab // 4)).long() + s * (vocab // 4) * (torch.rand(n, generator=gen) < 0.3).long()
-        data.append((ids.cuda(), offsets.cuda()))
-    results = {}
-    old, old_sort = lab(-1), csr(sort)
-    try:
-        for v in (0, 1):
-            lab(v)
-            m = make("cuda", Adam(lr=0.05), "none", dims=(16, 16))
-            results[v] = trained_results(m, data, 300)
-    finally:
-        lab(old)
-        csr(old_sort)
-    for k, (a, b) in enumerate(zip(results[0], results[1])):
-        assert torch.equal(a, b), f"result {k} differs without the resolve pass"
-
-
 @pytest.mark.parametrize("pooling", ["sum", "mean", "none"])
 @pytest.mark.parametrize("opt", list(OPTS))
 def test_gpu_matches_cpu(pooling, opt):
@@ -657,10 +626,9 @@ def test_eval_sequence_probe_matches_cpu(bucket, eval_init, dim):
 
 @pytest.mark.parametrize("bad_at", [None, "first", "last"], ids=["good", "bad_first", "bad_last"])
 @pytest.mark.parametrize("variant", [0, 1])
-def test_eval_probe_check_verdict_variants(variant, bad_at):
-    """The eval probe's two ways to take the device checks' verdict (op _lookup_lab_eval: 0 the step's flag after a
-    memset, read by the forward; 1 on sm90 the forward first, the checks beside it, a verdict pass that rewrites a
-    failing batch) on a batch of 76,800 ids (75 check blocks): a good batch reads bitwise the rows of way 0, a
+def test_eval_probe_fit_variants(variant, bad_at):
+    """The eval's probing forward unfitted and fitted to 8 blocks per SM (op _lookup_lab_eval 0 / 1) on a batch of
+    76,800 ids (75 blocks of the device checks): a good batch reads bitwise the rows of the unfitted kernel, a
     failing one (a negative id in the first or the last check block) only its fallback rows, and raises."""
     lab = torch.ops.dynamicemb._lookup_lab_eval
     evi = DynamicEmbInitializer("constant", value=-0.75)

@@ -662,10 +662,6 @@ __global__ void __launch_bounds__(kResolveBlock) dedup_resolve_kernel(DedupParam
 
 }  // namespace detail
 
-// Lab flag of lookup_ops.cc (op _lookup_lab_no_resolve; a free DedupFlags bit, kept out of the shared header while
-// it is measured): no resolve pass; the step's readers of inverse follow a repeat to its claimer themselves.
-constexpr int kDedupNoResolve = 64;
-
 namespace {
 // k<<<grid, block, 0, st>>>(p), as a programmatic dependent of the stream's previous kernel when pdl.
 void launch_pass(bool pdl, void (*k)(DedupParams), unsigned grid, unsigned block, cudaStream_t st,
@@ -708,7 +704,6 @@ void launch_dedup(const DedupParams& p_in, void* stream) {
   launch_pass(pdl, detail::dedup_count_kernel, insert_grid, B, st, p, "dedup count");
   launch_pass(pdl, smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>, insert_grid, B, st,
               p, "dedup number");
-  if (p.flags & kDedupNoResolve) return;
   launch_pass(pdl, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,
               "dedup resolve");
 }

@@ -8,6 +8,7 @@
 // the row-address pass (rowp), the dedup's unique of the id (inverse -> urow, utables: the training step whose
 // backward is segmented, so no row-address pass runs), or its own read-only probe of the id's table (eval: no dedup
 // and no find pass at all; each lane probes its id's bucket, hot ids re-probe from L2).
+#include <atomic>
 #include <type_traits>
 
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
@@ -23,12 +24,6 @@ struct RefusalMirror {
   const int64_t* refused_total;  // (num_tables) device: the module's running count
   int64_t* host;                 // (num_tables) pinned host memory (device-mapped: UVA), or null: no stores
   int num_tables;
-};
-
-// The device checks' per-block slots (ValidateParams::block_bad) for the verdict pass after an eval's forward.
-struct CheckSlots {
-  const int32_t* flags;  // (blocks)
-  int blocks;
 };
 
 namespace detail {
@@ -178,8 +173,7 @@ __device__ __forceinline__ uint64_t id_row(const ForwardParams& p, int64_t i, bo
   if constexpr (ADDR == kAddrRowp) {
     return p.rowp[i];
   } else if constexpr (ADDR == kAddrUnique) {
-    int32_t u = p.inverse[i];
-    if (u <= -2) u = p.inverse[-static_cast<int64_t>(u) - 2];  // a repeat left to its readers (no resolve pass)
+    const int32_t u = p.inverse[i];
     if (u < 0) return 0;
     if (p.uaddr != nullptr) return p.uaddr[u];  // a step over hybrid tables: host rows in HBM scratch
     const int64_t r = p.urow[u];
@@ -194,13 +188,10 @@ __device__ __forceinline__ uint64_t id_row(const ForwardParams& p, int64_t i, bo
   }
 }
 
-// checks_beside (an eval's probe, lookup_ops.cc): every block lets the device checks start beside the forward
-// (launch_validate_beside; the forward reads no verdict, the pass after the checks applies it).
-template <int V, int O, int N, int ADDR>
-__global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p, RefusalMirror mirror,
-                                                                bool checks_beside) {
+// MINB: blocks per SM the kernel is fitted to (registers); the eval's probe (kAddrProbe) takes kProbeFitBlocks.
+template <int V, int O, int N, int ADDR, int MINB = 1>
+__global__ void __launch_bounds__(kFwdBlock, MINB) sequence_kernel(ForwardParams p, RefusalMirror mirror) {
   if (p.pdl) pdl_wait();
-  if (checks_beside) pdl_launch_dependents();
   store_mirror(mirror);
   using T = typename Val<V>::T;
   using OT = typename Val<O>::T;
@@ -275,45 +266,27 @@ __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p,
   }
 }
 
-// The verdict of the checks that ran beside an eval's forward: a programmatic dependent of the checks, whose grid
-// ends after the forward's; a failing batch (any slot set) has every row rewritten with its fallback value, as the
-// forward writes a skipped batch's (cold path); else the blocks return at once.
-template <int O>
-__global__ void __launch_bounds__(kFwdBlock) eval_verdict_kernel(ForwardParams p, CheckSlots cs) {
-  if (p.pdl) pdl_wait();
-  int any = 0;
-  for (int s = threadIdx.x; s < cs.blocks; s += kFwdBlock) any |= __ldcg(cs.flags + s);
-  if (!__syncthreads_or(any)) return;
-  using OT = typename Val<O>::T;
-  OT* out = reinterpret_cast<OT*>(p.out);
-  const int64_t total = p.n * p.max_dim;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * kFwdBlock + threadIdx.x; e < total;
-       e += static_cast<int64_t>(gridDim.x) * kFwdBlock) {
-    const int64_t i = e / p.max_dim;
-    const int c = static_cast<int>(e - i * p.max_dim);
-    const int t = __ldg(p.feature_table + feature_at(p, i));
-    float x[1] = {fallback_at(p.meta + t, p.train, p.ids[i], c)};
-    if (p.psw) x[0] *= p.psw[i];
-    store_n<O, 1>(out + i * p.out_stride + c, x);
-  }
-}
+// The eval's probing forward fitted to 8 blocks of kFwdBlock per SM (64 registers, 50 % occupancy; unfitted it
+// takes 70 registers, 7 blocks): more warps to hide the probes' dependent loads.
+constexpr int kProbeFitBlocks = 8;
 
 }  // namespace detail
 
-template <int V, int O>
-void launch_eval_verdict(const ForwardParams& p, const int32_t* check_flags, int check_blocks, void* stream) {
-  if (p.n == 0) return;
-  const CheckSlots cs{check_flags, check_blocks};
-  launch_maybe_pdl(p.pdl, detail::eval_verdict_kernel<O>, static_cast<unsigned>(persistent_blocks(4)),
-                   detail::kFwdBlock, static_cast<cudaStream_t>(stream), p, cs);
-  check_launch("eval verdict");
+namespace {
+std::atomic<int> g_probe_fit{1};
+}
+
+// (declared in dynamicemb/csrc/ops/forward_mirror.h)
+int probe_fit_variant(int v) {
+  const int old = g_probe_fit.load();
+  if (v == 0 || v == 1) g_probe_fit.store(v);
+  return old;
 }
 
 template <int V, int O>
 void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* refused_total, int64_t* refused_host,
-                             int num_tables, void* stream, bool checks_beside) {
+                             int num_tables, void* stream) {
   const RefusalMirror mirror{refused_total, refused_host, num_tables};
-  const bool beside = checks_beside && p.addr == kAddrProbe && p.pdl;
   const bool seq = p.pooling == kPoolNone;
   const int64_t items = seq ? p.n : p.num_bags;
   if (items == 0) return;
@@ -322,13 +295,17 @@ void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* r
   if (seq) {
     auto go = [&](auto addr) {
       constexpr int A = decltype(addr)::value;
-      if (vec4) launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 4, A>, grid, detail::kFwdBlock, st, p, mirror,
-                                  beside);
-      else launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 1, A>, grid, detail::kFwdBlock, st, p, mirror,
-                                beside);
+      if (vec4) launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 4, A>, grid, detail::kFwdBlock, st, p, mirror);
+      else launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 1, A>, grid, detail::kFwdBlock, st, p, mirror);
     };
+    constexpr int kFit = detail::kProbeFitBlocks;
     if (p.addr == kAddrUnique) go(std::integral_constant<int, kAddrUnique>{});
-    else if (p.addr == kAddrProbe) go(std::integral_constant<int, kAddrProbe>{});
+    else if (p.addr == kAddrProbe && g_probe_fit.load() == 1) {
+      if (vec4) launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 4, kAddrProbe, kFit>, grid, detail::kFwdBlock,
+                                  st, p, mirror);
+      else launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 1, kAddrProbe, kFit>, grid, detail::kFwdBlock, st,
+                            p, mirror);
+    } else if (p.addr == kAddrProbe) go(std::integral_constant<int, kAddrProbe>{});
     else go(std::integral_constant<int, kAddrRowp>{});
   } else {
     if (vec4) launch_maybe_pdl(p.pdl, detail::pooled_kernel<V, O, 4>, grid, detail::kFwdBlock, st, p, mirror);
@@ -339,14 +316,12 @@ void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* r
 
 template <int V, int O>
 void launch_forward(const ForwardParams& p, bool vec4, void* stream) {
-  launch_forward_mirrored<V, O>(p, vec4, nullptr, nullptr, 0, stream, false);
+  launch_forward_mirrored<V, O>(p, vec4, nullptr, nullptr, 0, stream);
 }
 
 #define DYNAMICEMB_LOOKUP_FWD(V, O)                                             \
   template void launch_forward<V, O>(const ForwardParams&, bool, void*); \
-  template void launch_forward_mirrored<V, O>(const ForwardParams&, bool, const int64_t*, int64_t*, int, void*, \
-                                              bool);                                                        \
-  template void launch_eval_verdict<V, O>(const ForwardParams&, const int32_t*, int, void*);
+  template void launch_forward_mirrored<V, O>(const ForwardParams&, bool, const int64_t*, int64_t*, int, void*);
 DYNAMICEMB_LOOKUP_FWD(kValueFp32, kValueFp32)
 DYNAMICEMB_LOOKUP_FWD(kValueFp32, kValueFp16)
 DYNAMICEMB_LOOKUP_FWD(kValueFp32, kValueBf16)

@@ -111,9 +111,6 @@ __global__ void __launch_bounds__(kKeysBlock) seg_keys_hist_kernel(BackwardParam
     const int64_t i = base + r * kKeysBlock;
     u[r] = i < p.n ? p.inverse[i] : -1;
   }
-#pragma unroll
-  for (int r = 0; r < kKeysPer; ++r)  // a repeat left to its readers (a dedup without its resolve pass)
-    if (u[r] <= -2) u[r] = p.inverse[-static_cast<int64_t>(u[r]) - 2];
   __syncthreads();
   const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -165,7 +162,6 @@ __global__ void __launch_bounds__(kSegBlock) seg_keys_kernel(BackwardParams p) {
   if (i == 0) p.seg_start[p.n] = 0;  // the valid entries' total (seg_bounds sets it when there are any)
   if (i >= p.n) return;
   int32_t u = p.inverse[i];
-  if (u <= -2) u = p.inverse[-static_cast<int64_t>(u) - 2];  // a repeat left to its readers (no resolve pass)
   if (p.pooling != kPoolNone) {
     const int64_t lo = seg_clamp(p.offsets[0], p.n), hi = seg_clamp(p.offsets[p.num_bags], p.n);
     if (i < lo || i >= hi) u = -1;

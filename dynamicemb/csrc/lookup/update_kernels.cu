@@ -92,8 +92,7 @@ __global__ void __launch_bounds__(kScatterBlock, 1) scatter_kernel(BackwardParam
       if (p.direct) {
         tgt = p.rowp[i];
       } else {
-        int32_t u = p.inverse[i];
-        if (u <= -2) u = p.inverse[-static_cast<int64_t>(u) - 2];  // a repeat left to its readers (no resolve pass)
+        const int32_t u = p.inverse[i];
         if (u >= 0) tgt = reinterpret_cast<uint64_t>(p.gsum + u * p.gsum_stride);
       }
       if (p.psw) wt = p.psw[i];

@@ -40,13 +40,10 @@ __device__ __forceinline__ void fail(const ValidateParams& p, bool& seen, accel:
 // of ids, offsets and lengths read with 4x the loads in flight of one item at a time.
 constexpr int kCheckUnroll = 4;
 
-// kBeside: launched as a programmatic dependent of an eval's forward (which lets it start at once); it reads only
-// the step's inputs, and waits for the forward before it ends, so the verdict pass after it follows both.
-template <bool kBeside>
 __global__ void __launch_bounds__(kCheckBlock) validate_kernel(ValidateParams p, accel::DeviceErrorBlock* block,
                                                                int device) {
   constexpr int U = kCheckUnroll;
-  if (!kBeside && p.pdl) pdl_launch_dependents();
+  if (p.pdl) pdl_launch_dependents();
   const int64_t items = p.n > p.num_bags + 1 ? p.n : p.num_bags + 1;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kCheckBlock;
   bool seen = false;  // this thread saw a violation that empties the batch
@@ -102,7 +99,6 @@ __global__ void __launch_bounds__(kCheckBlock) validate_kernel(ValidateParams p,
     const int any = __syncthreads_or(seen);
     if (threadIdx.x == 0) p.block_bad[blockIdx.x] = any;
   }
-  if (kBeside) pdl_wait();
 }
 
 __global__ void report_nonfinite_kernel(const int64_t* counts, int64_t* seen, accel::DeviceErrorBlock* block,
@@ -147,31 +143,15 @@ void clear_error_claim(int device, void* stream) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb: clear_device_error: ") + cudaGetErrorString(e));
 }
 
-namespace {
-unsigned validate_blocks(const ValidateParams& p) {
+int launch_validate(const ValidateParams& p, void* stream) {
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
   const int64_t items = p.n > p.num_bags + 1 ? p.n : p.num_bags + 1;
   const unsigned grid = blocks_for(items, detail::kCheckBlock * detail::kCheckUnroll);
   unsigned cap = static_cast<unsigned>(persistent_blocks(2048 / detail::kCheckBlock));
   if (p.block_bad != nullptr && cap > static_cast<unsigned>(kValidateSlots)) cap = kValidateSlots;
-  return grid < cap ? grid : cap;
-}
-}  // namespace
-
-int launch_validate(const ValidateParams& p, void* stream) {
-  cudaStream_t st = static_cast<cudaStream_t>(stream);
-  const unsigned blocks = validate_blocks(p);
-  detail::validate_kernel<false><<<blocks, detail::kCheckBlock, 0, st>>>(
+  const unsigned blocks = grid < cap ? grid : cap;
+  detail::validate_kernel<<<blocks, detail::kCheckBlock, 0, st>>>(
       p, accel::device_error_block<detail::ErrorTag>(), detail::current_device());
-  check_launch("validate");
-  return static_cast<int>(blocks);
-}
-
-// (declared in dynamicemb/csrc/ops/forward_mirror.h) The checks beside an eval's forward: a programmatic dependent
-// of it writing p.block_bad (required), ended after it.
-int launch_validate_beside(const ValidateParams& p, void* stream) {
-  const unsigned blocks = validate_blocks(p);
-  launch_maybe_pdl(true, detail::validate_kernel<true>, blocks, detail::kCheckBlock, static_cast<cudaStream_t>(stream),
-                   p, accel::device_error_block<detail::ErrorTag>(), detail::current_device());
   check_launch("validate");
   return static_cast<int>(blocks);
 }

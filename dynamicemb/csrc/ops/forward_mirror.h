@@ -8,27 +8,19 @@
 #include <cstdint>
 
 #include "dynamicemb/csrc/lookup/lookup_types.h"
-#include "dynamicemb/csrc/lookup/validate_types.h"
 
 namespace dynamicemb {
 namespace lookup {
 
 // launch_forward, plus the mirror's stores: refused_total (num_tables) device, refused_host (num_tables) pinned
-// host memory (device-mapped under UVA) or null for none. checks_beside (an eval's sequence probe launched as a
-// programmatic dependent): the forward lets the device checks start beside it (launch_validate_beside, then
-// launch_eval_verdict) and reads no verdict itself.
+// host memory (device-mapped under UVA) or null for none.
 template <int V, int O>
 void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* refused_total, int64_t* refused_host,
-                             int num_tables, void* stream, bool checks_beside);
+                             int num_tables, void* stream);
 
-// The checks beside an eval's forward launched with checks_beside (validate_kernels.cu): a programmatic dependent of
-// the forward that writes p.block_bad (required) and ends after the forward; returns its blocks.
-int launch_validate_beside(const ValidateParams& p, void* stream);
-
-// Their verdict (pool_kernels.cu): a programmatic dependent of launch_validate_beside's grid that rewrites every row
-// of a failing batch with its fallback value.
-template <int V, int O>
-void launch_eval_verdict(const ForwardParams& p, const int32_t* check_flags, int check_blocks, void* stream);
+// Lab (op _lookup_lab_eval; pool_kernels.cu): 1 (default) the eval's probing forward fitted to 8 blocks per SM,
+// 0 unfitted (7 blocks at its 70 registers); other values only read it. Returns the one before.
+int probe_fit_variant(int v);
 
 }  // namespace lookup
 }  // namespace dynamicemb

@@ -169,30 +169,8 @@ int64_t lookup_lab_mirror(int64_t variant) {
   return old;
 }
 
-// Lab: how an eval of a sequence (pooling none, no external skip flag) takes the device checks' verdict on sm90:
-// 0 a memset of the step's header, the checks set its flag, then the forward reads it; 1 (default) the forward
-// first, the checks beside it, then a verdict pass that rewrites a failing batch's rows with their fallback values
-// (the checks' 8.6 us under the forward's last wave, and the forward the call's first launch). Other values only
-// read it. Returns the one before.
-std::atomic<int> g_eval_checks{1};
-
-int64_t lookup_lab_eval(int64_t variant) {
-  const int old = g_eval_checks.load();
-  if (variant == 0 || variant == 1) g_eval_checks.store(static_cast<int>(variant));
-  return old;
-}
-
-// Lab: 1 (default) a sequence step with its CSR runs the dedup without its resolve pass: the forward, the CSR's
-// keys and the atomic scatter follow a repeat's inverse (-(claimer + 2)) to its claimer's unique themselves; 0 with
-// the pass; other values only read it. Returns the one before.
-std::atomic<int> g_no_resolve{1};
-constexpr int kDedupNoResolve = 64;  // dedup_kernels.cu's lab flag
-
-int64_t lookup_lab_no_resolve(int64_t variant) {
-  const int old = g_no_resolve.load();
-  if (variant == 0 || variant == 1) g_no_resolve.store(static_cast<int>(variant));
-  return old;
-}
+// Lab: the eval's probing forward fitted to 8 blocks per SM (1, default) or not (0); forward_mirror.h.
+int64_t lookup_lab_eval(int64_t variant) { return probe_fit_variant(static_cast<int>(variant)); }
 
 int64_t lookup_dedup_set_size(int64_t n) {
   ACCEL_CHECK(n >= 0, "n: expected >= 0 ids, got ", n);
@@ -548,13 +526,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // flags and the external flag, count, refused, pending) and advances the step clocks: no memset, no begin_step
   const bool header_by_clear = n > 0 && !probe;
   const auto* skip_in = skip.has_value() ? static_cast<const int32_t*>(skip->data_ptr()) : staged_skip;
-  const int dflags = dedup_flags_variant(-1);
-  const bool pdl_step = (dflags & kDedupPdl) && (dflags & kStepPdl) && pdl_supported();
-  // an eval's probe without an external flag: with the checks beside the forward (their own block slots, read by
-  // the verdict pass after them) or without checks, nothing reads the header: no memset
-  const bool checks_beside = probe && skip_in == nullptr && validate && pdl_step && g_eval_checks.load() == 1;
-  const bool header_unread = probe && skip_in == nullptr && (checks_beside || !validate);
-  if (!header_by_clear && !header_unread) {
+  if (!header_by_clear) {
     zero_async(ws.data_ptr(), static_cast<size_t>(l.header), stream);  // skip, count, refused
     // an external skip flag (a device staging that could not stage every id: the step inserts and updates nothing)
     if (skip_in != nullptr) copy_async(a.skip, skip_in, sizeof(int32_t), stream);
@@ -563,10 +535,12 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   const auto* id_ptr = static_cast<const uint64_t*>(ids.data_ptr());
   const auto* off_ptr = static_cast<const int64_t*>(offsets.data_ptr());
   int check_blocks = 0;
-  // (kStepPdl with kDedupPdl, pdl_step above: the checks, the clear pass, the insert pass's resolve and the forward
-  // as programmatic dependents; the clear pass's early set fill only behind the checks' kernel)
-  ValidateParams v{};
+  // lab kStepPdl (with kDedupPdl): the checks, the clear pass, the insert pass's resolve and the forward as
+  // programmatic dependents (the clear pass's early set fill only behind the checks' kernel)
+  const int dflags = dedup_flags_variant(-1);
+  const bool pdl_step = (dflags & kDedupPdl) && (dflags & kStepPdl) && pdl_supported();
   if (validate) {
+    ValidateParams v{};
     v.ids = id_ptr;
     v.n = n;
     v.uint64_keys = ids.scalar_type() == ScalarType::UInt64;
@@ -576,9 +550,9 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     v.lengths_only = flags & kStepLengthsOnly;
     v.psw = pw;
     v.bad = a.skip;
-    v.block_bad = header_by_clear || checks_beside ? a.check_flags : nullptr;
+    v.block_bad = header_by_clear ? a.check_flags : nullptr;
     v.pdl = pdl_step;
-    if (!checks_beside) check_blocks = launch_validate(v, stream);
+    check_blocks = launch_validate(v, stream);
   }
   DedupParams d{};
   d.ids = id_ptr;
@@ -630,7 +604,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     slot_row = torch::stable::new_empty(ids, {cap}, ScalarType::Long);
     d.slot_row = static_cast<int64_t*>(slot_row.data_ptr());
   }
-  if (via_unique && g_no_resolve.load() == 1) d.flags |= kDedupNoResolve;
   if (!probe) launch_dedup(d, stream);
   SideJoin side;
   if (a.csr) {
@@ -685,7 +658,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   f.inverse = a.inverse;
   f.urow = a.urow;
   f.utables = a.utables;
-  f.skip = checks_beside ? nullptr : d.skip;
+  f.skip = d.skip;
   f.pdl = pdl_step;
   const bool vec4 = flags & kStepVec4;
   // hybrid tables: the forward reads the `dim` columns of its host rows from HBM scratch rows, copied in host order
@@ -711,11 +684,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     if (host_rows) launch_host_stage_in(hs, stream);
     dispatch_value(out_kind, [&](auto O) {
       launch_forward_mirrored<V.value, O.value>(f, vec4, static_cast<const int64_t*>(refused_total.data_ptr()), mirror,
-                                                static_cast<int>(T), stream, checks_beside);
-      if (checks_beside) {
-        check_blocks = launch_validate_beside(v, stream);
-        launch_eval_verdict<V.value, O.value>(f, a.check_flags, check_blocks, stream);
-      }
+                                                static_cast<int>(T), stream);
     });
   });
   if (refused_host != 0 && train && mirror == nullptr) {
@@ -929,7 +898,6 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_dedup(int variant) -> int");
   m.def("_lookup_lab_mirror(int variant) -> int");
   m.def("_lookup_lab_eval(int variant) -> int");
-  m.def("_lookup_lab_no_resolve(int variant) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -949,7 +917,6 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
   m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
   m.impl("_lookup_lab_eval", TORCH_BOX(&dynamicemb::lookup::lookup_lab_eval));
-  m.impl("_lookup_lab_no_resolve", TORCH_BOX(&dynamicemb::lookup::lookup_lab_no_resolve));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
