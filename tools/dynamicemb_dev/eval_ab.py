@@ -1,16 +1,18 @@
 """Issue 35's eval at NVIDIA's config (benchmarks/embedding.py --preset nvidia: 10 tables x 104,857 ids, D128 fp32,
-pooling none) counted part by part, and the training step eager against a CUDA graph, in one process.
+pooling none) counted part by part, and the training step, in one process, under the values of a build's lab ops
+(an op of namespace dynamicemb taking an int, returning the value before: --eval-lab, --train-lab; a variant "-" is
+the build's default, e.g. main's wheel, which may have no such op).
 
-Eval, per variant of op _lookup_lab_eval ("-": the build's default, e.g. main's wheel, which has no such op): the
-benchmark's figure (one call between two CUDA events, the host's issue inside, median), steady (events around
---reps calls queued behind 5), the call as a CUDA graph replay (events), the host's issue per call (behind a GPU
-sleep), and from profiles: the device span / busy per call with the host ahead and every kernel's time, and for
-synchronized calls the time from the Python call to the device's first operation and to the forward kernel's start.
-Train (--train sgd,adam): per value of op _lookup_lab_no_resolve (--train-variants), steady, span / busy and the
-device ops, the largest idle gaps; with --graph also the first variant's step as a replayed CUDA graph (the host's
-share of the device timeline: launch gaps; a capture builds the CSR on the main stream). Run (GPU):
-    python3 -P tools/dynamicemb_dev/eval_ab.py --bench benchmarks --variants=-,0,1,2,3 --train sgd,adam \
-        --train-variants=0,1 --graph
+Eval, per variant: the benchmark's figure (one call between two CUDA events, the host's issue inside, median),
+steady (events around --reps calls queued behind 5), the call as a CUDA graph replay (events), the host's issue per
+call (behind a GPU sleep), and from profiles: the device span / busy per call with the host ahead and every
+kernel's time, for synchronized calls the time from the Python call to the device's first operation and to the
+forward kernel's start, and the host's parts (our op, allocations, CUDA runtime calls). Train (--train sgd,adam):
+per variant of --train-lab (--train-variants), steady, span / busy and the device ops, the largest idle gaps; with
+--graph also the first variant's step as a replayed CUDA graph (a capture builds the CSR on the main stream).
+Run (GPU; session 21's lab builds had _lookup_lab_eval and _lookup_lab_no_resolve, docs/dynamicemb.md):
+    python3 -P tools/dynamicemb_dev/eval_ab.py --bench benchmarks --variants=-,0,1 --eval-lab _lookup_lab_eval \
+        --train sgd,adam --train-variants=0,1 --train-lab _lookup_lab_no_resolve
 """
 
 from __future__ import annotations
@@ -101,7 +103,9 @@ def main():
     p.add_argument("--bench", default="benchmarks")
     p.add_argument("--variants", default="-")
     p.add_argument("--train", default="", help="optimizers whose training step is measured")
-    p.add_argument("--train-variants", default="-", help="values of op _lookup_lab_no_resolve ('-': the default)")
+    p.add_argument("--eval-lab", default="_lookup_lab_eval", help="the lab op the eval variants set")
+    p.add_argument("--train-lab", default="_lookup_lab_no_resolve", help="the lab op the train variants set")
+    p.add_argument("--train-variants", default="-", help="values of --train-lab ('-': the build's default)")
     p.add_argument("--graph", action="store_true", help="also the first train variant as a CUDA graph replay")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--reps", type=int, default=30)
@@ -116,7 +120,7 @@ def main():
     from pipelined_gaps import device_ops, gaps_of  # noqa: E402
     from steady_ab import kernel_times, print_kernel_table  # noqa: E402
 
-    lab = getattr(torch.ops.dynamicemb, "_lookup_lab_eval", None)
+    lab = getattr(torch.ops.dynamicemb, a.eval_lab, None)
     v0 = lab(-1) if lab is not None else None
     tag = f"{a.label} " if a.label else ""
     dev = torch.device("cuda")
@@ -154,7 +158,7 @@ def main():
         for v in variants:
             if v != "-":
                 if lab is None:
-                    raise SystemExit(f"variant {v}: this build has no op _lookup_lab_eval")
+                    raise SystemExit(f"variant {v}: this build has no op {a.eval_lab}")
                 lab(int(v))
             elif lab is not None:
                 lab(v0)
@@ -204,13 +208,13 @@ def main():
         del m
         torch.cuda.empty_cache()
 
-    nr = getattr(torch.ops.dynamicemb, "_lookup_lab_no_resolve", None)
+    nr = getattr(torch.ops.dynamicemb, a.train_lab, None)
     nr0 = nr(-1) if nr is not None else None
     tvars = [v for v in a.train_variants.split(",") if v]
 
     def use(v):
         if v != "-" and nr is None:
-            raise SystemExit(f"train variant {v}: this build has no op _lookup_lab_no_resolve")
+            raise SystemExit(f"train variant {v}: this build has no op {a.train_lab}")
         if nr is not None:
             nr(nr0 if v == "-" else int(v))
 
@@ -244,7 +248,7 @@ def main():
                 print(f"{opt_name}: CUDA graph capture failed: {e}")
         use("-")
         rows = list(r)
-        print(f"\n### {tag}{opt_name} step: no-resolve variants (op _lookup_lab_no_resolve; '-' the build's default)"
+        print(f"\n### {tag}{opt_name} step: variants of op {a.train_lab} ('-' the build's default)"
               f"{' and the first as a CUDA graph replay' if a.graph else ''} (ms per step; steady: median of "
               f"{a.rounds} interleaved rounds of {a.reps} steps queued behind 5; span / busy of {a.steps} steps "
               f"behind a GPU sleep)")

@@ -10,7 +10,7 @@ those columns' metrics: fewer replay passes, so the Adam step's 16 GB of rows fi
     python3 tools/dynamicemb_dev/step_ncu.py --table ncu.csv [--tbs 4.27]
 With --variant D the steps run under the dedup flags D (op _lookup_lab_dedup) of builds that have it; a list D1,D2
 profiles one step per variant on the same module. --opt eval profiles an eval call after five SGD steps (its variants:
-op _lookup_lab_eval's ways). With the access metrics (sectors per request of global loads /
+op _lookup_lab_eval's values, in builds that have it). With the access metrics (sectors per request of global loads /
 stores: l1tex__t_{sectors,requests}_pipe_lsu_mem_global_op_{ld,st}.sum; L2 read / write misses from the SMs:
 lts__t_sectors_srcunit_tex_op_{read,write}_lookup_miss.sum) --table adds a second table of them.
 """

@@ -8,7 +8,6 @@
 // the row-address pass (rowp), the dedup's unique of the id (inverse -> urow, utables: the training step whose
 // backward is segmented, so no row-address pass runs), or its own read-only probe of the id's table (eval: no dedup
 // and no find pass at all; each lane probes its id's bucket, hot ids re-probe from L2).
-#include <atomic>
 #include <type_traits>
 
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
@@ -188,9 +187,8 @@ __device__ __forceinline__ uint64_t id_row(const ForwardParams& p, int64_t i, bo
   }
 }
 
-// MINB: blocks per SM the kernel is fitted to (registers); the eval's probe (kAddrProbe) takes kProbeFitBlocks.
-template <int V, int O, int N, int ADDR, int MINB = 1>
-__global__ void __launch_bounds__(kFwdBlock, MINB) sequence_kernel(ForwardParams p, RefusalMirror mirror) {
+template <int V, int O, int N, int ADDR>
+__global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p, RefusalMirror mirror) {
   if (p.pdl) pdl_wait();
   store_mirror(mirror);
   using T = typename Val<V>::T;
@@ -266,22 +264,7 @@ __global__ void __launch_bounds__(kFwdBlock, MINB) sequence_kernel(ForwardParams
   }
 }
 
-// The eval's probing forward fitted to 8 blocks of kFwdBlock per SM (64 registers, 50 % occupancy; unfitted it
-// takes 70 registers, 7 blocks): more warps to hide the probes' dependent loads.
-constexpr int kProbeFitBlocks = 8;
-
 }  // namespace detail
-
-namespace {
-std::atomic<int> g_probe_fit{1};
-}
-
-// (declared in dynamicemb/csrc/ops/forward_mirror.h)
-int probe_fit_variant(int v) {
-  const int old = g_probe_fit.load();
-  if (v == 0 || v == 1) g_probe_fit.store(v);
-  return old;
-}
 
 template <int V, int O>
 void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* refused_total, int64_t* refused_host,
@@ -298,14 +281,8 @@ void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* r
       if (vec4) launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 4, A>, grid, detail::kFwdBlock, st, p, mirror);
       else launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 1, A>, grid, detail::kFwdBlock, st, p, mirror);
     };
-    constexpr int kFit = detail::kProbeFitBlocks;
     if (p.addr == kAddrUnique) go(std::integral_constant<int, kAddrUnique>{});
-    else if (p.addr == kAddrProbe && g_probe_fit.load() == 1) {
-      if (vec4) launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 4, kAddrProbe, kFit>, grid, detail::kFwdBlock,
-                                  st, p, mirror);
-      else launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 1, kAddrProbe, kFit>, grid, detail::kFwdBlock, st,
-                            p, mirror);
-    } else if (p.addr == kAddrProbe) go(std::integral_constant<int, kAddrProbe>{});
+    else if (p.addr == kAddrProbe) go(std::integral_constant<int, kAddrProbe>{});
     else go(std::integral_constant<int, kAddrRowp>{});
   } else {
     if (vec4) launch_maybe_pdl(p.pdl, detail::pooled_kernel<V, O, 4>, grid, detail::kFwdBlock, st, p, mirror);

@@ -18,9 +18,5 @@ template <int V, int O>
 void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* refused_total, int64_t* refused_host,
                              int num_tables, void* stream);
 
-// Lab (op _lookup_lab_eval; pool_kernels.cu): 1 (default) the eval's probing forward fitted to 8 blocks per SM,
-// 0 unfitted (7 blocks at its 70 registers); other values only read it. Returns the one before.
-int probe_fit_variant(int v);
-
 }  // namespace lookup
 }  // namespace dynamicemb
