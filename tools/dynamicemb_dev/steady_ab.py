@@ -36,6 +36,23 @@ def kernel_times(path, steps):
     return per
 
 
+def print_kernel_table(title, cols, times, limit=None, label="kernel"):
+    """A markdown table of device ms per op (rows: the ops of every column, each column's largest first; at most
+    `limit`) for `cols` with `times` {col: {op name: ms}}."""
+    from embedding_step_profile import short
+
+    names = []
+    for c in cols:
+        for k in sorted(times[c], key=lambda k: -times[c][k]):
+            if k not in names:
+                names.append(k)
+    print(f"\n{title}")
+    print(f"| {label} | " + " | ".join(cols) + " |")
+    print("|---|" + "---:|" * len(cols))
+    for k in names[:limit]:
+        print(f"| {short(k.split('(')[0], 60)} | " + " | ".join(f"{times[c].get(k, 0.0):.4f}" for c in cols) + " |")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bench", default="benchmarks")
@@ -52,7 +69,6 @@ def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_util import event_ms  # noqa: E402
     from embedding import gpu_warmup, make_batch  # noqa: E402
-    from embedding_step_profile import short  # noqa: E402
     from pipelined_gaps import device_ops, gaps_of  # noqa: E402
     from lab_variants import preset_step  # noqa: E402
     from torch.profiler import ProfilerActivity, profile  # noqa: E402
@@ -137,17 +153,8 @@ def main():
             r = res[v]
             print(f"| {v} | {statistics.median(r['steady']):.4f} | {' '.join(f'{x:.4f}' for x in r['steady'])} | "
                   f"{r['span']:.4f} | {r['busy']:.4f} | {statistics.median(r['sync']):.4f} |")
-        names = []
-        for v in variants:
-            for k in sorted(res[v]["kernels"], key=lambda k: -res[v]["kernels"][k]):
-                if k not in names:
-                    names.append(k)
-        print(f"\n{tag}{opt_name}: kernels with the host ahead (ms per step)")
-        print("| kernel | " + " | ".join(variants) + " |")
-        print("|---|" + "---:|" * len(variants))
-        for k in names:
-            print(f"| {short(k.split('(')[0], 60)} | " + " | ".join(f"{res[v]['kernels'].get(k, 0.0):.4f}"
-                                                               for v in variants) + " |")
+        print_kernel_table(f"{tag}{opt_name}: kernels with the host ahead (ms per step)", variants,
+                           {v: res[v]["kernels"] for v in variants})
         sys.stdout.flush()
         out_json[opt_name] = {v: {k: x for k, x in r.items()} for v, r in res.items()}
         del m

@@ -9,7 +9,8 @@ those columns' metrics: fewer replay passes, so the Adam step's 16 GB of rows fi
         python3 -P tools/dynamicemb_dev/step_ncu.py --bench benchmarks --opt sgd,adam > ncu.csv
     python3 tools/dynamicemb_dev/step_ncu.py --table ncu.csv [--tbs 4.27]
 With --variant D the steps run under the dedup flags D (op _lookup_lab_dedup) of builds that have it; a list D1,D2
-profiles one step per variant on the same module. With the access metrics (sectors per request of global loads /
+profiles one step per variant on the same module. --opt eval profiles an eval call after five SGD steps (its variants:
+op _lookup_lab_eval's values, in builds that have it). With the access metrics (sectors per request of global loads /
 stores: l1tex__t_{sectors,requests}_pipe_lsu_mem_global_op_{ld,st}.sum; L2 read / write misses from the SMs:
 lts__t_sectors_srcunit_tex_op_{read,write}_lookup_miss.sum) --table adds a second table of them.
 """
@@ -41,7 +42,7 @@ def steps(a):
     batches = [(i.to(dev), o.to(dev)) for i, o in batches]
     cudart = torch.cuda.cudart()
     for opt_name in a.opt.split(","):
-        opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
+        opt = SGD(lr=0.01) if opt_name in ("sgd", "eval") else Adam(lr=1e-3)
         tables = [DynamicEmbTableOptions(dim=D, max_capacity=1 << 20, on_refused="zero")] * T
         m = BatchedDynamicEmbeddingTables(tables, pooling="none", optimizer=opt, device=dev)
         g = None
@@ -52,6 +53,25 @@ def steps(a):
                 g = torch.ones_like(out)
             out.backward(g)
         torch.cuda.synchronize()
+        if opt_name == "eval":  # one eval call per variant (op _lookup_lab_eval) after the training steps
+            m.eval()
+            lab = getattr(torch.ops.dynamicemb, "_lookup_lab_eval", None)
+            old = lab(-1) if lab is not None else None
+            with torch.no_grad():
+                for v in variants:
+                    if v >= 0 and lab is not None:
+                        lab(v)
+                    m(*batches[1])
+                    torch.cuda.synchronize()
+                    cudart.cudaProfilerStart()
+                    m(*batches[0])
+                    torch.cuda.synchronize()
+                    cudart.cudaProfilerStop()
+                    print(f"# profiled one eval call, variant {v}", file=sys.stderr)
+            if lab is not None:
+                lab(old)
+            del m, out
+            continue
         for k, v in enumerate(variants):
             if v >= 0:
                 torch.ops.dynamicemb._lookup_lab_dedup(v)
@@ -141,8 +161,9 @@ def table(path, tbs):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bench", default="benchmarks")
-    p.add_argument("--opt", default="sgd,adam")
-    p.add_argument("--variant", default="-1", help="dedup flags, or a list: one profiled step per variant")
+    p.add_argument("--opt", default="sgd,adam", help="sgd, adam: a training step; eval: an eval call after 5 SGD steps")
+    p.add_argument("--variant", default="-1", help="dedup flags (eval: op _lookup_lab_eval's ways), or a list: one "
+                   "profiled step per variant")
     p.add_argument("--table", help="print the table of this ncu CSV (--csv --page raw --print-units base)")
     p.add_argument("--tbs", type=float, default=4.27, help="DRAM bandwidth of the floor column, TB/s")
     a = p.parse_args()
