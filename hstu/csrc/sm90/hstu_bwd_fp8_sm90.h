@@ -95,6 +95,12 @@ constexpr int kFp8BwdRedKeep = 1048576;
 // Not timing-only (bit-equal gradients): whether tile i + 1 is full (tile_full: no mask bits, no selects) decided in
 // iteration i under its GEMMs instead of at the top of iteration i + 1 (shared loads of the sequence's fields).
 constexpr int kFp8BwdFullNext = 4194304;
+// Not timing-only (the same gradients up to the order of dQ's fp32 additions; with kFp8BwdDqRedV4): a warp's dQ part
+// (the 4 KB of its fragment-ordered group block, contiguous in the workspace) stored to a shared-memory slot by 8
+// conflict-free 16-byte stores and added by one 1-D bulk reduce-add (cp.reduce.async.bulk .add.f32), instead of 8
+// red.global.add.v4 that hold their 32 source registers until the LSU takes them (the next tile's dP^T accumulators:
+// the loop top waited for them).
+constexpr int kFp8BwdDqBulk = 8388608;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -110,14 +116,17 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
   return nblk_k >= 128 ? 1 : gp < 1 ? 1 : gp > 16 ? 16 : gp;
 }
 // The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): bit 59 of
-// hstu_attn::fp8_bwd_sm90's `options` runs the kernel variant kFp8BwdFullNext (full_next; the op's diag argument,
-// when not 0, wins). Bit 60 is free. Measured in docs/hstu_kernel_notes.md. Bit 56 is the routing's
+// hstu_attn::fp8_bwd_sm90's `options` runs the kernel variant kFp8BwdFullNext (full_next), bit 60 kFp8BwdDqBulk
+// (dq_bulk), both bits both (the op's diag argument, when not 0, wins). Measured in docs/hstu_kernel_notes.md. Bit 56 is the routing's
 // kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads it).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 constexpr int64_t kOptFp8BwdFullNext = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFullNext;
+constexpr int64_t kOptFp8BwdDqBulk = int64_t{1} << 60;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFullNext | kOptFp8BwdDqBulk;
 constexpr int kFp8BwdLptGroupCtas = 256;
-constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdFullNext) ? kFp8BwdFullNext : 0; }
+constexpr int fp8_bwd_option_diag(int64_t options) {
+  return ((options & kOptFp8BwdFullNext) ? kFp8BwdFullNext : 0) | ((options & kOptFp8BwdDqBulk) ? kFp8BwdDqBulk : 0);
+}
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
 // default and the option bit's variant; the timing-only and older feature variants (the phase split,
@@ -134,9 +143,10 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
                                               kFp8BwdDefault | kFp8BwdLateFence,
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
-                                              kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext>;
+                                              kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
+                                              kFp8BwdDqBulk, kFp8BwdFullNext | kFp8BwdDqBulk>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFullNext>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFullNext, kFp8BwdDqBulk, kFp8BwdFullNext | kFp8BwdDqBulk>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
