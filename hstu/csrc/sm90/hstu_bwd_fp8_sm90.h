@@ -101,6 +101,9 @@ constexpr int kFp8BwdFullNext = 4194304;
 // red.global.add.v4 that hold their 32 source registers until the LSU takes them (the next tile's dP^T accumulators:
 // the loop top waited for them).
 constexpr int kFp8BwdDqBulk = 8388608;
+// Not timing-only (as kFp8BwdDqBulk; with it): the slot's bulk reduce-add issued in the next iteration, after the dS8
+// stores' proxy fence (one fence per tile for both instead of two).
+constexpr int kFp8BwdDqBulkLate = 16777216;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
