@@ -107,7 +107,7 @@ constexpr int kFp8BwdDqBulkLate = 16777216;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
-                               kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep;
+                               kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep | kFp8BwdFullNext;
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
@@ -118,17 +118,19 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
   const int gp = group_ctas / (nblk_k > 0 ? nblk_k : 1);
   return nblk_k >= 128 ? 1 : gp < 1 ? 1 : gp > 16 ? 16 : gp;
 }
-// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): bit 59 of
-// hstu_attn::fp8_bwd_sm90's `options` runs the kernel variant kFp8BwdFullNext (full_next), bit 60 kFp8BwdDqBulk
-// (dq_bulk), both bits both (the op's diag argument, when not 0, wins). Measured in docs/hstu_kernel_notes.md. Bit 56 is the routing's
+// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): the field at bits 59-60 of
+// hstu_attn::fp8_bwd_sm90's `options` runs 1: the default without kFp8BwdFullNext (main_kernel: the default
+// before), 2: with kFp8BwdDqBulk (dq_bulk), 3: with kFp8BwdDqBulk | kFp8BwdDqBulkLate (dq_bulk_late); the op's diag
+// argument, when not 0, wins. Measured in docs/hstu_kernel_notes.md. Bit 56 is the routing's
 // kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads it).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-constexpr int64_t kOptFp8BwdFullNext = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdDqBulk = int64_t{1} << 60;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFullNext | kOptFp8BwdDqBulk;
+constexpr int kOptFp8BwdVarShift = 59;
+constexpr int64_t kOptFp8BwdVar = int64_t{3} << kOptFp8BwdVarShift;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdVar;
 constexpr int kFp8BwdLptGroupCtas = 256;
 constexpr int fp8_bwd_option_diag(int64_t options) {
-  return ((options & kOptFp8BwdFullNext) ? kFp8BwdFullNext : 0) | ((options & kOptFp8BwdDqBulk) ? kFp8BwdDqBulk : 0);
+  constexpr int kDiags[4] = {0, kFp8BwdFullNext, kFp8BwdDqBulk, kFp8BwdDqBulk | kFp8BwdDqBulkLate};
+  return kDiags[(options & kOptFp8BwdVar) >> kOptFp8BwdVarShift];
 }
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
@@ -147,9 +149,10 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdLateFence,
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
-                                              kFp8BwdDqBulk, kFp8BwdFullNext | kFp8BwdDqBulk>;
+                                              kFp8BwdDqBulk, kFp8BwdDqBulk | kFp8BwdDqBulkLate>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFullNext, kFp8BwdDqBulk, kFp8BwdFullNext | kFp8BwdDqBulk>;
+using Fp8BwdDiagBuilt =
+    std::integer_sequence<int, 0, kFp8BwdFullNext, kFp8BwdDqBulk, kFp8BwdDqBulk | kFp8BwdDqBulkLate>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
