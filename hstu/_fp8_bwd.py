@@ -230,11 +230,9 @@ def hstu_attn_fp8_backward_reference(
 
 
 # ------------------------------------------------------------------------------------------------ routing
-#: the Hopper FP8 backward's private A/B (the field at bits 59-60 of `options`, hstu_bwd_fp8_sm90.h kOptFp8BwdVar):
-#: the default kernel without its newest feature (the next tile's full-tile test one iteration early), with dQ added
-#: by one bulk reduce-add per warp from shared memory, and with that reduce-add issued an iteration later (the
-#: default's gradients; dq up to its fp32 additions' order)
-FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59, "dq_bulk": 2 << 59, "dq_bulk_late": 3 << 59}
+#: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
+#: none at present (the last ones and their measurements: docs/hstu_kernel_notes.md)
+FP8_BWD_VARIANT_BITS = {}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

@@ -95,15 +95,6 @@ constexpr int kFp8BwdRedKeep = 1048576;
 // Not timing-only (bit-equal gradients): whether tile i + 1 is full (tile_full: no mask bits, no selects) decided in
 // iteration i under its GEMMs instead of at the top of iteration i + 1 (shared loads of the sequence's fields).
 constexpr int kFp8BwdFullNext = 4194304;
-// Not timing-only (the same gradients up to the order of dQ's fp32 additions; with kFp8BwdDqRedV4): a warp's dQ part
-// (the 4 KB of its fragment-ordered group block, contiguous in the workspace) stored to a shared-memory slot by 8
-// conflict-free 16-byte stores and added by one 1-D bulk reduce-add (cp.reduce.async.bulk .add.f32), instead of 8
-// red.global.add.v4 that hold their 32 source registers until the LSU takes them (the next tile's dP^T accumulators:
-// the loop top waited for them).
-constexpr int kFp8BwdDqBulk = 8388608;
-// Not timing-only (as kFp8BwdDqBulk; with it): the slot's bulk reduce-add issued in the next iteration, after the dS8
-// stores' proxy fence (one fence per tile for both instead of two).
-constexpr int kFp8BwdDqBulkLate = 16777216;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -118,25 +109,17 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
   const int gp = group_ctas / (nblk_k > 0 ? nblk_k : 1);
   return nblk_k >= 128 ? 1 : gp < 1 ? 1 : gp > 16 ? 16 : gp;
 }
-// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): the field at bits 59-60 of
-// hstu_attn::fp8_bwd_sm90's `options` runs 1: the default without kFp8BwdFullNext (main_kernel: the default
-// before), 2: with kFp8BwdDqBulk (dq_bulk), 3: with kFp8BwdDqBulk | kFp8BwdDqBulkLate (dq_bulk_late); the op's diag
-// argument, when not 0, wins. Measured in docs/hstu_kernel_notes.md. Bit 56 is the routing's
-// kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads it).
+// The FP8 backward's bit of hstu_attn::fp8_bwd_sm90's `options`: bit 56 is the routing's kernel_options(fp8_bwd=False)
+// (hstu/_fp8.py; no kernel reads it). The op's private kernel variants are its diag argument (below; none in the
+// product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-constexpr int kOptFp8BwdVarShift = 59;
-constexpr int64_t kOptFp8BwdVar = int64_t{3} << kOptFp8BwdVarShift;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdVar;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant;
 constexpr int kFp8BwdLptGroupCtas = 256;
-constexpr int fp8_bwd_option_diag(int64_t options) {
-  constexpr int kDiags[4] = {0, kFp8BwdFullNext, kFp8BwdDqBulk, kFp8BwdDqBulk | kFp8BwdDqBulkLate};
-  return kDiags[(options & kOptFp8BwdVar) >> kOptFp8BwdVarShift];
-}
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default and the option bit's variant; the timing-only and older feature variants (the phase split,
-// tools/hstu_dev/fp8_bwd_split.py; kFp8BwdStages3 | kFp8BwdRedKeep: the default before both) only in builds with
-// HSTU_DEV_VARIANTS (--define hstu_dev=1).
+// default only; the timing-only and older feature variants (the phase split, tools/hstu_dev/fp8_bwd_split.py;
+// kFp8BwdFullNext: the default without it, main 95270e5's kernel) only in builds with HSTU_DEV_VARIANTS
+// (--define hstu_dev=1).
 #ifdef HSTU_DEV_VARIANTS
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
                                               kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
@@ -148,11 +131,9 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
                                               kFp8BwdDefault | kFp8BwdLateFence,
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
-                                              kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
-                                              kFp8BwdDqBulk, kFp8BwdDqBulk | kFp8BwdDqBulkLate>;
+                                              kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext>;
 #else
-using Fp8BwdDiagBuilt =
-    std::integer_sequence<int, 0, kFp8BwdFullNext, kFp8BwdDqBulk, kFp8BwdDqBulk | kFp8BwdDqBulkLate>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

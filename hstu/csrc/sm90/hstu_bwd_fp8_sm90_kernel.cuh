@@ -38,10 +38,8 @@
 // (the kernel without the features above only): the proxy fences of the dS8 stores and the dQ staging one
 // iteration later, one for both (late_flush). kFp8BwdDqRedV4: dQ added from the registers by red.global.add.v4 into
 // the fragment-ordered workspace (no staging; kFp8BwdRedKeep: their address registers kept live until the next
-// ones; kFp8BwdDqBulk: through a shared-memory slot per warp and one 1-D bulk reduce-add instead, kFp8BwdDqBulkLate:
-// that reduce-add issued an iteration later, after the dS8 stores' proxy fence, one fence for both). kFp8BwdLptGroups:
-// the 1-D grid of pair groups, key block 0 first. kFp8BwdFullNext: tile i + 1's full-tile test in iteration i. All
-// measured in docs/hstu_kernel_notes.md.
+// ones). kFp8BwdLptGroups: the 1-D grid of pair groups, key block 0 first. kFp8BwdFullNext: tile i + 1's full-tile
+// test in iteration i. All measured in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
@@ -100,8 +98,7 @@ struct Fp8BwdTraits {
   // panels of 2 KB, the boxes of the dq_accum tensor map (bulk tensor reduce-adds, as the bf16 kernel).
   static constexpr int kDqWarpBytes = 4096;
   static constexpr int kOffDq = kOffdS + kdSBufs * kdSBytes;
-  // (kFp8BwdDqBulk: the same 4 KB per warp, its dQ part in fragment order for one 1-D bulk reduce-add)
-  static constexpr int kDqBytes = kCompact && (kVariant & kFp8BwdDqBulk) == 0 ? 0 : 8 * kDqWarpBytes;
+  static constexpr int kDqBytes = kCompact ? 0 : 8 * kDqWarpBytes;
   static constexpr int kAmaxSlots = 4;  // amax words of tiles j % 4: 8 consumer warps each
   static constexpr int kOffRed = kOffDq + kDqBytes;
   static constexpr int kBarOffset = kOffRed + kAmaxSlots * 32;
@@ -324,9 +321,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kStsmDs8 = (kDiag & kFp8BwdStsmDs8) != 0;
   constexpr bool kDqRed = (kDiag & kFp8BwdDqRedV4) != 0 && (kDiag & kFp8BwdDiagNoDq) == 0;
   constexpr bool kDqStaged = (kDiag & kFp8BwdDiagNoDq) == 0 && !kDqRed;  // dQ through shared memory + bulk reduces
-  constexpr bool kDqBulk = (kDiag & kFp8BwdDqBulk) != 0 && kDqRed;  // (its address: lane 0's, no kept registers)
-  constexpr bool kDqBulkLate = (kDiag & kFp8BwdDqBulkLate) != 0 && kDqBulk;
-  constexpr bool kRedKeep = (kDiag & kFp8BwdRedKeep) != 0 && kDqRed && !kDqBulk;
+  constexpr bool kRedKeep = (kDiag & kFp8BwdRedKeep) != 0 && kDqRed;
   constexpr bool kFullNext = (kDiag & kFp8BwdFullNext) != 0;
 
   const int tid = threadIdx.x;
@@ -485,16 +480,6 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
   };
-  // kDqBulk: lane 0 adds the warp's slot (its stores made visible to the async proxy by every lane's fence before)
-  // to the 4 KB at blk by one 1-D bulk reduce-add.
-  auto dq_bulk_issue = [&](float* blk, uint32_t stg) {
-    if (lane == 0) {
-      asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], 4096;\n" ::"l"(blk),
-                   "r"(stg)
-                   : "memory");
-      bulk_commit();
-    }
-  };
   auto dq_stage = [&](const float(&acc)[32], int t, float scale, bool flush) {
     if constexpr (kDqRed) {  // fragment order: this warp's 16 rows are one group, its 64 columns block wg
       const int64_t g = dq_group_index(sq.q_start, b, tile_m0(t)) + warp;
@@ -504,28 +489,11 @@ __global__ void __launch_bounds__(384, 1)
         red_keep = a;
         red_g = g;
       }
-      if constexpr (kDqBulk) {  // the warp's 4 KB in the same order into its slot, then one bulk reduce-add
-        const uint32_t stg = opaque(base + C::kOffDq) + (4 * wg + warp) * C::kDqWarpBytes;
-        if (lane == 0) bulk_wait_read0();  // this warp's previous bulk reduce-add has read the slot
-        __syncwarp();
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          st_shared_v4_f32(stg + 512 * j + 16 * lane, acc[4 * j] * scale, acc[4 * j + 1] * scale,
-                           acc[4 * j + 2] * scale, acc[4 * j + 3] * scale);
-        }
-        if (flush) {  // (kDqBulkLate: in the loop, issued by dq_bulk_issue after the next dS8 stores' fence)
-          proxy_fence();
-          __syncwarp();
-          dq_bulk_issue(a - 4 * lane, stg);
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 128 * j),
-                       "f"(acc[4 * j] * scale), "f"(acc[4 * j + 1] * scale), "f"(acc[4 * j + 2] * scale),
-                       "f"(acc[4 * j + 3] * scale)
-                       : "memory");
-        }
+      for (int j = 0; j < 8; ++j) {
+        asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 128 * j), "f"(acc[4 * j] * scale),
+                     "f"(acc[4 * j + 1] * scale), "f"(acc[4 * j + 2] * scale), "f"(acc[4 * j + 3] * scale)
+                     : "memory");
       }
     }
     if constexpr (kDqStaged) {
@@ -683,14 +651,6 @@ __global__ void __launch_bounds__(384, 1)
       proxy_fence();
       named_barrier_arrive(bar_ds8(wg, i - 1), 256);
     }
-    if constexpr (kDqBulkLate) {  // dQ of tile i - 3, stored to the slot in iteration i - 1: seen through that fence
-      if (i > 2) {
-        __syncwarp();
-        const int64_t g = dq_group_index(sq.q_start, b, tile_m0(i - 3)) + warp;
-        dq_bulk_issue(f.dq_accum + ((g * p.heads + h) * 2 + wg) * 1024, opaque(base + C::kOffDq) +
-                                                                            (4 * wg + warp) * C::kDqWarpBytes);
-      }
-    }
     // dQ of tile i - 2, then dK += dS8^T Q^T of tile i - 1 (RS, B: Q^T's 64-query rows of D, 64-byte swizzle, ring
     // B; tile -1: the zeroed dS8 buffer 2), each its own commit group.
     float acc_dq[32];
@@ -709,7 +669,7 @@ __global__ void __launch_bounds__(384, 1)
     pin_all(acc_dv);
     pin_all(acc_dq);
     if (release_a && lane == 0) mbar_arrive(bar_empty_a(s_a));  // this warp is done with tile i's Q, dO, dO^T
-    if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2, kDqBulkLate ? !release_a : !kLateFence || !release_a);
+    if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2, !kLateFence || !release_a);
     qs_prev = qs_cur;
     wgmma_wait<0>();  // dK of tile i - 1 done
     pin_all(da);
@@ -932,7 +892,7 @@ __global__ void __launch_bounds__(384, 1)
     pin_all(acc_dq);
     dq_stage(acc_dq, n - 1, dq_scale1, true);
   }
-  if constexpr (kDqStaged || kDqBulk) {
+  if constexpr (kDqStaged) {
     if (lane == 0) bulk_wait_read0();  // the staged panels are read before the CTA's shared memory goes
   }
   // Epilogue: every key row of the block inside the sequence (0 where no query sees it).
