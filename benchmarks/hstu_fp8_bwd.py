@@ -3,7 +3,7 @@
 (`kernel_options(fp8_bwd=True)`, where the build has it), with their TFLOP/s (FA convention) and the FP8 paths'
 distance to the bf16 backward.
 
-Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variants default,full_next]
+Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variants default,NAME]
        [--no-dequant] [--results FILE]
 Inputs: randn bf16 q / k / v (std 1) quantized by `quantize_fp8` (the --mode descale), dout randn * 1e-2, causal,
 H 4, alpha 1/sqrt(D), dense batches. Goal (issue 36): FP8 backward >= 700 TFLOP/s at D128 B16 S16K.
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--mode", default="block", choices=_fp8.DESCALE_MODES)
     p.add_argument("--smoke", action="store_true", help="one tiny case (any device)")
-    p.add_argument("--variants", default="full_next",
+    p.add_argument("--variants", default="",
                    help="the path's private variants of the last columns, comma-separated names of "
                         "_fp8_bwd.FP8_BWD_VARIANT_BITS (values of one option field: one at a time) or 'default' "
                         "(the kernel column's path again); '' for none")

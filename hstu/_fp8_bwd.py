@@ -230,9 +230,9 @@ def hstu_attn_fp8_backward_reference(
 
 
 # ------------------------------------------------------------------------------------------------ routing
-#: the Hopper FP8 backward's private A/B (bit 59 of `options`, hstu_bwd_fp8_sm90.h kOptFp8BwdFullNext): the kernel
-#: with the next tile's full-tile test one iteration early (the default's gradients)
-FP8_BWD_VARIANT_BITS = {"full_next": 1 << 59}
+#: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
+#: none at present (the last ones and their measurements: docs/hstu_kernel_notes.md)
+FP8_BWD_VARIANT_BITS = {}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

@@ -98,7 +98,7 @@ constexpr int kFp8BwdFullNext = 4194304;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
-                               kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep;
+                               kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep | kFp8BwdFullNext;
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
@@ -109,20 +109,17 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
   const int gp = group_ctas / (nblk_k > 0 ? nblk_k : 1);
   return nblk_k >= 128 ? 1 : gp < 1 ? 1 : gp > 16 ? 16 : gp;
 }
-// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): bit 59 of
-// hstu_attn::fp8_bwd_sm90's `options` runs the kernel variant kFp8BwdFullNext (full_next; the op's diag argument,
-// when not 0, wins). Bit 60 is free. Measured in docs/hstu_kernel_notes.md. Bit 56 is the routing's
-// kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads it).
+// The FP8 backward's bit of hstu_attn::fp8_bwd_sm90's `options`: bit 56 is the routing's kernel_options(fp8_bwd=False)
+// (hstu/_fp8.py; no kernel reads it). The op's private kernel variants are its diag argument (below; none in the
+// product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-constexpr int64_t kOptFp8BwdFullNext = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFullNext;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant;
 constexpr int kFp8BwdLptGroupCtas = 256;
-constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdFullNext) ? kFp8BwdFullNext : 0; }
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default and the option bit's variant; the timing-only and older feature variants (the phase split,
-// tools/hstu_dev/fp8_bwd_split.py; kFp8BwdStages3 | kFp8BwdRedKeep: the default before both) only in builds with
-// HSTU_DEV_VARIANTS (--define hstu_dev=1).
+// default only; the timing-only and older feature variants (the phase split, tools/hstu_dev/fp8_bwd_split.py;
+// kFp8BwdFullNext: the default without it, main 95270e5's kernel) only in builds with HSTU_DEV_VARIANTS
+// (--define hstu_dev=1).
 #ifdef HSTU_DEV_VARIANTS
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
                                               kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
@@ -136,7 +133,7 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFullNext>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -1,7 +1,8 @@
-"""The FP8 backward kernel's SASS by part (issue 36, fp8b21), from `ncu --import R --page source --csv --print-source
-sass` (SourceCounters; one block per profiled kernel, e.g. S16K then S4K): per opcode class and per region of the
-consumer loop (landmarks: the HGMMA groups in SASS order), executed warp instructions per consumer warp and CTA tile
-(--tiles N ...: CTA tiles of each kernel) and the share of the warp-stall samples with their top reasons.
+"""The FP8 backward kernel's SASS by part (issue 36, fp8b21; e4m3 QGMMA counted as wgmma since fp8b22), from `ncu
+--import R --page source --csv --print-source sass` (SourceCounters; one block per profiled kernel, e.g. S16K then
+S4K): per opcode class and per region of the consumer loop (landmarks: the wgmma groups in SASS order), executed warp
+instructions per consumer warp and CTA tile (--tiles N ...: CTA tiles of each kernel) and the share of the
+warp-stall samples with their top reasons.
 Usage: src_digest.py SRC.csv[.gz] [--tiles N ...] [--top K]"""
 import csv
 import gzip
@@ -9,7 +10,7 @@ import re
 import sys
 from collections import defaultdict
 
-PARTS = [("wgmma", r"^(HGMMA|WARPGROUP)"), ("mbarrier / sync", r"^(SYNCS|BAR|WARPSYNC|MEMBAR|FENCE|ERRBAR|CCTL)"),
+PARTS = [("wgmma", r"^(HGMMA|QGMMA|WARPGROUP)"), ("mbarrier / sync", r"^(SYNCS|BAR|WARPSYNC|MEMBAR|FENCE|ERRBAR|CCTL)"),
          ("shared st", r"^(STS|STSM)"), ("shared ld", r"^(LDS|LDSM)"), ("global ld", r"^(LDG|ULDC|LDC)"),
          ("global red / st", r"^(RED|ATOM|STG|UBLKRED|UTMA|UBLK)"), ("MUFU", r"^MUFU"),
          ("FP32", r"^(FFMA|FMUL|FADD|FSEL|FMNMX|FSETP|FCHK|FSET)"),
@@ -90,6 +91,6 @@ for bi, (hdr, data) in enumerate(kernels):
         s = sum(num(r[allc]) for r in rows) if allc is not None else 0
         e = sum(num(r[exe]) for r in rows)
         marks = sorted({re.sub(r"^@!?U?P\w+\s+", "", r[src].strip()).split(" ")[0] for r in rows
-                        if re.search(r"HGMMA|MUFU|BAR|SYNCS|RED|STSM|MEMBAR|REDUX|EXIT|UTMA", r[src])})
+                        if re.search(r"HGMMA|QGMMA|MUFU|BAR|SYNCS|RED|STSM|MEMBAR|REDUX|EXIT|UTMA", r[src])})
         if s / (tot_s or 1) >= 0.003 or e / tot_i >= 0.003:
             print(f"  {w0:5d}: {s / (tot_s or 1):6.1%} {e / (per or 1):7.1f}  {' '.join(marks)[:150]}")
