@@ -44,6 +44,33 @@ cudaError_t launch_fwd_fp8_wide(const CUtensorMap& tq, const CUtensorMap& tk, co
   return cudaGetLastError();
 }
 
+// LAB (D = 256, the 64-key grid kernel, kernel_options(fp8_fwd_var=1 / 2 / 3)): kFp8FwdDeep (4 stages) and / or
+// kFp8FwdPair (clusters of two CTAs sharing K / Vt by TMA multicast; tvth: Vt with 128-row boxes; grid.x rounded up
+// to even).
+template <int kLab>
+cudaError_t launch_fwd_fp8_d256_lab(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tvt,
+                                    const CUtensorMap& tvth, const HstuParams& p, const HstuFp8FwdParams& f,
+                                    int m_blocks, cudaStream_t stream) {
+  using CL = Fp8FwdTraits<256, 1, 64, (kLab & kFp8FwdDeep) != 0 ? 4 : 0>;
+  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<256, kFp8Grid, true, 64, kLab, kFp8SiluTanh>;
+  cudaError_t err = set_max_dynamic_smem<kernel>(CL::kSmem);
+  if (err != cudaSuccess) return err;
+  constexpr bool kPair = (kLab & kFp8FwdPair) != 0;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(kPair ? (m_blocks + 1) / 2 * 2 : m_blocks), p.heads, p.batch);
+  cfg.blockDim = dim3(CL::kThreads);
+  cfg.dynamicSmemBytes = CL::kSmem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = kPair ? 2 : 1;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = kPair ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, tq, tk, tvt, tvth, p, f, SchedArgs{});
+}
+
 // kDiag (the timing-only kFp8FwdDiag* variants, with kEarlyPack) and a kSilu other than fp8_silu_default (the SiLU
 // forms for comparisons): grid order only.
 template <int D, bool kEarlyPack, int kDiag = 0, int kSilu = fp8_silu_default(D, kEarlyPack)>
@@ -130,6 +157,18 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         kernel<<<sms, CP::kThreads, CP::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
         return cudaGetLastError();
       }
+    }
+  }
+  if constexpr (D == 256 && !kVariant && kEarlyPack) {  // LAB: fp8_fwd_var=1 / 2 / 3
+    if (f.var == kFp8VarPairDeep || f.var == kFp8VarPair || f.var == kFp8VarDeep) {
+      CUtensorMap tvth;
+      err = make_u8_map(&tvth, f.vt, {static_cast<cuuint64_t>(f.vt_cols), D, static_cast<cuuint64_t>(p.heads)},
+                        {static_cast<cuuint64_t>(f.vt_cols), static_cast<cuuint64_t>(f.vt_cols) * D},
+                        {C::kBlockN, D / 2, 1});
+      if (err != cudaSuccess) return err;
+      if (f.var == kFp8VarDeep) return launch_fwd_fp8_d256_lab<kFp8FwdDeep>(tq, tk, tvt, tvth, p, f, m_blocks, stream);
+      if (f.var == kFp8VarPair) return launch_fwd_fp8_d256_lab<kFp8FwdPair>(tq, tk, tvt, tvth, p, f, m_blocks, stream);
+      return launch_fwd_fp8_d256_lab<kFp8FwdPair | kFp8FwdDeep>(tq, tk, tvt, tvth, p, f, m_blocks, stream);
     }
   }
   constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, (D == 256 ? 64 : 128), kDiag, kSilu>;
