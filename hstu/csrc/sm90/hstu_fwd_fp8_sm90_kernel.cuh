@@ -191,9 +191,17 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // that lost are in docs/hstu_attn.md): kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel
 // (D = 128: its 192-key tiles; D = 256: its grid kernel) with clock stamps of CTA (0, 0, 0)'s consumer loop over
 // its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
-// LAB (D = 256, the 64-key grid kernel; correct outputs): kFp8VarPairDeep CTA pairs (kFp8FwdPair) with 4 stages
-// (kFp8FwdDeep), kFp8VarDeep 4 stages alone, kFp8VarPair CTA pairs with the default's 3 stages.
-enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarPairDeep = 1, kFp8VarDeep = 2, kFp8VarPair = 3, kFp8VarTrace = 15 };
+// LAB (correct outputs, grid order): D = 256 (the 64-key grid kernel): kFp8VarPairDeep CTA pairs (kFp8FwdPair) with
+// 4 stages (kFp8FwdDeep), kFp8VarDeep 4 stages alone, kFp8VarPair CTA pairs with the default's 3 stages; D = 128
+// (the 192-key tiles, where they run): kFp8VarPair128 CTA pairs.
+enum Fp8FwdVar : int {
+  kFp8VarNone = 0,
+  kFp8VarPairDeep = 1,
+  kFp8VarDeep = 2,
+  kFp8VarPair = 3,
+  kFp8VarPair128 = 4,
+  kFp8VarTrace = 15
+};
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -214,9 +222,10 @@ constexpr int kFp8FwdDiagNoCvt = 2;
 // 4096 wg + 8 i + j, 64 per output row: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V
 // done; i 0 the first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
 constexpr int kFp8FwdDiagTrace = 4;
-// LAB kFp8FwdPair (correct outputs; a variant bit in kDiag's place; D = 256, 64-key grid kernel): clusters of two
-// CTAs, adjacent query tiles of one (b, h), that load each K / Vt tile both use once for both (each CTA one of K's
-// two 128-byte panels and half of Vt's 256 rows, TMA multicast to both): K / Vt from L2 once per 256 query rows.
+// LAB kFp8FwdPair (correct outputs; a variant bit in kDiag's place; D = 256's 64-key grid kernel, D = 128's 192-key
+// tiles): clusters of two CTAs, adjacent query tiles of one (b, h), that load each K / Vt tile both use once for
+// both (TMA multicast to both; D = 256: each CTA one of K's two 128-byte panels and half of Vt's 256 rows; D = 128:
+// each CTA 96 of K's rows (tm_k's box) and one of Vt's two panels): K / Vt from L2 once per 256 query rows.
 // Both walk their KV tiles in the same slots (the shorter list starts with phantom slots, whose full barriers its
 // producer completes without a load while the other CTA loads those tiles alone). The consumers release a slot to
 // their own CTA only (as the default); a relay thread (the producer warpgroup's warp 1) forwards each release to the
@@ -329,7 +338,8 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   static_assert(kSilu == kFp8SiluTanh || ((kDiag & 3) == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
-  static_assert((kDiag & (kFp8FwdPair | kFp8FwdDeep)) == 0 || (D == 256 && kBN == 64), "CTA pairs, 4 stages: D256");
+  static_assert((kDiag & kFp8FwdDeep) == 0 || (D == 256 && kBN == 64), "4 stages: D256");
+  static_assert((kDiag & kFp8FwdPair) == 0 || (D == 256 && kBN == 64) || (D == 128 && kBN == 192), "CTA pairs");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN, (kDiag & kFp8FwdDeep) != 0 ? 4 : 0>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -441,26 +451,48 @@ __global__ void __launch_bounds__(384, 1)
             const int vt_col = static_cast<int>(hstu_fp8_vt_start(si.k_start, b)) + nb * BN;
             const uint32_t rank = peer ^ 1u;
             const bool both = it >= peer_slot0;
+            constexpr int P0 = C::kVtRowBytes;
             mbar_wait(bar_empty_k(s), ph ^ 1);
             mbar_wait_cluster(bar_pempty_k(s), ph ^ 1);
             mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
-            if (both) {
-              tma_load_3d_mc(sK + s * C::kTileBytes + rank * C::kKPanelBytes, &tm_k, bar_full_k(s),
-                             static_cast<int>(rank) * RB, h, k_row, 3);
-            } else {
-#pragma unroll
-              for (int pn = 0; pn < C::kPanels; ++pn) {
-                tma_load_3d(sK + s * C::kTileBytes + pn * C::kKPanelBytes, &tm_k, bar_full_k(s), pn * RB, h, k_row);
+            if constexpr (BN == 192) {  // (K in 96-row halves: tm_k's box; Vt's 128- / 64-key panels)
+              if (both) {
+                tma_load_3d_mc(sK + s * C::kTileBytes + rank * (BN / 2) * RB, &tm_k, bar_full_k(s), 0, h,
+                               k_row + static_cast<int>(rank) * (BN / 2), 3);
+              } else {
+                tma_load_3d(sK + s * C::kTileBytes, &tm_k, bar_full_k(s), 0, h, k_row);
+                tma_load_3d(sK + s * C::kTileBytes + (BN / 2) * RB, &tm_k, bar_full_k(s), 0, h, k_row + BN / 2);
               }
-            }
-            mbar_wait(bar_empty_v(s), ph ^ 1);
-            mbar_wait_cluster(bar_pempty_v(s), ph ^ 1);
-            mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
-            if (both) {  // (Vt in 128-row halves: tm_vt2's box)
-              tma_load_3d_mc(sV + s * C::kTileBytes + rank * (D / 2) * C::kVtRowBytes, &tm_vt2, bar_full_v(s), vt_col,
-                             static_cast<int>(rank) * (D / 2), h, 3);
-            } else {
-              tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h);
+              mbar_wait(bar_empty_v(s), ph ^ 1);
+              mbar_wait_cluster(bar_pempty_v(s), ph ^ 1);
+              mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
+              if (both && rank == 0) {
+                tma_load_3d_mc(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h, 3);
+              } else if (both) {
+                tma_load_3d_mc(sV + s * C::kTileBytes + D * P0, &tm_vt2, bar_full_v(s), vt_col + P0, 0, h, 3);
+              } else {
+                tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h);
+                tma_load_3d(sV + s * C::kTileBytes + D * P0, &tm_vt2, bar_full_v(s), vt_col + P0, 0, h);
+              }
+            } else {  // (D = 256: K's two 128-byte panels; Vt in 128-row halves: tm_vt2's box)
+              if (both) {
+                tma_load_3d_mc(sK + s * C::kTileBytes + rank * C::kKPanelBytes, &tm_k, bar_full_k(s),
+                               static_cast<int>(rank) * RB, h, k_row, 3);
+              } else {
+#pragma unroll
+                for (int pn = 0; pn < C::kPanels; ++pn) {
+                  tma_load_3d(sK + s * C::kTileBytes + pn * C::kKPanelBytes, &tm_k, bar_full_k(s), pn * RB, h, k_row);
+                }
+              }
+              mbar_wait(bar_empty_v(s), ph ^ 1);
+              mbar_wait_cluster(bar_pempty_v(s), ph ^ 1);
+              mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
+              if (both) {
+                tma_load_3d_mc(sV + s * C::kTileBytes + rank * (D / 2) * P0, &tm_vt2, bar_full_v(s), vt_col,
+                               static_cast<int>(rank) * (D / 2), h, 3);
+              } else {
+                tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h);
+              }
             }
             return;
           }
