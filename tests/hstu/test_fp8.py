@@ -663,13 +663,14 @@ def test_cuda_fp8_fwd_trace_variant(D):
 # grid kernel, D = 128's 192-key tiles; 4 stages at D = 256) on masks with phantom slots (causal: the longer list's
 # diagonal tiles), gaps (targets), unaligned lists (local windows: pairs that run alone) and block factors (D = 256;
 # the 192-key tiles do not run in block mode).
-LAB_CASES = ([(256, 2, "tensor", "causal"), (256, 2, "block", "context_target_group")]
-             + [(256, 1, mode, mask) for mode, mask in (("tensor", "causal"), ("head", "context_target_group"),
-                                                        ("tensor", "local"), ("block", "causal"),
-                                                        ("batch_head", "none"))]
-             + [(256, 3, "tensor", "causal"), (256, 3, "block", "context_target_group")]
-             + [(128, 4, mode, mask) for mode, mask in (("tensor", "causal"), ("head", "context_target_group"),
-                                                        ("tensor", "local"), ("batch_head", "none"))])
+LAB_CASES = ([(256, 3, "tensor", "causal"), (128, 4, "tensor", "causal")]
+             + [(256, 1, mode, mask) for mode, mask in (("head", "causal"), ("tensor", "local"), ("block", "causal"),
+                                                        ("batch_head", "none"), ("tensor", "context_target_group"),
+                                                        ("head", "context_target_group"))]
+             + [(128, 4, mode, mask) for mode, mask in (("tensor", "local"), ("batch_head", "none"),
+                                                        ("head", "context_target_group"))]
+             + [(256, 3, "block", "context_target_group"), (256, 2, "tensor", "causal"),
+                (256, 2, "block", "context_target_group")])
 
 
 @pytest.mark.gpu
@@ -683,7 +684,7 @@ def test_cuda_fp8_lab_variants_match_emulating_reference(D, var, mode, mask):
     if not fp8_kernel_runs(D):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
     seed = 6900 + 10 * var + DESCALE_MODES.index(mode) * 3 + sorted(MASKS).index(mask)
-    c = make_case(seed, [700, 0, 450, 77, 1030, 1300, 193], 2, D, mask, device="cuda")
+    c = make_case(seed, [1030, 0, 450, 77, 193], 2, D, mask, device="cuda")
     wide = dict(fp8_bn192=True) if D == 128 else {}
     out = check_fp8_kernel(c, mode, D ** -0.5, switches=dict(fp8_fwd_var=var, **wide))
     q8s, scales = quantized(c, mode)
