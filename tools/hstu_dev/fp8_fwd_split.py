@@ -18,7 +18,8 @@ tools/hstu_dev/fp8f20_run/setup.sh's smi_log). `--sustain SECONDS`: then the def
 cases): after the timing, one call of fp8_fwd_var=15 (the default's kernel, D = 128 / 256: its 192- / 64-key
 tiles, with clock stamps of CTA (0, 0, 0), the first sequence's last query tile, written over its output rows) and a table of its consumer loop's
 phases in SM cycles per warpgroup (medians over the KV tiles past the first two, which are masked).
-`--fwd-vars N,...`: instead of the diag / silu variants, kernel_options(fp8_fwd_var=N) for each N (a build's
+`--fwd-vars N,...` (or D:N, for the cases of head dim D only): instead of the diag / silu variants,
+kernel_options(fp8_fwd_var=N) for each N (a build's
 private FP8 forward variants; session 20's 1-6 are gone, docs/hstu_attn.md); with `--sustain`, every variant then
 sustained in turn (default first and last: the drift), each window's TFLOP/s over its last two thirds (the clock
 settled under the power cap for that load; tools/hstu_dev/fp8f21_run/smi_digest.py: energy and SM cycles per call).
@@ -93,8 +94,11 @@ def main():
         bits = hstu_attn._ops.OPTION_BITS
         variants = [("default", 0)]
         var_shift = hstu_attn._ops.FP8_FWD_VAR_SHIFT
-        if args.fwd_vars:
-            variants += [(f"var {int(v)}", int(v) << var_shift) for v in args.fwd_vars.split(",")]
+        if args.fwd_vars:  # (N for every case, D:N for the cases of head dim D)
+            for v in args.fwd_vars.split(","):
+                if ":" not in v or int(v.split(":")[0]) == D:
+                    n = int(v.split(":")[-1])
+                    variants += [(f"var {n}", n << var_shift)]
         elif args.vars:
             for v in args.vars.split(","):
                 if v == "sched" and D <= 128:
