@@ -1057,9 +1057,10 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
 // with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA);
 // 9 the locked pass with kSpread, 10 with kFusedFind, 11 the locked pass alone (the staging before the bucket owners),
-// 12 with kEarly; 13-15 (timing what-ifs) a prefetch job's moves beside its step (launch_cache_stage_split), 14 / 15
-// the mixed pass in 32 / 16 blocks. Variants 1-12 stage with the locked pass alone; 0, the default, lists the misses by bucket first
-// (stage_list_kernel, stage_owner_kernel) and runs the locked pass only over what the owners did not list.
+// 12 with kEarly; dev builds: 13-15 (timing what-ifs) a prefetch job's moves beside its step
+// (launch_cache_stage_split), 14 / 15 the mixed pass in 32 / 16 blocks. Variants 1-12 stage with the locked pass
+// alone; 0, the default, lists the misses by bucket first (stage_list_kernel, stage_owner_kernel) and runs the
+// locked pass only over what the owners did not list.
 namespace {
 int g_stage_variant = 0;
 
@@ -1093,7 +1094,7 @@ void launch_owner_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
 
 }  // namespace
 
-int lab_stage_variants() { return kStageVariants + 3; }
+int lab_stage_variants();
 
 int set_stage_variant(int v) {
   const int old = g_stage_variant;
@@ -1155,9 +1156,11 @@ void launch_stage_only(const CacheProbeParams& probe, const StageParams& p, cuda
   check_launch("cache stage");
 }
 
-// Lab 13-15 (timing what-ifs; docs/dynamicemb_storage_notes.md "The moves beside the step"): a prefetch job's
-// moves on a stream of their own, so that the job ends (for its step) with its staging and the step runs beside
-// its moves; the next split job waits for them. The step reads its rows before they arrive: rows are lost.
+#ifdef HSTU_DEV_VARIANTS
+// Lab 13-15 (dev builds, `--define hstu_dev=1`; timing what-ifs, docs/dynamicemb_storage_notes.md "Issue 32
+// against the code, and the moves beside the step"): a prefetch job's moves on a stream of their own, so that the
+// job ends (for its step) with its staging and the step runs beside its moves; the next split job waits for them.
+// The step reads its rows before they arrive: rows are lost. 14 / 15: the mixed pass in 32 / 16 blocks.
 struct LabSplit {
   cudaStream_t ms = nullptr;
   cudaEvent_t staged = nullptr, moved = nullptr;
@@ -1174,9 +1177,16 @@ LabSplit& lab_split() {
   }();
   return *s;
 }
+constexpr int kLabSplitVariants = 3;
+#else
+constexpr int kLabSplitVariants = 0;
+#endif
 
 }  // namespace
 
+int lab_stage_variants() { return kStageVariants + kLabSplitVariants; }
+
+#ifdef HSTU_DEV_VARIANTS
 bool lab_split_moves() { return g_stage_variant >= 13 && g_stage_variant <= 15; }
 
 void launch_cache_stage_split(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream) {
@@ -1193,11 +1203,14 @@ void launch_cache_stage_split(const CacheProbeParams& probe, const StageParams& 
   }
   if (report) launch_report_stage(p.first_fail, stream);
 }
+#endif
 
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
+#ifdef HSTU_DEV_VARIANTS
   // (lab: after a switch back from 13-15, no staging beside the last split job's moves)
   if (g_lab_split_any && !lab_split_moves()) cudaStreamWaitEvent(st, lab_split().moved, 0);
+#endif
   launch_stage_only(probe, p, st);
   if (p.n > 0) launch_moves(p, st, 0);
   if (report) launch_report_stage(p.first_fail, stream);

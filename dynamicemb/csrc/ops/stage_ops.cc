@@ -23,11 +23,13 @@
 namespace dynamicemb {
 namespace lookup {
 
-// Lab 13-15 (stage_kernels.cu; timing what-ifs, rows lost): the selector's range with them, whether the variant set
-// runs a prefetch job's moves on a stream of their own beside its step, and the op's launchers for that.
+#ifdef HSTU_DEV_VARIANTS
+// Lab 13-15 of dev builds (stage_kernels.cu; timing what-ifs, rows lost): the selector's range with them, whether
+// the variant set runs a prefetch job's moves on a stream of their own beside its step, and its launcher.
 int lab_stage_variants();
 bool lab_split_moves();
 void launch_cache_stage_split(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
+#endif
 
 namespace {
 
@@ -115,7 +117,8 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
   zero_on(ids, failed.data_ptr(), sizeof(int32_t));
   if (ids.is_cuda()) {
     void* stream = accel::current_cuda_stream(ids.get_device_index());
-    if (failed_host != 0 && lab_split_moves()) {  // (lab 13-15: a prefetch job's moves beside its step)
+#ifdef HSTU_DEV_VARIANTS
+    if (failed_host != 0 && lab_split_moves()) {
       launch_cache_stage_split(probe, p, report, stream);
       // the moves read the scratch after this op returns: held until the next split job (which waits for them)
       static auto* keep = new std::vector<Tensor>();
@@ -123,6 +126,9 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
     } else {
       launch_cache_stage(probe, p, report, stream);
     }
+#else
+    launch_cache_stage(probe, p, report, stream);
+#endif
     if (failed_host != 0) {  // the flag's host copy (a prefetch's: its step skips staging when it reads 0 there)
       const cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(static_cast<uintptr_t>(failed_host)), p.failed,
                                             sizeof(int32_t), cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream));
@@ -138,8 +144,12 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
 // Lab only (benchmarks, tools/dynamicemb_dev): selects the CUDA staging's variant of later steps in this process
 // (stage_kernels.cu, kStageVariants); -1 only reads it. Returns the one before.
 int64_t lookup_lab_stage(int64_t variant) {
-  ACCEL_CHECK(variant >= -1 && variant < lab_stage_variants(), "variant: expected -1 (read) or 0..",
-              lab_stage_variants() - 1,
+#ifdef HSTU_DEV_VARIANTS
+  const int nv = lab_stage_variants();
+#else
+  const int nv = kStageVariants;
+#endif
+  ACCEL_CHECK(variant >= -1 && variant < nv, "variant: expected -1 (read) or 0..", nv - 1,
               " (a staging variant), got ", variant);
   return set_stage_variant(static_cast<int>(variant));
 }
