@@ -1057,8 +1057,8 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
 // with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA);
 // 9 the locked pass with kSpread, 10 with kFusedFind, 11 the locked pass alone (the staging before the bucket owners),
-// 12 with kEarly; dev builds: 13-17 (timing what-ifs) a prefetch job's moves beside its step
-// (launch_cache_stage_split), 14-17 with fewer blocks. Variants 1-12 stage with the locked pass
+// 12 with kEarly; dev builds: 13-15 (timing what-ifs) a prefetch job's moves beside its step
+// (launch_cache_stage_split), 14 / 15 the mixed pass in 32 / 16 blocks. Variants 1-12 stage with the locked pass
 // alone; 0, the default, lists the misses by bucket first (stage_list_kernel, stage_owner_kernel) and runs the
 // locked pass only over what the owners did not list.
 namespace {
@@ -1103,9 +1103,9 @@ int set_stage_variant(int v) {
 }
 
 namespace {
-// The copies' order and the move passes (stash, mixed, in + unplace) on `st`; `mixed_cap` / `rest_cap` > 0 cap the
-// mixed pass's / the stash's and the in + unplace pass's grids (dev lab 14-17).
-void launch_moves(const StageParams& p, cudaStream_t st, unsigned mixed_cap = 0, unsigned rest_cap = 0) {
+// The copies' order and the move passes (stash, mixed, in + unplace) on `st`; `mixed_cap` > 0 caps the mixed
+// pass's grid (lab 14 / 15).
+void launch_moves(const StageParams& p, cudaStream_t st, unsigned mixed_cap) {
   const unsigned grid = blocks_for(p.n, detail::kStageBlock);
   const unsigned cap = static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock));
   const unsigned sgrid = grid < cap ? grid : cap;
@@ -1119,8 +1119,7 @@ void launch_moves(const StageParams& p, cudaStream_t st, unsigned mixed_cap = 0,
   const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
   const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
   const unsigned mg = mgrid < mcap ? mgrid : mcap;
-  const unsigned rg = rest_cap > 0 && rest_cap < mg ? rest_cap : mg;
-  detail::move_stash_kernel<<<rg, detail::kStageBlock, 0, st>>>(p);
+  detail::move_stash_kernel<<<mg, detail::kStageBlock, 0, st>>>(p);
   check_launch("cache move stash");
   if (g_stage_variant == 7) {
     detail::move_out_kernel<detail::DeviceStageAtomicsWide><<<mg, detail::kStageBlock, 0, st>>>(p);
@@ -1133,7 +1132,7 @@ void launch_moves(const StageParams& p, cudaStream_t st, unsigned mixed_cap = 0,
     detail::move_out_kernel<<<og, detail::kStageBlock, 0, st>>>(p);
   }
   check_launch("cache move out");
-  detail::move_in_unplace_kernel<<<rg, detail::kStageBlock, 0, st>>>(p);
+  detail::move_in_unplace_kernel<<<mg, detail::kStageBlock, 0, st>>>(p);
   check_launch("cache move in, unplace");
 }
 
@@ -1158,11 +1157,10 @@ void launch_stage_only(const CacheProbeParams& probe, const StageParams& p, cuda
 }
 
 #ifdef HSTU_DEV_VARIANTS
-// Lab 13-17 (dev builds, `--define hstu_dev=1`; timing what-ifs, docs/dynamicemb_storage_notes.md "Issue 32
+// Lab 13-15 (dev builds, `--define hstu_dev=1`; timing what-ifs, docs/dynamicemb_storage_notes.md "Issue 32
 // against the code, and the moves beside the step"): a prefetch job's moves on a stream of their own, so that the
 // job ends (for its step) with its staging and the step runs beside its moves; the next split job waits for them.
-// The step reads its rows before they arrive: rows are lost. 14 / 15 / 16: the mixed pass in 32 / 16 / 64 blocks;
-// 17: every move pass in 32 blocks.
+// The step reads its rows before they arrive: rows are lost. 14 / 15: the mixed pass in 32 / 16 blocks.
 struct LabSplit {
   cudaStream_t ms = nullptr;
   cudaEvent_t staged = nullptr, moved = nullptr;
@@ -1179,7 +1177,7 @@ LabSplit& lab_split() {
   }();
   return *s;
 }
-constexpr int kLabSplitVariants = 5;
+constexpr int kLabSplitVariants = 3;
 #else
 constexpr int kLabSplitVariants = 0;
 #endif
@@ -1189,7 +1187,7 @@ constexpr int kLabSplitVariants = 0;
 int lab_stage_variants() { return kStageVariants + kLabSplitVariants; }
 
 #ifdef HSTU_DEV_VARIANTS
-bool lab_split_moves() { return g_stage_variant >= 13 && g_stage_variant <= 17; }
+bool lab_split_moves() { return g_stage_variant >= 13 && g_stage_variant <= 15; }
 
 void launch_cache_stage_split(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
@@ -1199,8 +1197,7 @@ void launch_cache_stage_split(const CacheProbeParams& probe, const StageParams& 
   if (p.n > 0) {
     cudaEventRecord(s.staged, st);
     cudaStreamWaitEvent(s.ms, s.staged, 0);
-    const int v = g_stage_variant;
-    launch_moves(p, s.ms, v == 14 || v == 17 ? 32u : (v == 15 ? 16u : (v == 16 ? 64u : 0u)), v == 17 ? 32u : 0u);
+    launch_moves(p, s.ms, g_stage_variant == 14 ? 32u : (g_stage_variant == 15 ? 16u : 0u));
     cudaEventRecord(s.moved, s.ms);
     s.any = g_lab_split_any = true;
   }
@@ -1211,11 +1208,11 @@ void launch_cache_stage_split(const CacheProbeParams& probe, const StageParams& 
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
 #ifdef HSTU_DEV_VARIANTS
-  // (lab: after a switch back from 13-17, no staging beside the last split job's moves)
+  // (lab: after a switch back from 13-15, no staging beside the last split job's moves)
   if (g_lab_split_any && !lab_split_moves()) cudaStreamWaitEvent(st, lab_split().moved, 0);
 #endif
   launch_stage_only(probe, p, st);
-  if (p.n > 0) launch_moves(p, st);
+  if (p.n > 0) launch_moves(p, st, 0);
   if (report) launch_report_stage(p.first_fail, stream);
 }
 

@@ -24,7 +24,7 @@ namespace dynamicemb {
 namespace lookup {
 
 #ifdef HSTU_DEV_VARIANTS
-// Lab 13-17 of dev builds (stage_kernels.cu; timing what-ifs, rows lost): the selector's range with them, whether
+// Lab 13-15 of dev builds (stage_kernels.cu; timing what-ifs, rows lost): the selector's range with them, whether
 // the variant set runs a prefetch job's moves on a stream of their own beside its step, and its launcher.
 int lab_stage_variants();
 bool lab_split_moves();
