@@ -12,7 +12,7 @@ import torch
 from dynamicemb._batched import BatchedDynamicEmbeddingTables
 from dynamicemb._caching import CacheCapacityError, CachedTable
 from dynamicemb._load import load_library
-from dynamicemb._optimizers import SGD, Adam
+from dynamicemb._optimizers import SGD, Adagrad, Adam, RowWiseAdagrad
 from dynamicemb._options import DynamicEmbTableOptions
 from dynamicemb._storage import DiskStore, DiskStoreSpec, HostStore, StoreError
 from dynamicemb._uva_store import UvaStoreSpec
@@ -41,7 +41,8 @@ def build(mode, tmp_path, opt=None, **kw):
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
+@pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01), Adagrad(lr=0.05), RowWiseAdagrad(lr=0.05)],
+                         ids=["sgd", "adam", "ada", "rwada"])
 def test_mode_parity(mode, opt, tmp_path):
     ref, m = make("hbm", opt), build(mode, tmp_path, opt)
     for ids, off, w in batches(12):

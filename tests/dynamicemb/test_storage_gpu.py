@@ -10,7 +10,7 @@ import torch
 
 from dynamicemb import _prefetch
 from dynamicemb._load import load_library
-from dynamicemb._optimizers import SGD, Adam, RowWiseAdagrad
+from dynamicemb._optimizers import SGD, Adagrad, Adam, RowWiseAdagrad
 
 sys.path.insert(0, os.path.dirname(__file__))
 from storage_helpers import (BC, DIM, HAVE_ROCKS, assert_same, batches, deterministic, disk, make,  # noqa: E402
@@ -38,7 +38,8 @@ def build(mode, tmp_path, opt):
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01), RowWiseAdagrad(lr=0.05)], ids=["sgd", "adam", "rwada"])
+@pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01), Adagrad(lr=0.05), RowWiseAdagrad(lr=0.05)],
+                         ids=["sgd", "adam", "ada", "rwada"])
 def test_mode_parity_cuda(mode, opt, tmp_path):
     ref, m = make("hbm", opt, device="cuda"), build(mode, tmp_path, opt)
     assert ref.use_kernels and m.use_kernels

@@ -1057,8 +1057,10 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
 // with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA);
 // 9 the locked pass with kSpread, 10 with kFusedFind, 11 the locked pass alone (the staging before the bucket owners),
-// 12 with kEarly. Variants 1-12 stage with the locked pass alone; 0, the default, lists the misses by bucket first
-// (stage_list_kernel, stage_owner_kernel) and runs the locked pass only over what the owners did not list.
+// 12 with kEarly; dev builds: 13-15 (timing what-ifs) a prefetch job's moves beside its step
+// (launch_cache_stage_split), 14 / 15 the mixed pass in 32 / 16 blocks. Variants 1-12 stage with the locked pass
+// alone; 0, the default, lists the misses by bucket first (stage_list_kernel, stage_owner_kernel) and runs the
+// locked pass only over what the owners did not list.
 namespace {
 int g_stage_variant = 0;
 
@@ -1092,58 +1094,125 @@ void launch_owner_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
 
 }  // namespace
 
+int lab_stage_variants();
+
 int set_stage_variant(int v) {
   const int old = g_stage_variant;
-  if (v >= 0 && v < kStageVariants) g_stage_variant = v;
+  if (v >= 0 && v < lab_stage_variants()) g_stage_variant = v;
   return old;
 }
 
+namespace {
+// The copies' order and the move passes (stash, mixed, in + unplace) on `st`; `mixed_cap` > 0 caps the mixed
+// pass's grid (lab 14 / 15).
+void launch_moves(const StageParams& p, cudaStream_t st, unsigned mixed_cap) {
+  const unsigned grid = blocks_for(p.n, detail::kStageBlock);
+  const unsigned cap = static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock));
+  const unsigned sgrid = grid < cap ? grid : cap;
+  detail::move_scan_kernel<<<1, detail::kScanThreads, 0, st>>>(p);
+  check_launch("cache move scan");
+  detail::move_scatter_kernel<<<sgrid, detail::kStageBlock, 0, st>>>(p);
+  check_launch("cache move scatter");
+  // The move passes: 2 blocks per SM (8.4K rows in flight on 132 SMs, far beyond the link's ~0.5 MB of bytes in
+  // flight; the host pages' translations bound them, not the threads: the same ms as 1, 4 or 8 blocks per SM
+  // and 4-32 lanes per row, H200), so half of every SM stays free for the step running beside a prefetch's moves.
+  const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
+  const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
+  const unsigned mg = mgrid < mcap ? mgrid : mcap;
+  detail::move_stash_kernel<<<mg, detail::kStageBlock, 0, st>>>(p);
+  check_launch("cache move stash");
+  if (g_stage_variant == 7) {
+    detail::move_out_kernel<detail::DeviceStageAtomicsWide><<<mg, detail::kStageBlock, 0, st>>>(p);
+  } else if (g_stage_variant == 8) {
+    static const unsigned bcap = static_cast<unsigned>(persistent_blocks(detail::kBulkBlocksPerSm));
+    const unsigned bgrid = blocks_for(2 * p.n, 1);
+    detail::move_bulk_kernel<<<bgrid < bcap ? bgrid : bcap, 32, 0, st>>>(p);
+  } else {
+    const unsigned og = mixed_cap > 0 && mixed_cap < mg ? mixed_cap : mg;
+    detail::move_out_kernel<<<og, detail::kStageBlock, 0, st>>>(p);
+  }
+  check_launch("cache move out");
+  detail::move_in_unplace_kernel<<<mg, detail::kStageBlock, 0, st>>>(p);
+  check_launch("cache move in, unplace");
+}
+
+void launch_stage_only(const CacheProbeParams& probe, const StageParams& p, cudaStream_t st) {
+  launch_cache_probe(probe, st);
+  if (p.n <= 0) return;
+  const unsigned grid = blocks_for(p.n, detail::kStageBlock);
+  switch (g_stage_variant) {
+    case 1: launch_stage_pass<detail::kStageLanes, false, false>(p, grid, st); break;
+    case 2: launch_stage_pass<detail::kStageLanes, true, true>(p, grid, st); break;
+    case 3: launch_stage_pass<16, true, true>(p, grid, st); break;
+    case 4: launch_stage_pass<32, true, true>(p, grid, st); break;
+    case 5: launch_stage_pass<detail::kStageLanes, true, false, true>(p, grid, st); break;
+    case 6: launch_stage_pass<detail::kStageLanes, true, true, true>(p, grid, st); break;
+    case 9: launch_stage_pass<detail::kStageLanes, true, false, false, true>(p, grid, st); break;
+    case 10: launch_stage_pass<detail::kStageLanes, true, false, false, false, true>(p, grid, st); break;
+    case 11: launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st); break;
+    case 12: launch_stage_pass<detail::kStageLanes, true, false, false, false, false, true>(p, grid, st); break;
+    default: launch_owner_pass(p, grid, st); break;
+  }
+  check_launch("cache stage");
+}
+
+#ifdef HSTU_DEV_VARIANTS
+// Lab 13-15 (dev builds, `--define hstu_dev=1`; timing what-ifs, docs/dynamicemb_storage_notes.md "Issue 32
+// against the code, and the moves beside the step"): a prefetch job's moves on a stream of their own, so that the
+// job ends (for its step) with its staging and the step runs beside its moves; the next split job waits for them.
+// The step reads its rows before they arrive: rows are lost. 14 / 15: the mixed pass in 32 / 16 blocks.
+struct LabSplit {
+  cudaStream_t ms = nullptr;
+  cudaEvent_t staged = nullptr, moved = nullptr;
+  bool any = false;
+};
+bool g_lab_split_any = false;  // a split job ran in this process (its moves may be in flight)
+LabSplit& lab_split() {
+  static LabSplit* s = [] {
+    auto* x = new LabSplit;
+    cudaStreamCreateWithFlags(&x->ms, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&x->staged, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&x->moved, cudaEventDisableTiming);
+    return x;
+  }();
+  return *s;
+}
+constexpr int kLabSplitVariants = 3;
+#else
+constexpr int kLabSplitVariants = 0;
+#endif
+
+}  // namespace
+
+int lab_stage_variants() { return kStageVariants + kLabSplitVariants; }
+
+#ifdef HSTU_DEV_VARIANTS
+bool lab_split_moves() { return g_stage_variant >= 13 && g_stage_variant <= 15; }
+
+void launch_cache_stage_split(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream) {
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  LabSplit& s = lab_split();
+  if (s.any) cudaStreamWaitEvent(st, s.moved, 0);
+  launch_stage_only(probe, p, st);
+  if (p.n > 0) {
+    cudaEventRecord(s.staged, st);
+    cudaStreamWaitEvent(s.ms, s.staged, 0);
+    launch_moves(p, s.ms, g_stage_variant == 14 ? 32u : (g_stage_variant == 15 ? 16u : 0u));
+    cudaEventRecord(s.moved, s.ms);
+    s.any = g_lab_split_any = true;
+  }
+  if (report) launch_report_stage(p.first_fail, stream);
+}
+#endif
+
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  launch_cache_probe(probe, stream);
-  if (p.n > 0) {
-    const unsigned grid = blocks_for(p.n, detail::kStageBlock);
-    const unsigned cap = static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock));
-    switch (g_stage_variant) {
-      case 1: launch_stage_pass<detail::kStageLanes, false, false>(p, grid, st); break;
-      case 2: launch_stage_pass<detail::kStageLanes, true, true>(p, grid, st); break;
-      case 3: launch_stage_pass<16, true, true>(p, grid, st); break;
-      case 4: launch_stage_pass<32, true, true>(p, grid, st); break;
-      case 5: launch_stage_pass<detail::kStageLanes, true, false, true>(p, grid, st); break;
-      case 6: launch_stage_pass<detail::kStageLanes, true, true, true>(p, grid, st); break;
-      case 9: launch_stage_pass<detail::kStageLanes, true, false, false, true>(p, grid, st); break;
-      case 10: launch_stage_pass<detail::kStageLanes, true, false, false, false, true>(p, grid, st); break;
-      case 11: launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st); break;
-      case 12: launch_stage_pass<detail::kStageLanes, true, false, false, false, false, true>(p, grid, st); break;
-      default: launch_owner_pass(p, grid, st); break;
-    }
-    check_launch("cache stage");
-    const unsigned sgrid = grid < cap ? grid : cap;
-    detail::move_scan_kernel<<<1, detail::kScanThreads, 0, st>>>(p);
-    check_launch("cache move scan");
-    detail::move_scatter_kernel<<<sgrid, detail::kStageBlock, 0, st>>>(p);
-    check_launch("cache move scatter");
-    // The move passes: 2 blocks per SM (8.4K rows in flight on 132 SMs, far beyond the link's ~0.5 MB of bytes in
-    // flight; the host pages' translations bound them, not the threads: the same ms as 1, 4 or 8 blocks per SM
-    // and 4-32 lanes per row, H200), so half of every SM stays free for the step running beside a prefetch's moves.
-    const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
-    const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
-    detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
-    check_launch("cache move stash");
-    if (g_stage_variant == 7) {
-      detail::move_out_kernel<detail::DeviceStageAtomicsWide>
-          <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
-    } else if (g_stage_variant == 8) {
-      static const unsigned bcap = static_cast<unsigned>(persistent_blocks(detail::kBulkBlocksPerSm));
-      const unsigned bgrid = blocks_for(2 * p.n, 1);
-      detail::move_bulk_kernel<<<bgrid < bcap ? bgrid : bcap, 32, 0, st>>>(p);
-    } else {
-      detail::move_out_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
-    }
-    check_launch("cache move out");
-    detail::move_in_unplace_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
-    check_launch("cache move in, unplace");
-  }
+#ifdef HSTU_DEV_VARIANTS
+  // (lab: after a switch back from 13-15, no staging beside the last split job's moves)
+  if (g_lab_split_any && !lab_split_moves()) cudaStreamWaitEvent(st, lab_split().moved, 0);
+#endif
+  launch_stage_only(probe, p, st);
+  if (p.n > 0) launch_moves(p, st, 0);
   if (report) launch_report_stage(p.first_fail, stream);
 }
 

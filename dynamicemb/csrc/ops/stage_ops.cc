@@ -13,6 +13,7 @@
 #include <cstring>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "common/stable_utils.h"
 #include "dynamicemb/csrc/lookup/lookup_types.h"
@@ -21,6 +22,15 @@
 
 namespace dynamicemb {
 namespace lookup {
+
+#ifdef HSTU_DEV_VARIANTS
+// Lab 13-15 of dev builds (stage_kernels.cu; timing what-ifs, rows lost): the selector's range with them, whether
+// the variant set runs a prefetch job's moves on a stream of their own beside its step, and its launcher.
+int lab_stage_variants();
+bool lab_split_moves();
+void launch_cache_stage_split(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
+#endif
+
 namespace {
 
 using torch::stable::Tensor;
@@ -107,7 +117,18 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
   zero_on(ids, failed.data_ptr(), sizeof(int32_t));
   if (ids.is_cuda()) {
     void* stream = accel::current_cuda_stream(ids.get_device_index());
+#ifdef HSTU_DEV_VARIANTS
+    if (failed_host != 0 && lab_split_moves()) {
+      launch_cache_stage_split(probe, p, report, stream);
+      // the moves read the scratch after this op returns: held until the next split job (which waits for them)
+      static auto* keep = new std::vector<Tensor>();
+      keep->assign({scratch, info, failed, ids, offsets});
+    } else {
+      launch_cache_stage(probe, p, report, stream);
+    }
+#else
     launch_cache_stage(probe, p, report, stream);
+#endif
     if (failed_host != 0) {  // the flag's host copy (a prefetch's: its step skips staging when it reads 0 there)
       const cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(static_cast<uintptr_t>(failed_host)), p.failed,
                                             sizeof(int32_t), cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream));
@@ -123,7 +144,12 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
 // Lab only (benchmarks, tools/dynamicemb_dev): selects the CUDA staging's variant of later steps in this process
 // (stage_kernels.cu, kStageVariants); -1 only reads it. Returns the one before.
 int64_t lookup_lab_stage(int64_t variant) {
-  ACCEL_CHECK(variant >= -1 && variant < kStageVariants, "variant: expected -1 (read) or 0..", kStageVariants - 1,
+#ifdef HSTU_DEV_VARIANTS
+  const int nv = lab_stage_variants();
+#else
+  const int nv = kStageVariants;
+#endif
+  ACCEL_CHECK(variant >= -1 && variant < nv, "variant: expected -1 (read) or 0..", nv - 1,
               " (a staging variant), got ", variant);
   return set_stage_variant(static_cast<int>(variant));
 }
