@@ -11,12 +11,13 @@ unchanged. A step on each rank, for its own batch:
             3. all_to_all of the unique ids (plus their occurrence counts when a table counts admission);
             4. the owner looks its received ids up in its shard modules (find_or_insert in training, find in
                eval): ids from all peers in one call, so an id sent by two ranks is one unique there;
-            5. all_to_all of the rows back (in the tables' dtype when they share one, else fp32);
+            5. all_to_all of the rows back (in the tables' dtype when they share one, else fp32; ``qcomms``:
+               bf16 / fp16);
             6. pooling (sum / mean / none, per-sample weights) where the bag lives, as the single-rank module
                (CUDA: op pool_rows / gather_rows from the uniques' rows; CPU: the single-rank torch path's ops).
   backward  1. bag gradients -> per-unique sums on the sending rank (CUDA: op segment_sum_rows, a stable sort
-               of the ids by unique and ordered sums per unique; CPU: index_add_); 2. all_to_all of them (fp32)
-               to the owners;
+               of the ids by unique and ordered sums per unique; CPU: index_add_); 2. all_to_all of them (fp32;
+               ``qcomms``: bf16 / fp16) to the owners;
             3. the owner runs its shard modules' backward: sums per unique over peers, clips, fused optimizer.
 
 Global gradient clipping (``max_grad_value``, ``max_grad_norm``) is applied by the owner to the per-id sums over
@@ -50,9 +51,42 @@ from ._routing import ROUTING_MODES, check_key_space, route_keys, route_keys_by_
 from ._rows import rows_ops_available  # (importing it registers the row ops' fake kernels)
 from ._table import RESERVED_KEYS
 
-__all__ = ["ShardedDynamicEmbeddingTables"]
+__all__ = ["QCommsConfig", "ShardedDynamicEmbeddingTables"]
 
 _POOLINGS = ("sum", "mean", "none")
+_WIRE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@dataclasses.dataclass(frozen=True)
+class QCommsConfig:
+    """Precision of the rows and gradients that the sharded step's all_to_alls carry (opt-in; the default module
+    sends rows in the tables' dtype and gradients in fp32, exactly).
+
+    Args:
+        forward_precision: dtype of the rows sent back to the senders (torch.float32, torch.float16 or
+            torch.bfloat16; None: the tables' dtype). Each row is rounded once, on the owner; the sender pools the
+            rounded rows in fp32.
+        backward_precision: dtype of the per-unique gradient sums sent to the owners (None: torch.float32). Each
+            sender's sum is rounded once; the owner adds the peers' sums in fp32 before its optimizer.
+
+    The rounding happens at every world size (one rank too), so a run's numerics do not depend on the number of
+    ranks through the forward. bf16 keeps fp32's range (8 bits of precision: a relative error <= 2**-8 per
+    element); fp16 keeps 11 bits but overflows past 65504 and loses precision below 6.1e-5 (small gradients).
+
+    Example:
+        >>> emb = ShardedDynamicEmbeddingTables(tables, qcomms=QCommsConfig(torch.bfloat16, torch.bfloat16))
+    """
+
+    forward_precision: Optional[torch.dtype] = torch.bfloat16
+    backward_precision: Optional[torch.dtype] = torch.bfloat16
+
+    def validate(self) -> "QCommsConfig":
+        for name in ("forward_precision", "backward_precision"):
+            v = getattr(self, name)
+            if v is not None and v not in _WIRE_DTYPES:
+                raise TypeError(f"qcomms.{name}: expected None, torch.float32, torch.float16 or torch.bfloat16, "
+                                f"got {v!r}")
+        return self
 
 
 def _shard_capacity(c: Optional[int], world: int, bucket: int) -> Optional[int]:
@@ -145,6 +179,9 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         device: "cpu" (gloo) or a CUDA device (nccl); default: the current CUDA device for nccl, else cpu.
         world_size: if given, the process group must have this many ranks (a guard against launching with the
             wrong number of processes).
+        qcomms: a ``QCommsConfig``: rows and gradients on the wire in a lower precision (half the bytes of the
+            all_to_alls in bf16 / fp16; results within the stated rounding of the exact step). Default None: rows
+            in the tables' dtype, gradients in fp32 (exact).
 
     Forward: ``module(ids, offsets=None, per_sample_weights=None, lengths=None, validate=True)``: this rank's
         ids (N,), offsets (F * B + 1,) or lengths (F * B,), per_sample_weights (N,) (sum pooling). Returns
@@ -182,6 +219,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         output_dtype: torch.dtype = torch.float32,
         device=None,
         world_size: Optional[int] = None,
+        qcomms: Optional[QCommsConfig] = None,
     ):
         super().__init__()
         if not (dist.is_available() and dist.is_initialized()):
@@ -224,6 +262,9 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         if output_dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError(
                 f"output_dtype: expected torch.float32, torch.float16 or torch.bfloat16, got {output_dtype}")
+        if qcomms is not None and not isinstance(qcomms, QCommsConfig):
+            raise TypeError(f"qcomms: expected None or a QCommsConfig, got {type(qcomms).__name__}")
+        qcomms = None if qcomms is None else qcomms.validate()
         backend = str(dist.get_backend(pg))
         if device is None:
             device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
@@ -239,7 +280,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self.routing, self.key_spaces = routing, spaces
         self.options, self.table_names, self.feature_table_map = opts, names, fmap
         self.pooling, self.optimizer, self.key_dtype, self.output_dtype = pooling, optimizer, key_dtype, output_dtype
-        self.device, self.dims = dev, dims
+        self.device, self.dims, self.qcomms = dev, dims, qcomms
         self.feature_dims = [dims[t] for t in fmap]
         self.max_dim = max(self.feature_dims)
         self._check_same_on_all_ranks()
@@ -251,6 +292,10 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self._group_of, self._local_of, self._group_tables = [0] * T, [0] * T, []
         dtypes = {o.dtype for o in opts}
         self._row_dtype = dtypes.pop() if len(dtypes) == 1 else torch.float32  # rows travel in this dtype
+        self._grad_dtype = torch.float32  # gradients travel in this dtype
+        if qcomms is not None:
+            self._row_dtype = qcomms.forward_precision or self._row_dtype
+            self._grad_dtype = qcomms.backward_precision or torch.float32
         shards = {}
         for g, d in enumerate(widths):
             members = [t for t in range(T) if dims[t] == d]
@@ -323,7 +368,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
     def _check_same_on_all_ranks(self):
         """All ranks must shard the same tables the same way: one all_gather of a digest of the full config."""
         full = dict(self.layout(), options=[repr(o) for o in self.options], optimizer_args=repr(self.optimizer),
-                    output_dtype=str(self.output_dtype))
+                    output_dtype=str(self.output_dtype), qcomms=repr(self.qcomms))
         digest = hashlib.sha256(json.dumps(full, sort_keys=True, default=str).encode()).hexdigest()[:16]
         got = [None] * self.world_size
         dist.all_gather_object(got, digest, group=self.process_group)
@@ -795,6 +840,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self._mark("grad reduce")
         # gradients of the uniques to their owners (fp32, each table's width; no all_to_all on one rank)
         uniform = saved["ngroups"] == 1
+        gU = gU.to(self._grad_dtype)  # (a no-op in fp32; QCommsConfig.backward_precision rounds here)
         if uniform:
             d0 = self.dims[self._group_tables[0][0]]
             flat_send = gU[:, :d0].reshape(-1)
@@ -806,10 +852,10 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self._mark("grads a2a")
         newpos = saved["newpos"]
         if uniform:
-            grow = flat.view(-1, d0)
+            grow = flat.view(-1, d0).to(torch.float32)
         else:
             rw = self._table_dim[saved["rtbl"]]
-            grow = _unpack(flat, _excl_cumsum(rw), rw, Dm)
+            grow = _unpack(flat, _excl_cumsum(rw), rw, Dm).to(torch.float32)
         if newpos is not None:  # (peer, table) -> (group, table, peer): row i goes to newpos[i]
             grow = torch.empty_like(grow).index_copy_(0, newpos, grow)
         grads = []
