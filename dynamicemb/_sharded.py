@@ -718,9 +718,10 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         rtbl = utbl = None
         if uniform:
             rows_g = outs[0] if first_pos[0] is None else outs[0][first_pos[0]]
+            rows_g = rows_g.detach().to(self._row_dtype)  # (narrowed before the reorder's copy)
             if newpos is not None:
                 rows_g = rows_g[newpos]
-            flat_send = rows_g.detach().to(self._row_dtype).reshape(-1)
+            flat_send = rows_g.reshape(-1)
         else:
             rtbl = torch.repeat_interleave(self._seg_table, cnt_recv, output_size=n_r)
             rwidth = self._table_dim[rtbl]
@@ -852,12 +853,13 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self._mark("grads a2a")
         newpos = saved["newpos"]
         if uniform:
-            grow = flat.view(-1, d0).to(torch.float32)
+            grow = flat.view(-1, d0)
         else:
             rw = self._table_dim[saved["rtbl"]]
-            grow = _unpack(flat, _excl_cumsum(rw), rw, Dm).to(torch.float32)
+            grow = _unpack(flat, _excl_cumsum(rw), rw, Dm)
         if newpos is not None:  # (peer, table) -> (group, table, peer): row i goes to newpos[i]
             grow = torch.empty_like(grow).index_copy_(0, newpos, grow)
+        grow = grow.to(torch.float32)  # (widened after the reorder's copy)
         grads = []
         for gi, (g0, ng) in enumerate(saved["spans"]):
             d = self._shard_list[gi].dims[0]
