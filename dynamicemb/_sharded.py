@@ -296,6 +296,10 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         if qcomms is not None:
             self._row_dtype = qcomms.forward_precision or self._row_dtype
             self._grad_dtype = qcomms.backward_precision or torch.float32
+        # the shard modules' outputs: fp32 (exact for every table dtype, so the gradients reach the update in fp32),
+        # or the wire's dtype when rows and gradients travel in the same half dtype (the owner's lookup writes the
+        # rows to send and its backward takes the received gradients, widening them to fp32 before its sums)
+        inner_dtype = self._row_dtype if self._row_dtype == self._grad_dtype != torch.float32 else torch.float32
         shards = {}
         for g, d in enumerate(widths):
             members = [t for t in range(T) if dims[t] == d]
@@ -305,8 +309,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             shards[f"dim{d}"] = BatchedDynamicEmbeddingTables(
                 [shard_options(opts[t], W) for t in members], feature_table_map=list(range(len(members))),
                 pooling="none", optimizer=dataclasses.replace(inner_opt), table_names=[names[t] for t in members],
-                # fp32 outputs (exact for every table dtype) so the gradients reach the update in fp32
-                key_dtype=key_dtype, output_dtype=torch.float32, device=dev)
+                key_dtype=key_dtype, output_dtype=inner_dtype, device=dev)
         self.shards = nn.ModuleDict(shards)
         # the owner's (peer, table) -> (group, table, peer) reorder of the received ids is the identity with one
         # table, or on one rank when the groups list the tables in index order (always so with one group)
@@ -859,18 +862,18 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             grow = _unpack(flat, _excl_cumsum(rw), rw, Dm)
         if newpos is not None:  # (peer, table) -> (group, table, peer): row i goes to newpos[i]
             grow = torch.empty_like(grow).index_copy_(0, newpos, grow)
-        grow = grow.to(torch.float32)  # (widened after the reorder's copy)
+        # (in the wire's dtype up to here: the shard modules take it, or fp32, below)
         grads = []
         for gi, (g0, ng) in enumerate(saved["spans"]):
             d = self._shard_list[gi].dims[0]
             grads.append(grow[g0:g0 + ng, :d])
         if self._clip:
-            grads = self._clip_on_owner(grads, saved)
+            grads = self._clip_on_owner([g.to(torch.float32) for g in grads], saved)
         outs, gs = [], []
         for gi, (gr, out_g) in enumerate(zip(grads, saved["outs"])):
             first = saved["first"][gi]
             if first is not None:  # expanded occurrences: the unique's gradient on its first occurrence
-                full = torch.zeros(out_g.shape[0], gr.shape[1], dtype=torch.float32, device=dev)
+                full = torch.zeros(out_g.shape[0], gr.shape[1], dtype=gr.dtype, device=dev)
                 full.index_copy_(0, first, gr)
                 gr = full
             if out_g.shape[0] == 0:
