@@ -44,7 +44,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ._batched import BatchedDynamicEmbeddingTables, RefusedInsertError, _id_gradients, _pool_rows
-from ._batched_kernels import _dedup_set_size, _kernels_available
+from ._batched_kernels import _VALUE_KIND, _dedup_set_size, _kernels_available
 from ._optimizers import SGD, EmbOptimizer
 from ._options import DynamicEmbTableOptions
 from ._routing import ROUTING_MODES, check_key_space, route_keys, route_keys_by_table
@@ -744,8 +744,12 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         el_recv = [sum(cr[p][t] * self.dims[t] for t in range(T)) for p in range(W)]
         el_send = [sum(cs[p][t] * self.dims[t] for t in range(T)) for p in range(W)]
         flat = flat_send if W == 1 else _a2a(flat_send, el_recv, el_send, pg)
+        fused = fast and not (psw is not None and psw.requires_grad)
         if uniform:
-            U = flat.view(n_u, d0).to(torch.float32)
+            U = flat.view(n_u, d0)
+            # the CUDA ops read half rows off the wire themselves (pool_rows sums in fp32, gather_rows converts)
+            if not (fused and d0 == Dm):
+                U = U.to(torch.float32)
             if d0 != Dm:  # unused wider tables cannot exist in one group; keep the shape general
                 U = torch.nn.functional.pad(U, (0, Dm - d0))
         else:
@@ -759,10 +763,11 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         #    gather_rows, 16-byte copies)
         if fast and n_u == 0:  # every id reserved (validate=False): they read a zero row
             U = U.new_zeros(1, Dm)
-        fused = fast and not (psw is not None and psw.requires_grad)
         if self.pooling == "none":
-            Uo = U.to(self.output_dtype)
-            out = torch.ops.dynamicemb.gather_rows(Uo.contiguous(), inverse) if fast else Uo.index_select(0, inverse)
+            if fast:  # (converted to the output dtype in the gather: the same values as converting first)
+                out = torch.ops.dynamicemb.gather_rows(U.contiguous(), inverse, _VALUE_KIND[self.output_dtype])
+            else:
+                out = U.to(self.output_dtype).index_select(0, inverse)
             E, lengths = None, None
         elif fused:
             out, lengths = self._bag_pool(U, inverse, offsets, psw, B)
@@ -781,9 +786,9 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         return out, saved
 
     def _bag_pool(self, U, inverse, offsets, psw, B):
-        """CUDA sum / mean pooling of the uniques' rows U (n_u, Dm) fp32 into bags, in one op (pool_rows: a warp
-        per bag adds its ids' rows in order; no (n, Dm) per-id rows; offsets clamped to [0, n] by the op, in bounds
-        for any offsets (validate=False), as the dedup kernel's bags). Returns (out (B, sum of dims) in the output
+        """CUDA sum / mean pooling of the uniques' rows U (n_u, Dm; fp32, or the wire's half rows) into bags, in one
+        op (pool_rows: a warp per bag adds its ids' rows in order, in fp32; no (n, Dm) per-id rows; offsets clamped
+        to [0, n] by the op, in bounds for any offsets (validate=False), as the dedup kernel's bags). Returns (out (B, sum of dims) in the output
         dtype, the bags' lengths (int64))."""
         F, Dm = self.num_features, self.max_dim
         pw = None if psw is None else psw.to(torch.float32).contiguous()
@@ -796,7 +801,8 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         return out.to(self.output_dtype), offsets[1:] - offsets[:-1]
 
     def _bag_grad(self, grad_out, saved) -> torch.Tensor:
-        """The backward of ``_bag_pool``: (n_u, Dm) fp32 per-unique sums of the ids' gradients (op
+        """The backward of ``_bag_pool``: (n_u, Dm) per-unique sums of the ids' gradients (fp32 sums stored in the
+        gradients' wire dtype; op
         segment_sum_rows: a stable sort of the ids by unique, then each unique's ids' bag gradients added in id
         order, times the ids' weights; the mean's division applied to the bag gradients first). With one dim for
         all features the bag gradients are read in place from the (B, F * Dm) output gradient (each id's bag
@@ -819,7 +825,8 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             gb = gb / lengths.clamp(min=1).to(torch.float32)[:, None]
         psw = saved["psw"]
         pw = None if psw is None else psw.to(torch.float32).contiguous()
-        return torch.ops.dynamicemb.segment_sum_rows(gb, saved["inverse"], saved["n_u"], bag.contiguous(), pw)
+        return torch.ops.dynamicemb.segment_sum_rows(gb, saved["inverse"], saved["n_u"], bag.contiguous(), pw,
+                                                     _VALUE_KIND[self._grad_dtype])
 
     # ------------------------------------------------------------------ backward
     @torch.no_grad()
@@ -832,7 +839,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         # atomics, deterministic, no (n, Dm) per-id buffer for bags)
         if saved["fused"] and self.pooling == "none":
             gU = torch.ops.dynamicemb.segment_sum_rows(grad_out.to(torch.float32).contiguous(), saved["inverse"],
-                                                       n_u)
+                                                       n_u, None, None, _VALUE_KIND[self._grad_dtype])
             grad_psw = None
         elif saved["fused"]:
             gU, grad_psw = self._bag_grad(grad_out, saved), None
@@ -844,7 +851,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self._mark("grad reduce")
         # gradients of the uniques to their owners (fp32, each table's width; no all_to_all on one rank)
         uniform = saved["ngroups"] == 1
-        gU = gU.to(self._grad_dtype)  # (a no-op in fp32; QCommsConfig.backward_precision rounds here)
+        gU = gU.to(self._grad_dtype)  # (CUDA: segment_sum_rows rounded its sums already; CPU: rounded here)
         if uniform:
             d0 = self.dims[self._group_tables[0][0]]
             flat_send = gU[:, :d0].reshape(-1)
