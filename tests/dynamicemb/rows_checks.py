@@ -60,6 +60,18 @@ def check_gather_convert(dev, n, m, d, src_dtype, out_dtype, idx_dtype, seed):
     assert torch.equal(out, ref), f"gather_rows {dev} {src_dtype} -> {out_dtype} d={d}: rows differ"
 
 
+#: the (src, out) dtype pairs of the converting gather's tests
+CONVERSIONS = [(torch.bfloat16, torch.float32), (torch.float16, torch.float32), (torch.float32, torch.bfloat16),
+               (torch.bfloat16, torch.float16)]
+
+
+def check_gather_converts(dev, n, m, d, seed):
+    """check_gather_convert for every pair of CONVERSIONS, int64 and int32 indices, and an empty index."""
+    for i, (src, out) in enumerate(CONVERSIONS):
+        check_gather_convert(dev, n, m, d, src, out, (torch.int64, torch.int32)[i % 2], seed=seed + i)
+        check_gather_convert(dev, 0, m, d, src, out, torch.int32, seed=1)
+
+
 def pool_reference(src, idx, offsets, w, mean):
     n, m = idx.numel(), src.shape[0]
     nb = offsets.numel() - 1
