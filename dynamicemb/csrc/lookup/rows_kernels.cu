@@ -1,8 +1,9 @@
 // Row kernels of the sharded module's CUDA step (rows_types.h): gather_rows moves whole rows with the widest
 // vector the row size and the addresses allow (16-byte loads for fp32 rows of a multiple of 4 columns), many rows
-// per block, or converts them element by element (half rows off the wire widened to fp32 outputs); pool_rows and segment_sum_rows give one warp to one output row (a bag, a unique), its lanes over the
-// columns (float4 when the columns allow), and add the entries' rows in entry order, four rows in flight: fixed
-// order, so the results do not depend on scheduling. segment_sum_rows first builds the CSR unique -> entries: a
+// per block, or converts them element by element (half rows off the wire widened to fp32 outputs); pool_rows and
+// segment_sum_rows give one warp to one output row (a bag, a unique), its lanes over the columns (float4 when the
+// columns allow; half rows read and stored four at a time), and add the entries' rows in entry order in fp32, four
+// rows in flight: fixed order, so the results do not depend on scheduling. segment_sum_rows first builds the CSR unique -> entries: a
 // stable cub radix sort of (unique, entry) pairs over the bits of num_unique, then the segment starts. Its sums
 // give each warp a fixed chunk of kSegChunk sorted entries (hot ids would serialize a warp per unique: a power-law
 // batch's hottest id has ~10 k entries): a run of one unique inside a chunk that is its whole segment is stored
@@ -59,6 +60,7 @@ __global__ void __launch_bounds__(kRowsBlock) gather_rows_kernel(GatherRowsParam
 template <int K>
 __device__ __forceinline__ float load1(const void* base, int64_t off) {
   using V = table::Val<K>;
+  if constexpr (K == table::kValueFp32) return __ldg(static_cast<const float*>(base) + off);
   return V::to_f(static_cast<const typename V::T*>(base)[off]);
 }
 template <int K>
@@ -164,7 +166,8 @@ __device__ __forceinline__ void warp_row_sum(const void* src, int64_t m, int64_t
 #pragma unroll
       for (int k = 0; k < 4; ++k) entry(j + k, r[k], w[k]);
 #pragma unroll
-      for (int k = 0; k < 4; ++k) v[k] = (r[k] >= 0 && r[k] < m) ? C::template load<K>(src, r[k] * d + c) : C::zero();
+      for (int k = 0; k < 4; ++k)
+        v[k] = (r[k] >= 0 && r[k] < m) ? C::template load<K>(src, r[k] * d + c) : C::zero();
 #pragma unroll
       for (int k = 0; k < 4; ++k) C::fma(acc, w[k], v[k]);
     }
