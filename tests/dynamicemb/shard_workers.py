@@ -454,6 +454,12 @@ def dmp_model(rank, world, tmp):
     again.tables.load(os.path.join(tmp, "dmp_dyn"))
     inner2, i2 = again.tables.local_table(0)
     assert table_rows(inner2.tables[i2]) == mine
+    # a sharder's qcomms reaches the sharded tables it builds (rows / gradients on the wire in bf16)
+    q = de.QCommsConfig(torch.bfloat16, torch.bfloat16)
+    qs = de.DynamicEmbeddingBagCollectionSharder(constraints, optimizer=de.Adam(lr=0.05), qcomms=q)
+    sharded = qs.shard(Model().dyn, plan.plan["dyn"], ShardingEnv.from_process_group(dist.GroupMember.WORLD),
+                       torch.device("cpu"), "dyn")
+    assert sharded.collection.tables.qcomms == q and sharded.collection.tables._row_dtype == torch.bfloat16
 
 
 # ---------------------------------------------------------------------- suites: several checks per spawn
