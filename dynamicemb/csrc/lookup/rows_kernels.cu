@@ -123,17 +123,59 @@ struct Cols<false> {
 
 constexpr int kF32 = table::kValueFp32;
 
-// One thread per element (or four) of an output row: src rows of kind S converted to kind O.
-template <int S, int O, bool VEC4>
+// W (8, 4 or 1) elements of kind K at element offset off as fp32 (W = 8: base and off * size 16-byte aligned).
+template <int K, int W>
+__device__ __forceinline__ void load_w(const void* base, int64_t off, float (&f)[W]) {
+  if constexpr (W == 1) {
+    f[0] = load1<K>(base, off);
+  } else if constexpr (W == 4 || K == table::kValueFp32) {
+#pragma unroll
+    for (int q = 0; q < W; q += 4) {
+      const float4 v = load4<K>(base, off + q);
+      f[q] = v.x; f[q + 1] = v.y; f[q + 2] = v.z; f[q + 3] = v.w;
+    }
+  } else {  // eight half elements: one 16-byte load
+    using T = typename table::Val<K>::T;
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(base) + off));
+    const T* h = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) f[q] = table::Val<K>::to_f(h[q]);
+  }
+}
+template <int K, int W>
+__device__ __forceinline__ void store_w(void* base, int64_t off, const float (&f)[W]) {
+  if constexpr (W == 1) {
+    store1<K>(base, off, f[0]);
+  } else if constexpr (W == 4 || K == table::kValueFp32) {
+#pragma unroll
+    for (int q = 0; q < W; q += 4) store4<K>(base, off + q, make_float4(f[q], f[q + 1], f[q + 2], f[q + 3]));
+  } else {
+    using V = table::Val<K>;
+    uint4 raw;
+    typename V::T* h = reinterpret_cast<typename V::T*>(&raw);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) h[q] = V::from_f(f[q]);
+    *reinterpret_cast<uint4*>(static_cast<typename V::T*>(base) + off) = raw;
+  }
+}
+
+// One thread per W elements of an output row (I: the counter's type, 32-bit when the chunks fit): src rows of
+// kind S converted to kind O.
+template <int S, int O, int W, typename I>
 __global__ void __launch_bounds__(kRowsBlock) gather_convert_kernel(GatherRowsParams p) {
-  using C = Cols<VEC4>;
-  const int64_t cpr = p.d / C::kWidth, total = p.n * cpr;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kRowsBlock;
-  for (int64_t t = static_cast<int64_t>(blockIdx.x) * kRowsBlock + threadIdx.x; t < total; t += stride) {
-    const int64_t i = t / cpr, c = (t - i * cpr) * C::kWidth;
+  const I cpr = static_cast<I>(p.d / W), total = static_cast<I>(p.n) * cpr;
+  const I stride = static_cast<I>(gridDim.x) * kRowsBlock;
+  for (I t = static_cast<I>(blockIdx.x) * kRowsBlock + threadIdx.x; t < total; t += stride) {
+    const I i = t / cpr, c = (t - i * cpr) * W;
     const int64_t r = load_index(p.index, p.index64, i);
-    const typename C::T v = (r >= 0 && r < p.m) ? C::template load<S>(p.src, r * p.d + c) : C::zero();
-    C::template store<O>(p.out, i * p.d + c, v);
+    float f[W];
+    if (r >= 0 && r < p.m) {
+      load_w<S, W>(p.src, r * p.d + c, f);
+    } else {
+#pragma unroll
+      for (int q = 0; q < W; ++q) f[q] = 0.f;
+    }
+    store_w<O, W>(p.out, static_cast<int64_t>(i) * p.d + c, f);
   }
 }
 
@@ -353,16 +395,29 @@ void launch_gather_rows(const GatherRowsParams& p, void* stream) {
   if (p.n == 0 || p.row_bytes == 0) return;
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   if (p.src_kind != p.out_kind) {
-    const int64_t total = p.n * (p.vec4 ? p.d / 4 : p.d);
+    // eight elements per thread where the rows allow 16-byte accesses on both sides, else four, else one
+    auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+    const int w = p.vec4 && p.d % 8 == 0 && a16(p.src) && a16(p.out) ? 8 : p.vec4 ? 4 : 1;
+    const int64_t total = p.n * (p.d / w);
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(blocks_for(total, kRowsBlock), 1 << 20));
+    const bool small = total < (int64_t(1) << 31) - int64_t(grid) * kRowsBlock;
     with_kind(p.src_kind, [&](auto s) {
       with_kind(p.out_kind, [&](auto o) {
         constexpr int S = decltype(s)::value, O = decltype(o)::value;
         if constexpr (S != O) {
-          if (p.vec4)
-            gather_convert_kernel<S, O, true><<<grid, kRowsBlock, 0, st>>>(p);
+          auto go = [&](auto wc) {
+            constexpr int W = decltype(wc)::value;
+            if (small)
+              gather_convert_kernel<S, O, W, uint32_t><<<grid, kRowsBlock, 0, st>>>(p);
+            else
+              gather_convert_kernel<S, O, W, int64_t><<<grid, kRowsBlock, 0, st>>>(p);
+          };
+          if (w == 8)
+            go(std::integral_constant<int, 8>{});
+          else if (w == 4)
+            go(std::integral_constant<int, 4>{});
           else
-            gather_convert_kernel<S, O, false><<<grid, kRowsBlock, 0, st>>>(p);
+            go(std::integral_constant<int, 1>{});
         }
       });
     });
