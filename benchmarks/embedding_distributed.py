@@ -15,6 +15,9 @@ Columns (ms, median over --reps steps of the slowest rank, CUDA events on GPU):
     train      forward + backward (with the fused update on the owners) of one step
     a2a        all_to_alls of the step: split sizes (+ the host sync), ids, rows back, gradients (CUDA events
                around each; a rank that arrives early waits inside them, so skew between ranks counts here)
+    sync, rows, grads   parts of a2a: the split sizes' all_to_all + host sync, the rows' and the gradients'
+    wire       dtype of the rows / gradients on the all_to_alls (--qcomms: fp32 = the exact default; bf16 / fp16 =
+               ``QCommsConfig``, the casts counted in local)
     lookup     the owners' shard modules: find_or_insert + row gather (forward), optimizer update (backward)
     local      the rest on the sending rank: dedup + routing, pooling, per-unique gradient sums
     ids/rank   ids per rank and step; uniq = unique (table, id) pairs a rank sends per step
@@ -22,6 +25,7 @@ Columns (ms, median over --reps steps of the slowest rank, CUDA events on GPU):
 Usage:
     python benchmarks/embedding_distributed.py [--worlds 1,2,4,8] [--quick] [--results FILE] [--plot out.png]
     python benchmarks/embedding_distributed.py --preset nvidia --cases none/adam/hybrid,none/adam/caching
+    python benchmarks/embedding_distributed.py --preset nvidia --cases none/sgd --qcomms fp32,bf16
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ A2A = ("splits a2a", "ids a2a", "rows a2a", "grads a2a")
 #: NVLink multicast (NVLS) off in every rank (the lent multi-GPU machines require it)
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 LOOKUP = ("lookup", "update")
+WIRE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}  # --qcomms
 
 
 def phase_ms(log, device):
@@ -74,8 +79,9 @@ def rank_main(rank, world, args, store, result_file):
     batches = [make_batch(T, B, args.hotness, space, args.alpha, gen) for _ in range(4)]
     batches = [(i.to(device), o.to(device)) for i, o in batches]
     rows = []
-    for case in args.cases.split(","):
+    for case, wire in [(c, q) for c in args.cases.split(",") for q in args.qcomms.split(",")]:
         pooling, opt_name, storage = parse_case(case)
+        qc = None if wire == "fp32" else de.QCommsConfig(WIRE[wire], WIRE[wire])
         opt = de.SGD(lr=0.01) if opt_name == "sgd" else de.Adam(lr=1e-3)
         extra = {}
         if storage != "hbm":  # a global budget: --hbm-fraction of the rows ([embedding | optimizer state], fp32)
@@ -83,7 +89,7 @@ def rank_main(rank, world, args, store, result_file):
             extra = dict(storage=storage, hbm_budget_bytes=int(args.hbm_fraction * args.capacity * world) * row_bytes)
         tables = [de.DynamicEmbTableOptions(dim=args.dim, max_capacity=args.capacity * world, on_refused="zero",
                                             **extra)] * T
-        m = de.ShardedDynamicEmbeddingTables(tables, pooling=pooling, optimizer=opt, device=device)
+        m = de.ShardedDynamicEmbeddingTables(tables, pooling=pooling, optimizer=opt, device=device, qcomms=qc)
         grad = None
         steps, phases = [], []
         for it in range(args.warmup + args.reps):
@@ -105,7 +111,8 @@ def rank_main(rank, world, args, store, result_file):
         med = {k: statistics.median(p.get(k, 0.0) for p in phases) for k in phases[0]}
         r = torch.tensor([statistics.median(steps), sum(med.get(k, 0.0) for k in A2A),
                           sum(med.get(k, 0.0) for k in LOOKUP),
-                          sum(v for k, v in med.items() if k not in A2A + LOOKUP)], dtype=torch.float64)
+                          sum(v for k, v in med.items() if k not in A2A + LOOKUP)] +
+                         [med.get(k, 0.0) for k in ("splits a2a", "rows a2a", "grads a2a")], dtype=torch.float64)
         r = r.to(device)
         dist.all_reduce(r, op=dist.ReduceOp.MAX)  # the slowest rank sets the step
         n_ids = sum(int(o[-1]) for _, o in batches) // len(batches)
@@ -113,7 +120,7 @@ def rank_main(rank, world, args, store, result_file):
         ids0, off0 = batches[0]
         tbl = torch.repeat_interleave(torch.arange(T, device=device), (off0[B::B] - off0[:-1:B]))
         uniq = torch.unique(torch.stack([tbl, ids0]), dim=1).shape[1]
-        rows.append((pooling, opt_name, storage, [float(x) for x in r.tolist()], n_ids, uniq))
+        rows.append((pooling, opt_name, storage, wire, [float(x) for x in r.tolist()], n_ids, uniq))
         del m
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -139,21 +146,22 @@ def markdown_table(results, args, hw):
     lines = [
         f"### dynamicemb sharded embedding, weak scaling, on {hw}",
         "",
-        f"Per rank: {T} tables x D={args.dim} fp32 rows (fp32 rows and gradients on the wire, int64 ids), "
+        f"Per rank: {T} tables x D={args.dim} fp32 rows (rows and gradients on the wire in the wire column's "
+        f"dtype, int64 ids), "
         f"{args.batch // T} samples x {T} features, hotness 1..{args.hotness}, power law alpha={args.alpha} over "
         f"{args.id_space} ids{' (global)' if args.fixed_id_space else ' per rank (x world)'}, {args.capacity} "
         f"slots/table/rank, routing hash; storage hybrid/caching: {args.hbm_fraction:.0%} of the rows in HBM. "
         f"Times in ms per step (median of {args.reps}, slowest rank); a2a = all_to_alls incl. the split-size sync, "
         f"lookup = owners' find_or_insert + update, local = dedup, pooling, gradient sums.",
         "",
-        "| world | pooling | optimizer | storage | train (ms) | a2a (ms) | lookup (ms) | local (ms) | ids/rank | "
-        "uniq/rank |",
-        "|---:|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| world | pooling | optimizer | storage | wire | train (ms) | a2a (ms) | sync | rows | grads | lookup (ms) | "
+        "local (ms) | ids/rank | uniq/rank |",
+        "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for w, rows in results.items():
-        for pooling, opt_name, storage, (train, a2a, lookup, local), n_ids, uniq in rows:
-            lines.append(f"| {w} | {pooling} | {opt_name} | {storage} | {train:.3f} | {a2a:.3f} | {lookup:.3f} | "
-                         f"{local:.3f} | {n_ids} | {uniq} |")
+        for pooling, opt_name, storage, wire, (train, a2a, lookup, local, sync, ra, ga), n_ids, uniq in rows:
+            lines.append(f"| {w} | {pooling} | {opt_name} | {storage} | {wire} | {train:.3f} | {a2a:.3f} | {sync:.3f} "
+                         f"| {ra:.3f} | {ga:.3f} | {lookup:.3f} | {local:.3f} | {n_ids} | {uniq} |")
     return "\n".join(lines) + "\n"
 
 
@@ -163,12 +171,13 @@ def plot(results, path, hw):
     if plt is None:
         return
     fig, ax = plt.subplots(figsize=(7, 4))
-    cases = [r[:3] for r in next(iter(results.values()))]
-    for i, (pooling, opt_name, storage) in enumerate(cases):
+    cases = [r[:4] for r in next(iter(results.values()))]
+    for i, (pooling, opt_name, storage, wire) in enumerate(cases):
         ws = sorted(results)
-        name = f"{pooling}/{opt_name}" + ("" if storage == "hbm" else f"/{storage}")
-        ax.plot(ws, [results[w][i][3][0] for w in ws], "o-", label=f"{name} train")
-        ax.plot(ws, [results[w][i][3][1] for w in ws], "x--", label=f"{name} a2a")
+        name = f"{pooling}/{opt_name}" + ("" if storage == "hbm" else f"/{storage}") + ("" if wire == "fp32" else
+                                                                                         f"/{wire}")
+        ax.plot(ws, [results[w][i][4][0] for w in ws], "o-", label=f"{name} train")
+        ax.plot(ws, [results[w][i][4][1] for w in ws], "x--", label=f"{name} a2a")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("world size (ranks)")
     ax.set_ylabel("ms per step")
@@ -187,6 +196,9 @@ def main(argv=None):
     p.add_argument("--preset", choices=["default", "nvidia"], default="default",
                    help="nvidia: NVIDIA dynamicemb's published config per rank (10 tables x 104,857 samples of one "
                         "id, power law 1.05 over 1,677,721 ids, 1M slots per table)")
+    p.add_argument("--qcomms", default="fp32",
+                   help="comma-separated wire dtypes of the rows and gradients, each case runs with each: fp32 (the "
+                        "exact default), bf16, fp16 (QCommsConfig)")
     p.add_argument("--hbm-fraction", type=float, default=0.25,
                    help="share of each table's rows in HBM for the hybrid/caching cases (default 0.25)")
     p.add_argument("--fixed-id-space", action="store_true",
@@ -199,6 +211,8 @@ def main(argv=None):
         args.id_space, args.capacity = 1_677_721, 1 << 20
     for c in args.cases.split(","):
         parse_case(c)
+    if any(q not in WIRE for q in args.qcomms.split(",")):
+        raise SystemExit(f"--qcomms: expected fp32, bf16 or fp16 (comma-separated), got {args.qcomms!r}")
     if args.quick:
         args.batch, args.capacity, args.id_space, args.warmup, args.reps = 2_000, 1 << 14, 100_000, 2, 3
     worlds = [int(w) for w in args.worlds.split(",")]
@@ -217,9 +231,9 @@ def main(argv=None):
             mp.start_processes(rank_main, args=(w, args, os.path.join(tmp, "store"), out), nprocs=w,
                                start_method="spawn")
             results[w] = torch.load(out)
-        for pooling, opt_name, storage, (train, a2a, lookup, local), n_ids, uniq in results[w]:
-            print(f"world {w} {pooling:4s} {opt_name:4s} {storage:7s} train {train:.3f} a2a {a2a:.3f} lookup {lookup:.3f} "
-                  f"local {local:.3f} ms", flush=True)
+        for pooling, opt_name, storage, wire, (train, a2a, lookup, local, *_), n_ids, uniq in results[w]:
+            print(f"world {w} {pooling:4s} {opt_name:4s} {storage:7s} {wire} train {train:.3f} a2a {a2a:.3f} lookup "
+                  f"{lookup:.3f} local {local:.3f} ms", flush=True)
     hw = (f"{torch.cuda.get_device_name(0)} (one per rank, nccl)" if args.device == "cuda"
           else f"CPU ({os.cpu_count()} cores), gloo")
     publish(markdown_table(results, args, hw), args.results, provenance(argv))

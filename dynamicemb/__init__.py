@@ -5,6 +5,7 @@ Public API (everything else is private):
     DynamicEmbTableOptions, DynamicEmbInitializer
     BatchedDynamicEmbeddingTables             fused tables: flat ids + offsets, pooling, fused optimizers
     ShardedDynamicEmbeddingTables, route_keys the same tables sharded row-wise by key over torch.distributed ranks
+    QCommsConfig                              rows / gradients on the sharded step's wire in bf16 / fp16 (opt-in)
     DynamicEmbParameterConstraints, DynamicEmbeddingShardingPlanner, DynamicEmbeddingBagCollectionSharder,
     DynamicEmbeddingCollectionSharder, ShardedDynamicEmbeddingBagCollection, ShardedDynamicEmbeddingCollection,
     shard_storage_bytes                       TorchRec planner/sharders (DistributedModelParallel); loaded lazily
@@ -30,7 +31,7 @@ from ._hash import hash_keys  # noqa: E402
 from ._optimizers import SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad  # noqa: E402
 from ._options import DynamicEmbInitializer, DynamicEmbTableOptions  # noqa: E402
 from ._routing import route_keys  # noqa: E402
-from ._sharded import ShardedDynamicEmbeddingTables  # noqa: E402
+from ._sharded import QCommsConfig, ShardedDynamicEmbeddingTables  # noqa: E402
 from ._storage import BackingStore, DiskStore, DiskStoreSpec, HostStore, StoreError  # noqa: E402
 from ._table import ScoredHashTable, TableInitializer  # noqa: E402
 from ._uva_store import UvaStore, UvaStoreSpec  # noqa: E402
@@ -73,6 +74,7 @@ __all__ = [
     "DynamicEmbeddingCollection",
     "EmbOptimizer",
     "HostStore",
+    "QCommsConfig",
     "RefusedInsertError",
     "RowWiseAdagrad",
     "SGD",

@@ -1,11 +1,16 @@
 """Row ops of the sharded module's CUDA step (dynamicemb/csrc/ops/rows_ops.cc; CPU kernels too, adding in the same
-order): ``gather_rows`` (rows by an index, 16-byte vector copies), ``pool_rows`` (bags of weighted rows) and
-``segment_sum_rows`` (per-unique sums of gradient rows through a CSR built by a stable sort: deterministic, no
-atomics). Fake kernels are registered here so torch.compile/export can trace a step that calls them."""
+order): ``gather_rows`` (rows by an index, 16-byte vector copies, or converted to another float dtype),
+``pool_rows`` (bags of weighted fp32 / fp16 / bf16 rows, fp32 sums) and ``segment_sum_rows`` (per-unique sums of
+gradient rows through a CSR built by a stable sort: deterministic, no atomics; fp32, or rounded once to fp16 /
+bf16). Fake kernels are registered here so torch.compile/export can trace a step that calls them."""
 
 import torch
 
 from ._load import load_library
+
+
+#: the row ops' out_kind codes (table_types.h ValueKind; _batched_kernels._VALUE_KIND) -> dtype
+ROW_DTYPES = {0: torch.float16, 1: torch.bfloat16, 2: torch.float32}
 
 
 def rows_ops_available() -> bool:
@@ -16,14 +21,16 @@ def _register_fakes():
     if not rows_ops_available():
         return
 
-    def gather(src, index):
-        return src.new_empty(index.shape[0], src.shape[1])
+    def gather(src, index, out_kind=-1):
+        dtype = src.dtype if out_kind == -1 else ROW_DTYPES[out_kind]
+        return src.new_empty(index.shape[0], src.shape[1], dtype=dtype)
 
     def pool(src, index, offsets, weight, mean, batch=0):
-        return src.new_empty(offsets.shape[0] - 1, src.shape[1])
+        return src.new_empty(offsets.shape[0] - 1, src.shape[1], dtype=torch.float32)
 
-    def segment_sum(grad, inverse, num_unique, row_of=None, weight=None):
-        return grad.new_empty(num_unique, grad.shape[1])
+    def segment_sum(grad, inverse, num_unique, row_of=None, weight=None, out_kind=-1):
+        dtype = torch.float32 if out_kind == -1 else ROW_DTYPES[out_kind]
+        return grad.new_empty(num_unique, grad.shape[1], dtype=dtype)
 
     for name, fn in (("gather_rows", gather), ("pool_rows", pool), ("segment_sum_rows", segment_sum)):
         try:

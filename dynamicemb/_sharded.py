@@ -11,12 +11,13 @@ unchanged. A step on each rank, for its own batch:
             3. all_to_all of the unique ids (plus their occurrence counts when a table counts admission);
             4. the owner looks its received ids up in its shard modules (find_or_insert in training, find in
                eval): ids from all peers in one call, so an id sent by two ranks is one unique there;
-            5. all_to_all of the rows back (in the tables' dtype when they share one, else fp32);
+            5. all_to_all of the rows back (in the tables' dtype when they share one, else fp32; ``qcomms``:
+               bf16 / fp16);
             6. pooling (sum / mean / none, per-sample weights) where the bag lives, as the single-rank module
                (CUDA: op pool_rows / gather_rows from the uniques' rows; CPU: the single-rank torch path's ops).
   backward  1. bag gradients -> per-unique sums on the sending rank (CUDA: op segment_sum_rows, a stable sort
-               of the ids by unique and ordered sums per unique; CPU: index_add_); 2. all_to_all of them (fp32)
-               to the owners;
+               of the ids by unique and ordered sums per unique; CPU: index_add_); 2. all_to_all of them (fp32;
+               ``qcomms``: bf16 / fp16) to the owners;
             3. the owner runs its shard modules' backward: sums per unique over peers, clips, fused optimizer.
 
 Global gradient clipping (``max_grad_value``, ``max_grad_norm``) is applied by the owner to the per-id sums over
@@ -43,16 +44,49 @@ import torch.distributed as dist
 from torch import nn
 
 from ._batched import BatchedDynamicEmbeddingTables, RefusedInsertError, _id_gradients, _pool_rows
-from ._batched_kernels import _dedup_set_size, _kernels_available
+from ._batched_kernels import _VALUE_KIND, _dedup_set_size, _kernels_available
 from ._optimizers import SGD, EmbOptimizer
 from ._options import DynamicEmbTableOptions
 from ._routing import ROUTING_MODES, check_key_space, route_keys, route_keys_by_table
 from ._rows import rows_ops_available  # (importing it registers the row ops' fake kernels)
 from ._table import RESERVED_KEYS
 
-__all__ = ["ShardedDynamicEmbeddingTables"]
+__all__ = ["QCommsConfig", "ShardedDynamicEmbeddingTables"]
 
 _POOLINGS = ("sum", "mean", "none")
+_WIRE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@dataclasses.dataclass(frozen=True)
+class QCommsConfig:
+    """Precision of the rows and gradients that the sharded step's all_to_alls carry (opt-in; the default module
+    sends rows in the tables' dtype and gradients in fp32, exactly).
+
+    Args:
+        forward_precision: dtype of the rows sent back to the senders (torch.float32, torch.float16 or
+            torch.bfloat16; None: the tables' dtype). Each row is rounded once, on the owner; the sender pools the
+            rounded rows in fp32.
+        backward_precision: dtype of the per-unique gradient sums sent to the owners (None: torch.float32). Each
+            sender's sum is rounded once; the owner adds the peers' sums in fp32 before its optimizer.
+
+    The rounding happens at every world size (one rank too), so a run's numerics do not depend on the number of
+    ranks through the forward. bf16 keeps fp32's range (8 bits of precision: a relative error <= 2**-8 per
+    element); fp16 keeps 11 bits but overflows past 65504 and loses precision below 6.1e-5 (small gradients).
+
+    Example:
+        >>> emb = ShardedDynamicEmbeddingTables(tables, qcomms=QCommsConfig(torch.bfloat16, torch.bfloat16))
+    """
+
+    forward_precision: Optional[torch.dtype] = torch.bfloat16
+    backward_precision: Optional[torch.dtype] = torch.bfloat16
+
+    def validate(self) -> "QCommsConfig":
+        for name in ("forward_precision", "backward_precision"):
+            v = getattr(self, name)
+            if v is not None and v not in _WIRE_DTYPES:
+                raise TypeError(f"qcomms.{name}: expected None, torch.float32, torch.float16 or torch.bfloat16, "
+                                f"got {v!r}")
+        return self
 
 
 def _shard_capacity(c: Optional[int], world: int, bucket: int) -> Optional[int]:
@@ -145,6 +179,9 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         device: "cpu" (gloo) or a CUDA device (nccl); default: the current CUDA device for nccl, else cpu.
         world_size: if given, the process group must have this many ranks (a guard against launching with the
             wrong number of processes).
+        qcomms: a ``QCommsConfig``: rows and gradients on the wire in a lower precision (half the bytes of the
+            all_to_alls in bf16 / fp16; results within the stated rounding of the exact step). Default None: rows
+            in the tables' dtype, gradients in fp32 (exact).
 
     Forward: ``module(ids, offsets=None, per_sample_weights=None, lengths=None, validate=True)``: this rank's
         ids (N,), offsets (F * B + 1,) or lengths (F * B,), per_sample_weights (N,) (sum pooling). Returns
@@ -182,6 +219,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         output_dtype: torch.dtype = torch.float32,
         device=None,
         world_size: Optional[int] = None,
+        qcomms: Optional[QCommsConfig] = None,
     ):
         super().__init__()
         if not (dist.is_available() and dist.is_initialized()):
@@ -224,6 +262,9 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         if output_dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError(
                 f"output_dtype: expected torch.float32, torch.float16 or torch.bfloat16, got {output_dtype}")
+        if qcomms is not None and not isinstance(qcomms, QCommsConfig):
+            raise TypeError(f"qcomms: expected None or a QCommsConfig, got {type(qcomms).__name__}")
+        qcomms = None if qcomms is None else qcomms.validate()
         backend = str(dist.get_backend(pg))
         if device is None:
             device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
@@ -239,7 +280,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self.routing, self.key_spaces = routing, spaces
         self.options, self.table_names, self.feature_table_map = opts, names, fmap
         self.pooling, self.optimizer, self.key_dtype, self.output_dtype = pooling, optimizer, key_dtype, output_dtype
-        self.device, self.dims = dev, dims
+        self.device, self.dims, self.qcomms = dev, dims, qcomms
         self.feature_dims = [dims[t] for t in fmap]
         self.max_dim = max(self.feature_dims)
         self._check_same_on_all_ranks()
@@ -251,6 +292,14 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self._group_of, self._local_of, self._group_tables = [0] * T, [0] * T, []
         dtypes = {o.dtype for o in opts}
         self._row_dtype = dtypes.pop() if len(dtypes) == 1 else torch.float32  # rows travel in this dtype
+        self._grad_dtype = torch.float32  # gradients travel in this dtype
+        if qcomms is not None:
+            self._row_dtype = qcomms.forward_precision or self._row_dtype
+            self._grad_dtype = qcomms.backward_precision or torch.float32
+        # the shard modules' outputs: fp32 (exact for every table dtype, so the gradients reach the update in fp32),
+        # or the wire's dtype when rows and gradients travel in the same half dtype (the owner's lookup writes the
+        # rows to send and its backward takes the received gradients, widening them to fp32 before its sums)
+        inner_dtype = self._row_dtype if self._row_dtype == self._grad_dtype != torch.float32 else torch.float32
         shards = {}
         for g, d in enumerate(widths):
             members = [t for t in range(T) if dims[t] == d]
@@ -260,8 +309,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             shards[f"dim{d}"] = BatchedDynamicEmbeddingTables(
                 [shard_options(opts[t], W) for t in members], feature_table_map=list(range(len(members))),
                 pooling="none", optimizer=dataclasses.replace(inner_opt), table_names=[names[t] for t in members],
-                # fp32 outputs (exact for every table dtype) so the gradients reach the update in fp32
-                key_dtype=key_dtype, output_dtype=torch.float32, device=dev)
+                key_dtype=key_dtype, output_dtype=inner_dtype, device=dev)
         self.shards = nn.ModuleDict(shards)
         # the owner's (peer, table) -> (group, table, peer) reorder of the received ids is the identity with one
         # table, or on one rank when the groups list the tables in index order (always so with one group)
@@ -323,7 +371,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
     def _check_same_on_all_ranks(self):
         """All ranks must shard the same tables the same way: one all_gather of a digest of the full config."""
         full = dict(self.layout(), options=[repr(o) for o in self.options], optimizer_args=repr(self.optimizer),
-                    output_dtype=str(self.output_dtype))
+                    output_dtype=str(self.output_dtype), qcomms=repr(self.qcomms))
         digest = hashlib.sha256(json.dumps(full, sort_keys=True, default=str).encode()).hexdigest()[:16]
         got = [None] * self.world_size
         dist.all_gather_object(got, digest, group=self.process_group)
@@ -673,9 +721,10 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         rtbl = utbl = None
         if uniform:
             rows_g = outs[0] if first_pos[0] is None else outs[0][first_pos[0]]
+            rows_g = rows_g.detach().to(self._row_dtype)  # (narrowed before the reorder's copy)
             if newpos is not None:
                 rows_g = rows_g[newpos]
-            flat_send = rows_g.detach().to(self._row_dtype).reshape(-1)
+            flat_send = rows_g.reshape(-1)
         else:
             rtbl = torch.repeat_interleave(self._seg_table, cnt_recv, output_size=n_r)
             rwidth = self._table_dim[rtbl]
@@ -695,8 +744,12 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         el_recv = [sum(cr[p][t] * self.dims[t] for t in range(T)) for p in range(W)]
         el_send = [sum(cs[p][t] * self.dims[t] for t in range(T)) for p in range(W)]
         flat = flat_send if W == 1 else _a2a(flat_send, el_recv, el_send, pg)
+        fused = fast and not (psw is not None and psw.requires_grad)
         if uniform:
-            U = flat.view(n_u, d0).to(torch.float32)
+            U = flat.view(n_u, d0)
+            # the CUDA ops read half rows off the wire themselves (pool_rows sums in fp32, gather_rows converts)
+            if not (fused and d0 == Dm):
+                U = U.to(torch.float32)
             if d0 != Dm:  # unused wider tables cannot exist in one group; keep the shape general
                 U = torch.nn.functional.pad(U, (0, Dm - d0))
         else:
@@ -710,10 +763,11 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         #    gather_rows, 16-byte copies)
         if fast and n_u == 0:  # every id reserved (validate=False): they read a zero row
             U = U.new_zeros(1, Dm)
-        fused = fast and not (psw is not None and psw.requires_grad)
         if self.pooling == "none":
-            Uo = U.to(self.output_dtype)
-            out = torch.ops.dynamicemb.gather_rows(Uo.contiguous(), inverse) if fast else Uo.index_select(0, inverse)
+            if fast:  # (converted to the output dtype in the gather: the same values as converting first)
+                out = torch.ops.dynamicemb.gather_rows(U.contiguous(), inverse, _VALUE_KIND[self.output_dtype])
+            else:
+                out = U.to(self.output_dtype).index_select(0, inverse)
             E, lengths = None, None
         elif fused:
             out, lengths = self._bag_pool(U, inverse, offsets, psw, B)
@@ -732,9 +786,9 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         return out, saved
 
     def _bag_pool(self, U, inverse, offsets, psw, B):
-        """CUDA sum / mean pooling of the uniques' rows U (n_u, Dm) fp32 into bags, in one op (pool_rows: a warp
-        per bag adds its ids' rows in order; no (n, Dm) per-id rows; offsets clamped to [0, n] by the op, in bounds
-        for any offsets (validate=False), as the dedup kernel's bags). Returns (out (B, sum of dims) in the output
+        """CUDA sum / mean pooling of the uniques' rows U (n_u, Dm; fp32, or the wire's half rows) into bags, in one
+        op (pool_rows: a warp per bag adds its ids' rows in order, in fp32; no (n, Dm) per-id rows; offsets clamped
+        to [0, n] by the op, in bounds for any offsets (validate=False), as the dedup kernel's bags). Returns (out (B, sum of dims) in the output
         dtype, the bags' lengths (int64))."""
         F, Dm = self.num_features, self.max_dim
         pw = None if psw is None else psw.to(torch.float32).contiguous()
@@ -747,7 +801,8 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         return out.to(self.output_dtype), offsets[1:] - offsets[:-1]
 
     def _bag_grad(self, grad_out, saved) -> torch.Tensor:
-        """The backward of ``_bag_pool``: (n_u, Dm) fp32 per-unique sums of the ids' gradients (op
+        """The backward of ``_bag_pool``: (n_u, Dm) per-unique sums of the ids' gradients (fp32 sums stored in the
+        gradients' wire dtype; op
         segment_sum_rows: a stable sort of the ids by unique, then each unique's ids' bag gradients added in id
         order, times the ids' weights; the mean's division applied to the bag gradients first). With one dim for
         all features the bag gradients are read in place from the (B, F * Dm) output gradient (each id's bag
@@ -770,7 +825,8 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             gb = gb / lengths.clamp(min=1).to(torch.float32)[:, None]
         psw = saved["psw"]
         pw = None if psw is None else psw.to(torch.float32).contiguous()
-        return torch.ops.dynamicemb.segment_sum_rows(gb, saved["inverse"], saved["n_u"], bag.contiguous(), pw)
+        return torch.ops.dynamicemb.segment_sum_rows(gb, saved["inverse"], saved["n_u"], bag.contiguous(), pw,
+                                                     _VALUE_KIND[self._grad_dtype])
 
     # ------------------------------------------------------------------ backward
     @torch.no_grad()
@@ -783,7 +839,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         # atomics, deterministic, no (n, Dm) per-id buffer for bags)
         if saved["fused"] and self.pooling == "none":
             gU = torch.ops.dynamicemb.segment_sum_rows(grad_out.to(torch.float32).contiguous(), saved["inverse"],
-                                                       n_u)
+                                                       n_u, None, None, _VALUE_KIND[self._grad_dtype])
             grad_psw = None
         elif saved["fused"]:
             gU, grad_psw = self._bag_grad(grad_out, saved), None
@@ -795,6 +851,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self._mark("grad reduce")
         # gradients of the uniques to their owners (fp32, each table's width; no all_to_all on one rank)
         uniform = saved["ngroups"] == 1
+        gU = gU.to(self._grad_dtype)  # (CUDA: segment_sum_rows rounded its sums already; CPU: rounded here)
         if uniform:
             d0 = self.dims[self._group_tables[0][0]]
             flat_send = gU[:, :d0].reshape(-1)
@@ -812,17 +869,18 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             grow = _unpack(flat, _excl_cumsum(rw), rw, Dm)
         if newpos is not None:  # (peer, table) -> (group, table, peer): row i goes to newpos[i]
             grow = torch.empty_like(grow).index_copy_(0, newpos, grow)
+        # (in the wire's dtype up to here: the shard modules take it, or fp32, below)
         grads = []
         for gi, (g0, ng) in enumerate(saved["spans"]):
             d = self._shard_list[gi].dims[0]
             grads.append(grow[g0:g0 + ng, :d])
         if self._clip:
-            grads = self._clip_on_owner(grads, saved)
+            grads = self._clip_on_owner([g.to(torch.float32) for g in grads], saved)
         outs, gs = [], []
         for gi, (gr, out_g) in enumerate(zip(grads, saved["outs"])):
             first = saved["first"][gi]
             if first is not None:  # expanded occurrences: the unique's gradient on its first occurrence
-                full = torch.zeros(out_g.shape[0], gr.shape[1], dtype=torch.float32, device=dev)
+                full = torch.zeros(out_g.shape[0], gr.shape[1], dtype=gr.dtype, device=dev)
                 full.index_copy_(0, first, gr)
                 gr = full
             if out_g.shape[0] == 0:

@@ -43,7 +43,7 @@ from . import _TORCHREC_SHARDING
 from ._collection import DynamicEmbeddingBagCollection, DynamicEmbeddingCollection
 from ._optimizers import SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad
 from ._options import DynamicEmbTableOptions
-from ._sharded import ShardedDynamicEmbeddingTables, shard_options
+from ._sharded import QCommsConfig, ShardedDynamicEmbeddingTables, shard_options
 
 __all__ = list(_TORCHREC_SHARDING)  # one list: the names dynamicemb/__init__.py resolves on first use
 
@@ -220,7 +220,7 @@ class _ShardedMixin:
     def _make_tables(self, opts, fmap, **kwargs):
         ks = [int(c.num_embeddings) for c in self._embedding_configs]
         return ShardedDynamicEmbeddingTables(opts, fmap, process_group=self._pg, routing=self._routing,
-                                             key_space=ks, **kwargs)
+                                             key_space=ks, qcomms=self._qcomms, **kwargs)
 
 
 class ShardedDynamicEmbeddingBagCollection(_ShardedMixin, DynamicEmbeddingBagCollection):
@@ -232,6 +232,7 @@ class ShardedDynamicEmbeddingBagCollection(_ShardedMixin, DynamicEmbeddingBagCol
             ``DynamicEmbeddingBagCollection`` (capacities are global).
         process_group: ranks to shard over (default: the default group).
         routing: "hash", "roundrobin" or "continuous" (key space: each config's ``num_embeddings``).
+        qcomms: a ``QCommsConfig``: rows / gradients on the all_to_alls in bf16 / fp16 (default None: exact).
 
     Example:
         >>> ebc = ShardedDynamicEmbeddingBagCollection([EmbeddingBagConfig(num_embeddings=1 << 20, embedding_dim=64,
@@ -240,8 +241,8 @@ class ShardedDynamicEmbeddingBagCollection(_ShardedMixin, DynamicEmbeddingBagCol
     """
 
     def __init__(self, tables, table_options=None, optimizer=None, is_weighted=False, device=None,
-                 key_dtype=torch.int64, output_dtype=torch.float32, process_group=None, routing="hash"):
-        self._pg, self._routing = process_group, routing
+                 key_dtype=torch.int64, output_dtype=torch.float32, process_group=None, routing="hash", qcomms=None):
+        self._pg, self._routing, self._qcomms = process_group, routing, qcomms
         super().__init__(tables, table_options, optimizer, is_weighted, device, key_dtype, output_dtype)
 
 
@@ -256,8 +257,8 @@ class ShardedDynamicEmbeddingCollection(_ShardedMixin, DynamicEmbeddingCollectio
     """
 
     def __init__(self, tables, table_options=None, optimizer=None, device=None, key_dtype=torch.int64,
-                 output_dtype=torch.float32, process_group=None, routing="hash"):
-        self._pg, self._routing = process_group, routing
+                 output_dtype=torch.float32, process_group=None, routing="hash", qcomms=None):
+        self._pg, self._routing, self._qcomms = process_group, routing, qcomms
         super().__init__(tables, table_options, optimizer, device, key_dtype, output_dtype)
 
 
@@ -324,7 +325,7 @@ def _sharder_options(constraints, table_options):
 
 
 class _DynamicSharderBase:
-    def _init_dynamic(self, constraints, table_options, optimizer, routing):
+    def _init_dynamic(self, constraints, table_options, optimizer, routing, qcomms):
         if optimizer is not None and not isinstance(optimizer, EmbOptimizer):
             raise TypeError(f"optimizer: expected an EmbOptimizer (SGD, Adam, Adagrad, RowWiseAdagrad), got "
                             f"{type(optimizer).__name__}")
@@ -332,8 +333,11 @@ class _DynamicSharderBase:
             raise ValueError(
                 f"routing: expected one of {list(ShardedDynamicEmbeddingTables.ROUTINGS)}, got {routing!r}")
         self._dyn_options = _sharder_options(constraints, table_options)
+        if qcomms is not None and not isinstance(qcomms, QCommsConfig):
+            raise TypeError(f"qcomms: expected None or a QCommsConfig, got {type(qcomms).__name__}")
         self._dyn_optimizer = optimizer
         self._dyn_routing = routing
+        self._dyn_qcomms = qcomms
 
     def sharding_types(self, compute_device_type: str) -> List[str]:
         types = list(super().sharding_types(compute_device_type))
@@ -364,6 +368,7 @@ class DynamicEmbeddingBagCollectionSharder(_DynamicSharderBase, EmbeddingBagColl
         table_options: options by table name (override those in ``constraints``).
         optimizer: the dynamic tables' fused optimizer (default: from ``fused_params``, else SGD(lr=0.01)).
         routing: "hash", "roundrobin" or "continuous" (key space: the config's ``num_embeddings``).
+        qcomms: a ``QCommsConfig`` for the dynamic tables' all_to_alls (default None: exact).
         fused_params, qcomm_codecs_registry: passed to TorchRec's sharder (its static tables).
 
     Raises:
@@ -376,16 +381,17 @@ class DynamicEmbeddingBagCollectionSharder(_DynamicSharderBase, EmbeddingBagColl
 
     def __init__(self, constraints=None, table_options: Optional[Dict[str, DynamicEmbTableOptions]] = None,
                  optimizer: Optional[EmbOptimizer] = None, routing: str = "hash", fused_params=None,
-                 qcomm_codecs_registry=None):
+                 qcomm_codecs_registry=None, qcomms: Optional[QCommsConfig] = None):
         super().__init__(fused_params=fused_params, qcomm_codecs_registry=qcomm_codecs_registry)
-        self._init_dynamic(constraints, table_options, optimizer, routing)
+        self._init_dynamic(constraints, table_options, optimizer, routing, qcomms)
 
     def shard(self, module, params, env, device=None, module_fqn=None):
         if not _split_params(params, module_fqn):
             return super().shard(module, params, env, device, module_fqn)
         cfgs, opts, opt, pg, dev = self._dynamic_args(module, env, device)
         ebc = ShardedDynamicEmbeddingBagCollection(cfgs, opts, opt, is_weighted=module.is_weighted(), device=dev,
-                                                   process_group=pg, routing=self._dyn_routing)
+                                                   process_group=pg, routing=self._dyn_routing,
+                                                   qcomms=self._dyn_qcomms)
         return _DMPShardedCollection(ebc, type(module))
 
 
@@ -400,16 +406,16 @@ class DynamicEmbeddingCollectionSharder(_DynamicSharderBase, EmbeddingCollection
 
     def __init__(self, constraints=None, table_options: Optional[Dict[str, DynamicEmbTableOptions]] = None,
                  optimizer: Optional[EmbOptimizer] = None, routing: str = "hash", fused_params=None,
-                 qcomm_codecs_registry=None, use_index_dedup: bool = False):
+                 qcomm_codecs_registry=None, use_index_dedup: bool = False, qcomms: Optional[QCommsConfig] = None):
         super().__init__(fused_params=fused_params, qcomm_codecs_registry=qcomm_codecs_registry,
                          use_index_dedup=use_index_dedup)
-        self._init_dynamic(constraints, table_options, optimizer, routing)
+        self._init_dynamic(constraints, table_options, optimizer, routing, qcomms)
 
     def shard(self, module, params, env, device=None, module_fqn=None):
         if not _split_params(params, module_fqn):
             return super().shard(module, params, env, device, module_fqn)
         cfgs, opts, opt, pg, dev = self._dynamic_args(module, env, device)
         ec = ShardedDynamicEmbeddingCollection(cfgs, opts, opt, device=dev, process_group=pg,
-                                               routing=self._dyn_routing)
+                                               routing=self._dyn_routing, qcomms=self._dyn_qcomms)
         return _DMPShardedCollection(ec, type(module))
 

@@ -57,6 +57,14 @@ def parity_with_twin(rank, world, cases):
     sw.parity_cases(rank, world, cases)
 
 
+def qcomms_with_twin(rank, world):
+    """shard_workers.qcomms_parity with the CUDA step on the CPU (the row ops on half-precision rows and sums)."""
+    import shard_workers as sw
+
+    install()
+    sw.qcomms_parity(rank, world)
+
+
 def psw_grad_parity(rank, world, twin):
     """Sum pooling with per-sample weights that need a gradient (``twin``: the CUDA step's unfused path, else the
     CPU step): outputs, the weights' gradients and the rows after training equal the single-rank module's fed all

@@ -5,6 +5,10 @@ Fresh random inputs with out-of-range indices; on CUDA the op's outputs land in 
 import torch
 
 OPS = torch.ops.dynamicemb
+KIND = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}  # the ops' out_kind codes (ValueKind)
+UNIT = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8, torch.float32: 0.0}  # unit roundoff of a store
+# half the spacing of the subnormals: the absolute error of a store below the normal range (fp16: 6.1e-5)
+TINY = {torch.float16: 2.0 ** -25, torch.bfloat16: 2.0 ** -134, torch.float32: 0.0}
 
 
 def poison(dev):
@@ -43,6 +47,33 @@ def check_gather(dev, n, m, d, dtype, idx_dtype, seed):
     assert torch.equal(out, ref.to(out.dtype)), f"gather_rows {dev} n={n} m={m} d={d} {dtype}: rows differ"
 
 
+def check_gather_convert(dev, n, m, d, src_dtype, out_dtype, idx_dtype, seed):
+    """gather_rows with out_kind: every row converted (round to nearest: torch's conversion, bit for bit)."""
+    g = torch.Generator().manual_seed(seed)
+    src = (torch.randn(m, d, generator=g) * 3).to(src_dtype).to(dev)
+    idx = rand_index(g, n, m, idx_dtype, dev)
+    poison(dev)
+    out = OPS.gather_rows(src, idx, KIND[out_dtype])
+    il = idx.long()
+    valid = (il >= 0) & (il < m)
+    ref = torch.where(valid[:, None], src.float()[il.clamp(0, max(m - 1, 0))] if m else src.new_zeros(n, d).float(),
+                      0).to(out_dtype)
+    assert out.dtype == out_dtype and out.shape == (n, d)
+    assert torch.equal(out, ref), f"gather_rows {dev} {src_dtype} -> {out_dtype} d={d}: rows differ"
+
+
+#: the (src, out) dtype pairs of the converting gather's tests
+CONVERSIONS = [(torch.bfloat16, torch.float32), (torch.float16, torch.float32), (torch.float32, torch.bfloat16),
+               (torch.bfloat16, torch.float16)]
+
+
+def check_gather_converts(dev, n, m, d, seed):
+    """check_gather_convert for every pair of CONVERSIONS, int64 and int32 indices, and an empty index."""
+    for i, (src, out) in enumerate(CONVERSIONS):
+        check_gather_convert(dev, n, m, d, src, out, (torch.int64, torch.int32)[i % 2], seed=seed + i)
+        check_gather_convert(dev, 0, m, d, src, out, torch.int32, seed=1)
+
+
 def pool_reference(src, idx, offsets, w, mean):
     n, m = idx.numel(), src.shape[0]
     nb = offsets.numel() - 1
@@ -60,12 +91,12 @@ def pool_reference(src, idx, offsets, w, mean):
     return ref, absref
 
 
-def check_pool(dev, nb, m, d, weighted, mean, seed, max_len=9, batch=0):
+def check_pool(dev, nb, m, d, weighted, mean, seed, max_len=9, batch=0, src_dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(0, max_len, (nb,), generator=g)
     offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)]).to(dev)
     n = int(lengths.sum())
-    src = torch.randn(m, d, generator=g).to(dev)
+    src = torch.randn(m, d, generator=g).to(src_dtype).to(dev)
     idx = rand_index(g, n, m, torch.int64, dev)
     w = torch.rand(n, generator=g).add_(0.5).to(dev) if weighted else None
     poison(dev)
@@ -74,7 +105,9 @@ def check_pool(dev, nb, m, d, weighted, mean, seed, max_len=9, batch=0):
     if batch:  # bag f * batch + j -> row j * (nb // batch) + f
         ref = ref.view(nb // batch, batch, d).transpose(0, 1).reshape(nb, d)
         absref = absref.view(nb // batch, batch, d).transpose(0, 1).reshape(nb, d)
-    check_close(out, ref, absref, f"pool_rows {dev} nb={nb} d={d} weighted={weighted} mean={mean} batch={batch}")
+    assert out.dtype == torch.float32
+    check_close(out, ref, absref, f"pool_rows {dev} nb={nb} d={d} weighted={weighted} mean={mean} batch={batch} "
+                                  f"{src_dtype}")
     return src, idx, offsets, w
 
 
@@ -106,10 +139,22 @@ def segment_inputs(dev, n, nu, d, pooled, weighted, idx_dtype, seed, hot=0):
     return grad, inv.to(idx_dtype).to(dev), row_of, w
 
 
-def check_segment(dev, n, nu, d, pooled, weighted, idx_dtype, seed, hot=0):
+def check_segment(dev, n, nu, d, pooled, weighted, idx_dtype, seed, hot=0, out_dtype=torch.float32):
+    """out_dtype fp16 / bf16: the fp32 sums rounded once (within the store's unit roundoff of them)."""
     grad, inv, row_of, w = segment_inputs(dev, n, nu, d, pooled, weighted, idx_dtype, seed, hot)
     poison(dev)
-    out = OPS.segment_sum_rows(grad, inv, nu, row_of, w)
+    out = OPS.segment_sum_rows(grad, inv, nu, row_of, w, KIND[out_dtype])
+    assert out.dtype == out_dtype
     ref, absref = segment_reference(grad, inv, nu, row_of, w)
-    check_close(out, ref, absref, f"segment_sum_rows {dev} n={n} nu={nu} d={d} pooled={pooled} w={weighted}")
+    what = f"segment_sum_rows {dev} n={n} nu={nu} d={d} pooled={pooled} w={weighted} {out_dtype}"
+    if out_dtype == torch.float32:
+        check_close(out, ref, absref, what)
+    else:  # |round(s) - ref| <= u |s| + tiny + |s - ref|, |s - ref| <= 1e-5 absref
+        assert torch.isfinite(out).all(), f"{what}: non-finite entries (unwritten output?)"
+        err = (out.double() - ref).abs()
+        tol = UNIT[out_dtype] * (ref.abs() + 1e-5 * absref) + 1e-5 * absref + TINY[out_dtype] + 1e-30
+        worst = int((err - tol).argmax()) if err.numel() else 0
+        assert bool((err <= tol).all()), (f"{what}: error {float(err.flatten()[worst])} > allowed "
+                                          f"{float(tol.flatten()[worst])} at ref {float(ref.flatten()[worst])}")
+        assert n == 0 or not torch.equal(out.double(), ref), f"{what}: no rounding seen"
     return out

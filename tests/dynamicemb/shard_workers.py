@@ -454,6 +454,12 @@ def dmp_model(rank, world, tmp):
     again.tables.load(os.path.join(tmp, "dmp_dyn"))
     inner2, i2 = again.tables.local_table(0)
     assert table_rows(inner2.tables[i2]) == mine
+    # a sharder's qcomms reaches the sharded tables it builds (rows / gradients on the wire in bf16)
+    q = de.QCommsConfig(torch.bfloat16, torch.bfloat16)
+    qs = de.DynamicEmbeddingBagCollectionSharder(constraints, optimizer=de.Adam(lr=0.05), qcomms=q)
+    sharded = qs.shard(Model().dyn, plan.plan["dyn"], ShardingEnv.from_process_group(dist.GroupMember.WORLD),
+                       torch.device("cpu"), "dyn")
+    assert sharded.collection.tables.qcomms == q and sharded.collection.tables._row_dtype == torch.bfloat16
 
 
 # ---------------------------------------------------------------------- suites: several checks per spawn
@@ -470,3 +476,104 @@ def suite(rank, world, cases, tmp, loads, write, bad=False, storage=False):
         ck_phase(rank, world, tmp, src, False)
     if write:
         ck_phase(rank, world, tmp, 0, True)
+
+
+# ---------------------------------------------------------------------- rows / gradients on the wire in bf16 / fp16
+QCOMMS_CASES = [("sum", torch.bfloat16), ("none", torch.float16), ("mean", torch.bfloat16)]
+
+
+def _unit_roundoff(dtype):
+    return {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}[dtype]
+
+
+def qcomms_parity(rank, world, cases=QCOMMS_CASES):
+    """``QCommsConfig`` against the exact single-rank module fed all ranks' batches, one direction rounded at a
+    time (the loss is linear in the outputs, so forward rounding leaves the gradients, and so the rows, exact):
+    forward: rows equal the reference's and each output is the pooling of the rounded rows (step 0; none: bit for
+    bit the rounded row), within u * the pooled |rows| later; backward (SGD): every row within lr * u * (sum of
+    |gradient| of its ids) per step of the reference's. Some output or row differs on some rank (the rounding
+    ran); "both" rounds the two directions (the shard modules then write and take the wire's dtype themselves):
+    outputs at step 0 and rows as above. u: the wire dtype's unit roundoff (bf16 2**-8, fp16 2**-11)."""
+    dev, D, F, B, lr = rank_device(), 8, 2, 3, 0.3
+    tol = _tol()["atol"]
+    for pooling, wire in cases:
+        u = _unit_roundoff(wire)
+        for side in ("forward", "backward", "both"):
+            fwd, bwd = side in ("forward", "both"), side in ("backward", "both")
+            opts = [de.DynamicEmbTableOptions(dim=D, max_capacity=512 * world, bucket_capacity=16,
+                                              initializer=de.DynamicEmbInitializer("uniform", low=-1.0, high=1.0,
+                                                                                   seed=31 + i))
+                    for i in range(F)]
+            q = de.QCommsConfig(wire if fwd else None, wire if bwd else None)
+            ref = de.BatchedDynamicEmbeddingTables(opts, [0, 1], pooling=pooling, optimizer=de.SGD(lr=lr), device=dev)
+            sh = de.ShardedDynamicEmbeddingTables(opts, [0, 1], pooling=pooling, optimizer=de.SGD(lr=lr),
+                                                  device=dev, qcomms=q)
+            gen = torch.Generator().manual_seed(900 + world)
+            bound = {}  # (table, key) -> (D,) accumulated bound of |row - reference row|
+            rounded = False
+            for step in range(3):
+                ids, off, _, locs = global_batch(gen, F, world, B, V)
+                lid, loff, _, gpos = locs[rank]
+                out_ref = ref(ids.to(dev), off.to(dev))
+                out = sh(lid.to(dev), loff.to(dev))
+                want = out_ref[gpos.to(dev)] if pooling == "none" else out_ref[rank * B:(rank + 1) * B]
+                feat = torch.searchsorted(off[1:], torch.arange(ids.numel()), right=True) // (world * B)
+                if fwd:
+                    # step 0: fresh rows, the same bits in both modules: the output is the pooling of the rounded
+                    # rows; later steps (rows equal up to fp32 sums in another order): within u * pooled |rows|
+                    rows = {f: table_rows(ref.tables[f]) for f in range(F)}  # this step's rows (not yet updated)
+                    if pooling == "none":
+                        exp, absp = want.to(wire).float(), want.abs()
+                    else:
+                        exp, absp = torch.zeros(B, F * D), torch.zeros(B, F * D)
+                        for f in range(F):
+                            for b in range(B):
+                                i = f * B + b
+                                ks = lid[int(loff[i]):int(loff[i + 1])].tolist()
+                                for k in ks:
+                                    r = torch.tensor(rows[f][k][0][:D])
+                                    exp[b, f * D:(f + 1) * D] += r.to(wire).float()
+                                    absp[b, f * D:(f + 1) * D] += r.abs()
+                                if pooling == "mean" and ks:
+                                    exp[b, f * D:(f + 1) * D] /= len(ks)
+                                    absp[b, f * D:(f + 1) * D] /= len(ks)
+                        exp, absp = exp.to(dev), absp.to(dev)
+                    if step == 0:
+                        torch.testing.assert_close(out, exp, rtol=0, atol=0 if pooling == "none" else tol)
+                    elif not bwd:  # (both: the rows moved within the backward's bound too; checked at the end)
+                        err = (out - want).abs()
+                        assert bool((err <= u * absp * (1 + 1e-3) + tol).all()), (step, rank, float(err.max()))
+                    rounded |= not torch.equal(out, want)
+                else:
+                    if step == 0:
+                        torch.testing.assert_close(out, want, rtol=tol, atol=tol)
+                R = torch.randn(out_ref.shape, generator=gen)
+                Rl = R[gpos] if pooling == "none" else R[rank * B:(rank + 1) * B]
+                # |gradient| of every global id, accumulated per (table, key) into the backward's bound
+                if pooling == "none":
+                    g = R.abs()
+                else:
+                    bag = torch.searchsorted(off[1:], torch.arange(ids.numel()), right=True) % (world * B)
+                    lens = (off[1:] - off[:-1]).view(F, world * B).float()
+                    g = torch.stack([R[bag[i], int(feat[i]) * D:(int(feat[i]) + 1) * D].abs() /
+                                     (lens[feat[i], bag[i]] if pooling == "mean" else 1.0)
+                                     for i in range(ids.numel())]) if ids.numel() else torch.zeros(0, D)
+                for i in range(ids.numel()):
+                    key = (int(feat[i]), int(ids[i]))
+                    bound[key] = bound.get(key, torch.zeros(D)) + lr * u * g[i]
+                (out_ref * R.to(dev)).sum().backward()
+                (out * Rl.to(dev)).sum().backward()
+            for f in range(F):
+                m, lt = sh.local_table(f)
+                mine, theirs = table_rows(m.tables[lt]), table_rows(ref.tables[f])
+                assert set(mine) <= set(theirs)
+                for k, (row, _) in mine.items():
+                    diff = (torch.tensor(row) - torch.tensor(theirs[k][0])).abs()
+                    if not bwd:
+                        assert float(diff.max()) <= tol, (f, k, diff)
+                    else:
+                        assert bool((diff <= bound[(f, k)] * (1 + 1e-3) + tol).all()), (f, k, diff, bound[(f, k)])
+                        rounded |= float(diff.max()) > 0
+            flag = torch.tensor([int(rounded)], device=dev)
+            dist.all_reduce(flag)
+            assert int(flag) > 0, f"{pooling} {wire} {side}: nothing was rounded"

@@ -38,13 +38,13 @@ def test_example_two_ranks(tmp_path):
 @pytest.mark.skipif(not os.path.exists(BENCH), reason=f"{BENCH} not in the runfiles")
 def test_benchmark_quick_two_worlds(tmp_path):
     res = tmp_path / "results.md"
-    r = _run([os.path.abspath(BENCH), "--quick", "--worlds", "1,2", "--cases", "sum/adam,none/sgd/caching", "--warmup", "1", "--reps",
-              "2", "--results", str(res), "--device", "cpu"], tmp_path)
+    r = _run([os.path.abspath(BENCH), "--quick", "--worlds", "1,2", "--cases", "sum/adam,none/sgd/caching", "--qcomms",
+              "fp32,bf16", "--warmup", "1", "--reps", "2", "--results", str(res), "--device", "cpu"], tmp_path)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
     table = res.read_text()
-    assert "weak scaling" in table and "| world | pooling | optimizer | storage | train (ms) | a2a (ms) |" in table, table
-    assert "| 1 | sum | adam | hbm |" in table and "| 2 | sum | adam | hbm |" in table, table
-    assert "| 2 | none | sgd | caching |" in table, table
+    assert "weak scaling" in table and "| world | pooling | optimizer | storage | wire | train (ms) | a2a (ms) |" in table
+    assert "| 1 | sum | adam | hbm | fp32 |" in table and "| 2 | sum | adam | hbm | bf16 |" in table, table
+    assert "| 2 | none | sgd | caching | fp32 |" in table, table
 
 
 @pytest.mark.skipif(not os.path.exists(EXAMPLE), reason=f"{EXAMPLE} not in the runfiles")

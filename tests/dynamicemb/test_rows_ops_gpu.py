@@ -32,6 +32,29 @@ def test_gather_rows_misaligned():
     assert torch.equal(rc.OPS.gather_rows(src, idx), src[idx])
 
 
+@pytest.mark.parametrize("d", [128, 7])
+def test_gather_rows_converting(d):
+    rc.check_gather_converts("cuda", 3001, 257, d, seed=d + 17)
+
+
+@pytest.mark.parametrize("src_dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 6])
+def test_pool_rows_half_rows(src_dtype, d):
+    args = rc.check_pool("cuda", 3000, 400, d, True, False, seed=d + 60, max_len=13, src_dtype=src_dtype)
+    rc.check_pool("cuda", 3000, 400, d, False, True, seed=d + 61, max_len=13, batch=1000, src_dtype=src_dtype)
+    cpu = rc.OPS.pool_rows(*[None if t is None else t.cpu() for t in args], False)
+    torch.testing.assert_close(rc.OPS.pool_rows(*args, False).cpu(), cpu, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 5])
+def test_segment_sum_rows_half_out(out_dtype, d):
+    a = rc.check_segment("cuda", 20000, 3001, d, True, True, torch.int64, seed=d + 70, hot=2500, out_dtype=out_dtype)
+    rc.check_segment("cuda", 0, 4, d, False, False, torch.int32, seed=3, out_dtype=out_dtype)
+    grad, inv, row_of, w = rc.segment_inputs("cuda", 20000, 3001, d, True, True, torch.int64, d + 70, hot=2500)
+    assert torch.equal(a, rc.OPS.segment_sum_rows(grad, inv, 3001, row_of, w, rc.KIND[out_dtype]))
+
+
 @pytest.mark.parametrize("weighted,mean", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("d", [128, 7])
 def test_pool_rows(weighted, mean, d):

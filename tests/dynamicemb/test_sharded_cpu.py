@@ -127,3 +127,17 @@ def test_reshard_3_to_2_and_1_to_2(ckpt_dir):
     _need(ckpt_dir, 3)
     _need(ckpt_dir, 1)
     run_ranks(sw.suite, 2, [], ckpt_dir, [3, 1], False)
+
+
+# ---------------------------------------------------------------------- rows / gradients on the wire in bf16 / fp16
+@pytest.mark.parametrize("world", [2, 3])
+def test_qcomms_rounding_against_the_exact_step(world):
+    run_ranks(sw.qcomms_parity, world)
+
+
+def test_qcomms_config_bad_args():
+    with pytest.raises(TypeError, match="qcomms.forward_precision: expected None, torch.float32"):
+        de.QCommsConfig(torch.int8).validate()
+    with pytest.raises(TypeError, match="qcomms.backward_precision: expected"):
+        de.QCommsConfig(torch.bfloat16, torch.float64).validate()
+    assert de.QCommsConfig() == de.QCommsConfig(torch.bfloat16, torch.bfloat16)

@@ -104,6 +104,14 @@ def test_bf16_rows(nccl):
     _train(ref, sh, 3, torch.Generator().manual_seed(4), dict(rtol=2e-2, atol=2e-2))
 
 
+def test_qcomms_rounding(nccl):
+    # rows / gradients rounded to bf16 / fp16 on the (one rank's) wire: the CUDA step's casts against the exact
+    # single-rank CUDA module, each direction apart (shard_workers.qcomms_parity)
+    import shard_workers as sw
+
+    sw.qcomms_parity(0, 1)
+
+
 def test_empty_batch(nccl):
     _, sh = _pair("sum", lambda: de.Adam(lr=0.02))
     ids = torch.empty(0, dtype=torch.int64, device="cuda")

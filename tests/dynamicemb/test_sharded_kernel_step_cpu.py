@@ -27,6 +27,12 @@ def test_kernel_step_parity(world, cases):
     run_ranks(dedup_twin.parity_with_twin, world, cases, timeout=300)
 
 
+@pytest.mark.parametrize("world", [1, 2])
+def test_kernel_step_qcomms(world):
+    # rows / gradients rounded to bf16 / fp16 on the wire through the CUDA step's ops
+    run_ranks(dedup_twin.qcomms_with_twin, world, timeout=300)
+
+
 @pytest.mark.parametrize("twin", [True, False], ids=["cuda_step", "cpu_step"])
 @pytest.mark.parametrize("world", [1, 2])
 def test_weight_gradients(world, twin):

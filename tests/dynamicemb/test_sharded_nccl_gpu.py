@@ -52,3 +52,10 @@ def test_reshard_bit_exact_under_eviction(ckpt_dir, src, dst):
     # another routing is refused; one routing trains on equal to one rank trained on both worlds' batches
     _dumps(ckpt_dir, src)
     run_ranks(sw.suite, dst, [], ckpt_dir, [src], False, backend="nccl", timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize("world", [pytest.param(w, marks=pytest.mark.gpus(w), id=f"w{w}") for w in (2, 4)])
+def test_qcomms_rounding(world):
+    # rows / gradients on the NCCL all_to_alls in bf16 / fp16 against the exact single-rank CUDA module (each
+    # direction apart and both; shard_workers.qcomms_parity's bounds)
+    run_ranks(sw.qcomms_parity, world, backend="nccl", timeout=TIMEOUT)

@@ -1,8 +1,9 @@
 // Row kernels of the sharded module's CUDA step (rows_types.h): gather_rows moves whole rows with the widest
 // vector the row size and the addresses allow (16-byte loads for fp32 rows of a multiple of 4 columns), many rows
-// per block; pool_rows and segment_sum_rows give one warp to one output row (a bag, a unique), its lanes over the
-// columns (float4 when the columns allow), and add the entries' rows in entry order, four rows in flight: fixed
-// order, so the results do not depend on scheduling. segment_sum_rows first builds the CSR unique -> entries: a
+// per block, or converts them element by element (half rows off the wire widened to fp32 outputs); pool_rows and
+// segment_sum_rows give one warp to one output row (a bag, a unique), its lanes over the columns (float4 when the
+// columns allow; half rows read and stored four at a time), and add the entries' rows in entry order in fp32, four
+// rows in flight: fixed order, so the results do not depend on scheduling. segment_sum_rows first builds the CSR unique -> entries: a
 // stable cub radix sort of (unique, entry) pairs over the bits of num_unique, then the segment starts. Its sums
 // give each warp a fixed chunk of kSegChunk sorted entries (hot ids would serialize a warp per unique: a power-law
 // batch's hottest id has ~10 k entries): a run of one unique inside a chunk that is its whole segment is stored
@@ -18,6 +19,7 @@
 
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 #include "dynamicemb/csrc/lookup/rows_types.h"
+#include "dynamicemb/csrc/table/value_types.cuh"
 
 namespace dynamicemb {
 namespace lookup {
@@ -53,6 +55,47 @@ __global__ void __launch_bounds__(kRowsBlock) gather_rows_kernel(GatherRowsParam
   }
 }
 
+// Elements of kind K (table_types.h ValueKind) at element offset `off` of `base`, as fp32: one, or four (off a
+// multiple of 4, base aligned to four elements); stores round to nearest.
+template <int K>
+__device__ __forceinline__ float load1(const void* base, int64_t off) {
+  using V = table::Val<K>;
+  if constexpr (K == table::kValueFp32) return __ldg(static_cast<const float*>(base) + off);
+  return V::to_f(static_cast<const typename V::T*>(base)[off]);
+}
+template <int K>
+__device__ __forceinline__ void store1(void* base, int64_t off, float v) {
+  using V = table::Val<K>;
+  static_cast<typename V::T*>(base)[off] = V::from_f(v);
+}
+template <int K>
+__device__ __forceinline__ float4 load4(const void* base, int64_t off) {
+  if constexpr (K == table::kValueFp32) {
+    return __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(base) + off));
+  } else {
+    using T = typename table::Val<K>::T;
+    const uint2 raw = __ldg(reinterpret_cast<const uint2*>(static_cast<const T*>(base) + off));
+    const T* h = reinterpret_cast<const T*>(&raw);
+    return make_float4(table::Val<K>::to_f(h[0]), table::Val<K>::to_f(h[1]), table::Val<K>::to_f(h[2]),
+                       table::Val<K>::to_f(h[3]));
+  }
+}
+template <int K>
+__device__ __forceinline__ void store4(void* base, int64_t off, const float4& v) {
+  if constexpr (K == table::kValueFp32) {
+    *reinterpret_cast<float4*>(static_cast<float*>(base) + off) = v;
+  } else {
+    using V = table::Val<K>;
+    uint2 raw;
+    typename V::T* h = reinterpret_cast<typename V::T*>(&raw);
+    h[0] = V::from_f(v.x);
+    h[1] = V::from_f(v.y);
+    h[2] = V::from_f(v.z);
+    h[3] = V::from_f(v.w);
+    *reinterpret_cast<uint2*>(static_cast<typename V::T*>(base) + off) = raw;
+  }
+}
+
 template <bool VEC4>
 struct Cols;
 template <>
@@ -60,29 +103,99 @@ struct Cols<true> {
   using T = float4;
   static constexpr int kWidth = 4;
   __device__ static T zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
-  __device__ static T load(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+  template <int K> __device__ static T load(const void* p, int64_t off) { return load4<K>(p, off); }
   __device__ static void fma(T& a, float w, const T& v) {
     a.x = fmaf(w, v.x, a.x); a.y = fmaf(w, v.y, a.y); a.z = fmaf(w, v.z, a.z); a.w = fmaf(w, v.w, a.w);
   }
   __device__ static void div(T& a, float s) { a.x /= s; a.y /= s; a.z /= s; a.w /= s; }
-  __device__ static void store(float* p, const T& v) { *reinterpret_cast<float4*>(p) = v; }
+  template <int K> __device__ static void store(void* p, int64_t off, const T& v) { store4<K>(p, off, v); }
 };
 template <>
 struct Cols<false> {
   using T = float;
   static constexpr int kWidth = 1;
   __device__ static T zero() { return 0.f; }
-  __device__ static T load(const float* p) { return __ldg(p); }
+  template <int K> __device__ static T load(const void* p, int64_t off) { return load1<K>(p, off); }
   __device__ static void fma(T& a, float w, const T& v) { a = fmaf(w, v, a); }
   __device__ static void div(T& a, float s) { a /= s; }
-  __device__ static void store(float* p, const T& v) { *p = v; }
+  template <int K> __device__ static void store(void* p, int64_t off, const T& v) { store1<K>(p, off, v); }
 };
 
+constexpr int kF32 = table::kValueFp32;
+
+// W (8, 4 or 1) elements of kind K at element offset off as fp32 (W = 8: base and off * size 16-byte aligned).
+template <int K, int W>
+__device__ __forceinline__ void load_w(const void* base, int64_t off, float (&f)[W]) {
+  if constexpr (W == 1) {
+    f[0] = load1<K>(base, off);
+  } else if constexpr (W == 4 || K == table::kValueFp32) {
+#pragma unroll
+    for (int q = 0; q < W; q += 4) {
+      const float4 v = load4<K>(base, off + q);
+      f[q] = v.x; f[q + 1] = v.y; f[q + 2] = v.z; f[q + 3] = v.w;
+    }
+  } else {  // eight half elements: one 16-byte load
+    using T = typename table::Val<K>::T;
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(base) + off));
+    const T* h = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) f[q] = table::Val<K>::to_f(h[q]);
+  }
+}
+template <int K, int W>
+__device__ __forceinline__ void store_w(void* base, int64_t off, const float (&f)[W]) {
+  if constexpr (W == 1) {
+    store1<K>(base, off, f[0]);
+  } else if constexpr (W == 4 || K == table::kValueFp32) {
+#pragma unroll
+    for (int q = 0; q < W; q += 4) store4<K>(base, off + q, make_float4(f[q], f[q + 1], f[q + 2], f[q + 3]));
+  } else {
+    using V = table::Val<K>;
+    uint4 raw;
+    typename V::T* h = reinterpret_cast<typename V::T*>(&raw);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) h[q] = V::from_f(f[q]);
+    *reinterpret_cast<uint4*>(static_cast<typename V::T*>(base) + off) = raw;
+  }
+}
+
+// One thread per W elements of an output row (I: the counter's type, 32-bit when the chunks fit): src rows of
+// kind S converted to kind O.
+template <int S, int O, int W, typename I>
+__global__ void __launch_bounds__(kRowsBlock) gather_convert_kernel(GatherRowsParams p) {
+  const I cpr = static_cast<I>(p.d / W), total = static_cast<I>(p.n) * cpr;
+  const I stride = static_cast<I>(gridDim.x) * kRowsBlock;
+  for (I t = static_cast<I>(blockIdx.x) * kRowsBlock + threadIdx.x; t < total; t += stride) {
+    const I i = t / cpr, c = (t - i * cpr) * W;
+    const int64_t r = load_index(p.index, p.index64, i);
+    float f[W];
+    if (r >= 0 && r < p.m) {
+      load_w<S, W>(p.src, r * p.d + c, f);
+    } else {
+#pragma unroll
+      for (int q = 0; q < W; ++q) f[q] = 0.f;
+    }
+    store_w<O, W>(p.out, static_cast<int64_t>(i) * p.d + c, f);
+  }
+}
+
+// f(std::integral_constant<int, K>) for a row kind K (fp16, bf16, fp32)
+template <typename F>
+void with_kind(int kind, const F& f) {
+  switch (kind) {
+    case table::kValueFp16: f(std::integral_constant<int, table::kValueFp16>{}); break;
+    case table::kValueBf16: f(std::integral_constant<int, table::kValueBf16>{}); break;
+    case table::kValueFp32: f(std::integral_constant<int, table::kValueFp32>{}); break;
+    default: throw std::runtime_error("dynamicemb rows: unknown value kind " + std::to_string(kind));
+  }
+}
+
 // One warp: out_row = sum over entries j in [s, e), in order, of w_j * src[r_j] (entry(j, r, w) gives the row and
-// the weight; a row outside [0, m) adds nothing), divided by `div` when it is nonzero.
-template <bool VEC4, typename Entry>
-__device__ __forceinline__ void warp_row_sum(const float* src, int64_t m, int64_t d, int64_t s, int64_t e,
-                                             const Entry& entry, float div, float* out_row) {
+// the weight; a row outside [0, m) adds nothing), divided by `div` when it is nonzero. src rows of kind K, the
+// row stored as kind O at element offset out_off of out.
+template <bool VEC4, int K, int O, typename Entry>
+__device__ __forceinline__ void warp_row_sum(const void* src, int64_t m, int64_t d, int64_t s, int64_t e,
+                                             const Entry& entry, float div, void* out, int64_t out_off) {
   using C = Cols<VEC4>;
   const int lane = threadIdx.x & 31;
   for (int64_t c = lane * C::kWidth; c < d; c += 32 * C::kWidth) {
@@ -95,7 +208,8 @@ __device__ __forceinline__ void warp_row_sum(const float* src, int64_t m, int64_
 #pragma unroll
       for (int k = 0; k < 4; ++k) entry(j + k, r[k], w[k]);
 #pragma unroll
-      for (int k = 0; k < 4; ++k) v[k] = (r[k] >= 0 && r[k] < m) ? C::load(src + r[k] * d + c) : C::zero();
+      for (int k = 0; k < 4; ++k)
+        v[k] = (r[k] >= 0 && r[k] < m) ? C::template load<K>(src, r[k] * d + c) : C::zero();
 #pragma unroll
       for (int k = 0; k < 4; ++k) C::fma(acc, w[k], v[k]);
     }
@@ -103,14 +217,14 @@ __device__ __forceinline__ void warp_row_sum(const float* src, int64_t m, int64_
       int64_t r;
       float w;
       entry(j, r, w);
-      if (r >= 0 && r < m) C::fma(acc, w, C::load(src + r * d + c));
+      if (r >= 0 && r < m) C::fma(acc, w, C::template load<K>(src, r * d + c));
     }
     if (div != 0.f) C::div(acc, div);
-    C::store(out_row + c, acc);
+    C::template store<O>(out, out_off + c, acc);
   }
 }
 
-template <bool VEC4>
+template <bool VEC4, int K>
 __global__ void __launch_bounds__(kRowsBlock) pool_rows_kernel(PoolRowsParams p) {
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (kRowsBlock / 32);
   for (int64_t b = (static_cast<int64_t>(blockIdx.x) * kRowsBlock + threadIdx.x) / 32; b < p.num_bags; b += warps) {
@@ -121,8 +235,8 @@ __global__ void __launch_bounds__(kRowsBlock) pool_rows_kernel(PoolRowsParams p)
       w = p.weight ? p.weight[j] : 1.f;
     };
     const int64_t row = p.batch > 0 ? (b % p.batch) * (p.num_bags / p.batch) + b / p.batch : b;
-    warp_row_sum<VEC4>(p.src, p.m, p.d, s, e, entry, p.mean && e > s ? static_cast<float>(e - s) : 0.f,
-                       p.out + row * p.d);
+    warp_row_sum<VEC4, K, kF32>(p.src, p.m, p.d, s, e, entry, p.mean && e > s ? static_cast<float>(e - s) : 0.f,
+                                p.out, row * p.d);
   }
 }
 
@@ -193,7 +307,7 @@ __global__ void seg_start_kernel(const int32_t* sk, int64_t n, int64_t num_uniqu
 // One warp per chunk of kSegChunk sorted entries: the runs of equal uniques summed in entry order (four entries'
 // rows in flight); a run that is its unique's whole segment goes to the output, a piece of a longer segment to the
 // chunk's slot (see the top of the file). Entries of key num_unique (skipped ids) are dropped.
-template <bool VEC4>
+template <bool VEC4, int O>
 __global__ void __launch_bounds__(kRowsBlock) seg_chunk_kernel(SegmentSumParams p, const int32_t* keys,
                                                                const int32_t* pos, float* pieces) {
   using C = Cols<VEC4>;
@@ -206,8 +320,10 @@ __global__ void __launch_bounds__(kRowsBlock) seg_chunk_kernel(SegmentSumParams 
       auto flush = [&](int32_t u, int64_t run_begin, int64_t run_end, const typename C::T& acc) {
         if (u >= p.num_unique) return;
         const bool began = run_begin == b && before == u, goes_on = run_end == e && after == u;
-        float* dst = !began && !goes_on ? p.out + u * p.d : pieces + (2 * c + (began ? 0 : 1)) * p.d;
-        C::store(dst + col, acc);
+        if (!began && !goes_on)
+          C::template store<O>(p.out, u * p.d + col, acc);
+        else
+          C::template store<kF32>(pieces, (2 * c + (began ? 0 : 1)) * p.d + col, acc);
       };
       typename C::T acc = C::zero();
       int32_t cur = keys[b];
@@ -227,7 +343,7 @@ __global__ void __launch_bounds__(kRowsBlock) seg_chunk_kernel(SegmentSumParams 
             r = p.row_of ? load_index(p.row_of, p.row_of64, i) : i;
             w[q] = p.weight ? p.weight[i] : 1.f;
           }
-          v[q] = (r >= 0 && r < p.grad_rows) ? C::load(p.grad + r * p.d + col) : C::zero();
+          v[q] = (r >= 0 && r < p.grad_rows) ? C::template load<kF32>(p.grad, r * p.d + col) : C::zero();
         }
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
@@ -248,7 +364,7 @@ __global__ void __launch_bounds__(kRowsBlock) seg_chunk_kernel(SegmentSumParams 
 
 // One warp per unique: no entries -> a zero row; a segment cut by chunk boundaries -> its pieces added in chunk
 // order (slot 1 of its first chunk, slot 0 of every later one); others were written by seg_chunk_kernel.
-template <bool VEC4>
+template <bool VEC4, int O>
 __global__ void __launch_bounds__(kRowsBlock) seg_join_kernel(SegmentSumParams p, const int32_t* start,
                                                               const float* pieces) {
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (kRowsBlock / 32);
@@ -262,7 +378,7 @@ __global__ void __launch_bounds__(kRowsBlock) seg_join_kernel(SegmentSumParams p
       r = j == 0 ? 2 * c0 + 1 : 2 * (c0 + j);
       w = 1.f;
     };
-    warp_row_sum<VEC4>(pieces, slots, p.d, 0, e > s ? c1 - c0 + 1 : 0, entry, 0.f, p.out + u * p.d);
+    warp_row_sum<VEC4, kF32, O>(pieces, slots, p.d, 0, e > s ? c1 - c0 + 1 : 0, entry, 0.f, p.out, u * p.d);
   }
 }
 
@@ -278,6 +394,36 @@ unsigned warp_blocks(int64_t rows) { return blocks_for(rows, kRowsBlock / 32); }
 void launch_gather_rows(const GatherRowsParams& p, void* stream) {
   if (p.n == 0 || p.row_bytes == 0) return;
   cudaStream_t st = static_cast<cudaStream_t>(stream);
+  if (p.src_kind != p.out_kind) {
+    // eight elements per thread where the rows allow 16-byte accesses on both sides, else four, else one
+    auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+    const int w = p.vec4 && p.d % 8 == 0 && a16(p.src) && a16(p.out) ? 8 : p.vec4 ? 4 : 1;
+    const int64_t total = p.n * (p.d / w);
+    const unsigned grid = static_cast<unsigned>(std::min<int64_t>(blocks_for(total, kRowsBlock), 1 << 20));
+    const bool small = total < (int64_t(1) << 31) - int64_t(grid) * kRowsBlock;
+    with_kind(p.src_kind, [&](auto s) {
+      with_kind(p.out_kind, [&](auto o) {
+        constexpr int S = decltype(s)::value, O = decltype(o)::value;
+        if constexpr (S != O) {
+          auto go = [&](auto wc) {
+            constexpr int W = decltype(wc)::value;
+            if (small)
+              gather_convert_kernel<S, O, W, uint32_t><<<grid, kRowsBlock, 0, st>>>(p);
+            else
+              gather_convert_kernel<S, O, W, int64_t><<<grid, kRowsBlock, 0, st>>>(p);
+          };
+          if (w == 8)
+            go(std::integral_constant<int, 8>{});
+          else if (w == 4)
+            go(std::integral_constant<int, 4>{});
+          else
+            go(std::integral_constant<int, 1>{});
+        }
+      });
+    });
+    check_launch("gather_rows convert");
+    return;
+  }
   const int64_t total = p.n * (p.row_bytes / p.vec);
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(blocks_for(total, kRowsBlock), 1 << 20));
   const bool small = total < (int64_t(1) << 31) - int64_t(grid) * kRowsBlock;
@@ -302,10 +448,13 @@ void launch_pool_rows(const PoolRowsParams& p, void* stream) {
   if (p.num_bags == 0 || p.d == 0) return;
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   const unsigned grid = std::min<unsigned>(warp_blocks(p.num_bags), 1u << 20);
-  if (p.vec4)
-    pool_rows_kernel<true><<<grid, kRowsBlock, 0, st>>>(p);
-  else
-    pool_rows_kernel<false><<<grid, kRowsBlock, 0, st>>>(p);
+  with_kind(p.src_kind, [&](auto k) {
+    constexpr int K = decltype(k)::value;
+    if (p.vec4)
+      pool_rows_kernel<true, K><<<grid, kRowsBlock, 0, st>>>(p);
+    else
+      pool_rows_kernel<false, K><<<grid, kRowsBlock, 0, st>>>(p);
+  });
   check_launch("pool_rows");
 }
 
@@ -316,8 +465,9 @@ size_t segment_sum_temp_bytes(int64_t n, int64_t num_unique, int64_t d) {
 void launch_segment_sum_rows(const SegmentSumParams& p, void* stream) {
   if (p.num_unique == 0 || p.d == 0) return;
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  if (p.n == 0) {
-    cuda_check("segment_sum_rows zero", cudaMemsetAsync(p.out, 0, sizeof(float) * p.num_unique * p.d, st));
+  if (p.n == 0) {  // (zero bits are a zero in every kind)
+    const size_t esize = p.out_kind == table::kValueFp32 ? 4 : 2;
+    cuda_check("segment_sum_rows zero", cudaMemsetAsync(p.out, 0, esize * p.num_unique * p.d, st));
     return;
   }
   SegScratch s = seg_scratch(p.temp, p.n, p.num_unique, p.d);
@@ -332,13 +482,16 @@ void launch_segment_sum_rows(const SegmentSumParams& p, void* stream) {
   check_launch("segment_sum_rows starts");
   const unsigned cgrid = std::min<unsigned>(warp_blocks(seg_chunks(p.n)), 1u << 20);
   const unsigned ugrid = std::min<unsigned>(warp_blocks(p.num_unique), 1u << 20);
-  if (p.vec4) {
-    seg_chunk_kernel<true><<<cgrid, kRowsBlock, 0, st>>>(p, s.keys_sorted, s.vals_sorted, s.pieces);
-    seg_join_kernel<true><<<ugrid, kRowsBlock, 0, st>>>(p, s.start, s.pieces);
-  } else {
-    seg_chunk_kernel<false><<<cgrid, kRowsBlock, 0, st>>>(p, s.keys_sorted, s.vals_sorted, s.pieces);
-    seg_join_kernel<false><<<ugrid, kRowsBlock, 0, st>>>(p, s.start, s.pieces);
-  }
+  with_kind(p.out_kind, [&](auto o) {
+    constexpr int O = decltype(o)::value;
+    if (p.vec4) {
+      seg_chunk_kernel<true, O><<<cgrid, kRowsBlock, 0, st>>>(p, s.keys_sorted, s.vals_sorted, s.pieces);
+      seg_join_kernel<true, O><<<ugrid, kRowsBlock, 0, st>>>(p, s.start, s.pieces);
+    } else {
+      seg_chunk_kernel<false, O><<<cgrid, kRowsBlock, 0, st>>>(p, s.keys_sorted, s.vals_sorted, s.pieces);
+      seg_join_kernel<false, O><<<ugrid, kRowsBlock, 0, st>>>(p, s.start, s.pieces);
+    }
+  });
   check_launch("segment_sum_rows sums");
 }
 

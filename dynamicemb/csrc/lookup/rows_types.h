@@ -11,6 +11,8 @@ namespace lookup {
 
 // out[i] = src[index[i]] for rows of row_bytes bytes; an index outside [0, m) gives a zero row. vec: the bytes
 // each thread moves at once (16, 8, 4, 2 or 1; divides row_bytes and both base addresses' alignment).
+// src_kind != out_kind (table_types.h ValueKind, rows of d columns): each element converted through fp32 (round to
+// nearest), vec4: four columns per thread (d % 4 == 0, both bases aligned to four elements).
 struct GatherRowsParams {
   const char* src;
   char* out;
@@ -18,14 +20,19 @@ struct GatherRowsParams {
   bool index64;
   int64_t n, m, row_bytes;
   int vec;
+  int src_kind, out_kind;
+  int64_t d;
+  bool vec4;
 };
 void launch_gather_rows(const GatherRowsParams& p, void* stream);
 
-// out[b] = sum over i in [offsets[b], offsets[b+1]) of weight[i] * src[index[i]] (fp32 rows of d columns,
-// index outside [0, m) skipped, offsets clamped to [0, n]); mean: divided by the bag's length, empty bags zero.
-// batch > 0: bag b = f * batch + j is written to row j * (num_bags / batch) + f (the (batch, F * d) layout).
+// out[b] = sum over i in [offsets[b], offsets[b+1]) of weight[i] * src[index[i]] (rows of d columns of kind
+// src_kind, summed in fp32; index outside [0, m) skipped, offsets clamped to [0, n]); mean: divided by the bag's
+// length, empty bags zero. batch > 0: bag b = f * batch + j is written to row j * (num_bags / batch) + f (the
+// (batch, F * d) layout). vec4: src aligned to four elements, out to 16 bytes, d % 4 == 0.
 struct PoolRowsParams {
-  const float* src;
+  const void* src;
+  int src_kind;
   float* out;
   const void* index;
   bool index64;
@@ -36,13 +43,15 @@ struct PoolRowsParams {
 };
 void launch_pool_rows(const PoolRowsParams& p, void* stream);
 
-// out[u] = sum over the entries i with inverse[i] == u, in increasing i, of weight[i] * grad[row_of[i]] (fp32,
-// d columns). row_of null: row i; weight null: 1; entries whose unique is outside [0, num_unique) or whose row is
-// outside [0, grad_rows) are skipped. Scratch (temp, segment_sum_temp_bytes): sort keys and values, segment
-// starts, the pieces of segments cut by chunk boundaries, the radix sort's storage.
+// out[u] = sum over the entries i with inverse[i] == u, in increasing i, of weight[i] * grad[row_of[i]] (fp32
+// sums of d columns, stored as out_kind: rounded once). row_of null: row i; weight null: 1; entries whose unique
+// is outside [0, num_unique) or whose row is outside [0, grad_rows) are skipped. Scratch (temp,
+// segment_sum_temp_bytes): sort keys and values, segment starts, the pieces (fp32) of segments cut by chunk
+// boundaries, the radix sort's storage.
 struct SegmentSumParams {
   const float* grad;
-  float* out;
+  void* out;
+  int out_kind;
   const void* inverse;
   bool inverse64;
   const void* row_of;

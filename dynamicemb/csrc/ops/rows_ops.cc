@@ -1,14 +1,17 @@
 // Row ops of ShardedDynamicEmbeddingTables' CUDA step (dynamicemb/_sharded.py), CPU and CUDA (the CPU kernels add
 // in the same order, for the CPU tests of that step):
-//   gather_rows(src (m, D), index (n,)) -> (n, D): out[i] = src[index[i]] (any dtype; an index outside [0, m): a
-//     zero row)
-//   pool_rows(src (m, D) fp32, index (n,), offsets (nb + 1,) int64, weight (n,) fp32 or None, mean, batch=0) ->
-//     (nb, D) fp32: bag b sums weight[i] * src[index[i]] over i in [offsets[b], offsets[b+1]) in order (mean:
-//     divided by the bag's length; empty bags zero); batch > 0 (dividing nb): bag f * batch + j goes to row
-//     j * (nb / batch) + f, i.e. the output viewed as (batch, nb / batch * D) holds sample j's features in a row
+//   gather_rows(src (m, D), index (n,), out_kind=-1) -> (n, D): out[i] = src[index[i]] (any dtype; an index
+//     outside [0, m): a zero row); out_kind (ValueKind: 0 fp16, 1 bf16, 2 fp32) other than src's (fp16, bf16 or
+//     fp32): the rows converted (round to nearest)
+//   pool_rows(src (m, D) fp32 / fp16 / bf16, index (n,), offsets (nb + 1,) int64, weight (n,) fp32 or None, mean,
+//     batch=0) -> (nb, D) fp32: bag b sums weight[i] * src[index[i]] over i in [offsets[b], offsets[b+1]) in
+//     order, in fp32 (mean: divided by the bag's length; empty bags zero); batch > 0 (dividing nb): bag
+//     f * batch + j goes to row j * (nb / batch) + f, i.e. the output viewed as (batch, nb / batch * D) holds
+//     sample j's features in a row
 //   segment_sum_rows(grad (rows, D) fp32, inverse (n,), num_unique, row_of (n,) or None, weight (n,) fp32 or
-//     None) -> (num_unique, D) fp32: unique u sums weight[i] * grad[row_of[i]] (row_of None: row i) over the
-//     entries i with inverse[i] == u, in increasing i (no atomics: deterministic)
+//     None, out_kind=-1) -> (num_unique, D) fp32 (out_kind 0 / 1: fp16 / bf16, the fp32 sums rounded once):
+//     unique u sums weight[i] * grad[row_of[i]] (row_of None: row i) over the entries i with inverse[i] == u, in
+//     increasing i (no atomics: deterministic)
 // Index tensors are int32 or int64. Device values are not validated (no host sync): out-of-range indices and rows
 // add nothing, offsets are clamped to [0, n].
 #include <cuda_runtime.h>
@@ -23,8 +26,12 @@
 #include <cstring>
 #include <optional>
 
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
+
 #include "common/stable_utils.h"
 #include "dynamicemb/csrc/lookup/rows_types.h"
+#include "dynamicemb/csrc/table/table_types.h"
 
 namespace dynamicemb {
 namespace lookup {
@@ -49,6 +56,34 @@ void check_rows(const Tensor& t, const char* name, bool fp32) {
   ACCEL_CHECK(t.is_cpu() || t.is_cuda(), name, ": expected a CPU or CUDA tensor, got ", accel::device_name(t));
 }
 
+// The ValueKind of a row dtype (-1: not fp16 / bf16 / fp32) and back.
+int row_kind(ScalarType t) {
+  return t == ScalarType::Half ? table::kValueFp16 : t == ScalarType::BFloat16 ? table::kValueBf16
+         : t == ScalarType::Float ? table::kValueFp32 : -1;
+}
+ScalarType kind_dtype(int64_t k) {
+  return k == table::kValueFp16 ? ScalarType::Half : k == table::kValueBf16 ? ScalarType::BFloat16 : ScalarType::Float;
+}
+void check_kind(int64_t k, const char* name) {
+  ACCEL_CHECK(k >= table::kValueFp16 && k <= table::kValueFp32, name, ": expected 0 (fp16), 1 (bf16) or 2 (fp32), ",
+              "got ", k);
+}
+
+// Element `off` of CPU rows of kind k, as fp32, and a store rounding to nearest.
+float load_f(const void* base, int k, int64_t off) {
+  if (k == table::kValueFp16) return static_cast<float>(static_cast<const c10::Half*>(base)[off]);
+  if (k == table::kValueBf16) return static_cast<float>(static_cast<const c10::BFloat16*>(base)[off]);
+  return static_cast<const float*>(base)[off];
+}
+void store_f(void* base, int k, int64_t off, float v) {
+  if (k == table::kValueFp16)
+    static_cast<c10::Half*>(base)[off] = c10::Half(v);
+  else if (k == table::kValueBf16)
+    static_cast<c10::BFloat16*>(base)[off] = c10::BFloat16(v);
+  else
+    static_cast<float*>(base)[off] = v;
+}
+
 void check_weight(const std::optional<Tensor>& w, int64_t n, const Tensor& ref, const char* ref_name) {
   if (!w.has_value()) return;
   accel::check_dtype(*w, "weight", ScalarType::Float);
@@ -68,13 +103,30 @@ bool aligned(const void* p, int64_t a) { return reinterpret_cast<uintptr_t>(p) %
 constexpr int64_t kMaxEntries = (int64_t(1) << 31) - 2;
 
 // ---------------------------------------------------------------- gather_rows
-Tensor gather_rows(Tensor src, Tensor index) {
+Tensor gather_rows(Tensor src, Tensor index, int64_t out_kind) {
   check_rows(src, "src", false);
   check_index(index, "index", -1, src, "src");
   const int64_t n = index.numel(), m = src.size(0), d = src.size(1);
-  Tensor out = torch::stable::new_empty(src, {n, d});
+  const int sk = row_kind(src.scalar_type());
+  const bool convert = out_kind != -1 && out_kind != sk;
+  if (convert) {
+    check_kind(out_kind, "out_kind");
+    ACCEL_CHECK(sk >= 0, "src: expected dtype float16, bfloat16 or float32 to convert to out_kind, got ",
+                accel::dtype_name(src.scalar_type()));
+  }
+  Tensor out = convert ? torch::stable::new_empty(src, {n, d}, kind_dtype(out_kind))
+                       : torch::stable::new_empty(src, {n, d});
   const int64_t rb = d * static_cast<int64_t>(src.element_size());
   if (n == 0 || rb == 0) return out;
+  if (convert && src.is_cpu()) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = index_at(index, i);
+      for (int64_t c = 0; c < d; ++c)
+        store_f(out.data_ptr(), static_cast<int>(out_kind), i * d + c,
+                r >= 0 && r < m ? load_f(src.data_ptr(), sk, r * d + c) : 0.f);
+    }
+    return out;
+  }
   if (src.is_cpu()) {
     const char* s = static_cast<const char*>(src.data_ptr());
     char* o = static_cast<char*>(out.data_ptr());
@@ -96,6 +148,10 @@ Tensor gather_rows(Tensor src, Tensor index) {
   p.n = n;
   p.m = m;
   p.row_bytes = rb;
+  p.src_kind = convert ? sk : -1;
+  p.out_kind = convert ? static_cast<int>(out_kind) : -1;
+  p.d = d;
+  p.vec4 = d % 4 == 0 && aligned(p.src, 4 * src.element_size()) && aligned(p.out, 4 * out.element_size());
   p.vec = 1;
   for (int v : {16, 8, 4, 2}) {
     if (rb % v == 0 && aligned(p.src, v) && aligned(p.out, v)) {
@@ -109,7 +165,9 @@ Tensor gather_rows(Tensor src, Tensor index) {
 
 // ---------------------------------------------------------------- pool_rows
 Tensor pool_rows(Tensor src, Tensor index, Tensor offsets, std::optional<Tensor> weight, bool mean, int64_t batch) {
-  check_rows(src, "src", true);
+  check_rows(src, "src", false);
+  const int sk = row_kind(src.scalar_type());
+  ACCEL_CHECK(sk >= 0, "src: expected dtype float32, float16 or bfloat16, got ", accel::dtype_name(src.scalar_type()));
   check_index(index, "index", -1, src, "src");
   accel::check_dtype(offsets, "offsets", ScalarType::Long);
   accel::check_dim(offsets, "offsets", 1);
@@ -121,9 +179,9 @@ Tensor pool_rows(Tensor src, Tensor index, Tensor offsets, std::optional<Tensor>
   ACCEL_CHECK(batch >= 0 && (batch == 0 || nb % batch == 0), "batch: expected 0 or a divisor of the ", nb,
               " bags, got ", batch);
   const int64_t per = batch > 0 ? nb / batch : 0;  // features per sample
-  Tensor out = torch::stable::new_empty(src, {nb, d});
+  Tensor out = torch::stable::new_empty(src, {nb, d}, ScalarType::Float);
   if (nb == 0 || d == 0) return out;
-  const float* s = static_cast<const float*>(src.data_ptr());
+  const void* s = src.data_ptr();
   const int64_t* off = static_cast<const int64_t*>(offsets.data_ptr());
   const float* w = weight.has_value() ? static_cast<const float*>(weight->data_ptr()) : nullptr;
   float* o = static_cast<float*>(out.data_ptr());
@@ -137,7 +195,7 @@ Tensor pool_rows(Tensor src, Tensor index, Tensor offsets, std::optional<Tensor>
         const int64_t r = index_at(index, i);
         if (r < 0 || r >= m) continue;
         const float wi = w ? w[i] : 1.f;
-        for (int64_t c = 0; c < d; ++c) ob[c] += wi * s[r * d + c];
+        for (int64_t c = 0; c < d; ++c) ob[c] += wi * load_f(s, sk, r * d + c);
       }
       if (mean && hi > lo)
         for (int64_t c = 0; c < d; ++c) ob[c] /= static_cast<float>(hi - lo);
@@ -147,6 +205,7 @@ Tensor pool_rows(Tensor src, Tensor index, Tensor offsets, std::optional<Tensor>
   torch::stable::accelerator::DeviceGuard guard(src.get_device_index());
   PoolRowsParams p{};
   p.src = s;
+  p.src_kind = sk;
   p.out = o;
   p.index = index.data_ptr();
   p.index64 = index.scalar_type() == ScalarType::Long;
@@ -158,14 +217,14 @@ Tensor pool_rows(Tensor src, Tensor index, Tensor offsets, std::optional<Tensor>
   p.num_bags = nb;
   p.batch = batch;
   p.mean = mean;
-  p.vec4 = d % 4 == 0 && aligned(s, 16) && aligned(o, 16);
+  p.vec4 = d % 4 == 0 && aligned(s, 4 * src.element_size()) && aligned(o, 16);
   launch_pool_rows(p, accel::current_cuda_stream(src.get_device_index()));
   return out;
 }
 
 // ---------------------------------------------------------------- segment_sum_rows
 Tensor segment_sum_rows(Tensor grad, Tensor inverse, int64_t num_unique, std::optional<Tensor> row_of,
-                        std::optional<Tensor> weight) {
+                        std::optional<Tensor> weight, int64_t out_kind) {
   check_rows(grad, "grad", true);
   check_index(inverse, "inverse", -1, grad, "grad");
   const int64_t n = inverse.numel(), rows = grad.size(0), d = grad.size(1);
@@ -176,12 +235,16 @@ Tensor segment_sum_rows(Tensor grad, Tensor inverse, int64_t num_unique, std::op
   ACCEL_CHECK(row_of.has_value() || rows >= n || n == 0, "grad: expected a row per entry (", n,
               ") without row_of, got ", rows);
   check_weight(weight, n, grad, "grad");
-  Tensor out = torch::stable::new_empty(grad, {num_unique, d});
+  if (out_kind == -1) out_kind = table::kValueFp32;
+  check_kind(out_kind, "out_kind");
+  Tensor out = torch::stable::new_empty(grad, {num_unique, d}, kind_dtype(out_kind));
   if (num_unique == 0 || d == 0) return out;
   const float* g = static_cast<const float*>(grad.data_ptr());
   const float* w = weight.has_value() ? static_cast<const float*>(weight->data_ptr()) : nullptr;
-  float* o = static_cast<float*>(out.data_ptr());
   if (grad.is_cpu()) {
+    // fp32 sums (in the output when it is fp32), rounded once into a half output
+    Tensor acc = out_kind == table::kValueFp32 ? out : torch::stable::new_empty(grad, {num_unique, d});
+    float* o = static_cast<float*>(acc.data_ptr());
     std::fill(o, o + num_unique * d, 0.f);
     for (int64_t i = 0; i < n; ++i) {  // increasing i: each unique's entries in the CUDA kernel's order
       const int64_t u = index_at(inverse, i);
@@ -190,14 +253,18 @@ Tensor segment_sum_rows(Tensor grad, Tensor inverse, int64_t num_unique, std::op
       const float wi = w ? w[i] : 1.f;
       for (int64_t c = 0; c < d; ++c) o[u * d + c] += wi * g[r * d + c];
     }
+    if (out_kind != table::kValueFp32)
+      for (int64_t e = 0; e < num_unique * d; ++e) store_f(out.data_ptr(), static_cast<int>(out_kind), e, o[e]);
     return out;
   }
+  void* o = out.data_ptr();
   torch::stable::accelerator::DeviceGuard guard(grad.get_device_index());
   Tensor temp = torch::stable::new_empty(
       grad, {static_cast<int64_t>(segment_sum_temp_bytes(n, num_unique, d))}, ScalarType::Byte);
   SegmentSumParams p{};
   p.grad = g;
   p.out = o;
+  p.out_kind = static_cast<int>(out_kind);
   p.inverse = inverse.data_ptr();
   p.inverse64 = inverse.scalar_type() == ScalarType::Long;
   p.row_of = row_of.has_value() ? row_of->data_ptr() : nullptr;
@@ -207,7 +274,7 @@ Tensor segment_sum_rows(Tensor grad, Tensor inverse, int64_t num_unique, std::op
   p.d = d;
   p.grad_rows = rows;
   p.num_unique = num_unique;
-  p.vec4 = d % 4 == 0 && aligned(g, 16) && aligned(o, 16);
+  p.vec4 = d % 4 == 0 && aligned(g, 16) && aligned(o, 4 * out.element_size());
   p.temp = static_cast<char*>(temp.data_ptr());
   launch_segment_sum_rows(p, accel::current_cuda_stream(grad.get_device_index()));
   return out;
@@ -218,11 +285,11 @@ Tensor segment_sum_rows(Tensor grad, Tensor inverse, int64_t num_unique, std::op
 }  // namespace dynamicemb
 
 STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
-  m.def("gather_rows(Tensor src, Tensor index) -> Tensor");
+  m.def("gather_rows(Tensor src, Tensor index, int out_kind=-1) -> Tensor");
   m.def("pool_rows(Tensor src, Tensor index, Tensor offsets, Tensor? weight, bool mean, int batch=0) -> Tensor");
   m.def(
-      "segment_sum_rows(Tensor grad, Tensor inverse, int num_unique, Tensor? row_of=None, Tensor? weight=None) "
-      "-> Tensor");
+      "segment_sum_rows(Tensor grad, Tensor inverse, int num_unique, Tensor? row_of=None, Tensor? weight=None, "
+      "int out_kind=-1) -> Tensor");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CPU, m) {

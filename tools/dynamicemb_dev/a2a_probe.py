@@ -1,0 +1,89 @@
+"""The sharded step's all_to_all alone: NCCL's rate for the rows' exchange at the step's sizes (lab probe, issue 37).
+
+Each rank sends ``--rows`` rows of ``--dim`` columns (the sharded step's uniques per rank, D128) in equal shares to
+every rank (itself included, as the step's all_to_all_single does), in fp32 and bf16, after a barrier and a device
+sync (no skew between ranks, no host sync inside the timed call: NCCL's own rate). Prints per world and dtype the
+median ms of one all_to_all and the rate of the bytes that leave the GPU ((W - 1) / W of the buffer) and of the whole
+buffer. The sharded step's a2a column (benchmarks/embedding_distributed.py) against this separates NCCL's rate from
+the step's skew, latency and host sync.
+
+    python tools/dynamicemb_dev/a2a_probe.py --worlds 1,2,4 [--rows 395713 --dim 128 --reps 20]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def rank_main(rank, world, args, store, out):
+    os.environ.update(MULTICAST_OFF)
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"file://{store}", rank=rank, world_size=world)
+    rows = []
+    for name in args.dtypes.split(","):
+        n = (args.rows // world) * world  # equal shares
+        send = torch.randn(n, args.dim, device="cuda").to(DTYPES[name])
+        recv = torch.empty_like(send)
+        splits = [n // world] * world
+        times = []
+        for it in range(args.warmup + args.reps):
+            dist.barrier()
+            torch.cuda.synchronize()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            dist.all_to_all_single(recv, send, splits, splits)
+            b.record()
+            torch.cuda.synchronize()
+            if it >= args.warmup:
+                times.append(a.elapsed_time(b))
+        t = torch.tensor([statistics.median(times)], dtype=torch.float64, device="cuda")
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        nbytes = send.numel() * send.element_size()
+        rows.append((name, float(t), nbytes))
+    if rank == 0:
+        torch.save(rows, out)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--worlds", default="1,2,4,8")
+    p.add_argument("--rows", type=int, default=395_713, help="rows per rank (default: the step's uniques, world 4)")
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--dtypes", default="fp32,bf16")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--reps", type=int, default=20)
+    args = p.parse_args(argv)
+    os.environ.update(MULTICAST_OFF)
+    have = torch.cuda.device_count()
+    print(f"{torch.cuda.get_device_name(0)} x {have}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
+          f"{args.rows} rows x D{args.dim} per rank\n")
+    print("| world | dtype | MB per rank | leaving MB | ms | GB/s leaving | GB/s whole buffer |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for w in [int(x) for x in args.worlds.split(",")]:
+        if w > have:
+            print(f"| {w} | skipped: {have} GPU(s) | | | | | |")
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "rows.pt")
+            mp.start_processes(rank_main, args=(w, args, os.path.join(tmp, "store"), out), nprocs=w,
+                               start_method="spawn")
+            for name, ms, nbytes in torch.load(out):
+                leave = nbytes * (w - 1) / w
+                print(f"| {w} | {name} | {nbytes / 1e6:.1f} | {leave / 1e6:.1f} | {ms:.3f} | "
+                      f"{leave / ms / 1e6:.0f} | {nbytes / ms / 1e6:.0f} |", flush=True)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
