@@ -222,6 +222,11 @@ constexpr int kInsertGroupWord = 4;
 __device__ __forceinline__ unsigned long long* insert_group_counter(const UpsertParams& p) {
   return pending_count(p) + kInsertGroupWord;
 }
+// upsert_set_kernel's chunk counter: word kSetChunkWord past the pending count (same span).
+constexpr int kSetChunkWord = 6;
+__device__ __forceinline__ unsigned long long* set_chunk_counter(const UpsertParams& p) {
+  return pending_count(p) + kSetChunkWord;
+}
 
 // The first-writer set (the pending scratch's tail, dedup_set_words(n) words): word j holds key ^ kEmptyKey of a
 // key registered by this batch, 0 when free (kEmptyKey is reserved, so no key maps to 0). Linear probing from a
@@ -664,8 +669,10 @@ __device__ __forceinline__ void flush_stats(const UpsertParams& p, unsigned* s_s
 // insert_and_evict, assign) and the rest (accum_or_assign, assign_scores).
 // find_or_insert has two: kFamilyInitConst when the initializer is one constant for every column (the default;
 // no drawing code, which needs the registers of 5 blocks/SM), kFamilyInit otherwise.
-// kFamilyCopyDedup: the row copiers under LRU with the first-writer set (dedup_set; private option), an instance
-// of its own so that the default copiers' registers do not change.
+// kFamilyCopyDedup: the row copiers under LRU with the first-writer set's scratch: kFamilyCopy's code, exiting at
+// once when begin_op chose the set for this batch (upsert_set_kernel then serves the batch). The two choices are
+// two kernels because one kernel holding both copies of the key's work compiled the slot-lock copy worse (+8 us
+// at load 1.0, same spills per ptxas).
 enum MainFamily : int { kFamilyInit = 0, kFamilyCopy = 1, kFamilyOther = 2, kFamilyInitConst = 3,
                         kFamilyCopyDedup = 4 };
 TABLE_HD int main_family(int mode) {
@@ -860,17 +867,6 @@ __device__ __forceinline__ void serve_first(const UpsertParams& p, const Tile& t
                                    : host_op_none(p.host.bits, i);
   }
 }
-// The first-writer set's copy out of line, so that the kernel's inlined slot-lock copy is kFamilyCopy's code (two
-// inlined copies cost the slot-lock path 2.5 % at load 1.0). The parameters come from the block's shared copy (a
-// reference to the kernel parameter would copy it to the stack).
-template <int K, int V, int P>
-__device__ __noinline__ int serve_first_set(const UpsertParams& sp, Tile tile, int64_t i, uint64_t key,
-                                            const unsigned long long* s_clock, UpsertParams* s_p,
-                                            unsigned* s_stats) {
-  bool defer = false, full = false;
-  serve_first<K, V, P, kFamilyCopyDedup, true>(sp, tile, i, key, 0u, s_clock, s_p, s_stats, defer, full);
-  return (defer ? 1 : 0) | (full ? 2 : 0);
-}
 template <int K, int V, int P, int F>
 __global__ void __launch_bounds__(kMainBlock<F>,
                                   (F == kFamilyCopy || F == kFamilyCopyDedup || F == kFamilyInitConst ? 48 : 40) * 32 /
@@ -881,7 +877,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   __shared__ unsigned s_queued;
   __shared__ unsigned long long s_queue_base;
   __shared__ unsigned long long s_clock;
-  __shared__ int s_dedup;       // kFamilyCopyDedup: begin_op chose the first-writer set for this batch
+  __shared__ int s_dedup;       // kFamilyCopyDedup: begin_op chose the first-writer set (upsert_set_kernel's batch)
   __shared__ UpsertParams s_p;  // for the out-of-line initializer
   if (threadIdx.x == 32) s_p = p;
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
@@ -905,13 +901,8 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   bool defer = false;
   bool full = false;  // deferred: a missing key whose bucket has no free slot left
   if constexpr (F == kFamilyCopyDedup) {
-    if (s_dedup) {
-      const int r = serve_first_set<K, V, P>(s_p, tile, i, key, &s_clock, &s_p, s_stats);
-      defer = r & 1;
-      full = r & 2;
-    } else {
-      serve_first<K, V, P, F, false>(p, tile, i, key, probe_lanes, &s_clock, &s_p, s_stats, defer, full);
-    }
+    if (s_dedup) return;  // (block-uniform: every thread read s_dedup after the barrier)
+    serve_first<K, V, P, F, false>(p, tile, i, key, probe_lanes, &s_clock, &s_p, s_stats, defer, full);
   } else {
     serve_first<K, V, P, F, false>(p, tile, i, key, probe_lanes, &s_clock, &s_p, s_stats, defer, full);
   }
@@ -934,6 +925,65 @@ __global__ void __launch_bounds__(kMainBlock<F>,
     const uint64_t k = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
     reinterpret_cast<longlong2*>(p.pending)[s_queue_base + warp_off + __popc(ballot & ((1u << lane) - 1u))] =
         make_longlong2(static_cast<long long>(k), static_cast<long long>(i | (full ? kPendingFullBucket : 0)));
+  }
+  flush_stats(p, s_stats);
+}
+
+// The first pass with the first-writer set (begin_op chose it for this batch; otherwise every block exits at once):
+// persistent blocks (6 per SM: 38 registers, no spills) taking chunks of kBlock / kTile keys from a counter
+// (set_chunk_counter), the next chunk's atomic issued with the chunk's queue atomic. Persistent so that a batch
+// without repeats pays a grid of a few hundred blocks that read the choice and exit, not one block per 64 keys.
+template <int K, int V, int P>
+__global__ void __launch_bounds__(kBlock, 6) upsert_set_kernel(UpsertParams p) {
+  using KT = typename KeyT<K>::T;
+  constexpr int kChunk = kBlock / kTile;
+  __shared__ unsigned s_stats[kNumStats];
+  __shared__ unsigned s_queued;
+  __shared__ unsigned long long s_queue_base;
+  __shared__ unsigned long long s_clock;
+  __shared__ long long s_chunk;
+  __shared__ int s_dedup;
+  __shared__ UpsertParams s_p;
+  if (threadIdx.x == 32) s_p = p;
+  if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
+  if (threadIdx.x == 0) {
+    s_dedup = static_cast<int>(__ldg(dedup_choice(p)));
+    s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
+    s_queued = 0;
+    s_chunk = s_dedup ? static_cast<long long>(atomicAdd(set_chunk_counter(p), 1ull)) : 0;
+  }
+  __syncthreads();
+  if (!s_dedup) return;
+  Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
+  const bool lead = tile.thread_rank() == 0;
+  const long long nchunks = (p.n + kChunk - 1) / kChunk;
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  while (true) {
+    const long long c = s_chunk;
+    if (c >= nchunks) break;
+    const int64_t i = c * kChunk + threadIdx.x / kTile;
+    const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
+    bool defer = false, full = false;
+    serve_first<K, V, P, kFamilyCopyDedup, true>(p, tile, i, key, 0u, &s_clock, &s_p, s_stats, defer, full);
+    const bool want = defer && lead;
+    const unsigned ballot = __ballot_sync(0xffffffffu, want);
+    const int leader = ballot ? __ffs(ballot) - 1 : 0;
+    unsigned warp_off = 0;
+    if (ballot && lane == leader) warp_off = atomicAdd(&s_queued, static_cast<unsigned>(__popc(ballot)));
+    warp_off = __shfl_sync(0xffffffffu, warp_off, leader);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const unsigned q = s_queued;
+      s_queued = 0;
+      s_chunk = static_cast<long long>(atomicAdd(set_chunk_counter(p), 1ull));
+      if (q) s_queue_base = atomicAdd(pending_count(p), static_cast<unsigned long long>(q));
+    }
+    __syncthreads();
+    if (want) {
+      const uint64_t k = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
+      reinterpret_cast<longlong2*>(p.pending)[s_queue_base + warp_off + __popc(ballot & ((1u << lane) - 1u))] =
+          make_longlong2(static_cast<long long>(k), static_cast<long long>(i | (full ? kPendingFullBucket : 0)));
+    }
   }
   flush_stats(p, s_stats);
 }
@@ -1155,6 +1205,7 @@ __global__ void __launch_bounds__(kBeginBlock)
     if (pending_count) {
       pending_count[0] = 0;
       pending_count[kInsertGroupWord] = 0;  // insert_group_counter
+      pending_count[kSetChunkWord] = 0;     // set_chunk_counter
     }
   }
   if (threadIdx.x < kNumStats) stats[threadIdx.x] = 0;
@@ -1212,6 +1263,7 @@ __global__ void __launch_bounds__(kBeginBlock)
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
 // wave; each loops over groups of pending keys.
 inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::current_device_sms(/*fallback=*/80)); }
+inline unsigned set_grid_cap() { return 6u * static_cast<unsigned>(accel::current_device_sms(/*fallback=*/80)); }
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
 }
@@ -1268,8 +1320,11 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   else if (family == kFamilyInit)
     upsert_main_kernel<K, V, P, kFamilyInit><<<grid_init, kInitBlock, 0, s>>>(p);
   else if (family == kFamilyCopy && dedup) {
-    if constexpr (P == kPolicyLru)
+    // Both first passes; the one begin_op did not choose exits at once.
+    if constexpr (P == kPolicyLru) {
       upsert_main_kernel<K, V, P, kFamilyCopyDedup><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+      upsert_set_kernel<K, V, P><<<std::min<unsigned>(grid_for_tiles(p.n), set_grid_cap()), kBlock, 0, s>>>(p);
+    }
   } else if (family == kFamilyCopy)
     upsert_main_kernel<K, V, P, kFamilyCopy><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   else
