@@ -222,11 +222,6 @@ constexpr int kInsertGroupWord = 4;
 __device__ __forceinline__ unsigned long long* insert_group_counter(const UpsertParams& p) {
   return pending_count(p) + kInsertGroupWord;
 }
-// upsert_set_kernel's chunk counter: word kSetChunkWord past the pending count (same span).
-constexpr int kSetChunkWord = 6;
-__device__ __forceinline__ unsigned long long* set_chunk_counter(const UpsertParams& p) {
-  return pending_count(p) + kSetChunkWord;
-}
 
 // The first-writer set (the pending scratch's tail, dedup_set_words(n) words): word j holds key ^ kEmptyKey of a
 // key registered by this batch, 0 when free (kEmptyKey is reserved, so no key maps to 0). Linear probing from a
@@ -703,10 +698,8 @@ __device__ __forceinline__ void flush_stats(const UpsertParams& p, unsigned* s_s
 // insert_and_evict, assign) and the rest (accum_or_assign, assign_scores).
 // find_or_insert has two: kFamilyInitConst when the initializer is one constant for every column (the default;
 // no drawing code, which needs the registers of 5 blocks/SM), kFamilyInit otherwise.
-// kFamilyCopyDedup: the row copiers under LRU with the first-writer set's scratch: kFamilyCopy's code, exiting at
-// once when begin_op chose the set for this batch (upsert_set_kernel then serves the batch). The two choices are
-// two kernels because one kernel holding both copies of the key's work compiled the slot-lock copy worse (+8 us
-// at load 1.0, same spills per ptxas).
+// kFamilyCopyDedup: the row copiers under LRU with the first-writer set (dedup_set; private option), an instance
+// of its own so that the default copiers' registers do not change.
 enum MainFamily : int { kFamilyInit = 0, kFamilyCopy = 1, kFamilyOther = 2, kFamilyInitConst = 3,
                         kFamilyCopyDedup = 4 };
 TABLE_HD int main_family(int mode) {
@@ -724,194 +717,19 @@ TABLE_HD int main_family(int mode) {
 // row copiers measured no better with 128 (327 against 322 us) and keep 256; so do the others (not measured).
 template <int F>
 constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
-// The first pass's work for key i (one tile): serves a hit, inserts into a free slot, or leaves the key to the
-// insert pass (`defer`; `full`: its bucket had no free slot). kSetChosen: the first-writer set's copy (LRU row
-// copiers; begin_op chose the set for this batch).
-template <int K, int V, int P, int F, bool kSetChosen>
-__device__ __forceinline__ void serve_first(const UpsertParams& p, const Tile& tile, int64_t i, uint64_t key,
-                                            unsigned probe_lanes, const unsigned long long* s_clock,
-                                            UpsertParams* s_p, unsigned* s_stats, bool& defer, bool& full) {
-  constexpr bool kCopier = F == kFamilyCopy || F == kFamilyCopyDedup;
-  constexpr bool kMeet = F == kFamilyInit || F == kFamilyInitConst;
-  using KT = typename KeyT<K>::T;
-  using T = typename Val<V>::T;
-  const bool lead = tile.thread_rank() == 0;
-  if (i < p.n) {
-    const TableRef& t = p.t;
-    const int64_t dim = t.dim;
-    // The mode as one of the family's own (a compile-time set, so the other families' paths are not compiled
-    // in; insert_and_evict is insert_or_assign here: evictions happen in the insert pass).
-    const int mode = F == kFamilyInit || F == kFamilyInitConst ? static_cast<int>(kFindOrInsert)
-                     : kCopier ? (p.mode == kAssign ? static_cast<int>(kAssign) : static_cast<int>(kInsertOrAssign))
-                               : (p.mode == kAccumOrAssign ? static_cast<int>(kAccumOrAssign)
-                                                           : static_cast<int>(kAssignScores));
-    // The op clock and the caller's score are read where used (fewer registers live across the probe).
-    const auto clock = [&] { return static_cast<uint64_t>(*s_clock); };
-    int64_t slot = -1;
-    int stat = -1;
-    bool hit = false;
-    // Hybrid tables (p.host.ops set; never for kFamilyOther): a host row this pass would copy is left to
-    // launch_host_rows, which copies the rows in host-slot order before the insert pass (host_rw: 0 a write of
-    // the key's row, 1 a read into values_out, -1 none).
-    const auto deferred = [&](int64_t s) {
-      return F != kFamilyOther && p.host.ops != nullptr && ref_host_slot(t, s);
-    };
-    int host_rw = -1;
-    if (is_reserved_key(key)) {
-      stat = kStatIllegal;
-    } else {
-      const bool given = p.scores_in != nullptr;
-      const auto score_in = [&] { return given ? p.scores_in[i] : uint64_t(0); };
-      const bool flag = p.accum_flags != nullptr && p.accum_flags[i];
-      const KeyHome h = home_of(t, key);
-      // LRU row copiers with the first-writer set (all-HBM tables): the first occurrence of each key to register
-      // is its only writer in this pass, so its hit takes no slot lock and its insert claims the free slot with the
-      // key itself (no LOCKED state, no release store: no other occurrence reads or writes the slot in this pass;
-      // the next kernel sees every write); the others yield (hits) or go to the insert pass (missing keys). The
-      // registration's CAS is issued here and settled after the probe.
-      constexpr bool dedup = kSetChosen && P == kPolicyLru;
-      unsigned long long dedup_seen = 0;
-      if (dedup && lead) dedup_seen = dedup_start(p, key);
-      // The row copiers' input row starts moving into L2 now (no registers held): the probe and the claim or
-      // lock CAS overlap its DRAM latency, and the copy after them reads L2. (assign's misses waste it.)
-      if (kCopier && p.values_in)
-        prefetch_row_l2(tile, reinterpret_cast<const T*>(p.values_in) + i * dim, dim);
-      FreeMasks free_mask;
-      // The row copiers lock a hit inside the probe (every hit of theirs writes its row): `lock` below.
-      int lock = kHitLockNone;
-      // The candidate free slot's key word is read by the probe only for a key that may be inserted (assign and
-      // assign_scores never insert; accum_or_assign inserts only keys without the flag).
-      const bool may_insert = kCopier             ? p.mode != kAssign
-                              : F == kFamilyOther ? (mode == kAccumOrAssign && !flag)
-                                                  : true;
-      // LRU: a hit found only after waiting its slot out yields, as one whose lock CAS met the slot held (its write
-      // taken as overwritten by the duplicate that held it); the other policies take the lock after the wait.
-      slot = kCopier
-                 ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock, P == kPolicyLru && !dedup,
-                                          !dedup)
-                 : probe_concurrent(tile, t, key, h, free_mask, may_insert);
-      bool dup = false;  // dedup: another occurrence of the key is its writer in this pass
-      if (dedup) dup = dedup_settle(tile, p, key, dedup_seen);
-      // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
-      // them apart), so that the hits' row copies and score touches run once per warp instead of once per
-      // straggling group of tiles (H200, load factor 1.0: first pass -8 %). Safe where the probe takes no lock (no
-      // tile of the warp holds one yet: claims come after this point); a row copier's probe locks its hit's slot,
-      // which another tile of the warp may be waiting for inside its own probe (a duplicate key), so the copiers
-      // cannot meet here. (accum_or_assign / assign_scores could; not measured.)
-      if (kMeet) __syncwarp(probe_lanes);
-      hit = slot >= 0;
-      const bool reads_only = mode == kFindOrInsert || mode == kAssignScores;
-      const bool skip = mode == kAccumOrAssign && (hit ? !flag : flag);  // present & no flag / missing & flag
-      const bool locking = hit && !reads_only && !skip && !dedup;         // row writer of a present key
-      const bool inserting = !hit && !skip && mode != kAssign && mode != kAssignScores && !dup;
-      if (hit && mode == kFindOrInsert && p.values_out && !deferred(slot))
-        prefetch_row_l2(tile, row_ptr<T>(t, slot), dim);
-      // One CAS per tile, the same instruction for both kinds: a row writer locks its hit's slot (key ->
-      // LOCKED), an insert claims the first free slot in probe order (EMPTY -> LOCKED), retrying along the probe
-      // order when another key took the slot. `owner`: the tile now holds `slot` LOCKED.
-      bool owner = dedup && hit && !dup;  // the key's only writer in this pass: no lock
-      if (dedup && hit && dup) stat = kStatAssigned;  // yields, as a row writer that met the slot locked
-      // A missing key another occurrence registered: that one inserts it (or leaves it to the insert pass).
-      if (dedup && !hit && dup && mode != kAssign) defer = true;
-      if (locking || inserting) {
-        int64_t target = locking ? slot : next_free_candidate(tile, t, h, free_mask);
-        while (target >= 0) {
-          uint64_t seen = 0;
-          if (locking && lock != kHitLockNone) {
-            seen = lock == kHitLockOwned ? key : kLockedKey;  // the probe's CAS on this slot
-          } else {
-            if (lead) {
-              if (dedup) {
-                // The key's only writer claims with the key itself: nobody in this pass reads the slot's row, score
-                // or digest after seeing the key (no other occurrence writes it), so nothing is published later.
-                seen = atomicCAS(reinterpret_cast<unsigned long long*>(t.keys) + target, kEmptyKey, key);
-              } else {
-                seen = cas_key(t.keys, target, locking ? key : kEmptyKey, kLockedKey);
-                if (inserting && seen == kLockedKey) seen = wait_unlocked(t.keys, target);
-              }
-            }
-            seen = tile.shfl(seen, 0);
-          }
-          if (locking) {
-            owner = seen == key;
-            // A duplicate of this batch holds the slot. LRU row writers yield, as if this write came first and
-            // was overwritten (every writer stores the same score; the insert pass's LRU hit path does the
-            // same); other policies leave the key to the insert pass.
-            if (!owner && P == kPolicyLru && mode != kAccumOrAssign && seen == kLockedKey) stat = kStatAssigned;
-            break;
-          }
-          if (seen == kEmptyKey) {
-            owner = true;
-            slot = target;
-            break;
-          }
-          if (seen == key) break;  // a duplicate of this batch inserted it: the insert pass serves this one
-          target = next_free_candidate(tile, t, h, free_mask);
-        }
-        // Not owned: a full bucket (eviction), a duplicate's insert, or a slot a duplicate holds locked.
-        defer = !owner && stat < 0;
-        full = inserting && target < 0;  // (the insert pass goes straight to the eviction path)
-      }
-      if (owner) {
-        // Score and digest first: fewer values stay live across the out-of-line initializer call.
-        if (lead) {
-          const uint64_t prev = hit ? __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + slot) : 0;
-          t.scores[slot] = policy_score(P, p.use_epoch, p.epoch, clock(), given, score_in(), hit, prev);
-          if (!hit) t.digests[slot] = static_cast<uint8_t>(h.d4);
-        }
-        T* row = row_ptr<T>(t, slot);
-        const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + i * dim : nullptr;
-        if (deferred(slot)) host_rw = 0;
-        if (mode == kFindOrInsert)
-          init_new_row<V, F == kFamilyInitConst>(s_p, slot, i, key, clock(), host_rw < 0);
-        else if (hit && mode == kAccumOrAssign)
-          accum_row<V>(tile, row, row_in, dim);
-        else if (host_rw < 0)
-          copy_row(tile, row, row_in, dim, false);
-        if (!dedup) {  // (dedup: the key word holds the key already)
-          tile.sync();
-          if (lead) publish_key(t.keys, slot, key);
-        }
-        stat = hit ? kStatAssigned : kStatInserted;
-      } else if (hit && reads_only) {
-        // Nobody writes the rows of present keys in these modes' first pass: copy without a lock (the row was
-        // prefetched into L2 before the inserts' claims above).
-        if (deferred(slot)) host_rw = 1;
-        else if (mode == kFindOrInsert && p.values_out)
-          copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T>(t, slot), dim, false);
-        if (lead) touch_score<P>(p, slot, clock(), given, score_in());
-        stat = kStatAssigned;
-      }
-    }
-    if (!defer) {
-      if (mode == kFindOrInsert && slot < 0 && p.values_out) {  // illegal key: the initial row
-        if (F == kFamilyInitConst)
-          fill_row<V>(tile, row_ptr<T>(p.values_out, i, dim), dim, p.init.value);
-        else
-          init_row<V>(tile, row_ptr<T>(p.values_out, i, dim), nullptr, dim, p.init, clock(), key);
-      }
-      if (lead) {
-        if (p.slots_out) p.slots_out[i] = slot;
-        if (p.found_out) p.found_out[i] = hit;
-        if (stat >= 0) atomicAdd(s_stats + stat, 1u);
-      }
-    }
-    if (F != kFamilyOther && lead && p.host.ops)
-      p.host.ops[i] = host_rw >= 0 ? host_op(p.host.bits, host_rw == 1, ref_host_row(t, slot), i)
-                                   : host_op_none(p.host.bits, i);
-  }
-}
 template <int K, int V, int P, int F>
 __global__ void __launch_bounds__(kMainBlock<F>,
                                   (F == kFamilyCopy || F == kFamilyCopyDedup || F == kFamilyInitConst ? 48 : 40) * 32 /
                                       kMainBlock<F>)
     upsert_main_kernel(UpsertParams p) {
+  constexpr bool kCopier = F == kFamilyCopy || F == kFamilyCopyDedup;
   using KT = typename KeyT<K>::T;
+  using T = typename Val<V>::T;
   __shared__ unsigned s_stats[kNumStats];
   __shared__ unsigned s_queued;
   __shared__ unsigned long long s_queue_base;
   __shared__ unsigned long long s_clock;
-  __shared__ int s_dedup;       // kFamilyCopyDedup: begin_op chose the first-writer set (upsert_set_kernel's batch)
+  __shared__ int s_dedup;       // kFamilyCopyDedup: begin_op chose the first-writer set for this batch
   __shared__ UpsertParams s_p;  // for the out-of-line initializer
   if (threadIdx.x == 32) s_p = p;
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
@@ -937,11 +755,180 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   const unsigned probe_lanes = kMeet ? __ballot_sync(0xffffffffu, i < p.n && !is_reserved_key(key)) : 0u;
   bool defer = false;
   bool full = false;  // deferred: a missing key whose bucket has no free slot left
+  // The key's work; the first-writer set's family has two copies of it (one per choice of begin_op), so that the
+  // slot-lock copy keeps kFamilyCopy's registers.
+  const auto serve = [&](auto set_chosen) {
+    constexpr bool kSetChosen = decltype(set_chosen)::value;
+    if (i < p.n) {
+      const TableRef& t = p.t;
+      const int64_t dim = t.dim;
+      // The mode as one of the family's own (a compile-time set, so the other families' paths are not compiled
+      // in; insert_and_evict is insert_or_assign here: evictions happen in the insert pass).
+      const int mode = F == kFamilyInit || F == kFamilyInitConst ? static_cast<int>(kFindOrInsert)
+                       : kCopier ? (p.mode == kAssign ? static_cast<int>(kAssign) : static_cast<int>(kInsertOrAssign))
+                                 : (p.mode == kAccumOrAssign ? static_cast<int>(kAccumOrAssign)
+                                                             : static_cast<int>(kAssignScores));
+      // The op clock and the caller's score are read where used (fewer registers live across the probe).
+      const auto clock = [&] { return static_cast<uint64_t>(s_clock); };
+      int64_t slot = -1;
+      int stat = -1;
+      bool hit = false;
+      // Hybrid tables (p.host.ops set; never for kFamilyOther): a host row this pass would copy is left to
+      // launch_host_rows, which copies the rows in host-slot order before the insert pass (host_rw: 0 a write of
+      // the key's row, 1 a read into values_out, -1 none).
+      const auto deferred = [&](int64_t s) {
+        return F != kFamilyOther && p.host.ops != nullptr && ref_host_slot(t, s);
+      };
+      int host_rw = -1;
+      if (is_reserved_key(key)) {
+        stat = kStatIllegal;
+      } else {
+        const bool given = p.scores_in != nullptr;
+        const auto score_in = [&] { return given ? p.scores_in[i] : uint64_t(0); };
+        const bool flag = p.accum_flags != nullptr && p.accum_flags[i];
+        const KeyHome h = home_of(t, key);
+        // LRU row copiers with the first-writer set (all-HBM tables): the first occurrence of each key to register
+        // is its only writer in this pass, so its hit takes no slot lock and its insert claims the free slot with the
+        // key itself (no LOCKED state, no release store: no other occurrence reads or writes the slot in this pass;
+        // the next kernel sees every write); the others yield (hits) or go to the insert pass (missing keys). The
+        // registration's CAS is issued here and settled after the probe.
+        constexpr bool dedup = kSetChosen && P == kPolicyLru;
+        unsigned long long dedup_seen = 0;
+        if (dedup && lead) dedup_seen = dedup_start(p, key);
+        // The row copiers' input row starts moving into L2 now (no registers held): the probe and the claim or
+        // lock CAS overlap its DRAM latency, and the copy after them reads L2. (assign's misses waste it.)
+        if (kCopier && p.values_in)
+          prefetch_row_l2(tile, reinterpret_cast<const T*>(p.values_in) + i * dim, dim);
+        FreeMasks free_mask;
+        // The row copiers lock a hit inside the probe (every hit of theirs writes its row): `lock` below.
+        int lock = kHitLockNone;
+        // The candidate free slot's key word is read by the probe only for a key that may be inserted (assign and
+        // assign_scores never insert; accum_or_assign inserts only keys without the flag).
+        const bool may_insert = kCopier             ? p.mode != kAssign
+                                : F == kFamilyOther ? (mode == kAccumOrAssign && !flag)
+                                                    : true;
+        // LRU: a hit found only after waiting its slot out yields, as one whose lock CAS met the slot held (its write
+        // taken as overwritten by the duplicate that held it); the other policies take the lock after the wait.
+        slot = kCopier
+                   ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock, P == kPolicyLru && !dedup,
+                                            !dedup)
+                   : probe_concurrent(tile, t, key, h, free_mask, may_insert);
+        bool dup = false;  // dedup: another occurrence of the key is its writer in this pass
+        if (dedup) dup = dedup_settle(tile, p, key, dedup_seen);
+        // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
+        // them apart), so that the hits' row copies and score touches run once per warp instead of once per
+        // straggling group of tiles (H200, load factor 1.0: first pass -8 %). Safe where the probe takes no lock (no
+        // tile of the warp holds one yet: claims come after this point); a row copier's probe locks its hit's slot,
+        // which another tile of the warp may be waiting for inside its own probe (a duplicate key), so the copiers
+        // cannot meet here. (accum_or_assign / assign_scores could; not measured.)
+        if (kMeet) __syncwarp(probe_lanes);
+        hit = slot >= 0;
+        const bool reads_only = mode == kFindOrInsert || mode == kAssignScores;
+        const bool skip = mode == kAccumOrAssign && (hit ? !flag : flag);  // present & no flag / missing & flag
+        const bool locking = hit && !reads_only && !skip && !dedup;         // row writer of a present key
+        const bool inserting = !hit && !skip && mode != kAssign && mode != kAssignScores && !dup;
+        if (hit && mode == kFindOrInsert && p.values_out && !deferred(slot))
+          prefetch_row_l2(tile, row_ptr<T>(t, slot), dim);
+        // One CAS per tile, the same instruction for both kinds: a row writer locks its hit's slot (key ->
+        // LOCKED), an insert claims the first free slot in probe order (EMPTY -> LOCKED), retrying along the probe
+        // order when another key took the slot. `owner`: the tile now holds `slot` LOCKED.
+        bool owner = dedup && hit && !dup;  // the key's only writer in this pass: no lock
+        if (dedup && hit && dup) stat = kStatAssigned;  // yields, as a row writer that met the slot locked
+        // A missing key another occurrence registered: that one inserts it (or leaves it to the insert pass).
+        if (dedup && !hit && dup && mode != kAssign) defer = true;
+        if (locking || inserting) {
+          int64_t target = locking ? slot : next_free_candidate(tile, t, h, free_mask);
+          while (target >= 0) {
+            uint64_t seen = 0;
+            if (locking && lock != kHitLockNone) {
+              seen = lock == kHitLockOwned ? key : kLockedKey;  // the probe's CAS on this slot
+            } else {
+              if (lead) {
+                if (dedup) {
+                  // The key's only writer claims with the key itself: nobody in this pass reads the slot's row, score
+                  // or digest after seeing the key (no other occurrence writes it), so nothing is published later.
+                  seen = atomicCAS(reinterpret_cast<unsigned long long*>(t.keys) + target, kEmptyKey, key);
+                } else {
+                  seen = cas_key(t.keys, target, locking ? key : kEmptyKey, kLockedKey);
+                  if (inserting && seen == kLockedKey) seen = wait_unlocked(t.keys, target);
+                }
+              }
+              seen = tile.shfl(seen, 0);
+            }
+            if (locking) {
+              owner = seen == key;
+              // A duplicate of this batch holds the slot. LRU row writers yield, as if this write came first and
+              // was overwritten (every writer stores the same score; the insert pass's LRU hit path does the
+              // same); other policies leave the key to the insert pass.
+              if (!owner && P == kPolicyLru && mode != kAccumOrAssign && seen == kLockedKey) stat = kStatAssigned;
+              break;
+            }
+            if (seen == kEmptyKey) {
+              owner = true;
+              slot = target;
+              break;
+            }
+            if (seen == key) break;  // a duplicate of this batch inserted it: the insert pass serves this one
+            target = next_free_candidate(tile, t, h, free_mask);
+          }
+          // Not owned: a full bucket (eviction), a duplicate's insert, or a slot a duplicate holds locked.
+          defer = !owner && stat < 0;
+          full = inserting && target < 0;  // (the insert pass goes straight to the eviction path)
+        }
+        if (owner) {
+          // Score and digest first: fewer values stay live across the out-of-line initializer call.
+          if (lead) {
+            const uint64_t prev = hit ? __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + slot) : 0;
+            t.scores[slot] = policy_score(P, p.use_epoch, p.epoch, clock(), given, score_in(), hit, prev);
+            if (!hit) t.digests[slot] = static_cast<uint8_t>(h.d4);
+          }
+          T* row = row_ptr<T>(t, slot);
+          const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + i * dim : nullptr;
+          if (deferred(slot)) host_rw = 0;
+          if (mode == kFindOrInsert)
+            init_new_row<V, F == kFamilyInitConst>(&s_p, slot, i, key, clock(), host_rw < 0);
+          else if (hit && mode == kAccumOrAssign)
+            accum_row<V>(tile, row, row_in, dim);
+          else if (host_rw < 0)
+            copy_row(tile, row, row_in, dim, false);
+          if (!dedup) {  // (dedup: the key word holds the key already)
+            tile.sync();
+            if (lead) publish_key(t.keys, slot, key);
+          }
+          stat = hit ? kStatAssigned : kStatInserted;
+        } else if (hit && reads_only) {
+          // Nobody writes the rows of present keys in these modes' first pass: copy without a lock (the row was
+          // prefetched into L2 before the inserts' claims above).
+          if (deferred(slot)) host_rw = 1;
+          else if (mode == kFindOrInsert && p.values_out)
+            copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T>(t, slot), dim, false);
+          if (lead) touch_score<P>(p, slot, clock(), given, score_in());
+          stat = kStatAssigned;
+        }
+      }
+      if (!defer) {
+        if (mode == kFindOrInsert && slot < 0 && p.values_out) {  // illegal key: the initial row
+          if (F == kFamilyInitConst)
+            fill_row<V>(tile, row_ptr<T>(p.values_out, i, dim), dim, p.init.value);
+          else
+            init_row<V>(tile, row_ptr<T>(p.values_out, i, dim), nullptr, dim, p.init, clock(), key);
+        }
+        if (lead) {
+          if (p.slots_out) p.slots_out[i] = slot;
+          if (p.found_out) p.found_out[i] = hit;
+          if (stat >= 0) atomicAdd(&s_stats[stat], 1u);
+        }
+      }
+      if (F != kFamilyOther && lead && p.host.ops)
+        p.host.ops[i] = host_rw >= 0 ? host_op(p.host.bits, host_rw == 1, ref_host_row(t, slot), i)
+                                     : host_op_none(p.host.bits, i);
+    }
+  };
   if constexpr (F == kFamilyCopyDedup) {
-    if (s_dedup) return;  // (block-uniform: every thread read s_dedup after the barrier)
-    serve_first<K, V, P, F, false>(p, tile, i, key, probe_lanes, &s_clock, &s_p, s_stats, defer, full);
+    if (s_dedup) serve(std::true_type{});
+    else serve(std::false_type{});
   } else {
-    serve_first<K, V, P, F, false>(p, tile, i, key, probe_lanes, &s_clock, &s_p, s_stats, defer, full);
+    serve(std::false_type{});
   }
   // Queue the deferred keys: offsets inside the block from shared-memory atomics (one per warp), then ONE global
   // atomic per block. (One global atomic per warp on the shared count serialized at its L2 slice: measured on
@@ -962,67 +949,6 @@ __global__ void __launch_bounds__(kMainBlock<F>,
     const uint64_t k = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
     reinterpret_cast<longlong2*>(p.pending)[s_queue_base + warp_off + __popc(ballot & ((1u << lane) - 1u))] =
         make_longlong2(static_cast<long long>(k), static_cast<long long>(i | (full ? kPendingFullBucket : 0)));
-  }
-  flush_stats(p, s_stats);
-}
-
-// The first pass with the first-writer set (begin_op chose it for this batch; otherwise every block exits at once):
-// persistent blocks (6 per SM: 38 registers, no spills) taking chunks of kBlock / kTile keys from a counter
-// (set_chunk_counter), the next chunk's atomic issued with the chunk's queue atomic. Persistent so that a batch
-// without repeats pays a grid of a few hundred blocks that read the choice and exit, not one block per 64 keys.
-template <int K, int V, int P>
-__global__ void __launch_bounds__(kBlock, 6) upsert_set_kernel(UpsertParams p) {
-  using KT = typename KeyT<K>::T;
-  constexpr int kChunk = kBlock / kTile;
-  __shared__ unsigned s_stats[kNumStats];
-  __shared__ unsigned s_queued;
-  __shared__ unsigned long long s_queue_base;
-  __shared__ unsigned long long s_clock;
-  __shared__ long long s_chunk;
-  __shared__ int s_dedup;
-  __shared__ UpsertParams s_p;
-  if (threadIdx.x == 32) s_p = p;
-  if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
-  pdl_wait();  // (also when the set is not chosen: the insert pass may rely on this kernel's end only)
-  pdl_trigger();
-  if (threadIdx.x == 0) {
-    s_dedup = static_cast<int>(__ldg(dedup_choice(p)));
-    s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
-    s_queued = 0;
-    s_chunk = s_dedup ? static_cast<long long>(atomicAdd(set_chunk_counter(p), 1ull)) : 0;
-  }
-  __syncthreads();
-  if (!s_dedup) return;
-  Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
-  const bool lead = tile.thread_rank() == 0;
-  const long long nchunks = (p.n + kChunk - 1) / kChunk;
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  while (true) {
-    const long long c = s_chunk;
-    if (c >= nchunks) break;
-    const int64_t i = c * kChunk + threadIdx.x / kTile;
-    const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
-    bool defer = false, full = false;
-    serve_first<K, V, P, kFamilyCopyDedup, true>(p, tile, i, key, 0u, &s_clock, &s_p, s_stats, defer, full);
-    const bool want = defer && lead;
-    const unsigned ballot = __ballot_sync(0xffffffffu, want);
-    const int leader = ballot ? __ffs(ballot) - 1 : 0;
-    unsigned warp_off = 0;
-    if (ballot && lane == leader) warp_off = atomicAdd(&s_queued, static_cast<unsigned>(__popc(ballot)));
-    warp_off = __shfl_sync(0xffffffffu, warp_off, leader);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const unsigned q = s_queued;
-      s_queued = 0;
-      s_chunk = static_cast<long long>(atomicAdd(set_chunk_counter(p), 1ull));
-      if (q) s_queue_base = atomicAdd(pending_count(p), static_cast<unsigned long long>(q));
-    }
-    __syncthreads();
-    if (want) {
-      const uint64_t k = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
-      reinterpret_cast<longlong2*>(p.pending)[s_queue_base + warp_off + __popc(ballot & ((1u << lane) - 1u))] =
-          make_longlong2(static_cast<long long>(k), static_cast<long long>(i | (full ? kPendingFullBucket : 0)));
-    }
   }
   flush_stats(p, s_stats);
 }
@@ -1241,34 +1167,30 @@ __global__ void __launch_bounds__(kBeginBlock)
                     int64_t n, unsigned long long* choice) {
   using KT = typename KeyT<K>::T;
   pdl_trigger();
-  constexpr int kPerThread = kDedupSamples / kBeginBlock;
-  constexpr uint64_t kSeenMask = 2 * kDedupSamples - 1;
-  __shared__ unsigned long long s_seen[2 * kDedupSamples];
-  __shared__ unsigned s_repeats;
-  const int64_t samples = keys == nullptr ? 0 : n < kDedupSamples ? n : kDedupSamples;
-  uint64_t k[kPerThread];
-  if (keys != nullptr) {
-    // The sample's loads before the clock's read-modify-write: thread 0's two round trips overlap.
-    const uint64_t stride = static_cast<uint64_t>(n / samples);
-#pragma unroll
-    for (int r = 0; r < kPerThread; ++r) {  // all in flight together
-      const uint64_t j = threadIdx.x + r * kBeginBlock;
-      const uint64_t x = j * 0x9e3779b97f4a7c15ull;
-      k[r] = j < static_cast<uint64_t>(samples)
-                 ? static_cast<uint64_t>(reinterpret_cast<const KT*>(keys)[j * stride + (x ^ (x >> 31)) % stride])
-                 : kEmptyKey;
-    }
-  }
   if (threadIdx.x == 0) {
     counters[kCounterClock] += 1;
     if (pending_count) {
       pending_count[0] = 0;
       pending_count[kInsertGroupWord] = 0;  // insert_group_counter
-      pending_count[kSetChunkWord] = 0;     // set_chunk_counter
     }
   }
   if (threadIdx.x < kNumStats) stats[threadIdx.x] = 0;
   if (keys == nullptr) return;
+  constexpr int kPerThread = kDedupSamples / kBeginBlock;
+  constexpr uint64_t kSeenMask = 2 * kDedupSamples - 1;
+  __shared__ unsigned long long s_seen[2 * kDedupSamples];
+  __shared__ unsigned s_repeats;
+  const int64_t samples = n < kDedupSamples ? n : kDedupSamples;
+  const uint64_t stride = static_cast<uint64_t>(n / samples);
+  uint64_t k[kPerThread];
+#pragma unroll
+  for (int r = 0; r < kPerThread; ++r) {  // the loads first: all in flight together
+    const uint64_t j = threadIdx.x + r * kBeginBlock;
+    const uint64_t x = j * 0x9e3779b97f4a7c15ull;
+    k[r] = j < static_cast<uint64_t>(samples)
+               ? static_cast<uint64_t>(reinterpret_cast<const KT*>(keys)[j * stride + (x ^ (x >> 31)) % stride])
+               : kEmptyKey;
+  }
   for (int j = threadIdx.x; j < 2 * kDedupSamples; j += kBeginBlock) s_seen[j] = 0;
   if (threadIdx.x == 0) s_repeats = 0;
   __syncthreads();
@@ -1309,7 +1231,6 @@ __global__ void __launch_bounds__(kBeginBlock)
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
 // wave; each loops over groups of pending keys.
 inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::current_device_sms(/*fallback=*/80)); }
-inline unsigned set_grid_cap() { return 6u * static_cast<unsigned>(accel::current_device_sms(/*fallback=*/80)); }
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
 }
@@ -1367,11 +1288,8 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   else if (family == kFamilyInit)
     launch_pdl(p.pdl, upsert_main_kernel<K, V, P, kFamilyInit>, grid_init, kInitBlock, s, p);
   else if (family == kFamilyCopy && dedup) {
-    // Both first passes; the one begin_op did not choose exits at once.
-    if constexpr (P == kPolicyLru) {
+    if constexpr (P == kPolicyLru)
       launch_pdl(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopyDedup>, grid_for_tiles(p.n), kBlock, s, p);
-      launch_pdl(p.pdl, upsert_set_kernel<K, V, P>, std::min<unsigned>(grid_for_tiles(p.n), set_grid_cap()), kBlock, s, p);
-    }
   } else if (family == kFamilyCopy)
     launch_pdl(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy>, grid_for_tiles(p.n), kBlock, s, p);
   else
