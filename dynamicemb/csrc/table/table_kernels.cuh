@@ -284,9 +284,10 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 // k<<<grid, block, 0, s>>>(args...), as a programmatic dependent of the stream's previous kernel when pdl.
+// Before sm_90 the kernels are launched plainly.
 template <typename... Q, typename... A>
 void launch_pdl(bool pdl, void (*k)(Q...), unsigned grid, unsigned block, cudaStream_t s, A&&... args) {
-  if (!pdl) {
+  if (!pdl || accel::current_device_cc_major(/*fallback=*/0) < 9) {
     k<<<grid, block, 0, s>>>(static_cast<A&&>(args)...);
     return;
   }
