@@ -19,7 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from hash_table import Timer, rate  # noqa: E402
+from hash_table import Timer, fill_table, rate  # noqa: E402
 
 from dynamicemb._table import ScoredHashTable  # noqa: E402
 
@@ -43,21 +43,8 @@ def run(capacity, lam, zipf, variants, reps, batch=1 << 20, dim=32):
     t = ScoredHashTable(capacity, dim, value_dtype=torch.float32, key_dtype=torch.uint64, device=dev,
                         check_keys=False, max_capacity=capacity)
     g = torch.Generator(device=dev).manual_seed(0)
+    pool = fill_table(t, capacity, lam, batch, "hkv", g)
     vals = torch.randn(batch, dim, device=dev)
-    n_fill = int(capacity * lam)
-    last = None
-    for off in range(0, n_fill, batch):
-        last = torch.randint(1, 1 << 62, (min(batch, n_fill - off),), device=dev, generator=g)
-        t._upsert("insert_or_assign", last.view(torch.uint64), values=vals[: last.numel()])
-    extra = []
-    for _ in range(1000):
-        deficit = int((lam - t.load_factor()) * capacity)
-        if deficit <= 0.001 * capacity:
-            break
-        k = torch.randint(1, 1 << 62, (min(batch, deficit),), device=dev, generator=g)
-        t._upsert("insert_or_assign", k.view(torch.uint64), values=vals[: k.numel()])
-        extra.append(k)
-    pool = torch.cat([last] + extra)[-batch:]
     real = t.load_factor()
 
     def make_batch(i):
