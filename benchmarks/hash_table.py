@@ -119,6 +119,30 @@ def rate(batch, times_ms):
     return batch / (times[len(times) // 2] / 1e3) / 1e9
 
 
+def fill_table(t, capacity, lam, batch, fill, g):
+    """Inserts capacity * lam random keys into table t (batches of `batch`; fill "hkv" then tops it up with new
+    keys until its load factor is within 0.001 of lam, see bench_config). Returns the pool the hits are drawn from:
+    every key inserted ("once") or the last `batch` keys inserted ("hkv")."""
+    dev = t.device
+    n_fill = int(capacity * lam)
+    stored = torch.randint(1, 1 << 62, (n_fill,), device=dev, generator=g)  # distinct w.h.p.; below 2**63
+    vals = torch.randn(batch, t.value_dim, device=dev)
+    for off in range(0, n_fill, batch):
+        k = stored[off : off + batch].view(torch.uint64)
+        t._upsert("insert_or_assign", k, values=vals[: k.numel()])
+    if fill != "hkv":
+        return stored
+    extra = []
+    for _ in range(1000):
+        deficit = int((lam - t.load_factor()) * capacity)
+        if deficit <= 0.001 * capacity:
+            break
+        k = torch.randint(1, 1 << 62, (min(batch, deficit),), device=dev, generator=g)
+        t._upsert("insert_or_assign", k.view(torch.uint64), values=vals[: k.numel()])
+        extra.append(k)
+    return torch.cat([stored] + extra)[-batch:]
+
+
 def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initializer="constant", host=False,
                  fill="once", info=None):
     """{op: billion KV/s} by device time; with host=True also {op: billion KV/s} by HostTimer (each batch's op is
@@ -131,24 +155,8 @@ def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initia
     and the fraction of the first batch's keys found."""
     t = ScoredHashTable(capacity, dim, value_dtype=torch.float32, key_dtype=torch.uint64, device=dev,
                         check_keys=False, max_capacity=capacity, initializer=TableInitializer(initializer))
-    n_fill = int(capacity * lam)
     g = torch.Generator(device=dev).manual_seed(0)
-    stored = torch.randint(1, 1 << 62, (n_fill,), device=dev, generator=g)  # distinct w.h.p.; below 2**63
-    vals = torch.randn(batch, dim, device=dev)
-    for off in range(0, n_fill, batch):
-        k = stored[off : off + batch].view(torch.uint64)
-        t._upsert("insert_or_assign", k, values=vals[: k.numel()])
-    pool = stored
-    if fill == "hkv":
-        extra = []
-        for _ in range(1000):
-            deficit = int((lam - t.load_factor()) * capacity)
-            if deficit <= 0.001 * capacity:
-                break
-            k = torch.randint(1, 1 << 62, (min(batch, deficit),), device=dev, generator=g)
-            t._upsert("insert_or_assign", k.view(torch.uint64), values=vals[: k.numel()])
-            extra.append(k)
-        pool = torch.cat([stored] + extra)[-batch:]
+    pool = fill_table(t, capacity, lam, batch, fill, g)
     torch.cuda.synchronize()
     results, host_results = {}, {}
 
