@@ -301,11 +301,6 @@ class ScoredHashTable:
     # the set's own first-pass instance; docs/dynamicemb_storage_notes.md, "A sampled choice of the first-writer
     # set"): off by default.
     _upsert_dedup = False
-    # Private option (bits; class or instance attribute): 1 = the CUDA upsert's kernels after begin_op as
-    # programmatic dependent launches on sm_90+ (table_kernels.cuh launch_pdl; H200, 1M keys: +0.4 to +1.3 % on
-    # the inserting ops, docs/dynamicemb_storage_notes.md "The first-writer set's slot-lock copy"). Off by default:
-    # with it on, test_hybrid_split_gpu's all-host-rows case failed once (a row differed; cause not found).
-    _upsert_lab = 0
 
     def __init__(
         self,
@@ -566,7 +561,7 @@ class ScoredHashTable:
         _ops().table_upsert(
             *self._table_args(), self._policy, _MODE[mode], keys, values, scores, accum, values_out, found_out,
             slots_out, stats, evicted[0], evicted[1], evicted[2], self._use_epoch, int(self.epoch), *init, pending,
-            self._values_host(), self._claim_hbm_slots(), self._upsert_lab,
+            self._values_host(), self._claim_hbm_slots(),
         )
         return stats
 

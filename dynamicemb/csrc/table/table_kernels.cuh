@@ -268,41 +268,6 @@ __device__ __forceinline__ bool dedup_settle(const Tile& tile, const UpsertParam
   }
 }
 
-// Programmatic dependent launch (private option UpsertParams::pdl; sm_90+): the op's kernels after begin_op start
-// their blocks while the kernel before them drains, and wait for it (pdl_wait) before reading what an earlier
-// kernel of the op wrote; a kernel lets its dependent launch once all its blocks ran pdl_trigger. Without the launch
-// attribute (the option off, or before sm_90) the wait returns at once. The batch's inputs (keys, rows) are the
-// caller's, complete before begin_op started, so a first pass may load its key before its wait.
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" : : : "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" : : : "memory");
-#endif
-}
-// k<<<grid, block, 0, s>>>(args...), as a programmatic dependent of the stream's previous kernel when pdl.
-// Before sm_90 the kernels are launched plainly.
-template <typename... Q, typename... A>
-void launch_pdl(bool pdl, void (*k)(Q...), unsigned grid, unsigned block, cudaStream_t s, A&&... args) {
-  if (!pdl || accel::current_device_cc_major(/*fallback=*/0) < 9) {
-    k<<<grid, block, 0, s>>>(static_cast<A&&>(args)...);
-    return;
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(block);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  cudaLaunchKernelEx(&cfg, k, static_cast<A&&>(args)...);  // (errors: check_launch after it)
-}
-
 // Flag in a pending entry's index word: the first pass found the key missing and its bucket full.
 constexpr long long kPendingFullBucket = 1ll << 62;
 
@@ -734,13 +699,6 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   __shared__ UpsertParams s_p;  // for the out-of-line initializer
   if (threadIdx.x == 32) s_p = p;
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
-  // The key's load is issued before the barrier (and before the wait for begin_op under pdl), so that its round
-  // trip overlaps the clock's (the block's warps would otherwise start their probes one round trip after the block
-  // starts).
-  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMainBlock<F> + threadIdx.x) / kTile;
-  const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
-  pdl_wait();
-  pdl_trigger();
   if (threadIdx.x == 0) {
     s_queued = 0;
     // The op clock was written by begin_op_kernel: read-only here. One read per block (not per warp): the
@@ -748,6 +706,10 @@ __global__ void __launch_bounds__(kMainBlock<F>,
     s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
     if (F == kFamilyCopyDedup) s_dedup = static_cast<int>(__ldg(dedup_choice(p)));
   }
+  // The key's load is issued before the barrier, so that its round trip overlaps the clock's (the block's warps
+  // would otherwise start their probes one round trip after the block starts).
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMainBlock<F> + threadIdx.x) / kTile;
+  const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const bool lead = tile.thread_rank() == 0;
@@ -968,7 +930,6 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
   // Written by earlier kernels, read-only here; one read per block (see the hit pass).
   __shared__ long long s_count;
   __shared__ unsigned long long s_clock;
-  pdl_wait();
   if (threadIdx.x == 0) {
     s_count = static_cast<long long>(__ldg(reinterpret_cast<const unsigned long long*>(pending_count(p))));
     s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
@@ -1167,7 +1128,6 @@ __global__ void __launch_bounds__(kBeginBlock)
     begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long long* pending_count, const void* keys,
                     int64_t n, unsigned long long* choice) {
   using KT = typename KeyT<K>::T;
-  pdl_trigger();
   if (threadIdx.x == 0) {
     counters[kCounterClock] += 1;
     if (pending_count) {
@@ -1217,8 +1177,6 @@ template <int K, int V, int P>
 __global__ void __launch_bounds__(kBeginBlock)
     dedup_clear_kernel(const unsigned long long* choice, unsigned long long* set, int64_t set_words) {
   __shared__ int s_use;  // one load of the choice per block (not one per warp on one word)
-  pdl_trigger();
-  pdl_wait();
   if (threadIdx.x == 0) s_use = __ldg(choice) != 0;
   __syncthreads();
   if (!s_use) return;
@@ -1252,8 +1210,7 @@ void launch_upsert(const UpsertParams& p, void* stream) {
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
-  launch_pdl(p.pdl, upsert_insert_kernel<K, V, P>, std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap()), kBlock,
-             s, p);
+  upsert_insert_kernel<K, V, P><<<std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap()), kBlock, 0, s>>>(p);
   check_launch("upsert insert pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
@@ -1275,9 +1232,9 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
       p.t.counters, p.stats, counts, dedup ? p.keys : nullptr, p.n, choice);
   if (dedup) {
     const int64_t blocks = std::max<int64_t>(1, w / (2 * detail::kBeginBlock * 8));  // >= 8 stores per thread
-    launch_pdl(p.pdl, detail::dedup_clear_kernel<K, V, P>,
-               static_cast<unsigned>(std::min<int64_t>(blocks, insert_grid_cap())), detail::kBeginBlock, s, choice,
-               set, w);
+    detail::dedup_clear_kernel<K, V, P>
+        <<<static_cast<unsigned>(std::min<int64_t>(blocks, insert_grid_cap())), detail::kBeginBlock, 0, s>>>(
+            choice, set, w);
   }
   check_launch("begin_op");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
@@ -1285,16 +1242,16 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
   const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
   if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
-    launch_pdl(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst>, grid_init, kInitBlock, s, p);
+    upsert_main_kernel<K, V, P, kFamilyInitConst><<<grid_init, kInitBlock, 0, s>>>(p);
   else if (family == kFamilyInit)
-    launch_pdl(p.pdl, upsert_main_kernel<K, V, P, kFamilyInit>, grid_init, kInitBlock, s, p);
+    upsert_main_kernel<K, V, P, kFamilyInit><<<grid_init, kInitBlock, 0, s>>>(p);
   else if (family == kFamilyCopy && dedup) {
     if constexpr (P == kPolicyLru)
-      launch_pdl(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopyDedup>, grid_for_tiles(p.n), kBlock, s, p);
+      upsert_main_kernel<K, V, P, kFamilyCopyDedup><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   } else if (family == kFamilyCopy)
-    launch_pdl(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy>, grid_for_tiles(p.n), kBlock, s, p);
+    upsert_main_kernel<K, V, P, kFamilyCopy><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   else
-    launch_pdl(p.pdl, upsert_main_kernel<K, V, P, kFamilyOther>, grid_for_tiles(p.n), kBlock, s, p);
+    upsert_main_kernel<K, V, P, kFamilyOther><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   check_launch("upsert first pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
