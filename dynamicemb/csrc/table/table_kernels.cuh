@@ -211,7 +211,7 @@ __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slo
 
 // The pending count of an upsert: a word of the pending scratch past its 2n entries, in its own 64-byte span
 // (see kPendingExtra), so its atomics do not contend with the reads of the op clock in the counters line.
-__device__ __forceinline__ unsigned long long* pending_count(const UpsertParams& p) {
+__host__ __device__ __forceinline__ unsigned long long* pending_count(const UpsertParams& p) {
   return reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2);
 }
 
@@ -229,13 +229,13 @@ __device__ __forceinline__ unsigned long long* insert_group_counter(const Upsert
 // >= 4n words always has a free word left (dedup_settle ends). The set is used (and zeroed first) only when the
 // batch repeats keys: begin_op_kernel samples the batch and leaves its choice in dedup_choice (uniform batches keep
 // the lock path and pay no zeroing).
-__device__ __forceinline__ unsigned long long* dedup_set(const UpsertParams& p) {
+__host__ __device__ __forceinline__ unsigned long long* dedup_set(const UpsertParams& p) {
   return reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra);
 }
-__device__ __forceinline__ uint64_t dedup_mask(const UpsertParams& p) {
+__host__ __device__ __forceinline__ uint64_t dedup_mask(const UpsertParams& p) {
   return static_cast<uint64_t>(p.pending_words - 2 * p.n - kPendingExtra - kDedupTail - 1);
 }
-__device__ __forceinline__ const unsigned long long* dedup_choice(const UpsertParams& p) {
+__host__ __device__ __forceinline__ unsigned long long* dedup_choice(const UpsertParams& p) {
   return dedup_set(p) + dedup_mask(p) + 1 + kDedupTail / 2;
 }
 __device__ __forceinline__ uint64_t dedup_home(uint64_t key, uint64_t mask) {
@@ -1222,12 +1222,10 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   // begin_op samples the batch and chooses the set (detail::kDedupSamples); dedup_clear zeroes it when chosen.
   const bool dedup = P == kPolicyLru && family == kFamilyCopy && p.n > 0 &&
                      p.pending_words > 2 * p.n + kPendingExtra && p.host.ops == nullptr;
-  unsigned long long* counts =
-      p.n > 0 ? reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2) : nullptr;
-  unsigned long long* set =
-      dedup ? reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra) : nullptr;
-  const int64_t w = dedup ? p.pending_words - 2 * p.n - kPendingExtra - kDedupTail : 0;  // the set's words
-  unsigned long long* choice = dedup ? set + w + kDedupTail / 2 : nullptr;                // (dedup_choice)
+  unsigned long long* counts = p.n > 0 ? pending_count(p) : nullptr;
+  unsigned long long* set = dedup ? dedup_set(p) : nullptr;
+  const int64_t w = dedup ? static_cast<int64_t>(dedup_mask(p)) + 1 : 0;  // the set's words
+  unsigned long long* choice = dedup ? dedup_choice(p) : nullptr;
   detail::begin_op_kernel<K, V, P><<<1, dedup ? detail::kBeginBlock : 32, 0, s>>>(
       p.t.counters, p.stats, counts, dedup ? p.keys : nullptr, p.n, choice);
   if (dedup) {
