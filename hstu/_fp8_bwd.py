@@ -231,8 +231,8 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: bit 59 (hstu_bwd_fp8_sm90.h kOptFp8BwdDqEarly): dQ's GEMM issued at the start of the late part (the same gradients)
-FP8_BWD_VARIANT_BITS = {"dq_early": 1 << 59}
+#: none at present (the last ones and their measurements: docs/hstu_kernel_notes.md)
+FP8_BWD_VARIANT_BITS = {}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

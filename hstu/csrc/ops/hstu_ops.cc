@@ -568,8 +568,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     int64_t diag) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   const bool diag_int = diag >= INT_MIN && diag <= INT_MAX;
-  // the kernel variant (Fp8BwdDiagBuilt): the private diag, else the option bit's (kOptFp8BwdDqEarly)
-  const int variant = !diag_int ? 0 : diag != 0 ? static_cast<int>(diag) : fp8_bwd_option_diag(options);
+  const int variant = diag_int ? static_cast<int>(diag) : 0;  // the kernel variant (Fp8BwdDiagBuilt)
   ACCEL_CHECK(diag_int && fp8_bwd_diag_built(variant),
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag,
               " with options ", options);

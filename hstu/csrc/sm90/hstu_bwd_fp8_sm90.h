@@ -95,10 +95,6 @@ constexpr int kFp8BwdRedKeep = 1048576;
 // Not timing-only (bit-equal gradients): whether tile i + 1 is full (tile_full: no mask bits, no selects) decided in
 // iteration i under its GEMMs instead of at the top of iteration i + 1 (shared loads of the sequence's fields).
 constexpr int kFp8BwdFullNext = 4194304;
-// Not timing-only (the same gradients): dQ of tile i - 2 issued at the start of the late part (before the amax wait
-// and the quantization) instead of after the dS8 stores, so that its reduce-adds go out as soon as dK is issued and
-// the LSU has read their source registers (the next tile's dP^T accumulators) before the loop top.
-constexpr int kFp8BwdDqEarly = 8388608;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -117,11 +113,7 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // (hstu/_fp8.py; no kernel reads it). The op's private kernel variants are its diag argument (below; none in the
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): bit 59 runs kFp8BwdDqEarly (the op's diag, when not
-// 0, wins).
-constexpr int64_t kOptFp8BwdDqEarly = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdDqEarly;
-constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdDqEarly) ? kFp8BwdDqEarly : 0; }
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant;
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
@@ -139,10 +131,9 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
                                               kFp8BwdDefault | kFp8BwdLateFence,
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
-                                              kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
-                                              kFp8BwdDqEarly>;
+                                              kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqEarly>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

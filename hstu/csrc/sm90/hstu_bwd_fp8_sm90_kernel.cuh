@@ -323,7 +323,6 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kDqStaged = (kDiag & kFp8BwdDiagNoDq) == 0 && !kDqRed;  // dQ through shared memory + bulk reduces
   constexpr bool kRedKeep = (kDiag & kFp8BwdRedKeep) != 0 && kDqRed;
   constexpr bool kFullNext = (kDiag & kFp8BwdFullNext) != 0;
-  constexpr bool kDqEarly = (kDiag & kFp8BwdDqEarly) != 0;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -563,10 +562,7 @@ __global__ void __launch_bounds__(384, 1)
                   float ug_x, const uint32_t(&da_x)[2][4]) {
     // The factor of tile i - 1, shared by both warpgroups (dQ sums over all 128 keys): the 8 warp maxima posted in
     // tile i - 1 (the other warpgroup's arrive was a tile ago: rarely a wait). u only grows, by powers of two:
-    // acc_dk rescaled exactly (dK of tile i - 2 was waited for at the end of the last iteration). kDqEarly: dQ of
-    // tile i - 2 issued first (its dS8 halves were stored an iteration ago), under the wait and the quantization.
-    float acc_dq[32];
-    if constexpr (kDqEarly) dq_issue(acc_dq, i - 2);
+    // acc_dk rescaled exactly (dK of tile i - 2 was waited for at the end of the last iteration).
     named_barrier_sync(bar_amax(wg ^ 1, i - 1), 256);
     const uint32_t words = sRed + 32 * ((i - 1) & 3);
     float amax = 0.f;
@@ -657,7 +653,8 @@ __global__ void __launch_bounds__(384, 1)
     }
     // dQ of tile i - 2, then dK += dS8^T Q^T of tile i - 1 (RS, B: Q^T's 64-query rows of D, 64-byte swizzle, ring
     // B; tile -1: the zeroed dS8 buffer 2), each its own commit group.
-    if constexpr (!kDqEarly) dq_issue(acc_dq, i - 2);
+    float acc_dq[32];
+    dq_issue(acc_dq, i - 2);
     const int sb = (i + S - 1) % S;  // (tile i - 1's)
     if (i > 0) mbar_wait(bar_full_b(sb), ((i - 1) / S) & 1);
     const uint32_t bq = i > 0 ? stage_b(sb) : sdS + 2 * C::kdSBytes;
