@@ -19,17 +19,7 @@ CASES="s4k256 b256"
 jagp /tmp/site_fwd23base fwd22 5 --reps 5 --cases $CASES --b256-cfgs 0
 jagp /tmp/site_fwd23 fwd23 12 --reps 5 --cases $CASES --b256-cfgs 0 5 6 --peer --fa2
 echo "== 3. ncu ($SECONDS s)"
-if [ $(left) -gt 9 ]; then
-  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-  m=dram__bytes.sum,lts__t_bytes.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum
-  PYTHONPATH=/tmp/site_fwd23:$PEER timeout $(( $(left) - 2 )) $ncu --clock-control none \
-      -k "regex:hstu_fwd_kernel" -c 3 --section SpeedOfLight --section WarpStateStats --section InstructionStats \
-      --metrics $m -o $OUT/fwd23 -f python3 -P $J ncu --ncu --cases s4k256 --b256-cfgs 0 5 6 > $OUT/ncu.log 2>&1
-  echo "rc $? ($SECONDS s)"
-  $ncu --import $OUT/fwd23.ncu-rep --print-kernel-base mangled --page raw --csv --print-metric-instances values \
-      > $OUT/ncu_raw.csv 2>> $OUT/ncu.log
-  python3 $C/ncu_digest.py $OUT/ncu_raw.csv > $OUT/ncu_digest.md 2>&1
-fi
+ncu_profile fwd23 3 --cases s4k256 --b256-cfgs 0 5 6
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (test_sm80_forward_gpu.py test_fwd23_lab.py -k '(candidates and 256) or runs_its_kernel or fwd23_lab'; -v)"
