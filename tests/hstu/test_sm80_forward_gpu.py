@@ -43,8 +43,6 @@ def fwd_tile(D, cfg, dtype=torch.bfloat16, pairs=True):
             t = (128, 128 if D == 64 else 64, 64, 4, 2, 2 if D == 64 else 1, 5, 1)
         elif cfg == 4 and pairs:  # D = 256: warp pairs 64 x 64 with the context tiles' warp skip
             t = (64, 64, 64, 4, 2, 1, 5, 2)
-        elif cfg == 5 and D == 256 and pairs:  # warp pairs 64 x 32, K / V double-buffered
-            t = (64, 32, 32, 4, 2, 2, 0, 2)
     return ", ".join(str(x) for x in (D,) + t) + ">"
 
 

@@ -53,9 +53,7 @@ struct FwdSm80Tile {
   static constexpr int kSmemWarp = kSmemP + (PAIR > 1 ? BM * BNS * 2 : 0);
   static constexpr int kSmem = kSmemWarp + (SKIP >= 4 ? WARPS * 16 : 0);
   static_assert(STAGES == 2 || (STAGES == 1 && BNS == BN), "one K/V stage computes whole KV tiles");
-  static_assert(PAIR == 1 || (PAIR == 2 && STAGES == 1 && (SKIP == 0 || SKIP >= 4)) ||
-                    (PAIR == 2 && STAGES == 2 && SKIP == 0 && BNS == BN),
-                "warp pairs: one K/V stage, or two of whole KV tiles without the skip");
+  static_assert(PAIR == 1 || (PAIR == 2 && STAGES == 1 && (SKIP == 0 || SKIP >= 4)), "warp pairs: one K/V stage");
 };
 
 // The default. D <= 128: 8 warps of one m16 tile (128 rows), 2 blocks (16 warps) per SM at the 128-register cap;
@@ -87,7 +85,7 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 // docs/hstu_kernel_notes.md.) 1, 3 and 4 at
 // D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it
 // traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
-constexpr int kFwdSm80Candidates = 5;
+constexpr int kFwdSm80Candidates = 4;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
 // kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 long-row tile (D = 256 the
@@ -161,16 +159,6 @@ template <>
 struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
   static constexpr int kShortChunk = 32;
 };
-// 5: D = 256: 3's warp pairs and short chunks with K / V double-buffered in 32-key tiles (Q 32 KB + 2 x 2 x 16 KB,
-// the same 105 KB): tile n-1 loads during all of tile n, one block barrier per 32 keys, the pair's P handed over
-// behind a barrier of its 64 threads.
-template <>
-struct FwdSm80Candidate<256, 5> : FwdSm80Only<FwdSm80Tile<256, 64, 32, 32, 4, 2, 2, 0, 2>> {
-  static constexpr int kShortChunk = 32;
-};
-// LAB (run 1 of fwd23 only; fwd_sm80_cfg=6 at D = 256): 5's loop in 128 x 32 tiles of 4 warp pairs, one block of 8
-// warps per SM (138 KB): each K / V tile read from L2 once per 128 query rows (half of 5's L2 bytes).
-struct FwdSm80Lab256Rows128 : FwdSm80Only<FwdSm80Tile<256, 128, 32, 32, 8, 1, 2, 0, 2>> {};
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
 // thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
@@ -666,9 +654,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             for (int ks = 0; ks < KSW; ++ks)
               asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sPw + (mt * KSW + ks) * 512),
                            "r"(pk[mt][ks][0]), "r"(pk[mt][ks][1]), "r"(pk[mt][ks][2]), "r"(pk[mt][ks][3]));
-          // STAGES 2 (no block barrier here): the pair's barrier (named barrier 1 + pair, 64 threads) before the
-          // partner's P is read (the reads of the tile before ended before this tile's block barrier: BNS == BN)
-          if constexpr (STAGES == 2) asm volatile("bar.sync %0, 64;\n" ::"r"(1 + warp / 2) : "memory");
         }
         if constexpr (STAGES == 1) {
           cp_async_wait<0>();
@@ -1032,7 +1017,7 @@ cudaError_t launch_hstu_fwd_candidate(const HstuParams& p, cudaStream_t stream) 
 template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
-  static_assert(kFwdSm80Candidates == 5, "one case per candidate");
+  static_assert(kFwdSm80Candidates == 4, "one case per candidate");
   if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
     // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
     // (fwd_sm80_split_for)
@@ -1066,14 +1051,6 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
                              : launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
     }
   }
-  if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // LAB (fwd23 run 1)
-    if (p.fwd_sm80_cfg == kFwdSm80CfgOld) {
-      bool fits = false;
-      const cudaError_t err = fwd_sm80_fits<FwdSm80Lab256Rows128>(fits);
-      if (err != cudaSuccess) return err;
-      if (fits) return launch_hstu_fwd<T, D, FwdSm80Lab256Rows128>(p, stream);
-    }
-  }
   switch (p.fwd_sm80_cfg) {
     case 1:
       return launch_hstu_fwd_candidate<T, D, 1>(p, stream);
@@ -1083,8 +1060,6 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       return launch_hstu_fwd_candidate<T, D, 3>(p, stream);
     case 4:
       return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
-    case 5:
-      return launch_hstu_fwd_candidate<T, D, 5>(p, stream);
     default:  // 0 below kFwdSm80LongRows, kFwdSm80CfgOld
       return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
   }

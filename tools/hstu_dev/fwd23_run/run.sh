@@ -1,6 +1,8 @@
 #!/bin/bash
 # fwd23 (issue 39, session 21), run 1 (<= 40 s), from the root of main's tree (main 95270e5 on the device):
 #   OUT=/tmp/o_fwd23 timeout 60 bash .carry/fwd23/run.sh > /tmp/o_fwd23/stdout.txt 2>&1
+# (Ran once, on the wheel of fwd23 e7073eb; both variants measured slower and were removed after it: the kernels
+# it names exist only at that commit.)
 # The branch: fwd_sm80_cfg=5 at D = 256 = the default's warp pairs (candidate 3, short chunks capped) with K / V
 # double-buffered in 64 x 32 tiles (one block barrier per 32 keys, the pair's P behind a 64-thread named barrier).
 # LAB in this wheel only: fwd_sm80_cfg=6 at D = 256 = 5's loop in 128 x 32 tiles of 4 warp pairs (8 warps, one block
