@@ -1,13 +1,13 @@
 # The common setup of a helper's GPU run scripts (tools/hstu_dev/*_run/setup.sh source it with NAME, the helper's
 # carry folder, and BASE, the lead's folder of main's wheels; the scripts run from the root of main's tree on the
 # device, where this file travels in the carry folder): strict mode, OUT, R (the tree), C (the carry folder), main's
-# hstu_attn wheel in /tmp/site_main and the branch's in /tmp/site_$NAME, GPU (name and clocks), PT (pytest's command
-# line), digest_tests, run_tests, jag (with J, the benchmark script, set by the caller).
+# hstu_attn wheel in /tmp/site_main (or BASE_SITE) and the branch's in /tmp/site_$NAME, GPU (name and clocks), PT
+# (pytest's command line), digest_tests, run_tests, jag (with J, the benchmark script, set by the caller).
 set -u
 export PYTHONUNBUFFERED=1 R=$PWD OUT=${OUT:-/tmp/o_$NAME}
 mkdir -p "$OUT"
 C=$R/.carry/$NAME
-for site_whl in "/tmp/site_main $R/.carry/$BASE/whl" "/tmp/site_$NAME $C/whl"; do
+for site_whl in "${BASE_SITE:-/tmp/site_main} $R/.carry/$BASE/whl" "/tmp/site_$NAME $C/whl"; do
   set -- $site_whl
   rm -rf "$1" && python3 -m pip install -q --no-deps --no-index --no-compile --target "$1" $2/hstu_attn-*.whl 2>&1 |
     grep -v WARN | tail -2
