@@ -534,10 +534,12 @@ __global__ void hstu_dq_convert_kernel(const HstuParams p) {
 // thread the pair (c, c + 1) of one lane's accumulator row in the workspace's order (the row half fastest, then the
 // lane, then the m16n8 tile), so a warp reads 256 contiguous bytes; rows of a tile past cu_seqlens_q skipped. Then the
 // rows outside every sequence (before cu_seqlens_q[0], from cu_seqlens_q[batch] on) get zeros (dq is uninitialized).
-// VEC: each thread whole lane slots (16 bytes: rows r and r + 8 of one lane's m16n8 accumulator, a warp 512
-// contiguous bytes), all of its D / 16 slots' loads before its stores; only tiles that hold a row of the sequence
-// read (a tile past a short sequence's end would read past its padded block: past the workspace for the last one).
-template <typename T, int D, bool VEC = false>
+// MODE kDqConvertSlots: the fragment order by whole lane slots (dq_frag_tile_store), only the tiles that hold a row
+// of their sequence (a tile past a short sequence's end would read past its padded block: past the workspace for the
+// last one). kDqConvertTailOnly: only the rows outside every sequence (the kernel converted the rest:
+// kPdsConvertBehind).
+constexpr int kDqConvertPairs = 0, kDqConvertSlots = 1, kDqConvertTailOnly = 2;
+template <typename T, int D, int MODE = kDqConvertPairs>
 __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuParams p) {
   using C = BwdPdsConfig<D, 8>;
   constexpr int QR = C::kBlockM / C::kQWM, QC = D / (8 / C::kQWM), QPW = C::kQPW;
@@ -547,26 +549,10 @@ __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuPar
   const int q_start = p.cu_seqlens_q[b];
   const int rows = min(kDqFragPad, p.cu_seqlens_q[b + 1] - q_start - m0);
   T* out = static_cast<T*>(p.dq) + (int64_t)(q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
-  if (VEC && frag) {
-    if (rows > 0) {
-      constexpr int kSlots = kDqFragPad * D / 4, kPer = kSlots / 256;  // (lane slots of the tile; per thread)
-      static_assert(kSlots % 256 == 0, "whole slots per thread");
-      const float4* ws = reinterpret_cast<const float4*>(
-          p.dq_accum + (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b + m0) * D);
-      float4 x[kPer];
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) x[k] = __ldcs(ws + k * 256 + threadIdx.x);  // (read once: streaming)
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) {
-        const int i = k * 256 + threadIdx.x, lane = i % 32, g = i / 32;
-        const int dt = g % NDT, mt = (g / NDT) % QMT, piece = (g / (NDT * QMT)) % NPC, w = g / (NDT * QMT * NPC);
-        const int rr = (w % C::kQWM) * QR + mt * 16 + lane / 4;
-        const int c = (w / C::kQWM) * QC + piece * QPW + dt * 8 + (lane % 4) * 2;
-        if (rr < rows) *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x[k].x, x[k].y);
-        if (rr + 8 < rows)
-          *reinterpret_cast<uint32_t*>(out + (int64_t)(rr + 8) * p.dq_row_stride + c) = pack2<T>(x[k].z, x[k].w);
-      }
-    }
+  if (MODE == kDqConvertTailOnly) {
+    // (the main kernel converted every sequence's rows)
+  } else if (MODE == kDqConvertSlots && frag) {
+    if (rows > 0) dq_frag_tile_store<T, D, true>(p, b, h, m0, rows, threadIdx.x);
   } else if (frag) {
     const float* ws = p.dq_accum + (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b + m0) * D;
     for (int i = threadIdx.x; i < kDqFragPad * D / 2; i += blockDim.x) {
@@ -869,8 +855,11 @@ constexpr int kBwdSm80JoinedCopiesCfg = 2;
 // 3 (calls without contexts; D = 64 / 128 the one-barrier loop on sm_90+, D = 256 two stages): the default kernels in
 // the other grid order than bwd_sm80_heads_first picks.
 constexpr int kBwdSm80OtherOrderCfg = 3;
-// 6: the default kernels, the fragment-ordered dQ converted by whole lane slots (hstu_dq_tile_convert_kernel VEC).
+// 6: the default kernels, the fragment-ordered dQ converted by whole lane slots (kDqConvertSlots).
 constexpr int kBwdSm80VecConvertCfg = 6;
+// 7 (bf16, sm_90+, calls without contexts, not deterministic; D = 64 / 128 three stages, D = 256 two): the kernel
+// heads first whatever the length, with kPdsConvertBehind (no convert pass over the workspace).
+constexpr int kBwdSm80ConvertBehindCfg = 7;
 constexpr int kBwdSm80LastCfg = 8;
 static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
@@ -908,6 +897,20 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         return launch_hstu_bwd_pds<T, D, 1, 8>(p, max_smem, stream);
       case 5:
         return launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
+      case kBwdSm80ConvertBehindCfg: {
+        bool sm90 = false;
+        err = bwd_sm80_sm90_class(sm90);
+        if (err != cudaSuccess || !sm90 || p.num_contexts != nullptr || p.dq_accum == nullptr) {
+          return err != cudaSuccess ? err : cudaErrorNotSupported;
+        }
+        constexpr int kBehind = kPdsHeadsFirst | kPdsConvertBehind;
+        if constexpr (D == 64 || D == 128) {
+          return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kBehind>(
+              p, max_smem, stream);
+        } else {
+          return launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsDefaultBody<D, 8> | kBehind>(p, max_smem, stream);
+        }
+      }
       case kBwdSm80JoinedCopiesCfg:
         if constexpr (D == 64) {
           bool sm90 = false;
@@ -923,11 +926,13 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
   return cudaErrorNotSupported;
 }
 
+// dq_converted: set where the kernel launched converts the dQ workspace itself (kPdsConvertBehind).
 template <typename T, int D>
-cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
+cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream, bool& dq_converted) {
   if (p.bwd_sm80_cfg >= 1 && p.bwd_sm80_cfg <= kBwdSm80LastCfg && p.bwd_sm80_cfg != kBwdSm80OldCfg) {
     // the call's candidate where it applies and fits
     const cudaError_t err = launch_hstu_bwd_candidate<T, D>(p, p.bwd_sm80_cfg, stream);
+    dq_converted = err == cudaSuccess && p.bwd_sm80_cfg == kBwdSm80ConvertBehindCfg;
     if (err != cudaErrorNotSupported) return err;
   }
   if constexpr (kBwdSm80PdsDefault<D>) {  // the default: cfg 5, else cfg 4 (bf16 and fp16)
@@ -995,8 +1000,9 @@ template <typename T, int D>
 cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
   if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   cudaError_t err;
+  bool dq_converted = false;
   if (p.max_seqlen_k > 0) {
-    err = launch_hstu_bwd_fitting<T, D>(p, stream);
+    err = launch_hstu_bwd_fitting<T, D>(p, stream, dq_converted);
     if (err != cudaSuccess) return err;
   }
   if (p.dq_accum == nullptr) {
@@ -1008,8 +1014,10 @@ cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
   } else if (p.total_q > 0) {
     if constexpr (D == 64 || D == 128 || D == 256) {  // (the workspace of either layout: bwd_sm80_dq_floats)
       const dim3 grid(max(1, (p.max_seqlen_q + kDqFragPad - 1) / kDqFragPad), p.batch, p.heads);
-      if (p.bwd_sm80_cfg == kBwdSm80VecConvertCfg) {
-        hstu_dq_tile_convert_kernel<T, D, true><<<grid, 256, 0, stream>>>(p);
+      if (dq_converted) {  // (the rows outside every sequence only)
+        hstu_dq_tile_convert_kernel<T, D, kDqConvertTailOnly><<<dim3(1, 1, 64), 256, 0, stream>>>(p);
+      } else if (p.bwd_sm80_cfg == kBwdSm80VecConvertCfg) {
+        hstu_dq_tile_convert_kernel<T, D, kDqConvertSlots><<<grid, 256, 0, stream>>>(p);
       } else {
         hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
       }

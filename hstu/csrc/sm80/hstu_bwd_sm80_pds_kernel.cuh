@@ -79,6 +79,10 @@ constexpr int kPdsSplitCopies = 16;
 // starts every sequence's heaviest key blocks early (the tail; heads first within +-0.3 % at S4K - S16K with H = 4,
 // and with one head it is FA2's order, 5 % slower at B16 S4K on the older kernel).
 constexpr int kPdsHeadsFirst = 32;
+// A flag on BODY (sm_90+, the fragment-ordered workspace, zeroed): after its dQ adds, the last of the gridDim.y
+// key-block CTAs of (sequence, head) to arrive converts that sequence's dq rows of the head (dq_convert_behind),
+// while they are in L2, instead of the convert pass reading the whole workspace (kernel_options(bwd_sm80_cfg=7)).
+constexpr int kPdsConvertBehind = 64;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -188,6 +192,60 @@ __device__ __forceinline__ void red_add_f4(float* addr, const float* x) {
 #endif
 }
 
+// dq rows [m0, m0 + rows) (rows > 0) of sequence b, head h <- their 64-query tile of the fragment-ordered workspace,
+// by 256 threads (t): each thread whole lane slots (16 bytes: columns c, c + 1 of rows r and r + 8 of one lane's
+// m16n8 accumulator; a warp 512 contiguous bytes), all of its D / 16 slots' loads before its stores. STREAM: loads marked
+// read-once (the convert pass); else loads from L2 (dq_convert_behind: lines other SMs' reductions wrote).
+template <typename T, int D, bool STREAM>
+__device__ __forceinline__ void dq_frag_tile_store(const HstuParams& p, const int b, const int h, const int m0,
+                                                   const int rows, const int t) {
+  using C = BwdPdsConfig<D, 8>;
+  constexpr int QR = C::kBlockM / C::kQWM, QC = D / (8 / C::kQWM), QPW = C::kQPW;
+  constexpr int QMT = QR / 16, NDT = QPW / 8, NPC = QC / QPW;
+  constexpr int kSlots = kDqFragPad * D / 4, kPer = kSlots / 256;  // (lane slots of the tile; per thread)
+  static_assert(kSlots % 256 == 0 && C::kBlockM == kDqFragPad, "whole slots per thread");
+  const int q_start = p.cu_seqlens_q[b];
+  const float4* ws =
+      reinterpret_cast<const float4*>(p.dq_accum + (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b + m0) * D);
+  T* out = static_cast<T*>(p.dq) + (int64_t)(q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
+  float4 x[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) x[k] = STREAM ? __ldcs(ws + k * 256 + t) : __ldcg(ws + k * 256 + t);
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = k * 256 + t, lane = i % 32, g = i / 32;
+    const int dt = g % NDT, mt = (g / NDT) % QMT, piece = (g / (NDT * QMT)) % NPC, w = g / (NDT * QMT * NPC);
+    const int rr = (w % C::kQWM) * QR + mt * 16 + lane / 4;
+    const int c = (w / C::kQWM) * QC + piece * QPW + dt * 8 + (lane % 4) * 2;
+    if (rr < rows) *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x[k].x, x[k].y);
+    if (rr + 8 < rows)
+      *reinterpret_cast<uint32_t*>(out + (int64_t)(rr + 8) * p.dq_row_stride + c) = pack2<T>(x[k].z, x[k].w);
+  }
+}
+
+// kPdsConvertBehind, every CTA (256 threads) after the body: count this key block's arrival for (sequence b, head h);
+// the last of the gridDim.y converts the sequence's rows of the head. The count lives in the last row of the
+// sequence's padded workspace block (rows from cu_seqlens_q[b + 1] + 64 b + 63 on: no 64-query tile of the sequence
+// reaches it; zeroed with the workspace).
+template <typename T, int D>
+__device__ __forceinline__ void dq_convert_behind(const HstuParams& p, const int b, const int h) {
+  __shared__ int s_last;
+  __threadfence();  // (this thread's dQ reductions before the count)
+  __syncthreads();
+  const int lo = p.cu_seqlens_q[b], hi = p.cu_seqlens_q[b + 1];
+  if (threadIdx.x == 0) {
+    const int64_t row = h * dq_frag_head_rows(p) + hi + kDqFragPad * b + kDqFragPad - 1;
+    unsigned* count = reinterpret_cast<unsigned*>(p.dq_accum + row * D);
+    s_last = atomicAdd(count, 1u) == gridDim.y - 1;
+    __threadfence();
+  }
+  __syncthreads();
+  if (!s_last) return;
+  for (int m0 = 0; m0 < hi - lo; m0 += kDqFragPad) {
+    dq_frag_tile_store<T, D, false>(p, b, h, m0, min(kDqFragPad, hi - lo - m0), threadIdx.x);
+  }
+}
+
 // The plain k-loops of phases 2 / 3: acc[mt][2 np + h] += A(ks, mt) B(ks, np) over KS k-steps, MT m16 row tiles and
 // N8 / 2 n16 column blocks (load_a / load_b fill one ldmatrix.x4 fragment each), the loop rolled unless UNROLL > 1.
 template <typename T, int KS, int UNROLL, int MT, int N8, typename LoadA, typename LoadB>
@@ -241,7 +299,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kDpUnroll, unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
-  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst);
+  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsConvertBehind);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -917,6 +975,12 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_ctx_kernel(const 
 template <typename T, int D, int STAGES, int NWARPS, int BODY>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_body_kernel(const HstuParams p) {
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, BODY, false>(p);
+  if constexpr ((BODY & kPdsConvertBehind) != 0) {
+    static_assert(NWARPS == 8 && (BODY & kPdsHeadsFirst) != 0, "the 8-warp fragment order; blockIdx heads first");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    dq_convert_behind<T, D>(p, blockIdx.z, blockIdx.x);
+#endif
+  }
 }
 
 // Launches the kernel (BODY > 0: hstu_bwd_pds_body_kernel with that body; else the default's, or the context kernel
