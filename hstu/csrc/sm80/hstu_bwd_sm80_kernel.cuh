@@ -529,43 +529,25 @@ __global__ void hstu_dq_convert_kernel(const HstuParams p) {
   }
 }
 
-// dq <- the fp32 workspace at D = 128 / 256 (bwd_sm80_dq_floats): in the fragment-ordered layout where the kernel set
-// its flag (dq_frag_flag), else row-major. Grid (64-query tiles of max_seqlen_q, batch, heads); fragment order: each
-// thread the pair (c, c + 1) of one lane's accumulator row in the workspace's order (the row half fastest, then the
-// lane, then the m16n8 tile), so a warp reads 256 contiguous bytes; rows of a tile past cu_seqlens_q skipped. Then the
-// rows outside every sequence (before cu_seqlens_q[0], from cu_seqlens_q[batch] on) get zeros (dq is uninitialized).
-// MODE kDqConvertSlots: the fragment order by whole lane slots (dq_frag_tile_store), only the tiles that hold a row
-// of their sequence (a tile past a short sequence's end would read past its padded block: past the workspace for the
-// last one). kDqConvertTailOnly: only the rows outside every sequence (the kernel converted the rest:
-// kPdsConvertBehind).
-constexpr int kDqConvertPairs = 0, kDqConvertSlots = 1, kDqConvertTailOnly = 2;
-template <typename T, int D, int MODE = kDqConvertPairs>
+// dq <- the fp32 workspace at D = 64 / 128 / 256 (bwd_sm80_dq_floats): in the fragment-ordered layout where the
+// kernel set its flag (dq_frag_flag; by whole lane slots, dq_frag_tile_store: on an H200 1.2 % of the backward at
+// B128 S1K D128 faster than a float2 at a time), else row-major. Grid (64-query tiles of max_seqlen_q, batch,
+// heads); only tiles that hold a row of their sequence read (a tile past a short sequence's end would read past its
+// padded block: past the workspace for the last one). Then the rows outside every sequence (before cu_seqlens_q[0],
+// from cu_seqlens_q[batch] on) get zeros (dq is uninitialized). TAIL_ONLY: only those (the main kernel converted
+// the rest: kPdsConvertBehind).
+template <typename T, int D, bool TAIL_ONLY = false>
 __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuParams p) {
-  using C = BwdPdsConfig<D, 8>;
-  constexpr int QR = C::kBlockM / C::kQWM, QC = D / (8 / C::kQWM), QPW = C::kQPW;
-  constexpr int QMT = QR / 16, NDT = QPW / 8, NPC = QC / QPW;
   const int b = blockIdx.y, h = blockIdx.z, m0 = blockIdx.x * kDqFragPad;
-  const bool frag = *dq_frag_flag<D>(p) != 0.f;
   const int q_start = p.cu_seqlens_q[b];
   const int rows = min(kDqFragPad, p.cu_seqlens_q[b + 1] - q_start - m0);
-  T* out = static_cast<T*>(p.dq) + (int64_t)(q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
-  if (MODE == kDqConvertTailOnly) {
-    // (the main kernel converted every sequence's rows)
-  } else if (MODE == kDqConvertSlots && frag) {
-    if (rows > 0) dq_frag_tile_store<T, D, true>(p, b, h, m0, rows, threadIdx.x);
-  } else if (frag) {
-    const float* ws = p.dq_accum + (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b + m0) * D;
-    for (int i = threadIdx.x; i < kDqFragPad * D / 2; i += blockDim.x) {
-      const int hf = i % 2, lane = (i / 2) % 32, g = i / 64;  // g: the (warp, piece, mt, dt) reduction
-      const int dt = g % NDT, mt = (g / NDT) % QMT, piece = (g / (NDT * QMT)) % NPC, w = g / (NDT * QMT * NPC);
-      const int rr = (w % C::kQWM) * QR + mt * 16 + hf * 8 + lane / 4;
-      if (rr >= rows) continue;
-      const int c = (w / C::kQWM) * QC + piece * QPW + dt * 8 + (lane % 4) * 2;
-      const float2 x = *reinterpret_cast<const float2*>(ws + g * 128 + lane * 4 + hf * 2);
-      *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x.x, x.y);
-    }
+  if (TAIL_ONLY || rows <= 0) {
+    // (nothing of a sequence)
+  } else if (*dq_frag_flag<D>(p) != 0.f) {
+    dq_frag_tile_store<T, D, true>(p, b, h, m0, rows, threadIdx.x);
   } else {
     const float* ws = p.dq_accum + ((int64_t)(q_start + m0) * p.heads + h) * D;
+    T* out = static_cast<T*>(p.dq) + (int64_t)(q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
     for (int i = threadIdx.x; i < rows * (D / 2); i += blockDim.x) {
       const int rr = i / (D / 2), c = (i % (D / 2)) * 2;
       const float2 x = *reinterpret_cast<const float2*>(ws + (int64_t)rr * p.heads * D + c);
@@ -853,13 +835,11 @@ constexpr int kBwdSm80OldCfg = 8;
 constexpr int kBwdSm80TwoBarCfg = 1;
 constexpr int kBwdSm80JoinedCopiesCfg = 2;
 // 3 (calls without contexts; D = 64 / 128 the one-barrier loop on sm_90+, D = 256 two stages): the default kernels in
-// the other grid order than bwd_sm80_heads_first picks.
+// the other grid order than bwd_sm80_heads_first picks (heads first with kPdsConvertBehind, batch first without).
 constexpr int kBwdSm80OtherOrderCfg = 3;
-// 6: the default kernels, the fragment-ordered dQ converted by whole lane slots (kDqConvertSlots).
-constexpr int kBwdSm80VecConvertCfg = 6;
-// 7 (bf16, sm_90+, calls without contexts, not deterministic; D = 64 / 128 three stages, D = 256 two): the kernel
-// heads first whatever the length, with kPdsConvertBehind (no convert pass over the workspace).
-constexpr int kBwdSm80ConvertBehindCfg = 7;
+// 7 (bf16, sm_90+, calls without contexts; D = 64 / 128 three stages, D = 256 two): the kernels batch first (any
+// length) with kPdsConvertBehind.
+constexpr int kBwdSm80BatchFirstBehindCfg = 7;
 constexpr int kBwdSm80LastCfg = 8;
 static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
@@ -897,18 +877,18 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         return launch_hstu_bwd_pds<T, D, 1, 8>(p, max_smem, stream);
       case 5:
         return launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
-      case kBwdSm80ConvertBehindCfg: {
+      case kBwdSm80BatchFirstBehindCfg: {
         bool sm90 = false;
         err = bwd_sm80_sm90_class(sm90);
-        if (err != cudaSuccess || !sm90 || p.num_contexts != nullptr || p.dq_accum == nullptr) {
+        if (err != cudaSuccess || !sm90 || p.num_contexts != nullptr) {
           return err != cudaSuccess ? err : cudaErrorNotSupported;
         }
-        constexpr int kBehind = kPdsHeadsFirst | kPdsConvertBehind;
         if constexpr (D == 64 || D == 128) {
-          return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kBehind>(
+          return launch_hstu_bwd_pds<T, D, 3, 8,
+                                     kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsConvertBehind>(
               p, max_smem, stream);
         } else {
-          return launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsDefaultBody<D, 8> | kBehind>(p, max_smem, stream);
+          return launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsDefaultBody<D, 8> | kPdsConvertBehind>(p, max_smem, stream);
         }
       }
       case kBwdSm80JoinedCopiesCfg:
@@ -932,7 +912,7 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream, bo
   if (p.bwd_sm80_cfg >= 1 && p.bwd_sm80_cfg <= kBwdSm80LastCfg && p.bwd_sm80_cfg != kBwdSm80OldCfg) {
     // the call's candidate where it applies and fits
     const cudaError_t err = launch_hstu_bwd_candidate<T, D>(p, p.bwd_sm80_cfg, stream);
-    dq_converted = err == cudaSuccess && p.bwd_sm80_cfg == kBwdSm80ConvertBehindCfg;
+    dq_converted = err == cudaSuccess && p.bwd_sm80_cfg == kBwdSm80BatchFirstBehindCfg;
     if (err != cudaErrorNotSupported) return err;
   }
   if constexpr (kBwdSm80PdsDefault<D>) {  // the default: cfg 5, else cfg 4 (bf16 and fp16)
@@ -951,7 +931,8 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream, bo
         if (err != cudaSuccess) return err;
         if (sm90 && bwd_sm80_heads_first<D>(p)) {
           err = launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                    kPdsHeadsFirst>(p, max_smem, stream);
+                                                    kPdsHeadsFirst | kPdsConvertBehind>(p, max_smem, stream);
+          dq_converted = err == cudaSuccess;
           if (err != cudaErrorNotSupported) return err;
         }
         if (sm90) {
@@ -960,13 +941,17 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream, bo
         }
       }
     }
-    if constexpr (D == 256) {  // (the two-stage kernel in the other grid order where it fits)
+    if constexpr (D == 256) {  // sm_90+: the two-stage kernel heads first (converting dQ behind) where it fits
       if (applies && p.num_contexts == nullptr && bwd_sm80_heads_first<D>(p)) {
+        bool sm90 = false;
         int max_smem = 0;
-        cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+        cudaError_t err = bwd_sm80_sm90_class(sm90);
+        if (err == cudaSuccess) err = sm90 ? bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true) : cudaErrorNotSupported;
         if (err == cudaSuccess) {
-          err = launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsDefaultBody<D, 8> | kPdsHeadsFirst>(p, max_smem, stream);
+          err = launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsDefaultBody<D, 8> | kPdsHeadsFirst | kPdsConvertBehind>(
+              p, max_smem, stream);
         }
+        dq_converted = err == cudaSuccess;
         if (err != cudaErrorNotSupported) return err;
       }
     }
@@ -1015,9 +1000,7 @@ cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
     if constexpr (D == 64 || D == 128 || D == 256) {  // (the workspace of either layout: bwd_sm80_dq_floats)
       const dim3 grid(max(1, (p.max_seqlen_q + kDqFragPad - 1) / kDqFragPad), p.batch, p.heads);
       if (dq_converted) {  // (the rows outside every sequence only)
-        hstu_dq_tile_convert_kernel<T, D, kDqConvertTailOnly><<<dim3(1, 1, 64), 256, 0, stream>>>(p);
-      } else if (p.bwd_sm80_cfg == kBwdSm80VecConvertCfg) {
-        hstu_dq_tile_convert_kernel<T, D, kDqConvertSlots><<<grid, 256, 0, stream>>>(p);
+        hstu_dq_tile_convert_kernel<T, D, true><<<dim3(1, 1, 64), 256, 0, stream>>>(p);
       } else {
         hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
       }
