@@ -3,13 +3,11 @@ hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the defa
 block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; at D = 64 the
 next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16, D =
 64) the one-barrier loop with the copies together, cfg 3 the default kernels in the other grid order (the default:
-heads first up to 2,048 keys, each sequence's dQ of a head converted by its last key block to finish
-(kPdsConvertBehind), else batch first), cfg 7 (bf16) the batch-first kernels converting dQ so too. Each meets the
-error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned), all give the
-same dK, dV and drab bit for bit, and the kernel that runs is the cfg's (other head dims, contexts and GPUs without
-the shared memory run the two-barrier default). Also the default's kernels for calls with and without contexts
-(hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts, a local window, targets and rab, the
-key-block limit and the dQ workspace layouts."""
+heads first up to 2,048 keys, else batch first). Each meets the error rule of test_kernels_gpu.py against the fp32
+reference (fresh random inputs, gradients poisoned), all give the same dK, dV and drab bit for bit, and the kernel
+that runs is the cfg's (other head dims, contexts and GPUs without the shared memory run the two-barrier default).
+Also the default's kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab
+with long contexts, a local window, targets and rab, the key-block limit and the dQ workspace layouts."""
 
 import os
 import sys
@@ -26,13 +24,12 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-LOOP_CFGS = (1, 2, 3, 7)
+LOOP_CFGS = (1, 2, 3)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; D = 64's with
-# kPdsSplitCopies 16), kPdsHeadsFirst (32: the grid order heads first) and kPdsConvertBehind (64)
+# kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
 _DEFAULT_BODY = {64: 10, 128: 7}
 _DEFAULT_FLAGS = {64: 16, 128: 0}
 _HEADS_FIRST = 32
-_CONVERT_BEHIND = 64
 
 
 def one_bar_fits():
@@ -43,32 +40,23 @@ def one_bar_fits():
 
 
 def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
-    """The end of the name of the kernel cfg 0 / 1 / 2 / 3 / 7 runs at head dim D for dtype without contexts on this
-    GPU, or None where that is not the one-barrier loop, its two-barrier comparison or a grid order's kernel (other
-    head dims, below sm_90). The default's grid order: heads first up to 2,048 keys (the body kernel with
-    kPdsHeadsFirst and kPdsConvertBehind; D = 256: its two-stage kernel), else batch first; cfg 3 the other one; cfg 7
-    (bf16) batch first with kPdsConvertBehind."""
+    """The end of the name of the kernel cfg 0 / 1 / 2 / 3 runs at head dim D for dtype without contexts on this GPU,
+    or None where that is not the one-barrier loop, its two-barrier comparison or a grid order's kernel (other head
+    dims, below sm_90). The default's grid order: heads first up to 2,048 keys (the body kernel with kPdsHeadsFirst;
+    D = 256: its two-stage kernel), else batch first; cfg 3 the other one."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
-    if cfg == 7 and dtype != torch.bfloat16:
-        cfg = 0  # (bf16 only: the default runs)
-    if D == 256 and one_bar_fits():  # (two stages: 208 KB, Hopper)
-        if cfg == 7:
-            return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {10 | _CONVERT_BEHIND}>(hstu::HstuParams)"
-        if cfg in (0, 3) and (max_seqlen_k <= 2048) != (cfg == 3):
-            return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {10 | _HEADS_FIRST | _CONVERT_BEHIND}>(hstu::HstuParams)"
-        if cfg in (0, 3):
-            return f"hstu_bwd_pds_kernel<{t}, 256, 2, 8>(hstu::HstuParams)"
+    if D == 256 and cfg in (0, 3) and one_bar_fits():  # (two stages: 208 KB, Hopper)
+        if (max_seqlen_k <= 2048) != (cfg == 3):
+            return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {10 | _HEADS_FIRST}>(hstu::HstuParams)"
+        return f"hstu_bwd_pds_kernel<{t}, 256, 2, 8>(hstu::HstuParams)"
     if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
     if cfg == 1:
         return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D]}>(hstu::HstuParams)"
-    if cfg == 7:
-        body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _CONVERT_BEHIND
-        return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams)"
     if (max_seqlen_k <= 2048) != (cfg == 3):
-        body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | _CONVERT_BEHIND
+        body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams)"
     return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
@@ -90,15 +78,13 @@ def _bwd_kernels(case):
 @pytest.mark.parametrize("lens", ["jagged", "dense"])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
-    """The default (the one-barrier loop on sm_90+; at these lengths heads first, dQ converted by the kernel's last key
-    block of each sequence and head), cfg 1 (two barriers), cfg 2 (D = 64: the copies together), cfg 3 (the other
-    grid order) and cfg 7 (batch first converting dQ so too; at D = 256 cfg 3 and 7 change the kernel) meet the
-    error rule against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one- and
-    two-tile walks and key blocks past a sequence's end; dense ones across several query tiles; masks cutting tiles,
-    contexts and targets with groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the same
-    dK, dV and drab bit for bit (the same sums in the same order: only the barriers, buffers, copies and the order
-    of the CTAs differ), dQ too when deterministic (its own kernel), else up to the atomics' order (outputs poisoned
-    before each run)."""
+    """The default (the one-barrier loop on sm_90+), cfg 1 (two barriers), cfg 2 (D = 64: the copies together) and cfg 3
+    (the other grid order; at D = 256 the only cfg that changes the kernel) meet the error rule against the fp32
+    reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one- and two-tile walks and key blocks
+    past a sequence's end; dense ones across several query tiles; masks cutting tiles, contexts and targets with
+    groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the same dK, dV and drab bit for
+    bit (the same sums in the same order: only the barriers, buffers, copies and the order of the CTAs differ), dQ
+    too when deterministic (its own kernel), else up to the atomics' order (outputs poisoned before each run)."""
     lk = [300, 0, 1, 129, 128, 77, 64, 33, 700] if lens == "jagged" else [384] * 3
     case = kg.make_case(zlib.crc32(repr(("bwd2", D, lens, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16,
                         mask, rab_heads, delta_q=delta_q, seqused=seqused)
@@ -124,10 +110,10 @@ def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, determinis
 
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
 def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
-    """At D = 64 / 128 on sm_90+ the default runs the one-barrier loop (both dtypes; at 200 keys heads first), cfg 1
-    the two-barrier kernel, cfg 2 (bf16, D = 64) the loop with the copies together, cfg 3 the other grid order and
-    cfg 7 (bf16) batch first converting dQ itself (D = 256 too); calls with contexts run the context kernel whatever
-    the cfg; other head dims (and GPUs below sm_90) run the same kernel for every cfg."""
+    """At D = 64 / 128 on sm_90+ the default runs the one-barrier loop (both dtypes; at 200 keys heads first), cfg 1 the
+    two-barrier kernel, cfg 2 (bf16, D = 64) the loop with the copies together, cfg 3 the other grid order (D = 256
+    too); calls with contexts run the context kernel whatever the cfg; other head dims (and GPUs below sm_90) run
+    the same kernel for every cfg."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)
         ctx_case = kg.make_case(23, [300, 64], 2, D, dtype, "context_target", 0)
@@ -227,25 +213,23 @@ def test_sm80_backward_dq_workspace_layouts(D, mask, rab_heads, delta_q, seqused
     """At D = 64 / 128 / 256 the sm80-class backward's fp32 dQ workspace has room for both layouts (per head, each
     sequence padded by a 64-row tile): the 8-warp kernels of FA2's layout add dQ in their fragment order with
     red.global.add.v4.f32 on Hopper (the default, with and without contexts) and flag it; the others (the old
-    layouts, kernel_options(bwd_sm80_cfg=8)) add row-major; hstu_dq_tile_convert_kernel reads the flagged layout
-    (by whole 16-byte lane slots, only the tiles that hold rows of their sequence: the last sequence is shorter than
-    the longest, so its tiles past its end would read past the workspace). At these lengths the default (heads
-    first) and cfg 7 (bf16, batch first) convert each sequence's rows of a head in the kernel after its last key
-    block (the pass only zeroes the rows outside every sequence); cfg 3 (batch first) by the pass. All meet the
-    error rule against the fp32 reference (jagged sequences of 0-1,100 rows, queries fewer than keys, rows past
-    seqused, bf16 and fp16), and the dq rows outside every sequence (past cu_seqlens_q[-1]) are zeros
-    (dq is uninitialized: poisoned)."""
+    layouts, kernel_options(bwd_sm80_cfg=8)) add row-major; hstu_dq_tile_convert_kernel reads the flagged layout (by
+    whole 16-byte lane slots, only the tiles that hold rows of their sequence: the last sequence is shorter than the
+    longest, so its tiles past its end would read past the workspace); at these lengths the default runs heads
+    first, cfg 3 batch first. All meet the error rule against the fp32 reference (jagged sequences of 0-1,100 rows,
+    queries fewer than keys, rows past seqused, bf16 and fp16), and the dq rows outside every sequence (past
+    cu_seqlens_q[-1]) are zeros (dq is uninitialized: poisoned)."""
     lens = [700, 129, 64, 1, 330, 0, 257, 1100, 384]
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(zlib.crc32(repr(("dqlayout", D, mask, rab_heads, str(dtype))).encode()), lens, 2, D,
                             dtype, mask, rab_heads, delta_q=delta_q, seqused=seqused)
-        for cfg in (0, 3, 7, 8):
+        for cfg in (0, 3, 8):
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             kg.check_case(case, 0.5)
         # 5 rows behind the last sequence: their dq is zeros in both layouts
         kw = kg._varlen_kwargs(case)
         extra = [torch.cat([t, torch.randn_like(t[:5])]) for t in (case["q"], case["k"], case["v"])]
-        for cfg in (0, 3, 7, 8):
+        for cfg in (0, 3, 8):
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             leaves = [t.detach().clone().requires_grad_() for t in extra]
             out = hstu_attn_varlen_func(*leaves, alpha=0.5, **kw)

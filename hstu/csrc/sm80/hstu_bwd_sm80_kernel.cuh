@@ -530,24 +530,44 @@ __global__ void hstu_dq_convert_kernel(const HstuParams p) {
 }
 
 // dq <- the fp32 workspace at D = 64 / 128 / 256 (bwd_sm80_dq_floats): in the fragment-ordered layout where the
-// kernel set its flag (dq_frag_flag; by whole lane slots, dq_frag_tile_store: on an H200 1.2 % of the backward at
-// B128 S1K D128 faster than a float2 at a time), else row-major. Grid (64-query tiles of max_seqlen_q, batch,
-// heads); only tiles that hold a row of their sequence read (a tile past a short sequence's end would read past its
-// padded block: past the workspace for the last one). Then the rows outside every sequence (before cu_seqlens_q[0],
-// from cu_seqlens_q[batch] on) get zeros (dq is uninitialized). TAIL_ONLY: only those (the main kernel converted
-// the rest: kPdsConvertBehind).
-template <typename T, int D, bool TAIL_ONLY = false>
+// kernel set its flag (dq_frag_flag), else row-major. Grid (64-query tiles of max_seqlen_q, batch, heads), 256
+// threads; only a tile that holds rows of its sequence reads (a tile past a short sequence's end would read past the
+// sequence's padded block: past the workspace for the last one). Fragment order: each thread whole lane slots (16
+// bytes: columns c, c + 1 of rows r and r + 8 of one lane's m16n8 accumulator; a warp 512 contiguous bytes), all of
+// its D / 16 slots' loads before its stores (on an H200 0.5 / 2.3 % of the backward at B128 S1K D128 / D256 faster
+// than a float2 at a time). Then the rows outside every sequence (before cu_seqlens_q[0], from cu_seqlens_q[batch]
+// on) get zeros (dq is uninitialized).
+template <typename T, int D>
 __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuParams p) {
+  using C = BwdPdsConfig<D, 8>;
+  constexpr int QR = C::kBlockM / C::kQWM, QC = D / (8 / C::kQWM), QPW = C::kQPW;
+  constexpr int QMT = QR / 16, NDT = QPW / 8, NPC = QC / QPW;
+  constexpr int kSlots = kDqFragPad * D / 4, kPer = kSlots / 256;  // (lane slots of a tile; per thread)
+  static_assert(kSlots % 256 == 0 && C::kBlockM == kDqFragPad, "whole slots per thread");
   const int b = blockIdx.y, h = blockIdx.z, m0 = blockIdx.x * kDqFragPad;
   const int q_start = p.cu_seqlens_q[b];
   const int rows = min(kDqFragPad, p.cu_seqlens_q[b + 1] - q_start - m0);
-  if (TAIL_ONLY || rows <= 0) {
-    // (nothing of a sequence)
+  T* out = static_cast<T*>(p.dq) + (int64_t)(q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
+  if (rows <= 0) {
+    // (a tile past the sequence's end)
   } else if (*dq_frag_flag<D>(p) != 0.f) {
-    dq_frag_tile_store<T, D, true>(p, b, h, m0, rows, threadIdx.x);
+    const float4* ws = reinterpret_cast<const float4*>(
+        p.dq_accum + (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b + m0) * D);
+    float4 x[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) x[k] = __ldcs(ws + k * 256 + threadIdx.x);  // (read once: streaming)
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int i = k * 256 + threadIdx.x, lane = i % 32, g = i / 32;
+      const int dt = g % NDT, mt = (g / NDT) % QMT, piece = (g / (NDT * QMT)) % NPC, w = g / (NDT * QMT * NPC);
+      const int rr = (w % C::kQWM) * QR + mt * 16 + lane / 4;
+      const int c = (w / C::kQWM) * QC + piece * QPW + dt * 8 + (lane % 4) * 2;
+      if (rr < rows) *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x[k].x, x[k].y);
+      if (rr + 8 < rows)
+        *reinterpret_cast<uint32_t*>(out + (int64_t)(rr + 8) * p.dq_row_stride + c) = pack2<T>(x[k].z, x[k].w);
+    }
   } else {
     const float* ws = p.dq_accum + ((int64_t)(q_start + m0) * p.heads + h) * D;
-    T* out = static_cast<T*>(p.dq) + (int64_t)(q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
     for (int i = threadIdx.x; i < rows * (D / 2); i += blockDim.x) {
       const int rr = i / (D / 2), c = (i % (D / 2)) * 2;
       const float2 x = *reinterpret_cast<const float2*>(ws + (int64_t)rr * p.heads * D + c);
@@ -835,17 +855,14 @@ constexpr int kBwdSm80OldCfg = 8;
 constexpr int kBwdSm80TwoBarCfg = 1;
 constexpr int kBwdSm80JoinedCopiesCfg = 2;
 // 3 (calls without contexts; D = 64 / 128 the one-barrier loop on sm_90+, D = 256 two stages): the default kernels in
-// the other grid order than bwd_sm80_heads_first picks (heads first with kPdsConvertBehind, batch first without).
+// the other grid order than bwd_sm80_heads_first picks.
 constexpr int kBwdSm80OtherOrderCfg = 3;
-// 7 (bf16, sm_90+, calls without contexts; D = 64 / 128 three stages, D = 256 two): the kernels batch first (any
-// length) with kPdsConvertBehind.
-constexpr int kBwdSm80BatchFirstBehindCfg = 7;
 constexpr int kBwdSm80LastCfg = 8;
 static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
-// first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.5 % faster, L2 hits 34 -> 74 %;
-// D256 (its two-stage kernel, where it fits) 3.535 against 4.796 ms; D64 at par; at S4K within 0.1 %), else batch
+// first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
+// D256 (its two-stage kernel, where it fits) 3.64 against 4.83 ms; D64 at par; at S4K within 0.2 %), else batch
 // first.
 template <int D>
 inline bool bwd_sm80_heads_first(const HstuParams& p) {
@@ -877,20 +894,6 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         return launch_hstu_bwd_pds<T, D, 1, 8>(p, max_smem, stream);
       case 5:
         return launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
-      case kBwdSm80BatchFirstBehindCfg: {
-        bool sm90 = false;
-        err = bwd_sm80_sm90_class(sm90);
-        if (err != cudaSuccess || !sm90 || p.num_contexts != nullptr) {
-          return err != cudaSuccess ? err : cudaErrorNotSupported;
-        }
-        if constexpr (D == 64 || D == 128) {
-          return launch_hstu_bwd_pds<T, D, 3, 8,
-                                     kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsConvertBehind>(
-              p, max_smem, stream);
-        } else {
-          return launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsDefaultBody<D, 8> | kPdsConvertBehind>(p, max_smem, stream);
-        }
-      }
       case kBwdSm80JoinedCopiesCfg:
         if constexpr (D == 64) {
           bool sm90 = false;
@@ -906,13 +909,11 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
   return cudaErrorNotSupported;
 }
 
-// dq_converted: set where the kernel launched converts the dQ workspace itself (kPdsConvertBehind).
 template <typename T, int D>
-cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream, bool& dq_converted) {
+cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
   if (p.bwd_sm80_cfg >= 1 && p.bwd_sm80_cfg <= kBwdSm80LastCfg && p.bwd_sm80_cfg != kBwdSm80OldCfg) {
     // the call's candidate where it applies and fits
     const cudaError_t err = launch_hstu_bwd_candidate<T, D>(p, p.bwd_sm80_cfg, stream);
-    dq_converted = err == cudaSuccess && p.bwd_sm80_cfg == kBwdSm80BatchFirstBehindCfg;
     if (err != cudaErrorNotSupported) return err;
   }
   if constexpr (kBwdSm80PdsDefault<D>) {  // the default: cfg 5, else cfg 4 (bf16 and fp16)
@@ -931,8 +932,7 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream, bo
         if (err != cudaSuccess) return err;
         if (sm90 && bwd_sm80_heads_first<D>(p)) {
           err = launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                    kPdsHeadsFirst | kPdsConvertBehind>(p, max_smem, stream);
-          dq_converted = err == cudaSuccess;
+                                                    kPdsHeadsFirst>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }
         if (sm90) {
@@ -941,17 +941,13 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream, bo
         }
       }
     }
-    if constexpr (D == 256) {  // sm_90+: the two-stage kernel heads first (converting dQ behind) where it fits
+    if constexpr (D == 256) {  // (the two-stage kernel heads first where it fits)
       if (applies && p.num_contexts == nullptr && bwd_sm80_heads_first<D>(p)) {
-        bool sm90 = false;
         int max_smem = 0;
-        cudaError_t err = bwd_sm80_sm90_class(sm90);
-        if (err == cudaSuccess) err = sm90 ? bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true) : cudaErrorNotSupported;
+        cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
         if (err == cudaSuccess) {
-          err = launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsDefaultBody<D, 8> | kPdsHeadsFirst | kPdsConvertBehind>(
-              p, max_smem, stream);
+          err = launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsDefaultBody<D, 8> | kPdsHeadsFirst>(p, max_smem, stream);
         }
-        dq_converted = err == cudaSuccess;
         if (err != cudaErrorNotSupported) return err;
       }
     }
@@ -985,9 +981,8 @@ template <typename T, int D>
 cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
   if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   cudaError_t err;
-  bool dq_converted = false;
   if (p.max_seqlen_k > 0) {
-    err = launch_hstu_bwd_fitting<T, D>(p, stream, dq_converted);
+    err = launch_hstu_bwd_fitting<T, D>(p, stream);
     if (err != cudaSuccess) return err;
   }
   if (p.dq_accum == nullptr) {
@@ -999,11 +994,7 @@ cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
   } else if (p.total_q > 0) {
     if constexpr (D == 64 || D == 128 || D == 256) {  // (the workspace of either layout: bwd_sm80_dq_floats)
       const dim3 grid(max(1, (p.max_seqlen_q + kDqFragPad - 1) / kDqFragPad), p.batch, p.heads);
-      if (dq_converted) {  // (the rows outside every sequence only)
-        hstu_dq_tile_convert_kernel<T, D, true><<<dim3(1, 1, 64), 256, 0, stream>>>(p);
-      } else {
-        hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
-      }
+      hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
     } else {
       const int64_t n = p.total_q * p.heads * D;
       const int blocks = static_cast<int>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);

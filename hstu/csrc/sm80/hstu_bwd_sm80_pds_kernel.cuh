@@ -75,15 +75,10 @@ constexpr int kPdsSplitCopies = 16;
 // A flag on BODY: grid (heads, key blocks, batch) instead of (batch, key blocks, heads): a sequence's heads and key
 // blocks run together, so its Q / dO tiles and dQ rows are reused from L2. The default for short sequences
 // (bwd_sm80_heads_first): batch first holds a few dozen sequences at once (on an H200 at B128 S1K D128 34 % L2 hits
-// and 2.5 GB of DRAM reads, heads first 74 % and 0.8 GB, 1.5 % faster; D256 26 % faster); at long ones batch first
+// and 2.5 GB of DRAM reads, heads first 74 % and 0.8 GB, 1.7 % faster; D256 25 % faster); at long ones batch first
 // starts every sequence's heaviest key blocks early (the tail; heads first within +-0.3 % at S4K - S16K with H = 4,
 // and with one head it is FA2's order, 5 % slower at B16 S4K on the older kernel).
 constexpr int kPdsHeadsFirst = 32;
-// A flag on BODY (sm_90+, the fragment-ordered workspace, zeroed): after its dQ adds, the last of the gridDim.y
-// key-block CTAs of (sequence, head) to arrive converts that sequence's dq rows of the head (dq_convert_behind),
-// while they are in L2, instead of the convert pass reading the whole workspace. The default with kPdsHeadsFirst
-// (on an H200 at B128 S1K ...); batch first kernel_options(bwd_sm80_cfg=7).
-constexpr int kPdsConvertBehind = 64;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -193,64 +188,6 @@ __device__ __forceinline__ void red_add_f4(float* addr, const float* x) {
 #endif
 }
 
-// dq rows from m0 of sequence b, head h (at most rows of them, rows > 0) <- their NT 64-query tiles of the
-// fragment-ordered workspace, by 256 threads (t): each thread whole lane slots (16 bytes: columns c, c + 1 of rows r
-// and r + 8 of one lane's m16n8 accumulator; a warp 512 contiguous bytes), all of its NT D / 16 slots' loads before
-// its stores. STREAM: loads marked read-once (the convert pass); else from L2 (dq_convert_behind: lines other SMs'
-// reductions wrote).
-template <typename T, int D, bool STREAM, int NT = 1>
-__device__ __forceinline__ void dq_frag_tile_store(const HstuParams& p, const int b, const int h, const int m0,
-                                                   const int rows, const int t) {
-  using C = BwdPdsConfig<D, 8>;
-  constexpr int QR = C::kBlockM / C::kQWM, QC = D / (8 / C::kQWM), QPW = C::kQPW;
-  constexpr int QMT = QR / 16, NDT = QPW / 8, NPC = QC / QPW;
-  constexpr int kSlots = kDqFragPad * D / 4, kPer = kSlots / 256;  // (lane slots of a tile; per thread)
-  static_assert(kSlots % 256 == 0 && C::kBlockM == kDqFragPad, "whole slots per thread");
-  const int q_start = p.cu_seqlens_q[b];
-  const float4* ws =
-      reinterpret_cast<const float4*>(p.dq_accum + (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b + m0) * D);
-  T* out = static_cast<T*>(p.dq) + (int64_t)(q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
-  float4 x[NT * kPer];
-#pragma unroll
-  for (int k = 0; k < NT * kPer; ++k) x[k] = STREAM ? __ldcs(ws + k * 256 + t) : __ldcg(ws + k * 256 + t);
-#pragma unroll
-  for (int k = 0; k < NT * kPer; ++k) {
-    const int i = (k % kPer) * 256 + t, lane = i % 32, g = i / 32;
-    const int dt = g % NDT, mt = (g / NDT) % QMT, piece = (g / (NDT * QMT)) % NPC, w = g / (NDT * QMT * NPC);
-    const int rr = (k / kPer) * kDqFragPad + (w % C::kQWM) * QR + mt * 16 + lane / 4;
-    const int c = (w / C::kQWM) * QC + piece * QPW + dt * 8 + (lane % 4) * 2;
-    if (rr < rows) *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x[k].x, x[k].y);
-    if (rr + 8 < rows)
-      *reinterpret_cast<uint32_t*>(out + (int64_t)(rr + 8) * p.dq_row_stride + c) = pack2<T>(x[k].z, x[k].w);
-  }
-}
-
-// kPdsConvertBehind, every CTA (256 threads) after the body: count this key block's arrival for (sequence b, head h);
-// the last of the gridDim.y converts the sequence's rows of the head, two tiles at a time. The count lives in the
-// last row of the sequence's padded workspace block (rows from cu_seqlens_q[b + 1] + 64 b + 63 on: no 64-query tile
-// of the sequence reaches it; zeroed with the workspace).
-template <typename T, int D>
-__device__ __forceinline__ void dq_convert_behind(const HstuParams& p, const int b, const int h) {
-  if (p.dq_accum == nullptr) return;  // (deterministic: dQ by its own kernel)
-  __shared__ int s_last;
-  __threadfence();  // (this thread's dQ reductions before the count)
-  __syncthreads();
-  const int lo = p.cu_seqlens_q[b], hi = p.cu_seqlens_q[b + 1];
-  if (threadIdx.x == 0) {
-    const int64_t row = h * dq_frag_head_rows(p) + hi + kDqFragPad * b + kDqFragPad - 1;
-    unsigned* count = reinterpret_cast<unsigned*>(p.dq_accum + row * D);
-    s_last = atomicAdd(count, 1u) == gridDim.y - 1;
-    __threadfence();
-  }
-  __syncthreads();
-  if (!s_last) return;
-  int m0 = 0;
-  for (; m0 + kDqFragPad < hi - lo; m0 += 2 * kDqFragPad) {
-    dq_frag_tile_store<T, D, false, 2>(p, b, h, m0, hi - lo - m0, threadIdx.x);
-  }
-  if (m0 < hi - lo) dq_frag_tile_store<T, D, false>(p, b, h, m0, hi - lo - m0, threadIdx.x);
-}
-
 // The plain k-loops of phases 2 / 3: acc[mt][2 np + h] += A(ks, mt) B(ks, np) over KS k-steps, MT m16 row tiles and
 // N8 / 2 n16 column blocks (load_a / load_b fill one ldmatrix.x4 fragment each), the loop rolled unless UNROLL > 1.
 template <typename T, int KS, int UNROLL, int MT, int N8, typename LoadA, typename LoadB>
@@ -304,7 +241,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kDpUnroll, unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
-  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsConvertBehind);
+  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -980,16 +917,6 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_ctx_kernel(const 
 template <typename T, int D, int STAGES, int NWARPS, int BODY>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_body_kernel(const HstuParams p) {
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, BODY, false>(p);
-  if constexpr ((BODY & kPdsConvertBehind) != 0) {
-    static_assert(NWARPS == 8, "the 8-warp fragment order");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if constexpr ((BODY & kPdsHeadsFirst) != 0) {
-      dq_convert_behind<T, D>(p, blockIdx.z, blockIdx.x);
-    } else {
-      dq_convert_behind<T, D>(p, blockIdx.x, blockIdx.z);
-    }
-#endif
-  }
 }
 
 // Launches the kernel (BODY > 0: hstu_bwd_pds_body_kernel with that body; else the default's, or the context kernel

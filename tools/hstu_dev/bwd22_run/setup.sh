@@ -9,6 +9,19 @@ source "$S15"
 PP=/tmp/site_$NAME:$R/.carry/peer
 PM=/tmp/site_${NAME}_main:$R/.carry/peer
 B21=$R/tools/hstu_dev/bwd21_run/bwd21.py
+# memcheck_case SECS ARGS...: compute-sanitizer memcheck of memcheck_case.py (bwd21's faulting inputs, forward and
+# backward, no reference) with PyTorch's caching allocator off (each tensor its own cudaMalloc: a read past the
+# workspace is caught), into $OUT/memcheck.log.
+memcheck_case() {
+  local secs=$1 cs
+  shift
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  [ $secs -gt 3 ] || { echo "memcheck: no time left"; return 0; }
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=/tmp/site_$NAME timeout $secs $cs --tool memcheck --error-exitcode 9 \
+      python3 -P $C/memcheck_case.py $C/tree/tests/hstu "$@" > $OUT/memcheck.log 2>&1
+  echo "memcheck rc $? (9: errors, 124: time ran out; $SECONDS s)"
+  grep -E "ERROR SUMMARY|Invalid|: ok|Error" $OUT/memcheck.log | head -8
+}
 # memcheck_layouts SECS K: compute-sanitizer memcheck of the dQ workspace layout test (-k K) with PyTorch's caching
 # allocator off (each tensor its own cudaMalloc: a read past the workspace is caught), into $OUT/memcheck.log.
 memcheck_layouts() {
