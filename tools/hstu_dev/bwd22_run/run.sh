@@ -14,7 +14,8 @@ LIM=43
 source "$(dirname "$0")/setup.sh"
 SHAPES=(B128:S1024:D128 B128:S1024:D256 B16:S4096:D256 B128:S1024:D64)
 echo "== 1. GPU tests ($SECONDS s)"
-gpu_tests 25 $TF $TK::test_sm80_d256_backward_runs_the_layout_that_fits $TK::test_sm80_backward_candidate_runs_its_kernel
+gpu_tests 25 $TF $TK::test_sm80_d256_backward_runs_the_layout_that_fits \
+    $TK::test_sm80_backward_candidate_runs_its_kernel
 echo "== 2. time ($SECONDS s)"
 PYTHONPATH=$PP timeout 9 python3 -P $B21 time --label bwd22 --cfgs 0 3 6 7 --reps 5 --impls ours fa2 peer \
     --shapes "${SHAPES[@]}" > $OUT/time.log 2>&1
@@ -24,11 +25,5 @@ PYTHONPATH=$PM timeout $(( $(left) > 9 ? 6 : $(left) > 2 ? $(left) - 1 : 1 )) py
 echo "rc $? ($SECONDS s)"
 echo "== 3. memcheck ($SECONDS s)"
 memcheck_layouts $(( $(left) - 1 )) "128-local_target-2-True-True"
-echo
-echo "################ DIGEST ($GPU; done at $SECONDS s)"
-echo "#### tests: $(grep -c PASSED $OUT/tests.log) PASSED lines"
-grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log | cut -c1-160 | tail -12
-grep -E "PASSED|FAILED" $OUT/tests.log | sed 's/\[.*//; s/.*:://' | sort | uniq -c
-echo "#### time (ms; cfg 0 the default = heads first up to 2,048 keys; cfg 3 the other order; cfg 6 convert by slots;"
-echo "#### cfg 7 heads first + convert behind; main21 = main's wheel, own process)"
-cut -c1-250 $OUT/time.log
+digest "cfg 0 the default = heads first up to 2,048 keys; cfg 3 the other order; cfg 6 convert by slots; \
+cfg 7 heads first + convert behind; main21 = main's wheel, own process"

@@ -14,20 +14,15 @@ LIM=43
 source "$(dirname "$0")/setup.sh"
 SHAPES=(B128:S1024:D128 B128:S1024:D256 B128:S1024:D64 B16:S4096:D128 B16:S4096:D256)
 echo "== 1. GPU tests ($SECONDS s)"
-gpu_tests 23 $TF $TK::test_sm80_d256_backward_runs_the_layout_that_fits $TK::test_sm80_backward_candidate_runs_its_kernel
+gpu_tests 23 $TF $TK::test_sm80_d256_backward_runs_the_layout_that_fits \
+    $TK::test_sm80_backward_candidate_runs_its_kernel
 echo "== 2. memcheck ($SECONDS s)"
 memcheck_case 9 --dims 128 256 --cfgs 0 3
 echo "== 3. time ($SECONDS s)"
-PYTHONPATH=$PP timeout $(( $(left) > 12 ? 7 : $(left) / 2 + 1 )) python3 -P $B21 time --label bwd22 --cfgs 0 3 --reps 5 \
-    --impls ours fa2 peer --shapes "${SHAPES[@]}" > $OUT/time.log 2>&1
+PYTHONPATH=$PP timeout $(( $(left) > 12 ? 7 : $(left) / 2 + 1 )) python3 -P $B21 time --label bwd22 \
+    --cfgs 0 3 --reps 5 --impls ours fa2 peer --shapes "${SHAPES[@]}" > $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
 PYTHONPATH=$PM timeout $(( $(left) > 2 ? $(left) - 1 : 1 )) python3 -P $B21 time --label main21 \
     --cfgs 0 --reps 5 --impls ours --shapes "${SHAPES[@]}" >> $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
-echo
-echo "################ DIGEST ($GPU; done at $SECONDS s)"
-echo "#### tests: $(grep -c PASSED $OUT/tests.log) PASSED lines"
-grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log | cut -c1-160 | tail -12
-grep -E "PASSED|FAILED" $OUT/tests.log | sed 's/\[.*//; s/.*:://' | sort | uniq -c
-echo "#### time (ms; cfg 0 the default; cfg 3 the other grid order; main21 = main's wheel, own process)"
-cut -c1-250 $OUT/time.log
+digest "cfg 0 the default; cfg 3 the other grid order; main21 = main's wheel, own process"

@@ -34,3 +34,13 @@ memcheck_layouts() {
   echo "memcheck rc $? (9: errors, 124: time ran out; $SECONDS s)"
   grep -E "ERROR SUMMARY|Invalid|passed|failed" $OUT/memcheck.log | head -6
 }
+# digest "WHAT THE TIME COLUMNS ARE": the end of stdout: the tests' summary and the time tables.
+digest() {
+  echo
+  echo "################ DIGEST ($GPU; done at $SECONDS s)"
+  echo "#### tests: $(grep -c PASSED $OUT/tests.log) PASSED lines"
+  grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log | cut -c1-160 | tail -12
+  grep -E "PASSED|FAILED" $OUT/tests.log | sed 's/\[.*//; s/.*:://' | sort | uniq -c
+  echo "#### time (ms; $1)"
+  cut -c1-250 $OUT/time.log
+}
