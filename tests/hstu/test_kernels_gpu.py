@@ -486,14 +486,14 @@ def test_sm80_d256_backward_runs_the_layout_that_fits(kernel_opts):
     case = make_case(7, [200, 64], 2, 256, torch.bfloat16, "causal", 0)
     for switches, want in ((dict(bwd_sm80_pair=True), pair2), (dict(bwd_sm80_pair=True, bwd_sm80_pair_2stage=False),
                                                                pair1), (dict(bwd_sm80_cfg=8), chunks),
-                           (dict(), _sm80_default_kernel(256, torch.bfloat16))):
+                           (dict(), _sm80_default_kernel(256, torch.bfloat16, 200))):
         kernel_opts(sm90=False, **switches)
         leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
         out = hstu_attn_varlen_func(*leaves, **_varlen_kwargs(case))
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             torch.autograd.grad(out, leaves, torch.randn_like(out))
             torch.cuda.synchronize()
-        names = [e.name for e in prof.events() if "hstu_bwd_kernel<" in e.name or "hstu_bwd_pds_kernel<" in e.name]
+        names = [e.name for e in prof.events() if "hstu_bwd_kernel<" in e.name or "hstu_bwd_pds" in e.name]
         assert names and all(n.endswith(f"{want}(hstu::HstuParams)") for n in names), (switches, names)
 
 
@@ -522,13 +522,16 @@ def _sm80_old_kernel(D):
     return f"256, 32, 64, 4, 128, {1 if _candidate_fits(106496) else 0}, 1>"
 
 
-def _sm80_default_kernel(D, dtype):
+def _sm80_default_kernel(D, dtype, max_seqlen_k):
     """The sm80-class backward's default kernel at D = 128 / 256 on this GPU (calls without contexts): FA2's warp
-    layout, at D = 128 on sm_90+ with three Q / dO stages and one barrier per tile pair where they fit (224 KB), else
-    two Q / dO stages where they fit (bwd_sm80_cfg 5's kernel), else one (4's), else the old layouts."""
+    layout, at D = 128 on sm_90+ with three Q / dO stages and one barrier per tile pair where they fit (224 KB; up to
+    2,048 keys in the grid order heads first: the body kernel with kPdsHeadsFirst), else two Q / dO stages where they
+    fit (bwd_sm80_cfg 5's kernel; at D = 256 up to 2,048 keys heads first), else one (4's), else the old layouts."""
     ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     if D == 128 and torch.cuda.get_device_capability(0)[0] >= 9 and _candidate_fits(229376):
-        return f"pds_kernel<{ctype}, 128, 3, 8>"
+        return f"pds_body_kernel<{ctype}, 128, 3, 8, 39>" if max_seqlen_k <= 2048 else f"pds_kernel<{ctype}, 128, 3, 8>"
+    if D == 256 and max_seqlen_k <= 2048 and _candidate_fits(_candidate_tile(256, 5, dtype)[1]):
+        return f"pds_body_kernel<{ctype}, 256, 2, 8, 42>"
     for cfg in (5, 4):
         tile, smem = _candidate_tile(D, cfg, dtype)
         if _candidate_fits(smem):
@@ -552,10 +555,10 @@ def test_sm80_backward_candidate_runs_its_kernel(D, kernel_opts):
                 torch.autograd.grad(out, leaves, torch.randn_like(out))
                 torch.cuda.synchronize()
             names_by_cfg[cfg] = {e.name for e in prof.events() if "hstu_bwd_kernel<" in e.name or
-                                 "hstu_bwd_pds_kernel<" in e.name}
+                                 "hstu_bwd_pds" in e.name}
             assert len(names_by_cfg[cfg]) == 1, (cfg, names_by_cfg[cfg])
         (default,), (old,) = names_by_cfg[0], names_by_cfg[8]
-        assert default.endswith(f"{_sm80_default_kernel(D, dtype)}(hstu::HstuParams)"), (dtype, default)
+        assert default.endswith(f"{_sm80_default_kernel(D, dtype, 200)}(hstu::HstuParams)"), (dtype, default)
         assert "hstu_bwd_kernel<" in old and old.endswith(f"{_sm80_old_kernel(D)}(hstu::HstuParams)"), (dtype, old)
         for cfg in (4, 5):
             tile, smem = _candidate_tile(D, cfg)

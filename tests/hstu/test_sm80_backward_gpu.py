@@ -1,12 +1,13 @@
 """The sm80-class backward's one-barrier loop and comparison cfgs (kernel_options(sm90=False, bwd_sm80_cfg=n);
-hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the default for calls without contexts has
-one block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; at D = 64
-the next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16,
-D = 64) the one-barrier loop with the copies together. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random
-inputs, gradients poisoned), all give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's
-(other head dims, contexts and GPUs without the shared memory run the two-barrier default). Also the default's
-kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts,
-a local window, targets and rab, the key-block limit and the dQ workspace layouts."""
+hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the default for calls without contexts has one
+block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; at D = 64 the
+next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16, D =
+64) the one-barrier loop with the copies together, cfg 3 the default kernels in the other grid order (the default:
+heads first up to 2,048 keys, else batch first). Each meets the error rule of test_kernels_gpu.py against the fp32
+reference (fresh random inputs, gradients poisoned), all give the same dK, dV and drab bit for bit, and the kernel
+that runs is the cfg's (other head dims, contexts and GPUs without the shared memory run the two-barrier default).
+Also the default's kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab
+with long contexts, a local window, targets and rab, the key-block limit and the dQ workspace layouts."""
 
 import os
 import sys
@@ -23,9 +24,12 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-LOOP_CFGS = (1, 2)
-# The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10)
+LOOP_CFGS = (1, 2, 3)
+# The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; D = 64's with
+# kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
 _DEFAULT_BODY = {64: 10, 128: 7}
+_DEFAULT_FLAGS = {64: 16, 128: 0}
+_HEADS_FIRST = 32
 
 
 def one_bar_fits():
@@ -35,16 +39,25 @@ def one_bar_fits():
             and smem <= torch.cuda.get_device_properties(0).shared_memory_per_block_optin)
 
 
-def loop_kernel(D, cfg, dtype=torch.bfloat16):
-    """The end of the name of the kernel cfg 0 / 1 / 2 runs at head dim D for dtype without contexts on this GPU, or
-    None where that is not the one-barrier loop or its two-barrier comparison (other head dims, below sm_90)."""
+def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
+    """The end of the name of the kernel cfg 0 / 1 / 2 / 3 runs at head dim D for dtype without contexts on this GPU,
+    or None where that is not the one-barrier loop, its two-barrier comparison or a grid order's kernel (other head
+    dims, below sm_90). The default's grid order: heads first up to 2,048 keys (the body kernel with kPdsHeadsFirst;
+    D = 256: its two-stage kernel), else batch first; cfg 3 the other one."""
+    t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
+    if D == 256 and cfg in (0, 3) and one_bar_fits():  # (two stages: 208 KB, Hopper)
+        if (max_seqlen_k <= 2048) != (cfg == 3):
+            return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {10 | _HEADS_FIRST}>(hstu::HstuParams)"
+        return f"hstu_bwd_pds_kernel<{t}, 256, 2, 8>(hstu::HstuParams)"
     if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
-    t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     if cfg == 1:
         return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D]}>(hstu::HstuParams)"
+    if (max_seqlen_k <= 2048) != (cfg == 3):
+        body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST
+        return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams)"
     return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
 
@@ -63,14 +76,15 @@ def _bwd_kernels(case):
                                                                              False),
     ("local_context_target", False, 2, True, False), ("none", True, 2, False, True)])
 @pytest.mark.parametrize("lens", ["jagged", "dense"])
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
-    """The default (the one-barrier loop on sm_90+), cfg 1 (two barriers) and cfg 2 (D = 64: the copies together)
-    meet the error rule against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one-
-    and two-tile walks and key blocks past a sequence's end; dense ones across several query tiles; masks cutting
-    tiles, contexts and targets with groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the
-    same dK, dV and drab bit for bit (the same sums in the same order: only the barriers, buffers and copies differ),
-    dQ too when deterministic (its own kernel), else up to the atomics' order (outputs poisoned before each run)."""
+    """The default (the one-barrier loop on sm_90+), cfg 1 (two barriers), cfg 2 (D = 64: the copies together) and cfg 3
+    (the other grid order; at D = 256 the only cfg that changes the kernel) meet the error rule against the fp32
+    reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one- and two-tile walks and key blocks
+    past a sequence's end; dense ones across several query tiles; masks cutting tiles, contexts and targets with
+    groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the same dK, dV and drab bit for
+    bit (the same sums in the same order: only the barriers, buffers, copies and the order of the CTAs differ), dQ
+    too when deterministic (its own kernel), else up to the atomics' order (outputs poisoned before each run)."""
     lk = [300, 0, 1, 129, 128, 77, 64, 33, 700] if lens == "jagged" else [384] * 3
     case = kg.make_case(zlib.crc32(repr(("bwd2", D, lens, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16,
                         mask, rab_heads, delta_q=delta_q, seqused=seqused)
@@ -96,9 +110,10 @@ def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, determinis
 
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
 def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
-    """At D = 64 / 128 on sm_90+ the default runs the one-barrier loop (both dtypes), cfg 1 the two-barrier kernel,
-    cfg 2 (bf16, D = 64) the loop with the copies together; calls with contexts run the context kernel whatever the cfg; other head
-    dims (and GPUs below sm_90) run the same kernel for cfg 0 / 1 / 2."""
+    """At D = 64 / 128 on sm_90+ the default runs the one-barrier loop (both dtypes; at 200 keys heads first), cfg 1 the
+    two-barrier kernel, cfg 2 (bf16, D = 64) the loop with the copies together, cfg 3 the other grid order (D = 256
+    too); calls with contexts run the context kernel whatever the cfg; other head dims (and GPUs below sm_90) run
+    the same kernel for every cfg."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)
         ctx_case = kg.make_case(23, [300, 64], 2, D, dtype, "context_target", 0)
@@ -198,21 +213,23 @@ def test_sm80_backward_dq_workspace_layouts(D, mask, rab_heads, delta_q, seqused
     """At D = 64 / 128 / 256 the sm80-class backward's fp32 dQ workspace has room for both layouts (per head, each
     sequence padded by a 64-row tile): the 8-warp kernels of FA2's layout add dQ in their fragment order with
     red.global.add.v4.f32 on Hopper (the default, with and without contexts) and flag it; the others (the old
-    layouts, kernel_options(bwd_sm80_cfg=8)) add row-major; hstu_dq_tile_convert_kernel reads the flagged layout.
-    Both meet the error rule against the fp32 reference (jagged sequences of 0-1,100 rows, queries fewer than keys,
-    rows past seqused, bf16 and fp16), and the dq rows outside every sequence (past cu_seqlens_q[-1]) are zeros
-    (dq is uninitialized: poisoned)."""
+    layouts, kernel_options(bwd_sm80_cfg=8)) add row-major; hstu_dq_tile_convert_kernel reads the flagged layout (by
+    whole 16-byte lane slots, only the tiles that hold rows of their sequence: the last sequence is shorter than the
+    longest, so its tiles past its end would read past the workspace); at these lengths the default runs heads
+    first, cfg 3 batch first. All meet the error rule against the fp32 reference (jagged sequences of 0-1,100 rows,
+    queries fewer than keys, rows past seqused, bf16 and fp16), and the dq rows outside every sequence (past
+    cu_seqlens_q[-1]) are zeros (dq is uninitialized: poisoned)."""
     lens = [700, 129, 64, 1, 330, 0, 257, 1100, 384]
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(zlib.crc32(repr(("dqlayout", D, mask, rab_heads, str(dtype))).encode()), lens, 2, D,
                             dtype, mask, rab_heads, delta_q=delta_q, seqused=seqused)
-        for cfg in (0, 8):
+        for cfg in (0, 3, 8):
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             kg.check_case(case, 0.5)
         # 5 rows behind the last sequence: their dq is zeros in both layouts
         kw = kg._varlen_kwargs(case)
         extra = [torch.cat([t, torch.randn_like(t[:5])]) for t in (case["q"], case["k"], case["v"])]
-        for cfg in (0, 8):
+        for cfg in (0, 3, 8):
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             leaves = [t.detach().clone().requires_grad_() for t in extra]
             out = hstu_attn_varlen_func(*leaves, alpha=0.5, **kw)
