@@ -446,16 +446,18 @@ __global__ void __launch_bounds__(384, 1)
         const int s = it % S;
         const uint32_t ph = (it / S) & 1;
         if constexpr (kPair) {
-          if (paired) {  // (a shared slot: this CTA's half of K and of Vt, multicast to both; else alone)
+          // (a shared slot: this CTA's half of K and of Vt, multicast to both; else alone. BN 192 runs every CTA
+          // here, paired or not: tm_k's box is half a tile)
+          if (paired || BN == 192) {
             const int k_row = si.k_start + nb * BN;
             const int vt_col = static_cast<int>(hstu_fp8_vt_start(si.k_start, b)) + nb * BN;
             const uint32_t rank = peer ^ 1u;
-            const bool both = it >= peer_slot0;
+            const bool both = paired && it >= peer_slot0;
             constexpr int P0 = C::kVtRowBytes;
             // (peer-empty: only from a stage's second use on. Its first use has nothing to wait for, and a parity wait
             // there could miss the phase: the peer's phantom slots are released, and forwarded, at once)
             mbar_wait(bar_empty_k(s), ph ^ 1);
-            if (it >= S) mbar_wait_cluster(bar_pempty_k(s), ph ^ 1);
+            if (paired && it >= S) mbar_wait_cluster(bar_pempty_k(s), ph ^ 1);
             mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
             if constexpr (BN == 192) {  // (K in 96-row halves: tm_k's box; Vt's 128- / 64-key panels)
               if (both) {
@@ -466,7 +468,7 @@ __global__ void __launch_bounds__(384, 1)
                 tma_load_3d(sK + s * C::kTileBytes + (BN / 2) * RB, &tm_k, bar_full_k(s), 0, h, k_row + BN / 2);
               }
               mbar_wait(bar_empty_v(s), ph ^ 1);
-              if (it >= S) mbar_wait_cluster(bar_pempty_v(s), ph ^ 1);
+              if (paired && it >= S) mbar_wait_cluster(bar_pempty_v(s), ph ^ 1);
               mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
               if (both && rank == 0) {
                 tma_load_3d_mc(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h, 3);
@@ -487,7 +489,7 @@ __global__ void __launch_bounds__(384, 1)
                 }
               }
               mbar_wait(bar_empty_v(s), ph ^ 1);
-              if (it >= S) mbar_wait_cluster(bar_pempty_v(s), ph ^ 1);
+              if (paired && it >= S) mbar_wait_cluster(bar_pempty_v(s), ph ^ 1);
               mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
               if (both) {
                 tma_load_3d_mc(sV + s * C::kTileBytes + rank * (D / 2) * P0, &tm_vt2, bar_full_v(s), vt_col,
