@@ -659,43 +659,6 @@ def test_cuda_fp8_fwd_trace_variant(D):
         assert all(0 <= (b - a) & 0xFFFFFFFF < 1 << 24 for a, b in zip(seq, seq[1:])), seq
 
 
-# (D, fp8_fwd_var, descale mode, mask): the lab variants (CTA pairs sharing K / Vt by TMA multicast: D = 256's 64-key
-# grid kernel, D = 128's 192-key tiles; 4 stages at D = 256) on masks with phantom slots (causal: the longer list's
-# diagonal tiles), gaps (targets), unaligned lists (local windows: pairs that run alone) and block factors (D = 256;
-# the 192-key tiles do not run in block mode).
-LAB_CASES = ([(256, 2, "tensor", "causal"), (256, 2, "block", "context_target_group")]
-             + [(256, 1, mode, mask) for mode, mask in (("tensor", "causal"), ("head", "context_target_group"),
-                                                        ("tensor", "local"), ("block", "causal"),
-                                                        ("batch_head", "none"))]
-             + [(256, 3, "tensor", "causal"), (256, 3, "block", "context_target_group")]
-             + [(128, 4, mode, mask) for mode, mask in (("tensor", "causal"), ("head", "context_target_group"),
-                                                        ("tensor", "local"), ("batch_head", "none"))])
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("D,var,mode,mask", LAB_CASES)
-def test_cuda_fp8_lab_variants_match_emulating_reference(D, var, mode, mask):
-    """kernel_options(fp8_fwd_var=1 / 2 / 3 / 4) (private, lab): the D = 256 64-key grid kernel in clusters of two
-    CTAs sharing K / Vt by TMA multicast (a relay thread forwarding each CTA's slot releases to its peer) with 4 / 3
-    stages, or with 4 stages alone; the D = 128 192-key tiles in such pairs: meet the error rule against the fp64
-    emulation, run their kernel and give bitwise the default kernel's output (the same arithmetic per query
-    tile)."""
-    if not fp8_kernel_runs(D):
-        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    seed = 6900 + 10 * var + DESCALE_MODES.index(mode) * 3 + sorted(MASKS).index(mask)
-    c = make_case(seed, [700, 0, 450, 77, 1030, 1300, 193], 2, D, mask, device="cuda")
-    wide = dict(fp8_bn192=True) if D == 128 else {}
-    out = check_fp8_kernel(c, mode, D ** -0.5, switches=dict(fp8_fwd_var=var, **wide))
-    q8s, scales = quantized(c, mode)
-    again, names = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_fwd_var=var, **wide)
-    lab = {1: 96, 2: 64, 3: 32, 4: 32}[var]
-    bn, form = (192, 2) if D == 128 else (64, 0)
-    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{lab}\s*,"
-                         rf"\s*{form}\s*>", n) for n in names), names
-    default, _ = run_kernel(c, q8s, scales, mode, D ** -0.5, **wide)
-    assert torch.equal(again, out) and torch.equal(out, default)
-
-
 @pytest.mark.gpu
 def test_cuda_fp8_kernel_wide_tiles_for_long_sequences():
     """The D = 128 forward takes the 192-key tiles of fp8_bn192=True (bitwise their output; SiLU form 2, 3 / 8 of

@@ -51,13 +51,11 @@ namespace sm90 {
 // multiple of 32: Vt's permuted groups); 192 (D = 128, kernel_options(fp8_bn192=True)) cuts the per-tile overheads
 // per key (pingpong barriers, waits, loop top, wgmma issue) by a third, as FA3's FP8 forward's wide tiles (224 keys
 // there); its Vt tile is two panels (128 keys with the 128-byte swizzle, then 64 with the 64-byte one).
-// STAGES: K / Vt pipeline stages (0: the default, 3 at D = 256 and on 192-key tiles, else 4; LAB kFp8FwdDeep: 4 at
-// D = 256, which still fits the output staging).
-template <int D, int QBUFS = 1, int BN = (D == 256 ? 64 : 128), int STAGES = 0>
+template <int D, int QBUFS = 1, int BN = (D == 256 ? 64 : 128)>
 struct Fp8FwdTraits {
   static constexpr int kBlockM = 128;                  // 2 consumer warpgroups x 64 rows
   static constexpr int kBlockN = BN;
-  static constexpr int kStages = STAGES > 0 ? STAGES : D == 256 || BN > 128 ? 3 : 4;
+  static constexpr int kStages = D == 256 || BN > 128 ? 3 : 4;
   // Vt panel 0: D rows of kVtRowBytes keys (+ panel 1 of BN - kVtRowBytes = 64 keys at BN 192)
   static constexpr int kVtRowBytes = BN < 128 ? BN : 128;
   static constexpr int kQBufs = QBUFS;
@@ -78,7 +76,7 @@ struct Fp8FwdTraits {
   static constexpr int kConsumerRegs = BN > 128 ? 240 : 232;
   static_assert(D == 64 || D == 128 || D == 256, "head dim");
   static_assert(BN == 64 || BN == 128 || (BN == 192 && D == 128), "KV tile");
-  static_assert(8 + 48 * kStages <= 200, "mbarriers");  // (full, empty, and the CTA pairs' peer-empty K / Vt)
+  static_assert(8 + 32 * kStages <= 200, "mbarriers");
   static_assert(QBUFS == 1 || QBUFS == 2, "Q buffers");
   static_assert(kSmem <= 232448, "shared memory opt-in limit");
 };
@@ -191,17 +189,7 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // that lost are in docs/hstu_attn.md): kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel
 // (D = 128: its 192-key tiles; D = 256: its grid kernel) with clock stamps of CTA (0, 0, 0)'s consumer loop over
 // its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
-// LAB (correct outputs, grid order): D = 256 (the 64-key grid kernel): kFp8VarPairDeep CTA pairs (kFp8FwdPair) with
-// 4 stages (kFp8FwdDeep), kFp8VarDeep 4 stages alone, kFp8VarPair CTA pairs with the default's 3 stages; D = 128
-// (the 192-key tiles, where they run): kFp8VarPair128 CTA pairs.
-enum Fp8FwdVar : int {
-  kFp8VarNone = 0,
-  kFp8VarPairDeep = 1,
-  kFp8VarDeep = 2,
-  kFp8VarPair = 3,
-  kFp8VarPair128 = 4,
-  kFp8VarTrace = 15
-};
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarTrace = 15 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -222,50 +210,6 @@ constexpr int kFp8FwdDiagNoCvt = 2;
 // 4096 wg + 8 i + j, 64 per output row: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V
 // done; i 0 the first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
 constexpr int kFp8FwdDiagTrace = 4;
-// LAB kFp8FwdPair (correct outputs; a variant bit in kDiag's place; D = 256's 64-key grid kernel, D = 128's 192-key
-// tiles): clusters of two CTAs, adjacent query tiles of one (b, h), that load each K / Vt tile both use once for
-// both (TMA multicast to both; D = 256: each CTA one of K's two 128-byte panels and half of Vt's 256 rows; D = 128:
-// each CTA 96 of K's rows (tm_k's box) and one of Vt's two panels): K / Vt from L2 once per 256 query rows.
-// Both walk their KV tiles in the same slots (the shorter list starts with phantom slots, whose full barriers its
-// producer completes without a load while the other CTA loads those tiles alone). The consumers release a slot to
-// their own CTA only (as the default); a relay thread (the producer warpgroup's warp 1) forwards each release to the
-// peer's peer-empty barrier, which the peer's producer waits for before it multicasts into that slot: the
-// cluster-scope arrive stays off the consumers' path. Pairs whose lists do not align run alone.
-constexpr int kFp8FwdPair = 32;
-// LAB kFp8FwdDeep: 4 K / Vt stages at D = 256 (the default 3).
-constexpr int kFp8FwdDeep = 64;
-
-__device__ __forceinline__ void tma_load_3d_mc(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
-                                               int c2, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
-      "[%0], [%1, {%3, %4, %5}], [%2], %6;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(mask)
-      : "memory");
-}
-// Arrive (release at cluster scope) on the mbarrier at the same shared address in CTA `cta` of the cluster.
-__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar, uint32_t cta) {
-  asm volatile(
-      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
-      "r"(cta)
-      : "memory");
-}
-// mbar_wait with acquire at cluster scope (a phase completed by the peer CTA's arrivals).
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
-}
 
 
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
@@ -338,9 +282,7 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   static_assert(kSilu == kFp8SiluTanh || ((kDiag & 3) == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
-  static_assert((kDiag & kFp8FwdDeep) == 0 || (D == 256 && kBN == 64), "4 stages: D256");
-  static_assert((kDiag & kFp8FwdPair) == 0 || (D == 256 && kBN == 64) || (D == 128 && kBN == 192), "CTA pairs");
-  using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN, (kDiag & kFp8FwdDeep) != 0 ? 4 : 0>;
+  using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
@@ -359,8 +301,6 @@ __global__ void __launch_bounds__(384, 1)
   auto bar_full_v = [&](int s) { return bar + 8u + 8u * (S + s); };
   auto bar_empty_k = [&](int s) { return bar + 8u + 8u * (2 * S + s); };
   auto bar_empty_v = [&](int s) { return bar + 8u + 8u * (3 * S + s); };
-  auto bar_pempty_k = [&](int s) { return bar + 8u + 8u * (4 * S + s); };  // (kPair: the peer's releases)
-  auto bar_pempty_v = [&](int s) { return bar + 8u + 8u * (5 * S + s); };
   auto tile_slot = [&](int qb) {
     return reinterpret_cast<FwdTile*>(smem_raw + (bar + 256u + 128u * qb - smem_addr(smem_raw)));
   };
@@ -378,54 +318,14 @@ __global__ void __launch_bounds__(384, 1)
   }
   SeqInfo si = seq_info(p, b);
   int m0 = m_block * BM;
-  constexpr bool kPair = (kDiag & kFp8FwdPair) != 0;
-  const bool has_rows = m0 < si.lq_alloc && (!kPair || m0 < p.max_seqlen_q);  // (kPair: grid.x rounded up)
-  if (!kPersist && !kPair && !has_rows) return;
+  if (!kPersist && m0 >= si.lq_alloc) return;
   // KV tiles from the last down, skipping the masked gap between the history and this tile's target group.
-  if constexpr (!kPersist) {
-    if (has_rows) fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end, gap_end, gap_len);
-  }
-  int n_tiles = kPair && !has_rows ? 0 : fwd_kv_count(nb_begin, nb_end, gap_len);
-  // kPair: paired (both CTAs' lists aligned), slot0 / peer_slot0: phantom slots before this / the peer's first tile.
-  bool paired = false;
-  int slot0 = 0, peer_slot0 = 0, n_slots = n_tiles;
-  const uint32_t peer = (blockIdx.x & 1u) ^ 1u;
-  if constexpr (kPair) {
-    const int m0p = (static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x ^ 1u)) * BM;
-    int pb = 0, pe = 0, pge = 0, pgl = 0;
-    const bool peer_rows = m0p < si.lq_alloc && m0p < p.max_seqlen_q;
-    if (peer_rows) fwd_kv_tiles<BM, BN>(si, m0p, pb, pe, pge, pgl);
-    const int np = peer_rows ? fwd_kv_count(pb, pe, pgl) : 0;
-    paired = n_tiles > 0 && np > 0 && pb == nb_begin && pge == gap_end && pgl == gap_len && n_tiles - np < S &&
-             np - n_tiles < S;
-    if (paired) {
-      n_slots = max(n_tiles, np);
-      slot0 = n_slots - n_tiles;
-      peer_slot0 = n_slots - np;
-    }
-  }
+  if constexpr (!kPersist) fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end, gap_end, gap_len);
+  int n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
 
   const int tid = threadIdx.x;
-  if constexpr (kPair) {
-    if (tid == 0) {
-      mbar_init(bar, 1);
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        mbar_init(bar_full_k(s), 1);
-        mbar_init(bar_full_v(s), 1);
-        mbar_init(bar_empty_k(s), 8);
-        mbar_init(bar_empty_v(s), 8);
-        mbar_init(bar_pempty_k(s), 1);
-        mbar_init(bar_pempty_v(s), 1);
-      }
-      fence_barrier_init();
-    }
-    cluster_sync_all();  // (the peer's barriers initialized before any remote arrive or multicast)
-    if (!has_rows) return;
-  } else {
-    if (tid == 0) fwd_init_barriers<S, kPersist>(bar, 200u, 1);
-    __syncthreads();
-  }
+  if (tid == 0) fwd_init_barriers<S, kPersist>(bar, 200u, 1);
+  __syncthreads();
 
   if (tid < 128) {
     // ---------------------------------------------------------------- producer warpgroup
@@ -442,65 +342,9 @@ __global__ void __launch_bounds__(384, 1)
           tma_load_3d(base + qb * C::kQBytes + pn * C::kQPanelBytes, &tm_q, bar_q(qb), pn * RB, h, si.q_start + m0);
         }
       };
-      auto load_kv = [&](int it, int nb) {  // it: K / Vt tiles loaded before this one (kPair: the slot)
+      auto load_kv = [&](int it, int nb) {  // it: K / Vt tiles loaded before this one
         const int s = it % S;
         const uint32_t ph = (it / S) & 1;
-        if constexpr (kPair) {
-          // (a shared slot: this CTA's half of K and of Vt, multicast to both; else alone. BN 192 runs every CTA
-          // here, paired or not: tm_k's box is half a tile)
-          if (paired || BN == 192) {
-            const int k_row = si.k_start + nb * BN;
-            const int vt_col = static_cast<int>(hstu_fp8_vt_start(si.k_start, b)) + nb * BN;
-            const uint32_t rank = peer ^ 1u;
-            const bool both = paired && it >= peer_slot0;
-            constexpr int P0 = C::kVtRowBytes;
-            // (peer-empty: only from a stage's second use on. Its first use has nothing to wait for, and a parity wait
-            // there could miss the phase: the peer's phantom slots are released, and forwarded, at once)
-            mbar_wait(bar_empty_k(s), ph ^ 1);
-            if (paired && it >= S) mbar_wait_cluster(bar_pempty_k(s), ph ^ 1);
-            mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
-            if constexpr (BN == 192) {  // (K in 96-row halves: tm_k's box; Vt's 128- / 64-key panels)
-              if (both) {
-                tma_load_3d_mc(sK + s * C::kTileBytes + rank * (BN / 2) * RB, &tm_k, bar_full_k(s), 0, h,
-                               k_row + static_cast<int>(rank) * (BN / 2), 3);
-              } else {
-                tma_load_3d(sK + s * C::kTileBytes, &tm_k, bar_full_k(s), 0, h, k_row);
-                tma_load_3d(sK + s * C::kTileBytes + (BN / 2) * RB, &tm_k, bar_full_k(s), 0, h, k_row + BN / 2);
-              }
-              mbar_wait(bar_empty_v(s), ph ^ 1);
-              if (paired && it >= S) mbar_wait_cluster(bar_pempty_v(s), ph ^ 1);
-              mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
-              if (both && rank == 0) {
-                tma_load_3d_mc(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h, 3);
-              } else if (both) {
-                tma_load_3d_mc(sV + s * C::kTileBytes + D * P0, &tm_vt2, bar_full_v(s), vt_col + P0, 0, h, 3);
-              } else {
-                tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h);
-                tma_load_3d(sV + s * C::kTileBytes + D * P0, &tm_vt2, bar_full_v(s), vt_col + P0, 0, h);
-              }
-            } else {  // (D = 256: K's two 128-byte panels; Vt in 128-row halves: tm_vt2's box)
-              if (both) {
-                tma_load_3d_mc(sK + s * C::kTileBytes + rank * C::kKPanelBytes, &tm_k, bar_full_k(s),
-                               static_cast<int>(rank) * RB, h, k_row, 3);
-              } else {
-#pragma unroll
-                for (int pn = 0; pn < C::kPanels; ++pn) {
-                  tma_load_3d(sK + s * C::kTileBytes + pn * C::kKPanelBytes, &tm_k, bar_full_k(s), pn * RB, h, k_row);
-                }
-              }
-              mbar_wait(bar_empty_v(s), ph ^ 1);
-              if (paired && it >= S) mbar_wait_cluster(bar_pempty_v(s), ph ^ 1);
-              mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
-              if (both) {
-                tma_load_3d_mc(sV + s * C::kTileBytes + rank * (D / 2) * P0, &tm_vt2, bar_full_v(s), vt_col,
-                               static_cast<int>(rank) * (D / 2), h, 3);
-              } else {
-                tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col, 0, h);
-              }
-            }
-            return;
-          }
-        }
         mbar_wait(bar_empty_k(s), ph ^ 1);
         mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
 #pragma unroll
@@ -519,42 +363,10 @@ __global__ void __launch_bounds__(384, 1)
       };
       if constexpr (!kPersist) {
         load_q(0);
-        if constexpr (kPair) {  // (phantom slots: completed without a load, while the peer loads its tiles)
-          for (int t = 0; t < slot0; ++t) {
-            const uint32_t ph = (t / S) & 1;
-            mbar_wait(bar_empty_k(t % S), ph ^ 1);  // (t < S: a stage's first use, no peer-empty wait)
-            mbar_arrive(bar_full_k(t % S));
-            mbar_wait(bar_empty_v(t % S), ph ^ 1);
-            mbar_arrive(bar_full_v(t % S));
-          }
-        }
-        for (int i = 0; i < n_tiles; ++i) load_kv(slot0 + i, fwd_kv_tile(nb_end, gap_end, gap_len, i));
-        if constexpr (kPair) {  // (the peer's last releases landed in this CTA before it exits)
-          if (paired) {
-            for (int t = max(0, n_slots - S); t < n_slots; ++t) {
-              mbar_wait_cluster(bar_pempty_k(t % S), (t / S) & 1);
-              mbar_wait_cluster(bar_pempty_v(t % S), (t / S) & 1);
-            }
-          }
-        }
+        for (int i = 0; i < n_tiles; ++i) load_kv(i, fwd_kv_tile(nb_end, gap_end, gap_len, i));
       } else {
         fwd_persist_produce<BM, BN>(p, bar_q, bar_q_empty, tile_slot, load_q, load_kv, si, h, b, m_block, m0, nb_begin,
                                     nb_end, gap_end, gap_len, n_tiles);
-      }
-    }
-    if constexpr (kPair) {  // the relay: each of this CTA's slot releases (K after S, Vt after P V) to the peer
-      if (tid == 32 && paired) {
-        for (int u = 0; u <= n_slots; ++u) {
-          if (u < n_slots) {
-            mbar_wait(bar_empty_k(u % S), (u / S) & 1);
-            mbar_arrive_remote(bar_pempty_k(u % S), peer);
-          }
-          if (u > 0) {
-            const int t = u - 1;
-            mbar_wait(bar_empty_v(t % S), (t / S) & 1);
-            mbar_arrive_remote(bar_pempty_v(t % S), peer);
-          }
-        }
       }
     }
     return;
@@ -586,17 +398,7 @@ __global__ void __launch_bounds__(384, 1)
       if (8 * i + j < 4088) trace_put(8 * i + j, c);  // (4088: n_tiles)
     }
   };
-  int kv0 = slot0;  // K / Vt tiles consumed before this tile (persistent; kPair: the phantom slots)
-  if constexpr (kPair) {
-    for (int t = 0; t < slot0; ++t) {  // (phantom slots: waited for and released, for the relay)
-      mbar_wait(bar_full_k(t % S), (t / S) & 1);
-      mbar_wait(bar_full_v(t % S), (t / S) & 1);
-      if (lane == 0) {
-        mbar_arrive(bar_empty_k(t % S));
-        mbar_arrive(bar_empty_v(t % S));
-      }
-    }
-  }
+  int kv0 = 0;  // K / Vt tiles consumed before this tile (persistent)
   for (int q_it = 0;; ++q_it) {  // (persistent: the CTA's q_it-th tile, in Q buffer q_it % 2)
     const int qb = q_it % C::kQBufs;
     if constexpr (kPersist) {

@@ -44,33 +44,6 @@ cudaError_t launch_fwd_fp8_wide(const CUtensorMap& tq, const CUtensorMap& tk, co
   return cudaGetLastError();
 }
 
-// LAB (kernel_options(fp8_fwd_var=1 / 2 / 3 / 4)): kFp8FwdDeep (4 stages, D = 256) and / or kFp8FwdPair (clusters
-// of two CTAs sharing K / Vt by TMA multicast; D = 256's 64-key grid kernel, tvt2: Vt with 128-row boxes; D = 128's
-// 192-key tiles, tk: K with 96-row boxes, tvt2: Vt's 64-key panel; grid.x rounded up to even).
-template <int D, int BN, int kLab>
-cudaError_t launch_fwd_fp8_lab(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tvt,
-                               const CUtensorMap& tvt2, const HstuParams& p, const HstuFp8FwdParams& f, int m_blocks,
-                               cudaStream_t stream) {
-  using CL = Fp8FwdTraits<D, 1, BN, (kLab & kFp8FwdDeep) != 0 ? 4 : 0>;
-  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kLab, fp8_silu_default(D, true, BN)>;
-  cudaError_t err = set_max_dynamic_smem<kernel>(CL::kSmem);
-  if (err != cudaSuccess) return err;
-  constexpr bool kPair = (kLab & kFp8FwdPair) != 0;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(kPair ? (m_blocks + 1) / 2 * 2 : m_blocks), p.heads, p.batch);
-  cfg.blockDim = dim3(CL::kThreads);
-  cfg.dynamicSmemBytes = CL::kSmem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = kPair ? 2 : 1;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = kPair ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, tq, tk, tvt, tvt2, p, f, SchedArgs{});
-}
-
 // kDiag (the timing-only kFp8FwdDiag* variants, with kEarlyPack) and a kSilu other than fp8_silu_default (the SiLU
 // forms for comparisons): grid order only.
 template <int D, bool kEarlyPack, int kDiag = 0, int kSilu = fp8_silu_default(D, kEarlyPack)>
@@ -127,16 +100,6 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         }
       }
 #endif
-      if constexpr (kEarlyPack) {  // LAB: fp8_fwd_var=4, CTA pairs sharing K / Vt (K in 96-row halves)
-        if (f.var == kFp8VarPair128) {
-          CUtensorMap tkh;
-          err = make_u8_map(&tkh, p.k, {D, static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(f.total_k)},
-                            {static_cast<cuuint64_t>(hs_k), static_cast<cuuint64_t>(p.k_row_stride)},
-                            {CW::kRowBytes, 1, CW::kBlockN / 2});
-          if (err != cudaSuccess) return err;
-          return launch_fwd_fp8_lab<D, 192, kFp8FwdPair>(tq, tkh, tvt, tvt2, p, f, m_blocks, stream);
-        }
-      }
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
   }
@@ -167,18 +130,6 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         kernel<<<sms, CP::kThreads, CP::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
         return cudaGetLastError();
       }
-    }
-  }
-  if constexpr (D == 256 && !kVariant && kEarlyPack) {  // LAB: fp8_fwd_var=1 / 2 / 3
-    if (f.var == kFp8VarPairDeep || f.var == kFp8VarPair || f.var == kFp8VarDeep) {
-      CUtensorMap tvth;
-      err = make_u8_map(&tvth, f.vt, {static_cast<cuuint64_t>(f.vt_cols), D, static_cast<cuuint64_t>(p.heads)},
-                        {static_cast<cuuint64_t>(f.vt_cols), static_cast<cuuint64_t>(f.vt_cols) * D},
-                        {C::kBlockN, D / 2, 1});
-      if (err != cudaSuccess) return err;
-      if (f.var == kFp8VarDeep) return launch_fwd_fp8_lab<D, 64, kFp8FwdDeep>(tq, tk, tvt, tvth, p, f, m_blocks, stream);
-      if (f.var == kFp8VarPair) return launch_fwd_fp8_lab<D, 64, kFp8FwdPair>(tq, tk, tvt, tvth, p, f, m_blocks, stream);
-      return launch_fwd_fp8_lab<D, 64, kFp8FwdPair | kFp8FwdDeep>(tq, tk, tvt, tvth, p, f, m_blocks, stream);
     }
   }
   constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, (D == 256 ? 64 : 128), kDiag, kSilu>;
