@@ -165,6 +165,7 @@ class HybridTable(ScoredHashTable):
             return self.values
         out = torch.empty(self.capacity(), self.value_dim, dtype=self.value_dtype)
         hbm, host = self._bucket_views(out)
+        self._host_rows_quiet()
         hbm.copy_(self.values.cpu().view(hbm.shape))
         host.copy_(self._host_buckets(self.values_host, host.shape[0]))
         return out
@@ -178,8 +179,15 @@ class HybridTable(ScoredHashTable):
         if "values_host" not in s:
             return super()._load_values(s, values)
         hbm, host = self._bucket_views(values.contiguous())
+        self._host_rows_quiet()
         s["values"].copy_(hbm.reshape(-1, self.value_dim))
         self._host_buckets(s["values_host"], host.shape[0]).copy_(host)
+
+    def _host_rows_quiet(self) -> None:
+        """Before the CPU reads or writes the pinned host rows: on CUDA, wait for the queued kernels that write or
+        read them (a copy of the HBM rows does not wait when there are none: a table with every row on the host)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def _read_rows(self, slots: torch.Tensor) -> torch.Tensor:
         if not self.split:
