@@ -6,11 +6,11 @@ bf16). Fake kernels are registered here so torch.compile/export can trace a step
 
 import torch
 
+from ._batched_kernels import _VALUE_KIND
 from ._load import load_library
 
-
-#: the row ops' out_kind codes (table_types.h ValueKind; _batched_kernels._VALUE_KIND) -> dtype
-ROW_DTYPES = {0: torch.float16, 1: torch.bfloat16, 2: torch.float32}
+#: the row ops' out_kind codes (table_types.h ValueKind, the codes the table ops check) -> dtype
+ROW_DTYPES = {code: dtype for dtype, code in _VALUE_KIND.items()}
 
 
 def rows_ops_available() -> bool:
