@@ -49,6 +49,27 @@ def median_ms(fn: Callable[[], object], warmup: int, reps: int, device: torch.de
     return statistics.median(once_ms(fn, device) for _ in range(reps))
 
 
+def kernel_breakdown(fn: Callable[[], object]) -> "dict[str, tuple[float, int]]":
+    """Per CUDA kernel name (first-seen order): (device ms, calls) of one fn() under torch.profiler, after two warm
+    calls."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    tot: "dict[str, tuple[float, int]]" = {}
+    for e in prof.events():
+        if not str(getattr(e, "device_type", "")).endswith("CUDA"):
+            continue
+        dt = getattr(e, "device_time_total", None)
+        dt = getattr(e, "cuda_time_total", 0.0) if dt is None else dt
+        ms, calls = tot.get(e.name, (0.0, 0))
+        tot[e.name] = (ms + dt / 1e3, calls + 1)
+    return tot
+
+
 def capture_graph(fn: Callable[[], object], warmup: int = 1) -> torch.cuda.CUDAGraph:
     """fn captured into a CUDA graph, after `warmup` runs on a side stream (as torch.cuda.graph requires)."""
     side = torch.cuda.Stream()

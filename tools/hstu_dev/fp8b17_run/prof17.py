@@ -5,7 +5,8 @@ benchmarks/hstu_fp8_bwd.py's inputs. Modes:
   ncu S...:       one FP8 backward then one bf16 backward per S (for ncu -k ...; no timing)
 Options: --diag N runs the FP8 kernel's private variant N (fp8_bwd_cuda's diag) instead of the default."""
 import argparse
-import collections
+import os
+import sys
 
 import torch
 
@@ -51,7 +52,8 @@ if a.mode == "ncu":
         torch.cuda.empty_cache()
     print("prof17 ncu done", torch.cuda.get_device_name())
 else:
-    from torch.profiler import ProfilerActivity, profile
+    sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))  # (run from the root of the tree)
+    from bench_util import kernel_breakdown
     print(f"## per-kernel breakdown ({torch.cuda.get_device_name()}; B{B} H{H} D{D} causal, block descale; "
           f"diag {a.diag}; one call each under torch.profiler after 2 warm calls; ms)\n")
     print("| case | path | kernel | calls | ms |\n|---|---|---|---:|---:|")
@@ -60,22 +62,8 @@ else:
         for name, fn in (("fp8", fp8), ("bf16", bf16)):
             if name == "bf16" and a.no_bf16:
                 continue
-            fn()
-            fn()
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                fn()
-                torch.cuda.synchronize()
-            tot = collections.OrderedDict()
-            for e in prof.events():
-                if not str(getattr(e, "device_type", "")).endswith("CUDA"):
-                    continue
-                dt = getattr(e, "device_time_total", None)
-                dt = getattr(e, "cuda_time_total", 0.0) if dt is None else dt
-                n, c = tot.get(e.name, (0.0, 0))
-                tot[e.name] = (n + dt / 1e3, c + 1)
             s = 0.0
-            for kname, (ms, c) in tot.items():
+            for kname, (ms, c) in kernel_breakdown(fn).items():
                 s += ms
                 print(f"| B{B} S{S // 1024}K | {name} | {kname[:90]} | {c} | {ms:.3f} |")
             print(f"| B{B} S{S // 1024}K | {name} | **sum of kernels** | | **{s:.3f}** |", flush=True)

@@ -2,7 +2,8 @@
 # fp8b20 (issue 36, session 19), run 2 (<= 40 s), from the root of main's tree (main 939d473 on the device):
 #   OUT=/tmp/o_fp8b20 timeout 60 bash .carry/fp8b20/run2.sh > /tmp/o_fp8b20/stdout.txt 2>&1
 # Run 1 printed nothing (every step hit its timeout: the processes' start-up). Same wheel (fp8b20 c1cd7f5), now one
-# process for the benchmark + the tests (tools/drive.py), then main19's benchmark.
+# process for the benchmark + the tests (tools/drive.py: now tools/hstu_dev/fp8b21_run/drive.py, the same
+# arguments), then main19's benchmark.
 # The FP8 backward's path variants one at a time against the default (the option field at bits 59-60): pdl,
 # dot_separate, lpt128 (the grid's pair groups of 128 CTAs: one pair per group at S16K).
 set -u

@@ -2,8 +2,8 @@
 # fp8b20 (issue 36, session 19), run 3 (<= 30 s), from the root of main's tree:
 #   OUT=/tmp/o_fp8b20 timeout 60 bash .carry/fp8b20/run3.sh > /tmp/o_fp8b20/stdout.txt 2>&1
 # The final code (wheel of fp8b20 1024ed0: a pair of >= 128 key blocks a group of its own in the grid, no PDL,
-# variants dot_separate / lpt256 / lpt_tail). One process (tools/drive.py): a short benchmark (the default twice, in
-# two places of the rotation), then the whole tests/hstu/test_fp8_bwd.py.
+# variants dot_separate / lpt256 / lpt_tail). One process (tools/drive.py: now tools/hstu_dev/fp8b21_run/drive.py):
+# a short benchmark (the default twice, in two places of the rotation), then the whole tests/hstu/test_fp8_bwd.py.
 set -u
 export PYTHONUNBUFFERED=1 R=$PWD OUT=${OUT:-/tmp/o_fp8b20}
 mkdir -p "$OUT"

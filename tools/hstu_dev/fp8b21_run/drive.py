@@ -3,7 +3,6 @@ the benchmark (benchmarks/hstu_fp8_bwd.py), a per-kernel breakdown of one FP8 ba
 after two warm calls; option bits per --bd-bits), then the GPU tests.
 Usage: python3 -P tools/drive.py BENCH_ARGS... [--bd S,S] [--bd-bits NAME,NAME] [--tests-first] -- PYTEST_ARGS...
 (--tests-first: the GPU tests before the benchmark)"""
-import collections
 import os
 import sys
 import time
@@ -44,6 +43,7 @@ torch.zeros(1, device="cuda")
 stamp("CUDA context")
 sys.path.insert(0, os.path.join(here, "benchmarks"))
 import hstu_fp8_bwd  # noqa: E402
+from bench_util import kernel_breakdown  # noqa: E402
 import pytest  # noqa: E402
 
 
@@ -65,7 +65,6 @@ if bench_args != ["none"]:
 
 
 def breakdown(S, names):
-    from torch.profiler import ProfilerActivity, profile
     dev = torch.device("cuda")
     B, H, D = 16, 4, 128
     cu = torch.arange(B + 1, device=dev, dtype=torch.int32) * S
@@ -80,22 +79,8 @@ def breakdown(S, names):
         opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"] | bits[name]
         fn = lambda: torch.ops.hstu_attn.fp8_bwd(dout, q8, k8, v8, qs, ks, vs, m, 0, *lens, None, float(S),  # noqa
                                                  None, None, False, opts)
-        fn()
-        fn()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize()
-        tot = collections.OrderedDict()
-        for e in prof.events():
-            if not str(getattr(e, "device_type", "")).endswith("CUDA"):
-                continue
-            dt = getattr(e, "device_time_total", None)
-            dt = getattr(e, "cuda_time_total", 0.0) if dt is None else dt
-            n, c = tot.get(e.name, (0.0, 0))
-            tot[e.name] = (n + dt / 1e3, c + 1)
         s = 0.0
-        for kname, (ms, c) in tot.items():
+        for kname, (ms, c) in kernel_breakdown(fn).items():
             s += ms
             print(f"| B{B} S{S // 1024}K | {name} | {kname[:80]} | {c} | {ms:.3f} |")
         print(f"| B{B} S{S // 1024}K | {name} | (sum of kernels) | | {s:.3f} |", flush=True)
