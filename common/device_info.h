@@ -62,33 +62,33 @@ inline cudaError_t current_device_info(DeviceInfo& out) {
   return err != cudaSuccess ? err : device_info(dev, out);
 }
 
-// SMs of device `dev`; `fallback` where the driver cannot be asked (the error is cleared).
-inline int device_sms(int dev, int fallback) {
+// SMs assumed where the driver cannot be asked (an H100 SXM / H200, the GPU the launch rules are tuned on).
+constexpr int kSmsIfUnknown = 132;
+
+namespace device_info_detail {
+
+// One attribute of device `dev` (the current device where dev < 0); `fallback` where the driver cannot be asked (the
+// error is cleared).
+inline int field(int dev, int DeviceInfo::*member, int fallback) {
   DeviceInfo d;
-  if (device_info(dev, d) != cudaSuccess) {
+  if ((dev < 0 ? current_device_info(d) : device_info(dev, d)) != cudaSuccess) {
     cudaGetLastError();
     return fallback;
   }
-  return d.sms;
+  return d.*member;
 }
 
-// SMs / compute capability major of the current device; `fallback` where the driver cannot be asked.
-inline int current_device_sms(int fallback) {
-  DeviceInfo d;
-  if (current_device_info(d) != cudaSuccess) {
-    cudaGetLastError();
-    return fallback;
-  }
-  return d.sms;
-}
+}  // namespace device_info_detail
 
+// SMs of device `dev` / of the current device; compute capability major of the current device.
+inline int device_sms(int dev, int fallback = kSmsIfUnknown) {
+  return device_info_detail::field(dev, &DeviceInfo::sms, fallback);
+}
+inline int current_device_sms(int fallback = kSmsIfUnknown) {
+  return device_info_detail::field(-1, &DeviceInfo::sms, fallback);
+}
 inline int current_device_cc_major(int fallback) {
-  DeviceInfo d;
-  if (current_device_info(d) != cudaSuccess) {
-    cudaGetLastError();
-    return fallback;
-  }
-  return d.cc_major;
+  return device_info_detail::field(-1, &DeviceInfo::cc_major, fallback);
 }
 
 }  // namespace accel

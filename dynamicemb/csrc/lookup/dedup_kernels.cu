@@ -61,14 +61,14 @@ __device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* a) {
 __global__ void __launch_bounds__(kClearBlock) dedup_clear_kernel(DedupParams p) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kClearBlock;
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kClearBlock + threadIdx.x;
-  if (p.flags & kDedupPdl) pdl_launch_dependents();
+  if (p.flags & kDedupPdl) accel::griddep_launch_dependents();
   const int64_t q = p.set_capacity >> 2;
   uint4* s4 = reinterpret_cast<uint4*>(p.set);
   const uint4 free4 = make_uint4(kFree, kFree, kFree, kFree);
   if (p.flags & kStepPdl) {  // the set (no pass before reads it in this step) beside the checks, then the wait
     for (int64_t k = t0; k < q; k += stride) s4[k] = free4;
     if (t0 < (p.set_capacity & 3)) p.set[(q << 2) + t0] = kFree;
-    pdl_wait();
+    accel::griddep_wait();
   }
   if (t0 == 0) *p.count = 0;
   // the step's header (lookup_step): the device checks' verdict, zeroed counters, the step clocks
@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
   // kDedupPdl: the block's own dedup (ids, bounds, shared memory) runs before the wait for the clear pass; the
   // skip flag and the set after it
   const bool pdl = (p.flags & kDedupPdl) != 0;
-  if (pdl) pdl_launch_dependents();
+  if (pdl) accel::griddep_launch_dependents();
   const int F = p.num_features;
   const int64_t base = static_cast<int64_t>(blockIdx.x) * (K * kInsertBlock) + threadIdx.x;
   const uint32_t cap = static_cast<uint32_t>(p.set_capacity);
@@ -252,7 +252,7 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
   }
   __syncthreads();
   if (pdl) {
-    pdl_wait();
+    accel::griddep_wait();
     if (p.skip != nullptr && *p.skip != 0) {
 #pragma unroll
       for (int r = 0; r < K; ++r) todo[r] = false;
@@ -350,8 +350,8 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
   constexpr int K = kPerThread;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
   if (p.flags & kDedupPdl) {
-    pdl_launch_dependents();
-    pdl_wait();
+    accel::griddep_launch_dependents();
+    accel::griddep_wait();
   }
   int32_t x[K];
 #pragma unroll
@@ -494,8 +494,8 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
   if (p.flags & kDedupPdl) {
-    pdl_launch_dependents();
-    pdl_wait();
+    accel::griddep_launch_dependents();
+    accel::griddep_wait();
   }
   int32_t idx[K], sset[K];  // sset: a claimer's set slot (its inverse after the count pass)
   uint64_t key[K];
@@ -604,7 +604,7 @@ __global__ void __launch_bounds__(kResolveBlock) dedup_resolve_kernel(DedupParam
   __shared__ int64_t first_bag;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
   const int64_t last = p.num_bags - 1;
-  if (p.flags & kDedupPdl) pdl_wait();
+  if (p.flags & kDedupPdl) accel::griddep_wait();
   int32_t x[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {

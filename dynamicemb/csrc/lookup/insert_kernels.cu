@@ -67,7 +67,7 @@ __device__ __forceinline__ void fill_new(const Tile& tile, const TableMeta& m, i
 // Pass 2 (train): insert the pending uniques.
 template <int V>
 __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
-  if (p.pdl) pdl_launch_dependents();
+  if (p.pdl) accel::griddep_launch_dependents();
   if (*p.pending == 0) return;  // no unique missed in the find (block-uniform)
   __shared__ unsigned long long s_inserted[kSharedTables];
   for (int t = threadIdx.x; t < kSharedTables; t += blockDim.x) s_inserted[t] = 0;
@@ -210,8 +210,8 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
 // Pass 3 (train): a unique keeps its slot only if the slot holds its key after all inserts; counts refusals.
 __global__ void __launch_bounds__(256) resolve_kernel(InsertParams p) {
   if (p.pdl) {
-    pdl_launch_dependents();
-    pdl_wait();
+    accel::griddep_launch_dependents();
+    accel::griddep_wait();
   }
   // no miss: the insert pass changed no slot (every hit keeps its row) and nothing was refused
   if (*p.pending == 0) return;

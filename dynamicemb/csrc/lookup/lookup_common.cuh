@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/device_info.h"
+#include "common/pdl.cuh"
 #include "dynamicemb/csrc/lookup/lookup_types.h"
 #include "dynamicemb/csrc/table/table_types.h"
 #include "dynamicemb/csrc/table/value_types.cuh"
@@ -92,21 +93,9 @@ __device__ __forceinline__ float fallback_value(const TableMeta& m, bool train, 
   return table::init_value(eval_init(m), 0, key, col);
 }
 
-// Programmatic dependent launch (lab, lookup_types.h kDedupPdl / kStepPdl; sm90+): a pass launched as a
-// programmatic dependent of the pass before may start while that one drains; it waits for it (and so for
-// everything before it: each such pass waits) before it touches what an earlier pass writes or reads. A pass lets
-// its dependent launch once all its blocks ran the trigger. Without the launch attribute the wait returns at once.
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" : : : "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" : : : "memory");
-#endif
-}
-
+// Programmatic dependent launch (lab, lookup_types.h kDedupPdl / kStepPdl; sm90+; common/pdl.cuh): a pass launched
+// as a programmatic dependent of the pass before may start while that one drains; it waits for it (and so for
+// everything before it: each such pass waits) before it touches what an earlier pass writes or reads.
 // k<<<grid, block, 0, st>>>(args...), as a programmatic dependent of the stream's previous kernel when pdl.
 template <typename... P, typename... A>
 void launch_maybe_pdl(bool pdl, void (*k)(P...), unsigned grid, unsigned block, cudaStream_t st, A&&... args) {
@@ -114,17 +103,7 @@ void launch_maybe_pdl(bool pdl, void (*k)(P...), unsigned grid, unsigned block, 
     k<<<grid, block, 0, st>>>(static_cast<A&&>(args)...);
     return;
   }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(block);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, k, static_cast<A&&>(args)...);
+  const cudaError_t e = accel::launch_pdl(k, dim3(grid), dim3(block), 0, st, true, static_cast<A&&>(args)...);
   if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: launch: ") + cudaGetErrorString(e));
 }
 
@@ -134,7 +113,7 @@ inline void check_launch(const char* what) {
 }
 
 // Blocks for grid-stride loops bounded by a device-side count: enough to fill every SM.
-inline int persistent_blocks(int per_sm) { return accel::current_device_sms(/*fallback=*/80) * per_sm; }
+inline int persistent_blocks(int per_sm) { return accel::current_device_sms() * per_sm; }
 
 // Blocks of `kernel` (block threads, no dynamic shared memory) resident on one SM at once (>= 1).
 template <typename K>

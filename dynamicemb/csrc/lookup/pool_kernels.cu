@@ -65,7 +65,7 @@ __device__ __forceinline__ void emit_bag(typename Val<O>::T* out, int c, bool me
 
 template <int V, int O, int N>
 __global__ void __launch_bounds__(kFwdBlock, 1) pooled_kernel(ForwardParams p, RefusalMirror mirror) {
-  if (p.pdl) pdl_wait();
+  if (p.pdl) accel::griddep_wait();
   store_mirror(mirror);
   using T = typename Val<V>::T;
   using OT = typename Val<O>::T;
@@ -189,7 +189,7 @@ __device__ __forceinline__ uint64_t id_row(const ForwardParams& p, int64_t i, bo
 
 template <int V, int O, int N, int ADDR>
 __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p, RefusalMirror mirror) {
-  if (p.pdl) pdl_wait();
+  if (p.pdl) accel::griddep_wait();
   store_mirror(mirror);
   using T = typename Val<V>::T;
   using OT = typename Val<O>::T;

@@ -318,7 +318,7 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
 template <int V, int N, int OPT, int K, int H, int MINB, int R = 0>
 __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p) {
   using T = typename Val<V>::T;
-  pdl_wait();
+  accel::griddep_wait();
   const int lane = threadIdx.x & 31;
   const int64_t w = (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5;
   const int64_t total = p.seg_start[p.n];

@@ -43,7 +43,7 @@ constexpr int kCheckUnroll = 4;
 __global__ void __launch_bounds__(kCheckBlock) validate_kernel(ValidateParams p, accel::DeviceErrorBlock* block,
                                                                int device) {
   constexpr int U = kCheckUnroll;
-  if (p.pdl) pdl_launch_dependents();
+  if (p.pdl) accel::griddep_launch_dependents();
   const int64_t items = p.n > p.num_bags + 1 ? p.n : p.num_bags + 1;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kCheckBlock;
   bool seen = false;  // this thread saw a violation that empties the batch

@@ -1189,7 +1189,7 @@ __global__ void __launch_bounds__(kBeginBlock)
 
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
 // wave; each loops over groups of pending keys.
-inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::current_device_sms(/*fallback=*/80)); }
+inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::current_device_sms()); }
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
 }

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "hstu/csrc/common/hstu_pdl.cuh"
+#include "common/pdl.cuh"
 #include "hstu/csrc/common/hstu_validate_block.cuh"
 
 namespace hstu {
@@ -22,7 +22,7 @@ __global__ void __launch_bounds__(kValidateThreads) hstu_validate_kernel(const H
   // v.pdl: launched with programmatic serialization, the block waits here, before any global read, for the kernel
   // before it to complete (its writes visible); a no-op in a plain launch. No launch_dependents: what follows (the
   // planner) is a plain launch.
-  griddep_wait();
+  accel::griddep_wait();
   validate::validate_block(v, &g_hstu_error_claim, &s_first, threadIdx.x, kValidateThreads);
 }
 
@@ -73,7 +73,7 @@ __global__ void hstu_poison_kernel(const HstuPoisonParams p) {
 }  // namespace
 
 cudaError_t hstu_validate(const HstuValidateParams& v, cudaStream_t stream) {
-  return launch_ex(hstu_validate_kernel, dim3(1), kValidateThreads, 0, stream, v.pdl, v);
+  return accel::launch_pdl(hstu_validate_kernel, dim3(1), kValidateThreads, 0, stream, v.pdl, v);
 }
 
 cudaError_t hstu_check_fp8_scales(const HstuScaleCheckParams& p, cudaStream_t stream) {

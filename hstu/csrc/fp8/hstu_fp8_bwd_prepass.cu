@@ -344,7 +344,7 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
   if (p.heads <= 0 || p.head_dim % 8 != 0 || p.batch <= 0) return cudaErrorInvalidValue;
   const int64_t groups = (p.total_q + p.total_k) * p.heads * (p.head_dim / 8);
   if (groups <= 0) return cudaSuccess;
-  const int sms = accel::current_device_sms(/*fallback=*/132);
+  const int sms = accel::current_device_sms();
   if (p.dq_tiled) {
     if (p.head_dim != 128 || p.heads > 65535) return cudaErrorInvalidValue;
     const int64_t ng = p.total_q / 16 + p.batch + 1;  // groups that hold rows (hstu_fp8_bwd_dq_tiled_groups - 3)

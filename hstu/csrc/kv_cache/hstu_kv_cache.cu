@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "hstu/csrc/common/hstu_pdl.cuh"
+#include "common/pdl.cuh"
 
 namespace hstu {
 namespace kvcache {
@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   // kernel_options(pdl=True), the serving step's default) may start now; it waits for this grid to complete
   // (griddepcontrol.wait) before reading anything. A no-op for plain launches behind it. With the ready word, only
   // after the barrier below, which follows its reset's fence.
-  if (p.ready == nullptr) griddep_launch_dependents();
+  if (p.ready == nullptr) accel::griddep_launch_dependents();
   // p.early: the reset, its fence and the launch of the dependents by the last thread (a CTA's first
   // launch_dependents counts for it), beside the batch's loads instead of before thread 0's and every thread's first
   // barrier.
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   if (reset_last && tid == NT - 1) {
     *p.ready = 0;
     __threadfence();
-    griddep_launch_dependents();
+    accel::griddep_launch_dependents();
   }
 
   if (tid == 0) {
@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     if (tid <= B) s_cq[tid] = v;
   }
   __syncthreads();
-  if (p.ready != nullptr && !reset_last) griddep_launch_dependents();
+  if (p.ready != nullptr && !reset_last) accel::griddep_launch_dependents();
 
   // 1. Sort the batch's ids (rank sort, ties by position); a later copy of an id is a duplicate (served empty).
   for (int b = tid; b < B; b += NT) {

@@ -2,7 +2,7 @@
 // (entry, layer) copies a whole page with 16-byte loads and stores; blocks of entries past the live count exit.
 #include <cstdint>
 
-#include "hstu/csrc/common/hstu_pdl.cuh"
+#include "common/pdl.cuh"
 #include "hstu/csrc/kv_cache/hstu_kv_cache.h"
 
 namespace hstu {
@@ -40,8 +40,8 @@ __global__ void __launch_bounds__(32 * kAppendWarps) append_kernel(AppendParams 
   // that was launched with programmatic serialization (the next layer's paged forward under
   // kernel_options(pdl=True)) start its CTAs now, on the SMs this small grid leaves free. It waits for this grid
   // before its first read, and nothing before this grid is incomplete then (the signal follows this grid's wait).
-  griddep_wait();
-  griddep_launch_dependents();
+  accel::griddep_wait();
+  accel::griddep_launch_dependents();
   const int64_t i = int64_t{blockIdx.x} * kAppendWarps + threadIdx.x / 32, l = blockIdx.y;
   if (i >= p.entries) return;
   const int64_t d = p.dst[i], s = p.src != nullptr ? p.src[i] : i;
@@ -71,7 +71,7 @@ cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl) 
   const int64_t blocks = (p.entries + detail::kAppendWarps - 1) / detail::kAppendWarps;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.layers));
-  return launch_ex(detail::append_kernel, grid, 32 * detail::kAppendWarps, 0, stream, pdl, p);
+  return accel::launch_pdl(detail::append_kernel, grid, 32 * detail::kAppendWarps, 0, stream, pdl, p);
 }
 
 cudaError_t launch_page_copy(const PageCopyParams& p, cudaStream_t stream) {

@@ -253,9 +253,6 @@ __global__ void __launch_bounds__(kEltThreads) silu_split_kernel(SiluSplitParams
   }
 }
 
-// SMs assumed where the driver cannot be asked (an H100 SXM / H200).
-constexpr int kSmsIfUnknown = 132;
-
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 // Calls f(T*, W*) with the element types of (dtype, wdtype) as null pointers.
@@ -273,7 +270,7 @@ template <typename T>
 using Elem = std::remove_pointer_t<T>;
 
 int row_grid(int64_t rows) {
-  const int64_t cap = int64_t{16} * accel::current_device_sms(kSmsIfUnknown);
+  const int64_t cap = int64_t{16} * accel::current_device_sms();
   return static_cast<int>(std::min<int64_t>((rows + kRowWarps - 1) / kRowWarps, cap));
 }
 
@@ -281,7 +278,7 @@ int row_grid(int64_t rows) {
 
 int layer_norm_mul_bwd_chunks(int64_t rows, int64_t cols, int device) {
   const int64_t tiles = (cols + 255) / 256;  // column tiles at 8 columns per lane
-  const int64_t want = (2 * accel::device_sms(device, detail::kSmsIfUnknown) + tiles - 1) / tiles;
+  const int64_t want = (2 * accel::device_sms(device) + tiles - 1) / tiles;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({want, (rows + 63) / 64, 65535})));
 }
 
@@ -352,7 +349,7 @@ cudaError_t launch_silu_split(const SiluSplitParams& p, cudaStream_t stream) {
     const int v = vec ? kV : 1;
     const int64_t total = p.rows * 4 * (p.width / v);
     const int grid = static_cast<int>(std::min<int64_t>((total + detail::kEltThreads - 1) / detail::kEltThreads,
-                                                        int64_t{8} * accel::current_device_sms(detail::kSmsIfUnknown)));
+                                                        int64_t{8} * accel::current_device_sms()));
     if (vec) {
       detail::silu_split_kernel<T, kV, kBackward><<<grid, detail::kEltThreads, 0, stream>>>(p);
     } else {

@@ -37,7 +37,7 @@ template <class Units>
 __global__ void __launch_bounds__(kPlanThreads, 1)
     hstu_paged_step_plan_kernel(const HstuValidateParams v, int* claim, const HstuParams p, const SchedArgs a,
                                 const int num_sms, const int split_pct, const int fixed_cap, const int32_t* ready) {
-  griddep_launch_dependents();
+  accel::griddep_launch_dependents();
   __shared__ int s_key[kPlanBuckets];
   __shared__ int s_warp[32];
   __shared__ int s_split, s_part_next;
@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   }
   for (int i = tid; i < kPlanBuckets; i += kPlanThreads) s_key[i] = 0;
   if (ready == nullptr) {
-    griddep_wait();
+    accel::griddep_wait();
   } else {
     if (tid == 0) {
       int r = 0;
@@ -100,14 +100,14 @@ cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const Hstu
   }
   const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, p.total_q);
   if (l.bytes <= 0 || p.fwd_sched_bytes < l.bytes) return cudaErrorInvalidValue;
-  const int sms = accel::current_device_sms(kSmsIfUnknown);
+  const int sms = accel::current_device_sms();
   SchedArgs sa = sched_args(p.fwd_sched, l, sms);
   sa.together_ctas = sms;
   constexpr auto kernel = hstu_paged_step_plan_kernel<Units>;
   const cudaError_t err = set_max_dynamic_smem<kernel>(kPlanSmem);
   if (err != cudaSuccess) return err;
-  return launch_ex(kernel, dim3(1), kPlanThreads, kPlanSmem, stream, true, v, claim, p, sa, sms, fwd_split_pct(p),
-                   fwd_split_cap(p), ready);
+  return accel::launch_pdl(kernel, dim3(1), kPlanThreads, kPlanSmem, stream, true, v, claim, p, sa, sms,
+                           fwd_split_pct(p), fwd_split_cap(p), ready);
 }
 
 }  // namespace

@@ -42,6 +42,9 @@ inline cudaError_t make_dq_accum_map(CUtensorMap* map, float* ptr, int64_t rows,
 // measured on the Zipf(1.2) batch's main kernel: 60 % 124 us, 100 % 122.7 us, 200 % 135.3 us, no split 137 us).
 constexpr int kBwdSplitPct = 100;
 
+// Grid cap of the grid-stride convert kernels (dQ, drab): 16 blocks per SM of an H100 / H200.
+constexpr int kConvertBlocksCap = 16 * accel::kSmsIfUnknown;
+
 // Launches the backward kernel of configuration Config (BwdSm90Plain / BwdSm90SkipWg / BwdSm90Rab) in the grid or
 // work-list order it takes.
 template <typename T, int D, class Config>
@@ -98,7 +101,7 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if constexpr (C::kSplitD && !kRab) {
     const Sm90SchedLayout l = hstu_bwd_sm90_sched_layout(p, total_k);
     if (p.bwd_sched != nullptr && l.bytes > 0 && p.bwd_sched_bytes >= l.bytes) {
-      const int sms = accel::current_device_sms(kSmsIfUnknown);
+      const int sms = accel::current_device_sms();
       SchedArgs la = sched_args(p.bwd_sched, l, sms);
       la.heads_inner = hstu_bwd_sm90_heads_first(p) ? 1 : 0;  // (the grid's order, where the list keeps it)
       la.zero = reinterpret_cast<float4*>(p.dq_accum);        // (uninitialized: the op gave the list's workspace)
@@ -137,7 +140,7 @@ template <typename T, int D>
 cudaError_t convert_dq_rest(const HstuParams& p, cudaStream_t stream) {
   if (p.total_q <= 0 || p.heads <= 0) return cudaSuccess;
   const int gp = hstu_bwd_sm90_lpt_pairs(p.max_seqlen_k, BwdSm90Traits<D>::kBlockN);
-  const int sms = accel::current_device_sms(kSmsIfUnknown);
+  const int sms = accel::current_device_sms();
   hstu_dq_convert_rest_sm90_kernel<T, D><<<8 * sms, 256, 0, stream>>>(p, gp);
   return cudaGetLastError();
 }
@@ -161,7 +164,7 @@ cudaError_t convert_dq(const HstuParams& p, cudaStream_t stream) {
     for (int64_t r0 = 0; r0 < p.total_q; r0 += rows_per_launch) {
       const int64_t rows = std::min(rows_per_launch, p.total_q - r0);
       const int64_t want = (rows * per_row + 255) / 256;
-      const int blocks = static_cast<int>(want < 132 * 16 ? want : 132 * 16);
+      const int blocks = static_cast<int>(want < kConvertBlocksCap ? want : kConvertBlocksCap);
       hstu_dq_convert_sm90_kernel<T, D><<<blocks, 256, 0, stream>>>(
           p.dq_accum + r0 * per_row * 8, static_cast<T*>(p.dq) + r0 * p.dq_row_stride, static_cast<int>(rows),
           p.heads, p.dq_row_stride, p.dq_head_stride);
@@ -177,7 +180,7 @@ template <typename T>
 cudaError_t convert_drab(const HstuParams& p, cudaStream_t stream) {
   if (p.drab == nullptr || p.drab_accum == nullptr || p.drab_numel <= 0) return cudaSuccess;
   const int64_t want = (p.drab_numel + 255) / 256;
-  const int blocks = static_cast<int>(want < 132 * 16 ? want : 132 * 16);
+  const int blocks = static_cast<int>(want < kConvertBlocksCap ? want : kConvertBlocksCap);
   hstu_drab_convert_sm90_kernel<T><<<blocks, 256, 0, stream>>>(p.drab_accum, static_cast<T*>(p.drab), p.drab_numel);
   return cudaGetLastError();
 }

@@ -113,7 +113,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8List, kEarlyPack>;
       err = set_max_dynamic_smem<kernel>(C::kSmem);
       if (err != cudaSuccess) return err;
-      const int sms = accel::current_device_sms(kSmsIfUnknown);
+      const int sms = accel::current_device_sms();
       err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sms, /*split_pct=*/0, stream);
       if (err != cudaSuccess) return err;
       return launch_behind_plan(kernel, list_ctas, C::kThreads, C::kSmem, stream, tq, tk, tvt, tvt, p, f, sa);
@@ -126,7 +126,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         if (err != cudaSuccess) return err;
         err = cudaMemsetAsync(p.fwd_tile_counter, 0, sizeof(int), stream);
         if (err != cudaSuccess) return err;
-        const int sms = accel::current_device_sms(kSmsIfUnknown);
+        const int sms = accel::current_device_sms();
         kernel<<<sms, CP::kThreads, CP::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
         return cudaGetLastError();
       }

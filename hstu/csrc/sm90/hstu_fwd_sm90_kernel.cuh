@@ -118,8 +118,8 @@ __device__ __forceinline__ void paged_poison_if_invalid(const HstuParams& p, con
 // A work-list CTA's wait for the kernel before (pk.pdl = 2: after its pre-wait reads), then the launch of the kernel
 // after: after the wait, so that kernel's pre-wait part still sees every kernel before this one complete.
 __device__ __forceinline__ void fwd_early_wait() {
-  griddep_wait();
-  griddep_launch_dependents();
+  accel::griddep_wait();
+  accel::griddep_launch_dependents();
 }
 
 // Both consumer warpgroups overlap the SiLU of tile i with the P V wgmma of tile i-1 and take turns issuing their
@@ -198,8 +198,8 @@ __global__ void __launch_bounds__(384, 1)
         prefetch_tensormap(&tm_pool);
       }
       if constexpr (!kSched) {
-        griddep_wait();
-        griddep_launch_dependents();
+        accel::griddep_wait();
+        accel::griddep_launch_dependents();
       }
     }
   }

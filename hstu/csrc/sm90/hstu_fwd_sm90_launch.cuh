@@ -66,9 +66,6 @@ cudaError_t make_qkv_map(CUtensorMap* map, const void* ptr, int64_t rows, int he
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// SMs assumed where the driver cannot be asked (an H100 SXM / H200).
-constexpr int kSmsIfUnknown = 132;
-
 // Split cap of the work list in percent of the average work per SM (hstu_sm90_plan_kernel).
 constexpr int kFwdSplitPct = 120;
 // The default's fixed cap: 0 the percent rule above (floor 4 tiles), kPlanCapWave the one-wave rule (plan_wave_cap;
@@ -89,7 +86,7 @@ inline SchedArgs fwd_list_args(const HstuParams& p, int64_t total_k, bool splits
   if (p.fwd_sched == nullptr) return sa;
   const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, total_k, splits);
   if (l.bytes > 0 && p.fwd_sched_bytes >= l.bytes) {
-    const int sms = accel::current_device_sms(kSmsIfUnknown);
+    const int sms = accel::current_device_sms();
     sa = sched_args(p.fwd_sched, l, sms);
     sa.together_ctas = sms;
     *ctas = l.capacity * p.heads;
@@ -116,7 +113,7 @@ inline int64_t fwd_list_ctas(const HstuParams& p, int64_t capacity, int block_n)
 // Persistent CTAs (fwd_persist_produce) for a grid of `tiles` query tiles: the op gave the tile counter and the grid
 // is more than one wave.
 inline bool fwd_persist_applies(const HstuParams& p, int64_t tiles) {
-  const int sms = accel::current_device_sms(kSmsIfUnknown);
+  const int sms = accel::current_device_sms();
   return p.fwd_tile_counter != nullptr && tiles > sms && tiles < (int64_t{1} << 30);
 }
 
@@ -167,7 +164,7 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
       if (err != cudaSuccess) return err;
       err = cudaMemsetAsync(p.fwd_tile_counter, 0, sizeof(int), stream);
       if (err != cudaSuccess) return err;
-      const int sms = accel::current_device_sms(kSmsIfUnknown);
+      const int sms = accel::current_device_sms();
       kernel<<<sms, CP::kThreads, CP::kSmem, stream>>>(tq, tk, tv, p, 1, sa, Sm90PagedKV{}, tq);
       return cudaGetLastError();
     }
@@ -179,8 +176,8 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     err = set_max_dynamic_smem<kernel>(C::kSmem);
     if (err != cudaSuccess) return err;
     if (pdl) {
-      return launch_ex(kernel, dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream, true, tq, tk, tv, p,
-                       1, sa, pk, tpool);
+      return accel::launch_pdl(kernel, dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream, true, tq, tk,
+                               tv, p, 1, sa, pk, tpool);
     }
     kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, 1, sa, pk,
                                                                                    tpool);
@@ -195,13 +192,13 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     sched_ctas = fwd_list_ctas(p, sched_ctas / p.heads, C::kBlockN);
     if (pk.planned != 0) {  // the list of a plan made before (paged_plan_sm90): a plain launch, or pdl
       if (pdl) {
-        return launch_ex(kernel, dim3(static_cast<unsigned>(sched_ctas)), C::kThreads, C::kSmem, stream, true, tq,
-                         tk, tv, p, 1, sa, pk, tpool);
+        return accel::launch_pdl(kernel, dim3(static_cast<unsigned>(sched_ctas)), C::kThreads, C::kSmem, stream,
+                                 true, tq, tk, tv, p, 1, sa, pk, tpool);
       }
       kernel<<<static_cast<unsigned>(sched_ctas), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, 1, sa, pk, tpool);
       return cudaGetLastError();
     }
-    const int sms = accel::current_device_sms(kSmsIfUnknown);
+    const int sms = accel::current_device_sms();
     err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sms, fwd_split_pct(p), stream, fwd_split_cap(p));
     if (err != cudaSuccess) return err;
     return launch_behind_plan(kernel, sched_ctas, C::kThreads, C::kSmem, stream, tq, tk, tv, p, 1, sa, pk, tpool);
@@ -229,7 +226,7 @@ cudaError_t run_paged_plan(const HstuParams& p, cudaStream_t stream) {
   }
   const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, p.total_q);
   if (l.bytes <= 0 || p.fwd_sched_bytes < l.bytes) return cudaErrorInvalidValue;
-  const int sms = accel::current_device_sms(kSmsIfUnknown);
+  const int sms = accel::current_device_sms();
   SchedArgs sa = sched_args(p.fwd_sched, l, sms);
   sa.together_ctas = sms;
   return launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sms, fwd_split_pct(p), stream,

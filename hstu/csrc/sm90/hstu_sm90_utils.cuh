@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "hstu/csrc/common/hstu_common.cuh"  // pack2
-#include "hstu/csrc/common/hstu_pdl.cuh"     // griddep_wait, griddep_launch_dependents
+#include "common/pdl.cuh"     // griddep_wait, griddep_launch_dependents
 #include "hstu/csrc/sm90/wgmma_sm90.cuh"
 
 namespace hstu {

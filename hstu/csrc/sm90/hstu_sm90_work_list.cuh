@@ -21,7 +21,7 @@
 
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/common/hstu_params.h"
-#include "hstu/csrc/common/hstu_pdl.cuh"
+#include "common/pdl.cuh"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
 #include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
 
@@ -74,8 +74,8 @@ __device__ __forceinline__ bool sched_cta_work(const SchedArgs& s, int heads, in
                                                bool launch_dependents = false, int4* split = nullptr,
                                                int* together = nullptr, bool wait = true) {
   if (wait) {
-    griddep_wait();
-    if (launch_dependents) griddep_launch_dependents();
+    accel::griddep_wait();
+    if (launch_dependents) accel::griddep_launch_dependents();
   }
   if constexpr (kEarly) {
     const int x = static_cast<int>(blockIdx.x);
@@ -377,7 +377,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
                           const int fixed_cap) {
   // The kernel behind it (launched with programmatic stream serialization) may start its CTAs now; they wait for
   // this grid's completion (griddepcontrol.wait) before reading the list.
-  griddep_launch_dependents();
+  accel::griddep_launch_dependents();
   if (blockIdx.x > 0) {  // a zeroing CTA (launch_plan)
     const int64_t step = static_cast<int64_t>(gridDim.x - 1) * kPlanThreads;
     for (int64_t i = static_cast<int64_t>(blockIdx.x - 1) * kPlanThreads + threadIdx.x; i < a.zero_n4; i += step) {
@@ -528,8 +528,8 @@ inline SchedArgs sched_args(void* ws, const Sm90SchedLayout& l, int num_sms) {
 template <typename... Params, typename... Args>
 cudaError_t launch_behind_plan(void (*kernel)(Params...), int64_t ctas, int threads, int smem, cudaStream_t stream,
                                Args&&... args) {
-  return launch_ex(kernel, dim3(static_cast<unsigned>(ctas)), threads, smem, stream, true,
-                   std::forward<Args>(args)...);
+  return accel::launch_pdl(kernel, dim3(static_cast<unsigned>(ctas)), threads, smem, stream, true,
+                           std::forward<Args>(args)...);
 }
 
 // Launches the planner on `stream` (a CTA with kPlanSmem bytes of dynamic shared memory; with a.zero, up to
