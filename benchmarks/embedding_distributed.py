@@ -16,6 +16,9 @@ Columns (ms, median over --reps steps of the slowest rank, CUDA events on GPU):
     a2a        all_to_alls of the step: split sizes (+ the host sync), ids, rows back, gradients (CUDA events
                around each; a rank that arrives early waits inside them, so skew between ranks counts here)
     sync, rows, grads   parts of a2a: the split sizes' all_to_all + host sync, the rows' and the gradients'
+    counts     part of sync: the counts' all_to_all on the device (NCCL's latency + waiting for the slowest
+               rank's dedup), max / min over the ranks (their difference: the ranks' skew); the rest of sync is
+               the device-to-host copy and the host's list work (0 where the module has no "counts a2a" mark)
     wire       dtype of the rows / gradients on the all_to_alls (--qcomms: fp32 = the exact default; bf16 / fp16 =
                ``QCommsConfig``, the casts counted in local)
     lookup     the owners' shard modules: find_or_insert + row gather (forward), optimizer update (backward)
@@ -26,6 +29,7 @@ Usage:
     python benchmarks/embedding_distributed.py [--worlds 1,2,4,8] [--quick] [--results FILE] [--plot out.png]
     python benchmarks/embedding_distributed.py --preset nvidia --cases none/adam/hybrid,none/adam/caching
     python benchmarks/embedding_distributed.py --preset nvidia --cases none/sgd --qcomms fp32,bf16
+    python benchmarks/embedding_distributed.py --preset nvidia --cases none/sgd --worlds 2 --own-share nccl,inplace
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_util import parser, provenance, publish, pyplot, save_figure  # noqa: E402
 from embedding import add_workload_args, make_batch  # noqa: E402  (the single-GPU benchmark's workload)
 
-A2A = ("splits a2a", "ids a2a", "rows a2a", "grads a2a")
+A2A = ("counts a2a", "splits a2a", "ids a2a", "rows a2a", "grads a2a")
 #: NVLink multicast (NVLS) off in every rank (the lent multi-GPU machines require it)
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 LOOKUP = ("lookup", "update")
@@ -79,7 +83,8 @@ def rank_main(rank, world, args, store, result_file):
     batches = [make_batch(T, B, args.hotness, space, args.alpha, gen) for _ in range(4)]
     batches = [(i.to(device), o.to(device)) for i, o in batches]
     rows = []
-    for case, wire in [(c, q) for c in args.cases.split(",") for q in args.qcomms.split(",")]:
+    for case, wire, own in [(c, q, o) for c in args.cases.split(",") for q in args.qcomms.split(",")
+                            for o in args.own_share.split(",")]:
         pooling, opt_name, storage = parse_case(case)
         qc = None if wire == "fp32" else de.QCommsConfig(WIRE[wire], WIRE[wire])
         opt = de.SGD(lr=0.01) if opt_name == "sgd" else de.Adam(lr=1e-3)
@@ -90,6 +95,7 @@ def rank_main(rank, world, args, store, result_file):
         tables = [de.DynamicEmbTableOptions(dim=args.dim, max_capacity=args.capacity * world, on_refused="zero",
                                             **extra)] * T
         m = de.ShardedDynamicEmbeddingTables(tables, pooling=pooling, optimizer=opt, device=device, qcomms=qc)
+        m._own_share_in_place = own == "inplace"  # (private lab option)
         grad = None
         steps, phases = [], []
         for it in range(args.warmup + args.reps):
@@ -112,15 +118,20 @@ def rank_main(rank, world, args, store, result_file):
         r = torch.tensor([statistics.median(steps), sum(med.get(k, 0.0) for k in A2A),
                           sum(med.get(k, 0.0) for k in LOOKUP),
                           sum(v for k, v in med.items() if k not in A2A + LOOKUP)] +
-                         [med.get(k, 0.0) for k in ("splits a2a", "rows a2a", "grads a2a")], dtype=torch.float64)
+                         [med.get("counts a2a", 0.0) + med.get("splits a2a", 0.0)] +
+                         [med.get(k, 0.0) for k in ("rows a2a", "grads a2a", "counts a2a")], dtype=torch.float64)
         r = r.to(device)
+        wait_min = r[-1:].clone()
         dist.all_reduce(r, op=dist.ReduceOp.MAX)  # the slowest rank sets the step
+        dist.all_reduce(wait_min, op=dist.ReduceOp.MIN)  # the rank that came last to the counts waited least
+        r = torch.cat([r, wait_min])
         n_ids = sum(int(o[-1]) for _, o in batches) // len(batches)
         # unique (table, id) pairs one rank sends: the ids all_to_all's payload
         ids0, off0 = batches[0]
         tbl = torch.repeat_interleave(torch.arange(T, device=device), (off0[B::B] - off0[:-1:B]))
         uniq = torch.unique(torch.stack([tbl, ids0]), dim=1).shape[1]
-        rows.append((pooling, opt_name, storage, wire, [float(x) for x in r.tolist()], n_ids, uniq))
+        label = wire + ("" if own == "nccl" else " own in place")
+        rows.append((pooling, opt_name, storage, label, [float(x) for x in r.tolist()], n_ids, uniq))
         del m
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -154,14 +165,16 @@ def markdown_table(results, args, hw):
         f"Times in ms per step (median of {args.reps}, slowest rank); a2a = all_to_alls incl. the split-size sync, "
         f"lookup = owners' find_or_insert + update, local = dedup, pooling, gradient sums.",
         "",
-        "| world | pooling | optimizer | storage | wire | train (ms) | a2a (ms) | sync | rows | grads | lookup (ms) | "
-        "local (ms) | ids/rank | uniq/rank |",
-        "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| world | pooling | optimizer | storage | wire | train (ms) | a2a (ms) | sync | counts max / min | rows | "
+        "grads | lookup (ms) | local (ms) | ids/rank | uniq/rank |",
+        "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for w, rows in results.items():
-        for pooling, opt_name, storage, wire, (train, a2a, lookup, local, sync, ra, ga), n_ids, uniq in rows:
+        for pooling, opt_name, storage, wire, times, n_ids, uniq in rows:
+            train, a2a, lookup, local, sync, ra, ga, cmax, cmin = times
             lines.append(f"| {w} | {pooling} | {opt_name} | {storage} | {wire} | {train:.3f} | {a2a:.3f} | {sync:.3f} "
-                         f"| {ra:.3f} | {ga:.3f} | {lookup:.3f} | {local:.3f} | {n_ids} | {uniq} |")
+                         f"| {cmax:.3f} / {cmin:.3f} | {ra:.3f} | {ga:.3f} | {lookup:.3f} | {local:.3f} | {n_ids} | "
+                         f"{uniq} |")
     return "\n".join(lines) + "\n"
 
 
@@ -199,6 +212,10 @@ def main(argv=None):
     p.add_argument("--qcomms", default="fp32",
                    help="comma-separated wire dtypes of the rows and gradients, each case runs with each: fp32 (the "
                         "exact default), bf16, fp16 (QCommsConfig)")
+    p.add_argument("--own-share", default="nccl",
+                   help="comma-separated, each case runs with each: nccl (default: the rank's own share of the rows "
+                        "and gradients copied by NCCL inside the all_to_all), inplace (private lab option: written "
+                        "in place by the owner's gather / reorder, the peers' shares by send / recv)")
     p.add_argument("--hbm-fraction", type=float, default=0.25,
                    help="share of each table's rows in HBM for the hybrid/caching cases (default 0.25)")
     p.add_argument("--fixed-id-space", action="store_true",
@@ -211,6 +228,8 @@ def main(argv=None):
         args.id_space, args.capacity = 1_677_721, 1 << 20
     for c in args.cases.split(","):
         parse_case(c)
+    if any(o not in ("nccl", "inplace") for o in args.own_share.split(",")):
+        raise SystemExit(f"--own-share: expected nccl or inplace (comma-separated), got {args.own_share!r}")
     if any(q not in WIRE for q in args.qcomms.split(",")):
         raise SystemExit(f"--qcomms: expected fp32, bf16 or fp16 (comma-separated), got {args.qcomms!r}")
     if args.quick:
