@@ -9,6 +9,8 @@ the step's skew, latency and host sync.
 
 ``--variants`` (each timed the same way, fp32 rows):
     nccl     all_to_all_single with the rank's own share in it (the step's call; the rows above)
+    copy     the own share alone by a device copy (``copy_``): against nccl at world 1 (all of it the own share),
+             what NCCL's copy of the own share costs over a plain copy
     noself   the remote shares only (batch_isend_irecv of W - 1 send / recv pairs; the own share not moved): what
              the step would pay if the owner wrote its own share in place
     vdev     torch.ops.symm_mem.all_to_all_vdev (NVSHMEM): the split sizes on the device, no host sync, the
@@ -43,21 +45,9 @@ def rank_main(rank, world, args, store, out):
         send = torch.randn(n, args.dim, device="cuda").to(DTYPES[name])
         recv = torch.empty_like(send)
         splits = [n // world] * world
-        times = []
-        for it in range(args.warmup + args.reps):
-            dist.barrier()
-            torch.cuda.synchronize()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            dist.all_to_all_single(recv, send, splits, splits)
-            b.record()
-            torch.cuda.synchronize()
-            if it >= args.warmup:
-                times.append(a.elapsed_time(b))
-        t = torch.tensor([statistics.median(times)], dtype=torch.float64, device="cuda")
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        t = _timed(lambda: dist.all_to_all_single(recv, send, splits, splits), args)
         nbytes = send.numel() * send.element_size()
-        rows.append((name, float(t), nbytes))
+        rows.append((name, t, nbytes))
     for v in [x for x in args.variants.split(",") if x != "nccl"]:
         try:
             rows.append((v, _variant(v, rank, world, args), None))
@@ -97,6 +87,9 @@ def _variant(v, rank, world, args):
         out = torch.empty_like(cnt)
         return _timed(lambda: (dist.all_to_all_single(out, cnt), out.tolist()), args)
     send = torch.randn(n, args.dim, device="cuda")
+    if v == "copy":  # the own share copied by a plain device copy (what NCCL's self copy stands against)
+        dst = torch.empty(share, args.dim, device="cuda")
+        return _timed(lambda: dst.copy_(send[rank * share:(rank + 1) * share]), args)
     if v == "noself":
         recv = torch.empty_like(send)
         peers = [p for p in range(world) if p != rank]
@@ -154,7 +147,7 @@ def main(argv=None):
                                start_method="spawn")
             for name, ms, nbytes in torch.load(out):
                 if nbytes is None:  # a variant: fp32 rows, or the counts' sync
-                    if isinstance(ms, str) or name == "sync":
+                    if isinstance(ms, str) or name in ("sync", "copy"):
                         print(f"| {w} | {name} | | | {ms if isinstance(ms, str) else f'{ms:.3f}'} | | |")
                         continue
                     nbytes = (args.rows // w) * w * args.dim * 4
