@@ -29,7 +29,6 @@ Usage:
     python benchmarks/embedding_distributed.py [--worlds 1,2,4,8] [--quick] [--results FILE] [--plot out.png]
     python benchmarks/embedding_distributed.py --preset nvidia --cases none/adam/hybrid,none/adam/caching
     python benchmarks/embedding_distributed.py --preset nvidia --cases none/sgd --qcomms fp32,bf16
-    python benchmarks/embedding_distributed.py --preset nvidia --cases none/sgd --worlds 2 --own-share nccl,inplace
 """
 
 from __future__ import annotations
@@ -83,8 +82,7 @@ def rank_main(rank, world, args, store, result_file):
     batches = [make_batch(T, B, args.hotness, space, args.alpha, gen) for _ in range(4)]
     batches = [(i.to(device), o.to(device)) for i, o in batches]
     rows = []
-    for case, wire, own in [(c, q, o) for c in args.cases.split(",") for q in args.qcomms.split(",")
-                            for o in args.own_share.split(",")]:
+    for case, wire in [(c, q) for c in args.cases.split(",") for q in args.qcomms.split(",")]:
         pooling, opt_name, storage = parse_case(case)
         qc = None if wire == "fp32" else de.QCommsConfig(WIRE[wire], WIRE[wire])
         opt = de.SGD(lr=0.01) if opt_name == "sgd" else de.Adam(lr=1e-3)
@@ -95,7 +93,6 @@ def rank_main(rank, world, args, store, result_file):
         tables = [de.DynamicEmbTableOptions(dim=args.dim, max_capacity=args.capacity * world, on_refused="zero",
                                             **extra)] * T
         m = de.ShardedDynamicEmbeddingTables(tables, pooling=pooling, optimizer=opt, device=device, qcomms=qc)
-        m._own_share_in_place = own == "inplace"  # (private lab option)
         grad = None
         steps, phases = [], []
         for it in range(args.warmup + args.reps):
@@ -130,8 +127,7 @@ def rank_main(rank, world, args, store, result_file):
         ids0, off0 = batches[0]
         tbl = torch.repeat_interleave(torch.arange(T, device=device), (off0[B::B] - off0[:-1:B]))
         uniq = torch.unique(torch.stack([tbl, ids0]), dim=1).shape[1]
-        label = wire + ("" if own == "nccl" else " own in place")
-        rows.append((pooling, opt_name, storage, label, [float(x) for x in r.tolist()], n_ids, uniq))
+        rows.append((pooling, opt_name, storage, wire, [float(x) for x in r.tolist()], n_ids, uniq))
         del m
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -212,10 +208,6 @@ def main(argv=None):
     p.add_argument("--qcomms", default="fp32",
                    help="comma-separated wire dtypes of the rows and gradients, each case runs with each: fp32 (the "
                         "exact default), bf16, fp16 (QCommsConfig)")
-    p.add_argument("--own-share", default="nccl",
-                   help="comma-separated, each case runs with each: nccl (default: the rank's own share of the rows "
-                        "and gradients copied by NCCL inside the all_to_all), inplace (private lab option: written "
-                        "in place by the owner's gather / reorder, the peers' shares by send / recv)")
     p.add_argument("--hbm-fraction", type=float, default=0.25,
                    help="share of each table's rows in HBM for the hybrid/caching cases (default 0.25)")
     p.add_argument("--fixed-id-space", action="store_true",
@@ -228,8 +220,6 @@ def main(argv=None):
         args.id_space, args.capacity = 1_677_721, 1 << 20
     for c in args.cases.split(","):
         parse_case(c)
-    if any(o not in ("nccl", "inplace") for o in args.own_share.split(",")):
-        raise SystemExit(f"--own-share: expected nccl or inplace (comma-separated), got {args.own_share!r}")
     if any(q not in WIRE for q in args.qcomms.split(",")):
         raise SystemExit(f"--qcomms: expected fp32, bf16 or fp16 (comma-separated), got {args.qcomms!r}")
     if args.quick:

@@ -138,24 +138,6 @@ def _a2a(send: torch.Tensor, send_splits: List[int], recv_splits: List[int], gro
     return out
 
 
-def _a2a_remote(send: torch.Tensor, out: torch.Tensor, send_splits: List[int], recv_splits: List[int], rank: int,
-                group):
-    """The all_to_all of dim-0 shares without the rank's own: share p of ``send`` (by ``send_splits``) to peer p,
-    peer p's share into ``out`` at its place (by ``recv_splits``); ``out``'s own share is left to the caller (who
-    writes it in place: no copy of it by NCCL). One batch of point-to-point sends / receives."""
-    ops, so, ro = [], 0, 0
-    for p, (ns, nr) in enumerate(zip(send_splits, recv_splits)):
-        if p != rank:
-            peer = dist.get_global_rank(group, p)
-            if ns:
-                ops.append(dist.P2POp(dist.isend, send[so:so + ns], peer, group))
-            if nr:
-                ops.append(dist.P2POp(dist.irecv, out[ro:ro + nr], peer, group))
-        so, ro = so + ns, ro + nr
-    for w in dist.batch_isend_irecv(ops) if ops else []:
-        w.wait()
-
-
 class _ShardedLookup(torch.autograd.Function):
     """Forward: the sharded lookup + pooling. Backward: gradients to the owners, their fused update."""
 
@@ -222,9 +204,6 @@ class ShardedDynamicEmbeddingTables(nn.Module):
     """
 
     ROUTINGS = ROUTING_MODES
-    #: private lab option (off): with one embedding width, the rank's own share of the rows and gradients is written
-    #: in place by the owner's gather / reorder instead of copied by NCCL inside the all_to_all (same values)
-    _own_share_in_place = False
 
     def __init__(
         self,
@@ -741,12 +720,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         uniform = len(self._group_tables) == 1
         d0 = self.dims[self._group_tables[0][0]]
         rtbl = utbl = None
-        own = uniform and W > 1 and self._own_share_in_place
-        if own:
-            rows_g = outs[0] if first_pos[0] is None else outs[0][first_pos[0]]
-            rows_g = rows_g.detach().to(self._row_dtype)
-            flat = self._rows_own_in_place(rows_g, newpos, send_splits, recv_splits, n_u)
-        elif uniform:
+        if uniform:
             rows_g = outs[0] if first_pos[0] is None else outs[0][first_pos[0]]
             rows_g = rows_g.detach().to(self._row_dtype)  # (narrowed before the reorder's copy)
             if newpos is not None:
@@ -770,8 +744,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
                 flat_send.index_copy_(0, idx, rows_g.detach().reshape(-1).to(self._row_dtype))
         el_recv = [sum(cr[p][t] * self.dims[t] for t in range(T)) for p in range(W)]
         el_send = [sum(cs[p][t] * self.dims[t] for t in range(T)) for p in range(W)]
-        if not own:
-            flat = flat_send if W == 1 else _a2a(flat_send, el_recv, el_send, pg)
+        flat = flat_send if W == 1 else _a2a(flat_send, el_recv, el_send, pg)
         fused = fast and not (psw is not None and psw.requires_grad)
         if uniform:
             U = flat.view(n_u, d0)
@@ -810,50 +783,8 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             saved = dict(bag=bag, inverse=inverse, psw=psw, lengths=lengths, B=B, n=n, n_u=n_u, utbl=utbl, fused=fused,
                          E=E if (psw is not None and psw.requires_grad) else None, outs=outs, spans=spans,
                          first=first_pos, newpos=newpos, rtbl=rtbl, el_send=el_send, el_recv=el_recv,
-                         inner_keys=inner_keys, ngroups=len(outs), tcounts=tcounts, own=own,
-                         splits=(send_splits, recv_splits))
+                         inner_keys=inner_keys, ngroups=len(outs), tcounts=tcounts)
         return out, saved
-
-    def _rows_own_in_place(self, rows, newpos, send_splits, recv_splits, n_u):
-        """Rows back to the senders (one width) with this rank's own share gathered straight into its place of the
-        received rows: ``rows`` (n_r, d) in the shard module's (group, table, peer) order; returns the flat
-        (n_u * d,) rows this rank receives, in (peer, table) order."""
-        r, d = self.rank, rows.shape[1]
-        r0, k = sum(recv_splits[:r]), recv_splits[r]
-        s0 = sum(send_splits[:r])
-        out = rows.new_empty(n_u, d)
-        if newpos is None:
-            send = rows
-            out[s0:s0 + k].copy_(rows[r0:r0 + k])
-        else:  # the reorder's gather, the own share into out, the peers' shares into the send buffer
-            send = rows.new_empty(rows.shape)
-            for a, b in ((0, r0), (r0 + k, rows.shape[0])):
-                if b > a:
-                    torch.index_select(rows, 0, newpos[a:b], out=send[a:b])
-            if k:
-                torch.index_select(rows, 0, newpos[r0:r0 + k], out=out[s0:s0 + k])
-        _a2a_remote(send, out, recv_splits, send_splits, r, self.process_group)
-        return out.view(-1)
-
-    def _grads_own_in_place(self, gU, newpos, send_splits, recv_splits):
-        """Per-unique gradient sums (n_u, d) to their owners (one width), the own share reordered straight from
-        ``gU``: returns (n_r, d) in the shard module's (group, table, peer) order."""
-        r = self.rank
-        s0, k = sum(send_splits[:r]), send_splits[r]
-        r0 = sum(recv_splits[:r])
-        n_r = sum(recv_splits)
-        flat = gU.new_empty(n_r, gU.shape[1])
-        _a2a_remote(gU, flat, send_splits, recv_splits, r, self.process_group)
-        if newpos is None:
-            flat[r0:r0 + k].copy_(gU[s0:s0 + k])
-            return flat
-        grow = torch.empty_like(flat)
-        for a, b in ((0, r0), (r0 + k, n_r)):
-            if b > a:
-                grow.index_copy_(0, newpos[a:b], flat[a:b])
-        if k:
-            grow.index_copy_(0, newpos[r0:r0 + k], gU[s0:s0 + k])
-        return grow
 
     def _bag_pool(self, U, inverse, offsets, psw, B):
         """CUDA sum / mean pooling of the uniques' rows U (n_u, Dm; fp32, or the wire's half rows) into bags, in one
@@ -922,28 +853,23 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         # gradients of the uniques to their owners (fp32, each table's width; no all_to_all on one rank)
         uniform = saved["ngroups"] == 1
         gU = gU.to(self._grad_dtype)  # (CUDA: segment_sum_rows rounded its sums already; CPU: rounded here)
-        newpos = saved["newpos"]
-        if saved["own"]:  # the own share reordered straight from gU (one width)
+        if uniform:
             d0 = self.dims[self._group_tables[0][0]]
-            grow = self._grads_own_in_place(gU[:, :d0].contiguous(), newpos, *saved["splits"])
-            self._mark("grads a2a")
+            flat_send = gU[:, :d0].reshape(-1)
         else:
-            if uniform:
-                d0 = self.dims[self._group_tables[0][0]]
-                flat_send = gU[:, :d0].reshape(-1)
-            else:
-                uw = self._table_dim[saved["utbl"]]
-                flat_send = _pack(gU, _excl_cumsum(uw), uw, sum(saved["el_send"]))
-            flat = flat_send if self.world_size == 1 else _a2a(flat_send, saved["el_send"], saved["el_recv"],
-                                                               self.process_group)
-            self._mark("grads a2a")
-            if uniform:
-                grow = flat.view(-1, d0)
-            else:
-                rw = self._table_dim[saved["rtbl"]]
-                grow = _unpack(flat, _excl_cumsum(rw), rw, Dm)
-            if newpos is not None:  # (peer, table) -> (group, table, peer): row i goes to newpos[i]
-                grow = torch.empty_like(grow).index_copy_(0, newpos, grow)
+            uw = self._table_dim[saved["utbl"]]
+            flat_send = _pack(gU, _excl_cumsum(uw), uw, sum(saved["el_send"]))
+        flat = flat_send if self.world_size == 1 else _a2a(flat_send, saved["el_send"], saved["el_recv"],
+                                                           self.process_group)
+        self._mark("grads a2a")
+        newpos = saved["newpos"]
+        if uniform:
+            grow = flat.view(-1, d0)
+        else:
+            rw = self._table_dim[saved["rtbl"]]
+            grow = _unpack(flat, _excl_cumsum(rw), rw, Dm)
+        if newpos is not None:  # (peer, table) -> (group, table, peer): row i goes to newpos[i]
+            grow = torch.empty_like(grow).index_copy_(0, newpos, grow)
         # (in the wire's dtype up to here: the shard modules take it, or fp32, below)
         grads = []
         for gi, (g0, ng) in enumerate(saved["spans"]):

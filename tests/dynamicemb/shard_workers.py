@@ -577,31 +577,3 @@ def qcomms_parity(rank, world, cases=QCOMMS_CASES):
             flag = torch.tensor([int(rounded)], device=dev)
             dist.all_reduce(flag)
             assert int(flag) > 0, f"{pooling} {wire} {side}: nothing was rounded"
-
-
-# ---------------------------------------------------------------------- the own share written in place (lab option)
-def own_share_parity(rank, world):
-    """The private ``_own_share_in_place`` step (the rank's own rows / gradients written by the owner's gather /
-    reorder, the peers' shares by point-to-point sends) trains equal to the single-rank module, every one-width case
-    of CASES_2 + CASES_3 (each routing, pooling none / sum / mean, admission, uint64 ids, clipping); the in-place
-    path ran in every step."""
-    cls = de.ShardedDynamicEmbeddingTables
-    calls = {"rows": 0, "grads": 0}
-    rows_fn, grads_fn = cls._rows_own_in_place, cls._grads_own_in_place
-
-    def rows(self, *a):
-        calls["rows"] += 1
-        return rows_fn(self, *a)
-
-    def grads(self, *a):
-        calls["grads"] += 1
-        return grads_fn(self, *a)
-
-    cls._own_share_in_place, cls._rows_own_in_place, cls._grads_own_in_place = True, rows, grads
-    try:
-        cases = [c for c in CASES_2 + CASES_3 if not c[0][3] or c[0][1] == "none"]
-        cases.append((("hash", "sum", "sgd", False), dict(clip=True, weighted=True)))
-        parity_cases(rank, world, cases)
-    finally:
-        cls._own_share_in_place, cls._rows_own_in_place, cls._grads_own_in_place = False, rows_fn, grads_fn
-    assert calls["rows"] > 0 and calls["grads"] > 0, calls

@@ -135,12 +135,6 @@ def test_qcomms_rounding_against_the_exact_step(world):
     run_ranks(sw.qcomms_parity, world)
 
 
-# ---------------------------------------------------------------------- the own share in place (private lab option)
-@pytest.mark.parametrize("world", [2, 3])
-def test_own_share_in_place_equals_the_single_rank_module(world):
-    run_ranks(sw.own_share_parity, world)
-
-
 def test_qcomms_config_bad_args():
     with pytest.raises(TypeError, match="qcomms.forward_precision: expected None, torch.float32"):
         de.QCommsConfig(torch.int8).validate()

@@ -59,10 +59,3 @@ def test_qcomms_rounding(world):
     # rows / gradients on the NCCL all_to_alls in bf16 / fp16 against the exact single-rank CUDA module (each
     # direction apart and both; shard_workers.qcomms_parity's bounds)
     run_ranks(sw.qcomms_parity, world, backend="nccl", timeout=TIMEOUT)
-
-
-@pytest.mark.parametrize("world", [pytest.param(w, marks=pytest.mark.gpus(w), id=f"w{w}") for w in (2, 4)])
-def test_own_share_in_place(world):
-    # the private _own_share_in_place step (own rows / gradients written in place, the peers' by NCCL send / recv)
-    # against the single-rank CUDA module, every one-width parity case
-    run_ranks(sw.own_share_parity, world, backend="nccl", timeout=TIMEOUT)

@@ -109,10 +109,11 @@ def _variant(v, rank, world, args):
             raise RuntimeError("NVSHMEM not available in this torch build / system")
         symm_mem.set_backend("NVSHMEM")
         g = dist.group.WORLD.group_name
-        inp = symm_mem.empty(n * args.dim, dtype=torch.float32, device="cuda")
-        out = symm_mem.empty(n * args.dim * 2, dtype=torch.float32, device="cuda")  # a bound: 2x the equal share
-        splits = symm_mem.empty(world, dtype=torch.int64, device="cuda")
-        oso = symm_mem.empty(2, world, dtype=torch.int64, device="cuda")
+        dev = torch.device("cuda", rank)  # (explicit: NVSHMEM's team manager refuses a second device per process)
+        inp = symm_mem.empty(n * args.dim, dtype=torch.float32, device=dev)
+        out = symm_mem.empty(n * args.dim * 2, dtype=torch.float32, device=dev)  # a bound: 2x the equal share
+        splits = symm_mem.empty(world, dtype=torch.int64, device=dev)
+        oso = symm_mem.empty(2, world, dtype=torch.int64, device=dev)
         symm_mem.rendezvous(inp, g)
         symm_mem.rendezvous(out, g)
         inp.copy_(send.view(-1))
