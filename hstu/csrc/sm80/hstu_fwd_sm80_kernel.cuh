@@ -85,7 +85,7 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 // docs/hstu_kernel_notes.md.) 1, 3 and 4 at
 // D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it
 // traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
-constexpr int kFwdSm80Candidates = 4;
+constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
 // kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 long-row tile (D = 256 the
@@ -158,6 +158,17 @@ struct FwdSm80Candidate<128, 3> : FwdSm80Only<FwdSm80Tile<128, 128, 64, 32, 4, 2
 template <>
 struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
   static constexpr int kShortChunk = 32;
+};
+// 5: candidate 3's tile at D = 64 / 128 with SKIP 5 (hstu_fwd_qreg_ctx_kernel): query tile 0 of a call with
+// contexts runs the warp-skip body (Q from shared memory; a call, not inlined), the other tiles candidate 3's body
+// (Q in registers). Candidate 4, the default with contexts, runs the tile without Q in registers everywhere.
+template <>
+struct FwdSm80Candidate<64, 5> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 64, 4, 2, 2, 5>> {
+  static constexpr bool kQreg = true;
+};
+template <>
+struct FwdSm80Candidate<128, 5> : FwdSm80Only<FwdSm80Tile<128, 128, 64, 32, 4, 2, 2, 5>> {
+  static constexpr bool kQreg = true;
 };
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
@@ -776,10 +787,34 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true>(p);
 }
-// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg)
+// SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
+// the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
+// registers, no spill; as a call its body spilled 12 B)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int PAIR>
+__device__ __noinline__ void hstu_fwd_ctx_block(const HstuParams& p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 4, PAIR, false>(p);
+}
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(const __grid_constant__ HstuParams p) {
+  static_assert(SKIP == 5 && kFwdSm80Lpt<NWARPS, MINB>, "rank 0 of the longest-first grid: query tile 0");
+  const unsigned n_m = static_cast<unsigned>((p.max_seqlen_q + BM - 1) / BM);
+  if (p.num_contexts != nullptr && blockIdx.x < gridDim.x / n_m) {
+    if constexpr (D == 128) {
+      hstu_fwd_ctx_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, PAIR>(p);
+    } else {
+      hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 4, PAIR, false>(p);
+    }
+  } else {
+    hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 0, PAIR, false, true>(p);
+  }
+}
+// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kQreg) {
+  if constexpr (C::kQreg && C::kSkip == 5) {
+    return hstu_fwd_qreg_ctx_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                    C::kSkip, C::kPair>;
+  } else if constexpr (C::kQreg) {
     return hstu_fwd_qreg_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair>;
   } else {
@@ -1017,7 +1052,7 @@ cudaError_t launch_hstu_fwd_candidate(const HstuParams& p, cudaStream_t stream) 
 template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
-  static_assert(kFwdSm80Candidates == 4, "one case per candidate");
+  static_assert(kFwdSm80Candidates == 5, "one case per candidate");
   if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
     // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
     // (fwd_sm80_split_for)
@@ -1060,6 +1095,8 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       return launch_hstu_fwd_candidate<T, D, 3>(p, stream);
     case 4:
       return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
+    case 5:
+      return launch_hstu_fwd_candidate<T, D, 5>(p, stream);
     default:  // 0 below kFwdSm80LongRows, kFwdSm80CfgOld
       return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
   }
