@@ -80,9 +80,10 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //      contexts where the default runs 1 / 2 (B16 S4K ctx64 on an H200: D = 64 0.455 ms against 1's 0.474, 1.043x
 //      its causal; D = 128 2.5 % faster than 2; causal as fast);
 //   3: D = 64 1 with Q in registers, D = 128 1's tile in 32-key sub-tiles with Q in registers, D = 256 1 with short
-//      sequences' grid chunks capped (below: the defaults there).
-// (5 and an earlier 3, other tile shapes and loads, measured slower or no faster and were removed;
-// docs/hstu_kernel_notes.md.) 1, 3 and 4 at
+//      sequences' grid chunks capped (below: the defaults there);
+//   5: D = 64 / 128 3's tile with SKIP 5 (hstu_fwd_qreg_ctx_kernel: 4's skip body in query tile 0, 3's elsewhere;
+//      D = 128 where two blocks fit per SM, as 3's default).
+// (Other tile shapes and loads measured slower or no faster and were removed; docs/hstu_kernel_notes.md.) 1, 3 and 4 at
 // D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it
 // traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
 constexpr int kFwdSm80Candidates = 5;
@@ -797,6 +798,12 @@ __device__ __noinline__ void hstu_fwd_ctx_block(const HstuParams& p) {
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(const __grid_constant__ HstuParams p) {
   static_assert(SKIP == 5 && kFwdSm80Lpt<NWARPS, MINB>, "rank 0 of the longest-first grid: query tile 0");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  if constexpr (D == 128) {  // launched only where two blocks fit per SM (run_hstu_fwd): no sm_8x part
+    __trap();
+    return;
+  }
+#endif
   const unsigned n_m = static_cast<unsigned>((p.max_seqlen_q + BM - 1) / BM);
   if (p.num_contexts != nullptr && blockIdx.x < gridDim.x / n_m) {
     if constexpr (D == 128) {
@@ -1096,6 +1103,12 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     case 4:
       return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
     case 5:
+      if constexpr (D == 128 && std::is_same<T, __nv_bfloat16>::value) {  // where two blocks fit per SM, as 3's
+        bool two = false;
+        const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 5>>(two);
+        if (err != cudaSuccess) return err;
+        if (!two) return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
+      }
       return launch_hstu_fwd_candidate<T, D, 5>(p, stream);
     default:  // 0 below kFwdSm80LongRows, kFwdSm80CfgOld
       return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
