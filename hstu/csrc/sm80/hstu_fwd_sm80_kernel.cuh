@@ -385,7 +385,19 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // its pointer, the mask of the sub-tiles that are not full reads the rows' key intervals from shared memory.
   const int lk = si.lk;
   int full_lo, full_hi;
-  mk.full_tiles(r0, r0 + BM, BNS, full_lo, full_hi);
+  // (SKIP 4: the tiles with context rows, none of them has full sub-tiles; the 128-register tiles: the rule below
+  // spilled 8 B in sm_80 code)
+  if constexpr (SKIP == 4 || !kFwdSm80Lpt<NWARPS, MINB>) {
+    mk.full_tiles(r0, r0 + BM, BNS, full_lo, full_hi);
+  } else {
+    // SeqMask::full_tiles gives a tile with target rows none; a target row sees every history key its window allows
+    // (SeqMask::row_keys: up to hist where the window is open to the right), so the history sub-tiles that all of
+    // the tile's rows see are full_tiles' with the targets counted as history, clipped to the history.
+    SeqMask mh = mk;
+    mh.hist = mk.lk;
+    mh.full_tiles(r0, r0 + BM, BNS, full_lo, full_hi);
+    full_hi = min(full_hi, mk.hist - BNS);
+  }
   const int rows_used = max(0, min(BM, si.lq - m0));
   // Tiles [nb_begin, nb_end) less the masked gap [gap_begin, gap_end), walked down: after tile gap_end the next
   // one is gap_begin - 1 (gap_skip: 0 without a gap).
@@ -1072,8 +1084,9 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     }
   }
   if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value) {
-    // calls with contexts: candidate 4, the same tile with the warp skip in query tile 0 (fwd_sm80_cfg=1 / 2: the
-    // tile without it, for comparisons)
+    // calls with contexts: candidate 5 at D = 64 (D = 128 where two blocks fit per SM), 3's tile with the warp skip
+    // in query tile 0; candidate 4 (the tile without Q in registers, the same skip) elsewhere (fwd_sm80_cfg=1 / 2 /
+    // 3: the tiles without the skip, for comparisons)
     const bool ctx = p.num_contexts != nullptr;
     if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // the pairs at every row count where they fit
       using Pairs = FwdSm80Candidate<256, kFwdSm80PairCfg>;
@@ -1087,9 +1100,13 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         bool two = false;
         const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 3>>(two);
         if (err != cudaSuccess) return err;
-        if (two && !ctx) return launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
+        if (two) {
+          return ctx ? launch_hstu_fwd<T, D, FwdSm80Candidate<128, 5>>(p, stream)
+                     : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
+        }
       }
-      return ctx && D != 256 ? launch_hstu_fwd_candidate<T, D, 4>(p, stream)  // (D = 256: the pairs do not fit)
+      // (D = 256: the pairs do not fit)
+      return ctx && D != 256 ? launch_hstu_fwd_candidate<T, D, D == 64 ? 5 : 4>(p, stream)
                              : launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
     }
   }
