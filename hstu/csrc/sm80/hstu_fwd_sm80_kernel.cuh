@@ -142,10 +142,13 @@ struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2,
 // H200: 0.194 ms against 1's 0.209 and FA2's 0.196-0.198; the same cap on 2-sequence chunks at S4K was 4.5 % slower,
 // on D = 128's chunks 2.5-8 %: docs/hstu_kernel_notes.md).
 constexpr int kFwdSm80ShortTiles = 4;
-template <>
-struct FwdSm80Candidate<64, 3> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 64, 4, 2, 2, 0>> {
+// (3 and 5 at D = 64 / 128: 4 warps x 32 rows, K / V double-buffered, Q in registers; SKIP 0 / 5)
+template <int D, int SKIP>
+struct FwdSm80QregTile : FwdSm80Only<FwdSm80Tile<D, 128, D == 64 ? 128 : 64, D == 64 ? 64 : 32, 4, 2, 2, SKIP>> {
   static constexpr bool kQreg = true;
 };
+template <>
+struct FwdSm80Candidate<64, 3> : FwdSm80QregTile<64, 0> {};
 // D = 128: 128 x 64 tiles of 4 warps x 32 rows, K / V double-buffered (98 KB), 32-key sub-tiles, the warp's Q
 // fragments in registers (64: the S accumulators of 32-key sub-tiles make the room): no Q ldmatrix in the loop
 // (64 instead of 80 per 64 keys and warp), one barrier per KV tile instead of candidate 2's two. The bf16 default
@@ -153,9 +156,7 @@ struct FwdSm80Candidate<64, 3> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 64, 4, 2,
 // elsewhere 2): on an H200 B16 S16K 10.69 ms against 2's 10.96 and NVIDIA's Ampere HSTU's 13.07, S4K 0.707 / 0.732 /
 // 0.903, B128 S1K 0.466 / 0.469 / 0.589.
 template <>
-struct FwdSm80Candidate<128, 3> : FwdSm80Only<FwdSm80Tile<128, 128, 64, 32, 4, 2, 2, 0>> {
-  static constexpr bool kQreg = true;
-};
+struct FwdSm80Candidate<128, 3> : FwdSm80QregTile<128, 0> {};
 template <>
 struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
   static constexpr int kShortChunk = 32;
@@ -164,13 +165,9 @@ struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2,
 // contexts runs the warp-skip body (Q from shared memory; a call, not inlined), the other tiles candidate 3's body
 // (Q in registers). Candidate 4, the default with contexts, runs the tile without Q in registers everywhere.
 template <>
-struct FwdSm80Candidate<64, 5> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 64, 4, 2, 2, 5>> {
-  static constexpr bool kQreg = true;
-};
+struct FwdSm80Candidate<64, 5> : FwdSm80QregTile<64, 5> {};
 template <>
-struct FwdSm80Candidate<128, 5> : FwdSm80Only<FwdSm80Tile<128, 128, 64, 32, 4, 2, 2, 5>> {
-  static constexpr bool kQreg = true;
-};
+struct FwdSm80Candidate<128, 5> : FwdSm80QregTile<128, 5> {};
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
 // thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
