@@ -77,12 +77,11 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //   4: the default's tile (D = 64: 1, D = 128: 2, D = 256: 1) with SKIP 5: the warp skip in a copy of the body for
 //      the tiles with context rows (query tile 0: its warps of non-context rows stop at their diagonal instead of
 //      walking the history with the context rows), the default's body elsewhere; the default for calls with
-//      contexts where the default runs 1 / 2 (B16 S4K ctx64 on an H200: D = 64 0.455 ms against 1's 0.474, 1.043x
-//      its causal; D = 128 2.5 % faster than 2; causal as fast);
+//      contexts where 5 does not run (D = 128 where two of 3's blocks do not fit per SM; D = 256: the pairs);
 //   3: D = 64 1 with Q in registers, D = 128 1's tile in 32-key sub-tiles with Q in registers, D = 256 1 with short
 //      sequences' grid chunks capped (below: the defaults there);
 //   5: D = 64 / 128 3's tile with SKIP 5 (hstu_fwd_qreg_ctx_kernel: 4's skip body in query tile 0, 3's elsewhere;
-//      D = 128 where two blocks fit per SM, as 3's default).
+//      D = 128 where two blocks fit per SM, as 3's default): the default for calls with contexts there.
 // (Other tile shapes and loads measured slower or no faster and were removed; docs/hstu_kernel_notes.md.) 1, 3 and 4 at
 // D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it
 // traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
@@ -162,8 +161,9 @@ struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2,
   static constexpr int kShortChunk = 32;
 };
 // 5: candidate 3's tile at D = 64 / 128 with SKIP 5 (hstu_fwd_qreg_ctx_kernel): query tile 0 of a call with
-// contexts runs the warp-skip body (Q from shared memory; a call, not inlined), the other tiles candidate 3's body
-// (Q in registers). Candidate 4, the default with contexts, runs the tile without Q in registers everywhere.
+// contexts runs the warp-skip body (Q from shared memory; D = 128: a call, not inlined), the other tiles candidate
+// 3's body (Q in registers). The bf16 default with contexts at D = 64 and at D = 128 where two blocks fit per SM (B16
+// S4K ctx64 on an H200: D = 64 0.444 ms against 4's 0.454, D = 128 0.785 / 0.801; 1.08x / 1.07x their causal).
 template <>
 struct FwdSm80Candidate<64, 5> : FwdSm80QregTile<64, 5> {};
 template <>
