@@ -54,6 +54,7 @@ FWD_VARIANTS = [("default", {}, (32, 64, 128, 256)),
                 ("fcfg2 FA2 tiles 1st", dict(fwd_sm80_cfg=2), (64, 128, 256)),
                 ("fcfg3 Q in regs", dict(fwd_sm80_cfg=3), (64,)),
                 ("fcfg4 FA2 tiles 1st skip", dict(fwd_sm80_cfg=4), (64, 128, 256)),
+                ("fcfg5 Q in regs skip", dict(fwd_sm80_cfg=5), (64, 128)),
                 ("old tiles", dict(fwd_sm80_cfg=6), (64, 128, 256))]
 
 

@@ -203,10 +203,10 @@ BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
 BWD_SM80_CFG_LAST = 8  # kBwdSm80LastCfg
 BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 8)
-# bits 29-31: the sm80-class forward's tiles: 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS: 5 measured
-# slower or no faster and was removed), FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT
+# bits 29-31: the sm80-class forward's tiles: 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS),
+# FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT
 FWD_SM80_CFG_SHIFT = 29
-FWD_SM80_CFGS = (1, 2, 3, 4)
+FWD_SM80_CFGS = (1, 2, 3, 4, 5)
 FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
 FWD_SM80_CFG_SPLIT = 7  # the bf16 default tile with the split of long KV ranges (kFwdSm80CfgSplit)
 FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 3; D128: 3
@@ -310,9 +310,12 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     SM);
     4 the default's tile (D = 256: 1's) where a warp skips the cut sub-tiles whose keys none of its rows sees and
     takes the unmasked path on its own fully visible ones, in query tiles with context rows only: what the default
-    runs for calls with contexts where it would run 1 / 2 (``FwdSm80Candidate`` in
-    hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh; 5 and an earlier 3, other tile shapes and loads, measured slower or no
-    faster and were removed).
+    runs for calls with contexts where it would run 2 (D = 128 where two of 3's blocks do not fit per SM) / 1 (D =
+    256); 5 (D = 64 / 128) 3's tile where the query tiles with context rows run 4's warp skip (Q from shared memory)
+    and the others 3's body: what the default runs for calls with contexts at D = 64 and at D = 128 where two of its
+    blocks fit per SM (else 4) (``FwdSm80Candidate`` in
+    hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh; other tile shapes and loads measured slower or no faster and were
+    removed).
     Those kernels (over 128 registers per thread) walk their query tiles longest first over chunks of sequences
     (the grid order; same outputs). 0 (the default) runs for bf16 at D = 256 candidate 3 (the warp pairs; short
     sequences' grid chunks capped) at every row count where it fits (on an H200: 1.13x candidate 2 at B16 S4K, 1.21x

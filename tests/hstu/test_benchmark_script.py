@@ -398,7 +398,7 @@ def test_sm80_candidates_script_shapes_variants_and_cpu_run(load_script, capsys)
                 pass
     # The forward's candidates (--fwd): the default first, only those the head dim has, all accepted.
     assert [n for n, _ in cand.fwd_variants(32)] == ["default"]
-    for D, count in ((64, 6), (128, 5), (256, 4)):  # (fwd_sm80_cfg 5 removed; 3 at D = 64: at D = 256 the default)
+    for D, count in ((64, 7), (128, 6), (256, 4)):  # (3 at D = 64, 5 at D = 64 / 128: at D = 256 the default)
         names = [n for n, _ in cand.fwd_variants(D)]
         assert names[0] == "default" and len(set(names)) == len(names) == count
         assert [n for n, _ in cand.fwd_variants(D, ["fcfg2"])] == ["default", "fcfg2 FA2 tiles 1st"]

@@ -39,6 +39,10 @@ def fwd_tile(D, cfg, dtype=torch.bfloat16, pairs=True):
             t = (128, 128, 64, 4, 2, 2, 0, 1)
         elif cfg == 3 and D == 128:  # 128 x 64, 32-key sub-tiles, K / V double-buffered, Q in registers
             t = (128, 64, 32, 4, 2, 2, 0, 1)
+        elif cfg == 5 and D == 64:  # 3's tile (Q in registers), the context tiles' warp skip (hstu_fwd_qreg_ctx_kernel)
+            t = (128, 128, 64, 4, 2, 2, 5, 1)
+        elif cfg == 5 and D == 128:
+            t = (128, 64, 32, 4, 2, 2, 5, 1)
         elif cfg == 4 and D != 256:  # the default's tile, the context tiles' warp skip
             t = (128, 128 if D == 64 else 64, 64, 4, 2, 2 if D == 64 else 1, 5, 1)
         elif cfg == 4 and pairs:  # D = 256: warp pairs 64 x 64 with the context tiles' warp skip
@@ -107,11 +111,15 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                 torch.cuda.synchronize()
-            names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "hstu_fwd_qreg_kernel<" in e.name}
+            names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "hstu_fwd_qreg_" in e.name}
             # (the default at D = 256 for bf16: the warp pairs wherever they fit, at these short rows too)
             shown = 1 if cfg == 0 and D == 256 and dtype == torch.bfloat16 and _pairs_fit() else cfg
-            qreg = D in (64, 128) and dtype == torch.bfloat16 and cfg == 3
-            kernel = "hstu_fwd_qreg_kernel" if qreg else "hstu_fwd_kernel"
+            # (5 at D = 128 where two of its blocks fit per SM, else the default)
+            qreg = D in (64, 128) and dtype == torch.bfloat16 and cfg in (3, 5) and (
+                cfg == 3 or D == 64 or _qreg128_two_fit())
+            kernel = ("hstu_fwd_qreg_ctx_kernel" if cfg == 5 else "hstu_fwd_qreg_kernel") if qreg else "hstu_fwd_kernel"
+            if cfg == 5 and not qreg:
+                shown = 0
             want = f"{kernel}<{ctype}, {fwd_tile(D, shown, dtype, _pairs_fit())}(hstu::HstuParams)"
             assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
 
@@ -157,17 +165,22 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
 @pytest.mark.parametrize("mask,rab_heads", [("context", 0), ("local_context_target", 1), ("target_group", 0)])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kernel_opts):
-    """For bf16 calls with contexts the default runs candidate 4 (its tile with the warp skip in the query tiles
-    with context rows) where it would run 1 / 2 (long rows; at D = 256 the pairs where they fit), unsplit: it meets
-    the error rule and agrees with that tile without the skip (fwd_sm80_cfg=1 / 2); targets alone run 1 / 2."""
+    """For bf16 calls with contexts the default runs candidate 5 at D = 64 and at D = 128 where two of its blocks fit
+    per SM (3's Q-in-registers tile, the warp skip in the query tiles with context rows), else candidate 4 (the
+    tile without Q in registers, the same skip) where it would run 1 / 2 (long rows; at D = 256 the pairs where they
+    fit), unsplit: it meets the error rule and agrees with the tile without the skip (fwd_sm80_cfg=1 / 2); targets
+    alone run the default's tile (3 / 2)."""
     pairs = _pairs_fit()
     base = 2 if D == 128 or (D == 256 and not pairs) else 1
-    shown = 4 if "context" in mask and (D != 256 or pairs) else 3 if D == 64 or (D == 128 and _qreg128_two_fit()) \
-        else base
+    five = D == 64 or (D == 128 and _qreg128_two_fit())
+    if "context" in mask and (D != 256 or pairs):
+        shown = 5 if five else 4
+    else:
+        shown = 3 if D == 64 or (D == 128 and _qreg128_two_fit()) else base
     lens = [_ops.FWD_SM80_LONG_ROWS + 300, 700, 600, 520]
     case = kg.make_case(zlib.crc32(repr(("ctx4", D, mask)).encode()), lens, 2, D, torch.bfloat16, mask, rab_heads)
     outs, names = {}, {}
-    for cfg in (0, base):
+    for cfg in (0, base, 4, 5):
         kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)  # (the tiles; the split runs its own)
         kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -175,10 +188,15 @@ def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kerne
                                               **kg._varlen_kwargs(case))
             torch.cuda.synchronize()
         names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "qreg" in e.name}
-    kernel = "hstu_fwd_qreg_kernel" if shown == 3 else "hstu_fwd_kernel"
+    kernel = {3: "hstu_fwd_qreg_kernel", 5: "hstu_fwd_qreg_ctx_kernel"}.get(shown, "hstu_fwd_kernel")
     want = f"{kernel}<__nv_bfloat16, {fwd_tile(D, shown, pairs=pairs)}(hstu::HstuParams)"
     assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (names[0], want)
     kg.assert_agree(("out",), (outs[0],), (outs[base],), f"the default vs fwd_sm80_cfg={base}")
+    if D != 256:  # candidates 4 and 5 (with the skip) agree with the tile without it
+        for cfg in (4, 5):
+            kg.assert_agree(("out",), (outs[cfg],), (outs[base],), f"fwd_sm80_cfg={cfg} vs fwd_sm80_cfg={base}")
+        if five and "context" in mask:  # (the default's kernel: bitwise)
+            assert torch.equal(outs[0], outs[5])
     kernel_opts(sm90=False, fwd_split_tiles=0)
     kg.check_case(case, 0.5, backward=False)
 

@@ -77,15 +77,15 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //   4: the default's tile (D = 64: 1, D = 128: 2, D = 256: 1) with SKIP 5: the warp skip in a copy of the body for
 //      the tiles with context rows (query tile 0: its warps of non-context rows stop at their diagonal instead of
 //      walking the history with the context rows), the default's body elsewhere; the default for calls with
-//      contexts where the default runs 1 / 2 (B16 S4K ctx64 on an H200: D = 64 0.455 ms against 1's 0.474, 1.043x
-//      its causal; D = 128 2.5 % faster than 2; causal as fast);
+//      contexts where 5 does not run (D = 128 where two of 3's blocks do not fit per SM; D = 256: the pairs);
 //   3: D = 64 1 with Q in registers, D = 128 1's tile in 32-key sub-tiles with Q in registers, D = 256 1 with short
-//      sequences' grid chunks capped (below: the defaults there).
-// (5 and an earlier 3, other tile shapes and loads, measured slower or no faster and were removed;
-// docs/hstu_kernel_notes.md.) 1, 3 and 4 at
+//      sequences' grid chunks capped (below: the defaults there);
+//   5: D = 64 / 128 3's tile with SKIP 5 (hstu_fwd_qreg_ctx_kernel: 4's skip body in query tile 0, 3's elsewhere;
+//      D = 128 where two blocks fit per SM, as 3's default): the default for calls with contexts there.
+// (Other tile shapes and loads measured slower or no faster and were removed; docs/hstu_kernel_notes.md.) 1, 3 and 4 at
 // D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it
 // traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
-constexpr int kFwdSm80Candidates = 4;
+constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
 // kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 long-row tile (D = 256 the
@@ -141,10 +141,13 @@ struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2,
 // H200: 0.194 ms against 1's 0.209 and FA2's 0.196-0.198; the same cap on 2-sequence chunks at S4K was 4.5 % slower,
 // on D = 128's chunks 2.5-8 %: docs/hstu_kernel_notes.md).
 constexpr int kFwdSm80ShortTiles = 4;
-template <>
-struct FwdSm80Candidate<64, 3> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 64, 4, 2, 2, 0>> {
+// (3 and 5 at D = 64 / 128: 4 warps x 32 rows, K / V double-buffered, Q in registers; SKIP 0 / 5)
+template <int D, int SKIP>
+struct FwdSm80QregTile : FwdSm80Only<FwdSm80Tile<D, 128, D == 64 ? 128 : 64, D == 64 ? 64 : 32, 4, 2, 2, SKIP>> {
   static constexpr bool kQreg = true;
 };
+template <>
+struct FwdSm80Candidate<64, 3> : FwdSm80QregTile<64, 0> {};
 // D = 128: 128 x 64 tiles of 4 warps x 32 rows, K / V double-buffered (98 KB), 32-key sub-tiles, the warp's Q
 // fragments in registers (64: the S accumulators of 32-key sub-tiles make the room): no Q ldmatrix in the loop
 // (64 instead of 80 per 64 keys and warp), one barrier per KV tile instead of candidate 2's two. The bf16 default
@@ -152,13 +155,19 @@ struct FwdSm80Candidate<64, 3> : FwdSm80Only<FwdSm80Tile<64, 128, 128, 64, 4, 2,
 // elsewhere 2): on an H200 B16 S16K 10.69 ms against 2's 10.96 and NVIDIA's Ampere HSTU's 13.07, S4K 0.707 / 0.732 /
 // 0.903, B128 S1K 0.466 / 0.469 / 0.589.
 template <>
-struct FwdSm80Candidate<128, 3> : FwdSm80Only<FwdSm80Tile<128, 128, 64, 32, 4, 2, 2, 0>> {
-  static constexpr bool kQreg = true;
-};
+struct FwdSm80Candidate<128, 3> : FwdSm80QregTile<128, 0> {};
 template <>
 struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
   static constexpr int kShortChunk = 32;
 };
+// 5: candidate 3's tile at D = 64 / 128 with SKIP 5 (hstu_fwd_qreg_ctx_kernel): query tile 0 of a call with
+// contexts runs the warp-skip body (Q from shared memory; D = 128: a call, not inlined), the other tiles candidate
+// 3's body (Q in registers). The bf16 default with contexts at D = 64 and at D = 128 where two blocks fit per SM (B16
+// S4K ctx64 on an H200: D = 64 0.444 ms against 4's 0.454, D = 128 0.785 / 0.801; 1.08x / 1.07x their causal).
+template <>
+struct FwdSm80Candidate<64, 5> : FwdSm80QregTile<64, 5> {};
+template <>
+struct FwdSm80Candidate<128, 5> : FwdSm80QregTile<128, 5> {};
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
 // thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
@@ -373,7 +382,19 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // its pointer, the mask of the sub-tiles that are not full reads the rows' key intervals from shared memory.
   const int lk = si.lk;
   int full_lo, full_hi;
-  mk.full_tiles(r0, r0 + BM, BNS, full_lo, full_hi);
+  // (SKIP 4: the tiles with context rows, none of them has full sub-tiles; the 128-register tiles: the rule below
+  // spilled 8 B in sm_80 code)
+  if constexpr (SKIP == 4 || !kFwdSm80Lpt<NWARPS, MINB>) {
+    mk.full_tiles(r0, r0 + BM, BNS, full_lo, full_hi);
+  } else {
+    // SeqMask::full_tiles gives a tile with target rows none; a target row sees every history key its window allows
+    // (SeqMask::row_keys: up to hist where the window is open to the right), so the history sub-tiles that all of
+    // the tile's rows see are full_tiles' with the targets counted as history, clipped to the history.
+    SeqMask mh = mk;
+    mh.hist = mk.lk;
+    mh.full_tiles(r0, r0 + BM, BNS, full_lo, full_hi);
+    full_hi = min(full_hi, mk.hist - BNS);
+  }
   const int rows_used = max(0, min(BM, si.lq - m0));
   // Tiles [nb_begin, nb_end) less the masked gap [gap_begin, gap_end), walked down: after tile gap_end the next
   // one is gap_begin - 1 (gap_skip: 0 without a gap).
@@ -776,10 +797,40 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true>(p);
 }
-// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg)
+// SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
+// the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
+// registers, no spill; as a call its body spilled 12 B)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int PAIR>
+__device__ __noinline__ void hstu_fwd_ctx_block(const HstuParams& p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 4, PAIR, false>(p);
+}
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(const __grid_constant__ HstuParams p) {
+  static_assert(SKIP == 5 && kFwdSm80Lpt<NWARPS, MINB>, "rank 0 of the longest-first grid: query tile 0");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  if constexpr (D == 128) {  // launched only where two blocks fit per SM (run_hstu_fwd): no sm_8x part
+    __trap();
+    return;
+  }
+#endif
+  const unsigned n_m = static_cast<unsigned>((p.max_seqlen_q + BM - 1) / BM);
+  if (p.num_contexts != nullptr && blockIdx.x < gridDim.x / n_m) {
+    if constexpr (D == 128) {
+      hstu_fwd_ctx_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, PAIR>(p);
+    } else {
+      hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 4, PAIR, false>(p);
+    }
+  } else {
+    hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 0, PAIR, false, true>(p);
+  }
+}
+// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kQreg) {
+  if constexpr (C::kQreg && C::kSkip == 5) {
+    return hstu_fwd_qreg_ctx_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                    C::kSkip, C::kPair>;
+  } else if constexpr (C::kQreg) {
     return hstu_fwd_qreg_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair>;
   } else {
@@ -1017,7 +1068,7 @@ cudaError_t launch_hstu_fwd_candidate(const HstuParams& p, cudaStream_t stream) 
 template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
-  static_assert(kFwdSm80Candidates == 4, "one case per candidate");
+  static_assert(kFwdSm80Candidates == 5, "one case per candidate");
   if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
     // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
     // (fwd_sm80_split_for)
@@ -1030,8 +1081,9 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     }
   }
   if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value) {
-    // calls with contexts: candidate 4, the same tile with the warp skip in query tile 0 (fwd_sm80_cfg=1 / 2: the
-    // tile without it, for comparisons)
+    // calls with contexts: candidate 5 at D = 64 (D = 128 where two blocks fit per SM), 3's tile with the warp skip
+    // in query tile 0; candidate 4 (the tile without Q in registers, the same skip) elsewhere (fwd_sm80_cfg=1 / 2 /
+    // 3: the tiles without the skip, for comparisons)
     const bool ctx = p.num_contexts != nullptr;
     if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // the pairs at every row count where they fit
       using Pairs = FwdSm80Candidate<256, kFwdSm80PairCfg>;
@@ -1045,9 +1097,13 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         bool two = false;
         const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 3>>(two);
         if (err != cudaSuccess) return err;
-        if (two && !ctx) return launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
+        if (two) {
+          return ctx ? launch_hstu_fwd<T, D, FwdSm80Candidate<128, 5>>(p, stream)
+                     : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
+        }
       }
-      return ctx && D != 256 ? launch_hstu_fwd_candidate<T, D, 4>(p, stream)  // (D = 256: the pairs do not fit)
+      // (D = 256: the pairs do not fit)
+      return ctx && D != 256 ? launch_hstu_fwd_candidate<T, D, D == 64 ? 5 : 4>(p, stream)
                              : launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
     }
   }
@@ -1060,6 +1116,14 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       return launch_hstu_fwd_candidate<T, D, 3>(p, stream);
     case 4:
       return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
+    case 5:
+      if constexpr (D == 128 && std::is_same<T, __nv_bfloat16>::value) {  // where two blocks fit per SM, as 3's
+        bool two = false;
+        const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 5>>(two);
+        if (err != cudaSuccess) return err;
+        if (!two) return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
+      }
+      return launch_hstu_fwd_candidate<T, D, 5>(p, stream);
     default:  // 0 below kFwdSm80LongRows, kFwdSm80CfgOld
       return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
   }
