@@ -545,8 +545,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       cp_async_commit();
     }
     if constexpr (kSelfZero) {  // (while the copies land; the first block barrier below orders it before the adds)
-      dq_self_zero_ahead_share<D, NWARPS>(p, b, h, n_block, static_cast<int>(gridDim.y), warp, lane);
-      if (warp == NWARPS - 1) dq_self_zero_own<D>(p, b, h, si.q_start, mb_begin, mb_end, lane);
+      // (indices hidden from the optimizer: shared with the loop's dQ addresses, they stayed live and spilled)
+      const int ob = static_cast<int>(opaque(static_cast<uint32_t>(b)));
+      const int oh = static_cast<int>(opaque(static_cast<uint32_t>(h)));
+      dq_self_zero_ahead_share<D, NWARPS>(p, ob, oh, n_block, static_cast<int>(gridDim.y), warp, lane);
+      if (warp == NWARPS - 1) {
+        dq_self_zero_own<D>(p, ob, oh, static_cast<int>(opaque(static_cast<uint32_t>(si.q_start))), mb_begin, mb_end,
+                            lane);
+      }
     }
     if constexpr (kOneBar) {
       cp_async_wait<1>();
