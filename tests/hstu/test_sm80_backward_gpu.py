@@ -24,13 +24,12 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-LOOP_CFGS = (1, 2, 3, 7)
+LOOP_CFGS = (1, 2, 3)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; D = 64's with
 # kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
 _DEFAULT_BODY = {64: 10, 128: 7}
 _DEFAULT_FLAGS = {64: 16, 128: 0}
 _HEADS_FIRST = 32
-_SELF_ZERO = 64  # kPdsSelfZero: the kernel zeroes the dQ workspace itself (bwd_sm80_cfg=6)
 
 
 def one_bar_fits():
@@ -46,12 +45,9 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     dims, below sm_90). The default's grid order: heads first up to 2,048 keys (the body kernel with kPdsHeadsFirst;
     D = 256: its two-stage kernel), else batch first; cfg 3 the other one."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
-    # cfg 6 / 7 (bf16, D = 128 / 256, heads first): the default's heads-first kernel that zeroes the workspace itself
-    zero = (_SELF_ZERO if cfg in (6, 7) and dtype == torch.bfloat16 and D in (128, 256) and max_seqlen_k <= 2048
-            else 0)
-    if D == 256 and cfg in (0, 3, 6, 7) and one_bar_fits():  # (two stages: 208 KB, Hopper)
+    if D == 256 and cfg in (0, 3) and one_bar_fits():  # (two stages: 208 KB, Hopper)
         if (max_seqlen_k <= 2048) != (cfg == 3):
-            return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {10 | _HEADS_FIRST | zero}>(hstu::HstuParams)"
+            return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {10 | _HEADS_FIRST}>(hstu::HstuParams)"
         return f"hstu_bwd_pds_kernel<{t}, 256, 2, 8>(hstu::HstuParams)"
     if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
@@ -60,7 +56,7 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D]}>(hstu::HstuParams)"
     if (max_seqlen_k <= 2048) != (cfg == 3):
-        body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | zero
+        body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams)"
     return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
@@ -218,61 +214,25 @@ def test_sm80_backward_dq_workspace_layouts(D, mask, rab_heads, delta_q, seqused
     sequence padded by a 64-row tile): the 8-warp kernels of FA2's layout add dQ in their fragment order with
     red.global.add.v4.f32 on Hopper (the default, with and without contexts) and flag it; the others (the old
     layouts, kernel_options(bwd_sm80_cfg=8)) add row-major; hstu_dq_tile_convert_kernel reads the flagged layout (by
-    whole 16-byte lane slots, only the tiles that hold rows of their sequence: the last sequence is shorter than the
-    longest, so its tiles past its end would read past the workspace); at these lengths the default runs heads
-    first, cfg 3 batch first. All meet the error rule against the fp32 reference (jagged sequences of 0-1,100 rows,
+    whole 16-byte lane slots, stored through shared memory as 16-byte pieces of rows; only the tiles that hold rows
+    of their sequence: the last sequence is shorter than the longest, so its tiles past its end would read past the
+    workspace); at these lengths the default runs heads first, cfg 3 batch first. All meet the error rule against the fp32 reference (jagged sequences of 0-1,100 rows,
     queries fewer than keys, rows past seqused, bf16 and fp16), and the dq rows outside every sequence (past
     cu_seqlens_q[-1]) are zeros (dq is uninitialized: poisoned)."""
     lens = [700, 129, 64, 1, 330, 0, 257, 1100, 384]
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(zlib.crc32(repr(("dqlayout", D, mask, rab_heads, str(dtype))).encode()), lens, 2, D,
                             dtype, mask, rab_heads, delta_q=delta_q, seqused=seqused)
-        for cfg in (0, 3, 6, 7, 8):
+        for cfg in (0, 3, 8):
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             kg.check_case(case, 0.5)
         # 5 rows behind the last sequence: their dq is zeros in both layouts
         kw = kg._varlen_kwargs(case)
         extra = [torch.cat([t, torch.randn_like(t[:5])]) for t in (case["q"], case["k"], case["v"])]
-        for cfg in (0, 3, 6, 7, 8):
+        for cfg in (0, 3, 8):
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             leaves = [t.detach().clone().requires_grad_() for t in extra]
             out = hstu_attn_varlen_func(*leaves, alpha=0.5, **kw)
             kg.poison_allocator(8 * extra[0].numel() * extra[0].element_size())
             dq = torch.autograd.grad(out, leaves, torch.randn_like(out))[0]
             assert torch.isfinite(dq).all() and not dq[-5:].any(), (dtype, cfg)
-
-
-@pytest.mark.parametrize("mask,rab_heads,delta_q,seqused", [("causal", 0, False, False), ("local_target", 2, True,
-                                                            True)])
-@pytest.mark.parametrize("D", [128, 256])
-def test_sm80_backward_self_zeroing_workspace(D, mask, rab_heads, delta_q, seqused, kernel_opts):
-    """kernel_options(bwd_sm80_cfg=6 / 7 (7: the convert through shared memory)): the dQ workspace is not zeroed before the heads-first kernel (bf16): a first
-    kernel zeroes the first G sequences' tiles and sets every tile's flag, the CTAs of sequence b zero sequence b + G's
-    tiles under claim flags, and each CTA checks its own tiles' flags before its first reduction. With 40 jagged
-    sequences (0-1,100 rows, G = 15 / 8 at D = 128 / 256 with 2 heads: most tiles zeroed inside the kernel) and the
-    allocator poisoned with NaN, dQ meets the error rule against the fp32 reference and cfg 0's dQ, dK / dV / drab are
-    cfg 0's bit for bit (the same kernel and sums), and the dq rows behind the last sequence are zeros."""
-    rng = __import__("random").Random(D)
-    lens = [rng.choice([0, 1, 63, 64, 65, 200, 511, 700, 1024]) for _ in range(39)] + [1100]
-    case = kg.make_case(zlib.crc32(repr(("selfzero", D, mask)).encode()), lens, 2, D, torch.bfloat16, mask,
-                        rab_heads, delta_q=delta_q, seqused=seqused)
-    for cfg in (6, 7):
-        kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
-        kg.check_case(case, 0.5)
-    kw = kg._varlen_kwargs(case)
-    extra = [torch.cat([t, torch.randn_like(t[:5])]) for t in (case["q"], case["k"], case["v"])]
-    rab = case["rab"]
-    dout = torch.randn_like(extra[0])
-    grads = {}
-    for cfg in (0, 6, 7):
-        kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
-        leaves = [t.detach().clone().requires_grad_() for t in extra + ([] if rab is None else [rab])]
-        out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
-                                    has_drab=rab is not None, **kw)
-        kg.poison_allocator(8 * extra[0].numel() * extra[0].element_size())
-        grads[cfg] = torch.autograd.grad(out, leaves, dout)
-        assert torch.isfinite(grads[cfg][0]).all() and not grads[cfg][0][-5:].any(), cfg
-    for cfg in (6, 7):
-        kg.assert_agree(("dq",), [grads[cfg][0]], [grads[0][0]], f"bwd_sm80_cfg={cfg} vs the default")
-        for name, g, w in zip(("dk", "dv", "drab"), grads[cfg][1:], grads[0][1:]):
-            assert torch.equal(g, w), (cfg, name)

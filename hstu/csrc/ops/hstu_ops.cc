@@ -276,14 +276,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
   p.bwd_grid = plan.bwd_grid;
   p.bwd_sm80_pair = plan.bwd_sm80_pair;
   p.bwd_sm80_cfg = plan.bwd_sm80_cfg;
-  // dq_accum: the fp32 dq workspace, zeroed unless the Hopper kernel zeroes it itself (its flags behind the floats),
-  // the D = 256 work list's planner does (the list's workspace in `sched`), or the sm80-class launcher does
-  // (kernel_options(bwd_sm80_cfg=6 / 7), bwd_sm80_self_zero_cfg in hstu_bwd_sm80_kernel.cuh: its kernel or a memset).
+  // dq_accum: the fp32 dq workspace, zeroed unless the Hopper kernel zeroes it itself (its flags behind the floats)
+  // or the D = 256 work list's planner does (the list's workspace in `sched`).
   std::optional<Tensor> dq_accum;
   if (plan.dq_floats > 0) {
-    const bool sm80_self_zero =
-        plan.family == KernelFamily::kSm80 && (plan.bwd_sm80_cfg == 6 || plan.bwd_sm80_cfg == 7);
-    dq_accum = plan.zeroed_workspace() && !sm80_self_zero
+    dq_accum = plan.zeroed_workspace()
                    ? torch::stable::new_zeros(q, {plan.dq_floats}, ScalarType::Float)
                    : torch::stable::new_empty(q, {plan.dq_floats + plan.zero_words}, ScalarType::Float);
     p.dq_accum = static_cast<float*>(dq_accum->data_ptr());

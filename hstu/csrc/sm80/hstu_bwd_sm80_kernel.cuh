@@ -535,13 +535,13 @@ __global__ void hstu_dq_convert_kernel(const HstuParams p) {
 // sequence's padded block: past the workspace for the last one). Fragment order: each thread whole lane slots (16
 // bytes: columns c, c + 1 of rows r and r + 8 of one lane's m16n8 accumulator; a warp 512 contiguous bytes), all of
 // its D / 16 slots' loads before its stores (on an H200 0.5 / 2.3 % of the backward at B128 S1K D128 / D256 faster
-// than a float2 at a time). Then the rows outside every sequence (before cu_seqlens_q[0], from cu_seqlens_q[batch]
-// on) get zeros (dq is uninitialized).
-// ROWS (kernel_options(bwd_sm80_cfg=7)): the fragment-ordered tile goes through shared memory (bf16 / fp16, rows
-// padded by 16 bytes: the lanes' 4-byte writes of 8 rows x 4 column pairs hit 32 banks) and leaves as whole 16-byte
-// pieces of rows, a warp 2 rows (D = 128) of contiguous bytes, instead of 4-byte stores that fill half of each
-// 32-byte sector (where dq's strides and base allow 16-byte stores; else the 4-byte stores).
-template <typename T, int D, bool ROWS = false>
+// than a float2 at a time); the tile then goes through shared memory (rows padded by 16 bytes: a warp's 4-byte writes
+// of 8 rows x 4 column pairs hit 32 banks) and leaves as 16-byte pieces of whole rows, where 4-byte stores straight
+// from the slots filled half of each 32-byte sector (on an H200 the convert 180 -> ~105 us at B128 S1K D128, the
+// backward 1.1-1.9 % faster at B16 S4K D256 / D128). (dq's strides and base allow 16-byte stores: the op's
+// contiguous (total_q, H, D) tensor; else the 4-byte stores.) Then the rows outside every sequence (before
+// cu_seqlens_q[0], from cu_seqlens_q[batch] on) get zeros (dq is uninitialized).
+template <typename T, int D>
 __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuParams p) {
   using C = BwdPdsConfig<D, 8>;
   constexpr int QR = C::kBlockM / C::kQWM, QC = D / (8 / C::kQWM), QPW = C::kQPW;
@@ -561,19 +561,27 @@ __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuPar
 #pragma unroll
     for (int k = 0; k < kPer; ++k) x[k] = __ldcs(ws + k * 256 + threadIdx.x);  // (read once: streaming)
     constexpr int kPadRow = D + 8;  // (elements)
-    __shared__ __align__(16) T rows_s[ROWS ? kDqFragPad * kPadRow : 1];
-    const bool vec16 = ROWS && ((p.dq_row_stride | p.dq_head_stride) & 7) == 0 &&
-                       (reinterpret_cast<uintptr_t>(p.dq) & 15) == 0;
-    if (vec16) {
+    __shared__ __align__(16) T rows_s[kDqFragPad * kPadRow];
+    const bool vec16 = ((p.dq_row_stride | p.dq_head_stride) & 7) == 0 && (reinterpret_cast<uintptr_t>(p.dq) & 15) == 0;
 #pragma unroll
-      for (int k = 0; k < kPer; ++k) {
-        const int i = k * 256 + threadIdx.x, lane = i % 32, g = i / 32;
-        const int dt = g % NDT, mt = (g / NDT) % QMT, piece = (g / (NDT * QMT)) % NPC, w = g / (NDT * QMT * NPC);
-        const int rr = (w % C::kQWM) * QR + mt * 16 + lane / 4;
-        const int c = (w / C::kQWM) * QC + piece * QPW + dt * 8 + (lane % 4) * 2;
+    for (int k = 0; k < kPer; ++k) {
+      const int i = k * 256 + threadIdx.x, lane = i % 32, g = i / 32;
+      const int dt = g % NDT, mt = (g / NDT) % QMT, piece = (g / (NDT * QMT)) % NPC, w = g / (NDT * QMT * NPC);
+      const int rr = (w % C::kQWM) * QR + mt * 16 + lane / 4;
+      const int c = (w / C::kQWM) * QC + piece * QPW + dt * 8 + (lane % 4) * 2;
+      if (vec16) {
         *reinterpret_cast<uint32_t*>(rows_s + rr * kPadRow + c) = pack2<T>(x[k].x, x[k].y);
         *reinterpret_cast<uint32_t*>(rows_s + (rr + 8) * kPadRow + c) = pack2<T>(x[k].z, x[k].w);
+      } else {
+        if (rr < rows) {
+          *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x[k].x, x[k].y);
+        }
+        if (rr + 8 < rows) {
+          *reinterpret_cast<uint32_t*>(out + (int64_t)(rr + 8) * p.dq_row_stride + c) = pack2<T>(x[k].z, x[k].w);
+        }
       }
+    }
+    if (vec16) {
       __syncthreads();
       constexpr int kPieces = D / 8;  // 16-byte pieces of a row
 #pragma unroll
@@ -582,20 +590,6 @@ __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuPar
         if (rr < rows) {
           *reinterpret_cast<uint4*>(out + (int64_t)rr * p.dq_row_stride + c) =
               *reinterpret_cast<const uint4*>(rows_s + rr * kPadRow + c);
-        }
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) {
-        const int i = k * 256 + threadIdx.x, lane = i % 32, g = i / 32;
-        const int dt = g % NDT, mt = (g / NDT) % QMT, piece = (g / (NDT * QMT)) % NPC, w = g / (NDT * QMT * NPC);
-        const int rr = (w % C::kQWM) * QR + mt * 16 + lane / 4;
-        const int c = (w / C::kQWM) * QC + piece * QPW + dt * 8 + (lane % 4) * 2;
-        if (rr < rows) {
-          *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x[k].x, x[k].y);
-        }
-        if (rr + 8 < rows) {
-          *reinterpret_cast<uint32_t*>(out + (int64_t)(rr + 8) * p.dq_row_stride + c) = pack2<T>(x[k].z, x[k].w);
         }
       }
     }
@@ -616,21 +610,6 @@ __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuPar
     const int hh = static_cast<int>((e % per_row) / (D / 2)), c = static_cast<int>(e % (D / 2)) * 2;
     *reinterpret_cast<uint32_t*>(static_cast<T*>(p.dq) + row * p.dq_row_stride + hh * p.dq_head_stride + c) = 0u;
   }
-}
-
-// kernel_options(bwd_sm80_cfg=6), before the self-zeroing kernel (kPdsSelfZero): grid (batch, heads); the flags of
-// sequence b, head h: 2 with its tile blocks zeroed here where b < g, else 0.
-template <int D>
-__global__ void __launch_bounds__(256) hstu_dq_self_zero_first_kernel(const HstuParams p, int g) {
-  const int b = blockIdx.x, h = blockIdx.y;
-  const int q_start = p.cu_seqlens_q[b], L = p.cu_seqlens_q[b + 1] - q_start;
-  const int tiles = (L + kDqFragPad - 1) / kDqFragPad;
-  if (b < g) {
-    float* blk = p.dq_accum + (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b) * D;
-    for (int t = 0; t < tiles; ++t) dq_zero_tile<D>(blk, t, threadIdx.x, blockDim.x);
-  }
-  uint32_t* flags = dq_self_zero_flags<D>(p, b, h, q_start, L);
-  for (int t = threadIdx.x; t < tiles; t += blockDim.x) flags[t] = b < g ? 2u : 0u;
 }
 
 template <typename T>
@@ -905,14 +884,6 @@ constexpr int kBwdSm80JoinedCopiesCfg = 2;
 // 3 (calls without contexts; D = 64 / 128 the one-barrier loop on sm_90+, D = 256 two stages): the default kernels in
 // the other grid order than bwd_sm80_heads_first picks.
 constexpr int kBwdSm80OtherOrderCfg = 3;
-// 6 (bf16, D = 128 / 256, sm_90+, calls without contexts, up to 2,048 keys: where the default runs heads first): the
-// op leaves the dQ workspace uninitialized and the heads-first kernel zeroes it itself (kPdsSelfZero, after
-// hstu_dq_self_zero_first_kernel), instead of a memset of the whole workspace before it; elsewhere the launcher zeroes
-// the workspace and the default runs. 7: cfg 6 with the fragment-ordered workspace converted through shared memory
-// (hstu_dq_tile_convert_kernel ROWS).
-constexpr int kBwdSm80SelfZeroCfg = 6;
-constexpr int kBwdSm80ConvertRowsCfg = 7;
-inline bool bwd_sm80_self_zero_cfg(int cfg) { return cfg == kBwdSm80SelfZeroCfg || cfg == kBwdSm80ConvertRowsCfg; }
 constexpr int kBwdSm80LastCfg = 8;
 static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
@@ -961,35 +932,6 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
       default:
         return cudaErrorNotSupported;
     }
-  }
-  return cudaErrorNotSupported;
-}
-
-// kBwdSm80SelfZeroCfg: the flags' kernel, then the heads-first kernel that zeroes the workspace itself;
-// cudaErrorNotSupported (nothing launched) where it does not apply.
-template <typename T, int D>
-cudaError_t launch_hstu_bwd_self_zero(const HstuParams& p, cudaStream_t stream) {
-  if constexpr ((D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
-    if (p.num_contexts != nullptr || !bwd_sm80_heads_first<D>(p)) return cudaErrorNotSupported;
-    bool sm90 = false;
-    cudaError_t err = bwd_sm80_sm90_class(sm90);
-    if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
-    int max_smem = 0;
-    err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
-    if (err != cudaSuccess) return err;
-    constexpr int kStages = D == 128 ? 3 : 2;
-    using C = BwdPdsConfig<D, 8>;
-    if (bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(kStages) > max_smem || p.batch > 65535) {
-      return cudaErrorNotSupported;
-    }
-    const int nb = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
-    hstu_dq_self_zero_first_kernel<D><<<dim3(p.batch, p.heads), 256, 0, stream>>>(p, dq_self_zero_ahead(p.heads * nb));
-    err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    err = launch_hstu_bwd_pds<T, D, kStages, 8,
-                              kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, kStages, 8> | kPdsHeadsFirst |
-                                  kPdsSelfZero>(p, max_smem, stream);
-    return err == cudaErrorNotSupported ? cudaErrorUnknown : err;  // (the flags' kernel ran: never silently)
   }
   return cudaErrorNotSupported;
 }
@@ -1066,17 +1008,7 @@ template <typename T, int D>
 cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
   if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   cudaError_t err;
-  bool launched = false;
-  if (bwd_sm80_self_zero_cfg(p.bwd_sm80_cfg) && p.dq_accum != nullptr) {  // (the workspace is uninitialized)
-    err = p.max_seqlen_k > 0 ? launch_hstu_bwd_self_zero<T, D>(p, stream) : cudaErrorNotSupported;
-    launched = err == cudaSuccess;
-    if (err == cudaErrorNotSupported) {
-      err = cudaMemsetAsync(p.dq_accum, 0, bwd_sm80_dq_floats(p.total_q, p.batch, p.heads, D) * sizeof(float),
-                            stream);
-    }
-    if (err != cudaSuccess) return err;
-  }
-  if (p.max_seqlen_k > 0 && !launched) {
+  if (p.max_seqlen_k > 0) {
     err = launch_hstu_bwd_fitting<T, D>(p, stream);
     if (err != cudaSuccess) return err;
   }
@@ -1089,11 +1021,7 @@ cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
   } else if (p.total_q > 0) {
     if constexpr (D == 64 || D == 128 || D == 256) {  // (the workspace of either layout: bwd_sm80_dq_floats)
       const dim3 grid(max(1, (p.max_seqlen_q + kDqFragPad - 1) / kDqFragPad), p.batch, p.heads);
-      if (p.bwd_sm80_cfg == kBwdSm80ConvertRowsCfg) {
-        hstu_dq_tile_convert_kernel<T, D, true><<<grid, 256, 0, stream>>>(p);
-      } else {
-        hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
-      }
+      hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
     } else {
       const int64_t n = p.total_q * p.heads * D;
       const int blocks = static_cast<int>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);

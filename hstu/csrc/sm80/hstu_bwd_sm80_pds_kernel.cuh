@@ -79,9 +79,6 @@ constexpr int kPdsSplitCopies = 16;
 // starts every sequence's heaviest key blocks early (the tail; heads first within +-0.3 % at S4K - S16K with H = 4,
 // and with one head it is FA2's order, 5 % slower at B16 S4K on the older kernel).
 constexpr int kPdsHeadsFirst = 32;
-// A flag on BODY (with kPdsHeadsFirst, the fragment-ordered workspace): the kernel zeroes the dQ workspace itself
-// (dq_self_zero_ahead_share / dq_self_zero_own below; kernel_options(bwd_sm80_cfg=6)).
-constexpr int kPdsSelfZero = 64;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -191,76 +188,6 @@ __device__ __forceinline__ void red_add_f4(float* addr, const float* x) {
 #endif
 }
 
-// kPdsSelfZero (kernel_options(bwd_sm80_cfg=6): the heads-first kernels with the fragment-ordered workspace, bf16):
-// the caller does not zero the workspace. Each 64-query tile block of a (sequence, head) has a flag word in the last
-// row of the sequence's padded block (row L + 63 of its L + 64: no tile reaches it): 0 untouched, 1 claimed (being
-// zeroed), 2 zero. hstu_dq_self_zero_first_kernel sets every flag, zeroing the blocks of the first G sequences (2);
-// CTA (h, n, b) zeroes the tiles n, n + nb, ... of sequence b + G (head h) in its prologue, each claimed first, and
-// before its first reduction checks its own tiles' flags (claiming and zeroing one nobody has: no wait on a CTA that
-// may not run). G: the sequences of about two waves of CTAs (2 x 132 SMs), so the zeros are written while the lines
-// stay in L2 until their reductions.
-__host__ __device__ constexpr int dq_self_zero_ahead(int ctas_per_seq) {
-  return ctas_per_seq >= 264 ? 1 : (264 + ctas_per_seq - 1) / ctas_per_seq;
-}
-// The flags of (sequence b, head h): rows from q_start (cu_seqlens_q[b]), L = its rows.
-template <int D>
-__device__ __forceinline__ uint32_t* dq_self_zero_flags(const HstuParams& p, int b, int h, int q_start, int L) {
-  return reinterpret_cast<uint32_t*>(p.dq_accum +
-                                     (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b + L + kDqFragPad - 1) * D);
-}
-// Zeroes tile block t (64 x D floats) from blk by n threads (index i), 16-byte stores.
-template <int D>
-__device__ __forceinline__ void dq_zero_tile(float* blk, int t, int i, int n) {
-  float4* b4 = reinterpret_cast<float4*>(blk + (int64_t)t * kDqFragPad * D);
-  for (int k = i; k < kDqFragPad * D / 4; k += n) b4[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-}
-__device__ __forceinline__ uint32_t ld_acquire_flag(const uint32_t* a) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(a) : "memory");
-  return v;
-}
-// CTA (h, n, b)'s share ahead: tiles t = n + k nb of sequence b + G, head h, one warp each (warp w the k-th, k =
-// w, w + NWARPS, ...): lane 0 claims, the warp zeroes, fences, and lane 0 marks it zero.
-template <int D, int NWARPS>
-__device__ __forceinline__ void dq_self_zero_ahead_share(const HstuParams& p, int b, int h, int n, int nb, int warp,
-                                                         int lane) {
-  const int bt = b + dq_self_zero_ahead(p.heads * nb);
-  if (bt >= p.batch) return;
-  const int q_start = p.cu_seqlens_q[bt], L = p.cu_seqlens_q[bt + 1] - q_start;
-  const int tiles = (L + kDqFragPad - 1) / kDqFragPad;
-  uint32_t* flags = dq_self_zero_flags<D>(p, bt, h, q_start, L);
-  float* blk = p.dq_accum + (h * dq_frag_head_rows(p) + q_start + kDqFragPad * bt) * D;
-  for (int t = n + warp * nb; t < tiles; t += NWARPS * nb) {
-    uint32_t won = 0;
-    if (lane == 0) won = atomicCAS(flags + t, 0u, 1u) == 0u;
-    if (!__shfl_sync(0xffffffffu, won, 0)) continue;
-    dq_zero_tile<D>(blk, t, lane, 32);
-    __threadfence();
-    __syncwarp();
-    if (lane == 0) atomicExch(flags + t, 2u);
-  }
-}
-// Before the CTA's first reduction (a block barrier follows): its tiles [t0, t1) of (b, h) are zero. One warp, a
-// lane a tile; a tile found untouched is claimed and zeroed by its lane, one being zeroed elsewhere waited for.
-template <int D>
-__device__ __forceinline__ void dq_self_zero_own(const HstuParams& p, int b, int h, int q_start, int t0, int t1,
-                                                 int lane) {
-  const int L = p.cu_seqlens_q[b + 1] - q_start;
-  uint32_t* flags = dq_self_zero_flags<D>(p, b, h, q_start, L);
-  float* blk = p.dq_accum + (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b) * D;
-  for (int t = t0 + lane; t < t1; t += 32) {
-    uint32_t f = ld_acquire_flag(flags + t);
-    if (f == 2u) continue;
-    if (f == 0u && atomicCAS(flags + t, 0u, 1u) == 0u) {
-      dq_zero_tile<D>(blk, t, 0, 1);
-      __threadfence();
-      atomicExch(flags + t, 2u);
-      continue;
-    }
-    while (ld_acquire_flag(flags + t) != 2u) __nanosleep(64);
-  }
-}
-
 // The plain k-loops of phases 2 / 3: acc[mt][2 np + h] += A(ks, mt) B(ks, np) over KS k-steps, MT m16 row tiles and
 // N8 / 2 n16 column blocks (load_a / load_b fill one ldmatrix.x4 fragment each), the loop rolled unless UNROLL > 1.
 template <typename T, int KS, int UNROLL, int MT, int N8, typename LoadA, typename LoadB>
@@ -314,7 +241,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kDpUnroll, unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
-  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsSelfZero);
+  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -404,15 +331,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   const int b = kHeadsFirst ? blockIdx.z : blockIdx.x;
   const int h = kHeadsFirst ? blockIdx.x : blockIdx.z;
   if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
-  constexpr bool kSelfZero = (BODY & kPdsSelfZero) != 0 && kDqFrag && kHeadsFirst;
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
-  if (n0 >= si.lk_alloc) {
-    if constexpr (kSelfZero) {
-      dq_self_zero_ahead_share<D, NWARPS>(p, b, h, n_block, static_cast<int>(gridDim.y), warp, lane);
-    }
-    return;
-  }
+  if (n0 >= si.lk_alloc) return;
   const SeqMask& mk = si.mask;
 
   // Q / dO rows from m of this sequence and head into stage buffer sq (pointers formed per load: fewer registers
@@ -529,9 +450,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // dq_accum == nullptr: deterministic mode, dQ is computed by hstu_bwd_dq_kernel instead (no atomics here).
   const bool with_dq = p.dq_accum != nullptr;
 
-  if (kSelfZero && n_mt <= 0) {
-    dq_self_zero_ahead_share<D, NWARPS>(p, b, h, n_block, static_cast<int>(gridDim.y), warp, lane);
-  }
   if (n_mt > 0) {
     load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
     load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
@@ -543,18 +461,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
     if constexpr (kOneBar) {  // the second tile's copies too; the first tile (with K, V) waited for
       if (mb_begin + 1 < mb_end) load_q_do(sQ0 + kStageBytes, (mb_begin + 1) * BM, tid);
       cp_async_commit();
-    }
-    if constexpr (kSelfZero) {  // (while the copies land; the first block barrier below orders it before the adds)
-      // (indices hidden from the optimizer: shared with the loop's dQ addresses, they stayed live and spilled)
-      const int ob = static_cast<int>(opaque(static_cast<uint32_t>(b)));
-      const int oh = static_cast<int>(opaque(static_cast<uint32_t>(h)));
-      dq_self_zero_ahead_share<D, NWARPS>(p, ob, oh, n_block, static_cast<int>(gridDim.y), warp, lane);
-      if (warp == NWARPS - 1) {
-        dq_self_zero_own<D>(p, ob, oh, static_cast<int>(opaque(static_cast<uint32_t>(si.q_start))), mb_begin, mb_end,
-                            lane);
-      }
-    }
-    if constexpr (kOneBar) {
       cp_async_wait<1>();
       __syncthreads();
     }
@@ -985,7 +891,7 @@ template <typename T, int D, int STAGES, int NWARPS, int BODY, bool CTX>
 __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   using C = BwdPdsConfig<D, NWARPS>;
-  if constexpr (STAGES == 3 || (BODY & kPdsSelfZero) != 0 ||
+  if constexpr (STAGES == 3 ||
                 (__CUDA_ARCH__ != 800 && bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024)) {
     __trap();
   } else {
