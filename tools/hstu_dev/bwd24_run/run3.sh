@@ -14,12 +14,7 @@ SHAPES=(B128:S1024:D128 B16:S4096:D256 B16:S4096:D128 B16:S8192:D64)
 echo "== 1. GPU tests ($SECONDS s)"
 gpu_tests 27 $TF $TK -k "sm80 or both_families or deterministic_backward or rab_without_drab"
 echo "== 2. time ($SECONDS s)"
-PYTHONPATH=$PP timeout 7 python3 -P $B21 time --label bwd24 --cfgs 0 --reps 5 --impls ours fa2 peer \
-    --shapes "${SHAPES[@]}" > $OUT/time.log 2>&1
-echo "rc $? ($SECONDS s)"
-PYTHONPATH=$PM timeout $(( $(left) > 5 ? 5 : $(left) > 2 ? $(left) - 1 : 1 )) python3 -P $B21 time --label main22 \
-    --cfgs 0 --reps 5 --impls ours --shapes "${SHAPES[@]}" >> $OUT/time.log 2>&1
-echo "rc $? ($SECONDS s)"
+time_vs_main 7 5 "${SHAPES[@]}"
 echo "== 3. prof ($SECONDS s)"
 [ $(left) -gt 3 ] && PYTHONPATH=$PP timeout $(( $(left) - 1 )) python3 -P $P24 --shapes B128:S1024:D128 \
     B16:S4096:D256 --impls ours --cfgs 0 > $OUT/prof.log 2>&1

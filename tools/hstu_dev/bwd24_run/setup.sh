@@ -21,3 +21,15 @@ digest() {
   echo "#### time (ms; $1)"
   cut -c1-250 $OUT/time.log
 }
+# time_vs_main SECS MAIN_SECS SHAPE...: bwd21.py's timer, the branch's default / FA2 / the peer in interleaved rounds
+# (SECS), then $MAIN's wheel in its own process (at most MAIN_SECS), into $OUT/time.log.
+time_vs_main() {
+  local secs=$1 msecs=$2
+  shift 2
+  PYTHONPATH=$PP timeout $secs python3 -P $B21 time --label $NAME --cfgs 0 --reps 5 --impls ours fa2 peer \
+      --shapes "$@" > $OUT/time.log 2>&1
+  echo "rc $? ($SECONDS s)"
+  PYTHONPATH=$PM timeout $(( $(left) > msecs ? msecs : $(left) > 2 ? $(left) - 1 : 1 )) python3 -P $B21 time \
+      --label $MAIN --cfgs 0 --reps 5 --impls ours --shapes "$@" >> $OUT/time.log 2>&1
+  echo "rc $? ($SECONDS s)"
+}
