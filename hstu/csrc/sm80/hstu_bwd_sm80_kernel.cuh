@@ -537,10 +537,10 @@ __global__ void hstu_dq_convert_kernel(const HstuParams p) {
 // its D / 16 slots' loads before its stores (on an H200 0.5 / 2.3 % of the backward at B128 S1K D128 / D256 faster
 // than a float2 at a time); the tile then goes through shared memory (rows padded by 16 bytes: a warp's 4-byte writes
 // of 8 rows x 4 column pairs hit 32 banks) and leaves as 16-byte pieces of whole rows, where 4-byte stores straight
-// from the slots filled half of each 32-byte sector (on an H200 the convert 180 -> ~105 us at B128 S1K D128, the
-// backward 1.1-1.9 % faster at B16 S4K D256 / D128). (dq's strides and base allow 16-byte stores: the op's
-// contiguous (total_q, H, D) tensor; else the 4-byte stores.) Then the rows outside every sequence (before
-// cu_seqlens_q[0], from cu_seqlens_q[batch] on) get zeros (dq is uninitialized).
+// from the slots filled half of each 32-byte sector (on an H200 the backward 4.2 / 3.2 % faster at B128 S1K D128 /
+// D256, 1.2 / 1.7 % at B16 S4K D256 / D128: the convert ~180 -> ~105 us at B128 S1K D128). (dq's strides and base
+// allow 16-byte stores: the op's contiguous (total_q, H, D) tensor; else the 4-byte stores.) Then the rows outside
+// every sequence (before cu_seqlens_q[0], from cu_seqlens_q[batch] on) get zeros (dq is uninitialized).
 template <typename T, int D>
 __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuParams p) {
   using C = BwdPdsConfig<D, 8>;
