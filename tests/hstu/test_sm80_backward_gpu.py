@@ -214,9 +214,9 @@ def test_sm80_backward_dq_workspace_layouts(D, mask, rab_heads, delta_q, seqused
     sequence padded by a 64-row tile): the 8-warp kernels of FA2's layout add dQ in their fragment order with
     red.global.add.v4.f32 on Hopper (the default, with and without contexts) and flag it; the others (the old
     layouts, kernel_options(bwd_sm80_cfg=8)) add row-major; hstu_dq_tile_convert_kernel reads the flagged layout (by
-    whole 16-byte lane slots, only the tiles that hold rows of their sequence: the last sequence is shorter than the
-    longest, so its tiles past its end would read past the workspace); at these lengths the default runs heads
-    first, cfg 3 batch first. All meet the error rule against the fp32 reference (jagged sequences of 0-1,100 rows,
+    whole 16-byte lane slots, stored through shared memory as 16-byte pieces of rows; only the tiles that hold rows
+    of their sequence: the last sequence is shorter than the longest, so its tiles past its end would read past the
+    workspace); at these lengths the default runs heads first, cfg 3 batch first. All meet the error rule against the fp32 reference (jagged sequences of 0-1,100 rows,
     queries fewer than keys, rows past seqused, bf16 and fp16), and the dq rows outside every sequence (past
     cu_seqlens_q[-1]) are zeros (dq is uninitialized: poisoned)."""
     lens = [700, 129, 64, 1, 330, 0, 257, 1100, 384]
