@@ -231,8 +231,9 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: none at present (the last ones and their measurements: docs/hstu_kernel_notes.md)
-FP8_BWD_VARIANT_BITS = {}
+#: bit 59 tree_max (hstu_bwd_fp8_sm90.h kFp8BwdTreeMax: the maxima as trees), bit 60 wg_uniform (kFp8BwdWgUniform:
+#: the warpgroup index warp-uniform for ptxas), both (tree_wg); all bit-equal to the default
+FP8_BWD_VARIANT_BITS = {"tree_max": 1 << 59, "wg_uniform": 1 << 60, "tree_wg": (1 << 59) | (1 << 60)}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

@@ -95,6 +95,13 @@ constexpr int kFp8BwdRedKeep = 1048576;
 // Not timing-only (bit-equal gradients): whether tile i + 1 is full (tile_full: no mask bits, no selects) decided in
 // iteration i under its GEMMs instead of at the top of iteration i + 1 (shared loads of the sequence's fields).
 constexpr int kFp8BwdFullNext = 4194304;
+// Not timing-only (bit-equal gradients): the maxima of the dS pass (32 |dS'| per thread) and of the amax exchange
+// (8 warp words) as trees instead of one dependent chain (32 and 8 FMNMX in a row on the warpgroup's path).
+constexpr int kFp8BwdTreeMax = 8388608;
+// Not timing-only (bit-equal gradients): the consumer's warpgroup and warp index broadcast from lane 0, so that
+// ptxas keeps the wgmma descriptors and addresses derived from them in uniform registers (without it each
+// descriptor of K / V / K^T is rebuilt per k-step by 64-bit vector adds and two R2UR).
+constexpr int kFp8BwdWgUniform = 16777216;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -113,7 +120,15 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // (hstu/_fp8.py; no kernel reads it). The op's private kernel variants are its diag argument (below; none in the
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant;
+// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): bit 59 adds kFp8BwdTreeMax, bit 60
+// kFp8BwdWgUniform to the default kernel (the op's diag, when not 0, wins).
+constexpr int64_t kOptFp8BwdTreeMax = int64_t{1} << 59;
+constexpr int64_t kOptFp8BwdWgUniform = int64_t{1} << 60;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdTreeMax | kOptFp8BwdWgUniform;
+constexpr int fp8_bwd_option_diag(int64_t options) {
+  return ((options & kOptFp8BwdTreeMax) ? kFp8BwdTreeMax : 0) |
+         ((options & kOptFp8BwdWgUniform) ? kFp8BwdWgUniform : 0);
+}
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
@@ -131,9 +146,11 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
                                               kFp8BwdDefault | kFp8BwdLateFence,
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
-                                              kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext>;
+                                              kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
+                                              kFp8BwdTreeMax, kFp8BwdWgUniform, kFp8BwdTreeMax | kFp8BwdWgUniform>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0>;
+using Fp8BwdDiagBuilt =
+    std::integer_sequence<int, 0, kFp8BwdTreeMax, kFp8BwdWgUniform, kFp8BwdTreeMax | kFp8BwdWgUniform>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

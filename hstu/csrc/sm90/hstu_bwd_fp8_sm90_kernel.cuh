@@ -162,6 +162,19 @@ __device__ __forceinline__ void fp8_unpack_a64(const uint32_t (&src)[2][4], floa
   }
 }
 
+// max |x[e]| over 32 values by a tree of pairs (max is exact: a chain's value, but a NaN survives only where all 32
+// are NaN).
+__device__ __forceinline__ float fp8_tree_max_abs(const float (&x)[32]) {
+  float m[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) m[k] = fmaxf(fabsf(x[k]), fabsf(x[k + 16]));
+#pragma unroll
+  for (int k = 0; k < 8; ++k) m[k] = fmaxf(m[k], m[k + 8]);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) m[k] = fmaxf(m[k], m[k + 4]);
+  return fmaxf(fmaxf(m[0], m[2]), fmaxf(m[1], m[3]));
+}
+
 // The descriptor of k-step kk (32 bytes further along the rows) from k-step 0's: the start address field is
 // address / 16 in bits 0..13, and smem addresses + 96 stay below 2^18, so no carry leaves the field.
 __device__ __forceinline__ uint64_t desc_k32(uint64_t d, int kk) { return d + static_cast<uint64_t>(2 * kk); }
@@ -323,6 +336,8 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kDqStaged = (kDiag & kFp8BwdDiagNoDq) == 0 && !kDqRed;  // dQ through shared memory + bulk reduces
   constexpr bool kRedKeep = (kDiag & kFp8BwdRedKeep) != 0 && kDqRed;
   constexpr bool kFullNext = (kDiag & kFp8BwdFullNext) != 0;
+  constexpr bool kTreeMax = (kDiag & kFp8BwdTreeMax) != 0;
+  constexpr bool kWgUniform = (kDiag & kFp8BwdWgUniform) != 0;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -393,8 +408,10 @@ __global__ void __launch_bounds__(384, 1)
   // ---------------------------------------------------------------- consumer warpgroups
   setmaxnreg_inc<C::kConsumerRegs>();
   const int ctid = tid - 128;
-  const int wg = ctid / 128;  // keys [64 wg, 64 wg + 64) of the block
-  const int warp = (ctid % 128) / 32;
+  // keys [64 wg, 64 wg + 64) of the block. kWgUniform: wg and warp broadcast from lane 0, so that ptxas knows them
+  // warp-uniform and keeps what derives from them (the wgmma descriptors, barrier ids) in uniform registers.
+  const int wg = kWgUniform ? __shfl_sync(0xffffffffu, ctid / 128, 0) : ctid / 128;
+  const int warp = kWgUniform ? __shfl_sync(0xffffffffu, (ctid % 128) / 32, 0) : (ctid % 128) / 32;
   const int lane = ctid % 32;
   // The sequence's fields and the work's tile map, parked in shared memory and re-read where used (they would hold
   // ~20 registers through the loop, where the accumulators leave none).
@@ -568,6 +585,12 @@ __global__ void __launch_bounds__(384, 1)
     float amax = 0.f;
     if constexpr ((kDiag & kFp8BwdDiagNoAmaxBarrier) != 0) {
       amax = __uint_as_float(ld_shared_u32(words + 4 * (4 * wg + warp)));
+    } else if constexpr (kTreeMax) {
+      float w8[8];
+#pragma unroll
+      for (int w = 0; w < 8; ++w) w8[w] = __uint_as_float(ld_shared_u32(words + 4 * w));
+      amax = fmaxf(0.f, fmaxf(fmaxf(fmaxf(w8[0], w8[1]), fmaxf(w8[2], w8[3])),
+                              fmaxf(fmaxf(w8[4], w8[5]), fmaxf(w8[6], w8[7]))));
     } else {
 #pragma unroll
       for (int w = 0; w < 8; ++w) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(words + 4 * w)));
@@ -816,6 +839,15 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr ((kDiag & kFp8BwdDiagNoPointwise) != 0) {
 #pragma unroll
       for (int e = 0; e < 32; ++e) amax = fmaxf(amax, fabsf(acc_dp[e]));
+    } else if (kTreeMax) {  // the products, then their maximum by a tree (fmaxf(0, .): the chain's value for NaNs)
+      if (full_tile) {
+#pragma unroll
+        for (int e = 0; e < 32; ++e) acc_dp[e] *= acc_s[e];
+      } else {
+#pragma unroll
+        for (int e = 0; e < 32; ++e) acc_dp[e] = ((ok_bits >> e) & 1u) ? acc_dp[e] * acc_s[e] : 0.f;
+      }
+      amax = fmaxf(0.f, fp8_tree_max_abs(acc_dp));
     } else if (full_tile) {
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
