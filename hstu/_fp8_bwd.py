@@ -231,9 +231,10 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: bit 59 tree_max (hstu_bwd_fp8_sm90.h kFp8BwdTreeMax: the maxima as trees), bit 60 wg_uniform (kFp8BwdWgUniform:
-#: the warpgroup index warp-uniform for ptxas), both (tree_wg); all bit-equal to the default
-FP8_BWD_VARIANT_BITS = {"tree_max": 1 << 59, "wg_uniform": 1 << 60, "tree_wg": (1 << 59) | (1 << 60)}
+#: the field at bits 59-60 (hstu_bwd_fp8_sm90.h kOptFp8BwdVariant): 1 main_kernel (the default without
+#: kFp8BwdWgUniform), 2 tree_max (+ kFp8BwdTreeMax: the maxima as trees; bit-equal), 3 red_next (+ kFp8BwdRedNext:
+#: two of dQ's reduce-adds under the next S^T; dq up to the order of its fp32 additions)
+FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59, "tree_max": 2 << 59, "red_next": 3 << 59}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

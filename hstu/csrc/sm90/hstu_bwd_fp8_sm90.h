@@ -102,10 +102,16 @@ constexpr int kFp8BwdTreeMax = 8388608;
 // ptxas keeps the wgmma descriptors and addresses derived from them in uniform registers (without it each
 // descriptor of K / V / K^T is rebuilt per k-step by 64-bit vector adds and two R2UR).
 constexpr int kFp8BwdWgUniform = 16777216;
+// Not timing-only (the same gradients up to the order of dQ's fp32 additions): the last kFp8BwdRedNextHeld of the 8
+// dQ reduce-adds of tile i - 2 (scaled in the late part of iteration i) issued in iteration i + 1 between its S^T and
+// dP^T issue: the LSU reads their source registers under S^T's GEMM instead of the loop top waiting for them.
+constexpr int kFp8BwdRedNext = 33554432;
+constexpr int kFp8BwdRedNextHeld = 2;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
-                               kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep | kFp8BwdFullNext;
+                               kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep | kFp8BwdFullNext |
+                               kFp8BwdWgUniform;
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
@@ -120,14 +126,15 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // (hstu/_fp8.py; no kernel reads it). The op's private kernel variants are its diag argument (below; none in the
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): bit 59 adds kFp8BwdTreeMax, bit 60
-// kFp8BwdWgUniform to the default kernel (the op's diag, when not 0, wins).
-constexpr int64_t kOptFp8BwdTreeMax = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdWgUniform = int64_t{1} << 60;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdTreeMax | kOptFp8BwdWgUniform;
+// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): the field at bits 59-60 toggles one feature of the
+// default kernel: 1 kFp8BwdWgUniform (main's kernel), 2 kFp8BwdTreeMax, 3 kFp8BwdRedNext (the op's diag, when not
+// 0, wins).
+constexpr int kOptFp8BwdVariantShift = 59;
+constexpr int64_t kOptFp8BwdVariant = int64_t{3} << kOptFp8BwdVariantShift;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdVariant;
 constexpr int fp8_bwd_option_diag(int64_t options) {
-  return ((options & kOptFp8BwdTreeMax) ? kFp8BwdTreeMax : 0) |
-         ((options & kOptFp8BwdWgUniform) ? kFp8BwdWgUniform : 0);
+  constexpr int kDiags[4] = {0, kFp8BwdWgUniform, kFp8BwdTreeMax, kFp8BwdRedNext};
+  return kDiags[(options & kOptFp8BwdVariant) >> kOptFp8BwdVariantShift];
 }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
@@ -147,10 +154,10 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdLateFence,
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
-                                              kFp8BwdTreeMax, kFp8BwdWgUniform, kFp8BwdTreeMax | kFp8BwdWgUniform>;
+                                              kFp8BwdWgUniform, kFp8BwdTreeMax, kFp8BwdRedNext>;
 #else
 using Fp8BwdDiagBuilt =
-    std::integer_sequence<int, 0, kFp8BwdTreeMax, kFp8BwdWgUniform, kFp8BwdTreeMax | kFp8BwdWgUniform>;
+    std::integer_sequence<int, 0, kFp8BwdWgUniform, kFp8BwdTreeMax, kFp8BwdRedNext>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -8,8 +8,8 @@ N=${1:-2} NAME=fp8b24 BASE=main22
 source "$(dirname "$0")/carry_setup.sh"  # (it sets the positional parameters: N first)
 case $N in
   1) T=37 BENCH="--reps 26 --variants default,tree_max,wg_uniform,tree_wg" ;;
-  2) T=37 BENCH="--reps 26 --variants default,tree_max,wg_uniform,tree_wg" ;;
-  *) T=30 BENCH="--reps 30 --variants default" ;;
+  2) T=38 BENCH="--reps 50 --variants default,main_kernel,tree_max,red_next" ;;
+  *) T=30 BENCH="--reps 40 --variants default,main_kernel" ;;
 esac
 echo "GPU: $GPU, run $N ($SECONDS s)"
 (cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $T python3 -P tools/drive.py --tests-first --no-dequant $BENCH \
