@@ -5,5 +5,5 @@
 set -eu
 H=$(cd "$(dirname "$0")/.." && pwd)
 bash $H/fp8b22_run/pack.sh $1 > /dev/null
-cp $H/fp8b24_run/runs.sh $1/
+cp $H/fp8b24_run/runs.sh $H/fp8_bwd_drive_run.sh $1/
 du -sh $1

@@ -11,10 +11,4 @@ case $N in
   2) T=38 BENCH="--reps 50 --variants default,main_kernel,tree_max,red_next" ;;
   *) T=30 BENCH="--reps 40 --variants default,main_kernel" ;;
 esac
-echo "GPU: $GPU, run $N ($SECONDS s)"
-(cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $T python3 -P tools/drive.py --tests-first --no-dequant $BENCH \
-   -- -q -p no:cacheprovider --import-mode=importlib --tb=short -rfE tests/hstu/test_fp8_bwd.py \
-   > $OUT/drive.log 2>&1)
-echo "rc $? ($SECONDS s)"
-grep -v "^\.*$" $OUT/drive.log | grep -E "^\||drive|passed|failed|FAILED|ERROR|rror" | cut -c1-460
-echo "GPU after: $(nvidia-smi --query-gpu=clocks.sm,temperature.gpu --format=csv,noheader) (done at $SECONDS s)"
+source "$(dirname "$0")/fp8_bwd_drive_run.sh"
