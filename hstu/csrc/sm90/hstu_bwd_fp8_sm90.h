@@ -95,9 +95,6 @@ constexpr int kFp8BwdRedKeep = 1048576;
 // Not timing-only (bit-equal gradients): whether tile i + 1 is full (tile_full: no mask bits, no selects) decided in
 // iteration i under its GEMMs instead of at the top of iteration i + 1 (shared loads of the sequence's fields).
 constexpr int kFp8BwdFullNext = 4194304;
-// Not timing-only (bit-equal gradients): the maxima of the dS pass (32 |dS'| per thread) and of the amax exchange
-// (8 warp words) as trees instead of one dependent chain (32 and 8 FMNMX in a row on the warpgroup's path).
-constexpr int kFp8BwdTreeMax = 8388608;
 // Not timing-only (bit-equal gradients): the consumer's warpgroup and warp index broadcast from lane 0, so that
 // ptxas keeps the wgmma descriptors and addresses derived from them in uniform registers (without it each
 // descriptor of K / V / K^T is rebuilt per k-step by 64-bit vector adds and two R2UR).
@@ -106,12 +103,13 @@ constexpr int kFp8BwdWgUniform = 16777216;
 // dQ reduce-adds of tile i - 2 (scaled in the late part of iteration i) issued in iteration i + 1 between its S^T and
 // dP^T issue: the LSU reads their source registers under S^T's GEMM instead of the loop top waiting for them.
 constexpr int kFp8BwdRedNext = 33554432;
-constexpr int kFp8BwdRedNextHeld = 2;
+// Not timing-only (as kFp8BwdRedNext): kFp8BwdRedNext with 3 of the 8 reduce-adds held instead of 2 (4 spill).
+constexpr int kFp8BwdRedNextWide = 67108864;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
                                kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep | kFp8BwdFullNext |
-                               kFp8BwdWgUniform;
+                               kFp8BwdWgUniform | kFp8BwdRedNext;
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
@@ -126,14 +124,14 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // (hstu/_fp8.py; no kernel reads it). The op's private kernel variants are its diag argument (below; none in the
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): the field at bits 59-60 toggles one feature of the
-// default kernel: 1 kFp8BwdWgUniform (main's kernel), 2 kFp8BwdTreeMax, 3 kFp8BwdRedNext (the op's diag, when not
-// 0, wins).
+// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): the field at bits 59-60 toggles features of the
+// default kernel: 1 kFp8BwdWgUniform | kFp8BwdRedNext (main's kernel), 2 kFp8BwdRedNext, 3 kFp8BwdRedNextWide (the
+// op's diag, when not 0, wins).
 constexpr int kOptFp8BwdVariantShift = 59;
 constexpr int64_t kOptFp8BwdVariant = int64_t{3} << kOptFp8BwdVariantShift;
 constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdVariant;
 constexpr int fp8_bwd_option_diag(int64_t options) {
-  constexpr int kDiags[4] = {0, kFp8BwdWgUniform, kFp8BwdTreeMax, kFp8BwdRedNext};
+  constexpr int kDiags[4] = {0, kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext, kFp8BwdRedNextWide};
   return kDiags[(options & kOptFp8BwdVariant) >> kOptFp8BwdVariantShift];
 }
 constexpr int kFp8BwdLptGroupCtas = 256;
@@ -154,10 +152,11 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdLateFence,
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
-                                              kFp8BwdWgUniform, kFp8BwdTreeMax, kFp8BwdRedNext>;
+                                              kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
+                                              kFp8BwdRedNextWide>;
 #else
 using Fp8BwdDiagBuilt =
-    std::integer_sequence<int, 0, kFp8BwdWgUniform, kFp8BwdTreeMax, kFp8BwdRedNext>;
+    std::integer_sequence<int, 0, kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext, kFp8BwdRedNextWide>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

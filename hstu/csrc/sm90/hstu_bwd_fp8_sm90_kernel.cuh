@@ -162,19 +162,6 @@ __device__ __forceinline__ void fp8_unpack_a64(const uint32_t (&src)[2][4], floa
   }
 }
 
-// max |x[e]| over 32 values by a tree of pairs (max is exact: a chain's value, but a NaN survives only where all 32
-// are NaN).
-__device__ __forceinline__ float fp8_tree_max_abs(const float (&x)[32]) {
-  float m[16];
-#pragma unroll
-  for (int k = 0; k < 16; ++k) m[k] = fmaxf(fabsf(x[k]), fabsf(x[k + 16]));
-#pragma unroll
-  for (int k = 0; k < 8; ++k) m[k] = fmaxf(m[k], m[k + 8]);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) m[k] = fmaxf(m[k], m[k + 4]);
-  return fmaxf(fmaxf(m[0], m[2]), fmaxf(m[1], m[3]));
-}
-
 // The descriptor of k-step kk (32 bytes further along the rows) from k-step 0's: the start address field is
 // address / 16 in bits 0..13, and smem addresses + 96 stay below 2^18, so no carry leaves the field.
 __device__ __forceinline__ uint64_t desc_k32(uint64_t d, int kk) { return d + static_cast<uint64_t>(2 * kk); }
@@ -340,7 +327,6 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kDqStaged = (kDiag & kFp8BwdDiagNoDq) == 0 && !kDqRed;  // dQ through shared memory + bulk reduces
   constexpr bool kRedKeep = (kDiag & kFp8BwdRedKeep) != 0 && kDqRed;
   constexpr bool kFullNext = (kDiag & kFp8BwdFullNext) != 0;
-  constexpr bool kTreeMax = (kDiag & kFp8BwdTreeMax) != 0;
   constexpr bool kWgUniform = (kDiag & kFp8BwdWgUniform) != 0;
   constexpr bool kRedNext = (kDiag & kFp8BwdRedNext) != 0 && kDqRed && kRedKeep;
 
@@ -505,7 +491,7 @@ __global__ void __launch_bounds__(384, 1)
   // kRedNext: the last kRedNextHeld reduce-adds of dQ of tile i - 2 (scaled in the late part of iteration i) issued
   // in iteration i + 1 once its S^T is issued (after the loop: before the last late part), at red_keep (the address
   // of that tile's reduce-adds)
-  constexpr int kRedNextHeld = kFp8BwdRedNextHeld;
+  constexpr int kRedNextHeld = (kDiag & kFp8BwdRedNextWide) != 0 ? 3 : 2;
   float dq_pend[4 * kRedNextHeld];
   auto dq_pend_flush = [&] {
 #pragma unroll
@@ -606,12 +592,6 @@ __global__ void __launch_bounds__(384, 1)
     float amax = 0.f;
     if constexpr ((kDiag & kFp8BwdDiagNoAmaxBarrier) != 0) {
       amax = __uint_as_float(ld_shared_u32(words + 4 * (4 * wg + warp)));
-    } else if constexpr (kTreeMax) {
-      float w8[8];
-#pragma unroll
-      for (int w = 0; w < 8; ++w) w8[w] = __uint_as_float(ld_shared_u32(words + 4 * w));
-      amax = fmaxf(0.f, fmaxf(fmaxf(fmaxf(w8[0], w8[1]), fmaxf(w8[2], w8[3])),
-                              fmaxf(fmaxf(w8[4], w8[5]), fmaxf(w8[6], w8[7]))));
     } else {
 #pragma unroll
       for (int w = 0; w < 8; ++w) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(words + 4 * w)));
@@ -738,6 +718,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_commit();
     if constexpr (kRedNext) {  // the held reduce-adds of dQ of tile i - 3 (late part of iteration i - 1)
       if (i > 2) dq_pend_flush();
+      wgmma_fence();  // (their source registers may be dP^T's accumulators)
     }
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {
@@ -863,15 +844,6 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr ((kDiag & kFp8BwdDiagNoPointwise) != 0) {
 #pragma unroll
       for (int e = 0; e < 32; ++e) amax = fmaxf(amax, fabsf(acc_dp[e]));
-    } else if (kTreeMax) {  // the products, then their maximum by a tree (fmaxf(0, .): the chain's value for NaNs)
-      if (full_tile) {
-#pragma unroll
-        for (int e = 0; e < 32; ++e) acc_dp[e] *= acc_s[e];
-      } else {
-#pragma unroll
-        for (int e = 0; e < 32; ++e) acc_dp[e] = ((ok_bits >> e) & 1u) ? acc_dp[e] * acc_s[e] : 0.f;
-      }
-      amax = fmaxf(0.f, fp8_tree_max_abs(acc_dp));
     } else if (full_tile) {
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
