@@ -9,6 +9,6 @@ source "$(dirname "$0")/carry_setup.sh"  # (it sets the positional parameters: N
 case $N in
   1) T=37 BENCH="--reps 26 --variants default,tree_max,wg_uniform,tree_wg" ;;
   2) T=38 BENCH="--reps 50 --variants default,main_kernel,tree_max,red_next" ;;
-  *) T=27 BENCH="--reps 40 --variants default,main_kernel,no_red_next,red_next3" ;;
+  *) T=26 BENCH="--reps 30 --variants default,main_kernel,no_red_next,red_next3" ;;
 esac
 source "$(dirname "$0")/fp8_bwd_drive_run.sh"
