@@ -99,11 +99,12 @@ constexpr int kFp8BwdFullNext = 4194304;
 // ptxas keeps the wgmma descriptors and addresses derived from them in uniform registers (without it each
 // descriptor of K / V / K^T is rebuilt per k-step by 64-bit vector adds and two R2UR).
 constexpr int kFp8BwdWgUniform = 16777216;
-// Not timing-only (the same gradients up to the order of dQ's fp32 additions): the last kFp8BwdRedNextHeld of the 8
-// dQ reduce-adds of tile i - 2 (scaled in the late part of iteration i) issued in iteration i + 1 between its S^T and
-// dP^T issue: the LSU reads their source registers under S^T's GEMM instead of the loop top waiting for them.
+// Not timing-only (the same gradients up to the order of dQ's fp32 additions): the last 2 of the 8 dQ reduce-adds of
+// tile i - 2 (scaled in the late part of iteration i, held in 8 registers) issued in iteration i + 1 between its S^T
+// and dP^T issue, so the loop top no longer waits for the LSU to read their source registers.
 constexpr int kFp8BwdRedNext = 33554432;
-// Not timing-only (as kFp8BwdRedNext): kFp8BwdRedNext with 3 of the 8 reduce-adds held instead of 2 (4 spill).
+// Not timing-only (as kFp8BwdRedNext): kFp8BwdRedNext with 3 of the 8 reduce-adds held instead of 2 (4 spill;
+// measured 0.986 / 0.999 of the default at B16 S16K / S4K in one run: the next candidate, docs/hstu_kernel_notes.md).
 constexpr int kFp8BwdRedNextWide = 67108864;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
@@ -124,22 +125,19 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // (hstu/_fp8.py; no kernel reads it). The op's private kernel variants are its diag argument (below; none in the
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): the field at bits 59-60 toggles features of the
-// default kernel: 1 kFp8BwdWgUniform | kFp8BwdRedNext (main's kernel), 2 kFp8BwdRedNext, 3 kFp8BwdRedNextWide (the
-// op's diag, when not 0, wins).
-constexpr int kOptFp8BwdVariantShift = 59;
-constexpr int64_t kOptFp8BwdVariant = int64_t{3} << kOptFp8BwdVariantShift;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdVariant;
+// The op's one private variant (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): bit 59 runs kFp8BwdRedNextWide (the op's
+// diag, when not 0, wins). Bit 60 is free.
+constexpr int64_t kOptFp8BwdRedNextWide = int64_t{1} << 59;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdRedNextWide;
 constexpr int fp8_bwd_option_diag(int64_t options) {
-  constexpr int kDiags[4] = {0, kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext, kFp8BwdRedNextWide};
-  return kDiags[(options & kOptFp8BwdVariant) >> kOptFp8BwdVariantShift];
+  return (options & kOptFp8BwdRedNextWide) ? kFp8BwdRedNextWide : 0;
 }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
 // default only; the timing-only and older feature variants (the phase split, tools/hstu_dev/fp8_bwd_split.py;
-// kFp8BwdFullNext: the default without it, main 95270e5's kernel) only in builds with HSTU_DEV_VARIANTS
-// (--define hstu_dev=1).
+// kFp8BwdFullNext: the default without it, main 95270e5's kernel; kFp8BwdWgUniform | kFp8BwdRedNext: main 708f92a's
+// kernel; kFp8BwdRedNext: the default without it) only in builds with HSTU_DEV_VARIANTS (--define hstu_dev=1).
 #ifdef HSTU_DEV_VARIANTS
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
                                               kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
@@ -155,8 +153,7 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
                                               kFp8BwdRedNextWide>;
 #else
-using Fp8BwdDiagBuilt =
-    std::integer_sequence<int, 0, kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext, kFp8BwdRedNextWide>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdRedNextWide>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
