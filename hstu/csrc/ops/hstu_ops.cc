@@ -568,7 +568,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     int64_t diag) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   const bool diag_int = diag >= INT_MIN && diag <= INT_MAX;
-  const int variant = diag_int ? static_cast<int>(diag) : 0;  // the kernel variant (Fp8BwdDiagBuilt)
+  // the kernel variant (Fp8BwdDiagBuilt): the private diag, else the option bits' (fp8_bwd_option_diag)
+  const int variant = !diag_int ? 0 : diag != 0 ? static_cast<int>(diag) : fp8_bwd_option_diag(options);
   ACCEL_CHECK(diag_int && fp8_bwd_diag_built(variant),
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag,
               " with options ", options);

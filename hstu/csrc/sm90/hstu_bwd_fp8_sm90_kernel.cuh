@@ -39,7 +39,9 @@
 // iteration later, one for both (late_flush). kFp8BwdDqRedV4: dQ added from the registers by red.global.add.v4 into
 // the fragment-ordered workspace (no staging; kFp8BwdRedKeep: their address registers kept live until the next
 // ones). kFp8BwdLptGroups: the 1-D grid of pair groups, key block 0 first. kFp8BwdFullNext: tile i + 1's full-tile
-// test in iteration i. All measured in docs/hstu_kernel_notes.md.
+// test in iteration i. kFp8BwdWgUniform: the warpgroup / warp index warp-uniform for ptxas (uniform wgmma
+// descriptors). kFp8BwdRedNext: the last 2 (kFp8BwdRedNextWide: 3) of a tile's dQ reduce-adds issued under the next
+// tile's S^T. All measured in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
@@ -254,6 +256,10 @@ __device__ __forceinline__ void ld_shared_v4_f32(uint32_t addr, float& x, float&
                : "memory");
 }
 
+__device__ __forceinline__ void red_add_v4(float* a, float x, float y, float z, float w) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+}
+
 __device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
@@ -323,6 +329,8 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kDqStaged = (kDiag & kFp8BwdDiagNoDq) == 0 && !kDqRed;  // dQ through shared memory + bulk reduces
   constexpr bool kRedKeep = (kDiag & kFp8BwdRedKeep) != 0 && kDqRed;
   constexpr bool kFullNext = (kDiag & kFp8BwdFullNext) != 0;
+  constexpr bool kWgUniform = (kDiag & kFp8BwdWgUniform) != 0;
+  constexpr bool kRedNext = (kDiag & kFp8BwdRedNext) != 0 && kDqRed && kRedKeep;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -393,8 +401,10 @@ __global__ void __launch_bounds__(384, 1)
   // ---------------------------------------------------------------- consumer warpgroups
   setmaxnreg_inc<C::kConsumerRegs>();
   const int ctid = tid - 128;
-  const int wg = ctid / 128;  // keys [64 wg, 64 wg + 64) of the block
-  const int warp = (ctid % 128) / 32;
+  // keys [64 wg, 64 wg + 64) of the block. kWgUniform: wg and warp broadcast from lane 0, so that ptxas knows them
+  // warp-uniform and keeps what derives from them (the wgmma descriptors, barrier ids) in uniform registers.
+  const int wg = kWgUniform ? __shfl_sync(0xffffffffu, ctid / 128, 0) : ctid / 128;
+  const int warp = kWgUniform ? __shfl_sync(0xffffffffu, (ctid % 128) / 32, 0) : (ctid % 128) / 32;
   const int lane = ctid % 32;
   // The sequence's fields and the work's tile map, parked in shared memory and re-read where used (they would hold
   // ~20 registers through the loop, where the accumulators leave none).
@@ -480,7 +490,19 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
   };
-  auto dq_stage = [&](const float(&acc)[32], int t, float scale, bool flush) {
+  // kRedNext: the last kRedNextHeld reduce-adds of dQ of tile i - 2 (scaled in the late part of iteration i) issued
+  // in iteration i + 1 once its S^T is issued (after the loop: before the last late part), at red_keep (the address
+  // of that tile's reduce-adds)
+  constexpr int kRedNextHeld = (kDiag & kFp8BwdRedNextWide) != 0 ? 3 : 2;
+  float dq_pend[4 * kRedNextHeld];
+  auto dq_pend_flush = [&] {
+#pragma unroll
+    for (int j = 0; j < kRedNextHeld; ++j) {
+      red_add_v4(red_keep + 128 * (8 - kRedNextHeld + j), dq_pend[4 * j], dq_pend[4 * j + 1], dq_pend[4 * j + 2],
+                 dq_pend[4 * j + 3]);
+    }
+  };
+  auto dq_stage = [&](const float(&acc)[32], int t, float scale, bool flush, bool defer) {
     if constexpr (kDqRed) {  // fragment order: this warp's 16 rows are one group, its 64 columns block wg
       const int64_t g = dq_group_index(sq.q_start, b, tile_m0(t)) + warp;
       float* a = f.dq_accum + ((g * p.heads + h) * 2 + wg) * 1024 + 4 * lane;
@@ -491,9 +513,13 @@ __global__ void __launch_bounds__(384, 1)
       }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 128 * j), "f"(acc[4 * j] * scale),
-                     "f"(acc[4 * j + 1] * scale), "f"(acc[4 * j + 2] * scale), "f"(acc[4 * j + 3] * scale)
-                     : "memory");
+        if (kRedNext && defer && j >= 8 - kRedNextHeld) {
+#pragma unroll
+          for (int c = 0; c < 4; ++c) dq_pend[4 * (j - 8 + kRedNextHeld) + c] = acc[4 * j + c] * scale;
+        } else {
+          red_add_v4(a + 128 * j, acc[4 * j] * scale, acc[4 * j + 1] * scale, acc[4 * j + 2] * scale,
+                     acc[4 * j + 3] * scale);
+        }
       }
     }
     if constexpr (kDqStaged) {
@@ -669,7 +695,7 @@ __global__ void __launch_bounds__(384, 1)
     pin_all(acc_dv);
     pin_all(acc_dq);
     if (release_a && lane == 0) mbar_arrive(bar_empty_a(s_a));  // this warp is done with tile i's Q, dO, dO^T
-    if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2, !kLateFence || !release_a);
+    if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2, !kLateFence || !release_a, release_a);
     qs_prev = qs_cur;
     wgmma_wait<0>();  // dK of tile i - 1 done
     pin_all(da);
@@ -692,6 +718,10 @@ __global__ void __launch_bounds__(384, 1)
                               desc_k32(make_desc_kmajor(opaque(stage_a(s)), 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
+    if constexpr (kRedNext) {  // the held reduce-adds of dQ of tile i - 3 (late part of iteration i - 1)
+      if (i > 2) dq_pend_flush();
+      wgmma_fence();  // (their source registers may be dP^T's accumulators)
+    }
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {
       wgmma_m64n64k32_ss_e4m3(acc_dp, desc_k32(make_desc_kmajor(opaque(sV + kr0 * 128), 128), kk),
@@ -877,6 +907,9 @@ __global__ void __launch_bounds__(384, 1)
   }
   if (n > 0) {  // the last tile's late part, then its dQ
     if constexpr (kLateFence) late_flush(n);
+    if constexpr (kRedNext) {
+      if (n > 2) dq_pend_flush();
+    }
     float acc_x[32];
     if constexpr (!kSpecQ) {
 #pragma unroll
@@ -890,7 +923,7 @@ __global__ void __launch_bounds__(384, 1)
     dq_issue(acc_dq, n - 1);
     wgmma_wait<0>();
     pin_all(acc_dq);
-    dq_stage(acc_dq, n - 1, dq_scale1, true);
+    dq_stage(acc_dq, n - 1, dq_scale1, true, false);
   }
   if constexpr (kDqStaged) {
     if (lane == 0) bulk_wait_read0();  // the staged panels are read before the CTA's shared memory goes

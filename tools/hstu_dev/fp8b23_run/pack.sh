@@ -5,6 +5,6 @@
 set -eu
 H=$(cd "$(dirname "$0")/.." && pwd)
 bash $H/fp8b22_run/pack.sh $1 > /dev/null
-cp $H/fp8b23_run/runs.sh $1/
+cp $H/fp8b23_run/runs.sh $H/fp8_bwd_drive_run.sh $1/
 rm -f $1/run3.sh
 du -sh $1

@@ -10,10 +10,4 @@ case $N in
   1) T=34 BENCH="--reps 30 --variants default,dq_early,default,dq_early" ;;
   *) T=30 BENCH="--reps 30 --variants default" ;;
 esac
-echo "GPU: $GPU, run $N ($SECONDS s)"
-(cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $T python3 -P tools/drive.py --tests-first --no-dequant $BENCH \
-   -- -q -p no:cacheprovider --import-mode=importlib --tb=short -rfE tests/hstu/test_fp8_bwd.py \
-   > $OUT/drive.log 2>&1)
-echo "rc $? ($SECONDS s)"
-grep -v "^\.*$" $OUT/drive.log | grep -E "^\||drive|passed|failed|FAILED|ERROR|rror" | cut -c1-460
-echo "GPU after: $(nvidia-smi --query-gpu=clocks.sm,temperature.gpu --format=csv,noheader) (done at $SECONDS s)"
+source "$(dirname "$0")/fp8_bwd_drive_run.sh"
