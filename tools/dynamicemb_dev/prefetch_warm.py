@@ -12,8 +12,11 @@ of the forward call, the prefetch call and the backward call (synchronized steps
 queued per prefetch; then one synchronized step per mode under torch.profiler: every kernel with its stream, start
 (us after the step's first kernel) and duration, and the step's device span.
 
+With --single N first embedding_tiers (b)'s earlier protocol N times (a fresh module per case, 8 warm-up steps,
+10 synchronized steps, median), without and with prefetch, and the jobs queued during the timed steps.
+
 Usage: python tools/dynamicemb_dev/prefetch_warm.py [--opts sgd,adam] [--frac 0.25] [--rounds 3] [--reps 20]
-    [--out DIR] (writes timeline_<opt>_<mode>.txt there)
+    [--out DIR] (writes timeline_<opt>_<mode>.txt there) [--single N] [--no-timeline]
 """
 
 from __future__ import annotations
@@ -84,6 +87,42 @@ def timeline(one, mode, path):
     return "\n".join(lines), span, busy
 
 
+def single(opt_name, frac, batches, grad, n, warmup=8, reps=10):
+    """embedding_tiers (b)'s protocol before session 22, ``n`` times: a fresh module per case, ``warmup`` steps,
+    then ``reps`` synchronized steps (median), without and with prefetch (adaptive). Returns {case: ([ms], [jobs
+    queued during the timed steps])}."""
+    import gc
+
+    ns = torch.ops.dynamicemb
+    real = ns.cache_stage
+    cnt = []
+    got = {"none": ([], []), "adaptive": ([], [])}
+    T, R, dim = 10, 1 << 20, 128
+    ns.cache_stage = lambda *x, **k: (cnt.append(1), real(*x, **k))[1]
+    try:
+        for _ in range(n):
+            for mode in ("none", "adaptive"):
+                opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
+                m = make_module(T, dim, R, opt, "caching", frac, "uva")
+                one = stepper(m, batches, grad, None)
+                for _ in range(warmup):
+                    one(mode)
+                torch.cuda.synchronize()
+                n0, ts = len(cnt), []
+                for _ in range(reps):
+                    t0 = time.perf_counter()
+                    one(mode)
+                    torch.cuda.synchronize()
+                    ts.append((time.perf_counter() - t0) * 1e3)
+                got[mode][0].append(statistics.median(ts))
+                got[mode][1].append(len(cnt) - n0)
+                del m, one
+                gc.collect()
+    finally:
+        ns.cache_stage = real
+    return got
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--opts", default="sgd")
@@ -93,6 +132,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=12)
     ap.add_argument("--out", default="")
     ap.add_argument("--label", default="")
+    ap.add_argument("--single", type=int, default=0, help="also embedding_tiers (b)'s earlier protocol this many "
+                    "times (a fresh module per case, 8 warm-up steps, 10 synchronized) without and with prefetch")
+    ap.add_argument("--no-timeline", action="store_true")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("prefetch_warm: no GPU, skipped")
@@ -108,6 +150,15 @@ def main():
           "cache_stage per prefetch |")
     print("|---|---|---:|---:|---:|---:|")
     for opt_name in a.opts.split(","):
+        if a.single:
+            got = single(opt_name, a.frac, batches, grad, a.single)
+            for mode, (ms, jobs) in got.items():
+                print(f"- {opt_name} single-shot protocol, {mode}: synchronized ms per fresh module "
+                      f"{' / '.join(f'{x:.3f}' for x in ms)} (median {statistics.median(ms):.3f}); jobs queued in "
+                      f"the 10 timed steps {jobs}", flush=True)
+            print()
+        if a.rounds <= 0:
+            continue
         opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
         m = make_module(T, dim, R, opt, "caching", a.frac, "uva")
         host = []
@@ -149,7 +200,7 @@ def main():
             print(f"| {opt_name} | {mode} | {statistics.median(syn[mode]):.3f} | {statistics.median(pipe[mode]):.3f} | "
                   f"{h[0]:.0f} / {h[1]:.0f} / {h[2]:.0f} | {per:.2f} |", flush=True)
         print()
-        for mode in MODES:
+        for mode in MODES if not a.no_timeline else ():
             path = os.path.join(a.out, f"timeline_{opt_name}_{mode}.txt") if a.out else ""
             text, span, busy = timeline(one, mode, path)
             print(f"- {opt_name} {mode}: one synchronized step's device span {span:.0f} us, kernel sum {busy:.0f} us")
