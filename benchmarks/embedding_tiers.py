@@ -558,10 +558,6 @@ def main():
                     "backward), off; a -bm / -sm suffix (e.g. forward-bm): the tables' host rows bucket-major "
                     "(private) / slot-major (the default)")
     ap.add_argument("--opts", default="sgd,adam", help="optimizers of (b)")
-    ap.add_argument("--pin-threads", type=int, default=0, help="pin host memory (the stores' rows) by malloc, "
-                    "N threads touching its pages, then cudaHostRegister (torch's pinned_use_cuda_host_register / "
-                    "pinned_num_register_threads) instead of cudaHostAlloc: (b)'s builds are bound by pinning "
-                    "(default 0: torch's own setting)")
     ap.add_argument("--job-rows", action="store_true", help="(b): also each caching row with a prefetch job every "
                     "step (prefetch_adaptive off: the cost of a job, also over a warm set)")
     ap.add_argument("--rounds", type=int, default=0, help="also (b2): (b)'s cases built at once and timed in this "
@@ -577,20 +573,12 @@ def main():
         print("embedding_tiers: no GPU, skipped")
         return 0
     skip = set(filter(None, a.skip.split(",")))
-    pinning = "cudaHostAlloc (torch's default)"
-    if a.pin_threads > 0:  # (before the first pinned allocation)
-        try:
-            torch.cuda.memory._set_allocator_settings(
-                f"pinned_use_cuda_host_register:True,pinned_num_register_threads:{a.pin_threads}")
-            pinning = f"malloc, pages touched by {a.pin_threads} threads, cudaHostRegister"
-        except Exception as e:  # noqa: BLE001  (a torch without these settings)
-            pinning = f"cudaHostAlloc (--pin-threads refused: {str(e)[:60]})"
     warmup = a.warmup if a.warmup is not None else (3 if a.quick else 8)
     gpu = torch.cuda.get_device_name()
     md = [f"## Storage tiers ({gpu}, {datetime.date.today()}, {'quick' if a.quick else 'full'})", "",
           f"Command: `{command()}`", ""]
     bw = pcie_gbps()
-    md += [f"Pinned host<->device copy bandwidth measured: {bw:.1f} GB/s. Pinned memory by {pinning}.", ""]
+    md += [f"Pinned host<->device copy bandwidth measured: {bw:.1f} GB/s.", ""]
     if "hybrid" not in skip:
         md += ["### (a) hash-table ops, rows in pinned host memory (hybrid, hbm_rows=0) vs all-HBM, fp32 D=128", "",
                "| table | op | keys | ms | PCIe MB | GB/s | % of measured bw |", "|---|---|---:|---:|---:|---:|---:|"]
