@@ -59,14 +59,14 @@ def test_mode_parity_cuda(mode, opt, tmp_path):
 @pytest.mark.parametrize("mode", ["caching-host", "caching-uva"])
 def test_caching_admission_and_epochs_cuda(mode, prefetch, tmp_path):
     """Admission (threshold 2: an id is stored from its second sighting on; counted in the admission tables) and
-    epoch scores (epoch_lru / epoch_lfu, the epoch changed every 3 steps) in caching mode on CUDA, with and without
-    a prefetch of the next batch: outputs every step, rows, scores and the admission tables' counts bit-identical
-    to all-HBM."""
+    epoch scores (epoch_lru / epoch_lfu, the epoch changed every 3 steps) in caching mode on CUDA (a module with
+    admission runs the torch path), with and without a prefetch of the next batch: outputs every step, rows, scores
+    and the admission tables' counts bit-identical to all-HBM."""
     pol = ("epoch_lru", "epoch_lfu")
     ref = make("hbm", device="cuda", admission=2, policies=pol)
     m = make("caching", device="cuda", admission=2, policies=pol,
              stores=(UvaStoreSpec(), UvaStoreSpec()) if mode == "caching-uva" else (None, None))
-    assert ref.use_kernels and m.use_kernels
+    assert not ref.use_kernels and not m.use_kernels  # (admission tables: the torch path on CUDA, both modules)
     bs = list(batches(9, seed=7, device="cuda"))
     for e, (ids, off, w) in enumerate(bs):
         ref.set_epoch(e // 3), m.set_epoch(e // 3)
