@@ -125,13 +125,13 @@ def single(opt_name, frac, batches, grad, n, warmup=8, reps=10):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--opts", default="sgd")
-    ap.add_argument("--frac", type=float, default=0.25)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=12)
-    ap.add_argument("--out", default="")
-    ap.add_argument("--label", default="")
+    ap.add_argument("--opts", default="sgd", help="optimizers, comma list (sgd, adam)")
+    ap.add_argument("--frac", type=float, default=0.25, help="share of the rows in the HBM cache")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the modes (0: none)")
+    ap.add_argument("--reps", type=int, default=20, help="steps per mode and round, pipelined and synchronized")
+    ap.add_argument("--warmup", type=int, default=12, help="steps before the rounds (adaptive prefetch)")
+    ap.add_argument("--out", default="", help="folder for the timelines (default: printed)")
+    ap.add_argument("--label", default="", help="the heading's label (the wheel)")
     ap.add_argument("--single", type=int, default=0, help="also embedding_tiers (b)'s earlier protocol this many "
                     "times (a fresh module per case, 8 warm-up steps, 10 synchronized) without and with prefetch")
     ap.add_argument("--no-timeline", action="store_true")
