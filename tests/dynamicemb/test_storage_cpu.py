@@ -61,11 +61,20 @@ def test_mode_parity(mode, opt, tmp_path):
 
 
 @pytest.mark.parametrize("policies", [("epoch_lru", "epoch_lfu")])
-def test_caching_admission_and_epochs(policies):
-    ref, m = make("hbm", admission=2, policies=policies), make("caching", admission=2, policies=policies)
-    for e, (ids, off, w) in enumerate(batches(8, seed=7)):
+@pytest.mark.parametrize("store", ["host", "uva"])
+@pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
+def test_caching_admission_and_epochs(policies, store, prefetch):
+    ref = make("hbm", admission=2, policies=policies)
+    m = make("caching", admission=2, policies=policies, stores=UVA if store == "uva" else (None, None))
+    bs = list(batches(8, seed=7))
+    for e, (ids, off, w) in enumerate(bs):
         ref.set_epoch(e // 3), m.set_epoch(e // 3)
-        assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
+        o_ref = step(ref, ids, off, w)
+        out = m(ids, off)
+        if prefetch and e + 1 < len(bs):
+            m.prefetch(*bs[e + 1][:2])
+        (out * w).sum().backward()
+        assert torch.equal(o_ref, out), e
     assert_same(ref, m)
     for a, b in zip(ref.admission_tables, m.admission_tables):
         assert all(torch.equal(x, y) for x, y in zip(rows(a), rows(b)))
