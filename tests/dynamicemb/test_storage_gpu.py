@@ -14,9 +14,9 @@ from dynamicemb._optimizers import SGD, Adagrad, Adam, RowWiseAdagrad
 from dynamicemb._uva_store import UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import (BC, DIM, HAVE_ROCKS, assert_same, batches, deterministic, disk, make,  # noqa: E402
-                             make_t, prefetch_pipeline_cuda, rows, staging_syncs_cuda, step, t_batches,
-                             table_ops_agree)
+from storage_helpers import (BC, DIM, HAVE_ROCKS, admission_epochs_parity, assert_same, batches,  # noqa: E402
+                             deterministic, disk, make, make_t, prefetch_pipeline_cuda, staging_syncs_cuda, step,
+                             t_batches, table_ops_agree)
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -67,19 +67,8 @@ def test_caching_admission_and_epochs_cuda(mode, prefetch, tmp_path):
     m = make("caching", device="cuda", admission=2, policies=pol,
              stores=(UvaStoreSpec(), UvaStoreSpec()) if mode == "caching-uva" else (None, None))
     assert not ref.use_kernels and not m.use_kernels  # (admission tables: the torch path on CUDA, both modules)
-    bs = list(batches(9, seed=7, device="cuda"))
     with deterministic():  # (the torch path's index_add_ adds with atomics on CUDA: test_caching_torch_path_cuda)
-        for e, (ids, off, w) in enumerate(bs):
-            ref.set_epoch(e // 3), m.set_epoch(e // 3)
-            o_ref = step(ref, ids, off, w)
-            out = m(ids, off)
-            if prefetch and e + 1 < len(bs):
-                m.prefetch(*bs[e + 1][:2])
-            (out * w).sum().backward()
-            assert torch.equal(o_ref, out), e
-    assert_same(ref, m)
-    for a, b in zip(ref.admission_tables, m.admission_tables):
-        assert all(torch.equal(x, y) for x, y in zip(rows(a), rows(b)))
+        admission_epochs_parity(ref, m, list(batches(9, seed=7, device="cuda")), prefetch)
 
 
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
