@@ -17,8 +17,10 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
     alpha=1.05 over --rows ids per table, pooling none, SGD and Adam; caching tables with 10/25/50 % of --rows in the
     HBM cache (host store; and the uva store: rows in pinned host memory indexed in HBM, staged by the table
     kernels on the device), with and without ``prefetch`` of the next batch (its ids already on the device, as in
-    TorchRec's prefetch pipeline: issued after the step's forward, before its backward); ms per step (wall clock
-    of one step with a device sync after it, the median of 10), after --warmup steps that fill the tables. The 4
+    TorchRec's prefetch pipeline: issued after the step's forward, before its backward); ms per step, wall clock:
+    synchronized (a device sync after each step, the median of 20) and pipelined (20 steps, one sync), after
+    --warmup steps that fill the tables; one module per case and optimizer, timed without prefetch, with it and
+    (--job-rows) with a job every step, then freed (its pinned store rows are reused by the next). The 4
     batches run in turn (--batches, default 4): at 25 % and 50 % the cache holds the ids of 4 batches and a warm step
     misses nothing; with --batches 64 the working set outgrows a 25 % cache and every step misses (the case a
     prefetch is for: the rows moved per step say which case a row is). With --hybrid-fracs also hybrid tables
@@ -28,7 +30,7 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
     per step and synchronized median; the ratio to all-HBM paired per round): a lent machine's host time drifts by
     tens of percent between processes and minutes, and these steps are host-bound.
 (c) disk store: ``DiskStore.find`` rows/s of --disk-rows stored rows, for a cold working set (first read after the
-    store is reopened) and a warm one (the same keys read again).
+    store's files were dropped from the page cache and the store reopened) and a warm one (the same keys again).
 
 Usage:
     python benchmarks/embedding_tiers.py [--quick] [--results benchmarks/RESULTS.md] [--plot tiers.png]
