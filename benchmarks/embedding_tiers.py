@@ -17,8 +17,10 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
     alpha=1.05 over --rows ids per table, pooling none, SGD and Adam; caching tables with 10/25/50 % of --rows in the
     HBM cache (host store; and the uva store: rows in pinned host memory indexed in HBM, staged by the table
     kernels on the device), with and without ``prefetch`` of the next batch (its ids already on the device, as in
-    TorchRec's prefetch pipeline: issued after the step's forward, before its backward); ms per step (wall clock
-    of one step with a device sync after it, the median of 10), after --warmup steps that fill the tables. The 4
+    TorchRec's prefetch pipeline: issued after the step's forward, before its backward); ms per step, wall clock:
+    synchronized (a device sync after each step, the median of 20) and pipelined (20 steps, one sync), after
+    --warmup steps that fill the tables; one module per case and optimizer, timed without prefetch, with it and
+    (--job-rows) with a job every step, then freed (its pinned store rows are reused by the next). The 4
     batches run in turn (--batches, default 4): at 25 % and 50 % the cache holds the ids of 4 batches and a warm step
     misses nothing; with --batches 64 the working set outgrows a 25 % cache and every step misses (the case a
     prefetch is for: the rows moved per step say which case a row is). With --hybrid-fracs also hybrid tables
@@ -28,7 +30,7 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
     per step and synchronized median; the ratio to all-HBM paired per round): a lent machine's host time drifts by
     tens of percent between processes and minutes, and these steps are host-bound.
 (c) disk store: ``DiskStore.find`` rows/s of --disk-rows stored rows, for a cold working set (first read after the
-    store is reopened) and a warm one (the same keys read again).
+    store's files were dropped from the page cache and the store reopened) and a warm one (the same keys again).
 
 Usage:
     python benchmarks/embedding_tiers.py [--quick] [--results benchmarks/RESULTS.md] [--plot tiers.png]
@@ -44,12 +46,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
+import gc
 import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+import weakref
 
 import torch
 
@@ -278,70 +283,111 @@ def train_step_fn(m, batches, grad, prefetch=False, ahead=1):
 _STORE_LABEL = {"uva": " (uva store)", "uva-py": " (uva store, Python staging)"}
 
 
+def host_rss_gb():
+    """(resident, peak resident) host memory of this process in GB (/proc/self/status VmRSS / VmHWM; pinned host
+    rows count: they are resident), or (nan, nan) where /proc is missing."""
+    got = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    got[line.split(":")[0]] = int(line.split()[1]) * 1024 / 1e9
+    except OSError:
+        pass
+    return got.get("VmRSS", float("nan")), got.get("VmHWM", float("nan"))
+
+
+def free_module(m_ref):
+    """Collects a dropped module (its tables hold reference cycles: only the cycle collector frees them, and a
+    generation-2 collection may come many cases later) and returns its HBM to the device. ``m_ref``: a weak
+    reference to it; returns whether it is gone. Its pinned host rows go back to torch's pinned-memory cache,
+    where the next module of the same row bytes takes them again (no new pinning)."""
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return m_ref() is None
+
+
 def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5), opts=("sgd", "adam"),
-               stores=("host", "uva"), bw=None, batches=4, hybrid_fracs=(), hybrid_orders=("forward",)):
-    """Rows (optimizer, storage, ms, rows in + out per step, PCIe MB per step, its time at ``bw`` GB/s in ms,
-    note). Rows in/out: what the caching tables' stagings moved from the store into the caches and wrote back
+               stores=("host", "uva"), bw=None, batches=4, hybrid_fracs=(), hybrid_orders=("forward",),
+               job_rows=False):
+    """Rows (optimizer, storage, ms synchronized (a device sync after each step, median), ms pipelined (one sync
+    after ``reps`` steps), rows in + out per step, PCIe MB per step, its time at ``bw`` GB/s in ms, note). Rows in/out: what the caching tables' stagings moved from the store into the caches and wrote back
     (``CachedTable.rows_moved``) over the timed steps, per step; each crosses PCIe once (row bytes = row width x 4:
-    embedding and optimizer state). ``hybrid_fracs``: also hybrid tables with that share of the rows in HBM (the
-    rest in pinned host memory, touched by the step through UVA; no rows moved), one row per ``hybrid_orders``
-    (the module's ``host_rows_order``: forward, step, off); their PCIe columns count the step's own host rows
-    (``hybrid_host_rows``: the distinct ids of a batch in host slots, each read twice and written once)."""
+    embedding and optimizer state). One module per (optimizer, storage, fraction, store): its steps without
+    prefetch are timed first, then with prefetch (after --warmup more), then with ``job_rows`` a job every step
+    (``prefetch_adaptive`` off: what a prefetch costs when its job runs); the module is freed before the next one
+    is built (``free_module``; the note gives the process's host memory then). ``hybrid_fracs``: also hybrid
+    tables with that share of the rows in HBM (the rest in pinned host memory, touched by the step through UVA; no
+    rows moved), one row per ``hybrid_orders`` (the module's ``host_rows_order``: forward, step, off); their PCIe
+    columns count the step's own host rows (``hybrid_host_rows``: the distinct ids of a batch in host slots, each
+    read twice and written once)."""
     T, dim = 10, 128
     rows_per_table = rows_per_table or ((1 << 17) if quick else (1 << 20))
     B = B or (16384 if quick else 104857)
     dev = step_batches(T, B, rows_per_table, batches)
     out = []
     grad = None
+    reps = 5 if quick else 20
+    nan = float("nan")
     for opt_name, opt in (("SGD", SGD(lr=0.01)), ("Adam", Adam(lr=1e-3))):
         if opt_name.lower() not in opts:
             continue
-        cases = [("all-HBM", "hbm", 1.0, False, None)] + [
-            (f"caching {int(f * 100)}%{_STORE_LABEL.get(st, '')}{' + prefetch' if p else ''}", "caching",
-             f, p, st)
-            for st in stores for f in fracs for p in (False, True)] + [
-            (f"hybrid {int(f * 100)}%{'' if o == 'forward' else f' (order {o})'}", "hybrid", f, False, o)
-            for f in hybrid_fracs for o in hybrid_orders]
+        # (name, storage, fraction, store, [(row suffix, prefetch, adaptive)]): the timings of one module, in order
+        modes = [("", False, True), (" + prefetch", True, True)] + (
+            [(" + prefetch (a job every step)", True, False)] if job_rows else [])
+        cases = [("all-HBM", "hbm", 1.0, None, [("", False, True)])] + [
+            (f"caching {int(f * 100)}%{_STORE_LABEL.get(st, '')}", "caching", f, st, modes)
+            for st in stores for f in fracs] + [
+            (f"hybrid {int(f * 100)}%{'' if o == 'forward' else f' (order {o})'}", "hybrid", f, o,
+             [("", False, True)]) for f in hybrid_fracs for o in hybrid_orders]
         row_bytes = opt.row_width(dim) * 4
-        nan = float("nan")
-        for name, storage, frac, pre, store in cases:
+        for name, storage, frac, store, timings in cases:
             try:
                 t0 = time.perf_counter()
                 m = make_module(T, dim, rows_per_table, opt, storage, frac, store)
                 built = time.perf_counter() - t0
             except Exception as e:  # noqa: BLE001  a configuration that does not fit is reported, not fatal
-                out.append((opt_name, name, nan, nan, nan, nan, str(e)[:60]))
+                out.extend((opt_name, name + sfx, nan, nan, nan, nan, nan, str(e)[:60]) for sfx, _, _ in timings)
                 continue
             if grad is None:
                 grad = torch.ones(T * B, dim, device="cuda")
-            one = train_step_fn(m, dev, grad, pre)
-
-            reps = 5 if quick else 10
-            moved = lambda: rows_moved(m)  # noqa: E731
-            try:
-                for _ in range(warmup):
-                    one()
-                m0 = moved()
-                ms = wall_ms(one, warmup=0, reps=reps)
-                m1 = moved()
-                rin, rout = ((m1[0] - m0[0]) / reps, (m1[1] - m0[1]) / reps)
-                mb = (rin + rout) * row_bytes / 1e6
-                rio = f"{rin:,.0f} / {rout:,.0f}"
-                note = f"built in {built:.1f} s"
-                if storage == "hybrid":  # no rows move: the step itself reads and writes its host rows
-                    h = hybrid_host_rows(m, dev, T, B)
-                    mb = h * (dim * 4 + 2 * row_bytes) / 1e6
-                    rio = f"{h:,.0f} host rows read / written"
-                    note += (f", {100 * host_share(m):.1f} % of the stored rows in host slots; PCIe MB counted: "
-                             f"per host row the gather's embedding and the update's read and write of the row")
-                if bw and mb == mb:
-                    note += f"; PCIe bound {100 * (mb / bw) / ms:.0f} % of the step"
-                out.append((opt_name, name, ms, rio, mb, mb / bw if bw else nan, note))
-            except Exception as e:  # noqa: BLE001
-                out.append((opt_name, name, nan, nan, nan, nan, f"{type(e).__name__}: {str(e)[:60]}"))
-            print(f"step: {out[-1]}", flush=True)  # progress (a run cut short keeps its finished rows)
-            del m
-            torch.cuda.empty_cache()
+            one, step = train_step_fn(m, dev, grad), None
+            for sfx, pre, adaptive in timings:
+                try:
+                    m.prefetch_adaptive = adaptive
+                    step = functools.partial(one, prefetch=pre)
+                    for _ in range(warmup):
+                        step()
+                    m0 = rows_moved(m)
+                    ms = wall_ms(step, warmup=0, reps=reps)
+                    t1 = time.perf_counter()
+                    for _ in range(reps):
+                        step()
+                    torch.cuda.synchronize()
+                    pms = (time.perf_counter() - t1) * 1e3 / reps
+                    m1 = rows_moved(m)
+                    rin, rout = ((m1[0] - m0[0]) / (2 * reps), (m1[1] - m0[1]) / (2 * reps))
+                    mb = (rin + rout) * row_bytes / 1e6
+                    rio = f"{rin:,.0f} / {rout:,.0f}"
+                    rss, peak = host_rss_gb()
+                    note = f"built in {built:.1f} s; host RSS {rss:.1f} GB (peak {peak:.1f})"
+                    if storage == "hybrid":  # no rows move: the step itself reads and writes its host rows
+                        h = hybrid_host_rows(m, dev, T, B)
+                        mb = h * (dim * 4 + 2 * row_bytes) / 1e6
+                        rio = f"{h:,.0f} host rows read / written"
+                        note += (f", {100 * host_share(m):.1f} % of the stored rows in host slots; PCIe MB counted: "
+                                 f"per host row the gather's embedding and the update's read and write of the row")
+                    if bw and mb == mb:
+                        note += f"; PCIe bound {100 * (mb / bw) / ms:.0f} % of the step"
+                    out.append((opt_name, name + sfx, ms, pms, rio, mb, mb / bw if bw else nan, note))
+                except Exception as e:  # noqa: BLE001
+                    out.append((opt_name, name + sfx, nan, nan, nan, nan, nan, f"{type(e).__name__}: {str(e)[:60]}"))
+                print(f"step: {out[-1]}", flush=True)  # progress (a run cut short keeps its finished rows)
+            m_ref = weakref.ref(m)
+            del m, one, step
+            if not free_module(m_ref):
+                print(f"step: {opt_name} {name}: the module is still referenced after its case", flush=True)
     return out, (T, B, dim, rows_per_table)
 
 
@@ -401,8 +447,27 @@ def bench_step_rounds(warmup, rounds, rows_per_table=None, B=None, fracs=(0.25,)
                         statistics.median(sync[name]), rp, rs, rin))
             print(f"step rounds: {out[-1]}", flush=True)
         del built
+        gc.collect()  # (the modules' reference cycles: see free_module)
         torch.cuda.empty_cache()
     return out, (T, B, dim, rows_per_table)
+
+
+def drop_file_cache(path):
+    """Drops the files under ``path`` from the OS page cache (posix_fadvise DONTNEED after an fsync), so that the
+    next reads come from the device: a cold working set. Returns the bytes dropped (0 where fadvise is missing)."""
+    if not hasattr(os, "posix_fadvise"):
+        return 0
+    n = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            fd = os.open(os.path.join(root, f), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                n += os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+    return n
 
 
 def bench_disk(quick, n_rows=None):
@@ -420,6 +485,7 @@ def bench_disk(quick, n_rows=None):
             s.insert(k, torch.randn(k.numel(), dim), k)
         ins = n_rows / (time.perf_counter() - t0)
         s.close()
+        evicted = drop_file_cache(os.path.join(d, "s"))
         s = DiskStore(os.path.join(d, "s"), torch.int64, dim, torch.float32, create=False)
         keys = torch.randint(0, n_rows, (n_find,), generator=torch.Generator().manual_seed(2))
         t0 = time.perf_counter()
@@ -429,9 +495,44 @@ def bench_disk(quick, n_rows=None):
         s.find(keys)
         warm = n_find / (time.perf_counter() - t0)
         s.close()
-        return [("insert (write batch)", n_rows, ins), ("find cold", n_find, cold), ("find warm", n_find, warm)], dim
+        how = f"{evicted / 1e6:.0f} MB of store files dropped from the page cache" if evicted else "page cache kept"
+        return [("insert (write batch)", n_rows, ins), (f"find cold (store reopened, {how})", n_find, cold),
+                ("find warm (the same keys again)", n_find, warm)], dim
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def plot_step(plt, step_rows, gpu, T, B, R):
+    """(b)'s rows as grouped bars, one panel per optimizer: per storage case (all-HBM, each cache fraction) a bar
+    per timing (without prefetch, with prefetch, ...; pipelined ms, the synchronized median as a tick), all-HBM
+    and issue 32's goal (1.3x all-HBM) as lines."""
+    opts = list(dict.fromkeys(r[0] for r in step_rows))
+    fig, axes = plt.subplots(1, len(opts), figsize=(6 * len(opts), 4), squeeze=False)
+    sfxs = (" + prefetch (a job every step)", " + prefetch")
+    for ax, o in zip(axes[0], opts):
+        rows = [r for r in step_rows if r[0] == o]
+        split = [(next((r[1][:-len(x)] for x in sfxs if r[1].endswith(x)), r[1]),
+                  next((x.lstrip(" +") for x in sfxs if r[1].endswith(x)), "no prefetch"), r[3], r[2]) for r in rows]
+        cases = list(dict.fromkeys(c for c, _, _, _ in split))
+        series = list(dict.fromkeys(sr for _, sr, _, _ in split))
+        w = 0.8 / len(series)
+        for j, sr in enumerate(series):
+            xs = [cases.index(c) + (j - (len(series) - 1) / 2) * w for c, s2, _, _ in split if s2 == sr]
+            ax.bar(xs, [ms for _, s2, ms, _ in split if s2 == sr], w, label=f"{sr} (pipelined)")
+            ax.plot(xs, [ms for _, s2, _, ms in split if s2 == sr], "k_", ms=10,
+                    label="synchronized (median)" if j == 0 else None)
+        hbm = next((ms for c, _, ms, _ in split if c == "all-HBM"), None)
+        if hbm:
+            ax.axhline(hbm, color="gray", lw=0.8, ls=":", label="all-HBM (pipelined)")
+            ax.axhline(1.3 * hbm, color="red", lw=0.8, ls="--", label="1.3x all-HBM (goal at 25 %)")
+        ax.set_xticks(range(len(cases)))
+        ax.set_xticklabels([c.replace(" (uva store)", "\n(uva store)") for c in cases], fontsize=8)
+        ax.set_ylabel("ms per train step")
+        ax.set_title(f"{o}: {T} tables x {B} ids, D128 fp32, {R} ids per table", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"dynamicemb storage tiers: train step with an HBM cache, {gpu}", fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 def main():
@@ -459,6 +560,8 @@ def main():
                     "backward), off; a -bm / -sm suffix (e.g. forward-bm): the tables' host rows bucket-major "
                     "(private) / slot-major (the default)")
     ap.add_argument("--opts", default="sgd,adam", help="optimizers of (b)")
+    ap.add_argument("--job-rows", action="store_true", help="(b): also each caching row with a prefetch job every "
+                    "step (prefetch_adaptive off: the cost of a job, also over a warm set)")
     ap.add_argument("--rounds", type=int, default=0, help="also (b2): (b)'s cases built at once and timed in this "
                     "many interleaved rounds (pipelined and synchronized, ratios paired per round)")
     ap.add_argument("--round-reps", type=int, default=20, help="steps per case and round of (b2)")
@@ -514,20 +617,23 @@ def main():
             md.append("")
     step_rows = None
     if "step" not in skip:
+        t0 = time.perf_counter()
         step_rows, (T, B, dim, R) = bench_step(a.quick, warmup, a.step_rows, a.step_batch,
                                                [float(x) for x in a.fracs.split(",") if x],
                                                a.opts.lower().split(","), [s for s in a.stores.split(",") if s], bw,
                                                a.batches, [float(x) for x in a.hybrid_fracs.split(",") if x],
-                                               [o for o in a.hybrid_orders.split(",") if o])
+                                               [o for o in a.hybrid_orders.split(",") if o], a.job_rows)
+        step_s, (_, peak) = time.perf_counter() - t0, host_rss_gb()
         md += [f"### (b) train step: {T} tables x {B} ids, D={dim} fp32, power law 1.05 over {R} ids per table, "
-               f"pooling none (ms per step, wall clock, a device sync after each step; rows moved per step between "
+               f"pooling none (ms per step, wall clock: synchronized = a device sync after each step, the median of "
+               f"{5 if a.quick else 20}; pipelined = {5 if a.quick else 20} steps in a row, one sync; rows moved per step between "
                f"store and caches (hybrid: the step's distinct rows in host slots, read and written by the step "
                f"itself), the MB they put on PCIe and that at the measured {bw:.1f} GB/s)", "",
-               "| optimizer | storage | ms | rows in / out per step | PCIe MB per step | PCIe bound ms | note |",
-               "|---|---|---:|---:|---:|---:|---|"]
-        for o, n, ms, rio, mb, bound, note in step_rows:
-            md.append(f"| {o} | {n} | {ms:.2f} | {rio} | {mb:.1f} | {bound:.2f} | {note} |")
-        md.append("")
+               "| optimizer | storage | ms synchronized | ms pipelined | rows in / out per step | PCIe MB per step | "
+               "PCIe bound ms | note |", "|---|---|---:|---:|---:|---:|---:|---|"]
+        for o, n, ms, pms, rio, mb, bound, note in step_rows:
+            md.append(f"| {o} | {n} | {ms:.3f} | {pms:.3f} | {rio} | {mb:.1f} | {bound:.2f} | {note} |")
+        md += ["", f"(b) took {step_s:.1f} s; the process's peak host RSS {peak:.1f} GB.", ""]
     if a.rounds > 0:
         rr, (T, B, dim, R) = bench_step_rounds(warmup, a.rounds, a.step_rows, a.step_batch,
                                                [float(x) for x in a.fracs.split(",")], a.opts.lower().split(","),
@@ -554,14 +660,7 @@ def main():
         plt = pyplot(a.plot)
         if plt is None:
             return 0
-        fig, ax = plt.subplots(figsize=(10, 4))
-        labels = [f"{r[0]}\n{r[1]}" for r in step_rows]
-        ax.bar(range(len(step_rows)), [r[2] for r in step_rows])
-        ax.set_xticks(range(len(step_rows)))
-        ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
-        ax.set_ylabel("ms per train step")
-        ax.set_title(f"dynamicemb storage tiers, {gpu}")
-        save_figure(fig, a.plot)
+        save_figure(plot_step(plt, step_rows, gpu, T, B, R), a.plot)
     return 0
 
 

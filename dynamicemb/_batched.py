@@ -331,9 +331,9 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
         #: (the default): the job's count then ends right after the forward on the device, one host wait, the
         #: step's own count does the same (``_count_with_bounds``)
         self.prefetch_early_count = True
-        #: a device prefetch over device-staged tables (op cache_stage) samples its jobs' miss counts (one copy to
-        #: pinned memory every ``_prefetch.SAMPLE_EVERY`` jobs, read when it landed, no wait); after a sample with
-        #: no miss (a warm working set) the next ``SAMPLE_EVERY - 1`` prefetches queue nothing: their steps stage
+        #: a device prefetch over device-staged tables (op cache_stage) samples its jobs' miss counts (a copy to
+        #: pinned memory after each queued job, read once it landed, no wait); after a sample with no miss (a warm
+        #: working set) the next ``_prefetch.SAMPLE_EVERY - 1`` prefetches queue nothing: their steps stage
         #: inside their own lookup_step (a warm staging: launches that return at once), which a prefetch would only
         #: duplicate at the cost of an op call. False: every prefetch queues its job
         self.prefetch_adaptive = True
@@ -807,8 +807,8 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
           nothing, as an all-HBM step, for every cache that did not change since the job; otherwise it checks and
           stages itself. Calls that touch the tables (the next step among them) wait for the job first. After the
           first such call the module keeps the job's op arguments bound (``_prefetch._DeviceBinding``: one op call
-          and its stream/event calls per prefetch); with ``prefetch_adaptive`` (the default) it samples one job's
-          misses in 16 and, over a warm working set (a sample with no miss), queues nothing for the next 15
+          and its stream/event calls per prefetch); with ``prefetch_adaptive`` (the default) it samples every
+          queued job's misses and, over a warm working set (a sample with no miss), queues nothing for the next 15
           prefetches: their steps stage inside their own op, as without a prefetch.
         - ids on the CPU: reads the rows the caches miss from the backing stores into host memory (the step's
           staging then moves them into the caches without reading the stores; worth it for slow stores). Changes

@@ -276,7 +276,7 @@ class _DeviceBinding:
     The host cost of a warm prefetch is then the op call and its CUDA calls."""
 
     __slots__ = ("epoch", "tables", "cached", "ftable", "mask", "vb", "tids", "ts", "index", "kdt", "F",
-                 "stream", "side", "ready", "done", "sample", "sample_host", "sample_armed", "idle", "jobs")
+                 "stream", "side", "ready", "done", "sample", "sample_host", "sample_armed", "idle")
 
     def __init__(self, module, ids, cached: List[int], stream, plan):
         from ._table import state_epoch
@@ -288,17 +288,15 @@ class _DeviceBinding:
         self.stream, self.side = stream, (stream.stream_id, stream.device_index, stream.device_type)
         self.ready, self.done = _events(module, stream)
         # the miss-count sample (``prefetch_adaptive``): a pinned (T,) int64 that a job's per-table misses are
-        # copied into, armed to -1 (landed once every entry is >= 0); prefetches left to skip; prefetch calls since
-        # the last sample
+        # copied into, armed to -1 (landed once every entry is >= 0); prefetches left to skip
         self.sample, self.sample_host, self.sample_armed = None, None, False
-        self.idle, self.jobs = 0, SAMPLE_EVERY
+        self.idle = 0
 
     def _warm(self, module) -> bool:
-        """``prefetch_adaptive``: True when this prefetch may queue nothing (a landed sample read no miss, and
-        fewer than SAMPLE_EVERY prefetches since)."""
+        """``prefetch_adaptive``: True when this prefetch may queue nothing (the last landed sample read no miss,
+        and fewer than SAMPLE_EVERY prefetches since)."""
         if not getattr(module, "prefetch_adaptive", False):
             return False
-        self.jobs += 1  # (prefetch calls since the last sample, queued or not)
         if self.sample_armed and min(self.sample_host) >= 0:  # the sample landed
             self.sample_armed = False
             self.idle = SAMPLE_EVERY - 1 if sum(self.sample_host) == 0 else 0
@@ -341,11 +339,11 @@ class _DeviceBinding:
             failed, info = torch.ops.dynamicemb.cache_stage(
                 meta, stage, totals, ids, offsets, self.ftable, nb // self.F, self.mask, stamp, min(min_live, stamp),
                 True, self.vb, False, None, flag_addr)
-            if (self.jobs >= SAMPLE_EVERY and not self.sample_armed
-                    and getattr(module, "prefetch_adaptive", False)):  # this job's misses, copied after its op
+            # every queued job's misses, copied after its op (unless the last copy has not landed yet): a working
+            # set that turned warm skips from the next landed sample on, not 16 jobs later
+            if not self.sample_armed and getattr(module, "prefetch_adaptive", False):
                 self._arm_sample(len(module.tables))
                 self.sample.copy_(info[:len(module.tables)], non_blocking=True)
-                self.jobs = 0
         finally:
             _SET_STREAM(*cur_k)
         job = PrefetchJob(ids, offsets, self.cached, [], None)
@@ -372,7 +370,7 @@ class _DeviceBinding:
         self.sample_armed = True
 
 
-SAMPLE_EVERY = 16  # a device prefetch samples one job's misses in this many (``prefetch_adaptive``)
+SAMPLE_EVERY = 16  # after a sample with no miss, one prefetch in this many queues its job (``prefetch_adaptive``)
 SKIPPED = object()  # _DeviceBinding.queue: this prefetch queued nothing (a warm working set)
 
 

@@ -123,6 +123,23 @@ def insert_op(t, op, keys, vals, sc):
     return (r.evicted_keys[:m][o], r.evicted_values[:m][o], r.evicted_scores[:m][o], r.stats)
 
 
+def admission_epochs_parity(ref, m, bs, prefetch):
+    """Trains all-HBM ``ref`` and ``m`` (both with admission tables and epoch score policies) on batches ``bs``, the
+    epoch changed every 3 steps, ``m`` prefetching the next batch between forward and backward when ``prefetch``:
+    outputs every step, then rows, scores and the admission tables' counts bit-identical."""
+    for e, (ids, off, w) in enumerate(bs):
+        ref.set_epoch(e // 3), m.set_epoch(e // 3)
+        o_ref = step(ref, ids, off, w)
+        out = m(ids, off)
+        if prefetch and e + 1 < len(bs):
+            m.prefetch(*bs[e + 1][:2])
+        (out * w).sum().backward()
+        assert torch.equal(o_ref, out), e
+    assert_same(ref, m)
+    for a, b in zip(ref.admission_tables, m.admission_tables):
+        assert all(torch.equal(x, y) for x, y in zip(rows(a), rows(b)))
+
+
 def prefetch_under_eviction_pressure(ref, m, device="cpu"):
     """ref (all-HBM) and m (caching) after 4 common steps; then two batches prefetched ahead at a time: the second
     job may evict rows the first staged before the first batch's step uses them (that step stages them again), and

@@ -275,8 +275,8 @@ def test_prefetch_bound_path_cuda():
 def test_prefetch_adaptive_warm_set_cuda():
     """``prefetch_adaptive`` (the default): over a warm working set (every id of the batches cached) the sampled
     jobs read no miss and most prefetches queue nothing (their steps stage themselves inside lookup_step); once
-    the batches miss again (cold ids), a sample sees it and every prefetch queues its job again. Training is
-    bit-identical to all-HBM throughout."""
+    the batches miss again (cold ids), a sample sees it and every prefetch queues its job again; once they are warm
+    again, the next job's sample turns the skipping back on. Training is bit-identical to all-HBM throughout."""
     T = 3
     ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
     assert m.prefetch_adaptive
@@ -308,6 +308,9 @@ def test_prefetch_adaptive_warm_set_cuda():
         assert 2 <= queued <= 5, queued  # a sampled job in 16 prefetches (SAMPLE_EVERY)
         queued = run(cold, 40)
         assert queued >= 24, queued  # the first sample of the cold batches sees misses: every prefetch queues
+        run(warm, 8)  # the warm batches cached again (the cold ones took their slots)
+        queued = run(warm, 16)
+        assert queued <= 2, queued  # every queued job is sampled: skipping resumes at the first warm sample
     finally:
         ns.cache_stage = real
     torch.cuda.synchronize()

@@ -18,9 +18,9 @@ from dynamicemb._storage import DiskStore, DiskStoreSpec, HostStore, StoreError
 from dynamicemb._uva_store import UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import (BC, CACHE_SLOTS, DIM, HAVE_ROCKS, SyncCounter, assert_same, batches, disk,  # noqa: E402
-                             make, make_t, prefetch_under_eviction_pressure, rows, step, t_batches,
-                             two_steps_in_flight)
+from storage_helpers import (BC, CACHE_SLOTS, DIM, HAVE_ROCKS, SyncCounter, admission_epochs_parity,  # noqa: E402
+                             assert_same, batches, disk, make, make_t, prefetch_under_eviction_pressure, rows, step,
+                             t_batches, two_steps_in_flight)
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -61,14 +61,12 @@ def test_mode_parity(mode, opt, tmp_path):
 
 
 @pytest.mark.parametrize("policies", [("epoch_lru", "epoch_lfu")])
-def test_caching_admission_and_epochs(policies):
-    ref, m = make("hbm", admission=2, policies=policies), make("caching", admission=2, policies=policies)
-    for e, (ids, off, w) in enumerate(batches(8, seed=7)):
-        ref.set_epoch(e // 3), m.set_epoch(e // 3)
-        assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
-    assert_same(ref, m)
-    for a, b in zip(ref.admission_tables, m.admission_tables):
-        assert all(torch.equal(x, y) for x, y in zip(rows(a), rows(b)))
+@pytest.mark.parametrize("store", ["host", "uva"])
+@pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
+def test_caching_admission_and_epochs(policies, store, prefetch):
+    ref = make("hbm", admission=2, policies=policies)
+    m = make("caching", admission=2, policies=policies, stores=UVA if store == "uva" else (None, None))
+    admission_epochs_parity(ref, m, list(batches(8, seed=7)), prefetch)
 
 
 def test_module_budget_and_errors():

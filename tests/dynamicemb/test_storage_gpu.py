@@ -11,11 +11,12 @@ import torch
 from dynamicemb import _prefetch
 from dynamicemb._load import load_library
 from dynamicemb._optimizers import SGD, Adagrad, Adam, RowWiseAdagrad
+from dynamicemb._uva_store import UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import (BC, DIM, HAVE_ROCKS, assert_same, batches, deterministic, disk, make,  # noqa: E402
-                             make_t, prefetch_pipeline_cuda, staging_syncs_cuda, step, t_batches,
-                             table_ops_agree)
+from storage_helpers import (BC, DIM, HAVE_ROCKS, admission_epochs_parity, assert_same, batches,  # noqa: E402
+                             deterministic, disk, make, make_t, prefetch_pipeline_cuda, staging_syncs_cuda, step,
+                             t_batches, table_ops_agree)
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -52,6 +53,22 @@ def test_mode_parity_cuda(mode, opt, tmp_path):
     ids = torch.arange(0, 400, 3, device="cuda")
     off = torch.tensor([0, 40, 90, ids.numel()], device="cuda")
     assert torch.equal(ref(ids, off), m(ids, off))
+
+
+@pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
+@pytest.mark.parametrize("mode", ["caching-host", "caching-uva"])
+def test_caching_admission_and_epochs_cuda(mode, prefetch, tmp_path):
+    """Admission (threshold 2: an id is stored from its second sighting on; counted in the admission tables) and
+    epoch scores (epoch_lru / epoch_lfu, the epoch changed every 3 steps) in caching mode on CUDA (a module with
+    admission runs the torch path), with and without a prefetch of the next batch: outputs every step, rows, scores
+    and the admission tables' counts bit-identical to all-HBM."""
+    pol = ("epoch_lru", "epoch_lfu")
+    ref = make("hbm", device="cuda", admission=2, policies=pol)
+    m = make("caching", device="cuda", admission=2, policies=pol,
+             stores=(UvaStoreSpec(), UvaStoreSpec()) if mode == "caching-uva" else (None, None))
+    assert not ref.use_kernels and not m.use_kernels  # (admission tables: the torch path on CUDA, both modules)
+    with deterministic():  # (the torch path's index_add_ adds with atomics on CUDA: test_caching_torch_path_cuda)
+        admission_epochs_parity(ref, m, list(batches(9, seed=7, device="cuda")), prefetch)
 
 
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
