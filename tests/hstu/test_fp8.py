@@ -660,6 +660,30 @@ def test_cuda_fp8_fwd_trace_variant(D):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("var", [1, 2])
+@pytest.mark.parametrize("mode,mask", [("tensor", "causal"), ("head", "context_target_group"),
+                                       ("batch_head", "local_context_target"), ("tensor", "none")])
+def test_cuda_fp8_fwd_vars_p_swap_fast_desc(mode, mask, var):
+    """kernel_options(fp8_fwd_var=1 / 2): the 192-key kernel with P's two register sets swapping roles (the KV loop
+    unrolled by two) instead of copying P after each P V wait; 2 also builds its wgmma descriptors from one low word
+    per operand and stage. Each its own kernel, bitwise the 192-key default's output on sequences of 1 to 6 KV tiles
+    (odd and even counts: both loop exits), and the error rule against the fp64 emulation."""
+    if not fp8_kernel_runs(128):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    c = make_case(4100 + sorted(MASKS).index(mask), [300, 0, 700, 77, 129, 450, 193, 1100], 2, 128, mask,
+                  device="cuda")
+    q8s, scales = quantized(c, mode)
+    default, _ = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True)
+    out, names = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True, fp8_fwd_var=var)
+    diag = {1: 8, 2: 24}[var]  # (kFp8FwdPSwap, | kFp8FwdFastDesc)
+    pattern = rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*192\s*,\s*{diag}\s*,\s*2\s*>"
+    assert any(re.search(pattern, n) for n in names), names
+    assert torch.equal(out, default)
+    if mode == "tensor" and mask == "causal":
+        check_fp8_kernel(c, mode, 128 ** -0.5, switches=dict(fp8_bn192=True, fp8_fwd_var=var))
+
+
+@pytest.mark.gpu
 def test_cuda_fp8_kernel_wide_tiles_for_long_sequences():
     """The D = 128 forward takes the 192-key tiles of fp8_bn192=True (bitwise their output; SiLU form 2, 3 / 8 of
     the P words in half2) for batches of at least 4,096 keys per sequence on average, else 128-key tiles (form 1,

@@ -100,6 +100,15 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         }
       }
 #endif
+      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1 / 2): P's register sets swapped, not copied)
+        if (f.var == kFp8VarPSwap) {
+          return launch_fwd_fp8_wide<true, kWide, kFp8FwdPSwap>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        }
+        if (f.var == kFp8VarFastDesc) {  // (kernel_options(fp8_fwd_var=2): var 1 + descriptors from one low word)
+          return launch_fwd_fp8_wide<true, kWide, kFp8FwdPSwap | kFp8FwdFastDesc>(tq, tkw, tvt, tvt2, p, f, m_blocks,
+                                                                                  stream);
+        }
+      }
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
   }
