@@ -92,8 +92,8 @@ __device__ __forceinline__ uint64_t make_desc_kmajor(uint32_t saddr, int row_byt
 }
 
 // make_desc_kmajor split into its words: the low word (address field, LBO) of the tile's base and the high word
-// (stride, swizzle), so that a tile's k steps add their byte offsets / 16 to one low word (kFp8FwdFastDesc). The
-// address field cannot carry into the LBO: shared-memory addresses stay below 2^18.
+// (stride, swizzle), so that a tile's k steps add their byte offsets / 16 to one low word: ~2 uniform ops per wgmma
+// instead of ~5. The address field cannot carry into the LBO: shared-memory addresses stay below 2^18.
 __device__ __forceinline__ uint32_t desc_lo(uint32_t saddr) { return ((saddr & 0x3FFFF) >> 4) | (1u << 16); }
 __host__ __device__ constexpr uint32_t desc_hi(int row_bytes) {
   return static_cast<uint32_t>((8 * row_bytes) >> 4) |
@@ -201,7 +201,7 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // that lost are in docs/hstu_attn.md): kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel
 // (D = 128: its 192-key tiles; D = 256: its grid kernel) with clock stamps of CTA (0, 0, 0)'s consumer loop over
 // its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
-enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarPSwap = 1, kFp8VarFastDesc = 2, kFp8VarTrace = 15 };
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarMainDesc = 3, kFp8VarTrace = 15 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -222,14 +222,11 @@ constexpr int kFp8FwdDiagNoCvt = 2;
 // 4096 wg + 8 i + j, 64 per output row: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V
 // done; i 0 the first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
 constexpr int kFp8FwdDiagTrace = 4;
-// kFp8FwdPSwap (correct outputs, bitwise the default's; kernel_options(fp8_fwd_var=1), D = 128's 192-key tiles): the
-// KV loop unrolled by two with P's two register sets swapping roles (P_i written into the set the P V of i - 2 read)
-// instead of copying pn into pf after every P V wait (24 PRMT per warp and tile on the path to the next issue).
-constexpr int kFp8FwdPSwap = 8;
-// kFp8FwdFastDesc (with kFp8FwdPSwap: kernel_options(fp8_fwd_var=2)): the wgmma descriptors of a tile from one low
-// word per operand and stage plus constant k-step offsets (desc_lo / desc_hi) instead of make_desc_kmajor per k step
-// (~5 uniform ops each, 10 wgmmas per 192-key tile); the same descriptors.
-constexpr int kFp8FwdFastDesc = 16;
+// kFp8FwdMainDesc (correct outputs, bitwise the default's; kernel_options(fp8_fwd_var=3), the default kernels of
+// D = 128's 192-key tiles and D = 256's grid): the wgmma descriptors built per k step by make_desc_kmajor (mask,
+// shift, or: ~5 uniform ops each) as before, instead of one low word per operand and stage plus constant k-step
+// offsets (desc_lo / desc_hi, the default); the same descriptors.
+constexpr int kFp8FwdMainDesc = 8;
 
 
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
@@ -464,7 +461,7 @@ __global__ void __launch_bounds__(384, 1)
       v_cur = v_factor(tile(0));
       auto stage = [&](int i) { return (kv0 + i) % S; };
       auto phase = [&](int i) { return static_cast<uint32_t>(((kv0 + i) / S) & 1); };
-      constexpr bool kFastDesc = (kDiag & kFp8FwdFastDesc) != 0;
+      constexpr bool kFastDesc = (kDiag & kFp8FwdMainDesc) == 0;
       auto issue_qk = [&](int s) {
         wgmma_fence();
         const uint32_t q_wg = sQ + wg * 64 * RB;
@@ -584,12 +581,8 @@ __global__ void __launch_bounds__(384, 1)
       // P_i into pf, the next P V's A operand (its previous contents waited for). The copy is an opaque prmt: a plain
       // move lets ptxas coalesce pn with pf, so the SiLU would write registers of the P V in flight, and ptxas then
       // serializes every wgmma of the kernel (C7513).
-      constexpr bool kPSwap = (kDiag & kFp8FwdPSwap) != 0;
-      static_assert(!kPSwap || kEarlyPack, "P register swap: packed early");
       auto take_p = [&]() {
-        if constexpr (kPSwap) {
-          return;  // (P_i stays in the set the step wrote)
-        } else if constexpr (kEarlyPack) {
+        if constexpr (kEarlyPack) {
 #pragma unroll
           for (int ks = 0; ks < BN / 32; ++ks) {
 #pragma unroll
@@ -686,22 +679,8 @@ __global__ void __launch_bounds__(384, 1)
         stamp(n_tiles, 6);
         release(bar_empty_v(sl));
       };
-      if constexpr (kPSwap) {  // P_0 in pn; step i writes pf (i odd) or pn (i even)
-        int i = 1;
-        for (; i + 1 < n_tiles; i += 2) {
-          step(i, pn, pf);
-          step(i + 1, pf, pn);
-        }
-        if (i < n_tiles) {
-          step(i, pn, pf);
-          last_pv(pf);
-        } else {
-          last_pv(pn);
-        }
-      } else {
-        for (int i = 1; i < n_tiles; ++i) step(i, pf, pn);
-        last_pv(pf);
-      }
+      for (int i = 1; i < n_tiles; ++i) step(i, pf, pn);
+      last_pv(pf);
       pin_all(acc_o);
     }
 
