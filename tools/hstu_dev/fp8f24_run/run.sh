@@ -21,10 +21,6 @@ V=
 [ "$(grep -c 'fast_desc.*-1\] PASSED' $OUT/tests_v1.log)" = 4 ] && V=128:1
 [ "$(grep -c 'fast_desc.*-2\] PASSED' $OUT/tests_v1.log)" = 4 ] && V=${V:+$V,}128:2
 echo "== 2. bench, vars '${V}' ($SECONDS s)"
-smi_log
-PYTHONPATH=/tmp/site_$NAME timeout $(( $(left) - 1 )) python3 -P $C/fp8_fwd_split.py --reps 5 --warmup-ms 25 \
-    ${V:+--fwd-vars $V} --sustain 0.6 --cases B16S16KD128,B16S4KD128,B16S16KD256 > $OUT/bench.log 2>&1
-echo "bench rc $? ($SECONDS s)"
-smi_stop
-grep -E "^\||^\(case|^\(sustain|^sustained|rror" $OUT/bench.log
+bench_smi $(( $(left) - 1 )) --reps 5 --warmup-ms 25 ${V:+--fwd-vars $V} --sustain 0.6 \
+    --cases B16S16KD128,B16S4KD128,B16S16KD256
 echo "== end ($SECONDS s)"

@@ -10,12 +10,7 @@
 LIM=42
 source .carry/fp8f24/setup.sh
 echo "== 1. bench ($SECONDS s)"
-smi_log
-PYTHONPATH=/tmp/site_$NAME timeout 16 python3 -P $C/fp8_fwd_split.py --reps 5 --warmup-ms 25 --fwd-vars 3 \
-    --sustain 0.6 --cases B16S16KD128,B16S16KD256,B16S4KD128 > $OUT/bench.log 2>&1
-echo "bench rc $? ($SECONDS s)"
-smi_stop
-grep -E "^\||^\(case|^\(sustain|^sustained|rror" $OUT/bench.log
+bench_smi 16 --reps 5 --warmup-ms 25 --fwd-vars 3 --sustain 0.6 --cases B16S16KD128,B16S16KD256,B16S4KD128
 echo "== 2. tests ($SECONDS s)"
 S=$(( $(left) - 2 ))
 g() {  # g TAG -k EXPR [FILES]: one process of test_fp8.py's GPU tests

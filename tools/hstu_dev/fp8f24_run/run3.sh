@@ -8,11 +8,6 @@
 LIM=25
 source .carry/fp8f24/setup.sh
 echo "== bench ($SECONDS s)"
-smi_log
-PYTHONPATH=/tmp/site_$NAME timeout $(( $(left) - 1 )) python3 -P $C/fp8_fwd_split.py --reps 5 --warmup-ms 25 \
-    --fwd-vars 3 --sustain 0.45 --sustain-rounds 3 --sustain-warm 0.6 --cases B16S16KD128,B16S16KD256,B16S4KD128 \
-    > $OUT/bench.log 2>&1
-echo "bench rc $? ($SECONDS s)"
-smi_stop
-grep -E "^\||^\(case|^\(sustain|^sustained|rror" $OUT/bench.log
+bench_smi $(( $(left) - 1 )) --reps 5 --warmup-ms 25 --fwd-vars 3 --sustain 0.45 --sustain-rounds 3 \
+    --sustain-warm 0.6 --cases B16S16KD128,B16S16KD256,B16S4KD128
 echo "== end ($SECONDS s)"
