@@ -660,28 +660,6 @@ def test_cuda_fp8_fwd_trace_variant(D):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("D,mode,mask", [(128, "tensor", "causal"), (128, "head", "context_target_group"),
-                                         (128, "batch_head", "local_context_target"), (256, "tensor", "causal"),
-                                         (256, "head", "context_target_group")])
-def test_cuda_fp8_fwd_var_main_desc(D, mode, mask):
-    """kernel_options(fp8_fwd_var=3) (for comparisons): the default kernel of D = 128's 192-key tiles / D = 256's
-    grid with its wgmma descriptors built per k step (make_desc_kmajor, as before) instead of from one low word per
-    operand and stage (the default): its own kernel, bitwise the default's output on sequences of 1 to 18 KV
-    tiles."""
-    if not fp8_kernel_runs(D):
-        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    c = make_case(4100 + D + sorted(MASKS).index(mask), [300, 0, 700, 77, 129, 450, 193, 1100], 2, D, mask,
-                  device="cuda")
-    q8s, scales = quantized(c, mode)
-    default, _ = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_bn192=True)
-    out, names = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_bn192=True, fp8_fwd_var=3)
-    bn, form = (192, 2) if D == 128 else (64, 0)
-    pattern = rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*8\s*,\s*{form}\s*>"
-    assert any(re.search(pattern, n) for n in names), names
-    assert torch.equal(out, default)
-
-
-@pytest.mark.gpu
 def test_cuda_fp8_kernel_wide_tiles_for_long_sequences():
     """The D = 128 forward takes the 192-key tiles of fp8_bn192=True (bitwise their output; SiLU form 2, 3 / 8 of
     the P words in half2) for batches of at least 4,096 keys per sequence on average, else 128-key tiles (form 1,

@@ -25,6 +25,8 @@ sustained in turn (default first and last: the drift), each window's TFLOP/s ove
 settled under the power cap for that load; tools/hstu_dev/fp8f21_run/smi_digest.py: energy and SM cycles per call);
 `--sustain-rounds N` the variants in turn N times (A B A B ... A, each variant between two default windows: paired
 ratios against the clock's drift), `--sustain-warm S` the default untimed for S seconds before the first window.
+(Windows under ~1 s alias with the power cap's ~1 s averaging: a window's clock follows the window before it; use
+windows of >= 2 s for differences of a few percent; docs/hstu_attn.md, session 22.)
 
 The timing-only variants (fp8_fwd_diag, fp8_fwd_var=15) need a dev build of the wheel:
     ./bazelw build //:wheels --config=sm90 --define hstu_dev=1

@@ -91,18 +91,6 @@ __device__ __forceinline__ uint64_t make_desc_kmajor(uint32_t saddr, int row_byt
   return d;
 }
 
-// make_desc_kmajor split into its words: the low word (address field, LBO) of the tile's base and the high word
-// (stride, swizzle), so that a tile's k steps add their byte offsets / 16 to one low word: ~2 uniform ops per wgmma
-// instead of ~5. The address field cannot carry into the LBO: shared-memory addresses stay below 2^18.
-__device__ __forceinline__ uint32_t desc_lo(uint32_t saddr) { return ((saddr & 0x3FFFF) >> 4) | (1u << 16); }
-__host__ __device__ constexpr uint32_t desc_hi(int row_bytes) {
-  return static_cast<uint32_t>((8 * row_bytes) >> 4) |
-         (static_cast<uint32_t>(row_bytes == 128 ? 1 : row_bytes == 64 ? 2 : 3) << 30);
-}
-__device__ __forceinline__ uint64_t desc_join(uint32_t lo, uint32_t hi) {
-  return (static_cast<uint64_t>(hi) << 32) | lo;
-}
-
 template <int N>
 __device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
   if constexpr (N == 64) {
@@ -201,7 +189,7 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // that lost are in docs/hstu_attn.md): kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel
 // (D = 128: its 192-key tiles; D = 256: its grid kernel) with clock stamps of CTA (0, 0, 0)'s consumer loop over
 // its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
-enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarMainDesc = 3, kFp8VarTrace = 15 };
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarTrace = 15 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -222,11 +210,6 @@ constexpr int kFp8FwdDiagNoCvt = 2;
 // 4096 wg + 8 i + j, 64 per output row: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V
 // done; i 0 the first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
 constexpr int kFp8FwdDiagTrace = 4;
-// kFp8FwdMainDesc (correct outputs, bitwise the default's; kernel_options(fp8_fwd_var=3), the default kernels of
-// D = 128's 192-key tiles and D = 256's grid): the wgmma descriptors built per k step by make_desc_kmajor (mask,
-// shift, or: ~5 uniform ops each) as before, instead of one low word per operand and stage plus constant k-step
-// offsets (desc_lo / desc_hi, the default); the same descriptors.
-constexpr int kFp8FwdMainDesc = 8;
 
 
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
@@ -461,24 +444,16 @@ __global__ void __launch_bounds__(384, 1)
       v_cur = v_factor(tile(0));
       auto stage = [&](int i) { return (kv0 + i) % S; };
       auto phase = [&](int i) { return static_cast<uint32_t>(((kv0 + i) / S) & 1); };
-      constexpr bool kFastDesc = (kDiag & kFp8FwdMainDesc) == 0;
       auto issue_qk = [&](int s) {
         wgmma_fence();
         const uint32_t q_wg = sQ + wg * 64 * RB;
 #pragma unroll
         for (int ks = 0; ks < D / 32; ++ks) {
           const int off = (ks * 32) % RB;  // k offset inside the panel row
-          if constexpr (kFastDesc) {
-            const uint32_t lo_q = desc_lo(q_wg), lo_k = desc_lo(sK + s * C::kTileBytes);
-            const uint64_t da = desc_join(lo_q + (((ks * 32 / RB) * C::kQPanelBytes + off) >> 4), desc_hi(RB));
-            const uint64_t db = desc_join(lo_k + (((ks * 32 / RB) * C::kKPanelBytes + off) >> 4), desc_hi(RB));
-            wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
-          } else {
-            const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
-            const uint64_t db =
-                make_desc_kmajor(sK + s * C::kTileBytes + (ks * 32 / RB) * C::kKPanelBytes + off, RB);
-            wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
-          }
+          const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
+          const uint64_t db =
+              make_desc_kmajor(sK + s * C::kTileBytes + (ks * 32 / RB) * C::kKPanelBytes + off, RB);
+          wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
         }
         wgmma_commit();
       };
@@ -489,16 +464,9 @@ __global__ void __launch_bounds__(384, 1)
           // (k step ks: 32 keys of Vt's panel 0, kVtRowBytes-byte rows; BN 192: steps 4, 5 in panel 1, 64-byte rows)
           constexpr int P0 = C::kVtRowBytes;
           const uint32_t vt = sV + s * C::kTileBytes;
-          if constexpr (kFastDesc) {
-            const uint32_t lo_v = desc_lo(vt);
-            const uint64_t db = ks * 32 < P0 ? desc_join(lo_v + ((ks * 32) >> 4), desc_hi(P0))
-                                             : desc_join(lo_v + ((D * P0 + ks * 32 - P0) >> 4), desc_hi(BN - P0));
-            wgmma_rs_e4m3<D>(acc_o, pp[ks], db);
-          } else {
-            const uint64_t db = ks * 32 < P0 ? make_desc_kmajor(vt + ks * 32, P0)
-                                             : make_desc_kmajor(vt + D * P0 + (ks * 32 - P0), BN - P0);
-            wgmma_rs_e4m3<D>(acc_o, pp[ks], db);
-          }
+          const uint64_t db = ks * 32 < P0 ? make_desc_kmajor(vt + ks * 32, P0)
+                                           : make_desc_kmajor(vt + D * P0 + (ks * 32 - P0), BN - P0);
+          wgmma_rs_e4m3<D>(acc_o, pp[ks], db);
         }
         wgmma_commit();
       };

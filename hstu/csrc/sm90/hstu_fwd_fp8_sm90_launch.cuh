@@ -100,11 +100,6 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         }
       }
 #endif
-      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=3): the descriptors per k step, for comparisons)
-        if (f.var == kFp8VarMainDesc) {
-          return launch_fwd_fp8_wide<true, kWide, kFp8FwdMainDesc>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
-        }
-      }
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
   }
@@ -159,10 +154,6 @@ cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f
     if (f.var == sm90::kFp8VarTrace) return sm90::launch_fwd_fp8<D, true, sm90::kFp8FwdDiagTrace, kTanh>(p, f, stream);
   }
 #endif
-  if constexpr (D == 256) {  // (kernel_options(fp8_fwd_var=3): the descriptors per k step, for comparisons)
-    constexpr int kMainDesc = sm90::kFp8FwdMainDesc;
-    if (f.var == sm90::kFp8VarMainDesc) return sm90::launch_fwd_fp8<D, true, kMainDesc, kTanh>(p, f, stream);
-  }
   // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
   const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
   if (silu == sm90::fp8_silu_default(D)) return sm90::launch_fwd_fp8<D, true>(p, f, stream);
