@@ -22,7 +22,11 @@ phases in SM cycles per warpgroup (medians over the KV tiles past the first two,
 kernel_options(fp8_fwd_var=N) for each N (a build's
 private FP8 forward variants; session 20's 1-6 are gone, docs/hstu_attn.md); with `--sustain`, every variant then
 sustained in turn (default first and last: the drift), each window's TFLOP/s over its last two thirds (the clock
-settled under the power cap for that load; tools/hstu_dev/fp8f21_run/smi_digest.py: energy and SM cycles per call).
+settled under the power cap for that load; tools/hstu_dev/fp8f21_run/smi_digest.py: energy and SM cycles per call);
+`--sustain-rounds N` the variants in turn N times (A B A B ... A, each variant between two default windows: paired
+ratios against the clock's drift), `--sustain-warm S` the default untimed for S seconds before the first window.
+(Windows under ~1 s alias with the power cap's ~1 s averaging: a window's clock follows the window before it; use
+windows of >= 2 s for differences of a few percent; docs/hstu_attn.md, session 22.)
 
 The timing-only variants (fp8_fwd_diag, fp8_fwd_var=15) need a dev build of the wheel:
     ./bazelw build //:wheels --config=sm90 --define hstu_dev=1
@@ -78,6 +82,8 @@ def main():
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--sustain", type=float, default=0.0)
     ap.add_argument("--fwd-vars", default="")
+    ap.add_argument("--sustain-rounds", type=int, default=1)
+    ap.add_argument("--sustain-warm", type=float, default=0.0)
     args = ap.parse_args()
     dev = torch.device("cuda")
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
@@ -142,7 +148,8 @@ def main():
         print(f"(case B{B} S{S // 1024}K D{D} timed until {now()}; effective SM clock of a spin before: "
               f"{mhz_before:.0f} MHz, after: {spin_mhz():.0f} MHz)", flush=True)
         if args.sustain > 0 and len(fns) > 1 and args.fwd_vars:
-            sustain_all(variants, fns, med, args.sustain, flops, f"B{B} S{S // 1024}K D{D}")
+            sustain_all(variants, fns, med, args.sustain, flops, f"B{B} S{S // 1024}K D{D}", args.sustain_rounds,
+                        args.sustain_warm)
         elif args.sustain > 0:
             sustain(fns[0], args.sustain, flops, f"B{B} S{S // 1024}K D{D}")
         if args.trace and D >= 128:
@@ -171,10 +178,18 @@ def sustain(fn, seconds, flops, name):
           f"{flops / ms / 1e9:.1f} TFLOP/s)", flush=True)
 
 
-def sustain_all(variants, fns, med, seconds, flops, name):
+def sustain_all(variants, fns, med, seconds, flops, name, rounds=1, warm=0.0):
     """Each variant back to back for `seconds` in turn (the default first and again last), TFLOP/s over each
-    window's last two thirds, with the windows' wall times (for the nvidia-smi log)."""
-    order = list(range(len(fns))) + [0]
+    window's last two thirds, with the windows' wall times (for the nvidia-smi log). rounds > 1: the variants in
+    turn that many times (A B A B ... A: each variant window between two default windows, against the drift of the
+    clock as the GPU heats), then per variant the median TFLOP/s and the median over its windows of its ms over the
+    mean of the default windows before and after it. warm: the default back to back for that long first, untimed
+    (the GPU into the power-capped state before the first window)."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < warm:
+        fns[0]()
+        torch.cuda.synchronize()
+    order = list(range(len(fns))) * rounds + [0]
     rows = []
     for j in order:
         fn = fns[j]
@@ -197,11 +212,23 @@ def sustain_all(variants, fns, med, seconds, flops, name):
         end.synchronize()
         ms = start.elapsed_time(end) / calls
         rows.append((variants[j][0], ms, t_from, t_meas, now(), calls))
-    print(f"\nsustained {name} ({seconds:.2f} s per window, in this order; TFLOP/s over the last 2/3)")
+    warmed = f", after {warm:.2f} s of the default untimed" if warm > 0 else ""
+    print(f"\nsustained {name} ({seconds:.2f} s per window{warmed}, in this order; TFLOP/s over the last 2/3)")
     print("| variant | ms per call | TFLOP/s | / default (first) | window |\n|---|---:|---:|---:|---|")
     for vname, ms, a, m, b, calls in rows:  # (window: start / timed from - until)
         print(f"| {vname} | {ms:.3f} | {flops / ms / 1e9:.1f} | {ms / rows[0][1]:.3f} | {a[11:]} / {m[11:]} - "
               f"{b[11:]} ({calls} calls) |", flush=True)
+    if rounds > 1:
+        n = len(fns)
+        print(f"\nsustained {name}, {rounds} rounds: median TFLOP/s; paired = median over its windows of ms / mean of "
+              "the default windows before and after")
+        print("| variant | windows | median TFLOP/s | paired ms / default |\n|---|---:|---:|---:|")
+        for j, (vname, _) in enumerate(variants):
+            ks = [k for k, jj in enumerate(order) if jj == j]
+            tf = statistics.median(flops / rows[k][1] / 1e9 for k in ks)
+            paired = "-" if j == 0 else \
+                f"{statistics.median(rows[k][1] / ((rows[k - j][1] + rows[k - j + n][1]) / 2) for k in ks):.3f}"
+            print(f"| {vname} | {len(ks)} | {tf:.1f} | {paired} |", flush=True)
 
 
 PHASES = (("K / V wait", 0, 1), ("turn wait", 1, 2), ("issue", 2, 3), ("S wait", 3, 4), ("SiLU", 4, 5),

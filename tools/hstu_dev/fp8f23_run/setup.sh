@@ -2,7 +2,7 @@
 # fp8f20's (bwd15's strict mode, OUT, C = .carry/fp8f23, left(), the branch's wheel in /tmp/site_fp8f23, smi_log /
 # smi_stop with the instant power, digested by $C/smi_digest.py) + lab_tests: the lab variants' GPU tests, one pytest
 # process per variant side by side, each under its own timeout (a hung pair kernel costs its process, not the run).
-NAME=fp8f23 MAIN=main21 SMI_INSTANT=1
+NAME=${NAME:-fp8f23} MAIN=${MAIN:-main21} SMI_INSTANT=1  # (fp8f24's setup.sh sets its own)
 source $PWD/tools/hstu_dev/fp8f20_run/setup.sh
 T=tests/hstu/test_fp8.py
 # lab_test TAG SECONDS PYTEST_ARGS...: the branch's tests ($C/tree) with its wheel, -v, into $OUT/tests_TAG.log.
@@ -19,4 +19,15 @@ summary() {
   echo "$1: $(tail -1 $OUT/tests_$1.log), $(passed $1) passed, $(grep -c -E 'FAILED|ERROR' $OUT/tests_$1.log) failed lines"
   grep -E "^FAILED|^ERROR|^E  " $OUT/tests_$1.log | head -6 | cut -c1-200
   grep -E "::.* (PASSED|FAILED)|::[^ ]* *$" $OUT/tests_$1.log | sed 's/.*test_/test_/' | cut -c1-120
+}
+# bench_smi SECONDS ARGS...: $C/fp8_fwd_split.py ARGS with the branch's wheel beside the nvidia-smi log, under a
+# SECONDS timeout, into $OUT/bench.log; its tables and the smi digest on stdout.
+bench_smi() {
+  local secs=$1
+  shift
+  smi_log
+  PYTHONPATH=/tmp/site_$NAME timeout $secs python3 -P $C/fp8_fwd_split.py "$@" > $OUT/bench.log 2>&1
+  echo "bench rc $? ($SECONDS s)"
+  smi_stop
+  grep -E "^\||^\(case|^\(sustain|^sustained|rror" $OUT/bench.log
 }
