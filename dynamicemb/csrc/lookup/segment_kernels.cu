@@ -633,29 +633,39 @@ ForkEvents& fork_events(int device) {
 }
 }  // namespace
 
-void* fork_segment_csr(const BackwardParams& p, void* stream) {
-  cudaStream_t st = static_cast<cudaStream_t>(stream);
-  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  cuda_ok("capture status", cudaStreamIsCapturing(st, &cap));
-  if (p.n == 0 || cap != cudaStreamCaptureStatusNone) {  // nothing to overlap, or a capture: stay on `stream`
-    launch_segment_csr(p, stream);
-    return nullptr;
-  }
+namespace {
+// launch(side) on the device's side stream after the work queued on `stream` so far (through the event `mark`),
+// then the side stream's done event, which the caller joins (join_side_stream).
+template <typename F>
+void* on_side_stream(void* stream, cudaEvent_t ForkEvents::*mark, F&& launch) {
   int dev = 0;
   cuda_ok("device", cudaGetDevice(&dev));
   cudaStream_t side = side_stream(dev);
   ForkEvents& ev = fork_events(dev);
-  cuda_ok("event record", cudaEventRecord(ev.ready, st));
-  cuda_ok("stream wait", cudaStreamWaitEvent(side, ev.ready, 0));
-  launch_segment_csr(p, side);
+  cuda_ok("event record", cudaEventRecord(ev.*mark, static_cast<cudaStream_t>(stream)));
+  cuda_ok("stream wait", cudaStreamWaitEvent(side, ev.*mark, 0));
+  launch(side);
   cuda_ok("event record", cudaEventRecord(ev.done, side));
   return ev.done;
 }
 
-int32_t* segment_csr_first_keys(const BackwardParams& p, void* stream) {
+bool capturing(void* stream) {
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   cuda_ok("capture status", cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &cap));
-  if (p.n == 0 || cap != cudaStreamCaptureStatusNone) return nullptr;
+  return cap != cudaStreamCaptureStatusNone;
+}
+}  // namespace
+
+void* fork_segment_csr(const BackwardParams& p, void* stream) {
+  if (p.n == 0 || capturing(stream)) {  // nothing to overlap, or a capture: stay on `stream`
+    launch_segment_csr(p, stream);
+    return nullptr;
+  }
+  return on_side_stream(stream, &ForkEvents::ready, [&](cudaStream_t side) { launch_segment_csr(p, side); });
+}
+
+int32_t* segment_csr_first_keys(const BackwardParams& p, void* stream) {
+  if (p.n == 0 || capturing(stream)) return nullptr;
   int32_t* first = p.seg_keys;  // cub's dispatch: seg_keys_kernel's output
   const int v = g_csr_sort.load();
   if (v != kCsrSortCub)
@@ -669,29 +679,11 @@ int32_t* segment_csr_first_keys(const BackwardParams& p, void* stream) {
 }
 
 void* fork_segment_sort(const BackwardParams& p, void* stream) {
-  cudaStream_t st = static_cast<cudaStream_t>(stream);
-  int dev = 0;
-  cuda_ok("device", cudaGetDevice(&dev));
-  cudaStream_t side = side_stream(dev);
-  ForkEvents& ev = fork_events(dev);
-  cuda_ok("event record", cudaEventRecord(ev.ready, st));
-  cuda_ok("stream wait", cudaStreamWaitEvent(side, ev.ready, 0));
-  launch_segment_sort(p, side);
-  cuda_ok("event record", cudaEventRecord(ev.done, side));
-  return ev.done;
+  return on_side_stream(stream, &ForkEvents::ready, [&](cudaStream_t side) { launch_segment_sort(p, side); });
 }
 
 void* fork_segment_bounds(const BackwardParams& p, void* stream) {
-  cudaStream_t st = static_cast<cudaStream_t>(stream);
-  int dev = 0;
-  cuda_ok("device", cudaGetDevice(&dev));
-  cudaStream_t side = side_stream(dev);
-  ForkEvents& ev = fork_events(dev);
-  cuda_ok("event record", cudaEventRecord(ev.numbered, st));
-  cuda_ok("stream wait", cudaStreamWaitEvent(side, ev.numbered, 0));
-  launch_segment_bounds(p, side);
-  cuda_ok("event record", cudaEventRecord(ev.done, side));
-  return ev.done;
+  return on_side_stream(stream, &ForkEvents::numbered, [&](cudaStream_t side) { launch_segment_bounds(p, side); });
 }
 
 void join_side_stream(void* token, void* stream) {

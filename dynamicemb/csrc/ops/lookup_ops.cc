@@ -169,10 +169,10 @@ int64_t lookup_lab_mirror(int64_t variant) {
   return old;
 }
 
-// Lab: how a training step of a sequence forks its CSR build: 0 after the dedup (default), 1 its sort after the
-// dedup's count pass (keys: claimer positions) and its bounds after the dedup; other values only read it. Returns the
-// one before.
-std::atomic<int> g_step_lab{0};
+// Lab: how a training step of a sequence forks its CSR build: 1 its sort after the dedup's count pass (keys: claimer
+// positions), beside the number pass, and its bounds after the dedup (default); 0 all of it after the dedup; other
+// values only read it. Returns the one before.
+std::atomic<int> g_step_lab{1};
 
 int64_t lookup_lab_step(int64_t variant) {
   const int old = g_step_lab.load();
