@@ -95,6 +95,28 @@ class UpstreamGrad:
         return self.buf[: out.numel()].view(out.shape)
 
 
+COPY_TBPS = 4.27  # the H200's device-to-device copy rate the notes count floors at (TB/s, read + write)
+
+
+def byte_floor(batches, T, D) -> str:
+    """The least bytes a step of one id per bag (pooling none) can move at fp32, as ms at COPY_TBPS: the gather reads
+    each distinct row once and writes the (n, D) output; the update reads the (n, D) gradient and reads and writes
+    each distinct row once, with Adam's two state rows; the eval is the gather. Ids, the dedup and the CSR not
+    counted. Empty when bags hold more than one id."""
+    if any(int(o[-1]) != o.numel() - 1 for _, o in batches):
+        return ""
+    n = statistics.mean(int(o[-1]) for _, o in batches)
+    B = (batches[0][1].numel() - 1) // T
+    u = statistics.mean(sum(int(torch.unique(i[f * B:(f + 1) * B]).numel()) for f in range(T)) for i, _ in batches)
+    row = 4 * D
+    gather = (u + n) * row
+    sgd, adam = gather + (n + 2 * u) * row, gather + (n + 6 * u) * row
+    ms = lambda b: b / (COPY_TBPS * 1e9)  # noqa: E731
+    return (f" Byte floor at {COPY_TBPS} TB/s (~{u:,.0f} distinct rows a step; each read once, the output and the "
+            f"gradient once, Adam's state read and written once): train SGD {ms(sgd):.3f}, Adam {ms(adam):.3f}, "
+            f"eval {ms(gather):.3f} ms.")
+
+
 def run_case(args, pooling, opt_name, batches, device) -> Dict[str, float]:
     T, D = args.tables, args.dim
     opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
@@ -295,7 +317,7 @@ def main(argv=None):
         f"~{n_ids} ids/step, power law alpha={args.alpha} over {args.id_space} ids, {args.capacity} slots/table"
         f"{' (all ids of the id space stored before timing)' if args.prefill else ''}; "
         f"baseline: torch sparse tables of {args.base_rows} rows. Times in ms (median of {args.reps}; the output "
-        f"gradient is made once, not per step). "
+        f"gradient is made once, not per step).{byte_floor(batches, T, args.dim)} "
         f"dynamicemb path: {rows[0][2]['path']}.",
         "",
         "| pooling | optimizer | fwd | bwd+upd | train | train steady | eval | eval steady | base fwd | base bwd+upd "
