@@ -23,7 +23,9 @@
 // Results are deterministic except for the rows of segments cut by warp boundaries into 3+ pieces, or into 2
 // by plain fp32 SGD (their pieces add in arrival order; the dedup's numbering, and so the cuts, is the same in
 // every run). launch_segment_csr (keys, sort, bounds) needs only the dedup's output, so the training forward
-// runs it on a side stream (op lookup_step, fork_segment_csr); launch_segmented_backward runs the apply kernel. The kernel's L2 traffic
+// runs it on a side stream (op lookup_step, fork_segment_csr); a sequence step forks the sort earlier, after the
+// dedup's count pass, keyed by claimer position (the same order: fork_segment_sort), and the bounds after the
+// dedup (fork_segment_bounds); launch_segmented_backward runs the apply kernel. The kernel's L2 traffic
 // (bag-gradient gathers and row read-modify-writes, ~5-7 GB per step of the benchmark) bounds it, so fp32 rows
 // are read and written evict-first (ld/st.global.cs; Adam's past L1 without the hint: run_segmented) and plain
 // fp32 SGD adds -lr * sum into a whole segment's row with one vector reduction per lane (no row load). The forms
