@@ -49,6 +49,18 @@ def median_ms(fn: Callable[[], object], warmup: int, reps: int, device: torch.de
     return statistics.median(once_ms(fn, device) for _ in range(reps))
 
 
+def steady_ms(fn: Callable[[], object], warmup: int, reps: int, device: torch.device = CUDA) -> float:
+    """ms per fn() with the host ahead, as a training or serving loop runs: CUDA events around `reps` calls queued
+    behind `warmup` more (the device's time per call when the host issues faster than it runs; median_ms's one
+    call between events also holds the host's issue before the device starts). perf_counter on the CPU."""
+    if device.type != "cuda":
+        return median_ms(fn, warmup, reps, device)
+    torch.cuda.synchronize(device)
+    for _ in range(warmup):
+        fn()
+    return event_ms(lambda: [fn() for _ in range(reps)]) / reps
+
+
 def kernel_breakdown(fn: Callable[[], object]) -> "dict[str, tuple[float, int]]":
     """Per CUDA kernel name (first-seen order): (device ms, calls) of one fn() under torch.profiler, after two warm
     calls."""

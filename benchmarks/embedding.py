@@ -10,7 +10,9 @@ small integers). Columns, per pooling (none, sum) x optimizer (SGD, Adam):
     eval       eval-mode forward (find only, nothing inserted)
     base_*     nn.EmbeddingBag / nn.Embedding (sparse=True) of --base-rows rows per table (ids modulo it),
                torch.optim.SGD / SparseAdam: the same ids, train step and eval forward.
-Times: CUDA events, median of --reps after --warmup steps, rotating over 4 pre-generated batches; the module is
+Times: CUDA events, median of --reps single calls after --warmup steps (each call's host issue inside: its latency),
+and "steady": events around --reps calls queued behind 5 (the host ahead, as a training or serving loop runs:
+the device's time per call, the figure the headline quotes), rotating over 4 pre-generated batches; the module is
 called with its default arguments (validate=None: the inputs are checked on the device, no host sync). The output's gradient (the upstream gradient a model's
 dense part would hand over) is a tensor of ones made once and reused (a view of one buffer per run), for both the
 module and the baseline: filling a fresh one each step (0.12 ms for the 537 MB sum-pooled output on an H200) is not
@@ -42,7 +44,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import (add_device_arg, median_ms, once_ms, parser, provenance, publish, pyplot,  # noqa: E402
+from bench_util import (add_device_arg, median_ms, once_ms, steady_ms, parser, provenance, publish, pyplot,  # noqa: E402
                         save_figure)
 
 from dynamicemb._batched import BatchedDynamicEmbeddingTables  # noqa: E402
@@ -93,6 +95,28 @@ class UpstreamGrad:
         return self.buf[: out.numel()].view(out.shape)
 
 
+COPY_TBPS = 4.27  # the H200's device-to-device copy rate the notes count floors at (TB/s, read + write)
+
+
+def byte_floor(batches, T, D) -> str:
+    """The least bytes a step of one id per bag (pooling none) can move at fp32, as ms at COPY_TBPS: the gather reads
+    each distinct row once and writes the (n, D) output; the update reads the (n, D) gradient and reads and writes
+    each distinct row once, with Adam's two state rows; the eval is the gather. Ids, the dedup and the CSR not
+    counted. Empty when bags hold more than one id."""
+    if any(int(o[-1]) != o.numel() - 1 for _, o in batches):
+        return ""
+    n = statistics.mean(int(o[-1]) for _, o in batches)
+    B = (batches[0][1].numel() - 1) // T
+    u = statistics.mean(sum(int(torch.unique(i[f * B:(f + 1) * B]).numel()) for f in range(T)) for i, _ in batches)
+    row = 4 * D
+    gather = (u + n) * row
+    sgd, adam = gather + (n + 2 * u) * row, gather + (n + 6 * u) * row
+    ms = lambda b: b / (COPY_TBPS * 1e9)  # noqa: E731
+    return (f" Byte floor at {COPY_TBPS} TB/s (~{u:,.0f} distinct rows a step; each read once, the output and the "
+            f"gradient once, Adam's state read and written once): train SGD {ms(sgd):.3f}, Adam {ms(adam):.3f}, "
+            f"eval {ms(gather):.3f} ms.")
+
+
 def run_case(args, pooling, opt_name, batches, device) -> Dict[str, float]:
     T, D = args.tables, args.dim
     opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
@@ -116,10 +140,12 @@ def run_case(args, pooling, opt_name, batches, device) -> Dict[str, float]:
         out.backward(grad(out))
 
     r = {"train": median_ms(lambda: backward(fwd()), args.warmup, args.reps, device)}
+    r["train steady"] = steady_ms(lambda: backward(fwd()), 5, args.reps, device)
     r["fwd"], r["bwd+upd"] = timed_apart(fwd, backward, args.reps, device)
     m.eval()
     with torch.no_grad():
         r["eval"] = median_ms(lambda: fwd(), args.warmup, args.reps, device)
+        r["eval steady"] = steady_ms(lambda: fwd(), 5, args.reps, device)
     r["sizes"] = sum(m.sizes())
     r["path"] = "fused CUDA kernels (csrc/lookup)" if getattr(m, "use_kernels", False) else "torch ops"
     del m
@@ -291,16 +317,16 @@ def main(argv=None):
         f"~{n_ids} ids/step, power law alpha={args.alpha} over {args.id_space} ids, {args.capacity} slots/table"
         f"{' (all ids of the id space stored before timing)' if args.prefill else ''}; "
         f"baseline: torch sparse tables of {args.base_rows} rows. Times in ms (median of {args.reps}; the output "
-        f"gradient is made once, not per step). "
+        f"gradient is made once, not per step).{byte_floor(batches, T, args.dim)} "
         f"dynamicemb path: {rows[0][2]['path']}.",
         "",
-        "| pooling | optimizer | fwd | bwd+upd | train | eval | base fwd | base bwd+upd | base train | base eval "
-        "| train speedup | stored ids |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| pooling | optimizer | fwd | bwd+upd | train | train steady | eval | eval steady | base fwd | base bwd+upd "
+        "| base train | base eval | train speedup | stored ids |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for pooling, opt_name, r in rows:
         lines.append(f"| {pooling} | {opt_name} | {r['fwd']:.3f} | {r['bwd+upd']:.3f} | {r['train']:.3f} | "
-                     f"{r['eval']:.3f} | {r['base_fwd']:.3f} | {r['base_bwd+upd']:.3f} | {r['base_train']:.3f} | "
+                     f"{r['train steady']:.3f} | {r['eval']:.3f} | {r['eval steady']:.3f} | {r['base_fwd']:.3f} | {r['base_bwd+upd']:.3f} | {r['base_train']:.3f} | "
                      f"{r['base_eval']:.3f} | {r['base_train'] / r['train']:.1f}x | {r['sizes']} |")
     publish("\n".join(lines) + "\n", args.results, provenance(argv))
     if args.plot:

@@ -1,7 +1,9 @@
 """The training step at NVIDIA's config (benchmarks/embedding.py --preset nvidia) under lab variants, in one process,
 measured the way a training loop runs it: the host ahead of the device. Per optimizer (one module) and variant
-"D[/A]" (D: the dedup's flags, op _lookup_lab_dedup; A: the segmented update's kernel, op _lookup_lab_seg_apply of
-builds before session 17; "-" the build's defaults, e.g. main's wheel): steady ms per step (CUDA events around
+"D[/A][@S+S...]" (D: the dedup's flags, op _lookup_lab_dedup; A: the segmented update's kernel, op _lookup_lab_seg_apply
+of builds before session 17; "-" the build's defaults, e.g. main's wheel; S: module settings of the variant, "c<N>"
+backward_chunk = N (0: the atomic scatter), "nf<policy>" the optimizer's nonfinite policy, "L<N>" op _lookup_lab_step
+of builds that have it, "s<N>" the CSR sort, op _lookup_lab_csr_sort): steady ms per step (CUDA events around
 --reps steps queued behind 5 more, in --rounds interleaved rounds, median), synchronized ms (the host waits for each), and from one profile of --steps steps
 issued behind a GPU sleep the device span and busy per step and every kernel's device time per step (so the
 kernels' times are those of overlapped, pipelined steps). Run (GPU):
@@ -79,11 +81,39 @@ def main():
     d0 = dedup(-1) if dedup is not None else None
     a0 = seg(-1) if seg is not None else None
 
+    step_lab = getattr(ops, "_lookup_lab_step", None)
+    s0 = step_lab(-1) if step_lab is not None else None
+    sort_lab = getattr(ops, "_lookup_lab_csr_sort", None)
+    sort0 = sort_lab(-1) if sort_lab is not None else None
+    mod = [None]  # the module of the optimizer being measured, with its settings before any variant
+    settings0 = {}
+
     def use(v):
         if dedup is not None:
             dedup(d0)
         if seg is not None:
             seg(a0)
+        if step_lab is not None:
+            step_lab(s0)
+        if sort_lab is not None:
+            sort_lab(sort0)
+        m = mod[0]
+        m.backward_chunk = settings0["chunk"]
+        m.optimizer.nonfinite = settings0["nonfinite"]
+        v, _, sets = v.partition("@")
+        for t in [t for t in sets.split("+") if t]:
+            if t[0] == "c":
+                m.backward_chunk = int(t[1:])
+            elif t.startswith("nf"):
+                m.optimizer.nonfinite = t[2:]
+            elif t[0] == "s":
+                sort_lab(int(t[1:]))
+            elif t[0] == "L":
+                if step_lab is None:
+                    raise SystemExit(f"setting {t}: this build has no op _lookup_lab_step")
+                step_lab(int(t[1:]))
+            else:
+                raise SystemExit(f"unknown setting {t!r}")
         if v == "-":
             return
         parts = [int(x) for x in v.split("/")]
@@ -104,6 +134,8 @@ def main():
         vs = a.later_variants if oi > 0 and a.later_variants else a.variants
         variants = [v for v in vs.split(",") if v]
         m, train = preset_step(opt_name, batches, dev)
+        mod[0] = m
+        settings0.update(chunk=m.backward_chunk, nonfinite=m.optimizer.nonfinite)
 
         def steady(n):
             torch.cuda.synchronize()
@@ -157,6 +189,7 @@ def main():
                            {v: res[v]["kernels"] for v in variants})
         sys.stdout.flush()
         out_json[opt_name] = {v: {k: x for k, x in r.items()} for v, r in res.items()}
+        mod[0] = None
         del m
         torch.cuda.empty_cache()
     if a.json:

@@ -368,6 +368,7 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
     const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
     const bool claimer = x[r] >= 0 && static_cast<int64_t>(m[r]) == i;
     if (x[r] >= 0 && !claimer) p.inverse[i] = -static_cast<int32_t>(m[r]) - 2;
+    if (p.csr_keys != nullptr && i < p.n) p.csr_keys[i] = x[r] >= 0 ? static_cast<int32_t>(m[r]) : static_cast<int32_t>(p.n);
     total += __syncthreads_count(claimer);
   }
   if (threadIdx.x == 0 && c0 + 1 < p.n) p.bag[c0 + 1] = total;
@@ -673,7 +674,7 @@ void launch_pass(bool pdl, void (*k)(DedupParams), unsigned grid, unsigned block
 
 bool pdl_supported() { return accel::current_device_cc_major(/*fallback=*/0) >= 9; }
 
-void launch_dedup(const DedupParams& p_in, void* stream) {
+void launch_dedup(const DedupParams& p_in, void* stream, void (*after_count)(void*), void* ctx) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   DedupParams p = p_in;
   if (!pdl_supported() || !(p.flags & kDedupPdl)) p.flags &= ~(kDedupPdl | kStepPdl);
@@ -702,6 +703,7 @@ void launch_dedup(const DedupParams& p_in, void* stream) {
                 st, p, "dedup insert");
   }
   launch_pass(pdl, detail::dedup_count_kernel, insert_grid, B, st, p, "dedup count");
+  if (after_count != nullptr) after_count(ctx);
   launch_pass(pdl, smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>, insert_grid, B, st,
               p, "dedup number");
   launch_pass(pdl, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,

@@ -148,6 +148,10 @@ struct DedupParams {
   void* zero;                // 16-byte aligned
   int64_t zero_bytes;        // a multiple of 16
   int flags;                 // DedupFlags (dedup_flags_variant: the default, or the lab op _lookup_lab_dedup's)
+  // (n) or null: the count pass writes each id's CSR sort key here, its claimer's position (n: none), which orders
+  // the ids as the unique index does (uniques are numbered in their claimers' position order), so the CSR's sort
+  // can start before the number pass (lookup_step, op _lookup_lab_step 1)
+  int32_t* csr_keys;
 };
 enum DedupFlags : int {
   kDedupCasFirst = 1,        // the insert's global set probe starts with the CAS, no load before it (default)
@@ -164,7 +168,8 @@ int dedup_flags_variant(int v);
 // Whether the current device runs programmatic dependent launches (sm90+; asked once per device).
 bool pdl_supported();
 constexpr int64_t kUrowPending = -2;  // urow of a unique the insert pass still has to insert
-void launch_dedup(const DedupParams& p, void* stream);
+// after_count (or null): called with ctx between the count and the number pass's launches (the early CSR fork).
+void launch_dedup(const DedupParams& p, void* stream, void (*after_count)(void*) = nullptr, void* ctx = nullptr);
 // The find of launch_dedup's number pass as a kernel of its own over the uniques (p.find_later).
 void launch_dedup_find(const DedupParams& p, void* stream);
 // Lab: where lookup_step finds its uniques: 0 = in the dedup's number pass, 1 = after the CSR fork
@@ -284,6 +289,9 @@ struct BackwardParams {
   void* scan_temp;              // sort scratch of segment_scan_bytes(n) bytes
   size_t scan_temp_bytes;
   bool sort_zeroed;             // its first segment_sort_zero_bytes(n) bytes are zero (the step's dedup clear)
+  // the sort's input keys are claimer positions the dedup's count pass wrote (DedupParams::csr_keys): the keys pass
+  // writes only the values, the bounds map a position to its unique through inverse (the claimer's own entry)
+  bool keys_by_claimer;
 };
 // ---------------------------------------------------------------- caching tables over the uva store
 // Per table: its uva store's table (hbm_slots = 0: rows at values_host on CUDA, at values on the CPU) and the
@@ -343,6 +351,13 @@ int csr_sort_variant(int v);
 // overlaps what the caller queues next; returns what join_side_stream needs (null: it ran on `stream` itself,
 // e.g. while `stream` is being captured into a CUDA graph). The caller joins before the workspace can be freed.
 void* fork_segment_csr(const BackwardParams& p, void* stream);
+// The same fork in two parts (keys_by_claimer): segment_csr_first_keys is where the sort's keys pass reads its input
+// (null: `stream` is being captured, no fork); fork_segment_sort queues the keys pass and the sort on the side stream
+// after the work queued on `stream` so far (the dedup's count pass), fork_segment_bounds the bounds after the rest
+// (the number pass: inverse holds every claimer's unique); each returns the token join_side_stream needs.
+int32_t* segment_csr_first_keys(const BackwardParams& p, void* stream);
+void* fork_segment_sort(const BackwardParams& p, void* stream);
+void* fork_segment_bounds(const BackwardParams& p, void* stream);
 void join_side_stream(void* token, void* stream);
 // ---------------------------------------------------------------- hybrid tables: the step's host rows in HBM
 // Random-order UVA accesses of pinned host rows run at ~30 M rows/s, the same rows in host-address order at

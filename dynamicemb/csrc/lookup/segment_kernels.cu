@@ -23,7 +23,9 @@
 // Results are deterministic except for the rows of segments cut by warp boundaries into 3+ pieces, or into 2
 // by plain fp32 SGD (their pieces add in arrival order; the dedup's numbering, and so the cuts, is the same in
 // every run). launch_segment_csr (keys, sort, bounds) needs only the dedup's output, so the training forward
-// runs it on a side stream (op lookup_step, fork_segment_csr); launch_segmented_backward runs the apply kernel. The kernel's L2 traffic
+// runs it on a side stream (op lookup_step, fork_segment_csr); a sequence step forks the sort earlier, after the
+// dedup's count pass, keyed by claimer position (the same order: fork_segment_sort), and the bounds after the
+// dedup (fork_segment_bounds); launch_segmented_backward runs the apply kernel. The kernel's L2 traffic
 // (bag-gradient gathers and row read-modify-writes, ~5-7 GB per step of the benchmark) bounds it, so fp32 rows
 // are read and written evict-first (ld/st.global.cs; Adam's past L1 without the hint: run_segmented) and plain
 // fp32 SGD adds -lr * sum into a whole segment's row with one vector reduction per lane (no row load). The forms
@@ -109,7 +111,7 @@ __global__ void __launch_bounds__(kKeysBlock) seg_keys_hist_kernel(BackwardParam
 #pragma unroll
   for (int r = 0; r < kKeysPer; ++r) {
     const int64_t i = base + r * kKeysBlock;
-    u[r] = i < p.n ? p.inverse[i] : -1;
+    u[r] = i < p.n ? (p.keys_by_claimer ? static_cast<int32_t>(keys[i]) : p.inverse[i]) : -1;
   }
   __syncthreads();
   const int lane = threadIdx.x & 31;
@@ -119,7 +121,7 @@ __global__ void __launch_bounds__(kKeysBlock) seg_keys_hist_kernel(BackwardParam
     const bool live = i < p.n;
     const uint32_t key = live && u[r] >= 0 && i >= lo && i < hi ? static_cast<uint32_t>(u[r]) : static_cast<uint32_t>(p.n);
     if (live) {
-      keys[i] = key;
+      if (!p.keys_by_claimer) keys[i] = key;
       vals[i] = static_cast<int32_t>(i);
     }
     for (int q = 0; q < passes; ++q) {
@@ -161,13 +163,14 @@ __global__ void __launch_bounds__(kSegBlock) seg_keys_kernel(BackwardParams p) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x;
   if (i == 0) p.seg_start[p.n] = 0;  // the valid entries' total (seg_bounds sets it when there are any)
   if (i >= p.n) return;
+  p.seg_vals[i] = static_cast<int32_t>(i);
+  if (p.keys_by_claimer) return;  // (a sequence's keys, written by the dedup's count pass)
   int32_t u = p.inverse[i];
   if (p.pooling != kPoolNone) {
     const int64_t lo = seg_clamp(p.offsets[0], p.n), hi = seg_clamp(p.offsets[p.num_bags], p.n);
     if (i < lo || i >= hi) u = -1;
   }
   p.seg_keys[i] = u >= 0 ? u : static_cast<int32_t>(p.n);
-  p.seg_vals[i] = static_cast<int32_t>(i);
 }
 
 // One thread per sorted entry r: segment bounds where the key changes, the total, and the CSR entry.
@@ -175,11 +178,12 @@ __global__ void __launch_bounds__(kSegBlock) seg_bounds_kernel(BackwardParams p)
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x;
   if (r >= p.n) return;
   const int32_t* keys = p.seg_keys + p.n;  // sorted
-  const int32_t u = keys[r];
-  if (u >= p.n) return;
+  const int32_t k = keys[r];
+  if (k >= p.n) return;
+  const int32_t u = p.keys_by_claimer ? p.inverse[k] : k;  // (a claimer's position -> its unique)
   const int32_t nx = r + 1 < p.n ? keys[r + 1] : static_cast<int32_t>(p.n);
-  if (r == 0 || keys[r - 1] != u) p.seg_start[u] = static_cast<int32_t>(r);
-  if (nx != u) p.seg_end[u] = static_cast<int32_t>(r + 1);
+  if (r == 0 || keys[r - 1] != k) p.seg_start[u] = static_cast<int32_t>(r);
+  if (nx != k) p.seg_end[u] = static_cast<int32_t>(r + 1);
   if (nx >= p.n) p.seg_start[p.n] = static_cast<int32_t>(r + 1);  // valid entries in total
   const int32_t i = p.seg_vals[p.n + r];
   const int32_t b = p.pooling == kPoolNone ? 0 : p.bag[i];  // a sequence's dedup may write no bags
@@ -509,14 +513,14 @@ size_t segment_sort_zero_bytes(int64_t n) {
   return bytes;
 }
 
-void launch_segment_csr(const BackwardParams& p, void* stream) {
-  cudaStream_t st = static_cast<cudaStream_t>(stream);
+namespace {
+// The keys pass and the sort of launch_segment_csr (the bounds follow: launch_segment_bounds).
+void launch_segment_sort(const BackwardParams& p, cudaStream_t st) {
   if (p.n == 0) return;
   auto fail = [](const char* what, cudaError_t e) {
     if (e != cudaSuccess)
       throw std::runtime_error(std::string("dynamicemb lookup: ") + what + ": " + cudaGetErrorString(e));
   };
-  const unsigned grid = blocks_for(p.n, detail::kSegBlock);
   const int bits = segment_sort_bits(p.n);
   const int v = g_csr_sort.load();
   bool done = false;
@@ -553,14 +557,25 @@ void launch_segment_csr(const BackwardParams& p, void* stream) {
     });
   }
   if (!done) {
-    detail::seg_keys_kernel<<<grid, detail::kSegBlock, 0, st>>>(p);
+    detail::seg_keys_kernel<<<blocks_for(p.n, detail::kSegBlock), detail::kSegBlock, 0, st>>>(p);
     check_launch("segment keys");
     size_t bytes = p.scan_temp_bytes;
     fail("segment sort", cub::DeviceRadixSort::SortPairs(p.scan_temp, bytes, p.seg_keys, p.seg_keys + p.n, p.seg_vals,
                                                          p.seg_vals + p.n, static_cast<int>(p.n), 0, bits, st));
   }
-  detail::seg_bounds_kernel<<<grid, detail::kSegBlock, 0, st>>>(p);
+}
+
+void launch_segment_bounds(const BackwardParams& p, cudaStream_t st) {
+  if (p.n == 0) return;
+  detail::seg_bounds_kernel<<<blocks_for(p.n, detail::kSegBlock), detail::kSegBlock, 0, st>>>(p);
   check_launch("segment bounds");
+}
+}  // namespace
+
+void launch_segment_csr(const BackwardParams& p, void* stream) {
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  launch_segment_sort(p, st);
+  launch_segment_bounds(p, st);
 }
 
 namespace {
@@ -586,7 +601,7 @@ cudaStream_t side_stream(int device) {
 // and re-recorded every step: a wait takes the event's state when it is enqueued, and a thread joins its fork in
 // the same op before it forks again, so no step waits on another's record (per thread: threads may step at once).
 struct ForkEvents {
-  cudaEvent_t ready = nullptr, done = nullptr;
+  cudaEvent_t ready = nullptr, done = nullptr, numbered = nullptr;  // numbered: fork_segment_bounds's
 };
 struct ThreadForkEvents {  // destroyed with the thread (errors ignored: the runtime may be gone at exit)
   std::vector<ForkEvents> per_device;
@@ -595,6 +610,7 @@ struct ThreadForkEvents {  // destroyed with the thread (errors ignored: the run
       if (e.ready) {
         cudaEventDestroy(e.ready);
         cudaEventDestroy(e.done);
+        cudaEventDestroy(e.numbered);
       }
   }
 };
@@ -604,35 +620,72 @@ ForkEvents& fork_events(int device) {
   if (static_cast<int>(v.size()) <= device) v.resize(device + 1);
   ForkEvents& e = v[device];
   if (!e.ready) {
-    cudaEvent_t ready = nullptr, done = nullptr;
-    cuda_ok("event", cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-    const cudaError_t err = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
-    if (err != cudaSuccess) cudaEventDestroy(ready);
-    cuda_ok("event", err);
-    e.ready = ready;
-    e.done = done;
+    cudaEvent_t ev[3] = {nullptr, nullptr, nullptr};
+    for (int k = 0; k < 3; ++k) {
+      const cudaError_t err = cudaEventCreateWithFlags(&ev[k], cudaEventDisableTiming);
+      if (err != cudaSuccess)
+        for (int j = 0; j < k; ++j) cudaEventDestroy(ev[j]);
+      cuda_ok("event", err);
+    }
+    e.ready = ev[0];
+    e.done = ev[1];
+    e.numbered = ev[2];
   }
   return e;
 }
 }  // namespace
 
-void* fork_segment_csr(const BackwardParams& p, void* stream) {
-  cudaStream_t st = static_cast<cudaStream_t>(stream);
-  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  cuda_ok("capture status", cudaStreamIsCapturing(st, &cap));
-  if (p.n == 0 || cap != cudaStreamCaptureStatusNone) {  // nothing to overlap, or a capture: stay on `stream`
-    launch_segment_csr(p, stream);
-    return nullptr;
-  }
+namespace {
+// launch(side) on the device's side stream after the work queued on `stream` so far (through the event `mark`),
+// then the side stream's done event, which the caller joins (join_side_stream).
+template <typename F>
+void* on_side_stream(void* stream, cudaEvent_t ForkEvents::*mark, F&& launch) {
   int dev = 0;
   cuda_ok("device", cudaGetDevice(&dev));
   cudaStream_t side = side_stream(dev);
   ForkEvents& ev = fork_events(dev);
-  cuda_ok("event record", cudaEventRecord(ev.ready, st));
-  cuda_ok("stream wait", cudaStreamWaitEvent(side, ev.ready, 0));
-  launch_segment_csr(p, side);
+  cuda_ok("event record", cudaEventRecord(ev.*mark, static_cast<cudaStream_t>(stream)));
+  cuda_ok("stream wait", cudaStreamWaitEvent(side, ev.*mark, 0));
+  launch(side);
   cuda_ok("event record", cudaEventRecord(ev.done, side));
   return ev.done;
+}
+
+bool capturing(void* stream) {
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  cuda_ok("capture status", cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &cap));
+  return cap != cudaStreamCaptureStatusNone;
+}
+}  // namespace
+
+void* fork_segment_csr(const BackwardParams& p, void* stream) {
+  if (p.n == 0 || capturing(stream)) {  // nothing to overlap, or a capture: stay on `stream`
+    launch_segment_csr(p, stream);
+    return nullptr;
+  }
+  return on_side_stream(stream, &ForkEvents::ready, [&](cudaStream_t side) { launch_segment_csr(p, side); });
+}
+
+int32_t* segment_csr_first_keys(const BackwardParams& p, void* stream) {
+  if (p.n == 0 || capturing(stream)) return nullptr;
+  int32_t* first = p.seg_keys;  // cub's dispatch: seg_keys_kernel's output
+  const int v = g_csr_sort.load();
+  if (v != kCsrSortCub)
+    with_sort_cfg(v, [&](auto c) {
+      using C = decltype(c);
+      if (!hand_fits<C>(p.n)) return;
+      const int passes = (segment_sort_bits(p.n) + C::kBits - 1) / C::kBits;
+      first = ((passes - 1) & 1) ? p.seg_keys + p.n : p.seg_keys;  // launch_segment_sort's kb[s0]
+    });
+  return first;
+}
+
+void* fork_segment_sort(const BackwardParams& p, void* stream) {
+  return on_side_stream(stream, &ForkEvents::ready, [&](cudaStream_t side) { launch_segment_sort(p, side); });
+}
+
+void* fork_segment_bounds(const BackwardParams& p, void* stream) {
+  return on_side_stream(stream, &ForkEvents::numbered, [&](cudaStream_t side) { launch_segment_bounds(p, side); });
 }
 
 void join_side_stream(void* token, void* stream) {

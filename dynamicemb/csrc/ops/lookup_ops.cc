@@ -169,6 +169,17 @@ int64_t lookup_lab_mirror(int64_t variant) {
   return old;
 }
 
+// Lab: how a training step of a sequence forks its CSR build: 1 its sort after the dedup's count pass (keys: claimer
+// positions), beside the number pass, and its bounds after the dedup (default); 0 all of it after the dedup; other
+// values only read it. Returns the one before.
+std::atomic<int> g_step_lab{1};
+
+int64_t lookup_lab_step(int64_t variant) {
+  const int old = g_step_lab.load();
+  if (variant == 0 || variant == 1) g_step_lab.store(static_cast<int>(variant));
+  return old;
+}
+
 int64_t lookup_dedup_set_size(int64_t n) {
   ACCEL_CHECK(n >= 0, "n: expected >= 0 ids, got ", n);
   return dedup_set_size(n);
@@ -596,15 +607,34 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     c.sort_zeroed = true;  // (a.csr: a training step with ids, so the dedup and its clear pass run)
     d.find_later = d.find_meta != nullptr && find_later_variant(-1) == 1;
   }
+  // the early fork (lab op _lookup_lab_step 1): a sequence's CSR sort beside the number pass, keyed by claimer
+  bool early = a.csr && !probe && (flags & kStepOverlap) && pooling == kPoolNone && !d.find_later && g_step_lab.load() == 1;
+  if (early) {
+    d.csr_keys = segment_csr_first_keys(c, stream);
+    early = d.csr_keys != nullptr;
+    c.keys_by_claimer = early;
+  }
   Tensor slot_row;  // lab: the find in the dedup's insert
   if (d.find_meta != nullptr && find_later_variant(-1) == 2) {
     slot_row = torch::stable::new_empty(ids, {cap}, ScalarType::Long);
     d.slot_row = static_cast<int64_t*>(slot_row.data_ptr());
   }
-  if (!probe) launch_dedup(d, stream);
   SideJoin side;
+  struct EarlyFork {
+    const BackwardParams* c;
+    void* stream;
+    SideJoin* side;
+  } fork_at{&c, stream, &side};
+  auto fork_sort = [](void* x) {
+    auto* f = static_cast<EarlyFork*>(x);
+    f->side->stream = f->stream;
+    f->side->token = fork_segment_sort(*f->c, f->stream);
+  };
+  if (!probe) launch_dedup(d, stream, early ? +fork_sort : nullptr, &fork_at);
   if (a.csr) {
-    if (flags & kStepOverlap) {
+    if (early) {
+      side.token = fork_segment_bounds(c, stream);
+    } else if (flags & kStepOverlap) {
       side.stream = stream;
       side.token = fork_segment_csr(c, stream);
     } else {
@@ -894,6 +924,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_find_later(int variant) -> int");
   m.def("_lookup_lab_dedup(int variant) -> int");
   m.def("_lookup_lab_mirror(int variant) -> int");
+  m.def("_lookup_lab_step(int variant) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -912,6 +943,7 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("_lookup_lab_find_later", TORCH_BOX(&dynamicemb::lookup::lookup_lab_find_later));
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
   m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
+  m.impl("_lookup_lab_step", TORCH_BOX(&dynamicemb::lookup::lookup_lab_step));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
