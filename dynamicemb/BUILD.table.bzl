@@ -20,6 +20,7 @@ TABLE_OP_HDRS = [
 
 TABLE_KERNEL_HDRS = [
     "//common:headers",
+    "//common:pdl",
     "csrc/table/hash.cuh",
     "csrc/table/probe.cuh",
     "csrc/table/table_kernels.cuh",
@@ -33,5 +34,10 @@ def table_targets():
         template = "csrc/table/table_instance.cu.tpl",
         instances = table_instances(),
         hdrs = TABLE_KERNEL_HDRS,
+        # Dev builds (`--define hstu_dev=1`): the insert pass's lab variants (table_kernels.cuh, HSTU_DEV_VARIANTS).
+        copts = select({
+            "//hstu:hstu_dev": ["-DHSTU_DEV_VARIANTS"],
+            "//conditions:default": [],
+        }),
         visibility = ["//visibility:public"],
     )

@@ -59,6 +59,7 @@
 #include <string>
 
 #include "common/device_info.h"
+#include "common/pdl.cuh"
 #include "dynamicemb/csrc/table/probe.cuh"
 #include "dynamicemb/csrc/table/table_types.h"
 #include "dynamicemb/csrc/table/value_types.cuh"
@@ -268,6 +269,20 @@ __device__ __forceinline__ bool dedup_settle(const Tile& tile, const UpsertParam
   }
 }
 
+// Programmatic dependent launch (private option UpsertParams::pdl; sm_90+; common/pdl.cuh): the op's kernels after
+// begin_op start their blocks while the kernel before them drains, and wait (griddep_wait) before they read what an
+// earlier kernel of the op wrote; without the launch attribute the wait returns at once. The batch's inputs (keys,
+// rows) are the caller's, complete before begin_op started, so a first pass may load its key before its wait.
+// k<<<grid, block, 0, s>>>(args...), as a programmatic dependent of the stream's previous kernel when pdl on sm_90+.
+template <typename... Q, typename... A>
+void launch_upsert_kernel(bool pdl, void (*k)(Q...), unsigned grid, unsigned block, cudaStream_t s, A&&... args) {
+  if (!pdl || accel::current_device_cc_major(/*fallback=*/0) < 9) {
+    k<<<grid, block, 0, s>>>(static_cast<A&&>(args)...);
+    return;
+  }
+  (void)accel::launch_pdl(k, dim3(grid), dim3(block), 0, s, true, static_cast<A&&>(args)...);  // check_launch after
+}
+
 // Flag in a pending entry's index word: the first pass found the key missing and its bucket full.
 constexpr long long kPendingFullBucket = 1ll << 62;
 
@@ -411,7 +426,9 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-template <int K, int V, int P>
+// L: insert-pass lab variant bits (dev builds; 0 in the product): 1 no score re-check of an LRU victim, 2 the
+// scan's two chunks loaded at once.
+template <int K, int V, int P, int L = 0>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
   using T = typename Val<V>::T;
@@ -441,7 +458,11 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   tile.sync();  // the lead's acquire orders the tile's scan after the previous holder's writes
   const uint32_t d4 = 0x01010101u * digest;
   while (true) {
+#ifdef HSTU_DEV_VARIANTS
+    const BucketScan sc = (L & 2) ? scan_bucket_pair(tile, t, base, d4) : scan_bucket(tile, t, base, d4);
+#else
     const BucketScan sc = scan_bucket(tile, t, base, d4);
+#endif
     // The victim: the least (score, digest, key) (probe.cuh, "eviction scan"). The tile's least rank settles it
     // unless two slots share it (or a score >= 2^56 makes ranks inexact): then victim_exact reads key words.
     bool big = (sc.big >> 24) != 0;
@@ -518,7 +539,10 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     }
     const bool is_free = old == kEmptyKey;
     bool claimed = true;
-    if (!is_free && lead) {
+    // (L & 1, timing lab) LRU outside accum_or_assign: every score this op writes is the op's one score, and a
+    // victim's (below it) can change only under the bucket lock this tile holds, so the re-read is skipped.
+    const bool recheck = !((L & 1) && P == kPolicyLru && p.mode != kAccumOrAssign);
+    if (!is_free && lead && recheck) {
       claimed = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim) == victim_score;
       if (!claimed) publish_key(t.keys, victim, old);
     }
@@ -572,7 +596,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
 // bucket without a free slot; a bucket gains no free slot during an upsert, so the key goes straight to the
 // eviction path, whose scan under the lock (and its probe while waiting for the lock) finds the key if a
 // duplicate inserted it meanwhile. Tile-uniform control flow throughout.
-template <int K, int V, int P>
+template <int K, int V, int P, int L = 0>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
                                               const KeyArgs& a, const typename Val<V>::T* row_in,
                                               bool full_bucket = false) {
@@ -584,7 +608,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
                           (mode == kAccumOrAssign && !a.accum_flag);
   if (full_bucket && may_insert)
-    return evict_insert<K, V, P>(
+    return evict_insert<K, V, P, L>(
         p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
         policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0));
 
@@ -612,7 +636,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
       continue;
     }
-    return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
+    return evict_insert<K, V, P, L>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
 }
 
@@ -699,6 +723,13 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   __shared__ UpsertParams s_p;  // for the out-of-line initializer
   if (threadIdx.x == 32) s_p = p;
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
+  // The key's load is issued before the barrier (and before the wait for begin_op under pdl), so that its round
+  // trip overlaps the clock's (the block's warps would otherwise start their probes one round trip after the block
+  // starts).
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMainBlock<F> + threadIdx.x) / kTile;
+  const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
+  accel::griddep_wait();
+  accel::griddep_launch_dependents();
   if (threadIdx.x == 0) {
     s_queued = 0;
     // The op clock was written by begin_op_kernel: read-only here. One read per block (not per warp): the
@@ -706,10 +737,6 @@ __global__ void __launch_bounds__(kMainBlock<F>,
     s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
     if (F == kFamilyCopyDedup) s_dedup = static_cast<int>(__ldg(dedup_choice(p)));
   }
-  // The key's load is issued before the barrier, so that its round trip overlaps the clock's (the block's warps
-  // would otherwise start their probes one round trip after the block starts).
-  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMainBlock<F> + threadIdx.x) / kTile;
-  const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const bool lead = tile.thread_rank() == 0;
@@ -922,7 +949,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // The warp's tiles meet at a __syncwarp after each group, so that their next keys' loads, lock CASes and scans
 // issue together (tiles left to drift apart serialize their round trips); no block barrier inside the loop (a
 // warp never waits for the block's slowest key). Stats gather in shared memory and are flushed once at the end.
-template <int K, int V, int P>
+template <int K, int V, int P, int L = 0>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
@@ -930,6 +957,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
   // Written by earlier kernels, read-only here; one read per block (see the hit pass).
   __shared__ long long s_count;
   __shared__ unsigned long long s_clock;
+  accel::griddep_wait();
   if (threadIdx.x == 0) {
     s_count = static_cast<long long>(__ldg(reinterpret_cast<const unsigned long long*>(pending_count(p))));
     s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
@@ -966,7 +994,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      const Outcome o = upsert_one<K, V, P>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
+      const Outcome o = upsert_one<K, V, P, L>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
       if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
         init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
       if (tile.thread_rank() == 0) {
@@ -1128,6 +1156,7 @@ __global__ void __launch_bounds__(kBeginBlock)
     begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long long* pending_count, const void* keys,
                     int64_t n, unsigned long long* choice) {
   using KT = typename KeyT<K>::T;
+  accel::griddep_launch_dependents();
   if (threadIdx.x == 0) {
     counters[kCounterClock] += 1;
     if (pending_count) {
@@ -1177,6 +1206,8 @@ template <int K, int V, int P>
 __global__ void __launch_bounds__(kBeginBlock)
     dedup_clear_kernel(const unsigned long long* choice, unsigned long long* set, int64_t set_words) {
   __shared__ int s_use;  // one load of the choice per block (not one per warp on one word)
+  accel::griddep_launch_dependents();
+  accel::griddep_wait();
   if (threadIdx.x == 0) s_use = __ldg(choice) != 0;
   __syncthreads();
   if (!s_use) return;
@@ -1210,7 +1241,22 @@ void launch_upsert(const UpsertParams& p, void* stream) {
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
-  upsert_insert_kernel<K, V, P><<<std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap()), kBlock, 0, s>>>(p);
+  const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap());
+#ifdef HSTU_DEV_VARIANTS
+  // Insert-pass lab variants (option bits 2 and 4 -> L 1 and 2), instantiated for uint64 keys, fp32 rows, LRU only.
+  if constexpr (K == kKeyUInt64 && V == kValueFp32 && P == kPolicyLru) {
+    const int lab = (p.lab >> 1) & 3;
+    if (lab == 1) launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 1>, grid, kBlock, s, p);
+    else if (lab == 2) launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 2>, grid, kBlock, s, p);
+    else if (lab == 3) launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 3>, grid, kBlock, s, p);
+    if (lab != 0) {
+      check_launch("upsert insert pass");
+      DYNAMICEMB_TABLE_PHASE_HOOK(s);
+      return;
+    }
+  }
+#endif
+  launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P>, grid, kBlock, s, p);
   check_launch("upsert insert pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
@@ -1230,9 +1276,9 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
       p.t.counters, p.stats, counts, dedup ? p.keys : nullptr, p.n, choice);
   if (dedup) {
     const int64_t blocks = std::max<int64_t>(1, w / (2 * detail::kBeginBlock * 8));  // >= 8 stores per thread
-    detail::dedup_clear_kernel<K, V, P>
-        <<<static_cast<unsigned>(std::min<int64_t>(blocks, insert_grid_cap())), detail::kBeginBlock, 0, s>>>(
-            choice, set, w);
+    launch_upsert_kernel(p.pdl, detail::dedup_clear_kernel<K, V, P>,
+                         static_cast<unsigned>(std::min<int64_t>(blocks, insert_grid_cap())), detail::kBeginBlock, s,
+                         choice, set, w);
   }
   check_launch("begin_op");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
@@ -1240,16 +1286,16 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
   const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
   if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
-    upsert_main_kernel<K, V, P, kFamilyInitConst><<<grid_init, kInitBlock, 0, s>>>(p);
+    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst>, grid_init, kInitBlock, s, p);
   else if (family == kFamilyInit)
-    upsert_main_kernel<K, V, P, kFamilyInit><<<grid_init, kInitBlock, 0, s>>>(p);
+    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInit>, grid_init, kInitBlock, s, p);
   else if (family == kFamilyCopy && dedup) {
     if constexpr (P == kPolicyLru)
-      upsert_main_kernel<K, V, P, kFamilyCopyDedup><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+      launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopyDedup>, grid_for_tiles(p.n), kBlock, s, p);
   } else if (family == kFamilyCopy)
-    upsert_main_kernel<K, V, P, kFamilyCopy><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy>, grid_for_tiles(p.n), kBlock, s, p);
   else
-    upsert_main_kernel<K, V, P, kFamilyOther><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyOther>, grid_for_tiles(p.n), kBlock, s, p);
   check_launch("upsert first pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
