@@ -19,9 +19,12 @@ timeout 26 $PT --upsert-lab 1 $T -k "not test_gpu_matches_cpu_twin and not row_w
 timeout 26 $PT --upsert-lab 1 $H > $OUT/h_on1.txt 2>&1 & p5=$!
 timeout 26 $PT --upsert-lab 1 $H > $OUT/h_on2.txt 2>&1 & p6=$!
 timeout 26 $PT --upsert-lab 0 $H > $OUT/h_off.txt 2>&1 & p7=$!
-for p in $p1 $p2 $p3 $p4 $p5 $p6 $p7; do wait $p; echo "rc $?"; done
+# pdl + nrc (the nrc instances serve uint64 / fp32 / LRU tables of a dev build)
+timeout 26 $PT --upsert-lab 3 tests/dynamicemb/test_evict_ties_gpu.py tests/dynamicemb/test_table_full.py \
+  > $OUT/e_nrc.txt 2>&1 & p8=$!
+for p in $p1 $p2 $p3 $p4 $p5 $p6 $p7 $p8; do wait $p; echo "rc $?"; done
 echo "tests: $(( $(date +%s) - t0 )) s"
-for f in t_twin t_rw_assign t_rw_ioa t_rest h_on1 h_on2 h_off; do echo "$f: $(grep -E 'passed|failed|error' $OUT/$f.txt | tail -1)"; done
+for f in t_twin t_rw_assign t_rw_ioa t_rest h_on1 h_on2 h_off e_nrc; do echo "$f: $(grep -E 'passed|failed|error' $OUT/$f.txt | tail -1)"; done
 grep -h -B2 -A30 "^____\|Error\|assert" $OUT/*.txt | head -80
 left() { local l=$(( 44 - $(date +%s) + t0 )); echo $(( l > 1 ? l : 1 )); }
 # load 1.0: pdl and the insert-pass lab variants (dev wheel); load 0.5: pdl only (no evictions there)
