@@ -34,10 +34,5 @@ def table_targets():
         template = "csrc/table/table_instance.cu.tpl",
         instances = table_instances(),
         hdrs = TABLE_KERNEL_HDRS,
-        # Dev builds (`--define hstu_dev=1`): the insert pass's lab variants (table_kernels.cuh, HSTU_DEV_VARIANTS).
-        copts = select({
-            "//hstu:hstu_dev": ["-DHSTU_DEV_VARIANTS"],
-            "//conditions:default": [],
-        }),
         visibility = ["//visibility:public"],
     )

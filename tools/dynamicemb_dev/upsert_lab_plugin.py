@@ -6,11 +6,13 @@ bits given by --upsert-lab (e.g. 1: the upsert's kernels as programmatic depende
 
 
 def pytest_addoption(parser):
-    parser.addoption("--upsert-lab", type=int, default=0, help="bits of ScoredHashTable._upsert_lab for every table")
+    parser.addoption("--upsert-lab", type=int, default=None,
+                     help="bits of ScoredHashTable._upsert_lab for every table (default: the class's own)")
 
 
 def pytest_configure(config):
     from dynamicemb._table import ScoredHashTable
 
-    ScoredHashTable._upsert_lab = config.getoption("--upsert-lab")
+    if config.getoption("--upsert-lab") is not None:
+        ScoredHashTable._upsert_lab = config.getoption("--upsert-lab")
     print(f"upsert_lab_plugin: ScoredHashTable._upsert_lab = {ScoredHashTable._upsert_lab}")

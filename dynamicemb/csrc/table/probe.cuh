@@ -459,9 +459,15 @@ struct BucketScan {
 // probe found none, and slots never become free during an upsert), and only the lock holder changes which key a
 // slot holds; a slot LOCKED by a hit (a row writer; its holder never waits) keeps its key and digest, and its score
 // may change: the claim re-checks the victim's score (a stale score costs a rescan, never a wrong eviction).
-// One chunk's part of scan_bucket: chunk c, the lane's i-th.
-__device__ __forceinline__ void scan_chunk(BucketScan& r, const ChunkScores& cs, uint32_t d4, int c, int i) {
-  {
+__device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableRef& t, int64_t base, uint32_t d4) {
+  const int chunks = t.bucket_capacity / 16;
+  BucketScan r{EvictCand{~0ull, -1, false}, 0u, 0ull};
+  // One chunk at a time (all of a lane's loads at once would cost the insert pass its occupancy); the caller
+  // prefetched the whole bucket into L2 before taking the lock (prefetch_bucket_l2).
+  int i = 0;
+#pragma unroll 1
+  for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile, ++i) {
+    const ChunkScores cs = load_chunk_scores(t, base, c);
     r.look |= static_cast<uint64_t>(match16(cs.d, d4)) << (16 * i);
     uint32_t hi_or = 0, lo_or = 0;
 #pragma unroll
@@ -508,40 +514,8 @@ __device__ __forceinline__ void scan_chunk(BucketScan& r, const ChunkScores& cs,
     e[0].idx += c * 16;  // chunk-local -> bucket-local slot
     r.min = cand_min(r.min, e[0]);
   }
-}
-__device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableRef& t, int64_t base, uint32_t d4) {
-  const int chunks = t.bucket_capacity / 16;
-  BucketScan r{EvictCand{~0ull, -1, false}, 0u, 0ull};
-  // One chunk at a time (all of a lane's loads at once would cost the insert pass its occupancy); the caller
-  // prefetched the whole bucket into L2 before taking the lock (prefetch_bucket_l2).
-  int i = 0;
-#pragma unroll 1
-  for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile, ++i)
-    scan_chunk(r, load_chunk_scores(t, base, c), d4, c, i);
   return r;
 }
-#ifdef HSTU_DEV_VARIANTS
-// Lab (insert-pass variant bit 2): two chunks' loads issued before either is scanned (one L2 round trip for a
-// 128-slot bucket instead of two, for 36 more registers live).
-__device__ __forceinline__ BucketScan scan_bucket_pair(const Tile& tile, const TableRef& t, int64_t base,
-                                                       uint32_t d4) {
-  const int chunks = t.bucket_capacity / 16;
-  BucketScan r{EvictCand{~0ull, -1, false}, 0u, 0ull};
-  int i = 0;
-#pragma unroll 1
-  for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += 2 * kTile, i += 2) {
-    const ChunkScores c0 = load_chunk_scores(t, base, c);
-    if (c + kTile < chunks) {
-      const ChunkScores c1 = load_chunk_scores(t, base, c + kTile);
-      scan_chunk(r, c0, d4, c, i);
-      scan_chunk(r, c1, d4, c + kTile, i + 1);
-    } else {
-      scan_chunk(r, c0, d4, c, i);
-    }
-  }
-  return r;
-}
-#endif
 // Bucket-local slot of bit `bit` of a lane's `look` mask (BucketScan).
 __device__ __forceinline__ int look_slot(const Tile& tile, int bit) {
   return ((bit >> 4) * kTile + static_cast<int>(tile.thread_rank())) * 16 + (bit & 15);

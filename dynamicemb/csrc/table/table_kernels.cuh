@@ -426,9 +426,7 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-// L: insert-pass lab variant bits (dev builds; 0 in the product): 1 no score re-check of an LRU victim, 2 the
-// scan's two chunks loaded at once.
-template <int K, int V, int P, int L = 0>
+template <int K, int V, int P>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
   using T = typename Val<V>::T;
@@ -458,11 +456,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   tile.sync();  // the lead's acquire orders the tile's scan after the previous holder's writes
   const uint32_t d4 = 0x01010101u * digest;
   while (true) {
-#ifdef HSTU_DEV_VARIANTS
-    const BucketScan sc = (L & 2) ? scan_bucket_pair(tile, t, base, d4) : scan_bucket(tile, t, base, d4);
-#else
     const BucketScan sc = scan_bucket(tile, t, base, d4);
-#endif
     // The victim: the least (score, digest, key) (probe.cuh, "eviction scan"). The tile's least rank settles it
     // unless two slots share it (or a score >= 2^56 makes ranks inexact): then victim_exact reads key words.
     bool big = (sc.big >> 24) != 0;
@@ -539,9 +533,11 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     }
     const bool is_free = old == kEmptyKey;
     bool claimed = true;
-    // (L & 1, timing lab) LRU outside accum_or_assign: every score this op writes is the op's one score, and a
-    // victim's (below it) can change only under the bucket lock this tile holds, so the re-read is skipped.
-    const bool recheck = !((L & 1) && P == kPolicyLru && p.mode != kAccumOrAssign);
+    // A hit may have changed the victim's score since the scan: re-read it. Not under LRU outside
+    // accum_or_assign: every score such an op writes is its one value (the clock), the victim's is below it, the
+    // first pass's hits completed before this kernel and it defers no present key, so this pass hits only keys
+    // this op inserted (their score is the op's): a score below it changes only under the bucket lock held here.
+    const bool recheck = P != kPolicyLru || p.mode == kAccumOrAssign;
     if (!is_free && lead && recheck) {
       claimed = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim) == victim_score;
       if (!claimed) publish_key(t.keys, victim, old);
@@ -596,7 +592,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
 // bucket without a free slot; a bucket gains no free slot during an upsert, so the key goes straight to the
 // eviction path, whose scan under the lock (and its probe while waiting for the lock) finds the key if a
 // duplicate inserted it meanwhile. Tile-uniform control flow throughout.
-template <int K, int V, int P, int L = 0>
+template <int K, int V, int P>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
                                               const KeyArgs& a, const typename Val<V>::T* row_in,
                                               bool full_bucket = false) {
@@ -608,7 +604,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
                           (mode == kAccumOrAssign && !a.accum_flag);
   if (full_bucket && may_insert)
-    return evict_insert<K, V, P, L>(
+    return evict_insert<K, V, P>(
         p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
         policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0));
 
@@ -636,7 +632,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
       continue;
     }
-    return evict_insert<K, V, P, L>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
+    return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
 }
 
@@ -949,7 +945,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // The warp's tiles meet at a __syncwarp after each group, so that their next keys' loads, lock CASes and scans
 // issue together (tiles left to drift apart serialize their round trips); no block barrier inside the loop (a
 // warp never waits for the block's slowest key). Stats gather in shared memory and are flushed once at the end.
-template <int K, int V, int P, int L = 0>
+template <int K, int V, int P>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
@@ -994,7 +990,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      const Outcome o = upsert_one<K, V, P, L>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
+      const Outcome o = upsert_one<K, V, P>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
       if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
         init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
       if (tile.thread_rank() == 0) {
@@ -1241,22 +1237,8 @@ void launch_upsert(const UpsertParams& p, void* stream) {
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
-  const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap());
-#ifdef HSTU_DEV_VARIANTS
-  // Insert-pass lab variants (option bits 2 and 4 -> L 1 and 2), instantiated for uint64 keys, fp32 rows, LRU only.
-  if constexpr (K == kKeyUInt64 && V == kValueFp32 && P == kPolicyLru) {
-    const int lab = (p.lab >> 1) & 3;
-    if (lab == 1) launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 1>, grid, kBlock, s, p);
-    else if (lab == 2) launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 2>, grid, kBlock, s, p);
-    else if (lab == 3) launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 3>, grid, kBlock, s, p);
-    if (lab != 0) {
-      check_launch("upsert insert pass");
-      DYNAMICEMB_TABLE_PHASE_HOOK(s);
-      return;
-    }
-  }
-#endif
-  launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P>, grid, kBlock, s, p);
+  launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P>, std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap()),
+                       kBlock, s, p);
   check_launch("upsert insert pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }

@@ -236,7 +236,6 @@ struct UpsertParams {
   HostOps host;
   bool first_pass_only, insert_pass_only;
   bool pdl;  // private option: the op's kernels after begin_op as programmatic dependent launches (table_kernels.cuh)
-  int lab;   // private option bits (_table.py ScoredHashTable._upsert_lab); dev builds: insert-pass variants
   int mode;
   const void* keys;           // (n)
   int64_t n;
