@@ -3,15 +3,8 @@
 # the insert pass's lab variants nrc / pair (bits 2 / 4; the wheel is a dev build).
 # GPU tests with the option forced on (test_table_gpu.py whole in 4 processes, test_hybrid_split_gpu.py whole twice)
 # and off (test_hybrid_split_gpu.py once), in parallel; then table_ab (main / variants in one process).
-C=.carry/hash24
-S=/tmp/site_hash24
-mkdir -p "$OUT"
-rm -rf $S; python3 -m pip install -q --no-deps --no-index --no-compile --target $S $C/whl/*.whl
-export PYTHONPATH=$S:$C
-PT="python3 -P -m pytest -q -p no:cacheprovider --import-mode=importlib -p upsert_lab_plugin"
-T=tests/dynamicemb/test_table_gpu.py
-H=tests/dynamicemb/test_hybrid_split_gpu.py
-t0=$(date +%s)
+B=44
+. .carry/hash24/setup.sh
 timeout 26 $PT --upsert-lab 1 $T -k test_gpu_matches_cpu_twin > $OUT/t_twin.txt 2>&1 & p1=$!
 timeout 26 $PT --upsert-lab 1 $T -k "row_writer and not insert_or_assign" > $OUT/t_rw_assign.txt 2>&1 & p2=$!
 timeout 26 $PT --upsert-lab 1 $T -k "row_writer and insert_or_assign" > $OUT/t_rw_ioa.txt 2>&1 & p3=$!
@@ -26,7 +19,6 @@ for p in $p1 $p2 $p3 $p4 $p5 $p6 $p7 $p8; do wait $p; echo "rc $?"; done
 echo "tests: $(( $(date +%s) - t0 )) s"
 for f in t_twin t_rw_assign t_rw_ioa t_rest h_on1 h_on2 h_off e_nrc; do echo "$f: $(grep -E 'passed|failed|error' $OUT/$f.txt | tail -1)"; done
 grep -h -B2 -A30 "^____\|Error\|assert" $OUT/*.txt | head -80
-left() { local l=$(( 44 - $(date +%s) + t0 )); echo $(( l > 1 ? l : 1 )); }
 # load 1.0: pdl and the insert-pass lab variants (dev wheel); load 0.5: pdl only (no evictions there)
 PYTHONPATH=$S:$C:benchmarks timeout $(left) python3 $C/table_ab.py --variants main pdl nrc pair nrc+pair \
   --lambdas 1.0 --dists uniform --reps 3 2>&1 | tee $OUT/table_ab.txt

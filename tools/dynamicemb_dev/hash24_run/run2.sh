@@ -4,17 +4,10 @@
 # test_evict_ties_gpu.py + test_table_full.py) and test_hybrid_split_gpu.py with plain launches, in parallel; then
 # hash_table.py at load 1.0 with main22's wheel and this one (same script, one process each), then table_ab (pdl
 # against plain launches in this wheel) at 1.0 and 0.5.
-C=.carry/hash24
-S=/tmp/site_hash24
-mkdir -p "$OUT"
-rm -rf $S /tmp/site_main24
-python3 -m pip install -q --no-deps --no-index --no-compile --target $S $C/whl/*.whl
+B=44
+. .carry/hash24/setup.sh
+rm -rf /tmp/site_main24
 python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_main24 .carry/main22/whl/dynamicemb-*.whl
-export PYTHONPATH=$S:$C
-PT="python3 -P -m pytest -q -p no:cacheprovider --import-mode=importlib -p upsert_lab_plugin"
-T=tests/dynamicemb/test_table_gpu.py
-H=tests/dynamicemb/test_hybrid_split_gpu.py
-t0=$(date +%s)
 timeout 25 $PT $T -k test_gpu_matches_cpu_twin > $OUT/t_twin.txt 2>&1 & p1=$!
 timeout 25 $PT $T -k "row_writer and not insert_or_assign" > $OUT/t_rw_assign.txt 2>&1 & p2=$!
 timeout 25 $PT $T -k "row_writer and insert_or_assign" > $OUT/t_rw_ioa.txt 2>&1 & p3=$!
@@ -27,7 +20,6 @@ for p in $p1 $p2 $p3 $p4 $p5 $p6 $p7 $p8; do wait $p; echo "rc $?"; done
 echo "tests: $(( $(date +%s) - t0 )) s"
 for f in t_twin t_rw_assign t_rw_ioa t_rest h_on1 h_on2 h_off e_ties; do echo "$f: $(grep -E 'passed|failed|error' $OUT/$f.txt | tail -1)"; done
 grep -h -B2 -A30 "^____\|Error\|assert" $OUT/*.txt | head -80
-left() { local l=$(( 44 - $(date +%s) + t0 )); echo $(( l > 1 ? l : 1 )); }
 HT="benchmarks/hash_table.py --dims 32 --capacity 67108864 --reps 3 --fill hkv --lambdas 1.0 --dists uniform"
 echo "## main22"
 PYTHONPATH=/tmp/site_main24 timeout $(left) python3 $HT 2>&1 | tee $OUT/ht_main.txt | grep "^dim \|^| 32"

@@ -2,22 +2,16 @@
 # hash24 run 3 (short): insert_and_evict's victim row prefetched into L2 before the victim's exchange (private
 # option _upsert_lab bit 2, "pv"). GPU tests with pdl + pv forced on (--upsert-lab 3), in parallel; then table_ab at
 # load 1.0 (pdl = the default, pdl+pv, plain launches) in one process.
-C=.carry/hash24
-S=/tmp/site_hash24
-mkdir -p "$OUT"
-rm -rf $S; python3 -m pip install -q --no-deps --no-index --no-compile --target $S $C/whl/*.whl
-export PYTHONPATH=$S:$C
-PT="python3 -P -m pytest -q -p no:cacheprovider --import-mode=importlib -p upsert_lab_plugin --upsert-lab 3"
-t0=$(date +%s)
-timeout 18 $PT tests/dynamicemb/test_table_gpu.py -k "test_gpu_matches_cpu_twin or contention" > $OUT/t_twin.txt 2>&1 & p1=$!
-timeout 18 $PT tests/dynamicemb/test_evict_ties_gpu.py tests/dynamicemb/test_table_full.py > $OUT/e_ties.txt 2>&1 & p2=$!
-timeout 18 $PT tests/dynamicemb/test_storage_gpu.py > $OUT/storage.txt 2>&1 & p3=$!
-timeout 18 $PT tests/dynamicemb/test_hybrid_split_gpu.py > $OUT/hybrid.txt 2>&1 & p4=$!
+B=29
+. .carry/hash24/setup.sh
+timeout 18 $PT --upsert-lab 3 $T -k "test_gpu_matches_cpu_twin or contention" > $OUT/t_twin.txt 2>&1 & p1=$!
+timeout 18 $PT --upsert-lab 3 tests/dynamicemb/test_evict_ties_gpu.py tests/dynamicemb/test_table_full.py > $OUT/e_ties.txt 2>&1 & p2=$!
+timeout 18 $PT --upsert-lab 3 tests/dynamicemb/test_storage_gpu.py > $OUT/storage.txt 2>&1 & p3=$!
+timeout 18 $PT --upsert-lab 3 $H > $OUT/hybrid.txt 2>&1 & p4=$!
 for p in $p1 $p2 $p3 $p4; do wait $p; echo "rc $?"; done
 echo "tests: $(( $(date +%s) - t0 )) s"
 for f in t_twin e_ties storage hybrid; do echo "$f: $(grep -E 'passed|failed|error' $OUT/$f.txt | tail -1)"; done
 grep -h -B2 -A30 "^____\|Error\|assert" $OUT/*.txt | head -60
-left() { local l=$(( 29 - $(date +%s) + t0 )); echo $(( l > 1 ? l : 1 )); }
 PYTHONPATH=$S:$C:benchmarks timeout $(left) python3 $C/table_ab.py --variants pdl pdl+pv main --lambdas 1.0 \
   --dists uniform --reps 3 2>&1 | tee $OUT/table_ab.txt
 echo "total: $(( $(date +%s) - t0 )) s"
