@@ -304,8 +304,7 @@ class ScoredHashTable:
     # Private option (bits; class or instance attribute): 1 = the CUDA upsert's kernels after begin_op as
     # programmatic dependent launches on sm_90+ (table_kernels.cuh launch_upsert_kernel; H200, 1M keys: +0.4 to
     # +1.3 % on the inserting ops, docs/dynamicemb_storage_notes.md "The first-writer set's slot-lock copy"); on by
-    # default, 0 = plain launches (for A/B timing). 2 = insert_and_evict's victim row prefetched into L2 before the
-    # victim's exchange (table_kernels.cuh evict_insert).
+    # default, 0 = plain launches (for A/B timing).
     _upsert_lab = 1
 
     def __init__(

@@ -469,10 +469,6 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     // back from the exchange, so its look bit is dropped).
     const bool spec = !refuse && !exact && m.idx >= 0;
     int64_t victim = base + m.idx;
-    // insert_and_evict copies the victim's row out after the exchange below: its DRAM read starts now, beside the
-    // exchange's round trip (private option; an HBM row only).
-    if (p.prefetch_victim && spec && p.mode == kInsertAndEvict && p.evicted_values && !ref_host_slot(t, victim))
-      prefetch_row_l2(tile, row_ptr<T>(t, victim), dim);
     uint64_t look = sc.look & ~(spec ? look_bit(tile, m.idx) : 0ull);
     int64_t found = -1;
     bool held = false;  // a slot of the key's digest read LOCKED (a hit holds it: maybe the key's)

@@ -236,7 +236,6 @@ struct UpsertParams {
   HostOps host;
   bool first_pass_only, insert_pass_only;
   bool pdl;  // private option: the op's kernels after begin_op as programmatic dependent launches (table_kernels.cuh)
-  bool prefetch_victim;  // private option: insert_and_evict's victim row read into L2 before its exchange (evict_insert)
   int mode;
   const void* keys;           // (n)
   int64_t n;

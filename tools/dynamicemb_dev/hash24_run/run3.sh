@@ -1,7 +1,8 @@
 #!/bin/bash
 # hash24 run 3 (short): insert_and_evict's victim row prefetched into L2 before the victim's exchange (private
 # option _upsert_lab bit 2, "pv"). GPU tests with pdl + pv forced on (--upsert-lab 3), in parallel; then table_ab at
-# load 1.0 (pdl = the default, pdl+pv, plain launches) in one process.
+# load 1.0 (pdl = the default, pdl+pv, plain launches) in one process. (pv measured no gain and was removed after
+# this run: table_ab.py no longer knows it.)
 B=29
 . .carry/hash24/setup.sh
 timeout 18 $PT --upsert-lab 3 $T -k "test_gpu_matches_cpu_twin or contention" > $OUT/t_twin.txt 2>&1 & p1=$!
