@@ -20,6 +20,7 @@ TABLE_OP_HDRS = [
 
 TABLE_KERNEL_HDRS = [
     "//common:headers",
+    "//common:pdl",
     "csrc/table/hash.cuh",
     "csrc/table/probe.cuh",
     "csrc/table/table_kernels.cuh",

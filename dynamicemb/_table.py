@@ -301,6 +301,11 @@ class ScoredHashTable:
     # the set's own first-pass instance; docs/dynamicemb_storage_notes.md, "A sampled choice of the first-writer
     # set"): off by default.
     _upsert_dedup = False
+    # Private option (bits; class or instance attribute): 1 = the CUDA upsert's kernels after begin_op as
+    # programmatic dependent launches on sm_90+ (table_kernels.cuh launch_upsert_kernel; H200, 1M keys: +0.4 to
+    # +1.3 % on the inserting ops, docs/dynamicemb_storage_notes.md "The first-writer set's slot-lock copy"); on by
+    # default, 0 = plain launches (for A/B timing).
+    _upsert_lab = 1
 
     def __init__(
         self,
@@ -561,7 +566,7 @@ class ScoredHashTable:
         _ops().table_upsert(
             *self._table_args(), self._policy, _MODE[mode], keys, values, scores, accum, values_out, found_out,
             slots_out, stats, evicted[0], evicted[1], evicted[2], self._use_epoch, int(self.epoch), *init, pending,
-            self._values_host(), self._claim_hbm_slots(),
+            self._values_host(), self._claim_hbm_slots(), self._upsert_lab,
         )
         return stats
 

@@ -224,7 +224,7 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
                   Tensor stats, OptTensor evicted_keys, OptTensor evicted_values, OptTensor evicted_scores,
                   bool use_epoch, int64_t epoch, int64_t init_kind, double init_a, double init_b,
                   double init_mean, double init_std, double init_value, int64_t init_cols, double init_fill,
-                  int64_t seed, OptTensor pending, OptTensor tvh, int64_t hbm_slots) {
+                  int64_t seed, OptTensor pending, OptTensor tvh, int64_t hbm_slots, int64_t lab) {
   Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity, tvh);
   // hybrid tables claim each bucket's HBM slots first. A CPU twin of one buffer: hbm_slots (>= 0) gives it the same
   // claim order as the CUDA table of that split; tables of two buffers take it from them (make_table).
@@ -238,6 +238,7 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
   UpsertParams p{};
   p.t = t.ref;
   p.mode = static_cast<int>(mode);
+  p.pdl = (lab & 1) != 0;  // private option (_table.py ScoredHashTable._upsert_lab)
   p.n = keys.numel();
   const int64_t nd = p.n * t.ref.dim;
   p.keys = arg_ptr(keys, "keys", tk, tk.scalar_type(), p.n);
@@ -394,7 +395,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "Tensor(k!)? evicted_keys, Tensor(l!)? evicted_values, Tensor(m!)? evicted_scores, bool use_epoch, "
       "int epoch, int init_kind, float init_a, float init_b, float init_mean, float init_std, "
       "float init_value, int init_cols, float init_fill, int seed, Tensor(n!)? pending=None, "
-      "Tensor(o!)? table_values_host=None, int hbm_slots=-1) -> ()");
+      "Tensor(o!)? table_values_host=None, int hbm_slots=-1, int lab=0) -> ()");
   m.def(
       "table_erase(Tensor(a!) table_keys, Tensor(b!) table_digests, Tensor table_scores, Tensor table_values, "
       "Tensor table_locks, Tensor(c!) table_counters, int bucket_capacity, Tensor? keys, int threshold, "

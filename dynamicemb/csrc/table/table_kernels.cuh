@@ -59,6 +59,7 @@
 #include <string>
 
 #include "common/device_info.h"
+#include "common/pdl.cuh"
 #include "dynamicemb/csrc/table/probe.cuh"
 #include "dynamicemb/csrc/table/table_types.h"
 #include "dynamicemb/csrc/table/value_types.cuh"
@@ -266,6 +267,20 @@ __device__ __forceinline__ bool dedup_settle(const Tile& tile, const UpsertParam
     if (decided) return tile.shfl(v, __ffs(decided) - 1) == x;
     j += kTile;
   }
+}
+
+// Programmatic dependent launch (private option UpsertParams::pdl; sm_90+; common/pdl.cuh): the op's kernels after
+// begin_op start their blocks while the kernel before them drains, and wait (griddep_wait) before they read what an
+// earlier kernel of the op wrote; without the launch attribute the wait returns at once. The batch's inputs (keys,
+// rows) are the caller's, complete before begin_op started, so a first pass may load its key before its wait.
+// k<<<grid, block, 0, s>>>(args...), as a programmatic dependent of the stream's previous kernel when pdl on sm_90+.
+template <typename... Q, typename... A>
+void launch_upsert_kernel(bool pdl, void (*k)(Q...), unsigned grid, unsigned block, cudaStream_t s, A&&... args) {
+  if (!pdl || accel::current_device_cc_major(/*fallback=*/0) < 9) {
+    k<<<grid, block, 0, s>>>(static_cast<A&&>(args)...);
+    return;
+  }
+  (void)accel::launch_pdl(k, dim3(grid), dim3(block), 0, s, true, static_cast<A&&>(args)...);  // check_launch after
 }
 
 // Flag in a pending entry's index word: the first pass found the key missing and its bucket full.
@@ -518,7 +533,12 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     }
     const bool is_free = old == kEmptyKey;
     bool claimed = true;
-    if (!is_free && lead) {
+    // A hit may have changed the victim's score since the scan: re-read it. Not under LRU outside
+    // accum_or_assign: every score such an op writes is its one value (the clock), the victim's is below it, the
+    // first pass's hits completed before this kernel and it defers no present key, so this pass hits only keys
+    // this op inserted (their score is the op's): a score below it changes only under the bucket lock held here.
+    const bool recheck = P != kPolicyLru || p.mode == kAccumOrAssign;
+    if (!is_free && lead && recheck) {
       claimed = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim) == victim_score;
       if (!claimed) publish_key(t.keys, victim, old);
     }
@@ -699,6 +719,13 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   __shared__ UpsertParams s_p;  // for the out-of-line initializer
   if (threadIdx.x == 32) s_p = p;
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
+  // The key's load is issued before the barrier (and before the wait for begin_op under pdl), so that its round
+  // trip overlaps the clock's (the block's warps would otherwise start their probes one round trip after the block
+  // starts).
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMainBlock<F> + threadIdx.x) / kTile;
+  const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
+  accel::griddep_wait();
+  accel::griddep_launch_dependents();
   if (threadIdx.x == 0) {
     s_queued = 0;
     // The op clock was written by begin_op_kernel: read-only here. One read per block (not per warp): the
@@ -706,10 +733,6 @@ __global__ void __launch_bounds__(kMainBlock<F>,
     s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
     if (F == kFamilyCopyDedup) s_dedup = static_cast<int>(__ldg(dedup_choice(p)));
   }
-  // The key's load is issued before the barrier, so that its round trip overlaps the clock's (the block's warps
-  // would otherwise start their probes one round trip after the block starts).
-  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMainBlock<F> + threadIdx.x) / kTile;
-  const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const bool lead = tile.thread_rank() == 0;
@@ -930,6 +953,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
   // Written by earlier kernels, read-only here; one read per block (see the hit pass).
   __shared__ long long s_count;
   __shared__ unsigned long long s_clock;
+  accel::griddep_wait();
   if (threadIdx.x == 0) {
     s_count = static_cast<long long>(__ldg(reinterpret_cast<const unsigned long long*>(pending_count(p))));
     s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
@@ -1128,6 +1152,7 @@ __global__ void __launch_bounds__(kBeginBlock)
     begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long long* pending_count, const void* keys,
                     int64_t n, unsigned long long* choice) {
   using KT = typename KeyT<K>::T;
+  accel::griddep_launch_dependents();
   if (threadIdx.x == 0) {
     counters[kCounterClock] += 1;
     if (pending_count) {
@@ -1177,6 +1202,8 @@ template <int K, int V, int P>
 __global__ void __launch_bounds__(kBeginBlock)
     dedup_clear_kernel(const unsigned long long* choice, unsigned long long* set, int64_t set_words) {
   __shared__ int s_use;  // one load of the choice per block (not one per warp on one word)
+  accel::griddep_launch_dependents();
+  accel::griddep_wait();
   if (threadIdx.x == 0) s_use = __ldg(choice) != 0;
   __syncthreads();
   if (!s_use) return;
@@ -1210,7 +1237,8 @@ void launch_upsert(const UpsertParams& p, void* stream) {
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
-  upsert_insert_kernel<K, V, P><<<std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap()), kBlock, 0, s>>>(p);
+  launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P>, std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap()),
+                       kBlock, s, p);
   check_launch("upsert insert pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
@@ -1230,9 +1258,9 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
       p.t.counters, p.stats, counts, dedup ? p.keys : nullptr, p.n, choice);
   if (dedup) {
     const int64_t blocks = std::max<int64_t>(1, w / (2 * detail::kBeginBlock * 8));  // >= 8 stores per thread
-    detail::dedup_clear_kernel<K, V, P>
-        <<<static_cast<unsigned>(std::min<int64_t>(blocks, insert_grid_cap())), detail::kBeginBlock, 0, s>>>(
-            choice, set, w);
+    launch_upsert_kernel(p.pdl, detail::dedup_clear_kernel<K, V, P>,
+                         static_cast<unsigned>(std::min<int64_t>(blocks, insert_grid_cap())), detail::kBeginBlock, s,
+                         choice, set, w);
   }
   check_launch("begin_op");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
@@ -1240,16 +1268,16 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
   const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
   if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
-    upsert_main_kernel<K, V, P, kFamilyInitConst><<<grid_init, kInitBlock, 0, s>>>(p);
+    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst>, grid_init, kInitBlock, s, p);
   else if (family == kFamilyInit)
-    upsert_main_kernel<K, V, P, kFamilyInit><<<grid_init, kInitBlock, 0, s>>>(p);
+    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInit>, grid_init, kInitBlock, s, p);
   else if (family == kFamilyCopy && dedup) {
     if constexpr (P == kPolicyLru)
-      upsert_main_kernel<K, V, P, kFamilyCopyDedup><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+      launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopyDedup>, grid_for_tiles(p.n), kBlock, s, p);
   } else if (family == kFamilyCopy)
-    upsert_main_kernel<K, V, P, kFamilyCopy><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy>, grid_for_tiles(p.n), kBlock, s, p);
   else
-    upsert_main_kernel<K, V, P, kFamilyOther><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyOther>, grid_for_tiles(p.n), kBlock, s, p);
   check_launch("upsert first pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
