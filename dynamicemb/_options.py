@@ -124,9 +124,9 @@ class DynamicEmbTableOptions:
             (rounded down to a bucket multiple, at least one bucket). None: the module's ``hbm_budget_bytes``
             share (or, without one, the whole table for hybrid).
         backing_store: caching only: None (host memory: a CPU table of ``max_capacity`` slots), a directory path
-            or ``DiskStoreSpec`` (a RocksDB store there), ``UvaStoreSpec()`` (pinned host memory indexed in HBM,
-            ``max_capacity`` slots: staging runs on the device), or a callable ``(key_dtype, row_width, dtype,
-            max_capacity) -> BackingStore``.
+            or ``DiskStoreSpec`` (a RocksDB store there; sharded over W > 1 ranks: ``<path>/rank<r>-of-<W>``),
+            ``UvaStoreSpec()`` (pinned host memory indexed in HBM, ``max_capacity`` slots: staging runs on the
+            device), or a callable ``(key_dtype, row_width, dtype, max_capacity) -> BackingStore``.
 
     Example:
         >>> DynamicEmbTableOptions(dim=64, max_capacity=1 << 20, score_policy="lfu", admission_threshold=2)

@@ -25,7 +25,8 @@ all ranks before the update, the norm all-reduced over ranks (one all_reduce of 
 the single-rank module fed the concatenation of all ranks' batches. Capacities of the options are global: each
 rank stores ``ceil(capacity / (W * bucket)) * bucket`` slots per table; initializer bounds default from the global
 ``max_capacity`` (the rows of a new id equal the single-rank module's). The storage mode (hbm / hybrid / caching)
-applies to every rank's shard; a table's ``hbm_budget_bytes`` is global too (each rank's shard gets budget // W).
+applies to every rank's shard; a table's ``hbm_budget_bytes`` is global too (each rank's shard gets budget // W),
+and a disk ``backing_store`` opens one folder per rank, ``<path>/rank<r>-of-<W>``.
 
 Host syncs per step: the split sizes (one ``.tolist()`` after the counts' all_to_all), plus one for the
 occurrence counts of admission tables and one error-flag all_reduce when a table has ``on_refused="error"``.
@@ -36,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import time
 from typing import Dict, List, Optional, Sequence, Union
 
@@ -47,6 +49,7 @@ from ._batched import BatchedDynamicEmbeddingTables, RefusedInsertError, _id_gra
 from ._batched_kernels import _VALUE_KIND, _dedup_set_size, _kernels_available
 from ._optimizers import SGD, EmbOptimizer
 from ._options import DynamicEmbTableOptions
+from ._storage import DiskStoreSpec
 from ._routing import ROUTING_MODES, check_key_space, route_keys, route_keys_by_table
 from ._rows import rows_ops_available  # (importing it registers the row ops' fake kernels)
 from ._table import RESERVED_KEYS
@@ -94,7 +97,20 @@ def _shard_capacity(c: Optional[int], world: int, bucket: int) -> Optional[int]:
     return None if c is None else max(bucket, -(-c // (world * bucket)) * bucket)
 
 
-def shard_options(o: DynamicEmbTableOptions, world: int) -> DynamicEmbTableOptions:
+def _rank_store(store, world: int, rank: int):
+    """One rank's backing store of a caching table: a disk store's directory gets a folder per rank,
+    ``<path>/rank<r>-of-<W>`` (ranks on one host must not share a store; the world size in the name keeps a store
+    of another sharding from being reopened as this one's: reshard through a checkpoint instead). ``<path>`` is
+    created when the spec may create its store. One rank, host / uva stores and store factories: unchanged."""
+    if world == 1 or store is None or not isinstance(store, (str, os.PathLike, DiskStoreSpec)):
+        return store
+    spec = store if isinstance(store, DiskStoreSpec) else DiskStoreSpec(str(store))
+    if spec.create:
+        os.makedirs(spec.path, exist_ok=True)
+    return dataclasses.replace(spec, path=os.path.join(str(spec.path), f"rank{rank}-of-{world}"))
+
+
+def shard_options(o: DynamicEmbTableOptions, world: int, rank: int = 0) -> DynamicEmbTableOptions:
     """One rank's options of a table whose options ``o`` describe the whole (global) table."""
     bc = o.bucket_capacity
     mc = _shard_capacity(o.max_capacity, world, bc)
@@ -103,7 +119,7 @@ def shard_options(o: DynamicEmbTableOptions, world: int) -> DynamicEmbTableOptio
     hb = None if o.hbm_budget_bytes is None else o.hbm_budget_bytes // world
     return dataclasses.replace(
         o, max_capacity=mc, init_capacity=ic, admission_capacity=_shard_capacity(o.admission_capacity, world, bc),
-        hbm_budget_bytes=hb,
+        hbm_budget_bytes=hb, backing_store=_rank_store(o.backing_store, world, rank),
         # resolved against the global capacity, so default bounds and new rows equal the unsharded table's
         initializer=o.initializer.resolved(o.max_capacity, "initializer"),
         eval_initializer=o.eval_initializer.resolved(o.max_capacity, "eval_initializer"),
@@ -307,7 +323,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
                 self._group_of[t], self._local_of[t] = g, i
             self._group_tables.append(members)
             shards[f"dim{d}"] = BatchedDynamicEmbeddingTables(
-                [shard_options(opts[t], W) for t in members], feature_table_map=list(range(len(members))),
+                [shard_options(opts[t], W, rank) for t in members], feature_table_map=list(range(len(members))),
                 pooling="none", optimizer=dataclasses.replace(inner_opt), table_names=[names[t] for t in members],
                 key_dtype=key_dtype, output_dtype=inner_dtype, device=dev)
         self.shards = nn.ModuleDict(shards)

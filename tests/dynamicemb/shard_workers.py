@@ -271,7 +271,7 @@ def ck_phase(rank, world, tmp, load_from, write):
 
 
 # ---------------------------------------------------------------------- storage modes
-def storage_parity(rank, world):
+def storage_parity(rank, world, tmp=None):
     """Hybrid and caching shards (a global HBM budget of 1/4 of the rows, split over the ranks) train as the
     single-rank all-HBM module fed all ranks' batches."""
     import dataclasses
@@ -296,6 +296,56 @@ def storage_parity(rank, world):
             R = torch.randn(a.shape, generator=gen).to(dev)
             (a * R).sum().backward()
             (b * R[mine]).sum().backward()
+    if tmp is not None:
+        storage_modes_bitwise(rank, world, tmp)
+
+
+def storage_modes_bitwise(rank, world, tmp):
+    """The sharded path in every storage mode equals the sharded all-HBM module bit for bit (same ranks, same ids):
+    hybrid, caching over the host store, the uva store and (with rocksdict) a disk store, whose directory every
+    rank shares (each rank opens <dir>/rank<r>-of-<W>); rows evicted to the store read back the same."""
+    import dataclasses
+    import os
+
+    from dynamicemb._uva_store import UvaStoreSpec
+
+    try:
+        import rocksdict  # noqa: F401
+        have_rocks = True
+    except ImportError:
+        have_rocks = False
+    dev, D, B = rank_device(), 8, 48
+    base = de.DynamicEmbTableOptions(dim=D, max_capacity=2048, bucket_capacity=16,
+                                     initializer=de.DynamicEmbInitializer("uniform", seed=5))
+    budget = 256 * D * 4 * 3 * world  # 256 rows of [embedding | Adam m | Adam v] per rank: the batches evict
+    stores = [("caching", None), ("caching", UvaStoreSpec()), ("hybrid", None)]
+    if have_rocks:
+        stores.append(("caching", os.path.join(tmp, f"disk_w{world}")))
+
+    def run(opts):
+        m = de.ShardedDynamicEmbeddingTables(opts, pooling="sum", optimizer=de.Adam(lr=0.05), device=dev)
+        gen, outs = torch.Generator().manual_seed(9), []
+        for _ in range(5):
+            _, _, _, locs = global_batch(gen, 2, world, B, 1500)
+            out = m(locs[rank][0].to(dev), locs[rank][1].to(dev))
+            (out * torch.randn(out.shape, generator=gen).to(dev)).sum().backward()
+            outs.append(out.detach().cpu())
+        probe = torch.arange(0, 1500, 7, dtype=torch.int64)
+        m.eval()
+        outs.append(m(probe.to(dev), torch.tensor([0, probe.numel() // 2, probe.numel()]).to(dev)).detach().cpu())
+        return m, outs
+
+    _, ref = run([base] * 2)
+    for storage, store in stores:
+        paths = [os.path.join(store, f"t{t}") for t in range(2)] if isinstance(store, str) else [store] * 2
+        m, got = run([dataclasses.replace(base, storage=storage, hbm_budget_bytes=budget, backing_store=p)
+                      for p in paths])
+        for step, (x, y) in enumerate(zip(ref, got)):
+            assert torch.equal(x, y), (storage, store, step, (x - y).abs().max().item())
+        if isinstance(store, str):
+            want = os.path.join(paths[0], f"rank{rank}-of-{world}") if world > 1 else paths[0]
+            got_path = m.shards[f"dim{D}"].tables[0].store.path
+            assert os.path.abspath(got_path) == os.path.abspath(want), (got_path, want)
 
 
 # ---------------------------------------------------------------------- bad input
@@ -469,7 +519,7 @@ def suite(rank, world, cases, tmp, loads, write, bad=False, storage=False):
     spawn (seconds of start-up) for all."""
     parity_cases(rank, world, cases)
     if storage:
-        storage_parity(rank, world)
+        storage_parity(rank, world, tmp)
     if bad:
         bad_input(rank, world)
     for src in loads:

@@ -147,3 +147,12 @@ def test_weight_gradients(nccl):
         (a * R).sum().backward()
         (b * R).sum().backward()
         torch.testing.assert_close(wb.grad, wa.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_storage_modes_bitwise_cuda(nccl, tmp_path):
+    """On CUDA the sharded path over the hybrid and caching modes (host store, uva store, a disk store where rocksdict
+    is installed) equals the sharded all-HBM module bit for bit (`shard_workers.storage_modes_bitwise`; the
+    multi-GPU NCCL tests run it at 2 and 4 ranks)."""
+    import shard_workers as sw
+
+    sw.storage_modes_bitwise(0, 1, str(tmp_path))
