@@ -210,6 +210,7 @@ class DiskStoreSpec:
                          read_only=self.read_only, max_bytes=self.max_bytes)
 
 
+_TUNED_OPTIONS = True  # private: RocksDB options for point lookups (bloom filters, no compression); False: defaults
 _META_KEY = b"__dynamicemb_store_meta__"  # not 8 bytes long: never a row key
 _FORMAT = "dynamicemb-diskstore"
 _VERSION = 1
@@ -283,6 +284,15 @@ class DiskStore(BackingStore):
         opts = rocksdict.Options(raw_mode=True)
         opts.create_if_missing(create and not read_only)
         opts.set_paranoid_checks(True)
+        if _TUNED_OPTIONS:
+            # point lookups of incompressible rows: a bloom filter per table file lets a lookup of an absent key
+            # (every evicted row a staging writes back is new to the store, and the write counts them) skip the
+            # file's blocks; no compression (float rows do not compress); flushes and compactions on more threads
+            bbo = rocksdict.BlockBasedOptions()
+            bbo.set_bloom_filter(10, False)
+            opts.set_block_based_table_factory(bbo)
+            opts.set_compression_type(rocksdict.DBCompressionType.none())
+            opts.increase_parallelism(max(2, min(8, os.cpu_count() or 2)))
         try:
             if read_only:
                 self._db = rocksdict.Rdict(self.path, opts, access_type=rocksdict.AccessType.read_only())
@@ -394,9 +404,10 @@ class DiskStore(BackingStore):
         pk = self._keys_bytes(put_keys)
         ek = self._keys_bytes(erase_keys)
         # exact row count: which puts are new and which erasures remove a row (duplicates counted once)
-        put_set, erase_set = dict.fromkeys(pk), dict.fromkeys(k for k in ek if k not in set(pk))
-        present = dict(zip(list(put_set) + list(erase_set), self._get(list(put_set) + list(erase_set))))
-        delta = sum(present[k] is None for k in put_set) - sum(present[k] is not None for k in erase_set)
+        put_set = dict.fromkeys(pk)
+        erase_set = dict.fromkeys(k for k in ek if k not in put_set)
+        present = self._get(list(put_set) + list(erase_set))
+        delta = sum(v is None for v in present[:len(put_set)]) - sum(v is not None for v in present[len(put_set):])
         if pk:
             rows = put_values.contiguous().view(torch.uint8).numpy().reshape(len(pk), self._row_bytes)
             sc = put_scores.contiguous().view(torch.int64).numpy().astype("<i8").view(np.uint8).reshape(len(pk), 8)
