@@ -211,6 +211,7 @@ class DiskStoreSpec:
 
 
 _TUNED_OPTIONS = True  # private: RocksDB options for point lookups (bloom filters, no compression); False: defaults
+_GET_MODE = 0  # private: lookups as 0 one batched get, 1 one get per key, 2 one batched get in key order
 _META_KEY = b"__dynamicemb_store_meta__"  # not 8 bytes long: never a row key
 _FORMAT = "dynamicemb-diskstore"
 _VERSION = 1
@@ -347,7 +348,18 @@ class DiskStore(BackingStore):
     def _get(self, kb):
         self._check_open()
         try:
-            return self._db.get(kb) if kb else []
+            if not kb:
+                return []
+            if _GET_MODE == 1:  # one get per key
+                g = self._db.get
+                return [g(k) for k in kb]
+            if _GET_MODE == 2:  # one batched get in key order (RocksDB's bytewise order), results put back
+                order = sorted(range(len(kb)), key=kb.__getitem__)
+                out = [None] * len(kb)
+                for i, v in zip(order, self._db.get([kb[i] for i in order])):
+                    out[i] = v
+                return out
+            return self._db.get(kb)
         except Exception as e:
             raise StoreError(f"store {self.path!r}: read failed ({e}); corrupt store? nothing was changed") from None
 
