@@ -32,6 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_HERE, os.path.join(_HERE, "..", "..", "benchmarks")]
+from embedding_tiers import drop_file_cache  # noqa: E402  (c)'s page-cache drop: the cold set
+
 
 def load(tag, spec):
     """The module of ``spec`` (a module name or a .py file, then ``@ATTR=INT`` settings of its private switches)."""
@@ -48,20 +52,6 @@ def load(tag, spec):
         k, v = kv.split("=")
         setattr(m, k, type(getattr(m, k))(int(v)))
     return m
-
-
-def drop_file_cache(path):
-    n = 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            fd = os.open(os.path.join(root, f), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                n += os.fstat(fd).st_size
-            finally:
-                os.close(fd)
-    return n
 
 
 def run_variant(name, mod, a, pool):
