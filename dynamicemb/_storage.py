@@ -210,8 +210,6 @@ class DiskStoreSpec:
                          read_only=self.read_only, max_bytes=self.max_bytes)
 
 
-_TUNED_OPTIONS = True  # private: RocksDB options for point lookups (bloom filters, no compression); False: defaults
-_GET_MODE = 0  # private: lookups as 0 one batched get, 1 one get per key, 2 one batched get in key order
 _META_KEY = b"__dynamicemb_store_meta__"  # not 8 bytes long: never a row key
 _FORMAT = "dynamicemb-diskstore"
 _VERSION = 1
@@ -285,15 +283,6 @@ class DiskStore(BackingStore):
         opts = rocksdict.Options(raw_mode=True)
         opts.create_if_missing(create and not read_only)
         opts.set_paranoid_checks(True)
-        if _TUNED_OPTIONS:
-            # point lookups of incompressible rows: a bloom filter per table file lets a lookup of an absent key
-            # (every evicted row a staging writes back is new to the store, and the write counts them) skip the
-            # file's blocks; no compression (float rows do not compress); flushes and compactions on more threads
-            bbo = rocksdict.BlockBasedOptions()
-            bbo.set_bloom_filter(10, False)
-            opts.set_block_based_table_factory(bbo)
-            opts.set_compression_type(rocksdict.DBCompressionType.none())
-            opts.increase_parallelism(max(2, min(8, os.cpu_count() or 2)))
         try:
             if read_only:
                 self._db = rocksdict.Rdict(self.path, opts, access_type=rocksdict.AccessType.read_only())
@@ -348,18 +337,7 @@ class DiskStore(BackingStore):
     def _get(self, kb):
         self._check_open()
         try:
-            if not kb:
-                return []
-            if _GET_MODE == 1:  # one get per key
-                g = self._db.get
-                return [g(k) for k in kb]
-            if _GET_MODE == 2:  # one batched get in key order (RocksDB's bytewise order), results put back
-                order = sorted(range(len(kb)), key=kb.__getitem__)
-                out = [None] * len(kb)
-                for i, v in zip(order, self._db.get([kb[i] for i in order])):
-                    out[i] = v
-                return out
-            return self._db.get(kb)
+            return self._db.get(kb) if kb else []
         except Exception as e:
             raise StoreError(f"store {self.path!r}: read failed ({e}); corrupt store? nothing was changed") from None
 
