@@ -16,8 +16,9 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
 (b) train step (NVIDIA's published config): 10 tables, 104,857 ids per table per step, D=128 fp32, power law
     alpha=1.05 over --rows ids per table, pooling none, SGD and Adam; caching tables with 10/25/50 % of --rows in the
     HBM cache (host store; and the uva store: rows in pinned host memory indexed in HBM, staged by the table
-    kernels on the device; and with --stores disk a DiskStore per table), with and without ``prefetch`` of the next batch (its ids already on the device, as in
-    TorchRec's prefetch pipeline: issued after the step's forward, before its backward); ms per step, wall clock:
+    kernels on the device; and with --stores disk a DiskStore per table), with and without ``prefetch`` of the
+    next batch (its ids already on the device, as in TorchRec's prefetch pipeline: issued after the step's forward,
+    before its backward); ms per step, wall clock:
     synchronized (a device sync after each step, the median of 20) and pipelined (20 steps, one sync), after
     --warmup steps that fill the tables; one module per case and optimizer, timed without prefetch, with it and
     (--job-rows) with a job every step, then freed (its pinned store rows are reused by the next). The 4
@@ -577,7 +578,8 @@ def main():
                     "a warm set at 25 %%; 64: a working set larger than a 25 %% cache, misses every step)")
     ap.add_argument("--stores", default="host,uva", help="backing stores of (b)'s caching rows: host (HostStore), "
                     "uva (UvaStoreSpec: rows in pinned host memory indexed in HBM, staged on the device by op cache_stage), "
-                    "uva-py (the same store staged by the Python staging), disk (a DiskStore per table in a fresh directory)")
+                    "uva-py (the same store staged by the Python staging), disk (a DiskStore per table in a fresh "
+                    "directory)")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("embedding_tiers: no GPU, skipped")

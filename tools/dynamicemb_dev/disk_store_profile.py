@@ -1,8 +1,8 @@
 """Where the disk store's time goes on a caching table's staging path (issue 32; docs/dynamicemb_storage.md).
 
 Per store variant (``--variant NAME=MODULE_OR_FILE[@SWITCH=INT]``: the ``_storage`` module whose ``DiskStore`` is
-measured, ``dynamicemb._storage`` or a path to a copy of it, with its private switches set), ``--tables`` stores of ``--rows`` rows (D ``--dim`` fp32 plus
-an 8-byte score) are filled, closed, dropped from the page cache and reopened; then ``--rounds`` staging rounds as
+measured, ``dynamicemb._storage`` or a path to a copy of it, with its private switches set), ``--tables`` stores
+of ``--rows`` rows (D ``--dim`` fp32 plus an 8-byte score) are filled, closed, dropped from the page cache and reopened; then ``--rounds`` staging rounds as
 ``_staging.stage_tables`` issues them: per table ``find`` of ``--miss`` distinct stored keys (the rows moved into
 the cache) then one ``write`` putting ``--miss`` new keys (the evicted rows) and erasing the found keys, the
 tables' calls in a thread pool like the staging's (``--serial``: one after another). Prints per round ms of the
