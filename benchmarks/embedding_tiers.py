@@ -16,8 +16,9 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
 (b) train step (NVIDIA's published config): 10 tables, 104,857 ids per table per step, D=128 fp32, power law
     alpha=1.05 over --rows ids per table, pooling none, SGD and Adam; caching tables with 10/25/50 % of --rows in the
     HBM cache (host store; and the uva store: rows in pinned host memory indexed in HBM, staged by the table
-    kernels on the device), with and without ``prefetch`` of the next batch (its ids already on the device, as in
-    TorchRec's prefetch pipeline: issued after the step's forward, before its backward); ms per step, wall clock:
+    kernels on the device; and with --stores disk a DiskStore per table), with and without ``prefetch`` of the
+    next batch (its ids already on the device, as in TorchRec's prefetch pipeline: issued after the step's forward,
+    before its backward); ms per step, wall clock:
     synchronized (a device sync after each step, the median of 20) and pipelined (20 steps, one sync), after
     --warmup steps that fill the tables; one module per case and optimizer, timed without prefetch, with it and
     (--job-rows) with a job every step, then freed (its pinned store rows are reused by the next). The 4
@@ -45,6 +46,7 @@ Skips (exit 0) without a GPU.
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime
 import functools
 import gc
@@ -67,6 +69,7 @@ from dynamicemb._hybrid import HybridTable  # noqa: E402
 from dynamicemb._optimizers import SGD, Adam  # noqa: E402
 from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
 from dynamicemb._table import ScoredHashTable  # noqa: E402
+from dynamicemb._storage import DiskStoreSpec  # noqa: E402
 from dynamicemb._uva_store import UvaStoreSpec  # noqa: E402
 
 
@@ -240,7 +243,13 @@ def make_module(T, dim, rows_per_table, opt, storage, frac, store=None):
         kw = dict(storage=storage, hbm_budget_bytes=int(rows_per_table * frac) * opt.row_width(dim) * 4)
         if store in ("uva", "uva-py"):
             kw["backing_store"] = UvaStoreSpec()
-    opts = [DynamicEmbTableOptions(dim=dim, max_capacity=rows_per_table, **kw) for _ in range(T)]
+    paths = [None] * T
+    if store == "disk":  # a DiskStore per table in a fresh directory (removed at exit)
+        d = tempfile.mkdtemp(prefix="dynamicemb_tiers_disk_")
+        atexit.register(shutil.rmtree, d, True)
+        paths = [DiskStoreSpec(os.path.join(d, f"t{i}")) for i in range(T)]
+    opts = [DynamicEmbTableOptions(dim=dim, max_capacity=rows_per_table, **kw, **(
+        {"backing_store": p} if p is not None else {})) for p in paths]
     m = BatchedDynamicEmbeddingTables(opts, pooling="none", optimizer=opt, device="cuda")
     if store == "uva-py":  # the Python staging over the uva store (op cache_stage off)
         m.device_staging = False
@@ -280,7 +289,7 @@ def train_step_fn(m, batches, grad, prefetch=False, ahead=1):
     return one
 
 
-_STORE_LABEL = {"uva": " (uva store)", "uva-py": " (uva store, Python staging)"}
+_STORE_LABEL = {"uva": " (uva store)", "uva-py": " (uva store, Python staging)", "disk": " (disk store)"}
 
 
 def host_rss_gb():
@@ -569,7 +578,8 @@ def main():
                     "a warm set at 25 %%; 64: a working set larger than a 25 %% cache, misses every step)")
     ap.add_argument("--stores", default="host,uva", help="backing stores of (b)'s caching rows: host (HostStore), "
                     "uva (UvaStoreSpec: rows in pinned host memory indexed in HBM, staged on the device by op cache_stage), "
-                    "uva-py (the same store staged by the Python staging)")
+                    "uva-py (the same store staged by the Python staging), disk (a DiskStore per table in a fresh "
+                    "directory)")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("embedding_tiers: no GPU, skipped")

@@ -394,9 +394,10 @@ class DiskStore(BackingStore):
         pk = self._keys_bytes(put_keys)
         ek = self._keys_bytes(erase_keys)
         # exact row count: which puts are new and which erasures remove a row (duplicates counted once)
-        put_set, erase_set = dict.fromkeys(pk), dict.fromkeys(k for k in ek if k not in set(pk))
-        present = dict(zip(list(put_set) + list(erase_set), self._get(list(put_set) + list(erase_set))))
-        delta = sum(present[k] is None for k in put_set) - sum(present[k] is not None for k in erase_set)
+        put_set = dict.fromkeys(pk)
+        erase_set = dict.fromkeys(k for k in ek if k not in put_set)
+        present = self._get(list(put_set) + list(erase_set))
+        delta = sum(v is None for v in present[:len(put_set)]) - sum(v is not None for v in present[len(put_set):])
         if pk:
             rows = put_values.contiguous().view(torch.uint8).numpy().reshape(len(pk), self._row_bytes)
             sc = put_scores.contiguous().view(torch.int64).numpy().astype("<i8").view(np.uint8).reshape(len(pk), 8)

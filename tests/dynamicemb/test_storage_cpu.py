@@ -177,6 +177,33 @@ def test_checkpoints_every_mode(mode, tmp_path):
 
 
 @needs_rocks
+def test_disk_store_write_counts_and_rows_like_a_dict(tmp_path):
+    """DiskStore.write's exact row count and rows against a dict over random rounds: puts that overwrite, erasures
+    of missing keys, keys both put and erased (the put wins), duplicates in either list, and staging-sized
+    writes (1,200 puts + 1,200 erasures: the count must not cost puts x erasures)."""
+    gen = torch.Generator().manual_seed(11)
+    s = DiskStore(str(tmp_path / "s"), torch.int64, 4, torch.float32)
+    ref = {}
+    for n in (5, 40, 1200, 1200, 300):
+        pk = torch.randint(0, 3 * n, (n,), generator=gen)
+        ek = torch.cat([torch.randint(0, 3 * n, (n,), generator=gen), pk[: n // 4]])  # some keys put and erased
+        pv = torch.randn(n, 4, generator=gen)
+        ps = torch.randint(0, 1 << 40, (n,), generator=gen)
+        s.write(pk, pv, ps, ek)
+        for k in ek.tolist():
+            ref.pop(k, None)
+        for k, v, sc in zip(pk.tolist(), pv, ps.tolist()):  # the last duplicate's row wins, as in a write batch
+            ref[k] = (v, sc)
+        assert s.size() == len(ref)
+    keys = torch.tensor(sorted(ref) + [-5, 10**9])
+    r = s.find(keys)
+    assert r.found.tolist() == [True] * len(ref) + [False, False]
+    assert torch.equal(r.values[: len(ref)], torch.stack([ref[k][0] for k in sorted(ref)]))
+    assert r.scores[: len(ref)].tolist() == [ref[k][1] for k in sorted(ref)]
+    s.close()
+
+
+@needs_rocks
 def test_disk_store_survives_restart(tmp_path):
     ref, m = make("hbm"), make("caching", stores=disk(tmp_path))
     data = list(batches(8, seed=5))
