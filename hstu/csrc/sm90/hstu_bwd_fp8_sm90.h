@@ -106,6 +106,10 @@ constexpr int kFp8BwdRedNext = 33554432;
 // Not timing-only (as kFp8BwdRedNext): kFp8BwdRedNext with 3 of the 8 reduce-adds held instead of 2 (4 spill;
 // measured 0.986 / 0.999 of the default at B16 S16K / S4K in one run: the next candidate, docs/hstu_kernel_notes.md).
 constexpr int kFp8BwdRedNextWide = 67108864;
+// Not timing-only (bit-equal gradients): no IEEE division on the late part's path: dS's factor pow2ceil(amax / 448)
+// from amax's exponent and mantissa (1.75 = 448 / 2^8), c_ds0 / ug as c_ds0 times ug's exact reciprocal (ug a power
+// of two), and dQ's factor u (k_s / q_s) with k_s / q_s divided at the tile's top under its GEMMs (u a power of two).
+constexpr int kFp8BwdExactDiv = 134217728;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -125,12 +129,14 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // (hstu/_fp8.py; no kernel reads it). The op's private kernel variants are its diag argument (below; none in the
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-// The op's one private variant (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): bit 59 runs kFp8BwdRedNextWide (the op's
-// diag, when not 0, wins). Bit 60 is free.
+// The op's private variants (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): bit 59 toggles kFp8BwdRedNextWide, bit 60
+// kFp8BwdExactDiv (the op's diag, when not 0, wins).
 constexpr int64_t kOptFp8BwdRedNextWide = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdRedNextWide;
+constexpr int64_t kOptFp8BwdExactDiv = int64_t{1} << 60;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdRedNextWide | kOptFp8BwdExactDiv;
 constexpr int fp8_bwd_option_diag(int64_t options) {
-  return (options & kOptFp8BwdRedNextWide) ? kFp8BwdRedNextWide : 0;
+  return ((options & kOptFp8BwdRedNextWide) ? kFp8BwdRedNextWide : 0) |
+         ((options & kOptFp8BwdExactDiv) ? kFp8BwdExactDiv : 0);
 }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
@@ -151,9 +157,11 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
-                                              kFp8BwdRedNextWide>;
+                                              kFp8BwdRedNextWide, kFp8BwdExactDiv,
+                                              kFp8BwdRedNextWide | kFp8BwdExactDiv>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdRedNextWide>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdRedNextWide, kFp8BwdExactDiv,
+                                              kFp8BwdRedNextWide | kFp8BwdExactDiv>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
