@@ -109,12 +109,13 @@ constexpr int kFp8BwdRedNextWide = 67108864;
 // Not timing-only (bit-equal gradients): no IEEE division on the late part's path: dS's factor pow2ceil(amax / 448)
 // from amax's exponent and mantissa (1.75 = 448 / 2^8), c_ds0 / ug as c_ds0 times ug's exact reciprocal (ug a power
 // of two), and dQ's factor u (k_s / q_s) with k_s / q_s divided at the tile's top under its GEMMs (u a power of two).
+// Measured 0.986 / 0.992 of the kernel without it at B16 S16K / S4K (docs/hstu_kernel_notes.md).
 constexpr int kFp8BwdExactDiv = 134217728;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
                                kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep | kFp8BwdFullNext |
-                               kFp8BwdWgUniform | kFp8BwdRedNext;
+                               kFp8BwdWgUniform | kFp8BwdRedNext | kFp8BwdExactDiv;
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
@@ -129,8 +130,8 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // (hstu/_fp8.py; no kernel reads it). The op's private kernel variants are its diag argument (below; none in the
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-// The op's private variants (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): bit 59 toggles kFp8BwdRedNextWide, bit 60
-// kFp8BwdExactDiv (the op's diag, when not 0, wins).
+// The op's private variants (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): bit 59 toggles kFp8BwdRedNextWide (on), bit 60
+// kFp8BwdExactDiv (off: main 37b3e7d's kernel) (the op's diag, when not 0, wins).
 constexpr int64_t kOptFp8BwdRedNextWide = int64_t{1} << 59;
 constexpr int64_t kOptFp8BwdExactDiv = int64_t{1} << 60;
 constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdRedNextWide | kOptFp8BwdExactDiv;

@@ -41,7 +41,8 @@
 // ones). kFp8BwdLptGroups: the 1-D grid of pair groups, key block 0 first. kFp8BwdFullNext: tile i + 1's full-tile
 // test in iteration i. kFp8BwdWgUniform: the warpgroup / warp index warp-uniform for ptxas (uniform wgmma
 // descriptors). kFp8BwdRedNext: the last 2 (kFp8BwdRedNextWide: 3) of a tile's dQ reduce-adds issued under the next
-// tile's S^T. All measured in docs/hstu_kernel_notes.md.
+// tile's S^T. kFp8BwdExactDiv: no IEEE division on the late part's path (the same bits). All measured in
+// docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
