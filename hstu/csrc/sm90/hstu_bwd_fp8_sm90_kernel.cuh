@@ -41,8 +41,7 @@
 // ones). kFp8BwdLptGroups: the 1-D grid of pair groups, key block 0 first. kFp8BwdFullNext: tile i + 1's full-tile
 // test in iteration i. kFp8BwdWgUniform: the warpgroup / warp index warp-uniform for ptxas (uniform wgmma
 // descriptors). kFp8BwdRedNext: the last 2 (kFp8BwdRedNextWide: 3) of a tile's dQ reduce-adds issued under the next
-// tile's S^T. kFp8BwdExactDiv: no IEEE division on the late part's path (the same bits). All measured in
-// docs/hstu_kernel_notes.md.
+// tile's S^T. All measured in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
@@ -128,19 +127,6 @@ __device__ __forceinline__ float fp8_pow2_ceil(float x) {
   uint32_t e = bits & 0x7F800000u;
   if (bits & 0x7FFFFFu) e += 0x800000u;
   return x > 0.f ? __uint_as_float(e) : 0.f;
-}
-// fp8_pow2_ceil(__fdiv_rn(x, 448.f)) without the division, bit for bit: x = m 2^E (m in [1, 2)) over 448 = 1.75 2^8
-// is 2^(E - 8) where m <= 1.75, else it lies in (2^(E - 8), 2^(E - 7)): the float after 448 2^k divided by 448 is
-// 2^k (1 + 2^-23 / 1.75), more than half an ulp above 2^k, so the rounded quotient passes 2^k exactly when x does.
-// Exponents outside [9, 254] (0, tiny, inf, NaN, negative) take the division.
-__device__ __forceinline__ float fp8_pow2_ceil_div448(float x) {
-  const uint32_t bits = __float_as_uint(x);
-  if (bits - (9u << 23) >= (255u - 9u) << 23) return fp8_pow2_ceil(__fdiv_rn(x, 448.f));
-  return __uint_as_float(((bits + 0x1FFFFFu) & 0x7F800000u) - (8u << 23));
-}
-// 1 / x for x = 2^k, |k| <= 126 (exact: 2^-k by its exponent field)
-__device__ __forceinline__ float fp8_pow2_rcp(float x) {
-  return __uint_as_float(0x7F000000u - __float_as_uint(x));
 }
 
 // A 64 x 64 accumulator tile (m64n64 layout, rows = keys, columns = queries) as the e4m3 A fragments of two k-steps
@@ -336,7 +322,6 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kLateFence = (kDiag & kFp8BwdLateFence) != 0;
   constexpr bool kSpecQ = (kDiag & kFp8BwdSpecQ) != 0;
   constexpr bool kGuessU = kSpecQ;  // dS' computed divided by the factor it is expected to be quantized with
-  constexpr bool kExactDiv = (kDiag & kFp8BwdExactDiv) != 0;
   constexpr bool kPrefetch = (kDiag & kFp8BwdPrefetch) != 0;
   constexpr bool kMaskFast = (kDiag & kFp8BwdMaskFast) != 0;
   constexpr bool kStsmDs8 = (kDiag & kFp8BwdStsmDs8) != 0;
@@ -448,7 +433,7 @@ __global__ void __launch_bounds__(384, 1)
   }
   float u = 0.f;        // dS' factor of the tiles quantized so far (acc_dk's unit)
   float do_cur = 0.f;   // dO factor of acc_dv's unit
-  float qs_prev = 1.f;  // q's factor of the previous tile (whose dS' is quantized in this one; kExactDiv: k_s / q_s)
+  float qs_prev = 1.f;  // q's factor of the previous tile (whose dS' is quantized in this one)
   float dq_scale1 = 0.f, dq_scale2 = 0.f;  // u k_s / q_s of the last tile quantized and the one before
   float ug_prev = 0.f;  // kSpecQ: the factor the previous tile's dS' is divided by (tile -1: zeros, no fix-up)
   // kFp8BwdRedKeep: the address registers of the last dQ reduce-adds, kept live until the next ones: a reduce-add
@@ -613,7 +598,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int w = 0; w < 8; ++w) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(words + 4 * w)));
     }
-    const float sf = kExactDiv ? fp8_pow2_ceil_div448(amax) : fp8_pow2_ceil(__fdiv_rn(amax, 448.f));
+    const float sf = fp8_pow2_ceil(__fdiv_rn(amax, 448.f));
     if (sf > u) {
       if (u > 0.f) {
         const float r = u / sf;
@@ -623,7 +608,7 @@ __global__ void __launch_bounds__(384, 1)
       u = sf;
     }
     dq_scale2 = dq_scale1;
-    dq_scale1 = kExactDiv ? u * qs_prev : u * ks / qs_prev;  // (u a power of two: the same rounding)
+    dq_scale1 = u * ks / qs_prev;
     uint32_t da[2][4];
     if constexpr (kSpecQ) {
 #pragma unroll
@@ -755,7 +740,6 @@ __global__ void __launch_bounds__(384, 1)
       qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
       dos = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
     }
-    const float kq = kExactDiv ? ks / qs : qs;  // (late's qs_cur: dQ's factor u k_s / q_s, divided off its path)
     // Mask bits of this thread's 32 elements (bit e: key jrow + 8 ((e % 4) / 2), query qcol + 8 (e / 4) + (e % 2)):
     // all set on tiles every (query, key) of which is allowed, else from SeqMask::allowed.
     const int j_w0 = n0 + kr0;
@@ -803,8 +787,7 @@ __global__ void __launch_bounds__(384, 1)
     // needs no multiply unless u grew since (late: ug_x).
     const float ug = kGuessU && u > 0.f ? u : 1.f;
     const float c_ds0 = 0.5f * dos * vs * p.inv_scaling * p.alpha * qs;  // dS' = dP^T SiLU'(S) (2 c_ds)
-    // (kExactDiv: times 1 / ug, exact for u = pow2ceil(amax / 448) of a finite amax, <= 2^120)
-    const float c_ds = !kGuessU ? c_ds0 : kExactDiv ? c_ds0 * (u > 0.f ? fp8_pow2_rcp(u) : 1.f) : c_ds0 / ug;
+    const float c_ds = kGuessU ? c_ds0 / ug : c_ds0;
     auto p_part = [&](auto kFull) {
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
@@ -887,7 +870,7 @@ __global__ void __launch_bounds__(384, 1)
     float ugw = ug;
     if constexpr (kSpecQ) {
       if (u == 0.f || amax > 448.f) {
-        ugw = kExactDiv ? fp8_pow2_ceil_div448(amax * ug) : fp8_pow2_ceil(__fdiv_rn(amax * ug, 448.f));
+        ugw = fp8_pow2_ceil(__fdiv_rn(amax * ug, 448.f));
         const float r = ugw > 0.f ? ug / ugw : 0.f;
 #pragma unroll
         for (int e = 0; e < 32; ++e) acc_dp[e] *= r;
@@ -901,7 +884,7 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kSpecQ) {
       uint32_t da_new[2][4];
       fp8_pack_a64(acc_dp, da_new);
-      late(i, acc_x, pa, kq, true, s, ug_prev, da_keep);
+      late(i, acc_x, pa, qs, true, s, ug_prev, da_keep);
 #pragma unroll
       for (int k = 0; k < 2; ++k) {
 #pragma unroll
@@ -918,7 +901,7 @@ __global__ void __launch_bounds__(384, 1)
           st_shared_v4_f32(dsf_addr(k), acc_dp[4 * k], acc_dp[4 * k + 1], acc_dp[4 * k + 2], acc_dp[4 * k + 3]);
         }
       }
-      late(i, acc_x, pa, kq, true, s, ug_prev, da_keep);
+      late(i, acc_x, pa, qs, true, s, ug_prev, da_keep);
     }
     ug_prev = ugw;
   }
