@@ -231,9 +231,8 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: bit 59 red_next3 (hstu_bwd_fp8_sm90.h kOptFp8BwdRedNextWide: three of dQ's reduce-adds held for the next tile's
-#: S^T instead of two; dq up to the order of its fp32 additions)
-FP8_BWD_VARIANT_BITS = {"red_next3": 1 << 59}
+#: none at present (the last ones and their measurements: docs/hstu_kernel_notes.md)
+FP8_BWD_VARIANT_BITS = {}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 
