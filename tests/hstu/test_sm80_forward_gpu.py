@@ -162,6 +162,42 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
                 kg.check_case(case, 0.5, backward=False)
 
 
+@pytest.mark.parametrize("mask,rab_heads", [("context", 0), ("local_context_target", 1)])
+@pytest.mark.parametrize("D", [64, 128])
+def test_sm80_forward_context_helpers(D, mask, rab_heads, kernel_opts):
+    """The bf16 default with contexts where it runs 5's tile (D = 64; D = 128 where two blocks fit per SM): query
+    tile 0's warps whose rows stop at the diagonal compute half of the context rows' sub-tiles over the rest of the
+    history (their fp32 partial through the tile's output rows). With 64, 0, 1, 31, 32, 65 and 100 contexts (the
+    helpers' rows all history up to 64; 65 / 100: a helper warp with context rows, no help), windows, targets and
+    rab: it meets the error rule against the fp32 reference, agrees with candidate 5 (the same tile without the
+    helpers) and repeats bit for bit."""
+    if D == 128 and not _qreg128_two_fit():
+        pytest.skip("D = 128's Q-in-registers tile: two blocks per SM do not fit here")
+    lens = [_ops.FWD_SM80_LONG_ROWS + 300, 700, 600, 520, 900, 640, 130]
+    case = kg.make_case(zlib.crc32(repr(("help", D, mask)).encode()), lens, 2, D, torch.bfloat16, mask, rab_heads)
+    nt = case["num_targets"]
+    nc = torch.tensor([64, 0, 1, 31, 32, 65, 100], dtype=torch.int32, device="cuda")
+    if nt is not None:
+        nc = torch.minimum(nc, torch.tensor(lens, dtype=torch.int32, device="cuda") - nt)
+    case = kg._with(case, num_contexts=nc)
+    run = lambda: hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],  # noqa: E731
+                                        **kg._varlen_kwargs(case))
+    outs = {}
+    for cfg in (5, 0):
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            outs[cfg] = run()
+            torch.cuda.synchronize()
+    names = {e.name for e in prof.events() if "qreg" in e.name}
+    want = f"hstu_fwd_qreg_ctx_kernel<__nv_bfloat16, {fwd_tile(D, 5)}".replace(", 5, 1>", ", 7, 1>")
+    assert len(names) == 1 and next(iter(names)).startswith(want[:40]) and want in next(iter(names)), (names, want)
+    kg.assert_agree(("out",), (outs[0],), (outs[5],), "the default (helpers) vs fwd_sm80_cfg=5")
+    kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+    assert torch.equal(run(), outs[0])
+    kg.check_case(case, 0.5, backward=False)
+
+
 @pytest.mark.parametrize("mask,rab_heads", [("context", 0), ("local_context_target", 1), ("target_group", 0)])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kernel_opts):
@@ -189,14 +225,22 @@ def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kerne
             torch.cuda.synchronize()
         names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "qreg" in e.name}
     kernel = {3: "hstu_fwd_qreg_kernel", 5: "hstu_fwd_qreg_ctx_kernel"}.get(shown, "hstu_fwd_kernel")
-    want = f"{kernel}<__nv_bfloat16, {fwd_tile(D, shown, pairs=pairs)}(hstu::HstuParams)"
+    tile = fwd_tile(D, shown, pairs=pairs)
+    if shown == 5:  # the default: 5's tile with query tile 0's helpers (SKIP 7)
+        tile = tile.replace(", 5, 1>", ", 7, 1>")
+    want = f"{kernel}<__nv_bfloat16, {tile}(hstu::HstuParams)"
     assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (names[0], want)
     kg.assert_agree(("out",), (outs[0],), (outs[base],), f"the default vs fwd_sm80_cfg={base}")
     if D != 256:  # candidates 4 and 5 (with the skip) agree with the tile without it
         for cfg in (4, 5):
             kg.assert_agree(("out",), (outs[cfg],), (outs[base],), f"fwd_sm80_cfg={cfg} vs fwd_sm80_cfg={base}")
-        if five and "context" in mask:  # (the default's kernel: bitwise)
-            assert torch.equal(outs[0], outs[5])
+        if five and "context" in mask:  # the default with the helpers agrees with 5 (without) and repeats bitwise
+            kg.assert_agree(("out",), (outs[0],), (outs[5],), "the default vs fwd_sm80_cfg=5")
+            kernel_opts(sm90=False, fwd_split_tiles=0)
+            kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+            again = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
+                                          **kg._varlen_kwargs(case))
+            assert torch.equal(again, outs[0])
     kernel_opts(sm90=False, fwd_split_tiles=0)
     kg.check_case(case, 0.5, backward=False)
 

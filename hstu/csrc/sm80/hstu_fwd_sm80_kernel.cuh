@@ -51,7 +51,8 @@ struct FwdSm80Tile {
   static constexpr int kSmemP = kSmemRowKeys + BM * 16;
   // SKIP 4 / 5: each warp's key bound and fully visible sub-tiles (4 ints per warp), read in the loop, not kept live
   static constexpr int kSmemWarp = kSmemP + (PAIR > 1 ? BM * BNS * 2 : 0);
-  static constexpr int kSmem = kSmemWarp + (SKIP >= 4 ? WARPS * 16 : 0);
+  // (SKIP >= 6: + the helpers' first tile, one int padded to 16 B)
+  static constexpr int kSmem = kSmemWarp + (SKIP >= 4 ? WARPS * 16 + (SKIP >= 6 ? 16 : 0) : 0);
   static_assert(STAGES == 2 || (STAGES == 1 && BNS == BN), "one K/V stage computes whole KV tiles");
   static_assert(PAIR == 1 || (PAIR == 2 && STAGES == 1 && (SKIP == 0 || SKIP >= 4)), "warp pairs: one K/V stage");
 };
@@ -168,6 +169,10 @@ template <>
 struct FwdSm80Candidate<64, 5> : FwdSm80QregTile<64, 5> {};
 template <>
 struct FwdSm80Candidate<128, 5> : FwdSm80QregTile<128, 5> {};
+// The bf16 default with contexts where candidate 5 applies: 5 with SKIP 7, query tile 0's warps of rows that stop at
+// the diagonal helping the context rows' warps over the rest of the history (hstu_fwd_block's kHelp)
+template <int D>
+struct FwdSm80QregCtx : FwdSm80QregTile<D, 7> {};
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
 // thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
@@ -291,6 +296,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(MT >= 1 && (BM * PAIR) % (16 * NWARPS) == 0 && NWARPS % PAIR == 0, "bad tile config");
   static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
   static_assert(!QREG || (PAIR == 1 && !SPLIT && SKIP == 0), "Q in registers: the plain body");
+  // S4: the warp-skip body (SKIP 4; 6 the same with the helpers: below, kHelp)
+  constexpr bool S4 = SKIP == 4 || SKIP == 6;
+  constexpr bool kHelp = SKIP == 6;
+  static_assert(!kHelp || (BN == 2 * BNS && PAIR == 1 && STAGES == 2 && NWARPS == 4 && !SPLIT), "helpers: 2 sub-tiles");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   // sm86 / sm89 (99 KB per block): a tile over it is never launched there (launch_hstu_fwd_candidate)
@@ -384,7 +393,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   int full_lo, full_hi;
   // (SKIP 4: the tiles with context rows, none of them has full sub-tiles; the 128-register tiles: the rule below
   // spilled 8 B in sm_80 code)
-  if constexpr (SKIP == 4 || !kFwdSm80Lpt<NWARPS, MINB>) {
+  if constexpr (S4 || !kFwdSm80Lpt<NWARPS, MINB>) {
     mk.full_tiles(r0, r0 + BM, BNS, full_lo, full_hi);
   } else {
     // SeqMask::full_tiles gives a tile with target rows none; a target row sees every history key its window allows
@@ -440,7 +449,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       mk.key_range(wr0, wr1, kb, ke);
       warp_kend = min(ke, lk);
     }
-    if (SKIP == 4) {
+    if (S4) {
       if (mk.ctx > r0) {  // a tile with context rows: the warp's own full sub-tiles
         mk.full_tiles(wr0, wr0 + MT * 16, BNS, wfull_lo, wfull_hi);
       } else {  // the others: the block's, and no skip
@@ -453,12 +462,55 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                    "r"(warp_kend), "r"(wfull_lo), "r"(wfull_hi), "r"(wr0));
     }
   }
-  // SKIP 4: the sub-tile at n0 fully visible to the warp's rows; the warp's keys of it from n0 (BNS: all)
-  auto warp_full_lim = [&](int n0, bool& wfull, int& wlim) {
+  // kHelp: the helpers (warps NWARPS / 2 on) compute the odd sub-tiles of the KV tiles from the helpers' first
+  // tile nb_help on (keys that none of their own rows sees: tile 0's walk over the history for its context rows)
+  // for the rows of warp - NWARPS / 2, which computes the even ones; their partial goes to fp32 scratch in the
+  // tile's output rows before their own first tile (help_scratch) and is added after the loop. INT_MAX: no help.
+  const uint32_t sHelp = sQ0 + Tile::kSmemWarp + NWARPS * 16;
+  if constexpr (kHelp) {
+    int nb_help = INT_MAX;
+    const int hr0 = r0 + BM / 2, hr1 = min(r0 + BM, lk);
+    if (hr1 > hr0 && gap_skip == 0 && si.lq_alloc - m0 >= BM) {
+      int kb, ke;
+      mk.key_range(hr0, hr1, kb, ke);
+      const int nh = (min(ke, lk) + BN - 1) / BN;
+      if (nh > nb_begin && nh < nb_end) nb_help = nh;
+    }
+    if (tid == 0) asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sHelp), "r"(nb_help));  // (the loop's barrier)
+  }
+  auto help_first = [&]() {
+    int v = INT_MAX;
+    if constexpr (kHelp) asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(sHelp));
+    return v;
+  };
+  // the warp whose rows this warp computes in KV tile nb (kHelp: a helper in the tiles from nb_help on, its partner)
+  auto rows_warp = [&](int nb) {
+    int w = static_cast<int>(opaque(static_cast<uint32_t>(warp)));
+    if constexpr (kHelp) {
+      if (nb >= help_first()) w %= NWARPS / 2;
+    }
+    return w;
+  };
+  // kHelp: the fp32 scratch of the helped rows' accumulators: thread (warp % (NWARPS / 2), lane)'s MT x DTILES x 2
+  // float2 (fragment (mt, dt, half): f = (mt DTILES + dt) 2 + half) in the tile's output rows 2 t and 2 t + 1, t =
+  // (warp % (NWARPS / 2)) 32 + lane (D / 4 float2 each: two bases, immediate offsets); nb_help needs the tile's BM
+  // rows allocated
+  [[maybe_unused]] auto help_scratch = [&](float2*& r0p, float2*& r1p) {
+    static_assert(!kHelp || (MT * DTILES * 2 == D / 2 && BM == NWARPS / 2 * 32 * 2), "two output rows per thread");
+    const int bb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
+    const SeqInfo sh = seq_info(p, bb);
+    const int row = ((warp % (NWARPS / 2)) * 32 + lane) * 2;
+    T* o = static_cast<T*>(p.out) + (int64_t)(sh.q_start + m0 + row) * p.o_row_stride + head() * p.o_head_stride;
+    r0p = reinterpret_cast<float2*>(o);
+    r1p = reinterpret_cast<float2*>(o + p.o_row_stride);
+  };
+  auto help_at = [&](float2* r0p, float2* r1p, int f) { return f < D / 4 ? r0p + f : r1p + (f - D / 4); };
+  // SKIP 4: the sub-tile at n0 fully visible to the rows of warp w; their keys of it from n0 (BNS: all)
+  auto warp_full_lim = [&](int w, int n0, bool& wfull, int& wlim) {
     int kend, lo, hi, unused;
     asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(kend), "=r"(lo), "=r"(hi), "=r"(unused)
-                 : "r"(sQ0 + Tile::kSmemWarp + warp * 16));
+                 : "r"(sQ0 + Tile::kSmemWarp + w * 16));
     wfull = n0 >= lo && n0 <= hi;
     wlim = wfull ? BNS : min(BNS, kend - n0);
   };
@@ -507,7 +559,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     }
 
     int stage = 0;
-    constexpr int SK = SKIP == 4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
+    constexpr int SK = S4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
     for (int nb = nb_end - 1; nb >= nb_first(); nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
       cp_async_wait<0>();
       // STAGES 2: K, V of tile nb landed; every warp is done with the other stage (the tile before).
@@ -530,9 +582,29 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         load_tile_async<BN, D, NT, true>(sKV0 + kTileBytes, vn, p.v_row_stride, lk - n0, opaque(tid));
         cp_async_commit();
       }
+      if constexpr (kHelp) {  // the helpers' own first tile: their partial to the scratch, then their own rows
+        if (warp >= NWARPS / 2 && nb == help_first() - 1) {
+          float2 *h0, *h1;
+          help_scratch(h0, h1);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int dt = 0; dt < DTILES; ++dt)
+#pragma unroll
+              for (int half = 0; half < 2; ++half) {
+                *help_at(h0, h1, (mt * DTILES + dt) * 2 + half) =
+                    make_float2(acc_o[mt][dt][2 * half], acc_o[mt][dt][2 * half + 1]);
+                acc_o[mt][dt][2 * half] = 0.f;
+                acc_o[mt][dt][2 * half + 1] = 0.f;
+              }
+        }
+      }
 
 #pragma unroll 1
       for (int sub = 0; sub < BN / BNS; ++sub) {
+        if constexpr (kHelp) {  // from nb_help on: the helped warps the even sub-tiles, the helpers the odd ones
+          if (nb >= help_first() && ((sub ^ (warp / (NWARPS / 2))) & 1) != 0) continue;
+        }
         const int n0 = nb * BN + sub * BNS;
         const uint32_t sQ = sQ0;
         const uint32_t sK = sKV0 + stage * 2 * kTileBytes + sub * BNS * D * 2;
@@ -542,13 +614,13 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         // warp's keys of S (PAIR 2: its half) start below lim.
         bool full = n0 >= full_lo && n0 <= full_hi;
         int lim = SK > 0 && !full ? min(BNS, warp_kend - n0) : BNS;
-        if constexpr (SKIP == 4) warp_full_lim(n0, full, lim);
+        if constexpr (S4) warp_full_lim(rows_warp(nb), n0, full, lim);
         const bool work = SK == 0 || wh * (BNS / PAIR) < lim;
         if (SK == 2 && STAGES == 2 && !work) continue;  // warp-uniform: nothing to compute here
         // Per-thread parts of the ldmatrix addresses, recomputed from an opaque lane id each sub-tile so they are
         // not hoisted out of the loop (see opaque()).
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-        const uint32_t tQ = L::swz(warp_row0 + ln % 16, (ln / 16) * 8);
+        const uint32_t tQ = L::swz((kHelp ? rows_warp(nb) * MT * 16 : warp_row0) + ln % 16, (ln / 16) * 8);
         const uint32_t tK = L::swz(ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);
         const uint32_t tV = L::swz(ln % 8 + ((ln / 8) % 2) * 8, (ln / 16) * 8);
         float acc_s[MT][NTILES][4];
@@ -602,8 +674,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             const T* rab = static_cast<const T*>(p.rab) + rb * p.rab_batch_stride +
                            head() * p.rab_head_stride;
             int rw0 = r0 + warp_row0;  // the warp's first row (SKIP 4: from shared memory, not live in the loop)
-            if constexpr (SKIP == 4)
-              asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(rw0) : "r"(sQ0 + Tile::kSmemWarp + warp * 16 + 12));
+            if constexpr (S4)
+              asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(rw0) : "r"(sQ0 + Tile::kSmemWarp + rows_warp(nb) * 16 + 12));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -633,16 +705,16 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             for (int q = 0; q < 4; ++q)
               pk[mt][ks][q] = pack2<T>(acc_s[mt][2 * ks + q / 2][2 * (q % 2)],
                                        acc_s[mt][2 * ks + q / 2][2 * (q % 2) + 1]);
-        if constexpr (SKIP == 4) {  // (re-read: not live through S)
+        if constexpr (S4) {  // (re-read: not live through S)
           int mlim;
-          warp_full_lim(n0, full, mlim);
+          warp_full_lim(rows_warp(nb), n0, full, mlim);
         }
         if (work && !full) {
           // Keys jw + 8 nt + odd of rows warp_row0 + lane / 4 + 16 mt + 8 hf (an opaque lane: not hoisted); per
           // m16 tile its two rows' intervals as bits (bit 4 nt + 2 hf + odd), then the pairs' AND masks.
           static_assert(NTILES <= 8, "one word of mask bits per m16 tile");
           const int lm = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-          const uint32_t tr = sRowKeys0 + (warp_row0 + lm / 4) * 16;
+          const uint32_t tr = sRowKeys0 + ((kHelp ? rows_warp(nb) * MT * 16 : warp_row0) + lm / 4) * 16;
           const int jw = kw0 + (lm % 4) * 2;
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
@@ -689,9 +761,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 
         // O += P V (PAIR 2: the warp's own keys, then its partner's P from shared memory; the warp's columns)
         int plim = lim;
-        if constexpr (SKIP == 4 && (SK == 3 || (SK == 2 && STAGES == 1))) {  // (re-read: not live through S and P)
+        if constexpr (S4 && (SK == 3 || (SK == 2 && STAGES == 1))) {  // (re-read: not live through S and P)
           bool pfull;
-          warp_full_lim(n0, pfull, plim);
+          warp_full_lim(rows_warp(nb), n0, pfull, plim);
         }
 #pragma unroll
         for (int j = 0; j < PAIR; ++j) {
@@ -734,12 +806,42 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   if constexpr (SPLIT) {
     if (!fwd_split_sum<MT, DTILES, NT, BM>(acc_o, p, smem, Tile::kSmem)) return;
   }
+  if constexpr (kHelp) {  // the helped warps add their sums to the helpers' partial and take the total back
+    if (help_first() != INT_MAX) {
+      __syncthreads();  // (the scratch stores visible to the block)
+      if (warp < NWARPS / 2) {
+        // (atomic adds, then volatile loads of the same words by the same thread: no second accumulator live)
+        float2 *h0, *h1;
+        help_scratch(h0, h1);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int dt = 0; dt < DTILES; ++dt)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              float* w = reinterpret_cast<float*>(help_at(h0, h1, (mt * DTILES + dt) * 2 + half));
+              atomicAdd(w, acc_o[mt][dt][2 * half]);
+              atomicAdd(w + 1, acc_o[mt][dt][2 * half + 1]);
+            }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int dt = 0; dt < DTILES; ++dt)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const volatile float2* w = help_at(h0, h1, (mt * DTILES + dt) * 2 + half);
+              acc_o[mt][dt][2 * half] = w->x;
+              acc_o[mt][dt][2 * half + 1] = w->y;
+            }
+      }
+    }
+  }
 
   // Epilogue: scale, round, stage through smem (the Q buffer), store 16-byte rows. Rows past seqused are zeros.
   __syncthreads();
   const uint32_t sQ = sQ0;
   // (SKIP 4: the warp's first row re-derived here, not kept live through the loop)
-  const int erow0 = SKIP == 4 ? (static_cast<int>(opaque(static_cast<uint32_t>(warp))) / PAIR) * MT * 16 : warp_row0;
+  const int erow0 = S4 ? (static_cast<int>(opaque(static_cast<uint32_t>(warp))) / PAIR) * MT * 16 : warp_row0;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -800,13 +902,14 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_kernel(const 
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
 // registers, no spill; as a call its body spilled 12 B)
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int PAIR>
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __device__ __noinline__ void hstu_fwd_ctx_block(const HstuParams& p) {
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 4, PAIR, false>(p);
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false>(p);
 }
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(const __grid_constant__ HstuParams p) {
-  static_assert(SKIP == 5 && kFwdSm80Lpt<NWARPS, MINB>, "rank 0 of the longest-first grid: query tile 0");
+  static_assert((SKIP == 5 || SKIP == 7) && kFwdSm80Lpt<NWARPS, MINB>, "rank 0 of the longest-first grid: query tile 0");
+  constexpr int kCtxSkip = SKIP == 7 ? 6 : 4;  // (7: tile 0's body with the helpers)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   if constexpr (D == 128) {  // launched only where two blocks fit per SM (run_hstu_fwd): no sm_8x part
     __trap();
@@ -816,9 +919,9 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
   const unsigned n_m = static_cast<unsigned>((p.max_seqlen_q + BM - 1) / BM);
   if (p.num_contexts != nullptr && blockIdx.x < gridDim.x / n_m) {
     if constexpr (D == 128) {
-      hstu_fwd_ctx_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, PAIR>(p);
+      hstu_fwd_ctx_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, kCtxSkip, PAIR>(p);
     } else {
-      hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 4, PAIR, false>(p);
+      hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, kCtxSkip, PAIR, false>(p);
     }
   } else {
     hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 0, PAIR, false, true>(p);
@@ -827,7 +930,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
 // The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kQreg && C::kSkip == 5) {
+  if constexpr (C::kQreg && (C::kSkip == 5 || C::kSkip == 7)) {
     return hstu_fwd_qreg_ctx_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg) {
@@ -1098,12 +1201,15 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 3>>(two);
         if (err != cudaSuccess) return err;
         if (two) {
-          return ctx ? launch_hstu_fwd<T, D, FwdSm80Candidate<128, 5>>(p, stream)
+          return ctx ? launch_hstu_fwd<T, D, FwdSm80QregCtx<128>>(p, stream)
                      : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
         }
       }
       // (D = 256: the pairs do not fit)
-      return ctx && D != 256 ? launch_hstu_fwd_candidate<T, D, D == 64 ? 5 : 4>(p, stream)
+      if constexpr (D == 64 && std::is_same<T, __nv_bfloat16>::value) {
+        if (ctx) return launch_hstu_fwd<T, D, FwdSm80QregCtx<64>>(p, stream);
+      }
+      return ctx && D != 256 ? launch_hstu_fwd_candidate<T, D, 4>(p, stream)
                              : launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
     }
   }
