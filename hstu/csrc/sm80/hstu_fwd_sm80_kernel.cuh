@@ -485,11 +485,11 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   };
   // the warp whose rows this warp computes in KV tile nb (kHelp: a helper in the tiles from nb_help on, its partner)
   auto rows_warp = [&](int nb) {
-    int w = static_cast<int>(opaque(static_cast<uint32_t>(warp)));
+    uint32_t w = opaque(static_cast<uint32_t>(warp));
     if constexpr (kHelp) {
-      if (nb >= help_first()) w %= NWARPS / 2;
+      if (nb >= help_first()) w &= NWARPS / 2 - 1;
     }
-    return w;
+    return static_cast<int>(w);
   };
   // kHelp: the fp32 scratch of the helped rows' accumulators: thread (warp % (NWARPS / 2), lane)'s MT x DTILES x 2
   // float2 (fragment (mt, dt, half): f = (mt DTILES + dt) 2 + half) in the tile's output rows 2 t and 2 t + 1, t =
