@@ -169,8 +169,9 @@ template <>
 struct FwdSm80Candidate<64, 5> : FwdSm80QregTile<64, 5> {};
 template <>
 struct FwdSm80Candidate<128, 5> : FwdSm80QregTile<128, 5> {};
-// The bf16 default with contexts where candidate 5 applies: 5 with SKIP 7, query tile 0's warps of rows that stop at
-// the diagonal helping the context rows' warps over the rest of the history (hstu_fwd_block's kHelp)
+// The bf16 default with contexts at D = 64: 5 with SKIP 7, query tile 0's warps of rows that stop at the diagonal
+// helping the context rows' warps over the rest of the history (hstu_fwd_block's kHelp; at D = 128 measured no
+// faster than 5, its default there)
 template <int D>
 struct FwdSm80QregCtx : FwdSm80QregTile<D, 7> {};
 
@@ -1201,7 +1202,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 3>>(two);
         if (err != cudaSuccess) return err;
         if (two) {
-          return ctx ? launch_hstu_fwd<T, D, FwdSm80QregCtx<128>>(p, stream)
+          return ctx ? launch_hstu_fwd<T, D, FwdSm80Candidate<128, 5>>(p, stream)
                      : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
         }
       }
