@@ -1,23 +1,4 @@
 #!/bin/bash
-# fwd25 (issue 39, session 22), run 2 (<= 35 s), from the root of main's tree (main 37b3e7d on the device):
-#   OUT=/tmp/o_fwd25 timeout 60 bash .carry/fwd25/run2.sh > /tmp/o_fwd25/stdout.txt 2>&1
-# The final code: the bf16 default with contexts at D = 64 runs candidate 5's tile with SKIP 7 (query tile 0's warps
-# 2-3 compute the odd sub-tiles of the context rows' history walk; run 1: 1.009-1.010x faster than cfg 5); D = 128
-# back on candidate 5 (run 1: the helpers 0.3-0.6 % slower). 1. Tests (the branch's files in .carry/fwd25/tree):
-# the helpers (64 / 0 / 1 / 31 / 32 / 65 / 100 contexts; windows, targets, groups, rab) against the fp32 reference and
-# cfg 5, bitwise repeat (run 1's name check was wrong and stopped the file); the defaults with contexts at D = 64 /
-# 128 / 256. 2. Time: main22b, fwd25, main22b, fwd25 (own processes): B16 S4K D64 / D128 causal, ctx64 (fwd25: cfg 0
-# and 5), tgt256.
-source "$(dirname "$0")/setup.sh"
-echo "== 1. GPU tests ($SECONDS s)"
-run_tests 16 "context_helpers or default_contexts" -v -v $T
-echo "== 2. time ($SECONDS s)"
-for i in 1 2; do
-  jagp /tmp/site_main main22b 5 --reps 3 --dims 64 128 --ctx-cfgs 0
-  jagp /tmp/site_fwd25 fwd25 $(( i == 1 ? 6 : $(left) - 1 )) --reps 3 --dims 64 128 --ctx-cfgs 0 5
-done
-echo
-echo "################ DIGEST ($GPU; done at $SECONDS s)"
-echo "#### tests (test_sm80_forward_gpu.py -k 'context_helpers or default_contexts'; -v)"
-digest_verbose
-digest_time
+# fwd25 run 2 (the lead's batch 2): run.sh again on the final wheel (the helpers the default at D = 64 only; the
+# test's kernel-name check fixed): OUT=/tmp/o_fwd25 timeout 60 bash .carry/fwd25/run2.sh > /tmp/o_fwd25/stdout.txt 2>&1
+exec bash "$(dirname "$0")/run.sh"
