@@ -368,7 +368,9 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
     const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
     const bool claimer = x[r] >= 0 && static_cast<int64_t>(m[r]) == i;
     if (x[r] >= 0 && !claimer) p.inverse[i] = -static_cast<int32_t>(m[r]) - 2;
-    if (p.csr_keys != nullptr && i < p.n) p.csr_keys[i] = x[r] >= 0 ? static_cast<int32_t>(m[r]) : static_cast<int32_t>(p.n);
+    if (p.csr_keys != nullptr && i < p.n) {
+      p.csr_keys[i] = x[r] >= 0 ? static_cast<int32_t>(m[r]) : static_cast<int32_t>(p.n);
+    }
     total += __syncthreads_count(claimer);
   }
   if (threadIdx.x == 0 && c0 + 1 < p.n) p.bag[c0 + 1] = total;

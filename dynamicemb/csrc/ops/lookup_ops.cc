@@ -608,7 +608,8 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     d.find_later = d.find_meta != nullptr && find_later_variant(-1) == 1;
   }
   // the early fork (lab op _lookup_lab_step 1): a sequence's CSR sort beside the number pass, keyed by claimer
-  bool early = a.csr && !probe && (flags & kStepOverlap) && pooling == kPoolNone && !d.find_later && g_step_lab.load() == 1;
+  bool early =
+      a.csr && !probe && (flags & kStepOverlap) && pooling == kPoolNone && !d.find_later && g_step_lab.load() == 1;
   if (early) {
     d.csr_keys = segment_csr_first_keys(c, stream);
     early = d.csr_keys != nullptr;

@@ -269,7 +269,7 @@ __device__ __forceinline__ bool dedup_settle(const Tile& tile, const UpsertParam
   }
 }
 
-// Programmatic dependent launch (private option UpsertParams::pdl; sm_90+; common/pdl.cuh): the op's kernels after
+// Programmatic dependent launch (UpsertParams::pdl, on by default; sm_90+; common/pdl.cuh): the op's kernels after
 // begin_op start their blocks while the kernel before them drains, and wait (griddep_wait) before they read what an
 // earlier kernel of the op wrote; without the launch attribute the wait returns at once. The batch's inputs (keys,
 // rows) are the caller's, complete before begin_op started, so a first pass may load its key before its wait.

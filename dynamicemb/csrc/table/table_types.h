@@ -235,7 +235,7 @@ struct UpsertParams {
   // twice: first_pass_only, then insert_pass_only; both false: the whole upsert).
   HostOps host;
   bool first_pass_only, insert_pass_only;
-  bool pdl;  // private option: the op's kernels after begin_op as programmatic dependent launches (table_kernels.cuh)
+  bool pdl;  // the op's kernels after begin_op as programmatic dependent launches (default; table_kernels.cuh)
   int mode;
   const void* keys;           // (n)
   int64_t n;
