@@ -83,6 +83,13 @@ class QCommsConfig:
     forward_precision: Optional[torch.dtype] = torch.bfloat16
     backward_precision: Optional[torch.dtype] = torch.bfloat16
 
+    @staticmethod
+    def _checked(qcomms) -> Optional["QCommsConfig"]:
+        """``qcomms`` as an argument (None or a QCommsConfig; TypeError otherwise), validated."""
+        if qcomms is not None and not isinstance(qcomms, QCommsConfig):
+            raise TypeError(f"qcomms: expected None or a QCommsConfig, got {type(qcomms).__name__}")
+        return None if qcomms is None else qcomms.validate()
+
     def validate(self) -> "QCommsConfig":
         for name in ("forward_precision", "backward_precision"):
             v = getattr(self, name)
@@ -278,9 +285,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         if output_dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError(
                 f"output_dtype: expected torch.float32, torch.float16 or torch.bfloat16, got {output_dtype}")
-        if qcomms is not None and not isinstance(qcomms, QCommsConfig):
-            raise TypeError(f"qcomms: expected None or a QCommsConfig, got {type(qcomms).__name__}")
-        qcomms = None if qcomms is None else qcomms.validate()
+        qcomms = QCommsConfig._checked(qcomms)
         backend = str(dist.get_backend(pg))
         if device is None:
             device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
@@ -805,8 +810,8 @@ class ShardedDynamicEmbeddingTables(nn.Module):
     def _bag_pool(self, U, inverse, offsets, psw, B):
         """CUDA sum / mean pooling of the uniques' rows U (n_u, Dm; fp32, or the wire's half rows) into bags, in one
         op (pool_rows: a warp per bag adds its ids' rows in order, in fp32; no (n, Dm) per-id rows; offsets clamped
-        to [0, n] by the op, in bounds for any offsets (validate=False), as the dedup kernel's bags). Returns (out (B, sum of dims) in the output
-        dtype, the bags' lengths (int64))."""
+        to [0, n] by the op, in bounds for any offsets (validate=False), as the dedup kernel's bags). Returns
+        (out (B, sum of dims) in the output dtype, the bags' lengths (int64))."""
         F, Dm = self.num_features, self.max_dim
         pw = None if psw is None else psw.to(torch.float32).contiguous()
         mean, U, offsets = self.pooling == "mean", U.contiguous(), offsets.contiguous()

@@ -333,11 +333,9 @@ class _DynamicSharderBase:
             raise ValueError(
                 f"routing: expected one of {list(ShardedDynamicEmbeddingTables.ROUTINGS)}, got {routing!r}")
         self._dyn_options = _sharder_options(constraints, table_options)
-        if qcomms is not None and not isinstance(qcomms, QCommsConfig):
-            raise TypeError(f"qcomms: expected None or a QCommsConfig, got {type(qcomms).__name__}")
         self._dyn_optimizer = optimizer
         self._dyn_routing = routing
-        self._dyn_qcomms = qcomms
+        self._dyn_qcomms = QCommsConfig._checked(qcomms)
 
     def sharding_types(self, compute_device_type: str) -> List[str]:
         types = list(super().sharding_types(compute_device_type))

@@ -141,3 +141,9 @@ def test_qcomms_config_bad_args():
     with pytest.raises(TypeError, match="qcomms.backward_precision: expected"):
         de.QCommsConfig(torch.bfloat16, torch.float64).validate()
     assert de.QCommsConfig() == de.QCommsConfig(torch.bfloat16, torch.bfloat16)
+    # the module's and the sharders' argument check (one helper): a non-QCommsConfig, or a bad dtype inside one
+    with pytest.raises(TypeError, match="qcomms: expected None or a QCommsConfig, got str"):
+        de.QCommsConfig._checked("bf16")
+    with pytest.raises(TypeError, match="qcomms.forward_precision: expected"):
+        de.QCommsConfig._checked(de.QCommsConfig(torch.int8))
+    assert de.QCommsConfig._checked(None) is None
