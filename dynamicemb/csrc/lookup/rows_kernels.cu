@@ -3,13 +3,13 @@
 // per block, or converts them element by element (half rows off the wire widened to fp32 outputs); pool_rows and
 // segment_sum_rows give one warp to one output row (a bag, a unique), its lanes over the columns (float4 when the
 // columns allow; half rows read and stored four at a time), and add the entries' rows in entry order in fp32, four
-// rows in flight: fixed order, so the results do not depend on scheduling. segment_sum_rows first builds the CSR unique -> entries: a
-// stable cub radix sort of (unique, entry) pairs over the bits of num_unique, then the segment starts. Its sums
-// give each warp a fixed chunk of kSegChunk sorted entries (hot ids would serialize a warp per unique: a power-law
-// batch's hottest id has ~10 k entries): a run of one unique inside a chunk that is its whole segment is stored
-// to the output; the pieces of a segment cut by chunk boundaries go to two per-chunk slots (0: the chunk's first
-// run when its segment began before; 1: its last run when its segment goes on), which a second kernel adds in
-// chunk order. Fixed order everywhere: no atomics, the same bits run to run.
+// rows in flight: fixed order, so the results do not depend on scheduling. segment_sum_rows first builds the CSR
+// unique -> entries: a stable cub radix sort of (unique, entry) pairs over the bits of num_unique, then the segment
+// starts. Its sums give each warp a fixed chunk of kSegChunk sorted entries (hot ids would serialize a warp per
+// unique: a power-law batch's hottest id has ~10 k entries): a run of one unique inside a chunk that is its whole
+// segment is stored to the output; the pieces of a segment cut by chunk boundaries go to two per-chunk slots (0: the
+// chunk's first run when its segment began before; 1: its last run when its segment goes on), which a second kernel
+// adds in chunk order. Fixed order everywhere: no atomics, the same bits run to run.
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>

@@ -23,6 +23,7 @@
 #include "dynamicemb/csrc/lookup/validate_types.h"
 #include "dynamicemb/csrc/ops/forward_mirror.h"
 #include "dynamicemb/csrc/ops/stage_bind.h"
+#include "dynamicemb/csrc/ops/value_kind.h"
 
 namespace dynamicemb {
 namespace lookup {
@@ -70,14 +71,6 @@ void dispatch_value(int64_t v, Fn&& fn) {
     case kValueBf16: fn(std::integral_constant<int, kValueBf16>{}); break;
     case kValueFp32: fn(std::integral_constant<int, kValueFp32>{}); break;
     default: ACCEL_CHECK(false, "value_kind: expected 0 (fp16), 1 (bf16) or 2 (fp32), got ", v);
-  }
-}
-
-ScalarType scalar_of(int64_t v) {
-  switch (v) {
-    case kValueFp16: return ScalarType::Half;
-    case kValueBf16: return ScalarType::BFloat16;
-    default: return ScalarType::Float;
   }
 }
 
@@ -663,7 +656,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // the output is allocated after the first launches (the checks, the dedup): a synchronized call's device starts
   // one allocation earlier
   const int64_t rows = pooling == kPoolNone ? n : batch;
-  Tensor out = torch::stable::new_empty(ids, {rows, out_cols}, scalar_of(out_kind));
+  Tensor out = torch::stable::new_empty(ids, {rows, out_cols}, dtype_of_kind(out_kind));
   ForwardParams f{};
   f.meta = ip.meta;
   f.ids = id_ptr;

@@ -31,6 +31,7 @@
 
 #include "common/stable_utils.h"
 #include "dynamicemb/csrc/lookup/rows_types.h"
+#include "dynamicemb/csrc/ops/value_kind.h"
 #include "dynamicemb/csrc/table/table_types.h"
 
 namespace dynamicemb {
@@ -56,14 +57,6 @@ void check_rows(const Tensor& t, const char* name, bool fp32) {
   ACCEL_CHECK(t.is_cpu() || t.is_cuda(), name, ": expected a CPU or CUDA tensor, got ", accel::device_name(t));
 }
 
-// The ValueKind of a row dtype (-1: not fp16 / bf16 / fp32) and back.
-int row_kind(ScalarType t) {
-  return t == ScalarType::Half ? table::kValueFp16 : t == ScalarType::BFloat16 ? table::kValueBf16
-         : t == ScalarType::Float ? table::kValueFp32 : -1;
-}
-ScalarType kind_dtype(int64_t k) {
-  return k == table::kValueFp16 ? ScalarType::Half : k == table::kValueBf16 ? ScalarType::BFloat16 : ScalarType::Float;
-}
 void check_kind(int64_t k, const char* name) {
   ACCEL_CHECK(k >= table::kValueFp16 && k <= table::kValueFp32, name, ": expected 0 (fp16), 1 (bf16) or 2 (fp32), ",
               "got ", k);
@@ -107,14 +100,14 @@ Tensor gather_rows(Tensor src, Tensor index, int64_t out_kind) {
   check_rows(src, "src", false);
   check_index(index, "index", -1, src, "src");
   const int64_t n = index.numel(), m = src.size(0), d = src.size(1);
-  const int sk = row_kind(src.scalar_type());
+  const int sk = value_kind_of(src.scalar_type());
   const bool convert = out_kind != -1 && out_kind != sk;
   if (convert) {
     check_kind(out_kind, "out_kind");
     ACCEL_CHECK(sk >= 0, "src: expected dtype float16, bfloat16 or float32 to convert to out_kind, got ",
                 accel::dtype_name(src.scalar_type()));
   }
-  Tensor out = convert ? torch::stable::new_empty(src, {n, d}, kind_dtype(out_kind))
+  Tensor out = convert ? torch::stable::new_empty(src, {n, d}, dtype_of_kind(out_kind))
                        : torch::stable::new_empty(src, {n, d});
   const int64_t rb = d * static_cast<int64_t>(src.element_size());
   if (n == 0 || rb == 0) return out;
@@ -166,7 +159,7 @@ Tensor gather_rows(Tensor src, Tensor index, int64_t out_kind) {
 // ---------------------------------------------------------------- pool_rows
 Tensor pool_rows(Tensor src, Tensor index, Tensor offsets, std::optional<Tensor> weight, bool mean, int64_t batch) {
   check_rows(src, "src", false);
-  const int sk = row_kind(src.scalar_type());
+  const int sk = value_kind_of(src.scalar_type());
   ACCEL_CHECK(sk >= 0, "src: expected dtype float32, float16 or bfloat16, got ", accel::dtype_name(src.scalar_type()));
   check_index(index, "index", -1, src, "src");
   accel::check_dtype(offsets, "offsets", ScalarType::Long);
@@ -237,7 +230,7 @@ Tensor segment_sum_rows(Tensor grad, Tensor inverse, int64_t num_unique, std::op
   check_weight(weight, n, grad, "grad");
   if (out_kind == -1) out_kind = table::kValueFp32;
   check_kind(out_kind, "out_kind");
-  Tensor out = torch::stable::new_empty(grad, {num_unique, d}, kind_dtype(out_kind));
+  Tensor out = torch::stable::new_empty(grad, {num_unique, d}, dtype_of_kind(out_kind));
   if (num_unique == 0 || d == 0) return out;
   const float* g = static_cast<const float*>(grad.data_ptr());
   const float* w = weight.has_value() ? static_cast<const float*>(weight->data_ptr()) : nullptr;

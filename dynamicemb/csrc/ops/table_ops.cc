@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "common/stable_utils.h"
+#include "dynamicemb/csrc/ops/value_kind.h"
 #include "dynamicemb/csrc/table/table_cpu.h"
 #include "dynamicemb/csrc/table/table_types.h"
 
@@ -30,15 +31,10 @@ int key_kind(const Tensor& t) {
   return t.scalar_type() == ScalarType::Long ? kKeyInt64 : kKeyUInt64;
 }
 int value_kind(const Tensor& t) {
-  switch (t.scalar_type()) {
-    case ScalarType::Half: return kValueFp16;
-    case ScalarType::BFloat16: return kValueBf16;
-    case ScalarType::Float: return kValueFp32;
-    default:
-      ACCEL_CHECK(false, "table values: expected dtype float16, bfloat16 or float32, got ",
-                  accel::dtype_name(t.scalar_type()));
-  }
-  return 0;
+  const int k = value_kind_of(t.scalar_type());
+  ACCEL_CHECK(k >= 0, "table values: expected dtype float16, bfloat16 or float32, got ",
+              accel::dtype_name(t.scalar_type()));
+  return k;
 }
 
 struct Table {
