@@ -19,6 +19,7 @@
 
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 #include "dynamicemb/csrc/lookup/rows_types.h"
+#include "dynamicemb/csrc/table/value_kind_dispatch.h"
 #include "dynamicemb/csrc/table/value_types.cuh"
 
 namespace dynamicemb {
@@ -182,12 +183,8 @@ __global__ void __launch_bounds__(kRowsBlock) gather_convert_kernel(GatherRowsPa
 // f(std::integral_constant<int, K>) for a row kind K (fp16, bf16, fp32)
 template <typename F>
 void with_kind(int kind, const F& f) {
-  switch (kind) {
-    case table::kValueFp16: f(std::integral_constant<int, table::kValueFp16>{}); break;
-    case table::kValueBf16: f(std::integral_constant<int, table::kValueBf16>{}); break;
-    case table::kValueFp32: f(std::integral_constant<int, table::kValueFp32>{}); break;
-    default: throw std::runtime_error("dynamicemb rows: unknown value kind " + std::to_string(kind));
-  }
+  if (!table::with_value_kind(kind, f))
+    throw std::runtime_error("dynamicemb rows: unknown value kind " + std::to_string(kind));
 }
 
 // One warp: out_row = sum over entries j in [s, e), in order, of w_j * src[r_j] (entry(j, r, w) gives the row and

@@ -24,6 +24,7 @@
 #include "dynamicemb/csrc/ops/forward_mirror.h"
 #include "dynamicemb/csrc/ops/stage_bind.h"
 #include "dynamicemb/csrc/ops/value_kind.h"
+#include "dynamicemb/csrc/table/value_kind_dispatch.h"
 
 namespace dynamicemb {
 namespace lookup {
@@ -66,12 +67,7 @@ const TableMeta* meta_ptr(const Tensor& meta) { return static_cast<const TableMe
 
 template <typename Fn>
 void dispatch_value(int64_t v, Fn&& fn) {
-  switch (v) {
-    case kValueFp16: fn(std::integral_constant<int, kValueFp16>{}); break;
-    case kValueBf16: fn(std::integral_constant<int, kValueBf16>{}); break;
-    case kValueFp32: fn(std::integral_constant<int, kValueFp32>{}); break;
-    default: ACCEL_CHECK(false, "value_kind: expected 0 (fp16), 1 (bf16) or 2 (fp32), got ", v);
-  }
+  ACCEL_CHECK(table::with_value_kind(v, fn), "value_kind: expected 0 (fp16), 1 (bf16) or 2 (fp32), got ", v);
 }
 
 // ---------------------------------------------------------------- device-side checks

@@ -16,6 +16,7 @@
 #include "dynamicemb/csrc/ops/value_kind.h"
 #include "dynamicemb/csrc/table/table_cpu.h"
 #include "dynamicemb/csrc/table/table_types.h"
+#include "dynamicemb/csrc/table/value_kind_dispatch.h"
 
 namespace dynamicemb {
 namespace table {
@@ -121,6 +122,12 @@ void* opt_ptr(const OptTensor& x, const char* name, const Tensor& table_keys, Sc
 
 template <int N> using IC = std::integral_constant<int, N>;
 
+// fn(IC<V>) for a table's value kind; an unknown code is an error (it was a silent fp32 before).
+template <typename Fn>
+void dispatch_value(int v, Fn&& fn) {
+  ACCEL_CHECK(with_value_kind(v, fn), "value_kind: expected 0 (fp16), 1 (bf16) or 2 (fp32), got ", v);
+}
+
 // Calls fn(IC<K>, IC<V>, IC<P>) for the runtime kinds.
 template <typename Fn>
 void dispatch(int k, int v, int p, Fn&& fn) {
@@ -132,25 +139,11 @@ void dispatch(int k, int v, int p, Fn&& fn) {
       default: ACCEL_CHECK(false, "policy: expected 0 (lru), 1 (lfu) or 2 (customized), got ", p);
     }
   };
-  auto with_v = [&](auto K) {
-    switch (v) {
-      case kValueFp16: with_p(K, IC<kValueFp16>{}); break;
-      case kValueBf16: with_p(K, IC<kValueBf16>{}); break;
-      default: with_p(K, IC<kValueFp32>{}); break;
-    }
-  };
+  auto with_v = [&](auto K) { dispatch_value(v, [&](auto V) { with_p(K, V); }); };
   if (k == kKeyInt64) with_v(IC<kKeyInt64>{});
   else with_v(IC<kKeyUInt64>{});
 }
 
-template <typename Fn>
-void dispatch_value(int v, Fn&& fn) {
-  switch (v) {
-    case kValueFp16: fn(IC<kValueFp16>{}); break;
-    case kValueBf16: fn(IC<kValueBf16>{}); break;
-    default: fn(IC<kValueFp32>{}); break;
-  }
-}
 
 void* stream_of(const Table& t) { return accel::current_cuda_stream(t.device); }
 
