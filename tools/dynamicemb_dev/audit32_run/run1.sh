@@ -15,8 +15,8 @@ timeout 22 python3 -P benchmarks/embedding_tiers.py --skip hybrid,hkv,disk --opt
 echo "tiers rc $? ($(( $(date +%s) - t0 )) s)"
 echo "== 2. tests ($(( $(date +%s) - t0 )) s)"
 L=$(( $(left) - 1 ))
-timeout $L $PT $TD/test_storage_gpu.py -k "checkpoint_round_trips or survives_restart or hybrid_torch_path" \
-    > $OUT/t_new.txt 2>&1 &
+K="checkpoint_round_trips or survives_restart or hybrid_torch_path or (poolings and not disk)"
+timeout $L $PT $TD/test_storage_gpu.py -k "$K" > $OUT/t_new.txt 2>&1 &
 p1=$!
 timeout $L $PT $TD/test_storage_gpu.py -k "disk and not checkpoint_round_trips and not survives_restart" \
     > $OUT/t_disk.txt 2>&1 &

@@ -26,7 +26,8 @@ wait
 echo
 echo "################ DIGEST ($GPU; done at $(( $(date +%s) - t0 )) s)"
 for f in $OUT/mc_*.txt; do
-  echo "$(basename $f): $(grep -c PASSED $f) PASSED, $(grep -c FAILED $f) FAILED; $(grep -E 'ERROR SUMMARY' $f | tail -1);" \
+  echo "$(basename $f): $(grep -c PASSED $f) PASSED, $(grep -c FAILED $f) FAILED;" \
+       "$(grep -E 'ERROR SUMMARY' $f | tail -1);" \
        "$(grep -cE '^========= (Invalid|Program hit|Address|Malloc|Leaked)' $f) memcheck error lines"
   grep -E "[0-9]+ (passed|failed)|interrupted" $f | tail -1
 done
