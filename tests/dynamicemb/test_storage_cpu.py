@@ -391,6 +391,35 @@ def test_disk_store_damage_and_io_errors_lose_nothing(tmp_path, monkeypatch):
 
 
 @needs_rocks
+def test_disk_store_checkpoint_and_export(tmp_path):
+    """DiskStore.checkpoint (a RocksDB checkpoint: hard links) is a store of its own: reopened with create=False it
+    holds the rows and count of the moment it was taken, whatever the source wrote after; export_batches yields
+    every row once, in batches of at most batch_rows, and with a threshold the rows scored >= it as unsigned (scores
+    with the top bit set are the largest)."""
+    key, dim, dt = torch.int64, 2, torch.bfloat16
+    s = DiskStore(str(tmp_path / "s"), key, dim, dt)
+    k = torch.arange(100) * 7
+    v = torch.randn(100, dim).to(dt)
+    sc = torch.arange(100) - 50  # int64 bits: the negative ones are uint64 scores >= 2**63
+    s.insert(k, v, sc)
+    s.checkpoint(str(tmp_path / "ck"))
+    s.write(torch.tensor([1, 2]), torch.zeros(2, dim, dtype=dt), torch.zeros(2, dtype=torch.int64), k[:10])
+    assert s.size() == 92
+    c = DiskStore(str(tmp_path / "ck"), key, dim, dt, create=False)
+    r = c.find(k)
+    assert c.size() == 100 and bool(r.found.all()) and torch.equal(r.values, v) and torch.equal(r.scores, sc)
+    assert not bool(c.find(torch.tensor([1, 2])).found.any())
+    batches_ = list(c.export_batches(16))
+    assert all(b[0].numel() <= 16 for b in batches_)
+    got = torch.cat([b[0] for b in batches_])
+    assert sorted(got.tolist()) == sorted(k.tolist())
+    hi = torch.cat([b[0] for b in c.export_batches(16, threshold=40)])
+    assert sorted(hi.tolist()) == sorted(k[(sc >= 40) | (sc < 0)].tolist())
+    c.close()
+    s.close()
+
+
+@needs_rocks
 def test_full_store_during_training_loses_nothing(tmp_path):
     m = make("caching", stores=tuple(DiskStoreSpec(p, max_bytes=1 << 30) for p in disk(tmp_path)))
     data = list(batches(6, seed=6))

@@ -8,7 +8,7 @@ C=$1
 mkdir -p $C/whl $C/tree/tests/dynamicemb $C/tree/dynamicemb $C/tree/examples
 ls $C/whl/rocksdict-*.whl > /dev/null
 rm -f $C/tree/tests/dynamicemb/*.py $C/tree/dynamicemb/*.py
-cp tools/dynamicemb_dev/audit32_run/{run*.sh,setup.sh} $C/
+cp tools/dynamicemb_dev/audit32_run/{run*.sh,setup.sh,nccl_storage.py} $C/
 cp tests/conftest.py $C/tree/tests/
 cp tests/dynamicemb/*.py $C/tree/tests/dynamicemb/
 cp examples/embedding_beyond_hbm.py $C/tree/examples/
