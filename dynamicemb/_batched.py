@@ -299,9 +299,6 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
             and len(set(self.options[t].dtype for t in used)) == 1
             and widest <= (512 if self._vec4 else 128)
         )
-        if not self.use_kernels and any(getattr(self.tables[t], "values_host", None) is not None for t in used):
-            raise ValueError("storage='hybrid': expected a configuration the fused CUDA kernels serve (no admission, "
-                             "one dtype, rows up to 512 columns), got one served by the torch path")
         self._meta = None
         self._meta_key = None
         self._set = None

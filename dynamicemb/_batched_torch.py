@@ -119,6 +119,13 @@ def _id_gradients(grad_out, saved, pooling: str, feature_dims, max_dim: int, psw
 class _TorchStep:
     """BatchedDynamicEmbeddingTables' torch forward and backward (and the backward's dispatch to the kernels)."""
 
+    def _split_table(self, grp):
+        """The hybrid table of a group whose rows are in two buffers (HBM and host rows: a group of its own, base
+        0), else None. The torch path reads and writes its rows by slot through ``_read_rows`` / ``_write_rows``,
+        which copy the host rows through the CPU (host syncs; the fused kernels reach them through UVA instead)."""
+        t = self.tables[grp["tables"][0]]
+        return t if getattr(t, "values_host", None) is not None else None
+
     def _forward_torch(self, ids, offsets, psw, train: bool, backward: bool = False, skip=None):
         dev = self.device
         n = ids.numel()
@@ -190,7 +197,10 @@ class _TorchStep:
             gidx, gmember, fbs = acc[g]
             d = grp["dim"]
             gvalid = gidx >= 0
-            rows = grp["buf"][gidx.clamp(min=0), :d].float().masked_fill_(~gvalid[:, None], 0.0)
+            split = self._split_table(grp)
+            idx = gidx.clamp(min=0)
+            rows = (grp["buf"][idx, :d] if split is None else split._read_rows(idx)[:, :d]).float()
+            rows.masked_fill_(~gvalid[:, None], 0.0)
             for mask, fb in fbs:
                 rows = torch.where(mask[:, None], fb, rows)
             if len(self._groups) == 1 and d == Dm:
@@ -241,15 +251,16 @@ class _TorchStep:
                 valid = valid & finite
             d = grp["dim"]
             vals = grp["buf"]
+            split = self._split_table(grp)
             sc = gidx.clamp(min=0)
             if sc.numel() == 0:  # an empty batch: nothing to update (argmax below needs a row)
                 continue
-            if type(opt) is SGD and not opt.weight_decay and vals.dtype == torch.float32:
+            if split is None and type(opt) is SGD and not opt.weight_decay and vals.dtype == torch.float32:
                 # plain fp32 SGD: add -lr * g in place (rows without a slot add 0 to row 0)
                 delta = (gU[:, :d] * -lr).masked_fill_(~valid[:, None], 0.0)
                 vals.index_add_(0, sc, delta)
                 continue
-            orig = vals[sc]
+            orig = vals[sc] if split is None else split._read_rows(sc)
             cur = orig.float()
             s = opt.state_dim(d)
             nw, nst = opt.update(cur[:, :d], cur[:, d:d + s], gU[:, :d], lr, self.step)
@@ -261,7 +272,10 @@ class _TorchStep:
             row_j = torch.where(valid.index_select(0, j)[:, None], new.index_select(0, j), orig.index_select(0, j))
             slot_fix = torch.where(valid, sc, sc.index_select(0, j))
             new_fix = torch.where(valid[:, None], new, row_j)
-            vals.index_copy_(0, slot_fix, new_fix)
+            if split is None:
+                vals.index_copy_(0, slot_fix, new_fix)
+            else:  # (plain fp32 SGD too: w - lr * g, the bits of the add above)
+                split._write_rows(slot_fix, new_fix)
         if opt.nonfinite == "raise":
             self._report_nonfinite()
         if not _compiling():

@@ -23,6 +23,9 @@ def test_example_runs(path, tmp_path):
     out = r.stdout
     if path.endswith("embedding_beyond_hbm.py"):  # caching tables train exactly as all-HBM ones
         assert "uva store (host memory) on" in out and "bit-identical to all-HBM: True" in out, out
+        assert "hybrid (rows beyond the budget in host memory) on" in out, out
+        if "rocksdict is not installed" not in out:  # the disk store, and the same reopened half-way
+            assert "disk store (RocksDB) on" in out and "closed and reopened half-way on" in out, out
         assert "bit-identical to all-HBM: False" not in out, out
         return
     assert "max |kernel - reference|" in out and "dynamicemb on" in out

@@ -337,6 +337,8 @@ def storage_modes_bitwise(rank, world, tmp):
 
     _, ref = run([base] * 2)
     for storage, store in stores:
+        if isinstance(store, str):  # a store's parent directory must exist (DiskStore); W > 1 puts rank folders in it
+            os.makedirs(store, exist_ok=True)
         paths = [os.path.join(store, f"t{t}") for t in range(2)] if isinstance(store, str) else [store] * 2
         m, got = run([dataclasses.replace(base, storage=storage, hbm_budget_bytes=budget, backing_store=p)
                       for p in paths])

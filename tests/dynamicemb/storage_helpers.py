@@ -22,17 +22,17 @@ CACHE_SLOTS = 128
 
 
 def make(storage="hbm", opt=None, stores=(None, None), device="cpu", budget_rows=CACHE_SLOTS, total=None,
-         admission=0, policies=("lru", "lfu")):
-    row = (opt or Adam(lr=0.01)).row_width(DIM) * 4
+         admission=0, policies=("lru", "lfu"), dtype=torch.float32, pooling="sum"):
+    row = (opt or Adam(lr=0.01)).row_width(DIM) * torch.empty((), dtype=dtype).element_size()
     kw = dict(storage=storage)
     if storage != "hbm" and total is None:
         kw["hbm_budget_bytes"] = budget_rows * row
-    opts = [DynamicEmbTableOptions(dim=DIM, max_capacity=CAP, bucket_capacity=BC, score_policy=p,
+    opts = [DynamicEmbTableOptions(dim=DIM, dtype=dtype, max_capacity=CAP, bucket_capacity=BC, score_policy=p,
                                    initializer=DynamicEmbInitializer("uniform", seed=3 + i),
                                    backing_store=stores[i] if storage == "caching" else None,
                                    admission_threshold=admission, **kw)
             for i, p in enumerate(policies)]
-    return BatchedDynamicEmbeddingTables(opts, [0, 1, 1], pooling="sum", optimizer=opt or Adam(lr=0.01),
+    return BatchedDynamicEmbeddingTables(opts, [0, 1, 1], pooling=pooling, optimizer=opt or Adam(lr=0.01),
                                          device=device, hbm_budget_bytes=total)
 
 
@@ -760,3 +760,92 @@ def staging_matches_twin(device, rounds=6, seed=0, slot_major=True):
         moved += int(d[0][:, :2].sum())
     assert moved > 0
     return moved
+
+
+def checkpoint_round_trips(build, tmp, device="cpu"):
+    """Every checkpoint form of a module of one storage mode against all-HBM, LRU tables (an incremental dump then
+    holds exactly the rows touched since its threshold). ``build(tag)``: a fresh module of the mode, LRU tables,
+    ``tag`` naming its store directories. After 5 steps: a state_dict into a fresh module of the mode, the mode's
+    full dump into all-HBM and all-HBM's full dump into a fresh module of the mode; after 3 more steps of every
+    module: incremental dumps (rows scored >= the op clock at the full dumps) loaded over the full dumps, both ways.
+    Every loaded module holds all-HBM's rows, scores and step count, and trains on with bit-identical outputs."""
+    pol = ("lru", "lru")
+    ref, m = make("hbm", device=device, policies=pol), build("a")
+    data = list(batches(10, seed=4, device=device))
+    for ids, off, w in data[:5]:
+        step(ref, ids, off, w), step(m, ids, off, w)
+    assert_same(ref, m)
+    sd = build("b")
+    sd.load_state_dict(m.state_dict())
+    m.dump(str(tmp / "full"))
+    ref.dump(str(tmp / "full_ref"))
+    clock = min(min(int(t.counters[0]) for t in x.tables) for x in (ref, m))
+    from_mode = make("hbm", device=device, policies=pol)
+    from_mode.load(str(tmp / "full"))
+    to_mode = build("c")
+    to_mode.load(str(tmp / "full_ref"))
+    live = [m, sd, from_mode, to_mode]
+    for x in live[1:]:
+        assert_same(ref, x)
+    for i, (ids, off, w) in enumerate(data[5:8]):
+        o = step(ref, ids, off, w)
+        for j, x in enumerate(live):
+            assert torch.equal(o, step(x, ids, off, w)), ("after load", i, j)
+    m.dump(str(tmp / "inc"), score_threshold=clock)
+    ref.dump(str(tmp / "inc_ref"), score_threshold=clock)
+    inc_hbm = make("hbm", device=device, policies=pol)
+    inc_mode = build("d")
+    for x, base, inc in ((inc_hbm, "full", "inc"), (inc_mode, "full_ref", "inc_ref")):
+        x.load(str(tmp / base))
+        x.load(str(tmp / inc))
+        assert_same(ref, x)
+    live += [inc_hbm, inc_mode]
+    for i, (ids, off, w) in enumerate(data[8:]):
+        o = step(ref, ids, off, w)
+        for j, x in enumerate(live):
+            assert torch.equal(o, step(x, ids, off, w)), ("after incremental load", i, j)
+    for x in live:
+        assert_same(ref, x)
+
+
+def disk_restart(tmp, device="cpu"):
+    """A caching module over disk stores flushes (``flush_storage``), is dropped, and a module built later over the
+    same directories (``DiskStoreSpec(create=False)``) continues bit-identically to an all-HBM module that never
+    stopped (rows, scores, op clock from the store; the step count, module state, from a state_dict entry)."""
+    import gc
+
+    from dynamicemb._storage import DiskStoreSpec
+
+    ref, m = make("hbm", device=device), make("caching", device=device, stores=disk(tmp))
+    data = list(batches(8, seed=5, device=device))
+    for ids, off, w in data[:4]:
+        step(ref, ids, off, w), step(m, ids, off, w)
+    m.flush_storage()
+    steps = m.state_dict()["step"].clone()
+    del m
+    gc.collect()
+    m = make("caching", device=device, stores=tuple(DiskStoreSpec(p, create=False) for p in disk(tmp)))
+    m.step.copy_(steps)
+    assert m.sizes() == ref.sizes()
+    for ids, off, w in data[4:]:
+        assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
+    assert_same(ref, m)
+
+
+# (pooling, row dtype) of pooled_parity: mean and sequence pooling, sum with per-sample weights, 16-bit rows
+POOLED = [("mean", torch.float16), ("none", torch.bfloat16), ("sum", torch.bfloat16)]
+
+
+def pooled_parity(ref, m, pooling, device="cpu", steps=8):
+    """Trains all-HBM ``ref`` and ``m`` (another storage mode, the same pooling and row dtype) on the same batches,
+    sum pooling with per-sample weights: outputs every step, then rows (16-bit rows: their bytes), scores and the
+    step count bit-identical."""
+    gen = torch.Generator().manual_seed(21)
+    for i, (ids, off, _) in enumerate(batches(steps, seed=11, device=device)):
+        psw = torch.rand(ids.numel(), generator=gen).to(device) if pooling == "sum" else None
+        outs = [x(ids, off, per_sample_weights=psw) for x in (ref, m)]
+        w = torch.randn(outs[0].shape, generator=gen).to(device)
+        for o in outs:
+            (o.float() * w).sum().backward()
+        assert torch.equal(outs[0], outs[1]), i
+    assert_same(ref, m)

@@ -19,8 +19,9 @@ from dynamicemb._uva_store import UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
 from storage_helpers import (BC, CACHE_SLOTS, DIM, HAVE_ROCKS, SyncCounter, admission_epochs_parity,  # noqa: E402
-                             assert_same, batches, disk, make, make_t, prefetch_under_eviction_pressure, rows, step,
-                             t_batches, two_steps_in_flight)
+                             assert_same, batches, checkpoint_round_trips, disk, disk_restart, make, make_t,
+                             POOLED, pooled_parity, prefetch_under_eviction_pressure, rows, step, t_batches,
+                             two_steps_in_flight)
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -60,13 +61,49 @@ def test_mode_parity(mode, opt, tmp_path):
             assert torch.equal(x, y)
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("pooling,dtype", POOLED, ids=["mean-fp16", "none-bf16", "sum-psw-bf16"])
+def test_mode_parity_poolings_and_dtypes(mode, pooling, dtype, tmp_path):
+    """Every mode against all-HBM with mean / sequence pooling, per-sample weights and 16-bit rows (the stores
+    hold fp16 / bf16 rows): bit-identical (storage_helpers.pooled_parity)."""
+    ref = make("hbm", dtype=dtype, pooling=pooling)
+    pooled_parity(ref, build(mode, tmp_path, dtype=dtype, pooling=pooling), pooling)
+
+
 @pytest.mark.parametrize("policies", [("epoch_lru", "epoch_lfu")])
-@pytest.mark.parametrize("store", ["host", "uva"])
+@pytest.mark.parametrize("store", ["host", "uva", "disk", "hybrid"])
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
-def test_caching_admission_and_epochs(policies, store, prefetch):
+def test_caching_admission_and_epochs(policies, store, prefetch, tmp_path):
+    """Admission (threshold 2) and the epoch score policies in caching mode over each store, and in hybrid mode
+    (whose CPU module keeps one buffer: the torch path serves it; on CUDA a hybrid table needs the fused kernels,
+    which have no admission): outputs, rows, scores and admission counts bit-identical to all-HBM."""
+    if store == "disk" and not HAVE_ROCKS:
+        pytest.skip("rocksdict not installed")
     ref = make("hbm", admission=2, policies=policies)
-    m = make("caching", admission=2, policies=policies, stores=UVA if store == "uva" else (None, None))
+    if store == "hybrid":
+        m = make("hybrid", admission=2, policies=policies)
+    else:
+        stores = {"host": (None, None), "uva": UVA, "disk": disk(tmp_path)}[store]
+        m = make("caching", admission=2, policies=policies, stores=stores)
     admission_epochs_parity(ref, m, list(batches(8, seed=7)), prefetch)
+
+
+@pytest.mark.parametrize("budget_rows", [0, 64], ids=["host", "split"])
+@pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
+def test_hybrid_two_buffers_torch_path(opt, budget_rows):
+    """The torch path (what the fused CUDA kernels do not serve: admission, mixed dtypes, wide rows) over hybrid
+    tables whose rows are in two buffers as on CUDA (here the CPU twin of the CUDA layout: slot-major host rows,
+    ``_set_host_slot_major``), with admission and epoch scores: outputs, rows, scores and admission counts
+    bit-identical to all-HBM (test_storage_gpu.py's test_hybrid_torch_path_cuda on the device)."""
+    pol = ("epoch_lru", "epoch_lfu")
+    ref = make("hbm", opt, admission=2, policies=pol)
+    m = make("hybrid", opt, admission=2, policies=pol, budget_rows=budget_rows)
+    for t in m.tables:
+        t._set_host_slot_major(True)
+    assert all(t.values_host is not None and t.hbm_rows == budget_rows for t in m.tables)
+    admission_epochs_parity(ref, m, list(batches(8, seed=7)), False)
+    t = m.tables[1]
+    assert int(t.host_slots(t.find_slots(rows(t)[0]).slots).sum()) > 0  # rows in host slots were trained
 
 
 def test_module_budget_and_errors():
@@ -205,25 +242,20 @@ def test_disk_store_write_counts_and_rows_like_a_dict(tmp_path):
 
 @needs_rocks
 def test_disk_store_survives_restart(tmp_path):
-    ref, m = make("hbm"), make("caching", stores=disk(tmp_path))
-    data = list(batches(8, seed=5))
-    for ids, off, w in data[:4]:
-        step(ref, ids, off, w), step(m, ids, off, w)
-    m.flush_storage()
-    sd_steps = m.state_dict()["step"].clone()
-    del m
-    import gc
+    disk_restart(tmp_path)
 
-    gc.collect()
-    m = make("caching", stores=tuple(DiskStoreSpec(p, create=False) for p in disk(tmp_path)))
-    m.step.copy_(sd_steps)
-    opt_state = ref.state_dict()
-    assert m.sizes() == ref.sizes()
-    # Adam's step count is module state (state_dict / dump carry it); the store carries rows, scores, clock
-    for ids, off, w in data[4:]:
-        assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
-    assert_same(ref, m)
-    del opt_state
+
+@pytest.mark.parametrize("mode", MODES)
+def test_checkpoint_round_trips_every_mode(mode, tmp_path):
+    """Incremental dumps over full ones in both directions (mode <-> all-HBM), and every loaded module trains on
+    bit-identically (storage_helpers.checkpoint_round_trips; LRU tables)."""
+    def fresh(tag):
+        m = build(mode, tmp_path / tag, policies=("lru", "lru"))
+        return m
+
+    for tag in "abcd":
+        (tmp_path / tag).mkdir()
+    checkpoint_round_trips(fresh, tmp_path)
 
 
 @needs_rocks
@@ -282,6 +314,109 @@ def test_disk_store_errors_lose_nothing(tmp_path):
     (tmp_path / "other" / "x.txt").write_text("mine")
     with pytest.raises(StoreError, match="holding other files"):
         DiskStore(str(tmp_path / "other"), key, dim, dt)
+
+
+@needs_rocks
+def test_disk_store_damage_and_io_errors_lose_nothing(tmp_path, monkeypatch):
+    """The failure cases test_disk_store_errors_lose_nothing cannot reach: a read-only directory when the tests run
+    as root (root ignores permission bits: the check is simulated), a store held open by another DiskStore (RocksDB's
+    lock), a corrupt meta record, a corrupt row, and RocksDB refusing a write (a full disk): each a StoreError naming
+    the store and what was expected, with the stored rows and the row count unchanged."""
+    import rocksdict
+
+    from dynamicemb._storage import _META_KEY
+
+    key, dim, dt = torch.int64, 3, torch.float32
+    path = str(tmp_path / "s")
+    s = DiskStore(path, key, dim, dt)
+    k, v, sc = torch.arange(10), torch.randn(10, dim), torch.arange(100, 110)
+    s.insert(k, v, sc)
+
+    def intact(store):
+        r = store.find(k)
+        return store.size() == 10 and bool(r.found.all()) and torch.equal(r.values, v) and torch.equal(r.scores, sc)
+
+    # held open: a second store on the directory is refused, the first keeps working
+    with pytest.raises(StoreError, match="in use by another process"):
+        DiskStore(path, key, dim, dt)
+    assert intact(s)
+    # RocksDB refuses the write batch (a full disk): nothing written, the count unchanged
+    class Full:
+        def __init__(self, db):
+            self.db = db
+
+        def write(self, wb):
+            raise Exception("IO error: No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.db, name)
+
+    db = s._db
+    s._db = Full(db)
+    with pytest.raises(StoreError, match="write failed .*No space left"):
+        s.write(torch.tensor([50, 51]), torch.zeros(2, dim), torch.zeros(2, dtype=torch.int64), k[:4])
+    s._db = db
+    assert intact(s)
+    s.close()
+    # a read-only directory, as root too (os.access is what the store asks)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if os.path.abspath(p) == os.path.abspath(path)
+                        and mode == os.W_OK else real_access(p, mode, **kw))
+    with pytest.raises(StoreError, match="expected a writable directory, got read-only"):
+        DiskStore(path, key, dim, dt)
+    monkeypatch.undo()
+    r = DiskStore(path, key, dim, dt, read_only=True)
+    assert intact(r)
+    r.close()
+    # a corrupt row (another writer's bytes under a row key): its read is refused, the other rows still read
+    raw = rocksdict.Rdict(path, rocksdict.Options(raw_mode=True))
+    raw[int(3).to_bytes(8, "little", signed=True)] = b"short"
+    raw.close()
+    s = DiskStore(path, key, dim, dt)
+    with pytest.raises(StoreError, match=r"expected rows of 20 bytes, got 5 \(corrupt store\)"):
+        s.find(k)
+    keep = k[k != 3]
+    r = s.find(keep)
+    assert bool(r.found.all()) and torch.equal(r.values, v[keep]) and s.size() == 10
+    s.close()
+    # a corrupt meta record: the store is not opened, the record is left as it was
+    raw = rocksdict.Rdict(path, rocksdict.Options(raw_mode=True))
+    raw[_META_KEY] = b"{not json"
+    raw.close()
+    with pytest.raises(StoreError, match="expected a valid meta record"):
+        DiskStore(path, key, dim, dt)
+    raw = rocksdict.Rdict(path, rocksdict.Options(raw_mode=True))
+    assert bytes(raw[_META_KEY]) == b"{not json"
+    raw.close()
+
+
+@needs_rocks
+def test_disk_store_checkpoint_and_export(tmp_path):
+    """DiskStore.checkpoint (a RocksDB checkpoint: hard links) is a store of its own: reopened with create=False it
+    holds the rows and count of the moment it was taken, whatever the source wrote after; export_batches yields
+    every row once, in batches of at most batch_rows, and with a threshold the rows scored >= it as unsigned (scores
+    with the top bit set are the largest)."""
+    key, dim, dt = torch.int64, 2, torch.bfloat16
+    s = DiskStore(str(tmp_path / "s"), key, dim, dt)
+    k = torch.arange(100) * 7
+    v = torch.randn(100, dim).to(dt)
+    sc = torch.arange(100) - 50  # int64 bits: the negative ones are uint64 scores >= 2**63
+    s.insert(k, v, sc)
+    s.checkpoint(str(tmp_path / "ck"))
+    s.write(torch.tensor([1, 2]), torch.zeros(2, dim, dtype=dt), torch.zeros(2, dtype=torch.int64), k[:10])
+    assert s.size() == 92
+    c = DiskStore(str(tmp_path / "ck"), key, dim, dt, create=False)
+    r = c.find(k)
+    assert c.size() == 100 and bool(r.found.all()) and torch.equal(r.values, v) and torch.equal(r.scores, sc)
+    assert not bool(c.find(torch.tensor([1, 2])).found.any())
+    batches_ = list(c.export_batches(16))
+    assert all(b[0].numel() <= 16 for b in batches_)
+    got = torch.cat([b[0] for b in batches_])
+    assert sorted(got.tolist()) == sorted(k.tolist())
+    hi = torch.cat([b[0] for b in c.export_batches(16, threshold=40)])
+    assert sorted(hi.tolist()) == sorted(k[(sc >= 40) | (sc < 0)].tolist())
+    c.close()
+    s.close()
 
 
 @needs_rocks

@@ -15,8 +15,9 @@ from dynamicemb._uva_store import UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
 from storage_helpers import (BC, DIM, HAVE_ROCKS, admission_epochs_parity, assert_same, batches,  # noqa: E402
-                             deterministic, disk, make, make_t, prefetch_pipeline_cuda, staging_syncs_cuda, step,
-                             t_batches, table_ops_agree)
+                             checkpoint_round_trips, deterministic, disk, disk_restart, make, make_t,
+                             POOLED, pooled_parity, prefetch_pipeline_cuda, rows, staging_syncs_cuda, step, t_batches,
+                             table_ops_agree)
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -26,16 +27,15 @@ SMALL = os.environ.get("DYNAMICEMB_TEST_SMALL") == "1"
 MODES = ["hybrid-0", "hybrid-half", "caching-host", "caching-uva"] + (["caching-disk"] if HAVE_ROCKS else [])
 
 
-def build(mode, tmp_path, opt):
+def build(mode, tmp_path, opt, **kw):
     if mode == "hybrid-0":
-        return make("hybrid", opt, device="cuda", budget_rows=0)
+        return make("hybrid", opt, device="cuda", budget_rows=0, **kw)
     if mode == "hybrid-half":
-        return make("hybrid", opt, device="cuda", budget_rows=512)
+        return make("hybrid", opt, device="cuda", budget_rows=512, **kw)
     if mode == "caching-uva":
-        from dynamicemb._uva_store import UvaStoreSpec
-
-        return make("caching", opt, device="cuda", stores=(UvaStoreSpec(), UvaStoreSpec()))
-    return make("caching", opt, device="cuda", stores=disk(tmp_path) if mode == "caching-disk" else (None, None))
+        return make("caching", opt, device="cuda", stores=(UvaStoreSpec(), UvaStoreSpec()), **kw)
+    return make("caching", opt, device="cuda", stores=disk(tmp_path) if mode == "caching-disk" else (None, None),
+                **kw)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -55,6 +55,35 @@ def test_mode_parity_cuda(mode, opt, tmp_path):
     assert torch.equal(ref(ids, off), m(ids, off))
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("pooling,dtype", POOLED, ids=["mean-fp16", "none-bf16", "sum-psw-bf16"])
+def test_mode_parity_poolings_and_dtypes_cuda(mode, pooling, dtype, tmp_path):
+    """Every mode on the fused kernels against all-HBM with mean / sequence pooling, per-sample weights and 16-bit
+    rows: bit-identical (a step's ~90 entries fit one backward chunk: no cut segments)."""
+    ref, m = make("hbm", device="cuda", dtype=dtype, pooling=pooling), build(mode, tmp_path, None, dtype=dtype,
+                                                                            pooling=pooling)
+    assert ref.use_kernels and m.use_kernels
+    pooled_parity(ref, m, pooling, device="cuda")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_checkpoint_round_trips_every_mode_cuda(mode, tmp_path):
+    """On CUDA, every mode: a state_dict into a fresh module, full dumps mode -> all-HBM and all-HBM -> mode,
+    incremental dumps over them both ways; every loaded module holds all-HBM's rows, scores and step count and
+    trains on bit-identically (storage_helpers.checkpoint_round_trips; LRU tables; test_storage_cpu.py's twin)."""
+    for tag in "abcd":
+        (tmp_path / tag).mkdir()
+    checkpoint_round_trips(lambda tag: build(mode, tmp_path / tag, None, policies=("lru", "lru")), tmp_path,
+                           device="cuda")
+
+
+@pytest.mark.skipif(not HAVE_ROCKS, reason="rocksdict not installed")
+def test_disk_store_survives_restart_cuda(tmp_path):
+    """A CUDA caching module over disk stores, flushed, dropped and rebuilt over the same directories
+    (create=False), trains on bit-identically to an all-HBM module that never stopped."""
+    disk_restart(tmp_path, device="cuda")
+
+
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
 @pytest.mark.parametrize("mode", ["caching-host", "caching-uva"])
 def test_caching_admission_and_epochs_cuda(mode, prefetch, tmp_path):
@@ -69,6 +98,23 @@ def test_caching_admission_and_epochs_cuda(mode, prefetch, tmp_path):
     assert not ref.use_kernels and not m.use_kernels  # (admission tables: the torch path on CUDA, both modules)
     with deterministic():  # (the torch path's index_add_ adds with atomics on CUDA: test_caching_torch_path_cuda)
         admission_epochs_parity(ref, m, list(batches(9, seed=7, device="cuda")), prefetch)
+
+
+# 64 HBM rows: one of each bucket's 16 slots (with more, these ~300 ids per table would never reach a host slot)
+@pytest.mark.parametrize("budget_rows", [0, 64], ids=["host", "split"])
+@pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
+def test_hybrid_torch_path_cuda(opt, budget_rows):
+    """Hybrid tables on the torch path (admission: the fused kernels do not serve it; the host rows read and written
+    by slot through host copies), with admission and epoch scores: outputs, rows, scores and admission counts
+    bit-identical to all-HBM under deterministic algorithms (the torch path's index_add_ adds with atomics)."""
+    pol = ("epoch_lru", "epoch_lfu")
+    ref = make("hbm", opt, device="cuda", admission=2, policies=pol)
+    m = make("hybrid", opt, device="cuda", admission=2, policies=pol, budget_rows=budget_rows)
+    assert not m.use_kernels and all(t.values_host is not None and t.hbm_rows == budget_rows for t in m.tables)
+    with deterministic():
+        admission_epochs_parity(ref, m, list(batches(8, seed=7, device="cuda")), False)
+    t = m.tables[1]
+    assert int(t.host_slots(t.find_slots(rows(t)[0].cuda()).slots).sum()) > 0  # rows in host slots were trained
 
 
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
