@@ -231,8 +231,11 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: none at present (the last ones and their measurements: docs/hstu_kernel_notes.md)
-FP8_BWD_VARIANT_BITS = {}
+#: the field at bits 59-60 (hstu_bwd_fp8_sm90.h kOptFp8BwdField): 1 park_da (kFp8BwdParkDa: the kept dS8 words in
+#: shared memory instead of 8 registers), 2 park_red5 (and 5 of dQ's 8 reduce-adds held for the next tile's S^T
+#: instead of 3), 3 park_red5_dp (the held ones issued after the next tile's dP^T issue instead of before it); dq up
+#: to the order of its fp32 additions, dk / dv bit-equal
+FP8_BWD_VARIANT_BITS = {"park_da": 1 << 59, "park_red5": 2 << 59, "park_red5_dp": 3 << 59}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

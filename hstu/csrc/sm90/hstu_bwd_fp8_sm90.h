@@ -106,6 +106,18 @@ constexpr int kFp8BwdRedNext = 33554432;
 // Not timing-only (as kFp8BwdRedNext): kFp8BwdRedNext with 3 of the 8 reduce-adds held instead of 2 (4 spill;
 // measured 0.978-0.995 / 0.989-0.999 of the kernel with 2 at B16 S16K / S4K in three runs, docs/hstu_kernel_notes.md).
 constexpr int kFp8BwdRedNextWide = 67108864;
+// Not timing-only (bit-equal gradients): kFp8BwdSpecQ's kept dS8 words of tile i (8 registers from its dS pass to
+// the late part of iteration i + 1, live through the loop top and the P pass) parked in shared memory (two slots of
+// 32 bytes per consumer thread) and loaded back under the late part's amax wait: registers for more held
+// reduce-adds (below).
+constexpr int kFp8BwdParkDa = 134217728;
+// Not timing-only (as kFp8BwdRedNext): kFp8BwdRedNextMoreHeld of the 8 reduce-adds held for the next tile's S^T
+// instead of 3 (with kFp8BwdParkDa: 5 fit; 6 / 7 / 8 spill 16 / 40 / 68 bytes, nvcc 13.0).
+constexpr int kFp8BwdRedNextMore = 268435456;
+constexpr int kFp8BwdRedNextMoreHeld = 5;
+// Not timing-only (as kFp8BwdRedNext): the held reduce-adds issued after the next tile's dP^T issue instead of
+// between its S^T and dP^T issue (their source registers are not dP^T's accumulators when they fit elsewhere).
+constexpr int kFp8BwdRedAfterDp = 1073741824;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -125,10 +137,15 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // (hstu/_fp8.py; no kernel reads it). The op's private kernel variants are its diag argument (below; none in the
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-// The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): none at present (bits 59-60
-// free; the last ones and their measurements: docs/hstu_kernel_notes.md).
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant;
-constexpr int fp8_bwd_option_diag(int64_t /*options*/) { return 0; }
+// The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
+// the field at bits 59-60: 1 kFp8BwdParkDa, 2 kFp8BwdParkDa | kFp8BwdRedNextMore, 3 the same | kFp8BwdRedAfterDp.
+constexpr int kOptFp8BwdFieldShift = 59;
+constexpr int64_t kOptFp8BwdField = int64_t{3} << kOptFp8BwdFieldShift;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdField;
+constexpr int fp8_bwd_option_diag(int64_t options) {
+  const int v = static_cast<int>((options & kOptFp8BwdField) >> kOptFp8BwdFieldShift);
+  return v == 0 ? 0 : kFp8BwdParkDa | (v >= 2 ? kFp8BwdRedNextMore : 0) | (v == 3 ? kFp8BwdRedAfterDp : 0);
+}
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
@@ -149,9 +166,11 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
-                                              kFp8BwdRedNextWide>;
+                                              kFp8BwdRedNextWide, kFp8BwdParkDa, kFp8BwdParkDa | kFp8BwdRedNextMore,
+                                              kFp8BwdParkDa | kFp8BwdRedNextMore | kFp8BwdRedAfterDp>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdParkDa, kFp8BwdParkDa | kFp8BwdRedNextMore,
+                                              kFp8BwdParkDa | kFp8BwdRedNextMore | kFp8BwdRedAfterDp>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
