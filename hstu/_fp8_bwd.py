@@ -231,11 +231,11 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: the field at bits 59-60 (hstu_bwd_fp8_sm90.h kOptFp8BwdField): 1 park_da (kFp8BwdParkDa: the kept dS8 words in
-#: shared memory instead of 8 registers), 2 park_red5 (and 5 of dQ's 8 reduce-adds held for the next tile's S^T
-#: instead of 3), 3 park_red5_dp (the held ones issued after the next tile's dP^T issue instead of before it); dq up
-#: to the order of its fp32 additions, dk / dv bit-equal
-FP8_BWD_VARIANT_BITS = {"park_da": 1 << 59, "park_red5": 2 << 59, "park_red5_dp": 3 << 59}
+#: the field at bits 59-60 (hstu_bwd_fp8_sm90.h kOptFp8BwdField): 1 early_factors (kFp8BwdFactorsEarly: the tile's
+#: q / dO factor words read before the GEMMs' issue and the held reduce-adds), 2 early_park5_dp (and the kept dS8 words in
+#: shared memory, 5 of dQ's 8 reduce-adds held for the next tile, issued after its dP^T issue), 3 early_park5 (held
+#: ones issued between its S^T and dP^T issue); dq up to the order of its fp32 additions, dk / dv bit-equal
+FP8_BWD_VARIANT_BITS = {"early_factors": 1 << 59, "early_park5_dp": 2 << 59, "early_park5": 3 << 59}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

@@ -118,6 +118,11 @@ constexpr int kFp8BwdRedNextMoreHeld = 5;
 // Not timing-only (as kFp8BwdRedNext): the held reduce-adds issued after the next tile's dP^T issue instead of
 // between its S^T and dP^T issue (their source registers are not dP^T's accumulators when they fit elsewhere).
 constexpr int kFp8BwdRedAfterDp = 1073741824;
+// Not timing-only (bit-equal gradients): kFp8BwdPrefetch's q / dO factor words of the tile read right after its full
+// barrier, before the S^T / dP^T issue and the held reduce-adds, instead of after the issue: their shared load queued
+// behind the reduce-adds, and ptxas placed the R2UR that waits for it between dP^T's wgmmas (the loop top's top stall
+// line, 4 % of the samples at B16 S4K, ncu of main df4a8c3's default).
+constexpr int kFp8BwdFactorsEarly = 536870912;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -138,13 +143,14 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 // The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
-// the field at bits 59-60: 1 kFp8BwdParkDa, 2 kFp8BwdParkDa | kFp8BwdRedNextMore, 3 the same | kFp8BwdRedAfterDp.
+// the field at bits 59-60: 1 kFp8BwdFactorsEarly, 2 that + kFp8BwdPark5 | kFp8BwdRedAfterDp, 3 that + kFp8BwdPark5.
 constexpr int kOptFp8BwdFieldShift = 59;
 constexpr int64_t kOptFp8BwdField = int64_t{3} << kOptFp8BwdFieldShift;
 constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdField;
+constexpr int kFp8BwdPark5 = kFp8BwdParkDa | kFp8BwdRedNextMore;
 constexpr int fp8_bwd_option_diag(int64_t options) {
   const int v = static_cast<int>((options & kOptFp8BwdField) >> kOptFp8BwdFieldShift);
-  return v == 0 ? 0 : kFp8BwdParkDa | (v >= 2 ? kFp8BwdRedNextMore : 0) | (v == 3 ? kFp8BwdRedAfterDp : 0);
+  return v == 0 ? 0 : kFp8BwdFactorsEarly | (v == 2 ? kFp8BwdPark5 | kFp8BwdRedAfterDp : v == 3 ? kFp8BwdPark5 : 0);
 }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
@@ -166,11 +172,13 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
-                                              kFp8BwdRedNextWide, kFp8BwdParkDa, kFp8BwdParkDa | kFp8BwdRedNextMore,
-                                              kFp8BwdParkDa | kFp8BwdRedNextMore | kFp8BwdRedAfterDp>;
+                                              kFp8BwdRedNextWide, kFp8BwdFactorsEarly,
+                                              kFp8BwdFactorsEarly | kFp8BwdPark5 | kFp8BwdRedAfterDp,
+                                              kFp8BwdFactorsEarly | kFp8BwdPark5>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdParkDa, kFp8BwdParkDa | kFp8BwdRedNextMore,
-                                              kFp8BwdParkDa | kFp8BwdRedNextMore | kFp8BwdRedAfterDp>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFactorsEarly,
+                                              kFp8BwdFactorsEarly | kFp8BwdPark5 | kFp8BwdRedAfterDp,
+                                              kFp8BwdFactorsEarly | kFp8BwdPark5>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -348,6 +348,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kRedNext = (kDiag & kFp8BwdRedNext) != 0 && kDqRed && kRedKeep;
   constexpr bool kParkDa = (kDiag & kFp8BwdParkDa) != 0 && kSpecQ;
   constexpr bool kRedAfterDp = (kDiag & kFp8BwdRedAfterDp) != 0;
+  constexpr bool kFactorsEarly = (kDiag & kFp8BwdFactorsEarly) != 0 && kPrefetch;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -741,6 +742,14 @@ __global__ void __launch_bounds__(384, 1)
     const int m0 = tile_m0(i);
     if (i == 0) mbar_wait(bar, 0);
     mbar_wait(bar_full_a(s), ph);
+    // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout).
+    // kPrefetch: the producer loaded them with the tile (its stage's two words, after the full barrier);
+    // kFactorsEarly: read here, before the GEMMs' issue and the held reduce-adds (which the loads queued behind).
+    float qs, dos;
+    if constexpr (kFactorsEarly) {
+      qs = __uint_as_float(ld_shared_u32(bar + 224u + 8u * s));
+      dos = __uint_as_float(ld_shared_u32(bar + 228u + 8u * s));
+    }
     float acc_s[32];
     wgmma_fence();
 #pragma unroll
@@ -764,10 +773,8 @@ __global__ void __launch_bounds__(384, 1)
       if (i > 2) dq_pend_flush();
     }
     if constexpr (kLateFence) late_flush(i);
-    // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout).
-    // kPrefetch: the producer loaded them with the tile (its stage's two words, after the full barrier).
-    float qs, dos;
-    if constexpr (kPrefetch) {
+    if constexpr (kFactorsEarly) {
+    } else if constexpr (kPrefetch) {
       qs = __uint_as_float(ld_shared_u32(bar + 224u + 8u * s));
       dos = __uint_as_float(ld_shared_u32(bar + 228u + 8u * s));
     } else {

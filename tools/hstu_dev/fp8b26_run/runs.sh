@@ -4,20 +4,22 @@
 # tools/hstu_dev/fp8b26_run/pack.sh /work/main/.carry/fp8b26). One process (fp8b21's drive.py): the whole
 # tests/hstu/test_fp8_bwd.py first, then the random-order benchmark (benchmarks/hstu_fp8_bwd.py --no-dequant) with
 # the wheel's variants (run 1: park_da, park_red5, park_red5_dp: the kept dS8 words in shared memory, 3 / 5 / 5 of
-# dQ's reduce-adds held for the next tile's S^T; docs/hstu_kernel_notes.md, "Session 23"); then, in the time left
-# (run 1), ncu of the kernel at B16 S4K (the default, then park_red5 if time allows), exported for the digests off
-# the device (tools/hstu_dev/fp8b21_run/raw_digest.py, src_digest.py).
+# dQ's reduce-adds held for the next tile's S^T; run 2: early_factors, early_park5_dp, early_park5: the tile's q / dO
+# factor words read before the GEMMs' issue, alone and with the parking; docs/hstu_kernel_notes.md, "Session 23");
+# then, in the time left (runs 1-2), ncu of the kernel at B16 S4K (the default, then the variant $NV if time allows),
+# exported for the digests off the device (tools/hstu_dev/fp8b21_run/raw_digest.py, src_digest.py).
 N=${1:-1} NAME=fp8b26 BASE=main26
 source "$(dirname "$0")/carry_setup.sh"  # (it sets the positional parameters: N first)
 case $N in
-  1) T=32 BENCH="--reps 30 --variants default,park_da,park_red5,park_red5_dp" ;;
+  1) T=32 BENCH="--reps 30 --variants default,park_da,park_red5,park_red5_dp" NV=park_red5 ;;
+  2) T=32 BENCH="--reps 30 --variants default,early_factors,early_park5_dp,early_park5" NV=early_factors ;;
   *) T=30 BENCH="--reps 30 --variants default" ;;
 esac
 source "$(dirname "$0")/fp8_bwd_drive_run.sh"
-if [ "$N" = 1 ]; then
+if [ "$N" -le 2 ]; then
   NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
   L=$(( 45 - SECONDS ))
-  CASES="4096 4096:park_red5"
+  CASES="4096 4096:$NV"
   [ $L -lt 13 ] && CASES=4096
   echo "ncu: $L s for $CASES"
   if [ $L -gt 6 ]; then
