@@ -231,11 +231,9 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: the field at bits 59-60 (hstu_bwd_fp8_sm90.h kOptFp8BwdField): 1 early_factors (kFp8BwdFactorsEarly: the tile's
-#: q / dO factor words read before the GEMMs' issue and the held reduce-adds), 2 early_park5_dp (and the kept dS8 words in
-#: shared memory, 5 of dQ's 8 reduce-adds held for the next tile, issued after its dP^T issue), 3 early_park5 (held
-#: ones issued between its S^T and dP^T issue); dq up to the order of its fp32 additions, dk / dv bit-equal
-FP8_BWD_VARIANT_BITS = {"early_factors": 1 << 59, "early_park5_dp": 2 << 59, "early_park5": 3 << 59}
+#: bit 59 main_kernel (hstu_bwd_fp8_sm90.h kOptFp8BwdFactorsEarly: the kernel reading the tile's q / dO factor words
+#: after its GEMMs' issue, main df4a8c3's; bit-equal)
+FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

@@ -41,7 +41,8 @@
 // ones). kFp8BwdLptGroups: the 1-D grid of pair groups, key block 0 first. kFp8BwdFullNext: tile i + 1's full-tile
 // test in iteration i. kFp8BwdWgUniform: the warpgroup / warp index warp-uniform for ptxas (uniform wgmma
 // descriptors). kFp8BwdRedNext: the last 2 (kFp8BwdRedNextWide: 3) of a tile's dQ reduce-adds issued under the next
-// tile's S^T. All measured in docs/hstu_kernel_notes.md.
+// tile's S^T. kFp8BwdFactorsEarly: the tile's q / dO factor words read before its GEMMs' issue. All measured in
+// docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
@@ -101,12 +102,8 @@ struct Fp8BwdTraits {
   static constexpr int kDqWarpBytes = 4096;
   static constexpr int kOffDq = kOffdS + kdSBufs * kdSBytes;
   static constexpr int kDqBytes = kCompact ? 0 : 8 * kDqWarpBytes;
-  // kFp8BwdParkDa: the kept dS8 words of tiles j % 2, 32 bytes per consumer thread (two 16-byte words at
-  // (2 (j % 2) + k) 256 + thread: conflict-free)
-  static constexpr int kOffDa = kOffDq + kDqBytes;
-  static constexpr int kDaBytes = (kVariant & kFp8BwdParkDa) != 0 ? 2 * 256 * 32 : 0;
   static constexpr int kAmaxSlots = 4;  // amax words of tiles j % 4: 8 consumer warps each
-  static constexpr int kOffRed = kOffDa + kDaBytes;
+  static constexpr int kOffRed = kOffDq + kDqBytes;
   static constexpr int kBarOffset = kOffRed + kAmaxSlots * 32;
   // mbarriers (128 B: K / V / K^T, then full / empty of rings A and B), the parked SeqInfo (64 B), tile map
   // (16 B) and the stages' q / dO factors (at 224, kFp8BwdPrefetch), slack to align the base to 1024 bytes
@@ -264,17 +261,6 @@ __device__ __forceinline__ void red_add_v4(float* a, float x, float y, float z, 
   asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
 }
 
-__device__ __forceinline__ void st_shared_v4_u32(uint32_t addr, const uint32_t (&v)[4]) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
-               : "memory");
-}
-__device__ __forceinline__ void ld_shared_v4_u32(uint32_t addr, uint32_t (&v)[4]) {
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
-               : "r"(addr)
-               : "memory");
-}
-
 __device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
@@ -346,8 +332,6 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kFullNext = (kDiag & kFp8BwdFullNext) != 0;
   constexpr bool kWgUniform = (kDiag & kFp8BwdWgUniform) != 0;
   constexpr bool kRedNext = (kDiag & kFp8BwdRedNext) != 0 && kDqRed && kRedKeep;
-  constexpr bool kParkDa = (kDiag & kFp8BwdParkDa) != 0 && kSpecQ;
-  constexpr bool kRedAfterDp = (kDiag & kFp8BwdRedAfterDp) != 0;
   constexpr bool kFactorsEarly = (kDiag & kFp8BwdFactorsEarly) != 0 && kPrefetch;
 
   const int tid = threadIdx.x;
@@ -476,8 +460,6 @@ __global__ void __launch_bounds__(384, 1)
   auto dsf_addr = [&](int k) {
     return opaque(base + C::kOffDsf) + wg * (C::kDsfBytes / 2) + (k * 128 + ctid % 128) * 16;
   };
-  // kParkDa: this thread's 16-byte word k of the kept dS8 words of tiles j % 2 == slot
-  auto da_addr = [&](int slot, int k) { return opaque(base + C::kOffDa) + ((2 * slot + k) * 256 + ctid) * 16; };
   // dQ[:, 64 wg : 64 wg + 64] of tile t = dS8 K^T over all 128 keys (SS: A the dS8 buffer (t + 3) % 3, B K^T's
   // rows 64 wg ..), issued in tile t + 2, once the other warpgroup's half of dS8 of tile t is stored (written in its
   // tile t + 1; this warpgroup's four warps wrote theirs before they reach the sync). Tiles -2 and -1 (issued in
@@ -513,9 +495,7 @@ __global__ void __launch_bounds__(384, 1)
   // kRedNext: the last kRedNextHeld reduce-adds of dQ of tile i - 2 (scaled in the late part of iteration i) issued
   // in iteration i + 1 once its S^T is issued (after the loop: before the last late part), at red_keep (the address
   // of that tile's reduce-adds)
-  constexpr int kRedNextHeld = (kDiag & kFp8BwdRedNextMore) != 0   ? kFp8BwdRedNextMoreHeld
-                               : (kDiag & kFp8BwdRedNextWide) != 0 ? 3
-                                                                   : 2;
+  constexpr int kRedNextHeld = (kDiag & kFp8BwdRedNextWide) != 0 ? 3 : 2;
   float dq_pend[4 * kRedNextHeld];
   auto dq_pend_flush = [&] {
 #pragma unroll
@@ -585,10 +565,6 @@ __global__ void __launch_bounds__(384, 1)
     st_shared_v4_f32(z + 16, 0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int k = 0; k < 8; ++k) st_shared_v4_f32(dsf_addr(k), 0.f, 0.f, 0.f, 0.f);
-    if constexpr (kParkDa) {  // tile -1's kept words (slot 1): zeros
-      st_shared_v4_f32(da_addr(1, 0), 0.f, 0.f, 0.f, 0.f);
-      st_shared_v4_f32(da_addr(1, 1), 0.f, 0.f, 0.f, 0.f);
-    }
     if (ctid < 8) st_shared_u32(sRed + 32 * 3 + 4 * ctid, 0u);
     fence_proxy_async_smem();
     named_barrier_sync(15, 256);
@@ -612,11 +588,6 @@ __global__ void __launch_bounds__(384, 1)
   // kSpecQ: da_x = e4m3(dS' / ug_x) of tile i - 1, quantized in its own iteration (acc_x unused).
   auto late = [&](int i, float(&acc_x)[32], uint32_t(&pa)[2][4], float qs_cur, bool release_a, int s_a,
                   float ug_x, const uint32_t(&da_x)[2][4]) {
-    uint32_t da[2][4];
-    if constexpr (kParkDa) {  // tile i - 1's kept words, loaded under the amax barrier's wait
-      ld_shared_v4_u32(da_addr((i - 1) & 1, 0), da[0]);
-      ld_shared_v4_u32(da_addr((i - 1) & 1, 1), da[1]);
-    }
     // The factor of tile i - 1, shared by both warpgroups (dQ sums over all 128 keys): the 8 warp maxima posted in
     // tile i - 1 (the other warpgroup's arrive was a tile ago: rarely a wait). u only grows, by powers of two:
     // acc_dk rescaled exactly (dK of tile i - 2 was waited for at the end of the last iteration).
@@ -640,13 +611,12 @@ __global__ void __launch_bounds__(384, 1)
     }
     dq_scale2 = dq_scale1;
     dq_scale1 = u * ks / qs_prev;
+    uint32_t da[2][4];
     if constexpr (kSpecQ) {
-      if constexpr (!kParkDa) {
 #pragma unroll
-        for (int k = 0; k < 2; ++k) {
+      for (int k = 0; k < 2; ++k) {
 #pragma unroll
-          for (int q = 0; q < 4; ++q) da[k][q] = da_x[k][q];
-        }
+        for (int q = 0; q < 4; ++q) da[k][q] = da_x[k][q];
       }
       if (u != ug_x) {  // (warp-uniform, rare) u grew since (ug_x <= u): the kept bytes times ug_x / u, a power
                         // of two <= 1 (exact where the result is normal in e4m3; a second rounding below)
@@ -742,9 +712,10 @@ __global__ void __launch_bounds__(384, 1)
     const int m0 = tile_m0(i);
     if (i == 0) mbar_wait(bar, 0);
     mbar_wait(bar_full_a(s), ph);
-    // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout).
-    // kPrefetch: the producer loaded them with the tile (its stage's two words, after the full barrier);
-    // kFactorsEarly: read here, before the GEMMs' issue and the held reduce-adds (which the loads queued behind).
+    // Factors of this tile: q's (per CTA except in block mode), dO's (block layout). kPrefetch: the producer loaded
+    // them with the tile (its stage's two words, after the full barrier); kFactorsEarly: read here, before the GEMMs'
+    // issue and the held reduce-adds (read after them, the load queued behind the reduce-adds and ptxas put the R2UR
+    // waiting for it between dP^T's wgmmas); else under the GEMMs.
     float qs, dos;
     if constexpr (kFactorsEarly) {
       qs = __uint_as_float(ld_shared_u32(bar + 224u + 8u * s));
@@ -758,8 +729,7 @@ __global__ void __launch_bounds__(384, 1)
                               desc_k32(make_desc_kmajor(opaque(stage_a(s)), 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
-    if constexpr (kRedNext && !kRedAfterDp) {  // the held reduce-adds of dQ of tile i - 3 (late part of iteration
-                                               // i - 1)
+    if constexpr (kRedNext) {  // the held reduce-adds of dQ of tile i - 3 (late part of iteration i - 1)
       if (i > 2) dq_pend_flush();
       wgmma_fence();  // (their source registers may be dP^T's accumulators)
     }
@@ -769,9 +739,6 @@ __global__ void __launch_bounds__(384, 1)
                               desc_k32(make_desc_kmajor(opaque(stage_a(s)) + C::kQBytes, 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
-    if constexpr (kRedNext && kRedAfterDp) {  // (kRedAfterDp: after both GEMMs' issue)
-      if (i > 2) dq_pend_flush();
-    }
     if constexpr (kLateFence) late_flush(i);
     if constexpr (kFactorsEarly) {
     } else if constexpr (kPrefetch) {
@@ -926,17 +893,11 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kSpecQ) {
       uint32_t da_new[2][4];
       fp8_pack_a64(acc_dp, da_new);
-      if constexpr (kParkDa) {  // (tile i - 1's slot is the other one: late reads it below)
-        st_shared_v4_u32(da_addr(i & 1, 0), da_new[0]);
-        st_shared_v4_u32(da_addr(i & 1, 1), da_new[1]);
-      }
       late(i, acc_x, pa, qs, true, s, ug_prev, da_keep);
-      if constexpr (!kParkDa) {
 #pragma unroll
-        for (int k = 0; k < 2; ++k) {
+      for (int k = 0; k < 2; ++k) {
 #pragma unroll
-          for (int q = 0; q < 4; ++q) da_keep[k][q] = da_new[k][q];
-        }
+        for (int q = 0; q < 4; ++q) da_keep[k][q] = da_new[k][q];
       }
     } else {
       if constexpr ((kDiag & kFp8BwdDiagNoPark) != 0) {
