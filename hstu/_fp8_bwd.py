@@ -231,8 +231,9 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: none at present (the last ones and their measurements: docs/hstu_kernel_notes.md)
-FP8_BWD_VARIANT_BITS = {}
+#: bit 59 main_kernel (hstu_bwd_fp8_sm90.h kOptFp8BwdFactorsEarly: the kernel reading the tile's q / dO factor words
+#: after its GEMMs' issue, main df4a8c3's; bit-equal)
+FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

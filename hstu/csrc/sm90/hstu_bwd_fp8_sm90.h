@@ -106,11 +106,16 @@ constexpr int kFp8BwdRedNext = 33554432;
 // Not timing-only (as kFp8BwdRedNext): kFp8BwdRedNext with 3 of the 8 reduce-adds held instead of 2 (4 spill;
 // measured 0.978-0.995 / 0.989-0.999 of the kernel with 2 at B16 S16K / S4K in three runs, docs/hstu_kernel_notes.md).
 constexpr int kFp8BwdRedNextWide = 67108864;
+// Not timing-only (bit-equal gradients): kFp8BwdPrefetch's q / dO factor words of the tile read right after its full
+// barrier, before the S^T / dP^T issue and the held reduce-adds, instead of after the issue: their shared load queued
+// behind the reduce-adds, and ptxas placed the R2UR that waits for it between dP^T's wgmmas (the top stall line, 4 %
+// of the samples at B16 S4K, ncu of main df4a8c3's default; docs/hstu_kernel_notes.md, session 23).
+constexpr int kFp8BwdFactorsEarly = 536870912;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
                                kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep | kFp8BwdFullNext |
-                               kFp8BwdWgUniform | kFp8BwdRedNext | kFp8BwdRedNextWide;
+                               kFp8BwdWgUniform | kFp8BwdRedNext | kFp8BwdRedNextWide | kFp8BwdFactorsEarly;
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
@@ -125,17 +130,20 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // (hstu/_fp8.py; no kernel reads it). The op's private kernel variants are its diag argument (below; none in the
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-// The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): none at present (bits 59-60
-// free; the last ones and their measurements: docs/hstu_kernel_notes.md).
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant;
-constexpr int fp8_bwd_option_diag(int64_t /*options*/) { return 0; }
+// The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
+// bit 59 toggles kFp8BwdFactorsEarly (off: main df4a8c3's kernel); bit 60 free.
+constexpr int64_t kOptFp8BwdFactorsEarly = int64_t{1} << 59;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFactorsEarly;
+constexpr int fp8_bwd_option_diag(int64_t options) {
+  return (options & kOptFp8BwdFactorsEarly) ? kFp8BwdFactorsEarly : 0;
+}
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
 // default only; the timing-only and older feature variants (the phase split, tools/hstu_dev/fp8_bwd_split.py;
 // kFp8BwdFullNext: the default without it, main 95270e5's kernel; kFp8BwdWgUniform | kFp8BwdRedNext: main 708f92a's
-// kernel; kFp8BwdRedNext: the default without it; kFp8BwdRedNextWide: main 37b3e7d's kernel) only in builds with
-// HSTU_DEV_VARIANTS (--define hstu_dev=1).
+// kernel; kFp8BwdRedNext: the default without it; kFp8BwdRedNextWide: main 37b3e7d's kernel; kFp8BwdFactorsEarly: main
+// df4a8c3's, also the product's option bit 59) only in builds with HSTU_DEV_VARIANTS (--define hstu_dev=1).
 #ifdef HSTU_DEV_VARIANTS
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
                                               kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
@@ -149,9 +157,9 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
-                                              kFp8BwdRedNextWide>;
+                                              kFp8BwdRedNextWide, kFp8BwdFactorsEarly>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFactorsEarly>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

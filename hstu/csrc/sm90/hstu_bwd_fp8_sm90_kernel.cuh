@@ -41,7 +41,8 @@
 // ones). kFp8BwdLptGroups: the 1-D grid of pair groups, key block 0 first. kFp8BwdFullNext: tile i + 1's full-tile
 // test in iteration i. kFp8BwdWgUniform: the warpgroup / warp index warp-uniform for ptxas (uniform wgmma
 // descriptors). kFp8BwdRedNext: the last 2 (kFp8BwdRedNextWide: 3) of a tile's dQ reduce-adds issued under the next
-// tile's S^T. All measured in docs/hstu_kernel_notes.md.
+// tile's S^T. kFp8BwdFactorsEarly: the tile's q / dO factor words read before its GEMMs' issue. All measured in
+// docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
@@ -331,6 +332,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kFullNext = (kDiag & kFp8BwdFullNext) != 0;
   constexpr bool kWgUniform = (kDiag & kFp8BwdWgUniform) != 0;
   constexpr bool kRedNext = (kDiag & kFp8BwdRedNext) != 0 && kDqRed && kRedKeep;
+  constexpr bool kFactorsEarly = (kDiag & kFp8BwdFactorsEarly) != 0 && kPrefetch;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -710,6 +712,15 @@ __global__ void __launch_bounds__(384, 1)
     const int m0 = tile_m0(i);
     if (i == 0) mbar_wait(bar, 0);
     mbar_wait(bar_full_a(s), ph);
+    // Factors of this tile: q's (per CTA except in block mode), dO's (block layout). kPrefetch: the producer loaded
+    // them with the tile (its stage's two words, after the full barrier); kFactorsEarly: read here, before the GEMMs'
+    // issue and the held reduce-adds (read after them, the load queued behind the reduce-adds and ptxas put the R2UR
+    // waiting for it between dP^T's wgmmas); else under the GEMMs.
+    float qs, dos;
+    if constexpr (kFactorsEarly) {
+      qs = __uint_as_float(ld_shared_u32(bar + 224u + 8u * s));
+      dos = __uint_as_float(ld_shared_u32(bar + 228u + 8u * s));
+    }
     float acc_s[32];
     wgmma_fence();
 #pragma unroll
@@ -729,10 +740,8 @@ __global__ void __launch_bounds__(384, 1)
     }
     wgmma_commit();
     if constexpr (kLateFence) late_flush(i);
-    // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout).
-    // kPrefetch: the producer loaded them with the tile (its stage's two words, after the full barrier).
-    float qs, dos;
-    if constexpr (kPrefetch) {
+    if constexpr (kFactorsEarly) {
+    } else if constexpr (kPrefetch) {
       qs = __uint_as_float(ld_shared_u32(bar + 224u + 8u * s));
       dos = __uint_as_float(ld_shared_u32(bar + 228u + 8u * s));
     } else {
