@@ -81,7 +81,8 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //   3: D = 64 1 with Q in registers, D = 128 1's tile in 32-key sub-tiles with Q in registers, D = 256 1 with short
 //      sequences' grid chunks capped (below: the defaults there);
 //   5: D = 64 / 128 3's tile with SKIP 5 (hstu_fwd_qreg_ctx_kernel: 4's skip body in query tile 0, 3's elsewhere;
-//      D = 128 where two blocks fit per SM, as 3's default): the default for calls with contexts there.
+//      D = 128 where two blocks fit per SM, as 3's default); the default for calls with contexts there is its
+//      tile with SKIP 6 (FwdSm80QregCtx: tile 0's context-only KV tiles two per step).
 // (Other tile shapes and loads measured slower or no faster and were removed; docs/hstu_kernel_notes.md.) 1, 3 and 4 at
 // D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it
 // traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
@@ -162,15 +163,18 @@ struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2,
 };
 // 5: candidate 3's tile at D = 64 / 128 with SKIP 5 (hstu_fwd_qreg_ctx_kernel): query tile 0 of a call with
 // contexts runs the warp-skip body (Q from shared memory; D = 128: a call, not inlined), the other tiles candidate
-// 3's body (Q in registers). The bf16 default with contexts at D = 64 and at D = 128 where two blocks fit per SM (B16
-// S4K ctx64 on an H200: D = 64 0.444 ms against 4's 0.454, D = 128 0.785 / 0.801; 1.08x / 1.07x their causal).
+// 3's body (Q in registers). The bf16 default with contexts at D = 64 and at D = 128 where two blocks fit per SM until
+// FwdSm80QregCtx (B16 S4K ctx64 on an H200: D = 64 0.444 ms against 4's 0.454, D = 128 0.785 / 0.801; 1.08x / 1.07x
+// their causal).
 template <>
 struct FwdSm80Candidate<64, 5> : FwdSm80QregTile<64, 5> {};
 template <>
 struct FwdSm80Candidate<128, 5> : FwdSm80QregTile<128, 5> {};
 // The bf16 default with contexts at D = 64 and at D = 128 where two blocks fit per SM: candidate 5 with SKIP 6, query
-// tile 0's KV tiles that only its context rows see walked two per step by all four warps (hstu_fwd_block's PAIRKV;
-// issue 39, branch ctx26): half the block steps of its walk past its other rows' keys.
+// tile 0's KV tiles that only its context rows see walked two per step by all four warps (hstu_fwd_block's PAIRKV):
+// half the block steps of its walk past its other rows' keys; D = 64's context body a call, as D = 128's. B16 S4K
+// ctx64 on an H200 (issue 39, branch ctx26): D = 64 0.425 ms, 1.037-1.039x faster than 5 and 1.043-1.044x its
+// causal; D = 128 1.022-1.025x faster than 5, 1.053-1.058x its causal.
 template <int D>
 struct FwdSm80QregCtx : FwdSm80QregTile<D, 6> {};
 
