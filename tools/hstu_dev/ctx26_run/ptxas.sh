@@ -10,12 +10,14 @@ ARCHS=${*:-sm_90a}
 for D in ${HDIMS:-64 128}; do
   NAME=hstu_fwd_sm80_bf16_hdim$D
   sed -e "s/{{DIRECTION}}/fwd/g" -e "s/{{DTYPE}}/bf16/g" -e "s/{{HDIM}}/$D/g" -e "s/{{ARCH}}/sm80/g" \
-      -e "s/{{CTYPE}}/__nv_bfloat16/g" -e "s/{{NAME}}/$NAME/g" $W/hstu/csrc/sm80/hstu_sm80_instance.cu.tmpl > $T/$NAME.cu
+      -e "s/{{CTYPE}}/__nv_bfloat16/g" -e "s/{{NAME}}/$NAME/g" \
+      $W/hstu/csrc/sm80/hstu_sm80_instance.cu.tmpl > $T/$NAME.cu
   for A in $ARCHS; do
     CC=${A#sm_}
     nice -n 5 nvcc -std=c++17 -O3 -DNDEBUG -Xcompiler -fPIC --expt-relaxed-constexpr --expt-extended-lambda \
         -Xcudafe --diag_suppress=177 --resource-usage -gencode=arch=compute_$CC,code=sm_$CC -I$W \
-        -DACCEL_CUDA_ARCHS=\"$A\" -c $T/$NAME.cu -o $T/$NAME.$A.o > $T/$NAME.$A.log 2>&1 || { cat $T/$NAME.$A.log; exit 1; }
+        -DACCEL_CUDA_ARCHS=\"$A\" -c $T/$NAME.cu -o $T/$NAME.$A.o > $T/$NAME.$A.log 2>&1 ||
+      { cat $T/$NAME.$A.log; exit 1; }
     echo "== D$D $A"
     # the context kernels' and the context body's lines: registers, stack, spills
     python3 - $T/$NAME.$A.log <<'PY'

@@ -15,7 +15,8 @@ NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 if [ -n "$NCU" ] && [ $(left) -gt 10 ]; then
   PYTHONPATH=/tmp/site_main timeout $(( $(left) - 4 )) $NCU --clock-control none -k regex:hstu_fwd_qreg -c 4 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-      --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum,dram__bytes.sum \
+      --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum \
+      --metrics dram__bytes.sum \
       -o $OUT/ncu_ctx26 -f python3 -P $J ncu --ncu --dims 128 64 --cases causal ctx64 > $OUT/ncu.log 2>&1
   echo "rc $? (ncu, $SECONDS s)"
   timeout 3 $NCU --import $OUT/ncu_ctx26.ncu-rep --page details > $OUT/ncu.txt 2>&1
