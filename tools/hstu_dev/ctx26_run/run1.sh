@@ -12,11 +12,11 @@ bench /tmp/site_main main26 22 --reps 5 --dims 64 128 --batches 16 2 \
     --cases causal ctx0 ctx32 ctx64 ctx128 ctx64:3 ctx64:4
 echo "== 2. ncu ($SECONDS s)"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+M=sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum,dram__bytes.sum
 if [ -n "$NCU" ] && [ $(left) -gt 10 ]; then
   PYTHONPATH=/tmp/site_main timeout $(( $(left) - 4 )) $NCU --clock-control none -k regex:hstu_fwd_qreg -c 4 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-      --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum \
-      --metrics dram__bytes.sum \
+      --metrics $M \
       -o $OUT/ncu_ctx26 -f python3 -P $J ncu --ncu --dims 128 64 --cases causal ctx64 > $OUT/ncu.log 2>&1
   echo "rc $? (ncu, $SECONDS s)"
   timeout 3 $NCU --import $OUT/ncu_ctx26.ncu-rep --page details > $OUT/ncu.txt 2>&1
