@@ -165,11 +165,12 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
 @pytest.mark.parametrize("mask,rab_heads", [("context", 0), ("local_context_target", 1), ("target_group", 0)])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kernel_opts):
-    """For bf16 calls with contexts the default runs candidate 5 at D = 64 and at D = 128 where two of its blocks fit
-    per SM (3's Q-in-registers tile, the warp skip in the query tiles with context rows), else candidate 4 (the
-    tile without Q in registers, the same skip) where it would run 1 / 2 (long rows; at D = 256 the pairs where they
-    fit), unsplit: it meets the error rule and agrees with the tile without the skip (fwd_sm80_cfg=1 / 2); targets
-    alone run the default's tile (3 / 2)."""
+    """For bf16 calls with contexts the default runs candidate 5's tile with SKIP 6 at D = 64 and at D = 128 where
+    two of its blocks fit per SM (3's Q-in-registers tile, the warp skip in the query tiles with context rows and
+    their context-only KV tiles two per step: test_sm80_forward_context_pairs), else candidate 4 (the tile without
+    Q in registers, the same skip) where it would run 1 / 2 (long rows; at D = 256 the pairs where they fit),
+    unsplit: it meets the error rule and agrees with the tile without the skip (fwd_sm80_cfg=1 / 2); targets alone
+    run the default's tile (3 / 2)."""
     pairs = _pairs_fit()
     base = 2 if D == 128 or (D == 256 and not pairs) else 1
     five = D == 64 or (D == 128 and _qreg128_two_fit())
@@ -189,14 +190,54 @@ def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kerne
             torch.cuda.synchronize()
         names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "qreg" in e.name}
     kernel = {3: "hstu_fwd_qreg_kernel", 5: "hstu_fwd_qreg_ctx_kernel"}.get(shown, "hstu_fwd_kernel")
-    want = f"{kernel}<__nv_bfloat16, {fwd_tile(D, shown, pairs=pairs)}(hstu::HstuParams)"
+    tile = fwd_tile(D, shown, pairs=pairs)
+    if shown == 5:  # (SKIP 6: candidate 5 with the paired KV tiles)
+        tile = tile.replace(", 5, 1>", ", 6, 1>")
+    want = f"{kernel}<__nv_bfloat16, {tile}(hstu::HstuParams)"
     assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (names[0], want)
     kg.assert_agree(("out",), (outs[0],), (outs[base],), f"the default vs fwd_sm80_cfg={base}")
     if D != 256:  # candidates 4 and 5 (with the skip) agree with the tile without it
         for cfg in (4, 5):
             kg.assert_agree(("out",), (outs[cfg],), (outs[base],), f"fwd_sm80_cfg={cfg} vs fwd_sm80_cfg={base}")
-        if five and "context" in mask:  # (the default's kernel: bitwise)
-            assert torch.equal(outs[0], outs[5])
+        if five and "context" in mask:  # (the default's pairs sum tile 0's halves apart: not bitwise cfg 5's)
+            kg.assert_agree(("out",), (outs[0],), (outs[5],), "the default vs fwd_sm80_cfg=5")
+    kernel_opts(sm90=False, fwd_split_tiles=0)
+    kg.check_case(case, 0.5, backward=False)
+
+
+@pytest.mark.parametrize("mask,rab_heads", [("context", 0), ("context_target_group", 1), ("local_context_target", 0)])
+@pytest.mark.parametrize("D", [64, 128])
+def test_sm80_forward_context_pairs(D, mask, rab_heads, kernel_opts):
+    """The bf16 default with contexts (D = 64; D = 128 where two blocks fit per SM) walks query tile 0's KV tiles that
+    only its first 64 rows see two per step (SKIP 6, hstu_fwd_block's PAIRKV: warps 2-3 take the second tile for
+    warps 0-1's rows and hand their fp32 partial over through shared memory): over jagged lengths at tile edges
+    (odd and even numbers of such tiles, none, rows 64-127 absent) with 0 / 1 / 31 / 63 / 64 / 65 / 100 / 128
+    contexts (65 and more: rows past 64 see every key, no pairs), windows, targets with groups and rab, it meets the
+    error rule against the fp32 reference (outputs poisoned), agrees with candidate 5 (one KV tile per step),
+    repeats bitwise and runs the SKIP 6 kernel."""
+    if D == 128 and not _qreg128_two_fit():
+        pytest.skip("D = 128: the default with contexts is candidate 4 here (two Q-in-registers blocks do not fit)")
+    lens = [2000, 1153, 700, 640, 257, 129, 100, 64, 1]
+    case = kg.make_case(zlib.crc32(repr(("pairs", D, mask)).encode()), lens, 2, D, torch.bfloat16, mask, rab_heads)
+    nt = case["num_targets"].tolist() if case["num_targets"] is not None else [0] * len(lens)
+    want = [64, 1, 31, 63, 128, 65, 100, 0, 1]
+    nc = [max(0, min(c, lk - t)) for c, lk, t in zip(want, lens, nt)]
+    case["num_contexts"] = torch.tensor(nc, dtype=torch.int32, device="cuda")
+    outs = {}
+    for cfg, rep in ((0, 0), (0, 1), (5, 0)):
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)  # (the tiles; the split runs its own)
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            outs[cfg, rep] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
+                                                   **kg._varlen_kwargs(case))
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "qreg" in e.name}
+        skip = 6 if cfg == 0 else 5
+        tile = fwd_tile(D, 5).replace(", 5, 1>", f", {skip}, 1>")
+        kernel = f"hstu_fwd_qreg_ctx_kernel<__nv_bfloat16, {tile}(hstu::HstuParams)"
+        assert len(names) == 1 and next(iter(names)).endswith(kernel), (cfg, names, kernel)
+    assert torch.equal(outs[0, 0], outs[0, 1]), "the default with contexts repeats bitwise"
+    kg.assert_agree(("out",), (outs[0, 0],), (outs[5, 0],), "the default (pairs) vs fwd_sm80_cfg=5")
     kernel_opts(sm90=False, fwd_split_tiles=0)
     kg.check_case(case, 0.5, backward=False)
 

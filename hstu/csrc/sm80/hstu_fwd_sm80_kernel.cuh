@@ -81,7 +81,8 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //   3: D = 64 1 with Q in registers, D = 128 1's tile in 32-key sub-tiles with Q in registers, D = 256 1 with short
 //      sequences' grid chunks capped (below: the defaults there);
 //   5: D = 64 / 128 3's tile with SKIP 5 (hstu_fwd_qreg_ctx_kernel: 4's skip body in query tile 0, 3's elsewhere;
-//      D = 128 where two blocks fit per SM, as 3's default): the default for calls with contexts there.
+//      D = 128 where two blocks fit per SM, as 3's default); the default for calls with contexts there is its
+//      tile with SKIP 6 (FwdSm80QregCtx: tile 0's context-only KV tiles two per step).
 // (Other tile shapes and loads measured slower or no faster and were removed; docs/hstu_kernel_notes.md.) 1, 3 and 4 at
 // D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it
 // traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
@@ -162,12 +163,20 @@ struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2,
 };
 // 5: candidate 3's tile at D = 64 / 128 with SKIP 5 (hstu_fwd_qreg_ctx_kernel): query tile 0 of a call with
 // contexts runs the warp-skip body (Q from shared memory; D = 128: a call, not inlined), the other tiles candidate
-// 3's body (Q in registers). The bf16 default with contexts at D = 64 and at D = 128 where two blocks fit per SM (B16
-// S4K ctx64 on an H200: D = 64 0.444 ms against 4's 0.454, D = 128 0.785 / 0.801; 1.08x / 1.07x their causal).
+// 3's body (Q in registers). The bf16 default with contexts at D = 64 and at D = 128 where two blocks fit per SM until
+// FwdSm80QregCtx (B16 S4K ctx64 on an H200: D = 64 0.444 ms against 4's 0.454, D = 128 0.785 / 0.801; 1.08x / 1.07x
+// their causal).
 template <>
 struct FwdSm80Candidate<64, 5> : FwdSm80QregTile<64, 5> {};
 template <>
 struct FwdSm80Candidate<128, 5> : FwdSm80QregTile<128, 5> {};
+// The bf16 default with contexts at D = 64 and at D = 128 where two blocks fit per SM: candidate 5 with SKIP 6, query
+// tile 0's KV tiles that only its context rows see walked two per step by all four warps (hstu_fwd_block's PAIRKV):
+// half the block steps of its walk past its other rows' keys; D = 64's context body a call, as D = 128's. B16 S4K
+// ctx64 on an H200 (issue 39, branch ctx26): D = 64 0.425 ms, 1.037-1.039x faster than 5 and 1.043-1.044x its
+// causal; D = 128 1.022-1.025x faster than 5, 1.053-1.058x its causal.
+template <int D>
+struct FwdSm80QregCtx : FwdSm80QregTile<D, 6> {};
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
 // thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
@@ -280,8 +289,14 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // (h, y) runs item y of the list (behind the counters p.fwd_tile_counter: a query tile and a chunk of its KV walk
 // of the list's KV tiles per chunk) for head h, a split tile's chunks leave fp32 partials that the last one sums.
 // QREG: the warp's Q fragments held in registers from the block's first barrier on (PAIR 1, no SPLIT).
+// PAIRKV (SKIP 4, K / V double-buffered, PAIR 1): in a tile with context rows, the KV tiles that only the rows of its
+// first half see (query tile 0's context rows on the history: warps 2-3 have nothing there) are walked two per
+// step, unpipelined (both stages hold the pair): warps 0-1 compute tile nb, warps 2-3 tile nb - 1 for the rows of
+// warp - 2, so the walk takes half the block steps (each one K / V tile per barrier when walked one by one). The
+// walk runs down, so warps 2-3's accumulators are still zero there; after the last pair they hand their fp32
+// partial to warps 0-1 through shared memory (the second stage) and go on with their own rows.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
-          bool QREG = false>
+          bool QREG = false, bool PAIRKV = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -291,6 +306,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(MT >= 1 && (BM * PAIR) % (16 * NWARPS) == 0 && NWARPS % PAIR == 0, "bad tile config");
   static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
   static_assert(!QREG || (PAIR == 1 && !SPLIT && SKIP == 0), "Q in registers: the plain body");
+  static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
+                "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   // sm86 / sm89 (99 KB per block): a tile over it is never launched there (launch_hstu_fwd_candidate)
@@ -427,6 +444,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       for (int e = 0; e < 4; ++e) acc_o[mt][i][e] = 0.f;
 
   const int warp_row0 = (warp / PAIR) * MT * 16;
+  // PAIRKV: the warp whose rows this warp computes in the current step (warps 2-3 in a pair step: warp - 2)
+  [[maybe_unused]] int vwarp = warp;
   const int wh = warp % PAIR;  // PAIR 2: the warp's half of the keys (S) and of the columns (O)
   const float half_alpha = 0.5f * p.alpha;
   // SKIP: keys >= warp_kend are masked for every row of this warp (the hull of its rows' key ranges); SKIP 4: the
@@ -458,7 +477,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     int kend, lo, hi, unused;
     asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(kend), "=r"(lo), "=r"(hi), "=r"(unused)
-                 : "r"(sQ0 + Tile::kSmemWarp + warp * 16));
+                 : "r"(sQ0 + Tile::kSmemWarp + (PAIRKV ? vwarp : warp) * 16));
     wfull = n0 >= lo && n0 <= hi;
     wlim = wfull ? BNS : min(BNS, kend - n0);
   };
@@ -482,6 +501,20 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sRowKeys0 + tid * 16), "r"(hlo), "r"(hhi),
                    "r"(tlo), "r"(thi));
     }  // (visible after the loop's first barrier)
+    // PAIRKV: the walk's tiles from nb_pair up are walked in pairs (nb, nb - 1): KV tiles past every key of the
+    // rows BM / 2 .. BM - 1 (none in a tile without context rows, with a masked gap, or where fewer than two are left)
+    [[maybe_unused]] int nb_pair = INT_MAX;
+    if constexpr (PAIRKV) {
+      const int hr0 = r0 + BM / 2, hr1 = min(r0 + BM, lk);
+      int help = nb_begin;
+      if (hr1 > hr0) {
+        int kb, ke;
+        mk.key_range(hr0, hr1, kb, ke);
+        help = max(nb_begin, (min(ke, lk) + BN - 1) / BN);
+      }
+      const int pairs = mk.ctx > r0 && gap_skip == 0 ? (nb_end - help) / 2 : 0;
+      if (pairs > 0) nb_pair = nb_end - 2 * pairs;
+    }
     // smem: Q | stage 0: K, V | stage 1: K, V (STAGES 1: Q | K | V) | row keys
     const uint32_t sKV0 = sQ0 + BM * D * 2;
     load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
@@ -491,6 +524,15 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       if constexpr (STAGES == 2) {
         load_tile_async<BN, D, NT>(sKV0 + kTileBytes, vg + (int64_t)n0 * p.v_row_stride, p.v_row_stride,
                                    si.lk - n0, tid);
+      }
+      if constexpr (PAIRKV) {  // the first pair's second tile into stage 1
+        if (nb_end - 2 >= nb_pair) {
+          const int n1 = n0 - BN;
+          load_tile_async<BN, D, NT>(sKV0 + 2 * kTileBytes, kg + (int64_t)n1 * p.k_row_stride, p.k_row_stride,
+                                     si.lk - n1, tid);
+          load_tile_async<BN, D, NT>(sKV0 + 3 * kTileBytes, vg + (int64_t)n1 * p.v_row_stride, p.v_row_stride,
+                                     si.lk - n1, tid);
+        }
       }
     }
     cp_async_commit();
@@ -509,12 +551,19 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     int stage = 0;
     constexpr int SK = SKIP == 4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
     for (int nb = nb_end - 1; nb >= nb_first(); nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
+      // PAIRKV: a pair step (tiles nb and nb - 1, both stages), and this warp's tile, stage and rows in it
+      const bool pr = PAIRKV && nb - 1 >= nb_pair;
+      const int hw = pr && warp >= 2 ? 1 : 0;
+      const int nbw = nb - hw;
+      const int sw = pr ? hw : stage;
+      if constexpr (PAIRKV) vwarp = warp - 2 * hw;
+      const int vrow0 = PAIRKV ? vwarp * MT * 16 : warp_row0;
       cp_async_wait<0>();
       // STAGES 2: K, V of tile nb landed; every warp is done with the other stage (the tile before).
       // STAGES 1: K of tile nb (and Q) landed; every warp is done with V (the tile before).
       __syncthreads();
       if constexpr (STAGES == 2) {
-        if (nb > nb_first()) {
+        if (!pr && nb > nb_first()) {
           const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
           const uint32_t ot = opaque(tid);
           const uint32_t sKn = sKV0 + (stage ^ 1) * 2 * kTileBytes;
@@ -533,9 +582,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 
 #pragma unroll 1
       for (int sub = 0; sub < BN / BNS; ++sub) {
-        const int n0 = nb * BN + sub * BNS;
+        const int n0 = nbw * BN + sub * BNS;
         const uint32_t sQ = sQ0;
-        const uint32_t sK = sKV0 + stage * 2 * kTileBytes + sub * BNS * D * 2;
+        const uint32_t sK = sKV0 + sw * 2 * kTileBytes + sub * BNS * D * 2;
         const uint32_t sV = sK + kTileBytes;
         const int kw0 = n0 + wh * (BNS / PAIR);  // the warp's first key of S
         // SK: this warp's rows see none of the sub-tile's keys from n0 + lim on (lim <= 0: none of them); work: the
@@ -548,7 +597,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         // Per-thread parts of the ldmatrix addresses, recomputed from an opaque lane id each sub-tile so they are
         // not hoisted out of the loop (see opaque()).
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-        const uint32_t tQ = L::swz(warp_row0 + ln % 16, (ln / 16) * 8);
+        const uint32_t tQ = L::swz(vrow0 + ln % 16, (ln / 16) * 8);
         const uint32_t tK = L::swz(ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);
         const uint32_t tV = L::swz(ln % 8 + ((ln / 8) % 2) * 8, (ln / 16) * 8);
         float acc_s[MT][NTILES][4];
@@ -603,7 +652,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                            head() * p.rab_head_stride;
             int rw0 = r0 + warp_row0;  // the warp's first row (SKIP 4: from shared memory, not live in the loop)
             if constexpr (SKIP == 4)
-              asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(rw0) : "r"(sQ0 + Tile::kSmemWarp + warp * 16 + 12));
+              asm volatile("ld.shared.b32 %0, [%1];\n"
+                           : "=r"(rw0)
+                           : "r"(sQ0 + Tile::kSmemWarp + (PAIRKV ? vwarp : warp) * 16 + 12));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -642,7 +693,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           // m16 tile its two rows' intervals as bits (bit 4 nt + 2 hf + odd), then the pairs' AND masks.
           static_assert(NTILES <= 8, "one word of mask bits per m16 tile");
           const int lm = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-          const uint32_t tr = sRowKeys0 + (warp_row0 + lm / 4) * 16;
+          const uint32_t tr = sRowKeys0 + (vrow0 + lm / 4) * 16;
           const int jw = kw0 + (lm % 4) * 2;
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
@@ -727,6 +778,63 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           }
         }
       }
+      if constexpr (PAIRKV) {
+        if (pr) {
+          __syncthreads();  // every warp is done with both stages
+          const int nx = nb - 2;  // the next step's (first) tile
+          auto load_kv = [&](int t, int st) {
+            const int n = t * BN;
+            const uint32_t ot = opaque(tid);
+            const uint32_t sKn = sKV0 + st * 2 * kTileBytes;
+            const T* kn = kv_rows(p.k, p.k_row_stride, p.k_head_stride) + (int64_t)n * p.k_row_stride;
+            const T* vn = kv_rows(p.v, p.v_row_stride, p.v_head_stride) + (int64_t)n * p.v_row_stride;
+            load_tile_async<BN, D, NT, true>(sKn, kn, p.k_row_stride, lk - n, ot);
+            load_tile_async<BN, D, NT, true>(sKn + kTileBytes, vn, p.v_row_stride, lk - n, ot);
+          };
+          if (nx - 1 >= nb_pair) {  // the next pair
+            load_kv(nx, 0);
+            load_kv(nx - 1, 1);
+            cp_async_commit();
+          } else {
+            // the last pair: the next tile (one per step from here) into stage 0; warps 2-3's partial of the rows of
+            // warps 0-1 through stage 1 (fragment order, 16 bytes per lane: conflict-free), then their own rows
+            if (nx >= nb_first()) {
+              load_kv(nx, 0);
+              cp_async_commit();
+            }
+            constexpr int kFrags = MT * DTILES;
+            static_assert(kFrags * 64 * 16 <= 2 * kTileBytes, "the partial fits one stage");
+            const uint32_t sH = sKV0 + 2 * kTileBytes + (tid % 64) * 16;
+            if (warp >= 2) {
+#pragma unroll
+              for (int i = 0; i < kFrags; ++i) {
+                float* a = acc_o[i / DTILES][i % DTILES];
+                asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(sH + i * 64 * 16), "f"(a[0]),
+                             "f"(a[1]), "f"(a[2]), "f"(a[3]));
+                a[0] = a[1] = a[2] = a[3] = 0.f;
+              }
+            }
+            __syncthreads();
+            if (warp < 2) {
+#pragma unroll
+              for (int i = 0; i < kFrags; ++i) {
+                float* a = acc_o[i / DTILES][i % DTILES];
+                float x, y, z, w;
+                asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                             : "=f"(x), "=f"(y), "=f"(z), "=f"(w)
+                             : "r"(sH + i * 64 * 16));
+                a[0] += x;
+                a[1] += y;
+                a[2] += z;
+                a[3] += w;
+              }
+            }
+            stage = 0;  // (the next step prefetches into stage 1 after its barrier: warps 0-1 have read it by then)
+          }
+          nb -= 1;  // (the loop's step takes the other one)
+          continue;
+        }
+      }
       if constexpr (STAGES == 2) stage ^= 1;
     }
   }
@@ -799,14 +907,16 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_kernel(const 
 }
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
-// registers, no spill; as a call its body spilled 12 B)
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int PAIR>
+// registers, no spill; as a call its body spilled 12 B), except with SKIP 6: a call (255 registers, no spill: the
+// context kernel without extra tiles cost 2.8 % over the plain one at D = 64 inlined, 0.9 % at D = 128 as a call)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int PAIR, bool PAIRKV>
 __device__ __noinline__ void hstu_fwd_ctx_block(const HstuParams& p) {
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 4, PAIR, false>(p);
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 4, PAIR, false, false, PAIRKV>(p);
 }
+// SKIP 6: 5 with the context tiles' history walked two KV tiles per step (hstu_fwd_block's PAIRKV)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(const __grid_constant__ HstuParams p) {
-  static_assert(SKIP == 5 && kFwdSm80Lpt<NWARPS, MINB>, "rank 0 of the longest-first grid: query tile 0");
+  static_assert((SKIP == 5 || SKIP == 6) && kFwdSm80Lpt<NWARPS, MINB>, "rank 0 of the longest-first grid: tile 0");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   if constexpr (D == 128) {  // launched only where two blocks fit per SM (run_hstu_fwd): no sm_8x part
     __trap();
@@ -815,19 +925,19 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
 #endif
   const unsigned n_m = static_cast<unsigned>((p.max_seqlen_q + BM - 1) / BM);
   if (p.num_contexts != nullptr && blockIdx.x < gridDim.x / n_m) {
-    if constexpr (D == 128) {
-      hstu_fwd_ctx_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, PAIR>(p);
+    if constexpr (D == 128 || SKIP == 6) {
+      hstu_fwd_ctx_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, PAIR, SKIP == 6>(p);
     } else {
-      hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 4, PAIR, false>(p);
+      hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 4, PAIR, false, false, SKIP == 6>(p);
     }
   } else {
     hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 0, PAIR, false, true>(p);
   }
 }
-// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5)
+// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5 / 6)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kQreg && C::kSkip == 5) {
+  if constexpr (C::kQreg && C::kSkip >= 5) {
     return hstu_fwd_qreg_ctx_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg) {
@@ -1081,9 +1191,10 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     }
   }
   if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value) {
-    // calls with contexts: candidate 5 at D = 64 (D = 128 where two blocks fit per SM), 3's tile with the warp skip
-    // in query tile 0; candidate 4 (the tile without Q in registers, the same skip) elsewhere (fwd_sm80_cfg=1 / 2 /
-    // 3: the tiles without the skip, for comparisons)
+    // calls with contexts: FwdSm80QregCtx at D = 64 (D = 128 where two blocks fit per SM), 3's tile with the warp
+    // skip and the paired KV tiles in query tile 0 (fwd_sm80_cfg=5: without the pairs); candidate 4 (the tile without
+    // Q in registers, the skip without the pairs) elsewhere (fwd_sm80_cfg=1 / 2 / 3: the tiles without the skip, for
+    // comparisons)
     const bool ctx = p.num_contexts != nullptr;
     if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // the pairs at every row count where they fit
       using Pairs = FwdSm80Candidate<256, kFwdSm80PairCfg>;
@@ -1098,9 +1209,12 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 3>>(two);
         if (err != cudaSuccess) return err;
         if (two) {
-          return ctx ? launch_hstu_fwd<T, D, FwdSm80Candidate<128, 5>>(p, stream)
+          return ctx ? launch_hstu_fwd<T, D, FwdSm80QregCtx<128>>(p, stream)
                      : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
         }
+      }
+      if constexpr (D == 64 && std::is_same<T, __nv_bfloat16>::value) {
+        if (ctx) return launch_hstu_fwd<T, D, FwdSm80QregCtx<64>>(p, stream);
       }
       // (D = 256: the pairs do not fit)
       return ctx && D != 256 ? launch_hstu_fwd_candidate<T, D, D == 64 ? 5 : 4>(p, stream)
