@@ -724,15 +724,26 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   }
 }
 
+template <int K, int V, int P, int L>
+__device__ __noinline__ bool evict_fast_call(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
+                                             Outcome* out) {
+  const Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
+  return evict_fast<K, V, P>(tile, pp, a, row_in, *out);
+}
+
 // A pending key of the insert pass: upsert_one, or first evict_fast for a flagged key (insert variant L != 0).
 template <int K, int V, int P, int L>
 __device__ __forceinline__ Outcome insert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
                                               const KeyArgs& a, const typename Val<V>::T* row_in, bool flagged) {
   if constexpr (L != 0 && P == kPolicyLru) {
     Outcome o;
-    if (flagged && (p.mode == kFindOrInsert || p.mode == kInsertOrAssign || p.mode == kInsertAndEvict) &&
-        evict_fast<K, V, P>(tile, p_cold, a, row_in, o))
-      return o;
+    if (flagged && (p.mode == kFindOrInsert || p.mode == kInsertOrAssign || p.mode == kInsertAndEvict)) {
+      if constexpr (L >= 3) {
+        if (evict_fast_call<K, V, P, L>(p_cold, a, row_in, &o)) return o;
+      } else {
+        if (evict_fast<K, V, P>(tile, p_cold, a, row_in, o)) return o;
+      }
+    }
   }
   return upsert_one<K, V, P, L>(tile, p, p_cold, a, row_in, flagged);
 }
@@ -1049,7 +1060,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // L (private insert variant, UpsertParams::insert_lab; LRU instances only): 0 the default; 1 flagged keys through
 // evict_fast; 2 the same at 3 blocks/SM (80 registers).
 template <int K, int V, int P, int L = 0>
-__global__ void __launch_bounds__(kBlock, L == 2 ? 3 : 2) upsert_insert_kernel(UpsertParams p) {
+__global__ void __launch_bounds__(kBlock, L == 2 || L == 4 ? 3 : 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
   constexpr int kWarpKeys = 32 / kTile;
@@ -1348,6 +1359,11 @@ void launch_upsert(const UpsertParams& p, void* stream) {
       launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 1>, grid, kBlock, s, p);
     else if (p.insert_lab == 2)
       launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 2>,
+                           std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap(3)), kBlock, s, p);
+    else if (p.insert_lab == 3)
+      launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 3>, grid, kBlock, s, p);
+    else if (p.insert_lab == 4)
+      launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 4>,
                            std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap(3)), kBlock, s, p);
     else
       launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P>, grid, kBlock, s, p);
