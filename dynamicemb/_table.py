@@ -304,9 +304,7 @@ class ScoredHashTable:
     # Private option (bits; class or instance attribute): 1 = the CUDA upsert's kernels after begin_op as
     # programmatic dependent launches on sm_90+ (table_kernels.cuh launch_upsert_kernel; H200, 1M keys: +0.4 to
     # +1.3 % on the inserting ops, docs/dynamicemb_storage_notes.md "The first-writer set's slot-lock copy"); on by
-    # default, 0 = plain launches (for A/B timing). Bits 2 / 4 (LRU tables): the insert pass's keys flagged
-    # full-bucket by the first pass through its short eviction path (table_kernels.cuh evict_fast) at 2 / 3 blocks
-    # per SM (docs/dynamicemb_storage_notes.md, "The full-bucket eviction's own path").
+    # default, 0 = plain launches (for A/B timing).
     _upsert_lab = 1
 
     def __init__(

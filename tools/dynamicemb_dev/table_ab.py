@@ -8,8 +8,7 @@ time, as hash_table.py). Prints billion KV/s (median) per variant and its ratio 
     python tools/dynamicemb_dev/table_ab.py --variants main set --lambdas 0.5 1.0 --dists uniform zipf
 
 Variants: `main` (the options off), `set` (ScoredHashTable._upsert_dedup: the first-writer set, chosen per batch
-on the device), and any name in LAB (bits of ScoredHashTable._upsert_lab, when the build has it), joined by `+`
-(`fast` / `fast3`: the insert pass's flagged full-bucket keys through evict_fast at 2 / 3 blocks per SM).
+on the device), and any name in LAB (bits of ScoredHashTable._upsert_lab, when the build has it), joined by `+`.
 """
 
 import argparse
@@ -25,7 +24,7 @@ from hash_table import Timer, fill_table, rate  # noqa: E402
 from dynamicemb._table import ScoredHashTable  # noqa: E402
 
 OPS = ["find_or_insert", "insert_or_assign", "insert_and_evict", "assign"]
-LAB = {"pdl": 1, "fast": 2, "fast3": 4}  # fast / fast3: the insert pass's evict_fast at 2 / 3 blocks per SM
+LAB = {"pdl": 1}
 
 
 def set_variant(name):

@@ -234,8 +234,7 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
   UpsertParams p{};
   p.t = t.ref;
   p.mode = static_cast<int>(mode);
-  p.pdl = (lab & 1) != 0;  // private options (_table.py ScoredHashTable._upsert_lab)
-  p.insert_lab = (lab & 2) ? 1 : (lab & 4) ? 2 : 0;
+  p.pdl = (lab & 1) != 0;  // private option (_table.py ScoredHashTable._upsert_lab)
   p.n = keys.numel();
   const int64_t nd = p.n * t.ref.dim;
   p.keys = arg_ptr(keys, "keys", tk, tk.scalar_type(), p.n);

@@ -426,7 +426,7 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-template <int K, int V, int P, int L = 0>  // L: the insert variant of the calling kernel (one copy each)
+template <int K, int V, int P>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
   using T = typename Val<V>::T;
@@ -586,101 +586,13 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   return out;
 }
 
-// The insert pass's eviction of a key flagged full-bucket by the first pass (LRU outside accum_or_assign: every
-// score the op writes is its one value), the common case only, inlined with few registers live (private insert
-// variant, UpsertParams::insert_lab). Same steps and victims as evict_insert; returns false with nothing changed
-// (the lock released, a locked victim put back) where evict_insert must decide: the bucket lock busy, a (score,
-// digest) tie or a score >= 2^56, a refusal, a slot of the key's digest holding the key or LOCKED (a duplicate of
-// this batch), a victim word LOCKED (a hit holds it).
-template <int K, int V, int P>
-__device__ __forceinline__ bool evict_fast(const Tile& tile, const UpsertParams* pp, const KeyArgs& a,
-                                           const typename Val<V>::T* row_in, Outcome& out) {
-  using T = typename Val<V>::T;
-  using KT = typename KeyT<K>::T;
-  const UpsertParams& p = *pp;
-  const TableRef& t = p.t;
-  const bool lead = tile.thread_rank() == 0;
-  const KeyHome h = home_of(t, a.key);
-  if (row_in != nullptr) prefetch_row_l2(tile, row_in, t.dim);
-  prefetch_bucket_l2(tile, t, h.base);
-  int32_t* lock = t.locks + h.bucket;
-  bool got = false;
-  if (lead) got = try_lock_bucket(lock);
-  if (!tile.shfl(got, 0)) return false;
-  tile.sync();
-  const BucketScan sc = scan_bucket(tile, t, h.base, h.d4);
-  bool big = (sc.big >> 24) != 0;
-  const EvictCand m = tile_min_rank(tile, sc.min, big);
-  const uint64_t new_score = policy_score(P, p.use_epoch, p.epoch, a.clock, false, 0, false, 0);
-  if (big || m.tie || m.idx < 0 || !(new_score > (m.rank >> 8))) {
-    if (lead) unlock_bucket(lock);
-    return false;
-  }
-  // The victim's exchange in the round trip of the key words of the key's digest (as evict_insert).
-  const int64_t victim = h.base + m.idx;
-  uint64_t look = sc.look & ~look_bit(tile, m.idx);
-  bool seen = false;
-  uint64_t k0 = 0;
-  int j0 = -1;
-  if (look) {
-    j0 = __ffsll(static_cast<long long>(look)) - 1;
-    look &= look - 1;
-    k0 = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + h.base + look_slot(tile, j0));
-  }
-  uint64_t old = kLockedKey;
-  if (lead) old = lock_victim(t.keys, victim);
-  if (j0 >= 0) seen = k0 == a.key || k0 == kLockedKey;
-  while (look) {
-    const int j = __ffsll(static_cast<long long>(look)) - 1;
-    look &= look - 1;
-    const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + h.base + look_slot(tile, j));
-    seen = seen || k == a.key || k == kLockedKey;
-  }
-  old = tile.shfl(old, 0);
-  if (tile.any(seen) || old == a.key || old == kLockedKey) {
-    if (lead) {
-      if (old != kLockedKey) publish_key(t.keys, victim, old);
-      unlock_bucket(lock);
-    }
-    return false;
-  }
-  const bool is_free = old == kEmptyKey;  // (a full bucket has none; taken as a free slot, as evict_insert does)
-  if (p.mode == kInsertAndEvict && !is_free) {
-    unsigned long long pos = 0;
-    if (lead) {
-      const cg::coalesced_group g = cg::coalesced_threads();
-      unsigned long long b0 = 0;
-      if (g.thread_rank() == 0)
-        b0 = atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + kStatEvicted,
-                       static_cast<unsigned long long>(g.size()));
-      pos = g.shfl(b0, 0) + g.thread_rank();
-    }
-    pos = tile.shfl(pos, 0);
-    if (lead) {
-      if (p.evicted_keys) reinterpret_cast<KT*>(p.evicted_keys)[pos] = static_cast<KT>(old);
-      if (p.evicted_scores) p.evicted_scores[pos] = m.rank >> 8;
-    }
-    if (p.evicted_values)
-      copy_row<T, true>(tile, row_ptr<T>(p.evicted_values, pos, t.dim), row_ptr<T>(t, victim), t.dim, true);
-    tile.sync();
-  }
-  fill_new<V, false>(tile, p, a, row_in, static_cast<uint8_t>(h.d4), victim, new_score);
-  tile.sync();
-  if (lead) {
-    unlock_bucket(lock);
-    publish_key_after_release(t.keys, victim, a.key);
-  }
-  out = Outcome{victim, is_free ? kStatInserted : kStatEvicted, false};
-  return true;
-}
-
 // The upsert of one key by one tile (insert pass and rehash): probe, serve a hit, else claim a free slot in
 // probe order, else evict. `row_in`: the caller's row (or null). `p_cold`: the same parameters as `p`, in shared
 // or local memory, for the out-of-line eviction path. `full_bucket`: the first pass found the key missing and its
 // bucket without a free slot; a bucket gains no free slot during an upsert, so the key goes straight to the
 // eviction path, whose scan under the lock (and its probe while waiting for the lock) finds the key if a
 // duplicate inserted it meanwhile. Tile-uniform control flow throughout.
-template <int K, int V, int P, int L = 0>
+template <int K, int V, int P>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
                                               const KeyArgs& a, const typename Val<V>::T* row_in,
                                               bool full_bucket = false) {
@@ -692,7 +604,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
                           (mode == kAccumOrAssign && !a.accum_flag);
   if (full_bucket && may_insert)
-    return evict_insert<K, V, P, L>(
+    return evict_insert<K, V, P>(
         p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
         policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0));
 
@@ -720,32 +632,8 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
       continue;
     }
-    return evict_insert<K, V, P, L>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
+    return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
-}
-
-template <int K, int V, int P, int L>
-__device__ __noinline__ bool evict_fast_call(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
-                                             Outcome* out) {
-  const Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
-  return evict_fast<K, V, P>(tile, pp, a, row_in, *out);
-}
-
-// A pending key of the insert pass: upsert_one, or first evict_fast for a flagged key (insert variant L != 0).
-template <int K, int V, int P, int L>
-__device__ __forceinline__ Outcome insert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
-                                              const KeyArgs& a, const typename Val<V>::T* row_in, bool flagged) {
-  if constexpr (L != 0 && P == kPolicyLru) {
-    Outcome o;
-    if (flagged && (p.mode == kFindOrInsert || p.mode == kInsertOrAssign || p.mode == kInsertAndEvict)) {
-      if constexpr (L >= 3) {
-        if (evict_fast_call<K, V, P, L>(p_cold, a, row_in, &o)) return o;
-      } else {
-        if (evict_fast<K, V, P>(tile, p_cold, a, row_in, o)) return o;
-      }
-    }
-  }
-  return upsert_one<K, V, P, L>(tile, p, p_cold, a, row_in, flagged);
 }
 
 // Score touch of a hit without a slot lock (hit pass of find_or_insert / assign_scores; the lead lane). LRU and
@@ -1057,10 +945,8 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // The warp's tiles meet at a __syncwarp after each group, so that their next keys' loads, lock CASes and scans
 // issue together (tiles left to drift apart serialize their round trips); no block barrier inside the loop (a
 // warp never waits for the block's slowest key). Stats gather in shared memory and are flushed once at the end.
-// L (private insert variant, UpsertParams::insert_lab; LRU instances only): 0 the default; 1 flagged keys through
-// evict_fast; 2 the same at 3 blocks/SM (80 registers).
-template <int K, int V, int P, int L = 0>
-__global__ void __launch_bounds__(kBlock, L == 2 || L == 4 ? 3 : 2) upsert_insert_kernel(UpsertParams p) {
+template <int K, int V, int P>
+__global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
   constexpr int kWarpKeys = 32 / kTile;
@@ -1104,7 +990,7 @@ __global__ void __launch_bounds__(kBlock, L == 2 || L == 4 ? 3 : 2) upsert_inser
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      const Outcome o = insert_one<K, V, P, L>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
+      const Outcome o = upsert_one<K, V, P>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
       if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
         init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
       if (tile.thread_rank() == 0) {
@@ -1330,9 +1216,7 @@ __global__ void __launch_bounds__(kBeginBlock)
 
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
 // wave; each loops over groups of pending keys.
-inline unsigned insert_grid_cap(unsigned per_sm = 2) {
-  return per_sm * static_cast<unsigned>(accel::current_device_sms());
-}
+inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::current_device_sms()); }
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
 }
@@ -1353,23 +1237,8 @@ void launch_upsert(const UpsertParams& p, void* stream) {
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
-  const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap());
-  if constexpr (P == kPolicyLru) {
-    if (p.insert_lab == 1)
-      launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 1>, grid, kBlock, s, p);
-    else if (p.insert_lab == 2)
-      launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 2>,
-                           std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap(3)), kBlock, s, p);
-    else if (p.insert_lab == 3)
-      launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 3>, grid, kBlock, s, p);
-    else if (p.insert_lab == 4)
-      launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 4>,
-                           std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap(3)), kBlock, s, p);
-    else
-      launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P>, grid, kBlock, s, p);
-  } else {
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P>, grid, kBlock, s, p);
-  }
+  launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P>, std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap()),
+                       kBlock, s, p);
   check_launch("upsert insert pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }

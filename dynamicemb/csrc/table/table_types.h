@@ -236,7 +236,6 @@ struct UpsertParams {
   HostOps host;
   bool first_pass_only, insert_pass_only;
   bool pdl;  // the op's kernels after begin_op as programmatic dependent launches (default; table_kernels.cuh)
-  uint8_t insert_lab;  // private insert-pass variant (LRU): 0 the default, 1 / 2 evict_fast at 2 / 3 blocks/SM
   int mode;
   const void* keys;           // (n)
   int64_t n;
