@@ -409,3 +409,84 @@ def test_gpu_full_table_first_pass_families_match_cpu_twin(op):
         assert g.size() == nb * bc
 
 
+
+
+@pytest.mark.parametrize("keys", ["uniform", "zipf"])
+@pytest.mark.parametrize("policy", ["lru", "epoch_lru"])
+@pytest.mark.parametrize("op", ["find_or_insert", "insert_or_assign", "insert_and_evict"])
+def test_gpu_full_table_evictions_match_cpu_twin(op, policy, keys, device="cuda"):
+    """The insert pass's eviction path at a full table, many evictions per bucket.
+
+    Every 128-slot bucket full (filled by eight ops: score groups of ~16 slots per bucket); batches of present hits
+    and fresh random new keys (~15 per bucket: every new key evicts, the bucket's evictions compete for its lock and
+    its least slots) with duplicates, "zipf": hits and new keys drawn by Zipf ranks (hot keys repeated dozens of times
+    in one batch: duplicates of a new key meet in the eviction path). Under LRU every new key is scored by the op's
+    clock, so each bucket's new keys replace its least (score, digest, key) slots whatever the order: the stored set,
+    rows, scores, stats, per-key outputs and the evicted multiset must equal the CPU twin's.
+    """
+    nb, bc, dim = 16, 128, 8
+    kw = dict(capacity=nb * bc, value_dim=dim, bucket_capacity=bc, score_policy=policy,
+              initializer=TableInitializer("constant", value=0.5))
+    g = ScoredHashTable(device=device, **kw)
+    c = ScoredHashTable(device="cpu", **kw)
+    g.set_epoch(3)
+    c.set_epoch(3)
+    gen = torch.Generator().manual_seed(zlib.crc32(f"evictions{op}{policy}{keys}".encode()))
+    per = {b: [] for b in range(nb)}
+    while min(len(v) for v in per.values()) < bc:
+        for k in torch.randint(1, 1 << 62, (4096,), generator=gen).tolist():
+            b = bucket_of(k, nb)
+            if len(per[b]) < bc and k not in per[b]:
+                per[b].append(k)
+    present = torch.tensor([k for b in range(nb) for k in per[b]], dtype=torch.int64)
+    present = present[torch.randperm(present.numel(), generator=gen)]
+    for part in present.chunk(8):  # eight clocks: score groups of ~16 slots per bucket (few (score, digest) ties)
+        rows0 = (part % 997).float().unsqueeze(1).expand(-1, dim).contiguous()
+        c.insert_or_assign(part, rows0)
+        g.insert_or_assign(part.to(device), rows0.to(device))
+    assert g.size() == c.size() == nb * bc
+
+    def zipf_pick(pool, n):  # pool[rank], P(rank r) ~ r^(-1.3): the first keys of a shuffled pool repeat most
+        u = torch.rand(n, generator=gen, dtype=torch.float64)
+        ranks = ((1.0 - u) ** (-1.0 / 0.3)).clamp(max=1e12).long() - 1
+        return pool[torch.randperm(pool.numel(), generator=gen)][ranks % pool.numel()]
+
+    for step in range(3):
+        present = torch.tensor(sorted(table_items(c).keys()), dtype=torch.int64)
+        new = torch.randint(1 << 62, (1 << 63) - 1, (240,), generator=gen)
+        if keys == "zipf":
+            picked = torch.cat([zipf_pick(present, 700), zipf_pick(new, 600)])
+        else:
+            picked = torch.cat([present[torch.randperm(present.numel(), generator=gen)[:700]], new])
+            picked = picked.repeat_interleave(torch.randint(1, 4, (picked.numel(),), generator=gen))
+        keys_b = picked[torch.randperm(picked.numel(), generator=gen)]
+        n = keys_b.numel()
+        rows = ((keys_b % 1009).float() + step).unsqueeze(1).expand(n, dim).contiguous()
+        kg = keys_b.to(device)
+        if op == "find_or_insert":
+            rg, rc = g.find_or_insert(kg), c.find_or_insert(keys_b)
+            torch.testing.assert_close(rg.values.cpu(), rc.values, atol=0, rtol=0)
+            assert int(rg.found.sum()) == int(rc.found.sum())
+            stats_g, stats_c = rg.stats, rc.stats
+        elif op == "insert_or_assign":
+            stats_g, stats_c = g.insert_or_assign(kg, rows.to(device)), c.insert_or_assign(keys_b, rows)
+        else:
+            rg, rc = g.insert_and_evict(kg, rows.to(device)), c.insert_and_evict(keys_b, rows)
+            ng, nc = int(rg.num_evicted), int(rc.num_evicted)
+            assert ng == nc > 0
+
+            def evicted(r, m):
+                ks = r.evicted_keys[:m].cpu().view(torch.int64).tolist()
+                return sorted(zip(ks, r.evicted_scores[:m].cpu().tolist(), r.evicted_values[:m].cpu()[:, 0].tolist()))
+
+            assert evicted(rg, ng) == evicted(rc, nc)
+            stats_g, stats_c = rg.stats, rc.stats
+        assert stats_dict(stats_g) == stats_dict(stats_c)
+        assert sum(stats_dict(stats_g).values()) == n
+        ig, ic = table_items(g), table_items(c)  # (assert_same_items, one comparison per table)
+        assert sorted(ig) == sorted(ic)
+        ks = sorted(ic)
+        assert [ig[k][1] for k in ks] == [ic[k][1] for k in ks]
+        assert torch.equal(torch.stack([ig[k][0] for k in ks]), torch.stack([ic[k][0] for k in ks]))
+        assert stats_dict(stats_c)["evicted"] > 0
+        assert g.size() == nb * bc
