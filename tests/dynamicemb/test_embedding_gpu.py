@@ -338,11 +338,10 @@ def test_csr_sort_variants_agree(bags, pooling, in_forward):
     w0 = [torch.randn(vocab, 16, generator=gen) * 0.1 for _ in range(2)]
     results = {}
     old = (lab(-1), later(-1), early(-1))
-    variants = [(0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0), (4, 0, 0), (1, 1, 0), (1, 2, 0), (0, 0, 1), (1, 0, 1), (2, 0, 1),
-                (0, 3, 1), (0, 4, 0)]
+    variants = [(0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0), (4, 0, 0), (1, 1, 0), (1, 2, 0), (0, 0, 1), (1, 0, 1), (2, 0, 1)]
     try:
         for v in variants:
-            assert lab(v[0]) in range(5) and later(v[1]) in range(6) and early(v[2]) in range(2)
+            assert lab(v[0]) in range(5) and later(v[1]) in range(3) and early(v[2]) in range(2)
             m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16))
             m.overlap_csr = in_forward
             for t in range(2):
@@ -409,44 +408,6 @@ def test_dedup_insert_variants_agree(pooling):
     for v in variants[1:]:
         for k, (a, b) in enumerate(zip(results[variants[0]], results[v])):
             assert torch.equal(a, b), f"insert variant {v}, result {k} differs from the plain insert"
-
-
-@pytest.mark.parametrize("policy", ["lru", "lfu"])
-@pytest.mark.parametrize("pooling", ["sum", "none"])
-def test_find_probe_variants_agree(pooling, policy):
-    """The find by a probe of every id on the side stream from the step's start (lab op _lookup_lab_find_later 3-5:
-    its grid of a block per chunk, one or two blocks per SM; the number pass takes its claimers' slots from it)
-    gives bitwise equal outputs, rows, Adam state, stored keys and scores to the number pass's own find over four
-    steps (hot ids, new ids in every step: the insert pass's misses, evictions past the capacity), then an eval."""
-    later = torch.ops.dynamicemb._lookup_lab_find_later
-    gen = torch.Generator().manual_seed(13)
-    F, bags, vocab = 3, 3000, 20000
-    data = []
-    for s in range(4):
-        lengths = torch.ones(F * bags, dtype=torch.int64) if pooling == "none" else torch.randint(0, 4, (F * bags,), generator=gen)
-        offsets = torch.zeros(F * bags + 1, dtype=torch.int64)
-        offsets[1:] = torch.cumsum(lengths, 0)
-        n = int(offsets[-1])
-        u = torch.rand(n, generator=gen)
-        ids = (u ** 4 * (vocab // 4)).long() + s * (vocab // 4) * (torch.rand(n, generator=gen) < 0.3).long()
-        data.append((ids.cuda(), offsets.cuda()))
-    results = {}
-    old = later(-1)
-    variants = [0, 3, 4, 5]
-    try:
-        for v in variants:
-            assert later(v) in range(6)
-            m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16), score_policy=policy)
-            results[v] = trained_results(m, data, 300)
-            m.eval()
-            with torch.no_grad():
-                results[v].append(m(*data[0]).clone())
-    finally:
-        later(old)
-    assert later(-1) == old
-    for v in variants[1:]:
-        for k, (a, b) in enumerate(zip(results[variants[0]], results[v])):
-            assert torch.equal(a, b), f"find variant {v}, result {k} differs from the number pass's find"
 
 
 @pytest.mark.parametrize("pooling", ["sum", "mean", "none"])

@@ -1,7 +1,9 @@
 """pytest plugin: runs the dynamicemb tests with the lab op _lookup_lab_find_later set to --find-lab N for every
-step (where a training step finds its uniques; 3-5: a probe of every id on the side stream, docs/dynamicemb.md).
+step (where a training step finds its uniques: 0 the dedup's number pass, 1 its own kernel after the CSR fork, 2 the
+dedup's insert; session 23's 3-5, a probe of every id on the side stream, were removed: docs/dynamicemb.md). It
+fails at start when the build has no such variant.
 
-    PYTHONPATH=SITE:tools/dynamicemb_dev python3 -m pytest -p find_lab_plugin --find-lab 3 tests/dynamicemb/...
+    PYTHONPATH=SITE:tools/dynamicemb_dev python3 -m pytest -p find_lab_plugin --find-lab 1 tests/dynamicemb/...
 """
 
 

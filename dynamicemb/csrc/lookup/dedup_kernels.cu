@@ -22,8 +22,6 @@
 //   resolve  inverse[i] = inverse[pos] for the others, and bag[i] of every id (binary search over the bag ends
 //            of its chunk, starting at the chunk's first bag).
 // no_bags (a sequence step whose kernels read no bags): clear and resolve write no bags.
-// Lab (pslot): the number pass takes its claimers' slots from a probe of every id that lookup_step ran on a side
-// stream from the step's start (dedup_probe_kernel), instead of finding them itself.
 // Nothing depends on the set's content before the step (the clear pass rewrites it), so an interrupted step
 // leaves nothing to clean up.
 #include <atomic>
@@ -428,52 +426,42 @@ __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&c
     t[r] = claimed[r] ? __ldg(p.feature_table + f[r]) : 0;
   }
   const bool find = p.find_meta != nullptr && !p.find_later && p.slot_row == nullptr;
-  const bool probed = p.pslot != nullptr;  // lab: the side stream's probe found every id's slot already
   uint64_t k[K][kGroup];
   int64_t g[K];
   uint64_t clk[K];
   if (find) {
 #pragma unroll
     for (int r = 0; r < K; ++r) {
-      g[r] = -1;
+      g[r] = 0;
       clk[r] = 0;
 #pragma unroll
       for (int j = 0; j < kGroup; ++j) k[r][j] = 0;
       if (claimed[r]) {
         const TableMeta& m = p.find_meta[t[r]];
-        if (probed) {
-          g[r] = p.pslot[idx[r]];
-        } else {
-          g[r] = group_of(table::home_of(m, key[r]));
-          const uint64_t* keys = reinterpret_cast<const uint64_t*>(m.keys) + g[r];
+        g[r] = group_of(table::home_of(m, key[r]));
+        const uint64_t* keys = reinterpret_cast<const uint64_t*>(m.keys) + g[r];
 #pragma unroll
-          for (int j = 0; j < kGroup; ++j) k[r][j] = keys[j];
-        }
+        for (int j = 0; j < kGroup; ++j) k[r][j] = keys[j];
         if (p.find_train) clk[r] = static_cast<uint64_t>(*reinterpret_cast<const int64_t*>(m.counters));
       }
     }
   }
   if (!write_claimers<K>(p, claimed, idx, sset, u, t, key)) return;
   int64_t slot[K];
-  if (probed) {
 #pragma unroll
-    for (int r = 0; r < K; ++r) slot[r] = claimed[r] ? g[r] : -1;
-  } else {
+  for (int r = 0; r < K; ++r) {
+    slot[r] = -1;
+    if (!claimed[r]) continue;
 #pragma unroll
-    for (int r = 0; r < K; ++r) {
-      slot[r] = -1;
-      if (!claimed[r]) continue;
-#pragma unroll
-      for (int j = 0; j < kGroup; ++j)
-        if (k[r][j] == key[r]) slot[r] = g[r] + j;
-    }
-#pragma unroll
-    for (int r = 0; r < K; ++r)
-      if (claimed[r] && slot[r] < 0) {
-        const TableMeta& m = p.find_meta[t[r]];
-        slot[r] = probe_digests(m, key[r], table::home_of(m, key[r]));
-      }
+    for (int j = 0; j < kGroup; ++j)
+      if (k[r][j] == key[r]) slot[r] = g[r] + j;
   }
+#pragma unroll
+  for (int r = 0; r < K; ++r)
+    if (claimed[r] && slot[r] < 0) {
+      const TableMeta& m = p.find_meta[t[r]];
+      slot[r] = probe_digests(m, key[r], table::home_of(m, key[r]));
+    }
   if (p.find_train) {
     uint64_t old[K];
 #pragma unroll
@@ -607,49 +595,6 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_find_kernel(DedupParams p)
   }
 }
 
-// ---------------------------------------------------------------- probe (lab: find_later 3-5)
-// Every id's slot in its table into pslot (-1: not stored, a reserved id): find_slots without the score, on the
-// ids laid out as in the insert (chunks of kChunk, kPerThread per thread, probes in flight together) and their
-// tables by the dedup's own feature search, so a claimer's slot is the one the number pass's find would take. It
-// reads only the step's inputs and the tables' keys and digests, which nothing writes before the insert pass, so
-// it may run from the step's start on another stream; the checks' verdict does not matter (a skipped batch has no
-// claimers). Grid-stride over the chunks.
-template <bool kSmem>
-__global__ void __launch_bounds__(kInsertBlock) dedup_probe_kernel(DedupParams p) {
-  constexpr int K = kPerThread;
-  __shared__ int32_t sbound[kSmemFeatures + 1];
-  load_bounds<kSmem>(p, sbound);
-  auto bound = [&](int g) {
-    if constexpr (kSmem) return sbound[g];
-    else return feature_bound(p, g);
-  };
-  const unsigned long long* ids = reinterpret_cast<const unsigned long long*>(p.ids);
-  int64_t* out = const_cast<int64_t*>(p.pslot);
-  const int64_t chunks = (p.n + kChunk - 1) / kChunk;
-  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
-    int32_t idx[K], t[K];
-    bool live[K], act[K];
-    uint64_t key[K];
-#pragma unroll
-    for (int r = 0; r < K; ++r) {
-      const int64_t i = c * kChunk + r * kInsertBlock + threadIdx.x;
-      live[r] = i < p.n;
-      idx[r] = live[r] ? static_cast<int32_t>(i) : 0;
-      key[r] = live[r] ? __ldg(ids + i) : 0;
-      act[r] = live[r] && !table::is_reserved_key(key[r]);
-    }
-    int f[K];
-    features_of<K>(p.num_features, bound, idx, act, f);
-#pragma unroll
-    for (int r = 0; r < K; ++r) t[r] = act[r] ? __ldg(p.feature_table + f[r]) : 0;
-    int64_t slot[K];
-    find_slots<K>(p.find_meta, false, act, key, t, slot);
-#pragma unroll
-    for (int r = 0; r < K; ++r)
-      if (live[r]) out[idx[r]] = act[r] ? slot[r] : -1;
-  }
-}
-
 // ---------------------------------------------------------------- resolve
 // Block c: ids [c * kChunk, (c + 1) * kChunk). inverse[i] <= -2 (repeat of the id at -inverse[i] - 2, which
 // claimed and so holds its unique) becomes that unique. bag[i]: the first bag b >= b0 (the chunk's first bag,
@@ -761,7 +706,6 @@ void launch_dedup(const DedupParams& p_in, void* stream, void (*after_count)(voi
   }
   launch_pass(pdl, detail::dedup_count_kernel, insert_grid, B, st, p, "dedup count");
   if (after_count != nullptr) after_count(ctx);
-  if (p.probe_done != nullptr) join_side_stream(p.probe_done, stream);  // lab: the side stream's probe (pslot)
   launch_pass(pdl, smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>, insert_grid, B, st,
               p, "dedup number");
   launch_pass(pdl, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,
@@ -781,18 +725,8 @@ int dedup_flags_variant(int v) {
 
 int find_later_variant(int v) {
   const int old = g_find_later.load();
-  if (v >= 0 && v <= 5) g_find_later.store(v);
+  if (v >= 0 && v <= 2) g_find_later.store(v);
   return old;
-}
-
-void launch_dedup_probe(const DedupParams& p, int per_sm, void* stream) {
-  if (p.n == 0 || p.find_meta == nullptr || p.pslot == nullptr) return;
-  const unsigned chunks = blocks_for(p.n, detail::kChunk);
-  const unsigned cap = per_sm > 0 ? static_cast<unsigned>(persistent_blocks(per_sm)) : chunks;
-  auto k = p.num_features <= detail::kSmemFeatures ? detail::dedup_probe_kernel<true>
-                                                   : detail::dedup_probe_kernel<false>;
-  k<<<chunks < cap ? chunks : cap, detail::kInsertBlock, 0, static_cast<cudaStream_t>(stream)>>>(p);
-  check_launch("dedup probe");
 }
 
 void launch_dedup_find(const DedupParams& p, void* stream) {

@@ -144,11 +144,6 @@ struct DedupParams {
   // lab (op _lookup_lab_find_later 2): (set capacity) scratch; the insert's first taker of a set slot finds its
   // (table, key) and writes the table slot (or -1) here, the number pass copies the claimer's into urow
   int64_t* slot_row;
-  // lab (op _lookup_lab_find_later 3-5): (n) every id's slot in its table (-1: none), written by
-  // launch_dedup_probe on the side stream from the step's start (beside the checks and the insert); the number
-  // pass joins probe_done (an event) and takes each claimer's slot from here instead of probing its table
-  const int64_t* pslot;
-  void* probe_done;
   // scratch the clear pass zeroes as well (the CSR sort's counters of the step: segment_sort_zero_bytes), or null
   void* zero;                // 16-byte aligned
   int64_t zero_bytes;        // a multiple of 16
@@ -178,17 +173,9 @@ void launch_dedup(const DedupParams& p, void* stream, void (*after_count)(void*)
 // The find of launch_dedup's number pass as a kernel of its own over the uniques (p.find_later).
 void launch_dedup_find(const DedupParams& p, void* stream);
 // Lab: where lookup_step finds its uniques: 0 = in the dedup's number pass, 1 = after the CSR fork
-// (DedupParams::find_later), 2 = in the dedup's insert (DedupParams::slot_row), 3-5 = a probe of every id on the
-// side stream from the step's start (DedupParams::pslot; its grid: 3 one block per chunk, 4 / 5 one / two blocks
-// per SM); sets it when v is 0..5, returns the one before.
+// (DedupParams::find_later), 2 = in the dedup's insert (DedupParams::slot_row); sets it when v is 0..2, returns
+// the one before.
 int find_later_variant(int v);
-// Lab (find_later 3-5): every id's slot into p.pslot (read-only probe of p.find_meta's tables; needs ids, offsets,
-// n, num_bags, batch, feature_table, num_features), a grid of one block per chunk of 1,024 ids (per_sm 0) or
-// per_sm blocks per SM looping over the chunks. fork_dedup_probe queues it on the side stream after the work
-// queued on `stream` so far and returns the event the number pass joins (null: `stream` is being captured, the
-// probe ran on `stream`).
-void launch_dedup_probe(const DedupParams& p, int per_sm, void* stream);
-void* fork_dedup_probe(const DedupParams& p, int per_sm, void* stream);
 
 // ---------------------------------------------------------------- insert / find
 struct InsertParams {

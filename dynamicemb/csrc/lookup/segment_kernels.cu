@@ -597,12 +597,11 @@ cudaStream_t side_stream(int device) {
   return streams[device];
 }
 
-// The forks' events of this thread on `device` (ready: the dedup is done; done: the CSR is built), made once
+// The fork's two events of this thread on `device` (ready: the dedup is done; done: the CSR is built), made once
 // and re-recorded every step: a wait takes the event's state when it is enqueued, and a thread joins its fork in
 // the same op before it forks again, so no step waits on another's record (per thread: threads may step at once).
 struct ForkEvents {
   cudaEvent_t ready = nullptr, done = nullptr, numbered = nullptr;  // numbered: fork_segment_bounds's
-  cudaEvent_t probe_ready = nullptr, probed = nullptr;  // lab: fork_dedup_probe's (its own done event)
 };
 struct ThreadForkEvents {  // destroyed with the thread (errors ignored: the runtime may be gone at exit)
   std::vector<ForkEvents> per_device;
@@ -612,8 +611,6 @@ struct ThreadForkEvents {  // destroyed with the thread (errors ignored: the run
         cudaEventDestroy(e.ready);
         cudaEventDestroy(e.done);
         cudaEventDestroy(e.numbered);
-        cudaEventDestroy(e.probe_ready);
-        cudaEventDestroy(e.probed);
       }
   }
 };
@@ -623,8 +620,8 @@ ForkEvents& fork_events(int device) {
   if (static_cast<int>(v.size()) <= device) v.resize(device + 1);
   ForkEvents& e = v[device];
   if (!e.ready) {
-    cudaEvent_t ev[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
-    for (int k = 0; k < 5; ++k) {
+    cudaEvent_t ev[3] = {nullptr, nullptr, nullptr};
+    for (int k = 0; k < 3; ++k) {
       const cudaError_t err = cudaEventCreateWithFlags(&ev[k], cudaEventDisableTiming);
       if (err != cudaSuccess)
         for (int j = 0; j < k; ++j) cudaEventDestroy(ev[j]);
@@ -633,8 +630,6 @@ ForkEvents& fork_events(int device) {
     e.ready = ev[0];
     e.done = ev[1];
     e.numbered = ev[2];
-    e.probe_ready = ev[3];
-    e.probed = ev[4];
   }
   return e;
 }
@@ -644,8 +639,7 @@ namespace {
 // launch(side) on the device's side stream after the work queued on `stream` so far (through the event `mark`),
 // then the side stream's done event, which the caller joins (join_side_stream).
 template <typename F>
-void* on_side_stream(void* stream, cudaEvent_t ForkEvents::*mark, F&& launch,
-                     cudaEvent_t ForkEvents::*done = &ForkEvents::done) {
+void* on_side_stream(void* stream, cudaEvent_t ForkEvents::*mark, F&& launch) {
   int dev = 0;
   cuda_ok("device", cudaGetDevice(&dev));
   cudaStream_t side = side_stream(dev);
@@ -653,8 +647,8 @@ void* on_side_stream(void* stream, cudaEvent_t ForkEvents::*mark, F&& launch,
   cuda_ok("event record", cudaEventRecord(ev.*mark, static_cast<cudaStream_t>(stream)));
   cuda_ok("stream wait", cudaStreamWaitEvent(side, ev.*mark, 0));
   launch(side);
-  cuda_ok("event record", cudaEventRecord(ev.*done, side));
-  return ev.*done;
+  cuda_ok("event record", cudaEventRecord(ev.done, side));
+  return ev.done;
 }
 
 bool capturing(void* stream) {
@@ -692,16 +686,6 @@ void* fork_segment_sort(const BackwardParams& p, void* stream) {
 
 void* fork_segment_bounds(const BackwardParams& p, void* stream) {
   return on_side_stream(stream, &ForkEvents::numbered, [&](cudaStream_t side) { launch_segment_bounds(p, side); });
-}
-
-void* fork_dedup_probe(const DedupParams& p, int per_sm, void* stream) {
-  if (p.n == 0 || capturing(stream)) {
-    launch_dedup_probe(p, per_sm, stream);
-    return nullptr;
-  }
-  return on_side_stream(
-      stream, &ForkEvents::probe_ready, [&](cudaStream_t side) { launch_dedup_probe(p, per_sm, side); },
-      &ForkEvents::probed);
 }
 
 void join_side_stream(void* token, void* stream) {

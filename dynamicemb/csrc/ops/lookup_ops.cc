@@ -141,9 +141,9 @@ int64_t lookup_lab_csr_sort(int64_t variant) {
 }
 
 // Lab: where a step finds its uniques (find_later_variant: 0 the dedup's number pass, 1 after the CSR fork, 2 the
-// dedup's insert, 3-5 a probe of every id on the side stream); other values only read it. Returns the one before.
+// dedup's insert); other values only read it. Returns the one before.
 int64_t lookup_lab_find_later(int64_t variant) {
-  return find_later_variant(variant >= 0 && variant <= 5 ? static_cast<int>(variant) : -1);
+  return find_later_variant(variant >= 0 && variant <= 2 ? static_cast<int>(variant) : -1);
 }
 
 // Lab: the DedupFlags of later steps' dedup (0..kDedupFlagsAll; other values only read them). Returns the ones
@@ -540,26 +540,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // programmatic dependents (the clear pass's early set fill only behind the checks' kernel)
   const int dflags = dedup_flags_variant(-1);
   const bool pdl_step = (dflags & kDedupPdl) && (dflags & kStepPdl) && pdl_supported();
-  // lab (op _lookup_lab_find_later 3-5): every id's slot probed on the side stream from here on, beside the checks
-  // and the dedup's insert; the number pass joins it and takes its claimers' slots from pslot
-  const int find_mode = find_later_variant(-1);
-  Tensor pslot;
-  SideJoin probe_join;
-  DedupParams pp{};
-  if (header_by_clear && find_mode >= 3) {
-    pslot = torch::stable::new_empty(ids, {n}, ScalarType::Long);
-    pp.ids = id_ptr;
-    pp.offsets = off_ptr;
-    pp.n = n;
-    pp.num_bags = nb;
-    pp.batch = batch;
-    pp.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
-    pp.num_features = static_cast<int>(feature_table.numel());
-    pp.find_meta = meta_ptr(meta);
-    pp.pslot = static_cast<const int64_t*>(pslot.data_ptr());
-    probe_join.stream = stream;
-    probe_join.token = fork_dedup_probe(pp, find_mode - 3, stream);
-  }
   if (validate) {
     ValidateParams v{};
     v.ids = id_ptr;
@@ -608,8 +588,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     d.find_meta = meta_ptr(meta);
     d.urow = a.urow;
     d.find_train = train;
-    d.pslot = pp.pslot;
-    d.probe_done = probe_join.token;
   }
   d.flags = dflags;
   if (!(validate && pdl_step)) d.flags &= ~kStepPdl;
@@ -647,7 +625,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     f->side->token = fork_segment_sort(*f->c, f->stream);
   };
   if (!probe) launch_dedup(d, stream, early ? +fork_sort : nullptr, &fork_at);
-  probe_join.token = nullptr;  // joined by the dedup before its number pass
   if (a.csr) {
     if (early) {
       side.token = fork_segment_bounds(c, stream);

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (The record of session 23's run 1, on step26 6f5c246's wheel; variants 3-5 were removed after it.)
 # step26 run 1: the find by a probe of every id on the side stream from the step's start (lab op
 # _lookup_lab_find_later 3 / 4 / 5: a block per chunk of 1,024 ids, one / two blocks per SM), the number pass taking
 # its claimers' slots from it. GPU tests in parallel (the variants bitwise against the number pass's find, CPU
