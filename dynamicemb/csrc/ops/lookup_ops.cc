@@ -164,13 +164,12 @@ int64_t lookup_lab_mirror(int64_t variant) {
 
 // Lab: how a training step of a sequence forks its CSR build: 1 its sort after the dedup's count pass (keys: claimer
 // positions), beside the number pass, and its bounds after the dedup (default); 0 all of it after the dedup; other
-// values only read it. Returns the one before. 2 (timing only, session 23: outputs differ for misses): 1, and the
-// training sequence's gather probes each id's table itself (as the eval's) instead of reading the uniques' slots.
+// values only read it. Returns the one before.
 std::atomic<int> g_step_lab{1};
 
 int64_t lookup_lab_step(int64_t variant) {
   const int old = g_step_lab.load();
-  if (variant >= 0 && variant <= 2) g_step_lab.store(static_cast<int>(variant));
+  if (variant == 0 || variant == 1) g_step_lab.store(static_cast<int>(variant));
   return old;
 }
 
@@ -603,7 +602,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   }
   // the early fork (lab op _lookup_lab_step 1): a sequence's CSR sort beside the number pass, keyed by claimer
   bool early =
-      a.csr && !probe && (flags & kStepOverlap) && pooling == kPoolNone && !d.find_later && g_step_lab.load() >= 1;
+      a.csr && !probe && (flags & kStepOverlap) && pooling == kPoolNone && !d.find_later && g_step_lab.load() == 1;
   if (early) {
     d.csr_keys = segment_csr_first_keys(c, stream);
     early = d.csr_keys != nullptr;
@@ -677,7 +676,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   f.out_stride = out_cols;
   f.out = out.data_ptr();
   f.addr = probe ? kAddrProbe : (via_unique ? kAddrUnique : kAddrRowp);
-  if (via_unique && g_step_lab.load() == 2) f.addr = kAddrProbe;  // lab, timing only (lookup_lab_step)
   f.inverse = a.inverse;
   f.urow = a.urow;
   f.utables = a.utables;
