@@ -1,6 +1,6 @@
 #!/bin/bash
 # step26 run 2 (timing only): what the training sequence's gather costs when it probes each id's table itself, as the
-# eval's does (lab op _lookup_lab_step 2 of step26's wheel after 96d6aec: outputs of misses differ, so no tests; at the
+# eval's does (lab op _lookup_lab_step 2 of step26 1d33239's wheel, removed after this run; timing only, no tests; at the
 # preset every unique hits after the warm-up and the outputs are the same), against main's code path in one process.
 # With the side-stream probe's run 1 (the number pass's find costs ~0.025 ms) this bounds the gain of a training
 # gather that probes and inserts its misses after itself.
