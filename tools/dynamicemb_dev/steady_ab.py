@@ -3,7 +3,8 @@ measured the way a training loop runs it: the host ahead of the device. Per opti
 "D[/A][@S+S...]" (D: the dedup's flags, op _lookup_lab_dedup; A: the segmented update's kernel, op _lookup_lab_seg_apply
 of builds before session 17; "-" the build's defaults, e.g. main's wheel; S: module settings of the variant, "c<N>"
 backward_chunk = N (0: the atomic scatter), "nf<policy>" the optimizer's nonfinite policy, "L<N>" op _lookup_lab_step
-of builds that have it, "s<N>" the CSR sort, op _lookup_lab_csr_sort): steady ms per step (CUDA events around
+of builds that have it, "s<N>" the CSR sort, op _lookup_lab_csr_sort, "F<N>" where the step finds its uniques, op
+_lookup_lab_find_later): steady ms per step (CUDA events around
 --reps steps queued behind 5 more, in --rounds interleaved rounds, median), synchronized ms (the host waits for each), and from one profile of --steps steps
 issued behind a GPU sleep the device span and busy per step and every kernel's device time per step (so the
 kernels' times are those of overlapped, pipelined steps). Run (GPU):
@@ -85,6 +86,8 @@ def main():
     s0 = step_lab(-1) if step_lab is not None else None
     sort_lab = getattr(ops, "_lookup_lab_csr_sort", None)
     sort0 = sort_lab(-1) if sort_lab is not None else None
+    find_lab = getattr(ops, "_lookup_lab_find_later", None)
+    find0 = find_lab(-1) if find_lab is not None else None
     mod = [None]  # the module of the optimizer being measured, with its settings before any variant
     settings0 = {}
 
@@ -97,6 +100,8 @@ def main():
             step_lab(s0)
         if sort_lab is not None:
             sort_lab(sort0)
+        if find_lab is not None:
+            find_lab(find0)
         m = mod[0]
         m.backward_chunk = settings0["chunk"]
         m.optimizer.nonfinite = settings0["nonfinite"]
@@ -108,6 +113,9 @@ def main():
                 m.optimizer.nonfinite = t[2:]
             elif t[0] == "s":
                 sort_lab(int(t[1:]))
+            elif t[0] == "F":
+                if find_lab is None or (find_lab(int(t[1:])), find_lab(-1))[1] != int(t[1:]):
+                    raise SystemExit(f"setting {t}: this build has no such _lookup_lab_find_later variant")
             elif t[0] == "L":
                 if step_lab is None:
                     raise SystemExit(f"setting {t}: this build has no op _lookup_lab_step")
