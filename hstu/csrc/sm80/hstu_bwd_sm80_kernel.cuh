@@ -884,6 +884,11 @@ constexpr int kBwdSm80JoinedCopiesCfg = 2;
 // 3 (calls without contexts; D = 64 / 128 the one-barrier loop on sm_90+, D = 256 two stages): the default kernels in
 // the other grid order than bwd_sm80_heads_first picks.
 constexpr int kBwdSm80OtherOrderCfg = 3;
+// 6 / 7 (bf16, D = 256, sm_90+, calls without contexts, the default's grid order): one block barrier per tile pair with
+// two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies, 224 KB); 7 with the lean Q / dO copies and
+// full-tile intervals too (kPdsLeanCopies).
+constexpr int kBwdSm80MbarCfg = 6;
+constexpr int kBwdSm80MbarLeanCfg = 7;
 constexpr int kBwdSm80LastCfg = 8;
 static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
@@ -927,6 +932,23 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           err = bwd_sm80_sm90_class(sm90);
           if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
           return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8>>(p, max_smem, stream);
+        }
+        return cudaErrorNotSupported;
+      case kBwdSm80MbarCfg:
+      case kBwdSm80MbarLeanCfg:
+        if constexpr (D == 256) {
+          bool sm90 = false;
+          err = bwd_sm80_sm90_class(sm90);
+          if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
+          constexpr int kB = kBwdPdsDefaultBody<D, 8> | kPdsMbarCopies;
+          const bool heads_first = bwd_sm80_heads_first<D>(p);
+          if (cfg == kBwdSm80MbarCfg) {
+            return heads_first ? launch_hstu_bwd_pds<T, D, 2, 8, kB | kPdsHeadsFirst>(p, max_smem, stream)
+                               : launch_hstu_bwd_pds<T, D, 2, 8, kB>(p, max_smem, stream);
+          }
+          return heads_first
+                     ? launch_hstu_bwd_pds<T, D, 2, 8, kB | kPdsLeanCopies | kPdsHeadsFirst>(p, max_smem, stream)
+                     : launch_hstu_bwd_pds<T, D, 2, 8, kB | kPdsLeanCopies>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       default:
