@@ -1,6 +1,6 @@
 // HSTU attention backward, sm80-class, FlashAttention-2's warp layout (issue 39): the default sm80-class backward at
 // D = 64 / 128 / 256 (bf16 and fp16) where 8 warps' shared memory fits (launch_hstu_bwd_fitting); its comparisons
-// kernel_options(sm90=False, bwd_sm80_cfg=1 / 2 / 4 / 5).
+// kernel_options(sm90=False, bwd_sm80_cfg=1 / 2 / 3 / 4 / 5 / 6).
 //
 // The old default kernel (hstu_bwd_sm80_kernel.cuh) gives each warp 16 key rows for every GEMM, so P^T / dS^T stay in
 // registers but every warp loads the whole Q / dO tile per MMA row (about 0.081 byte of ldmatrix per MMA flop at
@@ -16,8 +16,9 @@
 // About 0.06 byte per flop over the five GEMMs and S / dP computed once at every D (5 GEMM passes, not 7 at D = 256).
 // The mask, rab / drab, delta-q, seqused and jagged handling are the default kernel's (same SeqInfo, bwd_work_tiles,
 // element rules). Shared memory: K, V, STAGES Q / dO buffers, P, dS; 128 / 160 / 224 KB at D = 128 (1 / 2 / 3
-// stages; 3: two P / dS buffers, sm_90+), 144 / 208 KB at D = 256: A100 and Hopper, not sm86 / sm89 (99 KB), where
-// the launcher reports not supported and the old layouts run (D = 64: 80 / 96 / 144 KB).
+// stages; 3: two P / dS buffers, sm_90+), 144 / 208 / 224 KB at D = 256 (1 / 2 stages, 2 with two P / dS buffers:
+// kPdsMbarCopies, sm_90+): A100 and Hopper, not sm86 / sm89 (99 KB), where the launcher reports not supported and
+// the old layouts run (D = 64: 80 / 96 / 144 KB).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -79,10 +80,10 @@ constexpr int kPdsSplitCopies = 16;
 // starts every sequence's heaviest key blocks early (the tail; heads first within +-0.3 % at S4K - S16K with H = 4,
 // and with one head it is FA2's order, 5 % slower at B16 S4K on the older kernel).
 constexpr int kPdsHeadsFirst = 32;
-// A flag on BODY (STAGES = 2, the loop-free bodies, calls without contexts, sm_90+; kernel_options(bwd_sm80_cfg=6 /
-// 7) at D = 256): one block barrier per tile pair with two Q / dO stages. kOneBar's three stages do not fit at D =
-// 256 (288 KB); here the next tile's copies are issued after the barrier behind phase 1 (every warp is done with the
-// tile before, the stage's last occupant) and complete on an mbarrier per stage (cp.async.mbarrier.arrive), which
+// A flag on BODY (STAGES = 2, the loop-free bodies, calls without contexts, sm_90+; D = 256's default there,
+// kBwdPdsD256OneBar): one block barrier per tile pair with two Q / dO stages. kOneBar's three stages do not fit at
+// D = 256 (288 KB); here the next tile's copies are issued after the barrier behind phase 1 (every warp is done with
+// the tile before, the stage's last occupant) and complete on an mbarrier per stage (cp.async.mbarrier.arrive), which
 // phase 1 of that tile waits for instead of a block barrier; P / dS alternate between two buffers (224 KB at D =
 // 256). kPdsLeanCopies: with D = 128's lean Q / dO copies and full-tile intervals (kLeanLoad, kFullMap).
 constexpr int kPdsMbarCopies = 64;
