@@ -44,6 +44,6 @@ digest() {
   grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log 2>/dev/null | cut -c1-200 | tail -12
   echo "#### time (ms; $1)"
   cut -c1-250 $OUT/time.log 2>/dev/null
-  [ -f $OUT/san.log ] && { echo "#### sanitizer"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error|rc " $OUT/san.log | head -12; }
+  [ -f $OUT/san.log ] && { echo "#### sanitizer"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error|rc |cfg |azard" $OUT/san.log | head -12; }
   true
 }
