@@ -284,8 +284,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // D = 128's loop-free body copies the next Q / dO tile with load_q_do_lean (the predicated copies of load_q_do took
   // ~130 instructions a warp and tile pair, a tenth of the kernel's) and tests for full tiles against two intervals
   // formed once per key block (tile_full_at; ~30 instructions a tile pair in tile_full): -0.5 / -0.7 % on an H200
-  // (B16 S4K). Not at D = 256 (correct there, its time not measured) nor in sm_80 code (the two-stage D = 128 kernel
-  // spilled 4 B with them).
+  // (B16 S4K). At D = 256 with kPdsLeanCopies (the one-barrier default: -2.2 / -1.5 % at B16 S4K / B128 S1K); not in
+  // sm_80 code (the two-stage D = 128 kernel spilled 4 B with them).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr bool kLeanLoad = false;
 #else
