@@ -1,13 +1,16 @@
 """The sm80-class backward's one-barrier loop and comparison cfgs (kernel_options(sm90=False, bwd_sm80_cfg=n);
 hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the default for calls without contexts has one
 block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; at D = 64 the
-next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16, D =
-64) the one-barrier loop with the copies together, cfg 3 the default kernels in the other grid order (the default:
-heads first up to 2,048 keys, else batch first). Each meets the error rule of test_kernels_gpu.py against the fp32
-reference (fresh random inputs, gradients poisoned), all give the same dK, dV and drab bit for bit, and the kernel
-that runs is the cfg's (other head dims, contexts and GPUs without the shared memory run the two-barrier default).
-Also the default's kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab
-with long contexts, a local window, targets and rab, the key-block limit and the dQ workspace layouts."""
+next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16, D = 64)
+the one-barrier loop with the copies together, cfg 3 the default kernels in the other grid order (the default: heads
+first up to 2,048 keys, else batch first). At D = 256 on sm_90+ the default has one block barrier per tile pair with two
+Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies, with the lean copies: kPdsLeanCopies); cfg 1 runs the
+two-barrier kernel there, cfg 6 (bf16) the loop without the lean copies. Each meets the error rule of
+test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned), all give the same dK, dV and
+drab bit for bit, and the kernel that runs is the cfg's (other head dims, contexts and GPUs without the shared memory
+run the two-barrier default). Also the default's kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel
+skips the context gap), drab with long contexts, a local window, targets and rab, the key-block limit and the dQ
+workspace layouts."""
 
 import os
 import sys
@@ -25,11 +28,25 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 pytestmark = pytest.mark.gpu
 
 LOOP_CFGS = (1, 2, 3)
+MBAR_CFGS = (6,)  # (D = 256)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; D = 64's with
 # kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
 _DEFAULT_BODY = {64: 10, 128: 7}
 _DEFAULT_FLAGS = {64: 16, 128: 0}
 _HEADS_FIRST = 32
+_MBAR, _LEAN = 64, 128  # kPdsMbarCopies, kPdsLeanCopies
+
+
+def loop_cfgs(D):
+    """the comparison cfgs of the loop tests at head dim D"""
+    return LOOP_CFGS + (MBAR_CFGS if D == 256 else ())
+
+
+def mbar_fits():
+    """whether this GPU runs D = 256's one-barrier loop (compute capability 9.0+, 224 KB + 16 B per block)"""
+    smem = (2 * 64 * 256 + 2 * 2 * 64 * 256 + 4 * 64 * 64) * 2 + 16  # K, V, two Q / dO stages, two P / dS, mbarriers
+    return (torch.cuda.get_device_capability(0)[0] >= 9
+            and smem <= torch.cuda.get_device_properties(0).shared_memory_per_block_optin)
 
 
 def one_bar_fits():
@@ -40,15 +57,20 @@ def one_bar_fits():
 
 
 def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
-    """The end of the name of the kernel cfg 0 / 1 / 2 / 3 runs at head dim D for dtype without contexts on this GPU,
-    or None where that is not the one-barrier loop, its two-barrier comparison or a grid order's kernel (other head
-    dims, below sm_90). The default's grid order: heads first up to 2,048 keys (the body kernel with kPdsHeadsFirst;
-    D = 256: its two-stage kernel), else batch first; cfg 3 the other one."""
+    """The end of the name of the kernel cfg 0 / 1 / 2 / 3 / 6 runs at head dim D for dtype without contexts on this
+    GPU, or None where that is not the one-barrier loop, its two-barrier comparison or a grid order's kernel (other
+    head dims, below sm_90). The default's grid order: heads first up to 2,048 keys (the body kernel with
+    kPdsHeadsFirst), else batch first; cfg 3 the other one. D = 256: the default the two-stage body kernel with
+    kPdsMbarCopies | kPdsLeanCopies, cfg 1 the two-stage two-barrier kernel, cfg 6 (bf16) kPdsMbarCopies alone."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
-    if D == 256 and cfg in (0, 3) and one_bar_fits():  # (two stages: 208 KB, Hopper)
-        if (max_seqlen_k <= 2048) != (cfg == 3):
-            return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {10 | _HEADS_FIRST}>(hstu::HstuParams)"
-        return f"hstu_bwd_pds_kernel<{t}, 256, 2, 8>(hstu::HstuParams)"
+    if D == 256 and mbar_fits():  # (224 KB, Hopper)
+        first = (max_seqlen_k <= 2048) != (cfg == 3)
+        if cfg == 1:
+            if first:
+                return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {10 | _HEADS_FIRST}>(hstu::HstuParams)"
+            return f"hstu_bwd_pds_kernel<{t}, 256, 2, 8>(hstu::HstuParams)"
+        body = 10 | _MBAR | (0 if cfg == 6 and dtype == torch.bfloat16 else _LEAN) | (_HEADS_FIRST if first else 0)
+        return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {body}>(hstu::HstuParams)"
     if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
     if cfg == 1:
@@ -78,20 +100,20 @@ def _bwd_kernels(case):
 @pytest.mark.parametrize("lens", ["jagged", "dense"])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
-    """The default (the one-barrier loop on sm_90+), cfg 1 (two barriers), cfg 2 (D = 64: the copies together) and cfg 3
-    (the other grid order; at D = 256 the only cfg that changes the kernel) meet the error rule against the fp32
-    reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one- and two-tile walks and key blocks
-    past a sequence's end; dense ones across several query tiles; masks cutting tiles, contexts and targets with
-    groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the same dK, dV and drab bit for
-    bit (the same sums in the same order: only the barriers, buffers, copies and the order of the CTAs differ), dQ
-    too when deterministic (its own kernel), else up to the atomics' order (outputs poisoned before each run)."""
+    """The default (the one-barrier loop on sm_90+; D = 256: two stages on mbarriers), cfg 1 (two barriers), cfg 2 (D =
+    64: the copies together), cfg 3 (the other grid order) and at D = 256 cfg 6 (without the lean copies) meet the error
+    rule against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one- and two-tile walks
+    and key blocks past a sequence's end; dense ones across several query tiles; masks cutting tiles, contexts and
+    targets with groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the same dK, dV and drab
+    bit for bit (the same sums in the same order: only the barriers, buffers, copies and the order of the CTAs differ),
+    dQ too when deterministic (its own kernel), else up to the atomics' order (outputs poisoned before each run)."""
     lk = [300, 0, 1, 129, 128, 77, 64, 33, 700] if lens == "jagged" else [384] * 3
     case = kg.make_case(zlib.crc32(repr(("bwd2", D, lens, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16,
                         mask, rab_heads, delta_q=delta_q, seqused=seqused)
     q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
     dout = torch.randn_like(q)
     grads = {}
-    for cfg in (0,) + LOOP_CFGS:
+    for cfg in (0,) + loop_cfgs(D):
         kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
         kg.check_case(case, 0.5, deterministic=deterministic)
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
@@ -100,10 +122,41 @@ def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, determinis
         kg.poison_allocator(8 * q.numel() * q.element_size())
         grads[cfg] = torch.autograd.grad(out, leaves, dout)
         assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
-    for cfg in LOOP_CFGS:
+    for cfg in loop_cfgs(D):
         for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[0])):
             if i == 0 and not deterministic:
                 kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={cfg} vs the default")
+            else:
+                assert torch.equal(g, w), (cfg, name)
+
+
+@pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 1, True)])
+def test_sm80_backward_mbar_batch_first(mask, rab_heads, delta_q, kernel_opts):
+    """D = 256's default (one barrier, two stages on mbarriers, the lean copies) and cfg 6 (without them) over more
+    than 2,048 keys (the grid order batch first there): the error rule against the fp32 reference, the kernel each
+    runs, and the same dK, dV and drab bit for bit as the two-barrier kernel (cfg 1; test_sm80_backward_one_barrier
+    runs them heads first)."""
+    case = kg.make_case(zlib.crc32(repr(("mbar_bf", mask, rab_heads)).encode()), [2200, 300, 129, 0, 64], 2, 256,
+                        torch.bfloat16, mask, rab_heads, delta_q=delta_q)
+    q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
+    dout = torch.randn_like(q)
+    grads = {}
+    for cfg in (1, 0) + MBAR_CFGS:
+        kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+        if cfg != 1:
+            kg.check_case(case, 0.5)
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
+        out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
+                                    has_drab=rab is not None, **kg._varlen_kwargs(case))
+        kg.poison_allocator(8 * q.numel() * q.element_size())
+        grads[cfg] = torch.autograd.grad(out, leaves, dout)
+        names = _bwd_kernels(case)
+        want = loop_kernel(256, cfg, max_seqlen_k=case["max_seqlen_k"])
+        assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (cfg, names, want)
+    for cfg in (0,) + MBAR_CFGS:
+        for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[1])):
+            if i == 0:
+                kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={cfg} vs cfg 1")
             else:
                 assert torch.equal(g, w), (cfg, name)
 
@@ -112,15 +165,15 @@ def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, determinis
 def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
     """At D = 64 / 128 on sm_90+ the default runs the one-barrier loop (both dtypes; at 200 keys heads first), cfg 1 the
     two-barrier kernel, cfg 2 (bf16, D = 64) the loop with the copies together, cfg 3 the other grid order (D = 256
-    too); calls with contexts run the context kernel whatever the cfg; other head dims (and GPUs below sm_90) run
-    the same kernel for every cfg."""
+    too), cfg 6 (bf16, D = 256) the mbarrier loop without the lean copies; calls with contexts run the context kernel
+    whatever the cfg; other head dims (and GPUs below sm_90) run the same kernel for every cfg."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)
         ctx_case = kg.make_case(23, [300, 64], 2, D, dtype, "context_target", 0)
         kernel_opts(sm90=False)
         default, default_ctx = _bwd_kernels(case), _bwd_kernels(ctx_case)
         assert len(default) == 1, default
-        for cfg in (0,) + LOOP_CFGS:
+        for cfg in (0,) + loop_cfgs(D):
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             names = _bwd_kernels(case)
             want = loop_kernel(D, cfg, dtype)

@@ -873,17 +873,24 @@ inline cudaError_t bwd_sm80_sm90_class(bool& yes) {
 }
 constexpr int kBwdSm80OldCfg = 8;
 // kernel_options(bwd_sm80_cfg=n), for comparisons: 4 / 5 (bf16) the default's one / two Q / dO stage kernels where
-// they fit (two block barriers per tile pair); 1 (bf16 and fp16) at D = 64 / 128 on sm_90+ the two-barrier kernels
-// instead of the default's one-barrier loop (kOneBar); 2 (bf16, D = 64, sm_90+, calls without contexts) the
-// one-barrier loop with the next tile's Q and dO copies issued together (D = 64's default splits them:
-// kPdsSplitCopies); elsewhere the default runs.
+// they fit (two block barriers per tile pair); 1 (bf16 and fp16) at D = 64 / 128 / 256 on sm_90+ the two-barrier
+// kernels instead of the default's one-barrier loop (kOneBar; D = 256: kPdsMbarCopies); 2 (bf16, D = 64, sm_90+,
+// calls without contexts) the one-barrier loop with the next tile's Q and dO copies issued together (D = 64's default
+// splits them: kPdsSplitCopies); elsewhere the default runs.
 // Their measured history (tile candidates, pipelined k-loops, earlier bodies and phase orders) is in
 // docs/hstu_kernel_notes.md.
 constexpr int kBwdSm80TwoBarCfg = 1;
 constexpr int kBwdSm80JoinedCopiesCfg = 2;
-// 3 (calls without contexts; D = 64 / 128 the one-barrier loop on sm_90+, D = 256 two stages): the default kernels in
-// the other grid order than bwd_sm80_heads_first picks.
+// 3 (calls without contexts; D = 64 / 128 / 256 the one-barrier loops on sm_90+, elsewhere D = 256's two stages where
+// they fit): the default kernels in the other grid order than bwd_sm80_heads_first picks.
 constexpr int kBwdSm80OtherOrderCfg = 3;
+// D = 256's default on sm_90+ for calls without contexts: one block barrier per tile pair with two Q / dO stages
+// whose copies complete on mbarriers (kPdsMbarCopies, 224 KB; cfg 1: the two-barrier kernels), with the lean Q / dO
+// copies and full-tile intervals (kPdsLeanCopies); 6 (bf16, the default's grid order) the other form of the two
+// (kBwdPdsD256Alt), for comparisons.
+constexpr int kBwdPdsD256OneBar = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsLeanCopies;
+constexpr int kBwdPdsD256Alt = kPdsLoopFreeDqFirst | kPdsMbarCopies;
+constexpr int kBwdSm80MbarCfg = 6;
 constexpr int kBwdSm80LastCfg = 8;
 static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
@@ -929,6 +936,16 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8>>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
+      case kBwdSm80MbarCfg:
+        if constexpr (D == 256) {
+          bool sm90 = false;
+          err = bwd_sm80_sm90_class(sm90);
+          if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
+          return bwd_sm80_heads_first<D>(p)
+                     ? launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256Alt | kPdsHeadsFirst>(p, max_smem, stream)
+                     : launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256Alt>(p, max_smem, stream);
+        }
+        return cudaErrorNotSupported;
       default:
         return cudaErrorNotSupported;
     }
@@ -968,7 +985,23 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
         }
       }
     }
-    if constexpr (D == 256) {  // (the two-stage kernel heads first where it fits)
+    if constexpr (D == 256) {  // sm_90+: one block barrier per tile pair (kBwdPdsD256OneBar) where it fits
+      if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg && p.num_contexts == nullptr) {
+        bool sm90 = false;
+        cudaError_t err = bwd_sm80_sm90_class(sm90);
+        if (err != cudaSuccess) return err;
+        int max_smem = 0;
+        if (sm90) err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+        if (err != cudaSuccess) return err;
+        if (sm90) {
+          err = bwd_sm80_heads_first<D>(p)
+                    ? launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst>(p, max_smem, stream)
+                    : launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar>(p, max_smem, stream);
+          if (err != cudaErrorNotSupported) return err;
+        }
+      }
+    }
+    if constexpr (D == 256) {  // (else the two-stage kernel heads first where it fits)
       if (applies && p.num_contexts == nullptr && bwd_sm80_heads_first<D>(p)) {
         int max_smem = 0;
         cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);

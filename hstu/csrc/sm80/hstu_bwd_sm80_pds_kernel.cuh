@@ -1,6 +1,6 @@
 // HSTU attention backward, sm80-class, FlashAttention-2's warp layout (issue 39): the default sm80-class backward at
 // D = 64 / 128 / 256 (bf16 and fp16) where 8 warps' shared memory fits (launch_hstu_bwd_fitting); its comparisons
-// kernel_options(sm90=False, bwd_sm80_cfg=1 / 2 / 4 / 5).
+// kernel_options(sm90=False, bwd_sm80_cfg=1 / 2 / 3 / 4 / 5 / 6).
 //
 // The old default kernel (hstu_bwd_sm80_kernel.cuh) gives each warp 16 key rows for every GEMM, so P^T / dS^T stay in
 // registers but every warp loads the whole Q / dO tile per MMA row (about 0.081 byte of ldmatrix per MMA flop at
@@ -16,8 +16,9 @@
 // About 0.06 byte per flop over the five GEMMs and S / dP computed once at every D (5 GEMM passes, not 7 at D = 256).
 // The mask, rab / drab, delta-q, seqused and jagged handling are the default kernel's (same SeqInfo, bwd_work_tiles,
 // element rules). Shared memory: K, V, STAGES Q / dO buffers, P, dS; 128 / 160 / 224 KB at D = 128 (1 / 2 / 3
-// stages; 3: two P / dS buffers, sm_90+), 144 / 208 KB at D = 256: A100 and Hopper, not sm86 / sm89 (99 KB), where
-// the launcher reports not supported and the old layouts run (D = 64: 80 / 96 / 144 KB).
+// stages; 3: two P / dS buffers, sm_90+), 144 / 208 / 224 KB at D = 256 (1 / 2 stages, 2 with two P / dS buffers:
+// kPdsMbarCopies, sm_90+): A100 and Hopper, not sm86 / sm89 (99 KB), where the launcher reports not supported and
+// the old layouts run (D = 64: 80 / 96 / 144 KB).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -79,15 +80,50 @@ constexpr int kPdsSplitCopies = 16;
 // starts every sequence's heaviest key blocks early (the tail; heads first within +-0.3 % at S4K - S16K with H = 4,
 // and with one head it is FA2's order, 5 % slower at B16 S4K on the older kernel).
 constexpr int kPdsHeadsFirst = 32;
+// A flag on BODY (STAGES = 2, the loop-free bodies, calls without contexts, sm_90+; D = 256's default there,
+// kBwdPdsD256OneBar): one block barrier per tile pair with two Q / dO stages. kOneBar's three stages do not fit at
+// D = 256 (288 KB); here the next tile's copies are issued after the barrier behind phase 1 (every warp is done with
+// the tile before, the stage's last occupant) and complete on an mbarrier per stage (cp.async.mbarrier.arrive), which
+// phase 1 of that tile waits for instead of a block barrier; P / dS alternate between two buffers (224 KB at D =
+// 256). kPdsLeanCopies: with D = 128's lean Q / dO copies and full-tile intervals (kLeanLoad, kFullMap).
+constexpr int kPdsMbarCopies = 64;
+constexpr int kPdsLeanCopies = 128;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
 constexpr int kBwdPdsDefaultFlags = STAGES == 3 && D == 64 ? kPdsSplitCopies : 0;
 
-// STAGES = 3 (kOneBar, below): three Q / dO stages and two P / dS buffers.
+// STAGES = 3 (kOneBar, below): three Q / dO stages and two P / dS buffers; mbar (kPdsMbarCopies): two P / dS buffers
+// and two mbarriers behind them.
 template <int D, int BM, int BN>
-constexpr int bwd_pds_smem_bytes(int stages) {
-  return (2 * BN * D + stages * 2 * BM * D + (stages == 3 ? 4 : 2) * BM * BN) * 2;
+constexpr int bwd_pds_smem_bytes(int stages, bool mbar = false) {
+  return (2 * BN * D + stages * 2 * BM * D + (stages == 3 || mbar ? 4 : 2) * BM * BN) * 2 + (mbar ? 16 : 0);
+}
+
+// mbarriers for kPdsMbarCopies (sm_90+ code only: the kernels that use them are traps below sm_90).
+__device__ __forceinline__ void pds_mbar_init(uint32_t bar, uint32_t count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+// The thread's earlier cp.async copies arrive on bar once complete (the barrier counts one arrival per thread).
+__device__ __forceinline__ void pds_mbar_arrive_copies(uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+__device__ __forceinline__ void pds_mbar_wait(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "PDS_WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra PDS_WAIT_%=;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#endif
 }
 
 // Calls f(mt, nt, e, r, j) for each S / dP accumulator element of a warp (row position r = rbase + mt*16 + (e/2)*8,
@@ -241,19 +277,19 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kDpUnroll, unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
-  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst);
+  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
   // D = 128's loop-free body copies the next Q / dO tile with load_q_do_lean (the predicated copies of load_q_do took
   // ~130 instructions a warp and tile pair, a tenth of the kernel's) and tests for full tiles against two intervals
   // formed once per key block (tile_full_at; ~30 instructions a tile pair in tile_full): -0.5 / -0.7 % on an H200
-  // (B16 S4K). Not at D = 256 (correct there, its time not measured) nor in sm_80 code (the two-stage D = 128 kernel
-  // spilled 4 B with them).
+  // (B16 S4K). At D = 256 with kPdsLeanCopies (the one-barrier default: -2.2 / -1.5 % at B16 S4K / B128 S1K); not in
+  // sm_80 code (the two-stage D = 128 kernel spilled 4 B with them).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr bool kLeanLoad = false;
 #else
-  constexpr bool kLeanLoad = kLoopFree && (D == 64 || D == 128);
+  constexpr bool kLeanLoad = kLoopFree && (D == 64 || D == 128 || (BODY & kPdsLeanCopies) != 0);
 #endif
   constexpr bool kFullMap = kLeanLoad;
   constexpr int kDpUnroll = STAGES >= 2 ? 4 : 2;
@@ -266,6 +302,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   constexpr bool kOneBar = STAGES == 3;
   constexpr bool kSplitCopies = (BODY & kPdsSplitCopies) != 0;
   static_assert(!kSplitCopies || kOneBar, "split copies: the one-barrier loop only");
+  constexpr bool kMbar = (BODY & kPdsMbarCopies) != 0;  // (kPdsMbarCopies above)
+  static_assert(!kMbar || (STAGES == 2 && kLoopFree && !CTX), "kPdsMbarCopies: two stages, a loop-free body");
+  constexpr bool kTwoPdS = kOneBar || kMbar;  // two P / dS buffers, alternating by tile parity
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
   // D = 64 / 128's plain body (the context kernels) adds row-major (with the fragment order it spilled 4-12 B in
   // sm_90a code).
@@ -318,7 +357,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   const uint32_t sV = sK + BN * D * 2;
   const uint32_t sQ0 = sV + BN * D * 2;  // stage s: Q at sQ0 + s * kStageBytes, dO right after it
   constexpr uint32_t kStageBytes = 2 * BM * D * 2;
-  const uint32_t sP0 = sQ0 + STAGES * kStageBytes;  // P, dS (kOneBar: then the second P, dS)
+  const uint32_t sP0 = sQ0 + STAGES * kStageBytes;  // P, dS (kTwoPdS: then the second P, dS)
+  const uint32_t sBar = sP0 + (kTwoPdS ? 4 : 2) * BM * BN * 2;  // kMbar: stage s's mbarrier at sBar + 8 s
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -464,17 +504,29 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       cp_async_wait<1>();
       __syncthreads();
     }
+    if constexpr (kMbar) {  // (the copies above in flight while the barriers are set up)
+      if (tid == 0) {
+        pds_mbar_init(sBar, NT);
+        pds_mbar_init(sBar + 8, NT);
+      }
+      __syncthreads();
+      pds_mbar_arrive_copies(sBar);  // K, V and the first tile on stage 0's barrier
+    }
 
     int stage = 0;
+    uint32_t parity = 0u;  // kMbar: bit s the phase parity stage s's barrier completes next
     int mb = mb_begin;
     do {
       const int m0 = mb * BM;
       const int r0 = m0 + mk.offset;
-      if constexpr (!kOneBar) {
+      if constexpr (kMbar) {
+        pds_mbar_wait(sBar + stage * 8, (parity >> stage) & 1u);  // Q, dO of tile mb landed
+        parity ^= 1u << stage;
+      } else if constexpr (!kOneBar) {
         cp_async_wait<0>();
         __syncthreads();  // Q, dO of tile mb landed; every warp is done with the previous tile (P, dS, other stage)
       }
-      if (STAGES == 2 && next_tile(mb) < tiles_end()) {
+      if (STAGES == 2 && !kMbar && next_tile(mb) < tiles_end()) {
         const int mn = next_tile(mb) * BM;
         const uint32_t ot = opaque(tid);
         const uint32_t sQn = sQ0 + (stage ^ 1) * kStageBytes;
@@ -487,7 +539,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       }
       const uint32_t sQ = sQ0 + stage * kStageBytes;
       const uint32_t sdO = sQ + BM * D * 2;
-      const uint32_t sP = sP0 + (kOneBar ? static_cast<uint32_t>(mb & 1) * (2 * BM * BN * 2) : 0u);
+      const uint32_t sP = sP0 + (kTwoPdS ? static_cast<uint32_t>(mb & 1) * (2 * BM * BN * 2) : 0u);
       const uint32_t sdS = sP + BM * BN * 2;
 
       // ---- Phase 1: S = Q K^T, then dP = dO V^T, over this warp's SM queries x SN keys. Two passes over D, not
@@ -697,6 +749,18 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                          std::integral_constant<int, kSplitCopies ? 1 : 3>());
           cp_async_commit();
         }
+      } else if constexpr (kMbar) {
+        __syncthreads();  // P, dS complete; every warp is done with tile mb - 1 (the other stage, P / dS buffer)
+        if (mb + 1 < mb_end) {
+          const uint32_t ot = opaque(tid);
+          const uint32_t sQn = sQ0 + (stage ^ 1) * kStageBytes;
+          if constexpr (kLeanLoad) {
+            load_q_do_lean(sQn, (mb + 1) * BM, ot, std::integral_constant<int, 3>());
+          } else {
+            load_q_do(sQn, (mb + 1) * BM, ot);
+          }
+          pds_mbar_arrive_copies(sBar + (stage ^ 1) * 8);
+        }
       } else {
         __syncthreads();  // P, dS complete
       }
@@ -886,12 +950,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 
 // The layouts over 99 KB cannot fit sm86 / sm89's per-block limit: in their code the kernel is a trap (the launcher
 // never picks it on compute capability 8.x other than 8.0), which keeps those builds' register report clean; so are
-// the three-stage kernels (kOneBar) in code below sm_90 (their launcher checks the device).
+// the three-stage kernels (kOneBar) and kPdsMbarCopies' in code below sm_90 (their launchers check the device).
 template <typename T, int D, int STAGES, int NWARPS, int BODY, bool CTX>
 __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   using C = BwdPdsConfig<D, NWARPS>;
-  if constexpr (STAGES == 3 ||
+  if constexpr (STAGES == 3 || (BODY & kPdsMbarCopies) != 0 ||
                 (__CUDA_ARCH__ != 800 && bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024)) {
     __trap();
   } else {
@@ -928,9 +992,10 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
   if constexpr (!C::kExists) {
     return cudaErrorNotSupported;
   } else {
-    constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES);
+    constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES, (BODY & kPdsMbarCopies) != 0);
     if (kSmem > max_smem) return cudaErrorNotSupported;
-    if constexpr (STAGES == 3) {  // (kOneBar: calls without contexts; the caller checks for sm_90+)
+    if constexpr (STAGES == 3 || (BODY & kPdsMbarCopies) != 0) {  // (calls without contexts; the caller checks
+                                                                  // for sm_90+)
       if (p.num_contexts != nullptr) return cudaErrorNotSupported;
     }
     // Key blocks in gridDim.y (at most 65535): the op refuses max_seqlen_k over 65535 blocks of 64 keys with a
