@@ -734,7 +734,7 @@ def queue_count(module, ids, offsets, tables: List[int], stream) -> PrefetchJob:
     B = (offsets.numel() - 1) // module.num_features
     with torch.cuda.stream(stream):
         _, info = torch.ops.dynamicemb.cache_probe(meta, ids, offsets, module._ftable_i32, B, mask)
-        host.copy_(info, non_blocking=True)
+        host.copy_(info[:n], non_blocking=True)
     done.record(stream)
     ids.record_stream(stream)  # (the batch's memory is not reused before the count ran, whatever its owner does)
     offsets.record_stream(stream)
