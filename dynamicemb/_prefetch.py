@@ -28,6 +28,10 @@ job. What keeps it safe:
     prefetch (and raises what staging raises: ``CacheCapacityError``, ``StoreError``).
 
 A CPU module runs the job inline (in order; the tests count its ops) unless ``threaded=True``.
+
+Over a warm working set (``prefetch_adaptive``: the last job a step took read no miss) a threaded job is a count only
+(``queue_count``: op cache_probe on the side stream, no thread, no staging), which its step reads after a host wait
+for that count alone; a miss makes the next job a staging job again.
 """
 
 from __future__ import annotations
