@@ -29,9 +29,11 @@ job. What keeps it safe:
 
 A CPU module runs the job inline (in order; the tests count its ops) unless ``threaded=True``.
 
-Over a warm working set (``prefetch_adaptive``: the last job a step took read no miss) a threaded job is a count only
-(``queue_count``: op cache_probe on the side stream, no thread, no staging), which its step reads after a host wait
-for that count alone; a miss makes the next job a staging job again.
+Over a warm working set (``prefetch_adaptive``: the last job a step took read no miss) the module's next
+SAMPLE_EVERY - 1 prefetches of device batches queue nothing (``idle``: their steps count themselves, as without a
+prefetch) and the one after is a count only (``queue_count``: op cache_probe on the side stream, no thread, no
+staging), which its step reads after a host wait for that count alone; a miss (a count's, or a step's own:
+``cooled``) makes the next job a staging job again.
 """
 
 from __future__ import annotations
@@ -668,7 +670,9 @@ def take(module, ids: torch.Tensor, offsets: torch.Tensor, cached: List[int]):
     if job.count is not None:
         _read_count(job)
     if job.count_only or job.done is None:  # a count job's or a staging job's sample (``prefetch_adaptive``)
-        module.__dict__[_WARM] = job.gens is not None and job._missed == 0
+        warm = job.gens is not None and job._missed == 0
+        d = module.__dict__
+        d[_WARM], d[_IDLE] = warm, (SAMPLE_EVERY - 1 if warm else 0)
     if job.gens is not None:
         none.update({t: 0 for t, g in job.gens.items() if t in none and module.tables[t].generation == g})
     if _flag_seen(module, job.flag) == 0 and None not in none.values():
@@ -681,6 +685,27 @@ def take(module, ids: torch.Tensor, offsets: torch.Tensor, cached: List[int]):
 
 
 _WARM = "_prefetch_warm"  # a module's attribute: the last job its step took read no miss (``prefetch_adaptive``)
+_IDLE = "_prefetch_idle"  # and the prefetches left to skip after that sample (``idle``)
+
+
+def idle(module) -> bool:
+    """``prefetch_adaptive`` over host-staged tables (the module's prefetch of a device batch, before ``submit``):
+    True when this prefetch queues nothing: the last job a step took read no miss, fewer than SAMPLE_EVERY
+    prefetches ago, and no step counted a miss since (``cooled``). Its step then counts itself, as without a
+    prefetch (a warm step: one count, no staging); the next sample is a count job (``queue_count``)."""
+    d = module.__dict__
+    n = d.get(_IDLE)
+    if not n or not getattr(module, "prefetch_adaptive", False):
+        return False
+    d[_IDLE] = n - 1
+    return True
+
+
+def cooled(module) -> None:
+    """A step's own count saw a miss: the next prefetch stages ahead again (``prefetch_adaptive``)."""
+    d = module.__dict__
+    if d.get(_WARM):
+        d[_WARM], d[_IDLE] = False, 0
 _COUNT_SLOTS = _KEEP + 1  # pinned count slices per module: one is reused only after _KEEP newer jobs (forgotten)
 
 

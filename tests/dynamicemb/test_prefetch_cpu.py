@@ -246,7 +246,7 @@ def test_count_step_one_wait_and_warm_step_stages_nothing():
 
 
 def test_adaptive_warm_jobs_only_count():
-    """``prefetch_adaptive`` over host-staged tables: after a warm job, prefetches queue a count only; a miss turns
-    staging ahead back on (storage_helpers.prefetch_adaptive_counts)."""
+    """``prefetch_adaptive`` over host-staged tables: after a warm job, 15 prefetches in 16 queue nothing and the
+    16th a count only; a miss turns staging ahead back on (storage_helpers.prefetch_adaptive_counts)."""
     T = 3
     prefetch_adaptive_counts(make_t("hbm", T), make_t("caching", T, slots=16 * BC), T)

@@ -183,7 +183,9 @@ def test_prefetch_device_batches(store, tmp_path):
     torch.cuda.synchronize()
     assert_same(ref, m)
     # warm: the same batch again, prefetched: its step stages nothing and never waits for the device (a sleep
-    # queued ahead of it is still running when its forward returns), as an all-HBM step
+    # queued ahead of it is still running when its forward returns), as an all-HBM step (a job's property:
+    # ``prefetch_adaptive`` would queue none for most prefetches of a warm set, test_prefetch_adaptive_counts_cuda)
+    m.prefetch_adaptive = False
     ids, off, w = data[-1]
     step(ref, ids, off, w)
     step(m, ids, off, w)
@@ -202,9 +204,9 @@ def test_prefetch_device_batches(store, tmp_path):
 
 @pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
 def test_prefetch_adaptive_counts_cuda(opt):
-    """``prefetch_adaptive`` over the host store (the job thread's path): warm prefetches queue only op cache_probe
-    on the side stream (their steps count nothing and wait for nothing), a miss turns staging ahead back on;
-    bit-identical to all-HBM (storage_helpers.prefetch_adaptive_counts)."""
+    """``prefetch_adaptive`` over the host store (the job thread's path): over a warm set 15 prefetches in 16 queue
+    nothing and the 16th only op cache_probe on the side stream (its step counts nothing and waits for nothing), a
+    miss turns staging ahead back on; bit-identical to all-HBM (storage_helpers.prefetch_adaptive_counts)."""
     T = 3
     ref, m = make_t("hbm", T, opt=opt, device="cuda"), make_t("caching", T, slots=16 * BC, opt=opt, device="cuda")
     prefetch_adaptive_counts(ref, m, T, device="cuda")
