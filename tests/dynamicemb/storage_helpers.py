@@ -590,7 +590,7 @@ def prefetch_adaptive_counts(ref, m, T, device="cpu"):
             if cuda:
                 _prefetch.settle(m)  # (a staging job's own waits are its thread's, done before the sleep)
                 torch.cuda.synchronize()
-                torch.cuda._sleep(1 << 26)
+                torch.cuda._sleep(1 << 24)
             n1 = len(own)
             out = m(ids, off)
             counted.append(len(own) > n1)
