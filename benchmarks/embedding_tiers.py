@@ -29,7 +29,8 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
     through UVA (no rows moved; the forward's host rows go through HBM scratch rows in host-address order).
 (b2) with --rounds N: (b)'s cases for one optimizer built at once and timed in N interleaved rounds (pipelined ms
     per step and synchronized median; the ratio to all-HBM paired per round): a lent machine's host time drifts by
-    tens of percent between processes and minutes, and these steps are host-bound.
+    tens of percent between processes and minutes, and these steps are host-bound. One module per storage, its
+    prefetch modes (none, adaptive, with --job-rows a job every step) timed on it as cases of their own.
 (c) disk store: ``DiskStore.find`` rows/s of --disk-rows stored rows, for a cold working set (first read after the
     store's files were dropped from the page cache and the store reopened) and a warm one (the same keys again).
 
