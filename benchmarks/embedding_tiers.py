@@ -29,7 +29,8 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
     through UVA (no rows moved; the forward's host rows go through HBM scratch rows in host-address order).
 (b2) with --rounds N: (b)'s cases for one optimizer built at once and timed in N interleaved rounds (pipelined ms
     per step and synchronized median; the ratio to all-HBM paired per round): a lent machine's host time drifts by
-    tens of percent between processes and minutes, and these steps are host-bound.
+    tens of percent between processes and minutes, and these steps are host-bound. One module per storage, its
+    prefetch modes (none, adaptive, with --job-rows a job every step) timed on it as cases of their own.
 (c) disk store: ``DiskStore.find`` rows/s of --disk-rows stored rows, for a cold working set (first read after the
     store's files were dropped from the page cache and the store reopened) and a warm one (the same keys again).
 
@@ -406,13 +407,14 @@ def rows_moved(m):
 
 
 def bench_step_rounds(warmup, rounds, rows_per_table=None, B=None, fracs=(0.25,), opts=("sgd", "adam"),
-                      stores=("uva",), reps=20, batches=4):
+                      stores=("uva",), reps=20, batches=4, job_rows=False):
     """(b2) the train step of (b), every case of an optimizer built at once and timed in ``rounds`` interleaved
     rounds (the case order rotated each round), so that a slow spell of the host shows in every case of that round
     instead of in one: per round and case ``reps`` pipelined steps (one sync at the end: ms per step) and ``reps``
     synchronized steps (median). Rows: (optimizer, storage, pipelined median / min / max, synchronized median,
     pipelined and synchronized ratio to all-HBM: the median over the rounds of the same-round ratio, rows staged
-    into the caches per timed step)."""
+    into the caches per timed step). ``job_rows``: also each caching case with a prefetch job every step
+    (``prefetch_adaptive`` off)."""
     T, dim = 10, 128
     rows_per_table = rows_per_table or (1 << 20)
     B = B or 104857
@@ -422,13 +424,21 @@ def bench_step_rounds(warmup, rounds, rows_per_table=None, B=None, fracs=(0.25,)
     for opt_name, opt in (("SGD", SGD(lr=0.01)), ("Adam", Adam(lr=1e-3))):
         if opt_name.lower() not in opts:
             continue
-        cases = [("all-HBM", "hbm", 1.0, False, None)] + [
-            (f"caching {int(f * 100)}%{_STORE_LABEL.get(st, '')}{' + prefetch' if p else ''}", "caching", f, p, st)
-            for st in stores for f in fracs for p in (False, True)]
-        built = []
+        sfx = {0: "", 1: " + prefetch", 2: " + prefetch (a job every step)"}
+        cases = [("all-HBM", "hbm", 1.0, 0, None)] + [
+            (f"caching {int(f * 100)}%{_STORE_LABEL.get(st, '')}{sfx[p]}", "caching", f, p, st)
+            for st in stores for f in fracs for p in ((0, 1, 2) if job_rows else (0, 1))]
+        built, mods = [], {}
         for name, storage, frac, pre, store in cases:
-            m = make_module(T, dim, rows_per_table, opt, storage, frac, store)
-            one = train_step_fn(m, dev, grad, pre)
+            # one module per storage (its prefetch modes' cases share it: the same warm caches)
+            m = mods.get((storage, frac, store))
+            if m is None:
+                m = mods[(storage, frac, store)] = make_module(T, dim, rows_per_table, opt, storage, frac, store)
+            step = train_step_fn(m, dev, grad, pre > 0)
+
+            def one(step=step, m=m, adaptive=pre != 2):
+                m.prefetch_adaptive = adaptive
+                step()
 
             for _ in range(warmup):
                 one()
@@ -451,11 +461,12 @@ def bench_step_rounds(warmup, rounds, rows_per_table=None, B=None, fracs=(0.25,)
         for name, _, m in built:
             rp = statistics.median(a / b for a, b in zip(pipe[name], pipe[base]))
             rs = statistics.median(a / b for a, b in zip(sync[name], sync[base]))
-            rin = (rows_moved(m)[0] - moved0[name]) / (2 * rounds * reps)  # (pipelined + synchronized steps)
+            # (pipelined + synchronized steps of every case of the module)
+            rin = (rows_moved(m)[0] - moved0[name]) / (2 * rounds * reps * sum(x is m for _, _, x in built))
             out.append((opt_name, name, statistics.median(pipe[name]), min(pipe[name]), max(pipe[name]),
                         statistics.median(sync[name]), rp, rs, rin))
             print(f"step rounds: {out[-1]}", flush=True)
-        del built
+        del built, mods, m
         gc.collect()  # (the modules' reference cycles: see free_module)
         torch.cuda.empty_cache()
     return out, (T, B, dim, rows_per_table)
@@ -569,7 +580,7 @@ def main():
                     "backward), off; a -bm / -sm suffix (e.g. forward-bm): the tables' host rows bucket-major "
                     "(private) / slot-major (the default)")
     ap.add_argument("--opts", default="sgd,adam", help="optimizers of (b)")
-    ap.add_argument("--job-rows", action="store_true", help="(b): also each caching row with a prefetch job every "
+    ap.add_argument("--job-rows", action="store_true", help="(b), (b2): also each caching row with a prefetch job every "
                     "step (prefetch_adaptive off: the cost of a job, also over a warm set)")
     ap.add_argument("--rounds", type=int, default=0, help="also (b2): (b)'s cases built at once and timed in this "
                     "many interleaved rounds (pipelined and synchronized, ratios paired per round)")
@@ -647,7 +658,7 @@ def main():
     if a.rounds > 0:
         rr, (T, B, dim, R) = bench_step_rounds(warmup, a.rounds, a.step_rows, a.step_batch,
                                                [float(x) for x in a.fracs.split(",")], a.opts.lower().split(","),
-                                               a.stores.split(","), a.round_reps, a.batches)
+                                               a.stores.split(","), a.round_reps, a.batches, a.job_rows)
         md += [f"### (b2) train step, {a.rounds} interleaved rounds of {a.round_reps} steps per case: {T} tables x {B} "
                f"ids, D={dim} fp32, power law 1.05 over {R} ids per table, pooling none (ms per step; pipelined: no "
                f"sync between steps; synchronized: a device sync after each step, median; ratios to all-HBM paired "

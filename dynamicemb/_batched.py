@@ -332,7 +332,10 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
         #: pinned memory after each queued job, read once it landed, no wait); after a sample with no miss (a warm
         #: working set) the next ``_prefetch.SAMPLE_EVERY - 1`` prefetches queue nothing: their steps stage
         #: inside their own lookup_step (a warm staging: launches that return at once), which a prefetch would only
-        #: duplicate at the cost of an op call. False: every prefetch queues its job
+        #: duplicate at the cost of an op call. Over the other (host-staged) stores, after a step took a job that
+        #: read no miss, prefetches queue a count only (``_prefetch.queue_count``: op cache_probe on the side stream,
+        #: no thread, no staging): the step waits for that count instead of making its own behind the backward
+        #: queued meanwhile; a miss turns staging jobs back on. False: every prefetch queues its (staging) job
         self.prefetch_adaptive = True
         #: caching tables over the uva store stage on the device (op cache_stage: no host wait, capacity failures
         #: raised from the device error record; _device_stage.py); False: the Python staging (one wait or two)
@@ -806,7 +809,8 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
           first such call the module keeps the job's op arguments bound (``_prefetch._DeviceBinding``: one op call
           and its stream/event calls per prefetch); with ``prefetch_adaptive`` (the default) it samples every
           queued job's misses and, over a warm working set (a sample with no miss), queues nothing for the next 15
-          prefetches: their steps stage inside their own op, as without a prefetch.
+          prefetches: their steps stage inside their own op, as without a prefetch. Over host-staged stores (host,
+          disk) a warm working set gets count-only jobs (op cache_probe on the side stream, no thread).
         - ids on the CPU: reads the rows the caches miss from the backing stores into host memory (the step's
           staging then moves them into the caches without reading the stores; worth it for slow stores). Changes
           no table.

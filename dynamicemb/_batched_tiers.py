@@ -88,6 +88,8 @@ class _TierStaging:
                 bounds = self._bounds(offsets) if bounds is None else bounds
                 found, measured = self._miss_counts(ids, bounds, unknown)
                 counts.update(measured)
+            if any(counts[t] for t in unknown):
+                _prefetch.cooled(self)  # (``prefetch_adaptive``: the next prefetch stages ahead again)
         todo = [t for t in cached if counts[t]]
         if todo:
             bounds = self._bounds(offsets) if bounds is None else bounds
@@ -219,6 +221,8 @@ class _TierStaging:
         ordered with it on one stream."""
         if stream is not None and not self.use_kernels:
             stream, threaded = None, False
+        if (stream is not None or threaded) and _prefetch.idle(self):
+            return  # a warm working set (``prefetch_adaptive``): the step counts itself, as without a prefetch
         _prefetch.submit(self, ids, offsets, stream, threaded)
 
     def _prefetch_stream(self):

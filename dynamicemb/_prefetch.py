@@ -28,6 +28,12 @@ job. What keeps it safe:
     prefetch (and raises what staging raises: ``CacheCapacityError``, ``StoreError``).
 
 A CPU module runs the job inline (in order; the tests count its ops) unless ``threaded=True``.
+
+Over a warm working set (``prefetch_adaptive``: the last job a step took read no miss) the module's next
+SAMPLE_EVERY - 1 prefetches of device batches queue nothing (``idle``: their steps count themselves, as without a
+prefetch) and the one after is a count only (``queue_count``: op cache_probe on the side stream, no thread, no
+staging), which its step reads after a host wait for that count alone; a miss (a count's, or a step's own:
+``cooled``) makes the next job a staging job again.
 """
 
 from __future__ import annotations
@@ -109,11 +115,15 @@ class PrefetchJob:
         self._info = None  # and its op's info (misses per table first), read back only if ``missed`` is asked
         self._missed = 0
         self.seconds = 0.0
+        self.count_only = False  # a count job (queue_count); its result until read: (pinned slice, tables)
+        self.count = None
 
     @property
     def missed(self) -> int:
         """Ids of the batch its caches missed (duplicates counted); a queued device job reads them back from the
         device when asked (a host wait: diagnostics and tests only)."""
+        if self.count is not None:
+            _read_count(self)
         if self._info is not None:
             self.wait()
             h = self._info.tolist()
@@ -152,6 +162,10 @@ def submit(module, ids: torch.Tensor, offsets: torch.Tensor, stream=None, thread
     tables = module.tables
     if not threaded and (served := _device_served(module, ids, cached)):  # op cache_stage queued (queue_device)
         return _register(module, queue_device(module, ids, offsets, cached, stream, served), cached)
+    if threaded is None:
+        threaded = stream is not None
+    if threaded and _count_will_do(module, ids):  # a warm working set: the count alone (queue_count)
+        return _register(module, queue_count(module, ids, offsets, cached, stream), cached)
     pins, seen = [], set()
     for t in cached:  # steps in flight now: the job keeps them pinned until it ran
         for p in list(tables[t]._pins):
@@ -163,8 +177,6 @@ def submit(module, ids: torch.Tensor, offsets: torch.Tensor, stream=None, thread
         ready = torch.cuda.Event()
         ready.record(torch.cuda.current_stream(ids.device))
     job = _register(module, PrefetchJob(ids, offsets, cached, pins, ready), cached)
-    if threaded is None:
-        threaded = stream is not None
     if threaded:
         job.future = _executor().submit(_run_in_worker, module, job, stream)
     else:
@@ -655,6 +667,12 @@ def take(module, ids: torch.Tensor, offsets: torch.Tensor, cached: List[int]):
         return none, None, None, None
     recs[:] = [j for j in recs if j.sig != sig]
     job = mine[-1]
+    if job.count is not None:
+        _read_count(job)
+    if job.count_only or job.done is None:  # a count job's or a staging job's sample (``prefetch_adaptive``)
+        warm = job.gens is not None and job._missed == 0
+        d = module.__dict__
+        d[_WARM], d[_IDLE] = warm, (SAMPLE_EVERY - 1 if warm else 0)
     if job.gens is not None:
         none.update({t: 0 for t, g in job.gens.items() if t in none and module.tables[t].generation == g})
     if _flag_seen(module, job.flag) == 0 and None not in none.values():
@@ -664,3 +682,104 @@ def take(module, ids: torch.Tensor, offsets: torch.Tensor, cached: List[int]):
     if skip is not None and job.done is not None:
         skip.record_stream(current_stream(ids.get_device()))  # made on the job's stream, read on this one
     return none, job.bounds, job.stamp, (skip if None not in none.values() else None)
+
+
+_WARM = "_prefetch_warm"  # a module's attribute: the last job its step took read no miss (``prefetch_adaptive``)
+_IDLE = "_prefetch_idle"  # and the prefetches left to skip after that sample (``idle``)
+
+
+def idle(module) -> bool:
+    """``prefetch_adaptive`` over host-staged tables (the module's prefetch of a device batch, before ``submit``):
+    True when this prefetch queues nothing: the last job a step took read no miss, fewer than SAMPLE_EVERY
+    prefetches ago, and no step counted a miss since (``cooled``). Its step then counts itself, as without a
+    prefetch (a warm step: one count, no staging); the next sample is a count job (``queue_count``)."""
+    d = module.__dict__
+    n = d.get(_IDLE)
+    if not n or not getattr(module, "prefetch_adaptive", False):
+        return False
+    d[_IDLE] = n - 1
+    return True
+
+
+def cooled(module) -> None:
+    """A step's own count saw a miss: the next prefetch stages ahead again (``prefetch_adaptive``)."""
+    d = module.__dict__
+    if d.get(_WARM):
+        d[_WARM], d[_IDLE] = False, 0
+_COUNT_SLOTS = _KEEP + 1  # pinned count slices per module: one is reused only after _KEEP newer jobs (forgotten)
+
+
+def _count_will_do(module, ids) -> bool:
+    """``prefetch_adaptive`` over host-staged tables: the batch's job may be a count only (``queue_count``): the
+    last job that a step of the module took read no miss, no thread job is still running (its staging may move
+    keys under the count), and the count has its op path (CUDA: op cache_probe) or runs at once (CPU twin)."""
+    d = module.__dict__
+    if not (d.get(_WARM) and getattr(module, "prefetch_adaptive", False)):
+        return False
+    last = d.get(_TABLE_LAST)
+    if last is not None and last.future is not None and not last.future.done():
+        return False
+    return not ids.is_cuda or probe_op_serves(module, ids)
+
+
+def queue_count(module, ids, offsets, tables: List[int], stream) -> PrefetchJob:
+    """A warm prefetch over host-staged tables (``prefetch_adaptive``; the last taken job read no miss): the job
+    only counts the batch's misses per table and reads its feature bounds, queued on ``stream`` behind the work
+    queued so far (op cache_probe, one launch), the result copied into a pinned slice of the module and an event
+    recorded: no thread, no host wait, no staging (nothing evicted: no pins needed). The step (``take``) waits
+    for that event on the host, i.e. for the count only, not for the backward queued meanwhile on its own stream
+    (the wait a step's own count makes), and skips its own count for every table the count found whole and whose
+    cache did not change since (``generation``); a table with a miss the step counts and stages itself (and the
+    next prefetch queues a staging job again). ``stream`` None (CPU twin): counted at once (``count_step``)."""
+    job = PrefetchJob(ids, offsets, tables, [], None)
+    job.count_only = True
+    job.gens = {t: module.tables[t].generation for t in tables}  # (before the count: a later change voids it)
+    T = len(module.tables)
+    if stream is None:
+        try:
+            _, counts, bounds = count_step(module, ids, offsets, tables)
+        except Exception as e:  # noqa: BLE001  the step counts itself and raises its own
+            job.error, job.gens = _detached(e), None
+            return job
+        job.bounds, job._missed = list(bounds), sum(counts[t] for t in tables)
+        job.gens = {t: g for t, g in job.gens.items() if counts[t] == 0}
+        return job
+    slots = module.__dict__.get("_prefetch_counts")
+    n = T + module.num_features + 1
+    if slots is None or slots[0].numel() != _COUNT_SLOTS * n:
+        from ._batched_step import _pinned_slice
+
+        slots = module.__dict__["_prefetch_counts"] = [_pinned_slice(_COUNT_SLOTS * n), 0]
+    i = slots[1]
+    slots[1] = (i + 1) % _COUNT_SLOTS
+    host = slots[0][i * n:(i + 1) * n]
+    # the op's records first, on the current stream (a rebuild copies them there; the count waits for it)
+    meta, mask = module._kernel_meta(), _table_mask(module, ids.device, tables)
+    ids, offsets = ids.contiguous(), offsets.contiguous()
+    cur = current_stream(ids.get_device())
+    ready, done = _events(module, stream)
+    ready.record(cur)
+    stream.wait_event(ready)
+    B = (offsets.numel() - 1) // module.num_features
+    with torch.cuda.stream(stream):
+        _, info = torch.ops.dynamicemb.cache_probe(meta, ids, offsets, module._ftable_i32, B, mask)
+        host.copy_(info[:n], non_blocking=True)
+    done.record(stream)
+    ids.record_stream(stream)  # (the batch's memory is not reused before the count ran, whatever its owner does)
+    offsets.record_stream(stream)
+    job.done, job.count = done, (host, T)
+    return job
+
+
+def _read_count(job: PrefetchJob) -> None:
+    """A count job's result (``queue_count``), read once (by the batch's step): waits on the host for the job's
+    end event (the count only: it was queued right after the forward before it), then keeps in ``gens`` only the
+    tables whose count is 0."""
+    (host, T), job.count = job.count, None
+    job.done.synchronize()
+    from ._staging import host_phase
+
+    with host_phase():
+        v = host.tolist()
+    job.bounds, job._missed = v[T:], sum(v[t] for t in job.tables)
+    job.gens = {t: g for t, g in job.gens.items() if v[t] == 0}

@@ -563,6 +563,77 @@ def staging_syncs_cuda(ref, m, data, prefetch, clean_jobs=False):
     return per_step, n
 
 
+def prefetch_adaptive_counts(ref, m, T, device="cpu"):
+    """``prefetch_adaptive`` over host-staged tables (the job thread's path; m: make_t's caching module of T tables
+    with a 256-slot cache, ref its all-HBM twin), the pipeline shape (forward i, prefetch i + 1, backward i): once
+    a step took a job that read no miss, the next SAMPLE_EVERY - 1 prefetches queue nothing (their steps count
+    themselves, as without a prefetch) and the one after queues a count only (``_prefetch.queue_count``: no
+    thread, no staging, no pins; on CUDA op cache_probe on the side stream, on the CPU twin counted at once), whose
+    step counts nothing itself (on CUDA: waits for nothing, a sleep queued ahead of it still runs when its forward
+    returns); when a step's own count sees misses (cold ids) the next prefetches stage ahead again; once the
+    batches are warm again the skipping resumes; with ``prefetch_adaptive`` off every prefetch stages ahead.
+    Bit-identical to all-HBM throughout."""
+    assert m.prefetch_adaptive
+    cuda = device != "cpu"
+    warm = list(t_batches(T, 3, seed=31, hi=60, device=device))  # (<= 60 ids per table: 256 slots)
+    cold = list(t_batches(T, 8, seed=37, hi=2000, device=device))  # over the cache: they keep missing
+    own = []  # the steps' own miss counts
+    for name in ("_miss_counts", "_count_with_bounds"):
+        orig = getattr(m, name)
+        setattr(m, name, lambda *a, _f=orig, **k: (own.append(1), _f(*a, **k))[1])
+
+    def run(seq, steps):  # (runs of whole cycles: each run's first step had its batch prefetched)
+        kinds, counted, waited = [], [], 0
+        for i in range(steps):
+            ids, off, w = seq[i % len(seq)]
+            o_ref = step(ref, ids, off, w)
+            if cuda:
+                _prefetch.settle(m)  # (a staging job's own waits are its thread's, done before the sleep)
+                torch.cuda.synchronize()
+                torch.cuda._sleep(1 << 24)
+            n1 = len(own)
+            out = m(ids, off)
+            counted.append(len(own) > n1)
+            if cuda and not counted[-1] and kinds and kinds[-1] == "count":  # after a count that found it whole
+                waited += bool(torch.cuda.current_stream().query())  # its step did not wait for the sleep
+            nxt = seq[(i + 1) % len(seq)]
+            sizes = m.sizes()  # (settles: the step's job is no longer the latest)
+            if cuda:
+                m.prefetch(*nxt[:2])
+            else:
+                m._prefetch_stage(*nxt[:2], threaded=True)
+            job = _prefetch._LAST.get(m)
+            (out * w).sum().backward()
+            if job is not None and job.count_only:  # a count changes no table and pins nothing
+                assert m.sizes() == sizes and not job.pins and job.future is None
+            assert torch.equal(o_ref, out), i
+            kinds.append("skip" if job is None else "count" if job.count_only else "stage")
+        assert waited == 0, waited
+        # a step counts itself exactly after a prefetch that queued nothing (or staged what it then missed)
+        for k, c in zip(kinds, counted[1:]):
+            assert c == (k == "skip") or k == "stage", (kinds, counted)
+        return kinds
+
+    every = _prefetch.SAMPLE_EVERY
+    kinds = run(warm, 3)  # the first jobs stage the warm batches
+    assert kinds[0] == "stage", kinds
+    kinds = run(warm, 3 * every)
+    assert "stage" not in kinds and 2 <= kinds.count("count") <= 4, kinds  # a count in SAMPLE_EVERY prefetches
+    assert kinds.count("skip") >= 3 * every - 4, kinds
+    kinds = run(cold, 8)
+    # the first cold step counted itself and missed: every later prefetch stages ahead
+    assert kinds == ["stage"] * 8, kinds
+    run(warm, 6)  # the warm batches staged again (a job that staged is no warm sample)
+    kinds = run(warm, 3 * every)
+    assert "stage" not in kinds and 2 <= kinds.count("count") <= 4, kinds
+    m.prefetch_adaptive = False  # off: every prefetch stages ahead (a job in the thread)
+    kinds = run(warm, 3)
+    assert kinds == ["stage"] * 3, kinds
+    if cuda:
+        torch.cuda.synchronize()
+    assert_same(ref, m)
+    assert all(len(t._pins) == 0 for t in m.tables)
+
 def hot_stamps(device):
     """Op cache_stage's probe stamps on a warm step whose ids are a few hot ids repeated thousands of times (the
     kernel's read-before-write: most threads of a hot slot only read): afterwards every slot that an id of the

@@ -15,7 +15,8 @@ from dynamicemb._load import load_library
 from dynamicemb._storage import StoreError
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import BC, SyncCounter, assert_same, make_t, probe_batches, step, t_batches  # noqa: E402
+from storage_helpers import (BC, SyncCounter, assert_same, make_t, prefetch_adaptive_counts, probe_batches,  # noqa: E402
+                             step, t_batches)
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -242,3 +243,10 @@ def test_count_step_one_wait_and_warm_step_stages_nothing():
         out = m(ids, off)
     (out * w).sum().backward()
     assert c.waits == 2 and c.table_ops == T + 1, (c.waits, c.table_ops)
+
+
+def test_adaptive_warm_jobs_only_count():
+    """``prefetch_adaptive`` over host-staged tables: after a warm job, 15 prefetches in 16 queue nothing and the
+    16th a count only; a miss turns staging ahead back on (storage_helpers.prefetch_adaptive_counts)."""
+    T = 3
+    prefetch_adaptive_counts(make_t("hbm", T), make_t("caching", T, slots=16 * BC), T)

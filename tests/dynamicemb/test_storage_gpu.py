@@ -16,7 +16,7 @@ from dynamicemb._uva_store import UvaStoreSpec
 sys.path.insert(0, os.path.dirname(__file__))
 from storage_helpers import (BC, DIM, HAVE_ROCKS, admission_epochs_parity, assert_same, batches,  # noqa: E402
                              checkpoint_round_trips, deterministic, disk, disk_restart, make, make_t,
-                             POOLED, pooled_parity, prefetch_pipeline_cuda, rows, staging_syncs_cuda, step, t_batches,
+                             POOLED, pooled_parity, prefetch_adaptive_counts, prefetch_pipeline_cuda, rows, staging_syncs_cuda, step, t_batches,
                              table_ops_agree)
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
@@ -183,7 +183,9 @@ def test_prefetch_device_batches(store, tmp_path):
     torch.cuda.synchronize()
     assert_same(ref, m)
     # warm: the same batch again, prefetched: its step stages nothing and never waits for the device (a sleep
-    # queued ahead of it is still running when its forward returns), as an all-HBM step
+    # queued ahead of it is still running when its forward returns), as an all-HBM step (a job's property:
+    # ``prefetch_adaptive`` would queue none for most prefetches of a warm set, test_prefetch_adaptive_counts_cuda)
+    m.prefetch_adaptive = False
     ids, off, w = data[-1]
     step(ref, ids, off, w)
     step(m, ids, off, w)
@@ -198,6 +200,16 @@ def test_prefetch_device_batches(store, tmp_path):
     assert torch.equal(outs[0], outs[1])
     assert_same(ref, m)
 
+
+
+@pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
+def test_prefetch_adaptive_counts_cuda(opt):
+    """``prefetch_adaptive`` over the host store (the job thread's path): over a warm set 15 prefetches in 16 queue
+    nothing and the 16th only op cache_probe on the side stream (its step counts nothing and waits for nothing), a
+    miss turns staging ahead back on; bit-identical to all-HBM (storage_helpers.prefetch_adaptive_counts)."""
+    T = 3
+    ref, m = make_t("hbm", T, opt=opt, device="cuda"), make_t("caching", T, slots=16 * BC, opt=opt, device="cuda")
+    prefetch_adaptive_counts(ref, m, T, device="cuda")
 
 @pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
 def test_prefetch_job_stages_while_step_in_flight_cuda(opt):
