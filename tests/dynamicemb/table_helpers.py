@@ -33,6 +33,17 @@ def one_per_bucket(keys, num_buckets):
     return out
 
 
+def full_buckets(num_buckets, bucket_capacity, gen):
+    """Distinct random positive keys, exactly `bucket_capacity` per bucket, bucket by bucket (drawn from `gen`)."""
+    per = {b: [] for b in range(num_buckets)}
+    while min(len(v) for v in per.values()) < bucket_capacity:
+        for k in torch.randint(1, 1 << 62, (4096,), generator=gen).tolist():
+            b = bucket_of(k, num_buckets)
+            if len(per[b]) < bucket_capacity and k not in per[b]:
+                per[b].append(k)
+    return torch.tensor([k for b in range(num_buckets) for k in per[b]], dtype=torch.int64)
+
+
 def key_tensor(keys, dtype, device="cpu"):
     """Python ints (bit patterns for uint64) to a key tensor."""
     signed = [k - (1 << 64) if k >= 1 << 63 else k for k in (x & MASK64 for x in keys)]

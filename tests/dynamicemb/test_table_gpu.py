@@ -12,7 +12,8 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from table_helpers import MASK64, bucket_of, key_tensor, one_per_bucket, stats_dict, table_items  # noqa: E402
+from table_helpers import (  # noqa: E402
+    MASK64, full_buckets, key_tensor, one_per_bucket, stats_dict, table_items)
 
 from dynamicemb._load import load_library  # noqa: E402
 from dynamicemb._table import RESERVED_KEYS, ScoredHashTable, TableInitializer  # noqa: E402
@@ -356,13 +357,7 @@ def test_gpu_full_table_first_pass_families_match_cpu_twin(op):
     g._upsert_dedup = dedup
     gen = torch.Generator().manual_seed(zlib.crc32(f"full{op}".encode()))
     # Fill: exactly bc keys per bucket, in one op (no eviction, so both tables hold the same set).
-    per = {b: [] for b in range(nb)}
-    while min(len(v) for v in per.values()) < bc:
-        for k in torch.randint(1, 1 << 62, (4096,), generator=gen).tolist():
-            b = bucket_of(k, nb)
-            if len(per[b]) < bc and k not in per[b]:
-                per[b].append(k)
-    present = torch.tensor([k for b in range(nb) for k in per[b]], dtype=torch.int64)
+    present = full_buckets(nb, bc, gen)
     rows0 = (present % 997).float().unsqueeze(1).expand(-1, dim).contiguous()
     c.insert_or_assign(present, rows0)
     g.insert_or_assign(present.cuda(), rows0.cuda())
@@ -432,13 +427,7 @@ def test_gpu_full_table_evictions_match_cpu_twin(op, policy, keys, device="cuda"
     g.set_epoch(3)
     c.set_epoch(3)
     gen = torch.Generator().manual_seed(zlib.crc32(f"evictions{op}{policy}{keys}".encode()))
-    per = {b: [] for b in range(nb)}
-    while min(len(v) for v in per.values()) < bc:
-        for k in torch.randint(1, 1 << 62, (4096,), generator=gen).tolist():
-            b = bucket_of(k, nb)
-            if len(per[b]) < bc and k not in per[b]:
-                per[b].append(k)
-    present = torch.tensor([k for b in range(nb) for k in per[b]], dtype=torch.int64)
+    present = full_buckets(nb, bc, gen)
     present = present[torch.randperm(present.numel(), generator=gen)]
     for part in present.chunk(8):  # eight clocks: score groups of ~16 slots per bucket (few (score, digest) ties)
         rows0 = (part % 997).float().unsqueeze(1).expand(-1, dim).contiguous()
