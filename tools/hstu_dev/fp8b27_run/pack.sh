@@ -6,7 +6,7 @@ set -eu
 H=$(cd "$(dirname "$0")" && pwd)
 R=$(cd "$H/../../.." && pwd)
 mkdir -p $1
-cp $H/run*.sh $H/clock_split.py $H/smi_join.py $1/
+cp $H/run*.sh $H/clock_split.py $H/variant_split.py $H/smi_join.py $1/
 if [ -n "${2:-}" ]; then
   mkdir -p $1/whl $1/tree/tests/hstu
   rm -f $1/whl/*.whl
