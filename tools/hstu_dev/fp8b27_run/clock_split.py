@@ -49,6 +49,7 @@ ACTS = [ProfilerActivity.CUDA]  # (CPU too after a window whose CUDA-only trace 
 
 
 DEV = torch.autograd.DeviceType.CUDA
+GAPS = []  # per profiled call: the idle us before each of its kernels (the first: after the flush kernel's end)
 
 
 def window(fn, flush, seconds, idle, prof_on=True):
@@ -69,20 +70,24 @@ def window(fn, flush, seconds, idle, prof_on=True):
         b.synchronize()
         rows.append((now(), a.elapsed_time(b)))
     per_call = []
+    GAPS.clear()
     if prof is not None:
         t1 = time.perf_counter()
         prof.__exit__(None, None, None)
         try:
             evs = [e for e in prof.events() if e.device_type == DEV]
             evs.sort(key=lambda e: e.time_range.start)
-            cur = None
+            cur, prev_end = None, None
             for e in evs:
                 k = kind(e.name)
                 if k == "flush":
                     cur = []
                     per_call.append(cur)
+                    GAPS.append([])
                 elif cur is not None:
                     cur.append((e.name, e.device_time, e.time_range.start))
+                    GAPS[-1].append(e.time_range.start - prev_end)  # (idle us before it: after the flush or the last)
+                prev_end = e.time_range.end
         except Exception as ex:  # (the event timing stays)
             print(f"profiler events failed: {ex!r}")
             per_call = []

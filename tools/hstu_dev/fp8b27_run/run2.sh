@@ -27,7 +27,7 @@ SMI=$!
 echo "smi log started ($SECONDS s)"
 DL=$(( $(date +%s) + 44 - SECONDS ))
 (PYTHONPATH=/tmp/site_fp8b27 timeout $(( 47 - SECONDS )) python3 -P $C/variant_split.py $OUT --s 16384 \
-    --diags 0,1,2,256,0 --idle 1.5 --window 3 --tail 1 --deadline $DL 2>&1 | tee $OUT/split.log | grep -v "^| \|^|---")
+    --diags 0,1,2,256,0 --idle 1.5 --window 3 --tail 1 --profile-first --deadline $DL 2>&1 | tee $OUT/split.log | grep -v "^| \|^|---")
 echo "variant_split rc $? ($SECONDS s)"
 kill $SMI 2> /dev/null
 wait $SMI 2> /dev/null

@@ -38,6 +38,8 @@ def main(argv=None):
     ap.add_argument("--idle", type=float, default=1.5)
     ap.add_argument("--window", type=float, default=3.0)
     ap.add_argument("--tail", type=float, default=1.0)
+    ap.add_argument("--profile-first", action="store_true", help="the first window under torch.profiler: each "
+                    "kernel's time and the idle before it, per call, into kernels_<window>.csv")
     ap.add_argument("--deadline", type=float, default=0.0, help="epoch seconds to end by (0: 40 s from now)")
     args = ap.parse_args(argv)
     deadline = args.deadline or time.time() + 40
@@ -75,7 +77,8 @@ def main(argv=None):
             continue
         secs = min(args.window, left - args.idle - 0.5)
         t_from = clock_split.now()
-        rows, _ = clock_split.window(call(d), flush, secs, args.idle, prof_on=False)
+        prof = j == 0 and args.profile_first  # (the first window's kernels and the idle between them)
+        rows, per_call = clock_split.window(call(d), flush, secs, args.idle, prof_on=prof)
         tag = f"{case}_{j}{NAMES.get(d, str(d)).replace(' ', '_').replace('-', '')}"
         print(f"(window {tag} diag {d} from {t_from} until {clock_split.now()}: {len(rows)} calls)", flush=True)
         with open(os.path.join(args.out, f"calls_{tag}.csv"), "w", newline="") as f:
@@ -83,6 +86,25 @@ def main(argv=None):
             w.writerow(["i", "t_end", "event_ms"])
             for i, r in enumerate(rows):
                 w.writerow([i, r[0], f"{r[1]:.4f}"])
+        if per_call:
+            per_call = per_call[:len(rows)]
+            gaps = clock_split.GAPS[:len(per_call)]
+            names = [nm[:40] for nm, _, _ in per_call[0]]
+            with open(os.path.join(args.out, f"kernels_{tag}.csv"), "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["i", "event_ms"] + [f"{n} ms" for n in names] + [f"idle before {n} us" for n in names])
+                for i, (ks_, g) in enumerate(zip(per_call, gaps)):
+                    w.writerow([i, f"{rows[i][1]:.4f}"] + [f"{us / 1e3:.4f}" for _, us, _ in ks_] +
+                               [f"{x:.1f}" for x in g])
+            print(f"\n{tag}: per kernel, median over {len(per_call)} calls: ms, then the idle us before it (the first: "
+                  "after the flush kernel's end)")
+            for c, n in enumerate(names):
+                ms = [ks_[c][1] / 1e3 for ks_ in per_call if len(ks_) == len(names)]
+                gp = [g[c] for g in gaps if len(g) == len(names)]
+                if len(gp) < 2 or not ms:
+                    continue
+                print(f"| {n} | {statistics.median(ms):.4f} ms | idle before {statistics.median(gp):.1f} us "
+                      f"(p10 {statistics.quantiles(gp, n=10)[0]:.1f}, p90 {statistics.quantiles(gp, n=10)[-1]:.1f}) |")
         ev = [r[1] for r in rows]
         burst = statistics.median(ev[:3])
         acc, tail = 0.0, []  # the calls of the window's last --tail seconds
