@@ -14,6 +14,7 @@ the variant bits of hstu_bwd_fp8_sm90.h toggled from kFp8BwdDefault; never on th
            the staged kernels only: with 131072, the default without its register reds)
   diag 128: no fence.proxy.async (its SASS: MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S) after the dS8 stores and the dQ
             staging (racy); 144: 128 and 16
+  diag 256: no Q / dO / dO^T / Q^T loads past the first stages (the tile traffic's time and energy)
 Correct ones: 1024 / 2048 / 4096 / 8192 the default without one feature (stmatrix dS8, spec-q, the factor prefetch,
 the mask compares), 16384 with the (head, batch, key block) grid, 65536 / 131072 / 262144 without the 16-byte dK /
 dV stores / the dQ register reds / the grouped grid (458752: without all three); 474112 session 13's kernel (none),
@@ -38,7 +39,7 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(
 from bench_util import event_ms  # noqa: E402
 
 DIAGS = [(0, "kernel"), (1, "no dQ add"), (2, "no tanh"), (4, "no amax barrier"), (7, "none of the three"),
-         (8, "no pointwise math"), (15, "none of the four"), (128, "no proxy fences"),
+         (8, "no pointwise math"), (15, "none of the four"), (128, "no proxy fences"), (256, "no tile reloads"),
          (1024, "(without stmatrix dS8)"), (2048, "(without spec-q: fp32 parking)"),
          (4096, "(without the factor prefetch)"), (8192, "(without the mask compares)"),
          (16384, "(with the (head, batch, key block) grid)"), (65536, "(without dK / dV by 16-byte stores)"),

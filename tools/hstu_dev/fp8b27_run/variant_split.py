@@ -1,7 +1,8 @@
 """fp8b27 (issue 36): the FP8 backward's energy split, burst against sustained, by timing-only kernel variants.
 
 The Hopper FP8 backward op (`hstu_attn::fp8_bwd_sm90`, the benchmark's inputs: B16 causal H4 D128, block descale)
-with the private `diag` argument (hstu_bwd_fp8_sm90.h; the lab wheel builds these in its product configuration):
+with the private `diag` argument (hstu_bwd_fp8_sm90.h; dev builds have them, `--define hstu_dev=1`; run 2's lab wheel
+of a161d826 had them in its product configuration):
 0 the default, 1 no dQ reduce-adds (the dQ GEMM still runs), 2 no tanh (P = S / 2, SiLU' = 1), 256 no Q / dO / dO^T
 / Q^T loads past the first stages; the timing-only ones give wrong gradients. Each variant in turn (the default
 first and last: the drift): the GPU idle for --idle s, then the op back to back the benchmark's way (L2 flushed,
