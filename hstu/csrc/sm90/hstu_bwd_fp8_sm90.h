@@ -43,7 +43,8 @@ constexpr int kFp8BwdDiagNoReduce = 16;       // dQ staged in shared memory, no 
                                               // staging and what the global reduce traffic cost)
 constexpr int kFp8BwdDiagNoPark = 32;         // dS' not parked in shared memory (tile i's own dS' quantized late)
 constexpr int kFp8BwdDiagNoFence = 128;       // no fence.proxy.async (dS8 stores, dQ staging: racy, timing only)
-constexpr int kFp8BwdDiagNoReload = 256;      // (fp8b27 lab) no Q / dO / dO^T / Q^T loads past the first stages
+constexpr int kFp8BwdDiagNoReload = 256;      // no Q / dO / dO^T / Q^T loads past the first stages (the tile
+                                              // traffic's energy: docs/hstu_kernel_notes.md, session 24)
 // Not timing-only (correct gradients; the private op's diag argument until it is measured against 0): the proxy
 // fences of tile i's dS8 stores and dQ staging issued one iteration later, one fence for both, with the dS8 arrive
 // and the reduce-adds (the fence's MEMBAR.ALL.CTA then finds the stores long completed).
@@ -158,12 +159,9 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
-                                              kFp8BwdRedNextWide, kFp8BwdFactorsEarly>;
+                                              kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload>;
 #else
-// (fp8b27 lab wheel, not for merging: the timing-only no-dQ-adds / no-tanh / no-reload variants of the default in
-// the product build, for the burst / sustained energy split of tools/hstu_dev/fp8b27_run)
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFactorsEarly, kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu,
-                                              kFp8BwdDiagNoReload>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFactorsEarly>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
