@@ -376,3 +376,35 @@ def test_sm80_forward_split_workspace_bound(D, kernel_opts):
     assert extra <= got.numel() * got.element_size() + partials + (4 << 20), (extra, partials, old)
     kg.assert_agree(("out",), (got,), (want,), "split vs unsplit")
     assert torch.equal(run(), got)
+
+
+@pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
+    ("causal", False, 0, False), ("causal", True, 2, True), ("local_causal", False, 1, False),
+    ("target_group", False, 0, False), ("local_target", True, 0, False), ("none", False, 2, False)])
+@pytest.mark.parametrize("silu", [1, 2])
+def test_sm80_forward_silu_forms(silu, mask, delta_q, rab_heads, seqused, kernel_opts):
+    """The SiLU forms of the bf16 D = 64 long-row tile (kernel_options(fwd_sm80_silu=1 / 2): half / all of each
+    thread's P words by a degree-5 polynomial in half2 arithmetic, FwdSm80Silu) run hstu_fwd_qreg_silu_kernel, meet
+    the error rule against the fp32 reference (outputs poisoned) and agree with the default (the tanh form) on jagged
+    lengths across several 128-row tiles (mean rows over FWD_SM80_LONG_ROWS, no split), windows, targets with
+    groups, delta-q, seqused, rab."""
+    lk = [2400, 1700, 2290, 1833, 2024] if delta_q else [1400, 700, 1290, 833, 1024]
+    case = kg.make_case(zlib.crc32(repr(("silu", silu, mask, rab_heads, delta_q)).encode()), lk, 2, 64,
+                        torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
+    assert case["q"].shape[0] >= _ops.FWD_SM80_LONG_ROWS * len(lk), "long rows: the silu forms' tile"
+    outs = {}
+    for s in (0, silu):
+        kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_silu=s)
+        if s:
+            kg.check_case(case, 0.5, backward=False)
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            outs[s] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
+                                            **kg._varlen_kwargs(case))
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if "hstu_fwd_" in e.name and "list" not in e.name}
+        kernel = f"hstu_fwd_qreg_silu_kernel<__nv_bfloat16, 64, 128, 128, 64, 4, 2, 2, 0, 1, {s}>" if s else \
+            "hstu_fwd_qreg_kernel<__nv_bfloat16, 64, 128, 128, 64, 4, 2, 2, 0, 1>"
+        assert len(names) == 1 and kernel in next(iter(names)), (s, names, kernel)
+    kg.assert_agree(("out",), (outs[silu],), (outs[0],), f"fwd_sm80_silu={silu} vs the default")
+    assert not torch.equal(outs[silu], outs[0])  # (another P: the form ran)

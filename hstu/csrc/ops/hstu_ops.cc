@@ -174,12 +174,13 @@ template <class... Args>
 HstuParams call_params(int64_t options, const Args&... args) {
   // (kOptFp8BwdMask: the FP8 backward's routing bit and its private kernel variants, hstu_bwd_fp8_sm90.h)
   constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask |
-                             kOptFp8FwdVarMask | kOptFp8BwdMask;
+                             kOptFp8FwdVarMask | kOptFp8BwdMask | kOptFwdSm80SiluMask;
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   p.fwd_split_tiles = HstuOptions::from_bits(options).fwd_split_tiles;
-  p.fwd_sm80_cfg = HstuOptions::from_bits(options).fwd_sm80_cfg;
+  // (the sm80-class forward's cfg in bits 0-2, its SiLU form in bits 3-4: hstu_fwd_sm80_kernel.cuh kFwdSm80CfgMask)
+  p.fwd_sm80_cfg = HstuOptions::from_bits(options).fwd_sm80_cfg | HstuOptions::from_bits(options).fwd_sm80_silu << 3;
   return p;
 }
 

@@ -73,6 +73,11 @@ enum HstuOptionBits : int64_t {
   // hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default
   kOptFp8FwdVarShift = 52,
   kOptFp8FwdVarMask = int64_t{15} << kOptFp8FwdVarShift,
+  // bits 61-62: the sm80-class forward's SiLU form on the bf16 D = 64 long-row tile (candidate 3, no contexts, no
+  // split; private, for comparisons; FwdSm80Silu in hstu_fwd_sm80_kernel.cuh): 0 the tanh form (the default), 1 half
+  // of each thread's P words in half2 arithmetic, 2 all of them, 3 timing only (WRONG outputs: no MUFU op)
+  kOptFwdSm80SiluShift = 61,
+  kOptFwdSm80SiluMask = int64_t{3} << kOptFwdSm80SiluShift,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -99,7 +104,8 @@ struct HstuOptions {
   int bwd_grid = 0;
   int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
   int bwd_sm80_cfg = 0;
-  int fwd_sm80_cfg = 0;  // HstuParams::fwd_sm80_cfg
+  int fwd_sm80_cfg = 0;  // HstuParams::fwd_sm80_cfg (bits 0-2)
+  int fwd_sm80_silu = 0;  // HstuParams::fwd_sm80_cfg (bits 3-4)
   bool pdl = false;  // Sm90PagedKV::pdl
   bool fwd_trace = false;  // Sm90PagedKV::trace
   bool fp8_sched = false;
@@ -125,6 +131,7 @@ struct HstuOptions {
     o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
     o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 15);
     o.fwd_sm80_cfg = static_cast<int>((bits >> kOptFwdSm80CfgShift) & 7);
+    o.fwd_sm80_silu = static_cast<int>((bits >> kOptFwdSm80SiluShift) & 3);
     o.pdl = (bits & kOptPdl) != 0;
     o.fwd_trace = (bits & kOptFwdTrace) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;
