@@ -10,10 +10,10 @@
 # 2. Time: main27's wheel (the default, FA2), then the branch's: B16 S8K / S4K / B128 S1K D64, silu 0-3, FA2.
 source "$(dirname "$0")/setup.sh"
 echo "== 1. GPU tests ($SECONDS s)"
-run_tests 20 "silu_forms or default_long_rows or runs_its_kernel" -v $T::test_sm80_forward_silu_forms \
+run_tests 16 "silu_forms or default_long_rows or runs_its_kernel" -v $T::test_sm80_forward_silu_forms \
   $T::test_sm80_forward_default_long_rows_runs_candidate_2 $T::test_sm80_forward_candidate_runs_its_kernel
 echo "== 2. time ($SECONDS s)"
-bench /tmp/site_main main27 9 --reps 5 --silus 0 --fa2
+bench ${BASE_SITE:-/tmp/site_main} main27 8 --reps 5 --silus 0 --fa2
 bench /tmp/site_fwd27 fwd27 $(( $(left) - 1 )) --reps 5 --silus 0 1 2 3 --fa2
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
