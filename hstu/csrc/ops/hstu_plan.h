@@ -73,11 +73,9 @@ enum HstuOptionBits : int64_t {
   // hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default
   kOptFp8FwdVarShift = 52,
   kOptFp8FwdVarMask = int64_t{15} << kOptFp8FwdVarShift,
-  // bits 61-62: the sm80-class forward's SiLU form on the bf16 D = 64 long-row tile (candidate 3, no contexts, no
-  // split; private, for comparisons; FwdSm80Silu in hstu_fwd_sm80_kernel.cuh): 0 the tanh form (the default), 1 half
-  // of each thread's P words in half2 arithmetic, 2 all of them, 3 timing only (WRONG outputs: no MUFU op)
-  kOptFwdSm80SiluShift = 61,
-  kOptFwdSm80SiluMask = int64_t{3} << kOptFwdSm80SiluShift,
+  // bit 61: the sm80-class forward's bf16 D = 64 long-row default without its Q fragments scaled by alpha / 2 (where
+  // that is a power of two; FwdSm80QregScaled in hstu_fwd_sm80_kernel.cuh): the FMUL per score, for comparisons
+  kOptNoFwdSm80Qscale = int64_t{1} << 61,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -105,7 +103,7 @@ struct HstuOptions {
   int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
   int bwd_sm80_cfg = 0;
   int fwd_sm80_cfg = 0;  // HstuParams::fwd_sm80_cfg (bits 0-2)
-  int fwd_sm80_silu = 0;  // HstuParams::fwd_sm80_cfg (bits 3-4)
+  bool fwd_sm80_qscale = true;  // HstuParams::fwd_sm80_cfg bit 3 cleared
   bool pdl = false;  // Sm90PagedKV::pdl
   bool fwd_trace = false;  // Sm90PagedKV::trace
   bool fp8_sched = false;
@@ -131,7 +129,7 @@ struct HstuOptions {
     o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
     o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 15);
     o.fwd_sm80_cfg = static_cast<int>((bits >> kOptFwdSm80CfgShift) & 7);
-    o.fwd_sm80_silu = static_cast<int>((bits >> kOptFwdSm80SiluShift) & 3);
+    o.fwd_sm80_qscale = !(bits & kOptNoFwdSm80Qscale);
     o.pdl = (bits & kOptPdl) != 0;
     o.fwd_trace = (bits & kOptFwdTrace) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;

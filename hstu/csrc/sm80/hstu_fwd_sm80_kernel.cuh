@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <type_traits>
@@ -42,8 +43,8 @@ struct FwdSm80Tile {
   static constexpr int kPair = PAIR;
   // the warps' Q fragments in registers, loaded once per block (hstu_fwd_qreg_kernel), not per sub-tile
   static constexpr bool kQreg = false;
-  // the SiLU form (FwdSm80Silu; hstu_fwd_qreg_silu_kernel)
-  static constexpr int kSilu = 0;
+  // kQreg: those fragments scaled by alpha / 2, a power of two (FwdSm80QregScaled; hstu_fwd_qreg_scaled_kernel)
+  static constexpr bool kQscale = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -179,51 +180,18 @@ struct FwdSm80Candidate<128, 5> : FwdSm80QregTile<128, 5> {};
 // causal; D = 128 1.022-1.025x faster than 5, 1.053-1.058x its causal.
 template <int D>
 struct FwdSm80QregCtx : FwdSm80QregTile<D, 6> {};
-
-// The SiLU forms of the bf16 D = 64 long-row tile (candidate 3; kernel_options(fwd_sm80_silu=n), private, for
-// comparisons; HstuParams::fwd_sm80_cfg bits 3-4): the tanh form (the default) takes one MUFU op per score, at D = 64
-// two thirds of the tensor pipe's time per KV tile; kFwdSm80SiluHalf computes the odd P words of each thread (word q
-// of a k16 step: its scores e = 2, 3) by silu_h2_bf16x2 on the FMA pipe instead, kFwdSm80SiluAll every word;
-// kFwdSm80SiluDiag (timing only, WRONG outputs) P = h + h h, no MUFU op: the ceiling of what the MUFU costs.
-enum FwdSm80Silu : int { kFwdSm80SiluTanh = 0, kFwdSm80SiluHalf = 1, kFwdSm80SiluAll = 2, kFwdSm80SiluDiag = 3 };
-// HstuParams::fwd_sm80_cfg: the cfg in bits 0-2, the SiLU form in bits 3-4 (hstu_ops.cc call_params)
-constexpr int kFwdSm80CfgMask = 7;
-template <int D, int SILU>
-struct FwdSm80QregSilu : FwdSm80QregTile<D, 0> {
-  static constexpr int kSilu = SILU;
+// The bf16 default at D = 64 (long rows, no contexts, no split) where alpha / 2 is a power of two (alpha = D^-1/2:
+// 2^-4): candidate 3's tile with the warp's Q fragments scaled by alpha / 2 once per block (exact: a power of two),
+// so that S comes out of the MMAs as the SiLU's h, without the FMUL per score (64 per warp and 64-key sub-tile,
+// beside 64 MUFU, 64 FFMA and 128 HMMA; hstu_fwd_qreg_scaled_kernel). kernel_options(fwd_sm80_qscale=False): the
+// tile without it (for comparisons; the same output bit for bit but for Q elements that the scale makes subnormal).
+template <int D>
+struct FwdSm80QregScaled : FwdSm80QregTile<D, 0> {
+  static constexpr bool kQscale = true;
 };
-
-// -r's coefficient k of the FP8 forward's half2 SiLU (hstu_fwd_fp8_sm90_kernel.cuh silu_h2_coef, the same fit, fp16
-// pairs, k = 0 for degree 5): the minimax polynomial of degree 5 of sigmoid(-a) on [0, 6] weighted by a (max a
-// |error| 2.1e-3, docs/hstu_attn.md)
-__host__ __device__ constexpr uint32_t fwd_silu_h2_coef(int k) {
-  constexpr uint32_t c[6] = {0x86f586f5u, 0x160e160eu, 0x9a2b9a2bu, 0xa9e8a9e8u, 0x349a349au, 0xb80eb80eu};
-  return c[k];
-}
-// SiLU of two scores x0, x1 (x = alpha (S + rab)) without the MUFU, as a bf16 pair (x0 in the low half): P =
-// relu(x) - a r(a), a = min(|x|, 6), in fp16 pairs (8 half2 ops), then to bf16 through fp32 (3 conversions). Error:
-// about the bf16 rounding of P for |x| <= 6 (RMS 2.9e-3 against 2.3e-3 on [-4, 4]); below -6 P is -0.0148 instead
-// of x sigmoid(x) (> -0.015); |x| past fp16's 65504 gives inf.
-__device__ __forceinline__ uint32_t silu_h2_bf16x2(float x0, float x1) {
-  uint32_t x, a, y, r;
-  asm("cvt.rn.f16x2.f32 %0, %2, %1;\n" : "=r"(x) : "f"(x0), "f"(x1));
-  asm("{\n.reg .b32 t;\nabs.f16x2 t, %1;\nmin.f16x2 %0, t, %2;\n}\n" : "=r"(a) : "r"(x), "r"(0x46004600u));
-  auto hfma2 = [](uint32_t u, uint32_t v, uint32_t w) {
-    uint32_t d;
-    asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(u), "r"(v), "r"(w));
-    return d;
-  };
-  uint32_t p = hfma2(a, fwd_silu_h2_coef(0), fwd_silu_h2_coef(1));
-#pragma unroll
-  for (int k = 2; k <= 5; ++k) p = hfma2(p, a, fwd_silu_h2_coef(k));
-  asm("max.f16x2 %0, %1, %2;\n" : "=r"(y) : "r"(x), "r"(0u));
-  y = hfma2(a, p, y);
-  asm("{\n.reg .b16 lo, hi;\n.reg .f32 flo, fhi;\nmov.b32 {lo, hi}, %1;\ncvt.f32.f16 flo, lo;\n"
-      "cvt.f32.f16 fhi, hi;\ncvt.rn.bf16x2.f32 %0, fhi, flo;\n}\n"
-      : "=r"(r)
-      : "r"(y));
-  return r;
-}
+// HstuParams::fwd_sm80_cfg: the cfg in bits 0-2; bit 3 set: no Q scale (kernel_options(fwd_sm80_qscale=False))
+constexpr int kFwdSm80CfgMask = 7;
+constexpr int kFwdSm80NoQscale = 8;
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
 // thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
@@ -343,7 +311,7 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // walk runs down, so warps 2-3's accumulators are still zero there; after the last pair they hand their fp32
 // partial to warps 0-1 through shared memory (the second stage) and go on with their own rows.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
-          bool QREG = false, bool PAIRKV = false, int SILU = kFwdSm80SiluTanh>
+          bool QREG = false, bool PAIRKV = false, bool QSCALE = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -353,7 +321,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(MT >= 1 && (BM * PAIR) % (16 * NWARPS) == 0 && NWARPS % PAIR == 0, "bad tile config");
   static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
   static_assert(!QREG || (PAIR == 1 && !SPLIT && SKIP == 0), "Q in registers: the plain body");
-  static_assert(SILU == kFwdSm80SiluTanh || (QREG && std::is_same<T, __nv_bfloat16>::value), "the SiLU forms");
+  static_assert(!QSCALE || (QREG && std::is_same<T, __nv_bfloat16>::value), "Q scaled: the bf16 Q registers");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -594,6 +562,19 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       for (int ks = 0; ks < D / 16; ++ks)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) ldsm_x4(qf[ks][mt], sQ0 + (tQ ^ L::swz(mt * 16, ks * 16)));
+      if constexpr (QSCALE) {  // Q x alpha / 2 (a power of two: exact), so S is the SiLU's h
+        const __nv_bfloat162 c2 = __float2bfloat162_rn(half_alpha);
+        const uint32_t c = *reinterpret_cast<const uint32_t*>(&c2);
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+              asm("fma.rn.bf16x2 %0, %1, %2, %3;\n"
+                  : "=r"(qf[ks][mt][q])
+                  : "r"(qf[ks][mt][q]), "r"(c), "r"(0x80008000u));
+      }
     }
 
     int stage = 0;
@@ -711,7 +692,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                 for (int e = 0; e < 4; ++e) {
                   const int r = rw0 + mt * 16 + lane / 4 + (e / 2) * 8;
                   const int j = kw0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-                  if (r < lk && j < lk) acc_s[mt][nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
+                  if (r < lk && j < lk) {
+                    const float rv = to_float(rab[(int64_t)r * p.rab_row_stride + j]);
+                    acc_s[mt][nt][e] = QSCALE ? fmaf(rv, half_alpha, acc_s[mt][nt][e]) : acc_s[mt][nt][e] + rv;
+                  }
                 }
           }
 #pragma unroll
@@ -719,16 +703,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 #pragma unroll
             for (int nt = 0; nt < NTILES; ++nt)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                if constexpr (SILU == kFwdSm80SiluDiag) {
-                  const float hh = acc_s[mt][nt][e] * half_alpha;
-                  acc_s[mt][nt][e] = fmaf(hh, hh, hh);
-                } else if (SILU == kFwdSm80SiluAll || (SILU == kFwdSm80SiluHalf && e >= 2)) {  // (unrolled)
-                  acc_s[mt][nt][e] *= p.alpha;  // (x for silu_h2_bf16x2 at the pack below)
-                } else {
-                  acc_s[mt][nt][e] = silu_from_half(acc_s[mt][nt][e] * half_alpha);
-                }
-              }
+              for (int e = 0; e < 4; ++e)
+                acc_s[mt][nt][e] = silu_from_half(QSCALE ? acc_s[mt][nt][e] : acc_s[mt][nt][e] * half_alpha);
         }
         // P as the A operand of P V (bf16 / fp16 pairs), then the mask of a sub-tile that is not fully visible on
         // the pairs (half the registers of S: the 4-warp kernels sit at 255), from each row's key intervals.
@@ -738,16 +714,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 #pragma unroll
           for (int ks = 0; ks < KSW; ++ks)
 #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              // (word q holds scores e = 2 (q % 2), + 1 of n8 tile 2 ks + q / 2)
-              if (SILU == kFwdSm80SiluAll || (SILU == kFwdSm80SiluHalf && q % 2 == 1)) {  // (unrolled)
-                pk[mt][ks][q] = silu_h2_bf16x2(acc_s[mt][2 * ks + q / 2][2 * (q % 2)],
-                                               acc_s[mt][2 * ks + q / 2][2 * (q % 2) + 1]);
-              } else {
-                pk[mt][ks][q] = pack2<T>(acc_s[mt][2 * ks + q / 2][2 * (q % 2)],
-                                         acc_s[mt][2 * ks + q / 2][2 * (q % 2) + 1]);
-              }
-            }
+            for (int q = 0; q < 4; ++q)
+              pk[mt][ks][q] = pack2<T>(acc_s[mt][2 * ks + q / 2][2 * (q % 2)],
+                                       acc_s[mt][2 * ks + q / 2][2 * (q % 2) + 1]);
         if constexpr (SKIP == 4) {  // (re-read: not live through S)
           int mlim;
           warp_full_lim(n0, full, mlim);
@@ -969,10 +938,10 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true>(p);
 }
-// hstu_fwd_qreg_kernel with SiLU form SILU (FwdSm80Silu; private, for comparisons)
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, int SILU>
-__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_silu_kernel(const HstuParams p) {
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, SILU>(p);
+// hstu_fwd_qreg_kernel with the Q fragments scaled by alpha / 2 (FwdSm80QregScaled)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_scaled_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, true>(p);
 }
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
@@ -1004,15 +973,15 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
   }
 }
 // The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5 / 6;
-// hstu_fwd_qreg_silu_kernel with another SiLU form)
+// hstu_fwd_qreg_scaled_kernel where C::kQscale)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
   if constexpr (C::kQreg && C::kSkip >= 5) {
     return hstu_fwd_qreg_ctx_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair>;
-  } else if constexpr (C::kQreg && C::kSilu != kFwdSm80SiluTanh) {
-    return hstu_fwd_qreg_silu_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                     C::kSkip, C::kPair, C::kSilu>;
+  } else if constexpr (C::kQreg && C::kQscale) {
+    return hstu_fwd_qreg_scaled_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                       C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg) {
     return hstu_fwd_qreg_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair>;
@@ -1252,7 +1221,6 @@ template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   const int cfg = p.fwd_sm80_cfg & kFwdSm80CfgMask;
-  [[maybe_unused]] const int silu = p.fwd_sm80_cfg >> 3;
   static_assert(kFwdSm80Candidates == 5, "one case per candidate");
   if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
     // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
@@ -1290,15 +1258,10 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       }
       if constexpr (D == 64 && std::is_same<T, __nv_bfloat16>::value) {
         if (ctx) return launch_hstu_fwd<T, D, FwdSm80QregCtx<64>>(p, stream);
-        switch (silu) {  // (private SiLU forms, for comparisons)
-          case kFwdSm80SiluHalf:
-            return launch_hstu_fwd<T, D, FwdSm80QregSilu<64, kFwdSm80SiluHalf>>(p, stream);
-          case kFwdSm80SiluAll:
-            return launch_hstu_fwd<T, D, FwdSm80QregSilu<64, kFwdSm80SiluAll>>(p, stream);
-          case kFwdSm80SiluDiag:
-            return launch_hstu_fwd<T, D, FwdSm80QregSilu<64, kFwdSm80SiluDiag>>(p, stream);
-          default:
-            break;
+        int e = 0;  // Q scaled where alpha / 2 is a power of two (and normal)
+        const float ha = 0.5f * p.alpha;
+        if (!(p.fwd_sm80_cfg & kFwdSm80NoQscale) && ha > 0.f && std::isnormal(ha) && std::frexp(ha, &e) == 0.5f) {
+          return launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream);
         }
       }
       // (D = 256: the pairs do not fit)

@@ -20,8 +20,8 @@ digest_verbose() {
   digest_tests
 }
 digest_time() {
-  echo "#### time (main27 = main 78423b0's wheel, own process first; fwd27 = the branch's; sm90=False; silu s ="
-  echo "#### kernel_options(fwd_sm80_silu=s): 0 tanh (default), 1 half the P words half2, 2 all, 3 no MUFU (WRONG"
-  echo "#### outputs, timing only); FA2 = torch's flash SDPA)"
+  echo "#### time (main27 = main 78423b0's wheel, own process first; fwd27 = the branch's; sm90=False; alpha D^-1/2;"
+  echo "#### FA2 = torch's flash SDPA; run 1's silu n = kernel_options(fwd_sm80_silu=n) of 55adb13: 1 / 2 half / all"
+  echo "#### of P in half2, 3 no MUFU (WRONG outputs, timing only))"
   grep -E "^##|^\| |^\(|rror|Traceback|capture|^rc " $OUT/time.log | cut -c1-250
 }
