@@ -45,6 +45,9 @@ def test_bits_match_the_plan_header():
     assert int(re.search(r"kOptFp8FwdVarShift = (\d+),", text).group(1)) == _ops.FP8_FWD_VAR_SHIFT
     assert re.search(r"kOptFp8FwdVarMask = int64_t\{15\} << kOptFp8FwdVarShift,", text)
     assert re.search(r"\(bits >> kOptFp8FwdVarShift\) & 15\)", text)
+    # the sm80-class forward's Q scale (opt-out): one bit above bit 60
+    assert int(re.search(r"kOptNoFwdSm80Qscale = int64_t\{1\} << (\d+),", text).group(1)) == 61
+    assert _ops.FWD_SM80_NO_QSCALE_BIT == 1 << 61
     with open(os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_fwd_fp8_sm90_kernel.cuh")) as f:
         enum = re.search(r"enum Fp8FwdVar : int \{([^}]*)\}", f.read()).group(1)
     assert tuple(sorted(int(v) for v in re.findall(r"= (\d+)", enum))) == _ops.FP8_FWD_VARS
@@ -93,6 +96,10 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == 2 << _ops.FP8_SILU_SHIFT == 2 << 50
         with _ops.kernel_options(fp8_fwd_var=15):  # (private, timing-only)
             assert _ops._current_options() == 15 << _ops.FP8_FWD_VAR_SHIFT == 15 << 52
+        with _ops.kernel_options(fwd_sm80_qscale=False):  # (for comparisons)
+            assert _ops._current_options() == _ops.FWD_SM80_NO_QSCALE_BIT == 1 << 61
+        with _ops.kernel_options(fwd_sm80_qscale=True):
+            assert _ops._current_options() == 0
         with _ops.kernel_options(fp8_bwd=True):  # (the FP8 backward or an error)
             assert _ops._current_options() == _ops.OPTION_BITS["fp8_bwd"] == 1 << 20
         with _ops.kernel_options(fp8_bwd=False):  # (always the dequantized backward)
@@ -118,6 +125,10 @@ def test_kernel_options_pack_and_restore():
     for bad in (1, 6, 7, 16, -1, True):
         with pytest.raises(ValueError, match=r"fp8_fwd_var: expected one of \(0, 15\)"):
             with _ops.kernel_options(fp8_fwd_var=bad):
+                pass
+    for bad in (0, 1, None, "on"):
+        with pytest.raises(ValueError, match="fwd_sm80_qscale: expected True or False"):
+            with _ops.kernel_options(fwd_sm80_qscale=bad):
                 pass
     with pytest.raises(ValueError, match="bwd_grid: expected 0, 1 or 2, got 3"):
         with _ops.kernel_options(bwd_grid=3):

@@ -174,12 +174,14 @@ template <class... Args>
 HstuParams call_params(int64_t options, const Args&... args) {
   // (kOptFp8BwdMask: the FP8 backward's routing bit and its private kernel variants, hstu_bwd_fp8_sm90.h)
   constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask |
-                             kOptFp8FwdVarMask | kOptFp8BwdMask;
+                             kOptFp8FwdVarMask | kOptFp8BwdMask | kOptNoFwdSm80Qscale;
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   p.fwd_split_tiles = HstuOptions::from_bits(options).fwd_split_tiles;
-  p.fwd_sm80_cfg = HstuOptions::from_bits(options).fwd_sm80_cfg;
+  // (the sm80-class forward's cfg in bits 0-2, bit 3 no Q scale: hstu_fwd_sm80_kernel.cuh kFwdSm80NoQscale)
+  const HstuOptions o = HstuOptions::from_bits(options);
+  p.fwd_sm80_cfg = o.fwd_sm80_cfg | (o.fwd_sm80_qscale ? 0 : 8);
   return p;
 }
 

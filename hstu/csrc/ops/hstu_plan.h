@@ -73,6 +73,9 @@ enum HstuOptionBits : int64_t {
   // hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default
   kOptFp8FwdVarShift = 52,
   kOptFp8FwdVarMask = int64_t{15} << kOptFp8FwdVarShift,
+  // bit 61: the sm80-class forward's bf16 D = 64 long-row default without its Q fragments scaled by alpha / 2 (where
+  // that is a power of two; FwdSm80QregScaled in hstu_fwd_sm80_kernel.cuh): the FMUL per score, for comparisons
+  kOptNoFwdSm80Qscale = int64_t{1} << 61,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -99,7 +102,8 @@ struct HstuOptions {
   int bwd_grid = 0;
   int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
   int bwd_sm80_cfg = 0;
-  int fwd_sm80_cfg = 0;  // HstuParams::fwd_sm80_cfg
+  int fwd_sm80_cfg = 0;  // HstuParams::fwd_sm80_cfg (bits 0-2)
+  bool fwd_sm80_qscale = true;  // HstuParams::fwd_sm80_cfg bit 3 cleared
   bool pdl = false;  // Sm90PagedKV::pdl
   bool fwd_trace = false;  // Sm90PagedKV::trace
   bool fp8_sched = false;
@@ -125,6 +129,7 @@ struct HstuOptions {
     o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
     o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 15);
     o.fwd_sm80_cfg = static_cast<int>((bits >> kOptFwdSm80CfgShift) & 7);
+    o.fwd_sm80_qscale = !(bits & kOptNoFwdSm80Qscale);
     o.pdl = (bits & kOptPdl) != 0;
     o.fwd_trace = (bits & kOptFwdTrace) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <type_traits>
@@ -42,6 +43,8 @@ struct FwdSm80Tile {
   static constexpr int kPair = PAIR;
   // the warps' Q fragments in registers, loaded once per block (hstu_fwd_qreg_kernel), not per sub-tile
   static constexpr bool kQreg = false;
+  // kQreg: those fragments scaled by alpha / 2, a power of two (FwdSm80QregScaled; hstu_fwd_qreg_scaled_kernel)
+  static constexpr bool kQscale = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -177,6 +180,18 @@ struct FwdSm80Candidate<128, 5> : FwdSm80QregTile<128, 5> {};
 // causal; D = 128 1.022-1.025x faster than 5, 1.053-1.058x its causal.
 template <int D>
 struct FwdSm80QregCtx : FwdSm80QregTile<D, 6> {};
+// The bf16 default at D = 64 (long rows, no contexts, no split) where alpha / 2 is a power of two (alpha = D^-1/2:
+// 2^-4): candidate 3's tile with the warp's Q fragments scaled by alpha / 2 once per block (exact: a power of two),
+// so that S comes out of the MMAs as the SiLU's h, without the FMUL per score (64 per warp and 64-key sub-tile,
+// beside 64 MUFU, 64 FFMA and 128 HMMA; hstu_fwd_qreg_scaled_kernel). kernel_options(fwd_sm80_qscale=False): the
+// tile without it (for comparisons; the same output bit for bit but for Q elements that the scale makes subnormal).
+template <int D>
+struct FwdSm80QregScaled : FwdSm80QregTile<D, 0> {
+  static constexpr bool kQscale = true;
+};
+// HstuParams::fwd_sm80_cfg: the cfg in bits 0-2; bit 3 set: no Q scale (kernel_options(fwd_sm80_qscale=False))
+constexpr int kFwdSm80CfgMask = 7;
+constexpr int kFwdSm80NoQscale = 8;
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
 // thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
@@ -296,7 +311,7 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // walk runs down, so warps 2-3's accumulators are still zero there; after the last pair they hand their fp32
 // partial to warps 0-1 through shared memory (the second stage) and go on with their own rows.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
-          bool QREG = false, bool PAIRKV = false>
+          bool QREG = false, bool PAIRKV = false, bool QSCALE = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -306,6 +321,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(MT >= 1 && (BM * PAIR) % (16 * NWARPS) == 0 && NWARPS % PAIR == 0, "bad tile config");
   static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
   static_assert(!QREG || (PAIR == 1 && !SPLIT && SKIP == 0), "Q in registers: the plain body");
+  static_assert(!QSCALE || (QREG && std::is_same<T, __nv_bfloat16>::value), "Q scaled: the bf16 Q registers");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -546,6 +562,19 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       for (int ks = 0; ks < D / 16; ++ks)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) ldsm_x4(qf[ks][mt], sQ0 + (tQ ^ L::swz(mt * 16, ks * 16)));
+      if constexpr (QSCALE) {  // Q x alpha / 2 (a power of two: exact), so S is the SiLU's h
+        const __nv_bfloat162 c2 = __float2bfloat162_rn(half_alpha);
+        const uint32_t c = *reinterpret_cast<const uint32_t*>(&c2);
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+              asm("fma.rn.bf16x2 %0, %1, %2, %3;\n"
+                  : "=r"(qf[ks][mt][q])
+                  : "r"(qf[ks][mt][q]), "r"(c), "r"(0x80008000u));
+      }
     }
 
     int stage = 0;
@@ -663,7 +692,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                 for (int e = 0; e < 4; ++e) {
                   const int r = rw0 + mt * 16 + lane / 4 + (e / 2) * 8;
                   const int j = kw0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-                  if (r < lk && j < lk) acc_s[mt][nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
+                  if (r < lk && j < lk) {
+                    const float rv = to_float(rab[(int64_t)r * p.rab_row_stride + j]);
+                    acc_s[mt][nt][e] = QSCALE ? fmaf(rv, half_alpha, acc_s[mt][nt][e]) : acc_s[mt][nt][e] + rv;
+                  }
                 }
           }
 #pragma unroll
@@ -671,7 +703,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 #pragma unroll
             for (int nt = 0; nt < NTILES; ++nt)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = silu_from_half(acc_s[mt][nt][e] * half_alpha);
+              for (int e = 0; e < 4; ++e)
+                acc_s[mt][nt][e] = silu_from_half(QSCALE ? acc_s[mt][nt][e] : acc_s[mt][nt][e] * half_alpha);
         }
         // P as the A operand of P V (bf16 / fp16 pairs), then the mask of a sub-tile that is not fully visible on
         // the pairs (half the registers of S: the 4-warp kernels sit at 255), from each row's key intervals.
@@ -905,6 +938,11 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true>(p);
 }
+// hstu_fwd_qreg_kernel with the Q fragments scaled by alpha / 2 (FwdSm80QregScaled)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_scaled_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, true>(p);
+}
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
 // registers, no spill; as a call its body spilled 12 B), except with SKIP 6: a call (255 registers, no spill: the
@@ -934,12 +972,16 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
     hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 0, PAIR, false, true>(p);
   }
 }
-// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5 / 6)
+// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5 / 6;
+// hstu_fwd_qreg_scaled_kernel where C::kQscale)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
   if constexpr (C::kQreg && C::kSkip >= 5) {
     return hstu_fwd_qreg_ctx_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair>;
+  } else if constexpr (C::kQreg && C::kQscale) {
+    return hstu_fwd_qreg_scaled_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                       C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg) {
     return hstu_fwd_qreg_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair>;
@@ -1178,11 +1220,12 @@ cudaError_t launch_hstu_fwd_candidate(const HstuParams& p, cudaStream_t stream) 
 template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
+  const int cfg = p.fwd_sm80_cfg & kFwdSm80CfgMask;
   static_assert(kFwdSm80Candidates == 5, "one case per candidate");
   if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
     // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
     // (fwd_sm80_split_for)
-    if (p.fwd_sm80_cfg == kFwdSm80CfgSplit || (p.fwd_sm80_cfg == 0 && p.fwd_sched != nullptr)) {
+    if (cfg == kFwdSm80CfgSplit || (cfg == 0 && p.fwd_sched != nullptr)) {
       using C = FwdSm80Candidate<D, D == 128 ? 2 : 1>;
       bool fits = false;
       const cudaError_t err = fwd_sm80_fits<C>(fits);
@@ -1190,7 +1233,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       if (fits) return launch_hstu_fwd_split<T, D, C>(p, stream);
     }
   }
-  if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value) {
+  if (cfg == 0 && std::is_same<T, __nv_bfloat16>::value) {
     // calls with contexts: FwdSm80QregCtx at D = 64 (D = 128 where two blocks fit per SM), 3's tile with the warp
     // skip and the paired KV tiles in query tile 0 (fwd_sm80_cfg=5: without the pairs); candidate 4 (the tile without
     // Q in registers, the skip without the pairs) elsewhere (fwd_sm80_cfg=1 / 2 / 3: the tiles without the skip, for
@@ -1215,13 +1258,18 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       }
       if constexpr (D == 64 && std::is_same<T, __nv_bfloat16>::value) {
         if (ctx) return launch_hstu_fwd<T, D, FwdSm80QregCtx<64>>(p, stream);
+        int e = 0;  // Q scaled where alpha / 2 is a power of two (and normal)
+        const float ha = 0.5f * p.alpha;
+        if (!(p.fwd_sm80_cfg & kFwdSm80NoQscale) && ha > 0.f && std::isnormal(ha) && std::frexp(ha, &e) == 0.5f) {
+          return launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream);
+        }
       }
       // (D = 256: the pairs do not fit)
       return ctx && D != 256 ? launch_hstu_fwd_candidate<T, D, D == 64 ? 5 : 4>(p, stream)
                              : launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
     }
   }
-  switch (p.fwd_sm80_cfg) {
+  switch (cfg) {
     case 1:
       return launch_hstu_fwd_candidate<T, D, 1>(p, stream);
     case 2:

@@ -125,7 +125,8 @@ inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t,
 // p.fwd_split_tiles to the chunk, negated where not exact (the least chunk); the launcher reads both
 // (fwd_sm80_split_layout).
 inline FwdSm80Split fwd_sm80_split_for(const HstuParams& p) {
-  if ((p.fwd_sm80_cfg != 0 && p.fwd_sm80_cfg != kFwdSm80CfgSplit) ||
+  const int cfg = p.fwd_sm80_cfg & 7;  // (bit 3: hstu_fwd_sm80_kernel.cuh kFwdSm80NoQscale)
+  if ((cfg != 0 && cfg != kFwdSm80CfgSplit) ||
       (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256))
     return {};
   int sms = 0, max_smem = 0;
