@@ -199,11 +199,11 @@ FWD_SPLIT_SHIFT = 11
 # sm_90+) the two-barrier kernels, 2 (bf16, D = 64) the one-barrier loop with the Q / dO copies together, 4 / 5 the
 # default's one / two Q / dO stage kernels (bf16), BWD_SM80_CFG_OLD the layouts that were the default before; 3 the
 # default kernels in the other grid order; 6 (bf16, D = 256, sm_90+) the default's one-barrier loop without the lean
-# Q / dO copies
+# Q / dO copies; 7 (bf16, sm_90+, heads first) the grid's last sequences key blocks first
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
 BWD_SM80_CFG_LAST = 8  # kBwdSm80LastCfg
-BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 8)
+BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8)
 # bits 29-31: the sm80-class forward's tiles: 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS),
 # FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT
 FWD_SM80_CFG_SHIFT = 29
@@ -300,8 +300,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     kernels in the other grid order (the default: heads first for sequences of at most 2,048 keys, at D = 256 where
     its kernels fit; else batch first). 4 / 5 (bf16): the default's one / two stage kernel where it fits (two
     barriers). 6 (bf16, D = 256, sm_90+, no contexts): the default's one-barrier loop without the lean Q / dO copies
-    and full-tile intervals (D = 128's, which the default takes there too). 8 (``BWD_SM80_CFG_OLD``): the layouts
-    that were the default before (``BwdSm80Config``'s tiles; D = 256 two column chunks). Where a cfg does not apply
+    and full-tile intervals (D = 128's, which the default takes there too). 7 (bf16, sm_90+, no contexts, where the
+    default runs heads first): the default's loop with the grid's last sequences (about two waves of CTAs) in key
+    block order (every head's first key block of those sequences, then the second, ...). 8
+    (``BWD_SM80_CFG_OLD``): the layouts that were the default before (``BwdSm80Config``'s tiles; D = 256 two column chunks). Where a cfg does not apply
     (fp16, other head dims, a GPU without its shared memory) the default runs. Measured on an H200:
     docs/hstu_kernel_notes.md.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
