@@ -899,8 +899,8 @@ constexpr int kBwdSm80OtherOrderCfg = 3;
 constexpr int kBwdPdsD256OneBar = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsLeanCopies;
 constexpr int kBwdPdsD256Alt = kPdsLoopFreeDqFirst | kPdsMbarCopies;
 constexpr int kBwdSm80MbarCfg = 6;
-// 7 (bf16, calls without contexts, sm_90+, where the default runs heads first): the default's loop with the grid's
-// last sequences key blocks first (kPdsTailBlocksFirst), for comparisons.
+// 7 (bf16, calls without contexts, sm_90+, where the default runs heads first): the default's loop without
+// kPdsTailBlocksFirst (every sequence heads first), for comparisons.
 constexpr int kBwdSm80TailCfg = 7;
 constexpr int kBwdSm80LastCfg = 8;
 static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
@@ -908,7 +908,8 @@ static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the la
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
 // first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
 // D256 (its two-stage kernel, where it fits) 3.64 against 4.83 ms; D64 at par; at S4K within 0.2 %), else batch
-// first.
+// first. The one-barrier loops' heads first takes the grid's last sequences key blocks first (kPdsTailBlocksFirst:
+// their heaviest blocks not in the last wave; cfg 7 without it; docs/hstu_kernel_notes.md, bwd27).
 template <int D>
 inline bool bwd_sm80_heads_first(const HstuParams& p) {
   const bool rule = (D == 64 || D == 128 || D == 256) && p.max_seqlen_k <= 2048;
@@ -963,11 +964,10 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
         if (p.num_contexts != nullptr || !bwd_sm80_heads_first<D>(p)) return cudaErrorNotSupported;
         if constexpr (D == 256) {
-          return launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst | kPdsTailBlocksFirst>(
-              p, max_smem, stream);
+          return launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst>(p, max_smem, stream);
         } else {
           return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                    kPdsHeadsFirst | kPdsTailBlocksFirst>(p, max_smem, stream);
+                                                    kPdsHeadsFirst>(p, max_smem, stream);
         }
       }
       default:
@@ -998,7 +998,7 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
         if (err != cudaSuccess) return err;
         if (sm90 && bwd_sm80_heads_first<D>(p)) {
           err = launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                    kPdsHeadsFirst>(p, max_smem, stream);
+                                                    kPdsHeadsFirst | kPdsTailBlocksFirst>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }
         if (sm90) {
@@ -1015,7 +1015,8 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
         if (err != cudaSuccess) return err;
         if (sm90) {
           err = bwd_sm80_heads_first<D>(p)
-                    ? launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst>(p, max_smem, stream)
+                    ? launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst | kPdsTailBlocksFirst>(
+                          p, max_smem, stream)
                     : launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }

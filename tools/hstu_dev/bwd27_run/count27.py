@@ -91,7 +91,7 @@ def main():
         base = (ctas * a0 + full * p) / SMS
         print(f"causal B128 S1K cfg {c}: main {m:.1f} us = CTAs {ctas * a0 / SMS:.1f} + full pairs {full * p / SMS:.1f}"
               f" + rest {m - base:.1f} (diagonal pairs {diag} and the tail; if all diagonal: "
-              f"{(m - base) * SMS / diag + p:.3f} us a diagonal pair against {p:.3f})")
+              f"{(m - base) * SMS / diag:.3f} us a diagonal pair against {p:.3f})")
 
 
 if __name__ == "__main__":
