@@ -899,17 +899,22 @@ constexpr int kBwdSm80OtherOrderCfg = 3;
 constexpr int kBwdPdsD256OneBar = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsLeanCopies;
 constexpr int kBwdPdsD256Alt = kPdsLoopFreeDqFirst | kPdsMbarCopies;
 constexpr int kBwdSm80MbarCfg = 6;
-// 7 (bf16, calls without contexts, sm_90+, where the default runs heads first): the default's loop without
-// kPdsTailBlocksFirst (every sequence heads first), for comparisons.
+// 7 (bf16, calls without contexts, sm_90+, where the default runs heads first): the default's loop with the other
+// choice of kPdsTailBlocksFirst than kBwdPdsTailFirst's, for comparisons.
 constexpr int kBwdSm80TailCfg = 7;
+// The heads-first loops take the grid's last wave of sequences key blocks first (kPdsTailBlocksFirst) at D = 64 / 256
+// (on an H200 at B128 S1K: D64 -1.2 / -1.6 %, D256 -0.6 / -0.6 %; two runs), not at D = 128 (+0.4 / +0.6 %, B64 S2K
+// +0.9 %).
+template <int D>
+constexpr int kBwdPdsTailFirst = D == 64 || D == 256 ? kPdsTailBlocksFirst : 0;
 constexpr int kBwdSm80LastCfg = 8;
 static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
 // first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
 // D256 (its two-stage kernel, where it fits) 3.64 against 4.83 ms; D64 at par; at S4K within 0.2 %), else batch
-// first. The one-barrier loops' heads first takes the grid's last sequences key blocks first (kPdsTailBlocksFirst:
-// their heaviest blocks not in the last wave; cfg 7 without it; docs/hstu_kernel_notes.md, bwd27).
+// first. At D = 64 / 256 the one-barrier loops' heads first takes the grid's last sequences key blocks first
+// (kBwdPdsTailFirst; cfg 7 the other choice).
 template <int D>
 inline bool bwd_sm80_heads_first(const HstuParams& p) {
   const bool rule = (D == 64 || D == 128 || D == 256) && p.max_seqlen_k <= 2048;
@@ -963,11 +968,12 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         err = bwd_sm80_sm90_class(sm90);
         if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
         if (p.num_contexts != nullptr || !bwd_sm80_heads_first<D>(p)) return cudaErrorNotSupported;
+        constexpr int kTail = kBwdPdsTailFirst<D> ^ kPdsTailBlocksFirst;  // (the default's other choice)
         if constexpr (D == 256) {
-          return launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst>(p, max_smem, stream);
+          return launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst | kTail>(p, max_smem, stream);
         } else {
           return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                    kPdsHeadsFirst>(p, max_smem, stream);
+                                                    kPdsHeadsFirst | kTail>(p, max_smem, stream);
         }
       }
       default:
@@ -998,7 +1004,7 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
         if (err != cudaSuccess) return err;
         if (sm90 && bwd_sm80_heads_first<D>(p)) {
           err = launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                    kPdsHeadsFirst | kPdsTailBlocksFirst>(p, max_smem, stream);
+                                                    kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }
         if (sm90) {
@@ -1015,7 +1021,7 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
         if (err != cudaSuccess) return err;
         if (sm90) {
           err = bwd_sm80_heads_first<D>(p)
-                    ? launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst | kPdsTailBlocksFirst>(
+                    ? launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(
                           p, max_smem, stream)
                     : launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;

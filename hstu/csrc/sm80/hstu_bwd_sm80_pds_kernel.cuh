@@ -80,12 +80,13 @@ constexpr int kPdsSplitCopies = 16;
 // starts every sequence's heaviest key blocks early (the tail; heads first within +-0.3 % at S4K - S16K with H = 4,
 // and with one head it is FA2's order, 5 % slower at B16 S4K on the older kernel).
 constexpr int kPdsHeadsFirst = 32;
-// A flag on BODY with kPdsHeadsFirst (the one-barrier loops' heads first, sm_90+): the grid's last sequences (about
+// A flag on BODY with kPdsHeadsFirst (the one-barrier loops' heads first, sm_90+, at D = 64 / 256: kBwdPdsTailFirst
+// in hstu_bwd_sm80_kernel.cuh; at D = 128 it measured slower): the grid's last sequences (about
 // kPdsTailCtas CTAs, a wave of an H100 / H200's 132 SMs) run key blocks first (every head's block 0 of those
 // sequences, then block 1, ...). Heads first starts a sequence's heaviest key block (causal: block 0 walks every
 // query tile) with its others, so the last sequences' blocks 0 start in the last wave and set the kernel's end (a
-// dispatch model at B128 S1K D128: 3 % past the SMs' mean busy time; ~1 % with this order). A tail of one wave keeps
-// its sequences' Q / dO and dQ rows within the L2 (~20 MB at S1K D128; two waves' 36 MB were slower there).
+// dispatch model at B128 S1K: 3 % past the SMs' mean busy time; ~1 % with this order). A tail of one wave keeps
+// its sequences' Q / dO and dQ rows few (two waves measured alike at D = 64 / 256).
 constexpr int kPdsTailBlocksFirst = 256;
 constexpr int kPdsTailCtas = 132;
 // A flag on BODY (STAGES = 2, the loop-free bodies, calls without contexts, sm_90+; D = 256's default there,
