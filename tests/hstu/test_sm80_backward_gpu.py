@@ -3,9 +3,11 @@ hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the defa
 block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; at D = 64 the
 next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16, D = 64)
 the one-barrier loop with the copies together, cfg 3 the default kernels in the other grid order (the default: heads
-first up to 2,048 keys, else batch first). At D = 256 on sm_90+ the default has one block barrier per tile pair with two
-Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies, with the lean copies: kPdsLeanCopies); cfg 1 runs the
-two-barrier kernel there, cfg 6 (bf16) the loop without the lean copies. Each meets the error rule of
+first up to 2,048 keys, else batch first; heads first at D = 64 / 256 with the grid's last sequences key blocks
+first), cfg 7 (bf16, heads first) the other choice of the last sequences' order. At D = 256 on sm_90+ the default
+has one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies, with
+the lean copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean
+copies. Each meets the error rule of
 test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned), all give the same dK, dV and
 drab bit for bit, and the kernel that runs is the cfg's (other head dims, contexts and GPUs without the shared memory
 run the two-barrier default). Also the default's kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel
@@ -13,6 +15,7 @@ skips the context gap), drab with long contexts, a local window, targets and rab
 workspace layouts."""
 
 import os
+import random
 import sys
 import zlib
 
@@ -27,7 +30,8 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-LOOP_CFGS = (1, 2, 3)
+LOOP_CFGS = (1, 2, 3, 7)
+TAIL_CFG = 7  # (kBwdSm80TailCfg: the heads-first kernels with the other choice of kPdsTailBlocksFirst, 256)
 MBAR_CFGS = (6,)  # (D = 256)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; D = 64's with
 # kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
@@ -35,6 +39,8 @@ _DEFAULT_BODY = {64: 10, 128: 7}
 _DEFAULT_FLAGS = {64: 16, 128: 0}
 _HEADS_FIRST = 32
 _MBAR, _LEAN = 64, 128  # kPdsMbarCopies, kPdsLeanCopies
+_TAIL = 256  # kPdsTailBlocksFirst
+_TAIL_DEFAULT = {64: _TAIL, 128: 0, 256: _TAIL}  # kBwdPdsTailFirst
 
 
 def loop_cfgs(D):
@@ -57,19 +63,24 @@ def one_bar_fits():
 
 
 def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
-    """The end of the name of the kernel cfg 0 / 1 / 2 / 3 / 6 runs at head dim D for dtype without contexts on this
+    """The end of the name of the kernel cfg 0 / 1 / 2 / 3 / 6 / 7 runs at head dim D for dtype without contexts on this
     GPU, or None where that is not the one-barrier loop, its two-barrier comparison or a grid order's kernel (other
     head dims, below sm_90). The default's grid order: heads first up to 2,048 keys (the body kernel with
-    kPdsHeadsFirst), else batch first; cfg 3 the other one. D = 256: the default the two-stage body kernel with
-    kPdsMbarCopies | kPdsLeanCopies, cfg 1 the two-stage two-barrier kernel, cfg 6 (bf16) kPdsMbarCopies alone."""
+    kPdsHeadsFirst, at D = 64 / 256 | kPdsTailBlocksFirst), else batch first; cfg 3 the other one; cfg 7 (bf16) the
+    heads-first kernel with the other choice of kPdsTailBlocksFirst (batch first: the default's). D = 256: the
+    default the two-stage body kernel with kPdsMbarCopies | kPdsLeanCopies, cfg 1 the two-stage two-barrier kernel,
+    cfg 6 (bf16) kPdsMbarCopies alone."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
+    bf16 = dtype == torch.bfloat16
+    tail = _TAIL_DEFAULT.get(D, 0) ^ (_TAIL if cfg == TAIL_CFG and bf16 else 0)
     if D == 256 and mbar_fits():  # (224 KB, Hopper)
         first = (max_seqlen_k <= 2048) != (cfg == 3)
         if cfg == 1:
             if first:
                 return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {10 | _HEADS_FIRST}>(hstu::HstuParams)"
             return f"hstu_bwd_pds_kernel<{t}, 256, 2, 8>(hstu::HstuParams)"
-        body = 10 | _MBAR | (0 if cfg == 6 and dtype == torch.bfloat16 else _LEAN) | (_HEADS_FIRST if first else 0)
+        lean = 0 if cfg == 6 and bf16 else _LEAN
+        body = 10 | _MBAR | lean | (_HEADS_FIRST | (0 if cfg == 6 and bf16 else tail) if first else 0)
         return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {body}>(hstu::HstuParams)"
     if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
@@ -78,7 +89,7 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D]}>(hstu::HstuParams)"
     if (max_seqlen_k <= 2048) != (cfg == 3):
-        body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST
+        body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams)"
     return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
@@ -101,10 +112,12 @@ def _bwd_kernels(case):
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
     """The default (the one-barrier loop on sm_90+; D = 256: two stages on mbarriers), cfg 1 (two barriers), cfg 2 (D =
-    64: the copies together), cfg 3 (the other grid order) and at D = 256 cfg 6 (without the lean copies) meet the error
-    rule against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one- and two-tile walks
-    and key blocks past a sequence's end; dense ones across several query tiles; masks cutting tiles, contexts and
-    targets with groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the same dK, dV and drab
+    64: the copies together), cfg 3 (the other grid order), cfg 7 (the other choice of the last sequences' order; in
+    these small grids every sequence is one of them; test_sm80_backward_tail_blocks_first has more) and at D =
+    256 cfg 6 (without the lean copies) meet the error rule against the fp32 reference (jagged lengths of 0-700 rows
+    at the 64 / 128 tile edges, so one- and two-tile walks and key blocks past a sequence's end; dense ones across
+    several query tiles; masks cutting tiles, contexts and targets with groups, delta-q, seqused, rab / drab, the
+    deterministic dq kernel), and give the same dK, dV and drab
     bit for bit (the same sums in the same order: only the barriers, buffers, copies and the order of the CTAs differ),
     dQ too when deterministic (its own kernel), else up to the atomics' order (outputs poisoned before each run)."""
     lk = [300, 0, 1, 129, 128, 77, 64, 33, 700] if lens == "jagged" else [384] * 3
@@ -161,11 +174,46 @@ def test_sm80_backward_mbar_batch_first(mask, rab_heads, delta_q, kernel_opts):
                 assert torch.equal(g, w), (cfg, name)
 
 
+@pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 1, True)])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_backward_tail_blocks_first(D, mask, rab_heads, delta_q, kernel_opts):
+    """The default's heads-first loop (at D = 64 / 256 the grid's last sequences key blocks first) and cfg 7 (bf16:
+    the other choice) over more sequences than the tail (40 jagged ones of 0-700 keys, H = 2: the first ones heads
+    first, the last 6-11 key blocks first) meet the error rule against the fp32 reference and give the same dK, dV
+    and drab bit for bit (the same CTAs in another order), dQ up to the atomics' order; the kernel that runs is the
+    cfg's."""
+    rng = random.Random(zlib.crc32(repr(("tail", D, mask)).encode()))
+    lk = [0, 64, 128, 700] + [rng.randint(0, 700) for _ in range(36)]
+    case = kg.make_case(zlib.crc32(repr(("tail", D, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16, mask,
+                        rab_heads, delta_q=delta_q)
+    q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
+    dout = torch.randn_like(q)
+    grads = {}
+    for cfg in (0, TAIL_CFG):
+        kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+        kg.check_case(case, 0.5)
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
+        out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
+                                    has_drab=rab is not None, **kg._varlen_kwargs(case))
+        kg.poison_allocator(8 * q.numel() * q.element_size())
+        grads[cfg] = torch.autograd.grad(out, leaves, dout)
+        assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
+        names = _bwd_kernels(case)
+        want = loop_kernel(D, cfg, max_seqlen_k=case["max_seqlen_k"])
+        assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (cfg, names, want)
+    for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[TAIL_CFG], grads[0])):
+        if i == 0:
+            kg.assert_agree((name,), [g], [w], "bwd_sm80_cfg=7 vs the default")
+        else:
+            assert torch.equal(g, w), name
+
+
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
 def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
     """At D = 64 / 128 on sm_90+ the default runs the one-barrier loop (both dtypes; at 200 keys heads first), cfg 1 the
     two-barrier kernel, cfg 2 (bf16, D = 64) the loop with the copies together, cfg 3 the other grid order (D = 256
-    too), cfg 6 (bf16, D = 256) the mbarrier loop without the lean copies; calls with contexts run the context kernel
+    too), cfg 6 (bf16, D = 256) the mbarrier loop without the lean copies, cfg 7 (bf16) the heads-first loop with the
+    other choice of the tail's order; calls with contexts run the context kernel
     whatever the cfg; other head dims (and GPUs below sm_90) run the same kernel for every cfg."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)

@@ -871,12 +871,20 @@ inline cudaError_t bwd_sm80_sm90_class(bool& yes) {
   yes = err == cudaSuccess && d.cc_major >= 9;
   return err;
 }
+// The launch prologue of the sm_90+ loops: whether the device is sm_90-class and, where it is, its per-block opt-in
+// shared memory (else max_smem stays 0).
+inline cudaError_t bwd_sm80_sm90_smem(bool& sm90, int& max_smem) {
+  max_smem = 0;
+  const cudaError_t err = bwd_sm80_sm90_class(sm90);
+  if (err != cudaSuccess || !sm90) return err;
+  return bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+}
 constexpr int kBwdSm80OldCfg = 8;
 // kernel_options(bwd_sm80_cfg=n), for comparisons: 4 / 5 (bf16) the default's one / two Q / dO stage kernels where
 // they fit (two block barriers per tile pair); 1 (bf16 and fp16) at D = 64 / 128 / 256 on sm_90+ the two-barrier
 // kernels instead of the default's one-barrier loop (kOneBar; D = 256: kPdsMbarCopies); 2 (bf16, D = 64, sm_90+,
 // calls without contexts) the one-barrier loop with the next tile's Q and dO copies issued together (D = 64's default
-// splits them: kPdsSplitCopies); elsewhere the default runs.
+// splits them: kPdsSplitCopies); 7 (below); elsewhere the default runs.
 // Their measured history (tile candidates, pipelined k-loops, earlier bodies and phase orders) is in
 // docs/hstu_kernel_notes.md.
 constexpr int kBwdSm80TwoBarCfg = 1;
@@ -891,13 +899,22 @@ constexpr int kBwdSm80OtherOrderCfg = 3;
 constexpr int kBwdPdsD256OneBar = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsLeanCopies;
 constexpr int kBwdPdsD256Alt = kPdsLoopFreeDqFirst | kPdsMbarCopies;
 constexpr int kBwdSm80MbarCfg = 6;
+// 7 (bf16, calls without contexts, sm_90+, where the default runs heads first): the default's loop with the other
+// choice of kPdsTailBlocksFirst than kBwdPdsTailFirst's, for comparisons.
+constexpr int kBwdSm80TailCfg = 7;
+// The heads-first loops take the grid's last wave of sequences key blocks first (kPdsTailBlocksFirst) at D = 64 / 256
+// (on an H200 at B128 S1K: D64 -1.2 / -1.6 %, D256 -0.6 / -0.6 %; two runs), not at D = 128 (+0.4 / +0.6 %, B64 S2K
+// +0.9 %).
+template <int D>
+constexpr int kBwdPdsTailFirst = D == 64 || D == 256 ? kPdsTailBlocksFirst : 0;
 constexpr int kBwdSm80LastCfg = 8;
 static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
 // first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
 // D256 (its two-stage kernel, where it fits) 3.64 against 4.83 ms; D64 at par; at S4K within 0.2 %), else batch
-// first.
+// first. At D = 64 / 256 the one-barrier loops' heads first takes the grid's last sequences key blocks first
+// (kBwdPdsTailFirst; cfg 7 the other choice).
 template <int D>
 inline bool bwd_sm80_heads_first(const HstuParams& p) {
   const bool rule = (D == 64 || D == 128 || D == 256) && p.max_seqlen_k <= 2048;
@@ -946,6 +963,19 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
                      : launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256Alt>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
+      case kBwdSm80TailCfg: {
+        bool sm90 = false;
+        err = bwd_sm80_sm90_class(sm90);
+        if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
+        if (p.num_contexts != nullptr || !bwd_sm80_heads_first<D>(p)) return cudaErrorNotSupported;
+        constexpr int kTail = kBwdPdsTailFirst<D> ^ kPdsTailBlocksFirst;  // (the default's other choice)
+        if constexpr (D == 256) {
+          return launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst | kTail>(p, max_smem, stream);
+        } else {
+          return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
+                                                    kPdsHeadsFirst | kTail>(p, max_smem, stream);
+        }
+      }
       default:
         return cudaErrorNotSupported;
     }
@@ -969,14 +999,12 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
     if constexpr (D == 64 || D == 128) {  // sm_90+: the one-barrier loop (three Q / dO stages) where it fits
       if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg && p.num_contexts == nullptr) {
         bool sm90 = false;
-        cudaError_t err = bwd_sm80_sm90_class(sm90);
-        if (err != cudaSuccess) return err;
         int max_smem = 0;
-        if (sm90) err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+        cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
         if (err != cudaSuccess) return err;
         if (sm90 && bwd_sm80_heads_first<D>(p)) {
           err = launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                    kPdsHeadsFirst>(p, max_smem, stream);
+                                                    kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }
         if (sm90) {
@@ -988,14 +1016,13 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
     if constexpr (D == 256) {  // sm_90+: one block barrier per tile pair (kBwdPdsD256OneBar) where it fits
       if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg && p.num_contexts == nullptr) {
         bool sm90 = false;
-        cudaError_t err = bwd_sm80_sm90_class(sm90);
-        if (err != cudaSuccess) return err;
         int max_smem = 0;
-        if (sm90) err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+        cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
         if (err != cudaSuccess) return err;
         if (sm90) {
           err = bwd_sm80_heads_first<D>(p)
-                    ? launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst>(p, max_smem, stream)
+                    ? launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(
+                          p, max_smem, stream)
                     : launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }

@@ -1,6 +1,6 @@
 // HSTU attention backward, sm80-class, FlashAttention-2's warp layout (issue 39): the default sm80-class backward at
 // D = 64 / 128 / 256 (bf16 and fp16) where 8 warps' shared memory fits (launch_hstu_bwd_fitting); its comparisons
-// kernel_options(sm90=False, bwd_sm80_cfg=1 / 2 / 3 / 4 / 5 / 6).
+// kernel_options(sm90=False, bwd_sm80_cfg=1 / 2 / 3 / 4 / 5 / 6 / 7).
 //
 // The old default kernel (hstu_bwd_sm80_kernel.cuh) gives each warp 16 key rows for every GEMM, so P^T / dS^T stay in
 // registers but every warp loads the whole Q / dO tile per MMA row (about 0.081 byte of ldmatrix per MMA flop at
@@ -80,6 +80,15 @@ constexpr int kPdsSplitCopies = 16;
 // starts every sequence's heaviest key blocks early (the tail; heads first within +-0.3 % at S4K - S16K with H = 4,
 // and with one head it is FA2's order, 5 % slower at B16 S4K on the older kernel).
 constexpr int kPdsHeadsFirst = 32;
+// A flag on BODY with kPdsHeadsFirst (the one-barrier loops' heads first, sm_90+, at D = 64 / 256: kBwdPdsTailFirst
+// in hstu_bwd_sm80_kernel.cuh; at D = 128 it measured slower): the grid's last sequences (about
+// kPdsTailCtas CTAs, a wave of an H100 / H200's 132 SMs) run key blocks first (every head's block 0 of those
+// sequences, then block 1, ...). Heads first starts a sequence's heaviest key block (causal: block 0 walks every
+// query tile) with its others, so the last sequences' blocks 0 start in the last wave and set the kernel's end (a
+// dispatch model at B128 S1K: 3 % past the SMs' mean busy time; ~1 % with this order). A tail of one wave keeps
+// its sequences' Q / dO and dQ rows few (two waves measured alike at D = 64 / 256).
+constexpr int kPdsTailBlocksFirst = 256;
+constexpr int kPdsTailCtas = 132;
 // A flag on BODY (STAGES = 2, the loop-free bodies, calls without contexts, sm_90+; D = 256's default there,
 // kBwdPdsD256OneBar): one block barrier per tile pair with two Q / dO stages. kOneBar's three stages do not fit at
 // D = 256 (288 KB); here the next tile's copies are issued after the barrier behind phase 1 (every warp is done with
@@ -277,7 +286,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kDpUnroll, unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
-  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies);
+  constexpr int kBody =
+      BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies | kPdsTailBlocksFirst);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -367,9 +377,21 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // under a causal mask: they walk every query tile) go first, then its blocks 1, ... (Each index read straight
   // from blockIdx: a run-time choice of the order here made the one-stage and other kernels spill 4-12 B.)
   constexpr bool kHeadsFirst = (BODY & kPdsHeadsFirst) != 0;
-  const int n_block = blockIdx.y;
-  const int b = kHeadsFirst ? blockIdx.z : blockIdx.x;
+  constexpr bool kTailBlocksFirst = (BODY & kPdsTailBlocksFirst) != 0;
+  static_assert(!kTailBlocksFirst || (kHeadsFirst && !CTX), "the tail order: heads first, no contexts");
+  int n_block = blockIdx.y;
+  int b = kHeadsFirst ? blockIdx.z : blockIdx.x;
   const int h = kHeadsFirst ? blockIdx.x : blockIdx.z;
+  if constexpr (kTailBlocksFirst) {  // the last g sequences: CTA j of theirs (heads fastest) takes block j / g
+    const int per_seq = gridDim.x * gridDim.y;
+    const int g = min(static_cast<int>(gridDim.z), (kPdsTailCtas + per_seq - 1) / per_seq);
+    const int b0 = gridDim.z - g;
+    if (b >= b0) {
+      const int j = blockIdx.y + gridDim.y * (b - b0);
+      n_block = j / g;
+      b = b0 + j % g;
+    }
+  }
   if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
