@@ -25,3 +25,9 @@ for w in "$@"; do
   fi
 done
 ls -la $D
+# (run 2 also carries this branch's test_table_gpu.py and its helper under tree/)
+if [ -f "$D/run2.sh" ] || grep -q "tree/" "$D/run$K.sh"; then
+  mkdir -p $D/tree/tests/dynamicemb
+  cp "$R/tests/dynamicemb/test_table_gpu.py" "$R/tests/dynamicemb/table_helpers.py" $D/tree/tests/dynamicemb/
+  ls -la $D/tree/tests/dynamicemb
+fi
