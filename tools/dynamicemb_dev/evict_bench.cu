@@ -107,9 +107,9 @@ int main(int argc, char** argv) {
   // dedup: the timed ops pass the first-writer set (the LRU row copiers' scratch tail; begin_op samples the batch and
   // uses it when keys repeat: "set" after the checksums).
   const bool dedup = argc > 7 && !std::strcmp(argv[7], "dedup");
-  // Insert-pass variants (kInsertLab*, passed in mode's bits from kUpsertModeLabShift; comma-separated, e.g.
-  // "0,1,2"): every op and rep runs each on the same snapshot and batch, interleaved; one line per variant (a tree
-  // without them: build with -DEVICT_BENCH_NO_LAB and leave the argument out).
+  // Insert-pass variants (insert_schedule's override in mode's bits from kUpsertModeLabShift: 0 the op's default, 1
+  // dynamic, 2 static; comma-separated, e.g. "0,1,2"): every op and rep runs each on the same snapshot and batch,
+  // interleaved; one line per variant (a tree without them: build with -DEVICT_BENCH_NO_LAB, leave it out).
   std::vector<int> labs;
   for (const char* q = argc > 8 ? argv[8] : "0"; *q;) {
     char* e = nullptr;

@@ -945,15 +945,13 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // The warp's tiles meet at a __syncwarp after each group, so that their next keys' loads, lock CASes and scans
 // issue together (tiles left to drift apart serialize their round trips); no block barrier inside the loop (a
 // warp never waits for the block's slowest key). Stats gather in shared memory and are flushed once at the end.
-// L: the group schedule (private comparison variants, kInsertLab*): 0 takes every group after the first from the
-// counter; kInsertLabStatic hands out the first ~3/4 of the groups statically (warp w: w, w + W, ...), so that
-// the counter's atomic, whose result the warp waits for at once (the compiler aggregates it: a SHFL of the
-// result right after the ATOMG), is paid only for the tail that balances the warps; kInsertLabPrefetch also
-// copies each static group's pending entries into shared memory (cp.async) one group ahead, off the key's chain.
-constexpr int kInsertLabStatic = 1, kInsertLabPrefetch = 2;
-// The op passes L in UpsertParams::mode's bits from here up (table_ops.cc, ScoredHashTable._upsert_lab bits 2-3);
-// launch_upsert strips them. (A dev channel: a field of UpsertParams would rebuild every lookup unit.)
-constexpr int kUpsertModeLabShift = 8;
+// L: the group schedule. kScheduleDynamic takes every group after a warp's first from the counter. kScheduleStatic
+// hands out the first ~3/4 of the groups statically in whole rounds (warp w: w, w + W, ...) and the rest by the
+// counter (the tail that balances the warps): the counter's atomic is aggregated by the compiler (a SHFL of its
+// result right after the ATOMG), so a warp waits for that contended atomic at the start of every dynamic group.
+// Measured (H200, load 1.0, 1M keys): static insert pass -5 % for find_or_insert and insert_or_assign, +4 % for
+// insert_and_evict (insert_schedule picks per mode; docs/dynamicemb_storage_notes.md "Keys in flight").
+enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1 };
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
@@ -972,8 +970,6 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
   if (static_cast<int64_t>(blockIdx.x) * (kBlock / kTile) >= count) return;  // the whole block has no key
   __shared__ unsigned s_stats[kNumStats];
   __shared__ UpsertParams s_p;  // for the out-of-line eviction path
-  // kInsertLabPrefetch: the next static group's pending entry of each tile, (key, index).
-  __shared__ longlong2 s_pend[kBlock / 32][kWarpKeys];
   if (threadIdx.x == 0) s_p = p;
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
   __syncthreads();
@@ -986,11 +982,11 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
   const int64_t nwarps = static_cast<int64_t>(gridDim.x) * (kBlock / 32);
   unsigned long long* next_group = insert_group_counter(p);
   int64_t g = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32;
-  // Groups below static_end are handed out statically (L > 0: ~3/4 of them, whole rounds of nwarps; L = 0: the
-  // first round), the rest by the counter. Kept in shared memory and re-read (volatile) where needed, so that the
-  // loop holds no more registers across the eviction call than L = 0 does (the callee's spills grow otherwise).
+  // Groups below static_end are handed out statically (kScheduleStatic: ~3/4 of them, whole rounds of nwarps;
+  // kScheduleDynamic: the first round), the rest by the counter. Kept in shared memory and re-read where needed, so
+  // that the loop holds no more registers across the eviction call than the dynamic schedule.
   __shared__ long long s_static_end;
-  if (L != 0) {
+  if (L == kScheduleStatic) {
     if (threadIdx.x == 0) {
       const int64_t groups = (count + kWarpKeys - 1) / kWarpKeys;
       const int64_t rounds = (3 * groups) / (4 * nwarps);
@@ -999,39 +995,17 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
     __syncthreads();
   }
   auto static_end = [&]() -> int64_t {
-    return L == 0 ? nwarps : *const_cast<volatile long long*>(&s_static_end);
+    return L == kScheduleDynamic ? nwarps : *const_cast<volatile long long*>(&s_static_end);
   };
 #pragma unroll 1
   while (g * kWarpKeys < count) {
     unsigned long long nx = 0;
-    const bool next_static = L != 0 && g + nwarps < static_end();
+    const bool next_static = L == kScheduleStatic && g + nwarps < static_end();
     if (!next_static && (threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
     const int64_t j = g * kWarpKeys + (threadIdx.x & 31) / kTile;
-    longlong2 e = make_longlong2(0, 0);
-    if constexpr (L == kInsertLabPrefetch) {
-      // kInsertLabPrefetch: every static group but the first had its entries copied into s_pend by the group
-      // before; the tile's lead copies the next static group's (one 16-byte cp.async) once its lanes read them.
-      longlong2* slot = &s_pend[threadIdx.x / 32][(threadIdx.x & 31) / kTile];
-      if (g >= nwarps && g < static_end()) {
-        if (tile.thread_rank() == 0) asm volatile("cp.async.wait_all;\n" ::: "memory");
-        tile.sync();
-        if (j < count) e = *slot;
-        tile.sync();
-      } else if (j < count) {
-        e = reinterpret_cast<const longlong2*>(p.pending)[j];
-      }
-      const int64_t jn = j + nwarps * kWarpKeys;
-      if (next_static && tile.thread_rank() == 0 && jn < count) {
-        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(slot));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\ncp.async.commit_group;\n" ::"r"(dst),
-                     "l"(reinterpret_cast<const longlong2*>(p.pending) + jn)
-                     : "memory");
-      }
-    } else {
-      if (j < count) e = reinterpret_cast<const longlong2*>(p.pending)[j];  // (key, index): one load, not two
-    }
     if (j < count) {
       KeyArgs a;
+      const longlong2 e = reinterpret_cast<const longlong2*>(p.pending)[j];  // (key, index): one load, not two
       a.key = static_cast<uint64_t>(e.x);
       a.i = e.y & ~kPendingFullBucket;
       a.score_given = p.scores_in != nullptr;
@@ -1051,9 +1025,9 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
     }
     __syncwarp();
     const int64_t se = static_end();
-    g = (L != 0 && g + nwarps < se) ? g + nwarps : se + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
+    g = (L == kScheduleStatic && g + nwarps < se) ? g + nwarps
+                                                  : se + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
   }
-  if constexpr (L == kInsertLabPrefetch) asm volatile("cp.async.wait_all;\n" ::: "memory");
   flush_stats(p, s_stats);
 }
 
@@ -1268,6 +1242,18 @@ __global__ void __launch_bounds__(kBeginBlock)
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
 // wave; each loops over groups of pending keys.
 inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::current_device_sms()); }
+// The insert pass's schedule of an op: static for find_or_insert and insert_or_assign (measured faster), dynamic for
+// the rest (insert_and_evict measured slower static; the others not measured). `mode` may carry the op's private
+// override in its bits from kUpsertModeLabShift (table_ops.cc, ScoredHashTable._upsert_lab bits 2-3): 1 = dynamic,
+// 2 = static (a field of UpsertParams would rebuild every lookup unit, which includes table_types.h).
+constexpr int kUpsertModeLabShift = 8;
+inline InsertSchedule insert_schedule(int mode) {
+  const int force = mode >> kUpsertModeLabShift;
+  if (force == 1) return kScheduleDynamic;
+  if (force == 2) return kScheduleStatic;
+  mode &= (1 << kUpsertModeLabShift) - 1;
+  return mode == kFindOrInsert || mode == kInsertOrAssign ? kScheduleStatic : kScheduleDynamic;
+}
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
 }
@@ -1284,8 +1270,8 @@ void launch_lookup(const LookupParams& p, void* stream) {
 template <int K, int V, int P>
 void launch_upsert(const UpsertParams& p_op, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  // The op passes a private insert-pass variant (kInsertLab*) in mode's bits from kUpsertModeLabShift.
-  const int lab = p_op.mode >> kUpsertModeLabShift;
+  // A private override of the insert pass's schedule (for A/B timing) rides in mode's bits from
+  // kUpsertModeLabShift (insert_schedule).
   UpsertParams p = p_op;
   p.mode &= (1 << kUpsertModeLabShift) - 1;
   if (p.n > 0 && p.pending == nullptr)
@@ -1293,12 +1279,10 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
   const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap());
-  if (lab == kInsertLabStatic)
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kInsertLabStatic>, grid, kBlock, s, p);
-  else if (lab == kInsertLabPrefetch)
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kInsertLabPrefetch>, grid, kBlock, s, p);
+  if (insert_schedule(p_op.mode) == kScheduleStatic)
+    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleStatic>, grid, kBlock, s, p);
   else
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, 0>, grid, kBlock, s, p);
+    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
