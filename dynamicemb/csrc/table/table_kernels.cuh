@@ -975,10 +975,11 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const uint64_t clock = static_cast<uint64_t>(s_clock);
-  // Group g: keys g * kWarpKeys + (tile in warp). A warp starts with its own global index as its group and takes
-  // each next one from a counter (insert_group_counter), fetched at the start of the group before (one atomic per
-  // group, its latency hidden): warps whose keys were quick take more groups, so the pass ends with its last keys
-  // instead of its slowest warp's share (measured: insert_and_evict's insert pass -11 %).
+  // Group g: keys g * kWarpKeys + (tile in warp). A warp starts with its own global index as its group; a dynamic
+  // group's next one comes from a counter (insert_group_counter), an atomic issued at the group's start (the warp
+  // waits for it there: see L above): warps whose keys were quick take more groups, so the pass ends with its last
+  // keys instead of its slowest warp's share (measured against a fully static schedule: insert_and_evict's insert
+  // pass -11 %).
   const int64_t nwarps = static_cast<int64_t>(gridDim.x) * (kBlock / 32);
   unsigned long long* next_group = insert_group_counter(p);
   int64_t g = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32;
