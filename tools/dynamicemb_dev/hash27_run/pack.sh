@@ -1,8 +1,9 @@
 #!/bin/bash
 # Packs run K of hash27 into /work/main/.carry/hash27/ (the lead runs `OUT=... bash .carry/hash27/runK.sh` from
 # main's tree root on the device): runK.sh, and for evict_bench runs the two binaries built here from this tree
-# (-lineinfo for ncu): eb_h27 (the product's 4 lanes per key, insert-pass variants 0 / 1 / 2 = main's schedule /
-# kInsertLabStatic / kInsertLabPrefetch) and eb_t2 (tile2_tree.sh's lab copy: 2 lanes per key, the same variants).
+# (-lineinfo for ncu): eb_h27 (the product's 4 lanes per key) and eb_t2 (tile2_tree.sh's lab copy: 2 lanes per
+# key). Run 1's binaries came from 02a1331, where the schedule argument meant 0 dynamic / 1 static / 2 static +
+# prefetch; from ed34175e on it means 0 the op's default / 1 dynamic / 2 static.
 # Runs with a wheel: the dynamicemb wheel from bazel-bin, table_ab.py and upsert_lab_plugin.py.
 # Usage: pack.sh K [eb] [whl]
 set -e
