@@ -479,3 +479,73 @@ def test_gpu_full_table_evictions_match_cpu_twin(op, policy, keys, device="cuda"
         assert torch.equal(torch.stack([ig[k][0] for k in ks]), torch.stack([ic[k][0] for k in ks]))
         assert stats_dict(stats_c)["evicted"] > 0
         assert g.size() == nb * bc
+
+
+@pytest.mark.parametrize("policy", ["lru", "epoch_lru"])
+@pytest.mark.parametrize("op", ["find_or_insert", "insert_or_assign", "insert_and_evict"])
+def test_gpu_full_table_insert_schedules_agree(op, policy):
+    """The insert pass's two group schedules (table_kernels.cuh insert_schedule; forced by the private
+    ScoredHashTable._upsert_lab bits 2 / 4) at the scale where they differ: a full table of 2^20 slots and a batch
+    of ~180K keys, ~50K of them new (each 1-3 times): the insert pass's grid is capped at 2 blocks per SM, so each
+    warp serves several groups, most of them handed out statically by the static schedule. Under LRU each bucket's
+    new keys replace its least (score, digest, key) slots whatever the order, so both schedules (and the op's
+    default) must leave the same stored (key, row, score) set and return the same stats, found count, rows and
+    evicted multiset (the dynamic schedule is the one the small CPU-twin tests check).
+    """
+    cap, dim = 1 << 20, 8
+    t = ScoredHashTable(cap, dim, score_policy=policy, device="cuda",
+                        initializer=TableInitializer("constant", value=0.25))
+    t.set_epoch(2)
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(f"schedules{op}{policy}".encode()))
+    for _ in range(8):  # 2x the capacity in random keys: every bucket full
+        k = torch.randint(1, 1 << 62, (1 << 18,), device="cuda", generator=gen)
+        t.insert_or_assign(k, (k % 991).float().unsqueeze(1).expand(-1, dim).contiguous())
+    assert t.size() == cap
+    present = t.items()[0]
+    hits = present[torch.randperm(present.numel(), device="cuda", generator=gen)[:80000]]
+    new = torch.randint(1 << 62, (1 << 63) - 1, (50000,), device="cuda", generator=gen)
+    new = new.repeat_interleave(torch.randint(1, 4, (new.numel(),), device="cuda", generator=gen))
+    keys = torch.cat([hits, new])
+    keys = keys[torch.randperm(keys.numel(), device="cuda", generator=gen)]
+    rows = ((keys % 1009).float() + 0.5).unsqueeze(1).expand(-1, dim).contiguous()  # a row per key: duplicates agree
+    snap = {n: x.clone() for n, x in t.state_dict().items() if n in ("keys", "digests", "scores", "values", "counters")}
+
+    def run(lab):
+        for n, x in snap.items():
+            getattr(t, n).copy_(x)
+        t._upsert_lab = lab
+        out = {}
+        if op == "find_or_insert":
+            r = t.find_or_insert(keys)
+            out["values"], out["found"], out["stats"] = r.values.clone(), int(r.found.sum()), r.stats.tolist()
+        elif op == "insert_or_assign":
+            out["stats"] = t.insert_or_assign(keys, rows).tolist()
+        else:
+            r = t.insert_and_evict(keys, rows)
+            m = int(r.num_evicted)
+            ek = r.evicted_keys[:m].view(torch.int64)
+            o = torch.argsort(ek)
+            out["evicted"] = (ek[o], r.evicted_scores[:m][o], r.evicted_values[:m][o])
+            out["stats"] = r.stats.tolist()
+        k, v, s = t.items()
+        k = k.view(torch.int64)
+        o = torch.argsort(k)
+        out["table"] = (k[o], v[o], s[o])
+        out["size"] = t.size()
+        return out
+
+    base = run(1 | 2)  # dynamic
+    assert base["size"] == cap
+    for lab in (1, 1 | 4, 4):  # the op's default; static (with and without programmatic launches)
+        got = run(lab)
+        assert got["size"] == base["size"]
+        assert got["stats"] == base["stats"]
+        for a, b in zip(got["table"], base["table"]):
+            assert torch.equal(a, b), lab
+        if op == "find_or_insert":
+            assert got["found"] == base["found"]
+            assert torch.equal(got["values"], base["values"])
+        if op == "insert_and_evict":
+            assert got["evicted"][0].numel() > 40000
+            for a, b in zip(got["evicted"], base["evicted"]):
+                assert torch.equal(a, b), lab

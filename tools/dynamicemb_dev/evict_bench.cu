@@ -4,7 +4,7 @@
 //
 //   nvcc -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a -I<tree> \
 //        tools/dynamicemb_dev/evict_bench.cu -o /tmp/eb && /tmp/eb [capacity_log2=26] [batch_log2=20] [reps=5] \
-//        [ncu|-] [uniform|zipf] [loads=1] [dedup|-]
+//        [ncu|-] [uniform|zipf] [loads=1] [dedup|-] [variants=0]
 //
 // Workload (benchmarks/hash_table.py --fill hkv --lambdas 1.0): 2^capacity_log2 slots (buckets of 128) filled by
 // insert_or_assign in batches of 2^batch_log2 random keys, topped up until the size is within 0.001 of the
@@ -107,6 +107,15 @@ int main(int argc, char** argv) {
   // dedup: the timed ops pass the first-writer set (the LRU row copiers' scratch tail; begin_op samples the batch and
   // uses it when keys repeat: "set" after the checksums).
   const bool dedup = argc > 7 && !std::strcmp(argv[7], "dedup");
+  // Insert-pass variants (insert_schedule's override in mode's bits from kUpsertModeLabShift: 0 the op's default, 1
+  // dynamic, 2 static; comma-separated, e.g. "0,1,2"): every op and rep runs each on the same snapshot and batch,
+  // interleaved; one line per variant (a tree without them: build with -DEVICT_BENCH_NO_LAB, leave it out).
+  std::vector<int> labs;
+  for (const char* q = argc > 8 ? argv[8] : "0"; *q;) {
+    char* e = nullptr;
+    labs.push_back(static_cast<int>(std::strtol(q, &e, 10)));
+    q = *e ? e + 1 : e;
+  }
   // Load factors, comma-separated, ascending (the table is filled on from one to the next): "0.5,0.75,1".
   std::vector<double> loads;
   for (const char* q = argc > 6 ? argv[6] : "1"; *q;) {
@@ -210,10 +219,19 @@ int main(int argc, char** argv) {
 
     std::printf("keys: %s%s\n", zipf ? "zipf 1.05 hits" : "uniform distinct hits", dedup ? ", first-writer set" : "");
     for (int op = 0; op < 4; ++op) {
-      std::vector<float> tk[8], ttot;
-      long long pend = -1, set_used = 0, st[kNumStats] = {};
-      unsigned long long tsum = 0, esum = 0;
-      for (int r = 0; r < nreps; ++r) {
+      const int nl = static_cast<int>(labs.size());
+      std::vector<std::vector<float>> tkv(nl * 8), ttotv(nl);
+      std::vector<long long> pendv(nl, -1), setv(nl, 0), stv(nl * kNumStats, 0);
+      std::vector<unsigned long long> tsumv(nl, 0), esumv(nl, 0);
+      for (int r = 0; r < nreps; ++r)
+      for (int li = 0; li < nl; ++li) {
+        std::vector<float>* tk = &tkv[li * 8];
+        std::vector<float>& ttot = ttotv[li];
+        long long& pend = pendv[li];
+        long long& set_used = setv[li];
+        long long* st = &stv[li * kNumStats];
+        unsigned long long& tsum = tsumv[li];
+        unsigned long long& esum = esumv[li];
         copy_table(t, snap);
         if (zipf) {
           gen_batch_idx<<<(n + 255) / 256, 256, 0, s>>>(pool, zidx[r], keys, n, uint64_t(r + 1));
@@ -226,6 +244,9 @@ int main(int argc, char** argv) {
         p.n = n;
         if (dedup) p.pending_words = 2 * n + kPendingExtra + dedup_set_words(n);
         p.mode = op == 0 ? kFindOrInsert : op == 1 ? kInsertOrAssign : op == 2 ? kInsertAndEvict : kAssign;
+#ifndef EVICT_BENCH_NO_LAB
+        p.mode |= labs[li] << kUpsertModeLabShift;
+#endif
         if (op == 0) {
           p.values_out = vout;
           p.found_out = found;
@@ -252,7 +273,7 @@ int main(int argc, char** argv) {
           collect_times(ne, tk, ttot);
         }
         if (r == nreps - 1) {  // checks of the last rep
-          CK(cudaMemcpy(st, stats, sizeof st, cudaMemcpyDeviceToHost));
+          CK(cudaMemcpy(st, stats, kNumStats * sizeof(long long), cudaMemcpyDeviceToHost));
           CK(cudaMemcpy(&pend, pending + 2 * n + kPendingExtra / 2, 8, cudaMemcpyDeviceToHost));
           if (dedup && op > 0)  // begin_op's choice of the first-writer set (the copiers only)
             CK(cudaMemcpy(&set_used, pending + 2 * n + kPendingExtra + dedup_set_words(n) - kDedupTail / 2, 8,
@@ -269,12 +290,17 @@ int main(int argc, char** argv) {
           }
         }
       }
-      std::printf("%-17s total %7.1f us (%.3f billion/s)", names[op], med(ttot), n / med(ttot) / 1e3);
-      const char* kn[] = {"begin", "first", "insert"};
-      for (int k = 0; k < 3; ++k)
-        if (!tk[k].empty()) std::printf("  %s %6.1f", kn[k], med(tk[k]));
-      std::printf("  pending %lld  ins %lld asg %lld evi %lld ref %lld  table %016llx  evicted %016llx%s\n", pend,
-                  st[0], st[1], st[2], st[3], tsum, esum, set_used ? "  set" : "");
+      for (int li = 0; li < nl; ++li) {
+        const std::vector<float>* tk = &tkv[li * 8];
+        const long long* st = &stv[li * kNumStats];
+        std::printf("%-17s L%d total %7.1f us (%.3f billion/s)", names[op], labs[li], med(ttotv[li]),
+                    n / med(ttotv[li]) / 1e3);
+        const char* kn[] = {"begin", "first", "insert"};
+        for (int k = 0; k < 3; ++k)
+          if (!tk[k].empty()) std::printf("  %s %6.1f", kn[k], med(tk[k]));
+        std::printf("  pending %lld  ins %lld asg %lld evi %lld ref %lld  table %016llx  evicted %016llx%s\n",
+                    pendv[li], st[0], st[1], st[2], st[3], tsumv[li], esumv[li], setv[li] ? "  set" : "");
+      }
     }
   }
   CK(cudaStreamSynchronize(s));

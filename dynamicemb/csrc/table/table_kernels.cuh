@@ -945,7 +945,14 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // The warp's tiles meet at a __syncwarp after each group, so that their next keys' loads, lock CASes and scans
 // issue together (tiles left to drift apart serialize their round trips); no block barrier inside the loop (a
 // warp never waits for the block's slowest key). Stats gather in shared memory and are flushed once at the end.
-template <int K, int V, int P>
+// L: the group schedule. kScheduleDynamic takes every group after a warp's first from the counter. kScheduleStatic
+// hands out the first ~3/4 of the groups statically in whole rounds (warp w: w, w + W, ...) and the rest by the
+// counter (the tail that balances the warps): the counter's atomic is aggregated by the compiler (a SHFL of its
+// result right after the ATOMG), so a warp waits for that contended atomic at the start of every dynamic group.
+// Measured (H200, load 1.0, 1M keys): static insert pass -5 % for find_or_insert and insert_or_assign, +4 % for
+// insert_and_evict (insert_schedule picks per mode; docs/dynamicemb_storage_notes.md "Keys in flight").
+enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1 };
+template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
@@ -968,17 +975,34 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const uint64_t clock = static_cast<uint64_t>(s_clock);
-  // Group g: keys g * kWarpKeys + (tile in warp). A warp starts with its own global index as its group and takes
-  // each next one from a counter (insert_group_counter), fetched at the start of the group before (one atomic per
-  // group, its latency hidden): warps whose keys were quick take more groups, so the pass ends with its last keys
-  // instead of its slowest warp's share (measured: insert_and_evict's insert pass -11 %).
+  // Group g: keys g * kWarpKeys + (tile in warp). A warp starts with its own global index as its group; a dynamic
+  // group's next one comes from a counter (insert_group_counter), an atomic issued at the group's start (the warp
+  // waits for it there: see L above): warps whose keys were quick take more groups, so the pass ends with its last
+  // keys instead of its slowest warp's share (measured against a fully static schedule: insert_and_evict's insert
+  // pass -11 %).
   const int64_t nwarps = static_cast<int64_t>(gridDim.x) * (kBlock / 32);
   unsigned long long* next_group = insert_group_counter(p);
   int64_t g = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32;
+  // Groups below static_end are handed out statically (kScheduleStatic: ~3/4 of them, whole rounds of nwarps;
+  // kScheduleDynamic: the first round), the rest by the counter. Kept in shared memory and re-read where needed, so
+  // that the loop holds no more registers across the eviction call than the dynamic schedule.
+  __shared__ long long s_static_end;
+  if (L == kScheduleStatic) {
+    if (threadIdx.x == 0) {
+      const int64_t groups = (count + kWarpKeys - 1) / kWarpKeys;
+      const int64_t rounds = (3 * groups) / (4 * nwarps);
+      s_static_end = nwarps * (rounds > 1 ? rounds : 1);
+    }
+    __syncthreads();
+  }
+  auto static_end = [&]() -> int64_t {
+    return L == kScheduleDynamic ? nwarps : *const_cast<volatile long long*>(&s_static_end);
+  };
 #pragma unroll 1
   while (g * kWarpKeys < count) {
     unsigned long long nx = 0;
-    if ((threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
+    const bool next_static = L == kScheduleStatic && g + nwarps < static_end();
+    if (!next_static && (threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
     const int64_t j = g * kWarpKeys + (threadIdx.x & 31) / kTile;
     if (j < count) {
       KeyArgs a;
@@ -1001,7 +1025,9 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       }
     }
     __syncwarp();
-    g = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
+    const int64_t se = static_end();
+    g = (L == kScheduleStatic && g + nwarps < se) ? g + nwarps
+                                                  : se + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
   }
   flush_stats(p, s_stats);
 }
@@ -1217,6 +1243,18 @@ __global__ void __launch_bounds__(kBeginBlock)
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
 // wave; each loops over groups of pending keys.
 inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::current_device_sms()); }
+// The insert pass's schedule of an op: static for find_or_insert and insert_or_assign (measured faster), dynamic for
+// the rest (insert_and_evict measured slower static; the others not measured). `mode` may carry the op's private
+// override in its bits from kUpsertModeLabShift (table_ops.cc, ScoredHashTable._upsert_lab bits 2-3): 1 = dynamic,
+// 2 = static (a field of UpsertParams would rebuild every lookup unit, which includes table_types.h).
+constexpr int kUpsertModeLabShift = 8;
+inline InsertSchedule insert_schedule(int mode) {
+  const int force = mode >> kUpsertModeLabShift;
+  if (force == 1) return kScheduleDynamic;
+  if (force == 2) return kScheduleStatic;
+  mode &= (1 << kUpsertModeLabShift) - 1;
+  return mode == kFindOrInsert || mode == kInsertOrAssign ? kScheduleStatic : kScheduleDynamic;
+}
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
 }
@@ -1231,14 +1269,21 @@ void launch_lookup(const LookupParams& p, void* stream) {
   check_launch("lookup");
 }
 template <int K, int V, int P>
-void launch_upsert(const UpsertParams& p, void* stream) {
+void launch_upsert(const UpsertParams& p_op, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
+  // A private override of the insert pass's schedule (for A/B timing) rides in mode's bits from
+  // kUpsertModeLabShift (insert_schedule).
+  UpsertParams p = p_op;
+  p.mode &= (1 << kUpsertModeLabShift) - 1;
   if (p.n > 0 && p.pending == nullptr)
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
-  launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P>, std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap()),
-                       kBlock, s, p);
+  const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap());
+  if (insert_schedule(p_op.mode) == kScheduleStatic)
+    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleStatic>, grid, kBlock, s, p);
+  else
+    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
