@@ -192,6 +192,8 @@ def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kerne
             torch.cuda.synchronize()
         names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "qreg" in e.name}
     kernel = {3: "hstu_fwd_qreg_kernel", 5: "hstu_fwd_qreg_ctx_kernel"}.get(shown, "hstu_fwd_kernel")
+    if shown == 3 and D == 64:  # (targets alone at D = 64: Q scaled by alpha / 2 = 2^-2, FwdSm80QregScaled)
+        kernel = "hstu_fwd_qreg_scaled_kernel"
     tile = fwd_tile(D, shown, pairs=pairs)
     if shown == 5:  # (SKIP 6: candidate 5 with the paired KV tiles)
         tile = tile.replace(", 5, 1>", ", 6, 1>")
