@@ -37,13 +37,13 @@ def set_variant(name):
         ScoredHashTable._upsert_lab = lab
 
 
-def run(capacity, lam, zipf, variants, reps, batch=1 << 20, dim=32):
+def run(capacity, lam, zipf, variants, reps, batch=1 << 20, dim=32, fill="hkv"):
     dev = "cuda"
     set_variant(variants[0])
     t = ScoredHashTable(capacity, dim, value_dtype=torch.float32, key_dtype=torch.uint64, device=dev,
                         check_keys=False, max_capacity=capacity)
     g = torch.Generator(device=dev).manual_seed(0)
-    pool = fill_table(t, capacity, lam, batch, "hkv", g)
+    pool = fill_table(t, capacity, lam, batch, fill, g)
     vals = torch.randn(batch, dim, device=dev)
     real = t.load_factor()
 
@@ -97,6 +97,8 @@ def main(argv=None):
     ap.add_argument("--dists", nargs="+", default=["uniform", "zipf"], choices=["uniform", "zipf"])
     ap.add_argument("--capacity", type=int, default=1 << 26)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--fill", default="hkv", choices=["hkv", "once"],
+                    help="hash_table.py's fill: hkv (topped up to the load, hits from the last 1M keys) or once")
     a = ap.parse_args(argv)
     print(f"{torch.cuda.get_device_name()}; capacity {a.capacity}, dim 32, 1M keys/op, {a.reps} reps, billion KV/s "
           f"(ratio to {a.variants[0]})")
@@ -104,7 +106,7 @@ def main(argv=None):
     print("|---|---|" + "---|" * len(OPS))
     for d in a.dists:
         for lam in a.lambdas:
-            real, r = run(a.capacity, lam, d == "zipf", a.variants, a.reps)
+            real, r = run(a.capacity, lam, d == "zipf", a.variants, a.reps, fill=a.fill)
             for v in a.variants:
                 cells = []
                 for op in OPS:
