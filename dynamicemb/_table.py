@@ -305,8 +305,8 @@ class ScoredHashTable:
     # programmatic dependent launches on sm_90+ (table_kernels.cuh launch_upsert_kernel; H200, 1M keys: +0.4 to
     # +1.3 % on the inserting ops, docs/dynamicemb_storage_notes.md "The first-writer set's slot-lock copy"); on by
     # default, 0 = plain launches (for A/B timing). Bits 2 / 4 force the insert pass's group schedule to dynamic /
-    # static for every op (table_kernels.cuh insert_schedule; by default static for find_or_insert and
-    # insert_or_assign only; docs/dynamicemb_storage_notes.md "Keys in flight").
+    # static for every op (table_kernels.cuh insert_schedule; dynamic by default: docs/dynamicemb_storage_notes.md
+    # "Keys in flight").
     _upsert_lab = 1
 
     def __init__(

@@ -950,7 +950,8 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // counter (the tail that balances the warps): the counter's atomic is aggregated by the compiler (a SHFL of its
 // result right after the ATOMG), so a warp waits for that contended atomic at the start of every dynamic group.
 // Measured (H200, load 1.0, 1M keys): static insert pass -5 % for find_or_insert and insert_or_assign, +4 % for
-// insert_and_evict (insert_schedule picks per mode; docs/dynamicemb_storage_notes.md "Keys in flight").
+// insert_and_evict on a topped-up table, but -8 to -10 % on Zipf keys drawn from every stored key: the default is
+// dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight").
 enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1 };
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
@@ -1243,8 +1244,9 @@ __global__ void __launch_bounds__(kBeginBlock)
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
 // wave; each loops over groups of pending keys.
 inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::current_device_sms()); }
-// The insert pass's schedule of an op: static for find_or_insert and insert_or_assign (measured faster), dynamic for
-// the rest (insert_and_evict measured slower static; the others not measured). `mode` may carry the op's private
+// The insert pass's schedule: dynamic (a group counter) for every op. The static rounds are 3-4 % faster on a table
+// topped up to load 1.0 but 8-10 % slower on Zipf keys at load 0.965 drawn from every stored key (insert_and_evict 3
+// % slower everywhere): docs/dynamicemb_storage_notes.md, "Keys in flight". `mode` may carry the op's private
 // override in its bits from kUpsertModeLabShift (table_ops.cc, ScoredHashTable._upsert_lab bits 2-3): 1 = dynamic,
 // 2 = static (a field of UpsertParams would rebuild every lookup unit, which includes table_types.h).
 constexpr int kUpsertModeLabShift = 8;
@@ -1252,8 +1254,7 @@ inline InsertSchedule insert_schedule(int mode) {
   const int force = mode >> kUpsertModeLabShift;
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
-  mode &= (1 << kUpsertModeLabShift) - 1;
-  return mode == kFindOrInsert || mode == kInsertOrAssign ? kScheduleStatic : kScheduleDynamic;
+  return kScheduleDynamic;
 }
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
