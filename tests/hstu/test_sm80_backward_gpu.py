@@ -104,6 +104,16 @@ def _bwd_kernels(case):
     return {e.name for e in prof.events() if "hstu_bwd_kernel<" in e.name or "hstu_bwd_pds" in e.name}
 
 
+def _grads(case, dout, **kw):
+    """dq, dk, dv (and drab) of one backward of case at alpha 0.5, the allocator poisoned before the backward"""
+    rab = case["rab"]
+    leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"], rab) if t is not None]
+    out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
+                                has_drab=rab is not None, **kw, **kg._varlen_kwargs(case))
+    kg.poison_allocator(8 * case["q"].numel() * case["q"].element_size())
+    return torch.autograd.grad(out, leaves, dout)
+
+
 @pytest.mark.parametrize("mask,delta_q,rab_heads,deterministic,seqused", [
     ("causal", False, 0, False, False), ("target", False, 0, False, True), ("context_target_group", True, 1, False,
                                                                              False),
@@ -129,11 +139,7 @@ def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, determinis
     for cfg in (0,) + loop_cfgs(D):
         kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
         kg.check_case(case, 0.5, deterministic=deterministic)
-        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
-        out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
-                                    has_drab=rab is not None, deterministic=deterministic, **kg._varlen_kwargs(case))
-        kg.poison_allocator(8 * q.numel() * q.element_size())
-        grads[cfg] = torch.autograd.grad(out, leaves, dout)
+        grads[cfg] = _grads(case, dout, deterministic=deterministic)
         assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
     for cfg in loop_cfgs(D):
         for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[0])):
@@ -158,11 +164,7 @@ def test_sm80_backward_mbar_batch_first(mask, rab_heads, delta_q, kernel_opts):
         kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
         if cfg != 1:
             kg.check_case(case, 0.5)
-        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
-        out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
-                                    has_drab=rab is not None, **kg._varlen_kwargs(case))
-        kg.poison_allocator(8 * q.numel() * q.element_size())
-        grads[cfg] = torch.autograd.grad(out, leaves, dout)
+        grads[cfg] = _grads(case, dout)
         names = _bwd_kernels(case)
         want = loop_kernel(256, cfg, max_seqlen_k=case["max_seqlen_k"])
         assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (cfg, names, want)
@@ -192,11 +194,7 @@ def test_sm80_backward_tail_blocks_first(D, mask, rab_heads, delta_q, kernel_opt
     for cfg in (0, TAIL_CFG):
         kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
         kg.check_case(case, 0.5)
-        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
-        out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
-                                    has_drab=rab is not None, **kg._varlen_kwargs(case))
-        kg.poison_allocator(8 * q.numel() * q.element_size())
-        grads[cfg] = torch.autograd.grad(out, leaves, dout)
+        grads[cfg] = _grads(case, dout)
         assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
         names = _bwd_kernels(case)
         want = loop_kernel(D, cfg, max_seqlen_k=case["max_seqlen_k"])
