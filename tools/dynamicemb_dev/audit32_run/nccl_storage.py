@@ -18,17 +18,18 @@ import torch  # noqa: E402
 import shard_workers as sw  # noqa: E402
 from dist_helpers import run_ranks  # noqa: E402
 
-worlds = [int(w) for w in sys.argv[2:]] or [2]
-disk = "with" if importlib.util.find_spec("rocksdict") is not None else "without (no rocksdict)"
-for w in worlds:
-    if torch.cuda.device_count() < w:
-        print(f"world {w}: skipped ({torch.cuda.device_count()} GPUs)")
-        continue
-    t0 = time.time()
-    with tempfile.TemporaryDirectory() as d:
-        try:
-            run_ranks(sw.storage_parity, w, d, backend="nccl", timeout=40)
-            print(f"world {w}: storage_parity + storage_modes_bitwise {disk} the disk store: passed in "
-                  f"{time.time() - t0:.1f} s")
-        except AssertionError as e:
-            print(f"world {w}: FAILED in {time.time() - t0:.1f} s\n{str(e)[-3000:]}")
+if __name__ == "__main__":  # (the ranks are spawned: they import this file as a module)
+    worlds = [int(w) for w in sys.argv[2:]] or [2]
+    disk = "with" if importlib.util.find_spec("rocksdict") is not None else "without (no rocksdict)"
+    for w in worlds:
+        if torch.cuda.device_count() < w:
+            print(f"world {w}: skipped ({torch.cuda.device_count()} GPUs)")
+            continue
+        t0 = time.time()
+        with tempfile.TemporaryDirectory() as d:
+            try:
+                run_ranks(sw.storage_parity, w, d, backend="nccl", timeout=40)
+                print(f"world {w}: storage_parity + storage_modes_bitwise {disk} the disk store: passed in "
+                      f"{time.time() - t0:.1f} s")
+            except AssertionError as e:
+                print(f"world {w}: FAILED in {time.time() - t0:.1f} s\n{str(e)[-3000:]}")
