@@ -58,6 +58,11 @@ def _pairs_fit():
     return not (major == 8 and minor != 0) and optin >= (64 + 2 * 64) * 256 * 2 + 64 * 16 + 64 * 64 * 2
 
 
+def _fwd_kernel_event(name):
+    """a profiler event of an sm80-class forward tile kernel (not the split's or its work list's)"""
+    return any(k in name for k in ("hstu_fwd_kernel<", "hstu_fwd_scaled_kernel<", "qreg"))
+
+
 def _qreg128_two_fit():
     """two blocks per SM of D = 128's Q-in-registers tile (candidate 3: 128 + 2 x 2 x 64 rows of 256 B and the row
     table, the bf16 default at D = 128 where they fit) hold in the opt-in shared memory (the SM's less 1 KB)"""
@@ -111,15 +116,19 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                 torch.cuda.synchronize()
-            names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "hstu_fwd_qreg_" in e.name}
-            # (the default at D = 256 for bf16: the warp pairs wherever they fit, at these short rows too)
-            shown = 1 if cfg == 0 and D == 256 and dtype == torch.bfloat16 and _pairs_fit() else cfg
+            names = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
+            # (the default at D = 256 for bf16: the warp pairs wherever they fit, at these short rows too, with Q
+            # scaled by alpha / 2 = 2^-1: FwdSm80PairsScaled)
+            scaled = cfg == 0 and D == 256 and dtype == torch.bfloat16 and _pairs_fit()
+            shown = 1 if scaled else cfg
             # (5 at D = 128 where two of its blocks fit per SM, else the default)
             qreg = D in (64, 128) and dtype == torch.bfloat16 and cfg in (3, 5) and (
                 cfg == 3 or D == 64 or _qreg128_two_fit())
             kernel = ("hstu_fwd_qreg_ctx_kernel" if cfg == 5 else "hstu_fwd_qreg_kernel") if qreg else "hstu_fwd_kernel"
             if cfg == 5 and not qreg:
                 shown = 0
+            if scaled:
+                kernel = "hstu_fwd_scaled_kernel"
             want = f"{kernel}<{ctype}, {fwd_tile(D, shown, dtype, _pairs_fit())}(hstu::HstuParams)"
             assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
 
@@ -147,12 +156,14 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
                 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                     outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                     torch.cuda.synchronize()
-                names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "qreg" in e.name}
+                names[cfg] = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
             runs_cand = dtype == torch.bfloat16 and (is_long or pairs)
             tile = fwd_tile(D, cand if runs_cand else 0, dtype, pairs=pairs)
             kernel = "hstu_fwd_qreg_kernel" if runs_cand and D in (64, 128) and cand == 3 else "hstu_fwd_kernel"
             if runs_cand and D == 64:  # (alpha 1: Q scaled by alpha / 2 = 2^-1, FwdSm80QregScaled)
                 kernel = "hstu_fwd_qreg_scaled_kernel"
+            if runs_cand and pairs:  # (the same, FwdSm80PairsScaled: bitwise candidate 3's output)
+                kernel = "hstu_fwd_scaled_kernel"
             want = f"{kernel}<{ctype}, {tile}(hstu::HstuParams)"
             assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (dtype, lens, names[0], want)
             old = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, 0, dtype)}(hstu::HstuParams)"
@@ -190,10 +201,12 @@ def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kerne
             outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
                                               **kg._varlen_kwargs(case))
             torch.cuda.synchronize()
-        names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "qreg" in e.name}
+        names[cfg] = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
     kernel = {3: "hstu_fwd_qreg_kernel", 5: "hstu_fwd_qreg_ctx_kernel"}.get(shown, "hstu_fwd_kernel")
     if shown == 3 and D == 64:  # (targets alone at D = 64: Q scaled by alpha / 2 = 2^-2, FwdSm80QregScaled)
         kernel = "hstu_fwd_qreg_scaled_kernel"
+    if shown == 1 and D == 256 and pairs:  # (targets alone at D = 256: the pairs, Q scaled: FwdSm80PairsScaled)
+        kernel = "hstu_fwd_scaled_kernel"
     tile = fwd_tile(D, shown, pairs=pairs)
     if shown == 5:  # (SKIP 6: candidate 5 with the paired KV tiles)
         tile = tile.replace(", 5, 1>", ", 6, 1>")
@@ -382,20 +395,24 @@ def test_sm80_forward_split_workspace_bound(D, kernel_opts):
     assert torch.equal(run(), got)
 
 
+@pytest.mark.parametrize("d", [64, 256])
 @pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
     ("causal", False, 0, False), ("causal", True, 2, True), ("local_causal", False, 1, False),
     ("target_group", False, 0, False), ("local_target", True, 2, False), ("none", False, 2, False)])
-def test_sm80_forward_qscale(mask, delta_q, rab_heads, seqused, kernel_opts):
-    """The bf16 D = 64 long-row default where alpha / 2 is a power of two runs hstu_fwd_qreg_scaled_kernel (candidate
-    3's tile with the warps' Q fragments scaled by alpha / 2, no FMUL per score): it meets the error rule against the
-    fp32 reference (outputs poisoned) and its output is bit for bit candidate 3's (fwd_sm80_qscale=False: the
-    unscaled kernel) on jagged lengths across several 128-row tiles, windows, targets with groups, delta-q, seqused
-    and rab (scaled in the sum: alpha / 2 (S + rab)); alpha = 0.3 (no power of two) runs the unscaled kernel."""
+def test_sm80_forward_qscale(mask, delta_q, rab_heads, seqused, d, kernel_opts):
+    """The bf16 defaults where alpha / 2 is a power of two scale Q by it, so that the MMAs give the SiLU's input (no
+    FMUL per score): D = 64 (long rows) hstu_fwd_qreg_scaled_kernel (candidate 3's tile, the warps' Q fragments
+    scaled), D = 256 hstu_fwd_scaled_kernel (the warp pairs, Q scaled in shared memory once per block). Each meets
+    the error rule against the fp32 reference (outputs poisoned) and its output is bit for bit the unscaled kernel's
+    (fwd_sm80_qscale=False) on jagged lengths across several query tiles, windows, targets with groups, delta-q,
+    seqused and rab (scaled in the sum: alpha / 2 (S + rab)); alpha = 0.3 (no power of two) runs the unscaled
+    kernel."""
     lk = [2400, 1700, 2290, 1833, 2024] if delta_q else [1400, 700, 1290, 833, 1024]
-    case = kg.make_case(zlib.crc32(repr(("qscale", mask, rab_heads, delta_q)).encode()), lk, 2, 64,
+    case = kg.make_case(zlib.crc32(repr(("qscale", mask, rab_heads, delta_q, d)).encode()), lk, 2, d,
                         torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
     assert case["q"].shape[0] >= _ops.FWD_SM80_LONG_ROWS * len(lk), "long rows: the default's Q-in-registers tile"
-    tile = "hstu_fwd_qreg{}_kernel<__nv_bfloat16, 64, 128, 128, 64, 4, 2, 2, 0, 1>"
+    tile = ("hstu_fwd_qreg{}_kernel<__nv_bfloat16, 64, 128, 128, 64, 4, 2, 2, 0, 1>" if d == 64 else
+            "hstu_fwd{}_kernel<__nv_bfloat16, 256, 64, 64, 64, 4, 2, 1, 0, 2>")
     for alpha, scaled in ((0.125, True), (0.5, True), (0.3, False)):
         outs = {}
         for qscale in (True, False):

@@ -43,7 +43,8 @@ struct FwdSm80Tile {
   static constexpr int kPair = PAIR;
   // the warps' Q fragments in registers, loaded once per block (hstu_fwd_qreg_kernel), not per sub-tile
   static constexpr bool kQreg = false;
-  // kQreg: those fragments scaled by alpha / 2, a power of two (FwdSm80QregScaled; hstu_fwd_qreg_scaled_kernel)
+  // Q scaled by alpha / 2, a power of two: kQreg the fragments (FwdSm80QregScaled; hstu_fwd_qreg_scaled_kernel),
+  // else Q in shared memory once per block (FwdSm80PairsScaled; hstu_fwd_scaled_kernel)
   static constexpr bool kQscale = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
@@ -189,9 +190,19 @@ template <int D>
 struct FwdSm80QregScaled : FwdSm80QregTile<D, 0> {
   static constexpr bool kQscale = true;
 };
-// HstuParams::fwd_sm80_cfg: the cfg in bits 0-2; bit 3 set: no Q scale (kernel_options(fwd_sm80_qscale=False))
-constexpr int kFwdSm80CfgMask = 7;
-constexpr int kFwdSm80NoQscale = 8;
+// The bf16 default at D = 256 (no contexts, no split) where alpha / 2 is a power of two: the warp pairs (candidate
+// 3) with Q scaled by alpha / 2 in shared memory once per block (each thread its own cp.async chunks, while the
+// first K tile loads), so S comes out of the MMAs as the SiLU's h: 32 FMUL fewer per warp and 64-key tile
+// (hstu_fwd_scaled_kernel); kernel_options(fwd_sm80_qscale=False): candidate 3.
+struct FwdSm80PairsScaled : FwdSm80Candidate<256, 3> {
+  static constexpr bool kQscale = true;
+};
+// Whether the bf16 defaults scale Q by alpha / 2: a normal power of two, and not kernel_options(fwd_sm80_qscale=False)
+inline bool fwd_sm80_qscale(const HstuParams& p) {
+  int e = 0;
+  const float ha = 0.5f * p.alpha;
+  return !(p.fwd_sm80_cfg & kFwdSm80NoQscale) && ha > 0.f && std::isnormal(ha) && std::frexp(ha, &e) == 0.5f;
+}
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
 // thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
@@ -321,7 +332,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(MT >= 1 && (BM * PAIR) % (16 * NWARPS) == 0 && NWARPS % PAIR == 0, "bad tile config");
   static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
   static_assert(!QREG || (PAIR == 1 && !SPLIT && SKIP == 0), "Q in registers: the plain body");
-  static_assert(!QSCALE || (QREG && std::is_same<T, __nv_bfloat16>::value), "Q scaled: the bf16 Q registers");
+  static_assert(!QSCALE || (std::is_same<T, __nv_bfloat16>::value && (QREG || (PAIR == 2 && !SPLIT && SKIP == 0))),
+                "Q scaled: the bf16 Q registers, or the warp pairs' Q in shared memory");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -534,6 +546,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     // smem: Q | stage 0: K, V | stage 1: K, V (STAGES 1: Q | K | V) | row keys
     const uint32_t sKV0 = sQ0 + BM * D * 2;
     load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
+    // QSCALE without QREG: Q's group first, scaled in place below while the first K / V tile is in flight
+    constexpr bool kQsmem = QSCALE && !QREG;
+    if constexpr (kQsmem) cp_async_commit();
     {
       const int n0 = (nb_end - 1) * BN;
       load_tile_async<BN, D, NT>(sKV0, kg + (int64_t)n0 * p.k_row_stride, p.k_row_stride, si.lk - n0, tid);
@@ -552,6 +567,26 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       }
     }
     cp_async_commit();
+    if constexpr (kQsmem) {  // Q x alpha / 2 (a power of two: exact) where this thread's cp.async put it
+      cp_async_wait<1>();
+      const __nv_bfloat162 c2 = __float2bfloat162_rn(half_alpha);
+      const uint32_t c = *reinterpret_cast<const uint32_t*>(&c2);
+      constexpr int kChunks = D / 8, kRowsPerIter = NT / kChunks;
+      const uint32_t s_t = L::swz(tid / kChunks, (tid % kChunks) * 8);
+#pragma unroll
+      for (int it = 0; it < BM / kRowsPerIter; ++it) {
+        const uint32_t a = sQ0 + (s_t ^ L::swz(it * kRowsPerIter, 0));
+        uint32_t x[4];
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                     : "r"(a));
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(x[q]) : "r"(x[q]), "r"(c), "r"(0x80008000u));
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(x[0]), "r"(x[1]), "r"(x[2]),
+                     "r"(x[3]));
+      }  // (visible to the other warps after the loop's first barrier)
+    }
     // QREG: the warp's Q fragments, once Q (with the first K / V) landed
     [[maybe_unused]] uint32_t qf[QREG ? D / 16 : 1][MT][4];
     if constexpr (QREG) {
@@ -562,7 +597,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       for (int ks = 0; ks < D / 16; ++ks)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) ldsm_x4(qf[ks][mt], sQ0 + (tQ ^ L::swz(mt * 16, ks * 16)));
-      if constexpr (QSCALE) {  // Q x alpha / 2 (a power of two: exact), so S is the SiLU's h
+      if constexpr (QSCALE) {  // Q x alpha / 2 (a power of two: exact), so S is the SiLU's h (as kQsmem's)
         const __nv_bfloat162 c2 = __float2bfloat162_rn(half_alpha);
         const uint32_t c = *reinterpret_cast<const uint32_t*>(&c2);
 #pragma unroll
@@ -943,6 +978,11 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_scaled_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, true>(p);
 }
+// hstu_fwd_kernel with Q scaled by alpha / 2 in shared memory once per block (the warp pairs: FwdSm80PairsScaled)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_scaled_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, true>(p);
+}
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
 // registers, no spill; as a call its body spilled 12 B), except with SKIP 6: a call (255 registers, no spill: the
@@ -973,7 +1013,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
   }
 }
 // The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5 / 6;
-// hstu_fwd_qreg_scaled_kernel where C::kQscale)
+// hstu_fwd_qreg_scaled_kernel where C::kQscale; hstu_fwd_scaled_kernel where C::kQscale without C::kQreg)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
   if constexpr (C::kQreg && C::kSkip >= 5) {
@@ -982,6 +1022,9 @@ constexpr auto fwd_sm80_kernel() {
   } else if constexpr (C::kQreg && C::kQscale) {
     return hstu_fwd_qreg_scaled_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                        C::kSkip, C::kPair>;
+  } else if constexpr (C::kQscale) {
+    return hstu_fwd_scaled_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                  C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg) {
     return hstu_fwd_qreg_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair>;
@@ -1244,7 +1287,11 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       bool fits = false;
       const cudaError_t err = fwd_sm80_fits<Pairs>(fits);
       if (err != cudaSuccess) return err;
-      if (fits) return ctx ? launch_hstu_fwd_candidate<T, D, 4>(p, stream) : launch_hstu_fwd<T, D, Pairs>(p, stream);
+      if (fits) {
+        if (ctx) return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
+        return fwd_sm80_qscale(p) ? launch_hstu_fwd<T, D, FwdSm80PairsScaled>(p, stream)
+                                  : launch_hstu_fwd<T, D, Pairs>(p, stream);
+      }
     }
     if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch) {
       if constexpr (D == 128 && std::is_same<T, __nv_bfloat16>::value) {  // Q in registers where two blocks fit
@@ -1258,11 +1305,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       }
       if constexpr (D == 64 && std::is_same<T, __nv_bfloat16>::value) {
         if (ctx) return launch_hstu_fwd<T, D, FwdSm80QregCtx<64>>(p, stream);
-        int e = 0;  // Q scaled where alpha / 2 is a power of two (and normal)
-        const float ha = 0.5f * p.alpha;
-        if (!(p.fwd_sm80_cfg & kFwdSm80NoQscale) && ha > 0.f && std::isnormal(ha) && std::frexp(ha, &e) == 0.5f) {
-          return launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream);
-        }
+        if (fwd_sm80_qscale(p)) return launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream);
       }
       // (D = 256: the pairs do not fit)
       return ctx && D != 256 ? launch_hstu_fwd_candidate<T, D, D == 64 ? 5 : 4>(p, stream)

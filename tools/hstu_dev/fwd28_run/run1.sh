@@ -1,0 +1,24 @@
+#!/bin/bash
+# fwd28 (issue 39, session 25), run 1 (<= 50 s), from the root of main's tree (main 5feb2e0 on the device):
+#   OUT=<dir> timeout 56 bash .carry/fwd28/run1.sh > <dir>/stdout.txt 2>&1
+# The branch: the bf16 default at D = 256 (the warp pairs, no contexts, no split) where alpha / 2 is a power of two
+# scales Q by it in shared memory once per block (hstu_fwd_scaled_kernel): no FMUL per score;
+# kernel_options(fwd_sm80_qscale=False) the unscaled pairs (main's default).
+# 1. Tests (the branch's files in .carry/fwd28/tree) at D = 256: the scaled default against the fp32 reference and bit
+#    for bit against the unscaled kernel (masks, delta-q, seqused, rab; alpha 0.125 / 0.5 / 0.3), the kernel each cfg
+#    and the default run, the default at long rows and with contexts / targets.
+# 2. Time (B16 S4K / B64 S1K / B256 S256 D256, FA2 in the same rounds), three processes: the branch's wheel (default,
+#    noqs), main28's (its default), the branch's again (noqs first; with and without rab at B256 S256 / B64 S1K).
+source "$(dirname "$0")/setup.sh"
+echo "== 1. GPU tests ($SECONDS s)"
+run_tests 17 "(qscale or runs_its_kernel or long_rows or contexts_run) and 256" -v $T
+echo "== 2. time ($SECONDS s)"
+bench /tmp/site_fwd28 fwd28 9 --reps 7 --variants default noqs --fa2
+bench ${BASE_SITE:-/tmp/site_main} main28 7 --reps 7 --variants default --fa2 --cases s4k b256
+bench /tmp/site_fwd28 fwd28b $(( $(left) - 1 )) --reps 7 --variants noqs default noqs+rab default+rab --cases b256 s1k
+echo
+echo "################ DIGEST ($GPU; done at $SECONDS s)"
+echo "#### tests (test_sm80_forward_gpu.py -k '(qscale or runs_its_kernel or long_rows or contexts_run) and 256';"
+echo "#### -v: PASSED per test)"
+digest_verbose
+digest_time
