@@ -46,6 +46,8 @@ struct FwdSm80Tile {
   // Q scaled by alpha / 2, a power of two: kQreg the fragments (FwdSm80QregScaled; hstu_fwd_qreg_scaled_kernel),
   // else Q in shared memory once per block (FwdSm80PairsScaled; hstu_fwd_scaled_kernel)
   static constexpr bool kQscale = false;
+  // Q's copy issued before the mask's setup (hstu_fwd_scaled_kernel)
+  static constexpr bool kQearly = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -196,6 +198,14 @@ struct FwdSm80QregScaled : FwdSm80QregTile<D, 0> {
 // (hstu_fwd_scaled_kernel); kernel_options(fwd_sm80_qscale=False): candidate 3.
 struct FwdSm80PairsScaled : FwdSm80Candidate<256, 3> {
   static constexpr bool kQscale = true;
+  static constexpr bool kQearly = true;
+};
+// LAB (run 1 only): FwdSm80PairsScaled with Q's copy behind the mask's setup (hstu_fwd_scaled_qlate_kernel;
+// fwd_sm80_cfg=5 at D = 256 where alpha / 2 is a power of two, else candidate 3)
+template <>
+struct FwdSm80Candidate<256, 5> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
+  static constexpr int kShortChunk = 32;
+  static constexpr bool kQscale = true;
 };
 // Whether the bf16 defaults scale Q by alpha / 2: a normal power of two, and not kernel_options(fwd_sm80_qscale=False)
 inline bool fwd_sm80_qscale(const HstuParams& p) {
@@ -322,7 +332,7 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // walk runs down, so warps 2-3's accumulators are still zero there; after the last pair they hand their fp32
 // partial to warps 0-1 through shared memory (the second stage) and go on with their own rows.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
-          bool QREG = false, bool PAIRKV = false, bool QSCALE = false>
+          bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -334,6 +344,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!QREG || (PAIR == 1 && !SPLIT && SKIP == 0), "Q in registers: the plain body");
   static_assert(!QSCALE || (std::is_same<T, __nv_bfloat16>::value && (QREG || (PAIR == 2 && !SPLIT && SKIP == 0))),
                 "Q scaled: the bf16 Q registers, or the warp pairs' Q in shared memory");
+  static_assert(!QEARLY || (!SPLIT && !PAIRKV), "Q's copy before the mask's setup: the plain body");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -422,6 +433,15 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
            static_cast<int64_t>(head_u()) * head_stride;
   };
 
+  const int rows_used = max(0, min(BM, si.lq - m0));
+  // QSCALE without QREG: Q's copy its own cp.async group, scaled in place below while the first K / V tile loads
+  constexpr bool kQsmem = QSCALE && !QREG;
+  // QEARLY: Q's copy issued before the mask's setup (the tile's full sub-tiles and KV walk, the row table), which
+  // then runs while Q is in flight (the other kernels issue it behind that setup)
+  if constexpr (QEARLY) {
+    load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
+    if constexpr (kQsmem) cp_async_commit();
+  }
   const int r0 = m0 + mk.offset;  // absolute position of the tile's first row
   // Inside the main loop only lk and the range of fully visible sub-tiles stay in registers; the rab path re-derives
   // its pointer, the mask of the sub-tiles that are not full reads the rows' key intervals from shared memory.
@@ -440,7 +460,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     mh.full_tiles(r0, r0 + BM, BNS, full_lo, full_hi);
     full_hi = min(full_hi, mk.hist - BNS);
   }
-  const int rows_used = max(0, min(BM, si.lq - m0));
   // Tiles [nb_begin, nb_end) less the masked gap [gap_begin, gap_end), walked down: after tile gap_end the next
   // one is gap_begin - 1 (gap_skip: 0 without a gap).
   int nb_begin, nb_end, gap_begin, gap_end;
@@ -523,12 +542,15 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   };
   if (nb_end > nb_begin) {
     static_assert(NT >= BM && BM % 32 == 0, "one row per thread, whole warps");
-    if (tid < BM) {
-      int hlo, hhi, tlo, thi;
-      mk.row_keys(r0 + tid, hlo, hhi, tlo, thi);
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sRowKeys0 + tid * 16), "r"(hlo), "r"(hhi),
-                   "r"(tlo), "r"(thi));
-    }  // (visible after the loop's first barrier)
+    auto row_table = [&]() {
+      if (tid < BM) {
+        int hlo, hhi, tlo, thi;
+        mk.row_keys(r0 + tid, hlo, hhi, tlo, thi);
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sRowKeys0 + tid * 16), "r"(hlo), "r"(hhi),
+                     "r"(tlo), "r"(thi));
+      }  // (visible after the loop's first barrier)
+    };
+    if constexpr (!QEARLY) row_table();
     // PAIRKV: the walk's tiles from nb_pair up are walked in pairs (nb, nb - 1): KV tiles past every key of the
     // rows BM / 2 .. BM - 1 (none in a tile without context rows, with a masked gap, or where fewer than two are left)
     [[maybe_unused]] int nb_pair = INT_MAX;
@@ -545,10 +567,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     }
     // smem: Q | stage 0: K, V | stage 1: K, V (STAGES 1: Q | K | V) | row keys
     const uint32_t sKV0 = sQ0 + BM * D * 2;
-    load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
-    // QSCALE without QREG: Q's group first, scaled in place below while the first K / V tile is in flight
-    constexpr bool kQsmem = QSCALE && !QREG;
-    if constexpr (kQsmem) cp_async_commit();
+    if constexpr (!QEARLY) {
+      load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
+      if constexpr (kQsmem) cp_async_commit();
+    }
     {
       const int n0 = (nb_end - 1) * BN;
       load_tile_async<BN, D, NT>(sKV0, kg + (int64_t)n0 * p.k_row_stride, p.k_row_stride, si.lk - n0, tid);
@@ -567,6 +589,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       }
     }
     cp_async_commit();
+    if constexpr (QEARLY) row_table();  // (behind the first copies: its divisions run while they are in flight)
     if constexpr (kQsmem) {  // Q x alpha / 2 (a power of two: exact) where this thread's cp.async put it
       cp_async_wait<1>();
       const __nv_bfloat162 c2 = __float2bfloat162_rn(half_alpha);
@@ -912,6 +935,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   }
 
   // Epilogue: scale, round, stage through smem (the Q buffer), store 16-byte rows. Rows past seqused are zeros.
+  if constexpr (QEARLY) cp_async_wait<0>();  // (an empty walk: Q's copy)
   __syncthreads();
   const uint32_t sQ = sQ0;
   // (SKIP 4: the warp's first row re-derived here, not kept live through the loop)
@@ -978,10 +1002,16 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_scaled_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, true>(p);
 }
-// hstu_fwd_kernel with Q scaled by alpha / 2 in shared memory once per block (the warp pairs: FwdSm80PairsScaled)
+// hstu_fwd_kernel with Q scaled by alpha / 2 in shared memory once per block and Q's copy issued before the mask's
+// setup (the warp pairs: FwdSm80PairsScaled)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_scaled_kernel(const HstuParams p) {
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, true>(p);
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, true, true>(p);
+}
+// LAB (issue 39, run 1 only): hstu_fwd_scaled_kernel with Q's copy behind the mask's setup (fwd_sm80_cfg=5 at D = 256)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_scaled_qlate_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, true, false>(p);
 }
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
@@ -1022,9 +1052,12 @@ constexpr auto fwd_sm80_kernel() {
   } else if constexpr (C::kQreg && C::kQscale) {
     return hstu_fwd_qreg_scaled_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                        C::kSkip, C::kPair>;
-  } else if constexpr (C::kQscale) {
+  } else if constexpr (C::kQscale && C::kQearly) {
     return hstu_fwd_scaled_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                   C::kSkip, C::kPair>;
+  } else if constexpr (C::kQscale) {
+    return hstu_fwd_scaled_qlate_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks,
+                                        C::kStages, C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg) {
     return hstu_fwd_qreg_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair>;
@@ -1322,6 +1355,9 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     case 4:
       return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
     case 5:
+      if constexpr (D == 256) {  // (the lab's Q scale: only where alpha / 2 is a power of two)
+        if (!fwd_sm80_qscale(p)) return launch_hstu_fwd_candidate<T, D, 3>(p, stream);
+      }
       if constexpr (D == 128 && std::is_same<T, __nv_bfloat16>::value) {  // where two blocks fit per SM, as 3's
         bool two = false;
         const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 5>>(two);
