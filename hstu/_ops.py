@@ -191,8 +191,8 @@ OPTION_BITS = {
 # bit 56 (above the semantic flags): kernel_options(fp8_bwd=False), FP8 backward calls dequantize and run the
 # bf16/fp16 backward even where the Hopper FP8 backward applies (read by hstu/_fp8.py; hstu_ops.cc accepts it)
 FP8_BWD_DEQUANT_BIT = 1 << 56
-# bit 61 (hstu_plan.h kOptNoFwdSm80Qscale): kernel_options(fwd_sm80_qscale=False), the sm80-class forward's bf16
-# defaults at D = 64 (long rows) and D = 256 without Q scaled by alpha / 2 (the FMUL per score; for comparisons)
+# bit 61 (hstu_plan.h kOptNoFwdSm80Qscale): kernel_options(fwd_sm80_qscale=False), the sm80-class forward's bf16 D = 64
+# long-row default without its Q fragments scaled by alpha / 2 (the FMUL per score; for comparisons)
 FWD_SM80_NO_QSCALE_BIT = 1 << 61
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
@@ -285,9 +285,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     the 192-key tiles; D = 256: the 64-key grid kernel) writing clock stamps of its first CTA's loop over that
     CTA's output rows (tools/hstu_dev/fp8_fwd_split.py --trace; dev builds only, like
     ``fp8_fwd_diag``); elsewhere the default runs.
-    ``fwd_sm80_qscale=False`` (for comparisons): the sm80-class forward's bf16 defaults at D = 64 (long rows) and
-    D = 256 (no contexts) without Q scaled by alpha / 2 where that is a power of two (the same output; one FMUL per
-    score more).
+    ``fwd_sm80_qscale=False`` (for comparisons): the sm80-class forward's bf16 D = 64 long-row default without its Q
+    fragments scaled by alpha / 2 where that is a power of two (the same output; one FMUL per score more).
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
@@ -329,8 +328,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     256); 5 (D = 64 / 128) 3's tile where the query tiles with context rows run 4's warp skip (Q from shared memory)
     and the others 3's body, one KV tile per step: the default for calls with contexts at D = 64 and at D = 128
     where two of its blocks fit per SM (else 4) runs 5's tile with query tile 0's KV tiles that only its context rows
-    see two per step; 5 at D = 256 (LAB, issue 39's run 1): the default's kernel (the warp pairs with Q scaled by
-    alpha / 2) with Q's copy issued behind the mask's setup, where alpha / 2 is a power of two (else 3)
+    see two per step; 5 at D = 256 (LAB, issue 39): 3 with Q's copy issued before the mask's setup (what the
+    default runs where a sequence has at most 4 query tiles) at every row count
     (``FwdSm80QregCtx``; ``FwdSm80Candidate`` in
     hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh; other tile shapes and loads measured slower or no faster and were
     removed).

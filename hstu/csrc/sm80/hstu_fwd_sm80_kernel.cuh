@@ -43,10 +43,9 @@ struct FwdSm80Tile {
   static constexpr int kPair = PAIR;
   // the warps' Q fragments in registers, loaded once per block (hstu_fwd_qreg_kernel), not per sub-tile
   static constexpr bool kQreg = false;
-  // Q scaled by alpha / 2, a power of two: kQreg the fragments (FwdSm80QregScaled; hstu_fwd_qreg_scaled_kernel),
-  // else Q in shared memory once per block (FwdSm80PairsScaled; hstu_fwd_scaled_kernel)
+  // kQreg: those fragments scaled by alpha / 2, a power of two (FwdSm80QregScaled; hstu_fwd_qreg_scaled_kernel)
   static constexpr bool kQscale = false;
-  // Q's copy issued before the mask's setup (hstu_fwd_scaled_kernel)
+  // Q's copy issued before the mask's setup (FwdSm80PairsEarly; hstu_fwd_qearly_kernel)
   static constexpr bool kQearly = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
@@ -99,7 +98,8 @@ constexpr int kFwdSm80CfgOld = 6;
 // warp pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
 // fill less than about four waves); so does the default (0) where the op made room for the plan.
 // The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
-// where they fit (105 KB; not sm86 / sm89), short sequences' grid chunks capped (3). Measured on an H200 (forward
+// where they fit (105 KB; not sm86 / sm89), short sequences' grid chunks capped (3; with Q's copy early where a
+// sequence has at most kFwdSm80ShortTiles query tiles: FwdSm80PairsEarly). Measured on an H200 (forward
 // ms, issue 39): B16 S4K 1.523 against candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216
 // against the old tiles' 0.238 (the chunks capped: 0.194 against 0.209), a Zipf(1.2) B32 batch with 3 contexts
 // 0.112 / 0.133. Elsewhere (and where they do not fit) it runs kFwdSm80DefaultCfg for bf16 when the mean query rows
@@ -192,21 +192,16 @@ template <int D>
 struct FwdSm80QregScaled : FwdSm80QregTile<D, 0> {
   static constexpr bool kQscale = true;
 };
-// The bf16 default at D = 256 (no contexts, no split) where alpha / 2 is a power of two: the warp pairs (candidate
-// 3) with Q scaled by alpha / 2 in shared memory once per block (each thread its own cp.async chunks, while the
-// first K tile loads), so S comes out of the MMAs as the SiLU's h: 32 FMUL fewer per warp and 64-key tile
-// (hstu_fwd_scaled_kernel); kernel_options(fwd_sm80_qscale=False): candidate 3.
-struct FwdSm80PairsScaled : FwdSm80Candidate<256, 3> {
-  static constexpr bool kQscale = true;
+// The bf16 default at D = 256 without contexts or split where a sequence has at most kFwdSm80ShortTiles query tiles:
+// the warp pairs (candidate 3) with Q's copy issued before the mask's setup (hstu_fwd_qearly_kernel), so that the
+// setup's ~400 dependent instructions run under Q's load instead of in front of it: a block of 1-4 KV steps spends
+// ~45 % of its instructions outside the KV loop (docs/hstu_kernel_notes.md, branch fwd28).
+struct FwdSm80PairsEarly : FwdSm80Candidate<256, 3> {
   static constexpr bool kQearly = true;
 };
-// LAB (run 1 only): FwdSm80PairsScaled with Q's copy behind the mask's setup (hstu_fwd_scaled_qlate_kernel;
-// fwd_sm80_cfg=5 at D = 256 where alpha / 2 is a power of two, else candidate 3)
+// LAB (issue 39, run 2): fwd_sm80_cfg=5 at D = 256: FwdSm80PairsEarly at every row count
 template <>
-struct FwdSm80Candidate<256, 5> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
-  static constexpr int kShortChunk = 32;
-  static constexpr bool kQscale = true;
-};
+struct FwdSm80Candidate<256, 5> : FwdSm80PairsEarly {};
 // Whether the bf16 defaults scale Q by alpha / 2: a normal power of two, and not kernel_options(fwd_sm80_qscale=False)
 inline bool fwd_sm80_qscale(const HstuParams& p) {
   int e = 0;
@@ -342,8 +337,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(MT >= 1 && (BM * PAIR) % (16 * NWARPS) == 0 && NWARPS % PAIR == 0, "bad tile config");
   static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
   static_assert(!QREG || (PAIR == 1 && !SPLIT && SKIP == 0), "Q in registers: the plain body");
-  static_assert(!QSCALE || (std::is_same<T, __nv_bfloat16>::value && (QREG || (PAIR == 2 && !SPLIT && SKIP == 0))),
-                "Q scaled: the bf16 Q registers, or the warp pairs' Q in shared memory");
+  static_assert(!QSCALE || (QREG && std::is_same<T, __nv_bfloat16>::value), "Q scaled: the bf16 Q registers");
   static_assert(!QEARLY || (!SPLIT && !PAIRKV), "Q's copy before the mask's setup: the plain body");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
@@ -433,15 +427,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
            static_cast<int64_t>(head_u()) * head_stride;
   };
 
-  const int rows_used = max(0, min(BM, si.lq - m0));
-  // QSCALE without QREG: Q's copy its own cp.async group, scaled in place below while the first K / V tile loads
-  constexpr bool kQsmem = QSCALE && !QREG;
   // QEARLY: Q's copy issued before the mask's setup (the tile's full sub-tiles and KV walk, the row table), which
   // then runs while Q is in flight (the other kernels issue it behind that setup)
-  if constexpr (QEARLY) {
-    load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
-    if constexpr (kQsmem) cp_async_commit();
-  }
+  if constexpr (QEARLY) load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, max(0, min(BM, si.lq - m0)), tid);
   const int r0 = m0 + mk.offset;  // absolute position of the tile's first row
   // Inside the main loop only lk and the range of fully visible sub-tiles stay in registers; the rab path re-derives
   // its pointer, the mask of the sub-tiles that are not full reads the rows' key intervals from shared memory.
@@ -460,6 +448,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     mh.full_tiles(r0, r0 + BM, BNS, full_lo, full_hi);
     full_hi = min(full_hi, mk.hist - BNS);
   }
+  const int rows_used = max(0, min(BM, si.lq - m0));
   // Tiles [nb_begin, nb_end) less the masked gap [gap_begin, gap_end), walked down: after tile gap_end the next
   // one is gap_begin - 1 (gap_skip: 0 without a gap).
   int nb_begin, nb_end, gap_begin, gap_end;
@@ -567,10 +556,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     }
     // smem: Q | stage 0: K, V | stage 1: K, V (STAGES 1: Q | K | V) | row keys
     const uint32_t sKV0 = sQ0 + BM * D * 2;
-    if constexpr (!QEARLY) {
-      load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
-      if constexpr (kQsmem) cp_async_commit();
-    }
+    if constexpr (!QEARLY) load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
     {
       const int n0 = (nb_end - 1) * BN;
       load_tile_async<BN, D, NT>(sKV0, kg + (int64_t)n0 * p.k_row_stride, p.k_row_stride, si.lk - n0, tid);
@@ -590,26 +576,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     }
     cp_async_commit();
     if constexpr (QEARLY) row_table();  // (behind the first copies: its divisions run while they are in flight)
-    if constexpr (kQsmem) {  // Q x alpha / 2 (a power of two: exact) where this thread's cp.async put it
-      cp_async_wait<1>();
-      const __nv_bfloat162 c2 = __float2bfloat162_rn(half_alpha);
-      const uint32_t c = *reinterpret_cast<const uint32_t*>(&c2);
-      constexpr int kChunks = D / 8, kRowsPerIter = NT / kChunks;
-      const uint32_t s_t = L::swz(tid / kChunks, (tid % kChunks) * 8);
-#pragma unroll
-      for (int it = 0; it < BM / kRowsPerIter; ++it) {
-        const uint32_t a = sQ0 + (s_t ^ L::swz(it * kRowsPerIter, 0));
-        uint32_t x[4];
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
-                     : "r"(a));
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(x[q]) : "r"(x[q]), "r"(c), "r"(0x80008000u));
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(x[0]), "r"(x[1]), "r"(x[2]),
-                     "r"(x[3]));
-      }  // (visible to the other warps after the loop's first barrier)
-    }
     // QREG: the warp's Q fragments, once Q (with the first K / V) landed
     [[maybe_unused]] uint32_t qf[QREG ? D / 16 : 1][MT][4];
     if constexpr (QREG) {
@@ -620,7 +586,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       for (int ks = 0; ks < D / 16; ++ks)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) ldsm_x4(qf[ks][mt], sQ0 + (tQ ^ L::swz(mt * 16, ks * 16)));
-      if constexpr (QSCALE) {  // Q x alpha / 2 (a power of two: exact), so S is the SiLU's h (as kQsmem's)
+      if constexpr (QSCALE) {  // Q x alpha / 2 (a power of two: exact), so S is the SiLU's h
         const __nv_bfloat162 c2 = __float2bfloat162_rn(half_alpha);
         const uint32_t c = *reinterpret_cast<const uint32_t*>(&c2);
 #pragma unroll
@@ -1002,16 +968,10 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_scaled_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, true>(p);
 }
-// hstu_fwd_kernel with Q scaled by alpha / 2 in shared memory once per block and Q's copy issued before the mask's
-// setup (the warp pairs: FwdSm80PairsScaled)
+// hstu_fwd_kernel with Q's copy issued before the mask's setup (the warp pairs: FwdSm80PairsEarly)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
-__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_scaled_kernel(const HstuParams p) {
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, true, true>(p);
-}
-// LAB (issue 39, run 1 only): hstu_fwd_scaled_kernel with Q's copy behind the mask's setup (fwd_sm80_cfg=5 at D = 256)
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
-__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_scaled_qlate_kernel(const HstuParams p) {
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, true, false>(p);
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qearly_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true>(p);
 }
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
@@ -1043,7 +1003,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
   }
 }
 // The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5 / 6;
-// hstu_fwd_qreg_scaled_kernel where C::kQscale; hstu_fwd_scaled_kernel where C::kQscale without C::kQreg)
+// hstu_fwd_qreg_scaled_kernel where C::kQscale; hstu_fwd_qearly_kernel where C::kQearly)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
   if constexpr (C::kQreg && C::kSkip >= 5) {
@@ -1052,12 +1012,9 @@ constexpr auto fwd_sm80_kernel() {
   } else if constexpr (C::kQreg && C::kQscale) {
     return hstu_fwd_qreg_scaled_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                        C::kSkip, C::kPair>;
-  } else if constexpr (C::kQscale && C::kQearly) {
-    return hstu_fwd_scaled_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+  } else if constexpr (C::kQearly) {
+    return hstu_fwd_qearly_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                   C::kSkip, C::kPair>;
-  } else if constexpr (C::kQscale) {
-    return hstu_fwd_scaled_qlate_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks,
-                                        C::kStages, C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg) {
     return hstu_fwd_qreg_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair>;
@@ -1322,8 +1279,9 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
       if (fits) {
         if (ctx) return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
-        return fwd_sm80_qscale(p) ? launch_hstu_fwd<T, D, FwdSm80PairsScaled>(p, stream)
-                                  : launch_hstu_fwd<T, D, Pairs>(p, stream);
+        return (p.max_seqlen_q + Pairs::kBlockM - 1) / Pairs::kBlockM <= kFwdSm80ShortTiles
+                   ? launch_hstu_fwd<T, D, FwdSm80PairsEarly>(p, stream)
+                   : launch_hstu_fwd<T, D, Pairs>(p, stream);
       }
     }
     if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch) {
@@ -1355,9 +1313,6 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     case 4:
       return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
     case 5:
-      if constexpr (D == 256) {  // (the lab's Q scale: only where alpha / 2 is a power of two)
-        if (!fwd_sm80_qscale(p)) return launch_hstu_fwd_candidate<T, D, 3>(p, stream);
-      }
       if constexpr (D == 128 && std::is_same<T, __nv_bfloat16>::value) {  // where two blocks fit per SM, as 3's
         bool two = false;
         const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 5>>(two);

@@ -1,9 +1,9 @@
 """The portable (sm80-class) forward at D = 256 (issue 39, branch fwd28): bf16 H4 causal forward ms (alpha D^-1/2) of
-kernel_options(sm90=False) and of the variants given: "noqs" (fwd_sm80_qscale=False: the default without Q scaled by
-alpha / 2, main's kernel), "cfg<n>" (fwd_sm80_cfg=n), a "+rab" suffix (a (B, H, S, S) rab) on B16 S4K / B64 S1K /
-B256 S256 D256 (and B16 S8K D64: s8k64), with FA2 (torch's flash SDPA) in the same rounds. Timing as fwd17_jag.py
-(tools/hstu_dev/fwd17_run): CUDA graphs of n calls, variants interleaved per round, median of --reps rounds. Prints
-markdown tables and `fwd LABEL | case | variant | ms` lines. Main's wheel: --variants default.
+kernel_options(sm90=False) and of the variants given: "noqs" (fwd_sm80_qscale=False), "cfg<n>" (fwd_sm80_cfg=n),
+a "+rab" suffix (a (B, H, S, S) rab) on B16 S4K / B64 S1K / B256 S256 / B128 S512 D256 (and B16 S8K D64: s8k64),
+with FA2 (torch's flash SDPA) in the same rounds. Timing as fwd17_jag.py (tools/hstu_dev/fwd17_run): CUDA graphs of
+n calls, variants interleaved per round, median of --reps rounds. Prints markdown tables and `fwd LABEL | case |
+variant | ms` lines. Main's wheel: --variants default.
 
 Usage: fwd28_bench.py LABEL [--reps 5] [--variants default noqs] [--cases s4k s1k b256] [--fa2]"""
 import argparse
@@ -54,7 +54,8 @@ def main():
     print(f"## {a.label}: {torch.cuda.get_device_name()}, bf16 H4 causal, forward ms (TFLOP/s, causal FLOPs), "
           f"CUDA graphs, median of {a.reps} interleaved rounds")
     shapes = {"s4k": ("B16 S4K D256", 16, 4096, 256), "s1k": ("B64 S1K D256", 64, 1024, 256),
-              "b256": ("B256 S256 D256", 256, 256, 256), "s8k64": ("B16 S8K D64", 16, 8192, 64)}
+              "b256": ("B256 S256 D256", 256, 256, 256), "s512": ("B128 S512 D256", 128, 512, 256),
+              "s8k64": ("B16 S8K D64", 16, 8192, 64)}
     cols = list(a.variants) + (["FA2"] if a.fa2 else [])
     print("| case | tokens | " + " | ".join(cols) + " |\n|---|---:|" + "---:|" * len(cols))
     for key in a.cases:

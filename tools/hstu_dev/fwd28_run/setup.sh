@@ -20,7 +20,8 @@ digest_verbose() {
   digest_tests
 }
 digest_time() {
-  echo "#### time (main28 = main 5feb2e0's wheel, own process; fwd28 = the branch's; sm90=False; alpha D^-1/2 (2^-4 at"
-  echo "#### D = 256: Q scaled by 2^-5); noqs = fwd_sm80_qscale=False (main's kernel); FA2 = torch's flash SDPA)"
+  echo "#### time (main28 = main 5feb2e0's wheel, own process; fwd28 = the branch's; sm90=False; alpha D^-1/2; run 1:"
+  echo "#### noqs = fwd_sm80_qscale=False (main's kernel), cfg5 Q scaled with Q's copy late; run 2: cfg3 = main's pairs,"
+  echo "#### cfg5 = the Q-early pairs forced; FA2 = torch's flash SDPA)"
   grep -E "^##|^\| |^\(|rror|Traceback|capture|^rc " $OUT/time.log | cut -c1-250
 }
