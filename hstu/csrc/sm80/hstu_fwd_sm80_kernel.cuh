@@ -87,10 +87,11 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //      sequences' grid chunks capped (below: the defaults there);
 //   5: D = 64 / 128 3's tile with SKIP 5 (hstu_fwd_qreg_ctx_kernel: 4's skip body in query tile 0, 3's elsewhere;
 //      D = 128 where two blocks fit per SM, as 3's default); the default for calls with contexts there is its
-//      tile with SKIP 6 (FwdSm80QregCtx: tile 0's context-only KV tiles two per step).
-// (Other tile shapes and loads measured slower or no faster and were removed; docs/hstu_kernel_notes.md.) 1, 3 and 4 at
-// D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it
-// traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
+//      tile with SKIP 6 (FwdSm80QregCtx: tile 0's context-only KV tiles two per step); D = 256 3 with Q's copy
+//      issued before the mask's setup (FwdSm80PairsEarly, the default for short sequences) at every row count.
+// (Other tile shapes and loads measured slower or no faster and were removed; docs/hstu_kernel_notes.md.) 1, 3, 4
+// and 5 at D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code
+// of it traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
 constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
@@ -195,11 +196,12 @@ struct FwdSm80QregScaled : FwdSm80QregTile<D, 0> {
 // The bf16 default at D = 256 without contexts or split where a sequence has at most kFwdSm80ShortTiles query tiles:
 // the warp pairs (candidate 3) with Q's copy issued before the mask's setup (hstu_fwd_qearly_kernel), so that the
 // setup's ~400 dependent instructions run under Q's load instead of in front of it: a block of 1-4 KV steps spends
-// ~45 % of its instructions outside the KV loop (docs/hstu_kernel_notes.md, branch fwd28).
+// ~45 % of its instructions outside the KV loop. On an H200 B256 S256 0.190 ms against 3's 0.194 (FA2 0.196).
 struct FwdSm80PairsEarly : FwdSm80Candidate<256, 3> {
   static constexpr bool kQearly = true;
 };
-// LAB (issue 39, run 2): fwd_sm80_cfg=5 at D = 256: FwdSm80PairsEarly at every row count
+// 5 at D = 256 (for comparisons): FwdSm80PairsEarly at every row count (on an H200 B128 S512 0.279 ms against 3's
+// 0.284, B64 S1K 0.460 / 0.465, B16 S4K within +-0.8 %; docs/hstu_kernel_notes.md)
 template <>
 struct FwdSm80Candidate<256, 5> : FwdSm80PairsEarly {};
 // Whether the bf16 defaults scale Q by alpha / 2: a normal power of two, and not kernel_options(fwd_sm80_qscale=False)

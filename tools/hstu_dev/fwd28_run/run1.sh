@@ -1,5 +1,6 @@
 #!/bin/bash
-# fwd28 (issue 39, session 25), run 1 (<= 50 s), from the root of main's tree (main 5feb2e0 on the device):
+# fwd28 (issue 39, session 25), run 1 (<= 50 s; wheel of 27311e4: the scaled kernels it names are removed since),
+# from the root of main's tree (main 5feb2e0 on the device):
 #   OUT=<dir> timeout 56 bash .carry/fwd28/run1.sh > <dir>/stdout.txt 2>&1
 # The branch: the bf16 default at D = 256 (the warp pairs, no contexts, no split) where alpha / 2 is a power of two
 # scales Q by it in shared memory once per block and issues Q's copy before the mask's setup
