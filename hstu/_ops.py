@@ -328,7 +328,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     256); 5 (D = 64 / 128) 3's tile where the query tiles with context rows run 4's warp skip (Q from shared memory)
     and the others 3's body, one KV tile per step: the default for calls with contexts at D = 64 and at D = 128
     where two of its blocks fit per SM (else 4) runs 5's tile with query tile 0's KV tiles that only its context rows
-    see two per step (``FwdSm80QregCtx``; ``FwdSm80Candidate`` in
+    see two per step; 5 at D = 256: 3 with Q's copy issued before the mask's setup (what the default runs where a
+    sequence has at most 4 query tiles) at every row count
+    (``FwdSm80QregCtx``; ``FwdSm80Candidate`` in
     hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh; other tile shapes and loads measured slower or no faster and were
     removed).
     Those kernels (over 128 registers per thread) walk their query tiles longest first over chunks of sequences

@@ -58,6 +58,11 @@ def _pairs_fit():
     return not (major == 8 and minor != 0) and optin >= (64 + 2 * 64) * 256 * 2 + 64 * 16 + 64 * 64 * 2
 
 
+def _fwd_kernel_event(name):
+    """a profiler event of an sm80-class forward tile kernel (not the split's or its work list's)"""
+    return any(k in name for k in ("hstu_fwd_kernel<", "hstu_fwd_qearly_kernel<", "qreg"))
+
+
 def _qreg128_two_fit():
     """two blocks per SM of D = 128's Q-in-registers tile (candidate 3: 128 + 2 x 2 x 64 rows of 256 B and the row
     table, the bf16 default at D = 128 where they fit) hold in the opt-in shared memory (the SM's less 1 KB)"""
@@ -111,15 +116,19 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                 torch.cuda.synchronize()
-            names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "hstu_fwd_qreg_" in e.name}
-            # (the default at D = 256 for bf16: the warp pairs wherever they fit, at these short rows too)
-            shown = 1 if cfg == 0 and D == 256 and dtype == torch.bfloat16 and _pairs_fit() else cfg
+            names = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
+            # (the default at D = 256 for bf16: the warp pairs wherever they fit, at these short rows (4 query
+            # tiles) with Q's copy early, FwdSm80PairsEarly, as cfg 5)
+            early = cfg in (0, 5) and D == 256 and dtype == torch.bfloat16 and _pairs_fit()
+            shown = 1 if early else cfg
             # (5 at D = 128 where two of its blocks fit per SM, else the default)
             qreg = D in (64, 128) and dtype == torch.bfloat16 and cfg in (3, 5) and (
                 cfg == 3 or D == 64 or _qreg128_two_fit())
             kernel = ("hstu_fwd_qreg_ctx_kernel" if cfg == 5 else "hstu_fwd_qreg_kernel") if qreg else "hstu_fwd_kernel"
             if cfg == 5 and not qreg:
                 shown = 0
+            if early:
+                kernel, shown = "hstu_fwd_qearly_kernel", 1
             want = f"{kernel}<{ctype}, {fwd_tile(D, shown, dtype, _pairs_fit())}(hstu::HstuParams)"
             assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
 
@@ -147,7 +156,7 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
                 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                     outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                     torch.cuda.synchronize()
-                names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "qreg" in e.name}
+                names[cfg] = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
             runs_cand = dtype == torch.bfloat16 and (is_long or pairs)
             tile = fwd_tile(D, cand if runs_cand else 0, dtype, pairs=pairs)
             kernel = "hstu_fwd_qreg_kernel" if runs_cand and D in (64, 128) and cand == 3 else "hstu_fwd_kernel"
@@ -162,6 +171,45 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
             if runs_cand:  # the error rule on the default's candidate
                 kernel_opts(sm90=False)
                 kg.check_case(case, 0.5, backward=False)
+
+
+@pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
+    ("causal", False, 0, False), ("causal", True, 2, True), ("local_causal", False, 1, False),
+    ("target_group", True, 0, True), ("local_target", False, 2, False), ("none", False, 1, False)])
+def test_sm80_forward_short_rows_q_early(mask, delta_q, rab_heads, seqused, kernel_opts):
+    """The bf16 default at D = 256 where a sequence has at most 4 query tiles (max_seqlen_q <= 256) runs the warp
+    pairs with Q's copy issued before the mask's setup (hstu_fwd_qearly_kernel): it meets the error rule against the
+    fp32 reference (outputs poisoned) and its output is bit for bit candidate 3's (the same pairs, Q's copy late) on
+    jagged lengths at the tile edges (empty walks included: seqused, delta-q's short query rows), windows, targets
+    with groups and rab; at 257 rows the default runs candidate 3 itself."""
+    if not _pairs_fit():
+        pytest.skip("the warp pairs do not fit here")
+    lk = [256, 0, 1, 63, 64, 65, 129, 200, 17, 256, 128]
+    case = kg.make_case(zlib.crc32(repr(("qearly", mask, rab_heads, delta_q)).encode()), lk, 2, 256,
+                        torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
+    tile = fwd_tile(256, 3)
+    outs = {}
+    for cfg in (0, 3):
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)
+        if cfg == 0:
+            kg.check_case(case, 0.5, backward=False)
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
+                                              **kg._varlen_kwargs(case))
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
+        want = f"{'hstu_fwd_qearly_kernel' if cfg == 0 else 'hstu_fwd_kernel'}<__nv_bfloat16, {tile}(hstu::HstuParams)"
+        assert len(names) == 1 and next(iter(names)).endswith(want), (cfg, names, want)
+    assert torch.equal(outs[0], outs[3])
+    long = kg.make_case(29, [257, 100], 2, 256, torch.bfloat16, "causal", 0)
+    kernel_opts(sm90=False, fwd_split_tiles=0)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        hstu_attn_varlen_func(long["q"], long["k"], long["v"], **kg._varlen_kwargs(long))
+        torch.cuda.synchronize()
+    names = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
+    want = f"hstu_fwd_kernel<__nv_bfloat16, {tile}(hstu::HstuParams)"
+    assert len(names) == 1 and next(iter(names)).endswith(want), (names, want)
 
 
 @pytest.mark.parametrize("mask,rab_heads", [("context", 0), ("local_context_target", 1), ("target_group", 0)])
@@ -190,7 +238,7 @@ def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kerne
             outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
                                               **kg._varlen_kwargs(case))
             torch.cuda.synchronize()
-        names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "qreg" in e.name}
+        names[cfg] = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
     kernel = {3: "hstu_fwd_qreg_kernel", 5: "hstu_fwd_qreg_ctx_kernel"}.get(shown, "hstu_fwd_kernel")
     if shown == 3 and D == 64:  # (targets alone at D = 64: Q scaled by alpha / 2 = 2^-2, FwdSm80QregScaled)
         kernel = "hstu_fwd_qreg_scaled_kernel"

@@ -169,19 +169,19 @@ void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
   if (plan.tile_counter) p.fwd_tile_counter = reinterpret_cast<int*>(extra + plan.sched_bytes);
 }
 
-// make_params' HstuParams for a call of the *_with_options ops: `options` checked, its semantic flags applied.
+// make_params' HstuParams for a call of the *_with_options ops: `options` checked, decoded once into `o` (for the
+// op's plan), its semantic flags and the kernels' option fields applied.
 template <class... Args>
-HstuParams call_params(int64_t options, const Args&... args) {
+HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   // (kOptFp8BwdMask: the FP8 backward's routing bit and its private kernel variants, hstu_bwd_fp8_sm90.h)
   constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask |
                              kOptFp8FwdVarMask | kOptFp8BwdMask | kOptNoFwdSm80Qscale;
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
+  o = HstuOptions::from_bits(options);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
-  p.fwd_split_tiles = HstuOptions::from_bits(options).fwd_split_tiles;
-  // (the sm80-class forward's cfg in bits 0-2, bit 3 no Q scale: hstu_fwd_sm80_kernel.cuh kFwdSm80NoQscale)
-  const HstuOptions o = HstuOptions::from_bits(options);
-  p.fwd_sm80_cfg = o.fwd_sm80_cfg | (o.fwd_sm80_qscale ? 0 : 8);
+  p.fwd_split_tiles = o.fwd_split_tiles;
+  p.fwd_sm80_cfg = fwd_sm80_cfg_word(o.fwd_sm80_cfg, o.fwd_sm80_qscale);  // (hstu_fwd_sm80_split.h)
   return p;
 }
 
@@ -191,7 +191,8 @@ Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tenso
                         int64_t window_right, double alpha, std::optional<Tensor> rab, double scaling_seqlen,
                         std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+  HstuOptions o;
+  HstuParams p = call_params(options, o, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k);
   Tensor out = torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)});
@@ -199,7 +200,7 @@ Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tenso
   p.o_row_stride = out.stride(0);
   p.o_head_stride = out.stride(1);
   const bool half = q.scalar_type() == ScalarType::Half;
-  const FwdPlan plan = plan_fwd(p, k.size(0), q.get_device(), half, HstuOptions::from_bits(options));
+  const FwdPlan plan = plan_fwd(p, k.size(0), q.get_device(), half, o);
   cudaStream_t s = stream_of(q);
   // The work list's workspace and the persistent kernel's tile counter (zeroed by the launcher) live in the call's
   // scratch, in front of the validation's words. Every kernel writes only rows inside the (sanitized) sequences:
@@ -252,7 +253,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
     double scaling_seqlen, std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, bool has_drab,
     bool deterministic, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+  HstuOptions o;
+  HstuParams p = call_params(options, o, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k);
   check_qkv(dout, "dout", q);
@@ -271,7 +273,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
   Tensor dv = torch::stable::new_empty(v, {v.size(0), v.size(1), v.size(2)});
   const bool half = q.scalar_type() == ScalarType::Half;
   const BwdPlan plan =
-      plan_bwd(p, k.size(0), q.get_device(), half, deterministic, dq.stride(0), HstuOptions::from_bits(options));
+      plan_bwd(p, k.size(0), q.get_device(), half, deterministic, dq.stride(0), o);
   ACCEL_CHECK(plan.family != KernelFamily::kSm80 || p.max_seqlen_k <= kBwdSm80MaxSeqlenK,
               "max_seqlen_k: expected at most ", kBwdSm80MaxSeqlenK,
               " for the sm80-class backward (65535 key blocks of 64 in gridDim.y), got ", p.max_seqlen_k);
@@ -430,7 +432,8 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
                     int64_t window_right, double alpha, std::optional<Tensor> rab, double scaling_seqlen,
                     std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+  HstuOptions o;
+  HstuParams p = call_params(options, o, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
   ACCEL_CHECK(p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256,
@@ -450,7 +453,7 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
               " and ", total_k);
   Tensor vt = torch::stable::new_empty(q, {H * p.head_dim * f.vt_cols}, ScalarType::Byte);
   f.vt = vt.data_ptr();
-  const HstuOptions opts = HstuOptions::from_bits(options);
+  const HstuOptions& opts = o;
   ACCEL_CHECK(kDevBuild || (opts.fp8_fwd_diag == 0 && opts.fp8_fwd_var != 15),
               "kernel_options(fp8_fwd_diag=..., fp8_fwd_var=15): expected a dev build (--define hstu_dev=1) for the "
               "timing-only variants, got fp8_fwd_diag=", opts.fp8_fwd_diag, ", fp8_fwd_var=", opts.fp8_fwd_var);
@@ -583,7 +586,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   prepass_params(dout, q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, pre);
   HstuScaleCheckParams chk{};
   scale_check_params(q_descale, k_descale, v_descale, chk);
-  HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+  HstuOptions o;
+  HstuParams p = call_params(options, o, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
   const int64_t H = q.size(1), B = p.batch, total_k = k.size(0), D = p.head_dim;
@@ -696,12 +700,13 @@ Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, i
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   const bool ready_word = (options & kOptPlanReadyWord) != 0;  // (hstu/_paged.py's own bits)
   options &= ~kOptPlanReadyWord;
-  HstuParams p = call_params(options, q, q, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
+  HstuOptions o;
+  HstuParams p = call_params(options, o, q, q, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
                              num_targets, target_group_size, window_left, window_right, 1.0, std::nullopt, 1.0,
                              std::nullopt, std::nullopt);
   ACCEL_CHECK(total_k >= 1, "total_k: expected >= 1, got ", total_k);
   const bool half = q.scalar_type() == ScalarType::Half;
-  const FwdPlan fwd_plan = plan_fwd(p, q.size(0), q.get_device(), half, HstuOptions::from_bits(options));
+  const FwdPlan fwd_plan = plan_fwd(p, q.size(0), q.get_device(), half, o);
   PagedPlanSm90Fn* slot = paged_plan_sm90_slot(half, p.head_dim);
   ACCEL_CHECK(fwd_plan.family == KernelFamily::kSm90 && slot != nullptr && *slot != nullptr,
               "hstu_attn::paged_fwd_sm90_plan: expected a compute capability 9.0 device and a build with the Hopper "
@@ -778,7 +783,8 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
   constexpr int64_t kOptPagedPreWait = int64_t{1} << 44;
   const int pre_wait = (options & kOptPagedPreWait) != 0 ? 2 : 1;
   options &= ~(kOptPagedSplitArrive | kOptPagedPreWait);
-  HstuParams p = call_params(options, q, k_new, v_new, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+  HstuOptions o;
+  HstuParams p = call_params(options, o, q, k_new, v_new, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha,
                              std::nullopt, scaling_seqlen, std::nullopt, std::nullopt);
   ACCEL_CHECK(k_new.size(0) == q.size(0), "k_new: expected ", q.size(0), " rows like q, got ", k_new.size(0));
@@ -813,7 +819,7 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
   p.o_head_stride = out.stride(1);
   const bool half = q.scalar_type() == ScalarType::Half;
   const int64_t plan_k = q.size(0);  // the launcher's total_k (run_paged_fwd): the plan must see the same
-  const FwdPlan fwd_plan = plan_fwd(p, plan_k, q.get_device(), half, HstuOptions::from_bits(options));
+  const FwdPlan fwd_plan = plan_fwd(p, plan_k, q.get_device(), half, o);
   PagedFwdSm90Fn* slot = paged_fwd_sm90_slot(half, p.head_dim);
   ACCEL_CHECK(fwd_plan.family == KernelFamily::kSm90 && slot != nullptr && *slot != nullptr,
               "hstu_attn::paged_fwd_sm90: expected a compute capability 9.0 device and a build with the Hopper "
@@ -845,9 +851,9 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
   pk.n_entries = static_cast<int>(page_ids.size(0));
   pk.num_pages = static_cast<int>(kv_cache.size(0));
   while ((int64_t{1} << pk.page_shift) < ps) ++pk.page_shift;
-  pk.pdl = HstuOptions::from_bits(options).pdl ? pre_wait : 0;
+  pk.pdl = o.pdl ? pre_wait : 0;
   pk.split_arrive = split_arrive ? 1 : 0;
-  if (HstuOptions::from_bits(options).fwd_trace) {
+  if (o.fwd_trace) {
     pk.trace = paged_trace_buffer(q.get_device());
     const cudaError_t e0 =
         cudaMemsetAsync(pk.trace, 0, sizeof(unsigned long long) * kFwdTraceCtas * kFwdTraceSlots, s);

@@ -45,6 +45,8 @@ struct FwdSm80Tile {
   static constexpr bool kQreg = false;
   // kQreg: those fragments scaled by alpha / 2, a power of two (FwdSm80QregScaled; hstu_fwd_qreg_scaled_kernel)
   static constexpr bool kQscale = false;
+  // Q's copy issued before the mask's setup (FwdSm80PairsEarly; hstu_fwd_qearly_kernel)
+  static constexpr bool kQearly = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -85,10 +87,11 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //      sequences' grid chunks capped (below: the defaults there);
 //   5: D = 64 / 128 3's tile with SKIP 5 (hstu_fwd_qreg_ctx_kernel: 4's skip body in query tile 0, 3's elsewhere;
 //      D = 128 where two blocks fit per SM, as 3's default); the default for calls with contexts there is its
-//      tile with SKIP 6 (FwdSm80QregCtx: tile 0's context-only KV tiles two per step).
-// (Other tile shapes and loads measured slower or no faster and were removed; docs/hstu_kernel_notes.md.) 1, 3 and 4 at
-// D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it
-// traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
+//      tile with SKIP 6 (FwdSm80QregCtx: tile 0's context-only KV tiles two per step); D = 256 3 with Q's copy
+//      issued before the mask's setup (FwdSm80PairsEarly, the default for short sequences) at every row count.
+// (Other tile shapes and loads measured slower or no faster and were removed; docs/hstu_kernel_notes.md.) 1, 3, 4
+// and 5 at D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code
+// of it traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
 constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
@@ -96,7 +99,8 @@ constexpr int kFwdSm80CfgOld = 6;
 // warp pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
 // fill less than about four waves); so does the default (0) where the op made room for the plan.
 // The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
-// where they fit (105 KB; not sm86 / sm89), short sequences' grid chunks capped (3). Measured on an H200 (forward
+// where they fit (105 KB; not sm86 / sm89), short sequences' grid chunks capped (3; with Q's copy early where a
+// sequence has at most kFwdSm80ShortTiles query tiles: FwdSm80PairsEarly). Measured on an H200 (forward
 // ms, issue 39): B16 S4K 1.523 against candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216
 // against the old tiles' 0.238 (the chunks capped: 0.194 against 0.209), a Zipf(1.2) B32 batch with 3 contexts
 // 0.112 / 0.133. Elsewhere (and where they do not fit) it runs kFwdSm80DefaultCfg for bf16 when the mean query rows
@@ -189,9 +193,23 @@ template <int D>
 struct FwdSm80QregScaled : FwdSm80QregTile<D, 0> {
   static constexpr bool kQscale = true;
 };
-// HstuParams::fwd_sm80_cfg: the cfg in bits 0-2; bit 3 set: no Q scale (kernel_options(fwd_sm80_qscale=False))
-constexpr int kFwdSm80CfgMask = 7;
-constexpr int kFwdSm80NoQscale = 8;
+// The bf16 default at D = 256 without contexts or split where a sequence has at most kFwdSm80ShortTiles query tiles:
+// the warp pairs (candidate 3) with Q's copy issued before the mask's setup (hstu_fwd_qearly_kernel), so that the
+// setup's ~400 dependent instructions run under Q's load instead of in front of it: a block of 1-4 KV steps spends
+// ~45 % of its instructions outside the KV loop. On an H200 B256 S256 0.190 ms against 3's 0.194 (FA2 0.196).
+struct FwdSm80PairsEarly : FwdSm80Candidate<256, 3> {
+  static constexpr bool kQearly = true;
+};
+// 5 at D = 256 (for comparisons): FwdSm80PairsEarly at every row count (on an H200 B128 S512 0.279 ms against 3's
+// 0.284, B64 S1K 0.460 / 0.465, B16 S4K within +-0.8 %; docs/hstu_kernel_notes.md)
+template <>
+struct FwdSm80Candidate<256, 5> : FwdSm80PairsEarly {};
+// Whether the bf16 defaults scale Q by alpha / 2: a normal power of two, and not kernel_options(fwd_sm80_qscale=False)
+inline bool fwd_sm80_qscale(const HstuParams& p) {
+  int e = 0;
+  const float ha = 0.5f * p.alpha;
+  return !(p.fwd_sm80_cfg & kFwdSm80NoQscale) && ha > 0.f && std::isnormal(ha) && std::frexp(ha, &e) == 0.5f;
+}
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
 // thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
@@ -311,7 +329,7 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // walk runs down, so warps 2-3's accumulators are still zero there; after the last pair they hand their fp32
 // partial to warps 0-1 through shared memory (the second stage) and go on with their own rows.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
-          bool QREG = false, bool PAIRKV = false, bool QSCALE = false>
+          bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -322,6 +340,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
   static_assert(!QREG || (PAIR == 1 && !SPLIT && SKIP == 0), "Q in registers: the plain body");
   static_assert(!QSCALE || (QREG && std::is_same<T, __nv_bfloat16>::value), "Q scaled: the bf16 Q registers");
+  static_assert(!QEARLY || (!SPLIT && !PAIRKV), "Q's copy before the mask's setup: the plain body");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -410,6 +429,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
            static_cast<int64_t>(head_u()) * head_stride;
   };
 
+  // QEARLY: Q's copy issued before the mask's setup (the tile's full sub-tiles and KV walk, the row table), which
+  // then runs while Q is in flight (the other kernels issue it behind that setup)
+  if constexpr (QEARLY) load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, max(0, min(BM, si.lq - m0)), tid);
   const int r0 = m0 + mk.offset;  // absolute position of the tile's first row
   // Inside the main loop only lk and the range of fully visible sub-tiles stay in registers; the rab path re-derives
   // its pointer, the mask of the sub-tiles that are not full reads the rows' key intervals from shared memory.
@@ -511,12 +533,15 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   };
   if (nb_end > nb_begin) {
     static_assert(NT >= BM && BM % 32 == 0, "one row per thread, whole warps");
-    if (tid < BM) {
-      int hlo, hhi, tlo, thi;
-      mk.row_keys(r0 + tid, hlo, hhi, tlo, thi);
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sRowKeys0 + tid * 16), "r"(hlo), "r"(hhi),
-                   "r"(tlo), "r"(thi));
-    }  // (visible after the loop's first barrier)
+    auto row_table = [&]() {
+      if (tid < BM) {
+        int hlo, hhi, tlo, thi;
+        mk.row_keys(r0 + tid, hlo, hhi, tlo, thi);
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sRowKeys0 + tid * 16), "r"(hlo), "r"(hhi),
+                     "r"(tlo), "r"(thi));
+      }  // (visible after the loop's first barrier)
+    };
+    if constexpr (!QEARLY) row_table();
     // PAIRKV: the walk's tiles from nb_pair up are walked in pairs (nb, nb - 1): KV tiles past every key of the
     // rows BM / 2 .. BM - 1 (none in a tile without context rows, with a masked gap, or where fewer than two are left)
     [[maybe_unused]] int nb_pair = INT_MAX;
@@ -533,7 +558,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     }
     // smem: Q | stage 0: K, V | stage 1: K, V (STAGES 1: Q | K | V) | row keys
     const uint32_t sKV0 = sQ0 + BM * D * 2;
-    load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
+    if constexpr (!QEARLY) load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
     {
       const int n0 = (nb_end - 1) * BN;
       load_tile_async<BN, D, NT>(sKV0, kg + (int64_t)n0 * p.k_row_stride, p.k_row_stride, si.lk - n0, tid);
@@ -552,6 +577,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       }
     }
     cp_async_commit();
+    if constexpr (QEARLY) row_table();  // (behind the first copies: its divisions run while they are in flight)
     // QREG: the warp's Q fragments, once Q (with the first K / V) landed
     [[maybe_unused]] uint32_t qf[QREG ? D / 16 : 1][MT][4];
     if constexpr (QREG) {
@@ -877,6 +903,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   }
 
   // Epilogue: scale, round, stage through smem (the Q buffer), store 16-byte rows. Rows past seqused are zeros.
+  if constexpr (QEARLY) cp_async_wait<0>();  // (an empty walk: Q's copy)
   __syncthreads();
   const uint32_t sQ = sQ0;
   // (SKIP 4: the warp's first row re-derived here, not kept live through the loop)
@@ -943,6 +970,11 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_scaled_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, true>(p);
 }
+// hstu_fwd_kernel with Q's copy issued before the mask's setup (the warp pairs: FwdSm80PairsEarly)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qearly_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true>(p);
+}
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
 // registers, no spill; as a call its body spilled 12 B), except with SKIP 6: a call (255 registers, no spill: the
@@ -973,7 +1005,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
   }
 }
 // The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5 / 6;
-// hstu_fwd_qreg_scaled_kernel where C::kQscale)
+// hstu_fwd_qreg_scaled_kernel where C::kQscale; hstu_fwd_qearly_kernel where C::kQearly)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
   if constexpr (C::kQreg && C::kSkip >= 5) {
@@ -982,6 +1014,9 @@ constexpr auto fwd_sm80_kernel() {
   } else if constexpr (C::kQreg && C::kQscale) {
     return hstu_fwd_qreg_scaled_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                        C::kSkip, C::kPair>;
+  } else if constexpr (C::kQearly) {
+    return hstu_fwd_qearly_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                  C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg) {
     return hstu_fwd_qreg_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair>;
@@ -1244,7 +1279,12 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       bool fits = false;
       const cudaError_t err = fwd_sm80_fits<Pairs>(fits);
       if (err != cudaSuccess) return err;
-      if (fits) return ctx ? launch_hstu_fwd_candidate<T, D, 4>(p, stream) : launch_hstu_fwd<T, D, Pairs>(p, stream);
+      if (fits) {
+        if (ctx) return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
+        return (p.max_seqlen_q + Pairs::kBlockM - 1) / Pairs::kBlockM <= kFwdSm80ShortTiles
+                   ? launch_hstu_fwd<T, D, FwdSm80PairsEarly>(p, stream)
+                   : launch_hstu_fwd<T, D, Pairs>(p, stream);
+      }
     }
     if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch) {
       if constexpr (D == 128 && std::is_same<T, __nv_bfloat16>::value) {  // Q in registers where two blocks fit
@@ -1258,11 +1298,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       }
       if constexpr (D == 64 && std::is_same<T, __nv_bfloat16>::value) {
         if (ctx) return launch_hstu_fwd<T, D, FwdSm80QregCtx<64>>(p, stream);
-        int e = 0;  // Q scaled where alpha / 2 is a power of two (and normal)
-        const float ha = 0.5f * p.alpha;
-        if (!(p.fwd_sm80_cfg & kFwdSm80NoQscale) && ha > 0.f && std::isnormal(ha) && std::frexp(ha, &e) == 0.5f) {
-          return launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream);
-        }
+        if (fwd_sm80_qscale(p)) return launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream);
       }
       // (D = 256: the pairs do not fit)
       return ctx && D != 256 ? launch_hstu_fwd_candidate<T, D, D == 64 ? 5 : 4>(p, stream)

@@ -33,6 +33,15 @@ inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
   return cudaSuccess;
 }
 
+// HstuParams::fwd_sm80_cfg, set by the op (fwd_sm80_cfg_word) and read by the launcher (hstu_fwd_sm80_kernel.cuh):
+// kernel_options(fwd_sm80_cfg=n) in the bits of kFwdSm80CfgMask, kFwdSm80NoQscale for
+// kernel_options(fwd_sm80_qscale=False) (the bf16 defaults without Q scaled by alpha / 2).
+constexpr int kFwdSm80CfgMask = 7;
+constexpr int kFwdSm80NoQscale = 8;
+constexpr int fwd_sm80_cfg_word(int cfg, bool qscale) {
+  return (cfg & kFwdSm80CfgMask) | (qscale ? 0 : kFwdSm80NoQscale);
+}
+
 // kernel_options(fwd_sm80_cfg=7): the bf16 default tile (D = 256 the warp pairs, 128 candidate 2, 64 candidate 1)
 // with the split where the plan splits, as the default (kernel_options(fwd_split_tiles=n): chunks of at most n KV
 // tiles; 0: none).
@@ -125,7 +134,7 @@ inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t,
 // p.fwd_split_tiles to the chunk, negated where not exact (the least chunk); the launcher reads both
 // (fwd_sm80_split_layout).
 inline FwdSm80Split fwd_sm80_split_for(const HstuParams& p) {
-  const int cfg = p.fwd_sm80_cfg & 7;  // (bit 3: hstu_fwd_sm80_kernel.cuh kFwdSm80NoQscale)
+  const int cfg = p.fwd_sm80_cfg & kFwdSm80CfgMask;
   if ((cfg != 0 && cfg != kFwdSm80CfgSplit) ||
       (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256))
     return {};
