@@ -99,6 +99,13 @@ constexpr int kPdsTailBlocksFirst = 256;
 // (K, V, the first Q / dO tiles before the first MMA; part of a CTA's 8.6 us of fixed SM time) runs under the
 // block before it. tid 0 claims the item after next at each item change (two records in shared memory).
 constexpr int kPdsPersistent = 512;
+// Timing-only flags on BODY (WRONG gradients; kernel_options(bwd_sm80_cfg=10 - 13), for splitting a key block's
+// fixed cost): kPdsDiagNoStore skips the dK / dV stores (their values still computed: the stores sit behind a
+// run-time predicate, batch < 0), kPdsDiagNoKV the K / V copies, kPdsDiagNoFirstQ the first two query tiles' Q / dO
+// copies (the phases read whatever shared memory holds).
+constexpr int kPdsDiagNoStore = 1024;
+constexpr int kPdsDiagNoKV = 2048;
+constexpr int kPdsDiagNoFirstQ = 4096;
 // A flag on BODY (STAGES = 2, the loop-free bodies, calls without contexts, sm_90+; D = 256's default there,
 // kBwdPdsD256OneBar): one block barrier per tile pair with two Q / dO stages. kOneBar's three stages do not fit at
 // D = 256 (288 KB); here the next tile's copies are issued after the barrier behind phase 1 (every warp is done with
@@ -298,7 +305,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
-                                 kPdsTailBlocksFirst | kPdsPersistent);
+                                 kPdsTailBlocksFirst | kPdsPersistent | kPdsDiagNoStore | kPdsDiagNoKV |
+                                 kPdsDiagNoFirstQ);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -623,15 +631,19 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       cp_async_wait<0>();
       __syncthreads();
     } else {
-    load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
-    load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
-    {
+    if constexpr ((BODY & kPdsDiagNoKV) == 0) {
+      load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
+      load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
+    }
+    if constexpr ((BODY & kPdsDiagNoFirstQ) == 0) {
       const int m0 = mb_begin * BM;
       load_q_do(sQ0, m0, tid);
     }
     cp_async_commit();
     if constexpr (kOneBar) {  // the second tile's copies too; the first tile (with K, V) waited for
-      if (mb_begin + 1 < mb_end) load_q_do(sQ0 + kStageBytes, (mb_begin + 1) * BM, tid);
+      if ((BODY & kPdsDiagNoFirstQ) == 0 && mb_begin + 1 < mb_end) {
+        load_q_do(sQ0 + kStageBytes, (mb_begin + 1) * BM, tid);
+      }
       cp_async_commit();
       cp_async_wait<1>();
       __syncthreads();
@@ -1083,7 +1095,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       for (int hf = 0; hf < 2; ++hf) {
         const int row = k_n + mt * 16 + lane / 4 + hf * 8;
         const int col = k_d + dt * 8 + (lane % 4) * 2;
-        if (row < rows_store) {
+        if (row < rows_store && ((BODY & kPdsDiagNoStore) == 0 || p.batch < 0)) {
           *reinterpret_cast<uint32_t*>(dkg + (int64_t)row * p.dk_row_stride + col) =
               pack2<T>(acc_dk[mt][dt][2 * hf], acc_dk[mt][dt][2 * hf + 1]);
           *reinterpret_cast<uint32_t*>(dvg + (int64_t)row * p.dv_row_stride + col) =

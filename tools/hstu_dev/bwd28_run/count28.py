@@ -4,7 +4,7 @@ without a mask at three lengths of 4,224 key blocks each (B264 S512, B132 S1K, B
 tile pairs a block), and under the causal mask at B128 S1K. Per cfg, a line through the three no-mask main kernels,
 main = 4,224 (a + n p) / SMS, gives a, the SM time a key block costs besides its tile pairs (prologue, epilogue,
 launch), and p, a full pair's. Run from the root of the repository (python3 -P), PYTHONPATH=<site with hstu_attn>.
-  python3 -P count28.py --cfgs 0 9"""
+  python3 -P count28.py --cfgs 0 9 [--causal 0]"""
 import argparse
 import collections
 
@@ -55,6 +55,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cfgs", type=int, nargs="+", default=[0])
     ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--causal", type=int, nargs="*", default=None, help="cfgs with the causal case (default: all)")
     a = ap.parse_args()
     D, sms = 128, torch.cuda.get_device_properties(0).multi_processor_count
     print(f"### count28: kernels of one backward (us, mean of {a.iters}), {torch.cuda.get_device_name()}, bf16 H4 "
@@ -63,8 +64,9 @@ def main():
     fit = collections.defaultdict(dict)
     res = {}
     for c in a.cfgs:
+        causal = a.causal is None or c in a.causal
         for mask, B, S, w in [("none", B, S, (-1, -1)) for B, S in ((264, 512), (132, 1024), (66, 2048))] + \
-                             [("causal", 128, 1024, (-1, 0))]:
+                             [("causal", 128, 1024, (-1, 0))] * causal:
             t = kernels(B, S, D, w, c, a.iters)
             res[(mask, c)] = t
             print(f"| B{B} S{S} {mask} | {c} | " + ", ".join(f"{n} {us:.1f}" for n, us in t.items()) +
@@ -80,7 +82,7 @@ def main():
         p = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
         a0 = my - p * mx
         resid = [y - (a0 + p * x) for x, y in zip(xs, ys)]
-        m = res[("causal", c)].get("main", float("nan"))
+        m = res.get(("causal", c), {}).get("main", float("nan"))
         print(f"cfg {c}: a = {a0:.2f} us of SM time a key block, p = {p:.3f} us a full pair; residuals "
               f"{', '.join(f'{r:+.2f}' for r in resid)} us; causal B128 S1K main {m:.1f} us, its 4,096 blocks' fixed "
               f"part {4096 * a0 / sms:.1f} us")
