@@ -55,8 +55,8 @@ def test_bits_match_the_plan_header():
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_kernel.cuh")) as f:
         n = int(re.search(r"constexpr int kFwdSm80Candidates = (\d+);", f.read()).group(1))
     assert n == max(_ops.FWD_SM80_CFGS) and n < _ops.FWD_SM80_CFG_OLD
-    # The field holds the comparison cfgs and the old layouts' value (hstu_bwd_sm80_kernel.cuh kBwdSm80OldCfg,
-    # kBwdSm80LastCfg; the launcher's cases).
+    # The field holds the comparison cfgs and the old layouts' value, the last one (hstu_bwd_sm80_kernel.cuh
+    # kBwdSm80OldCfg, kBwdSm80LastCfg; the launcher's cases).
     assert re.search(r"\(bits >> kOptBwdSm80CfgShift\) & 15\)", text)
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_kernel.cuh")) as f:
         kernel = f.read()
@@ -65,8 +65,7 @@ def test_bits_match_the_plan_header():
     assert old == _ops.BWD_SM80_CFG_OLD and last == _ops.BWD_SM80_CFG_LAST == max(_ops.BWD_SM80_CFGS) and last < 16
     loop_cfgs = [int(re.search(rf"constexpr int {n} = (\d+);", kernel).group(1))
                for n in ("kBwdSm80TwoBarCfg", "kBwdSm80JoinedCopiesCfg", "kBwdSm80OtherOrderCfg", "kBwdSm80MbarCfg",
-                         "kBwdSm80TailCfg", "kBwdSm80PersistCfg", "kBwdSm80DiagNoStoreCfg", "kBwdSm80DiagNoKVCfg",
-                         "kBwdSm80DiagNoStoreKVCfg", "kBwdSm80DiagNoCopiesCfg")]
+                         "kBwdSm80TailCfg")]
     assert sorted(loop_cfgs + [0, 4, 5, old]) == list(_ops.BWD_SM80_CFGS)
 
 
@@ -143,10 +142,10 @@ def test_kernel_options_pack_and_restore():
         with pytest.raises(ValueError, match="fwd_split_tiles: expected None, 'wave' or an int in"):
             with _ops.kernel_options(fwd_split_tiles=bad):
                 pass
-    for cfg in _ops.BWD_SM80_CFGS[1:]:  # (bits 25-28)
+    for cfg in _ops.BWD_SM80_CFGS[1:]:  # (8: the old layouts, bit 28)
         with _ops.kernel_options(sm90=False, bwd_sm80_cfg=cfg):
             assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (cfg << _ops.BWD_SM80_CFG_SHIFT)
-    for bad in (14, 15, -1, True, 2.0):
+    for bad in (9, 15, -1, True, 2.0):
         with pytest.raises(ValueError, match=r"bwd_sm80_cfg: expected one of \(0, .*\), got"):
             with _ops.kernel_options(bwd_sm80_cfg=bad):
                 pass

@@ -30,10 +30,8 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-LOOP_CFGS = (1, 2, 3, 7, 9)
+LOOP_CFGS = (1, 2, 3, 7)
 TAIL_CFG = 7  # (kBwdSm80TailCfg: the heads-first kernels with the other choice of kPdsTailBlocksFirst, 256)
-PERSIST_CFG = 9  # (kBwdSm80PersistCfg: one CTA per SM walks the key blocks, kPdsPersistent 512; bf16, D = 64 / 128)
-_PERSIST = 512
 MBAR_CFGS = (6,)  # (D = 256)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; D = 64's with
 # kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
@@ -65,12 +63,11 @@ def one_bar_fits():
 
 
 def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
-    """The end of the name of the kernel cfg 0 / 1 / 2 / 3 / 6 / 7 / 9 runs at head dim D for dtype without contexts on this
+    """The end of the name of the kernel cfg 0 / 1 / 2 / 3 / 6 / 7 runs at head dim D for dtype without contexts on this
     GPU, or None where that is not the one-barrier loop, its two-barrier comparison or a grid order's kernel (other
     head dims, below sm_90). The default's grid order: heads first up to 2,048 keys (the body kernel with
     kPdsHeadsFirst, at D = 64 / 256 | kPdsTailBlocksFirst), else batch first; cfg 3 the other one; cfg 7 (bf16) the
-    heads-first kernel with the other choice of kPdsTailBlocksFirst (batch first: the default's); cfg 9 (bf16, D = 64
-    / 128) the persistent loop (kPdsPersistent, without contexts and not deterministic). D = 256: the
+    heads-first kernel with the other choice of kPdsTailBlocksFirst (batch first: the default's). D = 256: the
     default the two-stage body kernel with kPdsMbarCopies | kPdsLeanCopies, cfg 1 the two-stage two-barrier kernel,
     cfg 6 (bf16) kPdsMbarCopies alone."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
@@ -91,9 +88,6 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
         return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D]}>(hstu::HstuParams, int)"
-    if cfg == PERSIST_CFG and bf16:  # (calls without contexts, not deterministic)
-        return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _PERSIST}>(" \
-               "hstu::HstuParams, int)"
     if (max_seqlen_k <= 2048) != (cfg == 3):
         body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
@@ -208,38 +202,6 @@ def test_sm80_backward_tail_blocks_first(D, mask, rab_heads, delta_q, kernel_opt
     for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[TAIL_CFG], grads[0])):
         if i == 0:
             kg.assert_agree((name,), [g], [w], "bwd_sm80_cfg=7 vs the default")
-        else:
-            assert torch.equal(g, w), name
-
-
-@pytest.mark.parametrize("mask,rab_heads,delta_q,seqused", [("causal", 0, False, False),
-                                                             ("local_target", 1, True, True),
-                                                             ("target_group", 2, False, False)])
-@pytest.mark.parametrize("D", [64, 128])
-def test_sm80_backward_persistent(D, mask, rab_heads, delta_q, seqused, kernel_opts):
-    """cfg 9 (bf16, D = 64 / 128, sm_90+: one CTA per SM walks the key blocks, the next block's K / V / first Q / dO
-    copies under the one before) over more key blocks than SMs (120 jagged sequences of 0-700 keys, H = 2: the first
-    wave by the CTA's index, the rest from the counter, key blocks past a sequence's end skipped, blocks without
-    query tiles writing zeros) meets the error rule against the fp32 reference and gives the default's dK, dV and
-    drab bit for bit (the same sums per key block), dQ up to the atomics' order; the kernel that runs is the cfg's."""
-    rng = random.Random(zlib.crc32(repr(("persist", D, mask)).encode()))
-    lk = [0, 1, 64, 128, 129, 700] + [rng.randint(0, 700) for _ in range(114)]
-    case = kg.make_case(zlib.crc32(repr(("persist", D, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16, mask,
-                        rab_heads, delta_q=delta_q, seqused=seqused)
-    q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
-    dout = torch.randn_like(q)
-    grads = {}
-    for cfg in (0, PERSIST_CFG):
-        kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
-        kg.check_case(case, 0.5)
-        grads[cfg] = _grads(case, dout)
-        assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
-        names = _bwd_kernels(case)
-        want = loop_kernel(D, cfg, max_seqlen_k=case["max_seqlen_k"])
-        assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (cfg, names, want)
-    for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[PERSIST_CFG], grads[0])):
-        if i == 0:
-            kg.assert_agree((name,), [g], [w], "bwd_sm80_cfg=9 vs the default")
         else:
             assert torch.equal(g, w), name
 

@@ -907,17 +907,8 @@ constexpr int kBwdSm80TailCfg = 7;
 // +0.9 %).
 template <int D>
 constexpr int kBwdPdsTailFirst = D == 64 || D == 256 ? kPdsTailBlocksFirst : 0;
-// 9 (bf16, D = 64 / 128, sm_90+, calls without contexts, not deterministic): the one-barrier loop with one CTA per SM
-// walking the key blocks, each one's prologue under the one before (kPdsPersistent).
-constexpr int kBwdSm80PersistCfg = 9;
-// 10 / 11 / 12 / 13 (bf16, D = 128, sm_90+, calls without contexts, up to 2,048 keys): timing only, WRONG gradients:
-// the default's heads-first one-barrier loop without the dK / dV stores (kPdsDiagNoStore), without the K / V copies
-// (kPdsDiagNoKV), without both, without both and the first two Q / dO tiles' copies (kPdsDiagNoFirstQ).
-constexpr int kBwdSm80DiagNoStoreCfg = 10;
-constexpr int kBwdSm80DiagNoKVCfg = 11;
-constexpr int kBwdSm80DiagNoStoreKVCfg = 12;
-constexpr int kBwdSm80DiagNoCopiesCfg = 13;
-constexpr int kBwdSm80LastCfg = 13;
+constexpr int kBwdSm80LastCfg = 8;
+static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
 // first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
@@ -970,38 +961,6 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           return bwd_sm80_heads_first<D>(p)
                      ? launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256Alt | kPdsHeadsFirst>(p, max_smem, stream)
                      : launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256Alt>(p, max_smem, stream);
-        }
-        return cudaErrorNotSupported;
-      case kBwdSm80PersistCfg:
-        if constexpr (D == 64 || D == 128) {
-          bool sm90 = false;
-          err = bwd_sm80_sm90_class(sm90);
-          if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
-          return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                    kPdsPersistent>(p, max_smem, stream);
-        }
-        return cudaErrorNotSupported;
-      case kBwdSm80DiagNoStoreCfg:
-      case kBwdSm80DiagNoKVCfg:
-      case kBwdSm80DiagNoStoreKVCfg:
-      case kBwdSm80DiagNoCopiesCfg:
-        if constexpr (D == 128) {
-          bool sm90 = false;
-          err = bwd_sm80_sm90_class(sm90);
-          if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
-          if (p.num_contexts != nullptr || !bwd_sm80_heads_first<D>(p)) return cudaErrorNotSupported;
-          constexpr int kBase = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsHeadsFirst;
-          if (cfg == kBwdSm80DiagNoStoreCfg) {
-            return launch_hstu_bwd_pds<T, D, 3, 8, kBase | kPdsDiagNoStore>(p, max_smem, stream);
-          }
-          if (cfg == kBwdSm80DiagNoKVCfg) {
-            return launch_hstu_bwd_pds<T, D, 3, 8, kBase | kPdsDiagNoKV>(p, max_smem, stream);
-          }
-          if (cfg == kBwdSm80DiagNoStoreKVCfg) {
-            return launch_hstu_bwd_pds<T, D, 3, 8, kBase | kPdsDiagNoStore | kPdsDiagNoKV>(p, max_smem, stream);
-          }
-          return launch_hstu_bwd_pds<T, D, 3, 8, kBase | kPdsDiagNoStore | kPdsDiagNoKV | kPdsDiagNoFirstQ>(
-              p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       case kBwdSm80TailCfg: {

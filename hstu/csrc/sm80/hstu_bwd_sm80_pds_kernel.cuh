@@ -23,8 +23,6 @@
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <cstdint>
 #include <type_traits>
 
 #include "common/device_info.h"
@@ -91,21 +89,6 @@ constexpr int kPdsHeadsFirst = 32;
 // dispatch model at B128 S1K: 3 % past the SMs' mean busy time; ~1 % with this order). A tail of one wave keeps
 // its sequences' Q / dO and dQ rows few (two waves measured alike at D = 64 / 256).
 constexpr int kPdsTailBlocksFirst = 256;
-// A flag on BODY (the one-barrier loop, kOneBar: D = 64 / 128, sm_90+, calls without contexts, dQ by atomics): one
-// CTA per SM walks the heads-first grid's key blocks ("items": head fastest, then key block, then sequence), the first
-// wave by blockIdx.x, then from a counter in the dQ workspace (the word after dq_frag_flag; zeroed with it). The
-// next item's V and first two Q / dO tiles are copied right after the last tile's phase-1 barrier (V and the two
-// free stages are not read again), its K after the last phase 3, under the dK / dV stores: a key block's prologue
-// (K, V, the first Q / dO tiles before the first MMA; part of a CTA's 8.6 us of fixed SM time) runs under the
-// block before it. tid 0 claims the item after next at each item change (two records in shared memory).
-constexpr int kPdsPersistent = 512;
-// Timing-only flags on BODY (WRONG gradients; kernel_options(bwd_sm80_cfg=10 - 13), for splitting a key block's
-// fixed cost): kPdsDiagNoStore skips the dK / dV stores (their values still computed: the stores sit behind a
-// run-time predicate, batch < 0), kPdsDiagNoKV the K / V copies, kPdsDiagNoFirstQ the first two query tiles' Q / dO
-// copies (the phases read whatever shared memory holds).
-constexpr int kPdsDiagNoStore = 1024;
-constexpr int kPdsDiagNoKV = 2048;
-constexpr int kPdsDiagNoFirstQ = 4096;
 // A flag on BODY (STAGES = 2, the loop-free bodies, calls without contexts, sm_90+; D = 256's default there,
 // kBwdPdsD256OneBar): one block barrier per tile pair with two Q / dO stages. kOneBar's three stages do not fit at
 // D = 256 (288 KB); here the next tile's copies are issued after the barrier behind phase 1 (every warp is done with
@@ -304,9 +287,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // kDpUnroll, unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
-  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
-                                 kPdsTailBlocksFirst | kPdsPersistent | kPdsDiagNoStore | kPdsDiagNoKV |
-                                 kPdsDiagNoFirstQ);
+  constexpr int kBody =
+      BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies | kPdsTailBlocksFirst);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -376,7 +358,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr bool kMaskReread = false;
 #else
   constexpr bool kRowMask = true;
-  constexpr bool kMaskReread = (BODY & kPdsPersistent) != 0;  // (its item loop: 36 -> 4 B of spills)
+  constexpr bool kMaskReread = false;
 #endif
   using L = SmemLayout<D>;    // K, V, Q, dO: rows x D
   using LP = SmemLayout<BN>;  // P, dS: BM query rows x BN keys
@@ -398,12 +380,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr bool kHeadsFirst = (BODY & kPdsHeadsFirst) != 0;
   constexpr bool kTailBlocksFirst = (BODY & kPdsTailBlocksFirst) != 0;
   static_assert(!kTailBlocksFirst || (kHeadsFirst && !CTX), "the tail order: heads first, no contexts");
-  constexpr bool kPersist = (BODY & kPdsPersistent) != 0;  // (kPdsPersistent above)
-  static_assert(!kPersist || (kOneBar && kDqFrag && !kHeadsFirst && !kTailBlocksFirst),
-                "kPdsPersistent: the one-barrier loop, fragment-ordered dQ, its own item order");
   int n_block = blockIdx.y;
   int b = kHeadsFirst ? blockIdx.z : blockIdx.x;
-  int h = kHeadsFirst ? blockIdx.x : blockIdx.z;
+  const int h = kHeadsFirst ? blockIdx.x : blockIdx.z;
   if constexpr (kTailBlocksFirst) {  // the last g sequences: CTA j of theirs (heads fastest) takes block j / g
     const int per_seq = gridDim.x * gridDim.y;
     const int g = min(static_cast<int>(gridDim.z), (sms + per_seq - 1) / per_seq);
@@ -415,110 +394,19 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     }
   }
   if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
-
-  // kPersist: an item's record, three int4: (item, head, q_start, lq), (first query tile, query tiles, its first key
-  // row in k / v, keys used), (sequence, key rows to store, first key, 0); item -1: none left. recs[slot] the current
-  // item's, recs[slot ^ 1] the next one's.
-  __shared__ int4 recs[2][3];
-  const int nb_grid = (p.max_seqlen_k + BN - 1) / BN;
-  // tid 0: the first item from `it` on (it < 0: from the counter) whose key block holds keys of its sequence.
-  auto claim = [&](int it, const int dst) {
-    const int n_items = p.heads * nb_grid * p.batch;
-    for (;; it = -1) {
-      if (it < 0) it = static_cast<int>(gridDim.x) + atomicAdd(reinterpret_cast<int*>(dq_frag_flag<D>(p)) + 1, 1);
-      if (it >= n_items) {
-        recs[dst][0] = make_int4(-1, 0, 0, 0);
-        return;
-      }
-      const int hh = it % p.heads, t = it / p.heads;
-      const SeqInfo s = seq_info(p, t / nb_grid);
-      const int nn0 = (t % nb_grid) * BN;
-      if (nn0 >= s.lk_alloc) continue;
-      int mbb, na, gp, nmt;
-      bwd_work_tiles<BM, BN, false>(s, nn0, mbb, na, gp, nmt);
-      recs[dst][0] = make_int4(it, hh, s.q_start, s.lq);
-      recs[dst][1] = make_int4(mbb, nmt, s.k_start + nn0, max(0, min(BN, s.lk - nn0)));
-      recs[dst][2] = make_int4(t / nb_grid, min(BN, s.lk_alloc - nn0), nn0, 0);
-      return;
-    }
-  };
-  // All threads: the copies of record src's item: V and its first two query tiles into stages st, st + 1 (mod 3)
-  // (kv_q & 1), its K (kv_q & 2); one cp.async group. Nothing where it has no query tile.
-  auto item_copies = [&](const int src, const int st, const int kv_q) {
-    int4 r0, r1;
-    asm volatile("ld.shared.v4.s32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r0.x), "=r"(r0.y), "=r"(r0.z), "=r"(r0.w)
-                 : "r"(smem_u32(&recs[src][0])));
-    asm volatile("ld.shared.v4.s32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r1.x), "=r"(r1.y), "=r"(r1.z), "=r"(r1.w)
-                 : "r"(smem_u32(&recs[src][1])));
-    if (r0.x < 0 || r1.y <= 0) return;
-    const uint32_t t = opaque(tid);
-    const int64_t krow = r1.z;
-    if (kv_q & 1) {
-      load_tile_async<BN, D, NT>(sV, static_cast<const T*>(p.v) + krow * p.v_row_stride + r0.y * p.v_head_stride,
-                                 p.v_row_stride, r1.w, t);
-#pragma unroll 1
-      for (int i = 0; i < 2 && i < r1.y; ++i) {
-        const int m = (r1.x + i) * BM;
-        const uint32_t sq = sQ0 + static_cast<uint32_t>((st + i) % 3) * kStageBytes;
-        const int64_t row = static_cast<int64_t>(r0.z) + m;
-        load_tile_async<BM, D, NT>(sq, static_cast<const T*>(p.q) + row * p.q_row_stride + r0.y * p.q_head_stride,
-                                   p.q_row_stride, r0.w - m, t);
-        load_tile_async<BM, D, NT>(sq + BM * D * 2,
-                                   static_cast<const T*>(p.dout) + row * p.do_row_stride + r0.y * p.do_head_stride,
-                                   p.do_row_stride, r0.w - m, t);
-      }
-    }
-    if (kv_q & 2) {
-      load_tile_async<BN, D, NT>(sK, static_cast<const T*>(p.k) + krow * p.k_row_stride + r0.y * p.k_head_stride,
-                                 p.k_row_stride, r1.w, t);
-    }
-    cp_async_commit();
-  };
-  int stage = 0;  // the Q / dO stage of the item's current query tile (the first one's at the item's start)
-  int slot = 0;   // kPersist: the current item's record
-  if constexpr (kPersist) {
-    if (tid == 0) {
-      claim(blockIdx.x, 0);
-      claim(-1, 1);
-    }
-    __syncthreads();
-    item_copies(0, 0, 3);
-  }
-  for (;;) {  // kPersist: the CTA's items; else one pass
-  if constexpr (kPersist) {
-    const int it = recs[slot][0].x;
-    if (it < 0) return;
-    h = it % p.heads;
-    n_block = (it / p.heads) % nb_grid;
-    b = it / p.heads / nb_grid;
-  }
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
   if (n0 >= si.lk_alloc) return;
   const SeqMask& mk = si.mask;
-  // The item's head, sequence, first query row and query rows where the tile loop uses them: kPersist re-reads them
-  // from its record (registers across the loop are what the persistent walk lacks; the grid kernels' blockIdx is
-  // re-read for free).
-  auto rec_field = [&](const int off) {
-    int v;
-    asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(v) : "r"(smem_u32(&recs[0][0]) + slot * 48 + off));
-    return v;
-  };
-  auto cur_h = [&] { return kPersist ? rec_field(4) : h; };
-  auto cur_b = [&] { return kPersist ? rec_field(32) : b; };
-  auto cur_q_start = [&] { return kPersist ? rec_field(8) : si.q_start; };
-  auto cur_lq = [&] { return kPersist ? rec_field(12) : si.lq; };
 
   // Q / dO rows from m of this sequence and head into stage buffer sq (pointers formed per load: fewer registers
   // live across the loop).
   auto load_q_do = [&](const uint32_t sq, const int m, const uint32_t t) {
-    const int qs = cur_q_start(), hh = cur_h(), lq = cur_lq();
-    const T* qg = static_cast<const T*>(p.q) + (int64_t)(qs + m) * p.q_row_stride + hh * p.q_head_stride;
-    const T* dog = static_cast<const T*>(p.dout) + (int64_t)(qs + m) * p.do_row_stride + hh * p.do_head_stride;
-    load_tile_async<BM, D, NT>(sq, qg, p.q_row_stride, lq - m, t);
-    load_tile_async<BM, D, NT>(sq + BM * D * 2, dog, p.do_row_stride, lq - m, t);
+    const T* qg = static_cast<const T*>(p.q) + (int64_t)(si.q_start + m) * p.q_row_stride + h * p.q_head_stride;
+    const T* dog =
+        static_cast<const T*>(p.dout) + (int64_t)(si.q_start + m) * p.do_row_stride + h * p.do_head_stride;
+    load_tile_async<BM, D, NT>(sq, qg, p.q_row_stride, si.lq - m, t);
+    load_tile_async<BM, D, NT>(sq + BM * D * 2, dog, p.do_row_stride, si.lq - m, t);
   };
   // kLeanLoad: the same copies on a full tile (m + BM <= lq, uniform; else load_q_do) without per-row predicates
   // and with fewer address instructions: the tile's two base pointers are uniform, each thread's byte offset is
@@ -529,17 +417,16 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     constexpr int kParts = decltype(parts)::value;
     constexpr int kChunks = D / 8, KR = NT / kChunks;
     static_assert(BM % KR == 0 && KR % 8 == 0 && L::swz(KR, 0) == KR * D * 2, "rows KR apart: a constant offset");
-    if (m + BM > cur_lq()) {
+    if (m + BM > si.lq) {
       if (kParts != 2) load_q_do(sq, m, t);
       return;
     }
     const int r_t = static_cast<int>(t) / kChunks, c_t = static_cast<int>(t) % kChunks;
     const uint32_t s_t = sq + L::swz(r_t, c_t * 8);
-    const int qs = cur_q_start(), hh = cur_h();
-    const char* qg = reinterpret_cast<const char*>(static_cast<const T*>(p.q) + (int64_t)(qs + m) * p.q_row_stride +
-                                                   hh * p.q_head_stride);
-    const char* dog = reinterpret_cast<const char*>(static_cast<const T*>(p.dout) + (int64_t)(qs + m) *
-                                                    p.do_row_stride + hh * p.do_head_stride);
+    const char* qg = reinterpret_cast<const char*>(static_cast<const T*>(p.q) + (int64_t)(si.q_start + m) *
+                                                   p.q_row_stride + h * p.q_head_stride);
+    const char* dog = reinterpret_cast<const char*>(static_cast<const T*>(p.dout) + (int64_t)(si.q_start + m) *
+                                                    p.do_row_stride + h * p.do_head_stride);
     qg += ((int64_t)r_t * p.q_row_stride + c_t * 8) * (int64_t)sizeof(T);
     dog += ((int64_t)r_t * p.do_row_stride + c_t * 8) * (int64_t)sizeof(T);
     const int64_t q_step = KR * p.q_row_stride * (int64_t)sizeof(T);
@@ -627,27 +514,18 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   const bool with_dq = p.dq_accum != nullptr;
 
   if (n_mt > 0) {
-    if constexpr (kPersist) {  // (K, V and the first two tiles issued by item_copies)
-      cp_async_wait<0>();
-      __syncthreads();
-    } else {
-    if constexpr ((BODY & kPdsDiagNoKV) == 0) {
-      load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
-      load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
-    }
-    if constexpr ((BODY & kPdsDiagNoFirstQ) == 0) {
+    load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
+    load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
+    {
       const int m0 = mb_begin * BM;
       load_q_do(sQ0, m0, tid);
     }
     cp_async_commit();
     if constexpr (kOneBar) {  // the second tile's copies too; the first tile (with K, V) waited for
-      if ((BODY & kPdsDiagNoFirstQ) == 0 && mb_begin + 1 < mb_end) {
-        load_q_do(sQ0 + kStageBytes, (mb_begin + 1) * BM, tid);
-      }
+      if (mb_begin + 1 < mb_end) load_q_do(sQ0 + kStageBytes, (mb_begin + 1) * BM, tid);
       cp_async_commit();
       cp_async_wait<1>();
       __syncthreads();
-    }
     }
     if constexpr (kMbar) {  // (the copies above in flight while the barriers are set up)
       if (tid == 0) {
@@ -658,6 +536,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       pds_mbar_arrive_copies(sBar);  // K, V and the first tile on stage 0's barrier
     }
 
+    int stage = 0;
     uint32_t parity = 0u;  // kMbar: bit s the phase parity stage s's barrier completes next
     int mb = mb_begin;
     do {
@@ -732,7 +611,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
 
         const int rbase = r0 + s_m + lane / 4, jbase = n0 + s_n + (lane % 4) * 2;
         if (p.rab != nullptr) {  // (pointers formed where used: fewer registers live across the loop)
-          const T* rab = static_cast<const T*>(p.rab) + cur_b() * p.rab_batch_stride + cur_h() * p.rab_head_stride;
+          const T* rab = static_cast<const T*>(p.rab) + b * p.rab_batch_stride + h * p.rab_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
             if (r < mk.lk && j < mk.lk) acc[mt][nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
           });
@@ -750,8 +629,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
             });
           } else {
             if constexpr (kMaskReread) {
-              const SeqMask mk2 =
-                  seq_info(p, kPersist ? cur_b() : static_cast<int>(opaque(static_cast<uint32_t>(b)))).mask;
+              const SeqMask mk2 = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b)))).mask;
               keep = bwd_pds_keep_bits<SMT, SNT, Keep>(mk2, rbase, jbase);
             } else {
               keep = bwd_pds_keep_bits<SMT, SNT, Keep>(mk, rbase, jbase);
@@ -864,18 +742,18 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         // fp32 atomics, the sum over heads; per-head rab: drab itself. One loop per kind (one pointer live each).
         if (p.drab == nullptr) {
         } else if (p.drab_heads != nullptr) {
-          float* d = p.drab_heads + cur_b() * p.drab_heads_batch_stride + cur_h() * p.drab_heads_head_stride;
+          float* d = p.drab_heads + b * p.drab_heads_batch_stride + h * p.drab_heads_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
             if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = drab_value(acc[mt][nt][e]);
           });
         } else if (p.drab_accum != nullptr) {
-          float* d = p.drab_accum + cur_b() * p.drab_batch_stride;
+          float* d = p.drab_accum + b * p.drab_batch_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
             if (r < mk.lk && j < mk.lk && acc[mt][nt][e] != 0.f)
               atomicAdd(d + (int64_t)r * p.drab_row_stride + j, acc[mt][nt][e]);
           });
         } else {
-          T* d = static_cast<T*>(p.drab) + cur_b() * p.drab_batch_stride + cur_h() * p.drab_head_stride;
+          T* d = static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
             if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(drab_value(acc[mt][nt][e]));
           });
@@ -894,9 +772,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
                          std::integral_constant<int, kSplitCopies ? 1 : 3>());
           cp_async_commit();
         }
-        // kPersist: the next item's V and first two tiles into the stages after this one (no warp reads V or
-        // those stages again in this item)
-        if (kPersist && mb + 1 == mb_end) item_copies(slot ^ 1, stage == 2 ? 0 : stage + 1, 1);
       } else if constexpr (kMbar) {
         __syncthreads();  // P, dS complete; every warp is done with tile mb - 1 (the other stage, P / dS buffer)
         if (mb + 1 < mb_end) {
@@ -978,8 +853,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
           plain_k_loop<T, BN / 16, kDqUnroll>(acc_q, dq_a, dq_b);
           if constexpr (kDqFrag) {
             // The tile's fragment-ordered block: rows past lq add their zeros to their own slots (no predicate).
-            float* fp = p.dq_accum +
-                        (cur_h() * dq_frag_head_rows(p) + cur_q_start() + kDqFragPad * cur_b() + m0) * D +
+            float* fp = p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m0) * D +
                         warp * (QR * QC) + lane * 4;
 #pragma unroll
             for (int mt = 0; mt < QMT; ++mt)
@@ -1075,18 +949,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     } while (mb < tiles_end());
   }
 
-  int ticket = 0;  // kPersist, tid 0: the counter's value for the item after next
-  if constexpr (kPersist) {
-    __syncthreads();  // every warp is done with K (phase 3)
-    item_copies(slot ^ 1, stage, rec_field(20) > 0 ? 2 : 3);  // (no tiles: no V / Q / dO copies were issued)
-    if (tid == 0) ticket = atomicAdd(reinterpret_cast<int*>(dq_frag_flag<D>(p)) + 1, 1);
-  }
   // Epilogue: dK, dV (rows past seqused are zeros).
   const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
-  const int rows_store = kPersist ? rec_field(36) : min(BN, si.lk_alloc - n0);
-  const int64_t krow = kPersist ? rec_field(24) : si.k_start + n0;
-  T* dkg = static_cast<T*>(p.dk) + krow * p.dk_row_stride + cur_h() * p.dk_head_stride;
-  T* dvg = static_cast<T*>(p.dv) + krow * p.dv_row_stride + cur_h() * p.dv_head_stride;
+  const int rows_store = min(BN, si.lk_alloc - n0);
+  T* dkg = static_cast<T*>(p.dk) + (int64_t)(si.k_start + n0) * p.dk_row_stride + h * p.dk_head_stride;
+  T* dvg = static_cast<T*>(p.dv) + (int64_t)(si.k_start + n0) * p.dv_row_stride + h * p.dv_head_stride;
 #pragma unroll
   for (int mt = 0; mt < KMT; ++mt)
 #pragma unroll
@@ -1095,20 +962,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       for (int hf = 0; hf < 2; ++hf) {
         const int row = k_n + mt * 16 + lane / 4 + hf * 8;
         const int col = k_d + dt * 8 + (lane % 4) * 2;
-        if (row < rows_store && ((BODY & kPdsDiagNoStore) == 0 || p.batch < 0)) {
+        if (row < rows_store) {
           *reinterpret_cast<uint32_t*>(dkg + (int64_t)row * p.dk_row_stride + col) =
               pack2<T>(acc_dk[mt][dt][2 * hf], acc_dk[mt][dt][2 * hf + 1]);
           *reinterpret_cast<uint32_t*>(dvg + (int64_t)row * p.dv_row_stride + col) =
               pack2<T>(acc_dv[mt][dt][2 * hf] * p.inv_scaling, acc_dv[mt][dt][2 * hf + 1] * p.inv_scaling);
         }
       }
-  if constexpr (!kPersist) return;
-  // the item after next into this item's record (read by now; the next item's last tile or its change reads it
-  // after a block barrier); validated here, where dK / dV no longer hold registers
-  __syncthreads();  // every thread is done with this item's record
-  if (tid == 0) claim(static_cast<int>(gridDim.x) + ticket, slot);
-  slot ^= 1;
-  }
 }
 
 // The layouts over 99 KB cannot fit sm86 / sm89's per-block limit: in their code the kernel is a trap (the launcher
@@ -1167,14 +1027,12 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     if ((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN > kBwdSm80MaxKeyBlocks) return cudaErrorInvalidConfiguration;
     constexpr int kMaxGridZ = 65535;  // (heads first puts the batch in gridDim.z)
     if ((BODY & kPdsHeadsFirst) && p.batch > kMaxGridZ) return cudaErrorNotSupported;
-    accel::DeviceInfo dev;
-    const cudaError_t dev_err = accel::current_device_info(dev);
-    if (dev_err != cudaSuccess) return dev_err;
-    const int64_t nb64 = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
-    if constexpr ((BODY & kPdsPersistent) != 0) {  // (a counter in the dQ workspace; items counted in an int)
-      if (p.dq_accum == nullptr || p.num_contexts != nullptr ||
-          nb64 * p.heads * p.batch > static_cast<int64_t>(INT32_MAX / 2))
-        return cudaErrorNotSupported;
+    int sms = 0;  // (the body kernels' tail order)
+    if constexpr (BODY != 0) {
+      accel::DeviceInfo dev;
+      const cudaError_t err = accel::current_device_info(dev);
+      if (err != cudaSuccess) return err;
+      sms = dev.sms;
     }
     // (only the kernel launched is instantiated)
     const auto launch = [&](const auto kernel) {
@@ -1185,14 +1043,10 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
       // (batch, key blocks, heads): the heaviest key blocks first (causal: block 0 walks every query tile); in a
       // dispatch model of B16 S4K 6 % shorter than (key blocks, batch, heads), whose last sequences' block 0 started
       // last.
-      // kPdsPersistent: one CTA per SM (at most one item each)
-      const int nb = static_cast<int>(nb64);
-      const dim3 grid = (BODY & kPdsPersistent)
-                            ? dim3(static_cast<unsigned>(std::min<int64_t>(nb64 * p.heads * p.batch, dev.sms)))
-                        : (BODY & kPdsHeadsFirst) ? dim3(p.heads, nb, p.batch)
-                                                  : dim3(p.batch, nb, p.heads);
+      const int nb = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
+      const dim3 grid = (BODY & kPdsHeadsFirst) ? dim3(p.heads, nb, p.batch) : dim3(p.batch, nb, p.heads);
       if constexpr (BODY != 0) {
-        kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p, dev.sms);
+        kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p, sms);
       } else {
         kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
       }
