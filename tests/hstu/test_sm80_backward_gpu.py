@@ -77,20 +77,20 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
         first = (max_seqlen_k <= 2048) != (cfg == 3)
         if cfg == 1:
             if first:
-                return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {10 | _HEADS_FIRST}>(hstu::HstuParams)"
+                return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {10 | _HEADS_FIRST}>(hstu::HstuParams, int)"
             return f"hstu_bwd_pds_kernel<{t}, 256, 2, 8>(hstu::HstuParams)"
         lean = 0 if cfg == 6 and bf16 else _LEAN
         body = 10 | _MBAR | lean | (_HEADS_FIRST | (0 if cfg == 6 and bf16 else tail) if first else 0)
-        return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {body}>(hstu::HstuParams)"
+        return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {body}>(hstu::HstuParams, int)"
     if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
     if cfg == 1:
         return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
-        return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D]}>(hstu::HstuParams)"
+        return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D]}>(hstu::HstuParams, int)"
     if (max_seqlen_k <= 2048) != (cfg == 3):
         body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail
-        return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams)"
+        return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
     return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
 

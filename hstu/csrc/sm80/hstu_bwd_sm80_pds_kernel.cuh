@@ -25,6 +25,7 @@
 
 #include <type_traits>
 
+#include "common/device_info.h"
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/sm80/hstu_bwd_sm80_limits.h"
 
@@ -81,14 +82,13 @@ constexpr int kPdsSplitCopies = 16;
 // and with one head it is FA2's order, 5 % slower at B16 S4K on the older kernel).
 constexpr int kPdsHeadsFirst = 32;
 // A flag on BODY with kPdsHeadsFirst (the one-barrier loops' heads first, sm_90+, at D = 64 / 256: kBwdPdsTailFirst
-// in hstu_bwd_sm80_kernel.cuh; at D = 128 it measured slower): the grid's last sequences (about
-// kPdsTailCtas CTAs, a wave of an H100 / H200's 132 SMs) run key blocks first (every head's block 0 of those
+// in hstu_bwd_sm80_kernel.cuh; at D = 128 it measured slower): the grid's last sequences (about one wave of CTAs,
+// the device's SM count, which the launcher passes) run key blocks first (every head's block 0 of those
 // sequences, then block 1, ...). Heads first starts a sequence's heaviest key block (causal: block 0 walks every
 // query tile) with its others, so the last sequences' blocks 0 start in the last wave and set the kernel's end (a
 // dispatch model at B128 S1K: 3 % past the SMs' mean busy time; ~1 % with this order). A tail of one wave keeps
 // its sequences' Q / dO and dQ rows few (two waves measured alike at D = 64 / 256).
 constexpr int kPdsTailBlocksFirst = 256;
-constexpr int kPdsTailCtas = 132;
 // A flag on BODY (STAGES = 2, the loop-free bodies, calls without contexts, sm_90+; D = 256's default there,
 // kBwdPdsD256OneBar): one block barrier per tile pair with two Q / dO stages. kOneBar's three stages do not fit at
 // D = 256 (288 KB); here the next tile's copies are issued after the barrier behind phase 1 (every warp is done with
@@ -277,8 +277,9 @@ __device__ __forceinline__ float drab_value(float x) {
 
 // CTX: a call with contexts (num_contexts given; hstu_bwd_pds_ctx_kernel), the only one that can have a context gap
 // to skip: without contexts the kernel is the plain tile walk (no skip bookkeeping in the loop).
+// sms: the device's SM count (kPdsTailBlocksFirst's tail of one wave).
 template <typename T, int D, int STAGES, int NWARPS, int BODY, bool CTX>
-__device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
+__device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int sms) {
   using C = BwdPdsConfig<D, NWARPS>;
   constexpr int BM = C::kBlockM, BN = C::kBlockN;
   constexpr int NT = NWARPS * 32;
@@ -384,7 +385,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   const int h = kHeadsFirst ? blockIdx.x : blockIdx.z;
   if constexpr (kTailBlocksFirst) {  // the last g sequences: CTA j of theirs (heads fastest) takes block j / g
     const int per_seq = gridDim.x * gridDim.y;
-    const int g = min(static_cast<int>(gridDim.z), (kPdsTailCtas + per_seq - 1) / per_seq);
+    const int g = min(static_cast<int>(gridDim.z), (sms + per_seq - 1) / per_seq);
     const int b0 = gridDim.z - g;
     if (b >= b0) {
       const int j = blockIdx.y + gridDim.y * (b - b0);
@@ -974,35 +975,35 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 // never picks it on compute capability 8.x other than 8.0), which keeps those builds' register report clean; so are
 // the three-stage kernels (kOneBar) and kPdsMbarCopies' in code below sm_90 (their launchers check the device).
 template <typename T, int D, int STAGES, int NWARPS, int BODY, bool CTX>
-__device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
+__device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p, const int sms) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   using C = BwdPdsConfig<D, NWARPS>;
   if constexpr (STAGES == 3 || (BODY & kPdsMbarCopies) != 0 ||
                 (__CUDA_ARCH__ != 800 && bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024)) {
     __trap();
   } else {
-    hstu_bwd_pds_body<T, D, STAGES, NWARPS, BODY, CTX>(p);
+    hstu_bwd_pds_body<T, D, STAGES, NWARPS, BODY, CTX>(p, sms);
   }
 #else
-  hstu_bwd_pds_body<T, D, STAGES, NWARPS, BODY, CTX>(p);
+  hstu_bwd_pds_body<T, D, STAGES, NWARPS, BODY, CTX>(p, sms);
 #endif
 }
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D, NWARPS> | kBwdPdsDefaultFlags<D, STAGES, NWARPS>,
-                     false>(p);
+                     false>(p, 0);
 }
 // The same for calls with contexts (num_contexts given, chosen on the host): the plain body, which skips the query
 // tiles of the context gap (bwd_work_tiles). (D = 128's default body with the gap's bookkeeping spilled 12-16 B in
 // sm_90a code.)
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_ctx_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0, true>(p);
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0, true>(p, 0);
 }
-// Another body than the default's (kernel_options(bwd_sm80_cfg=2): the other loop-free phase order).
+// Another body than the default's (the heads-first loops, comparison cfgs); sms: the device's SM count.
 template <typename T, int D, int STAGES, int NWARPS, int BODY>
-__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_body_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, BODY, false>(p);
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_body_kernel(const HstuParams p, const int sms) {
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, BODY, false>(p, sms);
 }
 
 // Launches the kernel (BODY > 0: hstu_bwd_pds_body_kernel with that body; else the default's, or the context kernel
@@ -1026,6 +1027,13 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     if ((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN > kBwdSm80MaxKeyBlocks) return cudaErrorInvalidConfiguration;
     constexpr int kMaxGridZ = 65535;  // (heads first puts the batch in gridDim.z)
     if ((BODY & kPdsHeadsFirst) && p.batch > kMaxGridZ) return cudaErrorNotSupported;
+    int sms = 0;  // (the body kernels' tail order)
+    if constexpr (BODY != 0) {
+      accel::DeviceInfo dev;
+      const cudaError_t err = accel::current_device_info(dev);
+      if (err != cudaSuccess) return err;
+      sms = dev.sms;
+    }
     // (only the kernel launched is instantiated)
     const auto launch = [&](const auto kernel) {
       if (kSmem > 48 * 1024) {
@@ -1037,7 +1045,11 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
       // last.
       const int nb = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
       const dim3 grid = (BODY & kPdsHeadsFirst) ? dim3(p.heads, nb, p.batch) : dim3(p.batch, nb, p.heads);
-      kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
+      if constexpr (BODY != 0) {
+        kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p, sms);
+      } else {
+        kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
+      }
       return cudaGetLastError();
     };
     if constexpr (BODY != 0) {

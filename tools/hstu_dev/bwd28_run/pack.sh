@@ -1,0 +1,13 @@
+#!/bin/bash
+# Copies what bwd28's device runs need into the carry folder (run from the worktree root):
+#   bash tools/hstu_dev/bwd28_run/pack.sh /work/main/.carry/bwd28
+set -eu
+C=$1
+mkdir -p $C/whl $C/tree/tests/hstu
+rm -f $C/whl/*.whl
+cp bazel-bin/hstu_attn-*.whl $C/whl/
+cp tools/hstu_dev/bwd28_run/{run*.sh,setup.sh,count28.py} tools/hstu_dev/bwd21_run/bwd21.py $C/
+cp tools/hstu_dev/bwd80_run/time80.py $C/
+cp tests/conftest.py $C/tree/tests/
+cp tests/hstu/{hstu_kernel_checks.py,test_sm80_backward_gpu.py,test_kernels_gpu.py} $C/tree/tests/hstu/
+du -sh $C
