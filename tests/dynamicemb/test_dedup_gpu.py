@@ -252,3 +252,49 @@ def test_dedup_non_monotone_offsets_terminate_consistently(F):
     assert torch.equal(ukeys[inverse.long()], ids)
     assert torch.unique(torch.stack([utables[:c].long(), ukeys[:c]], 1), dim=0).shape[0] == c
     assert bool((bag >= 0).all()) and bool((bag < F * B).all())
+
+
+def _capacity(n, flags):
+    """The dedup's set capacity for n ids under its lab flags (dedup_kernels.cu dedup_set_capacity)."""
+    if flags & 256:
+        return 4 * n + 1024
+    if flags & 128:
+        return 2 * n + n // 2 + 1024
+    return n + n // 4 + 1024
+
+
+def test_dedup_self_cleaning_set():
+    """Lab bit 64, the self-cleaning set: one set tensor (garbage at first) through calls of several sizes, a call on
+    a smaller view of its memory (no room for the header: the plain per-call fill, which overwrites the header) and a
+    skipped call: every result exact, and after each call with the header every slot of its capacity FREE and the
+    header marked clean over at least that capacity (the next call then skips its fill)."""
+    lab = torch.ops.dynamicemb._lookup_lab_dedup
+    old = lab(-1)
+    gen = torch.Generator().manual_seed(21)
+    big = 60_000
+    entries = torch.ops.dynamicemb.lookup_dedup_set_size(big)
+    set_tensor = torch.randint(-(2**31), 2**31 - 1, (entries,), dtype=torch.int32, device="cuda")
+    marks = (0xC1EA5E70 - (1 << 32), 0xD5E7C1E5 - (1 << 32))
+    try:
+        flags = old | 64
+        lab(flags)
+        for n, how in [(20_000, "header"), (60_000, "header"), (20_000, "header"), (5_000, "view"),
+                       (60_000, "header"), (40_000, "skip"), (777, "header"), (60_000, "header")]:
+            ids = (100_000 * torch.rand(n, generator=gen) ** 4).long()
+            offsets = torch.tensor([0, n // 2, n])
+            ftable = torch.tensor([0, 1], dtype=torch.int32)
+            if how == "view":
+                check(ids, offsets, ftable, 1, set_tensor=set_tensor[: n + 8])
+                continue
+            if how == "skip":
+                out = torch.ops.dynamicemb.lookup_dedup(ids.cuda(), offsets.cuda(), ftable.cuda(), 1, set_tensor,
+                                                        torch.ones(1, dtype=torch.int32, device="cuda"))
+                assert int(out[4][0]) == 0 and bool((out[0] == -1).all())
+            else:
+                check(ids, offsets, ftable, 1, set_tensor=set_tensor)
+            cap = _capacity(n, flags)
+            h = set_tensor[:4].cpu()
+            assert (int(h[0]), int(h[2])) == marks and (int(h[1]) & 0xFFFFFFFF) >= cap, (how, n, h)
+            assert bool((set_tensor[4 : 4 + cap] == -1).all()), (how, n)
+    finally:
+        lab(old)

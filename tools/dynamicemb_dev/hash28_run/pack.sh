@@ -7,7 +7,7 @@ C=/work/main/.carry/hash28
 rm -rf $C && mkdir -p $C/whl $C/tree/tests/dynamicemb $C/tree/tools/dynamicemb_dev
 cp $W/bazel-bin/dynamicemb-*.whl $C/whl/
 cp $W/tools/dynamicemb_dev/hash28_run/*.sh $C/
-cp $W/tests/dynamicemb/test_embedding_gpu.py $W/tests/dynamicemb/test_embedding_cpu.py $C/tree/tests/dynamicemb/
+cp $W/tests/dynamicemb/test_embedding_gpu.py $W/tests/dynamicemb/test_embedding_cpu.py $W/tests/dynamicemb/test_dedup_gpu.py $C/tree/tests/dynamicemb/
 cp $W/tools/dynamicemb_dev/{steady_ab.py,dedup_lab_plugin.py,lab_variants.py,pipelined_gaps.py,step_same.py} \
   $C/tree/tools/dynamicemb_dev/
 ls -la $C $C/whl
