@@ -40,25 +40,6 @@ constexpr int kChunk = 1024;       // ids per block of the resolve pass (4 per t
 constexpr int kBagWindow = 256;    // bag ends a resolve block keeps in shared memory
 constexpr uint32_t kFree = 0xffffffffu;
 
-// kDedupSelfClean (lab, lookup_types.h): the self-cleaning set. When the set has room
-// for it, its first 4 words are a header and the slots follow (launch_dedup sets kSetHeader and moves p.set past
-// the header): [0] kSetClean0 and [2] kSetClean1 while every slot in [0, [1]) is FREE. The number pass resets each
-// claimer's slot to FREE (a taken slot has exactly one claimer), the resolve pass then writes the marks, the insert
-// clears [0] before it takes slots, and the clear pass fills only a set whose header does not cover its capacity (a
-// first use, a larger capacity, a step cut short, a set written without the header). A position never has the top
-// bit set and FREE is neither mark, so a set last used without the header always reads as not clean. [3] carries
-// the clear pass's new extent to the resolve pass.
-constexpr int kSetHeader = 1 << 20;  // (set by launch_dedup only) p.set - 4 is the header
-constexpr int kSetHeaderWords = 4;
-constexpr uint32_t kSetClean0 = 0xc1ea5e70u, kSetClean1 = 0xd5e7c1e5u;
-__device__ __forceinline__ uint32_t* set_header(const DedupParams& p) { return p.set - kSetHeaderWords; }
-// Whether the set's slots [0, set_capacity) are all FREE (header mode; every block reads the same words).
-__device__ __forceinline__ bool set_clean(const DedupParams& p) {
-  if (!(p.flags & kSetHeader)) return false;
-  const volatile uint32_t* h = set_header(p);
-  return h[0] == kSetClean0 && h[2] == kSetClean1 && static_cast<int64_t>(h[1]) >= p.set_capacity;
-}
-
 static_assert(kChunk % kResolveBlock == 0, "resolve: whole rounds of ids");
 
 // Bag b covers positions [start(b), start(b + 1)) with start(b) = offsets[b] clamped to [0, n]; ids before the
@@ -84,16 +65,9 @@ __global__ void __launch_bounds__(kClearBlock) dedup_clear_kernel(DedupParams p)
   const int64_t q = p.set_capacity >> 2;
   uint4* s4 = reinterpret_cast<uint4*>(p.set);
   const uint4 free4 = make_uint4(kFree, kFree, kFree, kFree);
-  const bool fill = !set_clean(p);
-  // (header mode) the FREE extent after this step, for the resolve pass: [3], a word no block here reads, so that
-  // every block decides on the same header
-  if (t0 == 0 && (p.flags & kSetHeader))
-    set_header(p)[3] = fill ? static_cast<uint32_t>(p.set_capacity) : set_header(p)[1];
   if (p.flags & kStepPdl) {  // the set (no pass before reads it in this step) beside the checks, then the wait
-    if (fill) {
-      for (int64_t k = t0; k < q; k += stride) s4[k] = free4;
-      if (t0 < (p.set_capacity & 3)) p.set[(q << 2) + t0] = kFree;
-    }
+    for (int64_t k = t0; k < q; k += stride) s4[k] = free4;
+    if (t0 < (p.set_capacity & 3)) p.set[(q << 2) + t0] = kFree;
     accel::griddep_wait();
   }
   if (t0 == 0) *p.count = 0;
@@ -110,7 +84,7 @@ __global__ void __launch_bounds__(kClearBlock) dedup_clear_kernel(DedupParams p)
     if (p.refused != nullptr) p.refused[t] = 0;
     if (p.clock_meta != nullptr) reinterpret_cast<int64_t*>(p.clock_meta[t].counters)[table::kCounterClock] += 1;
   }
-  if (!(p.flags & kStepPdl) && fill) {
+  if (!(p.flags & kStepPdl)) {
     for (int64_t k = t0; k < q; k += stride) s4[k] = free4;
     if (t0 < (p.set_capacity & 3)) p.set[(q << 2) + t0] = kFree;
   }
@@ -164,8 +138,10 @@ __device__ __forceinline__ void features_of(int num_features, Bound bound, const
 }
 
 // kPerThread ids per thread (ids base + r * kInsertBlock + thread, r < kPerThread), their probes in lockstep so
-// that each step's loads / CASes of all of them are in flight together. The home slot of (table, key) is a
-// 64-bit mix of both scaled to the capacity; linear probing. A FREE slot is taken with one CAS (FREE ->
+// that each step's loads / CASes of all of them are in flight together, so a warp loops until the longest probe of
+// its 128 ids ends: the set's capacity (dedup_set_capacity, default 4 n + 1024) keeps that tail short (NVIDIA's
+// config: ~2.3 rounds a warp against ~3.9 at 1.25 n; the insert 0.045 -> 0.034 ms: docs/dynamicemb.md). The home
+// slot of (table, key) is a 64-bit mix of both scaled to the capacity; linear probing. A FREE slot is taken with one CAS (FREE ->
 // position); each probe step is that CAS (kDedupCasFirst, default: a CAS that takes nothing returns the slot's
 // value, one L2 round trip) or a load and then the CAS on FREE (H200, NVIDIA preset: 0.048 -> 0.045 ms with the
 // CAS first); an occupied slot matches when ids[pos] is the key and pos is in a feature of the same table, and a
@@ -297,10 +273,8 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
     }
   }
   __syncthreads();
-  if (pdl) accel::griddep_wait();
-  // (header mode) slots are taken from here on: not clean until the resolve pass marks it again
-  if ((p.flags & kSetHeader) && blockIdx.x == 0 && threadIdx.x == 0) set_header(p)[0] = 0;
   if (pdl) {
+    accel::griddep_wait();
     if (p.skip != nullptr && *p.skip != 0) {
 #pragma unroll
       for (int r = 0; r < K; ++r) todo[r] = false;
@@ -589,11 +563,6 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
     idx[r] = i < p.n ? static_cast<int32_t>(i) : 0;
     claimed[r] = sset[r] >= 0;
   }
-  if (p.flags & kSetHeader) {  // the self-cleaning set: every taken slot has one claimer, which frees it
-#pragma unroll
-    for (int r = 0; r < K; ++r)
-      if (claimed[r]) p.set[sset[r]] = kFree;
-  }
   unsigned ball[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) ball[r] = __ballot_sync(0xffffffffu, claimed[r]);
@@ -675,12 +644,6 @@ __global__ void __launch_bounds__(kResolveBlock) dedup_resolve_kernel(DedupParam
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
   const int64_t last = p.num_bags - 1;
   if (p.flags & kDedupPdl) accel::griddep_wait();
-  if ((p.flags & kSetHeader) && blockIdx.x == 0 && threadIdx.x == 0) {  // every claimer freed its slot
-    uint32_t* h = set_header(p);
-    h[1] = h[3];
-    h[0] = kSetClean0;
-    h[2] = kSetClean1;
-  }
   int32_t x[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -754,25 +717,11 @@ int64_t dedup_set_capacity(int64_t n, int64_t entries, int flags) {
   if (want > INT32_MAX) want = INT32_MAX;  // slots are int32 in inverse (n < 2^31 - 1, so still >= n)
   return want < entries ? want : entries;
 }
-namespace {
-// (kDedupSelfClean) the header mode when the set has room for its capacity after the header.
-bool set_header_mode(int64_t n, int64_t entries, int flags) {
-  if (!(flags & kDedupSelfClean)) return false;
-  return dedup_set_capacity(n, INT64_MAX, flags) + detail::kSetHeaderWords <= entries;
-}
-}  // namespace
 
 void launch_dedup(const DedupParams& p_in, void* stream, void (*after_count)(void*), void* ctx) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   DedupParams p = p_in;
-  p.flags &= ~detail::kSetHeader;
-  if (set_header_mode(p.n, p.set_capacity, p.flags)) {
-    p.flags |= detail::kSetHeader;
-    p.set += detail::kSetHeaderWords;  // 16 bytes: the slots stay 16-byte aligned
-    p.set_capacity = dedup_set_capacity(p.n, INT64_MAX, p.flags);
-  } else {
-    p.set_capacity = dedup_set_capacity(p.n, p.set_capacity, p.flags);
-  }
+  p.set_capacity = dedup_set_capacity(p.n, p.set_capacity, p.flags);
   if (!pdl_supported() || !(p.flags & kDedupPdl)) p.flags &= ~(kDedupPdl | kStepPdl);
   const bool pdl = (p.flags & kDedupPdl) != 0;
   if (p.n == 0) {

@@ -167,10 +167,7 @@ enum DedupFlags : int {
   // (default) a chunk of ids inside one feature (monotone bounds in shared memory) takes its feature once per block
   // in the insert and the number pass instead of a search per id
   kDedupChunkFeature = 512,
-  // lab: the self-cleaning set (dedup_kernels.cu kDedupSelfClean: the number pass frees its claimers' slots, the
-  // clear pass fills only a set whose 4-word header does not say it is FREE)
-  kDedupSelfClean = 64,
-  kDedupFlagsAll = 1023,     // (bits 2, 4, 8: former lab variants, removed; docs/dynamicemb.md keeps their history)
+  kDedupFlagsAll = 1023,     // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
 };
 // The set's capacity the dedup uses for n ids under `flags` (at most the set's entries; >= n).
 int64_t dedup_set_capacity(int64_t n, int64_t entries, int flags);

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (The record of session 25's run 2, on hash28 ae39d70's wheel; lab bit 64, the self-cleaning set, was removed after it.)
 # hash28 run 2 (issue 35): the default dedup flags are now 817 (49 + the set at 4 n slots + the chunk's one feature,
 # run 1: SGD span -0.004, Adam steady -0.008 ms); lab bit 64 = the self-cleaning set (the number pass frees its
 # claimers' slots, the clear pass fills only a set whose header does not say FREE): 881 = 817 + 64. GPU tests in
