@@ -137,21 +137,21 @@ __device__ __forceinline__ void features_of(int num_features, Bound bound, const
   }
 }
 
-// kPerThread ids per thread (ids base + r * kInsertBlock + thread, r < kPerThread), their probes in lockstep so
-// that each step's loads / CASes of all of them are in flight together, so a warp loops until the longest probe of
-// its 128 ids ends: the set's capacity (dedup_set_capacity, default 4 n + 1024) keeps that tail short (NVIDIA's
-// config: ~2.3 rounds a warp against ~3.9 at 1.25 n; the insert 0.045 -> 0.034 ms: docs/dynamicemb.md). The home
-// slot of (table, key) is a 64-bit mix of both scaled to the capacity; linear probing. A FREE slot is taken with one CAS (FREE ->
-// position); each probe step is that CAS (kDedupCasFirst, default: a CAS that takes nothing returns the slot's
-// value, one L2 round trip) or a load and then the CAS on FREE (H200, NVIDIA preset: 0.048 -> 0.045 ms with the
-// CAS first); an occupied slot matches when ids[pos] is the key and pos is in a feature of the same table, and a
-// match at a higher position lowers it (atomicMin), so that the slot ends at the id's first position whatever
-// the order the ids arrive in. A slot only ever holds positions of one (table, key), so a prober needs no fence:
-// whichever of them it reads compares the same. The set has at least n slots and at most n - 1 are taken while a
-// thread still probes, so every probe ends. Every id writes inverse: its slot, or -1 (reserved id, skipped step).
-// kSmem (at most kSmemFeatures features): the bounds live in shared memory, and when they are monotone (valid
-// offsets) a key match at a position inside the prober's own feature needs no search. Else every search reads
-// the bounds from offsets (the same function either way).
+// kPerThread ids per thread (ids base + r * kInsertBlock + thread, r < kPerThread), their probes in lockstep so that
+// each step's loads / CASes of all of them are in flight together, so a warp loops until the longest probe of its 128
+// ids ends: the set's capacity (dedup_set_capacity, default 4 n + 1024) keeps that tail short (NVIDIA's config: ~2.3
+// rounds a warp against ~3.9 at 1.25 n; the insert 0.045 -> 0.034 ms: docs/dynamicemb.md). The home slot of (table,
+// key) is a 64-bit mix of both scaled to the capacity; linear probing. A FREE slot is taken with one CAS (FREE ->
+// position); each probe step is that CAS (kDedupCasFirst, default: a CAS that takes nothing returns the slot's value,
+// one L2 round trip) or a load and then the CAS on FREE (H200, NVIDIA preset: 0.048 -> 0.045 ms with the CAS first); an
+// occupied slot matches when ids[pos] is the key and pos is in a feature of the same table, and a match at a higher
+// position lowers it (atomicMin), so that the slot ends at the id's first position whatever the order the ids arrive
+// in. A slot only ever holds positions of one (table, key), so a prober needs no fence: whichever of them it reads
+// compares the same. The set has at least n slots and at most n - 1 are taken while a thread still probes, so every
+// probe ends. Every id writes inverse: its slot, or -1 (reserved id, skipped step). kSmem (at most kSmemFeatures
+// features): the bounds live in shared memory, and when they are monotone (valid offsets) a key match at a position
+// inside the prober's own feature needs no search. Else every search reads the bounds from offsets (the same function
+// either way).
 constexpr int kPerThread = 4;
 // The set's table salt differs from the "hash" routing's (dynamicemb/_routing.py: mix64(key ^ 0x9e37...15 * (t + 1)),
 // owner from the top bits): with the same salt, the ids one rank of W owns share the top bits of this hash too and
@@ -713,7 +713,9 @@ void launch_pass(bool pdl, void (*k)(DedupParams), unsigned grid, unsigned block
 bool pdl_supported() { return accel::current_device_cc_major(/*fallback=*/0) >= 9; }
 
 int64_t dedup_set_capacity(int64_t n, int64_t entries, int flags) {
-  int64_t want = (flags & kDedupSet4x) ? 4 * n + 1024 : (flags & kDedupSet2x) ? 2 * n + n / 2 + 1024 : n + n / 4 + 1024;
+  int64_t want = n + n / 4 + 1024;
+  if (flags & kDedupSet2x) want = 2 * n + n / 2 + 1024;
+  if (flags & kDedupSet4x) want = 4 * n + 1024;
   if (want > INT32_MAX) want = INT32_MAX;  // slots are int32 in inverse (n < 2^31 - 1, so still >= n)
   return want < entries ? want : entries;
 }
