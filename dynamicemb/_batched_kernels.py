@@ -256,11 +256,11 @@ class _KernelStep:
         position of the id that claimed them. Scratch: the dedup fills it before every use, so it is allocated once
         per size (eagerly, before any graph capture) and never initialized here. A compiled step (which cannot ask
         the op for the size) reuses the set of an eager step if it has the op's minimum of n entries, else allocates
-        2 n + 1024, more than the op's rule (it uses at most its rule)."""
+        4 n + 1024, the op's rule (lookup_dedup_set_size)."""
         if _compiling():
             if self._set is not None and self._set.numel() >= max(n, 1):
                 return self._set
-            return torch.empty(2 * n + 1024, dtype=torch.int32, device=self.device)
+            return torch.empty(4 * n + 1024, dtype=torch.int32, device=self.device)
         cap = _dedup_set_size(n)
         if self._set is None or self._set.numel() < cap:
             self._set = torch.empty(cap, dtype=torch.int32, device=self.device)

@@ -475,10 +475,10 @@ def test_rows_consistent_under_in_batch_eviction():
 
 
 def test_dedup_set_size_rule():
-    """The dedup's per-step set size comes from the op alone (lookup_dedup_set_size: n + n // 4 + 1024); it has no
-    tensor argument, so it runs without a GPU."""
+    """The dedup's per-step set size comes from the op alone (lookup_dedup_set_size: 4 n + 1024, the largest
+    capacity the dedup uses: its default); it has no tensor argument, so it runs without a GPU."""
     for n in (0, 1, 1000, 5_770_000):
-        assert torch.ops.dynamicemb.lookup_dedup_set_size(n) == n + n // 4 + 1024
+        assert torch.ops.dynamicemb.lookup_dedup_set_size(n) == 4 * n + 1024
     with pytest.raises(RuntimeError, match=r"n: expected >= 0 ids, got -1"):
         torch.ops.dynamicemb.lookup_dedup_set_size(-1)
 

@@ -137,19 +137,21 @@ __device__ __forceinline__ void features_of(int num_features, Bound bound, const
   }
 }
 
-// kPerThread ids per thread (ids base + r * kInsertBlock + thread, r < kPerThread), their probes in lockstep so
-// that each step's loads / CASes of all of them are in flight together. The home slot of (table, key) is a
-// 64-bit mix of both scaled to the capacity; linear probing. A FREE slot is taken with one CAS (FREE ->
-// position); each probe step is that CAS (kDedupCasFirst, default: a CAS that takes nothing returns the slot's
-// value, one L2 round trip) or a load and then the CAS on FREE (H200, NVIDIA preset: 0.048 -> 0.045 ms with the
-// CAS first); an occupied slot matches when ids[pos] is the key and pos is in a feature of the same table, and a
-// match at a higher position lowers it (atomicMin), so that the slot ends at the id's first position whatever
-// the order the ids arrive in. A slot only ever holds positions of one (table, key), so a prober needs no fence:
-// whichever of them it reads compares the same. The set has at least n slots and at most n - 1 are taken while a
-// thread still probes, so every probe ends. Every id writes inverse: its slot, or -1 (reserved id, skipped step).
-// kSmem (at most kSmemFeatures features): the bounds live in shared memory, and when they are monotone (valid
-// offsets) a key match at a position inside the prober's own feature needs no search. Else every search reads
-// the bounds from offsets (the same function either way).
+// kPerThread ids per thread (ids base + r * kInsertBlock + thread, r < kPerThread), their probes in lockstep so that
+// each step's loads / CASes of all of them are in flight together, so a warp loops until the longest probe of its 128
+// ids ends: the set's capacity (dedup_set_capacity, default 4 n + 1024) keeps that tail short (NVIDIA's config: ~2.3
+// rounds a warp against ~3.9 at 1.25 n; the insert 0.045 -> 0.034 ms: docs/dynamicemb.md). The home slot of (table,
+// key) is a 64-bit mix of both scaled to the capacity; linear probing. A FREE slot is taken with one CAS (FREE ->
+// position); each probe step is that CAS (kDedupCasFirst, default: a CAS that takes nothing returns the slot's value,
+// one L2 round trip) or a load and then the CAS on FREE (H200, NVIDIA preset: 0.048 -> 0.045 ms with the CAS first); an
+// occupied slot matches when ids[pos] is the key and pos is in a feature of the same table, and a match at a higher
+// position lowers it (atomicMin), so that the slot ends at the id's first position whatever the order the ids arrive
+// in. A slot only ever holds positions of one (table, key), so a prober needs no fence: whichever of them it reads
+// compares the same. The set has at least n slots and at most n - 1 are taken while a thread still probes, so every
+// probe ends. Every id writes inverse: its slot, or -1 (reserved id, skipped step). kSmem (at most kSmemFeatures
+// features): the bounds live in shared memory, and when they are monotone (valid offsets) a key match at a position
+// inside the prober's own feature needs no search. Else every search reads the bounds from offsets (the same function
+// either way).
 constexpr int kPerThread = 4;
 // The set's table salt differs from the "hash" routing's (dynamicemb/_routing.py: mix64(key ^ 0x9e37...15 * (t + 1)),
 // owner from the top bits): with the same salt, the ids one rank of W owns share the top bits of this hash too and
@@ -159,6 +161,19 @@ constexpr int kInsertWarps = kInsertBlock / 32;
 constexpr int kSmemFeatures = 256;
 static_assert(kPerThread * kInsertWarps == 32, "number: one lane per (round, warp) in the block's scan");
 static_assert(kPerThread * kInsertBlock == kChunk, "count / number: a block per chunk of the resolve pass");
+
+// kDedupChunkFeature: the feature of every position of the block's chunk [c0, c0 + kChunk) (clamped to n) when the
+// bounds are in shared memory and monotone and the chunk lies inside one feature (fb), else -1. Then features_of
+// would give fb for each of them (the largest f with bound(f) <= i: every later bound is >= sbound[fb + 1] > i).
+__device__ __forceinline__ int chunk_feature(const DedupParams& p, const int32_t* sbound, bool mono, int64_t c0) {
+  if (!mono || !(p.flags & kDedupChunkFeature)) return -1;
+  const int64_t last = c0 + kChunk <= p.n ? c0 + kChunk - 1 : p.n - 1;
+  const int32_t first[1] = {static_cast<int32_t>(c0)};
+  const bool act[1] = {true};
+  int fb[1];
+  features_of<1>(p.num_features, [&](int g) { return sbound[g]; }, first, act, fb);
+  return last < sbound[fb[0] + 1] ? fb[0] : -1;
+}
 
 // The feature bounds in shared memory (kSmem) and whether they are monotone; block-wide (syncs).
 template <bool kSmem>
@@ -222,7 +237,14 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
     won[r] = false;
   }
   int f[K];
-  features_of<K>(F, bound, idx, todo, f);
+  int fb = -1;  // the chunk's one feature (kDedupChunkFeature), else -1
+  if constexpr (kSmem) fb = chunk_feature(p, sbound, mono, static_cast<int64_t>(blockIdx.x) * (K * kInsertBlock));
+  if (fb >= 0) {
+#pragma unroll
+    for (int r = 0; r < K; ++r) f[r] = fb;
+  } else {
+    features_of<K>(F, bound, idx, todo, f);
+  }
   uint32_t lh[K];  // local set slot of id r's (table, key)
 #pragma unroll
   for (int r = 0; r < K; ++r) {
@@ -243,7 +265,7 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
       uint32_t v = *reinterpret_cast<volatile uint32_t*>(lset + lh[r]);
       if (v == kFree) v = atomicCAS(lset + lh[r], kFree, l);
       if (v == kFree) break;  // took the slot
-      if (lkey[v] == key[r] && ltab[v] == t[r]) {
+      if (lkey[v] == key[r] && (fb >= 0 || ltab[v] == t[r])) {
         if (v > l) atomicMin(lset + lh[r], l);
         break;
       }
@@ -267,6 +289,13 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
     todo[r] = todo[r] && lead[r] == r * kInsertBlock + static_cast<int>(threadIdx.x);  // leaders probe the set
   }
   const bool cas_first = (p.flags & kDedupCasFirst) != 0;
+  int32_t flo = 0, fhi = 0;  // the chunk's feature's positions [flo, fhi) (fb >= 0)
+  if constexpr (kSmem) {
+    if (fb >= 0) {
+      flo = sbound[fb];
+      fhi = sbound[fb + 1];
+    }
+  }
   while (true) {
     bool any = false;
 #pragma unroll
@@ -300,7 +329,8 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
       m[r] = todo[r] && k2[r] == key[r];
       vp[r] = static_cast<int32_t>(v[r]);
       // same feature as the prober: same table (only when the bounds are in shared memory and monotone)
-      need[r] = m[r] && !(mono && sbound[f[r]] <= vp[r] && vp[r] < sbound[f[r] + 1]);
+      if (fb >= 0) need[r] = m[r] && !(flo <= vp[r] && vp[r] < fhi);
+      else need[r] = m[r] && !(mono && sbound[f[r]] <= vp[r] && vp[r] < sbound[f[r] + 1]);
       any_need |= need[r];
     }
     if (any_need) {  // a key match in another feature: compare that feature's table
@@ -525,7 +555,7 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
   before = 0;
 #pragma unroll
   for (int k = 0; k < W; ++k) before += wbase[k];
-  load_bounds<kSmem>(p, sbound);
+  const bool mono = load_bounds<kSmem>(p, sbound);
   bool claimed[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
@@ -562,7 +592,13 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
     else return feature_bound(p, g);
   };
   int f[K];
-  features_of<K>(p.num_features, bound, idx, claimed, f);
+  const int fb = kSmem ? chunk_feature(p, sbound, mono, c0) : -1;
+  if (fb >= 0) {
+#pragma unroll
+    for (int r = 0; r < K; ++r) f[r] = fb;
+  } else {
+    features_of<K>(p.num_features, bound, idx, claimed, f);
+  }
   const unsigned below = (1u << lane) - 1u;
   number_find<K, W>(p, claimed, idx, sset, key, f, wbase, warp, ball, below);
 }
@@ -676,9 +712,18 @@ void launch_pass(bool pdl, void (*k)(DedupParams), unsigned grid, unsigned block
 
 bool pdl_supported() { return accel::current_device_cc_major(/*fallback=*/0) >= 9; }
 
+int64_t dedup_set_capacity(int64_t n, int64_t entries, int flags) {
+  int64_t want = n + n / 4 + 1024;
+  if (flags & kDedupSet2x) want = 2 * n + n / 2 + 1024;
+  if (flags & kDedupSet4x) want = 4 * n + 1024;
+  if (want > INT32_MAX) want = INT32_MAX;  // slots are int32 in inverse (n < 2^31 - 1, so still >= n)
+  return want < entries ? want : entries;
+}
+
 void launch_dedup(const DedupParams& p_in, void* stream, void (*after_count)(void*), void* ctx) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   DedupParams p = p_in;
+  p.set_capacity = dedup_set_capacity(p.n, p.set_capacity, p.flags);
   if (!pdl_supported() || !(p.flags & kDedupPdl)) p.flags &= ~(kDedupPdl | kStepPdl);
   const bool pdl = (p.flags & kDedupPdl) != 0;
   if (p.n == 0) {
@@ -714,7 +759,7 @@ void launch_dedup(const DedupParams& p_in, void* stream, void (*after_count)(voi
 
 namespace {
 std::atomic<int> g_find_later{0};
-std::atomic<int> g_dedup_flags{kDedupCasFirst | kDedupPdl | kStepPdl};
+std::atomic<int> g_dedup_flags{kDedupCasFirst | kDedupPdl | kStepPdl | kDedupSet4x | kDedupChunkFeature};
 }
 
 int dedup_flags_variant(int v) {

@@ -160,9 +160,19 @@ enum DedupFlags : int {
   kStepPdl = 32,             // sm90+, with kDedupPdl (default): also the clear pass after the checks (its set fill
                              // before the wait), the insert pass's resolve and the forward as programmatic dependents
                              // (SGD step -3 % with the host ahead: docs/dynamicemb.md)
-  kDedupFlagsAll = 63,       // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
+  // the insert's set at a lower load, so that its linear probes (and a warp's loop over its ids' probes) end sooner;
+  // without either bit n + n / 4 + 1024 slots (load <= 0.8), dedup_set_capacity
+  kDedupSet2x = 128,         // lab: 2.5 n + 1024 slots
+  kDedupSet4x = 256,         // (default) 4 n + 1024 slots: the insert -25 % at NVIDIA's config (docs/dynamicemb.md)
+  // (default) a chunk of ids inside one feature (monotone bounds in shared memory) takes its feature once per block
+  // in the insert and the number pass instead of a search per id
+  kDedupChunkFeature = 512,
+  kDedupFlagsAll = 1023,     // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
 };
-// The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst | kDedupPdl | kStepPdl); sets them
+// The set's capacity the dedup uses for n ids under `flags` (at most the set's entries; >= n).
+int64_t dedup_set_capacity(int64_t n, int64_t entries, int flags);
+// The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst | kDedupPdl | kStepPdl | kDedupSet4x |
+// kDedupChunkFeature = 817; 49 is main's before issue 35's hash28 branch); sets them
 // when v is in [0, kDedupFlagsAll] (others only read), returns the ones before.
 int dedup_flags_variant(int v);
 // Whether the current device runs programmatic dependent launches (sm90+; asked once per device).

@@ -126,9 +126,9 @@ void report_nonfinite(Tensor counts, Tensor seen) {
 }
 
 // ---------------------------------------------------------------- dedup
-// Entries of the per-step (table, id) set that the dedup uses for n ids (at most 80% full); the caller allocates
-// at least this many (op lookup_dedup_set_size), the dedup uses no more.
-int64_t dedup_set_size(int64_t n) { return n + n / 4 + 1024; }
+// Entries of the per-step (table, id) set for n ids that the caller allocates (op lookup_dedup_set_size): the
+// largest capacity the dedup uses under its flags (dedup_set_capacity: the default 4 n + 1024).
+int64_t dedup_set_size(int64_t n) { return 4 * n + 1024; }
 
 // Lab (benchmarks, tests): selects the CSR sort of later steps in this process (CsrSort in lookup_types.h; any
 // other value only reads it), returns the one before.

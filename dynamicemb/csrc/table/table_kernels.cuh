@@ -1247,9 +1247,7 @@ inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::cur
 // The insert pass's schedule: dynamic (a group counter) for every op. The static rounds are 3-4 % faster on a table
 // topped up to load 1.0 but 8-10 % slower on Zipf keys at load 0.965 drawn from every stored key (insert_and_evict 3
 // % slower everywhere): docs/dynamicemb_storage_notes.md, "Keys in flight". `mode` may carry the op's private
-// override in its bits from kUpsertModeLabShift (table_ops.cc, ScoredHashTable._upsert_lab bits 2-3): 1 = dynamic,
-// 2 = static (a field of UpsertParams would rebuild every lookup unit, which includes table_types.h).
-constexpr int kUpsertModeLabShift = 8;
+// override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic, 2 = static.
 inline InsertSchedule insert_schedule(int mode) {
   const int force = mode >> kUpsertModeLabShift;
   if (force == 1) return kScheduleDynamic;

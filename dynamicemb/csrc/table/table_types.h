@@ -228,6 +228,11 @@ struct LookupParams {
   float missing_value;
 };
 
+// UpsertParams::mode's bits from here carry the op's private override of the insert pass's schedule (table_ops.cc,
+// ScoredHashTable._upsert_lab bits 2-3: 1 dynamic, 2 static; A/B timing); launch_upsert strips them, insert_schedule
+// reads them (table_kernels.cuh). A field of UpsertParams would do, at the cost of rebuilding every unit.
+constexpr int kUpsertModeLabShift = 8;
+
 struct UpsertParams {
   TableRef t;
   // Hybrid (find_or_insert with values_out, insert_or_assign, insert_and_evict, assign): the first pass defers
