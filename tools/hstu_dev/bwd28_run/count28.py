@@ -7,48 +7,15 @@ launch), and p, a full pair's. Run from the root of the repository (python3 -P),
   python3 -P count28.py --cfgs 0 9 [--causal 0]"""
 import argparse
 import collections
+import os
+import sys
 
 import torch
 
-import hstu_attn
-from hstu_attn import _ops
-
-
-def short(name):
-    for k, v in (("hstu_bwd_pds", "main"), ("hstu_dq_tile_convert", "dQ convert"), ("FillFunctor", "fill"),
-                 ("Memset", "memset")):
-        if k in name:
-            return v
-    return name[:50]
-
-
-def kernels(B, S, D, window, cfg, iters, H=4):
-    dev, dt = "cuda", torch.bfloat16
-    gen = torch.Generator(device=dev).manual_seed(1)
-    q, k, v = (torch.randn(B * S, H, D, device=dev, dtype=dt, generator=gen).requires_grad_() for _ in range(3))
-    cu = torch.arange(0, B + 1, device=dev, dtype=torch.int32) * S
-    with _ops.kernel_options(sm90=False, bwd_sm80_cfg=cfg):
-        out = hstu_attn.hstu_attn_varlen_func(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=S,
-                                              max_seqlen_k=S, window_size=window, alpha=D ** -0.5)
-    dout = torch.randn_like(out)
-
-    def f():
-        return torch.autograd.grad(out, [q, k, v], dout, retain_graph=True)
-
-    for _ in range(2):
-        f()
-    torch.cuda.synchronize()
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as pr:
-        for _ in range(iters):
-            f()
-        torch.cuda.synchronize()
-    tot = collections.OrderedDict()
-    for e in pr.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            n = short(e.name)
-            tot[n] = tot.get(n, 0.0) + e.time_range.elapsed_us() / iters
-    return tot
+# The profiler helpers are count27's (bwd27_run/, or beside this file in a carry folder; -P adds no script dir).
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_here, os.path.join(_here, "..", "bwd27_run")]
+from count27 import kernels  # noqa: E402
 
 
 def main():
