@@ -127,8 +127,8 @@ void report_nonfinite(Tensor counts, Tensor seen) {
 
 // ---------------------------------------------------------------- dedup
 // Entries of the per-step (table, id) set for n ids that the caller allocates (op lookup_dedup_set_size): the
-// largest capacity the dedup uses under its flags (dedup_set_capacity: the default 4 n + 1024).
-int64_t dedup_set_size(int64_t n) { return 4 * n + 1024; }
+// largest capacity the dedup uses under any of its flags (dedup_set_capacity with kDedupSet4x, the default).
+int64_t dedup_set_size(int64_t n) { return dedup_set_capacity(n, INT64_MAX, kDedupSet4x); }
 
 // Lab (benchmarks, tests): selects the CSR sort of later steps in this process (CsrSort in lookup_types.h; any
 // other value only reads it), returns the one before.
