@@ -432,8 +432,8 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
                     int64_t window_right, double alpha, std::optional<Tensor> rab, double scaling_seqlen,
                     std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  HstuOptions o;
-  HstuParams p = call_params(options, o, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+  HstuOptions opts;
+  HstuParams p = call_params(options, opts, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
   ACCEL_CHECK(p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256,
@@ -453,7 +453,6 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
               " and ", total_k);
   Tensor vt = torch::stable::new_empty(q, {H * p.head_dim * f.vt_cols}, ScalarType::Byte);
   f.vt = vt.data_ptr();
-  const HstuOptions& opts = o;
   ACCEL_CHECK(kDevBuild || (opts.fp8_fwd_diag == 0 && opts.fp8_fwd_var != 15),
               "kernel_options(fp8_fwd_diag=..., fp8_fwd_var=15): expected a dev build (--define hstu_dev=1) for the "
               "timing-only variants, got fp8_fwd_diag=", opts.fp8_fwd_diag, ", fp8_fwd_var=", opts.fp8_fwd_var);
