@@ -1,0 +1,70 @@
+"""Makes the lab tree of table29 (evict_bench only): a copy of SRC's table kernels, common/, the timing harness and
+evict_bench.cu in which the insert pass has a second instance (upsert_insert_kernel's template S = 2 / 3, chosen by mode
+lab value 4 / 5) whose eviction scan reads the bucket's victim summary (victim_summary.cuh) and falls back to the full
+scan; S = 2 keeps the product's prefetch of the whole bucket (1.1 KB) beside the lock, S = 3 prefetches the digest
+line and the 8 entries' score sectors only. S = 0 is the product code unchanged. evict_bench builds every bucket's
+summary before each op of variants 4 and 5.
+
+Usage: python3 summary_tree.py SRC DEST
+"""
+import os
+import shutil
+import sys
+
+src, dst = sys.argv[1], sys.argv[2]
+shutil.rmtree(dst, ignore_errors=True)
+for d in ("dynamicemb/csrc/table", "common"):
+    shutil.copytree(os.path.join(src, d), os.path.join(dst, d))
+for f in ("benchmarks/table_timing_harness.cuh", "tools/dynamicemb_dev/evict_bench.cu",
+          "tools/dynamicemb_dev/table29_run/victim_summary.cuh"):
+    os.makedirs(os.path.dirname(os.path.join(dst, f)), exist_ok=True)
+    shutil.copy(os.path.join(src, f), os.path.join(dst, f))
+
+
+def patch(rel, pairs):
+    path = os.path.join(dst, rel)
+    text = open(path).read()
+    for old, new in pairs:
+        assert text.count(old) == 1, (rel, old, text.count(old))
+        text = text.replace(old, new)
+    open(path, "w").write(text)
+
+
+K = "dynamicemb/csrc/table/table_kernels.cuh"
+patch(K, [
+    ('#include "dynamicemb/csrc/table/probe.cuh"\n',
+     '#include "dynamicemb/csrc/table/probe.cuh"\n#include "dynamicemb/csrc/table/table_types.h"\n'
+     '#include "tools/dynamicemb_dev/table29_run/victim_summary.cuh"\n'),
+    ("template <int K, int V, int P>\n__device__ __noinline__ Outcome evict_insert(",
+     "template <int K, int V, int P, int S = 0>\n__device__ __noinline__ Outcome evict_insert("),
+    ("  prefetch_bucket_l2(tile, t, base);  // the scan's",
+     "  uint4 vs = make_uint4(kVsumNone, kVsumNone, 0u, 0u);\n"
+     "  if (S >= 2 && t.bucket_capacity == 128) vs = __ldcg(g_vsum + bucket);\n"
+     "  if (S == 3) vsum_prefetch_digests(tile, t, base); else\n"
+     "  prefetch_bucket_l2(tile, t, base);  // the scan's"),
+    ("    if (lead) got = try_lock_bucket(lock);\n    if (tile.shfl(got, 0)) break;\n",
+     "    if (lead) got = try_lock_bucket(lock);\n    if (S == 3) vsum_prefetch_entries(tile, t, base, vs);\n"
+     "    if (tile.shfl(got, 0)) break;\n"),
+    ("    const BucketScan sc = scan_bucket(tile, t, base, d4);\n",
+     "    BucketScan sc;\n"
+     "    if (!(S >= 2 && vsum_scan(tile, t, base, d4, vs, sc))) sc = scan_bucket(tile, t, base, d4);\n"),
+    ("template <int K, int V, int P>\n__device__ __forceinline__ Outcome upsert_one(",
+     "template <int K, int V, int P, int S = 0>\n__device__ __forceinline__ Outcome upsert_one("),
+    ("    return evict_insert<K, V, P>(\n", "    return evict_insert<K, V, P, S>(\n"),
+    ("    return evict_insert<K, V, P>(p_cold, a,", "    return evict_insert<K, V, P, S>(p_cold, a,"),
+    ("template <int K, int V, int P, int L>\n__global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(",
+     "template <int K, int V, int P, int L, int S = 0>\n"
+     "__global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel("),
+    ("upsert_one<K, V, P>(tile, p, &s_p, a, row_in,", "upsert_one<K, V, P, S>(tile, p, &s_p, a, row_in,"),
+    ("  if (insert_schedule(p_op.mode) == kScheduleStatic)\n",
+     "  if ((p_op.mode >> kUpsertModeLabShift) == 4)\n"
+     "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 2>, grid, kBlock, s, p);\n"
+     "  else if ((p_op.mode >> kUpsertModeLabShift) == 5)\n"
+     "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 3>, grid, kBlock, s, p);\n"
+     "  else if (insert_schedule(p_op.mode) == kScheduleStatic)\n"),
+])
+patch("tools/dynamicemb_dev/evict_bench.cu", [
+    ("        copy_table(t, snap);\n        if (zipf) {",
+     "        copy_table(t, snap);\n        lab_prepare(labs[li], t, s);\n        if (zipf) {"),
+])
+print("lab tree:", dst)

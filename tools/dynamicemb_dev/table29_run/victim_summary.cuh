@@ -1,0 +1,129 @@
+// Lab (evict_bench only; included by the lab tree that summary_tree.sh makes): a per-bucket victim summary for the
+// load-1.0 eviction path, the upper bound of the lever "read a few words instead of the bucket's score array".
+//
+// Summary of a full 128-slot bucket (16 bytes): the bucket-local slots of its 8 least ranks (rank = score << 8 |
+// digest, scores below 2^56 - 1) and `bound`, the least rank of the other 120 slots, when it was built. While no
+// score decreases and no slot outside the 8 changes its key (LRU inside one upsert: hits raise a score to the op's
+// clock, an eviction replaces one of the 8), every slot outside the 8 keeps a rank >= bound, so when the least
+// *current* rank of the 8 is below bound it is the bucket's least rank: the same victim as the full scan. Otherwise
+// (bound reached, a score >= 2^56, a bucket that was not full) the full scan runs as before.
+//
+// Here the summaries are built by vsum_build before each timed op (untimed, every bucket): the insert pass's
+// bound when every summary is fresh. A product needs them refreshed off the chain (counted in
+// docs/dynamicemb_storage_notes.md, "A per-bucket victim summary").
+#pragma once
+
+namespace dynamicemb {
+namespace table {
+
+__constant__ uint4* g_vsum;  // (num_buckets) summaries: x, y the 8 slot bytes, (z, w) bound; x = y = ~0: none
+
+constexpr uint32_t kVsumNone = 0xffffffffu;
+
+// The eviction scan from a summary `vs` (the same 16 bytes in every lane): the lane's two digest chunks (its `look`
+// mask, as scan_bucket), the current score and digest of summary entries 2l and 2l + 1, all issued together (one
+// round trip; L2 after prefetch_bucket_l2). False when the summary cannot decide (the caller runs scan_bucket).
+__device__ __forceinline__ bool vsum_scan(const Tile& tile, const TableRef& t, int64_t base, uint32_t d4,
+                                          const uint4& vs, BucketScan& r) {
+  if (vs.x == kVsumNone && vs.y == kVsumNone) return false;
+  const int l = static_cast<int>(tile.thread_rank());
+  const uint32_t w = (l < 2 ? vs.x : vs.y) >> (16 * (l & 1));
+  const int i0 = static_cast<int>(w & 0xffu), i1 = static_cast<int>((w >> 8) & 0xffu);
+  const uint4 c0 = load_digests(t.digests, base, l, true);
+  const uint4 c1 = load_digests(t.digests, base, l + kTile, true);
+  const unsigned long long* sp = reinterpret_cast<const unsigned long long*>(t.scores) + base;
+  const uint64_t s0 = __ldcg(sp + i0), s1 = __ldcg(sp + i1);
+  const uint32_t g0 = __ldcg(t.digests + base + i0), g1 = __ldcg(t.digests + base + i1);
+  r.look = static_cast<uint64_t>(match16(c0, d4)) | (static_cast<uint64_t>(match16(c1, d4)) << 16);
+  r.big = static_cast<uint32_t>(s0 >> 32) | static_cast<uint32_t>(s1 >> 32);
+  const uint64_t r0 = (s0 << 8) | g0, r1 = (s1 << 8) | g1;
+  const bool lt = r1 < r0;
+  r.min = EvictCand{lt ? r1 : r0, lt ? i1 : i0, r1 == r0};
+  bool big = (r.big >> 24) != 0;
+  const EvictCand m = tile_min_rank(tile, r.min, big);
+  const uint64_t bound = (static_cast<uint64_t>(vs.w) << 32) | vs.z;
+  return !big && m.rank < bound;
+}
+
+// S = 3's prefetches: the digest line beside the lock (lane 0), then, once the summary is in, the 8 entries' score
+// sectors (issued after the lock's CAS, before its result is waited for).
+__device__ __forceinline__ void vsum_prefetch_digests(const Tile& tile, const TableRef& t, int64_t base) {
+  if (tile.thread_rank() == 0) asm volatile("prefetch.global.L2 [%0];" : : "l"(t.digests + base));
+}
+__device__ __forceinline__ void vsum_prefetch_entries(const Tile& tile, const TableRef& t, int64_t base,
+                                                      const uint4& vs) {
+  if (vs.x == kVsumNone && vs.y == kVsumNone) return;
+  const int l = static_cast<int>(tile.thread_rank());
+  const uint32_t w = (l < 2 ? vs.x : vs.y) >> (16 * (l & 1));
+  asm volatile("prefetch.global.L2 [%0];" : : "l"(t.scores + base + (w & 0xffu)));
+  asm volatile("prefetch.global.L2 [%0];" : : "l"(t.scores + base + ((w >> 8) & 0xffu)));
+}
+
+// One warp per bucket: the 8 least ranks (ties by slot) and the least of the rest; none for a bucket that is not
+// full, holds a score >= 2^56 - 1, or is not 128 slots.
+__global__ void vsum_build(TableRef t, uint4* out) {
+  const int64_t bucket = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (bucket >= t.num_buckets) return;
+  bool ok = t.bucket_capacity == 128;
+  uint64_t rk[4];
+  const int64_t base = bucket * t.bucket_capacity;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int64_t slot = base + (ok ? lane * 4 + j : 0);
+    const uint64_t k = reinterpret_cast<const uint64_t*>(t.keys)[slot];
+    const uint64_t sc = t.scores[slot];
+    ok = ok && !is_reserved_key(k) && sc < (1ull << 56) - 1;
+    rk[j] = (sc << 8) | t.digests[slot];
+  }
+  ok = __all_sync(0xffffffffu, ok);
+  uint32_t lo = 0, hi = 0;
+  uint64_t bound = ~0ull;
+  for (int r = 0; ok && r < 9; ++r) {
+    uint64_t mb = ~0ull;
+    int ms = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (rk[j] < mb) { mb = rk[j]; ms = lane * 4 + j; }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const uint64_t ob = __shfl_xor_sync(0xffffffffu, mb, o);
+      const int os = __shfl_xor_sync(0xffffffffu, ms, o);
+      if (ob < mb || (ob == mb && os < ms)) { mb = ob; ms = os; }
+    }
+    if (r == 8) { bound = mb; break; }
+    if (ms / 4 == lane) rk[ms % 4] = ~0ull;
+    if (r < 4) lo |= static_cast<uint32_t>(ms) << (8 * r);
+    else hi |= static_cast<uint32_t>(ms) << (8 * (r - 4));
+  }
+  if (lane == 0)
+    out[bucket] = ok ? make_uint4(lo, hi, static_cast<uint32_t>(bound), static_cast<uint32_t>(bound >> 32))
+                     : make_uint4(kVsumNone, kVsumNone, 0u, 0u);
+}
+
+// evict_bench's hook before a timed op: builds every bucket's summary for the summary variants (mode lab 4, 5), and
+// prints the build's time once.
+inline void lab_prepare(int lab, const TableRef& t, cudaStream_t s) {
+  static uint4* buf = nullptr;
+  static bool timed = false;
+  if (lab != 4 && lab != 5) return;
+  if (buf == nullptr) {
+    if (cudaMalloc(&buf, t.num_buckets * sizeof(uint4)) != cudaSuccess) std::abort();
+    if (cudaMemcpyToSymbol(g_vsum, &buf, sizeof(buf)) != cudaSuccess) std::abort();
+  }
+  const unsigned grid = static_cast<unsigned>((t.num_buckets * 32 + 255) / 256);
+  cudaEvent_t e0, e1;
+  if (!timed) { cudaEventCreate(&e0); cudaEventCreate(&e1); cudaEventRecord(e0, s); }
+  vsum_build<<<grid, 256, 0, s>>>(t, buf);
+  if (!timed) {
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float ms = 0.f;
+    cudaEventElapsedTime(&ms, e0, e1);
+    std::printf("vsum_build: %.1f us for %lld buckets\n", ms * 1e3f, static_cast<long long>(t.num_buckets));
+    timed = true;
+  }
+}
+
+}  // namespace table
+}  // namespace dynamicemb
