@@ -3,7 +3,11 @@ evict_bench.cu in which the insert pass has a second instance (upsert_insert_ker
 lab value 4 / 5) whose eviction scan reads the bucket's victim summary (victim_summary.cuh) and falls back to the full
 scan; S = 2 keeps the product's prefetch of the whole bucket (1.1 KB) beside the lock, S = 3 prefetches the digest
 line and the 8 entries' score sectors only. S = 0 is the product code unchanged. evict_bench builds every bucket's
-summary before each op of variants 4 and 5.
+summary before each op of variants 4 and 5 (the oracle: every summary fresh). S = 4 (lab value 6) is the
+steady state: the evictor flags a summary it could not use or left with <= kVsumRefreshAt entries below its bound,
+a kernel after the insert pass (timed in the op) rebuilds the flagged ones; evict_bench runs 4 warm-up
+find_or_insert ops on that path before its snapshot (for every variant: the same evictions) and restores the
+summaries with the table before each op.
 
 Usage: python3 summary_tree.py SRC DEST
 """
@@ -47,7 +51,13 @@ patch(K, [
      "    if (tile.shfl(got, 0)) break;\n"),
     ("    const BucketScan sc = scan_bucket(tile, t, base, d4);\n",
      "    BucketScan sc;\n"
-     "    if (!(S >= 2 && vsum_scan(tile, t, base, d4, vs, sc))) sc = scan_bucket(tile, t, base, d4);\n"),
+     "    int vs_left = 0;\n"
+     "    const bool vs_ok = S >= 2 && vsum_scan(tile, t, base, d4, vs, sc, S == 4 ? &vs_left : nullptr);\n"
+     "    if (!vs_ok) sc = scan_bucket(tile, t, base, d4);\n"
+     "    if (S == 4 && lead && (!vs_ok || vs_left <= kVsumRefreshAt) && !(vs.w & kVsumStale)) {\n"
+     "      vsum_mark_stale(bucket, vs);\n"
+     "      vs.w |= kVsumStale;\n"
+     "    }\n"),
     ("template <int K, int V, int P>\n__device__ __forceinline__ Outcome upsert_one(",
      "template <int K, int V, int P, int S = 0>\n__device__ __forceinline__ Outcome upsert_one("),
     ("    return evict_insert<K, V, P>(\n", "    return evict_insert<K, V, P, S>(\n"),
@@ -59,11 +69,40 @@ patch(K, [
     ("  if (insert_schedule(p_op.mode) == kScheduleStatic)\n",
      "  if ((p_op.mode >> kUpsertModeLabShift) == 4)\n"
      "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 2>, grid, kBlock, s, p);\n"
+     "  else if ((p_op.mode >> kUpsertModeLabShift) == 6)\n"
+     "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 4>, grid, kBlock, s, p);\n"
      "  else if ((p_op.mode >> kUpsertModeLabShift) == 5)\n"
      "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 3>, grid, kBlock, s, p);\n"
      "  else if (insert_schedule(p_op.mode) == kScheduleStatic)\n"),
+    ('  check_launch("upsert insert pass");\n  DYNAMICEMB_TABLE_PHASE_HOOK(s);\n',
+     '  check_launch("upsert insert pass");\n  DYNAMICEMB_TABLE_PHASE_HOOK(s);\n'
+     '  if ((p_op.mode >> kUpsertModeLabShift) == 6) {  // the summaries flagged stale, rebuilt\n'
+     '    vsum_refresh<<<static_cast<unsigned>((p.t.num_buckets + 255) / 256), 256, 0, s>>>(p.t);\n'
+     '    check_launch("vsum_refresh");\n'
+     '    DYNAMICEMB_TABLE_PHASE_HOOK(s);\n'
+     '  }\n'),
 ])
 patch("tools/dynamicemb_dev/evict_bench.cu", [
+    ("    copy_table(snap, t);\n",
+     "    bool lab6 = false;\n"
+     "    for (int l : labs) lab6 = lab6 || l == 6;\n"
+     "    if (lab6) {  // warm-up: 4 find_or_insert ops on lab 6's path (the same evictions), then the summaries' snapshot\n"
+     "      lab_warm_begin(t, s);\n"
+     "      for (int w = 0; w < 4; ++w) {\n"
+     "        gen_batch<<<(n + 255) / 256, 256, 0, s>>>(pool, keys, n, uint64_t(1000 + w));\n"
+     "        UpsertParams p = base;\n"
+     "        p.keys = keys;\n"
+     "        p.n = n;\n"
+     "        p.mode = kFindOrInsert | (6 << kUpsertModeLabShift);\n"
+     "        p.values_out = vout;\n"
+     "        p.found_out = found;\n"
+     "        launch_upsert<K, V, P>(p, s);\n"
+     "      }\n"
+     "      lab_warm_end(t, s);\n"
+     "    }\n"
+     "    copy_table(snap, t);\n"),
+    ('        const char* kn[] = {"begin", "first", "insert"};\n        for (int k = 0; k < 3; ++k)',
+     '        const char* kn[] = {"begin", "first", "insert", "refresh"};\n        for (int k = 0; k < 4; ++k)'),
     ("        copy_table(t, snap);\n        if (zipf) {",
      "        copy_table(t, snap);\n        lab_prepare(labs[li], t, s);\n        if (zipf) {"),
 ])

@@ -19,12 +19,16 @@ namespace table {
 __constant__ uint4* g_vsum;  // (num_buckets) summaries: x, y the 8 slot bytes, (z, w) bound; x = y = ~0: none
 
 constexpr uint32_t kVsumNone = 0xffffffffu;
+// Steady-state variant (S = 4): bit 31 of w asks vsum_refresh to rebuild the summary (set by an evictor that found it
+// nearly used up or could not use it); the rest of the summary stays usable until then.
+constexpr uint32_t kVsumStale = 0x80000000u;
+constexpr int kVsumRefreshAt = 3;  // entries below the bound at the eviction (the victim included)
 
 // The eviction scan from a summary `vs` (the same 16 bytes in every lane): the lane's two digest chunks (its `look`
 // mask, as scan_bucket), the current score and digest of summary entries 2l and 2l + 1, all issued together (one
 // round trip; L2 after prefetch_bucket_l2). False when the summary cannot decide (the caller runs scan_bucket).
 __device__ __forceinline__ bool vsum_scan(const Tile& tile, const TableRef& t, int64_t base, uint32_t d4,
-                                          const uint4& vs, BucketScan& r) {
+                                          const uint4& vs, BucketScan& r, int* remaining = nullptr) {
   if (vs.x == kVsumNone && vs.y == kVsumNone) return false;
   const int l = static_cast<int>(tile.thread_rank());
   const uint32_t w = (l < 2 ? vs.x : vs.y) >> (16 * (l & 1));
@@ -41,7 +45,13 @@ __device__ __forceinline__ bool vsum_scan(const Tile& tile, const TableRef& t, i
   r.min = EvictCand{lt ? r1 : r0, lt ? i1 : i0, r1 == r0};
   bool big = (r.big >> 24) != 0;
   const EvictCand m = tile_min_rank(tile, r.min, big);
-  const uint64_t bound = (static_cast<uint64_t>(vs.w) << 32) | vs.z;
+  const uint64_t bound = (static_cast<uint64_t>(vs.w & ~kVsumStale) << 32) | vs.z;
+  if (remaining) {  // entries still below the bound (the victim among them)
+    int c = (r0 < bound ? 1 : 0) + (r1 < bound ? 1 : 0);
+    c += tile.shfl_xor(c, 1);
+    c += tile.shfl_xor(c, 2);
+    *remaining = c;
+  }
   return !big && m.rank < bound;
 }
 
@@ -61,10 +71,7 @@ __device__ __forceinline__ void vsum_prefetch_entries(const Tile& tile, const Ta
 
 // One warp per bucket: the 8 least ranks (ties by slot) and the least of the rest; none for a bucket that is not
 // full, holds a score >= 2^56 - 1, or is not 128 slots.
-__global__ void vsum_build(TableRef t, uint4* out) {
-  const int64_t bucket = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x & 31;
-  if (bucket >= t.num_buckets) return;
+__device__ __forceinline__ void vsum_build_warp(const TableRef& t, uint4* out, int64_t bucket, int lane) {
   bool ok = t.bucket_capacity == 128;
   uint64_t rk[4];
   const int64_t base = bucket * t.bucket_capacity;
@@ -100,17 +107,68 @@ __global__ void vsum_build(TableRef t, uint4* out) {
     out[bucket] = ok ? make_uint4(lo, hi, static_cast<uint32_t>(bound), static_cast<uint32_t>(bound >> 32))
                      : make_uint4(kVsumNone, kVsumNone, 0u, 0u);
 }
-
-// evict_bench's hook before a timed op: builds every bucket's summary for the summary variants (mode lab 4, 5), and
-// prints the build's time once.
-inline void lab_prepare(int lab, const TableRef& t, cudaStream_t s) {
-  static uint4* buf = nullptr;
-  static bool timed = false;
-  if (lab != 4 && lab != 5) return;
-  if (buf == nullptr) {
-    if (cudaMalloc(&buf, t.num_buckets * sizeof(uint4)) != cudaSuccess) std::abort();
-    if (cudaMemcpyToSymbol(g_vsum, &buf, sizeof(buf)) != cudaSuccess) std::abort();
+__global__ void vsum_build(TableRef t, uint4* out) {
+  const int64_t bucket = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  if (bucket < t.num_buckets) vsum_build_warp(t, out, bucket, threadIdx.x & 31);
+}
+// After the insert pass (S = 4): a thread per bucket reads its summary's stale bit; the warp rebuilds each flagged
+// bucket of its 32 together.
+__global__ void vsum_refresh(TableRef t) {
+  const int64_t b0 = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) & ~int64_t(31);
+  const int lane = threadIdx.x & 31;
+  const int64_t b = b0 + lane;
+  const bool stale = b < t.num_buckets && (g_vsum[b].w & kVsumStale) != 0;
+  unsigned m = __ballot_sync(0xffffffffu, stale);
+  while (m) {
+    const int j = __ffs(m) - 1;
+    m &= m - 1;
+    vsum_build_warp(t, g_vsum, b0 + j, lane);
   }
+}
+// The evictor's request (S = 4; the lead lane, under the bucket lock).
+__device__ __forceinline__ void vsum_mark_stale(int64_t bucket, const uint4& vs) {
+  reinterpret_cast<uint32_t*>(g_vsum + bucket)[3] = vs.w | kVsumStale;
+}
+
+// evict_bench's hook before a timed op: builds every bucket's summary for the oracle variants (mode lab 4, 5; the
+// build's time printed once), or restores the warmed summaries (lab 6).
+static uint4* g_vsum_buf = nullptr;   // the device summaries (g_vsum)
+static uint4* g_vsum_snap = nullptr;  // lab 6: the summaries after the warm-up ops, restored before each op
+inline void lab_alloc(const TableRef& t) {
+  if (g_vsum_buf != nullptr) return;
+  if (cudaMalloc(&g_vsum_buf, t.num_buckets * sizeof(uint4)) != cudaSuccess) std::abort();
+  if (cudaMemcpyToSymbol(g_vsum, &g_vsum_buf, sizeof(g_vsum_buf)) != cudaSuccess) std::abort();
+}
+// Before lab 6's warm-up: every summary flagged stale (none yet), so the first refresh builds them all.
+inline void lab_warm_begin(const TableRef& t, cudaStream_t s) {
+  lab_alloc(t);
+  std::vector<uint4> h(t.num_buckets, make_uint4(kVsumNone, kVsumNone, 0u, kVsumStale));
+  if (cudaMemcpy(g_vsum_buf, h.data(), t.num_buckets * sizeof(uint4), cudaMemcpyHostToDevice) != cudaSuccess)
+    std::abort();
+}
+inline void lab_warm_end(const TableRef& t, cudaStream_t s) {
+  if (g_vsum_snap == nullptr && cudaMalloc(&g_vsum_snap, t.num_buckets * sizeof(uint4)) != cudaSuccess) std::abort();
+  cudaMemcpyAsync(g_vsum_snap, g_vsum_buf, t.num_buckets * sizeof(uint4), cudaMemcpyDeviceToDevice, s);
+  std::vector<uint4> h(t.num_buckets);
+  cudaMemcpyAsync(h.data(), g_vsum_buf, t.num_buckets * sizeof(uint4), cudaMemcpyDeviceToHost, s);
+  cudaStreamSynchronize(s);
+  long long none = 0, stale = 0;
+  for (const uint4& v : h) {
+    none += v.x == kVsumNone && v.y == kVsumNone;
+    stale += (v.w & kVsumStale) != 0;
+  }
+  std::printf("summaries after the warm-up: %lld buckets, %lld without one, %lld flagged stale\n",
+              static_cast<long long>(t.num_buckets), none, stale);
+}
+inline void lab_prepare(int lab, const TableRef& t, cudaStream_t s) {
+  static bool timed = false;
+  if (lab == 6) {
+    cudaMemcpyAsync(g_vsum_buf, g_vsum_snap, t.num_buckets * sizeof(uint4), cudaMemcpyDeviceToDevice, s);
+    return;
+  }
+  if (lab != 4 && lab != 5) return;
+  lab_alloc(t);
+  uint4* buf = g_vsum_buf;
   const unsigned grid = static_cast<unsigned>((t.num_buckets * 32 + 255) / 256);
   cudaEvent_t e0, e1;
   if (!timed) { cudaEventCreate(&e0); cudaEventCreate(&e1); cudaEventRecord(e0, s); }
