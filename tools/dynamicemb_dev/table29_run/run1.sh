@@ -5,7 +5,7 @@
 #   (built for every bucket before each op, untimed; its build time printed once) with main's prefetch of the whole
 #   bucket, L5 = the same with the digest line and the 8 entries' score sectors prefetched only (both the oracle:
 #   every summary fresh), L6 = the steady state: summaries kept across ops, flagged by the evictors, rebuilt by a
-#   kernel after the insert pass (in the op's total; 4 warm-up ops on this path before the snapshot, for every
+#   kernel after the insert pass (in the op's total; 16 warm-up ops on this path before the snapshot, for every
 #   variant). Equal checksums = the same evictions. Then ncu of
 #   find_or_insert's insert pass (2^24 slots, 256K keys; L0 / L4 / L6 and L6's refresh).
 C=.carry/table29
@@ -18,7 +18,7 @@ echo "## uniform"
 timeout 10 $C/eb_lab 26 20 5 - uniform 1 - 0,4,5 2>&1 | tee $OUT/uniform.txt
 echo "## zipf"
 timeout 10 $C/eb_lab 26 20 5 - zipf 1 - 0,4,6 2>&1 | tee $OUT/zipf.txt | grep -v "^keys"
-echo "## uniform, warmed (4 ops on L6's path), L6 first"
+echo "## uniform, warmed (16 ops on L6's path), L6 first"
 timeout 9 $C/eb_lab 26 20 5 - uniform 1 - 6,0,4 2>&1 | tee $OUT/uniform_rev.txt | grep -v "^keys"
 echo "timing: $(( $(date +%s) - t0 )) s"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)

@@ -5,7 +5,7 @@ scan; S = 2 keeps the product's prefetch of the whole bucket (1.1 KB) beside the
 line and the 8 entries' score sectors only. S = 0 is the product code unchanged. evict_bench builds every bucket's
 summary before each op of variants 4 and 5 (the oracle: every summary fresh). S = 4 (lab value 6) is the
 steady state: the evictor flags a summary it could not use or left with <= kVsumRefreshAt entries below its bound,
-a kernel after the insert pass (timed in the op) rebuilds the flagged ones; evict_bench runs 4 warm-up
+a kernel after the insert pass (timed in the op) rebuilds the flagged ones; evict_bench runs 16 warm-up
 find_or_insert ops on that path before its snapshot (for every variant: the same evictions) and restores the
 summaries with the table before each op.
 
@@ -86,9 +86,9 @@ patch("tools/dynamicemb_dev/evict_bench.cu", [
     ("    copy_table(snap, t);\n",
      "    bool lab6 = false;\n"
      "    for (int l : labs) lab6 = lab6 || l == 6;\n"
-     "    if (lab6) {  // warm-up: 4 find_or_insert ops on lab 6's path (the same evictions), then the summaries' snapshot\n"
+     "    if (lab6) {  // warm-up: 16 find_or_insert ops on lab 6's path (the same evictions), then the summaries' snapshot\n"
      "      lab_warm_begin(t, s);\n"
-     "      for (int w = 0; w < 4; ++w) {\n"
+     "      for (int w = 0; w < 16; ++w) {\n"
      "        gen_batch<<<(n + 255) / 256, 256, 0, s>>>(pool, keys, n, uint64_t(1000 + w));\n"
      "        UpsertParams p = base;\n"
      "        p.keys = keys;\n"
