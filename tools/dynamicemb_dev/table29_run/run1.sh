@@ -6,7 +6,8 @@
 #   bucket, L5 = the same with the digest line and the 8 entries' score sectors prefetched only (both the oracle:
 #   every summary fresh), L6 = the steady state: summaries kept across ops, flagged by the evictors, rebuilt by a
 #   kernel after the insert pass (in the op's total; 16 warm-up ops on this path before the snapshot, for every
-#   variant). Equal checksums = the same evictions. Then ncu of
+#   variant), L7 = L6 with the refresh of the previous op's flags on a second stream beside begin_op and the first
+#   pass, joined before the insert pass. Equal checksums = the same evictions. Then ncu of
 #   find_or_insert's insert pass (2^24 slots, 256K keys; L0 / L4 / L6 and L6's refresh).
 C=.carry/table29
 mkdir -p "$OUT"
@@ -16,10 +17,12 @@ nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 chmod +x $C/eb_lab
 echo "## uniform"
 timeout 10 $C/eb_lab 26 20 5 - uniform 1 - 0,4,5 2>&1 | tee $OUT/uniform.txt
-echo "## zipf"
+echo "## uniform, warmed (16 ops on L6's path)"
+timeout 9 $C/eb_lab 26 20 5 - uniform 1 - 6,0 2>&1 | tee $OUT/uniform_l6.txt | grep -v "^keys"
+echo "## uniform, warmed (16 ops on L7's path)"
+timeout 9 $C/eb_lab 26 20 5 - uniform 1 - 7,0,4 2>&1 | tee $OUT/uniform_l7.txt | grep -v "^keys"
+echo "## zipf, warmed (16 ops on L6's path)"
 timeout 10 $C/eb_lab 26 20 5 - zipf 1 - 0,4,6 2>&1 | tee $OUT/zipf.txt | grep -v "^keys"
-echo "## uniform, warmed (16 ops on L6's path), L6 first"
-timeout 9 $C/eb_lab 26 20 5 - uniform 1 - 6,0,4 2>&1 | tee $OUT/uniform_rev.txt | grep -v "^keys"
 echo "timing: $(( $(date +%s) - t0 )) s"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 l=$(left)
@@ -45,6 +48,6 @@ PY
 fi
 gzip -f $OUT/ncu.csv 2>/dev/null
 echo "## digest"
-grep -h "^find_or_insert\|^insert_or_assign\|^insert_and_evict\|^assign\|^vsum\|^summaries\|^filled" $OUT/uniform.txt $OUT/zipf.txt $OUT/uniform_rev.txt \
+grep -h "^find_or_insert\|^insert_or_assign\|^insert_and_evict\|^assign\|^vsum\|^summaries\|^filled" $OUT/uniform.txt $OUT/uniform_l6.txt $OUT/uniform_l7.txt $OUT/zipf.txt \
   | awk '/^(vsum|summaries|filled)/ {print; next} {o = $1 " " $2 " total " $4 " " $6 ")"; for (i = 7; i < NF; ++i) if ($i ~ /^(first|insert|refresh|pending|evi|table|evicted)$/) o = o " " $i " " $(i + 1); print o}'
 echo "total: $(( $(date +%s) - t0 )) s"

@@ -7,7 +7,9 @@ summary before each op of variants 4 and 5 (the oracle: every summary fresh). S 
 steady state: the evictor flags a summary it could not use or left with <= kVsumRefreshAt entries below its bound,
 a kernel after the insert pass (timed in the op) rebuilds the flagged ones; evict_bench runs 16 warm-up
 find_or_insert ops on that path before its snapshot (for every variant: the same evictions) and restores the
-summaries with the table before each op.
+summaries with the table before each op. Lab value 7: the same, the refresh of the previous op's flags on a second
+stream beside begin_op and the first pass, joined before the insert pass (warm-up on that path when 7 is listed:
+do not list 6 and 7 together).
 
 Usage: python3 summary_tree.py SRC DEST
 """
@@ -66,10 +68,15 @@ patch(K, [
      "template <int K, int V, int P, int L, int S = 0>\n"
      "__global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel("),
     ("upsert_one<K, V, P>(tile, p, &s_p, a, row_in,", "upsert_one<K, V, P, S>(tile, p, &s_p, a, row_in,"),
+    ("  if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);\n",
+     "  const bool lab7 = (p_op.mode >> kUpsertModeLabShift) == 7;\n"
+     "  if (lab7) vsum_refresh_beside(p.t, s, false);\n"
+     "  if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);\n"
+     "  if (lab7) vsum_refresh_beside(p.t, s, true);\n"),
     ("  if (insert_schedule(p_op.mode) == kScheduleStatic)\n",
      "  if ((p_op.mode >> kUpsertModeLabShift) == 4)\n"
      "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 2>, grid, kBlock, s, p);\n"
-     "  else if ((p_op.mode >> kUpsertModeLabShift) == 6)\n"
+     "  else if ((p_op.mode >> kUpsertModeLabShift) == 6 || (p_op.mode >> kUpsertModeLabShift) == 7)\n"
      "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 4>, grid, kBlock, s, p);\n"
      "  else if ((p_op.mode >> kUpsertModeLabShift) == 5)\n"
      "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 3>, grid, kBlock, s, p);\n"
@@ -85,7 +92,9 @@ patch(K, [
 patch("tools/dynamicemb_dev/evict_bench.cu", [
     ("    copy_table(snap, t);\n",
      "    bool lab6 = false;\n"
-     "    for (int l : labs) lab6 = lab6 || l == 6;\n"
+     "    int warm_lab = 6;\n"
+     "    for (int l : labs) lab6 = lab6 || l == 6 || l == 7;\n"
+     "    for (int l : labs) warm_lab = l == 7 ? 7 : warm_lab;\n"
      "    if (lab6) {  // warm-up: 16 find_or_insert ops on lab 6's path (the same evictions), then the summaries' snapshot\n"
      "      lab_warm_begin(t, s);\n"
      "      for (int w = 0; w < 16; ++w) {\n"
@@ -93,7 +102,7 @@ patch("tools/dynamicemb_dev/evict_bench.cu", [
      "        UpsertParams p = base;\n"
      "        p.keys = keys;\n"
      "        p.n = n;\n"
-     "        p.mode = kFindOrInsert | (6 << kUpsertModeLabShift);\n"
+     "        p.mode = kFindOrInsert | (warm_lab << kUpsertModeLabShift);\n"
      "        p.values_out = vout;\n"
      "        p.found_out = found;\n"
      "        launch_upsert<K, V, P>(p, s);\n"
