@@ -1,14 +1,11 @@
 #!/bin/bash
-# table29 run 1 (issue 35, load 1.0): a per-bucket victim summary, its upper bound and its steady state. evict_bench (uint64 / fp32 /
+# table29 run 1 (issue 35, load 1.0): the upper bound of a per-bucket victim summary. evict_bench (uint64 / fp32 /
 # LRU, 2^26 slots, 1M keys, 5 reps) from the lab tree, variants interleaved on the same snapshots and batches:
 #   L0 = the product's insert pass (main's code), L4 = its eviction scan from a summary of the bucket's 8 least ranks
 #   (built for every bucket before each op, untimed; its build time printed once) with main's prefetch of the whole
-#   bucket, L5 = the same with the digest line and the 8 entries' score sectors prefetched only (both the oracle:
-#   every summary fresh), L6 = the steady state: summaries kept across ops, flagged by the evictors, rebuilt by a
-#   kernel after the insert pass (in the op's total; 16 warm-up ops on this path before the snapshot, for every
-#   variant), L7 = L6 with the refresh of the previous op's flags on a second stream beside begin_op and the first
-#   pass, joined before the insert pass. Equal checksums = the same evictions. Then ncu of
-#   find_or_insert's insert pass (2^24 slots, 256K keys; L0 / L4 / L6 and L6's refresh).
+#   bucket, L5 = the same with the digest line and the 8 entries' score sectors prefetched only. Equal checksums =
+#   the same evictions. Uniform, Zipf, uniform in reverse order; then ncu of find_or_insert's insert pass (2^24
+#   slots, 256K keys; L0 / L4 / L5).
 C=.carry/table29
 mkdir -p "$OUT"
 t0=$(date +%s); B=48
@@ -17,20 +14,18 @@ nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 chmod +x $C/eb_lab
 echo "## uniform"
 timeout 10 $C/eb_lab 26 20 5 - uniform 1 - 0,4,5 2>&1 | tee $OUT/uniform.txt
-echo "## uniform, warmed (16 ops on L6's path)"
-timeout 9 $C/eb_lab 26 20 5 - uniform 1 - 6,0 2>&1 | tee $OUT/uniform_l6.txt | grep -v "^keys"
-echo "## uniform, warmed (16 ops on L7's path)"
-timeout 9 $C/eb_lab 26 20 5 - uniform 1 - 7,0,4 2>&1 | tee $OUT/uniform_l7.txt | grep -v "^keys"
-echo "## zipf, warmed (16 ops on L6's path)"
-timeout 10 $C/eb_lab 26 20 5 - zipf 1 - 0,4,6 2>&1 | tee $OUT/zipf.txt | grep -v "^keys"
+echo "## zipf"
+timeout 10 $C/eb_lab 26 20 5 - zipf 1 - 0,4,5 2>&1 | tee $OUT/zipf.txt | grep -v "^keys"
+echo "## uniform, reverse order"
+timeout 9 $C/eb_lab 26 20 5 - uniform 1 - 5,4,0 2>&1 | tee $OUT/uniform_rev.txt | grep -v "^keys\|^filled"
 echo "timing: $(( $(date +%s) - t0 )) s"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 l=$(left)
 if [ $l -ge 8 ]; then
-  timeout $(( l - 2 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_insert_kernel|vsum_refresh" -c 4 \
+  timeout $(( l - 2 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_insert_kernel" -c 3 \
     --section SpeedOfLight --section WarpStateStats --section LaunchStats \
     --metrics smsp__inst_executed.sum,smsp__thread_inst_executed.sum,gpu__time_duration.sum,sm__issue_active.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum \
-    --csv --page raw $C/eb_lab 24 18 1 ncu uniform 1 - 0,4,6 > $OUT/ncu.csv 2> $OUT/ncu.err
+    --csv --page raw $C/eb_lab 24 18 1 ncu uniform 1 - 0,4,5 > $OUT/ncu.csv 2> $OUT/ncu.err
   echo "ncu rc $? ($(( $(date +%s) - t0 )) s)"
   python3 - "$OUT/ncu.csv" <<'PY' || true
 import csv, sys
@@ -48,6 +43,6 @@ PY
 fi
 gzip -f $OUT/ncu.csv 2>/dev/null
 echo "## digest"
-grep -h "^find_or_insert\|^insert_or_assign\|^insert_and_evict\|^assign\|^vsum\|^summaries\|^filled" $OUT/uniform.txt $OUT/uniform_l6.txt $OUT/uniform_l7.txt $OUT/zipf.txt \
-  | awk '/^(vsum|summaries|filled)/ {print; next} {o = $1 " " $2 " total " $4 " " $6 ")"; for (i = 7; i < NF; ++i) if ($i ~ /^(first|insert|refresh|pending|evi|table|evicted)$/) o = o " " $i " " $(i + 1); print o}'
+grep -h "^find_or_insert\|^insert_or_assign\|^insert_and_evict\|^assign\|^vsum" $OUT/uniform.txt $OUT/zipf.txt $OUT/uniform_rev.txt \
+  | awk '/^vsum/ {print; next} {print $1, $2, "total", $4, $6 ")", "first", $11, "insert", $13, "pending", $15, "evi", $21, $25, $27}'
 echo "total: $(( $(date +%s) - t0 )) s"

@@ -1,7 +1,7 @@
 """Makes the lab tree of table29 (evict_bench only): a copy of SRC's table kernels, common/, the timing harness and
 evict_bench.cu in which the insert pass has a second instance (upsert_insert_kernel's template S = 2 / 3, chosen by mode
 lab value 4 / 5) whose eviction scan reads the bucket's victim summary (victim_summary.cuh) and falls back to the full
-scan; S = 2 keeps the product's prefetch of the whole bucket (1.1 KB) beside the lock, S = 3 prefetches the digest
+scan; S = 2 keeps the product's prefetch of the whole bucket (1.1 KB) beside the lock, S = 3 (and 4) prefetch the digest
 line and the 8 entries' score sectors only. S = 0 is the product code unchanged. evict_bench builds every bucket's
 summary before each op of variants 4 and 5 (the oracle: every summary fresh). S = 4 (lab value 6) is the
 steady state: the evictor flags a summary it could not use or left with <= kVsumRefreshAt entries below its bound,
@@ -46,10 +46,10 @@ patch(K, [
     ("  prefetch_bucket_l2(tile, t, base);  // the scan's",
      "  uint4 vs = make_uint4(kVsumNone, kVsumNone, 0u, 0u);\n"
      "  if (S >= 2 && t.bucket_capacity == 128) vs = __ldcg(g_vsum + bucket);\n"
-     "  if (S == 3) vsum_prefetch_digests(tile, t, base); else\n"
+     "  if (S >= 3) vsum_prefetch_digests(tile, t, base); else\n"
      "  prefetch_bucket_l2(tile, t, base);  // the scan's"),
     ("    if (lead) got = try_lock_bucket(lock);\n    if (tile.shfl(got, 0)) break;\n",
-     "    if (lead) got = try_lock_bucket(lock);\n    if (S == 3) vsum_prefetch_entries(tile, t, base, vs);\n"
+     "    if (lead) got = try_lock_bucket(lock);\n    if (S >= 3) vsum_prefetch_entries(tile, t, base, vs);\n"
      "    if (tile.shfl(got, 0)) break;\n"),
     ("    const BucketScan sc = scan_bucket(tile, t, base, d4);\n",
      "    BucketScan sc;\n"

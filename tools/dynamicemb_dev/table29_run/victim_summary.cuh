@@ -71,37 +71,71 @@ __device__ __forceinline__ void vsum_prefetch_entries(const Tile& tile, const Ta
 
 // One warp per bucket: the 8 least ranks (ties by slot) and the least of the rest; none for a bucket that is not
 // full, holds a score >= 2^56 - 1, or is not 128 slots.
-__device__ __forceinline__ void vsum_build_warp(const TableRef& t, uint4* out, int64_t bucket, int lane) {
+__device__ __forceinline__ void vsum_build_warp(const TableRef& t, uint4* out, int64_t bucket, int lane,
+                                                bool check_keys) {
   bool ok = t.bucket_capacity == 128;
-  uint64_t rk[4];
   const int64_t base = bucket * t.bucket_capacity;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int64_t slot = base + (ok ? lane * 4 + j : 0);
-    const uint64_t k = reinterpret_cast<const uint64_t*>(t.keys)[slot];
-    const uint64_t sc = t.scores[slot];
-    ok = ok && !is_reserved_key(k) && sc < (1ull << 56) - 1;
-    rk[j] = (sc << 8) | t.digests[slot];
+  // Lane l: slots 4l .. 4l + 3 (two 16-byte score loads, one digest word; the key words only when asked: a summary
+  // flagged by an evictor belongs to a full bucket, and a full bucket stays full).
+  const ulonglong2* sp = reinterpret_cast<const ulonglong2*>(t.scores + base) + 2 * lane;
+  const ulonglong2 s01 = __ldcg(sp), s23 = __ldcg(sp + 1);
+  const uint32_t dg = __ldcg(reinterpret_cast<const unsigned int*>(t.digests + base) + lane);
+  if (check_keys) {
+    const ulonglong2* kp = reinterpret_cast<const ulonglong2*>(reinterpret_cast<const uint64_t*>(t.keys) + base) +
+                           2 * lane;
+    const ulonglong2 k01 = __ldcg(kp), k23 = __ldcg(kp + 1);
+    ok = ok && !is_reserved_key(k01.x) && !is_reserved_key(k01.y) && !is_reserved_key(k23.x) &&
+         !is_reserved_key(k23.y);
   }
-  ok = __all_sync(0xffffffffu, ok);
+  const uint64_t sc[4] = {s01.x, s01.y, s23.x, s23.y};
+  const uint64_t mx = max(max(sc[0], sc[1]), max(sc[2], sc[3]));
+  ok = __all_sync(0xffffffffu, ok && mx < (1ull << 56) - 1);
   uint32_t lo = 0, hi = 0;
   uint64_t bound = ~0ull;
-  for (int r = 0; ok && r < 9; ++r) {
-    uint64_t mb = ~0ull;
-    int ms = 0;
+  if (ok && __all_sync(0xffffffffu, mx < (1ull << 24) - 1)) {
+    // Scores below 2^24 - 1 (LRU clocks): 32-bit ranks, one warp min (redux) per round.
+    uint32_t r32[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      if (rk[j] < mb) { mb = rk[j]; ms = lane * 4 + j; }
+    for (int j = 0; j < 4; ++j) r32[j] = (static_cast<uint32_t>(sc[j]) << 8) | ((dg >> (8 * j)) & 0xffu);
+#pragma unroll 1
+    for (int r = 0; r < 9; ++r) {
+      const uint32_t m01 = min(r32[0], r32[1]), m23 = min(r32[2], r32[3]);
+      const uint32_t ml = min(m01, m23);
+      const int jl = ml == r32[0] ? 0 : ml == r32[1] ? 1 : ml == r32[2] ? 2 : 3;
+      const uint32_t m = __reduce_min_sync(0xffffffffu, ml);
+      const int wl = __ffs(__ballot_sync(0xffffffffu, ml == m)) - 1;
+      const int slot = 4 * wl + __shfl_sync(0xffffffffu, jl, wl);
+      if (r == 8) { bound = m; break; }
+      if (lane == wl) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const uint64_t ob = __shfl_xor_sync(0xffffffffu, mb, o);
-      const int os = __shfl_xor_sync(0xffffffffu, ms, o);
-      if (ob < mb || (ob == mb && os < ms)) { mb = ob; ms = os; }
+        for (int j = 0; j < 4; ++j) r32[j] = j == jl ? ~0u : r32[j];
+      }
+      if (r < 4) lo |= static_cast<uint32_t>(slot) << (8 * r);
+      else hi |= static_cast<uint32_t>(slot) << (8 * (r - 4));
     }
-    if (r == 8) { bound = mb; break; }
-    if (ms / 4 == lane) rk[ms % 4] = ~0ull;
-    if (r < 4) lo |= static_cast<uint32_t>(ms) << (8 * r);
-    else hi |= static_cast<uint32_t>(ms) << (8 * (r - 4));
+  } else if (ok) {
+    uint64_t rk[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) rk[j] = (sc[j] << 8) | ((dg >> (8 * j)) & 0xffu);
+#pragma unroll 1
+    for (int r = 0; r < 9; ++r) {
+      uint64_t mb = ~0ull;
+      int ms = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (rk[j] < mb) { mb = rk[j]; ms = lane * 4 + j; }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const uint64_t ob = __shfl_xor_sync(0xffffffffu, mb, o);
+        const int os = __shfl_xor_sync(0xffffffffu, ms, o);
+        if (ob < mb || (ob == mb && os < ms)) { mb = ob; ms = os; }
+      }
+      if (r == 8) { bound = mb; break; }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) rk[j] = ms == lane * 4 + j ? ~0ull : rk[j];
+      if (r < 4) lo |= static_cast<uint32_t>(ms) << (8 * r);
+      else hi |= static_cast<uint32_t>(ms) << (8 * (r - 4));
+    }
   }
   if (lane == 0)
     out[bucket] = ok ? make_uint4(lo, hi, static_cast<uint32_t>(bound), static_cast<uint32_t>(bound >> 32))
@@ -109,20 +143,21 @@ __device__ __forceinline__ void vsum_build_warp(const TableRef& t, uint4* out, i
 }
 __global__ void vsum_build(TableRef t, uint4* out) {
   const int64_t bucket = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  if (bucket < t.num_buckets) vsum_build_warp(t, out, bucket, threadIdx.x & 31);
+  if (bucket < t.num_buckets) vsum_build_warp(t, out, bucket, threadIdx.x & 31, true);
 }
 // After the insert pass (S = 4): a thread per bucket reads its summary's stale bit; the warp rebuilds each flagged
-// bucket of its 32 together.
+// bucket of its 32 together (the key words read only for a bucket that had no summary).
 __global__ void vsum_refresh(TableRef t) {
   const int64_t b0 = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) & ~int64_t(31);
   const int lane = threadIdx.x & 31;
   const int64_t b = b0 + lane;
-  const bool stale = b < t.num_buckets && (g_vsum[b].w & kVsumStale) != 0;
-  unsigned m = __ballot_sync(0xffffffffu, stale);
+  const uint4 v = b < t.num_buckets ? __ldcg(g_vsum + b) : make_uint4(0u, 0u, 0u, 0u);
+  unsigned m = __ballot_sync(0xffffffffu, (v.w & kVsumStale) != 0);
+  const unsigned none = __ballot_sync(0xffffffffu, v.x == kVsumNone && v.y == kVsumNone);
   while (m) {
     const int j = __ffs(m) - 1;
     m &= m - 1;
-    vsum_build_warp(t, g_vsum, b0 + j, lane);
+    vsum_build_warp(t, g_vsum, b0 + j, lane, (none >> j) & 1u);
   }
 }
 // Lab 7: the refresh of the flags the previous op left, on a second stream beside begin_op and the first pass (which
