@@ -9,7 +9,7 @@ R=$(cd "$H/../../.." && pwd)
 D=/work/main/.carry/table29
 K=$1
 rm -rf $D && mkdir -p $D
-cp "$H/run$K.sh" $D/
+cp "$H/run$K.sh" "$H/common.sh" $D/
 python3 "$H/summary_tree.py" "$R" /tmp/table29_lab
 (cd /tmp/table29_lab && nvcc -std=c++17 -O3 -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a -I. \
   tools/dynamicemb_dev/evict_bench.cu -o $D/eb_lab)
