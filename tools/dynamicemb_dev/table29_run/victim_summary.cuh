@@ -1,16 +1,17 @@
-// Lab (evict_bench only; included by the lab tree that summary_tree.sh makes): a per-bucket victim summary for the
-// load-1.0 eviction path, the upper bound of the lever "read a few words instead of the bucket's score array".
+// Lab (evict_bench only; included by the lab tree that summary_tree.py makes): a per-bucket victim summary for the
+// load-1.0 eviction path, "read a few words instead of the bucket's score array".
 //
-// Summary of a full 128-slot bucket (16 bytes): the bucket-local slots of its 8 least ranks (rank = score << 8 |
-// digest, scores below 2^56 - 1) and `bound`, the least rank of the other 120 slots, when it was built. While no
-// score decreases and no slot outside the 8 changes its key (LRU inside one upsert: hits raise a score to the op's
-// clock, an eviction replaces one of the 8), every slot outside the 8 keeps a rank >= bound, so when the least
+// Summary of a full 128-slot bucket (16 bytes; 32 for the 16-entry form): the bucket-local slots of its 8 least
+// ranks (rank = score << 8 | digest, scores below 2^56 - 1) and `bound`, the least rank of the other slots, when it
+// was built. While no score decreases and no slot outside the 8 gets a key of lower rank (LRU: hits raise a score to
+// the op's clock, inserts write the clock), every slot outside the 8 keeps a rank >= bound, so when the least
 // *current* rank of the 8 is below bound it is the bucket's least rank: the same victim as the full scan. Otherwise
-// (bound reached, a score >= 2^56, a bucket that was not full) the full scan runs as before.
+// (used up, a score >= 2^56, a bucket that was not full) the full scan runs as before.
 //
-// Here the summaries are built by vsum_build before each timed op (untimed, every bucket): the insert pass's
-// bound when every summary is fresh. A product needs them refreshed off the chain (counted in
-// docs/dynamicemb_storage_notes.md, "A per-bucket victim summary").
+// Variants (summary_tree.py): the oracle (vsum_build before each timed op, untimed), the steady state with the
+// evictor's requests and a refresh kernel after the insert pass or beside the next op's first pass, and the 16-entry
+// form with a request bitmap. Measured: docs/dynamicemb_storage_notes.md, "One evicting insert counted, its floor,
+// and a per-bucket victim summary".
 #pragma once
 
 namespace dynamicemb {
