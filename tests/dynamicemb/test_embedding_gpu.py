@@ -324,10 +324,9 @@ def test_csr_sort_variants_agree(bags, pooling, in_forward):
     built in the forward (its sort counters zeroed by the dedup's clear pass) or in the backward (one memset). The
     find after the CSR fork or in the dedup's insert (lab op _lookup_lab_find_later 1 / 2) gives the same results, and
     so does a sequence's sort forked after the dedup's count pass, keyed by claimer position (lab op _lookup_lab_step 1;
-    cub's sort, and the hand sort with 3 / 2 passes: the keys in either of its buffers). The hand sort's passes
-    launched as several consecutive grids (lab op _lookup_lab_sort_split) sort the same tiles."""
+    cub's sort, and the hand sort with 3 / 2 passes: the keys in either of its buffers)."""
     lab, later = torch.ops.dynamicemb._lookup_lab_csr_sort, torch.ops.dynamicemb._lookup_lab_find_later
-    early, split = torch.ops.dynamicemb._lookup_lab_step, torch.ops.dynamicemb._lookup_lab_sort_split
+    early = torch.ops.dynamicemb._lookup_lab_step
     gen = torch.Generator().manual_seed(11)
     F, vocab = 3, 5000
     data = []
@@ -338,13 +337,11 @@ def test_csr_sort_variants_agree(bags, pooling, in_forward):
         data.append((torch.randint(0, vocab, (int(offsets[-1]),), generator=gen).cuda(), offsets.cuda()))
     w0 = [torch.randn(vocab, 16, generator=gen) * 0.1 for _ in range(2)]
     results = {}
-    old = (lab(-1), later(-1), early(-1), split(-1))
-    variants = [(0, 0, 0, 1), (1, 0, 0, 1), (2, 0, 0, 1), (3, 0, 0, 1), (4, 0, 0, 1), (1, 1, 0, 1), (1, 2, 0, 1),
-                (0, 0, 1, 1), (1, 0, 1, 1), (2, 0, 1, 1), (1, 0, 0, 3), (1, 0, 1, 2), (2, 0, 1, 4)]
+    old = (lab(-1), later(-1), early(-1))
+    variants = [(0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0), (4, 0, 0), (1, 1, 0), (1, 2, 0), (0, 0, 1), (1, 0, 1), (2, 0, 1)]
     try:
         for v in variants:
             assert lab(v[0]) in range(5) and later(v[1]) in range(3) and early(v[2]) in range(2)
-            assert split(v[3]) in range(1, 17)
             m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16))
             m.overlap_csr = in_forward
             for t in range(2):
@@ -355,7 +352,6 @@ def test_csr_sort_variants_agree(bags, pooling, in_forward):
         lab(old[0])
         later(old[1])
         early(old[2])
-        split(old[3])
     for v in variants[1:]:
         for k, (a, b) in enumerate(zip(results[variants[0]], results[v])):
             assert torch.equal(a, b), f"variant {v}, result {k} differs from cub's sort"

@@ -4,8 +4,7 @@ measured the way a training loop runs it: the host ahead of the device. Per opti
 of builds before session 17; "-" the build's defaults, e.g. main's wheel; S: module settings of the variant, "c<N>"
 backward_chunk = N (0: the atomic scatter), "nf<policy>" the optimizer's nonfinite policy, "L<N>" op _lookup_lab_step
 of builds that have it, "s<N>" the CSR sort, op _lookup_lab_csr_sort, "F<N>" where the step finds its uniques, op
-_lookup_lab_find_later, "S" the CSR built on the step's own stream after the dedup instead of beside it, "P<N>" the
-hand sort's passes as N consecutive grids, op _lookup_lab_sort_split):
+_lookup_lab_find_later, "S" the CSR built on the step's own stream after the dedup instead of beside it):
 steady ms per step (CUDA events around
 --reps steps queued behind 5 more, in --rounds interleaved rounds, median), synchronized ms (the host waits for each), and from one profile of --steps steps
 issued behind a GPU sleep the device span and busy per step and every kernel's device time per step (so the
@@ -93,8 +92,6 @@ def main():
     sort0 = sort_lab(-1) if sort_lab is not None else None
     find_lab = getattr(ops, "_lookup_lab_find_later", None)
     find0 = find_lab(-1) if find_lab is not None else None
-    split_lab = getattr(ops, "_lookup_lab_sort_split", None)
-    split0 = split_lab(-1) if split_lab is not None else None
     mod = [None]  # the module of the optimizer being measured, with its settings before any variant
     settings0 = {}
     overlap0 = bk._OVERLAP_MIN_IDS
@@ -110,8 +107,6 @@ def main():
             sort_lab(sort0)
         if find_lab is not None:
             find_lab(find0)
-        if split_lab is not None:
-            split_lab(split0)
         m = mod[0]
         m.backward_chunk = settings0["chunk"]
         m.optimizer.nonfinite = settings0["nonfinite"]
@@ -127,10 +122,6 @@ def main():
             elif t[0] == "F":
                 if find_lab is None or (find_lab(int(t[1:])), find_lab(-1))[1] != int(t[1:]):
                     raise SystemExit(f"setting {t}: this build has no such _lookup_lab_find_later variant")
-            elif t[0] == "P":
-                if split_lab is None:
-                    raise SystemExit(f"setting {t}: this build has no op _lookup_lab_sort_split")
-                split_lab(int(t[1:]))
             elif t == "S":
                 bk._OVERLAP_MIN_IDS = 1 << 62  # no step forks its CSR
             elif t[0] == "L":

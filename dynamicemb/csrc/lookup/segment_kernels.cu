@@ -30,7 +30,6 @@
 // are read and written evict-first (ld/st.global.cs; Adam's past L1 without the hint: run_segmented) and plain
 // fp32 SGD adds -lr * sum into a whole segment's row with one vector reduction per lane (no row load). The forms
 // (K, blocks per SM, row hint) are chosen per optimizer by A/B on an H200 (benchmarks/RESULTS.md).
-#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <type_traits>
@@ -466,10 +465,6 @@ namespace {
 // ahead both give the same step time (docs/dynamicemb.md, "The CSR's sort by hand" and "The eval and train steps'
 // host issue").
 std::atomic<int> g_csr_sort{kCsrSortCub};
-// Lab (op _lookup_lab_sort_split): the hand sort launches each onesweep pass as this many consecutive grids (tiles
-// are taken from the pass's counter in launch order, so the parts sort the same tiles as one grid), so that fewer
-// of its blocks sit beside the kernels it overlaps at once.
-std::atomic<int> g_sort_split{1};
 
 // The hand sort runs one onesweep portion (cub splits larger inputs): n up to 2^28 - a tile.
 template <typename C>
@@ -485,12 +480,6 @@ void with_sort_cfg(int v, F&& f) {
   }
 }
 }  // namespace
-
-int csr_sort_split_variant(int v) {
-  const int old = g_sort_split.load();
-  if (v >= 1 && v <= 16) g_sort_split.store(v);
-  return old;
-}
 
 int csr_sort_variant(int v) {
   const int old = g_csr_sort.load();
@@ -557,16 +546,12 @@ void launch_segment_sort(const BackwardParams& p, cudaStream_t st) {
       for (int q = 0; q < passes; ++q) {
         const int in = s0 ^ (q & 1), bit = q * C::kBits;
         const int nb = bits - bit < C::kBits ? bits - bit : C::kBits;
-        const int parts = std::min(g_sort_split.load(), blocks);
-        for (int j = 0; j < parts; ++j) {
-          const int grid = blocks / parts + (j < blocks % parts ? 1 : 0);
-          cub::detail::radix_sort::DeviceRadixSortOnesweepKernel<typename C::Policy, cub::SortOrder::Ascending,
-                                                                 uint32_t, int32_t, int32_t, int, int>
-              <<<grid, C::kThreads, 0, st>>>(lookback + static_cast<int64_t>(q) * blocks * C::kDigits, sc + q, nullptr,
+        cub::detail::radix_sort::DeviceRadixSortOnesweepKernel<typename C::Policy, cub::SortOrder::Ascending, uint32_t,
+                                                               int32_t, int32_t, int, int>
+            <<<blocks, C::kThreads, 0, st>>>(lookback + static_cast<int64_t>(q) * blocks * C::kDigits, sc + q, nullptr,
                                              sc + detail::kSortHeader + q * C::kDigits, kb[in ^ 1], kb[in], vb[in ^ 1],
                                              vb[in], static_cast<int>(p.n), bit, nb);
-          check_launch("segment sort");
-        }
+        check_launch("segment sort");
       }
       done = true;
     });

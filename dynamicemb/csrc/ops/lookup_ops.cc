@@ -136,15 +136,6 @@ int64_t lookup_lab_csr_sort(int64_t variant) {
   return csr_sort_variant(variant >= 0 && variant <= kCsrSortHand8Match ? static_cast<int>(variant) : -1);
 }
 
-// Lab: the hand sort's onesweep passes as v consecutive grids each (1..16; other values only read it); returns
-// the one before. (Declared here, not in lookup_types.h: a lab switch of segment_kernels.cu only.)
-}  // namespace
-int csr_sort_split_variant(int v);
-namespace {
-int64_t lookup_lab_sort_split(int64_t parts) {
-  return csr_sort_split_variant(parts >= 1 && parts <= 16 ? static_cast<int>(parts) : -1);
-}
-
 // Lab: where a step finds its uniques (find_later_variant: 0 the dedup's number pass, 1 after the CSR fork, 2 the
 // dedup's insert); other values only read it. Returns the one before.
 int64_t lookup_lab_find_later(int64_t variant) {
@@ -920,7 +911,6 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("lookup_dedup_set_size(int n) -> int");
   m.def("lookup_contract() -> str");
   m.def("_lookup_lab_csr_sort(int variant) -> int");
-  m.def("_lookup_lab_sort_split(int parts) -> int");
   m.def("_lookup_lab_find_later(int variant) -> int");
   m.def("_lookup_lab_dedup(int variant) -> int");
   m.def("_lookup_lab_mirror(int variant) -> int");
@@ -940,7 +930,6 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("lookup_dedup_set_size", TORCH_BOX(&dynamicemb::lookup::lookup_dedup_set_size));
   m.impl("lookup_contract", TORCH_BOX(&dynamicemb::lookup::lookup_contract));
   m.impl("_lookup_lab_csr_sort", TORCH_BOX(&dynamicemb::lookup::lookup_lab_csr_sort));
-  m.impl("_lookup_lab_sort_split", TORCH_BOX(&dynamicemb::lookup::lookup_lab_sort_split));
   m.impl("_lookup_lab_find_later", TORCH_BOX(&dynamicemb::lookup::lookup_lab_find_later));
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
   m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
