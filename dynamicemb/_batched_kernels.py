@@ -97,8 +97,12 @@ _DEDUP_SET_PER_ID, _DEDUP_SET_EXTRA, _DEDUP_SET_MAX = 4, 1024, 2**31 - 1
 
 
 def _dedup_set_rule(n):
-    """Entries of the dedup's set for n ids (an int or a SymInt): the op's rule, written in Python."""
-    return torch.sym_min(_DEDUP_SET_PER_ID * n + _DEDUP_SET_EXTRA, _DEDUP_SET_MAX)
+    """Entries of the dedup's set for n ids: the op's rule, written in Python. A SymInt n (a traced step with dynamic
+    shapes) gets the uncapped 4 n + 1024 (torch 2.11's dynamo cannot trace torch.sym_min's int result inside the
+    step's autograd.Function; the cap only binds from ~537M ids, and a larger set is valid: the op uses its first
+    lookup_dedup_set_size(n) entries)."""
+    want = _DEDUP_SET_PER_ID * n + _DEDUP_SET_EXTRA
+    return want if isinstance(want, torch.SymInt) else min(want, _DEDUP_SET_MAX)
 
 
 @functools.lru_cache(maxsize=64)
