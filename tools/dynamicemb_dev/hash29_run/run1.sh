@@ -1,4 +1,6 @@
 #!/bin/bash
+# (The record of session 26's run 1, on hash29 d4ff17e's wheel; lab op _lookup_lab_sort_split and the P<N> setting were
+# removed after it.)
 # hash29 run 1 (issue 35): the SGD step's timeline (each kernel's start / end per stream from the step's checks) on
 # the default path and with the CSR built on the step's stream (S: the sort's own time in the chain), main's fork
 # after the dedup (L0), the hand sort (s1) and the hand sort's passes as 2 / 4 consecutive grids (P2 / P4, lab op
