@@ -90,6 +90,21 @@ def _kernels_available() -> bool:
     return load_library() and hasattr(torch.ops.dynamicemb, "lookup_step")
 
 
+# The dedup set's rule (csrc/lookup/dedup_kernels.cu dedup_set_capacity at its default, kDedupSet4x): 4 slots per
+# id plus 1,024, capped at int32's largest (slots are int32 positions). _dedup_set_rule is its Python copy for the
+# compiled step, which cannot ask the op; a CPU test checks it against the op.
+_DEDUP_SET_PER_ID, _DEDUP_SET_EXTRA, _DEDUP_SET_MAX = 4, 1024, 2**31 - 1
+
+
+def _dedup_set_rule(n):
+    """Entries of the dedup's set for n ids: the op's rule, written in Python. A SymInt n (a traced step with dynamic
+    shapes) gets the uncapped 4 n + 1024 (torch 2.11's dynamo cannot trace torch.sym_min's int result inside the
+    step's autograd.Function; the cap only binds from ~537M ids, and a larger set is valid: the op uses its first
+    lookup_dedup_set_size(n) entries)."""
+    want = _DEDUP_SET_PER_ID * n + _DEDUP_SET_EXTRA
+    return want if isinstance(want, torch.SymInt) else min(want, _DEDUP_SET_MAX)
+
+
 @functools.lru_cache(maxsize=64)
 def _dedup_set_size(n: int) -> int:
     """Entries of the dedup's per-step set for n ids: the op's own rule (lookup_dedup_set_size), asked once per n
@@ -256,11 +271,11 @@ class _KernelStep:
         position of the id that claimed them. Scratch: the dedup fills it before every use, so it is allocated once
         per size (eagerly, before any graph capture) and never initialized here. A compiled step (which cannot ask
         the op for the size) reuses the set of an eager step if it has the op's minimum of n entries, else allocates
-        4 n + 1024, the op's rule (lookup_dedup_set_size)."""
+        _dedup_set_rule(n) entries, the op's rule written in Python."""
         if _compiling():
             if self._set is not None and self._set.numel() >= max(n, 1):
                 return self._set
-            return torch.empty(4 * n + 1024, dtype=torch.int32, device=self.device)
+            return torch.empty(_dedup_set_rule(n), dtype=torch.int32, device=self.device)
         cap = _dedup_set_size(n)
         if self._set is None or self._set.numel() < cap:
             self._set = torch.empty(cap, dtype=torch.int32, device=self.device)

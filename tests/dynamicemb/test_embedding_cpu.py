@@ -475,10 +475,15 @@ def test_rows_consistent_under_in_batch_eviction():
 
 
 def test_dedup_set_size_rule():
-    """The dedup's per-step set size comes from the op alone (lookup_dedup_set_size: 4 n + 1024, the largest
-    capacity the dedup uses: its default); it has no tensor argument, so it runs without a GPU."""
-    for n in (0, 1, 1000, 5_770_000):
-        assert torch.ops.dynamicemb.lookup_dedup_set_size(n) == 4 * n + 1024
+    """The dedup's per-step set size comes from the op (lookup_dedup_set_size: 4 n + 1024 capped at 2^31 - 1, the
+    largest capacity the dedup uses: its default), and the compiled step's Python copy of the rule says the same; the
+    op has no tensor argument, so this runs without a GPU."""
+    from dynamicemb._batched_kernels import _dedup_set_rule
+
+    for n in (0, 1, 1000, 5_770_000, (2**31 - 1024) // 4, (2**31 - 1024) // 4 + 1, 2**31 - 2):
+        assert torch.ops.dynamicemb.lookup_dedup_set_size(n) == min(4 * n + 1024, 2**31 - 1)
+        # the compiled step's copy of the rule (_dedup_set_rule: it cannot ask the op) is the op's
+        assert _dedup_set_rule(n) == torch.ops.dynamicemb.lookup_dedup_set_size(n)
     with pytest.raises(RuntimeError, match=r"n: expected >= 0 ids, got -1"):
         torch.ops.dynamicemb.lookup_dedup_set_size(-1)
 

@@ -44,6 +44,48 @@ def gaps_of(ops, nsteps):
     return (t1 - t0) / 1e3 / nsteps, busy / 1e3 / nsteps, gaps
 
 
+def timeline_of(ops, first="validate_kernel"):
+    """The mean step's device timeline: [(start us, end us, name, stream)] per op of a step, relative to the start of
+    the step's first op (`first`), averaged over the steps between the first and the last (whose neighbours are
+    not in the profile); an op's k-th launch in a step is its own row. Streams as named in the trace."""
+    ops = [o for o in ops if "sleep" not in o[2].lower() and "spin" not in o[2].lower()]
+    starts = [s for s, _, name, _ in ops if first in name]
+    if len(starts) < 3:
+        return []
+    rows = defaultdict(list)
+    for k in range(1, len(starts) - 1):
+        t0, t1 = starts[k], starts[k + 1]
+        seen = defaultdict(int)
+        for s, e, name, tid in ops:
+            if t0 <= s < t1:
+                key = (name, tid, seen[(name, tid)])
+                seen[(name, tid)] += 1
+                rows[key].append((s - t0, e - t0))
+    steps = len(starts) - 2
+    out = []
+    for (name, tid, _), v in rows.items():
+        if len(v) == steps:  # in every step (an op of some steps only is left out)
+            out.append((sum(x[0] for x in v) / steps, sum(x[1] for x in v) / steps, name, tid))
+    return sorted(out)
+
+
+def print_timeline(title, tl, main_tid=None):
+    """A markdown table of a timeline_of result (us from the step's first op); streams: "main" (the first op's) or
+    "side"."""
+    from embedding_step_profile import short
+
+    if not tl:
+        print(f"\n{title}: no timeline (too few steps)")
+        return
+    main_tid = tl[0][3] if main_tid is None else main_tid
+    print(f"\n{title}")
+    print("| op | stream | start us | end us | us |")
+    print("|---|---|---:|---:|---:|")
+    for s, e, name, tid in tl:
+        print(f"| {short(name.split('(')[0], 60)} | {'main' if tid == main_tid else 'side'} | {s:.1f} | {e:.1f} | "
+              f"{e - s:.1f} |")
+
+
 def profile_pipelined(train, steps):
     """(span, busy, gaps) per step of `steps` calls of train issued behind a ~50 ms GPU sleep."""
     from torch.profiler import ProfilerActivity, profile

@@ -4,10 +4,12 @@ measured the way a training loop runs it: the host ahead of the device. Per opti
 of builds before session 17; "-" the build's defaults, e.g. main's wheel; S: module settings of the variant, "c<N>"
 backward_chunk = N (0: the atomic scatter), "nf<policy>" the optimizer's nonfinite policy, "L<N>" op _lookup_lab_step
 of builds that have it, "s<N>" the CSR sort, op _lookup_lab_csr_sort, "F<N>" where the step finds its uniques, op
-_lookup_lab_find_later): steady ms per step (CUDA events around
+_lookup_lab_find_later, "S" the CSR built on the step's own stream after the dedup instead of beside it):
+steady ms per step (CUDA events around
 --reps steps queued behind 5 more, in --rounds interleaved rounds, median), synchronized ms (the host waits for each), and from one profile of --steps steps
 issued behind a GPU sleep the device span and busy per step and every kernel's device time per step (so the
-kernels' times are those of overlapped, pipelined steps). Run (GPU):
+kernels' times are those of overlapped, pipelined steps); --timeline: from the same profile, the mean step's
+device timeline (each op's start and end from the step's checks, per stream). Run (GPU):
     python3 -P tools/dynamicemb_dev/steady_ab.py --bench benchmarks --opt sgd,adam --variants=-,1,17,49 [--label x]
 """
 
@@ -67,12 +69,14 @@ def main():
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--label", default="")
     p.add_argument("--json", help="also write the results here")
+    p.add_argument("--timeline", action="store_true", help="print each variant's mean step timeline")
     a = p.parse_args()
     sys.path.insert(0, os.path.abspath(a.bench))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_util import event_ms  # noqa: E402
     from embedding import gpu_warmup, make_batch  # noqa: E402
-    from pipelined_gaps import device_ops, gaps_of  # noqa: E402
+    from pipelined_gaps import device_ops, gaps_of, print_timeline, timeline_of  # noqa: E402
+    import dynamicemb._batched_kernels as bk  # noqa: E402
     from lab_variants import preset_step  # noqa: E402
     from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
@@ -90,6 +94,7 @@ def main():
     find0 = find_lab(-1) if find_lab is not None else None
     mod = [None]  # the module of the optimizer being measured, with its settings before any variant
     settings0 = {}
+    overlap0 = bk._OVERLAP_MIN_IDS
 
     def use(v):
         if dedup is not None:
@@ -105,6 +110,7 @@ def main():
         m = mod[0]
         m.backward_chunk = settings0["chunk"]
         m.optimizer.nonfinite = settings0["nonfinite"]
+        bk._OVERLAP_MIN_IDS = overlap0
         v, _, sets = v.partition("@")
         for t in [t for t in sets.split("+") if t]:
             if t[0] == "c":
@@ -116,6 +122,8 @@ def main():
             elif t[0] == "F":
                 if find_lab is None or (find_lab(int(t[1:])), find_lab(-1))[1] != int(t[1:]):
                     raise SystemExit(f"setting {t}: this build has no such _lookup_lab_find_later variant")
+            elif t == "S":
+                bk._OVERLAP_MIN_IDS = 1 << 62  # no step forks its CSR
             elif t[0] == "L":
                 if step_lab is None:
                     raise SystemExit(f"setting {t}: this build has no op _lookup_lab_step")
@@ -174,8 +182,11 @@ def main():
                 torch.cuda.synchronize()
             path = os.path.join(tempfile.mkdtemp(), "trace.json")
             prof.export_chrome_trace(path)
-            span, busy, _ = gaps_of(device_ops(path), a.steps)
+            ops_v = device_ops(path)
+            span, busy, _ = gaps_of(ops_v, a.steps)
             res[v].update(span=span, busy=busy, kernels=kernel_times(path, a.steps))
+            if a.timeline:
+                res[v]["timeline"] = timeline_of(ops_v)
         for _ in range(a.rounds):
             for v in variants:
                 use(v)
@@ -195,6 +206,9 @@ def main():
                   f"{r['span']:.4f} | {r['busy']:.4f} | {statistics.median(r['sync']):.4f} |")
         print_kernel_table(f"{tag}{opt_name}: kernels with the host ahead (ms per step)", variants,
                            {v: res[v]["kernels"] for v in variants})
+        for v in variants if a.timeline else []:
+            print_timeline(f"{tag}{opt_name}, {v}: the mean step's timeline (us from its checks' start; steps between "
+                           f"the first and the last of {a.steps})", res[v]["timeline"])
         sys.stdout.flush()
         out_json[opt_name] = {v: {k: x for k, x in r.items()} for v, r in res.items()}
         mod[0] = None

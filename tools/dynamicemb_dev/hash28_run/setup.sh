@@ -3,8 +3,9 @@
 # tests with this branch's test files over them in /tmp/t28, the branch's tools on the path; `left`: the seconds
 # left of the script's budget $B (from $t0).
 t0=$(date +%s)
-C=.carry/hash28
-S=/tmp/site_hash28
+R=${RUN:-hash28}  # the run folder's name (later branches source this file with RUN set: hash29)
+C=.carry/$R
+S=/tmp/site_$R
 M=/tmp/site_main28
 mkdir -p "$OUT"
 rm -rf $S /tmp/t28
