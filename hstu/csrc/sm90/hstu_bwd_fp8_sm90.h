@@ -113,6 +113,12 @@ constexpr int kFp8BwdRedNextWide = 67108864;
 // behind the reduce-adds, and ptxas placed the R2UR that waits for it between dP^T's wgmmas (the top stall line, 4 %
 // of the samples at B16 S4K, ncu of main df4a8c3's default; docs/hstu_kernel_notes.md, session 23).
 constexpr int kFp8BwdFactorsEarly = 536870912;
+// Not timing-only (dq rounded differently: the same error rule as the default, docs/hstu_kernel_notes.md, session 26):
+// with kFp8BwdDqRedV4, dQ of a tile rounded to bf16 and reduce-added in bf16 (red.global.add.noftz.v4.bf16x2, 16
+// bytes = 8 values per instruction: 4 per thread and tile instead of 8, half the 34.6 GB of L2 reduce traffic at B16
+// S16K) into a bf16 workspace of the same fragment order (hstu_fp8_bwd_dq_tiled_floats / 2 floats); the zeroing and
+// the finishing pass move half the bytes. The sum of a row's key-block partials is rounded once per partial.
+constexpr int kFp8BwdDqBf16 = 134217728;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -133,11 +139,13 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 // The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
-// bit 59 toggles kFp8BwdFactorsEarly (off: main df4a8c3's kernel); bit 60 free.
+// bit 59 toggles kFp8BwdFactorsEarly (off: main df4a8c3's kernel); bit 60 toggles kFp8BwdDqBf16 (dq_bf16).
 constexpr int64_t kOptFp8BwdFactorsEarly = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFactorsEarly;
+constexpr int64_t kOptFp8BwdDqBf16 = int64_t{1} << 60;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFactorsEarly | kOptFp8BwdDqBf16;
 constexpr int fp8_bwd_option_diag(int64_t options) {
-  return (options & kOptFp8BwdFactorsEarly) ? kFp8BwdFactorsEarly : 0;
+  return ((options & kOptFp8BwdFactorsEarly) ? kFp8BwdFactorsEarly : 0) |
+         ((options & kOptFp8BwdDqBf16) ? kFp8BwdDqBf16 : 0);
 }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
@@ -159,9 +167,10 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
-                                              kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload>;
+                                              kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
+                                              kFp8BwdDqBf16>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFactorsEarly>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFactorsEarly, kFp8BwdDqBf16>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -28,7 +28,8 @@ from hstu_attn import _fp8
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # (python -P: the script's folder is not on the path)
 import clock_split  # noqa: E402  (same folder: window(), now())
 
-NAMES = {0: "default", 1: "no dQ adds", 2: "no tanh", 256: "no tile reloads", 1073741824: "pair dq"}
+NAMES = {0: "default", 1: "no dQ adds", 2: "no tanh", 256: "no tile reloads", 1073741824: "pair dq",
+         134217728: "dq bf16"}
 
 
 def main(argv=None):
