@@ -227,6 +227,52 @@ def test_dq_red_workspace_maps_back_to_each_row_once():
     assert back == written and len(back) == sum(lens) * 128
 
 
+def test_dq_bf16_workspace_maps_back_to_each_row_once():
+    """kFp8BwdDqBf16's bf16 workspace (half of hstu_fp8_bwd_dq_tiled_floats): thread lane's reduce-add j (0..3) adds
+    accumulator elements 8 j .. 8 j + 7 (float4 2 j and 2 j + 1 of the fp32 order) at bf16 2048 (g H + h) + 1024 wg +
+    256 j + 8 lane; the finishing pass's uint4 t of a group reads them back for the same (row, column), every used
+    element once (the fp32 test's jagged case)."""
+    lens = [37, 0, 130, 16, 1, 200]
+    cu = [3]
+    for n in lens:
+        cu.append(cu[-1] + n)
+    total, B, H = cu[-1] + 5, len(lens), 2
+    bases = [(cu[b] + 16 * b) // 16 for b in range(B)]
+    written = {}
+    for b, n in enumerate(lens):
+        for m0 in range(0, n, 64):
+            for warp in range(4):
+                g = bases[b] + (m0 + 16 * warp) // 16
+                for h in range(H):
+                    for wg in range(2):
+                        for lane in range(32):
+                            for j in range(4):
+                                for k in range(8):  # acc[8 j + k] = float4 2 j + k // 4, element k % 4
+                                    c = k % 4
+                                    row = m0 + 16 * warp + lane // 4 + 8 * (c // 2)
+                                    col = 64 * wg + 8 * (2 * j + k // 4) + 2 * (lane % 4) + c % 2
+                                    e = (g * H + h) * 2048 + 1024 * wg + 256 * j + 8 * lane + k
+                                    if row < n:
+                                        assert written.setdefault(e, (h, cu[b] + row, col)) == (h, cu[b] + row, col)
+    back = {}
+    for x in range(total // 16 + B + 1):
+        lo = max([b for b in range(B) if bases[b] <= x], default=0)
+        first = 16 * (x - bases[lo])
+        rows = min(16, lens[lo] - first)
+        if first < 0 or rows <= 0:
+            continue
+        for h in range(H):
+            for t in range(256):  # (fp8_bwd_finish_tiled_kernel's dq_bf16 branch)
+                blk, j, lane = t // 128, 2 * ((t % 128) // 32), t % 32
+                for w in range(4):  # word w: float4 j + w // 2, row lane / 4 + 8 (w % 2), its two columns
+                    for half in range(2):
+                        r = lane // 4 + 8 * (w % 2)
+                        col = 64 * blk + 8 * (j + w // 2) + 2 * (lane % 4) + half
+                        if r < rows:
+                            back[(x * H + h) * 2048 + 8 * t + 2 * w + half] = (h, cu[lo] + first + r, col)
+    assert back == written and len(back) == sum(lens) * 128 * H
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_prepass_reference_layout(seed):
     rng = random.Random(seed)
