@@ -9,7 +9,7 @@ R=$(cd "$H/../../.." && pwd)
 D=${1:-/work/main/.carry/fp8b29}
 mkdir -p $D/whl $D/tree/tests/hstu
 cp $H/run*.sh $H/setup.sh $R/tools/hstu_dev/carry_setup.sh $D/
-ls $H/*.py > /dev/null 2>&1 && cp $H/*.py $D/
+cp $R/tools/hstu_dev/fp8b28_run/sancase.py $D/
 cp $R/tools/hstu_dev/fp8b27_run/{variant_split,clock_split,smi_join}.py $D/
 rm -f $D/whl/*.whl
 cp $R/bazel-bin/hstu_attn-*.whl $D/whl/
