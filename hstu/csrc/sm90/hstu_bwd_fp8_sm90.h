@@ -119,6 +119,9 @@ constexpr int kFp8BwdFactorsEarly = 536870912;
 // S16K) into a bf16 workspace of the same fragment order (hstu_fp8_bwd_dq_tiled_floats / 2 floats); the zeroing and
 // the finishing pass move half the bytes. The sum of a row's key-block partials is rounded once per partial.
 constexpr int kFp8BwdDqBf16 = 134217728;
+// Not timing-only (as kFp8BwdDqBf16): with kFp8BwdDqBf16, 3 of a tile's 4 bf16 reduce-adds held for the next tile's
+// S^T instead of 2 (a lab variant of session 26's run 2).
+constexpr int kFp8BwdDqBf16Held3 = 268435456;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -170,7 +173,8 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
                                               kFp8BwdDqBf16>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFactorsEarly, kFp8BwdDqBf16>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFactorsEarly, kFp8BwdDqBf16,
+                                              kFp8BwdDqBf16 | kFp8BwdDqBf16Held3>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

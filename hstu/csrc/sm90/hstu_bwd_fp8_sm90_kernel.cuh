@@ -524,8 +524,9 @@ __global__ void __launch_bounds__(384, 1)
   // of that tile's reduce-adds)
   constexpr int kRedNextHeld = (kDiag & kFp8BwdRedNextWide) != 0 ? 3 : 2;
   float dq_pend[4 * kRedNextHeld];
-  // kDqBf16: the last kBf16Held of the 4 bf16 reduce-adds held, as packed words (8 registers for 2)
-  constexpr int kBf16Held = kRedNextHeld >= 3 ? 2 : 1;
+  // kDqBf16: the last kBf16Held of the 4 bf16 reduce-adds held, as packed words (8 registers for 2; 12 for 3 with
+  // kFp8BwdDqBf16Held3, as many as the fp32 kernel's 3 held)
+  constexpr int kBf16Held = (kDiag & kFp8BwdDqBf16Held3) != 0 ? 3 : kRedNextHeld >= 3 ? 2 : 1;
   uint32_t dq_pendw[4 * kBf16Held];
   auto dq_pend_flush = [&] {
     if constexpr (kDqBf16) {

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # (python -P: th
 import clock_split  # noqa: E402  (same folder: window(), now())
 
 NAMES = {0: "default", 1: "no dQ adds", 2: "no tanh", 256: "no tile reloads", 1073741824: "pair dq",
-         134217728: "dq bf16"}
+         134217728: "dq bf16", 402653184: "dq bf16 held3"}
 
 
 def main(argv=None):

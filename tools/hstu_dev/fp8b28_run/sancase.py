@@ -41,7 +41,7 @@ def main():
             torch.cuda.synchronize()
             a, b = base[0].float(), var[0].float()
             ok_kv = torch.equal(var[1], base[1]) and torch.equal(var[2], base[2])
-            extra = 2 ** -8 * ((S + 127) // 128) ** 0.5 if d == 134217728 else 1e-5  # (bf16 partials and adds)
+            extra = 2 ** -8 * ((S + 127) // 128) ** 0.5 if d & 134217728 else 1e-5  # (bf16 partials and adds)
             nq = int(((a - b).abs() > 2 ** -7 * a.abs() + extra * a.abs().max().item()).sum())
             print(f"window ({wl}, {wr}) diag {d}: dk / dv bit-equal {ok_kv}, dq elements beyond one bf16 rounding {nq}")
             bad += (not ok_kv) + (nq > 0)

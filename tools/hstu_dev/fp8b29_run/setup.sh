@@ -31,3 +31,4 @@ split() {
   echo "variant_split rc $? ($SECONDS s)"
 }
 DQ_BF16=134217728  # kFp8BwdDqBf16 (option bit 60 dq_bf16): the op's diag
+DQ_H3=402653184  # kFp8BwdDqBf16 | kFp8BwdDqBf16Held3 (run 2's lab wheel)
