@@ -3,7 +3,8 @@
 # reduce-adds held (diag DQ_H3) under compute-sanitizer memcheck (fp8b28's sancase.py: the default and both, causal
 # and a 300-key left window, six jagged sequences, an empty one), then burst / sustained against the default
 # (main29's kernel) in one process at B16 S4K (default, dq_bf16, default; 1 s idle, 2 s windows) and at B16 S16K
-# (default, dq_bf16, DQ_H3; 1.5 s idle, 2.5 s windows), beside nvidia-smi. `OUT=DIR timeout 56 bash .carry/fp8b29/run2.sh` from the root of main's tree.
+# (default, dq_bf16, DQ_H3; 1.5 s idle, 2.5 s windows), beside nvidia-smi.
+# `OUT=DIR timeout 56 bash .carry/fp8b29/run2.sh` from the root of main's tree.
 source "$(dirname "${BASH_SOURCE[0]}")"/setup.sh
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 PYTHONPATH=/tmp/site_$NAME timeout 12 $CS --tool memcheck --kernel-name kns=hstu_bwd_fp8_sm90_kernel \
