@@ -3,8 +3,8 @@ cluster variant kFp8BwdPairDq (diag 1073741824: dev builds, `--define hstu_dev=1
 it in its product list), causal and a local window, H 2, lengths with odd key-block counts (a pair's odd block past
 its sequence), an empty sequence and one of one block; dk / dv bit-equal to the default's, dq within one bf16
 rounding.
-Usage (GPU, sm_90): compute-sanitizer --tool memcheck --kernel-name kns=hstu_bwd_fp8_sm90_kernel python sancase.py [DIAG...]
-(fp8b29: DIAG 134217728 = kFp8BwdDqBf16, dq within its bf16 accumulation's bound)"""
+Usage (GPU, sm_90): compute-sanitizer --tool memcheck --kernel-name kns=hstu_bwd_fp8_sm90_kernel python sancase.py
+[DIAG...] (fp8b29: DIAG 134217728 = kFp8BwdDqBf16, dq within its bf16 accumulation's bound)"""
 
 import sys
 
