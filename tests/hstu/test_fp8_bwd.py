@@ -479,7 +479,7 @@ def test_cuda_fp8_bwd_rows_outside_sequences_are_zero():
 @pytest.mark.sm90
 def test_cuda_fp8_bwd_graph_capture():
     """The whole FP8 backward (pre-pass, kernel, finishing pass) captured into a CUDA graph and replayed: the eager
-    call's dk / dv bit for bit, dq up to the order of its fp32 additions."""
+    call's dk / dv bit for bit, dq up to the order of its bf16 additions."""
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
     c = make_case(51, [700, 0, 129, 300], 2, 128, "causal", device="cuda")
@@ -498,7 +498,7 @@ def test_cuda_fp8_bwd_graph_capture():
     eager, captured = capture_and_replay(run, fill=float("nan"))  # (the replay must write every element)
     assert torch.equal(captured[1], eager[1]) and torch.equal(captured[2], eager[2]), "dk / dv"
     a, b = eager[0].float(), captured[0].float()
-    assert not (a - b).abs().gt(2 ** -7 * a.abs() + 1e-5 * a.abs().max().item()).any(), "dq"
+    assert not (a - b).abs().gt(2 ** -7 * a.abs() + dq_order_atol(a, lens)).any(), "dq"
 
 
 @pytest.mark.sm90
@@ -633,21 +633,26 @@ def _variant_against_default(c, mode, variant):
     a, b = base[0].float(), var[0].float()
     assert not torch.isnan(b).any() and not torch.isnan(var[1]).any()
     assert torch.equal(var[1], base[1]) and torch.equal(var[2], base[2]), "dk / dv"
-    # dq_bf16 rounds each key block's partial and each of its reduce-adds to bf16 (2^-9 relative): a row's error grows
-    # as ~sqrt(key blocks) bf16 roundings of its magnitude (its accuracy: the emulation tests and the 16K one below)
-    nblk = (int(lens["max_seqlen_k"]) + 127) // 128
-    extra = 2 ** -8 * math.sqrt(nblk) * a.abs().max().item() if variant == "dq_bf16" else 0.0
-    bad = (a - b).abs() > 2 ** -7 * a.abs() + 1e-5 * a.abs().max().item() + extra
+    bad = (a - b).abs() > 2 ** -7 * a.abs() + dq_order_atol(a, lens)
     assert not bad.any(), f"dq: {int(bad.sum())} elements differ beyond one bf16 rounding"
 
 
+def dq_order_atol(a, lens):
+    """The absolute part of the bound between two FP8 backward dq of one call that differ in the order of their
+    reduce-adds (or in their dtype: main_kernel's fp32): the default rounds each key block's partial and each of its
+    reduce-adds to bf16 (2^-9 relative), so a row's sum differs by ~sqrt(key blocks) bf16 roundings of its magnitude
+    (its accuracy: the emulation tests and test_cuda_fp8_bwd_dq_error_at_16k)."""
+    nblk = (int(lens["max_seqlen_k"]) + 127) // 128
+    return (2 ** -8 * math.sqrt(nblk) + 1e-5) * a.abs().max().item()
+
+
 @pytest.mark.sm90
-def test_cuda_fp8_bwd_dq_bf16_error_at_16k():
-    """dq_bf16 (option bit 60: dQ's key-block partials reduce-added in bf16) where its rounding is largest: one causal
+def test_cuda_fp8_bwd_dq_error_at_16k():
+    """The default's dq (its key-block partials reduce-added in bf16) where its rounding is largest: one causal
     sequence of 16K (128 key blocks per row at the end) against the fp64 emulation on the GPU, within the 5x rule of
-    the bf16 emulation's error as the default; dk / dv bit-equal to the default's. Prints both kernels' errors."""
-    if not fp8_bwd_kernel_built() or "dq_bf16" not in VARIANTS:
-        pytest.skip("the Hopper FP8 backward's dq_bf16 variant is not in this build")
+    the bf16 emulation's error; dk / dv bit-equal to main_kernel's (fp32 reduce-adds). Prints both kernels' errors."""
+    if not fp8_bwd_kernel_built() or "main_kernel" not in VARIANTS:
+        pytest.skip("the Hopper FP8 backward kernel and its main_kernel variant are not in this build")
     c = make_case(916, [16384], 2, 128, "causal", device="cuda", delta_q=False)
     alpha = 128 ** -0.5
     (q8, k8, v8), scales = quantized(c, "block")
@@ -658,8 +663,8 @@ def test_cuda_fp8_bwd_dq_bf16_error_at_16k():
             lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
             *lens["window_size"], alpha, None, float(lens["max_seqlen_q"]), None, None)
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
-    base = fb.fp8_bwd_cuda(dout, args, False, opts)
-    var = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS["dq_bf16"])
+    var = fb.fp8_bwd_cuda(dout, args, False, opts)  # (the default: bf16 dQ)
+    base = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS["main_kernel"])
     assert torch.equal(var[1], base[1]) and torch.equal(var[2], base[2]), "dk / dv"
     ref = dict(alpha=alpha, **lens)
     gold = fb.hstu_attn_fp8_backward_reference(dout.double(), q8, k8, v8, *scales, "block",
@@ -668,10 +673,10 @@ def test_cuda_fp8_bwd_dq_bf16_error_at_16k():
                                               **ref)[0]
     e_var, e_base, e_low = max_err(var[0], gold), max_err(base[0], gold), max_err(low, gold)
     rms = lambda x: (x.double() - gold).pow(2).mean().sqrt().item()  # noqa: E731
-    print(f"dq at 16K: max err dq_bf16 {e_var:.3e} / default {e_base:.3e} / bf16 emulation {e_low:.3e}; rms "
+    print(f"dq at 16K: max err default {e_var:.3e} / main_kernel {e_base:.3e} / bf16 emulation {e_low:.3e}; rms "
           f"{rms(var[0]):.3e} / {rms(base[0]):.3e}; max |dq| {gold.abs().max().item():.3e}")
     assert not torch.isnan(var[0]).any()
-    assert_rel("dq (dq_bf16, 16K)", var[0], gold, low, 5)
+    assert_rel("dq (16K)", var[0], gold, low, 5)
 
 
 @pytest.mark.sm90

@@ -41,8 +41,9 @@
 // ones). kFp8BwdLptGroups: the 1-D grid of pair groups, key block 0 first. kFp8BwdFullNext: tile i + 1's full-tile
 // test in iteration i. kFp8BwdWgUniform: the warpgroup / warp index warp-uniform for ptxas (uniform wgmma
 // descriptors). kFp8BwdRedNext: the last 2 (kFp8BwdRedNextWide: 3) of a tile's dQ reduce-adds issued under the next
-// tile's S^T. kFp8BwdFactorsEarly: the tile's q / dO factor words read before its GEMMs' issue. All measured in
-// docs/hstu_kernel_notes.md.
+// tile's S^T. kFp8BwdFactorsEarly: the tile's q / dO factor words read before its GEMMs' issue. kFp8BwdDqBf16: dQ
+// rounded to bf16 and reduce-added in bf16 (4 red.v4.bf16x2 per thread and tile) into a bf16 workspace. All measured
+// in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
@@ -346,7 +347,6 @@ __global__ void __launch_bounds__(384, 1)
   // kFp8BwdDqBf16: dQ reduce-added in bf16 (4 red.v4.bf16x2 of 8 values per thread and tile instead of 8
   // red.v4.f32 of 4): each group and head 4 KB in the same order (float view: 512 per group and head)
   constexpr bool kDqBf16 = (kDiag & kFp8BwdDqBf16) != 0 && kDqRed;
-  static_assert(!kDqBf16 || kRedKeep, "kFp8BwdDqBf16: with kFp8BwdRedKeep's address");
   constexpr int kDqGroupFloats = kDqBf16 ? 1024 : 2048;  // float view per group and head
   constexpr bool kFactorsEarly = (kDiag & kFp8BwdFactorsEarly) != 0 && kPrefetch;
 
@@ -524,9 +524,9 @@ __global__ void __launch_bounds__(384, 1)
   // of that tile's reduce-adds)
   constexpr int kRedNextHeld = (kDiag & kFp8BwdRedNextWide) != 0 ? 3 : 2;
   float dq_pend[4 * kRedNextHeld];
-  // kDqBf16: the last kBf16Held of the 4 bf16 reduce-adds held, as packed words (8 registers for 2; 12 for 3 with
-  // kFp8BwdDqBf16Held3, as many as the fp32 kernel's 3 held)
-  constexpr int kBf16Held = (kDiag & kFp8BwdDqBf16Held3) != 0 ? 3 : kRedNextHeld >= 3 ? 2 : 1;
+  // kDqBf16: the last kBf16Held of the 4 bf16 reduce-adds held, as packed words (8 registers for 2; 3 held measured
+  // slower, session 26)
+  constexpr int kBf16Held = kRedNextHeld >= 3 ? 2 : 1;
   uint32_t dq_pendw[4 * kBf16Held];
   auto dq_pend_flush = [&] {
     if constexpr (kDqBf16) {
