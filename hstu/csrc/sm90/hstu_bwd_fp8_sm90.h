@@ -122,6 +122,10 @@ constexpr int kFp8BwdFactorsEarly = 536870912;
 // the fp32 kernel's error against the fp64 emulation at a 16K sequence, 1.4x the bf16 emulation's; B16 S16K 0.95x
 // the time sustained, S4K 0.93x).
 constexpr int kFp8BwdDqBf16 = 134217728;
+// Lab variants of session 26's run 4 (as kFp8BwdDqBf16): 1 / none of a tile's 4 bf16 reduce-adds held for the next
+// tile's S^T instead of 2.
+constexpr int kFp8BwdDqBf16Held1 = 268435456;
+constexpr int kFp8BwdDqBf16Held0 = 1073741824;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -172,7 +176,7 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
                                               kFp8BwdDqBf16>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqBf16>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -525,9 +525,12 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int kRedNextHeld = (kDiag & kFp8BwdRedNextWide) != 0 ? 3 : 2;
   float dq_pend[4 * kRedNextHeld];
   // kDqBf16: the last kBf16Held of the 4 bf16 reduce-adds held, as packed words (8 registers for 2; 3 held measured
-  // slower, session 26)
-  constexpr int kBf16Held = kRedNextHeld >= 3 ? 2 : 1;
-  uint32_t dq_pendw[4 * kBf16Held];
+  // slower, session 26; lab bits kFp8BwdDqBf16Held1 / Held0: 1 / none)
+  constexpr int kBf16Held = (kDiag & kFp8BwdDqBf16Held0) != 0   ? 0
+                            : (kDiag & kFp8BwdDqBf16Held1) != 0 ? 1
+                            : kRedNextHeld >= 3                 ? 2
+                                                                : 1;
+  uint32_t dq_pendw[4 * (kBf16Held > 0 ? kBf16Held : 1)];
   auto dq_pend_flush = [&] {
     if constexpr (kDqBf16) {
 #pragma unroll
