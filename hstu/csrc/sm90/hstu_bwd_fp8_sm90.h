@@ -122,8 +122,8 @@ constexpr int kFp8BwdFactorsEarly = 536870912;
 // the fp32 kernel's error against the fp64 emulation at a 16K sequence, 1.4x the bf16 emulation's; B16 S16K 0.95x
 // the time sustained, S4K 0.93x).
 constexpr int kFp8BwdDqBf16 = 134217728;
-// Lab variants of session 26's run 4 (as kFp8BwdDqBf16): 1 / none of a tile's 4 bf16 reduce-adds held for the next
-// tile's S^T instead of 2.
+// Lab variants of session 26's run 4 (the default but 1 / none of a tile's 4 bf16 reduce-adds held for the next
+// tile's S^T instead of 2; dev builds only).
 constexpr int kFp8BwdDqBf16Held1 = 268435456;
 constexpr int kFp8BwdDqBf16Held0 = 1073741824;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
@@ -174,9 +174,9 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
                                               kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
-                                              kFp8BwdDqBf16>;
+                                              kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqBf16>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
