@@ -114,9 +114,9 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   if (p.dq_zero != nullptr) {  // the block's rows of the dq workspace (head h)
     if (p.dq_tiled) {  // its 16-row groups (cu_q + 16 b) / 16 + 8 m + k: 16 D contiguous floats per group and head
       const int64_t g0 = (static_cast<int64_t>(start) + 16 * lo) / 16 + 8 * m;
-      const int per = 4 * D;  // float4 per group and head
+      const int per = p.dq_bf16 ? 2 * D : 4 * D;  // float4 per group and head (bf16 groups: half)
       for (int i = threadIdx.x; i < (n + 15) / 16 * per; i += kThreads) {
-        reinterpret_cast<float4*>(p.dq_zero + ((g0 + i / per) * p.heads + h) * 16 * D)[i % per] = zero4;
+        reinterpret_cast<float4*>(p.dq_zero + ((g0 + i / per) * p.heads + h) * 4 * per)[i % per] = zero4;
       }
     } else {
       for (int i = threadIdx.x; i < n * (D / 4); i += kThreads) {
@@ -319,9 +319,22 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
   const int64_t first = 16 * (x - (start + 16 * lo) / 16);  // the group's first row in the sequence
   const int64_t rows = min(int64_t{16}, int64_t{p.cu_seqlens_q[lo + 1]} - start - first);
   if (first < 0 || rows <= 0) return;  // (x below the first sequence's groups, or padding)
-  const float4* src = reinterpret_cast<const float4*>(p.dq_accum) + (x * p.heads + h) * 512;
+  const float4* src = reinterpret_cast<const float4*>(p.dq_accum) + (x * p.heads + h) * (p.dq_bf16 ? 256 : 512);
+  if (p.dq_bf16) {  // uint4 t: float4 32 j + l and 32 (j + 1) + l of the fp32 layout, j = 2 (t % 128 / 32), in bf16
+    const int blk = t / 128, j = 2 * ((t % 128) / 32), l = t % 32;
+    const uint4 raw = __ldcs(reinterpret_cast<const uint4*>(src) + t);
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-  for (int k = 0; k < 2; ++k) {
+    for (int e = 0; e < 2; ++e) {  // (bf16 -> fp32: the bits in the high half)
+      const int c = 64 * blk + 8 * (j + e) + 2 * (l % 4);
+      *reinterpret_cast<float2*>(&tile[(l / 4) * kRow + c]) =
+          make_float2(__uint_as_float(w[2 * e] << 16), __uint_as_float(w[2 * e] & 0xFFFF0000u));
+      *reinterpret_cast<float2*>(&tile[(l / 4 + 8) * kRow + c]) =
+          make_float2(__uint_as_float(w[2 * e + 1] << 16), __uint_as_float(w[2 * e + 1] & 0xFFFF0000u));
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < (p.dq_bf16 ? 0 : 2); ++k) {
     const int i = t + 256 * k;  // float4 index in the group's 2 x 256
     const int blk = i / 256, j = (i % 256) / 32, l = i % 32;
     const float4 v = __ldcs(src + i);

@@ -53,6 +53,7 @@ struct HstuFp8BwdPrepassParams {
   // hstu_fp8_bwd_dq_tiled_floats that hold the sequences' rows (the rest is never read).
   float* dq_zero;
   int dq_tiled;
+  int dq_bf16;  // with dq_tiled: the groups in bf16 (kFp8BwdDqBf16: half the bytes per group and head)
 };
 
 // Launches the two pre-pass kernels (dO quantization with dO^T, then Q^T and K^T) on `stream`.
@@ -71,6 +72,8 @@ struct HstuFp8BwdFinishParams {
   const int* cu_seqlens_k;  // (batch + 1), the validated copy
   const int* cu_seqlens_q;  // (batch + 1), the validated copy (dq_tiled)
   int batch, heads, head_dim, out_half, dq_tiled;
+  int dq_bf16;  // with dq_tiled: dq_accum's groups in bf16 (kFp8BwdDqBf16), uint4 i of a group and head holding the
+                // values of the fp32 layout's float4 2 (i % 128 / 32) 32 + i % 32 and the next 32 (block i / 128)
   int64_t total_q, total_k;
 };
 cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t stream);

@@ -578,6 +578,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag,
               " with options ", options);
   const bool dq_tiled = ((variant ^ kFp8BwdDefault) & kFp8BwdDqRedV4) != 0;  // (the kernel's features: diag ^ default)
+  const bool dq_bf16 = dq_tiled && ((variant ^ kFp8BwdDefault) & kFp8BwdDqBf16) != 0;  // (its workspace in bf16)
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   ACCEL_CHECK(q.dim() == 3 && q.size(2) == 128, "q: expected head dim 128 for the FP8 backward kernel, got ",
               accel::shape_str(q));
@@ -597,7 +598,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   ACCEL_CHECK(f.q_cols < (int64_t{1} << 31) && f.k_cols < (int64_t{1} << 31),
               "q/k: expected fewer than 2^31 rows (and rows + 48 B columns) for the FP8 backward");
   // One workspace for what the call keeps internal (each allocation costs host time that short calls pay as GPU idle
-  // time): dq_accum (fp32, zeroed by the pre-pass), the pre-pass's outputs, the checked descale copies; 256-byte
+  // time): dq_accum (fp32, or bf16 with kFp8BwdDqBf16; zeroed by the pre-pass), the pre-pass's outputs, the checked descale copies; 256-byte
   // aligned regions.
   int64_t bytes = 0;
   auto region = [&](int64_t n) {
@@ -621,6 +622,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   for (int i = 0; i < 3; ++i) chk.out[i] = reinterpret_cast<float*>(w + o_sc[i]);
   pre.dq_zero = reinterpret_cast<float*>(w + o_dq);  // zeroed by the pre-pass's quantization blocks (no fill)
   pre.dq_tiled = dq_tiled ? 1 : 0;
+  pre.dq_bf16 = dq_bf16 ? 1 : 0;
   cudaStream_t s = stream_of(q);
   // Launch order: the two single-block checks first, then the pre-pass, the kernel and the finishing pass (plain
   // launches: programmatic dependent ones measured no faster, docs/hstu_kernel_notes.md)
@@ -656,6 +658,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   fin.cu_seqlens_k = p.cu_seqlens_k;  // (the validated copies)
   fin.cu_seqlens_q = p.cu_seqlens_q;
   fin.dq_tiled = dq_tiled ? 1 : 0;
+  fin.dq_bf16 = dq_bf16 ? 1 : 0;
   fin.batch = static_cast<int>(B);
   fin.heads = static_cast<int>(H);
   fin.head_dim = static_cast<int>(D);

@@ -27,7 +27,8 @@ struct HstuFp8BwdParams {
   int out_half;      // 1: dk / dv float16, 0: bfloat16
   int64_t total_k;
   float* dq_accum;   // fp32, zeroed: (total_q, H, D) (bulk tensor reduce-adds), or with kFp8BwdDqRedV4 the
-                     // fragment-ordered groups of hstu_fp8_bwd_dq_tiled_floats
+                     // fragment-ordered groups of hstu_fp8_bwd_dq_tiled_floats (in bf16 with kFp8BwdDqBf16, the
+                     // default: half of them)
   int diag;          // the kernel variant (the op's diag; Fp8BwdDiagBuilt): 0 the default
   int lpt_pairs;     // kFp8BwdLptGroups: (batch, head) pairs per group of the grid (hstu_fp8_bwd_lpt_pairs)
 };
@@ -113,11 +114,24 @@ constexpr int kFp8BwdRedNextWide = 67108864;
 // behind the reduce-adds, and ptxas placed the R2UR that waits for it between dP^T's wgmmas (the top stall line, 4 %
 // of the samples at B16 S4K, ncu of main df4a8c3's default; docs/hstu_kernel_notes.md, session 23).
 constexpr int kFp8BwdFactorsEarly = 536870912;
+// Not timing-only (dq rounded differently, within the tests' error rule, docs/hstu_kernel_notes.md, session 26):
+// with kFp8BwdDqRedV4, dQ of a tile rounded to bf16 and reduce-added in bf16 (red.global.add.noftz.v4.bf16x2, 16
+// bytes = 8 values per instruction: 4 per thread and tile instead of 8, half the 34.6 GB of L2 reduce traffic at B16
+// S16K) into a bf16 workspace of the same fragment order (hstu_fp8_bwd_dq_tiled_floats / 2 floats); the zeroing and
+// the finishing pass move half the bytes. A row's dq is the bf16 sum of its key blocks' bf16 partials (measured: 4.7x
+// the fp32 kernel's error against the fp64 emulation at a 16K sequence, 1.4x the bf16 emulation's; B16 S16K 0.95x
+// the time sustained, S4K 0.93x).
+constexpr int kFp8BwdDqBf16 = 134217728;
+// Lab variants of session 26's run 4 (the default but 1 / none of a tile's 4 bf16 reduce-adds held for the next
+// tile's S^T instead of 2; dev builds only).
+constexpr int kFp8BwdDqBf16Held1 = 268435456;
+constexpr int kFp8BwdDqBf16Held0 = 1073741824;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
                                kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep | kFp8BwdFullNext |
-                               kFp8BwdWgUniform | kFp8BwdRedNext | kFp8BwdRedNextWide | kFp8BwdFactorsEarly;
+                               kFp8BwdWgUniform | kFp8BwdRedNext | kFp8BwdRedNextWide | kFp8BwdFactorsEarly |
+                               kFp8BwdDqBf16;
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
@@ -133,19 +147,19 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 // The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
-// bit 59 toggles kFp8BwdFactorsEarly (off: main df4a8c3's kernel); bit 60 free.
-constexpr int64_t kOptFp8BwdFactorsEarly = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFactorsEarly;
-constexpr int fp8_bwd_option_diag(int64_t options) {
-  return (options & kOptFp8BwdFactorsEarly) ? kFp8BwdFactorsEarly : 0;
-}
+// bit 59 main_kernel toggles kFp8BwdDqBf16 (off: main 98f618f's kernel, dQ reduce-added in fp32); bit 60 free.
+constexpr int64_t kOptFp8BwdMainKernel = int64_t{1} << 59;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel;
+constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdMainKernel) ? kFp8BwdDqBf16 : 0; }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default only; the timing-only and older feature variants (the phase split, tools/hstu_dev/fp8_bwd_split.py;
-// kFp8BwdFullNext: the default without it, main 95270e5's kernel; kFp8BwdWgUniform | kFp8BwdRedNext: main 708f92a's
-// kernel; kFp8BwdRedNext: the default without it; kFp8BwdRedNextWide: main 37b3e7d's kernel; kFp8BwdFactorsEarly: main
-// df4a8c3's, also the product's option bit 59) only in builds with HSTU_DEV_VARIANTS (--define hstu_dev=1).
+// default and kFp8BwdDqBf16 (main 98f618f's kernel, the option bit 59); the timing-only and older feature variants
+// (the phase split, tools/hstu_dev/fp8_bwd_split.py; kFp8BwdFullNext: the default without it, main 95270e5's kernel
+// but for the bf16 dQ (since session 26 every older kernel here with kFp8BwdDqRedV4 on adds dQ in bf16);
+// kFp8BwdWgUniform | kFp8BwdRedNext: main 708f92a's kernel; kFp8BwdRedNext: the default without it;
+// kFp8BwdRedNextWide: main 37b3e7d's kernel; kFp8BwdFactorsEarly: main df4a8c3's) only in builds with
+// HSTU_DEV_VARIANTS (--define hstu_dev=1).
 #ifdef HSTU_DEV_VARIANTS
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
                                               kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
@@ -159,9 +173,10 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
-                                              kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload>;
+                                              kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
+                                              kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdFactorsEarly>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqBf16>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -41,8 +41,9 @@
 // ones). kFp8BwdLptGroups: the 1-D grid of pair groups, key block 0 first. kFp8BwdFullNext: tile i + 1's full-tile
 // test in iteration i. kFp8BwdWgUniform: the warpgroup / warp index warp-uniform for ptxas (uniform wgmma
 // descriptors). kFp8BwdRedNext: the last 2 (kFp8BwdRedNextWide: 3) of a tile's dQ reduce-adds issued under the next
-// tile's S^T. kFp8BwdFactorsEarly: the tile's q / dO factor words read before its GEMMs' issue. All measured in
-// docs/hstu_kernel_notes.md.
+// tile's S^T. kFp8BwdFactorsEarly: the tile's q / dO factor words read before its GEMMs' issue. kFp8BwdDqBf16: dQ
+// rounded to bf16 and reduce-added in bf16 (4 red.v4.bf16x2 per thread and tile) into a bf16 workspace. All measured
+// in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
@@ -260,6 +261,17 @@ __device__ __forceinline__ void ld_shared_v4_f32(uint32_t addr, float& x, float&
 __device__ __forceinline__ void red_add_v4(float* a, float x, float y, float z, float w) {
   asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
 }
+// kFp8BwdDqBf16: (hi, lo) rounded to nearest-even bf16 and packed (lo in the low half), and one 16-byte reduce-add of
+// 8 bf16 values in the L2 (4 packed words).
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+__device__ __forceinline__ void red_add_v4_bf16x2(float* a, uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
+  asm volatile("red.global.add.noftz.v4.bf16x2 [%0], {%1, %2, %3, %4};\n" ::"l"(a), "r"(x), "r"(y), "r"(z), "r"(w)
+               : "memory");
+}
 
 __device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
@@ -332,6 +344,10 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kFullNext = (kDiag & kFp8BwdFullNext) != 0;
   constexpr bool kWgUniform = (kDiag & kFp8BwdWgUniform) != 0;
   constexpr bool kRedNext = (kDiag & kFp8BwdRedNext) != 0 && kDqRed && kRedKeep;
+  // kFp8BwdDqBf16: dQ reduce-added in bf16 (4 red.v4.bf16x2 of 8 values per thread and tile instead of 8
+  // red.v4.f32 of 4): each group and head 4 KB in the same order (float view: 512 per group and head)
+  constexpr bool kDqBf16 = (kDiag & kFp8BwdDqBf16) != 0 && kDqRed;
+  constexpr int kDqGroupFloats = kDqBf16 ? 1024 : 2048;  // float view per group and head
   constexpr bool kFactorsEarly = (kDiag & kFp8BwdFactorsEarly) != 0 && kPrefetch;
 
   const int tid = threadIdx.x;
@@ -452,7 +468,7 @@ __global__ void __launch_bounds__(384, 1)
   // kFp8BwdRedKeep: the address registers of the last dQ reduce-adds, kept live until the next ones: a reduce-add
   // holds its source registers until the LSU has taken them (long scoreboard under the L2's load), and without this
   // the loop top's first write reused them (the tile map's shared load: 7 % of the stall samples at S16K)
-  float* red_keep = f.dq_accum + (h * 2 + wg) * 1024 + 4 * lane;  // (group red_g's)
+  float* red_keep = f.dq_accum + (h * 2 + wg) * (kDqGroupFloats / 2) + 4 * lane;  // (group red_g's)
   int64_t red_g = 0;
   uint32_t da_keep[2][4] = {};  // kSpecQ: the previous tile's e4m3 dS' / ug_prev (tile -1: zeros)
   // Shared-memory addresses computed where used, behind an opaque copy: otherwise the loop's wgmma descriptors are
@@ -508,24 +524,53 @@ __global__ void __launch_bounds__(384, 1)
   // of that tile's reduce-adds)
   constexpr int kRedNextHeld = (kDiag & kFp8BwdRedNextWide) != 0 ? 3 : 2;
   float dq_pend[4 * kRedNextHeld];
+  // kDqBf16: the last kBf16Held of the 4 bf16 reduce-adds held, as packed words (8 registers for 2; 3 held measured
+  // slower, session 26; lab bits kFp8BwdDqBf16Held1 / Held0: 1 / none)
+  constexpr int kBf16Held = (kDiag & kFp8BwdDqBf16Held0) != 0   ? 0
+                            : (kDiag & kFp8BwdDqBf16Held1) != 0 ? 1
+                            : kRedNextHeld >= 3                 ? 2
+                                                                : 1;
+  uint32_t dq_pendw[4 * (kBf16Held > 0 ? kBf16Held : 1)];
   auto dq_pend_flush = [&] {
+    if constexpr (kDqBf16) {
 #pragma unroll
-    for (int j = 0; j < kRedNextHeld; ++j) {
-      red_add_v4(red_keep + 128 * (8 - kRedNextHeld + j), dq_pend[4 * j], dq_pend[4 * j + 1], dq_pend[4 * j + 2],
-                 dq_pend[4 * j + 3]);
+      for (int j = 0; j < kBf16Held; ++j) {
+        red_add_v4_bf16x2(red_keep + 128 * (4 - kBf16Held + j), dq_pendw[4 * j], dq_pendw[4 * j + 1],
+                          dq_pendw[4 * j + 2], dq_pendw[4 * j + 3]);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kRedNextHeld; ++j) {
+        red_add_v4(red_keep + 128 * (8 - kRedNextHeld + j), dq_pend[4 * j], dq_pend[4 * j + 1], dq_pend[4 * j + 2],
+                   dq_pend[4 * j + 3]);
+      }
     }
   };
   auto dq_stage = [&](const float(&acc)[32], int t, float scale, bool flush, bool defer) {
     if constexpr (kDqRed) {  // fragment order: this warp's 16 rows are one group, its 64 columns block wg
       const int64_t g = dq_group_index(sq.q_start, b, tile_m0(t)) + warp;
-      float* a = f.dq_accum + ((g * p.heads + h) * 2 + wg) * 1024 + 4 * lane;
+      float* a = f.dq_accum + ((g * p.heads + h) * 2 + wg) * (kDqGroupFloats / 2) + 4 * lane;
       if constexpr (kRedKeep) {  // the address from the previous one (so that it stays live until here)
-        a = red_keep + (g - red_g) * (int64_t{p.heads} * 2048);
+        a = red_keep + (g - red_g) * (int64_t{p.heads} * kDqGroupFloats);
         red_keep = a;
         red_g = g;
       }
+      if constexpr (kDqBf16) {  // instruction j: the values of float4 2 j and 2 j + 1, 16 bytes at a + 128 j floats
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
+        for (int j = 0; j < 4; ++j) {
+          uint32_t w[4];
+#pragma unroll
+          for (int c = 0; c < 4; ++c) w[c] = pack_bf16x2(acc[8 * j + 2 * c] * scale, acc[8 * j + 2 * c + 1] * scale);
+          if (kRedNext && defer && j >= 4 - kBf16Held) {
+#pragma unroll
+            for (int c = 0; c < 4; ++c) dq_pendw[4 * (j - 4 + kBf16Held) + c] = w[c];
+          } else {
+            red_add_v4_bf16x2(a + 128 * j, w[0], w[1], w[2], w[3]);
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < (kDqBf16 ? 0 : 8); ++j) {
         if (kRedNext && defer && j >= 8 - kRedNextHeld) {
 #pragma unroll
           for (int c = 0; c < 4; ++c) dq_pend[4 * (j - 8 + kRedNextHeld) + c] = acc[4 * j + c] * scale;
