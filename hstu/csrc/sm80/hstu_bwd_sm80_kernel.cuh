@@ -907,8 +907,10 @@ constexpr int kBwdSm80TailCfg = 7;
 // +0.9 %).
 template <int D>
 constexpr int kBwdPdsTailFirst = D == 64 || D == 256 ? kPdsTailBlocksFirst : 0;
-constexpr int kBwdSm80LastCfg = 8;
-static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
+// 9 (bf16, sm_90+, calls without contexts): the default's loop (either grid order) with dK / dV stored through
+// shared memory (kPdsSmemEpilogue), for comparisons.
+constexpr int kBwdSm80SmemEpiCfg = 9;
+constexpr int kBwdSm80LastCfg = 9;
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
 // first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
@@ -974,6 +976,25 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         } else {
           return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
                                                     kPdsHeadsFirst | kTail>(p, max_smem, stream);
+        }
+      }
+      case kBwdSm80SmemEpiCfg: {
+        bool sm90 = false;
+        err = bwd_sm80_sm90_class(sm90);
+        if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
+        if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+        constexpr int kEpi = kPdsSmemEpilogue;
+        if constexpr (D == 256) {
+          return bwd_sm80_heads_first<D>(p)
+                     ? launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst | kBwdPdsTailFirst<D> |
+                                                           kEpi>(p, max_smem, stream)
+                     : launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kEpi>(p, max_smem, stream);
+        } else {
+          constexpr int kBody = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kEpi;
+          return bwd_sm80_heads_first<D>(p)
+                     ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
+                                                                                                     stream)
+                     : launch_hstu_bwd_pds<T, D, 3, 8, kBody>(p, max_smem, stream);
         }
       }
       default:
