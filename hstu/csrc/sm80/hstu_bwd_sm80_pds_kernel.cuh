@@ -101,12 +101,14 @@ constexpr int kPdsLeanCopies = 128;
 // rows in K's swizzled layout, then 16-byte stores of whole rows (a warp 512 contiguous bytes), instead of 4-byte
 // stores in fragment order (8 rows x 16 bytes a warp instruction: ~4,100 L1 store transactions a 128 x 128 block,
 // 5.0 of a key block's 8.5 us of fixed SM time on an H200 at D = 128). sm_90 code writes the fragments with
-// stmatrix (a quarter of the st.shared instructions).
+// stmatrix (a quarter of the st.shared instructions). The default of the sm_90+ one-barrier loops (D = 64 / 128:
+// kBwdPdsDefaultFlags; D = 256: kBwdPdsD256OneBar), measured there (docs/hstu_kernel_notes.md).
 constexpr int kPdsSmemEpilogue = 512;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
-constexpr int kBwdPdsDefaultFlags = STAGES == 3 && D == 64 ? kPdsSplitCopies : 0;
+constexpr int kBwdPdsDefaultFlags =
+    (STAGES == 3 && D == 64 ? kPdsSplitCopies : 0) | (STAGES == 3 ? kPdsSmemEpilogue : 0);
 
 // STAGES = 3 (kOneBar, below): three Q / dO stages and two P / dS buffers; mbar (kPdsMbarCopies): two P / dS buffers
 // and two mbarriers behind them.
