@@ -30,10 +30,9 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-LOOP_CFGS = (1, 2, 3, 7, 9, 10)
+LOOP_CFGS = (1, 2, 3, 7, 9)
 TAIL_CFG = 7  # (kBwdSm80TailCfg: the heads-first kernels with the other choice of kPdsTailBlocksFirst, 256)
 EPI_CFG = 9  # (kBwdSm80SmemEpiCfg: the default's loop without kPdsSmemEpilogue, 512: dK / dV in fragment order)
-BULK_CFG = 10  # (kBwdSm80BulkEpiCfg: the default's loop with kPdsBulkEpilogue, 1024: a cp.async.bulk a row)
 MBAR_CFGS = (6,)  # (D = 256)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; the one-barrier
 # loops' flags: kPdsSmemEpilogue 512, at D = 64 kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
@@ -44,7 +43,6 @@ _HEADS_FIRST = 32
 _MBAR, _LEAN = 64, 128  # kPdsMbarCopies, kPdsLeanCopies
 _TAIL = 256  # kPdsTailBlocksFirst
 _TAIL_DEFAULT = {64: _TAIL, 128: 0, 256: _TAIL}  # kBwdPdsTailFirst
-_BULK = 1024  # kPdsBulkEpilogue
 
 
 def loop_cfgs(D):
@@ -74,11 +72,10 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     heads-first kernel with the other choice of kPdsTailBlocksFirst (batch first: the default's). D = 256: the
     default the two-stage body kernel with kPdsMbarCopies | kPdsLeanCopies, cfg 1 the two-stage two-barrier kernel,
     cfg 6 (bf16) kPdsMbarCopies alone. The one-barrier loops with kPdsSmemEpilogue, cfg 9 (bf16) the default's body
-    kernel without it, cfg 10 (bf16) with kPdsBulkEpilogue."""
+    kernel without it."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     bf16 = dtype == torch.bfloat16
     no_epi = cfg == EPI_CFG and bf16
-    bulk = _BULK if cfg == BULK_CFG and bf16 else 0
     tail = _TAIL_DEFAULT.get(D, 0) ^ (_TAIL if cfg == TAIL_CFG and bf16 else 0)
     if D == 256 and mbar_fits():  # (224 KB, Hopper)
         first = (max_seqlen_k <= 2048) != (cfg == 3)
@@ -88,7 +85,7 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
             return f"hstu_bwd_pds_kernel<{t}, 256, 2, 8>(hstu::HstuParams)"
         lean = 0 if cfg == 6 and bf16 else _LEAN
         body = 10 | _MBAR | lean | (_HEADS_FIRST | (0 if cfg == 6 and bf16 else tail) if first else 0)
-        body |= (0 if no_epi else _EPI) | bulk
+        body |= 0 if no_epi else _EPI
         return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {body}>(hstu::HstuParams, int)"
     if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
@@ -97,10 +94,10 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D] | _EPI}>(hstu::HstuParams, int)"
     if (max_seqlen_k <= 2048) != (cfg == 3):
-        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail | bulk) & ~(_EPI if no_epi else 0)
+        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail) & ~(_EPI if no_epi else 0)
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
-    if no_epi or bulk:
-        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | bulk) & ~(_EPI if no_epi else 0)
+    if no_epi:
+        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D]) & ~_EPI
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
     return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
@@ -220,11 +217,11 @@ def test_sm80_backward_tail_blocks_first(D, mask, rab_heads, delta_q, kernel_opt
 @pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True)])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_smem_epilogue(D, mask, rab_heads, delta_q, kernel_opts):
-    """The default's loop (dK / dV through shared memory, 16-byte row stores), cfg 9 (bf16: the same loop with dK / dV
-    stored in fragment order) and cfg 10 (bf16: a cp.async.bulk a row) in both grid orders (jagged sequences of 0-700
-    keys heads first; with one of 2,200 keys batch first), key blocks cut by a sequence's end at every row count class
-    (1, 63, 64, 65, 127, 128, 129 keys): the error rule against the fp32 reference (gradients poisoned), the cfg's
-    kernel, and the same dK, dV and drab bit for bit (the same sums, another store path), dQ up to the atomics' order."""
+    """The default's loop (dK / dV through shared memory, 16-byte row stores) and cfg 9 (bf16: the same loop with dK /
+    dV stored in fragment order) in both grid orders (jagged sequences of 0-700 keys heads first; with one of 2,200
+    keys batch first), key blocks cut by a sequence's end at every row count class (1, 63, 64, 65, 127, 128, 129
+    keys): the error rule against the fp32 reference (gradients poisoned), the cfg's kernel, and the same dK, dV and
+    drab bit for bit (the same sums, another store path), dQ up to the atomics' order."""
     rng = random.Random(zlib.crc32(repr(("epi", D, mask)).encode()))
     for lk in ([0, 1, 63, 64, 65, 127, 128, 129, 700] + [rng.randint(0, 700) for _ in range(11)],
                [2200, 1, 65, 129, 0, 300]):
@@ -232,7 +229,7 @@ def test_sm80_backward_smem_epilogue(D, mask, rab_heads, delta_q, kernel_opts):
                             torch.bfloat16, mask, rab_heads, delta_q=delta_q)
         dout = torch.randn_like(case["q"])
         grads = {}
-        for cfg in (0, EPI_CFG, BULK_CFG):
+        for cfg in (0, EPI_CFG):
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             kg.check_case(case, 0.5)
             grads[cfg] = _grads(case, dout)
@@ -240,12 +237,11 @@ def test_sm80_backward_smem_epilogue(D, mask, rab_heads, delta_q, kernel_opts):
             names = _bwd_kernels(case)
             want = loop_kernel(D, cfg, max_seqlen_k=case["max_seqlen_k"])
             assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (cfg, names, want)
-        for cfg in (EPI_CFG, BULK_CFG):
-            for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[0])):
-                if i == 0:
-                    kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={cfg} vs the default")
-                else:
-                    assert torch.equal(g, w), (cfg, len(lk), name)
+        for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[EPI_CFG], grads[0])):
+            if i == 0:
+                kg.assert_agree((name,), [g], [w], "bwd_sm80_cfg=9 vs the default")
+            else:
+                assert torch.equal(g, w), (len(lk), name)
 
 
 @pytest.mark.parametrize("D", [32, 64, 128, 256])

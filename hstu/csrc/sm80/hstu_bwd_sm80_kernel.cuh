@@ -910,10 +910,7 @@ constexpr int kBwdPdsTailFirst = D == 64 || D == 256 ? kPdsTailBlocksFirst : 0;
 // 9 (bf16, sm_90+, calls without contexts): the default's loop (either grid order) with dK / dV stored in fragment
 // order (without kPdsSmemEpilogue), for comparisons.
 constexpr int kBwdSm80SmemEpiCfg = 9;
-// 10 (bf16, sm_90+, calls without contexts): the default's loop with each dK / dV row sent by one cp.async.bulk
-// (kPdsBulkEpilogue), for comparisons.
-constexpr int kBwdSm80BulkEpiCfg = 10;
-constexpr int kBwdSm80LastCfg = 10;
+constexpr int kBwdSm80LastCfg = 9;
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
 // first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
@@ -981,26 +978,11 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
                                                     kPdsHeadsFirst | kTail>(p, max_smem, stream);
         }
       }
-      case kBwdSm80SmemEpiCfg:
-      case kBwdSm80BulkEpiCfg: {
+      case kBwdSm80SmemEpiCfg: {
         bool sm90 = false;
         err = bwd_sm80_sm90_class(sm90);
         if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
         if (p.num_contexts != nullptr) return cudaErrorNotSupported;
-        if (cfg == kBwdSm80BulkEpiCfg) {
-          if constexpr (D == 256) {
-            return bwd_sm80_heads_first<D>(p)
-                       ? launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsBulkEpilogue | kPdsHeadsFirst |
-                                                             kBwdPdsTailFirst<D>>(p, max_smem, stream)
-                       : launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsBulkEpilogue>(p, max_smem, stream);
-          } else {
-            constexpr int kBody = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsBulkEpilogue;
-            return bwd_sm80_heads_first<D>(p)
-                       ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
-                                                                                                       stream)
-                       : launch_hstu_bwd_pds<T, D, 3, 8, kBody>(p, max_smem, stream);
-          }
-        }
         constexpr int kNoEpi = ~kPdsSmemEpilogue;
         if constexpr (D == 256) {
           constexpr int kBody = kBwdPdsD256OneBar & kNoEpi;

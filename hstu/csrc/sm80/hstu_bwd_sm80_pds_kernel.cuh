@@ -104,10 +104,6 @@ constexpr int kPdsLeanCopies = 128;
 // stmatrix (a quarter of the st.shared instructions). The default of the sm_90+ one-barrier loops (D = 64 / 128:
 // kBwdPdsDefaultFlags; D = 256: kBwdPdsD256OneBar), measured there (docs/hstu_kernel_notes.md).
 constexpr int kPdsSmemEpilogue = 512;
-// A flag on BODY with kPdsSmemEpilogue (sm_90+ code): the rows written unswizzled, D * 2 + 16 bytes apart (stmatrix
-// without bank conflicts), from K's buffer on over V's and the first Q / dO stage, and each row sent to global memory
-// by one cp.async.bulk (the copy engine reads shared memory: no ld.shared / st.global by the warps).
-constexpr int kPdsBulkEpilogue = 1024;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -300,7 +296,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
-                                 kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsBulkEpilogue);
+                                 kPdsTailBlocksFirst | kPdsSmemEpilogue);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -966,46 +962,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   const int rows_store = min(BN, si.lk_alloc - n0);
   T* dkg = static_cast<T*>(p.dk) + (int64_t)(si.k_start + n0) * p.dk_row_stride + h * p.dk_head_stride;
   T* dvg = static_cast<T*>(p.dv) + (int64_t)(si.k_start + n0) * p.dv_row_stride + h * p.dv_head_stride;
-  static_assert((BODY & kPdsBulkEpilogue) == 0 || (BODY & kPdsSmemEpilogue) != 0, "bulk: with the smem epilogue");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr ((BODY & kPdsBulkEpilogue) != 0) {
-    constexpr uint32_t RS = D * 2 + 16;  // (rows 16 bytes apart mod 128: the 8 rows of a stmatrix hit 8 bank groups)
-    static_assert(2 * BN * RS <= 2 * BN * D * 2 + kStageBytes, "dK, dV rows within K, V and the first stage");
-    __syncthreads();  // every warp is done with K, V and the last tile's stage
-    const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-    const uint32_t tS = (k_n + ((ln / 8) % 2) * 8 + ln % 8) * RS + (k_d + (ln / 16) * 8) * 2;
-    auto st_rows = [&](const uint32_t base, const float (&acc)[KMT][KNT][4], const float scale) {
-#pragma unroll
-      for (int mt = 0; mt < KMT; ++mt)
-#pragma unroll
-        for (int dt = 0; dt < KNT; dt += 2)
-          asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                           base + tS + mt * 16 * RS + dt * 16),
-                       "r"(pack2<T>(acc[mt][dt][0] * scale, acc[mt][dt][1] * scale)),
-                       "r"(pack2<T>(acc[mt][dt][2] * scale, acc[mt][dt][3] * scale)),
-                       "r"(pack2<T>(acc[mt][dt + 1][0] * scale, acc[mt][dt + 1][1] * scale)),
-                       "r"(pack2<T>(acc[mt][dt + 1][2] * scale, acc[mt][dt + 1][3] * scale))
-                       : "memory");
-    };
-    st_rows(sK, acc_dk, 1.f);
-    st_rows(sK + BN * RS, acc_dv, p.inv_scaling);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // (the copy engine reads what stmatrix wrote)
-    __syncthreads();
-#pragma unroll
-    for (int i = tid; i < 2 * BN; i += NT) {  // row i % BN of dK (i < BN) or dV
-      const int row = i % BN;
-      if (row < rows_store) {
-        T* g = i < BN ? dkg + (int64_t)row * p.dk_row_stride : dvg + (int64_t)row * p.dv_row_stride;
-        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(g), "r"(sK + i * RS),
-                     "r"(D * 2)
-                     : "memory");
-      }
-    }
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // (shared memory stays the CTA's till read)
-    return;
-  }
-#endif
   if constexpr ((BODY & kPdsSmemEpilogue) != 0) {
     // dK into K's buffer, dV into V's (BN x D each, K's swizzled layout), then each thread's 16-byte chunks of rows
     // as load_tile_async copies them in (row r_t + KI i, chunk c_t); the same values as the fragment-order stores.
