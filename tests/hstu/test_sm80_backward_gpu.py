@@ -3,16 +3,16 @@ hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the defa
 block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; at D = 64 the
 next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16, D = 64)
 the one-barrier loop with the copies together, cfg 3 the default kernels in the other grid order (the default: heads
-first up to 2,048 keys, else batch first; heads first at D = 64 / 256 with the grid's last sequences key blocks
-first), cfg 7 (bf16, heads first) the other choice of the last sequences' order. At D = 256 on sm_90+ the default
-has one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies, with
-the lean copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean
-copies. Each meets the error rule of
-test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned), all give the same dK, dV and
-drab bit for bit, and the kernel that runs is the cfg's (other head dims, contexts and GPUs without the shared memory
-run the two-barrier default). Also the default's kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel
-skips the context gap), drab with long contexts, a local window, targets and rab, the key-block limit and the dQ
-workspace layouts."""
+first up to 2,048 keys, else batch first; heads first at D = 64 / 256 with the grid's last sequences key blocks first),
+cfg 7 (bf16, heads first) the other choice of the last sequences' order, cfg 9 (bf16) the one-barrier loops with dK / dV
+stored in fragment order (the default: through shared memory, kPdsSmemEpilogue). At D = 256 on sm_90+ the default has
+one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies, with the lean
+copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean copies. Each
+meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned), all
+give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's (other head dims, contexts and GPUs
+without the shared memory run the two-barrier default). Also the default's kernels for calls with and without contexts
+(hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts, a local window, targets and rab, the key-block
+limit and the dQ workspace layouts."""
 
 import os
 import random

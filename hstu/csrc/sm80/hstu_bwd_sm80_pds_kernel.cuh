@@ -1,6 +1,6 @@
 // HSTU attention backward, sm80-class, FlashAttention-2's warp layout (issue 39): the default sm80-class backward at
 // D = 64 / 128 / 256 (bf16 and fp16) where 8 warps' shared memory fits (launch_hstu_bwd_fitting); its comparisons
-// kernel_options(sm90=False, bwd_sm80_cfg=1 / 2 / 3 / 4 / 5 / 6 / 7).
+// kernel_options(sm90=False, bwd_sm80_cfg=1 / 2 / 3 / 4 / 5 / 6 / 7 / 9).
 //
 // The old default kernel (hstu_bwd_sm80_kernel.cuh) gives each warp 16 key rows for every GEMM, so P^T / dS^T stay in
 // registers but every warp loads the whole Q / dO tile per MMA row (about 0.081 byte of ldmatrix per MMA flop at
