@@ -203,11 +203,11 @@ FWD_SPLIT_SHIFT = 11
 # default's one / two Q / dO stage kernels (bf16), BWD_SM80_CFG_OLD the layouts that were the default before; 3 the
 # default kernels in the other grid order; 6 (bf16, D = 256, sm_90+) the default's one-barrier loop without the lean
 # Q / dO copies; 7 (bf16, sm_90+, heads first) the other order of the grid's last sequences (the default: key blocks
-# first at D = 64 / 256)
+# first at D = 64 / 256); 9 (bf16, sm_90+) the default's loop with dK / dV stored in fragment order
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
-BWD_SM80_CFG_LAST = 8  # kBwdSm80LastCfg
-BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8)
+BWD_SM80_CFG_LAST = 9  # kBwdSm80LastCfg
+BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
 # bits 29-31: the sm80-class forward's tiles: 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS),
 # FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT
 FWD_SM80_CFG_SHIFT = 29
@@ -302,16 +302,18 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     with three Q / dO stages and one block barrier per tile pair (at D = 64 the next tile's Q and dO copies issued
     apart); at D = 256 on sm_90+ for calls without contexts with one block barrier per tile pair and two Q / dO stages
     whose copies complete on an mbarrier per stage, two P / dS buffers (224 KB); where these run heads first at D = 64 /
-    256, the grid's last sequences (about one wave of CTAs) take their key blocks first. 1: those calls with the
-    two-barrier kernels instead. 2 (bf16, D = 64, sm_90+, no contexts): the one-barrier loop with the copies together. 3
-    (no contexts; D = 64 / 128 / 256 on sm_90+, elsewhere D = 256 with two stages): the default kernels in the other
-    grid order (the default: heads first for sequences of at most 2,048 keys, at D = 256 where its kernels fit; else
-    batch first). 4 / 5 (bf16): the default's one / two stage kernel where it fits (two barriers). 6 (bf16, D = 256,
-    sm_90+, no contexts): the default's one-barrier loop without the lean Q / dO copies and full-tile intervals (D =
-    128's, which the default takes there too). 7 (bf16, sm_90+, no contexts, where the default runs heads first): the
-    default's loop with the grid's last sequences in the other order (D = 64 / 256 heads first, D = 128 key blocks
-    first). 8 (``BWD_SM80_CFG_OLD``): the layouts that were the default before (``BwdSm80Config``'s tiles; D = 256 two
-    column chunks). Where a cfg does not apply (fp16, other head dims, a GPU without its shared memory) the default
+    256, the grid's last sequences (about one wave of CTAs) take their key blocks first; these loops store dK / dV
+    through shared memory (whole rows). 1: those calls with the two-barrier kernels instead. 2 (bf16, D = 64, sm_90+, no
+    contexts): the one-barrier loop with the copies together. 3 (no contexts; D = 64 / 128 / 256 on sm_90+, elsewhere D
+    = 256 with two stages): the default kernels in the other grid order (the default: heads first for sequences of at
+    most 2,048 keys, at D = 256 where its kernels fit; else batch first). 4 / 5 (bf16): the default's one / two stage
+    kernel where it fits (two barriers). 6 (bf16, D = 256, sm_90+, no contexts): the default's one-barrier loop without
+    the lean Q / dO copies and full-tile intervals (D = 128's, which the default takes there too). 7 (bf16, sm_90+, no
+    contexts, where the default runs heads first): the default's loop with the grid's last sequences in the other order
+    (D = 64 / 256 heads first, D = 128 key blocks first). 8 (``BWD_SM80_CFG_OLD``): the layouts that were the default
+    before (``BwdSm80Config``'s tiles; D = 256 two column chunks). 9 (bf16, sm_90+, no contexts): the default's loop
+    with dK / dV stored in fragment order (4 bytes a thread and store) instead of through shared memory (whole rows, 16
+    bytes a thread). Where a cfg does not apply (fp16, other head dims, a GPU without its shared memory) the default
     runs. Measured on an H200: docs/hstu_kernel_notes.md.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
     without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows; 128 x 64 tiles, D = 64

@@ -530,17 +530,18 @@ def _sm80_old_kernel(D):
 def _sm80_default_kernel(D, dtype, max_seqlen_k):
     """The sm80-class backward's default kernel at D = 128 / 256 on this GPU (calls without contexts): FA2's warp
     layout, at D = 128 on sm_90+ with three Q / dO stages and one barrier per tile pair where they fit (224 KB; up to
-    2,048 keys in the grid order heads first: the body kernel with kPdsHeadsFirst), at D = 256 on sm_90+ one barrier
-    per tile pair with two Q / dO stages on mbarriers (224 KB), else two Q / dO stages where they fit (bwd_sm80_cfg 5's kernel; at D = 256 up to 2,048 keys heads first), else one (4's), else the old layouts."""
+    2,048 keys in the grid order heads first: the body kernel with kPdsHeadsFirst; both with kPdsSmemEpilogue), at D =
+    256 on sm_90+ one barrier per tile pair with two Q / dO stages on mbarriers (224 KB), else two Q / dO stages where
+    they fit (bwd_sm80_cfg 5's kernel; at D = 256 up to 2,048 keys heads first), else one (4's), else the old layouts."""
     ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     if D == 128 and torch.cuda.get_device_capability(0)[0] >= 9 and _candidate_fits(229376):
         if max_seqlen_k <= 2048:
-            return f"pds_body_kernel<{ctype}, 128, 3, 8, 39>"
+            return f"pds_body_kernel<{ctype}, 128, 3, 8, 551>"
         return f"pds_kernel<{ctype}, 128, 3, 8>"
     if D == 256 and torch.cuda.get_device_capability(0)[0] >= 9 and _candidate_fits(229392):
-        # one barrier per tile pair, two Q / dO stages on mbarriers, the lean copies (kPdsMbarCopies | kPdsLeanCopies;
-        # heads first with kPdsTailBlocksFirst)
-        return f"pds_body_kernel<{ctype}, 256, 2, 8, {490 if max_seqlen_k <= 2048 else 202}>"
+        # one barrier per tile pair, two Q / dO stages on mbarriers, the lean copies, dK / dV through shared memory
+        # (kPdsMbarCopies | kPdsLeanCopies | kPdsSmemEpilogue; heads first with kPdsTailBlocksFirst)
+        return f"pds_body_kernel<{ctype}, 256, 2, 8, {1002 if max_seqlen_k <= 2048 else 714}>"
     if D == 256 and max_seqlen_k <= 2048 and _candidate_fits(_candidate_tile(256, 5, dtype)[1]):
         return f"pds_body_kernel<{ctype}, 256, 2, 8, 42>"
     for cfg in (5, 4):

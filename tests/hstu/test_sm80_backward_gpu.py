@@ -3,16 +3,16 @@ hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the defa
 block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; at D = 64 the
 next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16, D = 64)
 the one-barrier loop with the copies together, cfg 3 the default kernels in the other grid order (the default: heads
-first up to 2,048 keys, else batch first; heads first at D = 64 / 256 with the grid's last sequences key blocks
-first), cfg 7 (bf16, heads first) the other choice of the last sequences' order. At D = 256 on sm_90+ the default
-has one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies, with
-the lean copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean
-copies. Each meets the error rule of
-test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned), all give the same dK, dV and
-drab bit for bit, and the kernel that runs is the cfg's (other head dims, contexts and GPUs without the shared memory
-run the two-barrier default). Also the default's kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel
-skips the context gap), drab with long contexts, a local window, targets and rab, the key-block limit and the dQ
-workspace layouts."""
+first up to 2,048 keys, else batch first; heads first at D = 64 / 256 with the grid's last sequences key blocks first),
+cfg 7 (bf16, heads first) the other choice of the last sequences' order, cfg 9 (bf16) the one-barrier loops with dK / dV
+stored in fragment order (the default: through shared memory, kPdsSmemEpilogue). At D = 256 on sm_90+ the default has
+one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies, with the lean
+copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean copies. Each
+meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned), all
+give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's (other head dims, contexts and GPUs
+without the shared memory run the two-barrier default). Also the default's kernels for calls with and without contexts
+(hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts, a local window, targets and rab, the key-block
+limit and the dQ workspace layouts."""
 
 import os
 import random
@@ -30,13 +30,15 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-LOOP_CFGS = (1, 2, 3, 7)
+LOOP_CFGS = (1, 2, 3, 7, 9)
 TAIL_CFG = 7  # (kBwdSm80TailCfg: the heads-first kernels with the other choice of kPdsTailBlocksFirst, 256)
+EPI_CFG = 9  # (kBwdSm80SmemEpiCfg: the default's loop without kPdsSmemEpilogue, 512: dK / dV in fragment order)
 MBAR_CFGS = (6,)  # (D = 256)
-# The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; D = 64's with
-# kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
+# The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; the one-barrier
+# loops' flags: kPdsSmemEpilogue 512, at D = 64 kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
+_EPI = 512  # kPdsSmemEpilogue
 _DEFAULT_BODY = {64: 10, 128: 7}
-_DEFAULT_FLAGS = {64: 16, 128: 0}
+_DEFAULT_FLAGS = {64: 16 | _EPI, 128: _EPI}
 _HEADS_FIRST = 32
 _MBAR, _LEAN = 64, 128  # kPdsMbarCopies, kPdsLeanCopies
 _TAIL = 256  # kPdsTailBlocksFirst
@@ -69,9 +71,11 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     kPdsHeadsFirst, at D = 64 / 256 | kPdsTailBlocksFirst), else batch first; cfg 3 the other one; cfg 7 (bf16) the
     heads-first kernel with the other choice of kPdsTailBlocksFirst (batch first: the default's). D = 256: the
     default the two-stage body kernel with kPdsMbarCopies | kPdsLeanCopies, cfg 1 the two-stage two-barrier kernel,
-    cfg 6 (bf16) kPdsMbarCopies alone."""
+    cfg 6 (bf16) kPdsMbarCopies alone. The one-barrier loops with kPdsSmemEpilogue, cfg 9 (bf16) the default's body
+    kernel without it."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     bf16 = dtype == torch.bfloat16
+    no_epi = cfg == EPI_CFG and bf16
     tail = _TAIL_DEFAULT.get(D, 0) ^ (_TAIL if cfg == TAIL_CFG and bf16 else 0)
     if D == 256 and mbar_fits():  # (224 KB, Hopper)
         first = (max_seqlen_k <= 2048) != (cfg == 3)
@@ -81,15 +85,19 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
             return f"hstu_bwd_pds_kernel<{t}, 256, 2, 8>(hstu::HstuParams)"
         lean = 0 if cfg == 6 and bf16 else _LEAN
         body = 10 | _MBAR | lean | (_HEADS_FIRST | (0 if cfg == 6 and bf16 else tail) if first else 0)
+        body |= 0 if no_epi else _EPI
         return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {body}>(hstu::HstuParams, int)"
     if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
     if cfg == 1:
         return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
-        return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D]}>(hstu::HstuParams, int)"
+        return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D] | _EPI}>(hstu::HstuParams, int)"
     if (max_seqlen_k <= 2048) != (cfg == 3):
-        body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail
+        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail) & ~(_EPI if no_epi else 0)
+        return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
+    if no_epi:
+        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D]) & ~_EPI
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
     return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
@@ -204,6 +212,36 @@ def test_sm80_backward_tail_blocks_first(D, mask, rab_heads, delta_q, kernel_opt
             kg.assert_agree((name,), [g], [w], "bwd_sm80_cfg=7 vs the default")
         else:
             assert torch.equal(g, w), name
+
+
+@pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True)])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_backward_smem_epilogue(D, mask, rab_heads, delta_q, kernel_opts):
+    """The default's loop (dK / dV through shared memory, 16-byte row stores) and cfg 9 (bf16: the same loop with dK /
+    dV stored in fragment order) in both grid orders (jagged sequences of 0-700 keys heads first; with one of 2,200
+    keys batch first), key blocks cut by a sequence's end at every row count class (1, 63, 64, 65, 127, 128, 129
+    keys): the error rule against the fp32 reference (gradients poisoned), the cfg's kernel, and the same dK, dV and
+    drab bit for bit (the same sums, another store path), dQ up to the atomics' order."""
+    rng = random.Random(zlib.crc32(repr(("epi", D, mask)).encode()))
+    for lk in ([0, 1, 63, 64, 65, 127, 128, 129, 700] + [rng.randint(0, 700) for _ in range(11)],
+               [2200, 1, 65, 129, 0, 300]):
+        case = kg.make_case(zlib.crc32(repr(("epi", D, mask, rab_heads, len(lk))).encode()), lk, 2, D,
+                            torch.bfloat16, mask, rab_heads, delta_q=delta_q)
+        dout = torch.randn_like(case["q"])
+        grads = {}
+        for cfg in (0, EPI_CFG):
+            kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+            kg.check_case(case, 0.5)
+            grads[cfg] = _grads(case, dout)
+            assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
+            names = _bwd_kernels(case)
+            want = loop_kernel(D, cfg, max_seqlen_k=case["max_seqlen_k"])
+            assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (cfg, names, want)
+        for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[EPI_CFG], grads[0])):
+            if i == 0:
+                kg.assert_agree((name,), [g], [w], "bwd_sm80_cfg=9 vs the default")
+            else:
+                assert torch.equal(g, w), (len(lk), name)
 
 
 @pytest.mark.parametrize("D", [32, 64, 128, 256])

@@ -896,8 +896,8 @@ constexpr int kBwdSm80OtherOrderCfg = 3;
 // whose copies complete on mbarriers (kPdsMbarCopies, 224 KB; cfg 1: the two-barrier kernels), with the lean Q / dO
 // copies and full-tile intervals (kPdsLeanCopies); 6 (bf16, the default's grid order) the other form of the two
 // (kBwdPdsD256Alt), for comparisons.
-constexpr int kBwdPdsD256OneBar = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsLeanCopies;
-constexpr int kBwdPdsD256Alt = kPdsLoopFreeDqFirst | kPdsMbarCopies;
+constexpr int kBwdPdsD256OneBar = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsLeanCopies | kPdsSmemEpilogue;
+constexpr int kBwdPdsD256Alt = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsSmemEpilogue;
 constexpr int kBwdSm80MbarCfg = 6;
 // 7 (bf16, calls without contexts, sm_90+, where the default runs heads first): the default's loop with the other
 // choice of kPdsTailBlocksFirst than kBwdPdsTailFirst's, for comparisons.
@@ -907,8 +907,10 @@ constexpr int kBwdSm80TailCfg = 7;
 // +0.9 %).
 template <int D>
 constexpr int kBwdPdsTailFirst = D == 64 || D == 256 ? kPdsTailBlocksFirst : 0;
-constexpr int kBwdSm80LastCfg = 8;
-static_assert(kBwdSm80LastCfg == kBwdSm80OldCfg, "the old layouts' cfg is the last");
+// 9 (bf16, sm_90+, calls without contexts): the default's loop (either grid order) with dK / dV stored in fragment
+// order (without kPdsSmemEpilogue), for comparisons.
+constexpr int kBwdSm80SmemEpiCfg = 9;
+constexpr int kBwdSm80LastCfg = 9;
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
 // first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
@@ -950,7 +952,7 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           bool sm90 = false;
           err = bwd_sm80_sm90_class(sm90);
           if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
-          return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8>>(p, max_smem, stream);
+          return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kPdsSmemEpilogue>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       case kBwdSm80MbarCfg:
@@ -974,6 +976,26 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         } else {
           return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
                                                     kPdsHeadsFirst | kTail>(p, max_smem, stream);
+        }
+      }
+      case kBwdSm80SmemEpiCfg: {
+        bool sm90 = false;
+        err = bwd_sm80_sm90_class(sm90);
+        if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
+        if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+        constexpr int kNoEpi = ~kPdsSmemEpilogue;
+        if constexpr (D == 256) {
+          constexpr int kBody = kBwdPdsD256OneBar & kNoEpi;
+          return bwd_sm80_heads_first<D>(p)
+                     ? launch_hstu_bwd_pds<T, D, 2, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
+                                                                                                     stream)
+                     : launch_hstu_bwd_pds<T, D, 2, 8, kBody>(p, max_smem, stream);
+        } else {
+          constexpr int kBody = (kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>) & kNoEpi;
+          return bwd_sm80_heads_first<D>(p)
+                     ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
+                                                                                                     stream)
+                     : launch_hstu_bwd_pds<T, D, 3, 8, kBody>(p, max_smem, stream);
         }
       }
       default:

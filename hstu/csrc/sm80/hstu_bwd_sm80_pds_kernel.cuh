@@ -1,6 +1,6 @@
 // HSTU attention backward, sm80-class, FlashAttention-2's warp layout (issue 39): the default sm80-class backward at
 // D = 64 / 128 / 256 (bf16 and fp16) where 8 warps' shared memory fits (launch_hstu_bwd_fitting); its comparisons
-// kernel_options(sm90=False, bwd_sm80_cfg=1 / 2 / 3 / 4 / 5 / 6 / 7).
+// kernel_options(sm90=False, bwd_sm80_cfg=1 / 2 / 3 / 4 / 5 / 6 / 7 / 9).
 //
 // The old default kernel (hstu_bwd_sm80_kernel.cuh) gives each warp 16 key rows for every GEMM, so P^T / dS^T stay in
 // registers but every warp loads the whole Q / dO tile per MMA row (about 0.081 byte of ldmatrix per MMA flop at
@@ -97,10 +97,18 @@ constexpr int kPdsTailBlocksFirst = 256;
 // 256). kPdsLeanCopies: with D = 128's lean Q / dO copies and full-tile intervals (kLeanLoad, kFullMap).
 constexpr int kPdsMbarCopies = 64;
 constexpr int kPdsLeanCopies = 128;
+// A flag on BODY: dK / dV leave through shared memory (K / V's buffers, free after the last tile) as bf16 / fp16
+// rows in K's swizzled layout, then 16-byte stores of whole rows (a warp 512 contiguous bytes), instead of 4-byte
+// stores in fragment order (8 rows x 16 bytes a warp instruction: ~4,100 L1 store transactions a 128 x 128 block,
+// 5.0 of a key block's 8.5 us of fixed SM time on an H200 at D = 128). sm_90 code writes the fragments with
+// stmatrix (a quarter of the st.shared instructions). The default of the sm_90+ one-barrier loops (D = 64 / 128:
+// kBwdPdsDefaultFlags; D = 256: kBwdPdsD256OneBar), measured there (docs/hstu_kernel_notes.md).
+constexpr int kPdsSmemEpilogue = 512;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
-constexpr int kBwdPdsDefaultFlags = STAGES == 3 && D == 64 ? kPdsSplitCopies : 0;
+constexpr int kBwdPdsDefaultFlags =
+    (STAGES == 3 && D == 64 ? kPdsSplitCopies : 0) | (STAGES == 3 ? kPdsSmemEpilogue : 0);
 
 // STAGES = 3 (kOneBar, below): three Q / dO stages and two P / dS buffers; mbar (kPdsMbarCopies): two P / dS buffers
 // and two mbarriers behind them.
@@ -287,8 +295,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // kDpUnroll, unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
-  constexpr int kBody =
-      BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies | kPdsTailBlocksFirst);
+  constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
+                                 kPdsTailBlocksFirst | kPdsSmemEpilogue);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -954,6 +962,68 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   const int rows_store = min(BN, si.lk_alloc - n0);
   T* dkg = static_cast<T*>(p.dk) + (int64_t)(si.k_start + n0) * p.dk_row_stride + h * p.dk_head_stride;
   T* dvg = static_cast<T*>(p.dv) + (int64_t)(si.k_start + n0) * p.dv_row_stride + h * p.dv_head_stride;
+  if constexpr ((BODY & kPdsSmemEpilogue) != 0) {
+    // dK into K's buffer, dV into V's (BN x D each, K's swizzled layout), then each thread's 16-byte chunks of rows
+    // as load_tile_async copies them in (row r_t + KI i, chunk c_t); the same values as the fragment-order stores.
+    __syncthreads();  // every warp is done with K and V (the last tile's phases 1 and 3)
+    const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // stmatrix.x4: lanes 8 i .. 8 i + 7 address the rows of 8 x 8 matrix i = (row half, column tile) of the four
+    // (mt, dt .. dt + 1, hf) fragments, whose registers are the accumulator pairs in mma order.
+    const uint32_t tS = L::swz(k_n + ((ln / 8) % 2) * 8 + ln % 8, k_d + (ln / 16) * 8);
+    auto st_frags = [&](const uint32_t base, const float (&acc)[KMT][KNT][4], const float scale) {
+#pragma unroll
+      for (int mt = 0; mt < KMT; ++mt)
+#pragma unroll
+        for (int dt = 0; dt < KNT; dt += 2)
+          asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                           base + (tS ^ L::swz(mt * 16, dt * 8))),
+                       "r"(pack2<T>(acc[mt][dt][0] * scale, acc[mt][dt][1] * scale)),
+                       "r"(pack2<T>(acc[mt][dt][2] * scale, acc[mt][dt][3] * scale)),
+                       "r"(pack2<T>(acc[mt][dt + 1][0] * scale, acc[mt][dt + 1][1] * scale)),
+                       "r"(pack2<T>(acc[mt][dt + 1][2] * scale, acc[mt][dt + 1][3] * scale))
+                       : "memory");
+    };
+#else
+    const uint32_t tS = L::swz(k_n + ln / 4, k_d + (ln % 4) * 2);
+    auto st_frags = [&](const uint32_t base, const float (&acc)[KMT][KNT][4], const float scale) {
+#pragma unroll
+      for (int mt = 0; mt < KMT; ++mt)
+#pragma unroll
+        for (int dt = 0; dt < KNT; ++dt)
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf)
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(base + (tS ^ L::swz(mt * 16 + hf * 8, dt * 8))),
+                         "r"(pack2<T>(acc[mt][dt][2 * hf] * scale, acc[mt][dt][2 * hf + 1] * scale))
+                         : "memory");
+    };
+#endif
+    st_frags(sK, acc_dk, 1.f);
+    st_frags(sV, acc_dv, p.inv_scaling);
+    __syncthreads();
+    constexpr int kChunks = D / 8, KI = NT / kChunks;
+    static_assert(BN % KI == 0 && KI % 8 == 0, "rows KI apart: the same swizzle");
+    const int r_t = tid / kChunks, c_t = tid % kChunks;
+    const uint32_t s_t = L::swz(r_t, c_t * 8);
+    char* gk = reinterpret_cast<char*>(dkg + (int64_t)r_t * p.dk_row_stride + c_t * 8);
+    char* gv = reinterpret_cast<char*>(dvg + (int64_t)r_t * p.dv_row_stride + c_t * 8);
+#pragma unroll
+    for (int it = 0; it < BN / KI; ++it) {
+      if (r_t + it * KI < rows_store) {
+        const uint32_t so = s_t ^ L::swz(it * KI, 0);
+        uint4 xk, xv;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(xk.x), "=r"(xk.y), "=r"(xk.z), "=r"(xk.w)
+                     : "r"(sK + so));
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(xv.x), "=r"(xv.y), "=r"(xv.z), "=r"(xv.w)
+                     : "r"(sV + so));
+        *reinterpret_cast<uint4*>(gk + it * KI * p.dk_row_stride * (int64_t)sizeof(T)) = xk;
+        *reinterpret_cast<uint4*>(gv + it * KI * p.dv_row_stride * (int64_t)sizeof(T)) = xv;
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int mt = 0; mt < KMT; ++mt)
 #pragma unroll
@@ -1027,13 +1097,8 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     if ((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN > kBwdSm80MaxKeyBlocks) return cudaErrorInvalidConfiguration;
     constexpr int kMaxGridZ = 65535;  // (heads first puts the batch in gridDim.z)
     if ((BODY & kPdsHeadsFirst) && p.batch > kMaxGridZ) return cudaErrorNotSupported;
-    int sms = 0;  // (the body kernels' tail order)
-    if constexpr (BODY != 0) {
-      accel::DeviceInfo dev;
-      const cudaError_t err = accel::current_device_info(dev);
-      if (err != cudaSuccess) return err;
-      sms = dev.sms;
-    }
+    int sms = 0;  // (the tail order's wave)
+    if constexpr ((BODY & kPdsTailBlocksFirst) != 0) sms = accel::current_device_sms();
     // (only the kernel launched is instantiated)
     const auto launch = [&](const auto kernel) {
       if (kSmem > 48 * 1024) {

@@ -1,15 +1,16 @@
 # bwd28's run scripts' common part (issue 39, session 25), sourced from the root of main's tree on the device: OUT,
 # R (the tree), C (the carry folder .carry/bwd28), left() (seconds to the script's LIM), the branch's wheel in
 # /tmp/site_bwd28 (and with MAIN=1 main28's in /tmp/site_bwd28_main), GPU (name and clocks), gpu_tests, digest.
+# A later helper sources it with NAME (its carry folder) and BASE (main's wheels' folder) set.
 set -u
 export PYTHONUNBUFFERED=1
-NAME=bwd28
+NAME=${NAME:-bwd28}
 OUT=${OUT:-/tmp/o_$NAME}; mkdir -p "$OUT"
 R=$PWD
 C=$R/.carry/$NAME
 left() { echo $((${LIM:-48} - SECONDS)); }
 WHEELS="/tmp/site_$NAME:$C/whl"
-[ "${MAIN:-0}" = 1 ] && WHEELS="$WHEELS /tmp/site_${NAME}_main:$R/.carry/main28/whl"
+[ "${MAIN:-0}" = 1 ] && WHEELS="$WHEELS /tmp/site_${NAME}_main:$R/.carry/${BASE:-main28}/whl"
 for w in $WHEELS; do
   rm -rf ${w%%:*} && python3 -m pip install -q --no-deps --no-index --no-compile --target ${w%%:*} \
       ${w#*:}/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
