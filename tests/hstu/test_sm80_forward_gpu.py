@@ -321,6 +321,37 @@ def test_sm80_forward_split(D, mask, delta_q, rab_heads, seqused, kernel_opts):
         assert torch.equal(run(), got), chunk
 
 
+@pytest.mark.parametrize("mask", ["causal", "context_target_group", "local_context_target"])
+@pytest.mark.parametrize("D", [64, 256])
+def test_sm80_forward_split_list_cache(D, mask, kernel_opts):
+    """The split's list kernel places the work items from its first walk's tiles kept in shared memory (the
+    default), and walks the sequences again where they have more than its 1,024 query tiles (a long sequence beside
+    1,100 short ones) or with fwd_sm80_list_cache=False: with exact chunks both lists give bit for bit the same
+    output (each tile's partials summed in chunk order) that agrees with the unsplit kernel's; with the rule (and
+    its cost per query tile) the output meets the error rule against the fp32 reference."""
+    if D == 256 and not _pairs_fit():
+        pytest.skip("the warp pairs do not fit here")
+    for lk in ([700, 0, 1, 129, 64, 33, 5, 300], [1000] + [3] * 1100):
+        case = kg.make_case(zlib.crc32(repr(("cache", D, mask, len(lk))).encode()), lk, 2, D, torch.bfloat16, mask,
+                            0)
+        def run():
+            return hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **kg._varlen_kwargs(case))
+        kernel_opts(sm90=False, fwd_split_tiles=0)
+        want = run()
+        outs = {}
+        for cache in (True, False):
+            kernel_opts(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_SPLIT, fwd_split_tiles=2,
+                        fwd_sm80_list_cache=cache)
+            kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+            outs[cache] = run()
+        assert torch.equal(outs[True], outs[False]), (D, mask, len(lk))
+        kg.assert_agree(("out",), (outs[True],), (want,), f"split chunks of 2 vs unsplit ({len(lk)} sequences)")
+        if len(lk) < 100:
+            for cache in (True, False):
+                kernel_opts(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_SPLIT, fwd_sm80_list_cache=cache)
+                kg.check_case(case, 0.5, backward=False)
+
+
 @pytest.mark.parametrize("mask", ["causal", "context_target_group"])
 @pytest.mark.parametrize("D", [64, 256])
 def test_sm80_forward_split_over_two_waves(D, mask, kernel_opts):
