@@ -340,7 +340,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
   static_assert(!QREG || (PAIR == 1 && !SPLIT && SKIP == 0), "Q in registers: the plain body");
   static_assert(!QSCALE || (QREG && std::is_same<T, __nv_bfloat16>::value), "Q scaled: the bf16 Q registers");
-  static_assert(!QEARLY || (!SPLIT && !PAIRKV), "Q's copy before the mask's setup: the plain body");
+  static_assert(!QEARLY || !PAIRKV, "Q's copy before the mask's setup: the plain or split body");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -397,11 +397,18 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       m0t = static_cast<int>(gridDim.x - 1 - bx) * BM;
     }
   };
-  if constexpr (SPLIT) {
-    if (static_cast<int>(blockIdx.y) >= list[0].x) return;  // (the list's bound: empty blocks at the end)
-  }
   int b, m0;
-  block_tile(blockIdx.x, blockIdx.y, b, m0);
+  if constexpr (SPLIT && QEARLY) {  // the list's bound and the item loaded together (one L2 latency, not two; the
+    // list has room for every y of the grid): empty blocks at the end
+    const int items = list[0].x;
+    block_tile(blockIdx.x, blockIdx.y, b, m0);
+    if (static_cast<int>(blockIdx.y) >= items) return;
+  } else {
+    if constexpr (SPLIT) {
+      if (static_cast<int>(blockIdx.y) >= list[0].x) return;  // (the list's bound: empty blocks at the end)
+    }
+    block_tile(blockIdx.x, blockIdx.y, b, m0);
+  }
   if (b >= p.batch) return;
   // SPLIT: the block's item (re-read where used, not kept live)
   auto split_item = [&]() { return list + 1 + blockIdx.y; };
@@ -961,6 +968,11 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, true>(p);
 }
+// hstu_fwd_split_kernel with the list's bound loaded beside the item and Q's copy issued before the mask's setup
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_qearly_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, true, false, false, false, true>(p);
+}
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true>(p);
@@ -1096,7 +1108,7 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
 // ns, KV tiles per chunk, 0}; all below 2^15: fwd_sm80_split_plan) in a counting sort by n, heaviest first (256
 // buckets). The walks: a warp per sequence, a lane per query tile, the walk's length as hstu_fwd_block computes it;
 // the first walk keeps up to kFwdListCache tiles' walks in shared memory, from which a thread per tile places the
-// items (else, or with kFwdSm80ListWalksTwice, the sequences are walked again). The kernel is one block's latency
+// items (else, or with kFwdSm80SplitMain, the sequences are walked again). The kernel is one block's latency
 // on the forward's path: the buckets' counts follow from the first walk's histogram of lengths where the walks are
 // at most kFwdListHist KV tiles, the buckets' starts from a warp scan.
 constexpr int kFwdListBuckets = 256;
@@ -1126,7 +1138,7 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
   if (threadIdx.x == 0) work = long_walk = partials = cached = 0;
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  const bool cache = !(p.fwd_sm80_cfg & kFwdSm80ListWalksTwice);
+  const bool cache = !(p.fwd_sm80_cfg & kFwdSm80SplitMain);
   const int tile_cost = (p.fwd_sm80_cfg >> kFwdSm80TileCostShift) & kFwdSm80TileCostMask;
   // each query tile's walk (KV tiles, less the target gap): f(b, m0, steps, walk, slot)
   auto each_tile = [&](auto&& f) {
@@ -1262,8 +1274,12 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
       static_cast<int>(s.slots * p.heads), s.ns, least, resident);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  auto kernel = hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                      C::kSkip, C::kPair>;
+  // (kFwdSm80SplitMain: main's split kernel, for comparisons)
+  auto kernel = (p.fwd_sm80_cfg & kFwdSm80SplitMain)
+                    ? hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks,
+                                            C::kStages, C::kSkip, C::kPair>
+                    : hstu_fwd_split_qearly_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks,
+                                                   C::kStages, C::kSkip, C::kPair>;
   // (+ the query tile's slot, the chunk, its counter, the walk's chunks, m0, b, nb_begin and the first partial)
   constexpr int kSmem = C::kSmem + 32;
   if (kSmem > 48 * 1024) {

@@ -35,18 +35,19 @@ inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
 
 // HstuParams::fwd_sm80_cfg, set by the op (fwd_sm80_cfg_word) and read by the launcher (hstu_fwd_sm80_kernel.cuh):
 // kernel_options(fwd_sm80_cfg=n) in the bits of kFwdSm80CfgMask, kFwdSm80NoQscale for
-// kernel_options(fwd_sm80_qscale=False) (the bf16 defaults without Q scaled by alpha / 2), kFwdSm80ListWalksTwice for
-// kernel_options(fwd_sm80_list_cache=False) (the split's list kernel walks the sequences a second time to place the
-// items instead of reading the first walk's tiles back from shared memory), and the split rule's cost of a query
-// tile in KV tiles (bits kFwdSm80TileCostShift.., the op's kFwdSm80SplitTileCost; 0 with the list walked twice).
+// kernel_options(fwd_sm80_qscale=False) (the bf16 defaults without Q scaled by alpha / 2), kFwdSm80SplitMain for
+// kernel_options(fwd_sm80_split_main=True) (the split as it was: its list kernel walks the sequences a second time
+// to place the items instead of reading the first walk's tiles back from shared memory, its kernel loads the list's
+// bound before the item and Q behind the mask's setup), and the split rule's cost of a query tile in KV tiles (bits
+// kFwdSm80TileCostShift.., the op's kFwdSm80SplitTileCost; 0 with kFwdSm80SplitMain).
 constexpr int kFwdSm80CfgMask = 7;
 constexpr int kFwdSm80NoQscale = 8;
-constexpr int kFwdSm80ListWalksTwice = 16;
+constexpr int kFwdSm80SplitMain = 16;
 constexpr int kFwdSm80TileCostShift = 5;
 constexpr int kFwdSm80TileCostMask = 15;
-constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool list_cache = true, int tile_cost = 0) {
-  return (cfg & kFwdSm80CfgMask) | (qscale ? 0 : kFwdSm80NoQscale) | (list_cache ? 0 : kFwdSm80ListWalksTwice) |
-         ((list_cache ? tile_cost & kFwdSm80TileCostMask : 0) << kFwdSm80TileCostShift);
+constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, int tile_cost = 0) {
+  return (cfg & kFwdSm80CfgMask) | (qscale ? 0 : kFwdSm80NoQscale) | (split_main ? kFwdSm80SplitMain : 0) |
+         ((split_main ? 0 : tile_cost & kFwdSm80TileCostMask) << kFwdSm80TileCostShift);
 }
 
 // kernel_options(fwd_sm80_cfg=7): the bf16 default tile (D = 256 the warp pairs, 128 candidate 2, 64 candidate 1)

@@ -2,13 +2,15 @@
 causal, 3 contexts, forward ms of kernel_options(sm90=False, fwd_sm80_cfg=0[, fwd_split_tiles=n]) on
 benchmarks/hstu_attention.py's jagged row (Zipf(1.2) B32 max 4K, seed 0, 3,640 tokens) and B2 S1820, per head dim.
 Modes: `sweep`: the default against exact chunks of n KV tiles (the split's item size; the list's rule picks one per
-batch: 12 / 15 at D = 256, 7 / 9 at D = 128, 4 / 5 at D = 64, Zipf / dense); `parts`: the Zipf batch's sequences of
+batch: 12 / 15 at D = 256, 7 / 9 at D = 128, 5 / 5 at D = 64, Zipf / dense); `parts`: the Zipf batch's sequences of
 at least one query tile of rows and the shorter ones, each alone, against the whole (what the short sequences cost);
-`list`: the default against kernel_options(fwd_sm80_list_cache=False) (the list kernel walking the sequences
-twice, main's rule); `prof`: each kernel of the pair per variant of `list` (torch.profiler, us per call, mean of 10). Timing as fwd17_jag.py: CUDA graphs of 10 calls, variants
+`list`: the default against kernel_options(fwd_sm80_split_main=True) (the split as main has it; run 1's wheel named
+it fwd_sm80_list_cache=False, the list kernel alone); `prof`: each kernel of the pair per variant of `list`
+(torch.profiler, us per call, mean of 10); `default`: `list`'s cases, the default alone (main's wheel). --seed1: also
+the Zipf draw of seed 1 (9,292 tokens) and its dense twin. Timing as fwd17_jag.py: CUDA graphs of 10 calls, variants
 interleaved per round, median of --reps rounds. Prints markdown tables and `fwd29 LABEL | case | variant | ms` lines.
 
-Usage: fwd29_bench.py LABEL MODE... (sweep parts list prof) [--dims 256 64] [--reps 5]"""
+Usage: fwd29_bench.py LABEL MODE... (sweep parts list prof default) [--dims 256 64] [--reps 5] [--seed1]"""
 import argparse
 import functools
 import os
@@ -54,14 +56,14 @@ def variants(lens, D, mode):
         from hstu_attn import _ops
         fn = ours(lens, D, "0", 3)
 
-        def twice():  # (ours() sets its kernel_options inside: given fwd_sm80_list_cache=False here)
+        def as_main():  # (ours() sets its kernel_options inside: given fwd_sm80_split_main=True here)
             real = _ops.kernel_options
-            _ops.kernel_options = functools.partial(real, fwd_sm80_list_cache=False)
+            _ops.kernel_options = functools.partial(real, fwd_sm80_split_main=True)
             try:
                 return fn()
             finally:
                 _ops.kernel_options = real
-        run["walks twice"] = twice
+        run["split main"] = as_main
     return run
 
 
@@ -89,9 +91,10 @@ def prof(rows, n=10):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("label")
-    ap.add_argument("modes", nargs="+", choices=["sweep", "parts", "list", "prof"])
+    ap.add_argument("modes", nargs="+", choices=["sweep", "parts", "list", "prof", "default"])
     ap.add_argument("--dims", nargs="+", type=int, default=[256, 64])
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--seed1", action="store_true")
     a = ap.parse_args()
     jag = zipf_lengths(32, 4096)
     tok = sum(jag)
@@ -110,6 +113,11 @@ def main():
                         (d, dense, D, variants(dense, D, mode))]
             else:
                 rows = [(z, jag, D, variants(jag, D, mode)), (d, dense, D, variants(dense, D, mode))]
+                if a.seed1 and mode != "sweep":
+                    j1 = zipf_lengths(32, 4096, seed=1)
+                    d1 = [sum(j1) // 2] * 2
+                    rows += [(f"zipf seed 1 D{D}", j1, D, variants(j1, D, mode)),
+                             (f"dense B2 S{sum(j1) // 2} D{D}", d1, D, variants(d1, D, mode))]
             if mode == "prof":
                 prof(rows)
                 continue

@@ -7,6 +7,7 @@ source "$(dirname "${BASH_SOURCE[0]}")"/fwd28_setup.sh
 J=$C/jag/fwd29_bench.py
 digest_time() {
   echo "#### time (main29 = main 98f618f's wheel, own process; fwd29 = the branch's; sm90=False; alpha D^-1/2; ctx3;"
-  echo "#### nK = fwd_split_tiles=K (exact chunks of K KV tiles); walks twice = fwd_sm80_list_cache=False)"
+  echo "#### nK = fwd_split_tiles=K (exact chunks of K KV tiles); split main = fwd_sm80_split_main=True (run 1:"
+  echo "#### walks twice = fwd_sm80_list_cache=False)"
   grep -E "^##|^\| |^\(|rror|Traceback|capture|^rc " $OUT/time.log | cut -c1-250
 }
