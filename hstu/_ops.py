@@ -195,8 +195,7 @@ FP8_BWD_DEQUANT_BIT = 1 << 56
 # long-row default without its Q fragments scaled by alpha / 2 (the FMUL per score; for comparisons)
 FWD_SM80_NO_QSCALE_BIT = 1 << 61
 # bit 62 (hstu_plan.h kOptFwdSm80SplitMain): kernel_options(fwd_sm80_split_main=True), the sm80-class forward's split
-# as it was (the list walked twice, no cost per query tile in its rule, Q loaded behind the mask's setup; for
-# comparisons)
+# as it was (the least chunk rounded up, the list walked twice, Q loaded behind the mask's setup; for comparisons)
 FWD_SM80_SPLIT_MAIN_BIT = 1 << 62
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
@@ -291,9 +290,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``fp8_fwd_diag``); elsewhere the default runs.
     ``fwd_sm80_qscale=False`` (for comparisons): the sm80-class forward's bf16 D = 64 long-row default without its Q
     fragments scaled by alpha / 2 where that is a power of two (the same output; one FMUL per score more).
-    ``fwd_sm80_split_main=True`` (for comparisons): the sm80-class forward's split as it was: its list kernel walks
-    the sequences a second time to place the work items (instead of the first walk's tiles kept in shared memory),
-    its rule counts the KV walks alone (no cost per query tile), its kernel loads Q behind the mask's setup.
+    ``fwd_sm80_split_main=True`` (for comparisons): the sm80-class forward's split as it was: its least chunk
+    rounded up, its list kernel walking the sequences a second time to place the work items (instead of the first
+    walk's tiles kept in shared memory), its kernel loading Q behind the mask's setup.
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per

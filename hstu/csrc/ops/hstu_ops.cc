@@ -169,11 +169,6 @@ void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
   if (plan.tile_counter) p.fwd_tile_counter = reinterpret_cast<int*>(extra + plan.sched_bytes);
 }
 
-// The sm80-class forward split's rule: the cost of a query tile's block beside its walk, in KV tiles, counted in the
-// mean work per block slot that sets the chunk (the list kernel's; 0: the walks alone). A host value here, so that
-// the plan's constant changes without the kernels' units (hstu_fwd_sm80_split.h fwd_sm80_cfg_word).
-constexpr int kFwdSm80SplitTileCost = 0;
-
 // make_params' HstuParams for a call of the *_with_options ops: `options` checked, decoded once into `o` (for the
 // op's plan), its semantic flags and the kernels' option fields applied.
 template <class... Args>
@@ -187,8 +182,7 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   o = HstuOptions::from_bits(options);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   p.fwd_split_tiles = o.fwd_split_tiles;
-  p.fwd_sm80_cfg = fwd_sm80_cfg_word(o.fwd_sm80_cfg, o.fwd_sm80_qscale, o.fwd_sm80_split_main,
-                                     kFwdSm80SplitTileCost);  // (hstu_fwd_sm80_split.h)
+  p.fwd_sm80_cfg = fwd_sm80_cfg_word(o.fwd_sm80_cfg, o.fwd_sm80_qscale, o.fwd_sm80_split_main);  // (..._split.h)
   return p;
 }
 

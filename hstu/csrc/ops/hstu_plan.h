@@ -76,8 +76,8 @@ enum HstuOptionBits : int64_t {
   // bit 61: the sm80-class forward's bf16 D = 64 long-row default without its Q fragments scaled by alpha / 2 (where
   // that is a power of two; FwdSm80QregScaled in hstu_fwd_sm80_kernel.cuh): the FMUL per score, for comparisons
   kOptNoFwdSm80Qscale = int64_t{1} << 61,
-  // bit 62: the sm80-class forward's split as it was (its list kernel walks the sequences twice, its rule counts no
-  // cost per query tile, its kernel loads Q behind the mask's setup: HstuParams::fwd_sm80_cfg's kFwdSm80SplitMain),
+  // bit 62: the sm80-class forward's split as it was (its least chunk rounded up, its list kernel walking the
+  // sequences twice, its kernel loading Q behind the mask's setup: HstuParams::fwd_sm80_cfg's kFwdSm80SplitMain),
   // for comparisons
   kOptFwdSm80SplitMain = int64_t{1} << 62,
 };

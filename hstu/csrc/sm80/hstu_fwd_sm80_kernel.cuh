@@ -1102,15 +1102,14 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
 
 // The split's work list (hstu_fwd_sm80_split.h), one block: zeroes the tiles' counters, picks the KV tiles per
 // chunk (exact: `least`; else the mean work per block slot of the real walks, sum over query tiles and heads of
-// max(walk, 1) + the rule's cost of a tile (p.fwd_sm80_cfg's kFwdSm80TileCostShift bits) over `resident` block
-// slots, at least `least`), then lists every query tile (b, m0) and chunk c of the k of its KV walk, n steps of it
-// over KV tiles [nb_begin, nb_end) (int4 {b, m0, c | k << 16, nb_end | nb_begin << 16} behind the header {items,
-// ns, KV tiles per chunk, 0}; all below 2^15: fwd_sm80_split_plan) in a counting sort by n, heaviest first (256
-// buckets). The walks: a warp per sequence, a lane per query tile, the walk's length as hstu_fwd_block computes it;
-// the first walk keeps up to kFwdListCache tiles' walks in shared memory, from which a thread per tile places the
-// items (else, or with kFwdSm80SplitMain, the sequences are walked again). The kernel is one block's latency
-// on the forward's path: the buckets' counts follow from the first walk's histogram of lengths where the walks are
-// at most kFwdListHist KV tiles, the buckets' starts from a warp scan.
+// max(walk, 1) over `resident` block slots, at least `least`), then lists every query tile (b, m0) and chunk c of the
+// k of its KV walk, n steps of it over KV tiles [nb_begin, nb_end) (int4 {b, m0, c | k << 16, nb_end | nb_begin <<
+// 16} behind the header {items, ns, KV tiles per chunk, 0}; all below 2^15: fwd_sm80_split_plan) in a counting sort
+// by n, heaviest first (256 buckets). The walks: a warp per sequence, a lane per query tile, the walk's length as
+// hstu_fwd_block computes it; the first walk keeps up to kFwdListCache tiles' walks in shared memory, from which a
+// thread per tile places the items (else, or with kFwdSm80SplitMain, the sequences are walked again). The kernel is
+// one block's latency on the forward's path: the buckets' counts follow from the first walk's histogram of lengths
+// where the walks are at most kFwdListHist KV tiles, the buckets' starts from a warp scan.
 constexpr int kFwdListBuckets = 256;
 constexpr int kFwdListHist = 1024;
 constexpr int kFwdListCache = 1024;
@@ -1139,7 +1138,6 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const bool cache = !(p.fwd_sm80_cfg & kFwdSm80SplitMain);
-  const int tile_cost = (p.fwd_sm80_cfg >> kFwdSm80TileCostShift) & kFwdSm80TileCostMask;
   // each query tile's walk (KV tiles, less the target gap): f(b, m0, steps, walk, slot)
   auto each_tile = [&](auto&& f) {
     for (int b = warp; b < p.batch; b += warps) {
@@ -1158,7 +1156,7 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
     unsigned long long mine = 0;
     int longer = 0;
     each_tile([&](int b, int m0, int steps, const FwdListWalk& wk, int slot) {
-      mine += static_cast<unsigned long long>(max(steps, 1) + tile_cost);
+      mine += static_cast<unsigned long long>(max(steps, 1));
       if (steps >= 0 && steps <= kFwdListHist) {
         atomicAdd(&hist[steps], 1);
       } else {
