@@ -328,8 +328,8 @@ def test_sm80_forward_split_against_main(D, mask, kernel_opts):
     work items from its first walk's tiles kept in shared memory, and walks the sequences again where they have more
     than its 1,024 query tiles (a long sequence beside 1,100 short ones); its kernel loads the list's bound beside
     the item and Q before the mask's setup. With exact chunks both give bit for bit the same output (each tile's
-    partials summed in chunk order) that agrees with the unsplit kernel's; with the rule (and its cost per query
-    tile) the output meets the error rule against the fp32 reference."""
+    partials summed in chunk order) that agrees with the unsplit kernel's; with the rule (its least chunk rounded
+    down, main's up) both meet the error rule against the fp32 reference."""
     if D == 256 and not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
     for lk in ([700, 0, 1, 129, 64, 33, 5, 300], [1000] + [3] * 1100):
