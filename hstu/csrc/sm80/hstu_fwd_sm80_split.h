@@ -111,12 +111,12 @@ inline FwdSm80Split fwd_sm80_split_layout(const HstuParams& p, FwdSm80SplitTile 
 // The split of a forward with tiles `t` on a device with `sms` SMs (host values only). p.fwd_split_tiles: -1 never,
 // n > 0 chunks of at most n KV tiles, else the rule: chunks of the mean work per block slot of the real walks (the
 // list's kernel counts them on the device), at least half the mean work per block slot if every query tile walked
-// as far as the longest sequence's (dense causal: half the mean; shorter sequences make it an over-estimate; rounded
-// down: above the real mean it sets the chunk, one KV tile longer cost the Zipf batch 4 % at D = 64) and
-// kFwdSm80SplitMinChunk: that least chunk sizes the workspace and the grid, and no split where it reaches the longest
-// walk (from about four waves of query tiles on: balanced batches; below, the device's chunk leaves the tiles of a
-// balanced batch whole). No split where the list's bound exceeds the grid's y limit (forced short chunks on long
-// batches).
+// as far as the longest sequence's (dense causal: half the mean; shorter sequences make it an over-estimate) and
+// kFwdSm80SplitMinChunk: that least chunk sizes the workspace and the grid, and no split where it (rounded up)
+// reaches the longest walk (from about four waves of query tiles on: balanced batches; below, the device's chunk
+// leaves the tiles of a balanced batch whole); as the device's floor it is rounded down (above the real mean it sets
+// the chunk: one KV tile more cost the Zipf batch 4-8 % at D = 64). No split where the list's bound exceeds the
+// grid's y limit (forced short chunks on long batches).
 inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t, int sms) {
   if (p.fwd_split_tiles == -1 || p.batch <= 0 || p.heads <= 0 || p.max_seqlen_q <= 0 || p.max_seqlen_k <= 0)
     return {};
@@ -126,8 +126,10 @@ inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t,
   int64_t chunk = p.fwd_split_tiles;
   if (chunk <= 0) {
     const int64_t blocks = tiles * p.heads, resident = int64_t{sms} * t.minb;  // (chunk >= n_kv past ~4 waves)
-    const int64_t half = blocks * (n_kv + 1) / 2, up = (p.fwd_sm80_cfg & kFwdSm80SplitMain) ? 2 * resident - 1 : 0;
-    chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, (half + up) / (2 * resident));
+    const int64_t half = blocks * (n_kv + 1) / 2;
+    chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, (half + 2 * resident - 1) / (2 * resident));
+    if (chunk >= n_kv) return {};
+    if (!(p.fwd_sm80_cfg & kFwdSm80SplitMain)) chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, half / (2 * resident));
   }
   if (chunk >= n_kv || n_kv >= 32768) return {};  // (the list's items hold KV tile indices in 15 bits)
   FwdSm80Split s = fwd_sm80_split_layout(p, t, chunk, p.fwd_split_tiles > 0 ? 0 : int64_t{sms} * t.minb);

@@ -6,11 +6,12 @@ batch: 12 / 15 at D = 256, 7 / 9 at D = 128, 5 / 5 at D = 64, Zipf / dense); `pa
 at least one query tile of rows and the shorter ones, each alone, against the whole (what the short sequences cost);
 `list`: the default against kernel_options(fwd_sm80_split_main=True) (the split as main has it; run 1's wheel named
 it fwd_sm80_list_cache=False, the list kernel alone); `prof`: each kernel of the pair per variant of `list`
-(torch.profiler, us per call, mean of 10); `default`: `list`'s cases, the default alone (main's wheel). --seed1: also
-the Zipf draw of seed 1 (9,292 tokens) and its dense twin. Timing as fwd17_jag.py: CUDA graphs of 10 calls, variants
+(torch.profiler, us per call, mean of 10); `default`: `list`'s cases, the default alone (main's wheel); `edge`:
+`list`'s variants on dense batches near the split's bound (B4 S4K ctx3, B2 S4K, B8 S1K). --seed1: also the Zipf
+draw of seed 1 (9,292 tokens) and its dense twin. Timing as fwd17_jag.py: CUDA graphs of 10 calls, variants
 interleaved per round, median of --reps rounds. Prints markdown tables and `fwd29 LABEL | case | variant | ms` lines.
 
-Usage: fwd29_bench.py LABEL MODE... (sweep parts list prof default) [--dims 256 64] [--reps 5] [--seed1]"""
+Usage: fwd29_bench.py LABEL MODE... (sweep parts list prof default edge) [--dims 256 64] [--reps 5] [--seed1]"""
 import argparse
 import functools
 import os
@@ -45,16 +46,16 @@ def table(label, title, rows, reps):
     return res
 
 
-def variants(lens, D, mode):
-    """{variant: fn} of a mode on one batch"""
+def variants(lens, D, mode, ctx=3):
+    """{variant: fn} of a mode on one batch (ctx contexts per sequence)"""
     if mode == "sweep":
         cz, cd = CHUNKS[D]
         return {"default": ours(lens, D, "0", 3), **{f"n{c}": ours(lens, D, f"0:{c}", 3)
                                                      for c in (cz if len(lens) > 2 else cd)}}
-    run = {"default": ours(lens, D, "0", 3)}
-    if mode in ("list", "prof"):
+    run = {"default": ours(lens, D, "0", ctx)}
+    if mode in ("list", "prof", "edge"):
         from hstu_attn import _ops
-        fn = ours(lens, D, "0", 3)
+        fn = ours(lens, D, "0", ctx)
 
         def as_main():  # (ours() sets its kernel_options inside: given fwd_sm80_split_main=True here)
             real = _ops.kernel_options
@@ -91,7 +92,7 @@ def prof(rows, n=10):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("label")
-    ap.add_argument("modes", nargs="+", choices=["sweep", "parts", "list", "prof", "default"])
+    ap.add_argument("modes", nargs="+", choices=["sweep", "parts", "list", "prof", "default", "edge"])
     ap.add_argument("--dims", nargs="+", type=int, default=[256, 64])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--seed1", action="store_true")
@@ -104,7 +105,10 @@ def main():
     for mode in a.modes:
         for D in a.dims:
             z, d = f"zipf D{D}", f"dense B2 S{tok // 2} D{D}"
-            if mode == "parts":
+            if mode == "edge":
+                rows = [(f"B{b} S{S} D{D}{' ctx3' if c else ''}", [S] * b, D, variants([S] * b, D, "edge", c))
+                        for b, S, c in ((4, 4096, 3), (2, 4096, 0), (8, 1024, 0))]
+            elif mode == "parts":
                 long_ = [L for L in jag if L >= BM[D]]
                 short = [L for L in jag if L < BM[D]]
                 rows = [(f"{z} all", jag, D, variants(jag, D, mode)),
