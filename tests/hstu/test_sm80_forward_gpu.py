@@ -321,6 +321,37 @@ def test_sm80_forward_split(D, mask, delta_q, rab_heads, seqused, kernel_opts):
         assert torch.equal(run(), got), chunk
 
 
+@pytest.mark.parametrize("mask", ["causal", "context_target_group", "local_context_target"])
+@pytest.mark.parametrize("D", [64, 256])
+def test_sm80_forward_split_against_main(D, mask, kernel_opts):
+    """The split (the default) against the split as it was (fwd_sm80_split_main=True): its list kernel places the
+    work items from its first walk's tiles kept in shared memory, and walks the sequences again where they have more
+    than its 1,024 query tiles (a long sequence beside 1,100 short ones); its kernel loads the list's bound beside
+    the item and Q before the mask's setup. With exact chunks both give bit for bit the same output (each tile's
+    partials summed in chunk order) that agrees with the unsplit kernel's; with the rule (its least chunk rounded
+    down, main's up) both meet the error rule against the fp32 reference."""
+    if D == 256 and not _pairs_fit():
+        pytest.skip("the warp pairs do not fit here")
+    for lk in ([700, 0, 1, 129, 64, 33, 5, 300], [1000] + [3] * 1100):
+        case = kg.make_case(zlib.crc32(repr(("cache", D, mask, len(lk))).encode()), lk, 2, D, torch.bfloat16, mask,
+                            0)
+        def run():
+            return hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **kg._varlen_kwargs(case))
+        kernel_opts(sm90=False, fwd_split_tiles=0)
+        want = run()
+        outs = {}
+        for main in (False, True):
+            kernel_opts(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_SPLIT, fwd_split_tiles=2, fwd_sm80_split_main=main)
+            kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+            outs[main] = run()
+        assert torch.equal(outs[False], outs[True]), (D, mask, len(lk))
+        kg.assert_agree(("out",), (outs[False],), (want,), f"split chunks of 2 vs unsplit ({len(lk)} sequences)")
+        if len(lk) < 100:
+            for main in (False, True):
+                kernel_opts(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_SPLIT, fwd_sm80_split_main=main)
+                kg.check_case(case, 0.5, backward=False)
+
+
 @pytest.mark.parametrize("mask", ["causal", "context_target_group"])
 @pytest.mark.parametrize("D", [64, 256])
 def test_sm80_forward_split_over_two_waves(D, mask, kernel_opts):
@@ -342,21 +373,22 @@ def test_sm80_forward_split_over_two_waves(D, mask, kernel_opts):
 
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
-    """fwd_sm80_cfg=7 runs hstu_fwd_split_kernel on the default's tile where the plan splits (a batch below two
-    waves of query tiles), hstu_fwd_kernel with fwd_split_tiles=0 (no split) and for fp16 (the old tiles); so does
-    the default (fwd_sm80_cfg=0)."""
+    """fwd_sm80_cfg=7 runs hstu_fwd_split_qearly_kernel on the default's tile where the plan splits (a batch below
+    two waves of query tiles; hstu_fwd_split_kernel with fwd_sm80_split_main=True), hstu_fwd_kernel with
+    fwd_split_tiles=0 (no split) and for fp16 (the old tiles); so does the default (fwd_sm80_cfg=0)."""
     if D == 256 and not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
     tile = fwd_tile(D, 2 if D == 128 else 1)
-    split = "hstu_fwd_split_kernel"
-    for cfg, dtype, chunk, kernel in (
-            (_ops.FWD_SM80_CFG_SPLIT, torch.bfloat16, None, split),
-            (_ops.FWD_SM80_CFG_SPLIT, torch.bfloat16, 0, "hstu_fwd_kernel"),
-            (_ops.FWD_SM80_CFG_SPLIT, torch.float16, None, "hstu_fwd_kernel"),
-            (0, torch.bfloat16, None, split)):
+    split = "hstu_fwd_split_qearly_kernel"
+    for cfg, dtype, chunk, kernel, main in (
+            (_ops.FWD_SM80_CFG_SPLIT, torch.bfloat16, None, split, False),
+            (_ops.FWD_SM80_CFG_SPLIT, torch.bfloat16, 0, "hstu_fwd_kernel", False),
+            (_ops.FWD_SM80_CFG_SPLIT, torch.float16, None, "hstu_fwd_kernel", False),
+            (0, torch.bfloat16, None, split, False),
+            (0, torch.bfloat16, None, "hstu_fwd_split_kernel", True)):
         ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
         case = kg.make_case(17, [2048, 100], 2, D, dtype, "causal", 0)
-        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=chunk)
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=chunk, fwd_sm80_split_main=main)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
             torch.cuda.synchronize()
@@ -384,7 +416,7 @@ def test_sm80_forward_split_list_bound(kernel_opts):
             got = run()
             torch.cuda.synchronize()
         names = {e.name for e in prof.events() if "_kernel<" in e.name and ("hstu_fwd_" in e.name or "list" in e.name)}
-        kernels = {"hstu_fwd_split_kernel", "hstu_sm80_fwd_list_kernel"} if split else {"hstu_fwd_kernel"}
+        kernels = {"hstu_fwd_split_qearly_kernel", "hstu_sm80_fwd_list_kernel"} if split else {"hstu_fwd_kernel"}
         assert {n.split("<")[0].split("::")[-1].split(" ")[-1] for n in names} == kernels, (lens, names)
         assert any(n.endswith(f"{tile}(hstu::HstuParams)") for n in names), (lens, names, tile)
         if split:
@@ -421,7 +453,7 @@ def test_sm80_forward_split_workspace_bound(D, kernel_opts):
         got = run()
         torch.cuda.synchronize()
     extra = torch.cuda.max_memory_allocated() - before
-    assert any("hstu_fwd_split_kernel" in e.name for e in prof.events()), "the rule did not split"
+    assert any("hstu_fwd_split_" in e.name for e in prof.events()), "the rule did not split"
     partials = 2 * (2 * sms) * bm * D * 4
     old = (2 * S // bm + 2) * heads * 2 * bm * D * 4  # (one per slot, head and chunk of the longest walk: 2)
     assert old > partials + (4 << 20)

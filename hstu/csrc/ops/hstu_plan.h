@@ -76,6 +76,10 @@ enum HstuOptionBits : int64_t {
   // bit 61: the sm80-class forward's bf16 D = 64 long-row default without its Q fragments scaled by alpha / 2 (where
   // that is a power of two; FwdSm80QregScaled in hstu_fwd_sm80_kernel.cuh): the FMUL per score, for comparisons
   kOptNoFwdSm80Qscale = int64_t{1} << 61,
+  // bit 62: the sm80-class forward's split as it was (its least chunk rounded up, its list kernel walking the
+  // sequences twice, its kernel loading Q behind the mask's setup: HstuParams::fwd_sm80_cfg's kFwdSm80SplitMain),
+  // for comparisons
+  kOptFwdSm80SplitMain = int64_t{1} << 62,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -104,6 +108,7 @@ struct HstuOptions {
   int bwd_sm80_cfg = 0;
   int fwd_sm80_cfg = 0;  // HstuParams::fwd_sm80_cfg (bits 0-2)
   bool fwd_sm80_qscale = true;  // HstuParams::fwd_sm80_cfg bit 3 cleared
+  bool fwd_sm80_split_main = false;  // HstuParams::fwd_sm80_cfg bit 4
   bool pdl = false;  // Sm90PagedKV::pdl
   bool fwd_trace = false;  // Sm90PagedKV::trace
   bool fp8_sched = false;
@@ -130,6 +135,7 @@ struct HstuOptions {
     o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 15);
     o.fwd_sm80_cfg = static_cast<int>((bits >> kOptFwdSm80CfgShift) & 7);
     o.fwd_sm80_qscale = !(bits & kOptNoFwdSm80Qscale);
+    o.fwd_sm80_split_main = (bits & kOptFwdSm80SplitMain) != 0;
     o.pdl = (bits & kOptPdl) != 0;
     o.fwd_trace = (bits & kOptFwdTrace) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;

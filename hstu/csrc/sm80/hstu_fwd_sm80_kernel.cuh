@@ -340,7 +340,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
   static_assert(!QREG || (PAIR == 1 && !SPLIT && SKIP == 0), "Q in registers: the plain body");
   static_assert(!QSCALE || (QREG && std::is_same<T, __nv_bfloat16>::value), "Q scaled: the bf16 Q registers");
-  static_assert(!QEARLY || (!SPLIT && !PAIRKV), "Q's copy before the mask's setup: the plain body");
+  static_assert(!QEARLY || !PAIRKV, "Q's copy before the mask's setup: the plain or split body");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -397,11 +397,18 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       m0t = static_cast<int>(gridDim.x - 1 - bx) * BM;
     }
   };
-  if constexpr (SPLIT) {
-    if (static_cast<int>(blockIdx.y) >= list[0].x) return;  // (the list's bound: empty blocks at the end)
-  }
   int b, m0;
-  block_tile(blockIdx.x, blockIdx.y, b, m0);
+  if constexpr (SPLIT && QEARLY) {  // the list's bound and the item loaded together (one L2 latency, not two; the
+    // list has room for every y of the grid): empty blocks at the end
+    const int items = list[0].x;
+    block_tile(blockIdx.x, blockIdx.y, b, m0);
+    if (static_cast<int>(blockIdx.y) >= items) return;
+  } else {
+    if constexpr (SPLIT) {
+      if (static_cast<int>(blockIdx.y) >= list[0].x) return;  // (the list's bound: empty blocks at the end)
+    }
+    block_tile(blockIdx.x, blockIdx.y, b, m0);
+  }
   if (b >= p.batch) return;
   // SPLIT: the block's item (re-read where used, not kept live)
   auto split_item = [&]() { return list + 1 + blockIdx.y; };
@@ -961,6 +968,11 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, true>(p);
 }
+// hstu_fwd_split_kernel with the list's bound loaded beside the item and Q's copy issued before the mask's setup
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_qearly_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, true, false, false, false, true>(p);
+}
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true>(p);
@@ -1090,29 +1102,43 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
 
 // The split's work list (hstu_fwd_sm80_split.h), one block: zeroes the tiles' counters, picks the KV tiles per
 // chunk (exact: `least`; else the mean work per block slot of the real walks, sum over query tiles and heads of
-// max(walk, 1) over `resident` block slots, at least `least`), then lists every query tile (b, m0) and chunk c of
-// the k of its KV walk, n steps of it over KV tiles [nb_begin, nb_end) (int4 {b, m0, c | k << 16, nb_end | nb_begin
-// << 16} behind the header {items, ns, KV tiles per chunk, 0}; all below 2^15: fwd_sm80_split_plan) in a counting
-// sort by n, heaviest first (256 buckets). A warp per sequence, a lane per query tile: the walk's length as
-// hstu_fwd_block computes it. The kernel is one block's latency on the forward's path: the walks are computed twice
-// (the first pass also counts them per length, from which the buckets' counts follow without a pass over the tiles
-// where the walks are at most kFwdListHist KV tiles), the buckets' starts come from a warp scan.
+// max(walk, 1) over `resident` block slots, at least `least`), then lists every query tile (b, m0) and chunk c of the
+// k of its KV walk, n steps of it over KV tiles [nb_begin, nb_end) (int4 {b, m0, c | k << 16, nb_end | nb_begin <<
+// 16} behind the header {items, ns, KV tiles per chunk, 0}; all below 2^15: fwd_sm80_split_plan) in a counting sort
+// by n, heaviest first (256 buckets). The walks: a warp per sequence, a lane per query tile, the walk's length as
+// hstu_fwd_block computes it; the first walk keeps up to kFwdListCache tiles' walks in shared memory, from which a
+// thread per tile places the items (else, or with kFwdSm80SplitMain, the sequences are walked again). The kernel is
+// one block's latency on the forward's path: the buckets' counts follow from the first walk's histogram of lengths
+// where the walks are at most kFwdListHist KV tiles, the buckets' starts from a warp scan.
 constexpr int kFwdListBuckets = 256;
 constexpr int kFwdListHist = 1024;
+constexpr int kFwdListCache = 1024;
+// A query tile's walk down its KV tiles [.., nb_end) less the masked gap [gap_end - gap, gap_end)
+struct FwdListWalk {
+  int nb_end, gap_end, gap;
+  // the KV tile of step s (after tile gap_end the next one is gap_end - gap - 1)
+  __device__ __forceinline__ int tile_at(int s) const {
+    const int t = nb_end - 1 - s;
+    return gap > 0 && t < gap_end ? t - gap : t;
+  }
+};
 template <int BM, int BN>
 __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuParams p, int4* list, int counters,
                                                                   int ns, int least, int resident) {
   __shared__ int cursor[kFwdListBuckets];
   __shared__ int hist[kFwdListHist + 1];  // query tiles per walk length
+  __shared__ int4 walk_a[kFwdListCache];  // the first walk's tiles: {b, m0, slot, steps | gap << 16}
+  __shared__ int walk_b[kFwdListCache];   // nb_end | gap_end << 16
   __shared__ unsigned long long work;
-  __shared__ int long_walk, partials;
+  __shared__ int long_walk, partials, cached;
   for (int i = threadIdx.x; i < counters; i += blockDim.x) p.fwd_tile_counter[i] = 0;
   for (int i = threadIdx.x; i < kFwdListBuckets; i += blockDim.x) cursor[i] = 0;
   for (int i = threadIdx.x; i <= kFwdListHist; i += blockDim.x) hist[i] = 0;
-  if (threadIdx.x == 0) work = long_walk = partials = 0;
+  if (threadIdx.x == 0) work = long_walk = partials = cached = 0;
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  // each query tile's walk (KV tiles, less the target gap): f(b, m0, steps, tile_at, slot)
+  const bool cache = !(p.fwd_sm80_cfg & kFwdSm80SplitMain);
+  // each query tile's walk (KV tiles, less the target gap): f(b, m0, steps, walk, slot)
   auto each_tile = [&](auto&& f) {
     for (int b = warp; b < p.batch; b += warps) {
       const SeqInfo si = seq_info(p, b);
@@ -1121,21 +1147,27 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
         si.mask.key_tiles(m0 + si.mask.offset, max(0, min(BM, si.lq - m0)), BN, nb_begin, nb_end, gap_begin,
                           gap_end);
         const int gap = gap_end - gap_begin;
-        // the KV tile of step s of the walk down (after tile gap_end the next one is gap_begin - 1)
-        auto tile_at = [&](int s) { const int t = nb_end - 1 - s; return gap > 0 && t < gap_end ? t - gap : t; };
-        f(b, m0, nb_end > nb_begin ? nb_end - nb_begin - gap : 0, tile_at, si.q_start / BM + b + m0 / BM);
+        f(b, m0, nb_end > nb_begin ? nb_end - nb_begin - gap : 0, FwdListWalk{nb_end, gap_end, gap},
+          si.q_start / BM + b + m0 / BM);
       }
     }
   };
   {
     unsigned long long mine = 0;
     int longer = 0;
-    each_tile([&](int, int, int steps, auto&&, int) {
+    each_tile([&](int b, int m0, int steps, const FwdListWalk& wk, int slot) {
       mine += static_cast<unsigned long long>(max(steps, 1));
       if (steps >= 0 && steps <= kFwdListHist) {
         atomicAdd(&hist[steps], 1);
       } else {
         longer = 1;
+      }
+      if (cache) {  // (steps, gap, nb_end, gap_end < 2^15: fwd_sm80_split_plan)
+        const int i = atomicAdd(&cached, 1);
+        if (i < kFwdListCache) {
+          walk_a[i] = make_int4(b, m0, slot, steps | wk.gap << 16);
+          walk_b[i] = wk.nb_end | wk.gap_end << 16;
+        }
       }
     });
     if (mine > 0) atomicAdd(&work, mine);
@@ -1145,6 +1177,19 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
   const int chunk = resident > 0 ? static_cast<int>(max(static_cast<unsigned long long>(least),
                                                          (work * p.heads + resident - 1) / resident))
                                  : least;
+  const int n_cached = cache && cached <= kFwdListCache ? cached : -1;  // (-1: walk the sequences again)
+  // the first walk's tiles back from shared memory, a thread per tile, or the sequences walked again
+  auto each_tile_again = [&](auto&& f) {
+    if (n_cached < 0) {
+      each_tile(f);
+      return;
+    }
+    for (int i = threadIdx.x; i < n_cached; i += blockDim.x) {
+      const int4 a = walk_a[i];
+      const int w = walk_b[i];
+      f(a.x, a.y, a.w & 0xffff, FwdListWalk{w & 0xffff, w >> 16, a.w >> 16}, a.z);
+    }
+  };
   // the bucket of a chunk of w KV tiles (w = chunk: 0, the heaviest)
   auto bucket_of = [&](int w) {
     return kFwdListBuckets - 1 - static_cast<int>(int64_t{w} * (kFwdListBuckets - 1) / chunk);
@@ -1160,7 +1205,7 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
         atomicAdd(&cursor[bucket_of(st - (k - 1) * chunk)], n);
       }
     } else {
-      each_tile([&](int b, int m0, int steps, auto&& tile_at, int slot) {
+      each_tile_again([&](int b, int m0, int steps, const FwdListWalk& wk, int slot) {
         const int k = max(1, (steps + chunk - 1) / chunk);
         // a split tile's k partials per head: consecutive from its base (fwd_sm80_split_partials bounds them)
         if (pass == 1 && k > 1) p.fwd_tile_counter[counters + slot] = atomicAdd(&partials, k);
@@ -1170,7 +1215,7 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
           if (pass == 0) {
             atomicAdd(&cursor[bucket], 1);
           } else {
-            const int nb_end = tile_at(c * chunk) + 1, nb_begin = tile_at(c * chunk + w - 1);
+            const int nb_end = wk.tile_at(c * chunk) + 1, nb_begin = wk.tile_at(c * chunk + w - 1);
             list[1 + atomicAdd(&cursor[bucket], 1)] = make_int4(b, m0, c | k << 16, nb_end | nb_begin << 16);
           }
         }
@@ -1227,8 +1272,12 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
       static_cast<int>(s.slots * p.heads), s.ns, least, resident);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  auto kernel = hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                      C::kSkip, C::kPair>;
+  // (kFwdSm80SplitMain: main's split kernel, for comparisons)
+  auto kernel = (p.fwd_sm80_cfg & kFwdSm80SplitMain)
+                    ? hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks,
+                                            C::kStages, C::kSkip, C::kPair>
+                    : hstu_fwd_split_qearly_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks,
+                                                   C::kStages, C::kSkip, C::kPair>;
   // (+ the query tile's slot, the chunk, its counter, the walk's chunks, m0, b, nb_begin and the first partial)
   constexpr int kSmem = C::kSmem + 32;
   if (kSmem > 48 * 1024) {

@@ -35,11 +35,15 @@ inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
 
 // HstuParams::fwd_sm80_cfg, set by the op (fwd_sm80_cfg_word) and read by the launcher (hstu_fwd_sm80_kernel.cuh):
 // kernel_options(fwd_sm80_cfg=n) in the bits of kFwdSm80CfgMask, kFwdSm80NoQscale for
-// kernel_options(fwd_sm80_qscale=False) (the bf16 defaults without Q scaled by alpha / 2).
+// kernel_options(fwd_sm80_qscale=False) (the bf16 defaults without Q scaled by alpha / 2) and kFwdSm80SplitMain for
+// kernel_options(fwd_sm80_split_main=True) (the split as it was, for comparisons: the least chunk rounded up, the
+// list kernel walking the sequences a second time to place the items instead of reading the first walk's tiles back
+// from shared memory, the split kernel loading the list's bound before the item and Q behind the mask's setup).
 constexpr int kFwdSm80CfgMask = 7;
 constexpr int kFwdSm80NoQscale = 8;
-constexpr int fwd_sm80_cfg_word(int cfg, bool qscale) {
-  return (cfg & kFwdSm80CfgMask) | (qscale ? 0 : kFwdSm80NoQscale);
+constexpr int kFwdSm80SplitMain = 16;
+constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false) {
+  return (cfg & kFwdSm80CfgMask) | (qscale ? 0 : kFwdSm80NoQscale) | (split_main ? kFwdSm80SplitMain : 0);
 }
 
 // kernel_options(fwd_sm80_cfg=7): the bf16 default tile (D = 256 the warp pairs, 128 candidate 2, 64 candidate 1)
@@ -108,10 +112,11 @@ inline FwdSm80Split fwd_sm80_split_layout(const HstuParams& p, FwdSm80SplitTile 
 // n > 0 chunks of at most n KV tiles, else the rule: chunks of the mean work per block slot of the real walks (the
 // list's kernel counts them on the device), at least half the mean work per block slot if every query tile walked
 // as far as the longest sequence's (dense causal: half the mean; shorter sequences make it an over-estimate) and
-// kFwdSm80SplitMinChunk: that least chunk sizes the workspace and the grid, and no split where it reaches the longest
-// walk (from about four waves of query tiles on: balanced batches; below, the device's chunk leaves the tiles of a
-// balanced batch whole). No split where the list's bound exceeds the grid's y limit (forced short chunks on long
-// batches).
+// kFwdSm80SplitMinChunk: that least chunk sizes the workspace and the grid, and no split where it (rounded up)
+// reaches the longest walk (from about four waves of query tiles on: balanced batches; below, the device's chunk
+// leaves the tiles of a balanced batch whole); as the device's floor it is rounded down (above the real mean it sets
+// the chunk: one KV tile more cost the Zipf batch 4-8 % at D = 64). No split where the list's bound exceeds the
+// grid's y limit (forced short chunks on long batches).
 inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t, int sms) {
   if (p.fwd_split_tiles == -1 || p.batch <= 0 || p.heads <= 0 || p.max_seqlen_q <= 0 || p.max_seqlen_k <= 0)
     return {};
@@ -121,7 +126,10 @@ inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t,
   int64_t chunk = p.fwd_split_tiles;
   if (chunk <= 0) {
     const int64_t blocks = tiles * p.heads, resident = int64_t{sms} * t.minb;  // (chunk >= n_kv past ~4 waves)
-    chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, (blocks * (n_kv + 1) / 2 + 2 * resident - 1) / (2 * resident));
+    const int64_t half = blocks * (n_kv + 1) / 2;
+    chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, (half + 2 * resident - 1) / (2 * resident));
+    if (chunk >= n_kv) return {};
+    if (!(p.fwd_sm80_cfg & kFwdSm80SplitMain)) chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, half / (2 * resident));
   }
   if (chunk >= n_kv || n_kv >= 32768) return {};  // (the list's items hold KV tile indices in 15 bits)
   FwdSm80Split s = fwd_sm80_split_layout(p, t, chunk, p.fwd_split_tiles > 0 ? 0 : int64_t{sms} * t.minb);
