@@ -332,15 +332,16 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
       *reinterpret_cast<float2*>(&tile[(l / 4 + 8) * kRow + c]) =
           make_float2(__uint_as_float(w[2 * e + 1] << 16), __uint_as_float(w[2 * e + 1] & 0xFFFF0000u));
     }
-  }
+  } else {
 #pragma unroll
-  for (int k = 0; k < (p.dq_bf16 ? 0 : 2); ++k) {
-    const int i = t + 256 * k;  // float4 index in the group's 2 x 256
-    const int blk = i / 256, j = (i % 256) / 32, l = i % 32;
-    const float4 v = __ldcs(src + i);
-    const int c = 64 * blk + 8 * j + 2 * (l % 4);
-    *reinterpret_cast<float2*>(&tile[(l / 4) * kRow + c]) = make_float2(v.x, v.y);
-    *reinterpret_cast<float2*>(&tile[(l / 4 + 8) * kRow + c]) = make_float2(v.z, v.w);
+    for (int k = 0; k < 2; ++k) {
+      const int i = t + 256 * k;  // float4 index in the group's 2 x 256
+      const int blk = i / 256, j = (i % 256) / 32, l = i % 32;
+      const float4 v = __ldcs(src + i);
+      const int c = 64 * blk + 8 * j + 2 * (l % 4);
+      *reinterpret_cast<float2*>(&tile[(l / 4) * kRow + c]) = make_float2(v.x, v.y);
+      *reinterpret_cast<float2*>(&tile[(l / 4 + 8) * kRow + c]) = make_float2(v.z, v.w);
+    }
   }
   __syncthreads();
   const int r = t / 16, c8 = t % 16;  // 16 rows x 16 groups of 8 columns

@@ -599,8 +599,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   ACCEL_CHECK(f.q_cols < (int64_t{1} << 31) && f.k_cols < (int64_t{1} << 31),
               "q/k: expected fewer than 2^31 rows (and rows + 48 B columns) for the FP8 backward");
   // One workspace for what the call keeps internal (each allocation costs host time that short calls pay as GPU idle
-  // time): dq_accum (fp32, or bf16 with kFp8BwdDqBf16; zeroed by the pre-pass), the pre-pass's outputs, the checked descale copies; 256-byte
-  // aligned regions.
+  // time): dq_accum (fp32, or bf16 with kFp8BwdDqBf16; zeroed by the pre-pass), the pre-pass's outputs, the checked
+  // descale copies; 256-byte aligned regions.
   int64_t bytes = 0;
   auto region = [&](int64_t n) {
     const int64_t at = bytes;

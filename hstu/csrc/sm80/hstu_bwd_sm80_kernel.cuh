@@ -983,20 +983,15 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         err = bwd_sm80_sm90_class(sm90);
         if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
         if (p.num_contexts != nullptr) return cudaErrorNotSupported;
-        constexpr int kNoEpi = ~kPdsSmemEpilogue;
-        if constexpr (D == 256) {
-          constexpr int kBody = kBwdPdsD256OneBar & kNoEpi;
-          return bwd_sm80_heads_first<D>(p)
-                     ? launch_hstu_bwd_pds<T, D, 2, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
-                                                                                                     stream)
-                     : launch_hstu_bwd_pds<T, D, 2, 8, kBody>(p, max_smem, stream);
-        } else {
-          constexpr int kBody = (kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>) & kNoEpi;
-          return bwd_sm80_heads_first<D>(p)
-                     ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
-                                                                                                     stream)
-                     : launch_hstu_bwd_pds<T, D, 3, 8, kBody>(p, max_smem, stream);
-        }
+        // (D = 256: its two-stage one-barrier loop; else the three-stage default's)
+        constexpr int kStages = D == 256 ? 2 : 3;
+        constexpr int kBody =
+            (D == 256 ? kBwdPdsD256OneBar : kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>) &
+            ~kPdsSmemEpilogue;
+        return bwd_sm80_heads_first<D>(p)
+                   ? launch_hstu_bwd_pds<T, D, kStages, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
+                                                                                                         stream)
+                   : launch_hstu_bwd_pds<T, D, kStages, 8, kBody>(p, max_smem, stream);
       }
       default:
         return cudaErrorNotSupported;
