@@ -51,6 +51,9 @@ def test_bits_match_the_plan_header():
     # the sm80-class forward's split as it was (for comparisons): bit 62
     assert int(re.search(r"kOptFwdSm80SplitMain = int64_t\{1\} << (\d+),", text).group(1)) == 62
     assert _ops.FWD_SM80_SPLIT_MAIN_BIT == 1 << 62
+    # the sm80-class forward's interleaved groups (opt-out): bit 58
+    assert int(re.search(r"kOptNoFwdSm80Ilv = int64_t\{1\} << (\d+),", text).group(1)) == 58
+    assert _ops.FWD_SM80_NO_ILV_BIT == 1 << 58
     with open(os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_fwd_fp8_sm90_kernel.cuh")) as f:
         enum = re.search(r"enum Fp8FwdVar : int \{([^}]*)\}", f.read()).group(1)
     assert tuple(sorted(int(v) for v in re.findall(r"= (\d+)", enum))) == _ops.FP8_FWD_VARS
@@ -106,6 +109,10 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == 0
         with _ops.kernel_options(fwd_sm80_split_main=True):  # (for comparisons)
             assert _ops._current_options() == _ops.FWD_SM80_SPLIT_MAIN_BIT == 1 << 62
+        with _ops.kernel_options(fwd_sm80_interleave=False):  # (for comparisons)
+            assert _ops._current_options() == _ops.FWD_SM80_NO_ILV_BIT == 1 << 58
+        with _ops.kernel_options(fwd_sm80_interleave=True):
+            assert _ops._current_options() == 0
         with _ops.kernel_options(fp8_bwd=True):  # (the FP8 backward or an error)
             assert _ops._current_options() == _ops.OPTION_BITS["fp8_bwd"] == 1 << 20
         with _ops.kernel_options(fp8_bwd=False):  # (always the dequantized backward)
@@ -139,6 +146,9 @@ def test_kernel_options_pack_and_restore():
     for bad in (0, 1, None, "on"):
         with pytest.raises(ValueError, match="fwd_sm80_split_main: expected True or False"):
             with _ops.kernel_options(fwd_sm80_split_main=bad):
+                pass
+        with pytest.raises(ValueError, match="fwd_sm80_interleave: expected True or False"):
+            with _ops.kernel_options(fwd_sm80_interleave=bad):
                 pass
     with pytest.raises(ValueError, match="bwd_grid: expected 0, 1 or 2, got 3"):
         with _ops.kernel_options(bwd_grid=3):

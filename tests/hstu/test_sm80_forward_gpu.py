@@ -160,8 +160,8 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
             runs_cand = dtype == torch.bfloat16 and (is_long or pairs)
             tile = fwd_tile(D, cand if runs_cand else 0, dtype, pairs=pairs)
             kernel = "hstu_fwd_qreg_kernel" if runs_cand and D in (64, 128) and cand == 3 else "hstu_fwd_kernel"
-            if runs_cand and D == 64:  # (alpha 1: Q scaled by alpha / 2 = 2^-1, FwdSm80QregScaled)
-                kernel = "hstu_fwd_qreg_scaled_kernel"
+            if runs_cand and D == 64:  # (alpha 1: Q scaled by alpha / 2 = 2^-1, FwdSm80QregIlv)
+                kernel = "hstu_fwd_qreg_ilv_kernel"
             want = f"{kernel}<{ctype}, {tile}(hstu::HstuParams)"
             assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (dtype, lens, names[0], want)
             old = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, 0, dtype)}(hstu::HstuParams)"
@@ -240,8 +240,8 @@ def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kerne
             torch.cuda.synchronize()
         names[cfg] = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
     kernel = {3: "hstu_fwd_qreg_kernel", 5: "hstu_fwd_qreg_ctx_kernel"}.get(shown, "hstu_fwd_kernel")
-    if shown == 3 and D == 64:  # (targets alone at D = 64: Q scaled by alpha / 2 = 2^-2, FwdSm80QregScaled)
-        kernel = "hstu_fwd_qreg_scaled_kernel"
+    if shown == 3 and D == 64:  # (targets alone at D = 64: Q scaled by alpha / 2 = 2^-2, FwdSm80QregIlv)
+        kernel = "hstu_fwd_qreg_ilv_kernel"
     tile = fwd_tile(D, shown, pairs=pairs)
     if shown == 5:  # (SKIP 6: candidate 5 with the paired KV tiles)
         tile = tile.replace(", 5, 1>", ", 6, 1>")
@@ -466,11 +466,13 @@ def test_sm80_forward_split_workspace_bound(D, kernel_opts):
     ("causal", False, 0, False), ("causal", True, 2, True), ("local_causal", False, 1, False),
     ("target_group", False, 0, False), ("local_target", True, 2, False), ("none", False, 2, False)])
 def test_sm80_forward_qscale(mask, delta_q, rab_heads, seqused, kernel_opts):
-    """The bf16 D = 64 long-row default where alpha / 2 is a power of two runs hstu_fwd_qreg_scaled_kernel (candidate
-    3's tile with the warps' Q fragments scaled by alpha / 2, no FMUL per score): it meets the error rule against the
-    fp32 reference (outputs poisoned) and its output is bit for bit candidate 3's (fwd_sm80_qscale=False: the
-    unscaled kernel) on jagged lengths across several 128-row tiles, windows, targets with groups, delta-q, seqused
-    and rab (scaled in the sum: alpha / 2 (S + rab)); alpha = 0.3 (no power of two) runs the unscaled kernel."""
+    """The bf16 D = 64 long-row default where alpha / 2 is a power of two runs hstu_fwd_qreg_ilv_kernel (candidate
+    3's tile with the warps' Q fragments scaled by alpha / 2, no FMUL per score, its unmasked sub-tiles without rab
+    in interleaved 16-key groups): it meets the error rule against the fp32 reference (outputs poisoned) and its
+    output is bit for bit hstu_fwd_qreg_scaled_kernel's (fwd_sm80_interleave=False: the groups not interleaved) and
+    candidate 3's (fwd_sm80_qscale=False: the unscaled kernel) on jagged lengths across several 128-row tiles,
+    windows, targets with groups, delta-q, seqused and rab (scaled in the sum: alpha / 2 (S + rab)); alpha = 0.3 (no
+    power of two) runs the unscaled kernel whatever the interleave switch."""
     lk = [2400, 1700, 2290, 1833, 2024] if delta_q else [1400, 700, 1290, 833, 1024]
     case = kg.make_case(zlib.crc32(repr(("qscale", mask, rab_heads, delta_q)).encode()), lk, 2, 64,
                         torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
@@ -478,16 +480,17 @@ def test_sm80_forward_qscale(mask, delta_q, rab_heads, seqused, kernel_opts):
     tile = "hstu_fwd_qreg{}_kernel<__nv_bfloat16, 64, 128, 128, 64, 4, 2, 2, 0, 1>"
     for alpha, scaled in ((0.125, True), (0.5, True), (0.3, False)):
         outs = {}
-        for qscale in (True, False):
-            kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_qscale=qscale)
-            if qscale and alpha != 0.5:
+        for qscale, ilv in ((True, True), (True, False), (False, True)):
+            kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_qscale=qscale, fwd_sm80_interleave=ilv)
+            if qscale and ilv and alpha != 0.5:
                 kg.check_case(case, alpha, backward=False)
             kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                outs[qscale] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=alpha, rab=case["rab"],
-                                                     **kg._varlen_kwargs(case))
+                outs[qscale, ilv] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=alpha,
+                                                          rab=case["rab"], **kg._varlen_kwargs(case))
                 torch.cuda.synchronize()
             names = {e.name for e in prof.events() if "hstu_fwd_" in e.name}
-            want = tile.format("_scaled" if qscale and scaled else "")
-            assert len(names) == 1 and want in next(iter(names)), (alpha, qscale, names, want)
-        assert torch.equal(outs[True], outs[False]), alpha
+            want = tile.format(("_ilv" if ilv else "_scaled") if qscale and scaled else "")
+            assert len(names) == 1 and want in next(iter(names)), (alpha, qscale, ilv, names, want)
+        assert torch.equal(outs[True, True], outs[True, False]), alpha
+        assert torch.equal(outs[True, True], outs[False, True]), alpha

@@ -73,6 +73,9 @@ enum HstuOptionBits : int64_t {
   // hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default
   kOptFp8FwdVarShift = 52,
   kOptFp8FwdVarMask = int64_t{15} << kOptFp8FwdVarShift,
+  // bit 58: the sm80-class forward's bf16 D = 64 long-row default without its unmasked sub-tiles' work interleaved
+  // in 16-key groups (FwdSm80QregIlv in hstu_fwd_sm80_kernel.cuh: FwdSm80QregScaled instead), for comparisons
+  kOptNoFwdSm80Ilv = int64_t{1} << 58,
   // bit 61: the sm80-class forward's bf16 D = 64 long-row default without its Q fragments scaled by alpha / 2 (where
   // that is a power of two; FwdSm80QregScaled in hstu_fwd_sm80_kernel.cuh): the FMUL per score, for comparisons
   kOptNoFwdSm80Qscale = int64_t{1} << 61,
@@ -109,6 +112,7 @@ struct HstuOptions {
   int fwd_sm80_cfg = 0;  // HstuParams::fwd_sm80_cfg (bits 0-2)
   bool fwd_sm80_qscale = true;  // HstuParams::fwd_sm80_cfg bit 3 cleared
   bool fwd_sm80_split_main = false;  // HstuParams::fwd_sm80_cfg bit 4
+  bool fwd_sm80_ilv = true;  // HstuParams::fwd_sm80_cfg bit 5 cleared
   bool pdl = false;  // Sm90PagedKV::pdl
   bool fwd_trace = false;  // Sm90PagedKV::trace
   bool fp8_sched = false;
@@ -136,6 +140,7 @@ struct HstuOptions {
     o.fwd_sm80_cfg = static_cast<int>((bits >> kOptFwdSm80CfgShift) & 7);
     o.fwd_sm80_qscale = !(bits & kOptNoFwdSm80Qscale);
     o.fwd_sm80_split_main = (bits & kOptFwdSm80SplitMain) != 0;
+    o.fwd_sm80_ilv = !(bits & kOptNoFwdSm80Ilv);
     o.pdl = (bits & kOptPdl) != 0;
     o.fwd_trace = (bits & kOptFwdTrace) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;

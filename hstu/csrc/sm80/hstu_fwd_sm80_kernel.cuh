@@ -47,6 +47,9 @@ struct FwdSm80Tile {
   static constexpr bool kQscale = false;
   // Q's copy issued before the mask's setup (FwdSm80PairsEarly; hstu_fwd_qearly_kernel)
   static constexpr bool kQearly = false;
+  // kQscale: the unmasked sub-tiles without rab in 16-key groups, the SiLU of one group issued between the MMAs of
+  // others (FwdSm80QregIlv; hstu_fwd_qreg_ilv_kernel)
+  static constexpr bool kIlv = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -193,6 +196,16 @@ template <int D>
 struct FwdSm80QregScaled : FwdSm80QregTile<D, 0> {
   static constexpr bool kQscale = true;
 };
+// FwdSm80QregScaled with its unmasked sub-tiles (no rab) in 16-key groups g whose work is issued interleaved:
+// S of g, P V of g - 2 and the SiLU of g - 1 in one straight block (hstu_fwd_block's ILV). In the plain body each
+// warp runs S (tensor pipe), then the SiLU (MUFU: 64 of them per warp and sub-tile), then P V (tensor) in sequence,
+// and the rab / mask branches between them keep ptxas from overlapping them; so the MUFU and tensor pipes overlap
+// only where the two warps of a scheduler happen to be in different phases (issue 39; docs/hstu_kernel_notes.md,
+// fwd30). kernel_options(fwd_sm80_interleave=False): FwdSm80QregScaled (for comparisons).
+template <int D>
+struct FwdSm80QregIlv : FwdSm80QregScaled<D> {
+  static constexpr bool kIlv = true;
+};
 // The bf16 default at D = 256 without contexts or split where a sequence has at most kFwdSm80ShortTiles query tiles:
 // the warp pairs (candidate 3) with Q's copy issued before the mask's setup (hstu_fwd_qearly_kernel), so that the
 // setup's ~400 dependent instructions run under Q's load instead of in front of it: a block of 1-4 KV steps spends
@@ -328,8 +341,10 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // warp - 2, so the walk takes half the block steps (each one K / V tile per barrier when walked one by one). The
 // walk runs down, so warps 2-3's accumulators are still zero there; after the last pair they hand their fp32
 // partial to warps 0-1 through shared memory (the second stage) and go on with their own rows.
+// ILV (QREG): a sub-tile fully visible to the block's rows, without rab, in 16-key groups, S of group g, P V of g - 2
+// and the SiLU of g - 1 issued together (one basic block: ptxas interleaves the MUFU ops with the MMAs).
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
-          bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false>
+          bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -341,6 +356,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!QREG || (PAIR == 1 && !SPLIT && SKIP == 0), "Q in registers: the plain body");
   static_assert(!QSCALE || (QREG && std::is_same<T, __nv_bfloat16>::value), "Q scaled: the bf16 Q registers");
   static_assert(!QEARLY || !PAIRKV, "Q's copy before the mask's setup: the plain or split body");
+  static_assert(!ILV || (QREG && STAGES == 2), "the interleaved groups: the Q-in-registers body");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -670,6 +686,55 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = 0.f;
 
+        if constexpr (ILV) {
+          if (full && p.rab == nullptr) {  // (block-uniform)
+            // 16-key group g: S of its keys (two n8 tiles per m16 tile) over D, its P (the A fragment of k16 step g
+            // of P V), its P V over D
+            constexpr int G = BNS / 16;
+            uint32_t pg[MT][G][4];
+            auto s_grp = [&](int g) {
+#pragma unroll
+              for (int ks = 0; ks < D / 16; ++ks) {
+                uint32_t bb[4];
+                ldsm_x4(bb, kv_addr(sK, tK, g * 16, ks * 16));
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                  mma_16816<T>(acc_s[mt][2 * g], qf[ks][mt], bb[0], bb[1]);
+                  mma_16816<T>(acc_s[mt][2 * g + 1], qf[ks][mt], bb[2], bb[3]);
+                }
+              }
+            };
+            auto silu_grp = [&](int g) {
+#pragma unroll
+              for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                  const float* a = acc_s[mt][2 * g + q / 2] + 2 * (q % 2);
+                  pg[mt][g][q] = pack2<T>(silu_from_half(QSCALE ? a[0] : a[0] * half_alpha),
+                                          silu_from_half(QSCALE ? a[1] : a[1] * half_alpha));
+                }
+            };
+            auto pv_grp = [&](int g) {
+#pragma unroll
+              for (int dp = 0; dp < D / 16; ++dp) {
+                uint32_t bb[4];
+                ldsm_x4_t(bb, kv_addr(sV, tV, g * 16, dp * 16));
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                  mma_16816<T>(acc_o[mt][2 * dp], pg[mt][g], bb[0], bb[1]);
+                  mma_16816<T>(acc_o[mt][2 * dp + 1], pg[mt][g], bb[2], bb[3]);
+                }
+              }
+            };
+#pragma unroll
+            for (int t = 0; t < G + 2; ++t) {
+              if (t < G) s_grp(t);
+              if (t >= 2) pv_grp(t - 2);
+              if (t >= 1 && t <= G) silu_grp(t - 1);
+            }
+            continue;
+          }
+        }
         if (work) {
           // S = Q K^T
 #pragma unroll
@@ -982,6 +1047,11 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_scaled_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, true>(p);
 }
+// hstu_fwd_qreg_scaled_kernel with the unmasked sub-tiles' work interleaved in 16-key groups (FwdSm80QregIlv)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ilv_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, true, false, true>(p);
+}
 // hstu_fwd_kernel with Q's copy issued before the mask's setup (the warp pairs: FwdSm80PairsEarly)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qearly_kernel(const HstuParams p) {
@@ -1017,11 +1087,16 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
   }
 }
 // The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5 / 6;
-// hstu_fwd_qreg_scaled_kernel where C::kQscale; hstu_fwd_qearly_kernel where C::kQearly)
+// hstu_fwd_qreg_ilv_kernel where C::kIlv; hstu_fwd_qreg_scaled_kernel where C::kQscale; hstu_fwd_qearly_kernel
+// where C::kQearly)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
   if constexpr (C::kQreg && C::kSkip >= 5) {
     return hstu_fwd_qreg_ctx_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                    C::kSkip, C::kPair>;
+  } else if constexpr (C::kQreg && C::kIlv) {
+    static_assert(C::kQscale, "the scaled kernel's body");
+    return hstu_fwd_qreg_ilv_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg && C::kQscale) {
     return hstu_fwd_qreg_scaled_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
@@ -1347,7 +1422,10 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       }
       if constexpr (D == 64 && std::is_same<T, __nv_bfloat16>::value) {
         if (ctx) return launch_hstu_fwd<T, D, FwdSm80QregCtx<64>>(p, stream);
-        if (fwd_sm80_qscale(p)) return launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream);
+        if (fwd_sm80_qscale(p)) {
+          return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream)
+                                                  : launch_hstu_fwd<T, D, FwdSm80QregIlv<64>>(p, stream);
+        }
       }
       // (D = 256: the pairs do not fit)
       return ctx && D != 256 ? launch_hstu_fwd_candidate<T, D, D == 64 ? 5 : 4>(p, stream)

@@ -38,12 +38,16 @@ inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
 // kernel_options(fwd_sm80_qscale=False) (the bf16 defaults without Q scaled by alpha / 2) and kFwdSm80SplitMain for
 // kernel_options(fwd_sm80_split_main=True) (the split as it was, for comparisons: the least chunk rounded up, the
 // list kernel walking the sequences a second time to place the items instead of reading the first walk's tiles back
-// from shared memory, the split kernel loading the list's bound before the item and Q behind the mask's setup).
+// from shared memory, the split kernel loading the list's bound before the item and Q behind the mask's setup);
+// kFwdSm80NoIlv for kernel_options(fwd_sm80_interleave=False) (the bf16 D = 64 default without its interleaved
+// groups: FwdSm80QregScaled instead of FwdSm80QregIlv).
 constexpr int kFwdSm80CfgMask = 7;
 constexpr int kFwdSm80NoQscale = 8;
 constexpr int kFwdSm80SplitMain = 16;
-constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false) {
-  return (cfg & kFwdSm80CfgMask) | (qscale ? 0 : kFwdSm80NoQscale) | (split_main ? kFwdSm80SplitMain : 0);
+constexpr int kFwdSm80NoIlv = 32;
+constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true) {
+  return (cfg & kFwdSm80CfgMask) | (qscale ? 0 : kFwdSm80NoQscale) | (split_main ? kFwdSm80SplitMain : 0) |
+         (ilv ? 0 : kFwdSm80NoIlv);
 }
 
 // kernel_options(fwd_sm80_cfg=7): the bf16 default tile (D = 256 the warp pairs, 128 candidate 2, 64 candidate 1)
