@@ -5,7 +5,10 @@ S4K D64, B16 S4K D128 / D256, B256 S256 D256, with FA2 (torch's flash SDPA) in t
 fwd17_jag.py's (CUDA graphs of n calls, variants interleaved per round, median of --reps rounds); the variants'
 outputs against the default's (bitwise?) first. Main's wheel: --variants default.
 
-Usage: fwd30_bench.py LABEL [--reps 5] [--variants default noilv] [--cases s8k64 s4k64 s4k128 s4k256 b256] [--fa2]"""
+--ncu: each variant once, no timing (for ncu -k regex:hstu_fwd).
+
+Usage: fwd30_bench.py LABEL [--reps 5] [--variants default noilv] [--cases s8k64 s4k64 s4k128 s4k256 b256] [--fa2]
+       [--ncu]"""
 import argparse
 import os
 import sys
@@ -50,7 +53,16 @@ def main():
     ap.add_argument("--variants", nargs="*", default=["default", "noilv"])
     ap.add_argument("--cases", nargs="*", default=["s8k64", "s4k64", "s4k128", "s4k256", "b256"])
     ap.add_argument("--fa2", action="store_true")
+    ap.add_argument("--ncu", action="store_true")
     a = ap.parse_args()
+    if a.ncu:
+        for key in a.cases:
+            name, B, S, D = SHAPES[key]
+            for v in a.variants:
+                ours([S] * B, D, v)()
+                torch.cuda.synchronize()
+                print(f"ncu: {name} {v}", flush=True)
+        return
     print(f"## {a.label}: {torch.cuda.get_device_name()}, bf16 H4 causal, forward ms (TFLOP/s, causal FLOPs), "
           f"CUDA graphs, median of {a.reps} interleaved rounds")
     cols = list(a.variants) + (["FA2"] if a.fa2 else [])
