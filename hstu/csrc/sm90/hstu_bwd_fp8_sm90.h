@@ -126,6 +126,11 @@ constexpr int kFp8BwdDqBf16 = 134217728;
 // tile's S^T instead of 2; dev builds only).
 constexpr int kFp8BwdDqBf16Held1 = 268435456;
 constexpr int kFp8BwdDqBf16Held0 = 1073741824;
+// Not timing-only (bit-equal gradients): fewer instructions per tile off the GEMMs: whether a tile is full (no mask
+// bits) by three bounds per warpgroup computed once (SeqMask::tile_full's tests are each a bound on the tile's first
+// row) instead of the sequence's mask fields re-read and tested per tile, and the tile's dS factors without an IEEE
+// division (pow2ceil(amax / 448) from amax's bits; c_ds0 / u as c_ds0 times u's exact reciprocal, u a power of two).
+constexpr int kFp8BwdLean = 8388608;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -147,10 +152,14 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 // The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
-// bit 59 main_kernel toggles kFp8BwdDqBf16 (off: main 98f618f's kernel, dQ reduce-added in fp32); bit 60 free.
+// bit 59 main_kernel toggles kFp8BwdDqBf16 (off: main 98f618f's kernel, dQ reduce-added in fp32);
 constexpr int64_t kOptFp8BwdMainKernel = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel;
-constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdMainKernel) ? kFp8BwdDqBf16 : 0; }
+// bit 60 lean toggles kFp8BwdLean.
+constexpr int64_t kOptFp8BwdLean = int64_t{1} << 60;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel | kOptFp8BwdLean;
+constexpr int fp8_bwd_option_diag(int64_t options) {
+  return ((options & kOptFp8BwdMainKernel) ? kFp8BwdDqBf16 : 0) | ((options & kOptFp8BwdLean) ? kFp8BwdLean : 0);
+}
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
@@ -174,9 +183,10 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
                                               kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
-                                              kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0>;
+                                              kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0,
+                                              kFp8BwdLean>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqBf16>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqBf16, kFp8BwdLean>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
