@@ -158,11 +158,12 @@ constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 // The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
 // bit 59 main_kernel toggles kFp8BwdDqBf16 (off: main 98f618f's kernel, dQ reduce-added in fp32);
 constexpr int64_t kOptFp8BwdMainKernel = int64_t{1} << 59;
-// bit 60 lean toggles kFp8BwdLean.
+// bit 60 lean toggles kFp8BwdLean | kFp8BwdLeanAmax (kFp8BwdLean alone: the op's diag 8388608).
 constexpr int64_t kOptFp8BwdLean = int64_t{1} << 60;
 constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel | kOptFp8BwdLean;
 constexpr int fp8_bwd_option_diag(int64_t options) {
-  return ((options & kOptFp8BwdMainKernel) ? kFp8BwdDqBf16 : 0) | ((options & kOptFp8BwdLean) ? kFp8BwdLean : 0);
+  return ((options & kOptFp8BwdMainKernel) ? kFp8BwdDqBf16 : 0) |
+         ((options & kOptFp8BwdLean) ? kFp8BwdLean | kFp8BwdLeanAmax : 0);
 }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
