@@ -42,8 +42,9 @@
 // test in iteration i. kFp8BwdWgUniform: the warpgroup / warp index warp-uniform for ptxas (uniform wgmma
 // descriptors). kFp8BwdRedNext: the last 2 (kFp8BwdRedNextWide: 3) of a tile's dQ reduce-adds issued under the next
 // tile's S^T. kFp8BwdFactorsEarly: the tile's q / dO factor words read before its GEMMs' issue. kFp8BwdDqBf16: dQ
-// rounded to bf16 and reduce-added in bf16 (4 red.v4.bf16x2 per thread and tile) into a bf16 workspace. All measured
-// in docs/hstu_kernel_notes.md.
+// rounded to bf16 and reduce-added in bf16 (4 red.v4.bf16x2 per thread and tile) into a bf16 workspace. kFp8BwdLean:
+// the full-tile test by per-warpgroup bounds, the tile's factors without IEEE divisions, dQ's address by increments.
+// All measured in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
@@ -383,9 +384,6 @@ __global__ void __launch_bounds__(384, 1)
   // kFp8BwdLean: tile_is_full by three bounds per warpgroup (thread 0's, at bar + 104: past the mbarriers), and no
   // IEEE division in the tile's dS factors (c_ds0 / ug, pow2ceil(amax / 448)): bit-equal.
   constexpr bool kLean = (kDiag & kFp8BwdLean) != 0;
-  // kFp8BwdLeanAmax (with kLean and kSpecQ): the dS pass's amax only where the packed e4m3 bytes say it may matter;
-  // the P pass's two scale words kept from the last tile with the same q / dO factors.
-  constexpr bool kLeanAmax = (kDiag & kFp8BwdLeanAmax) != 0 && kLean && kSpecQ;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -515,7 +513,6 @@ __global__ void __launch_bounds__(384, 1)
   float do_cur = 0.f;   // dO factor of acc_dv's unit
   float qs_prev = 1.f;  // q's factor of the previous tile (whose dS' is quantized in this one; kLean: k_s / q_s)
   float kq = 0.f, qs_kq = -1.f;  // kLean: k_s / q_s for q_s = qs_kq (q's factors are >= 0: tile 0 divides)
-  float hs_kq = 0.f, cds_kq = 0.f;  // kLeanAmax: the P pass's h_scale and c_ds0 for q_s = qs_kq, dO_s = do_cur
   float dq_scale1 = 0.f, dq_scale2 = 0.f;  // u k_s / q_s of the last tile quantized and the one before
   float ug_prev = 0.f;  // kSpecQ: the factor the previous tile's dS' is divided by (tile -1: zeros, no fix-up)
   // kFp8BwdRedKeep: the address registers of the last dQ reduce-adds, kept live until the next ones: a reduce-add
@@ -870,15 +867,7 @@ __global__ void __launch_bounds__(384, 1)
       qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
       dos = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
     }
-    if constexpr (kLeanAmax) {  // (do_cur: the previous tile's dO factor until the P pass below)
-      if (qs != qs_kq || dos != do_cur) {
-        kq = ks / qs;
-        qs_kq = qs;
-        hs_kq = 0.5f * p.alpha * qs * ks;
-        cds_kq = 0.5f * dos * vs * p.inv_scaling * p.alpha * qs;
-      }
-    } else if constexpr (kLean) {  // dQ's factor u k_s / q_s as u (k_s / q_s): divided where q_s changes, off the
-                                   // late part
+    if constexpr (kLean) {  // dQ's factor u k_s / q_s as u (k_s / q_s): divided where q_s changes, off the late part
       if (qs != qs_kq) {
         kq = ks / qs;
         qs_kq = qs;
@@ -926,12 +915,11 @@ __global__ void __launch_bounds__(384, 1)
     // ops per element and pass).
     wgmma_wait<1>();
     pin_all(acc_s);
-    const float h_scale = kLeanAmax ? hs_kq : 0.5f * p.alpha * qs * ks;
+    const float h_scale = 0.5f * p.alpha * qs * ks;
     // kSpecQ: dS' / ug (ug = u now, i.e. two tiles before this one: exact, a power of two), so the quantization
     // needs no multiply unless u grew since (late: ug_x).
     const float ug = kGuessU && u > 0.f ? u : 1.f;
-    const float c_ds0 = kLeanAmax ? cds_kq : 0.5f * dos * vs * p.inv_scaling * p.alpha * qs;  // dS' = dP^T SiLU'(S)
-                                                                                                // (2 c_ds)
+    const float c_ds0 = 0.5f * dos * vs * p.inv_scaling * p.alpha * qs;  // dS' = dP^T SiLU'(S) (2 c_ds)
     // (kLean: times 1 / ug, exact: ug = u = pow2ceil(amax / 448) of a finite amax, in [2^-126, 2^120])
     const float c_ds = !kGuessU ? c_ds0 : kLean ? c_ds0 * (u > 0.f ? fp8_pow2_rcp(u) : 1.f) : c_ds0 / ug;
     auto p_part = [&](auto kFull) {
@@ -996,51 +984,25 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
         acc_dp[e] *= acc_s[e];
-        if constexpr (!kLeanAmax) amax = fmaxf(amax, fabsf(acc_dp[e]));
+        amax = fmaxf(amax, fabsf(acc_dp[e]));
       }
     } else {
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
         const bool ok = (ok_bits >> e) & 1u;
         acc_dp[e] = ok ? acc_dp[e] * acc_s[e] : 0.f;
-        if constexpr (!kLeanAmax) amax = fmaxf(amax, fabsf(acc_dp[e]));
+        amax = fmaxf(amax, fabsf(acc_dp[e]));
       }
     }
     // The warp's maximum in one instruction (amax is a non-negative float: fmaxf drops NaN; its bits order as
     // unsigned integers), posted for both warpgroups (slot i % 4: rewritten in tile i + 4, when the other has
     // passed tile i + 2's amax wait, so long after its read of this slot in tile i + 1).
+    amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
     // kSpecQ: dS' of this tile quantized now with ug (kept in registers until the next iteration's late part),
     // or, where this warp's dS' / ug exceeds 448 or u = 0 (rare), with its own factor ugw = pow2ceil(amax / 448)
     // (<= the tile's u: rescaled there)
     float ugw = ug;
-    uint32_t da_new[2][4];
-    if constexpr (kLeanAmax) {
-      // The e4m3 bytes first: a byte of magnitude 0x7E / 0x7F (|dS' / ug| >= 432, saturated, NaN) sets bit 7 of
-      // (byte & 0x7F) + 2. Without one in the warp (and u > 0) the amax is <= 448 ug <= u, which moves no factor:
-      // the warp posts 0 (the rare path, as the default, posts its exact amax).
-      fp8_pack_a64(acc_dp, da_new);
-      uint32_t top = 0;
-#pragma unroll
-      for (int k = 0; k < 2; ++k) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) top |= (da_new[k][q] & 0x7F7F7F7Fu) + 0x02020202u;
-      }
-      if (__any_sync(0xffffffffu, u == 0.f || (top & 0x80808080u) != 0)) {
-#pragma unroll
-        for (int e = 0; e < 32; ++e) amax = fmaxf(amax, fabsf(acc_dp[e]));
-        amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
-        if (u == 0.f || amax > 448.f) {
-          ugw = fp8_pow2_ceil_div448(amax * ug);
-          const float r = ugw > 0.f ? ug / ugw : 0.f;
-#pragma unroll
-          for (int e = 0; e < 32; ++e) acc_dp[e] *= r;
-          fp8_pack_a64(acc_dp, da_new);
-        }
-      }
-    } else {
-      amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
-    }
-    if constexpr (kSpecQ && !kLeanAmax) {
+    if constexpr (kSpecQ) {
       if (u == 0.f || amax > 448.f) {
         ugw = kLean ? fp8_pow2_ceil_div448(amax * ug) : fp8_pow2_ceil(__fdiv_rn(amax * ug, 448.f));
         const float r = ugw > 0.f ? ug / ugw : 0.f;
@@ -1054,7 +1016,8 @@ __global__ void __launch_bounds__(384, 1)
     // dS' of tile i - 1 back from shared memory, tile i's in its place (each thread its own slot).
     float acc_x[32];
     if constexpr (kSpecQ) {
-      if constexpr (!kLeanAmax) fp8_pack_a64(acc_dp, da_new);
+      uint32_t da_new[2][4];
+      fp8_pack_a64(acc_dp, da_new);
       late(i, acc_x, pa, kLean ? kq : qs, true, s, ug_prev, da_keep);
 #pragma unroll
       for (int k = 0; k < 2; ++k) {
