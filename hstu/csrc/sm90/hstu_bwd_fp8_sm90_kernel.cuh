@@ -381,8 +381,9 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kDqBf16 = (kDiag & kFp8BwdDqBf16) != 0 && kDqRed;
   constexpr int kDqGroupFloats = kDqBf16 ? 1024 : 2048;  // float view per group and head
   constexpr bool kFactorsEarly = (kDiag & kFp8BwdFactorsEarly) != 0 && kPrefetch;
-  // kFp8BwdLean: tile_is_full by three bounds per warpgroup (thread 0's, at bar + 104: past the mbarriers), and no
-  // IEEE division in the tile's dS factors (c_ds0 / ug, pow2ceil(amax / 448)): bit-equal.
+  // kFp8BwdLean: tile_is_full by three bounds per warpgroup (thread 0's, at bar + 104: past the mbarriers), no IEEE
+  // division in the tile's dS factors (c_ds0 / ug, pow2ceil(amax / 448): exact forms), k_s / q_s divided where q_s
+  // changes, dQ's reduce-add address from the previous tile's.
   constexpr bool kLean = (kDiag & kFp8BwdLean) != 0;
 
   const int tid = threadIdx.x;
