@@ -231,8 +231,8 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: bit 59 main_kernel (hstu_bwd_fp8_sm90.h kOptFp8BwdMainKernel: main 98f618f's kernel, dQ's partials reduce-added
-#: in fp32 where the default adds them in bf16; dk / dv bit-equal, dq within the same error rule)
+#: bit 59 main_kernel (hstu_bwd_fp8_sm90.h kOptFp8BwdMainKernel: main 18e5373's kernel, without kFp8BwdLean's cuts of
+#: the per-tile instructions; dk / dv bit-equal, dq up to the rounding of its factor)
 FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 

@@ -650,7 +650,7 @@ def dq_order_atol(a, lens):
 def test_cuda_fp8_bwd_dq_error_at_16k():
     """The default's dq (its key-block partials reduce-added in bf16) where its rounding is largest: one causal
     sequence of 16K (128 key blocks per row at the end) against the fp64 emulation on the GPU, within the 5x rule of
-    the bf16 emulation's error; dk / dv bit-equal to main_kernel's (fp32 reduce-adds). Prints both kernels' errors."""
+    the bf16 emulation's error; dk / dv bit-equal to main_kernel's. Prints both kernels' errors."""
     if not fp8_bwd_kernel_built() or "main_kernel" not in VARIANTS:
         pytest.skip("the Hopper FP8 backward kernel and its main_kernel variant are not in this build")
     c = make_case(916, [16384], 2, 128, "causal", device="cuda", delta_q=False)

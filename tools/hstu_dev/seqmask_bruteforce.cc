@@ -58,6 +58,12 @@ int main() {
           bool all = true; for (int r = r0; r < r1; ++r) for (int j = j0; j < j0 + bn; ++j) all &= A[r][j];
           if (!all) { printf("full_tiles wrong\n"); return 1; } } }
     }
+    // the FP8 backward's full-tile bounds: exactly tile_full's first rows, any row position (the kernel's m0 + offset)
+    for (int j0 = 0; j0 < lk; ++j0) for (int j1 = j0 + 1; j1 <= lk; ++j1) for (int bm = 1; bm <= 4; ++bm) {
+      int fa, fb0, fb1; hstu::fp8_bwd_full_rows(m, j0, j1, bm, fa, fb0, fb1);
+      for (int r0 = -6; r0 <= lk + 2; ++r0)
+        if ((r0 <= fa || (fb0 <= r0 && r0 <= fb1)) != m.tile_full(r0, r0 + bm, j0, j1)) { printf("fp8_bwd_full_rows wrong lk%d lq%d t%d c%d g%d w%d,%d keys[%d,%d) bm%d r0 %d\n", lk, lq, t, c, g, wl, wr, j0, j1, bm, r0); return 1; }
+    }
     for (int j0 = 0; j0 < lk; ++j0) for (int j1 = j0 + 1; j1 <= lk; ++j1) {
       int rb, re; m.row_range(j0, j1, rb, re);
       for (int r = 0; r < lq; ++r) for (int j = j0; j < j1; ++j)

@@ -13,10 +13,13 @@ c=$(grep -n "^__device__ __forceinline__ SeqInfo seq_info" "$F" | cut -d: -f1)
 d=$(grep -n "^template <int BM, int BN, bool kSkipGap>" "$F" | cut -d: -f1)
 e=$(grep -n "^}  // namespace hstu" "$F" | cut -d: -f1)
 {
-  printf '#include <algorithm>\n#include <climits>\nusing std::min;\nusing std::max;\n'
+  printf '#include <algorithm>\n#include <cstdint>\n#include <climits>\nusing std::min;\nusing std::max;\n'
   printf '#define __device__\n#define __forceinline__ inline\nnamespace hstu {\n'
   sed -n "${a},$((c - 1))p" "$F"
   sed -n "${d},$((e - 1))p" "$F"
+  # the Hopper FP8 backward's full-tile bounds (hstu_bwd_fp8_sm90_kernel.cuh: fp8_bwd_full_rows)
+  awk '/^__device__ __forceinline__ void fp8_bwd_full_rows/ {f = 1} f {print} f && /^}/ {exit}' \
+      "$(dirname "$F")/../sm90/hstu_bwd_fp8_sm90_kernel.cuh"
   printf '}\n'
 } > "$T/mask.h"
 cp "$(dirname "$0")/seqmask_bruteforce.cc" "$T/t.cc"

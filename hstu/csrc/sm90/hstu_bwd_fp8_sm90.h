@@ -126,12 +126,19 @@ constexpr int kFp8BwdDqBf16 = 134217728;
 // tile's S^T instead of 2; dev builds only).
 constexpr int kFp8BwdDqBf16Held1 = 268435456;
 constexpr int kFp8BwdDqBf16Held0 = 1073741824;
+// Not timing-only (bit-equal dk / dv; dq up to u (k_s / q_s) against (u k_s) / q_s): fewer instructions per tile:
+// whether a tile is full (no mask bits) by three bounds per warpgroup computed once (SeqMask::tile_full's tests are
+// each a bound on the tile's first row) instead of the sequence's mask fields re-read and tested per tile; the tile's
+// dS factors without an IEEE division (pow2ceil(amax / 448) from amax's bits, c_ds0 / u as c_ds0 times u's exact
+// reciprocal: u is a power of two); dQ's factor u (k_s / q_s) with k_s / q_s divided where q_s changes; dQ's
+// reduce-add address from the previous tile's (measured: B16 S16K 0.92x the time in a burst, 0.94x sustained).
+constexpr int kFp8BwdLean = 8388608;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
                                kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep | kFp8BwdFullNext |
                                kFp8BwdWgUniform | kFp8BwdRedNext | kFp8BwdRedNextWide | kFp8BwdFactorsEarly |
-                               kFp8BwdDqBf16;
+                               kFp8BwdDqBf16 | kFp8BwdLean;
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
@@ -147,16 +154,17 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 // The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
-// bit 59 main_kernel toggles kFp8BwdDqBf16 (off: main 98f618f's kernel, dQ reduce-added in fp32); bit 60 free.
+// bit 59 main_kernel toggles kFp8BwdLean (off: main 18e5373's kernel); bit 60 free.
 constexpr int64_t kOptFp8BwdMainKernel = int64_t{1} << 59;
 constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel;
-constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdMainKernel) ? kFp8BwdDqBf16 : 0; }
+constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdMainKernel) ? kFp8BwdLean : 0; }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default and kFp8BwdDqBf16 (main 98f618f's kernel, the option bit 59); the timing-only and older feature variants
+// default and kFp8BwdLean (main 18e5373's kernel, the option bit 59); the timing-only and older feature variants
 // (the phase split, tools/hstu_dev/fp8_bwd_split.py; kFp8BwdFullNext: the default without it, main 95270e5's kernel
-// but for the bf16 dQ (since session 26 every older kernel here with kFp8BwdDqRedV4 on adds dQ in bf16);
+// but for the bf16 dQ (since session 26 every older kernel here with kFp8BwdDqRedV4 on adds dQ in bf16; since
+// session 27 every one is lean; kFp8BwdDqBf16: main 98f618f's kernel but lean);
 // kFp8BwdWgUniform | kFp8BwdRedNext: main 708f92a's kernel; kFp8BwdRedNext: the default without it;
 // kFp8BwdRedNextWide: main 37b3e7d's kernel; kFp8BwdFactorsEarly: main df4a8c3's) only in builds with
 // HSTU_DEV_VARIANTS (--define hstu_dev=1).
@@ -174,9 +182,10 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdStages3 | kFp8BwdRedKeep, kFp8BwdStages3, kFp8BwdFullNext,
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
                                               kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
-                                              kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0>;
+                                              kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0,
+                                              kFp8BwdLean>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqBf16>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdLean>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -42,8 +42,9 @@
 // test in iteration i. kFp8BwdWgUniform: the warpgroup / warp index warp-uniform for ptxas (uniform wgmma
 // descriptors). kFp8BwdRedNext: the last 2 (kFp8BwdRedNextWide: 3) of a tile's dQ reduce-adds issued under the next
 // tile's S^T. kFp8BwdFactorsEarly: the tile's q / dO factor words read before its GEMMs' issue. kFp8BwdDqBf16: dQ
-// rounded to bf16 and reduce-added in bf16 (4 red.v4.bf16x2 per thread and tile) into a bf16 workspace. All measured
-// in docs/hstu_kernel_notes.md.
+// rounded to bf16 and reduce-added in bf16 (4 red.v4.bf16x2 per thread and tile) into a bf16 workspace. kFp8BwdLean:
+// the full-tile test by per-warpgroup bounds, the tile's factors without IEEE divisions, dQ's address by increments.
+// All measured in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
@@ -106,14 +107,15 @@ struct Fp8BwdTraits {
   static constexpr int kAmaxSlots = 4;  // amax words of tiles j % 4: 8 consumer warps each
   static constexpr int kOffRed = kOffDq + kDqBytes;
   static constexpr int kBarOffset = kOffRed + kAmaxSlots * 32;
-  // mbarriers (128 B: K / V / K^T, then full / empty of rings A and B), the parked SeqInfo (64 B), tile map
+  // mbarriers (104 B: K / V / K^T, then full / empty of rings A and B; kFp8BwdLean's 6 words at 104), the parked
+  // SeqInfo (64 B), tile map
   // (16 B) and the stages' q / dO factors (at 224, kFp8BwdPrefetch), slack to align the base to 1024 bytes
   static constexpr int kSmem = kBarOffset + 256 + 1024;
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
-  static_assert(8 + 32 * kStages <= 128 && sizeof(SeqInfo) <= 64 && kStages <= 3,
-                "mbarriers, parked SeqInfo, the stages' q / dO factors (kFp8BwdPrefetch) at 224 + 8 s");
+  static_assert(8 + 32 * kStages <= 104 && sizeof(SeqInfo) <= 64 && kStages <= 3,
+                "mbarriers, kFp8BwdLean's bounds at 104, parked SeqInfo, the stages' q / dO factors at 224 + 8 s");
   static_assert(kSmem <= 232448, "shared memory");
   static_assert(kOffDq % 1024 == 0 && kOffdS % 1024 == 0 && kOffB % 1024 == 0, "128B-swizzled tiles");
   // setmaxnreg moves registers inside the CTA's launch allocation (65536 / 384 rounded down to 8 = 168 per thread):
@@ -129,6 +131,36 @@ __device__ __forceinline__ float fp8_pow2_ceil(float x) {
   uint32_t e = bits & 0x7F800000u;
   if (bits & 0x7FFFFFu) e += 0x800000u;
   return x > 0.f ? __uint_as_float(e) : 0.f;
+}
+// fp8_pow2_ceil(__fdiv_rn(x, 448.f)) without the division, bit for bit: x = m 2^E (m in [1, 2)) over 448 = 1.75 2^8
+// is 2^(E - 8) where m <= 1.75, else it lies in (2^(E - 8), 2^(E - 7)) (the float after 448 2^k over 448 rounds above
+// 2^k), so the rounded quotient passes 2^k exactly when x does. Exponents outside [9, 254] take the division.
+__device__ __forceinline__ float fp8_pow2_ceil_div448(float x) {
+  const uint32_t bits = __float_as_uint(x);
+  if (bits - (9u << 23) >= (255u - 9u) << 23) return fp8_pow2_ceil(__fdiv_rn(x, 448.f));
+  return __uint_as_float(((bits + 0x1FFFFFu) & 0x7F800000u) - (8u << 23));
+}
+// 1 / x for x = 2^k, |k| <= 126 (exact: 2^-k by its exponent field)
+__device__ __forceinline__ float fp8_pow2_rcp(float x) { return __uint_as_float(0x7F000000u - __float_as_uint(x)); }
+// The query rows r0 (tiles [r0, r0 + bm) in the mask's row positions) for which m.tile_full(r0, r0 + bm, j0, j1)
+// holds are exactly r0 <= fa or fb0 <= r0 <= fb1 (each test of tile_full is a bound on r0; an empty part is an upper
+// bound below a lower one); bounds clamped to +-2^30.
+__device__ __forceinline__ void fp8_bwd_full_rows(const SeqMask& m, int j0, int j1, int bm, int& fa, int& fb0,
+                                                  int& fb1) {
+  using ll = long long;
+  constexpr ll kBig = 1ll << 30;
+  auto clamp = [](ll x) { return static_cast<int>(x < -kBig ? -kBig : x > kBig ? kBig : x); };
+  ll a = -kBig, b0 = kBig, b1 = -kBig;  // (empty)
+  if (j1 <= m.hist) {
+    a = static_cast<ll>(m.ctx < m.hist ? m.ctx : m.hist) - bm;  // r1 <= ctx and r1 <= hist
+    b0 = m.ctx;                                                   // r0 >= ctx
+    if (m.wr >= 0 && static_cast<ll>(j1) - 1 - m.wr > b0) b0 = static_cast<ll>(j1) - 1 - m.wr;
+    b1 = static_cast<ll>(m.hist) - bm;  // r1 <= hist
+    if (m.wl >= 0 && static_cast<ll>(j0) + 1 + m.wl - bm < b1) b1 = static_cast<ll>(j0) + 1 + m.wl - bm;
+  }
+  fa = clamp(a);
+  fb0 = clamp(b0);
+  fb1 = clamp(b1);
 }
 
 // A 64 x 64 accumulator tile (m64n64 layout, rows = keys, columns = queries) as the e4m3 A fragments of two k-steps
@@ -349,6 +381,10 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kDqBf16 = (kDiag & kFp8BwdDqBf16) != 0 && kDqRed;
   constexpr int kDqGroupFloats = kDqBf16 ? 1024 : 2048;  // float view per group and head
   constexpr bool kFactorsEarly = (kDiag & kFp8BwdFactorsEarly) != 0 && kPrefetch;
+  // kFp8BwdLean: tile_is_full by three bounds per warpgroup (thread 0's, at bar + 104: past the mbarriers), no IEEE
+  // division in the tile's dS factors (c_ds0 / ug, pow2ceil(amax / 448): exact forms), k_s / q_s divided where q_s
+  // changes, dQ's reduce-add address from the previous tile's.
+  constexpr bool kLean = (kDiag & kFp8BwdLean) != 0;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -367,6 +403,20 @@ __global__ void __launch_bounds__(384, 1)
     tmap[1] = n_a;
     tmap[2] = gap;
     tmap[3] = n_mt;
+    if constexpr (kLean) {  // tile_is_full(m0) = m0 <= fa || (fb0 <= m0 && m0 <= fb1), per warpgroup (its 64 keys)
+      int* fb = reinterpret_cast<int*>(smem_raw + (bar + 104u - smem_addr(smem_raw)));
+#pragma unroll
+      for (int g = 0; g < 2; ++g) {
+        const int j_w0 = n0 + 64 * g;
+        int fa, fb0, fb1;
+        fp8_bwd_full_rows(si.mask, j_w0, j_w0 + 64, BM, fa, fb0, fb1);
+        const int off = si.mask.offset, last = si.lq - BM;  // (m0 + BM <= lq)
+        const bool keys = j_w0 + 64 <= si.lk;
+        fb[3 * g] = keys ? min(fa - off, last) : -(1 << 30);
+        fb[3 * g + 1] = keys ? fb0 - off : 1 << 30;
+        fb[3 * g + 2] = keys ? min(fb1 - off, last) : -(1 << 30);
+      }
+    }
   }
   __syncthreads();
 
@@ -462,7 +512,8 @@ __global__ void __launch_bounds__(384, 1)
   }
   float u = 0.f;        // dS' factor of the tiles quantized so far (acc_dk's unit)
   float do_cur = 0.f;   // dO factor of acc_dv's unit
-  float qs_prev = 1.f;  // q's factor of the previous tile (whose dS' is quantized in this one)
+  float qs_prev = 1.f;  // q's factor of the previous tile (whose dS' is quantized in this one; kLean: k_s / q_s)
+  float kq = 0.f, qs_kq = -1.f;  // kLean: k_s / q_s for q_s = qs_kq (q's factors are >= 0: tile 0 divides)
   float dq_scale1 = 0.f, dq_scale2 = 0.f;  // u k_s / q_s of the last tile quantized and the one before
   float ug_prev = 0.f;  // kSpecQ: the factor the previous tile's dS' is divided by (tile -1: zeros, no fix-up)
   // kFp8BwdRedKeep: the address registers of the last dQ reduce-adds, kept live until the next ones: a reduce-add
@@ -550,7 +601,13 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kDqRed) {  // fragment order: this warp's 16 rows are one group, its 64 columns block wg
       const int64_t g = dq_group_index(sq.q_start, b, tile_m0(t)) + warp;
       float* a = f.dq_accum + ((g * p.heads + h) * 2 + wg) * (kDqGroupFloats / 2) + 4 * lane;
-      if constexpr (kRedKeep) {  // the address from the previous one (so that it stays live until here)
+      if constexpr (kLean && kRedKeep) {  // tiles in order: tile t's groups 4 after tile t - 1's (64 rows), past
+                                          // the context gap also the gap's; tile 0's from the sequence's first
+        const int64_t dg = t > 0 ? 4 * (1 + (t == tmap[1] ? tmap[2] : 0))
+                                 : dq_group_index(sq.q_start, b, tile_m0(0)) + warp;
+        a = red_keep + dg * (int64_t{p.heads} * kDqGroupFloats);
+        red_keep = a;
+      } else if constexpr (kRedKeep) {  // the address from the previous one (so that it stays live until here)
         a = red_keep + (g - red_g) * (int64_t{p.heads} * kDqGroupFloats);
         red_keep = a;
         red_g = g;
@@ -610,6 +667,12 @@ __global__ void __launch_bounds__(384, 1)
   // from shared memory). kFullNext: tile i + 1's computed in iteration i, under its GEMMs, instead of at the top of
   // iteration i + 1, where its shared loads' latency was not covered (14 % of the stall samples at B16 S16K).
   auto tile_is_full = [&](int m0) {
+    if constexpr (kLean) {
+      const uint32_t fw = bar + 104u + 12u * static_cast<uint32_t>(wg);
+      const int fa = static_cast<int>(ld_shared_u32(fw)), fb0 = static_cast<int>(ld_shared_u32(fw + 4u)),
+                fb1 = static_cast<int>(ld_shared_u32(fw + 8u));
+      return m0 <= fa || (fb0 <= m0 && m0 <= fb1);
+    }
     const int j_w0 = n0 + kr0;
     return m0 + BM <= sq.lq && j_w0 + 64 <= sq.lk &&
            sq.mask.tile_full(m0 + sq.mask.offset, m0 + BM + sq.mask.offset, j_w0, j_w0 + 64);
@@ -656,7 +719,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int w = 0; w < 8; ++w) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(words + 4 * w)));
     }
-    const float sf = fp8_pow2_ceil(__fdiv_rn(amax, 448.f));
+    const float sf = kLean ? fp8_pow2_ceil_div448(amax) : fp8_pow2_ceil(__fdiv_rn(amax, 448.f));
     if (sf > u) {
       if (u > 0.f) {
         const float r = u / sf;
@@ -666,7 +729,7 @@ __global__ void __launch_bounds__(384, 1)
       u = sf;
     }
     dq_scale2 = dq_scale1;
-    dq_scale1 = u * ks / qs_prev;
+    dq_scale1 = kLean ? u * qs_prev : u * ks / qs_prev;  // (u a power of two: the same rounding)
     uint32_t da[2][4];
     if constexpr (kSpecQ) {
 #pragma unroll
@@ -805,6 +868,12 @@ __global__ void __launch_bounds__(384, 1)
       qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
       dos = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
     }
+    if constexpr (kLean) {  // dQ's factor u k_s / q_s as u (k_s / q_s): divided where q_s changes, off the late part
+      if (qs != qs_kq) {
+        kq = ks / qs;
+        qs_kq = qs;
+      }
+    }
     // Mask bits of this thread's 32 elements (bit e: key jrow + 8 ((e % 4) / 2), query qcol + 8 (e / 4) + (e % 2)):
     // all set on tiles every (query, key) of which is allowed, else from SeqMask::allowed.
     const int j_w0 = n0 + kr0;
@@ -852,7 +921,8 @@ __global__ void __launch_bounds__(384, 1)
     // needs no multiply unless u grew since (late: ug_x).
     const float ug = kGuessU && u > 0.f ? u : 1.f;
     const float c_ds0 = 0.5f * dos * vs * p.inv_scaling * p.alpha * qs;  // dS' = dP^T SiLU'(S) (2 c_ds)
-    const float c_ds = kGuessU ? c_ds0 / ug : c_ds0;
+    // (kLean: times 1 / ug, exact: ug = u = pow2ceil(amax / 448) of a finite amax, in [2^-126, 2^120])
+    const float c_ds = !kGuessU ? c_ds0 : kLean ? c_ds0 * (u > 0.f ? fp8_pow2_rcp(u) : 1.f) : c_ds0 / ug;
     auto p_part = [&](auto kFull) {
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
@@ -935,7 +1005,7 @@ __global__ void __launch_bounds__(384, 1)
     float ugw = ug;
     if constexpr (kSpecQ) {
       if (u == 0.f || amax > 448.f) {
-        ugw = fp8_pow2_ceil(__fdiv_rn(amax * ug, 448.f));
+        ugw = kLean ? fp8_pow2_ceil_div448(amax * ug) : fp8_pow2_ceil(__fdiv_rn(amax * ug, 448.f));
         const float r = ugw > 0.f ? ug / ugw : 0.f;
 #pragma unroll
         for (int e = 0; e < 32; ++e) acc_dp[e] *= r;
@@ -949,7 +1019,7 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kSpecQ) {
       uint32_t da_new[2][4];
       fp8_pack_a64(acc_dp, da_new);
-      late(i, acc_x, pa, qs, true, s, ug_prev, da_keep);
+      late(i, acc_x, pa, kLean ? kq : qs, true, s, ug_prev, da_keep);
 #pragma unroll
       for (int k = 0; k < 2; ++k) {
 #pragma unroll
@@ -966,7 +1036,7 @@ __global__ void __launch_bounds__(384, 1)
           st_shared_v4_f32(dsf_addr(k), acc_dp[4 * k], acc_dp[4 * k + 1], acc_dp[4 * k + 2], acc_dp[4 * k + 3]);
         }
       }
-      late(i, acc_x, pa, qs, true, s, ug_prev, da_keep);
+      late(i, acc_x, pa, kLean ? kq : qs, true, s, ug_prev, da_keep);
     }
     ug_prev = ugw;
   }
