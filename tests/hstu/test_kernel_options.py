@@ -68,7 +68,8 @@ def test_bits_match_the_plan_header():
     assert old == _ops.BWD_SM80_CFG_OLD and last == _ops.BWD_SM80_CFG_LAST == max(_ops.BWD_SM80_CFGS) and last < 16
     loop_cfgs = [int(re.search(rf"constexpr int {n} = (\d+);", kernel).group(1))
                for n in ("kBwdSm80TwoBarCfg", "kBwdSm80JoinedCopiesCfg", "kBwdSm80OtherOrderCfg", "kBwdSm80MbarCfg",
-                         "kBwdSm80TailCfg", "kBwdSm80SmemEpiCfg")]
+                         "kBwdSm80TailCfg", "kBwdSm80SmemEpiCfg", "kBwdSm80StsmCfg",
+                         "kBwdSm80PtrCfg")]
     assert sorted(loop_cfgs + [0, 4, 5, old]) == list(_ops.BWD_SM80_CFGS)
 
 
