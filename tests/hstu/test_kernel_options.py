@@ -155,7 +155,7 @@ def test_kernel_options_pack_and_restore():
     for cfg in _ops.BWD_SM80_CFGS[1:]:  # (8: the old layouts, bit 28)
         with _ops.kernel_options(sm90=False, bwd_sm80_cfg=cfg):
             assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (cfg << _ops.BWD_SM80_CFG_SHIFT)
-    for bad in (10, 15, -1, True, 2.0):
+    for bad in (_ops.BWD_SM80_CFG_LAST + 1, 15, -1, True, 2.0):
         with pytest.raises(ValueError, match=r"bwd_sm80_cfg: expected one of \(0, .*\), got"):
             with _ops.kernel_options(bwd_sm80_cfg=bad):
                 pass
