@@ -208,11 +208,11 @@ FWD_SPLIT_SHIFT = 11
 # Q / dO copies; 7 (bf16, sm_90+, heads first) the other order of the grid's last sequences (the default: key blocks
 # first at D = 64 / 256); 9 (bf16, sm_90+) the default's loop with dK / dV stored in fragment order; 10 (bf16, D = 64 /
 # 128, sm_90+) the default's loop with P / dS stored by stmatrix, 11 that with the Q / dO copies from pointers formed
-# once per key block
+# once per key block, 12 those copies alone
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
-BWD_SM80_CFG_LAST = 11  # kBwdSm80LastCfg
-BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+BWD_SM80_CFG_LAST = 12  # kBwdSm80LastCfg
+BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 # bits 29-31: the sm80-class forward's tiles: 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS),
 # FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT
 FWD_SM80_CFG_SHIFT = 29
@@ -323,8 +323,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     with dK / dV stored in fragment order (4 bytes a thread and store) instead of through shared memory (whole rows, 16
     bytes a thread). 10 (bf16, D = 64 / 128, sm_90+, no contexts): the default's loop with P and dS stored by
     stmatrix (8 stores a thread and tile pair instead of 32); 11 (the same calls) that with the next tile's Q / dO
-    copies from pointers formed once per key block. Where a cfg does not apply (fp16, other head dims, a GPU
-    without its shared memory) the default runs. Measured on an H200: docs/hstu_kernel_notes.md.
+    copies from pointers formed once per key block; 12 (the same calls) those copies alone. Where a cfg does not
+    apply (fp16, other head dims, a GPU without its shared memory) the default runs. Measured on an H200:
+    docs/hstu_kernel_notes.md.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
     without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows; 128 x 64 tiles, D = 64
     128 x 128) with K / V double-buffered at D = 64 / 128, at D = 256 warp pairs (two warps share 32 rows: each

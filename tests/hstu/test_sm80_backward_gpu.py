@@ -7,7 +7,7 @@ first up to 2,048 keys, else batch first; heads first at D = 64 / 256 with the g
 cfg 7 (bf16, heads first) the other choice of the last sequences' order, cfg 9 (bf16) the one-barrier loops with dK / dV
 stored in fragment order (the default: through shared memory, kPdsSmemEpilogue), cfg 10 (bf16, D = 64 / 128) the
 one-barrier loop with P / dS stored by stmatrix (kPdsStsmPdS), cfg 11 that with the Q / dO copies from pointers formed
-once per key block (kPdsPtrCopies). At D = 256 on sm_90+ the default has
+once per key block (kPdsPtrCopies), cfg 12 those copies alone. At D = 256 on sm_90+ the default has
 one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies, with the lean
 copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean copies. Each
 meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned), all
@@ -32,13 +32,14 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-LOOP_CFGS = (1, 2, 3, 7, 9, 10, 11)
+LOOP_CFGS = (1, 2, 3, 7, 9, 10, 11, 12)
 TAIL_CFG = 7  # (kBwdSm80TailCfg: the heads-first kernels with the other choice of kPdsTailBlocksFirst, 256)
 EPI_CFG = 9  # (kBwdSm80SmemEpiCfg: the default's loop without kPdsSmemEpilogue, 512: dK / dV in fragment order)
 STSM_CFG = 10  # (kBwdSm80StsmCfg: the default's loop at D = 64 / 128 with kPdsStsmPdS, 1024: P / dS by stmatrix)
 _STSM = 1024  # kPdsStsmPdS
 PTR_CFG = 11  # (kBwdSm80PtrCfg: cfg 10's loop with kPdsPtrCopies, 2048: the Q / dO copies from pointers)
 _PTR = 2048  # kPdsPtrCopies
+PTR_ONLY_CFG = 12  # (kBwdSm80PtrOnlyCfg: the default's loop with kPdsPtrCopies alone)
 MBAR_CFGS = (6,)  # (D = 256)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; the one-barrier
 # loops' flags: kPdsSmemEpilogue 512, at D = 64 kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
@@ -79,7 +80,7 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     default the two-stage body kernel with kPdsMbarCopies | kPdsLeanCopies, cfg 1 the two-stage two-barrier kernel,
     cfg 6 (bf16) kPdsMbarCopies alone. The one-barrier loops with kPdsSmemEpilogue, cfg 9 (bf16) the default's body
     kernel without it; cfg 10 (bf16, D = 64 / 128) the default's loop as a body kernel with kPdsStsmPdS, cfg 11 with
-    kPdsStsmPdS | kPdsPtrCopies."""
+    kPdsStsmPdS | kPdsPtrCopies, cfg 12 with kPdsPtrCopies."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     bf16 = dtype == torch.bfloat16
     no_epi = cfg == EPI_CFG and bf16
@@ -100,7 +101,7 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
         return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D] | _EPI}>(hstu::HstuParams, int)"
-    stsm = (_STSM if cfg == STSM_CFG else _STSM | _PTR if cfg == PTR_CFG else 0) if bf16 else 0
+    stsm = {STSM_CFG: _STSM, PTR_CFG: _STSM | _PTR, PTR_ONLY_CFG: _PTR}.get(cfg, 0) if bf16 else 0
     if (max_seqlen_k <= 2048) != (cfg == 3):
         body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail | stsm) & ~(_EPI if no_epi else 0)
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
@@ -248,16 +249,17 @@ def test_sm80_backward_smem_epilogue(D, mask, rab_heads, delta_q, kernel_opts):
                                                    ("target_group", 1, False), ("none", 0, True)])
 @pytest.mark.parametrize("D", [64, 128])
 def test_sm80_backward_stsm_pds(D, mask, rab_heads, delta_q, kernel_opts):
-    """The default's loop, cfg 10 (bf16: the same loop with P and dS stored by stmatrix) and cfg 11 (that with the
-    Q / dO copies from pointers formed once per key block) in both grid orders (jagged sequences of 0-700 keys heads
-    first, partial and fully masked tiles at every row count class; with one of 2,200 keys batch first): the error rule against the fp32 reference (gradients poisoned), the cfg's kernel, and the
+    """The default's loop, cfg 10 (bf16: the same loop with P and dS stored by stmatrix), cfg 11 (that with the Q / dO
+    copies from pointers formed once per key block) and cfg 12 (those copies alone) in both grid orders (jagged
+    sequences of 0-700 keys heads first, partial and fully masked tiles at every row count class; with one of 2,200
+    keys batch first): the error rule against the fp32 reference (gradients poisoned), the cfg's kernel, and the
     same dK, dV and drab bit for bit (the same P / dS bytes in the same places), dQ up to the atomics' order."""
     rng = random.Random(zlib.crc32(repr(("stsm", D, mask)).encode()))
     for lk in ([0, 1, 63, 64, 65, 127, 128, 129, 700] + [rng.randint(0, 700) for _ in range(11)],
                [2200, 1, 65, 129, 0, 300]):
         case = kg.make_case(zlib.crc32(repr(("stsm", D, mask, rab_heads, len(lk))).encode()), lk, 2, D,
                             torch.bfloat16, mask, rab_heads, delta_q=delta_q)
-        _default_and_cfg_agree(case, torch.randn_like(case["q"]), D, (STSM_CFG, PTR_CFG), kernel_opts,
+        _default_and_cfg_agree(case, torch.randn_like(case["q"]), D, (STSM_CFG, PTR_CFG, PTR_ONLY_CFG), kernel_opts,
                                label=len(lk))
 
 
@@ -267,7 +269,7 @@ def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
     two-barrier kernel, cfg 2 (bf16, D = 64) the loop with the copies together, cfg 3 the other grid order (D = 256
     too), cfg 6 (bf16, D = 256) the mbarrier loop without the lean copies, cfg 7 (bf16) the heads-first loop with the
     other choice of the tail's order, cfg 10 / 11 (bf16, D = 64 / 128) the loop with P / dS by stmatrix (11: and
-    the Q / dO copies from pointers); calls with
+    the Q / dO copies from pointers), cfg 12 those copies alone; calls with
     contexts run the context kernel
     whatever the cfg; other head dims (and GPUs below sm_90) run the same kernel for every cfg."""
     for dtype in (torch.bfloat16, torch.float16):

@@ -916,7 +916,9 @@ constexpr int kBwdSm80StsmCfg = 10;
 // 11 (the same calls): cfg 10's loop with the next tile's Q / dO copies from pointers formed once per key block
 // (kPdsPtrCopies), for comparisons.
 constexpr int kBwdSm80PtrCfg = 11;
-constexpr int kBwdSm80LastCfg = 11;
+// 12 (the same calls): the default's loop with those copies alone (kPdsPtrCopies without kPdsStsmPdS).
+constexpr int kBwdSm80PtrOnlyCfg = 12;
+constexpr int kBwdSm80LastCfg = 12;
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
 // first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
@@ -1001,12 +1003,20 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
       }
       case kBwdSm80StsmCfg:
       case kBwdSm80PtrCfg:
+      case kBwdSm80PtrOnlyCfg:
         if constexpr (D == 64 || D == 128) {
           bool sm90 = false;
           err = bwd_sm80_sm90_class(sm90);
           if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
           if (p.num_contexts != nullptr) return cudaErrorNotSupported;
           constexpr int kBody = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsStsmPdS;
+          if (cfg == kBwdSm80PtrOnlyCfg) {
+            constexpr int kPtr = (kBody & ~kPdsStsmPdS) | kPdsPtrCopies;
+            return bwd_sm80_heads_first<D>(p)
+                       ? launch_hstu_bwd_pds<T, D, 3, 8, kPtr | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
+                                                                                                     stream)
+                       : launch_hstu_bwd_pds<T, D, 3, 8, kPtr>(p, max_smem, stream);
+          }
           if (cfg == kBwdSm80PtrCfg) {
             return bwd_sm80_heads_first<D>(p)
                        ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsPtrCopies | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(

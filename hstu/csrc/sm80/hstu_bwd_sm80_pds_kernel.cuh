@@ -109,7 +109,7 @@ constexpr int kPdsSmemEpilogue = 512;
 // st.shared.b32, and two address registers instead of the 16 that the 4-byte stores kept live from the SiLU pass
 // to the dS stores). The same bytes in the same places: gradients bitwise the default's.
 constexpr int kPdsStsmPdS = 1024;
-// A flag on BODY (the one-barrier loop at D = 64 / 128, sm_90 code; bwd_sm80_cfg 11 with kPdsStsmPdS): the next
+// A flag on BODY (the one-barrier loop at D = 64 / 128, sm_90 code; bwd_sm80_cfg 12, 11 with kPdsStsmPdS): the next
 // tile's lean Q / dO copies from each thread's chunk pointers formed once per key block (the sequence's first row,
 // 64-bit, and the chunk's swizzled shared offset: five registers across the loop) plus the tile's row offset, instead
 // of the pointers, the thread's row / chunk and the offsets re-formed for every tile (~40 instructions a copy half
@@ -733,22 +733,15 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
                            base + (tS ^ LP::swz(mt * 16, nt * 8))),
                        "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]));
         };
-        // f(mt, nt, hf) -> the pack of row half hf of n8 tile (mt, nt), stored at base: by stmatrix (kStsm) or one
-        // st.shared.b32 a pack.
-        auto store_tiles = [&](const uint32_t base, auto&& f) {
-          if constexpr (kStsm) {
+        // kStsm: f(mt, nt, hf) -> the pack of row half hf of n8 tile (mt, nt), stored at base by stmatrix.
+        auto stsm_tiles = [&](const uint32_t base, auto&& f) {
 #pragma unroll
-            for (int mt = 0; mt < SMT; ++mt)
+          for (int mt = 0; mt < SMT; ++mt)
 #pragma unroll
-              for (int nt = 0; nt < SNT; nt += 2) {
-                const uint32_t r[4] = {f(mt, nt, 0), f(mt, nt, 1), f(mt, nt + 1, 0), f(mt, nt + 1, 1)};
-                stsm4(base, mt, nt, r);
-              }
-          } else {
-            for_each_pair<SMT, SNT>([&](int mt, int nt, int hf) {
-              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(base + p_off(mt, nt, hf)), "r"(f(mt, nt, hf)));
-            });
-          }
+            for (int nt = 0; nt < SNT; nt += 2) {
+              const uint32_t r[4] = {f(mt, nt, 0), f(mt, nt, 1), f(mt, nt + 1, 0), f(mt, nt + 1, 1)};
+              stsm4(base, mt, nt, r);
+            }
         };
 
         // dS = dP * factor; dP in two halves of the keys where the warp has two query m16 tiles (D = 128: 16 fewer
@@ -779,10 +772,17 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
 #endif
         if constexpr (!kOverlapDp) {
           auto silu_pass = [&](auto masked) {
-            store_tiles(sP, [&](int mt, int nt, int hf) { return silu_pair(mt, nt, hf, masked); });
+            if constexpr (kStsm) {
+              stsm_tiles(sP, [&](int mt, int nt, int hf) { return silu_pair(mt, nt, hf, masked); });
+            } else {
+              for_each_pair<SMT, SNT>(
+                  [&](int mt, int nt, int hf) { store_p(mt, nt, hf, silu_pair(mt, nt, hf, masked)); });
+            }
           };
           if constexpr (kFullTilePass) {
-            if (keep == ~Keep{0}) {
+            // (kStsm: stmatrix is a warp-wide store, so the warp takes the unmasked pass only if every lane's
+            // elements are visible; keep is per lane)
+            if (kStsm ? __all_sync(0xffffffffu, keep == ~Keep{0}) : keep == ~Keep{0}) {
               silu_pass(std::false_type());
             } else {
               silu_pass(std::true_type());
@@ -834,9 +834,16 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
             if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(drab_value(acc[mt][nt][e]));
           });
         }
-        store_tiles(sdS, [&](int mt, int nt, int hf) {
-          return pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1]);
-        });
+        if constexpr (kStsm) {
+          stsm_tiles(sdS, [&](int mt, int nt, int hf) {
+            return pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1]);
+          });
+        } else {
+          for_each_pair<SMT, SNT>([&](int mt, int nt, int hf) {
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + p_off(mt, nt, hf)),
+                         "r"(pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1])));
+          });
+        }
       }
       if constexpr (kOneBar) {
         cp_async_wait<0>();
