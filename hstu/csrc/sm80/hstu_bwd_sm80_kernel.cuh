@@ -910,13 +910,11 @@ constexpr int kBwdPdsTailFirst = D == 64 || D == 256 ? kPdsTailBlocksFirst : 0;
 // 9 (bf16, sm_90+, calls without contexts): the default's loop (either grid order) with dK / dV stored in fragment
 // order (without kPdsSmemEpilogue), for comparisons.
 constexpr int kBwdSm80SmemEpiCfg = 9;
-// 10 (bf16, D = 64 / 128, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) with P
-// and dS stored by stmatrix (kPdsStsmPdS), for comparisons.
+// 10 (bf16, D = 64 / 128, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) without
+// kPdsStsmPdS and kPdsPtrCopies (main's loop before them), 11 without kPdsPtrCopies (P / dS by stmatrix alone), 12
+// without kPdsStsmPdS (the Q / dO copies from pointers alone), for comparisons.
 constexpr int kBwdSm80StsmCfg = 10;
-// 11 (the same calls): cfg 10's loop with the next tile's Q / dO copies from pointers formed once per key block
-// (kPdsPtrCopies), for comparisons.
 constexpr int kBwdSm80PtrCfg = 11;
-// 12 (the same calls): the default's loop with those copies alone (kPdsPtrCopies without kPdsStsmPdS).
 constexpr int kBwdSm80PtrOnlyCfg = 12;
 constexpr int kBwdSm80LastCfg = 12;
 
@@ -1009,20 +1007,22 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           err = bwd_sm80_sm90_class(sm90);
           if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
           if (p.num_contexts != nullptr) return cudaErrorNotSupported;
-          constexpr int kBody = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsStsmPdS;
+          constexpr int kDefault = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>;
           if (cfg == kBwdSm80PtrOnlyCfg) {
-            constexpr int kPtr = (kBody & ~kPdsStsmPdS) | kPdsPtrCopies;
+            constexpr int kBody = kDefault & ~kPdsStsmPdS;
             return bwd_sm80_heads_first<D>(p)
-                       ? launch_hstu_bwd_pds<T, D, 3, 8, kPtr | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
-                                                                                                     stream)
-                       : launch_hstu_bwd_pds<T, D, 3, 8, kPtr>(p, max_smem, stream);
+                       ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
+                                                                                                      stream)
+                       : launch_hstu_bwd_pds<T, D, 3, 8, kBody>(p, max_smem, stream);
           }
           if (cfg == kBwdSm80PtrCfg) {
+            constexpr int kBody = kDefault & ~kPdsPtrCopies;
             return bwd_sm80_heads_first<D>(p)
-                       ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsPtrCopies | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(
-                             p, max_smem, stream)
-                       : launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsPtrCopies>(p, max_smem, stream);
+                       ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
+                                                                                                      stream)
+                       : launch_hstu_bwd_pds<T, D, 3, 8, kBody>(p, max_smem, stream);
           }
+          constexpr int kBody = kDefault & ~(kPdsStsmPdS | kPdsPtrCopies);
           return bwd_sm80_heads_first<D>(p)
                      ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
                                                                                                     stream)

@@ -104,22 +104,26 @@ constexpr int kPdsLeanCopies = 128;
 // stmatrix (a quarter of the st.shared instructions). The default of the sm_90+ one-barrier loops (D = 64 / 128:
 // kBwdPdsDefaultFlags; D = 256: kBwdPdsD256OneBar), measured there (docs/hstu_kernel_notes.md).
 constexpr int kPdsSmemEpilogue = 512;
-// A flag on BODY (the one-barrier loop at D = 64 / 128, sm_90 code; bwd_sm80_cfg 10): P and dS leave phase 1 by
-// stmatrix.x4 (four n8 row halves of the warp's 32 x 32 scores a store: 8 a thread and tile pair instead of 32
-// st.shared.b32, and two address registers instead of the 16 that the 4-byte stores kept live from the SiLU pass
-// to the dS stores). The same bytes in the same places: gradients bitwise the default's.
+// A flag on BODY (the one-barrier loop at D = 64 / 128, sm_90 code): P and dS leave phase 1 by stmatrix.x4 (four n8
+// row halves of the warp's 32 x 32 scores a store: 8 a thread and tile pair instead of 32 st.shared.b32, and two
+// address registers instead of the 16 that the 4-byte stores kept live from the SiLU pass to the dS stores). The
+// same bytes in the same places: gradients bitwise. Alone 1.2-1.3 % slower at D = 64 on an H200 (short-scoreboard
+// waits on the four packs) and spilling at D = 128; with kPdsPtrCopies (which its freed registers pay for) the
+// default of D = 64 / 128's sm_90+ one-barrier loops (kBwdPdsDefaultFlags; bwd_sm80_cfg 10 / 11 / 12 the loop
+// without one or both).
 constexpr int kPdsStsmPdS = 1024;
-// A flag on BODY (the one-barrier loop at D = 64 / 128, sm_90 code; bwd_sm80_cfg 12, 11 with kPdsStsmPdS): the next
-// tile's lean Q / dO copies from each thread's chunk pointers formed once per key block (the sequence's first row,
-// 64-bit, and the chunk's swizzled shared offset: five registers across the loop) plus the tile's row offset, instead
-// of the pointers, the thread's row / chunk and the offsets re-formed for every tile (~40 instructions a copy half
-// a warp and tile pair at D = 64 on an H200, ~80 of its 875).
+// A flag on BODY (the one-barrier loop at D = 64 / 128, sm_90 code): the next tile's lean Q / dO copies from each
+// thread's chunk pointers formed once per key block (the sequence's first row, 64-bit, and the chunk's swizzled
+// shared offset: five registers across the loop) plus the tile's row offset, instead of the pointers, the thread's
+// row / chunk and the offsets re-formed for every tile (~40 instructions a copy half a warp and tile pair at D = 64,
+// ~80 of its 875). With kPdsStsmPdS on an H200 0.8-0.9 % faster than main's loop at D = 64, 2.8-3.1 % at D = 128
+// (B16 S4K / S16K, B128 S1K); at D = 128 ptxas keeps one 8-byte value on the stack on the rab path.
 constexpr int kPdsPtrCopies = 2048;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
-constexpr int kBwdPdsDefaultFlags =
-    (STAGES == 3 && D == 64 ? kPdsSplitCopies : 0) | (STAGES == 3 ? kPdsSmemEpilogue : 0);
+constexpr int kBwdPdsDefaultFlags = (STAGES == 3 && D == 64 ? kPdsSplitCopies : 0) |
+                                    (STAGES == 3 ? kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies : 0);
 
 // STAGES = 3 (kOneBar, below): three Q / dO stages and two P / dS buffers; mbar (kPdsMbarCopies): two P / dS buffers
 // and two mbarriers behind them.
