@@ -209,11 +209,13 @@ FWD_SPLIT_SHIFT = 11
 # default's one / two Q / dO stage kernels (bf16), BWD_SM80_CFG_OLD the layouts that were the default before; 3 the
 # default kernels in the other grid order; 6 (bf16, D = 256, sm_90+) the default's one-barrier loop without the lean
 # Q / dO copies; 7 (bf16, sm_90+, heads first) the other order of the grid's last sequences (the default: key blocks
-# first at D = 64 / 256); 9 (bf16, sm_90+) the default's loop with dK / dV stored in fragment order
+# first at D = 64 / 256); 9 (bf16, sm_90+) the default's loop with dK / dV stored in fragment order; 10 (bf16, D = 64 /
+# 128, sm_90+) the default's loop without P / dS by stmatrix and the Q / dO copies from pointers (main's loop before
+# them), 11 without the pointer copies, 12 without stmatrix
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
-BWD_SM80_CFG_LAST = 9  # kBwdSm80LastCfg
-BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+BWD_SM80_CFG_LAST = 12  # kBwdSm80LastCfg
+BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 # bits 29-31: the sm80-class forward's tiles: 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS),
 # FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT
 FWD_SM80_CFG_SHIFT = 29
@@ -325,8 +327,12 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (D = 64 / 256 heads first, D = 128 key blocks first). 8 (``BWD_SM80_CFG_OLD``): the layouts that were the default
     before (``BwdSm80Config``'s tiles; D = 256 two column chunks). 9 (bf16, sm_90+, no contexts): the default's loop
     with dK / dV stored in fragment order (4 bytes a thread and store) instead of through shared memory (whole rows, 16
-    bytes a thread). Where a cfg does not apply (fp16, other head dims, a GPU without its shared memory) the default
-    runs. Measured on an H200: docs/hstu_kernel_notes.md.
+    bytes a thread). The one-barrier loops at D = 64 / 128 store P and dS by stmatrix and copy the next Q / dO tile
+    from pointers formed once per key block; 10 (bf16, D = 64 / 128, sm_90+, no contexts): the loop without both
+    (4-byte P / dS stores, the copies' pointers formed per tile), 11 without the pointer copies, 12 without stmatrix.
+    Where a cfg does not
+    apply (fp16, other head dims, a GPU without its shared memory) the default runs. Measured on an H200:
+    docs/hstu_kernel_notes.md.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
     without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows; 128 x 64 tiles, D = 64
     128 x 128) with K / V double-buffered at D = 64 / 128, at D = 256 warp pairs (two warps share 32 rows: each

@@ -5,7 +5,10 @@ next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels in
 the one-barrier loop with the copies together, cfg 3 the default kernels in the other grid order (the default: heads
 first up to 2,048 keys, else batch first; heads first at D = 64 / 256 with the grid's last sequences key blocks first),
 cfg 7 (bf16, heads first) the other choice of the last sequences' order, cfg 9 (bf16) the one-barrier loops with dK / dV
-stored in fragment order (the default: through shared memory, kPdsSmemEpilogue). At D = 256 on sm_90+ the default has
+stored in fragment order (the default: through shared memory, kPdsSmemEpilogue), cfg 10 (bf16, D = 64 / 128) the
+one-barrier loop with 4-byte P / dS stores and the Q / dO copies' pointers formed per tile (the default: P / dS by
+stmatrix, kPdsStsmPdS, and the copies from pointers formed once per key block, kPdsPtrCopies), cfg 11 without the
+pointer copies, cfg 12 without stmatrix. At D = 256 on sm_90+ the default has
 one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies, with the lean
 copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean copies. Each
 meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned), all
@@ -30,15 +33,21 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-LOOP_CFGS = (1, 2, 3, 7, 9)
+LOOP_CFGS = (1, 2, 3, 7, 9, 10, 11, 12)
 TAIL_CFG = 7  # (kBwdSm80TailCfg: the heads-first kernels with the other choice of kPdsTailBlocksFirst, 256)
 EPI_CFG = 9  # (kBwdSm80SmemEpiCfg: the default's loop without kPdsSmemEpilogue, 512: dK / dV in fragment order)
+_STSM = 1024  # kPdsStsmPdS (P / dS by stmatrix)
+_PTR = 2048  # kPdsPtrCopies (the Q / dO copies from pointers formed once per key block)
+# (kBwdSm80StsmCfg / PtrCfg / PtrOnlyCfg: the default's loop at D = 64 / 128 without both flags / kPdsPtrCopies /
+# kPdsStsmPdS)
+STSM_CFG, PTR_CFG, PTR_ONLY_CFG = 10, 11, 12
+_WITHOUT = {STSM_CFG: _STSM | _PTR, PTR_CFG: _PTR, PTR_ONLY_CFG: _STSM}
 MBAR_CFGS = (6,)  # (D = 256)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; the one-barrier
 # loops' flags: kPdsSmemEpilogue 512, at D = 64 kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
 _EPI = 512  # kPdsSmemEpilogue
 _DEFAULT_BODY = {64: 10, 128: 7}
-_DEFAULT_FLAGS = {64: 16 | _EPI, 128: _EPI}
+_DEFAULT_FLAGS = {64: 16 | _EPI | 1024 | 2048, 128: _EPI | 1024 | 2048}  # (| kPdsStsmPdS | kPdsPtrCopies)
 _HEADS_FIRST = 32
 _MBAR, _LEAN = 64, 128  # kPdsMbarCopies, kPdsLeanCopies
 _TAIL = 256  # kPdsTailBlocksFirst
@@ -72,7 +81,8 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     heads-first kernel with the other choice of kPdsTailBlocksFirst (batch first: the default's). D = 256: the
     default the two-stage body kernel with kPdsMbarCopies | kPdsLeanCopies, cfg 1 the two-stage two-barrier kernel,
     cfg 6 (bf16) kPdsMbarCopies alone. The one-barrier loops with kPdsSmemEpilogue, cfg 9 (bf16) the default's body
-    kernel without it."""
+    kernel without it; cfg 10 / 11 / 12 (bf16, D = 64 / 128) the default's loop as a body kernel without
+    kPdsStsmPdS | kPdsPtrCopies / kPdsPtrCopies / kPdsStsmPdS."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     bf16 = dtype == torch.bfloat16
     no_epi = cfg == EPI_CFG and bf16
@@ -93,11 +103,12 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
         return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D] | _EPI}>(hstu::HstuParams, int)"
+    without = _WITHOUT.get(cfg, 0) if bf16 else 0
     if (max_seqlen_k <= 2048) != (cfg == 3):
-        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail) & ~(_EPI if no_epi else 0)
+        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail) & ~(_EPI if no_epi else 0) & ~without
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
-    if no_epi:
-        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D]) & ~_EPI
+    if no_epi or without:
+        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D]) & ~(_EPI if no_epi else 0) & ~without
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
     return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
@@ -185,10 +196,11 @@ def test_sm80_backward_mbar_batch_first(mask, rab_heads, delta_q, kernel_opts):
 
 
 def _default_and_cfg_agree(case, dout, D, cfg, kernel_opts, label=None):
-    """The default (cfg 0) and `cfg` each meet the error rule against the fp32 reference and run their loop kernel;
-    dK, dV and drab are the same bits in both, dQ agrees up to the atomics' order."""
+    """The default (cfg 0) and `cfg` (one or a tuple) each meet the error rule against the fp32 reference and run
+    their loop kernel; dK, dV and drab are the same bits in all, dQ agrees up to the atomics' order."""
+    cfgs = cfg if isinstance(cfg, tuple) else (cfg,)
     grads = {}
-    for c in (0, cfg):
+    for c in (0,) + cfgs:
         kernel_opts(sm90=False, bwd_sm80_cfg=c)
         kg.check_case(case, 0.5)
         grads[c] = _grads(case, dout)
@@ -196,11 +208,12 @@ def _default_and_cfg_agree(case, dout, D, cfg, kernel_opts, label=None):
         names = _bwd_kernels(case)
         want = loop_kernel(D, c, max_seqlen_k=case["max_seqlen_k"])
         assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (c, names, want)
-    for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[0])):
-        if i == 0:
-            kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={cfg} vs the default")
-        else:
-            assert torch.equal(g, w), (label, name)
+    for c in cfgs:
+        for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[c], grads[0])):
+            if i == 0:
+                kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={c} vs the default")
+            else:
+                assert torch.equal(g, w), (label, c, name)
 
 
 @pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 1, True)])
@@ -234,12 +247,33 @@ def test_sm80_backward_smem_epilogue(D, mask, rab_heads, delta_q, kernel_opts):
         _default_and_cfg_agree(case, torch.randn_like(case["q"]), D, EPI_CFG, kernel_opts, label=len(lk))
 
 
+@pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True),
+                                                   ("target_group", 1, False), ("none", 0, True)])
+@pytest.mark.parametrize("D", [64, 128])
+def test_sm80_backward_stsm_pds(D, mask, rab_heads, delta_q, kernel_opts):
+    """The default's loop (P and dS stored by stmatrix, the Q / dO copies from pointers formed once per key block),
+    cfg 10 (bf16: without both), cfg 11 (without the pointer copies) and cfg 12 (without stmatrix) in both grid orders
+    (jagged sequences of 0-700 keys heads first, partial and fully masked tiles at every row count class; with one
+    of 2,200 keys batch first): the error rule against the fp32 reference (gradients poisoned), the cfg's kernel,
+    and the same dK, dV and drab bit for bit (the same P / dS bytes in the same places), dQ up to the atomics'
+    order."""
+    rng = random.Random(zlib.crc32(repr(("stsm", D, mask)).encode()))
+    for lk in ([0, 1, 63, 64, 65, 127, 128, 129, 700] + [rng.randint(0, 700) for _ in range(11)],
+               [2200, 1, 65, 129, 0, 300]):
+        case = kg.make_case(zlib.crc32(repr(("stsm", D, mask, rab_heads, len(lk))).encode()), lk, 2, D,
+                            torch.bfloat16, mask, rab_heads, delta_q=delta_q)
+        _default_and_cfg_agree(case, torch.randn_like(case["q"]), D, (STSM_CFG, PTR_CFG, PTR_ONLY_CFG), kernel_opts,
+                               label=len(lk))
+
+
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
 def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
     """At D = 64 / 128 on sm_90+ the default runs the one-barrier loop (both dtypes; at 200 keys heads first), cfg 1 the
     two-barrier kernel, cfg 2 (bf16, D = 64) the loop with the copies together, cfg 3 the other grid order (D = 256
     too), cfg 6 (bf16, D = 256) the mbarrier loop without the lean copies, cfg 7 (bf16) the heads-first loop with the
-    other choice of the tail's order; calls with contexts run the context kernel
+    other choice of the tail's order, cfg 10 / 11 / 12 (bf16, D = 64 / 128) the loop without P / dS by stmatrix and
+    the Q / dO copies from pointers / without the copies / without stmatrix; calls with
+    contexts run the context kernel
     whatever the cfg; other head dims (and GPUs below sm_90) run the same kernel for every cfg."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)

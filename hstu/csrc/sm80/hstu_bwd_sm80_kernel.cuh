@@ -910,7 +910,13 @@ constexpr int kBwdPdsTailFirst = D == 64 || D == 256 ? kPdsTailBlocksFirst : 0;
 // 9 (bf16, sm_90+, calls without contexts): the default's loop (either grid order) with dK / dV stored in fragment
 // order (without kPdsSmemEpilogue), for comparisons.
 constexpr int kBwdSm80SmemEpiCfg = 9;
-constexpr int kBwdSm80LastCfg = 9;
+// 10 (bf16, D = 64 / 128, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) without
+// kPdsStsmPdS and kPdsPtrCopies (main's loop before them), 11 without kPdsPtrCopies (P / dS by stmatrix alone), 12
+// without kPdsStsmPdS (the Q / dO copies from pointers alone), for comparisons.
+constexpr int kBwdSm80StsmCfg = 10;
+constexpr int kBwdSm80PtrCfg = 11;
+constexpr int kBwdSm80PtrOnlyCfg = 12;
+constexpr int kBwdSm80LastCfg = 12;
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
 // first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
@@ -993,6 +999,36 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
                                                                                                          stream)
                    : launch_hstu_bwd_pds<T, D, kStages, 8, kBody>(p, max_smem, stream);
       }
+      case kBwdSm80StsmCfg:
+      case kBwdSm80PtrCfg:
+      case kBwdSm80PtrOnlyCfg:
+        if constexpr (D == 64 || D == 128) {
+          bool sm90 = false;
+          err = bwd_sm80_sm90_class(sm90);
+          if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
+          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          constexpr int kDefault = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>;
+          if (cfg == kBwdSm80PtrOnlyCfg) {
+            constexpr int kBody = kDefault & ~kPdsStsmPdS;
+            return bwd_sm80_heads_first<D>(p)
+                       ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
+                                                                                                      stream)
+                       : launch_hstu_bwd_pds<T, D, 3, 8, kBody>(p, max_smem, stream);
+          }
+          if (cfg == kBwdSm80PtrCfg) {
+            constexpr int kBody = kDefault & ~kPdsPtrCopies;
+            return bwd_sm80_heads_first<D>(p)
+                       ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
+                                                                                                      stream)
+                       : launch_hstu_bwd_pds<T, D, 3, 8, kBody>(p, max_smem, stream);
+          }
+          constexpr int kBody = kDefault & ~(kPdsStsmPdS | kPdsPtrCopies);
+          return bwd_sm80_heads_first<D>(p)
+                     ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
+                                                                                                    stream)
+                     : launch_hstu_bwd_pds<T, D, 3, 8, kBody>(p, max_smem, stream);
+        }
+        return cudaErrorNotSupported;
       default:
         return cudaErrorNotSupported;
     }

@@ -104,11 +104,26 @@ constexpr int kPdsLeanCopies = 128;
 // stmatrix (a quarter of the st.shared instructions). The default of the sm_90+ one-barrier loops (D = 64 / 128:
 // kBwdPdsDefaultFlags; D = 256: kBwdPdsD256OneBar), measured there (docs/hstu_kernel_notes.md).
 constexpr int kPdsSmemEpilogue = 512;
+// A flag on BODY (the one-barrier loop at D = 64 / 128, sm_90 code): P and dS leave phase 1 by stmatrix.x4 (four n8
+// row halves of the warp's 32 x 32 scores a store: 8 a thread and tile pair instead of 32 st.shared.b32, and two
+// address registers instead of the 16 that the 4-byte stores kept live from the SiLU pass to the dS stores). The
+// same bytes in the same places: gradients bitwise. Alone 1.2-1.3 % slower at D = 64 on an H200 (short-scoreboard
+// waits on the four packs) and spilling at D = 128; with kPdsPtrCopies (which its freed registers pay for) the
+// default of D = 64 / 128's sm_90+ one-barrier loops (kBwdPdsDefaultFlags; bwd_sm80_cfg 10 / 11 / 12 the loop
+// without one or both).
+constexpr int kPdsStsmPdS = 1024;
+// A flag on BODY (the one-barrier loop at D = 64 / 128, sm_90 code): the next tile's lean Q / dO copies from each
+// thread's chunk pointers formed once per key block (the sequence's first row, 64-bit, and the chunk's swizzled
+// shared offset: five registers across the loop) plus the tile's row offset, instead of the pointers, the thread's
+// row / chunk and the offsets re-formed for every tile (~40 instructions a copy half a warp and tile pair at D = 64,
+// ~80 of its 875). With kPdsStsmPdS on an H200 0.8-0.9 % faster than main's loop at D = 64, 2.8-3.1 % at D = 128
+// (B16 S4K / S16K, B128 S1K); at D = 128 ptxas keeps one 8-byte value on the stack on the rab path.
+constexpr int kPdsPtrCopies = 2048;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
-constexpr int kBwdPdsDefaultFlags =
-    (STAGES == 3 && D == 64 ? kPdsSplitCopies : 0) | (STAGES == 3 ? kPdsSmemEpilogue : 0);
+constexpr int kBwdPdsDefaultFlags = (STAGES == 3 && D == 64 ? kPdsSplitCopies : 0) |
+                                    (STAGES == 3 ? kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies : 0);
 
 // STAGES = 3 (kOneBar, below): three Q / dO stages and two P / dS buffers; mbar (kPdsMbarCopies): two P / dS buffers
 // and two mbarriers behind them.
@@ -296,7 +311,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
-                                 kPdsTailBlocksFirst | kPdsSmemEpilogue);
+                                 kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -421,12 +436,38 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // formed once, its ROWS / KR rows are KR rows apart (a uniform step), and in shared memory each is the first
   // one's offset plus a constant (the swizzle depends on row % 8 only: a thread's chunk lies below the KR-row step).
   // parts: 3 Q and dO, 1 Q, 2 dO (kSplitCopies; a partial tile's copies all with part 1).
+  // kPtrCopies (kPdsPtrCopies): the thread's chunk of the sequence's row lr_t (its first Q / dO copy's source) and its
+  // swizzled shared offset, formed once (unused, and so not formed, without the flag).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kPtrCopies = (BODY & kPdsPtrCopies) != 0;
+#else
+  constexpr bool kPtrCopies = false;
+#endif
+  const int lr_t = tid / (D / 8), lc_t = tid % (D / 8);
+  const char* const q_t0 = reinterpret_cast<const char*>(
+      static_cast<const T*>(p.q) + ((int64_t)si.q_start + lr_t) * p.q_row_stride + h * p.q_head_stride + lc_t * 8);
+  const char* const do_t0 = reinterpret_cast<const char*>(
+      static_cast<const T*>(p.dout) + ((int64_t)si.q_start + lr_t) * p.do_row_stride + h * p.do_head_stride + lc_t * 8);
+  const uint32_t ls_t = L::swz(lr_t, lc_t * 8);
   auto load_q_do_lean = [&](const uint32_t sq, const int m, const uint32_t t, auto parts) {
     constexpr int kParts = decltype(parts)::value;
     constexpr int kChunks = D / 8, KR = NT / kChunks;
     static_assert(BM % KR == 0 && KR % 8 == 0 && L::swz(KR, 0) == KR * D * 2, "rows KR apart: a constant offset");
     if (m + BM > si.lq) {
       if (kParts != 2) load_q_do(sq, m, t);
+      return;
+    }
+    if constexpr (kPtrCopies) {
+      const char* qg = q_t0 + (int64_t)m * p.q_row_stride * (int64_t)sizeof(T);
+      const char* dog = do_t0 + (int64_t)m * p.do_row_stride * (int64_t)sizeof(T);
+      const int64_t q_step = KR * p.q_row_stride * (int64_t)sizeof(T);
+      const int64_t do_step = KR * p.do_row_stride * (int64_t)sizeof(T);
+      const uint32_t s_t = sq + ls_t;
+#pragma unroll
+      for (int it = 0; it < BM / KR; ++it) {
+        if (kParts & 1) cp_async_16(s_t + it * KR * D * 2, qg + it * q_step);
+        if (kParts & 2) cp_async_16(s_t + BM * D * 2 + it * KR * D * 2, dog + it * do_step);
+      }
       return;
     }
     const int r_t = static_cast<int>(t) / kChunks, c_t = static_cast<int>(t) % kChunks;
@@ -681,6 +722,31 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         auto store_p = [&](const int mt, const int nt, const int hf, const uint32_t pk) {
           asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sP + p_off(mt, nt, hf)), "r"(pk));
         };
+        // kStsm (kPdsStsmPdS): lanes 8 i .. 8 i + 7 address the rows of matrix i = (row half i % 2, n8 tile nt + i /
+        // 2) of a pair of n8 tiles, whose registers are the packs in for_each_pair's order; the pair's offset is tS's
+        // XOR a constant (row 16 mt: an add; column 8 nt).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        constexpr bool kStsm = (BODY & kPdsStsmPdS) != 0;
+#else
+        constexpr bool kStsm = false;
+#endif
+        static_assert(!kStsm || (kOneBar && SNT % 2 == 0 && D != 256), "stmatrix P / dS: the one-barrier loop");
+        const uint32_t tS = LP::swz(s_m + ((ln / 8) % 2) * 8 + ln % 8, s_n + (ln / 16) * 8);
+        auto stsm4 = [&](const uint32_t base, const int mt, const int nt, const uint32_t (&r)[4]) {
+          asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                           base + (tS ^ LP::swz(mt * 16, nt * 8))),
+                       "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]));
+        };
+        // kStsm: f(mt, nt, hf) -> the pack of row half hf of n8 tile (mt, nt), stored at base by stmatrix.
+        auto stsm_tiles = [&](const uint32_t base, auto&& f) {
+#pragma unroll
+          for (int mt = 0; mt < SMT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < SNT; nt += 2) {
+              const uint32_t r[4] = {f(mt, nt, 0), f(mt, nt, 1), f(mt, nt + 1, 0), f(mt, nt + 1, 1)};
+              stsm4(base, mt, nt, r);
+            }
+        };
 
         // dS = dP * factor; dP in two halves of the keys where the warp has two query m16 tiles (D = 128: 16 fewer
         // accumulators live next to the factor and dK / dV; the dO fragments are loaded twice).
@@ -710,11 +776,17 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
 #endif
         if constexpr (!kOverlapDp) {
           auto silu_pass = [&](auto masked) {
-            for_each_pair<SMT, SNT>(
-                [&](int mt, int nt, int hf) { store_p(mt, nt, hf, silu_pair(mt, nt, hf, masked)); });
+            if constexpr (kStsm) {
+              stsm_tiles(sP, [&](int mt, int nt, int hf) { return silu_pair(mt, nt, hf, masked); });
+            } else {
+              for_each_pair<SMT, SNT>(
+                  [&](int mt, int nt, int hf) { store_p(mt, nt, hf, silu_pair(mt, nt, hf, masked)); });
+            }
           };
           if constexpr (kFullTilePass) {
-            if (keep == ~Keep{0}) {
+            // (kStsm: stmatrix is a warp-wide store, so the warp takes the unmasked pass only if every lane's
+            // elements are visible; keep is per lane)
+            if (kStsm ? __all_sync(0xffffffffu, keep == ~Keep{0}) : keep == ~Keep{0}) {
               silu_pass(std::false_type());
             } else {
               silu_pass(std::true_type());
@@ -766,10 +838,16 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
             if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(drab_value(acc[mt][nt][e]));
           });
         }
-        for_each_pair<SMT, SNT>([&](int mt, int nt, int hf) {
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + p_off(mt, nt, hf)),
-                       "r"(pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1])));
-        });
+        if constexpr (kStsm) {
+          stsm_tiles(sdS, [&](int mt, int nt, int hf) {
+            return pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1]);
+          });
+        } else {
+          for_each_pair<SMT, SNT>([&](int mt, int nt, int hf) {
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + p_off(mt, nt, hf)),
+                         "r"(pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1])));
+          });
+        }
       }
       if constexpr (kOneBar) {
         cp_async_wait<0>();
