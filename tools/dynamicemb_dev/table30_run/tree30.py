@@ -1,0 +1,71 @@
+"""Makes the lab tree of table30 (evict_bench only): table29's lab tree (table29_run/summary_tree.py: the product's
+insert pass as S = 0, the victim-summary variants as S = 2-5) plus S = 6 / 7, chosen by mode lab value 10 / 11: the
+8-entry summary kept up by the evicting insert itself (self_summary.cuh: E = 1 / 2), no refresh kernel. The summary is read before the
+lock; a bucket whose summary is none gets main's whole-bucket prefetch, one with a summary the digest line and its 8
+score sectors (table29's S = 3). An evictor that cannot use it runs scan_bucket_self (the full scan, leaving a new
+summary under the lock); one that takes the last entry below the bound marks it none. evict_bench warms the table with
+16 find_or_insert ops on the listed lab's path (table29's warm-up, every summary none at its start) and restores the
+summaries with the table before each op (as lab 6).
+
+Usage: python3 tree30.py SRC DEST
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+src, dst = sys.argv[1], sys.argv[2]
+here = os.path.dirname(os.path.abspath(__file__))
+subprocess.run([sys.executable, os.path.join(here, "..", "table29_run", "summary_tree.py"), src, dst], check=True)
+os.makedirs(os.path.join(dst, "tools/dynamicemb_dev/table30_run"), exist_ok=True)
+shutil.copy(os.path.join(src, "tools/dynamicemb_dev/table30_run/self_summary.cuh"),
+            os.path.join(dst, "tools/dynamicemb_dev/table30_run/self_summary.cuh"))
+
+
+def patch(rel, pairs):
+    path = os.path.join(dst, rel)
+    text = open(path).read()
+    for old, new in pairs:
+        assert text.count(old) == 1, (rel, old, text.count(old))
+        text = text.replace(old, new)
+    open(path, "w").write(text)
+
+
+patch("dynamicemb/csrc/table/table_kernels.cuh", [
+    ('#include "tools/dynamicemb_dev/table29_run/victim_summary.cuh"\n',
+     '#include "tools/dynamicemb_dev/table29_run/victim_summary.cuh"\n'
+     '#include "tools/dynamicemb_dev/table30_run/self_summary.cuh"\n'),
+    ("  if (S >= 2 && S <= 4 && t.bucket_capacity == 128) vs = ",
+     "  if ((S >= 2 && S <= 4 || S >= 6) && t.bucket_capacity == 128) vs = "),
+    ("  if (S >= 3) vsum_prefetch_digests(tile, t, base); else\n",
+     "  if (S >= 3 && !(S >= 6 && vs.x == kVsumNone && vs.y == kVsumNone)) vsum_prefetch_digests(tile, t, base); else\n"),
+    ("    if (S >= 3 && S <= 4) vsum_prefetch_entries(", "    if (S >= 3 && S <= 4 || S >= 6) vsum_prefetch_entries("),
+    ("S == 4 ? &vs_left : nullptr);\n    if (!vs_ok) sc = scan_bucket(tile, t, base, d4);\n",
+     "(S == 4 || S >= 6) ? &vs_left : nullptr);\n"
+     "    if (S >= 6 && !vs_ok) {  // the full scan, leaving a new summary (none when it cannot make one)\n"
+     "      uint4 ns;\n"
+     "      sc = scan_bucket_self<S == 7 ? 2 : 1>(tile, t, base, d4, new_score, ns);\n"
+     "      if (lead) T30_ADD(0);\n"
+     "      if (lead && ns.x == kVsumNone && ns.y == kVsumNone) T30_ADD(3);\n"
+     "      if (lead && !(ns.x == kVsumNone && vs.x == kVsumNone && vs.y == kVsumNone)) g_vsum[bucket] = ns;\n"
+     "      vs = ns;\n"
+     "    } else if (S >= 6 && lead && vs_left <= 1) {  // its last entry below the bound taken: none\n"
+     "      g_vsum[bucket] = make_uint4(kVsumNone, kVsumNone, 0u, 0u);\n"
+     "      T30_ADD(2);\n"
+     "    }\n"
+     "    if (S >= 6 && lead && vs_ok) T30_ADD(1);\n"
+     "    if (S < 6 && !vs_ok) sc = scan_bucket(tile, t, base, d4);\n"),
+    ("  if ((p_op.mode >> kUpsertModeLabShift) == 4)\n    launch_upsert_kernel(",
+     "  if ((p_op.mode >> kUpsertModeLabShift) == 11)\n"
+     "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 7>, grid, kBlock, s, p);\n"
+     "  else if ((p_op.mode >> kUpsertModeLabShift) == 10)\n"
+     "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 6>, grid, kBlock, s, p);\n"
+     "  else if ((p_op.mode >> kUpsertModeLabShift) == 4)\n    launch_upsert_kernel("),
+])
+patch("tools/dynamicemb_dev/evict_bench.cu", [
+    ("        lab_prepare(labs[li], t, s);\n", "        t30_report();\n        lab_prepare(labs[li], t, s);\n"),
+])
+patch("tools/dynamicemb_dev/table29_run/victim_summary.cuh", [
+    ("  if (lab == 6 || lab == 7) {", "  if (lab == 6 || lab == 7 || lab == 10 || lab == 11) {"),
+])
+print("lab tree 30:", dst)
