@@ -1,8 +1,9 @@
 """Makes the lab tree of table30 (evict_bench only): table29's lab tree (table29_run/summary_tree.py: the product's
 insert pass as S = 0, the victim-summary variants as S = 2-5) plus S = 6 / 7, chosen by mode lab value 10 / 11: the
 8-entry summary kept up by the evicting insert itself (self_summary.cuh: E = 1 / 2), no refresh kernel. The summary is read before the
-lock; a bucket whose summary is none gets main's whole-bucket prefetch, one with a summary the digest line and its 8
-score sectors (table29's S = 3). An evictor that cannot use it runs scan_bucket_self (the full scan, leaving a new
+lock, beside the digest line's prefetch; after the lock's CAS is issued (so the CAS does not wait for the summary) a
+bucket whose summary is none gets main's whole-bucket prefetch, one with a summary its 8 score sectors (table29's S =
+3). An evictor that cannot use it runs scan_bucket_self (the full scan, leaving a new
 summary under the lock); one that takes the last entry below the bound marks it none. evict_bench warms the table with
 16 find_or_insert ops on the listed lab's path (table29's warm-up, every summary none at its start) and restores the
 summaries with the table before each op (as lab 6).
@@ -37,9 +38,9 @@ patch("dynamicemb/csrc/table/table_kernels.cuh", [
      '#include "tools/dynamicemb_dev/table30_run/self_summary.cuh"\n'),
     ("  if (S >= 2 && S <= 4 && t.bucket_capacity == 128) vs = ",
      "  if ((S >= 2 && S <= 4 || S >= 6) && t.bucket_capacity == 128) vs = "),
-    ("  if (S >= 3) vsum_prefetch_digests(tile, t, base); else\n",
-     "  if (S >= 3 && !(S >= 6 && vs.x == kVsumNone && vs.y == kVsumNone)) vsum_prefetch_digests(tile, t, base); else\n"),
-    ("    if (S >= 3 && S <= 4) vsum_prefetch_entries(", "    if (S >= 3 && S <= 4 || S >= 6) vsum_prefetch_entries("),
+    ("    if (S >= 3 && S <= 4) vsum_prefetch_entries(",
+     "    if (S >= 6 && vs.x == kVsumNone && vs.y == kVsumNone) prefetch_bucket_l2(tile, t, base);\n"
+     "    if (S >= 3 && S <= 4 || S >= 6) vsum_prefetch_entries("),
     ("S == 4 ? &vs_left : nullptr);\n    if (!vs_ok) sc = scan_bucket(tile, t, base, d4);\n",
      "(S == 4 || S >= 6) ? &vs_left : nullptr);\n"
      "    if (S >= 6 && !vs_ok) {  // the full scan, leaving a new summary (none when it cannot make one)\n"
