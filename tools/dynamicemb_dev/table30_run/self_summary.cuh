@@ -16,17 +16,18 @@ namespace dynamicemb {
 namespace table {
 
 // The count build (-DT30_COUNT, a separate binary: one contended atomic per evicting key): evictions that ran the
-// self scan, that used the summary, that marked it none, and self scans that could leave no summary; printed (and
+// self scan, that used the summary, that marked it none, self scans that could leave no summary, lab 12's early claims kept; printed (and
 // reset) by evict_bench before each op's preparation, i.e. the previous op's (the first line: the warm-up's).
 #ifdef T30_COUNT
-__device__ unsigned long long g_t30[4];
+__device__ unsigned long long g_t30[5];
 #define T30_ADD(i) atomicAdd(&g_t30[i], 1ull)
 inline void t30_report() {
-  unsigned long long h[4];
+  unsigned long long h[5];
   cudaMemcpyFromSymbol(h, g_t30, sizeof(h));
-  if (h[0] + h[1] + h[2] + h[3] == 0) return;
-  std::printf("t30 counts: self %llu used %llu marked_none %llu self_none %llu\n", h[0], h[1], h[2], h[3]);
-  const unsigned long long z[4] = {0, 0, 0, 0};
+  if (h[0] + h[1] + h[2] + h[3] + h[4] == 0) return;
+  std::printf("t30 counts: self %llu used %llu marked_none %llu self_none %llu claimed_early %llu\n", h[0], h[1],
+              h[2], h[3], h[4]);
+  const unsigned long long z[5] = {0, 0, 0, 0, 0};
   cudaMemcpyToSymbol(g_t30, z, sizeof(z));
 }
 #else
@@ -39,7 +40,20 @@ inline void t30_report() {}
 // on random ranks). E = 2 (lab 11): each chunk's two least slots are candidates, bound = the least third rank over
 // the chunks; the candidates below it (~6 on random ranks; the E = 1 summary when more than 8) fill the 8 entries in
 // lane order, the rest padded with a slot of chunk 0 that is neither of its two least (a rank >= bound).
-template <int E>
+constexpr uint32_t kVsumNext = 0x100u;  // lab 12: w = kVsumNext | the entry the next evictor guesses (0-7)
+
+// The two least of per-lane sorted pairs (a <= b) over the tile: the tile's second least (~0: none).
+__device__ __forceinline__ uint64_t tile_second_least(const Tile& tile, uint64_t a, uint64_t b) {
+#pragma unroll
+  for (int o = 1; o < kTile; o <<= 1) {
+    const uint64_t oa = tile.shfl_xor(a, o), ob = tile.shfl_xor(b, o);
+    b = min(max(a, oa), min(b, ob));
+    a = min(a, oa);
+  }
+  return b;
+}
+
+template <int E, bool NEXT = false>
 __device__ __forceinline__ BucketScan scan_bucket_self(const Tile& tile, const TableRef& t, int64_t base, uint32_t d4,
                                                        uint64_t new_score, uint4& summary) {
   const int l = static_cast<int>(tile.thread_rank());
@@ -47,7 +61,7 @@ __device__ __forceinline__ BucketScan scan_bucket_self(const Tile& tile, const T
   bool small = t.bucket_capacity == 128;
   uint32_t mins = 0, seconds = 0, b2 = ~0u, b3 = ~0u;  // slot bytes (chunk i in byte i), bounds
   uint32_t r1a = ~0u, r2a = ~0u, r1b = ~0u, r2b = ~0u;  // the two least ranks of the lane's chunks (E = 2)
-  int pad = 0;
+  int pad = 0, nxt = -1;
   if (small) {
 #pragma unroll 1  // one chunk's loads at a time (scan_bucket: the insert pass's occupancy)
     for (int i = 0; i < 2; ++i) {
@@ -131,16 +145,86 @@ __device__ __forceinline__ BucketScan scan_bucket_self(const Tile& tile, const T
     w |= tile.shfl_xor(w, 1);
     w |= tile.shfl_xor(w, 2);
     const uint64_t p = static_cast<uint64_t>(tile.shfl(pad, 0)) * 0x0101010101010101ull;
-    if (total <= 8 && total > 0) {
+    const bool two = total <= 8 && total > 0;
+    if (two) {
       w |= total == 8 ? 0ull : p & (~0ull << (8 * total));
       x = static_cast<uint32_t>(w);
       y = static_cast<uint32_t>(w >> 32);
       bound = b3;
     }
+    if (NEXT) {  // the entry after the victim: keys rank << 3 | entry, the lane's two least, then the tile's
+      uint64_t ka = ~0ull, kb = ~0ull;
+      auto put = [&](uint32_t rank, int e) {
+        const uint64_t k = (static_cast<uint64_t>(rank) << 3) | static_cast<uint64_t>(e);
+        kb = min(kb, max(ka, k));
+        ka = min(ka, k);
+      };
+      if (two) {
+        int e = pos;
+        if (r1a < b3) put(r1a, e++);
+        if (r2a < b3) put(r2a, e++);
+        if (r1b < b3) put(r1b, e++);
+        if (r2b < b3) put(r2b, e++);
+      } else {
+        if (r1a < b2) put(r1a, 2 * l);
+        if (r1b < b2) put(r1b, 2 * l + 1);
+      }
+      // The victim is the bucket's least rank, the least key when the summary holds it: the next is the second.
+      const uint64_t k2 = tile_second_least(tile, ka, kb);
+      nxt = k2 == ~0ull ? -1 : static_cast<int>(k2 & 7u);
+    }
   }
-  const bool ok = new_score < (1ull << 48) && static_cast<uint64_t>(bound) < (new_score << 8);
-  summary = ok ? make_uint4(x, y, bound, 0u) : make_uint4(kVsumNone, kVsumNone, 0u, 0u);
+  const bool ok = new_score < (1ull << 48) && static_cast<uint64_t>(bound) < (new_score << 8) && (!NEXT || nxt >= 0);
+  summary = ok ? make_uint4(x, y, bound, NEXT ? kVsumNext | static_cast<uint32_t>(nxt) : 0u)
+               : make_uint4(kVsumNone, kVsumNone, 0u, 0u);
   return r;
+}
+
+// Lab 12 (S = 8): the summary names the entry the next evictor takes (w = kVsumNext | entry), and that evictor
+// claims it in the round trip that validates the summary: under the lock it issues the scan's loads (the 8 entries'
+// scores and digests, its two digest chunks), the key word of the first slot of the key's digest seen in the digest
+// chunks it loaded before the lock (stale: checked against the fresh ones), and then (so the loads do not wait for
+// its acquire) the exchange of the guessed victim. `e_old` (lead lane): the word the exchange replaced; `k0`, `j0`:
+// the key word read and its look bit (-1: none). `nxt`: the entry after the least (-1: none below the bound).
+// False as vsum_scan; the caller takes the claim only when the least is the guess with the fresh look unchanged,
+// and otherwise puts the guessed word back.
+__device__ __forceinline__ bool vsum_scan_early(const Tile& tile, const TableRef& t, int64_t base, uint32_t d4,
+                                                const uint4& vs, uint64_t look_pre, bool claim, BucketScan& r,
+                                                int& remaining, int& nxt, int& guess, uint64_t& e_old,
+                                                uint64_t& k0, int& j0) {
+  const int l = static_cast<int>(tile.thread_rank());
+  const uint32_t w = (l < 2 ? vs.x : vs.y) >> (16 * (l & 1));
+  const int i0 = static_cast<int>(w & 0xffu), i1 = static_cast<int>((w >> 8) & 0xffu);
+  const uint4 c0 = load_digests(t.digests, base, l, true);
+  const uint4 c1 = load_digests(t.digests, base, l + kTile, true);
+  const unsigned long long* sp = reinterpret_cast<const unsigned long long*>(t.scores) + base;
+  const uint64_t s0 = __ldcg(sp + i0), s1 = __ldcg(sp + i1);
+  const uint32_t g0 = __ldcg(t.digests + base + i0), g1 = __ldcg(t.digests + base + i1);
+  const int ge = static_cast<int>(vs.w & 7u);
+  guess = static_cast<int>(((ge < 4 ? vs.x : vs.y) >> (8 * (ge & 3))) & 0xffu);
+  const uint64_t lp = look_pre & ~look_bit(tile, guess);
+  j0 = lp ? __ffsll(static_cast<long long>(lp)) - 1 : -1;
+  k0 = j0 >= 0 ? __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j0)) : 0ull;
+  e_old = kLockedKey;
+  if (claim && l == 0) e_old = lock_victim(t.keys, base + guess);
+  r.look = static_cast<uint64_t>(match16(c0, d4)) | (static_cast<uint64_t>(match16(c1, d4)) << 16);
+  r.big = static_cast<uint32_t>(s0 >> 32) | static_cast<uint32_t>(s1 >> 32);
+  const uint64_t r0 = (s0 << 8) | g0, r1 = (s1 << 8) | g1;
+  const bool lt = r1 < r0;
+  r.min = EvictCand{lt ? r1 : r0, lt ? i1 : i0, r1 == r0};
+  bool big = (r.big >> 24) != 0;
+  const EvictCand m = tile_min_rank(tile, r.min, big);
+  const uint64_t bound = vs.z;
+  int c = (r0 < bound ? 1 : 0) + (r1 < bound ? 1 : 0);
+  c += tile.shfl_xor(c, 1);
+  c += tile.shfl_xor(c, 2);
+  remaining = c;
+  // The entry after the least: ranks below 2^56 (big: none), keys rank << 3 | entry over the 8.
+  const uint64_t ka0 = r0 < bound ? (r0 << 3) | static_cast<uint64_t>(2 * l) : ~0ull;
+  const uint64_t kb0 = r1 < bound ? (r1 << 3) | static_cast<uint64_t>(2 * l + 1) : ~0ull;
+  const uint64_t k2 = tile_second_least(tile, min(ka0, kb0), max(ka0, kb0));
+  nxt = big || k2 == ~0ull ? -1 : static_cast<int>(k2 & 7u);
+  return !big && m.rank < bound;
 }
 
 }  // namespace table

@@ -45,28 +45,67 @@ patch("dynamicemb/csrc/table/table_kernels.cuh", [
      "(S == 4 || S >= 6) ? &vs_left : nullptr);\n"
      "    if (S >= 6 && !vs_ok) {  // the full scan, leaving a new summary (none when it cannot make one)\n"
      "      uint4 ns;\n"
-     "      sc = scan_bucket_self<S == 7 ? 2 : 1>(tile, t, base, d4, new_score, ns);\n"
+     "      sc = scan_bucket_self<S >= 7 ? 2 : 1, S == 8>(tile, t, base, d4, new_score, ns);\n"
      "      if (lead) T30_ADD(0);\n"
      "      if (lead && ns.x == kVsumNone && ns.y == kVsumNone) T30_ADD(3);\n"
      "      if (lead && !(ns.x == kVsumNone && vs.x == kVsumNone && vs.y == kVsumNone)) g_vsum[bucket] = ns;\n"
      "      vs = ns;\n"
-     "    } else if (S >= 6 && lead && vs_left <= 1) {  // its last entry below the bound taken: none\n"
+     "    } else if (S == 8 && lead && vs.x != kVsumNone) {  // the next guess, or none when no entry is left\n"
+     "      if (nxt >= 0) reinterpret_cast<uint32_t*>(g_vsum + bucket)[3] = kVsumNext | static_cast<uint32_t>(nxt);\n"
+     "      else g_vsum[bucket] = make_uint4(kVsumNone, kVsumNone, 0u, 0u);\n"
+     "    } else if (S >= 6 && S < 8 && lead && vs_left <= 1) {  // its last entry below the bound taken: none\n"
      "      g_vsum[bucket] = make_uint4(kVsumNone, kVsumNone, 0u, 0u);\n"
      "      T30_ADD(2);\n"
      "    }\n"
      "    if (S >= 6 && lead && vs_ok) T30_ADD(1);\n"
      "    if (S < 6 && !vs_ok) sc = scan_bucket(tile, t, base, d4);\n"),
     ("  if ((p_op.mode >> kUpsertModeLabShift) == 4)\n    launch_upsert_kernel(",
-     "  if ((p_op.mode >> kUpsertModeLabShift) == 11)\n"
+     "  if ((p_op.mode >> kUpsertModeLabShift) == 12)\n"
+     "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 8>, grid, kBlock, s, p);\n"
+     "  else if ((p_op.mode >> kUpsertModeLabShift) == 11)\n"
      "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 7>, grid, kBlock, s, p);\n"
      "  else if ((p_op.mode >> kUpsertModeLabShift) == 10)\n"
      "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 6>, grid, kBlock, s, p);\n"
      "  else if ((p_op.mode >> kUpsertModeLabShift) == 4)\n    launch_upsert_kernel("),
+    # lab 12 (S = 8): the digest chunks loaded before the lock, the guessed victim claimed in the scan's round trip
+    ("  if ((S >= 2 && S <= 4 || S >= 6) && t.bucket_capacity == 128) vs = __ldcg(g_vsum + bucket);\n",
+     "  if ((S >= 2 && S <= 4 || S >= 6) && t.bucket_capacity == 128) vs = __ldcg(g_vsum + bucket);\n"
+     "  uint4 pc0 = make_uint4(0u, 0u, 0u, 0u), pc1 = pc0;  // S = 8: the digest chunks before the lock\n"
+     "  if (S == 8) {\n"
+     "    pc0 = load_digests(t.digests, base, static_cast<int>(tile.thread_rank()), true);\n"
+     "    pc1 = load_digests(t.digests, base, static_cast<int>(tile.thread_rank()) + kTile, true);\n"
+     "  }\n"),
+    ("  while (true) {\n    BucketScan sc;\n    int vs_left = 0;\n",
+     "  bool first = true;\n"
+     "  while (true) {\n    BucketScan sc;\n    int vs_left = 0;\n"
+     "    const bool claim_now = first;\n"
+     "    first = false;\n"
+     "    int guess = -1, ej0 = -1, nxt = -1;\n"
+     "    uint64_t e_old = kLockedKey, ek0 = 0;\n"
+     "    const uint64_t look_pre = S == 8 ? static_cast<uint64_t>(match16(pc0, d4)) |\n"
+     "                                           (static_cast<uint64_t>(match16(pc1, d4)) << 16) : 0ull;\n"
+     "    const bool early = S == 8 && claim_now && vs.x != kVsumNone && (vs.w & kVsumNext) != 0;\n"),
+    ("    const bool vs_ok = S == 5 ? vs16_scan(",
+     "    const bool vs_ok = S == 8 ? vs.x != kVsumNone && vsum_scan_early(tile, t, base, d4, vs, look_pre, early, sc,\n"
+     "                                                                      vs_left, nxt, guess, e_old, ek0, ej0)\n"
+     "                     : S == 5 ? vs16_scan("),
+    ("    const bool exact = big || m.tie;\n",
+     "    const bool exact = big || m.tie;\n"
+     "    // S = 8: the claim made with the scan is kept when the least is the guess and the digests did not change\n"
+     "    const bool fast = S == 8 && early && vs_ok && !refuse && !exact && m.idx == guess &&\n"
+     "                      tile.all(sc.look == look_pre);\n"
+     "    if (S == 8 && early && !fast && lead && e_old != kLockedKey) publish_key(t.keys, base + guess, e_old);\n"
+     "    if (S == 8 && fast && lead) T30_ADD(4);\n"),
+    ("      k0 = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j0));\n",
+     "      k0 = (S == 8 && fast) ? ek0\n"
+     "                            : __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j0));\n"),
+    ("    if (spec && lead) old = lock_victim(t.keys, victim);\n",
+     "    if (spec && lead) old = (S == 8 && fast) ? e_old : lock_victim(t.keys, victim);\n"),
 ])
 patch("tools/dynamicemb_dev/evict_bench.cu", [
     ("        lab_prepare(labs[li], t, s);\n", "        t30_report();\n        lab_prepare(labs[li], t, s);\n"),
 ])
 patch("tools/dynamicemb_dev/table29_run/victim_summary.cuh", [
-    ("  if (lab == 6 || lab == 7) {", "  if (lab == 6 || lab == 7 || lab == 10 || lab == 11) {"),
+    ("  if (lab == 6 || lab == 7) {", "  if (lab == 6 || lab == 7 || (lab >= 10 && lab <= 12)) {"),
 ])
 print("lab tree 30:", dst)
