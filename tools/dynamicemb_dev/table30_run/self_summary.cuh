@@ -227,5 +227,64 @@ __device__ __forceinline__ bool vsum_scan_early(const Tile& tile, const TableRef
   return !big && m.rank < bound;
 }
 
+// ---- Lab 13: table29's L6 (the evictor flags a summary it could not use or nearly used up; S = 4) with the
+// flagged buckets appended to a list, and a refresh that takes a warp per listed bucket (a grid of 6 blocks of 256
+// per SM, each warp prefetching its next bucket's score and digest lines before it selects the current one), where
+// L6's vsum_refresh swept all 524K summaries with a thread each and rebuilt a warp's flagged buckets one at a time.
+__constant__ int g_vlist_on;                 // set by t30_list_prepare for lab 13's ops
+__constant__ int64_t* g_vlist;               // (2 num_buckets) flagged buckets
+__constant__ unsigned long long* g_vlist_n;  // their count (zeroed after each refresh)
+constexpr int kVlistBlocksPerSm = 6;
+
+__device__ __forceinline__ void vlist_append(const TableRef& t, int64_t bucket) {
+  const unsigned long long i = atomicAdd(g_vlist_n, 1ull);
+  if (i < static_cast<unsigned long long>(2 * t.num_buckets)) g_vlist[i] = bucket;
+}
+__global__ void __launch_bounds__(256) vsum_refresh_list(TableRef t) {
+  const int lane = threadIdx.x & 31;
+  const long long nw = static_cast<long long>(gridDim.x) * blockDim.x / 32;
+  const long long n = min(static_cast<long long>(*reinterpret_cast<volatile unsigned long long*>(g_vlist_n)),
+                          2 * static_cast<long long>(t.num_buckets));
+  long long i = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32;
+  int64_t b = i < n ? __ldcg(g_vlist + i) : -1;
+  while (i < n) {
+    const long long in = i + nw;
+    const int64_t bn = in < n ? __ldcg(g_vlist + in) : -1;
+    if (bn >= 0) {
+      const int64_t base = bn * t.bucket_capacity;
+      if (lane < 8) asm volatile("prefetch.global.L2 [%0];" : : "l"(t.scores + base + 16 * lane));
+      else if (lane == 8) asm volatile("prefetch.global.L2 [%0];" : : "l"(t.digests + base));
+    }
+    vsum_build_warp(t, g_vsum, b, lane, false);
+    i = in;
+    b = bn;
+  }
+}
+inline void vsum_refresh_list_launch(const TableRef& t, cudaStream_t s) {
+  static int sms = 0;
+  static unsigned long long* n_ptr = nullptr;
+  if (sms == 0) {
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    cudaMemcpyFromSymbol(&n_ptr, g_vlist_n, sizeof(n_ptr));
+  }
+  vsum_refresh_list<<<static_cast<unsigned>(sms * kVlistBlocksPerSm), 256, 0, s>>>(t);
+  cudaMemsetAsync(n_ptr, 0, sizeof(unsigned long long), s);
+}
+// Before each op of evict_bench (after lab_prepare): lab 13 restores the warmed summaries (lab_prepare did), an empty
+// list, the evictor's appends on; every other lab: appends off.
+inline void t30_list_prepare(int lab, const TableRef& t, cudaStream_t s) {
+  static int64_t* list = nullptr;
+  static unsigned long long* cnt = nullptr;
+  if (list == nullptr) {
+    if (cudaMalloc(&list, 2 * t.num_buckets * sizeof(int64_t)) != cudaSuccess) std::abort();
+    if (cudaMalloc(&cnt, sizeof(unsigned long long)) != cudaSuccess) std::abort();
+    cudaMemcpyToSymbol(g_vlist, &list, sizeof(list));
+    cudaMemcpyToSymbol(g_vlist_n, &cnt, sizeof(cnt));
+  }
+  const int on = lab == 13 ? 1 : 0;
+  cudaMemsetAsync(cnt, 0, sizeof(unsigned long long), s);
+  cudaMemcpyToSymbolAsync(g_vlist_on, &on, sizeof(on), 0, cudaMemcpyHostToDevice, s);
+}
+
 }  // namespace table
 }  // namespace dynamicemb

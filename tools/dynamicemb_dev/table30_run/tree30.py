@@ -101,11 +101,26 @@ patch("dynamicemb/csrc/table/table_kernels.cuh", [
      "                            : __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j0));\n"),
     ("    if (spec && lead) old = lock_victim(t.keys, victim);\n",
      "    if (spec && lead) old = (S == 8 && fast) ? e_old : lock_victim(t.keys, victim);\n"),
+    # lab 13: L6 (S = 4) with the flagged buckets listed and the list refreshed (self_summary.cuh)
+    ("      vsum_mark_stale(bucket, vs);\n", "      vsum_mark_stale(bucket, vs);\n      if (g_vlist_on) vlist_append(t, bucket);\n"),
+    ("  else if ((p_op.mode >> kUpsertModeLabShift) == 6 || (p_op.mode >> kUpsertModeLabShift) == 7)\n",
+     "  else if ((p_op.mode >> kUpsertModeLabShift) == 6 || (p_op.mode >> kUpsertModeLabShift) == 7 ||\n"
+     "           (p_op.mode >> kUpsertModeLabShift) == 13)\n"),
+    ("  if ((p_op.mode >> kUpsertModeLabShift) == 8) {  // the flagged 16-entry summaries rebuilt\n",
+     "  if ((p_op.mode >> kUpsertModeLabShift) == 13) {  // the listed buckets' summaries rebuilt\n"
+     "    vsum_refresh_list_launch(p.t, s);\n"
+     "    check_launch(\"vsum_refresh_list\");\n"
+     "    DYNAMICEMB_TABLE_PHASE_HOOK(s);\n"
+     "  }\n"
+     "  if ((p_op.mode >> kUpsertModeLabShift) == 8) {  // the flagged 16-entry summaries rebuilt\n"),
 ])
 patch("tools/dynamicemb_dev/evict_bench.cu", [
-    ("        lab_prepare(labs[li], t, s);\n", "        t30_report();\n        lab_prepare(labs[li], t, s);\n"),
+    ("        lab_prepare(labs[li], t, s);\n",
+     "        t30_report();\n        lab_prepare(labs[li], t, s);\n        t30_list_prepare(labs[li], t, s);\n"),
+    ("        p.mode = kFindOrInsert | (warm_lab << kUpsertModeLabShift);\n",
+     "        p.mode = kFindOrInsert | ((warm_lab == 13 ? 6 : warm_lab) << kUpsertModeLabShift);  // 13: L6's warm-up\n"),
 ])
 patch("tools/dynamicemb_dev/table29_run/victim_summary.cuh", [
-    ("  if (lab == 6 || lab == 7) {", "  if (lab == 6 || lab == 7 || (lab >= 10 && lab <= 12)) {"),
+    ("  if (lab == 6 || lab == 7) {", "  if (lab == 6 || lab == 7 || (lab >= 10 && lab <= 13)) {"),
 ])
 print("lab tree 30:", dst)
