@@ -40,6 +40,12 @@ inline void t30_report() {}
 // on random ranks). E = 2 (lab 11): each chunk's two least slots are candidates, bound = the least third rank over
 // the chunks; the candidates below it (~6 on random ranks; the E = 1 summary when more than 8) fill the 8 entries in
 // lane order, the rest padded with a slot of chunk 0 that is neither of its two least (a rank >= bound).
+// Which lab instance does what (S: upsert_insert_kernel's lab template argument): the self scan (labs 10-12), the
+// guessed victim claimed in the summary scan's round trip (12, 15), the evictor's flags for a refresh (6, 13-15).
+__host__ __device__ constexpr bool s_self(int S) { return S >= 6 && S <= 8; }
+__host__ __device__ constexpr bool s_early(int S) { return S == 8 || S == 9; }
+__host__ __device__ constexpr bool s_flag(int S) { return S == 4 || S == 9; }
+
 constexpr uint32_t kVsumNext = 0x100u;  // lab 12: w = kVsumNext | the entry the next evictor guesses (0-7)
 
 // The two least of per-lane sorted pairs (a <= b) over the tile: the tile's second least (~0: none).
@@ -227,7 +233,7 @@ __device__ __forceinline__ bool vsum_scan_early(const Tile& tile, const TableRef
   return !big && m.rank < bound;
 }
 
-// ---- Lab 13: table29's L6 (the evictor flags a summary it could not use or nearly used up; S = 4) with the
+// ---- Labs 13-15: table29's L6 (the evictor flags a summary it could not use or nearly used up; S = 4) with the
 // flagged buckets appended to a list, and a refresh that takes a warp per listed bucket (a grid of 6 blocks of 256
 // per SM, each warp prefetching its next bucket's score and digest lines before it selects the current one), where
 // L6's vsum_refresh swept all 524K summaries with a thread each and rebuilt a warp's flagged buckets one at a time.
@@ -240,6 +246,65 @@ __device__ __forceinline__ void vlist_append(const TableRef& t, int64_t bucket) 
   const unsigned long long i = atomicAdd(g_vlist_n, 1ull);
   if (i < static_cast<unsigned long long>(2 * t.num_buckets)) g_vlist[i] = bucket;
 }
+// Labs 14 / 15's rebuild of one bucket's summary by a warp, in fewer instructions than vsum_select (which takes 9
+// rounds of a warp min over every lane's 4 ranks, then finds and clears the winner): each lane sorts its 4 slots'
+// 32-bit ranks once (5 compare-exchanges), then each of the 9 rounds takes the least lane head (one redux) and the
+// winning lane pops its head. Entries in rank order, bound the 9th rank; none when a score is >= 2^24 - 1.
+__device__ __forceinline__ void vsum_build_fast(const TableRef& t, int64_t bucket, int lane) {
+  const int64_t base = bucket * t.bucket_capacity;
+  const ulonglong2* sp = reinterpret_cast<const ulonglong2*>(t.scores + base) + 2 * lane;
+  const ulonglong2 s01 = __ldcg(sp), s23 = __ldcg(sp + 1);
+  const uint32_t dg = __ldcg(reinterpret_cast<const unsigned int*>(t.digests + base) + lane);
+  const uint64_t mx = max(max(s01.x, s01.y), max(s23.x, s23.y));
+  if (!__all_sync(0xffffffffu, mx < (1ull << 24) - 1 && t.bucket_capacity == 128)) {
+    if (lane == 0) g_vsum[bucket] = make_uint4(kVsumNone, kVsumNone, 0u, 0u);
+    return;
+  }
+  uint32_t r[4] = {(static_cast<uint32_t>(s01.x) << 8) | (dg & 0xffu),
+                   (static_cast<uint32_t>(s01.y) << 8) | ((dg >> 8) & 0xffu),
+                   (static_cast<uint32_t>(s23.x) << 8) | ((dg >> 16) & 0xffu),
+                   (static_cast<uint32_t>(s23.y) << 8) | (dg >> 24)};
+  int j[4] = {0, 1, 2, 3};
+  auto cx = [&](int a, int b) {
+    const bool sw = r[b] < r[a];
+    const uint32_t lo = sw ? r[b] : r[a], hi = sw ? r[a] : r[b];
+    const int ja = sw ? j[b] : j[a], jb = sw ? j[a] : j[b];
+    r[a] = lo;
+    r[b] = hi;
+    j[a] = ja;
+    j[b] = jb;
+  };
+  cx(0, 1);
+  cx(2, 3);
+  cx(0, 2);
+  cx(1, 3);
+  cx(1, 2);
+  uint32_t w0 = 0, w1 = 0, bound = 0;
+#pragma unroll
+  for (int q = 0; q <= 8; ++q) {
+    const uint32_t m = __reduce_min_sync(0xffffffffu, r[0]);
+    if (q == 8) {
+      bound = m;
+      break;
+    }
+    const int wl = __ffs(__ballot_sync(0xffffffffu, r[0] == m)) - 1;
+    const uint32_t slot = static_cast<uint32_t>(4 * wl + __shfl_sync(0xffffffffu, j[0], wl));
+    if (lane == wl) {
+      r[0] = r[1];
+      r[1] = r[2];
+      r[2] = r[3];
+      r[3] = ~0u;
+      j[0] = j[1];
+      j[1] = j[2];
+      j[2] = j[3];
+    }
+    if (q < 4) w0 |= slot << (8 * q);
+    else w1 |= slot << (8 * (q - 4));
+  }
+  if (lane == 0) g_vsum[bucket] = make_uint4(w0, w1, bound, 0u);
+}
+
+template <bool FAST>
 __global__ void __launch_bounds__(256) vsum_refresh_list(TableRef t) {
   const int lane = threadIdx.x & 31;
   const long long nw = static_cast<long long>(gridDim.x) * blockDim.x / 32;
@@ -255,19 +320,21 @@ __global__ void __launch_bounds__(256) vsum_refresh_list(TableRef t) {
       if (lane < 8) asm volatile("prefetch.global.L2 [%0];" : : "l"(t.scores + base + 16 * lane));
       else if (lane == 8) asm volatile("prefetch.global.L2 [%0];" : : "l"(t.digests + base));
     }
-    vsum_build_warp(t, g_vsum, b, lane, false);
+    if (FAST) vsum_build_fast(t, b, lane);
+    else vsum_build_warp(t, g_vsum, b, lane, false);
     i = in;
     b = bn;
   }
 }
-inline void vsum_refresh_list_launch(const TableRef& t, cudaStream_t s) {
+inline void vsum_refresh_list_launch(const TableRef& t, cudaStream_t s, bool fast) {
   static int sms = 0;
   static unsigned long long* n_ptr = nullptr;
   if (sms == 0) {
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     cudaMemcpyFromSymbol(&n_ptr, g_vlist_n, sizeof(n_ptr));
   }
-  vsum_refresh_list<<<static_cast<unsigned>(sms * kVlistBlocksPerSm), 256, 0, s>>>(t);
+  if (fast) vsum_refresh_list<true><<<static_cast<unsigned>(sms * kVlistBlocksPerSm), 256, 0, s>>>(t);
+  else vsum_refresh_list<false><<<static_cast<unsigned>(sms * kVlistBlocksPerSm), 256, 0, s>>>(t);
   cudaMemsetAsync(n_ptr, 0, sizeof(unsigned long long), s);
 }
 // Before each op of evict_bench (after lab_prepare): lab 13 restores the warmed summaries (lab_prepare did), an empty
@@ -281,7 +348,7 @@ inline void t30_list_prepare(int lab, const TableRef& t, cudaStream_t s) {
     cudaMemcpyToSymbol(g_vlist, &list, sizeof(list));
     cudaMemcpyToSymbol(g_vlist_n, &cnt, sizeof(cnt));
   }
-  const int on = lab == 13 ? 1 : 0;
+  const int on = lab >= 13 && lab <= 15 ? 1 : 0;
   cudaMemsetAsync(cnt, 0, sizeof(unsigned long long), s);
   cudaMemcpyToSymbolAsync(g_vlist_on, &on, sizeof(on), 0, cudaMemcpyHostToDevice, s);
 }

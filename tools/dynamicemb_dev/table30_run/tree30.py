@@ -114,13 +114,44 @@ patch("dynamicemb/csrc/table/table_kernels.cuh", [
      "  }\n"
      "  if ((p_op.mode >> kUpsertModeLabShift) == 8) {  // the flagged 16-entry summaries rebuilt\n"),
 ])
+# labs 14 / 15 (S = 4 / 9): lab 13 with the cheaper rebuild (vsum_build_fast); 15 adds lab 12's early claim to it
+# (no self scan: the fallback is main's scan, the flags as S = 4; the next guess kept in w beside the stale bit)
+patch("dynamicemb/csrc/table/table_kernels.cuh", [
+    ("  if (S == 8) {\n    pc0 = load_digests", "  if (s_early(S)) {\n    pc0 = load_digests"),
+    ("    const uint64_t look_pre = S == 8 ?", "    const uint64_t look_pre = s_early(S) ?"),
+    ("    const bool early = S == 8 && claim_now && vs.x != kVsumNone && (vs.w & kVsumNext) != 0;\n",
+     "    const bool early = s_early(S) && claim_now && vs.x != kVsumNone && (S == 9 || (vs.w & kVsumNext) != 0);\n"),
+    ("    const bool vs_ok = S == 8 ? vs.x", "    const bool vs_ok = s_early(S) ? vs.x"),
+    ("    if (S >= 6 && !vs_ok) {  // the full scan", "    if (s_self(S) && !vs_ok) {  // the full scan"),
+    ("    if (S < 6 && !vs_ok) sc = scan_bucket(", "    if (!s_self(S) && !vs_ok) sc = scan_bucket("),
+    ("    if (S == 4 && lead && (!vs_ok || vs_left <= kVsumRefreshAt)", "    if (s_flag(S) && lead && (!vs_ok || vs_left <= kVsumRefreshAt)"),
+    ("      vs.w |= kVsumStale;\n    }\n",
+     "      vs.w |= kVsumStale;\n    }\n"
+     "    if (S == 9 && lead && vs_ok && nxt >= 0)  // the next guess (the stale flag kept)\n"
+     "      reinterpret_cast<uint32_t*>(g_vsum + bucket)[3] = (vs.w & kVsumStale) | kVsumNext | static_cast<uint32_t>(nxt);\n"),
+    ("    const bool fast = S == 8 && early", "    const bool fast = s_early(S) && early"),
+    ("    if (S == 8 && early && !fast && lead", "    if (s_early(S) && early && !fast && lead"),
+    ("    if (S == 8 && fast && lead) T30_ADD(4);", "    if (s_early(S) && fast && lead) T30_ADD(4);"),
+    ("      k0 = (S == 8 && fast) ? ek0", "      k0 = (s_early(S) && fast) ? ek0"),
+    ("old = (S == 8 && fast) ? e_old : lock_victim", "old = (s_early(S) && fast) ? e_old : lock_victim"),
+    ("           (p_op.mode >> kUpsertModeLabShift) == 13)\n",
+     "           (p_op.mode >> kUpsertModeLabShift) == 13 || (p_op.mode >> kUpsertModeLabShift) == 14)\n"),
+    ("  if ((p_op.mode >> kUpsertModeLabShift) == 12)\n",
+     "  if ((p_op.mode >> kUpsertModeLabShift) == 15)\n"
+     "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 9>, grid, kBlock, s, p);\n"
+     "  else if ((p_op.mode >> kUpsertModeLabShift) == 12)\n"),
+    ("  if ((p_op.mode >> kUpsertModeLabShift) == 13) {  // the listed buckets' summaries rebuilt\n"
+     "    vsum_refresh_list_launch(p.t, s);\n",
+     "  if ((p_op.mode >> kUpsertModeLabShift) >= 13 && (p_op.mode >> kUpsertModeLabShift) <= 15) {  // the listed\n"
+     "    vsum_refresh_list_launch(p.t, s, (p_op.mode >> kUpsertModeLabShift) != 13);  // buckets' summaries rebuilt\n"),
+])
 patch("tools/dynamicemb_dev/evict_bench.cu", [
     ("        lab_prepare(labs[li], t, s);\n",
      "        t30_report();\n        lab_prepare(labs[li], t, s);\n        t30_list_prepare(labs[li], t, s);\n"),
     ("        p.mode = kFindOrInsert | (warm_lab << kUpsertModeLabShift);\n",
-     "        p.mode = kFindOrInsert | ((warm_lab == 13 ? 6 : warm_lab) << kUpsertModeLabShift);  // 13: L6's warm-up\n"),
+     "        p.mode = kFindOrInsert | ((warm_lab >= 13 ? 6 : warm_lab) << kUpsertModeLabShift);  // 13-15: L6's\n"),
 ])
 patch("tools/dynamicemb_dev/table29_run/victim_summary.cuh", [
-    ("  if (lab == 6 || lab == 7) {", "  if (lab == 6 || lab == 7 || (lab >= 10 && lab <= 13)) {"),
+    ("  if (lab == 6 || lab == 7) {", "  if (lab == 6 || lab == 7 || (lab >= 10 && lab <= 15)) {"),
 ])
 print("lab tree 30:", dst)
