@@ -237,7 +237,8 @@ __device__ __forceinline__ bool vsum_scan_early(const Tile& tile, const TableRef
 // flagged buckets appended to a list, and a refresh that takes a warp per listed bucket (a grid of 6 blocks of 256
 // per SM, each warp prefetching its next bucket's score and digest lines before it selects the current one), where
 // L6's vsum_refresh swept all 524K summaries with a thread each and rebuilt a warp's flagged buckets one at a time.
-__constant__ int g_vlist_on;                 // set by t30_list_prepare for lab 13's ops
+__constant__ int g_vlist_on;                 // set by t30_list_prepare for labs 13-17's ops
+__constant__ int g_vsum_refresh_at;          // their flagging threshold (kVsumRefreshAt; lab 16: 1)
 __constant__ int64_t* g_vlist;               // (2 num_buckets) flagged buckets
 __constant__ unsigned long long* g_vlist_n;  // their count (zeroed after each refresh)
 constexpr int kVlistBlocksPerSm = 6;
@@ -304,37 +305,49 @@ __device__ __forceinline__ void vsum_build_fast(const TableRef& t, int64_t bucke
   if (lane == 0) g_vsum[bucket] = make_uint4(w0, w1, bound, 0u);
 }
 
-template <bool FAST>
-__global__ void __launch_bounds__(256) vsum_refresh_list(TableRef t) {
+// MODE 0: vsum_build_warp (labs 13), 1: vsum_build_fast (14-16), 2: the fast build with the list entries and the
+// lines of the next 3 buckets in flight instead of 1 (lab 17).
+template <int MODE>
+__global__ void __launch_bounds__(256, kVlistBlocksPerSm) vsum_refresh_list(TableRef t) {
+  constexpr int D = MODE == 2 ? 3 : 1;
   const int lane = threadIdx.x & 31;
   const long long nw = static_cast<long long>(gridDim.x) * blockDim.x / 32;
   const long long n = min(static_cast<long long>(*reinterpret_cast<volatile unsigned long long*>(g_vlist_n)),
                           2 * static_cast<long long>(t.num_buckets));
   long long i = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32;
-  int64_t b = i < n ? __ldcg(g_vlist + i) : -1;
-  while (i < n) {
-    const long long in = i + nw;
-    const int64_t bn = in < n ? __ldcg(g_vlist + in) : -1;
-    if (bn >= 0) {
-      const int64_t base = bn * t.bucket_capacity;
+  auto ahead = [&](long long k) {  // list entry k and its bucket's score and digest lines (-1: none)
+    const int64_t b = k < n ? __ldcg(g_vlist + k) : -1;
+    if (b >= 0) {
+      const int64_t base = b * t.bucket_capacity;
       if (lane < 8) asm volatile("prefetch.global.L2 [%0];" : : "l"(t.scores + base + 16 * lane));
       else if (lane == 8) asm volatile("prefetch.global.L2 [%0];" : : "l"(t.digests + base));
     }
-    if (FAST) vsum_build_fast(t, b, lane);
-    else vsum_build_warp(t, g_vsum, b, lane, false);
-    i = in;
-    b = bn;
+    return b;
+  };
+  int64_t q[D + 1];
+  q[0] = i < n ? __ldcg(g_vlist + i) : -1;
+#pragma unroll
+  for (int d = 1; d <= D; ++d) q[d] = ahead(i + d * nw);
+  while (i < n) {
+    if (MODE >= 1) vsum_build_fast(t, q[0], lane);
+    else vsum_build_warp(t, g_vsum, q[0], lane, false);
+#pragma unroll
+    for (int d = 0; d < D; ++d) q[d] = q[d + 1];
+    q[D] = ahead(i + (D + 1) * nw);
+    i += nw;
   }
 }
-inline void vsum_refresh_list_launch(const TableRef& t, cudaStream_t s, bool fast) {
+inline void vsum_refresh_list_launch(const TableRef& t, cudaStream_t s, int mode) {
   static int sms = 0;
   static unsigned long long* n_ptr = nullptr;
   if (sms == 0) {
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     cudaMemcpyFromSymbol(&n_ptr, g_vlist_n, sizeof(n_ptr));
   }
-  if (fast) vsum_refresh_list<true><<<static_cast<unsigned>(sms * kVlistBlocksPerSm), 256, 0, s>>>(t);
-  else vsum_refresh_list<false><<<static_cast<unsigned>(sms * kVlistBlocksPerSm), 256, 0, s>>>(t);
+  const unsigned g = static_cast<unsigned>(sms * kVlistBlocksPerSm);
+  if (mode == 2) vsum_refresh_list<2><<<g, 256, 0, s>>>(t);
+  else if (mode == 1) vsum_refresh_list<1><<<g, 256, 0, s>>>(t);
+  else vsum_refresh_list<0><<<g, 256, 0, s>>>(t);
   cudaMemsetAsync(n_ptr, 0, sizeof(unsigned long long), s);
 }
 // Before each op of evict_bench (after lab_prepare): lab 13 restores the warmed summaries (lab_prepare did), an empty
@@ -348,7 +361,9 @@ inline void t30_list_prepare(int lab, const TableRef& t, cudaStream_t s) {
     cudaMemcpyToSymbol(g_vlist, &list, sizeof(list));
     cudaMemcpyToSymbol(g_vlist_n, &cnt, sizeof(cnt));
   }
-  const int on = lab >= 13 && lab <= 15 ? 1 : 0;
+  const int on = lab >= 13 && lab <= 17 ? 1 : 0;
+  const int at = lab == 16 ? 1 : kVsumRefreshAt;  // lab 16: flagged only when its last entry is taken
+  cudaMemcpyToSymbolAsync(g_vsum_refresh_at, &at, sizeof(at), 0, cudaMemcpyHostToDevice, s);
   cudaMemsetAsync(cnt, 0, sizeof(unsigned long long), s);
   cudaMemcpyToSymbolAsync(g_vlist_on, &on, sizeof(on), 0, cudaMemcpyHostToDevice, s);
 }

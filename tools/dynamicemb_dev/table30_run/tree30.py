@@ -114,7 +114,8 @@ patch("dynamicemb/csrc/table/table_kernels.cuh", [
      "  }\n"
      "  if ((p_op.mode >> kUpsertModeLabShift) == 8) {  // the flagged 16-entry summaries rebuilt\n"),
 ])
-# labs 14 / 15 (S = 4 / 9): lab 13 with the cheaper rebuild (vsum_build_fast); 15 adds lab 12's early claim to it
+# labs 14-17: lab 13 with the cheaper rebuild (vsum_build_fast; 16: flagged at the last entry, 17: 3 buckets
+# prefetched ahead in the refresh); 15 (S = 9) adds lab 12's early claim to 14
 # (no self scan: the fallback is main's scan, the flags as S = 4; the next guess kept in w beside the stale bit)
 patch("dynamicemb/csrc/table/table_kernels.cuh", [
     ("  if (S == 8) {\n    pc0 = load_digests", "  if (s_early(S)) {\n    pc0 = load_digests"),
@@ -124,7 +125,8 @@ patch("dynamicemb/csrc/table/table_kernels.cuh", [
     ("    const bool vs_ok = S == 8 ? vs.x", "    const bool vs_ok = s_early(S) ? vs.x"),
     ("    if (S >= 6 && !vs_ok) {  // the full scan", "    if (s_self(S) && !vs_ok) {  // the full scan"),
     ("    if (S < 6 && !vs_ok) sc = scan_bucket(", "    if (!s_self(S) && !vs_ok) sc = scan_bucket("),
-    ("    if (S == 4 && lead && (!vs_ok || vs_left <= kVsumRefreshAt)", "    if (s_flag(S) && lead && (!vs_ok || vs_left <= kVsumRefreshAt)"),
+    ("    if (S == 4 && lead && (!vs_ok || vs_left <= kVsumRefreshAt)",
+     "    if (s_flag(S) && lead && (!vs_ok || vs_left <= (g_vlist_on ? g_vsum_refresh_at : kVsumRefreshAt))"),
     ("      vs.w |= kVsumStale;\n    }\n",
      "      vs.w |= kVsumStale;\n    }\n"
      "    if (S == 9 && lead && vs_ok && nxt >= 0)  // the next guess (the stale flag kept)\n"
@@ -135,15 +137,17 @@ patch("dynamicemb/csrc/table/table_kernels.cuh", [
     ("      k0 = (S == 8 && fast) ? ek0", "      k0 = (s_early(S) && fast) ? ek0"),
     ("old = (S == 8 && fast) ? e_old : lock_victim", "old = (s_early(S) && fast) ? e_old : lock_victim"),
     ("           (p_op.mode >> kUpsertModeLabShift) == 13)\n",
-     "           (p_op.mode >> kUpsertModeLabShift) == 13 || (p_op.mode >> kUpsertModeLabShift) == 14)\n"),
+     "           ((p_op.mode >> kUpsertModeLabShift) >= 13 && (p_op.mode >> kUpsertModeLabShift) <= 17 &&\n"
+     "            (p_op.mode >> kUpsertModeLabShift) != 15))\n"),
     ("  if ((p_op.mode >> kUpsertModeLabShift) == 12)\n",
      "  if ((p_op.mode >> kUpsertModeLabShift) == 15)\n"
      "    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic, 9>, grid, kBlock, s, p);\n"
      "  else if ((p_op.mode >> kUpsertModeLabShift) == 12)\n"),
     ("  if ((p_op.mode >> kUpsertModeLabShift) == 13) {  // the listed buckets' summaries rebuilt\n"
      "    vsum_refresh_list_launch(p.t, s);\n",
-     "  if ((p_op.mode >> kUpsertModeLabShift) >= 13 && (p_op.mode >> kUpsertModeLabShift) <= 15) {  // the listed\n"
-     "    vsum_refresh_list_launch(p.t, s, (p_op.mode >> kUpsertModeLabShift) != 13);  // buckets' summaries rebuilt\n"),
+     "  if ((p_op.mode >> kUpsertModeLabShift) >= 13 && (p_op.mode >> kUpsertModeLabShift) <= 17) {  // the listed\n"
+     "    const int lab = p_op.mode >> kUpsertModeLabShift;  // buckets' summaries rebuilt\n"
+     "    vsum_refresh_list_launch(p.t, s, lab == 13 ? 0 : lab == 17 ? 2 : 1);\n"),
 ])
 patch("tools/dynamicemb_dev/evict_bench.cu", [
     ("        lab_prepare(labs[li], t, s);\n",
@@ -152,6 +156,6 @@ patch("tools/dynamicemb_dev/evict_bench.cu", [
      "        p.mode = kFindOrInsert | ((warm_lab >= 13 ? 6 : warm_lab) << kUpsertModeLabShift);  // 13-15: L6's\n"),
 ])
 patch("tools/dynamicemb_dev/table29_run/victim_summary.cuh", [
-    ("  if (lab == 6 || lab == 7) {", "  if (lab == 6 || lab == 7 || (lab >= 10 && lab <= 15)) {"),
+    ("  if (lab == 6 || lab == 7) {", "  if (lab == 6 || lab == 7 || (lab >= 10 && lab <= 17)) {"),
 ])
 print("lab tree 30:", dst)
