@@ -4,12 +4,9 @@
 # tree30.py's lab tree of this worktree, -lineinfo for ncu) and eb_cnt (the same with -DT30_COUNT).
 # Usage: pack.sh K
 set -e
-H=$(cd "$(dirname "$0")" && pwd)
+H=$(cd "$(dirname "$0")" && pwd) D=/work/main/.carry/table30
 R=$(cd "$H/../../.." && pwd)
-D=/work/main/.carry/table30
-K=$1
-rm -rf $D && mkdir -p $D
-cp "$H/run$K.sh" $D/
+rm -rf $D && mkdir -p $D && cp "$H/run$1.sh" $D/
 sed 's#\.carry/table29#.carry/table30#g; s#table29#table30#g' "$H/../table29_run/common.sh" > $D/common.sh
 python3 "$H/tree30.py" "$R" /tmp/table30_lab
 NV="nvcc -std=c++17 -O3 -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a -I."

@@ -11,26 +11,17 @@ summaries with the table before each op (as lab 6).
 Usage: python3 tree30.py SRC DEST
 """
 import os
+import runpy
 import shutil
-import subprocess
 import sys
 
 src, dst = sys.argv[1], sys.argv[2]
 here = os.path.dirname(os.path.abspath(__file__))
-subprocess.run([sys.executable, os.path.join(here, "..", "table29_run", "summary_tree.py"), src, dst], check=True)
+# table29's tree (it reads SRC DEST from sys.argv); its patch() edits files of DEST
+patch = runpy.run_path(os.path.join(here, "..", "table29_run", "summary_tree.py"), run_name="__main__")["patch"]
 os.makedirs(os.path.join(dst, "tools/dynamicemb_dev/table30_run"), exist_ok=True)
 shutil.copy(os.path.join(src, "tools/dynamicemb_dev/table30_run/self_summary.cuh"),
             os.path.join(dst, "tools/dynamicemb_dev/table30_run/self_summary.cuh"))
-
-
-def patch(rel, pairs):
-    path = os.path.join(dst, rel)
-    text = open(path).read()
-    for old, new in pairs:
-        assert text.count(old) == 1, (rel, old, text.count(old))
-        text = text.replace(old, new)
-    open(path, "w").write(text)
-
 
 patch("dynamicemb/csrc/table/table_kernels.cuh", [
     ('#include "tools/dynamicemb_dev/table29_run/victim_summary.cuh"\n',
