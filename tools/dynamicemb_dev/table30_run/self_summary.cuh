@@ -16,7 +16,7 @@ namespace dynamicemb {
 namespace table {
 
 // The count build (-DT30_COUNT, a separate binary: one contended atomic per evicting key): evictions that ran the
-// self scan, that used the summary, that marked it none, self scans that could leave no summary, lab 12's early claims kept; printed (and
+// self scan, that used the summary, that marked it none (labs 13-17: flagged it for the refresh), self scans that could leave no summary, lab 12's early claims kept; printed (and
 // reset) by evict_bench before each op's preparation, i.e. the previous op's (the first line: the warm-up's).
 #ifdef T30_COUNT
 __device__ unsigned long long g_t30[5];

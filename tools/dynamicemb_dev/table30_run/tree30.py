@@ -93,7 +93,8 @@ patch("dynamicemb/csrc/table/table_kernels.cuh", [
     ("    if (spec && lead) old = lock_victim(t.keys, victim);\n",
      "    if (spec && lead) old = (S == 8 && fast) ? e_old : lock_victim(t.keys, victim);\n"),
     # lab 13: L6 (S = 4) with the flagged buckets listed and the list refreshed (self_summary.cuh)
-    ("      vsum_mark_stale(bucket, vs);\n", "      vsum_mark_stale(bucket, vs);\n      if (g_vlist_on) vlist_append(t, bucket);\n"),
+    ("      vsum_mark_stale(bucket, vs);\n",
+     "      vsum_mark_stale(bucket, vs);\n      if (g_vlist_on) vlist_append(t, bucket);\n      T30_ADD(2);\n"),
     ("  else if ((p_op.mode >> kUpsertModeLabShift) == 6 || (p_op.mode >> kUpsertModeLabShift) == 7)\n",
      "  else if ((p_op.mode >> kUpsertModeLabShift) == 6 || (p_op.mode >> kUpsertModeLabShift) == 7 ||\n"
      "           (p_op.mode >> kUpsertModeLabShift) == 13)\n"),
@@ -144,7 +145,9 @@ patch("tools/dynamicemb_dev/evict_bench.cu", [
     ("        lab_prepare(labs[li], t, s);\n",
      "        t30_report();\n        lab_prepare(labs[li], t, s);\n        t30_list_prepare(labs[li], t, s);\n"),
     ("        p.mode = kFindOrInsert | (warm_lab << kUpsertModeLabShift);\n",
-     "        p.mode = kFindOrInsert | ((warm_lab >= 13 ? 6 : warm_lab) << kUpsertModeLabShift);  // 13-15: L6's\n"),
+     "        p.mode = kFindOrInsert | ((warm_lab >= 13 && (w == 0 || warm_lab == 13 || warm_lab == 15) ? 6 : warm_lab)\n"
+     "                                  << kUpsertModeLabShift);  // 13, 15: L6's; 14, 16, 17: L6's first, then their own\n"
+     "        t30_list_prepare(p.mode >> kUpsertModeLabShift, t, s);\n"),
 ])
 patch("tools/dynamicemb_dev/table29_run/victim_summary.cuh", [
     ("  if (lab == 6 || lab == 7) {", "  if (lab == 6 || lab == 7 || (lab >= 10 && lab <= 17)) {"),
