@@ -357,67 +357,6 @@ def test_csr_sort_variants_agree(bags, pooling, in_forward):
             assert torch.equal(a, b), f"variant {v}, result {k} differs from cub's sort"
 
 
-def _rep_batches(case, gen):
-    """Three sequence batches (pooling none; 3 features, tables [0, 1, 1]) of one shape of repeats, and the vocab."""
-    F = 3
-    data = []
-    for s in range(3):
-        if case == "mixed":  # a few hundred to ~120K ids, repeats a few dozen times at most, partial last chunk
-            n, vocab = (611, 120_013, 7_777)[s], 5000
-            ids = torch.randint(0, vocab, (n,), generator=gen)
-        elif case == "hot":  # power-law ids: a hot id ~thousands of times (no segment cut: backward_chunk 2^20)
-            n, vocab = 70_000 + 1_111 * s, 20_000
-            ids = (torch.rand(n, generator=gen) ** 6 * vocab).long()
-        elif case == "unique":  # no id repeats (R = N = 0), then one repeating id among singles (R = 1: no pass)
-            n, vocab = 66_000, 1 << 20
-            ids = torch.randperm(vocab, generator=gen)[:n]
-            if s == 1:
-                ids[torch.randperm(n, generator=gen)[:50]] = ids[0].item()
-        else:  # "wide": every id twice, > 2^16 repeating uniques (3 passes); the same ids in every step
-            n, vocab = 2 * 150_001, 400_000
-            if s == 0:
-                half = torch.randperm(vocab, generator=torch.Generator().manual_seed(5))[: n // 2]
-            ids = torch.cat([half, half])[torch.randperm(n, generator=gen)]
-        bags = (n + F - 1) // F
-        offsets = torch.zeros(F * bags + 1, dtype=torch.int64)
-        offsets[1 : n + 1] = torch.arange(1, n + 1)
-        offsets[n + 1 :] = n
-        data.append((ids.cuda(), offsets.cuda()))
-    return data, vocab
-
-
-@pytest.mark.parametrize("case", ["mixed", "hot", "unique", "wide"])
-def test_rep_csr_agrees(case):
-    """The repeats-only CSR (lab op _lookup_lab_step 2: the dedup ranks the uniques that repeat and compacts their
-    ids, the sort runs over those only, with as many 8-bit passes as the ranks need; the singles are placed from
-    the claimers' rank words) gives bitwise the default's outputs, rows and Adam state over three sequence steps:
-    few and many ids (the CSR on the step's stream and on the side stream), hot ids, no repeat at all, one
-    repeating id (no pass), > 2^16 repeating uniques (3 passes)."""
-    step_lab = torch.ops.dynamicemb._lookup_lab_step
-    gen = torch.Generator().manual_seed(21)
-    data, vocab = _rep_batches(case, gen)
-    tables = [DynamicEmbTableOptions(dim=16, max_capacity=1 << 19, on_refused="zero") for _ in range(2)]
-    keys = torch.unique(torch.cat([d[0].cpu() for d in data]))
-    w0 = [torch.randn(keys.numel(), 16, generator=gen) * 0.1 for _ in range(2)]
-    results = {}
-    old = step_lab(-1)
-    try:
-        for v in (1, 2):
-            step_lab(v)
-            assert step_lab(-1) == v
-            m = BatchedDynamicEmbeddingTables(tables, [0, 1, 1], pooling="none", optimizer=Adam(lr=0.05), device="cuda")
-            if case == "hot":
-                m.backward_chunk = 1 << 20
-            for t in range(2):
-                m.set_rows(t, keys.cuda(), w0[t].cuda())
-            outs = train_random(m, data, 300)
-            results[v] = outs + [x for t in range(2) for x in rows(m, t, keys)]
-    finally:
-        step_lab(old)
-    for k, (a, b) in enumerate(zip(results[1], results[2])):
-        assert torch.equal(a, b), f"{case}: result {k} differs from the default CSR"
-
-
 @pytest.mark.parametrize("pooling", ["none", "sum"])
 def test_sgd_step_counter_in_update(pooling):
     """Plain fp32 SGD's step counter advanced by the segmented update's first thread (the default) and by a tensor

@@ -39,10 +39,6 @@ constexpr int kResolveBlock = 256;
 constexpr int kChunk = 1024;       // ids per block of the resolve pass (4 per thread)
 constexpr int kBagWindow = 256;    // bag ends a resolve block keeps in shared memory
 constexpr uint32_t kFree = 0xffffffffu;
-// kMark (the repeats-only CSR, DedupParams::rep): a slot taken by a leader without followers in its block holds
-// its position | kLone until another leader matches it; a match stores the lower position without the bit, so the
-// bit survives exactly on the slots of ids that occur once (positions < 2^31 - 1: the bit is free otherwise).
-constexpr uint32_t kLone = 0x80000000u;
 
 static_assert(kChunk % kResolveBlock == 0, "resolve: whole rounds of ids");
 
@@ -201,17 +197,14 @@ constexpr uint32_t kLocalMask = kLocalSlots - 1;
 static_assert((kLocalSlots & kLocalMask) == 0, "local set: a power of two");
 
 // Fitted to 4 blocks per SM (<= 64 registers, no spills; at 5, 48 registers: slower, docs/dynamicemb.md).
-template <bool kSmem, bool kFind = false, bool kMark = false>
+template <bool kSmem, bool kFind = false>
 __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupParams p) {
   constexpr int K = kPerThread;
   __shared__ int32_t sbound[kSmemFeatures + 1];
   __shared__ uint32_t lset[kLocalSlots];     // FREE or the lowest local index of a (table, key) in the block
   __shared__ unsigned long long lkey[kChunk];  // key of local index l = r * kInsertBlock + thread
   __shared__ int32_t ltab[kChunk];           // its table (-1: not inserted); then the leaders' global slots
-  __shared__ bool lfol[kMark ? kChunk : 1];  // kMark: the leader at this local index has followers in the block
   for (int k = threadIdx.x; k < kLocalSlots; k += kInsertBlock) lset[k] = kFree;  // (load_bounds syncs)
-  if constexpr (kMark)
-    for (int k = threadIdx.x; k < kChunk; k += kInsertBlock) lfol[k] = false;
   // kDedupPdl: the block's own dedup (ids, bounds, shared memory) runs before the wait for the clear pass; the
   // skip flag and the set after it
   const bool pdl = (p.flags & kDedupPdl) != 0;
@@ -295,18 +288,6 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
     todo0[r] = todo[r];
     todo[r] = todo[r] && lead[r] == r * kInsertBlock + static_cast<int>(threadIdx.x);  // leaders probe the set
   }
-  uint32_t lone[K];  // kMark: kLone for a leader without followers in the block, else 0
-  if constexpr (kMark) {
-#pragma unroll
-    for (int r = 0; r < K; ++r)
-      if (todo0[r] && !todo[r]) lfol[lead[r]] = true;
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < K; ++r) lone[r] = todo[r] && !lfol[lead[r]] ? kLone : 0u;
-  } else {
-#pragma unroll
-    for (int r = 0; r < K; ++r) lone[r] = 0u;
-  }
   const bool cas_first = (p.flags & kDedupCasFirst) != 0;
   int32_t flo = 0, fhi = 0;  // the chunk's feature's positions [flo, fhi) (fb >= 0)
   if constexpr (kSmem) {
@@ -323,14 +304,13 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
     uint32_t v[K];
     if (cas_first) {
 #pragma unroll
-      for (int r = 0; r < K; ++r)
-        v[r] = todo[r] ? atomicCAS(p.set + s[r], kFree, static_cast<uint32_t>(idx[r]) | lone[r]) : 0u;
+      for (int r = 0; r < K; ++r) v[r] = todo[r] ? atomicCAS(p.set + s[r], kFree, static_cast<uint32_t>(idx[r])) : 0u;
     } else {
 #pragma unroll
       for (int r = 0; r < K; ++r) v[r] = todo[r] ? ld_relaxed(p.set + s[r]) : 0u;
 #pragma unroll
       for (int r = 0; r < K; ++r)
-        if (todo[r] && v[r] == kFree) v[r] = atomicCAS(p.set + s[r], kFree, static_cast<uint32_t>(idx[r]) | lone[r]);
+        if (todo[r] && v[r] == kFree) v[r] = atomicCAS(p.set + s[r], kFree, static_cast<uint32_t>(idx[r]));
     }
     uint64_t k2[K];
 #pragma unroll
@@ -340,14 +320,14 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
         todo[r] = false;
         won[r] = true;
       }
-      k2[r] = todo[r] ? __ldg(ids + (kMark ? v[r] & ~kLone : v[r])) : 0;
+      k2[r] = todo[r] ? __ldg(ids + v[r]) : 0;
     }
     bool m[K], need[K], any_need = false;
     int32_t vp[K];
 #pragma unroll
     for (int r = 0; r < K; ++r) {
       m[r] = todo[r] && k2[r] == key[r];
-      vp[r] = static_cast<int32_t>(kMark ? v[r] & ~kLone : v[r]);
+      vp[r] = static_cast<int32_t>(v[r]);
       // same feature as the prober: same table (only when the bounds are in shared memory and monotone)
       if (fb >= 0) need[r] = m[r] && !(flo <= vp[r] && vp[r] < fhi);
       else need[r] = m[r] && !(mono && sbound[f[r]] <= vp[r] && vp[r] < sbound[f[r] + 1]);
@@ -362,9 +342,8 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
     }
 #pragma unroll
     for (int r = 0; r < K; ++r) {
-      if (m[r]) {  // the first position of the id wins the slot (kMark: and the slot loses its kLone bit)
-        if (kMark && (v[r] & kLone)) atomicMin(p.set + s[r], static_cast<uint32_t>(vp[r] < idx[r] ? vp[r] : idx[r]));
-        else if (vp[r] > idx[r]) atomicMin(p.set + s[r], static_cast<uint32_t>(idx[r]));
+      if (m[r]) {  // the first position of the id wins the slot
+        if (vp[r] > idx[r]) atomicMin(p.set + s[r], static_cast<uint32_t>(idx[r]));
         inv[r] = static_cast<int32_t>(s[r]);
         todo[r] = false;
       } else if (todo[r]) {
@@ -410,34 +389,9 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
     const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
     x[r] = i < p.n ? p.inverse[i] : -1;
   }
-  uint32_t m[K], lone[K];
+  uint32_t m[K];
 #pragma unroll
-  for (int r = 0; r < K; ++r) {
-    m[r] = x[r] >= 0 ? p.set[x[r]] : 0u;
-    lone[r] = m[r] & kLone;  // (only the kMark insert sets it)
-    m[r] &= ~kLone;
-  }
-  if (p.rep != nullptr) {  // block-uniform: the repeats-only CSR's counts
-    __shared__ int rcount[2];
-    if (threadIdx.x < 2) rcount[threadIdx.x] = 0;
-    __syncthreads();
-    int rc = 0, ro = 0;
-#pragma unroll
-    for (int r = 0; r < K; ++r) {
-      const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
-      const bool claimer = x[r] >= 0 && static_cast<int64_t>(m[r]) == i;
-      const bool rclaim = claimer && lone[r] == 0;
-      if (i < p.n) p.rep[i] = rclaim ? 1 : 0;
-      rc += __popc(__ballot_sync(0xffffffffu, rclaim));
-      ro += __popc(__ballot_sync(0xffffffffu, x[r] >= 0 && (!claimer || lone[r] == 0)));
-    }
-    if ((threadIdx.x & 31) == 0) {
-      atomicAdd(rcount, rc);
-      atomicAdd(rcount + 1, ro);
-    }
-    __syncthreads();
-    if (threadIdx.x < 2) p.rep[p.n + 4 * blockIdx.x + threadIdx.x] = rcount[threadIdx.x];
-  }
+  for (int r = 0; r < K; ++r) m[r] = x[r] >= 0 ? p.set[x[r]] : 0u;
   int total = 0;
 #pragma unroll
   for (int r = 0; r < K; ++r) {
@@ -563,16 +517,13 @@ __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&c
 
 // Every load first (the ids' inverse and keys beside the earlier chunks' counts, 4 at once; then the find's,
 // number_find), fitted to 3 blocks per SM (80 registers, no spills).
-// kRep (DedupParams::rep): the claimers also get their rank word (2 * repeating claimers before them + repeats) from
-// a second count of the earlier chunks and a second scan, and the chunk its first compacted index (the resolve's).
-template <bool kSmem, bool kRep = false>
+template <bool kSmem>
 __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupParams p) {
   constexpr int NB = kInsertBlock;
   constexpr int K = kChunk / NB, W = NB / 32;  // ids per thread, warps: K * W = 32 (round, warp) counts
   static_assert(K * W == 32 && K * NB == kChunk, "number: a chunk per block, 32 (round, warp) counts");
   __shared__ int32_t wbase[32];  // (round, warp) -> first unique of its claimers; first W: block sums
   __shared__ int32_t sbound[kSmemFeatures + 1];
-  __shared__ int32_t rbase[kRep ? 32 : 1], obase[kRep ? W : 1];  // kRep: as wbase, repeating claimers / ids
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
   if (p.flags & kDedupPdl) {
@@ -597,27 +548,6 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
     }
     before += (v[0] + v[1]) + (v[2] + v[3]);
   }
-  int rbefore = 0, obefore = 0, isrep[K];  // kRep: repeating claimers / ids of the earlier chunks
-  if constexpr (kRep) {
-    for (int64_t c = threadIdx.x; c < blockIdx.x; c += NB) {
-      rbefore += p.rep[p.n + 4 * c];
-      obefore += p.rep[p.n + 4 * c + 1];
-    }
-#pragma unroll
-    for (int r = 0; r < K; ++r) {
-      const int64_t i = c0 + r * NB + threadIdx.x;
-      isrep[r] = i < p.n && sset[r] >= 0 ? p.rep[i] : 0;
-    }
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) {
-      rbefore += __shfl_xor_sync(0xffffffffu, rbefore, d);
-      obefore += __shfl_xor_sync(0xffffffffu, obefore, d);
-    }
-    if (lane == 0) {
-      rbase[warp] = rbefore;
-      obase[warp] = obefore;
-    }
-  }
 #pragma unroll
   for (int d = 16; d > 0; d >>= 1) before += __shfl_xor_sync(0xffffffffu, before, d);
   if (lane == 0) wbase[warp] = before;
@@ -625,15 +555,6 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
   before = 0;
 #pragma unroll
   for (int k = 0; k < W; ++k) before += wbase[k];
-  if constexpr (kRep) {
-    rbefore = obefore = 0;
-#pragma unroll
-    for (int k = 0; k < W; ++k) {
-      rbefore += rbase[k];
-      obefore += obase[k];
-    }
-    if (threadIdx.x == 0) p.rep[p.n + 4 * blockIdx.x + 2] = obefore;  // the chunk's first compacted index
-  }
   const bool mono = load_bounds<kSmem>(p, sbound);
   bool claimed[K];
 #pragma unroll
@@ -642,58 +563,30 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
     idx[r] = i < p.n ? static_cast<int32_t>(i) : 0;
     claimed[r] = sset[r] >= 0;
   }
-  unsigned ball[K], rball[K];
+  unsigned ball[K];
 #pragma unroll
-  for (int r = 0; r < K; ++r) {
-    ball[r] = __ballot_sync(0xffffffffu, claimed[r]);
-    if constexpr (kRep) rball[r] = __ballot_sync(0xffffffffu, isrep[r] != 0);
-  }
+  for (int r = 0; r < K; ++r) ball[r] = __ballot_sync(0xffffffffu, claimed[r]);
   __syncthreads();  // every warp has read the block sums
   if (lane == 0) {
 #pragma unroll
-    for (int r = 0; r < K; ++r) {
-      wbase[r * W + warp] = __popc(ball[r]);
-      if constexpr (kRep) rbase[r * W + warp] = __popc(rball[r]);
-    }
+    for (int r = 0; r < K; ++r) wbase[r * W + warp] = __popc(ball[r]);
   }
   __syncthreads();
-  if (warp == 0 || (kRep && warp == 1)) {  // exclusive scan of the 32 (round, warp) counts in id order
-    int32_t* wb = wbase;
-    int b0 = before;
-    if constexpr (kRep) {
-      if (warp == 1) {
-        wb = rbase;
-        b0 = rbefore;
-      }
-    }
-    const int c = wb[lane];
+  if (warp == 0) {  // exclusive scan of the 32 (round, warp) counts in id order
+    const int c = wbase[lane];
     int incl = c;
 #pragma unroll
     for (int d = 1; d < 32; d <<= 1) {
       const int y = __shfl_up_sync(0xffffffffu, incl, d);
       if (lane >= d) incl += y;
     }
-    wb[lane] = b0 + incl - c;
-    if (lane == 31 && blockIdx.x == gridDim.x - 1) {
-      if (warp == 0) {
-        *p.count = before + incl;  // all claimers: the unique count
-      } else if constexpr (kRep) {  // [R, N]: the repeating uniques and ids of the step
-        const int64_t tail = p.n + 4 * static_cast<int64_t>(gridDim.x);
-        p.rep[tail] = b0 + incl;
-        p.rep[tail + 1] = obefore + p.rep[p.n + 4 * blockIdx.x + 1];
-      }
-    }
+    wbase[lane] = before + incl - c;
+    if (lane == 31 && blockIdx.x == gridDim.x - 1) *p.count = before + incl;  // all claimers: the unique count
   }
   bool any_claimed = false;
 #pragma unroll
   for (int r = 0; r < K; ++r) any_claimed |= claimed[r];
   if (__syncthreads_or(any_claimed) == 0) return;
-  if constexpr (kRep) {
-    const unsigned lt = (1u << lane) - 1u;
-#pragma unroll
-    for (int r = 0; r < K; ++r)
-      if (claimed[r]) p.rep[idx[r]] = 2 * (rbase[r * W + warp] + __popc(rball[r] & lt)) + isrep[r];
-  }
   auto bound = [&](int g) {
     if constexpr (kSmem) return sbound[g];
     else return feature_bound(p, g);
@@ -806,71 +699,7 @@ __global__ void __launch_bounds__(kResolveBlock) dedup_resolve_kernel(DedupParam
   }
 }
 
-// The resolve of the repeats-only CSR (DedupParams::rep, no_bags): the repeats' uniques as above, and every id
-// whose unique repeats (a repeat, or a claimer whose rank word says so) writes (its unique's rank, its position)
-// at its compacted index (the chunk's first, from the number pass, + the block's earlier such ids in position
-// order); the rank word of every id but a claimer becomes -1 (the singles' pass of the CSR looks for claimers).
-__global__ void __launch_bounds__(kResolveBlock) dedup_resolve_rep_kernel(DedupParams p) {
-  constexpr int R = kChunk / kResolveBlock, W = kResolveBlock / 32;
-  static_assert(R * W == 32, "one lane per (round, warp) in the block's scan");
-  __shared__ int32_t wb[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
-  if (p.flags & kDedupPdl) accel::griddep_wait();
-  int32_t x[R], w[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const int64_t i = c0 + r * kResolveBlock + threadIdx.x;
-    x[r] = i < p.n ? p.inverse[i] : -1;
-    w[r] = x[r] >= 0 ? p.rep[i] : -1;  // a claimer's rank word
-  }
-  int32_t y[R], key[R];
-  bool on[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const int64_t m = -static_cast<int64_t>(x[r]) - 2;
-    y[r] = x[r] <= -2 ? p.inverse[m] : x[r];
-    key[r] = x[r] <= -2 ? (p.rep[m] >> 1) : (w[r] >> 1);
-    on[r] = x[r] <= -2 || (x[r] >= 0 && (w[r] & 1));
-  }
-  unsigned ball[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) ball[r] = __ballot_sync(0xffffffffu, on[r]);
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) wb[r * W + warp] = __popc(ball[r]);
-  }
-  __syncthreads();
-  if (warp == 0) {
-    const int c = wb[lane];
-    int incl = c;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, incl, d);
-      if (lane >= d) incl += v;
-    }
-    wb[lane] = p.rep[p.n + 4 * blockIdx.x + 2] + incl - c;
-  }
-  __syncthreads();
-  const unsigned below = (1u << lane) - 1u;
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const int64_t i = c0 + r * kResolveBlock + threadIdx.x;
-    if (i >= p.n) break;
-    if (x[r] <= -2) p.inverse[i] = y[r];
-    if (x[r] < 0) p.rep[i] = -1;
-    if (on[r]) {
-      const int32_t j = wb[r * W + warp] + __popc(ball[r] & below);
-      p.rep_keys[j] = key[r];
-      p.rep_vals[j] = static_cast<int32_t>(i);
-    }
-  }
-}
-
 }  // namespace detail
-
-static_assert(detail::kChunk == kRepChunk, "rep: the count pass's chunks");
-int64_t rep_words(int64_t n) { return n + 4 * ((n + kRepChunk - 1) / kRepChunk + 1); }
 
 namespace {
 // k<<<grid, block, 0, st>>>(p), as a programmatic dependent of the stream's previous kernel when pdl.
@@ -913,13 +742,7 @@ void launch_dedup(const DedupParams& p_in, void* stream, void (*after_count)(voi
   const unsigned insert_grid = blocks_for(p.n, detail::kInsertBlock * detail::kPerThread);
   const bool smem = p.num_features <= detail::kSmemFeatures;
   const unsigned B = detail::kInsertBlock;
-  const bool rep = p.rep != nullptr;
-  if (rep && (p.slot_row != nullptr || !p.no_bags || p.n >= (int64_t(1) << 30)))
-    throw std::runtime_error("dynamicemb lookup: dedup: the repeats-only CSR needs no_bags, no slot_row, n < 2^30");
-  if (rep) {
-    launch_pass(pdl, smem ? detail::dedup_insert_kernel<true, false, true> : detail::dedup_insert_kernel<false, false, true>,
-                insert_grid, B, st, p, "dedup insert");
-  } else if (p.slot_row != nullptr && p.find_meta != nullptr) {  // the find by the set slots' first takers
+  if (p.slot_row != nullptr && p.find_meta != nullptr) {  // the find by the set slots' first takers
     launch_pass(pdl, smem ? detail::dedup_insert_kernel<true, true> : detail::dedup_insert_kernel<false, true>,
                 insert_grid, B, st, p, "dedup insert");
   } else {
@@ -928,14 +751,10 @@ void launch_dedup(const DedupParams& p_in, void* stream, void (*after_count)(voi
   }
   launch_pass(pdl, detail::dedup_count_kernel, insert_grid, B, st, p, "dedup count");
   if (after_count != nullptr) after_count(ctx);
-  if (rep)
-    launch_pass(pdl, smem ? detail::dedup_number_kernel<true, true> : detail::dedup_number_kernel<false, true>,
-                insert_grid, B, st, p, "dedup number");
-  else
-    launch_pass(pdl, smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>, insert_grid, B,
-                st, p, "dedup number");
-  launch_pass(pdl, rep ? detail::dedup_resolve_rep_kernel : detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk),
-              detail::kResolveBlock, st, p, "dedup resolve");
+  launch_pass(pdl, smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>, insert_grid, B, st,
+              p, "dedup number");
+  launch_pass(pdl, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,
+              "dedup resolve");
 }
 
 namespace {

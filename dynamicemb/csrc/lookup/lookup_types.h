@@ -152,20 +152,7 @@ struct DedupParams {
   // the ids as the unique index does (uniques are numbered in their claimers' position order), so the CSR's sort
   // can start before the number pass (lookup_step, op _lookup_lab_step 1)
   int32_t* csr_keys;
-  // (rep_words(n)) or null: the repeats-only CSR (lookup_step, op _lookup_lab_step 2; segment_kernels.cu
-  // launch_rep_csr). The insert marks the set slots of ids that repeat, the count and number passes rank the
-  // repeating uniques, and the resolve pass writes the sort's input: (rank of the id's unique, position) of every
-  // id whose unique repeats, in position order, into rep_keys / rep_vals. Layout (int32): [0, n) per position (a
-  // claimer's rank word: 2 * (repeating uniques before it) + repeats, -1 for the other ids), then per chunk of
-  // 1,024 ids [repeating claimers, repeating ids, the chunk's first compacted index, -], then [R, N] (repeating
-  // uniques, repeating ids).
-  int32_t* rep;
-  int32_t* rep_keys;         // (n)
-  int32_t* rep_vals;         // (n)
 };
-// int32 words of DedupParams::rep for n ids (chunks of kRepChunk ids: the dedup's count / number / resolve blocks).
-constexpr int64_t kRepChunk = 1024;
-int64_t rep_words(int64_t n);
 enum DedupFlags : int {
   kDedupCasFirst = 1,        // the insert's global set probe starts with the CAS, no load before it (default)
   kDedupPdl = 16,            // sm90+ (default): insert, count, number and resolve launched as programmatic
@@ -316,9 +303,6 @@ struct BackwardParams {
   // the sort's input keys are claimer positions the dedup's count pass wrote (DedupParams::csr_keys): the keys pass
   // writes only the values, the bounds map a position to its unique through inverse (the claimer's own entry)
   bool keys_by_claimer;
-  // the repeats-only CSR (DedupParams::rep, written by the step's dedup): the sort's input is the compacted
-  // (rank, position) pairs in seg_keys / seg_vals [0, N), N and R on the device
-  const int32_t* rep;
 };
 // ---------------------------------------------------------------- caching tables over the uva store
 // Per table: its uva store's table (hbm_slots = 0: rows at values_host on CUDA, at values on the CPU) and the
@@ -386,13 +370,6 @@ int32_t* segment_csr_first_keys(const BackwardParams& p, void* stream);
 void* fork_segment_sort(const BackwardParams& p, void* stream);
 void* fork_segment_bounds(const BackwardParams& p, void* stream);
 void join_side_stream(void* token, void* stream);
-// The repeats-only CSR from the dedup's rep output (p.rep): the sort of the repeating ids by their unique's rank
-// (device-sized: N ids, 8-bit passes only as many as R needs), then every entry's CSR row. fork_rep_csr queues it
-// on the side stream after the work queued on `stream` (the whole dedup), or on `stream` itself while it is
-// captured (returns null then). rep_sort_zero_bytes: the scratch bytes the dedup's clear pass zeroes for it.
-void launch_rep_csr(const BackwardParams& p, void* stream);
-void* fork_rep_csr(const BackwardParams& p, void* stream);
-size_t rep_sort_zero_bytes(int64_t n);
 // ---------------------------------------------------------------- hybrid tables: the step's host rows in HBM
 // Random-order UVA accesses of pinned host rows run at ~30 M rows/s, the same rows in host-address order at
 // 94-206 M (docs/dynamicemb_storage.md). So a step over hybrid tables (kStepHostRows) does not let its kernels

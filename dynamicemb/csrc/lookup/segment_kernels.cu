@@ -88,32 +88,6 @@ int64_t sort_words(int64_t n, int bits) {
   return kSortHeader + static_cast<int64_t>(sort_max_passes<C>()) * C::kDigits + passes * blocks * C::kDigits;
 }
 
-// A block's digit counts of every pass (hist, in shared memory) into the passes' bins; the last block to finish
-// turns the counts into each pass's exclusive digit offsets. Block-wide (kKeysBlock threads, syncs).
-template <int D>
-__device__ __forceinline__ void add_bins(const int* hist, int passes, int32_t* sc) {
-  __shared__ bool last;
-  int32_t* bins = sc + kSortHeader;
-  for (int k = threadIdx.x; k < passes * D; k += kKeysBlock)
-    if (hist[k] != 0) atomicAdd(bins + k, hist[k]);
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(sc + 7, 1) == static_cast<int>(gridDim.x) - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  using Scan = cub::BlockScan<int, kKeysBlock>;
-  __shared__ typename Scan::TempStorage tmp;
-  static_assert(D <= kKeysBlock, "one bin per thread");
-  for (int q = 0; q < passes; ++q) {
-    const int v = threadIdx.x < D ? __ldcg(bins + q * D + threadIdx.x) : 0;
-    int ex = 0;
-    Scan(tmp).ExclusiveSum(v, ex);
-    if (threadIdx.x < D) bins[q * D + threadIdx.x] = ex;
-    __syncthreads();
-  }
-}
-
 // Keys (the unique of occurrence i, or n: contributes nothing) and values (i) into the first pass's input
 // buffer, and the digit counts of every pass; the last block to finish writes the passes' exclusive offsets.
 // kMatch (lab): one shared add per distinct digit of a warp (__match_any_sync) instead of one per key; slower on
@@ -124,6 +98,7 @@ __global__ void __launch_bounds__(kKeysBlock) seg_keys_hist_kernel(BackwardParam
   constexpr int D = 1 << RB;
   constexpr int kMaxPasses = (31 + RB - 1) / RB;
   __shared__ int hist[kMaxPasses * D];
+  __shared__ bool last;
   for (int k = threadIdx.x; k < passes * D; k += kKeysBlock) hist[k] = 0;
   if (blockIdx.x == 0 && threadIdx.x == 0) p.seg_start[p.n] = 0;  // the valid entries' total (seg_bounds sets it)
   int64_t lo = 0, hi = p.n;
@@ -161,7 +136,25 @@ __global__ void __launch_bounds__(kKeysBlock) seg_keys_hist_kernel(BackwardParam
     }
   }
   __syncthreads();
-  add_bins<D>(hist, passes, sc);
+  int32_t* bins = sc + kSortHeader;
+  for (int k = threadIdx.x; k < passes * D; k += kKeysBlock)
+    if (hist[k] != 0) atomicAdd(bins + k, hist[k]);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(sc + 7, 1) == static_cast<int>(gridDim.x) - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  using Scan = cub::BlockScan<int, kKeysBlock>;
+  __shared__ typename Scan::TempStorage tmp;
+  static_assert(D <= kKeysBlock, "one bin per thread");
+  for (int q = 0; q < passes; ++q) {
+    const int v = threadIdx.x < D ? __ldcg(bins + q * D + threadIdx.x) : 0;
+    int ex = 0;
+    Scan(tmp).ExclusiveSum(v, ex);
+    if (threadIdx.x < D) bins[q * D + threadIdx.x] = ex;
+    __syncthreads();
+  }
 }
 
 // Sort keys: the unique of occurrence i, or n when it contributes nothing (reserved id; pooled: outside every
@@ -203,105 +196,6 @@ __global__ void __launch_bounds__(kSegBlock) seg_bounds_kernel(BackwardParams p)
     }
     p.seg_scale[r] = sc;
   }
-}
-
-// ---------------------------------------------------------------- the repeats-only CSR (BackwardParams::rep)
-// The dedup wrote the sort's input: (rank of the unique among the repeating ones, position) of the N ids whose
-// unique repeats, in position order (keys / vals [0, N)), and per claimer its rank word (2 * repeating uniques
-// before it + repeats). N and R (the repeating uniques) are on the device (the rank words' tail), so the passes
-// read them: the digit counts of the N keys, then only the 8-bit passes that ranks below R need (at NVIDIA's
-// config 2 of the 3 that n allows), each over N ids; then the CSR rows: a unique u with k repeating uniques before
-// it starts at row u - k + (the repeating ids of those k, = the sorted run start of rank k, or N).
-__host__ __device__ inline int rep_passes(int r) {  // 8-bit passes that sort ranks 0 .. r - 1
-  int bits = 0;
-  while (bits < 31 && (int64_t(1) << bits) < r) ++bits;
-  return (bits + 7) / 8;
-}
-
-__device__ __forceinline__ const int32_t* rep_total(const BackwardParams& p) {
-  return p.rep + p.n + 4 * ((p.n + kRepChunk - 1) / kRepChunk);
-}
-
-template <int RB>
-__global__ void __launch_bounds__(kKeysBlock) rep_hist_kernel(BackwardParams p, int32_t* sc, int passes) {
-  constexpr int D = 1 << RB;
-  constexpr int kMaxPasses = (31 + RB - 1) / RB;
-  __shared__ int hist[kMaxPasses * D];
-  for (int k = threadIdx.x; k < passes * D; k += kKeysBlock) hist[k] = 0;
-  __syncthreads();
-  const int64_t N = rep_total(p)[1];
-  const int64_t base = static_cast<int64_t>(blockIdx.x) * (kKeysBlock * kKeysPer) + threadIdx.x;
-#pragma unroll
-  for (int r = 0; r < kKeysPer; ++r) {
-    const int64_t j = base + r * kKeysBlock;
-    if (j >= N) break;
-    const uint32_t key = static_cast<uint32_t>(p.seg_keys[j]);
-    for (int q = 0; q < passes; ++q) atomicAdd(hist + q * D + ((key >> (q * RB)) & (D - 1)), 1);
-  }
-  __syncthreads();
-  add_bins<D>(hist, passes, sc);
-}
-
-// Pass q of cub's onesweep over the N ids (device), or nothing when the ranks need fewer passes: only the blocks of
-// N's tiles enter, so the tile counter hands out exactly those tiles.
-template <typename C>
-__global__ void __launch_bounds__(C::kThreads) rep_onesweep_kernel(BackwardParams p, int q, int32_t* lookback,
-                                                                   int32_t* ctr, const int32_t* bins) {
-  const int32_t* t = rep_total(p);
-  const int R = t[0], N = t[1];
-  if (q >= rep_passes(R) || static_cast<int64_t>(blockIdx.x) * C::kTile >= N) return;
-  const int in = q & 1;  // pass q reads buffer q & 1 and writes the other
-  using Agent = cub::detail::radix_sort::AgentRadixSortOnesweep<typename C::Policy::OnesweepPolicy, false, uint32_t,
-                                                                int32_t, int32_t, int>;
-  __shared__ typename Agent::TempStorage s;
-  Agent(s, lookback, ctr, nullptr, bins, reinterpret_cast<uint32_t*>(p.seg_keys + (in ^ 1) * p.n),
-        reinterpret_cast<const uint32_t*>(p.seg_keys + in * p.n), p.seg_vals + (in ^ 1) * p.n, p.seg_vals + in * p.n,
-        N, q * C::kBits, C::kBits)
-      .Process();
-}
-
-__device__ __forceinline__ void rep_entry(const BackwardParams& p, int32_t u, int32_t i, int32_t row) {
-  reinterpret_cast<int2*>(p.seg_occ)[row] = make_int2(u, i);
-  if (p.seg_scale != nullptr) p.seg_scale[row] = p.psw ? p.psw[i] : 1.f;
-}
-
-// One thread per sorted entry r < N: its CSR row, its unique's bounds where the run of its rank starts / ends, and
-// the run starts by rank (into the keys buffer the sort left free).
-__global__ void __launch_bounds__(kSegBlock) rep_bounds_kernel(BackwardParams p) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x;
-  const int32_t* t = rep_total(p);
-  const int N = t[1];
-  if (r >= N) return;
-  const int out = rep_passes(t[0]) & 1;  // the buffer the last pass wrote
-  const int32_t* keys = p.seg_keys + out * p.n;
-  int32_t* runs = p.seg_keys + (out ^ 1) * p.n;
-  const int32_t k = keys[r], i = p.seg_vals[out * p.n + r];
-  const int32_t u = p.inverse[i];
-  const int32_t row = u - k + static_cast<int32_t>(r);
-  if (r == 0 || keys[r - 1] != k) {
-    p.seg_start[u] = row;
-    runs[k] = static_cast<int32_t>(r);
-  }
-  if (r + 1 == N || keys[r + 1] != k) p.seg_end[u] = row + 1;
-  rep_entry(p, u, i, row);
-}
-
-// One thread per position: a claimer whose unique occurs once takes its row from its rank word and the run starts.
-__global__ void __launch_bounds__(kSegBlock) rep_singles_kernel(BackwardParams p) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x;
-  const int32_t* t = rep_total(p);
-  const int R = t[0], N = t[1];
-  if (i == 0) p.seg_start[p.n] = N + *p.count - R;  // the valid entries in total
-  if (i >= p.n) return;
-  const int32_t w = p.rep[i];
-  if (w < 0 || (w & 1)) return;
-  const int32_t k = w >> 1;
-  const int32_t* runs = p.seg_keys + ((rep_passes(R) & 1) ^ 1) * p.n;
-  const int32_t u = p.inverse[i];
-  const int32_t row = u - k + (k >= R ? N : runs[k]);
-  p.seg_start[u] = row;
-  p.seg_end[u] = row + 1;
-  rep_entry(p, u, static_cast<int32_t>(i), row);
 }
 
 // N elements of a row that is read once and written back: fp32 4-wide loads bypass L1 (ld.global.cg), so rows
@@ -680,46 +574,6 @@ void launch_segment_bounds(const BackwardParams& p, cudaStream_t st) {
 }
 }  // namespace
 
-// The repeats-only CSR's passes (with the hand sort's 8-bit configuration): P = the passes ranks below n / 2 need.
-namespace {
-int rep_host_passes(int64_t n) {
-  const int q = detail::rep_passes(static_cast<int>(n / 2 + 1));
-  return q > 0 ? q : 1;
-}
-}  // namespace
-
-size_t rep_sort_zero_bytes(int64_t n) {
-  if (n == 0) return 0;
-  return (static_cast<size_t>(detail::sort_words<detail::SortHand8>(n, 8 * rep_host_passes(n))) * 4 + 15) / 16 * 16;
-}
-
-void launch_rep_csr(const BackwardParams& p, void* stream) {
-  cudaStream_t st = static_cast<cudaStream_t>(stream);
-  if (p.n == 0) return;
-  using C = detail::SortHand8;
-  const int passes = rep_host_passes(p.n);
-  const int64_t words = detail::sort_words<C>(p.n, 8 * passes);
-  if (static_cast<size_t>(words) * 4 > p.scan_temp_bytes || !hand_fits<C>(p.n))
-    throw std::runtime_error("dynamicemb lookup: repeats-only CSR: sort scratch");
-  int32_t* sc = static_cast<int32_t*>(p.scan_temp);
-  if (!p.sort_zeroed && cudaMemsetAsync(sc, 0, static_cast<size_t>(words) * 4, st) != cudaSuccess)
-    throw std::runtime_error("dynamicemb lookup: repeats-only CSR: sort scratch memset");
-  detail::rep_hist_kernel<C::kBits><<<blocks_for(p.n, detail::kKeysBlock * detail::kKeysPer), detail::kKeysBlock, 0,
-                                      st>>>(p, sc, passes);
-  check_launch("repeats-only CSR digits");
-  const int blocks = static_cast<int>((p.n + C::kTile - 1) / C::kTile);
-  int32_t* lookback = sc + detail::kSortHeader + detail::sort_max_passes<C>() * C::kDigits;
-  for (int q = 0; q < passes; ++q) {
-    detail::rep_onesweep_kernel<C><<<blocks, C::kThreads, 0, st>>>(
-        p, q, lookback + static_cast<int64_t>(q) * blocks * C::kDigits, sc + q, sc + detail::kSortHeader + q * C::kDigits);
-    check_launch("repeats-only CSR sort");
-  }
-  detail::rep_bounds_kernel<<<blocks_for(p.n, detail::kSegBlock), detail::kSegBlock, 0, st>>>(p);
-  check_launch("repeats-only CSR bounds");
-  detail::rep_singles_kernel<<<blocks_for(p.n, detail::kSegBlock), detail::kSegBlock, 0, st>>>(p);
-  check_launch("repeats-only CSR singles");
-}
-
 void launch_segment_csr(const BackwardParams& p, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   launch_segment_sort(p, st);
@@ -830,14 +684,6 @@ int32_t* segment_csr_first_keys(const BackwardParams& p, void* stream) {
 
 void* fork_segment_sort(const BackwardParams& p, void* stream) {
   return on_side_stream(stream, &ForkEvents::ready, [&](cudaStream_t side) { launch_segment_sort(p, side); });
-}
-
-void* fork_rep_csr(const BackwardParams& p, void* stream) {
-  if (p.n == 0 || capturing(stream)) {
-    launch_rep_csr(p, stream);
-    return nullptr;
-  }
-  return on_side_stream(stream, &ForkEvents::ready, [&](cudaStream_t side) { launch_rep_csr(p, side); });
 }
 
 void* fork_segment_bounds(const BackwardParams& p, void* stream) {

@@ -159,14 +159,13 @@ int64_t lookup_lab_mirror(int64_t variant) {
 }
 
 // Lab: how a training step of a sequence forks its CSR build: 1 its sort after the dedup's count pass (keys: claimer
-// positions), beside the number pass, and its bounds after the dedup (default); 0 all of it after the dedup; 2 the
-// repeats-only CSR after the dedup (DedupParams::rep: only the ids whose unique repeats are sorted, by the unique's
-// rank among those); other values only read it. Returns the one before.
+// positions), beside the number pass, and its bounds after the dedup (default); 0 all of it after the dedup; other
+// values only read it. Returns the one before.
 std::atomic<int> g_step_lab{1};
 
 int64_t lookup_lab_step(int64_t variant) {
   const int old = g_step_lab.load();
-  if (variant >= 0 && variant <= 2) g_step_lab.store(static_cast<int>(variant));
+  if (variant == 0 || variant == 1) g_step_lab.store(static_cast<int>(variant));
   return old;
 }
 
@@ -598,18 +597,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     c.sort_zeroed = true;  // (a.csr: a training step with ids, so the dedup and its clear pass run)
     d.find_later = d.find_meta != nullptr && find_later_variant(-1) == 1;
   }
-  // the repeats-only CSR (lab op _lookup_lab_step 2): the dedup ranks the repeating uniques and compacts their ids
-  // (its rank words in the row-address array, which a sequence step through the uniques does not use)
-  const bool rep = a.csr && !probe && via_unique && !d.find_later && find_later_variant(-1) == 0 &&
-                   g_step_lab.load() == 2 && n < (int64_t(1) << 27) && rep_words(n) * 4 <= up256(n * 8);
-  if (rep) {
-    d.rep = reinterpret_cast<int32_t*>(a.rowp);
-    d.rep_keys = c.seg_keys;
-    d.rep_vals = c.seg_vals;
-    d.zero_bytes = static_cast<int64_t>(rep_sort_zero_bytes(n));
-    c.rep = d.rep;
-    c.count = a.count;
-  }
   // the early fork (lab op _lookup_lab_step 1): a sequence's CSR sort beside the number pass, keyed by claimer
   bool early =
       a.csr && !probe && (flags & kStepOverlap) && pooling == kPoolNone && !d.find_later && g_step_lab.load() == 1;
@@ -636,14 +623,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   };
   if (!probe) launch_dedup(d, stream, early ? +fork_sort : nullptr, &fork_at);
   if (a.csr) {
-    if (rep) {
-      if (flags & kStepOverlap) {
-        side.stream = stream;
-        side.token = fork_rep_csr(c, stream);
-      } else {
-        launch_rep_csr(c, stream);
-      }
-    } else if (early) {
+    if (early) {
       side.token = fork_segment_bounds(c, stream);
     } else if (flags & kStepOverlap) {
       side.stream = stream;
