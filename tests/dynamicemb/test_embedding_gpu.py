@@ -363,15 +363,15 @@ def test_sgd_step_counter_in_update(pooling):
     add before the update (module._step_in_update = False) give the same step count after every step (also around a
     step without ids, which adds with a tensor op) and bitwise the same outputs and rows."""
     gen = torch.Generator().manual_seed(31)
-    data = [batch(gen, "cuda", max_len=6) for _ in range(3)]
+    data = [batch(gen, "cuda", max_len=6)[:2] for _ in range(3)]
     data.insert(1, (data[0][0][:0], torch.zeros_like(data[0][1])))  # a step without ids
-    w0 = [torch.randn(V, d, generator=gen) * 0.1 for d in (16, 8)]
+    w0 = [torch.randn(V, 16, generator=gen) * 0.1 for _ in range(2)]
     results = {}
     for fold in (True, False):
         m = make("cuda", SGD(lr=0.3), pooling)
         m._step_in_update = fold
         for t, d in enumerate(m.dims):
-            m.set_rows(t, torch.arange(V, device="cuda"), w0[t][:, :d].cuda())
+            m.set_rows(t, torch.arange(V, device="cuda"), w0[t][:, :d].contiguous().cuda())
         outs, steps = [], []
         for s, (ids, offsets) in enumerate(data):
             out = m(ids, offsets)
