@@ -30,10 +30,11 @@ _META_FIELDS = 34  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 34 fiel
 # lookup_step / lookup_backward flags (csrc/ops/lookup_ops.cc StepFlags)
 _STEP_TRAIN, _STEP_VALIDATE, _STEP_LENGTHS_ONLY, _STEP_CSR, _STEP_OVERLAP, _STEP_VEC4 = 1, 2, 4, 8, 16, 32
 _STEP_PSW_GRAD, _STEP_DIRECT, _STEP_AGGREGATE, _STEP_DECOUPLED_WD, _STEP_HOST_ROWS = 64, 128, 256, 512, 1024
+_STEP_BUMP = 2048
 _STEP_CODE = {"train": _STEP_TRAIN, "validate": _STEP_VALIDATE, "lengths_only": _STEP_LENGTHS_ONLY,
               "csr": _STEP_CSR, "overlap": _STEP_OVERLAP, "vec4": _STEP_VEC4, "psw_grad": _STEP_PSW_GRAD,
               "direct": _STEP_DIRECT, "aggregate": _STEP_AGGREGATE, "decoupled_wd": _STEP_DECOUPLED_WD,
-              "host_rows": _STEP_HOST_ROWS}
+              "host_rows": _STEP_HOST_ROWS, "bump_step": _STEP_BUMP}
 _HOST_PITCH_SHIFT = 32  # lookup_backward's flags: the host rows' scratch pitch in bytes from this bit (lookup_ops.cc)
 
 
@@ -398,17 +399,23 @@ class _KernelStep:
         # (eager: the buffers from their dict, past nn.Module's attribute fallback)
         bufs = self._buffers if not compiling else None
         step = bufs["step"] if bufs is not None else self.step
-        step.add_(1.0)
         psw = saved["psw"]
         want_psw = psw is not None and psw_requires_grad
         ids = saved["ids"]
         n = ids.numel()
         segmented = self._segmented()
         direct = self._direct_sgd(segmented)
+        # plain fp32 SGD never reads the step: its segmented update's first thread advances it (no kernel of its own
+        # and no launch gap before the update; eager steps, lookup_ops.cc kStepBump)
+        bump = (self._step_in_update and direct and segmented and self._vec4 and n > 0 and not compiling
+                and not saved.get("host", 0))
+        if not bump:
+            step.add_(1.0)
         # seg_chunk > 0 selects the segmented reduction (the forward's CSR, if it built one, goes with it)
         seg_chunk = int(self.backward_chunk) if segmented else 0
         flags = (saved["csr"] | saved.get("host", 0) | (_STEP_VEC4 if self._vec4 else 0) | (_STEP_PSW_GRAD if want_psw else 0)
                  | (_STEP_DIRECT if direct else 0) | (_STEP_AGGREGATE if self.aggregate_grads else 0)
+                 | (_STEP_BUMP if bump else 0)
                  | (_STEP_DECOUPLED_WD if getattr(opt, "decoupled_weight_decay", False) else 0))
         grad_psw = torch.ops.dynamicemb.lookup_backward(
             saved["meta"], self._value_kind, g, ids, saved["offsets"], saved["ws"], psw, self._ftable_i32,

@@ -357,6 +357,34 @@ def test_csr_sort_variants_agree(bags, pooling, in_forward):
             assert torch.equal(a, b), f"variant {v}, result {k} differs from cub's sort"
 
 
+@pytest.mark.parametrize("pooling", ["none", "sum"])
+def test_sgd_step_counter_in_update(pooling):
+    """Plain fp32 SGD's step counter advanced by the segmented update's first thread (the default) and by a tensor
+    add before the update (module._step_in_update = False) give the same step count after every step (also around a
+    step without ids, which adds with a tensor op) and bitwise the same outputs and rows."""
+    gen = torch.Generator().manual_seed(31)
+    data = [batch(gen, "cuda", max_len=6)[:2] for _ in range(3)]
+    data.insert(1, (data[0][0][:0], torch.zeros_like(data[0][1])))  # a step without ids
+    w0 = [torch.randn(V, 16, generator=gen) * 0.1 for _ in range(2)]
+    results = {}
+    for fold in (True, False):
+        m = make("cuda", SGD(lr=0.3), pooling)
+        m._step_in_update = fold
+        for t, d in enumerate(m.dims):
+            m.set_rows(t, torch.arange(V, device="cuda"), w0[t][:, :d].contiguous().cuda())
+        outs, steps = [], []
+        for s, (ids, offsets) in enumerate(data):
+            out = m(ids, offsets)
+            outs.append(out.detach().clone())
+            R = torch.randn(out.shape, generator=torch.Generator().manual_seed(40 + s)).cuda()
+            (out * R).sum().backward()
+            steps.append(float(m.step))
+        assert steps[0] == 1.0 and steps[2] == steps[1] + 1 and steps[3] == steps[2] + 1, (fold, steps)
+        results[fold] = outs + [torch.tensor(steps)] + [x for t in range(2) for x in rows(m, t, torch.arange(V))]
+    for k, (a, b) in enumerate(zip(results[True], results[False])):
+        assert torch.equal(a, b), f"result {k} differs between the step counter in the update and before it"
+
+
 def stored(m, t):
     """Table t's stored keys in ascending order with their scores (slots depend on the insert's scheduling)."""
     tab = m.tables[t]

@@ -4,7 +4,8 @@ measured the way a training loop runs it: the host ahead of the device. Per opti
 of builds before session 17; "-" the build's defaults, e.g. main's wheel; S: module settings of the variant, "c<N>"
 backward_chunk = N (0: the atomic scatter), "nf<policy>" the optimizer's nonfinite policy, "L<N>" op _lookup_lab_step
 of builds that have it, "s<N>" the CSR sort, op _lookup_lab_csr_sort, "F<N>" where the step finds its uniques, op
-_lookup_lab_find_later, "S" the CSR built on the step's own stream after the dedup instead of beside it):
+_lookup_lab_find_later, "S" the CSR built on the step's own stream after the dedup instead of beside it, "b0" / "b1"
+plain SGD's step counter by a tensor add / by the update kernel, module._step_in_update of builds that have it):
 steady ms per step (CUDA events around
 --reps steps queued behind 5 more, in --rounds interleaved rounds, median), synchronized ms (the host waits for each), and from one profile of --steps steps
 issued behind a GPU sleep the device span and busy per step and every kernel's device time per step (so the
@@ -110,6 +111,8 @@ def main():
         m = mod[0]
         m.backward_chunk = settings0["chunk"]
         m.optimizer.nonfinite = settings0["nonfinite"]
+        if "bump" in settings0:
+            m._step_in_update = settings0["bump"]
         bk._OVERLAP_MIN_IDS = overlap0
         v, _, sets = v.partition("@")
         for t in [t for t in sets.split("+") if t]:
@@ -122,6 +125,10 @@ def main():
             elif t[0] == "F":
                 if find_lab is None or (find_lab(int(t[1:])), find_lab(-1))[1] != int(t[1:]):
                     raise SystemExit(f"setting {t}: this build has no such _lookup_lab_find_later variant")
+            elif t[0] == "b":
+                if "bump" not in settings0:
+                    raise SystemExit(f"setting {t}: this build's module has no _step_in_update")
+                m._step_in_update = t[1:] == "1"
             elif t == "S":
                 bk._OVERLAP_MIN_IDS = 1 << 62  # no step forks its CSR
             elif t[0] == "L":
@@ -152,6 +159,8 @@ def main():
         m, train = preset_step(opt_name, batches, dev)
         mod[0] = m
         settings0.update(chunk=m.backward_chunk, nonfinite=m.optimizer.nonfinite)
+        if hasattr(m, "_step_in_update"):
+            settings0["bump"] = m._step_in_update
 
         def steady(n):
             torch.cuda.synchronize()

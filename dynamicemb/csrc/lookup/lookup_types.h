@@ -269,6 +269,7 @@ struct BackwardParams {
   bool aggregate;               // sum repeated targets of 32 consecutive ids in registers before the atomics
   const float* lr;              // () device
   const float* step;            // () device, already counting this step
+  float* step_bump;             // () or null: the step to advance by 1 (the direct SGD update's first thread)
   float weight_decay;
   bool decoupled_weight_decay;
   double beta1, beta2;

@@ -323,6 +323,8 @@ template <int V, int N, int OPT, int K, int H, int MINB, int R = 0>
 __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p) {
   using T = typename Val<V>::T;
   accel::griddep_wait();
+  if constexpr (R != 0)
+    if (p.step_bump != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.step_bump += 1.f;
   const int lane = threadIdx.x & 31;
   const int64_t w = (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5;
   const int64_t total = p.seg_start[p.n];

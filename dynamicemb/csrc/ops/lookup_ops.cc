@@ -241,7 +241,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   X(kStepDirect, "direct", 128)            /* backward: plain fp32 SGD adds -lr g straight into the rows */    \
   X(kStepAggregate, "aggregate", 256)      /* backward: sum repeated targets of 32 consecutive ids first */    \
   X(kStepDecoupledWd, "decoupled_wd", 512) /* backward: Adam's decoupled weight decay */                     \
-  X(kStepHostRows, "host_rows", 1024)      /* hybrid tables: host rows through HBM in address order (below) */
+  X(kStepHostRows, "host_rows", 1024)      /* hybrid tables: host rows through HBM in address order (below) */ \
+  X(kStepBump, "bump_step", 2048)          /* backward: the update kernel advances `step` (plain fp32 SGD) */
 #define DYNAMICEMB_STEP_FLAG(e, name, v) e = v,
 enum StepFlags : int64_t { DYNAMICEMB_STEP_FLAGS(DYNAMICEMB_STEP_FLAG) };
 #undef DYNAMICEMB_STEP_FLAG
@@ -837,6 +838,13 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   p.aggregate = flags & kStepAggregate;
   p.lr = static_cast<const float*>(lr.data_ptr());
   p.step = static_cast<const float*>(step.data_ptr());
+  // kStepBump: the segmented direct SGD update's first thread adds 1 to the step (SGD never reads it), instead of
+  // a kernel of its own before the update
+  const bool bump = flags & kStepBump;
+  ACCEL_CHECK(!bump || (direct && segmented && vec4 && n > 0 && !(flags & kStepHostRows)),
+              "flags: bump_step (", int64_t(kStepBump), ") only with the segmented direct SGD update of 4-wide rows ",
+              "and ids");
+  p.step_bump = bump ? static_cast<float*>(step.data_ptr()) : nullptr;
   p.weight_decay = static_cast<float>(weight_decay);
   p.decoupled_weight_decay = flags & kStepDecoupledWd;
   p.beta1 = beta1;
@@ -905,7 +913,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "lookup_backward(Tensor(a!) meta, int value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor ws, "
       "Tensor? psw, Tensor feature_table, Tensor feature_col, int batch, int pooling, int flags, int max_dim, "
       "int opt, float weight_decay, float beta1, float beta2, float eps, float max_grad_value, "
-      "float max_grad_norm, Tensor lr, Tensor step, Tensor(b!) gsum, Tensor(c!) seg, int seg_chunk, "
+      "float max_grad_norm, Tensor lr, Tensor(f!) step, Tensor(b!) gsum, Tensor(c!) seg, int seg_chunk, "
       "int nonfinite=0, Tensor(d!)? nonfinite_count=None, Tensor(e!)? nonfinite_seen=None) -> Tensor");
   m.def("lookup_step_ws_size(int n, int num_tables, bool with_csr, bool scaled) -> int");
   m.def("lookup_dedup_set_size(int n) -> int");
