@@ -133,6 +133,15 @@ constexpr int kFp8BwdDqBf16Held0 = 1073741824;
 // reciprocal: u is a power of two); dQ's factor u (k_s / q_s) with k_s / q_s divided where q_s changes; dQ's
 // reduce-add address from the previous tile's (measured: B16 S16K 0.92x the time in a burst, 0.94x sustained).
 constexpr int kFp8BwdLean = 8388608;
+// Lab (session 28, fp8b31; not in the default until measured): no IEEE division left in the consumers' loop (each
+// left a CALL.REL to the division's slow path, with its fixed registers, in the loop body): k_s / q_s and dO's
+// factor ratio of consecutive tiles (acc_dv's rescale) divided by the producer with the stage's factor words; the
+// quotients of powers of two (u / sf, ug / u) by the exponent; pow2ceil(amax / 448)'s extreme exponents exactly
+// without the division. Bit-equal gradients.
+constexpr int kFp8BwdDivFree = 32768;
+// Lab (fp8b31, with kFp8BwdDivFree only): dQ's tile partial packed to bf16 first and scaled by u k_s / q_s in bf16
+// (HMUL2.BF16: 16 per thread and tile instead of 32 FMUL; dq rounded twice per partial, the factor to bf16).
+constexpr int kFp8BwdDqMul2 = 512;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -154,10 +163,13 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 // The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
-// bit 59 main_kernel toggles kFp8BwdLean (off: main 18e5373's kernel); bit 60 free.
+// bit 59 main_kernel toggles kFp8BwdLean (off: main 18e5373's kernel); bit 60 div_free (lab: kFp8BwdDivFree on).
 constexpr int64_t kOptFp8BwdMainKernel = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel;
-constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdMainKernel) ? kFp8BwdLean : 0; }
+constexpr int64_t kOptFp8BwdDivFree = int64_t{1} << 60;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel | kOptFp8BwdDivFree;
+constexpr int fp8_bwd_option_diag(int64_t options) {
+  return (options & kOptFp8BwdMainKernel) ? kFp8BwdLean : (options & kOptFp8BwdDivFree) ? kFp8BwdDivFree : 0;
+}
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
@@ -185,7 +197,7 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0,
                                               kFp8BwdLean>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdLean>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdLean, kFp8BwdDivFree, kFp8BwdDivFree | kFp8BwdDqMul2>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
