@@ -133,15 +133,10 @@ constexpr int kFp8BwdDqBf16Held0 = 1073741824;
 // reciprocal: u is a power of two); dQ's factor u (k_s / q_s) with k_s / q_s divided where q_s changes; dQ's
 // reduce-add address from the previous tile's (measured: B16 S16K 0.92x the time in a burst, 0.94x sustained).
 constexpr int kFp8BwdLean = 8388608;
-// Lab (session 28, fp8b31; not in the default until measured): no IEEE division left in the consumers' loop (each
-// left a CALL.REL to the division's slow path, with its fixed registers, in the loop body): k_s / q_s and dO's
-// factor ratio of consecutive tiles (acc_dv's rescale) divided by the producer with the stage's factor words; the
-// quotients of powers of two (u / sf, ug / u) by the exponent; pow2ceil(amax / 448)'s extreme exponents exactly
-// without the division. Bit-equal gradients.
-constexpr int kFp8BwdDivFree = 32768;
-// Lab (fp8b31, with kFp8BwdDivFree only): dQ's tile partial packed to bf16 first and scaled by u k_s / q_s in bf16
-// (HMUL2.BF16: 16 per thread and tile instead of 32 FMUL; dq rounded twice per partial, the factor to bf16).
-constexpr int kFp8BwdDqMul2 = 512;
+// Lab (session 28, fp8b31; not in the default until measured): the dS pass's amax of a thread's 32 values as four
+// independent maxima (the SASS had the last 22 of its 32 FMNMX back to back, each waiting for the one before), and
+// the late part's maximum of the 8 posted words by a tree. The same maximum (bit-equal gradients).
+constexpr int kFp8BwdAmaxTree = 32768;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -163,12 +158,12 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 // The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
-// bit 59 main_kernel toggles kFp8BwdLean (off: main 18e5373's kernel); bit 60 div_free (lab: kFp8BwdDivFree on).
+// bit 59 main_kernel toggles kFp8BwdLean (off: main 18e5373's kernel); bit 60 amax_tree (lab: kFp8BwdAmaxTree on).
 constexpr int64_t kOptFp8BwdMainKernel = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdDivFree = int64_t{1} << 60;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel | kOptFp8BwdDivFree;
+constexpr int64_t kOptFp8BwdAmaxTree = int64_t{1} << 60;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel | kOptFp8BwdAmaxTree;
 constexpr int fp8_bwd_option_diag(int64_t options) {
-  return (options & kOptFp8BwdMainKernel) ? kFp8BwdLean : (options & kOptFp8BwdDivFree) ? kFp8BwdDivFree : 0;
+  return (options & kOptFp8BwdMainKernel) ? kFp8BwdLean : (options & kOptFp8BwdAmaxTree) ? kFp8BwdAmaxTree : 0;
 }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
@@ -197,7 +192,7 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0,
                                               kFp8BwdLean>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdLean, kFp8BwdDivFree, kFp8BwdDivFree | kFp8BwdDqMul2>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdLean, kFp8BwdAmaxTree>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -110,8 +110,7 @@ struct Fp8BwdTraits {
   // mbarriers (104 B: K / V / K^T, then full / empty of rings A and B; kFp8BwdLean's 6 words at 104), the parked
   // SeqInfo (64 B), tile map
   // (16 B) and the stages' q / dO factors (at 224, kFp8BwdPrefetch), slack to align the base to 1024 bytes
-  // kFp8BwdDivFree: the stages' k_s / q_s and dO factor ratio words at 256 + 8 s
-  static constexpr int kSmem = kBarOffset + ((kVariant & kFp8BwdDivFree) != 0 ? 288 : 256) + 1024;
+  static constexpr int kSmem = kBarOffset + 256 + 1024;
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
@@ -143,22 +142,6 @@ __device__ __forceinline__ float fp8_pow2_ceil_div448(float x) {
 }
 // 1 / x for x = 2^k, |k| <= 126 (exact: 2^-k by its exponent field)
 __device__ __forceinline__ float fp8_pow2_rcp(float x) { return __uint_as_float(0x7F000000u - __float_as_uint(x)); }
-// fp8_pow2_ceil_div448 without a division at any exponent (kFp8BwdDivFree), bit for bit: exponents 0 .. 8 (x <
-// 2^-118) give a quotient below 2^-126 that rounds to 0 where x <= 448 2^-150 = 224 2^-149 (bits 0xE0), else to a
-// subnormal or 2^-126, whose pow2ceil is 2^-126; +inf gives +inf; NaN and the sign bit 0.
-__device__ __forceinline__ float fp8_pow2_ceil_div448_exact(float x) {
-  const uint32_t bits = __float_as_uint(x);
-  uint32_t r = ((bits + 0x1FFFFFu) & 0x7F800000u) - (8u << 23);
-  if (bits - (9u << 23) >= (255u - 9u) << 23) {
-    r = bits <= 0xE0u ? 0u : bits < (9u << 23) ? 0x00800000u : bits == 0x7F800000u ? bits : 0u;
-  }
-  return __uint_as_float(r);
-}
-// x / y for y = 2^k (k in [-126, 120], the kernel's factors) or +inf, as one rounding of the same quotient (exact
-// but for the rounding, which is the division's)
-__device__ __forceinline__ float fp8_pow2_quot(float x, float y) {
-  return __float_as_uint(y) >= 0x7F000000u ? x * 0.f : x * fp8_pow2_rcp(y);
-}
 // The query rows r0 (tiles [r0, r0 + bm) in the mask's row positions) for which m.tile_full(r0, r0 + bm, j0, j1)
 // holds are exactly r0 <= fa or fb0 <= r0 <= fb1 (each test of tile_full is a bound on r0; an empty part is an upper
 // bound below a lower one); bounds clamped to +-2^30.
@@ -317,12 +300,6 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
   return d;
 }
-// kFp8BwdDqMul2: a b, bf16x2, rounded to nearest-even
-__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
 __device__ __forceinline__ void red_add_v4_bf16x2(float* a, uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
   asm volatile("red.global.add.noftz.v4.bf16x2 [%0], {%1, %2, %3, %4};\n" ::"l"(a), "r"(x), "r"(y), "r"(z), "r"(w)
                : "memory");
@@ -408,12 +385,8 @@ __global__ void __launch_bounds__(384, 1)
   // division in the tile's dS factors (c_ds0 / ug, pow2ceil(amax / 448): exact forms), k_s / q_s divided where q_s
   // changes, dQ's reduce-add address from the previous tile's.
   constexpr bool kLean = (kDiag & kFp8BwdLean) != 0;
-  // kFp8BwdDivFree (lab): no IEEE division in the consumers' loop: the producer's k_s / q_s and dO ratio words
-  constexpr bool kDivFree = (kDiag & kFp8BwdDivFree) != 0 && kLean && kPrefetch && kSpecQ;
-  static_assert((kDiag & kFp8BwdDivFree) == 0 || kDivFree, "kFp8BwdDivFree: with lean, prefetch and spec-q");
-  // kFp8BwdDqMul2 (lab): dQ's partial packed to bf16, then times its factor in bf16
-  constexpr bool kDqMul2 = (kDiag & kFp8BwdDqMul2) != 0 && kDivFree && kDqBf16;
-  static_assert((kDiag & kFp8BwdDqMul2) == 0 || kDqMul2, "kFp8BwdDqMul2: with div_free and the bf16 dQ");
+  // kFp8BwdAmaxTree (lab): the tile's amax and the 8 posted words' maximum by trees instead of dependent chains
+  constexpr bool kAmaxTree = (kDiag & kFp8BwdAmaxTree) != 0;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -466,11 +439,6 @@ __global__ void __launch_bounds__(384, 1)
       tma_load_3d(sV, &tm_v, bar, 0, h, si.k_start + n0);
       tma_load_3d(sKt, &tm_kt, bar, static_cast<int>(hstu_fp8_vt_start(si.k_start, b)) + n0, 0, h);
       const int qt_col0 = static_cast<int>(hstu_fp8_vt_start(si.q_start, b));  // 16-byte aligned (TMA)
-      // kDivFree: k's factor (the consumers' ks) and the previous tile's dO factor (the consumers' do_cur)
-      const float ks_p = kDivFree ? fp8_descale(f.k_descale, f.descale_mode, b, h, p.heads,
-                                                f.total_k / 128 + p.batch, si.k_start, n_block)
-                                  : 0.f;
-      float fdo_prev = 0.f;
       // Tile i: ring A's slot (freed in tile i - 2), then ring B's (freed at the end of tile i - 1, so ring A's
       // load of tile i + 1 goes out then too: one tile ahead, as with one ring).
       for (int i = 0; i < n_mt; ++i) {
@@ -488,12 +456,6 @@ __global__ void __launch_bounds__(384, 1)
         if constexpr (kPrefetch) {  // (visible to the consumers through the full barrier's arrive: release)
           st_shared_u32(bar + 224u + 8u * s, __float_as_uint(fq));
           st_shared_u32(bar + 228u + 8u * s, __float_as_uint(fdo));
-        }
-        if constexpr (kDivFree) {  // k_s / q_s, and acc_dv's rescale do_cur / dos where dO's factor changes
-          st_shared_u32(bar + 256u + 8u * s, __float_as_uint(ks_p / fq));
-          const float rdo = fdo_prev != 0.f && fdo != fdo_prev ? fdo_prev / fdo : 1.f;
-          st_shared_u32(bar + 260u + 8u * s, __float_as_uint(rdo));
-          fdo_prev = fdo;
         }
         // kFp8BwdDiagNoReload (timing-only): past the first S tiles the stages keep their old tiles (no TMA, a plain
         // arrive completes the full barriers): the time and energy of the L2 -> shared-memory tile traffic
@@ -653,18 +615,11 @@ __global__ void __launch_bounds__(384, 1)
         red_g = g;
       }
       if constexpr (kDqBf16) {  // instruction j: the values of float4 2 j and 2 j + 1, 16 bytes at a + 128 j floats
-        const uint32_t scale2 = kDqMul2 ? pack_bf16x2(scale, scale) : 0u;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           uint32_t w[4];
 #pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            if constexpr (kDqMul2) {  // (two roundings: the partial to bf16, then the product)
-              w[c] = mul_bf16x2(pack_bf16x2(acc[8 * j + 2 * c], acc[8 * j + 2 * c + 1]), scale2);
-            } else {
-              w[c] = pack_bf16x2(acc[8 * j + 2 * c] * scale, acc[8 * j + 2 * c + 1] * scale);
-            }
-          }
+          for (int c = 0; c < 4; ++c) w[c] = pack_bf16x2(acc[8 * j + 2 * c] * scale, acc[8 * j + 2 * c + 1] * scale);
           if (kRedNext && defer && j >= 4 - kBf16Held) {
 #pragma unroll
             for (int c = 0; c < 4; ++c) dq_pendw[4 * (j - 4 + kBf16Held) + c] = w[c];
@@ -763,15 +718,21 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr ((kDiag & kFp8BwdDiagNoAmaxBarrier) != 0) {
       amax = __uint_as_float(ld_shared_u32(words + 4 * (4 * wg + warp)));
     } else {
+      if constexpr (kAmaxTree) {  // (a tree: 3 dependent steps instead of 8; the same maximum)
+        float wm[8];
 #pragma unroll
-      for (int w = 0; w < 8; ++w) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(words + 4 * w)));
+        for (int w = 0; w < 8; ++w) wm[w] = __uint_as_float(ld_shared_u32(words + 4 * w));
+        amax = fmaxf(fmaxf(fmaxf(wm[0], wm[1]), fmaxf(wm[2], wm[3])), fmaxf(fmaxf(wm[4], wm[5]), fmaxf(wm[6], wm[7])));
+        amax = fmaxf(amax, 0.f);
+      } else {
+#pragma unroll
+        for (int w = 0; w < 8; ++w) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(words + 4 * w)));
+      }
     }
-    const float sf = kDivFree ? fp8_pow2_ceil_div448_exact(amax)
-                     : kLean  ? fp8_pow2_ceil_div448(amax)
-                              : fp8_pow2_ceil(__fdiv_rn(amax, 448.f));
+    const float sf = kLean ? fp8_pow2_ceil_div448(amax) : fp8_pow2_ceil(__fdiv_rn(amax, 448.f));
     if (sf > u) {
       if (u > 0.f) {
-        const float r = kDivFree ? fp8_pow2_quot(u, sf) : u / sf;
+        const float r = u / sf;
 #pragma unroll
         for (int k = 0; k < D / 2; ++k) acc_dk[k] *= r;
       }
@@ -790,7 +751,7 @@ __global__ void __launch_bounds__(384, 1)
                         // of two <= 1 (exact where the result is normal in e4m3; a second rounding below)
         float x[32];
         fp8_unpack_a64(da, x);
-        const float r = u > 0.f ? (kDivFree ? fp8_pow2_quot(ug_x, u) : ug_x / u) : 0.f;
+        const float r = u > 0.f ? ug_x / u : 0.f;
 #pragma unroll
         for (int e = 0; e < 32; ++e) x[e] *= r;
         fp8_pack_a64(x, da);
@@ -917,10 +878,7 @@ __global__ void __launch_bounds__(384, 1)
       qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
       dos = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
     }
-    if constexpr (kDivFree) {  // (the producer's k_s / q_s)
-      kq = __uint_as_float(ld_shared_u32(bar + 256u + 8u * s));
-    } else if constexpr (kLean) {  // dQ's factor u k_s / q_s as u (k_s / q_s): divided where q_s changes, off the
-                                   // late part
+    if constexpr (kLean) {  // dQ's factor u k_s / q_s as u (k_s / q_s): divided where q_s changes, off the late part
       if (qs != qs_kq) {
         kq = ks / qs;
         qs_kq = qs;
@@ -1011,7 +969,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     if (dos != do_cur) {
       if (do_cur != 0.f) {
-        const float r = kDivFree ? __uint_as_float(ld_shared_u32(bar + 260u + 8u * s)) : do_cur / dos;
+        const float r = do_cur / dos;
 #pragma unroll
         for (int k = 0; k < D / 2; ++k) acc_dv[k] *= r;
       }
@@ -1033,6 +991,23 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr ((kDiag & kFp8BwdDiagNoPointwise) != 0) {
 #pragma unroll
       for (int e = 0; e < 32; ++e) amax = fmaxf(amax, fabsf(acc_dp[e]));
+    } else if (kAmaxTree) {  // (four independent maxima, then two steps: the same maximum, a 10-deep chain)
+      float am[4] = {0.f, 0.f, 0.f, 0.f};
+      if (full_tile) {
+#pragma unroll
+        for (int e = 0; e < 32; ++e) {
+          acc_dp[e] *= acc_s[e];
+          am[e & 3] = fmaxf(am[e & 3], fabsf(acc_dp[e]));
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < 32; ++e) {
+          const bool ok = (ok_bits >> e) & 1u;
+          acc_dp[e] = ok ? acc_dp[e] * acc_s[e] : 0.f;
+          am[e & 3] = fmaxf(am[e & 3], fabsf(acc_dp[e]));
+        }
+      }
+      amax = fmaxf(fmaxf(am[0], am[1]), fmaxf(am[2], am[3]));
     } else if (full_tile) {
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
@@ -1057,10 +1032,8 @@ __global__ void __launch_bounds__(384, 1)
     float ugw = ug;
     if constexpr (kSpecQ) {
       if (u == 0.f || amax > 448.f) {
-        ugw = kDivFree ? fp8_pow2_ceil_div448_exact(amax * ug)
-              : kLean  ? fp8_pow2_ceil_div448(amax * ug)
-                       : fp8_pow2_ceil(__fdiv_rn(amax * ug, 448.f));
-        const float r = ugw > 0.f ? (kDivFree ? fp8_pow2_quot(ug, ugw) : ug / ugw) : 0.f;
+        ugw = kLean ? fp8_pow2_ceil_div448(amax * ug) : fp8_pow2_ceil(__fdiv_rn(amax * ug, 448.f));
+        const float r = ugw > 0.f ? ug / ugw : 0.f;
 #pragma unroll
         for (int e = 0; e < 32; ++e) acc_dp[e] *= r;
       }
