@@ -231,10 +231,9 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: bit 59 main_kernel (hstu_bwd_fp8_sm90.h kOptFp8BwdMainKernel: main 18e5373's kernel, without kFp8BwdLean's cuts of
-#: the per-tile instructions; dk / dv bit-equal, dq up to the rounding of its factor); bit 60 amax_tree (lab, session
-#: 28: kFp8BwdAmaxTree, the tile's amax by four independent maxima; bit-equal)
-FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59, "amax_tree": 1 << 60}
+#: bit 59 main_kernel (hstu_bwd_fp8_sm90.h kOptFp8BwdMainKernel: main 65390547's kernel, the tile's amax by one
+#: dependent chain instead of kFp8BwdAmaxTree's four; bit-equal gradients)
+FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

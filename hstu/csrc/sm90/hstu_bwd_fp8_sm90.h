@@ -133,16 +133,16 @@ constexpr int kFp8BwdDqBf16Held0 = 1073741824;
 // reciprocal: u is a power of two); dQ's factor u (k_s / q_s) with k_s / q_s divided where q_s changes; dQ's
 // reduce-add address from the previous tile's (measured: B16 S16K 0.92x the time in a burst, 0.94x sustained).
 constexpr int kFp8BwdLean = 8388608;
-// Lab (session 28, fp8b31; not in the default until measured): the dS pass's amax of a thread's 32 values as four
-// independent maxima (the SASS had the last 22 of its 32 FMNMX back to back, each waiting for the one before), and
-// the late part's maximum of the 8 posted words by a tree. The same maximum (bit-equal gradients).
+// Not timing-only (bit-equal gradients): the dS pass's amax of a thread's 32 values as four independent maxima (the
+// SASS had the last 22 of its 32 FMNMX back to back, each waiting for the one before), and the late part's maximum of
+// the 8 posted words by a tree (measured: docs/hstu_kernel_notes.md, session 28).
 constexpr int kFp8BwdAmaxTree = 32768;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
                                kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep | kFp8BwdFullNext |
                                kFp8BwdWgUniform | kFp8BwdRedNext | kFp8BwdRedNextWide | kFp8BwdFactorsEarly |
-                               kFp8BwdDqBf16 | kFp8BwdLean;
+                               kFp8BwdDqBf16 | kFp8BwdLean | kFp8BwdAmaxTree;
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
@@ -158,20 +158,18 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 // The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
-// bit 59 main_kernel toggles kFp8BwdLean (off: main 18e5373's kernel); bit 60 amax_tree (lab: kFp8BwdAmaxTree on).
+// bit 59 main_kernel toggles kFp8BwdAmaxTree (off: main 65390547's kernel); bit 60 free.
 constexpr int64_t kOptFp8BwdMainKernel = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdAmaxTree = int64_t{1} << 60;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel | kOptFp8BwdAmaxTree;
-constexpr int fp8_bwd_option_diag(int64_t options) {
-  return (options & kOptFp8BwdMainKernel) ? kFp8BwdLean : (options & kOptFp8BwdAmaxTree) ? kFp8BwdAmaxTree : 0;
-}
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel;
+constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdMainKernel) ? kFp8BwdAmaxTree : 0; }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default and kFp8BwdLean (main 18e5373's kernel, the option bit 59); the timing-only and older feature variants
+// default and kFp8BwdAmaxTree (main 65390547's kernel, the option bit 59); the timing-only and older feature variants
 // (the phase split, tools/hstu_dev/fp8_bwd_split.py; kFp8BwdFullNext: the default without it, main 95270e5's kernel
 // but for the bf16 dQ (since session 26 every older kernel here with kFp8BwdDqRedV4 on adds dQ in bf16; since
-// session 27 every one is lean; kFp8BwdDqBf16: main 98f618f's kernel but lean);
+// session 27 every one is lean, since session 28 every one has the amax tree; kFp8BwdDqBf16: main 98f618f's kernel
+// but lean; kFp8BwdLean: main 18e5373's kernel but the amax tree);
 // kFp8BwdWgUniform | kFp8BwdRedNext: main 708f92a's kernel; kFp8BwdRedNext: the default without it;
 // kFp8BwdRedNextWide: main 37b3e7d's kernel; kFp8BwdFactorsEarly: main df4a8c3's) only in builds with
 // HSTU_DEV_VARIANTS (--define hstu_dev=1).
@@ -190,9 +188,9 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
                                               kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
                                               kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0,
-                                              kFp8BwdLean>;
+                                              kFp8BwdLean, kFp8BwdAmaxTree>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdLean, kFp8BwdAmaxTree>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdAmaxTree>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -385,7 +385,7 @@ __global__ void __launch_bounds__(384, 1)
   // division in the tile's dS factors (c_ds0 / ug, pow2ceil(amax / 448): exact forms), k_s / q_s divided where q_s
   // changes, dQ's reduce-add address from the previous tile's.
   constexpr bool kLean = (kDiag & kFp8BwdLean) != 0;
-  // kFp8BwdAmaxTree (lab): the tile's amax and the 8 posted words' maximum by trees instead of dependent chains
+  // kFp8BwdAmaxTree: the tile's amax and the 8 posted words' maximum by trees instead of dependent chains
   constexpr bool kAmaxTree = (kDiag & kFp8BwdAmaxTree) != 0;
 
   const int tid = threadIdx.x;
