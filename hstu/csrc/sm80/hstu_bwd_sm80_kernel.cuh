@@ -916,7 +916,12 @@ constexpr int kBwdSm80SmemEpiCfg = 9;
 constexpr int kBwdSm80StsmCfg = 10;
 constexpr int kBwdSm80PtrCfg = 11;
 constexpr int kBwdSm80PtrOnlyCfg = 12;
-constexpr int kBwdSm80LastCfg = 12;
+// 13 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) with running
+// pointers for the Q / dO copies and dQ's block (kPdsRunPtrs), 14 with the phases' lane offsets formed once per key
+// block too (kPdsLaneOnce), for comparisons.
+constexpr int kBwdSm80RunPtrCfg = 13;
+constexpr int kBwdSm80LaneOnceCfg = 14;
+constexpr int kBwdSm80LastCfg = 14;
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
 // first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
@@ -1023,6 +1028,17 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
             return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsPtrCopies>(p, max_smem, stream);
           }
           return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~(kPdsStsmPdS | kPdsPtrCopies)>(p, max_smem, stream);
+        }
+        return cudaErrorNotSupported;
+      case kBwdSm80RunPtrCfg:
+      case kBwdSm80LaneOnceCfg:
+        if constexpr (D == 64) {
+          err = bwd_sm80_require_sm90();
+          if (err != cudaSuccess) return err;
+          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          constexpr int kRun = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsRunPtrs;
+          if (cfg == kBwdSm80RunPtrCfg) return launch_hstu_bwd_pds_ordered<T, D, 3, kRun>(p, max_smem, stream);
+          return launch_hstu_bwd_pds_ordered<T, D, 3, kRun | kPdsLaneOnce>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       default:
