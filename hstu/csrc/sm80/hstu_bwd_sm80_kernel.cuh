@@ -916,7 +916,12 @@ constexpr int kBwdSm80SmemEpiCfg = 9;
 constexpr int kBwdSm80StsmCfg = 10;
 constexpr int kBwdSm80PtrCfg = 11;
 constexpr int kBwdSm80PtrOnlyCfg = 12;
-constexpr int kBwdSm80LastCfg = 12;
+// 13 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) with running
+// pointers for the Q / dO copies and dQ's block (kPdsRunPtrs), 14 with the phases' lane offsets formed once per key
+// block too (kPdsLaneOnce), for comparisons.
+constexpr int kBwdSm80RunPtrCfg = 13;
+constexpr int kBwdSm80LaneOnceCfg = 14;
+constexpr int kBwdSm80LastCfg = 14;
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
 // first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
@@ -927,6 +932,22 @@ template <int D>
 inline bool bwd_sm80_heads_first(const HstuParams& p) {
   const bool rule = (D == 64 || D == 128 || D == 256) && p.max_seqlen_k <= 2048;
   return rule != (p.bwd_sm80_cfg == kBwdSm80OtherOrderCfg);
+}
+
+// The one-barrier loop of BODY in the grid order bwd_sm80_heads_first picks: heads first (with D's kBwdPdsTailFirst
+// choice) or batch first; cudaErrorNotSupported where its shared memory does not fit max_smem.
+template <typename T, int D, int STAGES, int BODY>
+cudaError_t launch_hstu_bwd_pds_ordered(const HstuParams& p, int max_smem, cudaStream_t stream) {
+  return bwd_sm80_heads_first<D>(p)
+             ? launch_hstu_bwd_pds<T, D, STAGES, 8, BODY | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem, stream)
+             : launch_hstu_bwd_pds<T, D, STAGES, 8, BODY>(p, max_smem, stream);
+}
+
+// cudaSuccess on an sm_90-class device, cudaErrorNotSupported elsewhere (the comparison cfgs of the sm_90+ loops).
+inline cudaError_t bwd_sm80_require_sm90() {
+  bool sm90 = false;
+  const cudaError_t err = bwd_sm80_sm90_class(sm90);
+  return err != cudaSuccess ? err : sm90 ? cudaSuccess : cudaErrorNotSupported;
 }
 
 // FA2's warp layout (hstu_bwd_sm80_pds_kernel.cuh) with two Q / dO stages where they fit the device, else one;
@@ -955,26 +976,23 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         return launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
       case kBwdSm80JoinedCopiesCfg:
         if constexpr (D == 64) {
-          bool sm90 = false;
-          err = bwd_sm80_sm90_class(sm90);
-          if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
+          err = bwd_sm80_require_sm90();
+          if (err != cudaSuccess) return err;
           return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kPdsSmemEpilogue>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       case kBwdSm80MbarCfg:
         if constexpr (D == 256) {
-          bool sm90 = false;
-          err = bwd_sm80_sm90_class(sm90);
-          if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
+          err = bwd_sm80_require_sm90();
+          if (err != cudaSuccess) return err;
           return bwd_sm80_heads_first<D>(p)
                      ? launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256Alt | kPdsHeadsFirst>(p, max_smem, stream)
                      : launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256Alt>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       case kBwdSm80TailCfg: {
-        bool sm90 = false;
-        err = bwd_sm80_sm90_class(sm90);
-        if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
+        err = bwd_sm80_require_sm90();
+        if (err != cudaSuccess) return err;
         if (p.num_contexts != nullptr || !bwd_sm80_heads_first<D>(p)) return cudaErrorNotSupported;
         constexpr int kTail = kBwdPdsTailFirst<D> ^ kPdsTailBlocksFirst;  // (the default's other choice)
         if constexpr (D == 256) {
@@ -985,48 +1003,42 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         }
       }
       case kBwdSm80SmemEpiCfg: {
-        bool sm90 = false;
-        err = bwd_sm80_sm90_class(sm90);
-        if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
+        err = bwd_sm80_require_sm90();
+        if (err != cudaSuccess) return err;
         if (p.num_contexts != nullptr) return cudaErrorNotSupported;
         // (D = 256: its two-stage one-barrier loop; else the three-stage default's)
         constexpr int kStages = D == 256 ? 2 : 3;
         constexpr int kBody =
             (D == 256 ? kBwdPdsD256OneBar : kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>) &
             ~kPdsSmemEpilogue;
-        return bwd_sm80_heads_first<D>(p)
-                   ? launch_hstu_bwd_pds<T, D, kStages, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
-                                                                                                         stream)
-                   : launch_hstu_bwd_pds<T, D, kStages, 8, kBody>(p, max_smem, stream);
+        return launch_hstu_bwd_pds_ordered<T, D, kStages, kBody>(p, max_smem, stream);
       }
       case kBwdSm80StsmCfg:
       case kBwdSm80PtrCfg:
       case kBwdSm80PtrOnlyCfg:
         if constexpr (D == 64 || D == 128) {
-          bool sm90 = false;
-          err = bwd_sm80_sm90_class(sm90);
-          if (err != cudaSuccess || !sm90) return err != cudaSuccess ? err : cudaErrorNotSupported;
+          err = bwd_sm80_require_sm90();
+          if (err != cudaSuccess) return err;
           if (p.num_contexts != nullptr) return cudaErrorNotSupported;
           constexpr int kDefault = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>;
           if (cfg == kBwdSm80PtrOnlyCfg) {
-            constexpr int kBody = kDefault & ~kPdsStsmPdS;
-            return bwd_sm80_heads_first<D>(p)
-                       ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
-                                                                                                      stream)
-                       : launch_hstu_bwd_pds<T, D, 3, 8, kBody>(p, max_smem, stream);
+            return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsStsmPdS>(p, max_smem, stream);
           }
           if (cfg == kBwdSm80PtrCfg) {
-            constexpr int kBody = kDefault & ~kPdsPtrCopies;
-            return bwd_sm80_heads_first<D>(p)
-                       ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
-                                                                                                      stream)
-                       : launch_hstu_bwd_pds<T, D, 3, 8, kBody>(p, max_smem, stream);
+            return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsPtrCopies>(p, max_smem, stream);
           }
-          constexpr int kBody = kDefault & ~(kPdsStsmPdS | kPdsPtrCopies);
-          return bwd_sm80_heads_first<D>(p)
-                     ? launch_hstu_bwd_pds<T, D, 3, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
-                                                                                                    stream)
-                     : launch_hstu_bwd_pds<T, D, 3, 8, kBody>(p, max_smem, stream);
+          return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~(kPdsStsmPdS | kPdsPtrCopies)>(p, max_smem, stream);
+        }
+        return cudaErrorNotSupported;
+      case kBwdSm80RunPtrCfg:
+      case kBwdSm80LaneOnceCfg:
+        if constexpr (D == 64) {
+          err = bwd_sm80_require_sm90();
+          if (err != cudaSuccess) return err;
+          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          constexpr int kRun = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsRunPtrs;
+          if (cfg == kBwdSm80RunPtrCfg) return launch_hstu_bwd_pds_ordered<T, D, 3, kRun>(p, max_smem, stream);
+          return launch_hstu_bwd_pds_ordered<T, D, 3, kRun | kPdsLaneOnce>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       default:
@@ -1073,10 +1085,7 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
         cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
         if (err != cudaSuccess) return err;
         if (sm90) {
-          err = bwd_sm80_heads_first<D>(p)
-                    ? launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(
-                          p, max_smem, stream)
-                    : launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar>(p, max_smem, stream);
+          err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256OneBar>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }
       }

@@ -119,6 +119,14 @@ constexpr int kPdsStsmPdS = 1024;
 // ~80 of its 875). With kPdsStsmPdS on an H200 0.8-0.9 % faster than main's loop at D = 64, 2.8-3.1 % at D = 128
 // (B16 S4K / S16K, B128 S1K); at D = 128 ptxas keeps one 8-byte value on the stack on the rab path.
 constexpr int kPdsPtrCopies = 2048;
+// A flag on BODY (the one-barrier loop at D = 64, sm_90 code, with kPdsPtrCopies; bwd_sm80_cfg 13 / 14): running
+// pointers for the address work a tile pair repeats. The next tile's Q / dO copy sources advance by a tile's rows
+// each tile (instead of m x the row stride, a 64-bit product, per copy half), and the thread's place in the
+// fragment-ordered dQ block of the sequence's first tile is formed once per key block (m0 D added per tile).
+constexpr int kPdsRunPtrs = 4096;
+// A flag on BODY with kPdsRunPtrs (bwd_sm80_cfg 14): the phases' lane offsets (ldmatrix / stmatrix / dQ bases)
+// from the lane index itself, not opaque(lane): formed once per key block instead of per tile, in more registers.
+constexpr int kPdsLaneOnce = 8192;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -311,7 +319,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // 16-20 B in sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
-                                 kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies);
+                                 kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
+                                 kPdsRunPtrs | kPdsLaneOnce);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -440,15 +449,34 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // swizzled shared offset, formed once (unused, and so not formed, without the flag).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr bool kPtrCopies = (BODY & kPdsPtrCopies) != 0;
+  constexpr bool kRunPtrs = (BODY & kPdsRunPtrs) != 0;
+  constexpr bool kLaneOnce = (BODY & kPdsLaneOnce) != 0;
 #else
   constexpr bool kPtrCopies = false;
+  constexpr bool kRunPtrs = false;
+  constexpr bool kLaneOnce = false;
 #endif
+  static_assert(!kRunPtrs || (kPtrCopies && kOneBar && kSplitCopies && kDqFrag && D == 64),
+                "running pointers: D = 64's one-barrier loop");
+  static_assert(!kLaneOnce || kRunPtrs, "lane offsets once: with the running pointers");
+  // The lane index of the phases' offsets: opaque, so that they are formed where used (fewer registers live across
+  // the loop), unless kLaneOnce.
+  auto phase_lane = [&] {
+    if constexpr (kLaneOnce) {
+      return lane;
+    } else {
+      return static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+    }
+  };
   const int lr_t = tid / (D / 8), lc_t = tid % (D / 8);
   const char* const q_t0 = reinterpret_cast<const char*>(
       static_cast<const T*>(p.q) + ((int64_t)si.q_start + lr_t) * p.q_row_stride + h * p.q_head_stride + lc_t * 8);
   const char* const do_t0 = reinterpret_cast<const char*>(
       static_cast<const T*>(p.dout) + ((int64_t)si.q_start + lr_t) * p.do_row_stride + h * p.do_head_stride + lc_t * 8);
   const uint32_t ls_t = L::swz(lr_t, lc_t * 8);
+  // kRunPtrs: q_t0 / do_t0 advanced to the rows of the tile the loop copies next (mb + 2), a tile per tile.
+  const char* q_nx = q_t0;
+  const char* do_nx = do_t0;
   auto load_q_do_lean = [&](const uint32_t sq, const int m, const uint32_t t, auto parts) {
     constexpr int kParts = decltype(parts)::value;
     constexpr int kChunks = D / 8, KR = NT / kChunks;
@@ -458,8 +486,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       return;
     }
     if constexpr (kPtrCopies) {
-      const char* qg = q_t0 + (int64_t)m * p.q_row_stride * (int64_t)sizeof(T);
-      const char* dog = do_t0 + (int64_t)m * p.do_row_stride * (int64_t)sizeof(T);
+      // (kRunPtrs: m is (mb + 2) BM, the one-barrier loop's copies)
+      const char* qg = kRunPtrs ? q_nx : q_t0 + (int64_t)m * p.q_row_stride * (int64_t)sizeof(T);
+      const char* dog = kRunPtrs ? do_nx : do_t0 + (int64_t)m * p.do_row_stride * (int64_t)sizeof(T);
       const int64_t q_step = KR * p.q_row_stride * (int64_t)sizeof(T);
       const int64_t do_step = KR * p.do_row_stride * (int64_t)sizeof(T);
       const uint32_t s_t = sq + ls_t;
@@ -561,6 +590,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   const int64_t dq_row_stride = (int64_t)p.heads * D;
   // dq_accum == nullptr: deterministic mode, dQ is computed by hstu_bwd_dq_kernel instead (no atomics here).
   const bool with_dq = p.dq_accum != nullptr;
+  // kRunPtrs: the thread's place in the fragment-ordered dQ block of the sequence's first query tile (phase_dq's
+  // layout; the tile's m0 D added there).
+  float* const dq_frag0 =
+      kRunPtrs && with_dq ? p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b) * D +
+                                warp * (QR * QC) + lane * 4
+                          : nullptr;
 
   if (n_mt > 0) {
     load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
@@ -588,6 +623,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     int stage = 0;
     uint32_t parity = 0u;  // kMbar: bit s the phase parity stage s's barrier completes next
     int mb = mb_begin;
+    if constexpr (kRunPtrs) {
+      q_nx += (int64_t)(mb_begin + 2) * (BM * p.q_row_stride * (int64_t)sizeof(T));
+      do_nx += (int64_t)(mb_begin + 2) * (BM * p.do_row_stride * (int64_t)sizeof(T));
+    }
     do {
       const int m0 = mb * BM;
       const int r0 = m0 + mk.offset;
@@ -620,7 +659,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       // j = n0 + s_n + nt*8 + 2*(lane%4) + (e&1).
       {
         float acc[SMT][SNT][4];  // S, then SiLU'(alpha S) * alpha / scaling (masked), then dP, then dS
-        const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+        const int ln = phase_lane();
         // (each phase's warp coordinates formed in the phase: fewer registers live across the loop)
         const int s_m = (warp % C::kSWM) * SM, s_n = (warp / C::kSWM) * SN;
         const uint32_t tA = L::swz(s_m + ln % 16, (ln / 16) * 8);                      // Q, dO as A
@@ -878,7 +917,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       // parts: 3 dV and dK in one k-loop (the plain body); 1 dV only, 2 dK only (the loop-free bodies).
       auto phase_kv = [&](auto parts) {
         constexpr int kParts = decltype(parts)::value;
-        const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+        const int ln = phase_lane();
         const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
         const uint32_t tPt = LP::swz(ln % 8 + (ln / 16) * 8, k_n + ((ln / 8) % 2) * 8);  // P^T, dS^T as A
         const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
@@ -917,7 +956,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       auto phase_dq = [&] {
         if (!with_dq) return;
         float* dq_acc = p.dq_accum + (int64_t)si.q_start * dq_row_stride + h * D;
-        const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+        const int ln = phase_lane();
         const int q_m = (warp % C::kQWM) * QR, q_d = (warp / C::kQWM) * QC;
         const uint32_t tdA = LP::swz(q_m + ln % 16, (ln / 16) * 8);                     // dS as A
         const uint32_t tK = L::swz(ln % 8 + ((ln / 8) % 2) * 8, q_d + (ln / 16) * 8);  // K as B
@@ -939,8 +978,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
           plain_k_loop<T, BN / 16, kDqUnroll>(acc_q, dq_a, dq_b);
           if constexpr (kDqFrag) {
             // The tile's fragment-ordered block: rows past lq add their zeros to their own slots (no predicate).
-            float* fp = p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m0) * D +
-                        warp * (QR * QC) + lane * 4;
+            float* fp = kRunPtrs ? dq_frag0 + (int64_t)m0 * D
+                                 : p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m0) * D +
+                                       warp * (QR * QC) + lane * 4;
 #pragma unroll
             for (int mt = 0; mt < QMT; ++mt)
 #pragma unroll
@@ -1027,6 +1067,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         phase_dq();
       }
       mb = next_tile(mb);
+      if constexpr (kRunPtrs) {
+        q_nx += BM * p.q_row_stride * (int64_t)sizeof(T);
+        do_nx += BM * p.do_row_stride * (int64_t)sizeof(T);
+      }
       if constexpr (kOneBar) {
         stage = stage == 2 ? 0 : stage + 1;
       } else {
