@@ -8,7 +8,7 @@
 //             first-occurrence order (a near-sequential read of the same bytes)
 //   backward  the gradient rows read in the CSR's order (unique by unique, each segment's positions ascending) and
 //             the uniques' rows read and written once at their slots; each part timed alone, and in position order
-//             (sequential) for the floor
+//             (sequential) for the floor; Adam's 1,536-byte [w | m | v] rows the same way, and in address order
 // Thread per 16-byte chunk, IT independent chunks per thread (enough bytes in flight), grid-stride.
 // Build and run (GPU): nvcc -O3 -std=c++17 -arch=sm_90 -o step_bound_probe tools/dynamicemb_dev/step_bound_probe.cu
 //                      ./step_bound_probe [reps]
@@ -91,7 +91,9 @@ __global__ void gather_k(const int32_t* __restrict__ inverse, const int64_t* __r
   }
 }
 
-// Backward's row update alone: row slot[u] -= lr (load and store of every unique's row once).
+// Backward's row update alone: row slot[u] -= lr (load and store of every unique's row once). W: 16-byte chunks
+// of a row (32: a D128 fp32 row; 96: Adam's [w | m | v]).
+template <int W = kD4>
 __global__ void row_update_k(const int64_t* __restrict__ slot, float4* __restrict__ rows, int64_t n, float lr) {
   const int64_t s = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < n; b += s * kIt) {
@@ -99,7 +101,7 @@ __global__ void row_update_k(const int64_t* __restrict__ slot, float4* __restric
 #pragma unroll
     for (int k = 0; k < kIt; ++k) {
       const int64_t t = b + k * s;
-      r[k] = t < n ? slot[t >> 5] * kD4 + (t & 31) : -1;
+      r[k] = t < n ? slot[t / W] * W + (t % W) : -1;
     }
     float4 v[kIt];
 #pragma unroll
@@ -259,12 +261,37 @@ int main(int argc, char** argv) {
       timed([&] { gather_k<<<grid, block>>>(d_inv, d_compact, crow, out, N * kD4); }));
   const double g_csr = timed([&] { read_rows_k<<<grid, block>>>(d_csr, grad, N * kD4, sink); });
   row("backward: gradient rows in CSR order", N * rowMB + N * 4 / MB, 0, g_csr);
-  const double r_upd = timed([&] { row_update_k<<<grid, block>>>(d_slot, rows, U * kD4, 1e-6f); });
+  const double r_upd = timed([&] { row_update_k<kD4><<<grid, block>>>(d_slot, rows, U * kD4, 1e-6f); });
   row("backward: uniques' rows load + store at their slots", U * rowMB + U * 8 / MB, U * rowMB, r_upd);
   const double r_red = timed([&] { row_red_k<<<grid, block>>>(d_slot, rows, U * kD4, 1e-6f); });
   row("backward: uniques' rows by L2 vector reductions at their slots", U * rowMB + U * 8 / MB, U * rowMB, r_red);
-  const double r_cmp = timed([&] { row_update_k<<<grid, block>>>(d_compact, crow, U * kD4, 1e-6f); });
+  const double r_cmp = timed([&] { row_update_k<kD4><<<grid, block>>>(d_compact, crow, U * kD4, 1e-6f); });
   row("backward floor: rows load + store, compacted (sequential)", U * rowMB, U * rowMB, r_cmp);
+  // Adam: [w | m | v] rows (1,536 B) read and written once per unique, at the uniques' random slots (unique
+  // order, the segmented update's), the same slots visited in address order, and compacted (sequential)
+  {
+    constexpr int kA = 3 * kD4;
+    const int64_t arowB = kA * 16;
+    float4* arows;
+    int64_t* d_sorted;
+    std::vector<int64_t> sorted(uslot);
+    std::sort(sorted.begin(), sorted.end());
+    CK(cudaFree(rows));  // room for ten tables of Adam rows
+    CK(cudaMalloc(&arows, T * slots * arowB));
+    CK(cudaMalloc(&d_sorted, U * 8));
+    CK(cudaMemcpy(d_sorted, sorted.data(), U * 8, cudaMemcpyHostToDevice));
+    write_k<<<grid, block>>>(arows, T * slots * kA, 0.5f);
+    CK(cudaDeviceSynchronize());
+    const double arowMB = arowB / MB;
+    const double a_rnd = timed([&] { row_update_k<kA><<<grid, block>>>(d_slot, arows, U * kA, 1e-6f); });
+    row("Adam: [w | m | v] rows load + store at their slots (unique order)", U * arowMB + U * 8 / MB, U * arowMB, a_rnd);
+    const double a_srt = timed([&] { row_update_k<kA><<<grid, block>>>(d_sorted, arows, U * kA, 1e-6f); });
+    row("Adam: [w | m | v] rows load + store at their slots (address order)", U * arowMB + U * 8 / MB, U * arowMB, a_srt);
+    const double a_cmp = timed([&] { row_update_k<kA><<<grid, block>>>(d_compact, arows, U * kA, 1e-6f); });
+    row("Adam floor: [w | m | v] rows load + store, compacted (sequential)", U * arowMB, U * arowMB, a_cmp);
+    printf("\nAdam's update pattern (gradient in CSR order + [w | m | v] rows at their slots, sum of the two "
+           "kernels): %.4f ms for %.1f MB\n", g_csr + a_rnd, N * rowMB + 2 * U * arowMB + N * 4 / MB + U * 8 / MB);
+  }
   printf("\nbackward pattern (gradient in CSR order + rows by reductions, sum of the two kernels): %.4f ms for "
          "%.1f MB; floor (sequential gradient + compact rows): see the rows above\n",
          g_csr + r_red, N * rowMB + 2 * U * rowMB + N * 4 / MB + U * 8 / MB);
