@@ -135,6 +135,32 @@ __global__ void row_red_k(const int64_t* __restrict__ slot, float4* __restrict__
   }
 }
 
+// Adam's update fused as the segmented kernel does it, one warp per unique of the list ul (a lane: 16 bytes of each
+// of the unique's gradient rows, summed, and of its [w | m | v] row, read, updated, written): the same uniques in
+// unique order or in row-address order show what a CSR sorted by row address would give the real kernel.
+__global__ void adam_fused_k(const int32_t* __restrict__ ul, int64_t L, const int64_t* __restrict__ start,
+                             const int32_t* __restrict__ csr, const int64_t* __restrict__ slot,
+                             const float4* __restrict__ grad, float4* __restrict__ rows) {
+  const int lane = threadIdx.x & 31;
+  const int64_t nw = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t q = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; q < L; q += nw) {
+    const int32_t u = ul[q];
+    float4* r = rows + slot[u] * (3 * kD4);
+    float4 w = __ldcg(r + lane), m = __ldcg(r + kD4 + lane), v = __ldcg(r + 2 * kD4 + lane);
+    float4 g = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int64_t k = start[u]; k < start[u + 1]; ++k) {
+      const float4 x = grad[static_cast<int64_t>(csr[k]) * kD4 + lane];
+      g.x += x.x; g.y += x.y; g.z += x.z; g.w += x.w;
+    }
+    m.x += 0.1f * (g.x - m.x); m.y += 0.1f * (g.y - m.y); m.z += 0.1f * (g.z - m.z); m.w += 0.1f * (g.w - m.w);
+    v.x += 1e-3f * (g.x * g.x - v.x); v.y += 1e-3f * (g.y * g.y - v.y);
+    v.z += 1e-3f * (g.z * g.z - v.z); v.w += 1e-3f * (g.w * g.w - v.w);
+    w.x -= 1e-3f * m.x / (sqrtf(v.x) + 1e-8f); w.y -= 1e-3f * m.y / (sqrtf(v.y) + 1e-8f);
+    w.z -= 1e-3f * m.z / (sqrtf(v.z) + 1e-8f); w.w -= 1e-3f * m.w / (sqrtf(v.w) + 1e-8f);
+    r[lane] = w; r[kD4 + lane] = m; r[2 * kD4 + lane] = v;
+  }
+}
+
 static double inverse_cdf(double u, double n, double alpha) {  // benchmarks/embedding.py's power_law_ids
   const double a = 1.0 - alpha;
   double k = std::floor(std::pow((std::pow(n, a) - 1.0) * u + 1.0, 1.0 / a));
@@ -289,6 +315,40 @@ int main(int argc, char** argv) {
     row("Adam: [w | m | v] rows load + store at their slots (address order)", U * arowMB + U * 8 / MB, U * arowMB, a_srt);
     const double a_cmp = timed([&] { row_update_k<kA><<<grid, block>>>(d_compact, arows, U * kA, 1e-6f); });
     row("Adam floor: [w | m | v] rows load + store, compacted (sequential)", U * arowMB, U * arowMB, a_cmp);
+    // the gradient rows in the order of a CSR whose uniques are sorted by row address (each segment's positions
+    // still ascending), and the fused update over the uniques with at most 8 occurrences (no warp sums a hot
+    // segment alone) in unique order and in row-address order
+    std::vector<int32_t> by_addr(U), few_u, few_a;
+    for (int64_t u = 0; u < U; ++u) by_addr[u] = static_cast<int32_t>(u);
+    std::sort(by_addr.begin(), by_addr.end(), [&](int32_t a, int32_t b) { return uslot[a] < uslot[b]; });
+    std::vector<int32_t> csr_a;
+    csr_a.reserve(N);
+    for (int32_t u : by_addr) csr_a.insert(csr_a.end(), csr.begin() + start[u], csr.begin() + start[u + 1]);
+    for (int64_t u = 0; u < U; ++u)
+      if (ucount[u] <= 8) few_u.push_back(static_cast<int32_t>(u));
+    for (int32_t u : by_addr)
+      if (ucount[u] <= 8) few_a.push_back(u);
+    int64_t few_ids = 0;
+    for (int32_t u : few_u) few_ids += ucount[u];
+    const int64_t L = static_cast<int64_t>(few_u.size());
+    int32_t *d_csr_a, *d_few_u, *d_few_a;
+    int64_t* d_start;
+    CK(cudaMalloc(&d_csr_a, N * 4));
+    CK(cudaMalloc(&d_few_u, L * 4));
+    CK(cudaMalloc(&d_few_a, L * 4));
+    CK(cudaMalloc(&d_start, (U + 1) * 8));
+    CK(cudaMemcpy(d_csr_a, csr_a.data(), N * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_few_u, few_u.data(), L * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_few_a, few_a.data(), L * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_start, start.data(), (U + 1) * 8, cudaMemcpyHostToDevice));
+    const double g_addr = timed([&] { read_rows_k<<<grid, block>>>(d_csr_a, grad, N * kD4, sink); });
+    row("Adam: gradient rows in the CSR order of uniques sorted by row address", N * rowMB + N * 4 / MB, 0, g_addr);
+    const double fr = few_ids * rowMB + L * arowMB, fw = L * arowMB;
+    const double f_u = timed([&] { adam_fused_k<<<grid, block>>>(d_few_u, L, d_start, d_csr, d_slot, grad, arows); });
+    row("Adam fused, uniques with <= 8 ids, unique order", fr, fw, f_u);
+    const double f_a = timed([&] { adam_fused_k<<<grid, block>>>(d_few_a, L, d_start, d_csr, d_slot, grad, arows); });
+    row("Adam fused, uniques with <= 8 ids, row-address order", fr, fw, f_a);
+    printf("\n(%lld uniques with <= 8 ids, %lld ids)\n", static_cast<long long>(L), static_cast<long long>(few_ids));
     printf("\nAdam's update pattern (gradient in CSR order + [w | m | v] rows at their slots, sum of the two "
            "kernels): %.4f ms for %.1f MB\n", g_csr + a_rnd, N * rowMB + 2 * U * arowMB + N * 4 / MB + U * 8 / MB);
   }

@@ -312,25 +312,24 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
   apply_row<V, N, OPT>(p, oc, row, d, c, g, w, s1, s2, rs);
 }
 
-// The step counter advanced inside the update (p.step_bump: no add kernel and no launch gap before it). Every block
-// reads the step before this update (its first thread; then shared), counts itself in p.seg_done[p.n] after that
-// read (the fence orders them), and the block that counts last writes step + 1 and re-zeroes the counter: no
-// block reads the step after it changes. Returns where the block holds the step count this update applies (step +
-// 1, what the tensor add before the update gave; opt_const reads it). Whole block, before any thread leaves.
+// The step counter advanced inside the update (p.step_bump: no add kernel and no launch gap before it). A block's
+// first thread reads the step before this update into shared memory (the block's threads read it there after the
+// barrier), then counts the block in p.seg_done[p.n]; the block that counts last writes step + 1 and re-zeroes the
+// counter. Each block's read has returned before its count, so no block reads the step after it changes. Returns
+// where the block holds the step count this update applies (step + 1, what the tensor add before the update gave;
+// opt_const reads it). Whole block, before any thread leaves; only the first warp waits for the count.
 __device__ __forceinline__ const float* bump_step_last_block(const BackwardParams& p) {
   __shared__ float now;
+  if (threadIdx.x == 0) now = __ldcg(p.step_bump) + 1.f;
+  __syncthreads();
   if (threadIdx.x == 0) {
-    const float t = __ldcg(p.step_bump) + 1.f;
-    now = t;
-    __threadfence();
     int* ctr = p.seg_done + p.n;
     if (atomicAdd(ctr, 1) == static_cast<int>(gridDim.x) - 1) {
       __threadfence();
       *ctr = 0;
-      *p.step_bump = t;
+      *p.step_bump = now;
     }
   }
-  __syncthreads();
   return &now;
 }
 

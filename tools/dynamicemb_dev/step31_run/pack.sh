@@ -9,7 +9,7 @@ rm -rf $C && mkdir -p $C/whl $C/bin $C/tree/tests/dynamicemb $C/tree/tools/dynam
 cp $W/bazel-bin/dynamicemb-*.whl $C/whl/
 cp $W/tools/dynamicemb_dev/step31_run/run*.sh $W/tools/dynamicemb_dev/hash28_run/setup.sh $C/
 cp $W/tests/dynamicemb/test_embedding_gpu.py $C/tree/tests/dynamicemb/
-cp $W/tools/dynamicemb_dev/{steady_ab.py,dedup_lab_plugin.py,lab_variants.py,pipelined_gaps.py} $C/tree/tools/dynamicemb_dev/
+cp $W/tools/dynamicemb_dev/{steady_ab.py,step_ncu.py,dedup_lab_plugin.py,lab_variants.py,pipelined_gaps.py} $C/tree/tools/dynamicemb_dev/
 nice -n 5 nvcc -O3 -std=c++17 -arch=sm_90 -o $C/bin/step_bound_probe $W/tools/dynamicemb_dev/step_bound_probe.cu
 ls -la $C $C/whl $C/bin
 du -sh $C
