@@ -348,6 +348,10 @@ int main(int argc, char** argv) {
     row("Adam fused, uniques with <= 8 ids, unique order", fr, fw, f_u);
     const double f_a = timed([&] { adam_fused_k<<<grid, block>>>(d_few_a, L, d_start, d_csr, d_slot, grad, arows); });
     row("Adam fused, uniques with <= 8 ids, row-address order", fr, fw, f_a);
+    // the same at the segmented kernel's 32 warps per SM (4 blocks of 256 threads per SM, grid-stride)
+    const unsigned grid4 = prop.multiProcessorCount * 4;
+    const double f_4 = timed([&] { adam_fused_k<<<grid4, block>>>(d_few_u, L, d_start, d_csr, d_slot, grad, arows); });
+    row("Adam fused, uniques with <= 8 ids, unique order, 32 warps per SM", fr, fw, f_4);
     printf("\n(%lld uniques with <= 8 ids, %lld ids)\n", static_cast<long long>(L), static_cast<long long>(few_ids));
     printf("\nAdam's update pattern (gradient in CSR order + [w | m | v] rows at their slots, sum of the two "
            "kernels): %.4f ms for %.1f MB\n", g_csr + a_rnd, N * rowMB + 2 * U * arowMB + N * 4 / MB + U * 8 / MB);
