@@ -358,36 +358,6 @@ def test_csr_sort_variants_agree(bags, pooling, in_forward):
 
 
 @pytest.mark.parametrize("opt", ["sgd", "adam"])
-def test_row_ordered_csr_agrees(opt):
-    """A sequence's CSR ordered by the uniques' rows (lab op _lookup_lab_step 2: forked after the insert pass) gives
-    bitwise the default's outputs, rows and Adam state over three steps with new ids in each (the insert pass's
-    misses) and a random gradient, with no segment cut by a warp boundary (backward_chunk 2^20: a segment's sum
-    then depends only on its own entries' order, positions ascending in both)."""
-    early = torch.ops.dynamicemb._lookup_lab_step
-    gen = torch.Generator().manual_seed(13)
-    F, bags, vocab = 3, 40_000, 5000
-    offsets = torch.arange(F * bags + 1, dtype=torch.int64).cuda()
-    data = [(torch.randint(0, vocab + 2000 * s, (F * bags,), generator=gen).cuda(), offsets) for s in range(3)]
-    w0 = [torch.randn(vocab, 16, generator=gen) * 0.1 for _ in range(2)]
-    probe = torch.arange(vocab + 4000, device="cuda")
-    results = {}
-    old = early(-1)
-    try:
-        for v in (1, 2):
-            assert early(v) in range(3)
-            m = make("cuda", SGD(lr=0.3) if opt == "sgd" else Adam(lr=0.05), "none", dims=(16, 16))
-            m.backward_chunk = 1 << 20
-            for t in range(2):
-                m.set_rows(t, torch.arange(vocab, device="cuda"), w0[t].cuda())
-            outs = train_random(m, data, 200)
-            results[v] = outs + [x for t in range(2) for x in rows(m, t, probe)]
-    finally:
-        early(old)
-    for k, (a, b) in enumerate(zip(results[1], results[2])):
-        assert torch.equal(a, b), f"result {k} differs between the row-ordered CSR and the default"
-
-
-@pytest.mark.parametrize("opt", ["sgd", "adam"])
 @pytest.mark.parametrize("pooling", ["none", "sum"])
 def test_step_counter_in_update(pooling, opt):
     """The step counter advanced by the segmented update (the default: plain fp32 SGD's first thread; Adam's last

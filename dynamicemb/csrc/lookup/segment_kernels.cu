@@ -173,41 +173,18 @@ __global__ void __launch_bounds__(kSegBlock) seg_keys_kernel(BackwardParams p) {
   p.seg_keys[i] = u >= 0 ? u : static_cast<int32_t>(p.n);
 }
 
-// Lab (op _lookup_lab_step 2): a sequence's CSR ordered by the uniques' rows instead of by unique, so the update
-// reads and writes the rows in address order (key: table << kRowKeyShift | slot; tables of <= 2^20 slots, <= 15
-// tables; kRowKeyNone: no row, contributes nothing). Sorted over kRowKeyBits.
-constexpr int kRowKeyShift = 20, kRowKeyBits = 24;
-constexpr int32_t kRowKeyNone = (1 << kRowKeyBits) - 1;
-
-__global__ void __launch_bounds__(kSegBlock) seg_row_keys_kernel(BackwardParams p) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x;
-  if (i == 0) p.seg_start[p.n] = 0;
-  if (i >= p.n) return;
-  p.seg_vals[i] = static_cast<int32_t>(i);
-  const int32_t u = p.inverse[i];
-  int32_t key = kRowKeyNone;
-  if (u >= 0) {
-    const int64_t r = p.urow[u];
-    if (r >= 0) key = (p.utables[u] << kRowKeyShift) | static_cast<int32_t>(r);
-  }
-  p.seg_keys[i] = key;
-}
-
-// One thread per sorted entry r: segment bounds where the key changes, the total, and the CSR entry. kByRow: keys
-// are row keys (seg_row_keys_kernel): the entry's unique is its id's.
-template <bool kByRow = false>
+// One thread per sorted entry r: segment bounds where the key changes, the total, and the CSR entry.
 __global__ void __launch_bounds__(kSegBlock) seg_bounds_kernel(BackwardParams p) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x;
   if (r >= p.n) return;
   const int32_t* keys = p.seg_keys + p.n;  // sorted
-  const int32_t none = kByRow ? kRowKeyNone : static_cast<int32_t>(p.n);
   const int32_t k = keys[r];
-  if (k >= none) return;
-  const int32_t u = kByRow ? p.inverse[p.seg_vals[p.n + r]] : (p.keys_by_claimer ? p.inverse[k] : k);
-  const int32_t nx = r + 1 < p.n ? keys[r + 1] : none;
+  if (k >= p.n) return;
+  const int32_t u = p.keys_by_claimer ? p.inverse[k] : k;  // (a claimer's position -> its unique)
+  const int32_t nx = r + 1 < p.n ? keys[r + 1] : static_cast<int32_t>(p.n);
   if (r == 0 || keys[r - 1] != k) p.seg_start[u] = static_cast<int32_t>(r);
   if (nx != k) p.seg_end[u] = static_cast<int32_t>(r + 1);
-  if (nx >= none) p.seg_start[p.n] = static_cast<int32_t>(r + 1);  // valid entries in total
+  if (nx >= p.n) p.seg_start[p.n] = static_cast<int32_t>(r + 1);  // valid entries in total
   const int32_t i = p.seg_vals[p.n + r];
   const int32_t b = p.pooling == kPoolNone ? 0 : p.bag[i];  // a sequence's dedup may write no bags
   reinterpret_cast<int2*>(p.seg_occ)[r] = make_int2(u, p.pooling == kPoolNone ? i : b);
@@ -542,11 +519,6 @@ size_t segment_scan_bytes(int64_t n) {
   cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
                                   static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
                                   static_cast<int>(n), 0, segment_sort_bits(n));
-  size_t rows = 0;  // lab: the row-keyed sort's bits (fork_segment_csr_rows)
-  cub::DeviceRadixSort::SortPairs(nullptr, rows, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
-                                  static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
-                                  static_cast<int>(n), 0, detail::kRowKeyBits);
-  if (rows > bytes) bytes = rows;
   const int bits = segment_sort_bits(n);
   for (int v = kCsrSortHand8; v <= kCsrSortHand8Match; ++v)
     with_sort_cfg(v, [&](auto c) {
@@ -622,7 +594,7 @@ void launch_segment_sort(const BackwardParams& p, cudaStream_t st) {
 
 void launch_segment_bounds(const BackwardParams& p, cudaStream_t st) {
   if (p.n == 0) return;
-  detail::seg_bounds_kernel<false><<<blocks_for(p.n, detail::kSegBlock), detail::kSegBlock, 0, st>>>(p);
+  detail::seg_bounds_kernel<<<blocks_for(p.n, detail::kSegBlock), detail::kSegBlock, 0, st>>>(p);
   check_launch("segment bounds");
 }
 }  // namespace
@@ -733,27 +705,6 @@ int32_t* segment_csr_first_keys(const BackwardParams& p, void* stream) {
       first = ((passes - 1) & 1) ? p.seg_keys + p.n : p.seg_keys;  // launch_segment_sort's kb[s0]
     });
   return first;
-}
-
-// Lab (op _lookup_lab_step 2; declared in lookup_ops.cc): the CSR keyed by the uniques' rows (p.urow, p.utables
-// final: forked after the insert pass), cub's sort, then the bounds; on the side stream (on `stream` in a capture).
-void* fork_segment_csr_rows(const BackwardParams& p, void* stream) {
-  auto build = [&](cudaStream_t st) {
-    detail::seg_row_keys_kernel<<<blocks_for(p.n, detail::kSegBlock), detail::kSegBlock, 0, st>>>(p);
-    check_launch("segment row keys");
-    size_t bytes = p.scan_temp_bytes;
-    cuda_ok("segment sort", cub::DeviceRadixSort::SortPairs(p.scan_temp, bytes, p.seg_keys, p.seg_keys + p.n,
-                                                            p.seg_vals, p.seg_vals + p.n, static_cast<int>(p.n), 0,
-                                                            detail::kRowKeyBits, st));
-    detail::seg_bounds_kernel<true><<<blocks_for(p.n, detail::kSegBlock), detail::kSegBlock, 0, st>>>(p);
-    check_launch("segment bounds");
-  };
-  if (p.n == 0) return nullptr;
-  if (capturing(stream)) {
-    build(static_cast<cudaStream_t>(stream));
-    return nullptr;
-  }
-  return on_side_stream(stream, &ForkEvents::ready, build);
 }
 
 void* fork_segment_sort(const BackwardParams& p, void* stream) {

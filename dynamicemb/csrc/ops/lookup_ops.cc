@@ -159,17 +159,13 @@ int64_t lookup_lab_mirror(int64_t variant) {
 }
 
 // Lab: how a training step of a sequence forks its CSR build: 1 its sort after the dedup's count pass (keys: claimer
-// positions), beside the number pass, and its bounds after the dedup (default); 0 all of it after the dedup; 2 all
-// of it after the insert pass, ordered by the uniques' rows (segment_kernels.cu fork_segment_csr_rows: tables of
-// <= 2^20 slots, <= 15 tables); other values only read it. Returns the one before.
+// positions), beside the number pass, and its bounds after the dedup (default); 0 all of it after the dedup; other
+// values only read it. Returns the one before.
 std::atomic<int> g_step_lab{1};
-}  // namespace
-void* fork_segment_csr_rows(const BackwardParams& p, void* stream);  // segment_kernels.cu (lab 2)
-namespace {
 
 int64_t lookup_lab_step(int64_t variant) {
   const int old = g_step_lab.load();
-  if (variant >= 0 && variant <= 2) g_step_lab.store(static_cast<int>(variant));
+  if (variant == 0 || variant == 1) g_step_lab.store(static_cast<int>(variant));
   return old;
 }
 
@@ -604,9 +600,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // the early fork (lab op _lookup_lab_step 1): a sequence's CSR sort beside the number pass, keyed by claimer
   bool early =
       a.csr && !probe && (flags & kStepOverlap) && pooling == kPoolNone && !d.find_later && g_step_lab.load() == 1;
-  // lab 2: the CSR ordered by row, forked after the insert pass (below)
-  const bool by_row = a.csr && !probe && (flags & kStepOverlap) && pooling == kPoolNone && !d.find_later &&
-                      !(flags & kStepHostRows) && T <= 15 && g_step_lab.load() == 2;
   if (early) {
     d.csr_keys = segment_csr_first_keys(c, stream);
     early = d.csr_keys != nullptr;
@@ -632,9 +625,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   if (a.csr) {
     if (early) {
       side.token = fork_segment_bounds(c, stream);
-    } else if (by_row) {
-      c.urow = a.urow;
-      c.utables = a.utables;
     } else if (flags & kStepOverlap) {
       side.stream = stream;
       side.token = fork_segment_csr(c, stream);
@@ -709,10 +699,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
                      : nullptr;
   dispatch_value(value_kind, [&](auto V) {
     if (!probe) launch_insert<V.value>(ip, stream);
-    if (by_row) {
-      side.stream = stream;
-      side.token = fork_segment_csr_rows(c, stream);
-    }
     if (host_rows) launch_host_stage_in(hs, stream);
     dispatch_value(out_kind, [&](auto O) {
       launch_forward_mirrored<V.value, O.value>(f, vec4, static_cast<const int64_t*>(refused_total.data_ptr()), mirror,
