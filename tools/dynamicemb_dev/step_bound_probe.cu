@@ -310,9 +310,11 @@ int main(int argc, char** argv) {
     CK(cudaDeviceSynchronize());
     const double arowMB = arowB / MB;
     const double a_rnd = timed([&] { row_update_k<kA><<<grid, block>>>(d_slot, arows, U * kA, 1e-6f); });
-    row("Adam: [w | m | v] rows load + store at their slots (unique order)", U * arowMB + U * 8 / MB, U * arowMB, a_rnd);
+    row("Adam: [w | m | v] rows load + store at their slots (unique order)", U * arowMB + U * 8 / MB, U * arowMB,
+        a_rnd);
     const double a_srt = timed([&] { row_update_k<kA><<<grid, block>>>(d_sorted, arows, U * kA, 1e-6f); });
-    row("Adam: [w | m | v] rows load + store at their slots (address order)", U * arowMB + U * 8 / MB, U * arowMB, a_srt);
+    row("Adam: [w | m | v] rows load + store at their slots (address order)", U * arowMB + U * 8 / MB, U * arowMB,
+        a_srt);
     const double a_cmp = timed([&] { row_update_k<kA><<<grid, block>>>(d_compact, arows, U * kA, 1e-6f); });
     row("Adam floor: [w | m | v] rows load + store, compacted (sequential)", U * arowMB, U * arowMB, a_cmp);
     // the gradient rows in the order of a CSR whose uniques are sorted by row address (each segment's positions
