@@ -314,8 +314,8 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
         #: overlaps the insert; forking after the insert, overlapping the pooling, measured 0.035 ms slower)
         #: instead of at the start of the backward
         self.overlap_csr = True
-        # plain fp32 SGD's step counter advanced by the update kernel (True) or by a tensor add before it (private:
-        # for A/B; _batched_kernels.py _backward_kernels)
+        # the step counter of plain fp32 SGD and Adam advanced by the segmented update kernel (True) or by a tensor add
+        # before it (private: for A/B; _batched_kernels.py _backward_kernels)
         self._step_in_update = True
         #: hybrid tables (each bucket's rows beyond its HBM slots in pinned host memory), fused kernel path: how
         #: the step's kernels reach the host rows. "forward" (the default): the forward reads them from HBM scratch

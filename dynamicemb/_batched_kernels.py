@@ -405,10 +405,10 @@ class _KernelStep:
         n = ids.numel()
         segmented = self._segmented()
         direct = self._direct_sgd(segmented)
-        # plain fp32 SGD never reads the step: its segmented update's first thread advances it (no kernel of its own
-        # and no launch gap before the update; eager steps, lookup_ops.cc kStepBump)
-        bump = (self._step_in_update and direct and segmented and self._vec4 and n > 0 and not compiling
-                and not saved.get("host", 0))
+        # the segmented update advances the step itself (no kernel of its own and no launch gap before the update;
+        # eager steps, lookup_ops.cc kStepBump): plain fp32 SGD (never reads it) and Adam (the last block writes it)
+        bump = (self._step_in_update and segmented and ((direct and self._vec4) or isinstance(opt, Adam))
+                and n > 0 and not compiling and not saved.get("host", 0))
         if not bump:
             step.add_(1.0)
         # seg_chunk > 0 selects the segmented reduction (the forward's CSR, if it built one, goes with it)

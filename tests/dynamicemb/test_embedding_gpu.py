@@ -357,18 +357,20 @@ def test_csr_sort_variants_agree(bags, pooling, in_forward):
             assert torch.equal(a, b), f"variant {v}, result {k} differs from cub's sort"
 
 
+@pytest.mark.parametrize("opt", ["sgd", "adam"])
 @pytest.mark.parametrize("pooling", ["none", "sum"])
-def test_sgd_step_counter_in_update(pooling):
-    """Plain fp32 SGD's step counter advanced by the segmented update's first thread (the default) and by a tensor
-    add before the update (module._step_in_update = False) give the same step count after every step (also around a
-    step without ids, which adds with a tensor op) and bitwise the same outputs and rows."""
+def test_step_counter_in_update(pooling, opt):
+    """The step counter advanced by the segmented update (the default: plain fp32 SGD's first thread; Adam's last
+    block, after every block read the step for its bias corrections) and by a tensor add before the update
+    (module._step_in_update = False) give the same step count after every step (also around a step without ids,
+    which adds with a tensor op) and bitwise the same outputs, rows and Adam state."""
     gen = torch.Generator().manual_seed(31)
     data = [batch(gen, "cuda", max_len=6)[:2] for _ in range(3)]
     data.insert(1, (data[0][0][:0], torch.zeros_like(data[0][1])))  # a step without ids
     w0 = [torch.randn(V, 16, generator=gen) * 0.1 for _ in range(2)]
     results = {}
     for fold in (True, False):
-        m = make("cuda", SGD(lr=0.3), pooling)
+        m = make("cuda", SGD(lr=0.3) if opt == "sgd" else Adam(lr=0.05), pooling)
         m._step_in_update = fold
         for t, d in enumerate(m.dims):
             m.set_rows(t, torch.arange(V, device="cuda"), w0[t][:, :d].contiguous().cuda())

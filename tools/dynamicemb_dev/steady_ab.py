@@ -5,7 +5,7 @@ of builds before session 17; "-" the build's defaults, e.g. main's wheel; S: mod
 backward_chunk = N (0: the atomic scatter), "nf<policy>" the optimizer's nonfinite policy, "L<N>" op _lookup_lab_step
 of builds that have it, "s<N>" the CSR sort, op _lookup_lab_csr_sort, "F<N>" where the step finds its uniques, op
 _lookup_lab_find_later, "S" the CSR built on the step's own stream after the dedup instead of beside it, "b0" / "b1"
-plain SGD's step counter by a tensor add / by the update kernel, module._step_in_update of builds that have it):
+the step counter (plain SGD, Adam) by a tensor add / by the update kernel, module._step_in_update of builds that have it):
 steady ms per step (CUDA events around
 --reps steps queued behind 5 more, in --rounds interleaved rounds, median), synchronized ms (the host waits for each), and from one profile of --steps steps
 issued behind a GPU sleep the device span and busy per step and every kernel's device time per step (so the

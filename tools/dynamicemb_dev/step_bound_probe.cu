@@ -8,7 +8,7 @@
 //             first-occurrence order (a near-sequential read of the same bytes)
 //   backward  the gradient rows read in the CSR's order (unique by unique, each segment's positions ascending) and
 //             the uniques' rows read and written once at their slots; each part timed alone, and in position order
-//             (sequential) for the floor
+//             (sequential) for the floor; Adam's 1,536-byte [w | m | v] rows the same way, and in address order
 // Thread per 16-byte chunk, IT independent chunks per thread (enough bytes in flight), grid-stride.
 // Build and run (GPU): nvcc -O3 -std=c++17 -arch=sm_90 -o step_bound_probe tools/dynamicemb_dev/step_bound_probe.cu
 //                      ./step_bound_probe [reps]
@@ -91,7 +91,9 @@ __global__ void gather_k(const int32_t* __restrict__ inverse, const int64_t* __r
   }
 }
 
-// Backward's row update alone: row slot[u] -= lr (load and store of every unique's row once).
+// Backward's row update alone: row slot[u] -= lr (load and store of every unique's row once). W: 16-byte chunks
+// of a row (32: a D128 fp32 row; 96: Adam's [w | m | v]).
+template <int W = kD4>
 __global__ void row_update_k(const int64_t* __restrict__ slot, float4* __restrict__ rows, int64_t n, float lr) {
   const int64_t s = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < n; b += s * kIt) {
@@ -99,7 +101,7 @@ __global__ void row_update_k(const int64_t* __restrict__ slot, float4* __restric
 #pragma unroll
     for (int k = 0; k < kIt; ++k) {
       const int64_t t = b + k * s;
-      r[k] = t < n ? slot[t >> 5] * kD4 + (t & 31) : -1;
+      r[k] = t < n ? slot[t / W] * W + (t % W) : -1;
     }
     float4 v[kIt];
 #pragma unroll
@@ -130,6 +132,32 @@ __global__ void row_red_k(const int64_t* __restrict__ slot, float4* __restrict__
       for (int e = 0; e < 4; ++e) atomicAdd(p + e, -lr);
 #endif
     }
+  }
+}
+
+// Adam's update fused as the segmented kernel does it, one warp per unique of the list ul (a lane: 16 bytes of each
+// of the unique's gradient rows, summed, and of its [w | m | v] row, read, updated, written): the same uniques in
+// unique order or in row-address order show what a CSR sorted by row address would give the real kernel.
+__global__ void adam_fused_k(const int32_t* __restrict__ ul, int64_t L, const int64_t* __restrict__ start,
+                             const int32_t* __restrict__ csr, const int64_t* __restrict__ slot,
+                             const float4* __restrict__ grad, float4* __restrict__ rows) {
+  const int lane = threadIdx.x & 31;
+  const int64_t nw = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t q = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; q < L; q += nw) {
+    const int32_t u = ul[q];
+    float4* r = rows + slot[u] * (3 * kD4);
+    float4 w = __ldcg(r + lane), m = __ldcg(r + kD4 + lane), v = __ldcg(r + 2 * kD4 + lane);
+    float4 g = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int64_t k = start[u]; k < start[u + 1]; ++k) {
+      const float4 x = grad[static_cast<int64_t>(csr[k]) * kD4 + lane];
+      g.x += x.x; g.y += x.y; g.z += x.z; g.w += x.w;
+    }
+    m.x += 0.1f * (g.x - m.x); m.y += 0.1f * (g.y - m.y); m.z += 0.1f * (g.z - m.z); m.w += 0.1f * (g.w - m.w);
+    v.x += 1e-3f * (g.x * g.x - v.x); v.y += 1e-3f * (g.y * g.y - v.y);
+    v.z += 1e-3f * (g.z * g.z - v.z); v.w += 1e-3f * (g.w * g.w - v.w);
+    w.x -= 1e-3f * m.x / (sqrtf(v.x) + 1e-8f); w.y -= 1e-3f * m.y / (sqrtf(v.y) + 1e-8f);
+    w.z -= 1e-3f * m.z / (sqrtf(v.z) + 1e-8f); w.w -= 1e-3f * m.w / (sqrtf(v.w) + 1e-8f);
+    r[lane] = w; r[kD4 + lane] = m; r[2 * kD4 + lane] = v;
   }
 }
 
@@ -259,12 +287,77 @@ int main(int argc, char** argv) {
       timed([&] { gather_k<<<grid, block>>>(d_inv, d_compact, crow, out, N * kD4); }));
   const double g_csr = timed([&] { read_rows_k<<<grid, block>>>(d_csr, grad, N * kD4, sink); });
   row("backward: gradient rows in CSR order", N * rowMB + N * 4 / MB, 0, g_csr);
-  const double r_upd = timed([&] { row_update_k<<<grid, block>>>(d_slot, rows, U * kD4, 1e-6f); });
+  const double r_upd = timed([&] { row_update_k<kD4><<<grid, block>>>(d_slot, rows, U * kD4, 1e-6f); });
   row("backward: uniques' rows load + store at their slots", U * rowMB + U * 8 / MB, U * rowMB, r_upd);
   const double r_red = timed([&] { row_red_k<<<grid, block>>>(d_slot, rows, U * kD4, 1e-6f); });
   row("backward: uniques' rows by L2 vector reductions at their slots", U * rowMB + U * 8 / MB, U * rowMB, r_red);
-  const double r_cmp = timed([&] { row_update_k<<<grid, block>>>(d_compact, crow, U * kD4, 1e-6f); });
+  const double r_cmp = timed([&] { row_update_k<kD4><<<grid, block>>>(d_compact, crow, U * kD4, 1e-6f); });
   row("backward floor: rows load + store, compacted (sequential)", U * rowMB, U * rowMB, r_cmp);
+  // Adam: [w | m | v] rows (1,536 B) read and written once per unique, at the uniques' random slots (unique
+  // order, the segmented update's), the same slots visited in address order, and compacted (sequential)
+  {
+    constexpr int kA = 3 * kD4;
+    const int64_t arowB = kA * 16;
+    float4* arows;
+    int64_t* d_sorted;
+    std::vector<int64_t> sorted(uslot);
+    std::sort(sorted.begin(), sorted.end());
+    CK(cudaFree(rows));  // room for ten tables of Adam rows
+    CK(cudaMalloc(&arows, T * slots * arowB));
+    CK(cudaMalloc(&d_sorted, U * 8));
+    CK(cudaMemcpy(d_sorted, sorted.data(), U * 8, cudaMemcpyHostToDevice));
+    write_k<<<grid, block>>>(arows, T * slots * kA, 0.5f);
+    CK(cudaDeviceSynchronize());
+    const double arowMB = arowB / MB;
+    const double a_rnd = timed([&] { row_update_k<kA><<<grid, block>>>(d_slot, arows, U * kA, 1e-6f); });
+    row("Adam: [w | m | v] rows load + store at their slots (unique order)", U * arowMB + U * 8 / MB, U * arowMB,
+        a_rnd);
+    const double a_srt = timed([&] { row_update_k<kA><<<grid, block>>>(d_sorted, arows, U * kA, 1e-6f); });
+    row("Adam: [w | m | v] rows load + store at their slots (address order)", U * arowMB + U * 8 / MB, U * arowMB,
+        a_srt);
+    const double a_cmp = timed([&] { row_update_k<kA><<<grid, block>>>(d_compact, arows, U * kA, 1e-6f); });
+    row("Adam floor: [w | m | v] rows load + store, compacted (sequential)", U * arowMB, U * arowMB, a_cmp);
+    // the gradient rows in the order of a CSR whose uniques are sorted by row address (each segment's positions
+    // still ascending), and the fused update over the uniques with at most 8 occurrences (no warp sums a hot
+    // segment alone) in unique order and in row-address order
+    std::vector<int32_t> by_addr(U), few_u, few_a;
+    for (int64_t u = 0; u < U; ++u) by_addr[u] = static_cast<int32_t>(u);
+    std::sort(by_addr.begin(), by_addr.end(), [&](int32_t a, int32_t b) { return uslot[a] < uslot[b]; });
+    std::vector<int32_t> csr_a;
+    csr_a.reserve(N);
+    for (int32_t u : by_addr) csr_a.insert(csr_a.end(), csr.begin() + start[u], csr.begin() + start[u + 1]);
+    for (int64_t u = 0; u < U; ++u)
+      if (ucount[u] <= 8) few_u.push_back(static_cast<int32_t>(u));
+    for (int32_t u : by_addr)
+      if (ucount[u] <= 8) few_a.push_back(u);
+    int64_t few_ids = 0;
+    for (int32_t u : few_u) few_ids += ucount[u];
+    const int64_t L = static_cast<int64_t>(few_u.size());
+    int32_t *d_csr_a, *d_few_u, *d_few_a;
+    int64_t* d_start;
+    CK(cudaMalloc(&d_csr_a, N * 4));
+    CK(cudaMalloc(&d_few_u, L * 4));
+    CK(cudaMalloc(&d_few_a, L * 4));
+    CK(cudaMalloc(&d_start, (U + 1) * 8));
+    CK(cudaMemcpy(d_csr_a, csr_a.data(), N * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_few_u, few_u.data(), L * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_few_a, few_a.data(), L * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_start, start.data(), (U + 1) * 8, cudaMemcpyHostToDevice));
+    const double g_addr = timed([&] { read_rows_k<<<grid, block>>>(d_csr_a, grad, N * kD4, sink); });
+    row("Adam: gradient rows in the CSR order of uniques sorted by row address", N * rowMB + N * 4 / MB, 0, g_addr);
+    const double fr = few_ids * rowMB + L * arowMB, fw = L * arowMB;
+    const double f_u = timed([&] { adam_fused_k<<<grid, block>>>(d_few_u, L, d_start, d_csr, d_slot, grad, arows); });
+    row("Adam fused, uniques with <= 8 ids, unique order", fr, fw, f_u);
+    const double f_a = timed([&] { adam_fused_k<<<grid, block>>>(d_few_a, L, d_start, d_csr, d_slot, grad, arows); });
+    row("Adam fused, uniques with <= 8 ids, row-address order", fr, fw, f_a);
+    // the same at the segmented kernel's 32 warps per SM (4 blocks of 256 threads per SM, grid-stride)
+    const unsigned grid4 = prop.multiProcessorCount * 4;
+    const double f_4 = timed([&] { adam_fused_k<<<grid4, block>>>(d_few_u, L, d_start, d_csr, d_slot, grad, arows); });
+    row("Adam fused, uniques with <= 8 ids, unique order, 32 warps per SM", fr, fw, f_4);
+    printf("\n(%lld uniques with <= 8 ids, %lld ids)\n", static_cast<long long>(L), static_cast<long long>(few_ids));
+    printf("\nAdam's update pattern (gradient in CSR order + [w | m | v] rows at their slots, sum of the two "
+           "kernels): %.4f ms for %.1f MB\n", g_csr + a_rnd, N * rowMB + 2 * U * arowMB + N * 4 / MB + U * 8 / MB);
+  }
   printf("\nbackward pattern (gradient in CSR order + rows by reductions, sum of the two kernels): %.4f ms for "
          "%.1f MB; floor (sequential gradient + compact rows): see the rows above\n",
          g_csr + r_red, N * rowMB + 2 * U * rowMB + N * 4 / MB + U * 8 / MB);

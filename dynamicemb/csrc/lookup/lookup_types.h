@@ -268,8 +268,8 @@ struct BackwardParams {
   bool direct;                  // plain fp32 SGD (no weight decay, no clipping): scatter -lr g into the rows
   bool aggregate;               // sum repeated targets of 32 consecutive ids in registers before the atomics
   const float* lr;              // () device
-  const float* step;            // () device, already counting this step
-  float* step_bump;             // () or null: the step to advance by 1 (the direct SGD update's first thread)
+  const float* step;            // () device, already counting this step (with step_bump: the step before it)
+  float* step_bump;             // () or null: the step the segmented update advances by 1 (segment_kernels.cu)
   float weight_decay;
   bool decoupled_weight_decay;
   double beta1, beta2;

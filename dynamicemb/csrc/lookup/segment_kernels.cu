@@ -312,6 +312,27 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
   apply_row<V, N, OPT>(p, oc, row, d, c, g, w, s1, s2, rs);
 }
 
+// The step counter advanced inside the update (p.step_bump: no add kernel and no launch gap before it). A block's
+// first thread reads the step before this update into shared memory (the block's threads read it there after the
+// barrier), then counts the block in p.seg_done[p.n]; the block that counts last writes step + 1 and re-zeroes the
+// counter. Each block's read has returned before its count, so no block reads the step after it changes. Returns
+// where the block holds the step count this update applies (step + 1, what the tensor add before the update gave;
+// opt_const reads it). Whole block, before any thread leaves; only the first warp waits for the count.
+__device__ __forceinline__ const float* bump_step_last_block(const BackwardParams& p) {
+  __shared__ float now;
+  if (threadIdx.x == 0) now = __ldcg(p.step_bump) + 1.f;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* ctr = p.seg_done + p.n;
+    if (atomicAdd(ctr, 1) == static_cast<int>(gridDim.x) - 1) {
+      __threadfence();
+      *ctr = 0;
+      *p.step_bump = now;
+    }
+  }
+  return &now;
+}
+
 // One warp per C consecutive CSR entries; rounds of 32 entries (lane l holds entry base + l: unique, gradient
 // element offset, scale, dim, row address), K entries at a time: the K gradient rows and the rows of the K
 // entries' run ends are loaded before the first use. H: 0 rows past L1 (ld.global.cg); 1 fp32 rows evict-first
@@ -323,8 +344,12 @@ template <int V, int N, int OPT, int K, int H, int MINB, int R = 0>
 __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p) {
   using T = typename Val<V>::T;
   accel::griddep_wait();
-  if constexpr (R != 0)
-    if (p.step_bump != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.step_bump += 1.f;
+  // the step counter (p.step_bump): plain SGD never reads it (the first thread adds 1); Adam's bias corrections
+  // read it in every block (bump_step_last_block)
+  if (p.step_bump != nullptr) {
+    if constexpr (OPT == kAdam) p.step = bump_step_last_block(p);
+    else if (blockIdx.x == 0 && threadIdx.x == 0) *p.step_bump += 1.f;
+  }
   const int lane = threadIdx.x & 31;
   const int64_t w = (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5;
   const int64_t total = p.seg_start[p.n];

@@ -242,7 +242,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   X(kStepAggregate, "aggregate", 256)      /* backward: sum repeated targets of 32 consecutive ids first */    \
   X(kStepDecoupledWd, "decoupled_wd", 512) /* backward: Adam's decoupled weight decay */                     \
   X(kStepHostRows, "host_rows", 1024)      /* hybrid tables: host rows through HBM in address order (below) */ \
-  X(kStepBump, "bump_step", 2048)          /* backward: the update kernel advances `step` (plain fp32 SGD) */
+  X(kStepBump, "bump_step", 2048)          /* backward: the update kernel advances `step` (plain fp32 SGD, Adam) */
 #define DYNAMICEMB_STEP_FLAG(e, name, v) e = v,
 enum StepFlags : int64_t { DYNAMICEMB_STEP_FLAGS(DYNAMICEMB_STEP_FLAG) };
 #undef DYNAMICEMB_STEP_FLAG
@@ -838,12 +838,12 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   p.aggregate = flags & kStepAggregate;
   p.lr = static_cast<const float*>(lr.data_ptr());
   p.step = static_cast<const float*>(step.data_ptr());
-  // kStepBump: the segmented direct SGD update's first thread adds 1 to the step (SGD never reads it), instead of
-  // a kernel of its own before the update
+  // kStepBump: the segmented update advances the step instead of a kernel of its own before it (direct SGD never
+  // reads it: the first thread adds 1; Adam: the last block writes it, segment_kernels.cu bump_step_last_block)
   const bool bump = flags & kStepBump;
-  ACCEL_CHECK(!bump || (direct && segmented && vec4 && n > 0 && !(flags & kStepHostRows)),
-              "flags: bump_step (", int64_t(kStepBump), ") only with the segmented direct SGD update of 4-wide rows ",
-              "and ids");
+  ACCEL_CHECK(!bump || (segmented && n > 0 && !(flags & kStepHostRows) && ((direct && vec4) || opt == kAdam)),
+              "flags: bump_step (", int64_t(kStepBump), ") only with the segmented update of ids, direct SGD over ",
+              "4-wide rows or Adam");
   p.step_bump = bump ? static_cast<float*>(step.data_ptr()) : nullptr;
   p.weight_decay = static_cast<float>(weight_decay);
   p.decoupled_weight_decay = flags & kStepDecoupledWd;
