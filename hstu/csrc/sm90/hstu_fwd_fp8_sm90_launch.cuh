@@ -101,8 +101,8 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       }
 #endif
       if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1), for comparisons)
-        if (f.var == kFp8VarBounds) {
-          return launch_fwd_fp8_wide<true, kWide, kFp8FwdBounds>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        if (f.var == kFp8VarMainLoop) {
+          return launch_fwd_fp8_wide<true, kWide, kFp8FwdMainLoop>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
         }
       }
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
@@ -161,9 +161,9 @@ cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f
 #endif
   // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
   const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
-  if constexpr (D == 256) {  // (kernel_options(fp8_fwd_var=1): the grid kernel with kFp8FwdBounds, for comparisons)
-    if (f.var == sm90::kFp8VarBounds && silu == kTanh) {
-      return sm90::launch_fwd_fp8<D, true, sm90::kFp8FwdBounds, kTanh>(p, f, stream);
+  if constexpr (D == 256) {  // (kernel_options(fp8_fwd_var=1): the grid kernel with kFp8FwdMainLoop, for comparisons)
+    if (f.var == sm90::kFp8VarMainLoop && silu == kTanh) {
+      return sm90::launch_fwd_fp8<D, true, sm90::kFp8FwdMainLoop, kTanh>(p, f, stream);
     }
   }
   if (silu == sm90::fp8_silu_default(D)) return sm90::launch_fwd_fp8<D, true>(p, f, stream);
