@@ -1,7 +1,7 @@
 #!/bin/bash
 # Fills fp8f31's carry folder from this worktree (run from anywhere): the run scripts and setup, fp8b29's setup (as
-# setup_b29.sh) and the common carry setup, sancase.py, fp8_fwd_split.py, the branch's hstu_attn wheel under whl/, the FP8 test
-# files under tree/.
+# setup_b29.sh) and the common carry setup, sancase.py, fp8_fwd_split.py, the branch's hstu_attn wheel under whl/,
+# the FP8 test files under tree/.
 # Usage: bash pack.sh [CARRY_DIR]  (default /work/main/.carry/fp8f31)
 set -eu
 H=$(cd "$(dirname "$0")" && pwd)
