@@ -189,8 +189,8 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // that lost are in docs/hstu_attn.md): kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel
 // (D = 128: its 192-key tiles; D = 256: its grid kernel) with clock stamps of CTA (0, 0, 0)'s consumer loop over
 // its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
-// kFp8VarMainLoop (correct output, bitwise the default's): the default's kernels (D = 128: the 192-key tiles;
-// D = 256: the 64-key grid kernel) with the kFp8FwdMainLoop bit below.
+// kFp8VarMainLoop (correct output, bitwise the default's): the default's grid kernels (D = 128: the 192-key tiles
+// where they apply, else 128-key; D = 64: 128-key; D = 256: 64-key) with the kFp8FwdMainLoop bit below.
 enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarMainLoop = 1, kFp8VarTrace = 15 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
@@ -212,8 +212,8 @@ constexpr int kFp8FwdDiagNoCvt = 2;
 // 4096 wg + 8 i + j, 64 per output row: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V
 // done; i 0 the first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
 constexpr int kFp8FwdDiagTrace = 4;
-// kFp8FwdMainLoop (not timing-only: the same output; kFp8VarMainLoop, for comparisons): the grid kernels of D = 128
-// (192-key tiles) and D = 256 without kBounds (the kernel below), the loop as it was.
+// kFp8FwdMainLoop (not timing-only: the same output; kFp8VarMainLoop, for comparisons): the grid kernels without
+// kBounds (the kernel below), the loop as it was.
 constexpr int kFp8FwdMainLoop = 8;
 
 
@@ -299,12 +299,11 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   static_assert(kSilu == kFp8SiluTanh || ((kDiag & 3) == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
-  // kBounds: per KV tile less bookkeeping in the grid kernels of the default's tile widths (192 keys at D = 128, 64 at
-  // D = 256; H200, B16 causal: faster sustained, docs/hstu_attn.md): the unmasked-tile test by two bounds per
+  // kBounds: per KV tile less bookkeeping in the grid kernels (H200, B16 causal: faster sustained at D = 64 / 128 /
+  // 256, 128- and 192-key tiles, docs/hstu_attn.md): the unmasked-tile test by two bounds per
   // warpgroup computed once (fp8_full_tiles) instead of the mask fields, the stages and phases by increments instead
   // of divisions by the stage count, no block-mode branch on the 192-key tiles (never block mode).
-  constexpr bool kBounds = kMode == kFp8Grid && kEarlyPack && (kBN == 192 || D == 256) &&
-                           (kDiag & kFp8FwdMainLoop) == 0;
+  constexpr bool kBounds = kMode == kFp8Grid && kEarlyPack && (kDiag & kFp8FwdMainLoop) == 0;
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
