@@ -660,6 +660,35 @@ def test_cuda_fp8_fwd_trace_variant(D):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("mask", sorted(MASKS))
+@pytest.mark.parametrize("D,mode", [(64, "tensor"), (128, "tensor"), (128, "block"), (256, "tensor"), (256, "block")])
+def test_cuda_fp8_fwd_bounds_and_main_loop(D, mode, mask):
+    """The default grid kernels' KV loop (D = 128: the 192-key tiles under fp8_bn192=True, the 128-key ones in block
+    mode; D = 64: 128-key; D = 256: 64-key, per-tile factors in block mode; kBounds: the unmasked-tile test by two
+    bounds per warpgroup, the pipeline stages by increments) meets the fp64 emulation rule and gives bitwise the
+    output of kernel_options(fp8_fwd_var=1) (kFp8VarMainLoop: the loop as it was, its own kernel), on jagged lengths
+    with several unmasked tiles per query tile beside the masked ones (diagonal, window, contexts, target groups)."""
+    if not fp8_kernel_runs(D):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    seed = 4000 + sorted(MASKS).index(mask) * 10 + D // 64 + (5 if mode == "block" else 0)
+    c = make_case(seed, [300, 0, 900, 77, 129, 450, 193], 2, D, mask, device="cuda")
+    q8s, scales = quantized(c, mode)
+    switches = dict(fp8_bn192=True) if D == 128 and mode != "block" else {}
+    out = check_fp8_kernel(c, mode, D ** -0.5, switches=switches)
+    again, default_names = run_kernel(c, q8s, scales, mode, D ** -0.5, **switches)
+    main_loop, names = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_fwd_var=1, **switches)
+    bn, form = (64, 0) if D == 256 else (192, 2) if switches else (128, 1)
+
+    def launched(names, diag):
+        pattern = rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{diag}\s*,\s*{form}\s*>"
+        return any(re.search(pattern, n) for n in names)
+
+    assert launched(names, 8) and not launched(names, 0), names
+    assert launched(default_names, 0) and not launched(default_names, 8), default_names
+    assert torch.equal(again, out) and torch.equal(out, main_loop)
+
+
+@pytest.mark.gpu
 def test_cuda_fp8_kernel_wide_tiles_for_long_sequences():
     """The D = 128 forward takes the 192-key tiles of fp8_bn192=True (bitwise their output; SiLU form 2, 3 / 8 of
     the P words in half2) for batches of at least 4,096 keys per sequence on average, else 128-key tiles (form 1,

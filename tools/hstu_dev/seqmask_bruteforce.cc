@@ -1,4 +1,5 @@
-// Compiled by seqmask_bruteforce.sh (mask.h: SeqMask, SeqInfo and bwd_work_tiles extracted from hstu_common.cuh).
+// Compiled by seqmask_bruteforce.sh (mask.h: SeqMask, SeqInfo and bwd_work_tiles extracted from hstu_common.cuh; the
+// FP8 kernels' bounds from their headers).
 #include <cstdio>
 
 #include "mask.h"
@@ -63,6 +64,16 @@ int main() {
       int fa, fb0, fb1; hstu::fp8_bwd_full_rows(m, j0, j1, bm, fa, fb0, fb1);
       for (int r0 = -6; r0 <= lk + 2; ++r0)
         if ((r0 <= fa || (fb0 <= r0 && r0 <= fb1)) != m.tile_full(r0, r0 + bm, j0, j1)) { printf("fp8_bwd_full_rows wrong lk%d lq%d t%d c%d g%d w%d,%d keys[%d,%d) bm%d r0 %d\n", lk, lq, t, c, g, wl, wr, j0, j1, bm, r0); return 1; }
+    }
+    // the FP8 forward's unmasked-tile bounds: exactly tile_full_targets (targets) / tile_full over the rows [r0, r0 + bm)
+    // of any position and every tile start (tiles past lk too)
+    for (int bn = 1; bn <= 4; ++bn) for (int bm = 1; bm <= 4; ++bm) for (int r0 = -6; r0 <= lk + 2; ++r0)
+    for (int tg = 0; tg < 2; ++tg) {
+      int lo, hi; hstu::fp8_full_tiles(m, r0, r0 + bm, bn, tg != 0, lo, hi);
+      for (int j0 = 0; j0 <= lk + bn; ++j0) {
+        const bool full = tg ? m.tile_full_targets(r0, r0 + bm, j0, j0 + bn) : m.tile_full(r0, r0 + bm, j0, j0 + bn);
+        if ((j0 >= lo && j0 <= hi) != full) { printf("fp8_full_tiles wrong lk%d lq%d t%d c%d g%d w%d,%d gr%d rows[%d,%d) bn%d j0 %d tg%d\n", lk, lq, t, c, g, wl, wr, gr, r0, r0 + bm, bn, j0, tg); return 1; }
+      }
     }
     for (int j0 = 0; j0 < lk; ++j0) for (int j1 = j0 + 1; j1 <= lk; ++j1) {
       int rb, re; m.row_range(j0, j1, rb, re);

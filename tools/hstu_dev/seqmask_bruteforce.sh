@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Host-only brute force of SeqMask (hstu/csrc/common/hstu_common.cuh) against hstu_mask's rules, both conventions: allowed()
 # exact, key_range / row_range / bwd_work_tiles (with the context gap) never miss an allowed element, tile_full /
-# tile_full_targets / full_tiles never claim a masked one. Every Lk <= 14, Lq, contexts, targets, groups, windows in
+# tile_full_targets / full_tiles never claim a masked one, the FP8 forward's fp8_full_tiles equals tile_full_targets /
+# tile_full. Every Lk <= 14, Lq, contexts, targets, groups, windows in
 # the API's domain. No GPU, no torch: g++ only (about 40 s).
 #   tools/hstu_dev/seqmask_bruteforce.sh
 set -euo pipefail
@@ -20,6 +21,9 @@ e=$(grep -n "^}  // namespace hstu" "$F" | cut -d: -f1)
   # the Hopper FP8 backward's full-tile bounds (hstu_bwd_fp8_sm90_kernel.cuh: fp8_bwd_full_rows)
   awk '/^__device__ __forceinline__ void fp8_bwd_full_rows/ {f = 1} f {print} f && /^}/ {exit}' \
       "$(dirname "$F")/../sm90/hstu_bwd_fp8_sm90_kernel.cuh"
+  # the Hopper FP8 forward's (hstu_fwd_fp8_sm90_kernel.cuh: fp8_full_tiles)
+  awk '/^__device__ __forceinline__ void fp8_full_tiles/ {f = 1} f {print} f && /^}/ {exit}' \
+      "$(dirname "$F")/../sm90/hstu_fwd_fp8_sm90_kernel.cuh"
   printf '}\n'
 } > "$T/mask.h"
 cp "$(dirname "$0")/seqmask_bruteforce.cc" "$T/t.cc"

@@ -189,7 +189,9 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // that lost are in docs/hstu_attn.md): kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel
 // (D = 128: its 192-key tiles; D = 256: its grid kernel) with clock stamps of CTA (0, 0, 0)'s consumer loop over
 // its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
-enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarTrace = 15 };
+// kFp8VarMainLoop (correct output, bitwise the default's): the default's grid kernels (D = 128: the 192-key tiles
+// where they apply, else 128-key; D = 64: 128-key; D = 256: 64-key) with the kFp8FwdMainLoop bit below.
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarMainLoop = 1, kFp8VarTrace = 15 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -210,7 +212,22 @@ constexpr int kFp8FwdDiagNoCvt = 2;
 // 4096 wg + 8 i + j, 64 per output row: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V
 // done; i 0 the first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
 constexpr int kFp8FwdDiagTrace = 4;
+// kFp8FwdMainLoop (not timing-only: the same output; kFp8VarMainLoop, for comparisons): the grid kernels without
+// kBounds (the kernel below), the loop as it was.
+constexpr int kFp8FwdMainLoop = 8;
 
+
+// Tiles [j0, j0 + bn) with lo <= j0 <= hi are exactly those of rows [r0, r1) for which tile_full_targets (targets:
+// true) or tile_full holds: SeqMask::full_tiles plus tile_full_targets' target rows against the history.
+__device__ __forceinline__ void fp8_full_tiles(const SeqMask& mk, int r0, int r1, int bn, bool targets, int& lo,
+                                               int& hi) {
+  if (targets && r1 > mk.hist && r0 >= mk.hist && r1 <= mk.lk && mk.wl < 0) {
+    lo = INT_MIN;
+    hi = mk.hist - bn;
+    return;
+  }
+  mk.full_tiles(r0, r1, bn, lo, hi);
+}
 
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
 __device__ __forceinline__ float fp8_descale(const float* s, int mode, int b, int h, int heads, int64_t block_cols,
@@ -282,6 +299,11 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   static_assert(kSilu == kFp8SiluTanh || ((kDiag & 3) == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
+  // kBounds: per KV tile less bookkeeping in the grid kernels (H200, B16 causal: faster sustained at D = 64 / 128 /
+  // 256, 128- and 192-key tiles, docs/hstu_attn.md): the unmasked-tile test by two bounds per
+  // warpgroup computed once (fp8_full_tiles) instead of the mask fields, the stages and phases by increments instead
+  // of divisions by the stage count, no block-mode branch on the 192-key tiles (never block mode).
+  constexpr bool kBounds = kMode == kFp8Grid && kEarlyPack && (kDiag & kFp8FwdMainLoop) == 0;
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -414,7 +436,8 @@ __global__ void __launch_bounds__(384, 1)
     const int row_w0 = m0 + mk.offset + 64 * wg;  // key position of this warpgroup's first row
     const int64_t k_cols = f.total_k / 128 + p.batch;
     // k and v factors: per KV tile in block mode, else one per CTA (loaded once, off the main loop's path).
-    const bool per_tile = f.descale_mode == kFp8Block;
+    // (kBounds: the 192-key tiles never run block mode, launch_fwd_fp8)
+    const bool per_tile = !(kBounds && BN > 128) && f.descale_mode == kFp8Block;
     const float k_const = fp8_descale(f.k_descale, f.descale_mode, b, h, p.heads, k_cols, si.k_start, 0);
     const float v_const = fp8_descale(f.v_descale, f.descale_mode, b, h, p.heads, k_cols, si.k_start, 0);
     auto k_factor = [&](int nb) {
@@ -441,9 +464,30 @@ __global__ void __launch_bounds__(384, 1)
       uint32_t pf[BN / 32][4];
       uint32_t pn[BN / 32][4];
       const float half_alpha_q = 0.5f * p.alpha * qs;
+      // kBounds: tile nb is unmasked for this warpgroup's rows iff full_lo <= nb * BN <= full_hi.
+      int full_lo = 1, full_hi = 0;
+      if constexpr (kBounds) fp8_full_tiles(mk, row_w0, row_w0 + 64, BN, D <= 128, full_lo, full_hi);
+      auto full_tile = [&](int n0) {
+        if constexpr (kBounds) {
+          return n0 >= full_lo && n0 <= full_hi;
+        } else {
+          return D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
+                          : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN);
+        }
+      };
       v_cur = v_factor(tile(0));
       auto stage = [&](int i) { return (kv0 + i) % S; };
       auto phase = [&](int i) { return static_cast<uint32_t>(((kv0 + i) / S) & 1); };
+      // kBounds (grid order: kv0 = 0): the stages and phases of tiles i (st_i, ph_i) and i - 1 (st_p, ph_p) by
+      // increments, advanced after each tile, instead of the divisions by S per tile.
+      int st_i = 0, st_p = 0;
+      uint32_t ph_i = 0, ph_p = 0;
+      auto advance = [&]() {
+        st_p = st_i;
+        ph_p = ph_i;
+        st_i = st_i + 1 == S ? 0 : st_i + 1;
+        ph_i ^= st_i == 0 ? 1u : 0u;
+      };
       auto issue_qk = [&](int s) {
         wgmma_fence();
         const uint32_t q_wg = sQ + wg * 64 * RB;
@@ -503,8 +547,7 @@ __global__ void __launch_bounds__(384, 1)
         const int n0 = nb * BN;
         const float sc = half_alpha_q * kf;
         if constexpr (kSilu != kFp8SiluTanh) {  // (fwd_silu_mask's first path, some words in half2)
-          if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
-                       : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
+          if (full_tile(n0)) {
             const float sc2 = sc + sc;  // (sc: the tanh form's h / 2 per unit of S)
 #pragma unroll
             for (int ks = 0; ks < BN / 32; ++ks) {
@@ -529,13 +572,13 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
         if constexpr (kEarlyPack) {
-          if constexpr ((kDiag & kFp8FwdDiagNoMufu) != 0) {  // (fwd_silu_mask's first path without its MUFU)
-            if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
-                         : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
+          // (fwd_silu_mask's first path, the unmasked-tile test by the bounds; diag: without its MUFU)
+          if constexpr (kSilu == kFp8SiluTanh && (kBounds || (kDiag & kFp8FwdDiagNoMufu) != 0)) {
+            if (full_tile(n0)) {
 #pragma unroll
               for (int e = 0; e < BN / 2; ++e) {
                 const float x = acc_s[e] * sc;
-                acc_s[e] = fmaf(x, x, x);
+                acc_s[e] = (kDiag & kFp8FwdDiagNoMufu) != 0 ? fmaf(x, x, x) : fmaf(x, tanh_fast(x), x);
               }
               pack_into(pn);
               return;
@@ -596,19 +639,21 @@ __global__ void __launch_bounds__(384, 1)
         silu_mask(tile(0), k_factor(tile(0)), pn);
         stamp(0, 5);
         take_p();
+        if constexpr (kBounds) advance();
       }
       // Iteration i: S_i and O += P_{i-1} V_{i-1} issued, P_i computed under them. pin: P_{i-1}'s registers (read by
       // the P V in flight), pout: P_i's (pn, then copied to pf).
       auto step = [&](int i, uint32_t(&pin)[BN / 32][4], uint32_t(&pout)[BN / 32][4]) {
         const int nb = tile(i);
-        const int s = stage(i);
-        const int sp = stage(i - 1);
+        const int s = kBounds ? st_i : stage(i);
+        const int sp = kBounds ? st_p : stage(i - 1);
+        const uint32_t ph = kBounds ? ph_i : phase(i), php = kBounds ? ph_p : phase(i - 1);
         const float kf = kf_nx, vf_prev = vf_nx;  // tile i's k factor, tile i - 1's v factor
         kf_nx = i + 1 < n_tiles ? k_factor(tile(i + 1)) : 0.f;
         vf_nx = v_factor(nb);
         stamp(i, 0);
-        mbar_wait(bar_full_k(s), phase(i));
-        mbar_wait(bar_full_v(sp), phase(i - 1));
+        mbar_wait(bar_full_k(s), ph);
+        mbar_wait(bar_full_v(sp), php);
         stamp(i, 1);
         rescale_o(vf_prev);
         pp_sync();
@@ -628,13 +673,14 @@ __global__ void __launch_bounds__(384, 1)
         stamp(i, 6);
         release(bar_empty_v(sp));
         take_p();
+        if constexpr (kBounds) advance();
       };
       // The last P V (P_{n-1} in pl).
       auto last_pv = [&](uint32_t(&pl)[BN / 32][4]) {
         const int il = n_tiles - 1;
-        const int sl = stage(il);
+        const int sl = kBounds ? st_p : stage(il);
         stamp(n_tiles, 0);
-        mbar_wait(bar_full_v(sl), phase(il));
+        mbar_wait(bar_full_v(sl), kBounds ? ph_p : phase(il));
         stamp(n_tiles, 1);
         rescale_o(vf_nx);  // (tile il's v factor)
         pp_sync();

@@ -44,6 +44,17 @@ cudaError_t launch_fwd_fp8_wide(const CUtensorMap& tq, const CUtensorMap& tk, co
   return cudaGetLastError();
 }
 
+// One grid-order launch of kernel (m_blocks, H, B) with kSmem bytes of dynamic shared memory.
+template <auto kernel, int kSmem>
+cudaError_t launch_fwd_fp8_grid(int m_blocks, const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tvt,
+                                const HstuParams& p, const HstuFp8FwdParams& f, const SchedArgs& sa,
+                                cudaStream_t stream) {
+  const cudaError_t err = set_max_dynamic_smem<kernel>(kSmem);
+  if (err != cudaSuccess) return err;
+  kernel<<<dim3(m_blocks, p.heads, p.batch), 384, kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
+  return cudaGetLastError();
+}
+
 // kDiag (the timing-only kFp8FwdDiag* variants, with kEarlyPack) and a kSilu other than fp8_silu_default (the SiLU
 // forms for comparisons): grid order only.
 template <int D, bool kEarlyPack, int kDiag = 0, int kSilu = fp8_silu_default(D, kEarlyPack)>
@@ -100,6 +111,11 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         }
       }
 #endif
+      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1), for comparisons)
+        if (f.var == kFp8VarMainLoop) {
+          return launch_fwd_fp8_wide<true, kWide, kFp8FwdMainLoop>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        }
+      }
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
   }
@@ -132,11 +148,16 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       }
     }
   }
-  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, (D == 256 ? 64 : 128), kDiag, kSilu>;
-  err = set_max_dynamic_smem<kernel>(C::kSmem);
-  if (err != cudaSuccess) return err;
-  kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
-  return cudaGetLastError();
+  constexpr int BN = D == 256 ? 64 : 128;
+  // (kernel_options(fp8_fwd_var=1): main's loop, for comparisons)
+  if constexpr (kDiag == 0 && kEarlyPack && kSilu == fp8_silu_default(D, kEarlyPack)) {
+    if (f.var == kFp8VarMainLoop) {
+      return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdMainLoop, kSilu>, C::kSmem>(
+          m_blocks, tq, tk, tvt, p, f, sa, stream);
+    }
+  }
+  return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, BN, kDiag, kSilu>, C::kSmem>(
+      m_blocks, tq, tk, tvt, p, f, sa, stream);
 }
 
 }  // namespace sm90
