@@ -198,7 +198,7 @@ FWD_SM80_NO_QSCALE_BIT = 1 << 61
 # as it was (the least chunk rounded up, the list walked twice, Q loaded behind the mask's setup; for comparisons)
 FWD_SM80_SPLIT_MAIN_BIT = 1 << 62
 # bit 58 (hstu_plan.h kOptNoFwdSm80Ilv): kernel_options(fwd_sm80_interleave=False), the sm80-class forward's bf16 D = 64
-# / 128 long-row defaults without their unmasked sub-tiles' work interleaved in 16-key groups (for comparisons)
+# long-row default without its unmasked sub-tiles' work interleaved in 16-key groups (for comparisons)
 FWD_SM80_NO_ILV_BIT = 1 << 58
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
@@ -300,8 +300,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     rounded up, its list kernel walking the sequences a second time to place the work items (instead of the first
     walk's tiles kept in shared memory), its kernel loading Q behind the mask's setup.
     ``fwd_sm80_interleave=False`` (for comparisons): the sm80-class forward's bf16 D = 64 long-row default (Q scaled)
-    and its D = 128 long-row default where two blocks fit per SM (candidate 3's tile) without their unmasked
-    sub-tiles' work interleaved in 16-key groups (the same output bit for bit).
+    without its unmasked sub-tiles' work interleaved in 16-key groups (the same output bit for bit).
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per

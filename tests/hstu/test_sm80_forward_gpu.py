@@ -136,7 +136,7 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
     """The default (fwd_sm80_cfg=0) runs candidate 2 (D = 64: 3, Q in registers, here scaled by alpha / 2; D = 128: 3
-    where two of its blocks fit per SM; both with their unmasked sub-tiles in interleaved 16-key groups) for bf16 once the mean query rows per sequence reach FWD_SM80_LONG_ROWS
+    where two of its blocks fit per SM) for bf16 once the mean query rows per sequence reach FWD_SM80_LONG_ROWS
     (bitwise that candidate's output), the old tiles just below it and for fp16;
     at D = 256 candidate 3 (the warp pairs, the grid's chunks capped) for bf16 at both row counts where its 105 KB fit
     (elsewhere the rule above);
@@ -160,8 +160,7 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
             runs_cand = dtype == torch.bfloat16 and (is_long or pairs)
             tile = fwd_tile(D, cand if runs_cand else 0, dtype, pairs=pairs)
             kernel = "hstu_fwd_qreg_kernel" if runs_cand and D in (64, 128) and cand == 3 else "hstu_fwd_kernel"
-            if runs_cand and (D == 64 or (D == 128 and cand == 3)):  # (D = 64: alpha 1, Q scaled by alpha / 2 =
-                # 2^-1; both FwdSm80QregIlv)
+            if runs_cand and D == 64:  # (alpha 1: Q scaled by alpha / 2 = 2^-1, FwdSm80QregIlv)
                 kernel = "hstu_fwd_qreg_ilv_kernel"
             want = f"{kernel}<{ctype}, {tile}(hstu::HstuParams)"
             assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (dtype, lens, names[0], want)
@@ -495,36 +494,3 @@ def test_sm80_forward_qscale(mask, delta_q, rab_heads, seqused, kernel_opts):
             assert len(names) == 1 and want in next(iter(names)), (alpha, qscale, ilv, names, want)
         assert torch.equal(outs[True, True], outs[True, False]), alpha
         assert torch.equal(outs[True, True], outs[False, True]), alpha
-
-
-@pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
-    ("causal", False, 0, False), ("causal", True, 2, True), ("local_causal", False, 1, False),
-    ("target_group", False, 0, False), ("local_target", True, 2, False), ("none", False, 2, False)])
-def test_sm80_forward_interleave_d128(mask, delta_q, rab_heads, seqused, kernel_opts):
-    """The bf16 D = 128 long-row default where two of candidate 3's blocks fit per SM runs hstu_fwd_qreg_ilv_kernel
-    (candidate 3's tile, Q unscaled, its unmasked sub-tiles without rab in interleaved 16-key groups): it meets the
-    error rule against the fp32 reference (outputs poisoned) and its output is bit for bit candidate 3's
-    (fwd_sm80_interleave=False: hstu_fwd_qreg_kernel) on jagged lengths across several 128-row tiles, windows,
-    targets with groups, delta-q, seqused and rab, at alpha = D^-1/2 and 0.5."""
-    if not _qreg128_two_fit():
-        pytest.skip("two of D = 128's Q-in-registers blocks do not fit per SM here (candidate 2 runs)")
-    lk = [2400, 1700, 2290, 1833, 2024] if delta_q else [1400, 700, 1290, 833, 1024]
-    case = kg.make_case(zlib.crc32(repr(("ilv128", mask, rab_heads, delta_q)).encode()), lk, 2, 128,
-                        torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
-    assert case["q"].shape[0] >= _ops.FWD_SM80_LONG_ROWS * len(lk), "long rows: the default's Q-in-registers tile"
-    tile = "hstu_fwd_qreg{}_kernel<__nv_bfloat16, 128, 128, 64, 32, 4, 2, 2, 0, 1>"
-    for alpha in (128 ** -0.5, 0.5):
-        outs = {}
-        for ilv in (True, False):
-            kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_interleave=ilv)
-            if ilv:
-                kg.check_case(case, alpha, backward=False)
-            kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                outs[ilv] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=alpha, rab=case["rab"],
-                                                  **kg._varlen_kwargs(case))
-                torch.cuda.synchronize()
-            names = {e.name for e in prof.events() if "hstu_fwd_" in e.name}
-            want = tile.format("_ilv" if ilv else "")
-            assert len(names) == 1 and want in next(iter(names)), (alpha, ilv, names, want)
-        assert torch.equal(outs[True], outs[False]), alpha

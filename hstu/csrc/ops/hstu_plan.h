@@ -73,9 +73,8 @@ enum HstuOptionBits : int64_t {
   // hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default
   kOptFp8FwdVarShift = 52,
   kOptFp8FwdVarMask = int64_t{15} << kOptFp8FwdVarShift,
-  // bit 58: the sm80-class forward's bf16 D = 64 / 128 long-row defaults without their unmasked sub-tiles' work
-  // interleaved in 16-key groups (FwdSm80QregIlv in hstu_fwd_sm80_kernel.cuh: FwdSm80QregScaled / candidate 3
-  // instead), for comparisons
+  // bit 58: the sm80-class forward's bf16 D = 64 long-row default without its unmasked sub-tiles' work interleaved
+  // in 16-key groups (FwdSm80QregIlv in hstu_fwd_sm80_kernel.cuh: FwdSm80QregScaled instead), for comparisons
   kOptNoFwdSm80Ilv = int64_t{1} << 58,
   // bit 61: the sm80-class forward's bf16 D = 64 long-row default without its Q fragments scaled by alpha / 2 (where
   // that is a power of two; FwdSm80QregScaled in hstu_fwd_sm80_kernel.cuh): the FMUL per score, for comparisons

@@ -203,13 +203,9 @@ struct FwdSm80QregScaled : FwdSm80QregTile<D, 0> {
 // only where the two warps of a scheduler happen to be in different phases (ncu: tensor 59 % + MUFU 39 % of the
 // cycles). On an H200 (issue 39, fwd30; bitwise the same output): B16 S8K 1.371 ms against FwdSm80QregScaled's 1.479
 // (1.079x; tensor active 64 %, `wait` stalls 1.61 per instruction against 2.85), S4K 1.072x, B128 S1K 1.046x.
-// kernel_options(fwd_sm80_interleave=False): FwdSm80QregScaled (for comparisons). D = 128: candidate 3's tile (Q
-// unscaled: alpha = D^-1/2 makes alpha / 2 no power of two) with the same groups, two per 32-key sub-tile (S0; S1,
-// SiLU0; P V0, SiLU1; P V1): its MUFU ops are a third of its tensor cycles instead of two thirds at D = 64, the
-// same non-overlap; kernel_options(fwd_sm80_interleave=False): candidate 3 (for comparisons).
+// kernel_options(fwd_sm80_interleave=False): FwdSm80QregScaled (for comparisons).
 template <int D>
-struct FwdSm80QregIlv : FwdSm80QregTile<D, 0> {
-  static constexpr bool kQscale = D == 64;
+struct FwdSm80QregIlv : FwdSm80QregScaled<D> {
   static constexpr bool kIlv = true;
 };
 // The bf16 default at D = 256 without contexts or split where a sequence has at most kFwdSm80ShortTiles query tiles:
@@ -1053,18 +1049,10 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_scaled_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, true>(p);
 }
-// hstu_fwd_qreg_scaled_kernel (D = 128: hstu_fwd_qreg_kernel, Q unscaled) with the unmasked sub-tiles' work
-// interleaved in 16-key groups (FwdSm80QregIlv)
+// hstu_fwd_qreg_scaled_kernel with the unmasked sub-tiles' work interleaved in 16-key groups (FwdSm80QregIlv)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ilv_kernel(const HstuParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  if constexpr (D == 128) {  // launched only where two blocks fit per SM (run_hstu_fwd): no sm_8x part
-    __trap();
-    return;
-  }
-#endif
-  constexpr bool QSCALE = FwdSm80QregIlv<D>::kQscale;
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, true>(p);
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, true, false, true>(p);
 }
 // hstu_fwd_kernel with Q's copy issued before the mask's setup (the warp pairs: FwdSm80PairsEarly)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
@@ -1109,7 +1097,7 @@ constexpr auto fwd_sm80_kernel() {
     return hstu_fwd_qreg_ctx_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg && C::kIlv) {
-    static_assert(C::kQscale == FwdSm80QregIlv<D>::kQscale, "the kernel's Q scale: its tile's");
+    static_assert(C::kQscale, "the scaled kernel's body");
     return hstu_fwd_qreg_ilv_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg && C::kQscale) {
@@ -1430,9 +1418,8 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 3>>(two);
         if (err != cudaSuccess) return err;
         if (two) {
-          if (ctx) return launch_hstu_fwd<T, D, FwdSm80QregCtx<128>>(p, stream);
-          return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream)
-                                                  : launch_hstu_fwd<T, D, FwdSm80QregIlv<128>>(p, stream);
+          return ctx ? launch_hstu_fwd<T, D, FwdSm80QregCtx<128>>(p, stream)
+                     : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
         }
       }
       if constexpr (D == 64 && std::is_same<T, __nv_bfloat16>::value) {

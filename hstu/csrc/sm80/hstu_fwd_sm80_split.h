@@ -39,8 +39,8 @@ inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
 // kernel_options(fwd_sm80_split_main=True) (the split as it was, for comparisons: the least chunk rounded up, the
 // list kernel walking the sequences a second time to place the items instead of reading the first walk's tiles back
 // from shared memory, the split kernel loading the list's bound before the item and Q behind the mask's setup);
-// kFwdSm80NoIlv for kernel_options(fwd_sm80_interleave=False) (the bf16 D = 64 / 128 defaults without their
-// interleaved groups: FwdSm80QregScaled / candidate 3 instead of FwdSm80QregIlv).
+// kFwdSm80NoIlv for kernel_options(fwd_sm80_interleave=False) (the bf16 D = 64 default without its interleaved
+// groups: FwdSm80QregScaled instead of FwdSm80QregIlv).
 constexpr int kFwdSm80CfgMask = 7;
 constexpr int kFwdSm80NoQscale = 8;
 constexpr int kFwdSm80SplitMain = 16;

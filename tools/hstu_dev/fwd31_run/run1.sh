@@ -1,5 +1,6 @@
 #!/bin/bash
-# fwd31 (issue 39, session 28), run 1 (<= 48 s), from the root of main's tree:
+# fwd31 (issue 39, session 28), run 1 (<= 48 s; the wheel of 8d1318f, whose D = 128 groups were reverted after it),
+# from the root of main's tree:
 #   OUT=<dir> timeout 56 bash .carry/fwd31/run1.sh > <dir>/stdout.txt 2>&1
 # The branch: the bf16 D = 128 long-row default where two blocks fit per SM runs hstu_fwd_qreg_ilv_kernel (candidate
 # 3's tile, Q unscaled, its unmasked sub-tiles without rab in two interleaved 16-key groups per 32-key sub-tile);
