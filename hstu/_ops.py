@@ -333,10 +333,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     from pointers formed once per key block; 10 (bf16, D = 64 / 128, sm_90+, no contexts): the loop without both
     (4-byte P / dS stores, the copies' pointers formed per tile), 11 without the pointer copies, 12 without stmatrix.
     13 (bf16, D = 64, sm_90+, no contexts): the default's loop with running pointers for the Q / dO copies and dQ's
-    block; 14: with the phases' lane offsets formed once per key block too.
-    Where a cfg does not
-    apply (fp16, other head dims, a GPU without its shared memory) the default runs. Measured on an H200:
-    docs/hstu_kernel_notes.md.
+    block; 14: with the phases' lane offsets formed once per key block too. Where a cfg does not apply (fp16, other
+    head dims, a GPU without its shared memory) the default runs. Measured on an H200: docs/hstu_kernel_notes.md.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
     without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows; 128 x 64 tiles, D = 64
     128 x 128) with K / V double-buffered at D = 64 / 128, at D = 256 warp pairs (two warps share 32 rows: each
