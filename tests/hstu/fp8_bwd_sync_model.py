@@ -13,11 +13,12 @@ class SyncError(Exception):
     pass
 
 
-def _consumer(wg, n, seeds, late_fence=False, stages=2):
+def _consumer(wg, n, seeds, late_fence=False, stages=2, early=""):
     """Warpgroup wg's ops in the kernel's order (the loop over n tiles, then the last tile's late part and dQ).
     late_fence (kFp8BwdLateFence): the dS8 arrive of tile i - 1 moves from the late part of iteration i to iteration
     i + 1, after its GEMMs' issue (tile -2's by iteration 0: no seed for it); the last one stays in place. stages:
-    the rings' stages (kFp8BwdStages3: 3)."""
+    the rings' stages (kFp8BwdStages3: 3). early: "dq" (kFp8BwdDqEarly: the late part's dQ of tile i - 2 before its
+    amax barrier), "ds8" (with kFp8BwdDs8Early: the dS8 stores of tile i - 1 first, then the dQ)."""
     o = 1 - wg
     amax = lambda g, j: 1 + 4 * g + (j & 3)  # noqa: E731 (the kernel's bar_amax / bar_ds8)
     ds8 = lambda g, j: 9 + 3 * g + (j + 3) % 3  # noqa: E731
@@ -27,13 +28,20 @@ def _consumer(wg, n, seeds, late_fence=False, stages=2):
             yield ("arrive", ds8(wg, t) if kind == "ds8" else amax(wg, t), (wg, kind, t))
 
     def late(i, release_a):  # quantize tile i - 1, dQ of tile i - 2, dK of tile i - 1
+        if early == "ds8":
+            yield ("write_ds8", i - 1)
+        if early:
+            yield ("sync", ds8(o, i - 2), (wg, "ds8", i - 2))
+            yield ("read_ds8", i - 2)
         yield ("sync", amax(o, i - 1), (wg, "amax", i - 1))
         yield ("read_words", i - 1)
-        yield ("write_ds8", i - 1)
+        if early != "ds8":
+            yield ("write_ds8", i - 1)
         if not late_fence or not release_a:
             yield ("arrive", ds8(wg, i - 1), (wg, "ds8", i - 1))
-        yield ("sync", ds8(o, i - 2), (wg, "ds8", i - 2))
-        yield ("read_ds8", i - 2)
+        if not early:
+            yield ("sync", ds8(o, i - 2), (wg, "ds8", i - 2))
+            yield ("read_ds8", i - 2)
         if i > 0:
             yield ("mbwait", ("full_b", (i - 1) % stages), ((i - 1) // stages) & 1)
             yield ("read_b", i - 1)
@@ -77,9 +85,10 @@ def _producer(n, stages=2):
     yield ("done",)
 
 
-def run(n, seed, seeds=(("ds8", -2), ("amax", -1)), late_fence=False, stages=2):
+def run(n, seed, seeds=(("ds8", -2), ("amax", -1)), late_fence=False, stages=2, early="", ds8_bufs=3):
     """One random interleaving of a CTA with n query tiles; raises SyncError on a fault. seeds: the arrivals each
-    warpgroup makes before its loop (the kernel's; with late_fence the kernel seeds only ("amax", -1))."""
+    warpgroup makes before its loop (the kernel's; with late_fence the kernel seeds only ("amax", -1)). early: as
+    _consumer's; ds8_bufs: the dS8 buffers (kFp8BwdDs8Early: 4)."""
     rnd = random.Random(seed)
     bars = {}  # named barrier -> [units, generation, events]
     mbar = {"kv": [0, 0, 1]}  # mbarrier -> [arrivals, completed phases, arrivals per phase]
@@ -96,7 +105,8 @@ def run(n, seed, seeds=(("ds8", -2), ("amax", -1)), late_fence=False, stages=2):
         if m[0] == m[2]:
             m[0], m[1] = 0, m[1] + 1
 
-    agents = {0: _consumer(0, n, seeds, late_fence, stages), 1: _consumer(1, n, seeds, late_fence, stages),
+    agents = {0: _consumer(0, n, seeds, late_fence, stages, early),
+              1: _consumer(1, n, seeds, late_fence, stages, early),
               "p": _producer(n, stages)}
     cur = {k: next(g) for k, g in agents.items()}
     waiting, done, loads = {}, set(), []
@@ -153,20 +163,20 @@ def run(n, seed, seeds=(("ds8", -2), ("amax", -1)), late_fence=False, stages=2):
             if any(words.get((op[1] & 3, g)) != op[1] for g in (0, 1)):
                 raise SyncError(f"warpgroup {wg} reads the amax words of tile {op[1]}: {words}")
         elif op[0] == "write_ds8":
-            buf = (op[1] + 3) % 3
+            buf = (op[1] + ds8_bufs) % ds8_bufs
             if any(x[0] == buf for x in reading["ds8"]):
                 raise SyncError(f"dS8 of tile {op[1]} written into buffer {buf} while {reading['ds8']} read it")
             ds8_tile[(buf, wg)] = op[1]
         elif op[0] in ("read_ds8", "read_a", "read_b"):
             r = op[0][5:]
-            slot = (op[1] + 3) % 3 if r == "ds8" else op[1] % stages
+            slot = (op[1] + ds8_bufs) % ds8_bufs if r == "ds8" else op[1] % stages
             held = [ds8_tile.get((slot, g)) for g in (0, 1)] if r == "ds8" else [ring[r].get(slot)]
             if op[1] >= 0 and any(t != op[1] for t in held):
                 raise SyncError(f"warpgroup {wg} reads tile {op[1]} from {r} slot {slot}, which holds {held}")
             reading[r].add((slot, op[1], wg))
         elif op[0] in ("end_ds8", "end_a", "end_b"):
             r = op[0][4:]
-            reading[r].discard(((op[1] + 3) % 3 if r == "ds8" else op[1] % stages, op[1], wg))
+            reading[r].discard(((op[1] + ds8_bufs) % ds8_bufs if r == "ds8" else op[1] % stages, op[1], wg))
         cur[k] = next(agents[k])
     if any(b[0] for b in bars.values()):
         raise SyncError(f"barriers left half-arrived: {bars}")

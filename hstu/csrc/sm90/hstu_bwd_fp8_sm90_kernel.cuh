@@ -95,9 +95,9 @@ struct Fp8BwdTraits {
   static constexpr int kOffDsf = kOffB + kStages * kQtBytes;
   static constexpr int kDsfBytes = kCompact ? 0 : 2 * 128 * 32 * 4;
   // dS8: 64 queries x the block's 128 keys (128-byte swizzle), 3 buffers (tile j's written in tile j + 1, read by
-  // dQ of tile j in tile j + 2)
+  // dQ of tile j in tile j + 2); kFp8BwdDs8Early: 4 (tile j's written before the amax barrier of tile j)
   static constexpr int kdSBytes = kBlockM * kBlockN;
-  static constexpr int kdSBufs = 3;
+  static constexpr int kdSBufs = (kVariant & kFp8BwdDs8Early) != 0 ? 4 : 3;
   static constexpr int kOffdS = kOffDsf + kDsfBytes;
   // dQ staging: per consumer warp its 16 query rows x 64 columns fp32 as two 32-column (128-byte, 128B-swizzled)
   // panels of 2 KB, the boxes of the dq_accum tensor map (bulk tensor reduce-adds, as the bf16 kernel).
@@ -387,6 +387,14 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kLean = (kDiag & kFp8BwdLean) != 0;
   // kFp8BwdAmaxTree: the tile's amax and the 8 posted words' maximum by trees instead of dependent chains
   constexpr bool kAmaxTree = (kDiag & kFp8BwdAmaxTree) != 0;
+  // kFp8BwdDqEarly: the late part's dQ issued before its amax barrier; kFp8BwdDs8Early: its dS8 stores and fence too
+  // (4 dS8 buffers: tile j's buffer j % 4 last held tile j - 4, whose dQ both warpgroups finished before the amax
+  // barrier of tile j - 1 that this warpgroup passed in the previous late part)
+  constexpr bool kDqEarly = (kDiag & kFp8BwdDqEarly) != 0;
+  constexpr bool kDs8Early = (kDiag & kFp8BwdDs8Early) != 0;
+  constexpr int kDsBufs = C::kdSBufs;
+  static_assert(!kDs8Early || (kDqEarly && kSpecQ && kStsmDs8 && !kLateFence && kDsBufs == 4),
+                "kFp8BwdDs8Early: with kFp8BwdDqEarly, kFp8BwdSpecQ and kFp8BwdStsmDs8, without kFp8BwdLateFence");
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -549,7 +557,8 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 32; ++kk) {
-      wgmma_m64n64k32_ss_e4m3(acc, desc_k32(make_desc_kmajor(opaque(sdS) + ((t + 3) % 3) * C::kdSBytes, 128), kk),
+      wgmma_m64n64k32_ss_e4m3(acc, desc_k32(make_desc_kmajor(opaque(sdS) + ((t + kDsBufs) % kDsBufs) * C::kdSBytes,
+                                                             128), kk),
                               desc_k32(make_desc_kmajor(opaque(sKt + kr0 * 128), 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
@@ -704,11 +713,38 @@ __global__ void __launch_bounds__(384, 1)
     named_barrier_arrive(bar_ds8(wg, i - 2), 256);
     if (i > 2) dq_flush(i - 3, false);
   };
+  // kStsmDs8: the dS8 bytes d of tile t (da's e4m3 A fragments) into its buffer (t + kDsBufs) % kDsBufs.
+  auto store_ds8 = [&](const uint32_t(&d)[2][4], int t) {
+    // The same bytes by two stmatrix.x4.trans: register c holds the 16-bit words (keys j, j + 8) of queries
+    // 8 c + 2 (lane % 4) and + 1 (one byte permute of two dK fragments), i.e. the 8 x 8 b16 matrix (key pair,
+    // query) of query group c in the ldmatrix fragment layout; stored transposed, its row i is query 8 c + i's
+    // 16-byte chunk (key pairs 0..7 of this warp), at chunk (4 wg + warp) ^ i of that row (128-byte swizzle).
+    const uint32_t buf = opaque(sdS) + ((t + kDsBufs) % kDsBufs) * C::kdSBytes;
+#pragma unroll
+    for (int hq = 0; hq < 2; ++hq) {
+      uint32_t r[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int c = 4 * hq + m;
+        const uint32_t s0 = 2 * (c % 2);
+        r[m] = __byte_perm(d[c / 4][2 * ((c % 4) / 2)], d[c / 4][2 * ((c % 4) / 2) + 1],
+                           s0 | ((4 + s0) << 4) | ((s0 + 1) << 8) | ((5 + s0) << 12));
+      }
+      const uint32_t a = buf + (32 * hq + lane) * 128 + (((4 * wg + warp) ^ (lane & 7)) << 4);
+      asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a),
+                   "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                   : "memory");
+    }
+  };
   // The late part of iteration i (i = n: after the loop) on acc_x = dS' of tile i - 1: its factor (tile order: u is
   // the running maximum), dS8 into A fragments and the dS8 buffer, dQ of tile i - 2, dK of tile i - 1; the waits.
   // kSpecQ: da_x = e4m3(dS' / ug_x) of tile i - 1, quantized in its own iteration (acc_x unused).
   auto late = [&](int i, float(&acc_x)[32], uint32_t(&pa)[2][4], float qs_cur, bool release_a, int s_a,
                   float ug_x, const uint32_t(&da_x)[2][4]) {
+    float acc_dq[32];
+    if constexpr (kDs8Early) store_ds8(da_x, i - 1);  // (with ug_x: rewritten below where u != ug_x)
+    if constexpr (kDqEarly) dq_issue(acc_dq, i - 2);
+    if constexpr (kDs8Early) proxy_fence();
     // The factor of tile i - 1, shared by both warpgroups (dQ sums over all 128 keys): the 8 warp maxima posted in
     // tile i - 1 (the other warpgroup's arrive was a tile ago: rarely a wait). u only grows, by powers of two:
     // acc_dk rescaled exactly (dK of tile i - 2 was waited for at the end of the last iteration).
@@ -755,6 +791,10 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int e = 0; e < 32; ++e) x[e] *= r;
         fp8_pack_a64(x, da);
+        if constexpr (kDs8Early) {
+          store_ds8(da, i - 1);
+          proxy_fence();
+        }
       }
     } else {
       const float inv_u = u > 0.f ? 1.f / u : 0.f;  // exact: u is a power of two
@@ -763,31 +803,13 @@ __global__ void __launch_bounds__(384, 1)
       fp8_pack_a64(acc_x, da);
     }
     // dS8 of tile i - 1 as (queries x the block's 128 keys) for dQ (buffer (i + 2) % 3, last read by both
-    // warpgroups' dQ of tile i - 4, done in their iteration i - 2, before the other posted tile i - 1's amax): keys
+    // warpgroups' dQ of tile i - 4, done in their iteration i - 2, before the other posted tile i - 1's amax;
+    // kDs8Early: stored above, buffer (i - 1) % 4): keys
     // j, j + 8 of one query in one 16-bit store at byte 64 wg + 16 warp + 2 (lane / 4) of the query's 128-byte row
     // (hstu_fp8_pair_perm), 128-byte swizzle (16-byte chunk XOR row % 8; row 8 c + 2 (lane % 4) + odd: row % 8 =
     // 2 (lane % 4) + odd for every c).
     if constexpr (kStsmDs8) {
-      // The same bytes by two stmatrix.x4.trans: register c holds the 16-bit words (keys j, j + 8) of queries
-      // 8 c + 2 (lane % 4) and + 1 (one byte permute of two dK fragments), i.e. the 8 x 8 b16 matrix (key pair,
-      // query) of query group c in the ldmatrix fragment layout; stored transposed, its row i is query 8 c + i's
-      // 16-byte chunk (key pairs 0..7 of this warp), at chunk (4 wg + warp) ^ i of that row (128-byte swizzle).
-      const uint32_t buf = opaque(sdS) + ((i + 2) % 3) * C::kdSBytes;
-#pragma unroll
-      for (int hq = 0; hq < 2; ++hq) {
-        uint32_t r[4];
-#pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          const int c = 4 * hq + m;
-          const uint32_t s0 = 2 * (c % 2);
-          r[m] = __byte_perm(da[c / 4][2 * ((c % 4) / 2)], da[c / 4][2 * ((c % 4) / 2) + 1],
-                             s0 | ((4 + s0) << 4) | ((s0 + 1) << 8) | ((5 + s0) << 12));
-        }
-        const uint32_t a = buf + (32 * hq + lane) * 128 + (((4 * wg + warp) ^ (lane & 7)) << 4);
-        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a),
-                     "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-                     : "memory");
-      }
+      if constexpr (!kDs8Early) store_ds8(da, i - 1);
     } else {
 #pragma unroll
       for (int odd = 0; odd < 2; ++odd) {
@@ -805,13 +827,12 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     if (!kLateFence || !release_a) {  // (kLateFence: in iteration i + 1, after its GEMMs' issue; the last at once)
-      proxy_fence();
+      if constexpr (!kDs8Early) proxy_fence();
       named_barrier_arrive(bar_ds8(wg, i - 1), 256);
     }
-    // dQ of tile i - 2, then dK += dS8^T Q^T of tile i - 1 (RS, B: Q^T's 64-query rows of D, 64-byte swizzle, ring
-    // B; tile -1: the zeroed dS8 buffer 2), each its own commit group.
-    float acc_dq[32];
-    dq_issue(acc_dq, i - 2);
+    // dQ of tile i - 2 (kDqEarly: issued above), then dK += dS8^T Q^T of tile i - 1 (RS, B: Q^T's 64-query rows of D,
+    // 64-byte swizzle, ring B; tile -1: the zeroed dS8 buffer 2), each its own commit group.
+    if constexpr (!kDqEarly) dq_issue(acc_dq, i - 2);
     const int sb = (i + S - 1) % S;  // (tile i - 1's)
     if (i > 0) mbar_wait(bar_full_b(sb), ((i - 1) / S) & 1);
     const uint32_t bq = i > 0 ? stage_b(sb) : sdS + 2 * C::kdSBytes;
