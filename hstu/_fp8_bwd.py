@@ -231,10 +231,9 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: bit 59 main_kernel (hstu_bwd_fp8_sm90.h kOptFp8BwdMainKernel: main 65390547's kernel, the tile's amax by one
-#: dependent chain instead of kFp8BwdAmaxTree's four; bit-equal gradients); bit 60 ds8_early (lab, session 29:
-#: kFp8BwdDqEarly | kFp8BwdDs8Early, the late part's dQ issue and dS8 stores ahead of its amax barrier; bit-equal)
-FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59, "ds8_early": 1 << 60}
+#: bit 59 main_kernel (hstu_bwd_fp8_sm90.h kOptFp8BwdMainKernel: main 4d2d71ae's kernel, the late part's dS8 stores
+#: and dQ issue after its amax barrier instead of kFp8BwdDs8Early's before it; bit-equal gradients)
+FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

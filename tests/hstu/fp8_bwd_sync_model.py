@@ -13,12 +13,12 @@ class SyncError(Exception):
     pass
 
 
-def _consumer(wg, n, seeds, late_fence=False, stages=2, early=""):
+def _consumer(wg, n, seeds, late_fence=False, stages=2, ds8_early=False):
     """Warpgroup wg's ops in the kernel's order (the loop over n tiles, then the last tile's late part and dQ).
     late_fence (kFp8BwdLateFence): the dS8 arrive of tile i - 1 moves from the late part of iteration i to iteration
     i + 1, after its GEMMs' issue (tile -2's by iteration 0: no seed for it); the last one stays in place. stages:
-    the rings' stages (kFp8BwdStages3: 3). early: "dq" (kFp8BwdDqEarly: the late part's dQ of tile i - 2 before its
-    amax barrier), "ds8" (with kFp8BwdDs8Early: the dS8 stores of tile i - 1 first, then the dQ)."""
+    the rings' stages (kFp8BwdStages3: 3). ds8_early (kFp8BwdDs8Early): the late part's dS8 stores of tile i - 1 and
+    its dQ of tile i - 2 before its amax barrier."""
     o = 1 - wg
     amax = lambda g, j: 1 + 4 * g + (j & 3)  # noqa: E731 (the kernel's bar_amax / bar_ds8)
     ds8 = lambda g, j: 9 + 3 * g + (j + 3) % 3  # noqa: E731
@@ -28,18 +28,17 @@ def _consumer(wg, n, seeds, late_fence=False, stages=2, early=""):
             yield ("arrive", ds8(wg, t) if kind == "ds8" else amax(wg, t), (wg, kind, t))
 
     def late(i, release_a):  # quantize tile i - 1, dQ of tile i - 2, dK of tile i - 1
-        if early == "ds8":
+        if ds8_early:
             yield ("write_ds8", i - 1)
-        if early:
             yield ("sync", ds8(o, i - 2), (wg, "ds8", i - 2))
             yield ("read_ds8", i - 2)
         yield ("sync", amax(o, i - 1), (wg, "amax", i - 1))
         yield ("read_words", i - 1)
-        if early != "ds8":
+        if not ds8_early:
             yield ("write_ds8", i - 1)
         if not late_fence or not release_a:
             yield ("arrive", ds8(wg, i - 1), (wg, "ds8", i - 1))
-        if not early:
+        if not ds8_early:
             yield ("sync", ds8(o, i - 2), (wg, "ds8", i - 2))
             yield ("read_ds8", i - 2)
         if i > 0:
@@ -85,9 +84,9 @@ def _producer(n, stages=2):
     yield ("done",)
 
 
-def run(n, seed, seeds=(("ds8", -2), ("amax", -1)), late_fence=False, stages=2, early="", ds8_bufs=3):
+def run(n, seed, seeds=(("ds8", -2), ("amax", -1)), late_fence=False, stages=2, ds8_early=False, ds8_bufs=3):
     """One random interleaving of a CTA with n query tiles; raises SyncError on a fault. seeds: the arrivals each
-    warpgroup makes before its loop (the kernel's; with late_fence the kernel seeds only ("amax", -1)). early: as
+    warpgroup makes before its loop (the kernel's; with late_fence the kernel seeds only ("amax", -1)). ds8_early: as
     _consumer's; ds8_bufs: the dS8 buffers (kFp8BwdDs8Early: 4)."""
     rnd = random.Random(seed)
     bars = {}  # named barrier -> [units, generation, events]
@@ -105,8 +104,8 @@ def run(n, seed, seeds=(("ds8", -2), ("amax", -1)), late_fence=False, stages=2, 
         if m[0] == m[2]:
             m[0], m[1] = 0, m[1] + 1
 
-    agents = {0: _consumer(0, n, seeds, late_fence, stages, early),
-              1: _consumer(1, n, seeds, late_fence, stages, early),
+    agents = {0: _consumer(0, n, seeds, late_fence, stages, ds8_early),
+              1: _consumer(1, n, seeds, late_fence, stages, ds8_early),
               "p": _producer(n, stages)}
     cur = {k: next(g) for k, g in agents.items()}
     waiting, done, loads = {}, set(), []

@@ -97,21 +97,20 @@ def test_kernel_sync_protocol_model():
     """The kernel's barriers and buffers (fp8_bwd_sync_model: named barriers arrived at by one warpgroup and waited
     for by the other, mbarrier rings, the dS8 buffers and amax words they guard) under random interleavings: no
     deadlock, every barrier generation completed by the two warpgroups' events of one tile, no tile reading another
-    tile's data, for 0 to 9 query tiles, with two and three ring stages, and the late part's early dQ / dS8 orders
-    (kFp8BwdDqEarly, kFp8BwdDs8Early with four dS8 buffers). And the model fails the first drift version's fault
-    (tile -1's dS8 barrier seeded although iteration 0 arrives at it: the device run hung), and the early dS8 stores
-    with three buffers (a write into the buffer the other warpgroup's dQ of tile i - 4 may still read)."""
+    tile's data, for 0 to 9 query tiles, with two and three ring stages, and the late part's dS8 stores and dQ issue
+    ahead of its amax barrier (kFp8BwdDs8Early, four dS8 buffers: the default). And the model fails the first drift
+    version's fault (tile -1's dS8 barrier seeded although iteration 0 arrives at it: the device run hung), and the
+    early dS8 stores with three buffers (a write into the buffer the other warpgroup's dQ of tile i - 4 may read)."""
     for n in range(10):
         for seed in range(60):
             fp8_bwd_sync_model.run(n, seed)
             fp8_bwd_sync_model.run(n, seed, seeds=(("amax", -1),), late_fence=True)  # kFp8BwdLateFence
             fp8_bwd_sync_model.run(n, seed, stages=3)  # kFp8BwdStages3
-            fp8_bwd_sync_model.run(n, seed, stages=3, early="dq")  # kFp8BwdDqEarly
-            fp8_bwd_sync_model.run(n, seed, stages=3, early="ds8", ds8_bufs=4)  # kFp8BwdDs8Early
+            fp8_bwd_sync_model.run(n, seed, stages=3, ds8_early=True, ds8_bufs=4)  # kFp8BwdDs8Early
     with pytest.raises(fp8_bwd_sync_model.SyncError, match="written into buffer"):
         for n in range(5, 10):
             for seed in range(200):
-                fp8_bwd_sync_model.run(n, seed, stages=3, early="ds8")
+                fp8_bwd_sync_model.run(n, seed, stages=3, ds8_early=True)
     with pytest.raises(fp8_bwd_sync_model.SyncError, match="completed by"):
         for seed in range(20):
             fp8_bwd_sync_model.run(2, seed, seeds=(("ds8", -2), ("ds8", -1), ("amax", -1)))
@@ -586,7 +585,7 @@ def test_cuda_fp8_bwd_op_refuses_a_variant_not_built():
             lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
             *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]), None, None)
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
-    for bad in (3, 5, 33, 256, 513, -1, (1 << 21) + 1):
+    for bad in (3, 5, 33, 256, 512, -1, (1 << 21) + 1):
         with pytest.raises(RuntimeError, match="diag: expected 0 or a built variant"):
             fb.fp8_bwd_cuda(dout, args, False, opts, diag=bad)
     for bits in VARIANTS.values():

@@ -137,20 +137,17 @@ constexpr int kFp8BwdLean = 8388608;
 // SASS had the last 22 of its 32 FMNMX back to back, each waiting for the one before), and the late part's maximum of
 // the 8 posted words by a tree (measured: docs/hstu_kernel_notes.md, session 28).
 constexpr int kFp8BwdAmaxTree = 32768;
-// Lab (session 29, fp8b32; not in the default until measured; bit-equal gradients): the late part's dQ of tile
-// i - 2 issued at its start, before the amax barrier of tile i - 1, so that its GEMM runs under the factor's chain
-// (the SASS waited for it right after the dK issue: its whole latency on the consumer's path).
-constexpr int kFp8BwdDqEarly = 2097152;
-// Lab (fp8b32, with kFp8BwdDqEarly): four dS8 buffers instead of three, so that tile i - 1's dS8 bytes (quantized
-// with the factor it was expected to have) are stored and fenced before the amax barrier; rewritten after it only
-// where the factor grew (rare).
-constexpr int kFp8BwdDs8Early = 512;
+// Not timing-only (bit-equal gradients): the late part's dS8 stores of tile i - 1 (quantized with the factor it was
+// expected to have; rewritten after the amax barrier only where the factor grew, rare), their proxy fence and the dQ
+// GEMM of tile i - 2 issued before that barrier, in four dS8 buffers instead of three (measured: B16 S16K 0.976x the
+// time in a burst, 0.985x sustained; the dQ issue alone ahead measured slower; docs/hstu_kernel_notes.md, session 29).
+constexpr int kFp8BwdDs8Early = 2097152;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
                                kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep | kFp8BwdFullNext |
                                kFp8BwdWgUniform | kFp8BwdRedNext | kFp8BwdRedNextWide | kFp8BwdFactorsEarly |
-                               kFp8BwdDqBf16 | kFp8BwdLean | kFp8BwdAmaxTree;
+                               kFp8BwdDqBf16 | kFp8BwdLean | kFp8BwdAmaxTree | kFp8BwdDs8Early;
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
@@ -166,24 +163,19 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 // The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
-// bit 59 main_kernel toggles kFp8BwdAmaxTree (off: main 65390547's kernel); bit 60 ds8_early (lab: kFp8BwdDqEarly |
-// kFp8BwdDs8Early on).
+// bit 59 main_kernel toggles kFp8BwdDs8Early (off: main 4d2d71ae's kernel); bit 60 free.
 constexpr int64_t kOptFp8BwdMainKernel = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdDs8Early = int64_t{1} << 60;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel | kOptFp8BwdDs8Early;
-constexpr int fp8_bwd_option_diag(int64_t options) {
-  return (options & kOptFp8BwdMainKernel)  ? kFp8BwdAmaxTree
-         : (options & kOptFp8BwdDs8Early) ? kFp8BwdDqEarly | kFp8BwdDs8Early
-                                           : 0;
-}
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel;
+constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdMainKernel) ? kFp8BwdDs8Early : 0; }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default and kFp8BwdAmaxTree (main 65390547's kernel, the option bit 59); the timing-only and older feature variants
+// default and kFp8BwdDs8Early (main 4d2d71ae's kernel, the option bit 59); the timing-only and older feature variants
 // (the phase split, tools/hstu_dev/fp8_bwd_split.py; kFp8BwdFullNext: the default without it, main 95270e5's kernel
 // but for the bf16 dQ (since session 26 every older kernel here with kFp8BwdDqRedV4 on adds dQ in bf16; since
-// session 27 every one is lean, since session 28 every one has the amax tree; kFp8BwdDqBf16: main 98f618f's kernel
-// but lean; kFp8BwdLean: main 18e5373's kernel but the amax tree);
+// session 27 every one is lean, since session 28 every one has the amax tree, since session 29 every one has the early
+// dS8; kFp8BwdDqBf16: main 98f618f's kernel but lean; kFp8BwdLean: main 18e5373's kernel but the amax tree;
+// kFp8BwdAmaxTree: main 65390547's kernel but the early dS8);
 // kFp8BwdWgUniform | kFp8BwdRedNext: main 708f92a's kernel; kFp8BwdRedNext: the default without it;
 // kFp8BwdRedNextWide: main 37b3e7d's kernel; kFp8BwdFactorsEarly: main df4a8c3's) only in builds with
 // HSTU_DEV_VARIANTS (--define hstu_dev=1).
@@ -202,11 +194,9 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
                                               kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
                                               kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0,
-                                              kFp8BwdLean, kFp8BwdAmaxTree, kFp8BwdDqEarly,
-                                              kFp8BwdDqEarly | kFp8BwdDs8Early>;
+                                              kFp8BwdLean, kFp8BwdAmaxTree, kFp8BwdDs8Early>;
 #else
-using Fp8BwdDiagBuilt =
-    std::integer_sequence<int, 0, kFp8BwdAmaxTree, kFp8BwdDqEarly, kFp8BwdDqEarly | kFp8BwdDs8Early>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDs8Early>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -95,9 +95,12 @@ struct Fp8BwdTraits {
   static constexpr int kOffDsf = kOffB + kStages * kQtBytes;
   static constexpr int kDsfBytes = kCompact ? 0 : 2 * 128 * 32 * 4;
   // dS8: 64 queries x the block's 128 keys (128-byte swizzle), 3 buffers (tile j's written in tile j + 1, read by
-  // dQ of tile j in tile j + 2); kFp8BwdDs8Early: 4 (tile j's written before the amax barrier of tile j)
+  // dQ of tile j in tile j + 2); kFp8BwdDs8Early (where it applies: dS' quantized in its own tile and dS8 stored by
+  // stmatrix, the fences in place): 4, tile j's written before the amax barrier of tile j
+  static constexpr bool kDs8Early = (kVariant & kFp8BwdDs8Early) != 0 && (kVariant & kFp8BwdSpecQ) != 0 &&
+                                    (kVariant & kFp8BwdStsmDs8) != 0 && (kVariant & kFp8BwdLateFence) == 0;
   static constexpr int kdSBytes = kBlockM * kBlockN;
-  static constexpr int kdSBufs = (kVariant & kFp8BwdDs8Early) != 0 ? 4 : 3;
+  static constexpr int kdSBufs = kDs8Early ? 4 : 3;
   static constexpr int kOffdS = kOffDsf + kDsfBytes;
   // dQ staging: per consumer warp its 16 query rows x 64 columns fp32 as two 32-column (128-byte, 128B-swizzled)
   // panels of 2 KB, the boxes of the dq_accum tensor map (bulk tensor reduce-adds, as the bf16 kernel).
@@ -387,14 +390,11 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kLean = (kDiag & kFp8BwdLean) != 0;
   // kFp8BwdAmaxTree: the tile's amax and the 8 posted words' maximum by trees instead of dependent chains
   constexpr bool kAmaxTree = (kDiag & kFp8BwdAmaxTree) != 0;
-  // kFp8BwdDqEarly: the late part's dQ issued before its amax barrier; kFp8BwdDs8Early: its dS8 stores and fence too
-  // (4 dS8 buffers: tile j's buffer j % 4 last held tile j - 4, whose dQ both warpgroups finished before the amax
-  // barrier of tile j - 1 that this warpgroup passed in the previous late part)
-  constexpr bool kDqEarly = (kDiag & kFp8BwdDqEarly) != 0;
-  constexpr bool kDs8Early = (kDiag & kFp8BwdDs8Early) != 0;
+  // kFp8BwdDs8Early: the late part's dS8 stores, their fence and its dQ issue before its amax barrier (4 dS8
+  // buffers: tile j's buffer j % 4 last held tile j - 4, whose dQ both warpgroups finished before the amax barrier
+  // of tile j - 1 that this warpgroup passed in the previous late part)
+  constexpr bool kDs8Early = C::kDs8Early;
   constexpr int kDsBufs = C::kdSBufs;
-  static_assert(!kDs8Early || (kDqEarly && kSpecQ && kStsmDs8 && !kLateFence && kDsBufs == 4),
-                "kFp8BwdDs8Early: with kFp8BwdDqEarly, kFp8BwdSpecQ and kFp8BwdStsmDs8, without kFp8BwdLateFence");
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -742,9 +742,11 @@ __global__ void __launch_bounds__(384, 1)
   auto late = [&](int i, float(&acc_x)[32], uint32_t(&pa)[2][4], float qs_cur, bool release_a, int s_a,
                   float ug_x, const uint32_t(&da_x)[2][4]) {
     float acc_dq[32];
-    if constexpr (kDs8Early) store_ds8(da_x, i - 1);  // (with ug_x: rewritten below where u != ug_x)
-    if constexpr (kDqEarly) dq_issue(acc_dq, i - 2);
-    if constexpr (kDs8Early) proxy_fence();
+    if constexpr (kDs8Early) {  // (dS8 with ug_x: rewritten below where u != ug_x)
+      store_ds8(da_x, i - 1);
+      dq_issue(acc_dq, i - 2);
+      proxy_fence();
+    }
     // The factor of tile i - 1, shared by both warpgroups (dQ sums over all 128 keys): the 8 warp maxima posted in
     // tile i - 1 (the other warpgroup's arrive was a tile ago: rarely a wait). u only grows, by powers of two:
     // acc_dk rescaled exactly (dK of tile i - 2 was waited for at the end of the last iteration).
@@ -830,9 +832,9 @@ __global__ void __launch_bounds__(384, 1)
       if constexpr (!kDs8Early) proxy_fence();
       named_barrier_arrive(bar_ds8(wg, i - 1), 256);
     }
-    // dQ of tile i - 2 (kDqEarly: issued above), then dK += dS8^T Q^T of tile i - 1 (RS, B: Q^T's 64-query rows of D,
+    // dQ of tile i - 2 (kDs8Early: issued above), then dK += dS8^T Q^T of tile i - 1 (RS, B: Q^T's 64-query rows of D,
     // 64-byte swizzle, ring B; tile -1: the zeroed dS8 buffer 2), each its own commit group.
-    if constexpr (!kDqEarly) dq_issue(acc_dq, i - 2);
+    if constexpr (!kDs8Early) dq_issue(acc_dq, i - 2);
     const int sb = (i + S - 1) % S;  // (tile i - 1's)
     if (i > 0) mbar_wait(bar_full_b(sb), ((i - 1) / S) & 1);
     const uint32_t bq = i > 0 ? stage_b(sb) : sdS + 2 * C::kdSBytes;

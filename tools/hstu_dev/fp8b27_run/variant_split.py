@@ -29,10 +29,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # (python -P: th
 import clock_split  # noqa: E402  (same folder: window(), now())
 
 # (1073741824: fp8b28's "pair dq", then fp8b29's lab "bf16 held0"; 134217728: fp8b29's dq_bf16 in its runs 1-2, its
-# main_kernel after the flip; 8388608: fp8b30's lean in its runs 1-3, its main_kernel after the flip)
+# main_kernel after the flip; 8388608: fp8b30's lean in its runs 1-3, its main_kernel after the flip; fp8b32's run 1:
+# 2097152 "dq early" (the late part's dQ issue ahead), 2097664 "ds8 early" (with the dS8 stores), after the flip
+# 2097152 toggles them both: its main_kernel)
 NAMES = {0: "default", 1: "no dQ adds", 2: "no tanh", 256: "no tile reloads", 134217728: "dq dtype toggled",
          402653184: "dq bf16 held3", 268435456: "bf16 held1", 1073741824: "bf16 held0", 8388608: "lean toggled",
-         32768: "amax tree toggled", 2097152: "dq early", 2097664: "ds8 early"}
+         32768: "amax tree toggled", 2097152: "ds8 early toggled"}
 
 
 def main(argv=None):
