@@ -5,7 +5,8 @@
 # default bit-equal dk / dv, five masks x two modes, S16K with many groups; against the fp64 emulation on five masks;
 # the refusals), sancase.py (no sanitizer) on both diags, then burst / sustained at B16 S16K in one process beside
 # nvidia-smi: default, dq_early, ds8_early, default (1.5 s idle, 2.5 s windows).
-# `OUT=DIR timeout 56 bash .carry/fp8b32/run1.sh` from the root of main's tree (carry: fp8b32_run/pack.sh).
+# `OUT=DIR timeout 56 bash .carry/fp8b32/run1.sh` from the root of main's tree (carry: fp8b32_run/pack.sh; run 1 ran
+# the lab wheel of 780f7f45: since the flip, diag 2097152 is main 4d2d71ae's kernel and 2097664 is not built).
 NAME=fp8b32 BASE=main32
 source "$(dirname "${BASH_SOURCE[0]}")"/setup.sh
 DQ=2097152 DS=2097664  # the op's diags: dq_early, dq_early + ds8_early
