@@ -170,15 +170,10 @@ constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8Bw
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default and kFp8BwdDs8Early (main 4d2d71ae's kernel, the option bit 59); the timing-only and older feature variants
-// (the phase split, tools/hstu_dev/fp8_bwd_split.py; kFp8BwdFullNext: the default without it, main 95270e5's kernel
-// but for the bf16 dQ (since session 26 every older kernel here with kFp8BwdDqRedV4 on adds dQ in bf16; since
-// session 27 every one is lean, since session 28 every one has the amax tree, since session 29 every one has the early
-// dS8; kFp8BwdDqBf16: main 98f618f's kernel but lean; kFp8BwdLean: main 18e5373's kernel but the amax tree;
-// kFp8BwdAmaxTree: main 65390547's kernel but the early dS8);
-// kFp8BwdWgUniform | kFp8BwdRedNext: main 708f92a's kernel; kFp8BwdRedNext: the default without it;
-// kFp8BwdRedNextWide: main 37b3e7d's kernel; kFp8BwdFactorsEarly: main df4a8c3's) only in builds with
-// HSTU_DEV_VARIANTS (--define hstu_dev=1).
+// default and kFp8BwdDs8Early (the default without its newest feature = main 4d2d71ae's kernel, option bit 59).
+// Builds with HSTU_DEV_VARIANTS (--define hstu_dev=1) add the timing-only phase splits
+// (tools/hstu_dev/fp8_bwd_split.py) and the default without one older feature each; which main commit each of those
+// equals: docs/hstu_kernel_notes.md, "The FP8 backward's dev variants".
 #ifdef HSTU_DEV_VARIANTS
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
                                               kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
