@@ -423,9 +423,10 @@ def lean_train(m, data, seed):
 @pytest.mark.parametrize("pooling", ["none", "sum"])
 def test_lean_update_bitwise(pooling, opt):
     """The segmented update with the small segments (at most 1 / 4 / 8 / 32 occurrences) applied by the lean kernel
-    (lab op _lookup_lab_seg_lean) and the rest by the chunked kernel gives bitwise the outputs, step counts, rows
-    and optimizer state of the chunked kernel alone (lean 0) over three steps with misses, hot ids and per-sample
-    weights: with no segment cut (backward_chunk 2^20) both sum every segment in CSR order from zero."""
+    (lab op _lookup_lab_seg_lean; + 64: both kernels' roles in one launch) and the rest by the chunked kernel gives
+    bitwise the outputs, step counts, rows and optimizer state of the chunked kernel alone (lean 0) over three steps
+    with misses, hot ids and per-sample weights: with no segment cut (backward_chunk 2^20) both sum every segment in
+    CSR order from zero."""
     lab = torch.ops.dynamicemb._lookup_lab_seg_lean
     gen = torch.Generator().manual_seed(41)
     data = lean_data(gen, pooling)
@@ -434,8 +435,8 @@ def test_lean_update_bitwise(pooling, opt):
     results = {}
     old = lab(-1)
     try:
-        for v in (0, 1, 4, 8, 32):
-            assert lab(v) in range(-1, 33)
+        for v in (0, 1, 4, 8, 32, 65, 72):
+            assert lab(v) in range(-1, 97)
             m = make("cuda", LEAN_OPTS[opt](), pooling, dims=(16, 16))
             m.backward_chunk = 1 << 20
             for t in range(2):
@@ -445,18 +446,19 @@ def test_lean_update_bitwise(pooling, opt):
             results[v] = outs + [x for t in range(2) for x in rows(m, t, torch.arange(vocab))]
     finally:
         lab(old)
-    for v in (1, 4, 8, 32):
+    for v in (1, 4, 8, 32, 65, 72):
         for k, (a, b) in enumerate(zip(results[0], results[v])):
             assert torch.equal(a, b), f"lean {v}, result {k} differs from the chunked kernel alone"
 
 
-@pytest.mark.parametrize("chunk", [3, 128])
+@pytest.mark.parametrize("chunk,lean", [(3, 8), (128, 8), (3, 72)], ids=["c3", "c128", "c3_one_launch"])
 @pytest.mark.parametrize("opt", list(LEAN_OPTS))
 @pytest.mark.parametrize("pooling", ["none", "mean", "sum"])
-def test_lean_update_matches_cpu(pooling, opt, chunk):
-    """The lean kernel (segments of at most 8 occurrences) with the chunked kernel cutting the hot segments (3 or 128
-    entries per warp: small segments the chunked kernel alone would cut are summed whole by the lean kernel) matches
-    the CPU module: outputs, rows and state to 1e-5 of their scale over three steps with misses and hot ids."""
+def test_lean_update_matches_cpu(pooling, opt, chunk, lean):
+    """The lean kernel (segments of at most 8 occurrences; 72: in one launch with the chunked kernel) with the
+    chunked kernel cutting the hot segments (3 or 128 entries per warp: small segments the chunked kernel alone would
+    cut are summed whole by the lean kernel) matches the CPU module: outputs, rows and state to 1e-5 of their scale
+    over three steps with misses and hot ids."""
     lab = torch.ops.dynamicemb._lookup_lab_seg_lean
     gen = torch.Generator().manual_seed(43)
     data = lean_data(gen, pooling)
@@ -469,7 +471,7 @@ def test_lean_update_matches_cpu(pooling, opt, chunk):
         w0 = torch.randn(vocab // 2, 16, generator=gen) * 0.1
         cpu.set_rows(t, torch.arange(vocab // 2), w0)
         gpu.set_rows(t, torch.arange(vocab // 2, device="cuda"), w0.cuda())
-    old = lab(8)
+    old = lab(lean)
     try:
         for s, (ids, offsets, w) in enumerate(data):
             a = cpu(ids.cpu(), offsets.cpu(), per_sample_weights=None if w is None else w.cpu())
@@ -490,12 +492,14 @@ def test_lean_update_matches_cpu(pooling, opt, chunk):
     assert float(gpu.step) == float(cpu.step)
 
 
+@pytest.mark.parametrize("lean", [8, 72], ids=["two_launches", "one_launch"])
 @pytest.mark.parametrize("opt", ["sgd", "adam"])
 @pytest.mark.parametrize("pooling", ["none", "weighted_sum"])
-def test_cuda_graph_train_step_lean_update(opt, pooling):
-    """With the lean kernel (segments of at most 8 occurrences) a captured training step replays like eager steps."""
+def test_cuda_graph_train_step_lean_update(opt, pooling, lean):
+    """With the lean kernel (segments of at most 8 occurrences; 72: in one launch) a captured training step replays
+    like eager steps."""
     lab = torch.ops.dynamicemb._lookup_lab_seg_lean
-    old = lab(8)
+    old = lab(lean)
     try:
         test_cuda_graph_train_step_matches_eager(opt, pooling)
     finally:

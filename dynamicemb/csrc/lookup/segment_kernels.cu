@@ -349,25 +349,16 @@ __device__ __forceinline__ int64_t seg_grad_offset(const BackwardParams& p, int3
 // per-round CSR walk. A unique whose segment start is stale (no valid entry this step: its first entry is another
 // unique's) or that has no row is skipped. Adam: the step this update applies is the step before it + 1 (the
 // chunked kernel after this one advances the counter, p.step_bump). R: plain fp32 SGD's reduction into the row.
-template <int V, int N, int OPT, int G, int H, int MINB, int R = 0>
-__global__ void __launch_bounds__(kSegBlock, MINB) seg_lean_kernel(BackwardParams p, int lean) {
+// (The body: warp w of nw, p.step already the step this update applies.)
+template <int V, int N, int OPT, int G, int H, int R>
+__device__ __forceinline__ void seg_lean_warps(const BackwardParams& p, int lean, int64_t w, int64_t nw) {
   using T = typename Val<V>::T;
-  accel::griddep_wait();
-  if constexpr (OPT == kAdam) {
-    __shared__ float now;
-    if (p.step_bump != nullptr) {
-      if (threadIdx.x == 0) now = __ldcg(p.step_bump) + 1.f;
-      __syncthreads();
-      p.step = &now;
-    }
-  }
   const int lane = threadIdx.x & 31;
-  const int64_t nw = (static_cast<int64_t>(gridDim.x) * kSegBlock) >> 5;
   const int64_t count = *p.count;
   const int64_t total = p.seg_start[p.n];
   const OptConst oc = opt_const(p);
   const int c = lane * N;
-  for (int64_t u = (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5; u < count; u += nw) {
+  for (int64_t u = w; u < count; u += nw) {
     // the unique's words, all issued before the first use: its bounds, table and row
     const int32_t s = p.seg_start[u];
     const int len = p.seg_end[u] - s;
@@ -427,6 +418,21 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_lean_kernel(BackwardParam
   }
 }
 
+template <int V, int N, int OPT, int G, int H, int MINB, int R = 0>
+__global__ void __launch_bounds__(kSegBlock, MINB) seg_lean_kernel(BackwardParams p, int lean) {
+  accel::griddep_wait();
+  if constexpr (OPT == kAdam) {
+    __shared__ float now;
+    if (p.step_bump != nullptr) {
+      if (threadIdx.x == 0) now = __ldcg(p.step_bump) + 1.f;
+      __syncthreads();
+      p.step = &now;
+    }
+  }
+  seg_lean_warps<V, N, OPT, G, H, R>(p, lean, (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5,
+                                     (static_cast<int64_t>(gridDim.x) * kSegBlock) >> 5);
+}
+
 // One warp per C consecutive CSR entries; rounds of 32 entries (lane l holds entry base + l: unique, gradient
 // element offset, scale, dim, row address), K entries at a time: the K gradient rows and the rows of the K
 // entries' run ends are loaded before the first use. H: 0 rows past L1 (ld.global.cg); 1 fp32 rows evict-first
@@ -436,18 +442,11 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_lean_kernel(BackwardParam
 // Launched as a programmatic dependent of the stream's previous kernel (sm90+), it waits for it first.
 // LN (with seg_lean_kernel before it): the segments of at most `lean` entries are the lean kernel's; this kernel
 // skips their entries (no gradient load, no run end) and walks only the other entries of each round of 32.
-template <int V, int N, int OPT, int K, int H, int MINB, int R = 0, bool LN = false>
-__global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p, int lean) {
+// (The body: warp w's entries, p.step already the step this update applies.)
+template <int V, int N, int OPT, int K, int H, int R, bool LN>
+__device__ __forceinline__ void seg_chunk_warp(const BackwardParams& p, int lean, int64_t w) {
   using T = typename Val<V>::T;
-  accel::griddep_wait();
-  // the step counter (p.step_bump): plain SGD never reads it (the first thread adds 1); Adam's bias corrections
-  // read it in every block (bump_step_last_block)
-  if (p.step_bump != nullptr) {
-    if constexpr (OPT == kAdam) p.step = bump_step_last_block(p);
-    else if (blockIdx.x == 0 && threadIdx.x == 0) *p.step_bump += 1.f;
-  }
   const int lane = threadIdx.x & 31;
-  const int64_t w = (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5;
   const int64_t total = p.seg_start[p.n];
   const int64_t w0 = w * p.seg_chunk;
   if (w0 >= total) return;
@@ -554,14 +553,47 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
   }
 }
 
+// The step counter (p.step_bump): plain SGD never reads it (the first thread adds 1); Adam's bias corrections read
+// it in every block (bump_step_last_block). Whole block, first.
+template <int OPT>
+__device__ __forceinline__ void seg_step(BackwardParams& p) {
+  if (p.step_bump != nullptr) {
+    if constexpr (OPT == kAdam) p.step = bump_step_last_block(p);
+    else if (blockIdx.x == 0 && threadIdx.x == 0) *p.step_bump += 1.f;
+  }
+}
+
+template <int V, int N, int OPT, int K, int H, int MINB, int R = 0, bool LN = false>
+__global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p, int lean) {
+  accel::griddep_wait();
+  seg_step<OPT>(p);
+  seg_chunk_warp<V, N, OPT, K, H, R, LN>(p, lean, (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5);
+}
+
+// Both in one launch (lab: op _lookup_lab_seg_lean N + 64): blocks [0, gc) the chunked kernel's (LN), the others
+// the lean kernel's (grid-stride over the uniques); every block counts in the step counter. One register budget
+// (MINB) for both.
+template <int V, int N, int OPT, int K, int G, int H, int MINB, int R = 0>
+__global__ void __launch_bounds__(kSegBlock, MINB) seg_pair_kernel(BackwardParams p, int lean, int gc) {
+  accel::griddep_wait();
+  seg_step<OPT>(p);
+  const int64_t wb = threadIdx.x >> 5;
+  if (static_cast<int>(blockIdx.x) < gc)
+    seg_chunk_warp<V, N, OPT, K, H, R, true>(p, lean, static_cast<int64_t>(blockIdx.x) * (kSegBlock / 32) + wb);
+  else
+    seg_lean_warps<V, N, OPT, G, H, R>(p, lean, static_cast<int64_t>(blockIdx.x - gc) * (kSegBlock / 32) + wb,
+                                       static_cast<int64_t>(gridDim.x - gc) * (kSegBlock / 32));
+}
+
 // The fp32 4-wide kernel's form per optimizer, picked by A/B on an H200 (NVIDIA's config; benchmarks/RESULTS.md,
 // docs/dynamicemb.md): plain SGD adds whole segments with reductions, 8 entries in flight at 3 blocks per SM, rows
 // evict-first; Adam 2 entries in flight at 4 blocks per SM, rows past L1 (ld.global.cg, no evict-first hint: each
 // row is read and written once, nothing else to keep in L2 with pooling none); Adagrad and row-wise Adagrad as
 // listed. Other value types keep the 2-block kernel, rows past L1. With the step's programmatic launches
 // (kStepPdl, sm90+) the 4-wide kernel is a programmatic dependent of the pass before it.
-// The lean update's segment limit (seg_lean_kernel; 0: none) per optimizer, and the lab's override (op
-// _lookup_lab_seg_lean: -1 the defaults, 0..32 that limit for every optimizer of the fp32 4-wide kernel).
+// The lean update's segment limit (seg_lean_kernel; 0: none; + 64: the pair in one launch) per optimizer, and the
+// lab's override (op _lookup_lab_seg_lean: -1 the defaults, 0..32 (+ 64) for every optimizer of the fp32 4-wide
+// kernel).
 constexpr int kLeanSgd = 0, kLeanAdam = 0;
 std::atomic<int> g_seg_lean{-1};
 
@@ -574,18 +606,27 @@ int seg_lean_limit() {
 
 // The chunked kernel KC (LN: after the lean kernel KL over the segments of at most `lean` entries, a persistent grid
 // of MINB blocks per SM), or alone (lean 0).
-template <typename KC, typename KL>
-void launch_seg_pair(bool pdl, KC kc, KC kc_ln, KL kl, int minb, int lean, unsigned grid, cudaStream_t st,
+// lean & 64 (lab): the pair in one launch (KP, its lean role on MINB blocks per SM).
+template <typename KC, typename KL, typename KP>
+void launch_seg_pair(bool pdl, KC kc, KC kc_ln, KL kl, KP kp, int minb, int lean, unsigned grid, cudaStream_t st,
                      const BackwardParams& p) {
-  if (lean <= 0) {
+  const int limit = lean & 63;
+  if (limit <= 0) {
     launch_maybe_pdl(pdl, kc, grid, kSegBlock, st, p, 0);
     return;
   }
-  const int64_t cap = persistent_blocks(minb);
   const int64_t need = (p.n + kSegBlock / 32 - 1) / (kSegBlock / 32);
-  launch_maybe_pdl(pdl, kl, static_cast<unsigned>(need < cap ? (need < 1 ? 1 : need) : cap), kSegBlock, st, p, lean);
+  auto lean_grid = [&](int per_sm) {
+    const int64_t cap = persistent_blocks(per_sm);
+    return static_cast<unsigned>(need < cap ? (need < 1 ? 1 : need) : cap);
+  };
+  if (lean & 64) {
+    launch_maybe_pdl(pdl, kp, grid + lean_grid(minb), kSegBlock, st, p, limit, static_cast<int>(grid));
+    return;
+  }
+  launch_maybe_pdl(pdl, kl, lean_grid(4), kSegBlock, st, p, limit);  // (seg_lean_kernel's MINB)
   check_launch("segmented update (lean)");
-  launch_maybe_pdl(pdl, kc_ln, grid, kSegBlock, st, p, lean);
+  launch_maybe_pdl(pdl, kc_ln, grid, kSegBlock, st, p, limit);
 }
 
 template <int V, int N, int OPT>
@@ -595,19 +636,22 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
   const unsigned grid = blocks_for(warps, kSegBlock / 32);
   if constexpr (V == kValueFp32 && N == 4) {
     const bool pdl = pdl_supported() && (dedup_flags_variant(-1) & (kDedupPdl | kStepPdl)) == (kDedupPdl | kStepPdl);
-    const int lean = seg_lean_limit<OPT>() < 32 ? seg_lean_limit<OPT>() : 32;
+    const int lean = seg_lean_limit<OPT>();
     if constexpr (OPT == kSgd) {
       if (p.direct)
         launch_seg_pair(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1, true>,
-                        seg_lean_kernel<V, N, OPT, 4, 1, 4, 1>, 4, lean, grid, st, p);
+                        seg_lean_kernel<V, N, OPT, 4, 1, 4, 1>, seg_pair_kernel<V, N, OPT, 8, 4, 1, 3, 1>, 3, lean,
+                        grid, st, p);
       else
         launch_seg_pair(pdl, seg_apply_kernel<V, N, OPT, 4, 1, 3>, seg_apply_kernel<V, N, OPT, 4, 1, 3, 0, true>,
-                        seg_lean_kernel<V, N, OPT, 4, 1, 4>, 4, lean, grid, st, p);
+                        seg_lean_kernel<V, N, OPT, 4, 1, 4>, seg_pair_kernel<V, N, OPT, 4, 4, 1, 3>, 3, lean, grid,
+                        st, p);
     } else if constexpr (OPT == kRowWiseAdagrad) {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, K, 1, 2>, grid, kSegBlock, st, p, 0);
     } else if constexpr (OPT == kAdam) {
       launch_seg_pair(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, seg_apply_kernel<V, N, OPT, 2, 0, 4, 0, true>,
-                      seg_lean_kernel<V, N, OPT, 4, 0, 4>, 4, lean, grid, st, p);
+                      seg_lean_kernel<V, N, OPT, 4, 0, 4>, seg_pair_kernel<V, N, OPT, 2, 4, 0, 4>, 4, lean, grid, st,
+                      p);
     } else {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 1, 4>, grid, kSegBlock, st, p, 0);
     }
@@ -649,7 +693,7 @@ void with_sort_cfg(int v, F&& f) {
 
 int seg_lean_variant(int v) {
   const int old = detail::g_seg_lean.load();
-  if (v >= -1 && v <= 32) detail::g_seg_lean.store(v);
+  if (v >= -1 && v <= 96 && (v & 63) <= 32) detail::g_seg_lean.store(v);
   return old;
 }
 
