@@ -419,14 +419,22 @@ def lean_train(m, data, seed):
     return outs
 
 
+# the lab values of _lookup_lab_seg_lean: the segments of at most N occurrences by the lean kernel, + 64 both kernels in
+# one launch (+ 128 the lean blocks first, + 256 k: k fewer lean blocks per SM)
+LEAN_VARIANTS = (1, 4, 8, 32, 65, 72, 8 + 64 + 128 + 256, 8 + 64 + 128 + 512)
+
+
 @pytest.mark.parametrize("opt", list(LEAN_OPTS))
 @pytest.mark.parametrize("pooling", ["none", "sum"])
 def test_lean_update_bitwise(pooling, opt):
     """The segmented update with the small segments (at most 1 / 4 / 8 / 32 occurrences) applied by the lean kernel
-    (lab op _lookup_lab_seg_lean; + 64: both kernels' roles in one launch) and the rest by the chunked kernel gives
-    bitwise the outputs, step counts, rows and optimizer state of the chunked kernel alone (lean 0) over three steps
-    with misses, hot ids and per-sample weights: with no segment cut (backward_chunk 2^20) both sum every segment in
-    CSR order from zero."""
+    (lab op _lookup_lab_seg_lean; in one launch with the chunked kernel, in either block order) and the rest by the
+    chunked kernel gives the results of the chunked kernel alone (lean 0) over three steps with misses, hot ids and
+    per-sample weights: with no segment cut (backward_chunk 2^20) both sum every segment in CSR order from zero, so
+    the step counts, which rows exist, SGD's rows and Adam's m / v are bitwise equal. Adam's embeddings may differ in
+    their last bit: the compiler fuses w - step_size * (m / (sqrt(v) + eps)) into one FMA in the lean kernel and not
+    in the chunked one (the SASS of session 29's build); so Adam's outputs and embeddings are compared to 1 ulp
+    (rtol 2.4e-7 of a step's scale), m and v exactly (the gradient R does not depend on the outputs)."""
     lab = torch.ops.dynamicemb._lookup_lab_seg_lean
     gen = torch.Generator().manual_seed(41)
     data = lean_data(gen, pooling)
@@ -435,27 +443,35 @@ def test_lean_update_bitwise(pooling, opt):
     results = {}
     old = lab(-1)
     try:
-        for v in (0, 1, 4, 8, 32, 65, 72):
-            assert lab(v) in range(-1, 97)
+        for v in (0,) + LEAN_VARIANTS:
+            assert lab(v) in range(-1, 1024)
             m = make("cuda", LEAN_OPTS[opt](), pooling, dims=(16, 16))
             m.backward_chunk = 1 << 20
             for t in range(2):
                 m.set_rows(t, torch.arange(vocab // 2, device="cuda"), w0[t][: vocab // 2].cuda())
             outs = lean_train(m, data, 300)
             torch.cuda.synchronize()
-            results[v] = outs + [x for t in range(2) for x in rows(m, t, torch.arange(vocab))]
+            res = [(f"step {k // 2} " + ("output" if k % 2 == 0 else "count"), x, k % 2 == 1) for k, x in enumerate(outs)]
+            for t in range(2):
+                w, st, found = rows(m, t, torch.arange(vocab))
+                res += [(f"table {t} rows", w, False), (f"table {t} state", st, True), (f"table {t} found", found, True)]
+            results[v] = res
     finally:
         lab(old)
-    for v in (1, 4, 8, 32, 65, 72):
-        for k, (a, b) in enumerate(zip(results[0], results[v])):
-            assert torch.equal(a, b), f"lean {v}, result {k} differs from the chunked kernel alone"
+    for v in LEAN_VARIANTS:
+        for (name, a, exact), (_, b, _) in zip(results[0], results[v]):
+            if exact or opt != "adam":
+                assert torch.equal(a, b), f"lean {v}: {name} differs from the chunked kernel alone"
+            else:
+                torch.testing.assert_close(b, a, atol=1e-7, rtol=2.4e-7, msg=lambda m: f"lean {v}: {name}: {m}")
 
 
-@pytest.mark.parametrize("chunk,lean", [(3, 8), (128, 8), (3, 72)], ids=["c3", "c128", "c3_one_launch"])
+@pytest.mark.parametrize("chunk,lean", [(3, 8), (128, 8), (3, 72), (128, 712)],
+                         ids=["c3", "c128", "c3_one_launch", "c128_one_launch_lean_first"])
 @pytest.mark.parametrize("opt", list(LEAN_OPTS))
 @pytest.mark.parametrize("pooling", ["none", "mean", "sum"])
 def test_lean_update_matches_cpu(pooling, opt, chunk, lean):
-    """The lean kernel (segments of at most 8 occurrences; 72: in one launch with the chunked kernel) with the
+    """The lean kernel (segments of at most 8 occurrences; 72 / 712: in one launch with the chunked kernel) with the
     chunked kernel cutting the hot segments (3 or 128 entries per warp: small segments the chunked kernel alone would
     cut are summed whole by the lean kernel) matches the CPU module: outputs, rows and state to 1e-5 of their scale
     over three steps with misses and hot ids."""
@@ -492,11 +508,11 @@ def test_lean_update_matches_cpu(pooling, opt, chunk, lean):
     assert float(gpu.step) == float(cpu.step)
 
 
-@pytest.mark.parametrize("lean", [8, 72], ids=["two_launches", "one_launch"])
+@pytest.mark.parametrize("lean", [8, 72, 712], ids=["two_launches", "one_launch", "one_launch_lean_first"])
 @pytest.mark.parametrize("opt", ["sgd", "adam"])
 @pytest.mark.parametrize("pooling", ["none", "weighted_sum"])
 def test_cuda_graph_train_step_lean_update(opt, pooling, lean):
-    """With the lean kernel (segments of at most 8 occurrences; 72: in one launch) a captured training step replays
+    """With the lean kernel (segments of at most 8 occurrences; 72 / 712: in one launch) a captured training step replays
     like eager steps."""
     lab = torch.ops.dynamicemb._lookup_lab_seg_lean
     old = lab(lean)

@@ -421,8 +421,8 @@ __device__ __forceinline__ void seg_lean_warps(const BackwardParams& p, int lean
 template <int V, int N, int OPT, int G, int H, int MINB, int R = 0>
 __global__ void __launch_bounds__(kSegBlock, MINB) seg_lean_kernel(BackwardParams p, int lean) {
   accel::griddep_wait();
+  __shared__ float now;
   if constexpr (OPT == kAdam) {
-    __shared__ float now;
     if (p.step_bump != nullptr) {
       if (threadIdx.x == 0) now = __ldcg(p.step_bump) + 1.f;
       __syncthreads();
@@ -570,19 +570,23 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
   seg_chunk_warp<V, N, OPT, K, H, R, LN>(p, lean, (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5);
 }
 
-// Both in one launch (lab: op _lookup_lab_seg_lean N + 64): blocks [0, gc) the chunked kernel's (LN), the others
-// the lean kernel's (grid-stride over the uniques); every block counts in the step counter. One register budget
-// (MINB) for both.
+// Both in one launch (lab: op _lookup_lab_seg_lean N + 64): gc blocks of the chunked kernel's (LN) and the lean
+// kernel's (grid-stride over the uniques), the chunked blocks first (lf = 0: blocks [0, gc)) or last (lf = 1: the
+// lean blocks are dispatched first and stay resident beside the chunked ones); every block counts in the step
+// counter. One register budget (MINB) for both.
 template <int V, int N, int OPT, int K, int G, int H, int MINB, int R = 0>
-__global__ void __launch_bounds__(kSegBlock, MINB) seg_pair_kernel(BackwardParams p, int lean, int gc) {
+__global__ void __launch_bounds__(kSegBlock, MINB) seg_pair_kernel(BackwardParams p, int lean, int gc, int lf) {
   accel::griddep_wait();
   seg_step<OPT>(p);
   const int64_t wb = threadIdx.x >> 5;
-  if (static_cast<int>(blockIdx.x) < gc)
-    seg_chunk_warp<V, N, OPT, K, H, R, true>(p, lean, static_cast<int64_t>(blockIdx.x) * (kSegBlock / 32) + wb);
+  const int lg = static_cast<int>(gridDim.x) - gc;
+  const int b = static_cast<int>(blockIdx.x);
+  const int cb = lf ? b - lg : b;  // the block's index among the chunked blocks (< 0 or >= gc: a lean block)
+  if (cb >= 0 && cb < gc)
+    seg_chunk_warp<V, N, OPT, K, H, R, true>(p, lean, static_cast<int64_t>(cb) * (kSegBlock / 32) + wb);
   else
-    seg_lean_warps<V, N, OPT, G, H, R>(p, lean, static_cast<int64_t>(blockIdx.x - gc) * (kSegBlock / 32) + wb,
-                                       static_cast<int64_t>(gridDim.x - gc) * (kSegBlock / 32));
+    seg_lean_warps<V, N, OPT, G, H, R>(p, lean, static_cast<int64_t>(lf ? b : b - gc) * (kSegBlock / 32) + wb,
+                                       static_cast<int64_t>(lg) * (kSegBlock / 32));
 }
 
 // The fp32 4-wide kernel's form per optimizer, picked by A/B on an H200 (NVIDIA's config; benchmarks/RESULTS.md,
@@ -591,9 +595,9 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_pair_kernel(BackwardParam
 // row is read and written once, nothing else to keep in L2 with pooling none); Adagrad and row-wise Adagrad as
 // listed. Other value types keep the 2-block kernel, rows past L1. With the step's programmatic launches
 // (kStepPdl, sm90+) the 4-wide kernel is a programmatic dependent of the pass before it.
-// The lean update's segment limit (seg_lean_kernel; 0: none; + 64: the pair in one launch) per optimizer, and the
-// lab's override (op _lookup_lab_seg_lean: -1 the defaults, 0..32 (+ 64) for every optimizer of the fp32 4-wide
-// kernel).
+// The lean update's segment limit (seg_lean_kernel; 0: none; + 64: the pair in one launch, launch_seg_pair) per
+// optimizer, and the lab's override (op _lookup_lab_seg_lean: -1 the defaults, else for every optimizer of the fp32
+// 4-wide kernel).
 constexpr int kLeanSgd = 0, kLeanAdam = 0;
 std::atomic<int> g_seg_lean{-1};
 
@@ -620,8 +624,10 @@ void launch_seg_pair(bool pdl, KC kc, KC kc_ln, KL kl, KP kp, int minb, int lean
     const int64_t cap = persistent_blocks(per_sm);
     return static_cast<unsigned>(need < cap ? (need < 1 ? 1 : need) : cap);
   };
-  if (lean & 64) {
-    launch_maybe_pdl(pdl, kp, grid + lean_grid(minb), kSegBlock, st, p, limit, static_cast<int>(grid));
+  if (lean & 64) {  // + 128: the lean blocks first; + 256 * k: k fewer lean blocks per SM than MINB
+    const int per_sm = minb - ((lean >> 8) & 3);
+    launch_maybe_pdl(pdl, kp, grid + lean_grid(per_sm > 1 ? per_sm : 1), kSegBlock, st, p, limit,
+                     static_cast<int>(grid), (lean >> 7) & 1);
     return;
   }
   launch_maybe_pdl(pdl, kl, lean_grid(4), kSegBlock, st, p, limit);  // (seg_lean_kernel's MINB)
@@ -693,7 +699,7 @@ void with_sort_cfg(int v, F&& f) {
 
 int seg_lean_variant(int v) {
   const int old = detail::g_seg_lean.load();
-  if (v >= -1 && v <= 96 && (v & 63) <= 32) detail::g_seg_lean.store(v);
+  if (v == -1 || (v >= 0 && v < 1024 && (v & 63) <= 32)) detail::g_seg_lean.store(v);
   return old;
 }
 

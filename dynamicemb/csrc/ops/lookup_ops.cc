@@ -139,9 +139,10 @@ int64_t lookup_lab_csr_sort(int64_t variant) {
 
 // Lab: the segmented update's lean kernel for small segments (segment_kernels.cu seg_lean_kernel): -1 the defaults
 // per optimizer, 0 none (the chunked kernel alone), 1..32 the segments of at most that many entries (+ 64: the lean
-// and the chunked kernel in one launch); other values only read it. Returns the one before.
+// and the chunked kernel in one launch; + 128 its lean blocks first; + 256 k: k fewer lean blocks per SM); other
+// values only read it. Returns the one before.
 int64_t lookup_lab_seg_lean(int64_t variant) {
-  return seg_lean_variant(variant >= -1 && variant <= 96 ? static_cast<int>(variant) : -2);
+  return seg_lean_variant(variant >= -1 && variant < 1024 ? static_cast<int>(variant) : -2);
 }
 
 // Lab: where a step finds its uniques (find_later_variant: 0 the dedup's number pass, 1 after the CSR fork, 2 the
