@@ -5,8 +5,7 @@ of builds before session 17; "-" the build's defaults, e.g. main's wheel; S: mod
 backward_chunk = N (0: the atomic scatter), "nf<policy>" the optimizer's nonfinite policy, "L<N>" op _lookup_lab_step
 of builds that have it, "s<N>" the CSR sort, op _lookup_lab_csr_sort, "F<N>" where the step finds its uniques, op
 _lookup_lab_find_later, "S" the CSR built on the step's own stream after the dedup instead of beside it, "b0" / "b1"
-the step counter (plain SGD, Adam) by a tensor add / by the update kernel, module._step_in_update of builds that have it,
-"A<N>" the segmented update's lean kernel for the segments of at most N occurrences (0: none), op _lookup_lab_seg_lean):
+the step counter (plain SGD, Adam) by a tensor add / by the update kernel, module._step_in_update of builds that have it):
 steady ms per step (CUDA events around
 --reps steps queued behind 5 more, in --rounds interleaved rounds, median), synchronized ms (the host waits for each), and from one profile of --steps steps
 issued behind a GPU sleep the device span and busy per step and every kernel's device time per step (so the
@@ -94,8 +93,6 @@ def main():
     sort0 = sort_lab(-1) if sort_lab is not None else None
     find_lab = getattr(ops, "_lookup_lab_find_later", None)
     find0 = find_lab(-1) if find_lab is not None else None
-    lean_lab = getattr(ops, "_lookup_lab_seg_lean", None)
-    lean0 = lean_lab(-1) if lean_lab is not None else None
     mod = [None]  # the module of the optimizer being measured, with its settings before any variant
     settings0 = {}
     overlap0 = bk._OVERLAP_MIN_IDS
@@ -111,8 +108,6 @@ def main():
             sort_lab(sort0)
         if find_lab is not None:
             find_lab(find0)
-        if lean_lab is not None:
-            lean_lab(lean0)
         m = mod[0]
         m.backward_chunk = settings0["chunk"]
         m.optimizer.nonfinite = settings0["nonfinite"]
@@ -136,10 +131,6 @@ def main():
                 m._step_in_update = t[1:] == "1"
             elif t == "S":
                 bk._OVERLAP_MIN_IDS = 1 << 62  # no step forks its CSR
-            elif t[0] == "A":
-                if lean_lab is None:
-                    raise SystemExit(f"setting {t}: this build has no op _lookup_lab_seg_lean")
-                lean_lab(int(t[1:]))
             elif t[0] == "L":
                 if step_lab is None:
                     raise SystemExit(f"setting {t}: this build has no op _lookup_lab_step")

@@ -333,106 +333,6 @@ __device__ __forceinline__ const float* bump_step_last_block(const BackwardParam
   return &now;
 }
 
-// The first element of a CSR entry's gradient row: its id's output row (sequence) or its bag's columns (pooled).
-__device__ __forceinline__ int64_t seg_grad_offset(const BackwardParams& p, int32_t y) {
-  if (p.pooling == kPoolNone) return static_cast<int64_t>(y) * p.out_stride;
-  int64_t f = y / p.batch;
-  if (f >= p.num_features) f = p.num_features - 1;
-  return (y - f * p.batch) * p.out_stride + p.feature_col[f];
-}
-
-// The lean update of the small segments (at most `lean` entries, never more than 32), before seg_apply_kernel<LN>
-// takes the others: a warp per unique (grid-stride over the uniques), which loads its segment's CSR entries (a lane
-// each), then its first G gradient rows together with its row [w | state] and sums the entries in CSR order from
-// zero, as seg_apply_kernel sums a segment no warp boundary cuts (so those rows are bitwise the same; a small
-// segment the chunked kernel would have cut is summed whole here). No per-entry run bookkeeping, no cut pieces, no
-// per-round CSR walk. A unique whose segment start is stale (no valid entry this step: its first entry is another
-// unique's) or that has no row is skipped. Adam: the step this update applies is the step before it + 1 (the
-// chunked kernel after this one advances the counter, p.step_bump). R: plain fp32 SGD's reduction into the row.
-// (The body: warp w of nw, p.step already the step this update applies.)
-template <int V, int N, int OPT, int G, int H, int R>
-__device__ __forceinline__ void seg_lean_warps(const BackwardParams& p, int lean, int64_t w, int64_t nw) {
-  using T = typename Val<V>::T;
-  const int lane = threadIdx.x & 31;
-  const int64_t count = *p.count;
-  const int64_t total = p.seg_start[p.n];
-  const OptConst oc = opt_const(p);
-  const int c = lane * N;
-  for (int64_t u = w; u < count; u += nw) {
-    // the unique's words, all issued before the first use: its bounds, table and row
-    const int32_t s = p.seg_start[u];
-    const int len = p.seg_end[u] - s;
-    const int32_t tu = p.utables[u];
-    const uint64_t ua = p.uaddr != nullptr ? p.uaddr[u] : 0;
-    const int64_t ur = p.uaddr != nullptr ? 0 : p.urow[u];
-    if (len <= 0 || len > lean || s >= total) continue;  // warp-uniform
-    int32_t eu = -1;
-    int64_t goff = 0;
-    float sc = 1.f;
-    if (lane < len && s + lane < total) {
-      const int2 e = reinterpret_cast<const int2*>(p.seg_occ)[s + lane];
-      eu = e.x;
-      goff = seg_grad_offset(p, e.y);
-      if (p.seg_scale != nullptr) sc = p.seg_scale[s + lane];
-    }
-    if (__shfl_sync(0xffffffffu, eu, 0) != static_cast<int32_t>(u)) continue;  // stale bounds
-    const TableMeta& m = p.meta[tu];
-    const int dim = static_cast<int>(m.dim);
-    T* row = nullptr;
-    if (p.uaddr != nullptr) row = reinterpret_cast<T*>(ua);
-    else if (ur >= 0) row = meta_row<T>(m, ur);
-    if (row == nullptr) continue;
-    float acc[N], g[G][N], wv[N], s1[N], s2[N], rs = 0.f;
-#pragma unroll
-    for (int e = 0; e < N; ++e) acc[e] = wv[e] = s1[e] = s2[e] = 0.f;
-    for (int k0 = 0; k0 < len; k0 += G) {
-#pragma unroll
-      for (int k = 0; k < G; ++k) {
-        const int64_t gq = __shfl_sync(0xffffffffu, goff, (k0 + k) & 31);
-#pragma unroll
-        for (int e = 0; e < N; ++e) g[k][e] = 0.f;
-        if (k0 + k < len && c < dim) load_n<kValueFp32, N>(p.grad + gq + c, g[k]);
-      }
-      if constexpr (R == 0) {
-        if (k0 == 0) load_row<V, N, OPT, H>(row, dim, c, wv, s1, s2, rs);
-      }
-#pragma unroll
-      for (int k = 0; k < G; ++k) {
-        const float sq = __shfl_sync(0xffffffffu, sc, (k0 + k) & 31);
-        if (k0 + k < len) {
-#pragma unroll
-          for (int e = 0; e < N; ++e) acc[e] += g[k][e] * sq;
-        }
-      }
-    }
-    if (skip_nonfinite<N>(p, acc, c < dim)) continue;  // the row keeps its value (non-finite policy)
-    if constexpr (R != 0) {
-      if (c < dim) {
-#pragma unroll
-        for (int e = 0; e < N; ++e) acc[e] = -oc.lr * acc[e];
-        red_n<N>(reinterpret_cast<float*>(row) + c, acc);
-      }
-    } else {
-      apply_row<V, N, OPT, H>(p, oc, row, dim, c, acc, wv, s1, s2, rs);
-    }
-  }
-}
-
-template <int V, int N, int OPT, int G, int H, int MINB, int R = 0>
-__global__ void __launch_bounds__(kSegBlock, MINB) seg_lean_kernel(BackwardParams p, int lean) {
-  accel::griddep_wait();
-  __shared__ float now;
-  if constexpr (OPT == kAdam) {
-    if (p.step_bump != nullptr) {
-      if (threadIdx.x == 0) now = __ldcg(p.step_bump) + 1.f;
-      __syncthreads();
-      p.step = &now;
-    }
-  }
-  seg_lean_warps<V, N, OPT, G, H, R>(p, lean, (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5,
-                                     (static_cast<int64_t>(gridDim.x) * kSegBlock) >> 5);
-}
-
 // One warp per C consecutive CSR entries; rounds of 32 entries (lane l holds entry base + l: unique, gradient
 // element offset, scale, dim, row address), K entries at a time: the K gradient rows and the rows of the K
 // entries' run ends are loaded before the first use. H: 0 rows past L1 (ld.global.cg); 1 fp32 rows evict-first
@@ -440,13 +340,18 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_lean_kernel(BackwardParam
 // segment adds -lr * sum into its row with vector reductions (red.global.add: the row is never read by the SM,
 // one 512-byte L2 transfer instead of a load and a store; one add per row, so still deterministic).
 // Launched as a programmatic dependent of the stream's previous kernel (sm90+), it waits for it first.
-// LN (with seg_lean_kernel before it): the segments of at most `lean` entries are the lean kernel's; this kernel
-// skips their entries (no gradient load, no run end) and walks only the other entries of each round of 32.
-// (The body: warp w's entries, p.step already the step this update applies.)
-template <int V, int N, int OPT, int K, int H, int R, bool LN>
-__device__ __forceinline__ void seg_chunk_warp(const BackwardParams& p, int lean, int64_t w) {
+template <int V, int N, int OPT, int K, int H, int MINB, int R = 0>
+__global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p) {
   using T = typename Val<V>::T;
+  accel::griddep_wait();
+  // the step counter (p.step_bump): plain SGD never reads it (the first thread adds 1); Adam's bias corrections
+  // read it in every block (bump_step_last_block)
+  if (p.step_bump != nullptr) {
+    if constexpr (OPT == kAdam) p.step = bump_step_last_block(p);
+    else if (blockIdx.x == 0 && threadIdx.x == 0) *p.step_bump += 1.f;
+  }
   const int lane = threadIdx.x & 31;
+  const int64_t w = (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5;
   const int64_t total = p.seg_start[p.n];
   const int64_t w0 = w * p.seg_chunk;
   if (w0 >= total) return;
@@ -467,13 +372,17 @@ __device__ __forceinline__ void seg_chunk_warp(const BackwardParams& p, int lean
     float sc = 1.f;
     int dim = 0;
     uint64_t rowa = 0;
-    bool small = false;  // (LN) the entry's segment is the lean kernel's
     if (lane < cnt) {
       const int2 e = reinterpret_cast<const int2*>(p.seg_occ)[base + lane];
       u = e.x;
-      if constexpr (LN) small = p.seg_end[u] - p.seg_start[u] <= lean;
       if (p.seg_scale != nullptr) sc = p.seg_scale[base + lane];
-      goff = seg_grad_offset(p, e.y);
+      if (p.pooling == kPoolNone) {
+        goff = static_cast<int64_t>(e.y) * p.out_stride;
+      } else {
+        int64_t f = e.y / p.batch;
+        if (f >= p.num_features) f = p.num_features - 1;
+        goff = (e.y - f * p.batch) * p.out_stride + p.feature_col[f];
+      }
       const TableMeta& m = p.meta[p.utables[u]];
       dim = static_cast<int>(m.dim);
       const int64_t r = p.urow[u];
@@ -486,24 +395,11 @@ __device__ __forceinline__ void seg_chunk_warp(const BackwardParams& p, int lean
     const bool cut = (u == u_first && first_cut) || (u == u_last && last_cut);
     // run ends whose row is updated here with plain loads and stores
     const unsigned owned = __ballot_sync(0xffffffffu, lane < cnt && un != u && !cut && rowa != 0);
-    // (LN) the entries of this round that are not the lean kernel's, taken K at a time in entry order (a small
-    // segment's run contributes nothing, so acc and piece are zero again when the next run starts)
-    unsigned rem = LN ? __ballot_sync(0xffffffffu, lane < cnt && !small) : 0u;
-    for (int q0 = 0; LN ? rem != 0u : q0 < cnt; q0 += K) {
+    for (int q0 = 0; q0 < cnt; q0 += K) {
       float g[K][N], wv[K][N], s1[K][N], s2[K][N], rs[K];
-      int qv[K];
 #pragma unroll
       for (int k = 0; k < K; ++k) {
-        if constexpr (LN) {
-          qv[k] = rem != 0u ? __ffs(rem) - 1 : 32;
-          rem &= rem - 1u;
-        } else {
-          qv[k] = q0 + k;
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < K; ++k) {
-        const int q = qv[k];
+        const int q = q0 + k;
         const int64_t gq = __shfl_sync(0xffffffffu, goff, q & 31);
         const int dq = __shfl_sync(0xffffffffu, dim, q & 31);
         const T* rq = reinterpret_cast<const T*>(__shfl_sync(0xffffffffu, rowa, q & 31));
@@ -517,7 +413,7 @@ __device__ __forceinline__ void seg_chunk_warp(const BackwardParams& p, int lean
       }
 #pragma unroll
       for (int k = 0; k < K; ++k) {
-        const int q = qv[k];
+        const int q = q0 + k;
         if (q >= cnt) break;
         const float sq = __shfl_sync(0xffffffffu, sc, q);
 #pragma unroll
@@ -553,88 +449,12 @@ __device__ __forceinline__ void seg_chunk_warp(const BackwardParams& p, int lean
   }
 }
 
-// The step counter (p.step_bump): plain SGD never reads it (the first thread adds 1); Adam's bias corrections read
-// it in every block (bump_step_last_block). Whole block, first.
-template <int OPT>
-__device__ __forceinline__ void seg_step(BackwardParams& p) {
-  if (p.step_bump != nullptr) {
-    if constexpr (OPT == kAdam) p.step = bump_step_last_block(p);
-    else if (blockIdx.x == 0 && threadIdx.x == 0) *p.step_bump += 1.f;
-  }
-}
-
-template <int V, int N, int OPT, int K, int H, int MINB, int R = 0, bool LN = false>
-__global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p, int lean) {
-  accel::griddep_wait();
-  seg_step<OPT>(p);
-  seg_chunk_warp<V, N, OPT, K, H, R, LN>(p, lean, (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5);
-}
-
-// Both in one launch (lab: op _lookup_lab_seg_lean N + 64): gc blocks of the chunked kernel's (LN) and the lean
-// kernel's (grid-stride over the uniques), the chunked blocks first (lf = 0: blocks [0, gc)) or last (lf = 1: the
-// lean blocks are dispatched first and stay resident beside the chunked ones); every block counts in the step
-// counter. One register budget (MINB) for both.
-template <int V, int N, int OPT, int K, int G, int H, int MINB, int R = 0>
-__global__ void __launch_bounds__(kSegBlock, MINB) seg_pair_kernel(BackwardParams p, int lean, int gc, int lf) {
-  accel::griddep_wait();
-  seg_step<OPT>(p);
-  const int64_t wb = threadIdx.x >> 5;
-  const int lg = static_cast<int>(gridDim.x) - gc;
-  const int b = static_cast<int>(blockIdx.x);
-  const int cb = lf ? b - lg : b;  // the block's index among the chunked blocks (< 0 or >= gc: a lean block)
-  if (cb >= 0 && cb < gc)
-    seg_chunk_warp<V, N, OPT, K, H, R, true>(p, lean, static_cast<int64_t>(cb) * (kSegBlock / 32) + wb);
-  else
-    seg_lean_warps<V, N, OPT, G, H, R>(p, lean, static_cast<int64_t>(lf ? b : b - gc) * (kSegBlock / 32) + wb,
-                                       static_cast<int64_t>(lg) * (kSegBlock / 32));
-}
-
 // The fp32 4-wide kernel's form per optimizer, picked by A/B on an H200 (NVIDIA's config; benchmarks/RESULTS.md,
 // docs/dynamicemb.md): plain SGD adds whole segments with reductions, 8 entries in flight at 3 blocks per SM, rows
 // evict-first; Adam 2 entries in flight at 4 blocks per SM, rows past L1 (ld.global.cg, no evict-first hint: each
 // row is read and written once, nothing else to keep in L2 with pooling none); Adagrad and row-wise Adagrad as
 // listed. Other value types keep the 2-block kernel, rows past L1. With the step's programmatic launches
 // (kStepPdl, sm90+) the 4-wide kernel is a programmatic dependent of the pass before it.
-// The lean update's segment limit (seg_lean_kernel; 0: none; + 64: the pair in one launch, launch_seg_pair) per
-// optimizer, and the lab's override (op _lookup_lab_seg_lean: -1 the defaults, else for every optimizer of the fp32
-// 4-wide kernel).
-constexpr int kLeanSgd = 0, kLeanAdam = 0;
-std::atomic<int> g_seg_lean{-1};
-
-template <int OPT>
-int seg_lean_limit() {
-  const int v = g_seg_lean.load(std::memory_order_relaxed);
-  if (v >= 0) return v;
-  return OPT == kAdam ? kLeanAdam : (OPT == kSgd ? kLeanSgd : 0);
-}
-
-// The chunked kernel KC (LN: after the lean kernel KL over the segments of at most `lean` entries, a persistent grid
-// of MINB blocks per SM), or alone (lean 0).
-// lean & 64 (lab): the pair in one launch (KP, its lean role on MINB blocks per SM).
-template <typename KC, typename KL, typename KP>
-void launch_seg_pair(bool pdl, KC kc, KC kc_ln, KL kl, KP kp, int minb, int lean, unsigned grid, cudaStream_t st,
-                     const BackwardParams& p) {
-  const int limit = lean & 63;
-  if (limit <= 0) {
-    launch_maybe_pdl(pdl, kc, grid, kSegBlock, st, p, 0);
-    return;
-  }
-  const int64_t need = (p.n + kSegBlock / 32 - 1) / (kSegBlock / 32);
-  auto lean_grid = [&](int per_sm) {
-    const int64_t cap = persistent_blocks(per_sm);
-    return static_cast<unsigned>(need < cap ? (need < 1 ? 1 : need) : cap);
-  };
-  if (lean & 64) {  // + 128: the lean blocks first; + 256 * k: k fewer lean blocks per SM than MINB
-    const int per_sm = minb - ((lean >> 8) & 3);
-    launch_maybe_pdl(pdl, kp, grid + lean_grid(per_sm > 1 ? per_sm : 1), kSegBlock, st, p, limit,
-                     static_cast<int>(grid), (lean >> 7) & 1);
-    return;
-  }
-  launch_maybe_pdl(pdl, kl, lean_grid(4), kSegBlock, st, p, limit);  // (seg_lean_kernel's MINB)
-  check_launch("segmented update (lean)");
-  launch_maybe_pdl(pdl, kc_ln, grid, kSegBlock, st, p, limit);
-}
-
 template <int V, int N, int OPT>
 void run_segmented(const BackwardParams& p, cudaStream_t st) {
   constexpr int K = (OPT == kSgd || OPT == kRowWiseAdagrad) ? 8 : 4;
@@ -642,27 +462,18 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
   const unsigned grid = blocks_for(warps, kSegBlock / 32);
   if constexpr (V == kValueFp32 && N == 4) {
     const bool pdl = pdl_supported() && (dedup_flags_variant(-1) & (kDedupPdl | kStepPdl)) == (kDedupPdl | kStepPdl);
-    const int lean = seg_lean_limit<OPT>();
     if constexpr (OPT == kSgd) {
-      if (p.direct)
-        launch_seg_pair(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1, true>,
-                        seg_lean_kernel<V, N, OPT, 4, 1, 4, 1>, seg_pair_kernel<V, N, OPT, 8, 4, 1, 3, 1>, 3, lean,
-                        grid, st, p);
-      else
-        launch_seg_pair(pdl, seg_apply_kernel<V, N, OPT, 4, 1, 3>, seg_apply_kernel<V, N, OPT, 4, 1, 3, 0, true>,
-                        seg_lean_kernel<V, N, OPT, 4, 1, 4>, seg_pair_kernel<V, N, OPT, 4, 4, 1, 3>, 3, lean, grid,
-                        st, p);
+      if (p.direct) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, grid, kSegBlock, st, p);
+      else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 4, 1, 3>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kRowWiseAdagrad) {
-      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, K, 1, 2>, grid, kSegBlock, st, p, 0);
+      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, K, 1, 2>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kAdam) {
-      launch_seg_pair(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, seg_apply_kernel<V, N, OPT, 2, 0, 4, 0, true>,
-                      seg_lean_kernel<V, N, OPT, 4, 0, 4>, seg_pair_kernel<V, N, OPT, 2, 4, 0, 4>, 4, lean, grid, st,
-                      p);
+      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
     } else {
-      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 1, 4>, grid, kSegBlock, st, p, 0);
+      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 1, 4>, grid, kSegBlock, st, p);
     }
   } else {
-    seg_apply_kernel<V, N, OPT, K, 0, 2><<<grid, kSegBlock, 0, st>>>(p, 0);
+    seg_apply_kernel<V, N, OPT, K, 0, 2><<<grid, kSegBlock, 0, st>>>(p);
   }
   check_launch("segmented update");
 }
@@ -696,12 +507,6 @@ void with_sort_cfg(int v, F&& f) {
   }
 }
 }  // namespace
-
-int seg_lean_variant(int v) {
-  const int old = detail::g_seg_lean.load();
-  if (v == -1 || (v >= 0 && v < 1024 && (v & 63) <= 32)) detail::g_seg_lean.store(v);
-  return old;
-}
 
 int csr_sort_variant(int v) {
   const int old = g_csr_sort.load();

@@ -28,7 +28,6 @@
 
 namespace dynamicemb {
 namespace lookup {
-int seg_lean_variant(int v);  // segment_kernels.cu (declared here, not in lookup_types.h: the lab op is its one user)
 namespace {
 
 using torch::stable::Tensor;
@@ -135,14 +134,6 @@ int64_t dedup_set_size(int64_t n) { return dedup_set_capacity(n, INT64_MAX, kDed
 // other value only reads it), returns the one before.
 int64_t lookup_lab_csr_sort(int64_t variant) {
   return csr_sort_variant(variant >= 0 && variant <= kCsrSortHand8Match ? static_cast<int>(variant) : -1);
-}
-
-// Lab: the segmented update's lean kernel for small segments (segment_kernels.cu seg_lean_kernel): -1 the defaults
-// per optimizer, 0 none (the chunked kernel alone), 1..32 the segments of at most that many entries (+ 64: the lean
-// and the chunked kernel in one launch; + 128 its lean blocks first; + 256 k: k fewer lean blocks per SM); other
-// values only read it. Returns the one before.
-int64_t lookup_lab_seg_lean(int64_t variant) {
-  return seg_lean_variant(variant >= -1 && variant < 1024 ? static_cast<int>(variant) : -2);
 }
 
 // Lab: where a step finds its uniques (find_later_variant: 0 the dedup's number pass, 1 after the CSR fork, 2 the
@@ -932,7 +923,6 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_dedup(int variant) -> int");
   m.def("_lookup_lab_mirror(int variant) -> int");
   m.def("_lookup_lab_step(int variant) -> int");
-  m.def("_lookup_lab_seg_lean(int variant) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -952,7 +942,6 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
   m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
   m.impl("_lookup_lab_step", TORCH_BOX(&dynamicemb::lookup::lookup_lab_step));
-  m.impl("_lookup_lab_seg_lean", TORCH_BOX(&dynamicemb::lookup::lookup_lab_seg_lean));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));

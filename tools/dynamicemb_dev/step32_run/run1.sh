@@ -5,6 +5,7 @@
 # kernel alone (SGD, SGD + weight decay, Adam; pooling none / sum with weights; misses, hot ids), against the CPU
 # module (chunks 3 / 128: cut hot segments), CUDA-graph replay against eager. Then steady_ab.py --timeline, Adam "-"
 # (main's path) against A8 / A4, SGD "-" against A8.
+# (The lab op and its tests are in step32 f88c0871's tree and wheel; removed after run 2.)
 B=48
 RUN=step32
 . .carry/step32/setup.sh

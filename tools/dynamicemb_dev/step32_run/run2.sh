@@ -4,6 +4,7 @@
 # launches were slower). GPU tests (one process): every lean variant against the chunked kernel alone (bitwise; Adam's
 # embeddings to 1 ulp: one FMA contraction differs), against the CPU module (chunks 3 / 128), CUDA-graph replay.
 # Then steady_ab.py --timeline, Adam "-" (main's path) against A72 / A456 / A712, SGD "-" against A72 / A456.
+# (The lab op and its tests are in step32 f88c0871's tree and wheel; removed after run 2.)
 B=48
 RUN=step32
 . .carry/step32/setup.sh
