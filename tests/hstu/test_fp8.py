@@ -689,6 +689,28 @@ def test_cuda_fp8_fwd_bounds_and_main_loop(D, mode, mask):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("mask", sorted(MASKS))
+@pytest.mark.parametrize("mode", ["tensor", "head"])
+def test_cuda_fp8_fwd_tile_cuts(mode, mask):
+    """kernel_options(fp8_fwd_var=2 .. 7) (D = 128's 192-key tiles with per-tile cuts: P's register copy after the
+    next S issue, no output-rescale test, both, the descriptors before the turn's sync, the unmasked-tile test before
+    it, all four: kDiag bits 16, 32, 48, 64, 128, 240) run their own kernels, meet the fp64 emulation rule (all four)
+    and give bitwise the default's output, on jagged lengths with masked and unmasked tiles."""
+    if not fp8_kernel_runs(128):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    seed = 4200 + sorted(MASKS).index(mask) * 10 + (5 if mode == "head" else 0)
+    c = make_case(seed, [300, 0, 900, 77, 129, 450, 193], 2, 128, mask, device="cuda")
+    q8s, scales = quantized(c, mode)
+    both = check_fp8_kernel(c, mode, 128 ** -0.5, switches=dict(fp8_bn192=True, fp8_fwd_var=7))
+    default, _ = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True)
+    for var, diag in ((2, 16), (3, 32), (4, 48), (5, 64), (6, 128), (7, 240)):
+        out, names = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True, fp8_fwd_var=var)
+        pattern = rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*192\s*,\s*{diag}\s*,\s*2\s*>"
+        assert any(re.search(pattern, n) for n in names), (var, names)
+        assert torch.equal(out, default) and torch.equal(out, both), var
+
+
+@pytest.mark.gpu
 def test_cuda_fp8_kernel_wide_tiles_for_long_sequences():
     """The D = 128 forward takes the 192-key tiles of fp8_bn192=True (bitwise their output; SiLU form 2, 3 / 8 of
     the P words in half2) for batches of at least 4,096 keys per sequence on average, else 128-key tiles (form 1,

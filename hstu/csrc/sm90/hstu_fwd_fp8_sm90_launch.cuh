@@ -115,6 +115,25 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         if (f.var == kFp8VarMainLoop) {
           return launch_fwd_fp8_wide<true, kWide, kFp8FwdMainLoop>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
         }
+        // (kernel_options(fp8_fwd_var=2 .. 7): the per-tile cuts, alone and together)
+        constexpr int kCopyRescale = kFp8FwdLateCopy | kFp8FwdNoRescale;
+        constexpr int kAll = kCopyRescale | kFp8FwdDescs | kFp8FwdEarlyTest;
+        switch (f.var) {
+          case kFp8VarLateCopy:
+            return launch_fwd_fp8_wide<true, kWide, kFp8FwdLateCopy>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+          case kFp8VarNoRescale:
+            return launch_fwd_fp8_wide<true, kWide, kFp8FwdNoRescale>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+          case kFp8VarCuts:
+            return launch_fwd_fp8_wide<true, kWide, kCopyRescale>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+          case kFp8VarDescs:
+            return launch_fwd_fp8_wide<true, kWide, kFp8FwdDescs>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+          case kFp8VarEarlyTest:
+            return launch_fwd_fp8_wide<true, kWide, kFp8FwdEarlyTest>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+          case kFp8VarAllCuts:
+            return launch_fwd_fp8_wide<true, kWide, kAll>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+          default:
+            break;
+        }
       }
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
