@@ -191,20 +191,9 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
 // kFp8VarMainLoop (correct output, bitwise the default's): the default's grid kernels (D = 128: the 192-key tiles
 // where they apply, else 128-key; D = 64: 128-key; D = 256: 64-key) with the kFp8FwdMainLoop bit below.
-// kFp8VarLateCopy .. kFp8VarAllCuts (correct output, bitwise the default's; D = 128's 192-key tiles, elsewhere the
-// default): that kernel with the per-tile cuts below, kFp8FwdLateCopy, kFp8FwdNoRescale, both, kFp8FwdDescs,
-// kFp8FwdEarlyTest, all four.
-enum Fp8FwdVar : int {
-  kFp8VarNone = 0,
-  kFp8VarMainLoop = 1,
-  kFp8VarLateCopy = 2,
-  kFp8VarNoRescale = 3,
-  kFp8VarCuts = 4,
-  kFp8VarDescs = 5,
-  kFp8VarEarlyTest = 6,
-  kFp8VarAllCuts = 7,
-  kFp8VarTrace = 15
-};
+// kFp8VarTailCopy (correct output, bitwise the default's): the default's grid kernels with the kFp8FwdTailCopy bit
+// below. kFp8VarNoRescale (the same): D = 128's 192-key tiles with the kFp8FwdNoRescale bit, elsewhere the default.
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarMainLoop = 1, kFp8VarTailCopy = 2, kFp8VarNoRescale = 3, kFp8VarTrace = 15 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -228,16 +217,11 @@ constexpr int kFp8FwdDiagTrace = 4;
 // kFp8FwdMainLoop (not timing-only: the same output; kFp8VarMainLoop, for comparisons): the grid kernels without
 // kBounds (the kernel below), the loop as it was.
 constexpr int kFp8FwdMainLoop = 8;
-// kFp8FwdLateCopy (kBounds kernels; the same output): P_i's copy into the P V's A registers after the next tile's
-// S issue, in the shadow of that GEMM, instead of between the P V wait and the next turn's sync.
-// kFp8FwdNoRescale (kBounds, 192-key tiles, never block mode: one v factor per CTA): no output-rescale test per tile.
-// kFp8FwdDescs (kBounds): the wgmma descriptors of a turn formed before its sync (one per operand tile; each k step
-// adds its offset to the low word) instead of from the addresses between the sync and the issues.
-// kFp8FwdEarlyTest (kBounds): tile i's unmasked-tile test before the turn's sync instead of after S_i's wait.
-constexpr int kFp8FwdLateCopy = 16;
+// kFp8FwdTailCopy (the same output): the kBounds kernels with P_i's copy into the P V's A registers where it was,
+// between the P V wait and the next turn's sync (their default: after the turn's S issue).
+// kFp8FwdNoRescale (the same output; 192-key tiles, never block mode: one v factor per CTA): no output-rescale test.
+constexpr int kFp8FwdTailCopy = 16;
 constexpr int kFp8FwdNoRescale = 32;
-constexpr int kFp8FwdDescs = 64;
-constexpr int kFp8FwdEarlyTest = 128;
 
 
 // Tiles [j0, j0 + bn) with lo <= j0 <= hi are exactly those of rows [r0, r1) for which tile_full_targets (targets:
@@ -327,10 +311,10 @@ __global__ void __launch_bounds__(384, 1)
   // warpgroup computed once (fp8_full_tiles) instead of the mask fields, the stages and phases by increments instead
   // of divisions by the stage count, no block-mode branch on the 192-key tiles (never block mode).
   constexpr bool kBounds = kMode == kFp8Grid && kEarlyPack && (kDiag & kFp8FwdMainLoop) == 0;
-  constexpr bool kLateCopy = kBounds && (kDiag & kFp8FwdLateCopy) != 0;
+  // kLateCopy (with kBounds; faster on an H200, docs/hstu_attn.md; at the loop's tail the copy also cost the SiLU
+  // block register moves): P_i's copy into pf right after the next turn's S issue.
+  constexpr bool kLateCopy = kBounds && (kDiag & kFp8FwdTailCopy) == 0;
   constexpr bool kNoRescale = kBounds && kBN > 128 && (kDiag & kFp8FwdNoRescale) != 0;
-  constexpr bool kDescs = kBounds && (kDiag & kFp8FwdDescs) != 0;
-  constexpr bool kEarlyTest = kBounds && (kDiag & kFp8FwdEarlyTest) != 0;
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -541,44 +525,6 @@ __global__ void __launch_bounds__(384, 1)
         }
         wgmma_commit();
       };
-      // kDescs: a descriptor's start address field is its low 14 bits (address / 16; shared addresses < 2^18), so
-      // the descriptor of address a + o (o a multiple of 16, inside the tile) is a's plus o / 16 in the low word.
-      auto desc_plus = [](uint64_t d, int o) {
-        return (d & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + (o >> 4));
-      };
-      auto pin_desc = [](uint64_t& d) { asm volatile("" : "+l"(d)); };  // (formed here, not after the sync)
-      const uint64_t dq0 = make_desc_kmajor(sQ + wg * 64 * RB, RB);
-      auto issue_qk_d = [&](uint64_t dk) {
-        wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < D / 32; ++ks) {
-          const int off = (ks * 32 / RB) * C::kQPanelBytes + (ks * 32) % RB;
-          const int offk = (ks * 32 / RB) * C::kKPanelBytes + (ks * 32) % RB;
-          wgmma_ss_e4m3<BN>(acc_s, desc_plus(dq0, off), desc_plus(dk, offk), ks > 0 ? 1 : 0);
-        }
-        wgmma_commit();
-      };
-      auto issue_pv_d = [&](uint64_t dv0, uint64_t dv1, const uint32_t(&pp)[BN / 32][4]) {
-        wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < BN / 32; ++ks) {
-          constexpr int P0 = C::kVtRowBytes;
-          wgmma_rs_e4m3<D>(acc_o, pp[ks], ks * 32 < P0 ? desc_plus(dv0, ks * 32) : desc_plus(dv1, ks * 32 - P0));
-        }
-        wgmma_commit();
-      };
-      auto k_desc = [&](int s) {
-        uint64_t d = make_desc_kmajor(sK + s * C::kTileBytes, RB);
-        pin_desc(d);
-        return d;
-      };
-      auto v_descs = [&](int s, uint64_t& d0, uint64_t& d1) {
-        constexpr int P0 = C::kVtRowBytes;
-        d0 = make_desc_kmajor(sV + s * C::kTileBytes, P0);
-        d1 = make_desc_kmajor(sV + s * C::kTileBytes + D * P0, BN > P0 ? BN - P0 : P0);
-        pin_desc(d0);
-        pin_desc(d1);
-      };
       // The next P V adds tile nb: O kept in units of its v factor (acc_o settled: no P V in flight here).
       auto rescale_o = [&](float vf) {
         if constexpr (kNoRescale) return;  // (vf == v_cur, or both NaN: the output is NaN either way)
@@ -609,11 +555,11 @@ __global__ void __launch_bounds__(384, 1)
       };
       // P = SiLU(alpha q_s k_s S), masked to 0 (fwd_silu_mask); kEarlyPack: packed into pn at the end of each of its
       // paths (a mixed kSilu's unmasked tiles: every word straight into pn).
-      auto silu_mask = [&](int nb, float kf, uint32_t(&pn)[BN / 32][4], bool full_pre = false) {
+      auto silu_mask = [&](int nb, float kf, uint32_t(&pn)[BN / 32][4]) {
         const int n0 = nb * BN;
         const float sc = half_alpha_q * kf;
         if constexpr (kSilu != kFp8SiluTanh) {  // (fwd_silu_mask's first path, some words in half2)
-          if (kEarlyTest ? full_pre : full_tile(n0)) {
+          if (full_tile(n0)) {
             const float sc2 = sc + sc;  // (sc: the tanh form's h / 2 per unit of S)
 #pragma unroll
             for (int ks = 0; ks < BN / 32; ++ks) {
@@ -640,7 +586,7 @@ __global__ void __launch_bounds__(384, 1)
         if constexpr (kEarlyPack) {
           // (fwd_silu_mask's first path, the unmasked-tile test by the bounds; diag: without its MUFU)
           if constexpr (kSilu == kFp8SiluTanh && (kBounds || (kDiag & kFp8FwdDiagNoMufu) != 0)) {
-            if (kEarlyTest ? full_pre : full_tile(n0)) {
+            if (full_tile(n0)) {
 #pragma unroll
               for (int e = 0; e < BN / 2; ++e) {
                 const float x = acc_s[e] * sc;
@@ -702,7 +648,7 @@ __global__ void __launch_bounds__(384, 1)
         pin_all(acc_s);
         stamp(0, 4);
         release(bar_empty_k(s0));
-        silu_mask(tile(0), k_factor(tile(0)), pn, full_tile(tile(0) * BN));
+        silu_mask(tile(0), k_factor(tile(0)), pn);
         stamp(0, 5);
         if constexpr (!kLateCopy) take_p();
         if constexpr (kBounds) advance();
@@ -718,40 +664,22 @@ __global__ void __launch_bounds__(384, 1)
         kf_nx = i + 1 < n_tiles ? k_factor(tile(i + 1)) : 0.f;
         vf_nx = v_factor(nb);
         stamp(i, 0);
-        uint64_t dk = 0, dv0 = 0, dv1 = 0;
-        if constexpr (kDescs) {
-          dk = k_desc(s);
-          v_descs(sp, dv0, dv1);
-        }
-        int full = 0;
-        if constexpr (kEarlyTest) {
-          full = full_tile(nb * BN) ? 1 : 0;
-          asm volatile("" : "+r"(full));  // (tested here, before the waits and the sync)
-        }
         mbar_wait(bar_full_k(s), ph);
         mbar_wait(bar_full_v(sp), php);
         stamp(i, 1);
         rescale_o(vf_prev);
         pp_sync();
         stamp(i, 2);
-        if constexpr (kDescs) {
-          issue_qk_d(dk);
-        } else {
-          issue_qk(s);  // S_i, in flight during the P V below
-        }
+        issue_qk(s);  // S_i, in flight during the P V below
         if constexpr (kLateCopy) take_p();  // (P_{i-1} into pin = pf: its last reader waited for last iteration)
-        if constexpr (kDescs) {
-          issue_pv_d(dv0, dv1, pin);
-        } else {
-          issue_pv(sp, pin);  // O += P_{i-1} Vt_{i-1}
-        }
+        issue_pv(sp, pin);  // O += P_{i-1} Vt_{i-1}
         pp_arrive();
         stamp(i, 3);
         wgmma_wait<1>();  // S_i done
         pin_all(acc_s);
         stamp(i, 4);
         release(bar_empty_k(s));
-        silu_mask(nb, kf, pout, full != 0);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
+        silu_mask(nb, kf, pout);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
         stamp(i, 5);
         wgmma_wait<0>();
         pin_all(pin);
