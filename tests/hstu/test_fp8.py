@@ -689,6 +689,36 @@ def test_cuda_fp8_fwd_bounds_and_main_loop(D, mode, mask):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("mask", sorted(MASKS))
+@pytest.mark.parametrize("D,mode,bn", [(128, "tensor", 192), (128, "head", 192), (128, "block", 128), (64, "tensor", 128),
+                                       (256, "block", 64)])
+def test_cuda_fp8_fwd_copy_and_rescale(D, mode, bn, mask):
+    """The default grid kernels copy P into the P V's A registers right after the next turn's S issue; against
+    kernel_options(fp8_fwd_var=2) (the copy where it was, between the P V wait and the next turn: kDiag bit 16, its
+    own kernel) and, on D = 128's 192-key tiles, fp8_fwd_var=3 (no output-rescale test: bit 32): the default meets
+    the fp64 emulation rule and both variants give bitwise its output, on jagged lengths with masked and unmasked
+    tiles."""
+    if not fp8_kernel_runs(D):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    seed = 4200 + sorted(MASKS).index(mask) * 10 + D // 64 + ("tensor", "head", "block").index(mode) * 4
+    c = make_case(seed, [300, 0, 900, 77, 129, 450, 193], 2, D, mask, device="cuda")
+    q8s, scales = quantized(c, mode)
+    switches = dict(fp8_bn192=True) if bn == 192 else {}
+    out = check_fp8_kernel(c, mode, D ** -0.5, switches=switches)
+    form = fp8_form(D, bn)
+    for var, diag in ((0, 0), (2, 16)) + (((3, 32),) if bn == 192 else ()):
+        again, names = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_fwd_var=var, **switches)
+        pattern = rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{diag}\s*,\s*{form}\s*>"
+        assert any(re.search(pattern, n) for n in names), (var, names)
+        assert torch.equal(again, out), var
+
+
+def fp8_form(D, bn):
+    """The default SiLU form of the grid kernel of head dim D and bn-key tiles (fp8_silu_default)."""
+    return 0 if D == 256 else 2 if bn == 192 else 1
+
+
+@pytest.mark.gpu
 def test_cuda_fp8_kernel_wide_tiles_for_long_sequences():
     """The D = 128 forward takes the 192-key tiles of fp8_bn192=True (bitwise their output; SiLU form 2, 3 / 8 of
     the P words in half2) for batches of at least 4,096 keys per sequence on average, else 128-key tiles (form 1,

@@ -191,7 +191,9 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
 // kFp8VarMainLoop (correct output, bitwise the default's): the default's grid kernels (D = 128: the 192-key tiles
 // where they apply, else 128-key; D = 64: 128-key; D = 256: 64-key) with the kFp8FwdMainLoop bit below.
-enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarMainLoop = 1, kFp8VarTrace = 15 };
+// kFp8VarTailCopy (correct output, bitwise the default's): the default's grid kernels with the kFp8FwdTailCopy bit
+// below. kFp8VarNoRescale (the same): D = 128's 192-key tiles with the kFp8FwdNoRescale bit, elsewhere the default.
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarMainLoop = 1, kFp8VarTailCopy = 2, kFp8VarNoRescale = 3, kFp8VarTrace = 15 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -215,6 +217,11 @@ constexpr int kFp8FwdDiagTrace = 4;
 // kFp8FwdMainLoop (not timing-only: the same output; kFp8VarMainLoop, for comparisons): the grid kernels without
 // kBounds (the kernel below), the loop as it was.
 constexpr int kFp8FwdMainLoop = 8;
+// kFp8FwdTailCopy (the same output): the kBounds kernels with P_i's copy into the P V's A registers where it was,
+// between the P V wait and the next turn's sync (their default: after the turn's S issue).
+// kFp8FwdNoRescale (the same output; 192-key tiles, never block mode: one v factor per CTA): no output-rescale test.
+constexpr int kFp8FwdTailCopy = 16;
+constexpr int kFp8FwdNoRescale = 32;
 
 
 // Tiles [j0, j0 + bn) with lo <= j0 <= hi are exactly those of rows [r0, r1) for which tile_full_targets (targets:
@@ -304,6 +311,10 @@ __global__ void __launch_bounds__(384, 1)
   // warpgroup computed once (fp8_full_tiles) instead of the mask fields, the stages and phases by increments instead
   // of divisions by the stage count, no block-mode branch on the 192-key tiles (never block mode).
   constexpr bool kBounds = kMode == kFp8Grid && kEarlyPack && (kDiag & kFp8FwdMainLoop) == 0;
+  // kLateCopy (with kBounds; faster on an H200, docs/hstu_attn.md; at the loop's tail the copy also cost the SiLU
+  // block register moves): P_i's copy into pf right after the next turn's S issue.
+  constexpr bool kLateCopy = kBounds && (kDiag & kFp8FwdTailCopy) == 0;
+  constexpr bool kNoRescale = kBounds && kBN > 128 && (kDiag & kFp8FwdNoRescale) != 0;
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -516,6 +527,7 @@ __global__ void __launch_bounds__(384, 1)
       };
       // The next P V adds tile nb: O kept in units of its v factor (acc_o settled: no P V in flight here).
       auto rescale_o = [&](float vf) {
+        if constexpr (kNoRescale) return;  // (vf == v_cur, or both NaN: the output is NaN either way)
         if (vf != v_cur) {
           pin_all(acc_o);
           const float r = v_cur / vf;
@@ -638,7 +650,7 @@ __global__ void __launch_bounds__(384, 1)
         release(bar_empty_k(s0));
         silu_mask(tile(0), k_factor(tile(0)), pn);
         stamp(0, 5);
-        take_p();
+        if constexpr (!kLateCopy) take_p();
         if constexpr (kBounds) advance();
       }
       // Iteration i: S_i and O += P_{i-1} V_{i-1} issued, P_i computed under them. pin: P_{i-1}'s registers (read by
@@ -658,7 +670,8 @@ __global__ void __launch_bounds__(384, 1)
         rescale_o(vf_prev);
         pp_sync();
         stamp(i, 2);
-        issue_qk(s);        // S_i, in flight during the P V below
+        issue_qk(s);  // S_i, in flight during the P V below
+        if constexpr (kLateCopy) take_p();  // (P_{i-1} into pin = pf: its last reader waited for last iteration)
         issue_pv(sp, pin);  // O += P_{i-1} Vt_{i-1}
         pp_arrive();
         stamp(i, 3);
@@ -672,7 +685,7 @@ __global__ void __launch_bounds__(384, 1)
         pin_all(pin);
         stamp(i, 6);
         release(bar_empty_v(sp));
-        take_p();
+        if constexpr (!kLateCopy) take_p();
         if constexpr (kBounds) advance();
       };
       // The last P V (P_{n-1} in pl).
@@ -685,6 +698,7 @@ __global__ void __launch_bounds__(384, 1)
         rescale_o(vf_nx);  // (tile il's v factor)
         pp_sync();
         stamp(n_tiles, 2);
+        if constexpr (kLateCopy) take_p();
         issue_pv(sl, pl);
         if (wg == 0) pp_arrive();
         stamp(n_tiles, 3);

@@ -115,6 +115,13 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         if (f.var == kFp8VarMainLoop) {
           return launch_fwd_fp8_wide<true, kWide, kFp8FwdMainLoop>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
         }
+        // (kernel_options(fp8_fwd_var=2 / 3): the copy of P at the loop's tail; no output-rescale test)
+        if (f.var == kFp8VarTailCopy) {
+          return launch_fwd_fp8_wide<true, kWide, kFp8FwdTailCopy>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        }
+        if (f.var == kFp8VarNoRescale) {
+          return launch_fwd_fp8_wide<true, kWide, kFp8FwdNoRescale>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        }
       }
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
@@ -149,10 +156,14 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
     }
   }
   constexpr int BN = D == 256 ? 64 : 128;
-  // (kernel_options(fp8_fwd_var=1): main's loop, for comparisons)
+  // (kernel_options(fp8_fwd_var=1 / 2): main's loop; the copy of P at the loop's tail, for comparisons)
   if constexpr (kDiag == 0 && kEarlyPack && kSilu == fp8_silu_default(D, kEarlyPack)) {
     if (f.var == kFp8VarMainLoop) {
       return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdMainLoop, kSilu>, C::kSmem>(
+          m_blocks, tq, tk, tvt, p, f, sa, stream);
+    }
+    if (f.var == kFp8VarTailCopy) {
+      return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdTailCopy, kSilu>, C::kSmem>(
           m_blocks, tq, tk, tvt, p, f, sa, stream);
     }
   }

@@ -2,7 +2,7 @@
 # setup_b29.sh: the common carry setup with main31's hstu_attn wheel in /tmp/site_main and this branch's in
 # /tmp/site_fp8f31, GPU, PT, run_tests, digest_tests; smi_on / smi_off, the nvidia-smi log into $OUT/smi.csv.gz),
 # and bench: fp8_fwd_split.py (carried) with the branch's wheel beside that log.
-NAME=fp8f31 BASE=main31
+NAME=${NAME:-fp8f31} BASE=${BASE:-main31}
 source "$(dirname "${BASH_SOURCE[0]}")"/setup_b29.sh
 # bench DEADLINE_S ARGS...: $C/fp8_fwd_split.py ARGS until $SECONDS = DEADLINE_S, into $OUT/bench.log.
 bench() {
