@@ -142,10 +142,12 @@ template <typename Tile>
 struct FwdSm80Only : Tile {
   static constexpr bool kExists = true;
 };
-// (D = 256's 1 and 5 (issue 39, branch fwd31, session 28; comparisons until measured): the pairs with their S and P V
+// (D = 256's 1 and 5 (issue 39, branch fwd31, session 28; for comparisons): the pairs with their S and P V
 // ldmatrix addresses as L::xadd: 4 bases per operand and sub-tile, the rest ldmatrix immediates, instead of a LOP3
 // and an add per ldmatrix (main's sm_90a S: 67 LOP3 + 59 IMAD beside 64 LDSM and 128 HMMA per sub-tile and warp).
-// The split (7) runs 1's tile without it.)
+// On an H200 at B16 S4K against the default (the same output bit for bit): 5 (Q early) 1.010-1.021x faster, 1 (Q
+// late) 0.989-0.997x (its fragment loads scheduled later); B256 S256 5 1.001x. The split (7) runs 1's tile without
+// it.)
 template <>
 struct FwdSm80Candidate<256, 1> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
   static constexpr bool kXadd = true;
