@@ -60,7 +60,7 @@ def _pairs_fit():
 
 def _fwd_kernel_event(name):
     """a profiler event of an sm80-class forward tile kernel (not the split's or its work list's)"""
-    return any(k in name for k in ("hstu_fwd_kernel<", "hstu_fwd_qearly_kernel<", "qreg"))
+    return any(k in name for k in ("hstu_fwd_kernel<", "hstu_fwd_qearly_kernel<", "hstu_fwd_xadd_kernel<", "qreg"))
 
 
 def _qreg128_two_fit():
@@ -129,7 +129,10 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
                 shown = 0
             if early:
                 kernel, shown = "hstu_fwd_qearly_kernel", 1
-            want = f"{kernel}<{ctype}, {fwd_tile(D, shown, dtype, _pairs_fit())}(hstu::HstuParams)"
+            tile = fwd_tile(D, shown, dtype, _pairs_fit())
+            if cfg in (1, 5) and D == 256 and dtype == torch.bfloat16 and _pairs_fit():  # (the pairs' xadd kernel)
+                kernel, tile = "hstu_fwd_xadd_kernel", tile[:-1] + (", true>" if early else ", false>")
+            want = f"{kernel}<{ctype}, {tile}(hstu::HstuParams)"
             assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
 
 
@@ -210,6 +213,40 @@ def test_sm80_forward_short_rows_q_early(mask, delta_q, rab_heads, seqused, kern
     names = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
     want = f"hstu_fwd_kernel<__nv_bfloat16, {tile}(hstu::HstuParams)"
     assert len(names) == 1 and next(iter(names)).endswith(want), (names, want)
+
+
+@pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
+    ("causal", False, 0, False), ("causal", True, 2, True), ("local_causal", False, 1, False),
+    ("context_target_group", True, 0, True), ("local_context_target", False, 2, False), ("none", False, 1, False)])
+def test_sm80_forward_pairs_xadd(mask, delta_q, rab_heads, seqused, kernel_opts):
+    """fwd_sm80_cfg=1 / 5 at D = 256 (bf16): the warp pairs with their ldmatrix addresses as L::xadd
+    (hstu_fwd_xadd_kernel; 5 with Q's copy early) meet the error rule against the fp32 reference (outputs poisoned)
+    and give bit for bit the output of main's pairs (candidate 3: the same MMAs in the same order) on jagged lengths
+    at the tile edges (11 query tiles or at most 4),
+    windows, targets with groups, contexts, delta-q, seqused and rab."""
+    if not _pairs_fit():
+        pytest.skip("the warp pairs do not fit here")
+    for lk in ([700, 0, 1, 63, 64, 65, 129, 300, 17, 256, 128], [256, 0, 1, 63, 64, 65, 129, 200, 17, 256, 128]):
+        pairs = ((1, 3), (5, 3))  # (3: main's pairs whatever the mask, Q's copy late; bitwise its early copy's)
+        case = kg.make_case(zlib.crc32(repr(("xadd", mask, rab_heads, delta_q, lk[0])).encode()), lk, 2, 256,
+                            torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
+        outs, names = {}, {}
+        for cfg in sorted({c for pr in pairs for c in pr}):
+            kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)
+            if cfg in (1, 5):
+                kg.check_case(case, 0.5, backward=False)
+            kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
+                                                  **kg._varlen_kwargs(case))
+                torch.cuda.synchronize()
+            names[cfg] = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
+        for cfg in (1, 5):
+            want = f"hstu_fwd_xadd_kernel<__nv_bfloat16, {fwd_tile(256, 1)[:-1]}, {str(cfg == 5).lower()}>"
+            assert len(names[cfg]) == 1 and next(iter(names[cfg])).endswith(want + "(hstu::HstuParams)"), (
+                cfg, names[cfg], want)
+        for a, b in pairs:
+            assert torch.equal(outs[a], outs[b]), (lk[0], a, b)
 
 
 @pytest.mark.parametrize("mask,rab_heads", [("context", 0), ("local_context_target", 1), ("target_group", 0)])

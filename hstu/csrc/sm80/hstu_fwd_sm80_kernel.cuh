@@ -50,6 +50,9 @@ struct FwdSm80Tile {
   // kQscale: the unmasked sub-tiles without rab in 16-key groups, the SiLU of one group issued between the MMAs of
   // others (FwdSm80QregIlv; hstu_fwd_qreg_ilv_kernel)
   static constexpr bool kIlv = false;
+  // PAIR 2: the S and P V ldmatrix addresses as L::xadd (a base per swizzled chunk, the rest immediates;
+  // hstu_fwd_block's XADD; hstu_fwd_xadd_kernel)
+  static constexpr bool kXadd = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -139,8 +142,16 @@ template <typename Tile>
 struct FwdSm80Only : Tile {
   static constexpr bool kExists = true;
 };
+// (D = 256's 1 and 5 (issue 39, branch fwd31, session 28; for comparisons): the pairs with their S and P V
+// ldmatrix addresses as L::xadd: 4 bases per operand and sub-tile, the rest ldmatrix immediates, instead of a LOP3
+// and an add per ldmatrix (main's sm_90a S: 67 LOP3 + 59 IMAD beside 64 LDSM and 128 HMMA per sub-tile and warp).
+// On an H200 at B16 S4K against the default (the same output bit for bit): 5 (Q early) 1.010-1.021x faster, 1 (Q
+// late) 0.989-0.997x (its fragment loads scheduled later); B256 S256 5 1.001x. The split (7) runs 1's tile without
+// it.)
 template <>
-struct FwdSm80Candidate<256, 1> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {};
+struct FwdSm80Candidate<256, 1> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
+  static constexpr bool kXadd = true;
+};
 template <>
 struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 5, 2>> {};
 // 3: D = 64: candidate 1's tile (128 x 128, 4 warps x 32 rows, K / V double-buffered, two blocks per SM) with the
@@ -218,7 +229,9 @@ struct FwdSm80PairsEarly : FwdSm80Candidate<256, 3> {
 // 5 at D = 256 (for comparisons): FwdSm80PairsEarly at every row count (on an H200 B128 S512 0.279 ms against 3's
 // 0.284, B64 S1K 0.460 / 0.465, B16 S4K within +-0.8 %; docs/hstu_kernel_notes.md)
 template <>
-struct FwdSm80Candidate<256, 5> : FwdSm80PairsEarly {};
+struct FwdSm80Candidate<256, 5> : FwdSm80PairsEarly {
+  static constexpr bool kXadd = true;
+};
 // Whether the bf16 defaults scale Q by alpha / 2: a normal power of two, and not kernel_options(fwd_sm80_qscale=False)
 inline bool fwd_sm80_qscale(const HstuParams& p) {
   int e = 0;
@@ -346,7 +359,8 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // ILV (QREG): a sub-tile fully visible to the block's rows, without rab, in 16-key groups, S of group g, P V of g - 2
 // and the SiLU of g - 1 issued together (one basic block: ptxas interleaves the MUFU ops with the MMAs).
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
-          bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false>
+          bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
+          bool XADD = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -359,6 +373,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!QSCALE || (QREG && std::is_same<T, __nv_bfloat16>::value), "Q scaled: the bf16 Q registers");
   static_assert(!QEARLY || !PAIRKV, "Q's copy before the mask's setup: the plain or split body");
   static_assert(!ILV || (QREG && STAGES == 2), "the interleaved groups: the Q-in-registers body");
+  static_assert(!XADD || (PAIR == 2 && !QREG && !PAIRKV && !SPLIT), "xadd addresses: the warp pairs' body");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -384,7 +399,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr bool kKvPerUse = false;
 #endif
   auto kv_addr = [&](uint32_t base, uint32_t t, int r, int col) -> uint32_t {
-    if constexpr (kKvPerUse) {
+    if constexpr (XADD) {  // (t's rows below 16 or r's bit, its chunk below 8: L::xadd's condition)
+      return base + L::xadd(t, r, col);
+    } else if constexpr (kKvPerUse) {
       static_assert(BNS * D * 2 % 8192 == 0 && kTileBytes % 8192 == 0 && BM * D * 2 % 8192 == 0, "8 KB-aligned");
       return (((base - sQ0) + t) ^ L::swz(r, col)) + sQ0;
     } else {
@@ -748,7 +765,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 #pragma unroll
                 for (int q = 0; q < 4; ++q) a[mt][q] = qf[ks][mt][q];
               } else {
-                ldsm_x4(a[mt], sQ + (tQ ^ L::swz(mt * 16, ks * 16)));
+                ldsm_x4(a[mt], sQ + (XADD ? L::xadd(tQ, mt * 16, ks * 16) : (tQ ^ L::swz(mt * 16, ks * 16))));
               }
             }
 #pragma unroll
@@ -1054,6 +1071,13 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ilv_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, true, false, true>(p);
 }
+// The warp pairs (SKIP 0) with the ldmatrix addresses as L::xadd (C::kXadd), Q's copy early where QEARLY
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QEARLY>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xadd_kernel(const HstuParams p) {
+  static_assert(SKIP == 0 && PAIR == 2, "the warp pairs' plain body");
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, QEARLY, false,
+                 true>(p);
+}
 // hstu_fwd_kernel with Q's copy issued before the mask's setup (the warp pairs: FwdSm80PairsEarly)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qearly_kernel(const HstuParams p) {
@@ -1093,7 +1117,10 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
 // where C::kQearly)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kQreg && C::kSkip >= 5) {
+  if constexpr (C::kXadd) {
+    return hstu_fwd_xadd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                C::kSkip, C::kPair, C::kQearly>;
+  } else if constexpr (C::kQreg && C::kSkip >= 5) {
     return hstu_fwd_qreg_ctx_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg && C::kIlv) {
