@@ -105,8 +105,8 @@ constexpr int kFwdSm80CfgOld = 6;
 // warp pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
 // fill less than about four waves); so does the default (0) where the op made room for the plan.
 // The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
-// where they fit (105 KB; not sm86 / sm89), short sequences' grid chunks capped (3; with Q's copy early where a
-// sequence has at most kFwdSm80ShortTiles query tiles: FwdSm80PairsEarly). Measured on an H200 (forward
+// where they fit (105 KB; not sm86 / sm89), short sequences' grid chunks capped (3), Q's copy early and the
+// ldmatrix addresses as L::xadd (FwdSm80PairsXadd). Measured on an H200 (forward
 // ms, issue 39): B16 S4K 1.523 against candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216
 // against the old tiles' 0.238 (the chunks capped: 0.194 against 0.209), a Zipf(1.2) B32 batch with 3 contexts
 // 0.112 / 0.133. Elsewhere (and where they do not fit) it runs kFwdSm80DefaultCfg for bf16 when the mean query rows
@@ -142,16 +142,8 @@ template <typename Tile>
 struct FwdSm80Only : Tile {
   static constexpr bool kExists = true;
 };
-// (D = 256's 1 and 5 (issue 39, branch fwd31, session 28; for comparisons): the pairs with their S and P V
-// ldmatrix addresses as L::xadd: 4 bases per operand and sub-tile, the rest ldmatrix immediates, instead of a LOP3
-// and an add per ldmatrix (main's sm_90a S: 67 LOP3 + 59 IMAD beside 64 LDSM and 128 HMMA per sub-tile and warp).
-// On an H200 at B16 S4K against the default (the same output bit for bit): 5 (Q early) 1.010-1.021x faster, 1 (Q
-// late) 0.989-0.997x (its fragment loads scheduled later); B256 S256 5 1.001x. The split (7) runs 1's tile without
-// it.)
 template <>
-struct FwdSm80Candidate<256, 1> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
-  static constexpr bool kXadd = true;
-};
+struct FwdSm80Candidate<256, 1> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {};
 template <>
 struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 5, 2>> {};
 // 3: D = 64: candidate 1's tile (128 x 128, 4 warps x 32 rows, K / V double-buffered, two blocks per SM) with the
@@ -219,17 +211,21 @@ template <int D>
 struct FwdSm80QregIlv : FwdSm80QregScaled<D> {
   static constexpr bool kIlv = true;
 };
-// The bf16 default at D = 256 without contexts or split where a sequence has at most kFwdSm80ShortTiles query tiles:
-// the warp pairs (candidate 3) with Q's copy issued before the mask's setup (hstu_fwd_qearly_kernel), so that the
+// The warp pairs (candidate 3) with Q's copy issued before the mask's setup (hstu_fwd_qearly_kernel), so that the
 // setup's ~400 dependent instructions run under Q's load instead of in front of it: a block of 1-4 KV steps spends
 // ~45 % of its instructions outside the KV loop. On an H200 B256 S256 0.190 ms against 3's 0.194 (FA2 0.196).
 struct FwdSm80PairsEarly : FwdSm80Candidate<256, 3> {
   static constexpr bool kQearly = true;
 };
 // 5 at D = 256 (for comparisons): FwdSm80PairsEarly at every row count (on an H200 B128 S512 0.279 ms against 3's
-// 0.284, B64 S1K 0.460 / 0.465, B16 S4K within +-0.8 %; docs/hstu_kernel_notes.md)
+// 0.284, B64 S1K 0.460 / 0.465, B16 S4K within +-0.8 %)
 template <>
-struct FwdSm80Candidate<256, 5> : FwdSm80PairsEarly {
+struct FwdSm80Candidate<256, 5> : FwdSm80PairsEarly {};
+// The bf16 default at D = 256 without contexts or split where the pairs fit, at every row count: FwdSm80PairsEarly
+// with the S and P V ldmatrix addresses as L::xadd (hstu_fwd_xadd_kernel: 4 bases per operand and sub-tile, the
+// rest ldmatrix immediates, instead of a LOP3 and an add per ldmatrix; the same output bit for bit as 3 and 5). On
+// an H200 (issue 39) B16 S4K 1.010-1.021x faster than 3, B256 S256 1.001x 5; with Q's copy late 0.989-0.997x 3.
+struct FwdSm80PairsXadd : FwdSm80PairsEarly {
   static constexpr bool kXadd = true;
 };
 // Whether the bf16 defaults scale Q by alpha / 2: a normal power of two, and not kernel_options(fwd_sm80_qscale=False)
@@ -1434,9 +1430,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
       if (fits) {
         if (ctx) return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
-        return (p.max_seqlen_q + Pairs::kBlockM - 1) / Pairs::kBlockM <= kFwdSm80ShortTiles
-                   ? launch_hstu_fwd<T, D, FwdSm80PairsEarly>(p, stream)
-                   : launch_hstu_fwd<T, D, Pairs>(p, stream);
+        return launch_hstu_fwd<T, D, FwdSm80PairsXadd>(p, stream);
       }
     }
     if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch) {
