@@ -132,6 +132,8 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
             tile = fwd_tile(D, shown, dtype, _pairs_fit())
             if cfg == 0 and early:  # (the pairs' xadd kernel)
                 kernel, tile = "hstu_fwd_xadd_kernel", tile[:-1] + ", true>"
+            if cfg == 1 and D == 256 and dtype == torch.bfloat16 and _pairs_fit():  # (xadd, fragments ahead)
+                kernel = "hstu_fwd_xpf_kernel"
             want = f"{kernel}<{ctype}, {tile}(hstu::HstuParams)"
             assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
 
@@ -183,23 +185,25 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
     ("target_group", True, 0, True), ("local_target", False, 2, False), ("none", False, 1, False)])
 def test_sm80_forward_pairs_xadd(mask, delta_q, rab_heads, seqused, kernel_opts):
     """The bf16 default at D = 256 (no contexts) runs the warp pairs with Q's copy before the mask's setup and their
-    ldmatrix addresses as L::xadd (hstu_fwd_xadd_kernel, FwdSm80PairsXadd) at every row count: it meets the error
-    rule against the fp32 reference (outputs poisoned) and gives bit for bit the output of candidate 3 (main's pairs,
-    Q's copy late) and of 5 (Q's copy early: main's default at short rows) on jagged lengths at the tile edges (11
-    query tiles or at most 4; empty walks: seqused, delta-q's short query rows), windows, targets with groups,
-    delta-q, seqused and rab."""
+    ldmatrix addresses as L::xadd (hstu_fwd_xadd_kernel, FwdSm80PairsXadd) at every row count, and fwd_sm80_cfg=1
+    that kernel with its fragments loaded two MMA steps ahead (hstu_fwd_xpf_kernel): both meet the error rule against
+    the fp32 reference (outputs poisoned) and give bit for bit the output of candidate 3 (main's pairs, Q's copy
+    late) and of 5 (Q's copy early: main's default at short rows) on jagged lengths at the tile edges (11 query tiles
+    or at most 4; empty walks: seqused, delta-q's short query rows), windows, targets with groups, delta-q, seqused
+    and rab."""
     if not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
     tile = fwd_tile(256, 3)
     kernels = {0: f"hstu_fwd_xadd_kernel<__nv_bfloat16, {tile[:-1]}, true>",
-               3: f"hstu_fwd_kernel<__nv_bfloat16, {tile}", 5: f"hstu_fwd_qearly_kernel<__nv_bfloat16, {tile}"}
+               1: f"hstu_fwd_xpf_kernel<__nv_bfloat16, {tile}", 3: f"hstu_fwd_kernel<__nv_bfloat16, {tile}",
+               5: f"hstu_fwd_qearly_kernel<__nv_bfloat16, {tile}"}
     for lk in ([700, 0, 1, 63, 64, 65, 129, 300, 17, 256, 128], [256, 0, 1, 63, 64, 65, 129, 200, 17, 256, 128]):
         case = kg.make_case(zlib.crc32(repr(("xadd", mask, rab_heads, delta_q, lk[0])).encode()), lk, 2, 256,
                             torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
         outs = {}
         for cfg, want in kernels.items():
             kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)
-            if cfg == 0:
+            if cfg in (0, 1):
                 kg.check_case(case, 0.5, backward=False)
             kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -208,7 +212,8 @@ def test_sm80_forward_pairs_xadd(mask, delta_q, rab_heads, seqused, kernel_opts)
                 torch.cuda.synchronize()
             names = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
             assert len(names) == 1 and next(iter(names)).endswith(want + "(hstu::HstuParams)"), (cfg, names, want)
-        assert torch.equal(outs[0], outs[3]) and torch.equal(outs[0], outs[5]), lk[0]
+        for cfg in (1, 3, 5):
+            assert torch.equal(outs[0], outs[cfg]), (lk[0], cfg)
 
 
 @pytest.mark.parametrize("mask,rab_heads", [("context", 0), ("local_context_target", 1), ("target_group", 0)])

@@ -53,6 +53,8 @@ struct FwdSm80Tile {
   // PAIR 2: the S and P V ldmatrix addresses as L::xadd (a base per swizzled chunk, the rest immediates;
   // hstu_fwd_block's XADD; hstu_fwd_xadd_kernel)
   static constexpr bool kXadd = false;
+  // kXadd: the S and P V fragments loaded kFwdPf MMA steps ahead (hstu_fwd_block's PF; hstu_fwd_xpf_kernel)
+  static constexpr bool kPrefetch = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -142,8 +144,7 @@ template <typename Tile>
 struct FwdSm80Only : Tile {
   static constexpr bool kExists = true;
 };
-template <>
-struct FwdSm80Candidate<256, 1> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {};
+// (D = 256's 1 after FwdSm80PairsXadd below)
 template <>
 struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 5, 2>> {};
 // 3: D = 64: candidate 1's tile (128 x 128, 4 warps x 32 rows, K / V double-buffered, two blocks per SM) with the
@@ -227,6 +228,15 @@ struct FwdSm80Candidate<256, 5> : FwdSm80PairsEarly {};
 // an H200 (issue 39) B16 S4K 1.010-1.021x faster than 3, B256 S256 1.001x 5; with Q's copy late 0.989-0.997x 3.
 struct FwdSm80PairsXadd : FwdSm80PairsEarly {
   static constexpr bool kXadd = true;
+};
+// 1 at D = 256 (for comparisons): FwdSm80PairsXadd with each k16 step's S fragments (Q's and K's) and each P V step's
+// V fragment loaded kFwdPf steps ahead of their MMAs in kFwdPf + 1 register sets (+32 / +8 registers), so that an
+// ldmatrix's latency runs under the 16 / 8 HMMA of the steps before its own (ptxas's own schedule of the pairs
+// issues them 0-8 HMMA ahead).
+constexpr int kFwdPf = 2;
+template <>
+struct FwdSm80Candidate<256, 1> : FwdSm80PairsXadd {
+  static constexpr bool kPrefetch = true;
 };
 // Whether the bf16 defaults scale Q by alpha / 2: a normal power of two, and not kernel_options(fwd_sm80_qscale=False)
 inline bool fwd_sm80_qscale(const HstuParams& p) {
@@ -356,7 +366,7 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // and the SiLU of g - 1 issued together (one basic block: ptxas interleaves the MUFU ops with the MMAs).
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
           bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
-          bool XADD = false>
+          bool XADD = false, bool PF = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -370,6 +380,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!QEARLY || !PAIRKV, "Q's copy before the mask's setup: the plain or split body");
   static_assert(!ILV || (QREG && STAGES == 2), "the interleaved groups: the Q-in-registers body");
   static_assert(!XADD || (PAIR == 2 && !QREG && !PAIRKV && !SPLIT), "xadd addresses: the warp pairs' body");
+  static_assert(!PF || (XADD && SKIP == 0 && STAGES == 1), "fragments ahead: the xadd pairs, no skip");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -752,8 +763,32 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         }
         if (work) {
           // S = Q K^T
+          if constexpr (PF) {  // (k16 step ks + kFwdPf's Q and K fragments loaded before step ks's MMAs)
+            constexpr int NP = BNS / 16 / PAIR, NB = kFwdPf + 1;
+            uint32_t fa[NB][MT][4], fb[NB][NP][4];
+            auto load_s = [&](int ks, int buf) {
 #pragma unroll
-          for (int ks = 0; ks < D / 16; ++ks) {
+              for (int mt = 0; mt < MT; ++mt) ldsm_x4(fa[buf][mt], sQ + L::xadd(tQ, mt * 16, ks * 16));
+#pragma unroll
+              for (int np = 0; np < NP; ++np)
+                ldsm_x4(fb[buf][np], kv_addr(sK + wh * (BNS / PAIR) * D * 2, tK, np * 16, ks * 16));
+            };
+#pragma unroll
+            for (int ks = 0; ks < kFwdPf; ++ks) load_s(ks, ks);
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ++ks) {
+              if (ks + kFwdPf < D / 16) load_s(ks + kFwdPf, (ks + kFwdPf) % NB);
+#pragma unroll
+              for (int np = 0; np < NP; ++np)
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                  mma_16816<T>(acc_s[mt][2 * np], fa[ks % NB][mt], fb[ks % NB][np][0], fb[ks % NB][np][1]);
+                  mma_16816<T>(acc_s[mt][2 * np + 1], fa[ks % NB][mt], fb[ks % NB][np][2], fb[ks % NB][np][3]);
+                }
+            }
+          }
+#pragma unroll
+          for (int ks = 0; ks < (PF ? 0 : D / 16); ++ks) {
             uint32_t a[MT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
@@ -890,8 +925,41 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           bool pfull;
           warp_full_lim(n0, pfull, plim);
         }
+        if constexpr (PF) {  // (P V step i + kFwdPf's V fragment loaded before step i's MMAs; the partner's P
+          // two steps before its first use)
+          constexpr int DP = D / 16 / PAIR, STEPS = PAIR * KSW * DP, NB = kFwdPf + 1;
+          auto v_addr = [&](int i) {
+            const int hh = wh ^ (i / (KSW * DP));
+            return kv_addr(sV + hh * (BNS / PAIR) * D * 2 + wh * (D / PAIR) * 2, tV, (i / DP) % KSW * 16,
+                           i % DP * 16);
+          };
+          uint32_t fv[NB][4], po[MT][KSW][4];
 #pragma unroll
-        for (int j = 0; j < PAIR; ++j) {
+          for (int i = 0; i < kFwdPf; ++i) ldsm_x4_t(fv[i], v_addr(i));
+#pragma unroll
+          for (int i = 0; i < STEPS; ++i) {
+            const int j = i / (KSW * DP), ks = (i / DP) % KSW, dp = i % DP;
+            if (i == KSW * DP - 2) {
+              const uint32_t sPo = sP0 + ((warp ^ 1) * MT * KSW * 32 + lane) * 16;
+#pragma unroll
+              for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int k2 = 0; k2 < KSW; ++k2)
+                  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                               : "=r"(po[mt][k2][0]), "=r"(po[mt][k2][1]), "=r"(po[mt][k2][2]), "=r"(po[mt][k2][3])
+                               : "r"(sPo + (mt * KSW + k2) * 512));
+            }
+            if (i + kFwdPf < STEPS) ldsm_x4_t(fv[(i + kFwdPf) % NB], v_addr(i + kFwdPf));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              const uint32_t(&a)[4] = j == 0 ? pk[mt][ks] : po[mt][ks];
+              mma_16816<T>(acc_o[mt][2 * dp], a, fv[i % NB][0], fv[i % NB][1]);
+              mma_16816<T>(acc_o[mt][2 * dp + 1], a, fv[i % NB][2], fv[i % NB][3]);
+            }
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < (PF ? 0 : PAIR); ++j) {
           const int hh = wh ^ j;  // the half of the keys
           const uint32_t sVh = sV + hh * (BNS / PAIR) * D * 2 + wh * (D / PAIR) * 2;
 #pragma unroll
@@ -1074,6 +1142,13 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xadd_kernel(const 
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, QEARLY, false,
                  true>(p);
 }
+// hstu_fwd_xadd_kernel with Q's copy early and the S / P V fragments loaded kFwdPf steps ahead (C::kPrefetch)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_kernel(const HstuParams p) {
+  static_assert(SKIP == 0 && PAIR == 2, "the warp pairs' plain body");
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
+                 true>(p);
+}
 // hstu_fwd_kernel with Q's copy issued before the mask's setup (the warp pairs: FwdSm80PairsEarly)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qearly_kernel(const HstuParams p) {
@@ -1113,7 +1188,10 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
 // where C::kQearly)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kXadd) {
+  if constexpr (C::kXadd && C::kPrefetch) {
+    return hstu_fwd_xpf_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                               C::kSkip, C::kPair>;
+  } else if constexpr (C::kXadd) {
     return hstu_fwd_xadd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair, C::kQearly>;
   } else if constexpr (C::kQreg && C::kSkip >= 5) {
