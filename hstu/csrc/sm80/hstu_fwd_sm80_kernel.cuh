@@ -108,7 +108,7 @@ constexpr int kFwdSm80CfgOld = 6;
 // fill less than about four waves); so does the default (0) where the op made room for the plan.
 // The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
 // where they fit (105 KB; not sm86 / sm89), short sequences' grid chunks capped (3), Q's copy early and the
-// ldmatrix addresses as L::xadd (FwdSm80PairsXadd). Measured on an H200 (forward
+// ldmatrix addresses as L::xadd, the fragments ahead (FwdSm80PairsPf). Measured on an H200 (forward
 // ms, issue 39): B16 S4K 1.523 against candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216
 // against the old tiles' 0.238 (the chunks capped: 0.194 against 0.209), a Zipf(1.2) B32 batch with 3 contexts
 // 0.112 / 0.133. Elsewhere (and where they do not fit) it runs kFwdSm80DefaultCfg for bf16 when the mean query rows
@@ -222,22 +222,25 @@ struct FwdSm80PairsEarly : FwdSm80Candidate<256, 3> {
 // 0.284, B64 S1K 0.460 / 0.465, B16 S4K within +-0.8 %)
 template <>
 struct FwdSm80Candidate<256, 5> : FwdSm80PairsEarly {};
-// The bf16 default at D = 256 without contexts or split where the pairs fit, at every row count: FwdSm80PairsEarly
-// with the S and P V ldmatrix addresses as L::xadd (hstu_fwd_xadd_kernel: 4 bases per operand and sub-tile, the
-// rest ldmatrix immediates, instead of a LOP3 and an add per ldmatrix; the same output bit for bit as 3 and 5). On
-// an H200 (issue 39) B16 S4K 1.010-1.021x faster than 3, B256 S256 1.001x 5; with Q's copy late 0.989-0.997x 3.
+// FwdSm80PairsEarly with the S and P V ldmatrix addresses as L::xadd (hstu_fwd_xadd_kernel: 4 bases per operand and
+// sub-tile, the rest ldmatrix immediates, instead of a LOP3 and an add per ldmatrix; the same output bit for bit as 3
+// and 5). On an H200 (issue 39) B16 S4K 1.010-1.021x faster than 3, B256 S256 1.001x 5; with Q's copy late
+// 0.989-0.997x 3.
 struct FwdSm80PairsXadd : FwdSm80PairsEarly {
   static constexpr bool kXadd = true;
 };
-// 1 at D = 256 (for comparisons): FwdSm80PairsXadd with each k16 step's S fragments (Q's and K's) and each P V step's
-// V fragment loaded kFwdPf steps ahead of their MMAs in kFwdPf + 1 register sets (+32 / +8 registers), so that an
-// ldmatrix's latency runs under the 16 / 8 HMMA of the steps before its own (ptxas's own schedule of the pairs
-// issues them 0-8 HMMA ahead).
+// The bf16 default at D = 256 without contexts or split where the pairs fit, at every row count: FwdSm80PairsXadd
+// with each k16 step's S fragments (Q's and K's) and each P V step's V fragment loaded kFwdPf steps ahead of their
+// MMAs in kFwdPf + 1 register sets (hstu_fwd_xpf_kernel; the same output bit for bit): ptxas's own schedule of
+// FwdSm80PairsXadd issues half of them 2-4 HMMA ahead, short of an ldmatrix's latency (and needs 254 registers
+// against 241). Measured on an H200: docs/hstu_kernel_notes.md (issue 39).
 constexpr int kFwdPf = 2;
-template <>
-struct FwdSm80Candidate<256, 1> : FwdSm80PairsXadd {
+struct FwdSm80PairsPf : FwdSm80PairsXadd {
   static constexpr bool kPrefetch = true;
 };
+// 1 at D = 256 (for comparisons): FwdSm80PairsXadd
+template <>
+struct FwdSm80Candidate<256, 1> : FwdSm80PairsXadd {};
 // Whether the bf16 defaults scale Q by alpha / 2: a normal power of two, and not kernel_options(fwd_sm80_qscale=False)
 inline bool fwd_sm80_qscale(const HstuParams& p) {
   int e = 0;
@@ -1508,7 +1511,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
       if (fits) {
         if (ctx) return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
-        return launch_hstu_fwd<T, D, FwdSm80PairsXadd>(p, stream);
+        return launch_hstu_fwd<T, D, FwdSm80PairsPf>(p, stream);
       }
     }
     if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch) {
