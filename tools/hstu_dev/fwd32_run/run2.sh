@@ -8,18 +8,15 @@
 # pairs (Q late), c5 = main's FwdSm80PairsEarly.
 # 1. Tests (the branch's files in .carry/fwd32/tree): test_sm80_forward_pairs_xadd (the default and c1: error rule,
 #    bitwise c3 and c5, kernel names), the D = 256 kernel-name tests (candidates, long rows, split), the split's list
-#    bound; then the D = 256 candidates' tests in the time left.
+#    bound; then the D = 256 candidates' tests (every candidate against the default) in the time left.
 # 2. Time in one process: default, c1, c3, c5, FA2 at B16 S4K D256 and B256 S256 D256 (median of 9 rounds).
-# 3. ncu (pipes, warp states) of the default and c1 at B16 S4K D256 in the time left.
 BASE=main32 source "$(dirname "$0")/setup.sh"
 echo "== 1. GPU tests ($SECONDS s)"
-run_tests 22 "pairs_xadd or ((candidate_runs_its_kernel or long_rows_runs or split_runs_its_kernel) and 256) \
+run_tests 24 "pairs_xadd or ((candidate_runs_its_kernel or long_rows_runs or split_runs_its_kernel) and 256) \
 or split_list_bound" -v $T
 echo "== 2. time ($SECONDS s)"
-t=$(( $(left) - 2 )); [ $t -gt 13 ] && t=13
+t=$(( $(left) - 2 )); [ $t -gt 11 ] && t=11
 [ $t -gt 2 ] && jag /tmp/site_fwd32 fwd32 $t --reps 9 --variants default c1 c3 c5 --fa2 --cases s4k256 b256
-echo "== 3. ncu ($SECONDS s)"
-NCU_J=$J NCU_LIGHT=1 ncu_case fwd32n /tmp/site_fwd32 2 "hstu_fwd_(xpf|xadd)" --cases s4k256 --variants default c1
 echo "== 1b. more GPU tests ($SECONDS s)"
 [ $(left) -gt 6 ] && run_tests $(( $(left) - 1 )) "candidates and 256" $T
 echo
@@ -32,8 +29,3 @@ echo "#### time (fwd32 = the branch's wheel; sm90=False; alpha D^-1/2; default =
 echo "#### steps ahead; c1 = xadd pairs, Q early (run 1's default); c3 = main's pairs (Q late); c5 = main's pairs, Q"
 echo "#### early; FA2 = torch's flash SDPA)"
 grep -E "^##|^\| |^\(|rror|Traceback|capture|^rc" $OUT/time.log | cut -c1-250
-echo "#### ncu B16 S4K D256 (default, c1)"
-grep -E "^ncu:|rror|==PROF==|Traceback" $OUT/ncu_fwd32n.log 2>/dev/null | tail -6 | cut -c1-200
-grep -E "gpu__time|tensor_cycles_active.avg.pct_of_peak_sustained_active|pipe_(alu|fma).*pct_of_peak_sustained_active|\
-stalled_(wait|math|short|long|barrier|mio|not_sel|dispatch).*ratio|issue_active.avg.pct|inst_executed.sum " \
-  $OUT/fwd32n_digest.md 2>/dev/null | cut -c1-200
