@@ -83,8 +83,8 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 // bytes per MMA, and has the registers (255 at 2 blocks of 4 warps per SM) to keep fragments in flight.
 //   1: D = 64 / 128: 4 warps x 32 rows, K/V double-buffered (one barrier per KV tile), 64-key sub-tiles; D = 128
 //      128 x 64 tiles (98 KB: 2 blocks per SM on Hopper, 1 on the A100 and sm86 / sm89; 64-key sub-tiles once
-//      they stopped spilling), D = 64 FA2's 128 x 128 (80 KB); D = 256: warp pairs (PAIR 2, hstu_fwd_kernel), 64 x
-//      64 tiles, one K/V stage (105 KB: 2 blocks per SM on Hopper, 1 on the A100);
+//      they stopped spilling), D = 64 FA2's 128 x 128 (80 KB); D = 256: warp pairs (PAIR 2), 64 x 64 tiles, one K/V
+//      stage (105 KB: 2 blocks per SM on Hopper, 1 on the A100), as FwdSm80PairsXadd (below);
 //   2: FA2's tiles and order, one K/V stage: D = 64 / 128 4 warps x 32 rows, 128 x 64 (64 / 32 KB), D = 256 64 x 64,
 //      4 warps x 16 rows (96 KB);
 //   4: the default's tile (D = 64: 1, D = 128: 2, D = 256: 1) with SKIP 5: the warp skip in a copy of the body for
@@ -96,7 +96,7 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //   5: D = 64 / 128 3's tile with SKIP 5 (hstu_fwd_qreg_ctx_kernel: 4's skip body in query tile 0, 3's elsewhere;
 //      D = 128 where two blocks fit per SM, as 3's default); the default for calls with contexts there is its
 //      tile with SKIP 6 (FwdSm80QregCtx: tile 0's context-only KV tiles two per step); D = 256 3 with Q's copy
-//      issued before the mask's setup (FwdSm80PairsEarly, the default for short sequences) at every row count.
+//      issued before the mask's setup (FwdSm80PairsEarly) at every row count.
 // (Other tile shapes and loads measured slower or no faster and were removed; docs/hstu_kernel_notes.md.) 1, 3, 4
 // and 5 at D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code
 // of it traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
