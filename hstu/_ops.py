@@ -345,24 +345,25 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     KB per block: where it fits, not sm86 / sm89); 2 FA2's tiles with one K / V stage (D = 256: 64 x 64, 4 warps);
     3 (D = 64) 1's tile with the warps' Q fragments in registers (loaded once per block), (D = 128) 1's tile in
     32-key sub-tiles with Q in registers (98 KB per block), (D = 256) 1 with the longest-first grid's chunks of at most
-    32 sequences where a sequence has at most 4 query tiles (the bf16 defaults there; D = 128 where two blocks fit per
-    SM);
+    32 sequences where a sequence has at most 4 query tiles (the bf16 defaults at D = 64 / 128; D = 128 where two
+    blocks fit per SM); 1 at D = 256 is the default's pairs without their fragments loaded two MMA steps ahead
+    (for comparisons);
     4 the default's tile (D = 256: 1's) where a warp skips the cut sub-tiles whose keys none of its rows sees and
     takes the unmasked path on its own fully visible ones, in query tiles with context rows only: what the default
     runs for calls with contexts where it would run 2 (D = 128 where two of 3's blocks do not fit per SM) / 1 (D =
     256); 5 (D = 64 / 128) 3's tile where the query tiles with context rows run 4's warp skip (Q from shared memory)
     and the others 3's body, one KV tile per step: the default for calls with contexts at D = 64 and at D = 128
     where two of its blocks fit per SM (else 4) runs 5's tile with query tile 0's KV tiles that only its context rows
-    see two per step; 5 at D = 256: 3 with Q's copy issued before the mask's setup (what the default runs where a
-    sequence has at most 4 query tiles) at every row count
+    see two per step; 5 at D = 256: 3 with Q's copy issued before the mask's setup, at every row count
     (``FwdSm80QregCtx``; ``FwdSm80Candidate`` in
     hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh; other tile shapes and loads measured slower or no faster and were
     removed).
     Those kernels (over 128 registers per thread) walk their query tiles longest first over chunks of sequences
-    (the grid order; same outputs). 0 (the default) runs for bf16 at D = 256 candidate 3 (the warp pairs; short
-    sequences' grid chunks capped) at every row count where it fits (on an H200: 1.13x candidate 2 at B16 S4K, 1.21x
-    FA2; 1.23x the old tiles at B256 S256), else candidate 2 (D = 64: 3, 1.06-1.08x 1 at S8K; D = 128: 3 where two
-    of its blocks fit per SM, 1.025-1.035x 2 at S16K / S4K) for bf16 calls whose mean
+    (the grid order; same outputs). 0 (the default) runs for bf16 at D = 256 5 with its ldmatrix addresses formed
+    as a base plus immediates and its fragments loaded two MMA steps ahead (the same output as 3 and 5) at every row
+    count where it fits (on an H200: 1.13x candidate 2 at B16 S4K, 1.21x FA2; 1.23x the old tiles at B256 S256),
+    else candidate 2 (D = 64: 3, 1.06-1.08x 1 at S8K; D = 128: 3 where two of its blocks fit per SM, 1.025-1.035x 2
+    at S16K / S4K) for bf16 calls whose mean
     query rows per sequence (``q.shape[0] / batch``) reach ``FWD_SM80_LONG_ROWS`` = 512 (on an H200: 1.13x the old tiles
     at B256 S512 D128, 1.19x at B128 S1K, 1.31x at S4K, 1.26x at S16K, 1.10x at D = 256 S4K, 1.34x at D = 64 S8K), else
     the old tiles; 6 (``FWD_SM80_CFG_OLD``) the old tiles whatever the shape, for comparisons; 7

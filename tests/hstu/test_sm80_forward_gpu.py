@@ -60,7 +60,8 @@ def _pairs_fit():
 
 def _fwd_kernel_event(name):
     """a profiler event of an sm80-class forward tile kernel (not the split's or its work list's)"""
-    return any(k in name for k in ("hstu_fwd_kernel<", "hstu_fwd_qearly_kernel<", "qreg"))
+    return any(k in name for k in ("hstu_fwd_kernel<", "hstu_fwd_qearly_kernel<", "hstu_fwd_xadd_kernel<",
+                                   "hstu_fwd_xpf_kernel<", "qreg"))
 
 
 def _qreg128_two_fit():
@@ -117,8 +118,8 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
                 hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                 torch.cuda.synchronize()
             names = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
-            # (the default at D = 256 for bf16: the warp pairs wherever they fit, at these short rows (4 query
-            # tiles) with Q's copy early, FwdSm80PairsEarly, as cfg 5)
+            # (the default at D = 256 for bf16: the warp pairs wherever they fit with Q's copy early, xadd addresses
+            # and fragments ahead, FwdSm80PairsPf; 1 without the fragments ahead; 5 with Q's copy early only)
             early = cfg in (0, 5) and D == 256 and dtype == torch.bfloat16 and _pairs_fit()
             shown = 1 if early else cfg
             # (5 at D = 128 where two of its blocks fit per SM, else the default)
@@ -129,7 +130,12 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
                 shown = 0
             if early:
                 kernel, shown = "hstu_fwd_qearly_kernel", 1
-            want = f"{kernel}<{ctype}, {fwd_tile(D, shown, dtype, _pairs_fit())}(hstu::HstuParams)"
+            tile = fwd_tile(D, shown, dtype, _pairs_fit())
+            if cfg == 0 and early:  # (xadd, fragments ahead)
+                kernel = "hstu_fwd_xpf_kernel"
+            if cfg == 1 and D == 256 and dtype == torch.bfloat16 and _pairs_fit():  # (the pairs' xadd kernel)
+                kernel, tile = "hstu_fwd_xadd_kernel", tile[:-1] + ", true>"
+            want = f"{kernel}<{ctype}, {tile}(hstu::HstuParams)"
             assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
 
 
@@ -138,8 +144,8 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
     """The default (fwd_sm80_cfg=0) runs candidate 2 (D = 64: 3, Q in registers, here scaled by alpha / 2; D = 128: 3
     where two of its blocks fit per SM) for bf16 once the mean query rows per sequence reach FWD_SM80_LONG_ROWS
     (bitwise that candidate's output), the old tiles just below it and for fp16;
-    at D = 256 candidate 3 (the warp pairs, the grid's chunks capped) for bf16 at both row counts where its 105 KB fit
-    (elsewhere the rule above);
+    at D = 256 candidate 3's tile (the warp pairs, the grid's chunks capped) with Q's copy early, xadd addresses and
+    fragments ahead for bf16 at both row counts where its 105 KB fit (bitwise candidate 3; elsewhere the rule above);
     fwd_sm80_cfg=6 runs the old tiles whatever the shape (bitwise the old default's output)."""
     pairs = D == 256 and _pairs_fit()
     cand = 3 if D == 64 or pairs or (D == 128 and _qreg128_two_fit()) else 2
@@ -162,6 +168,8 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
             kernel = "hstu_fwd_qreg_kernel" if runs_cand and D in (64, 128) and cand == 3 else "hstu_fwd_kernel"
             if runs_cand and D == 64:  # (alpha 1: Q scaled by alpha / 2 = 2^-1, FwdSm80QregIlv)
                 kernel = "hstu_fwd_qreg_ilv_kernel"
+            if runs_cand and D == 256:  # (Q's copy early, xadd addresses, fragments ahead: FwdSm80PairsPf)
+                kernel = "hstu_fwd_xpf_kernel"
             want = f"{kernel}<{ctype}, {tile}(hstu::HstuParams)"
             assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (dtype, lens, names[0], want)
             old = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, 0, dtype)}(hstu::HstuParams)"
@@ -176,40 +184,37 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
 @pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
     ("causal", False, 0, False), ("causal", True, 2, True), ("local_causal", False, 1, False),
     ("target_group", True, 0, True), ("local_target", False, 2, False), ("none", False, 1, False)])
-def test_sm80_forward_short_rows_q_early(mask, delta_q, rab_heads, seqused, kernel_opts):
-    """The bf16 default at D = 256 where a sequence has at most 4 query tiles (max_seqlen_q <= 256) runs the warp
-    pairs with Q's copy issued before the mask's setup (hstu_fwd_qearly_kernel): it meets the error rule against the
-    fp32 reference (outputs poisoned) and its output is bit for bit candidate 3's (the same pairs, Q's copy late) on
-    jagged lengths at the tile edges (empty walks included: seqused, delta-q's short query rows), windows, targets
-    with groups and rab; at 257 rows the default runs candidate 3 itself."""
+def test_sm80_forward_pairs_xadd(mask, delta_q, rab_heads, seqused, kernel_opts):
+    """The bf16 default at D = 256 (no contexts) runs the warp pairs with Q's copy before the mask's setup, their
+    ldmatrix addresses as L::xadd and their fragments loaded two MMA steps ahead (hstu_fwd_xpf_kernel,
+    FwdSm80PairsPf) at every row count, fwd_sm80_cfg=1 the pairs without the fragments ahead (hstu_fwd_xadd_kernel):
+    both meet the error rule against the fp32 reference (outputs poisoned) and give bit for bit the output of
+    candidate 3 (main's pairs, Q's copy late) and of 5 (Q's copy early: main's default at short rows) on jagged
+    lengths at the tile edges (11 query tiles or at most 4; empty walks: seqused, delta-q's short query rows),
+    windows, targets with groups, delta-q, seqused and rab."""
     if not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
-    lk = [256, 0, 1, 63, 64, 65, 129, 200, 17, 256, 128]
-    case = kg.make_case(zlib.crc32(repr(("qearly", mask, rab_heads, delta_q)).encode()), lk, 2, 256,
-                        torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
     tile = fwd_tile(256, 3)
-    outs = {}
-    for cfg in (0, 3):
-        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)
-        if cfg == 0:
-            kg.check_case(case, 0.5, backward=False)
-        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
-                                              **kg._varlen_kwargs(case))
-            torch.cuda.synchronize()
-        names = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
-        want = f"{'hstu_fwd_qearly_kernel' if cfg == 0 else 'hstu_fwd_kernel'}<__nv_bfloat16, {tile}(hstu::HstuParams)"
-        assert len(names) == 1 and next(iter(names)).endswith(want), (cfg, names, want)
-    assert torch.equal(outs[0], outs[3])
-    long = kg.make_case(29, [257, 100], 2, 256, torch.bfloat16, "causal", 0)
-    kernel_opts(sm90=False, fwd_split_tiles=0)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        hstu_attn_varlen_func(long["q"], long["k"], long["v"], **kg._varlen_kwargs(long))
-        torch.cuda.synchronize()
-    names = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
-    want = f"hstu_fwd_kernel<__nv_bfloat16, {tile}(hstu::HstuParams)"
-    assert len(names) == 1 and next(iter(names)).endswith(want), (names, want)
+    kernels = {0: f"hstu_fwd_xpf_kernel<__nv_bfloat16, {tile}",
+               1: f"hstu_fwd_xadd_kernel<__nv_bfloat16, {tile[:-1]}, true>",
+               3: f"hstu_fwd_kernel<__nv_bfloat16, {tile}", 5: f"hstu_fwd_qearly_kernel<__nv_bfloat16, {tile}"}
+    for lk in ([700, 0, 1, 63, 64, 65, 129, 300, 17, 256, 128], [256, 0, 1, 63, 64, 65, 129, 200, 17, 256, 128]):
+        case = kg.make_case(zlib.crc32(repr(("xadd", mask, rab_heads, delta_q, lk[0])).encode()), lk, 2, 256,
+                            torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
+        outs = {}
+        for cfg, want in kernels.items():
+            kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)
+            if cfg in (0, 1):
+                kg.check_case(case, 0.5, backward=False)
+            kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
+                                                  **kg._varlen_kwargs(case))
+                torch.cuda.synchronize()
+            names = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
+            assert len(names) == 1 and next(iter(names)).endswith(want + "(hstu::HstuParams)"), (cfg, names, want)
+        for cfg in (1, 3, 5):
+            assert torch.equal(outs[0], outs[cfg]), (lk[0], cfg)
 
 
 @pytest.mark.parametrize("mask,rab_heads", [("context", 0), ("local_context_target", 1), ("target_group", 0)])
@@ -374,8 +379,9 @@ def test_sm80_forward_split_over_two_waves(D, mask, kernel_opts):
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
     """fwd_sm80_cfg=7 runs hstu_fwd_split_qearly_kernel on the default's tile where the plan splits (a batch below
-    two waves of query tiles; hstu_fwd_split_kernel with fwd_sm80_split_main=True), hstu_fwd_kernel with
-    fwd_split_tiles=0 (no split) and for fp16 (the old tiles); so does the default (fwd_sm80_cfg=0)."""
+    two waves of query tiles; hstu_fwd_split_kernel with fwd_sm80_split_main=True), the tile's own kernel with
+    fwd_split_tiles=0 (no split; D = 256: candidate 1, the xadd pairs) and for fp16 the old tiles; so does the
+    default (fwd_sm80_cfg=0)."""
     if D == 256 and not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
     tile = fwd_tile(D, 2 if D == 128 else 1)
@@ -393,7 +399,10 @@ def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
             hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
             torch.cuda.synchronize()
         names = {e.name for e in prof.events() if "hstu_fwd_" in e.name and "_kernel<" in e.name}
-        want = f"{kernel}<{ctype}, {tile if dtype == torch.bfloat16 else fwd_tile(D, 0, dtype)}(hstu::HstuParams)"
+        end = tile if dtype == torch.bfloat16 else fwd_tile(D, 0, dtype)
+        if D == 256 and chunk == 0:  # (candidate 1 at D = 256: FwdSm80PairsXadd)
+            kernel, end = "hstu_fwd_xadd_kernel", tile[:-1] + ", true>"
+        want = f"{kernel}<{ctype}, {end}(hstu::HstuParams)"
         assert len(names) == 1 and next(iter(names)).endswith(want), (cfg, dtype, chunk, names, want)
 
 
@@ -416,7 +425,7 @@ def test_sm80_forward_split_list_bound(kernel_opts):
             got = run()
             torch.cuda.synchronize()
         names = {e.name for e in prof.events() if "_kernel<" in e.name and ("hstu_fwd_" in e.name or "list" in e.name)}
-        kernels = {"hstu_fwd_split_qearly_kernel", "hstu_sm80_fwd_list_kernel"} if split else {"hstu_fwd_kernel"}
+        kernels = {"hstu_fwd_split_qearly_kernel", "hstu_sm80_fwd_list_kernel"} if split else {"hstu_fwd_xpf_kernel"}
         assert {n.split("<")[0].split("::")[-1].split(" ")[-1] for n in names} == kernels, (lens, names)
         assert any(n.endswith(f"{tile}(hstu::HstuParams)") for n in names), (lens, names, tile)
         if split:

@@ -50,6 +50,11 @@ struct FwdSm80Tile {
   // kQscale: the unmasked sub-tiles without rab in 16-key groups, the SiLU of one group issued between the MMAs of
   // others (FwdSm80QregIlv; hstu_fwd_qreg_ilv_kernel)
   static constexpr bool kIlv = false;
+  // PAIR 2: the S and P V ldmatrix addresses as L::xadd (a base per swizzled chunk, the rest immediates;
+  // hstu_fwd_block's XADD; hstu_fwd_xadd_kernel)
+  static constexpr bool kXadd = false;
+  // kXadd: the S and P V fragments loaded kFwdPf MMA steps ahead (hstu_fwd_block's PF; hstu_fwd_xpf_kernel)
+  static constexpr bool kPrefetch = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -78,8 +83,8 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 // bytes per MMA, and has the registers (255 at 2 blocks of 4 warps per SM) to keep fragments in flight.
 //   1: D = 64 / 128: 4 warps x 32 rows, K/V double-buffered (one barrier per KV tile), 64-key sub-tiles; D = 128
 //      128 x 64 tiles (98 KB: 2 blocks per SM on Hopper, 1 on the A100 and sm86 / sm89; 64-key sub-tiles once
-//      they stopped spilling), D = 64 FA2's 128 x 128 (80 KB); D = 256: warp pairs (PAIR 2, hstu_fwd_kernel), 64 x
-//      64 tiles, one K/V stage (105 KB: 2 blocks per SM on Hopper, 1 on the A100);
+//      they stopped spilling), D = 64 FA2's 128 x 128 (80 KB); D = 256: warp pairs (PAIR 2), 64 x 64 tiles, one K/V
+//      stage (105 KB: 2 blocks per SM on Hopper, 1 on the A100), as FwdSm80PairsXadd (below);
 //   2: FA2's tiles and order, one K/V stage: D = 64 / 128 4 warps x 32 rows, 128 x 64 (64 / 32 KB), D = 256 64 x 64,
 //      4 warps x 16 rows (96 KB);
 //   4: the default's tile (D = 64: 1, D = 128: 2, D = 256: 1) with SKIP 5: the warp skip in a copy of the body for
@@ -91,7 +96,7 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //   5: D = 64 / 128 3's tile with SKIP 5 (hstu_fwd_qreg_ctx_kernel: 4's skip body in query tile 0, 3's elsewhere;
 //      D = 128 where two blocks fit per SM, as 3's default); the default for calls with contexts there is its
 //      tile with SKIP 6 (FwdSm80QregCtx: tile 0's context-only KV tiles two per step); D = 256 3 with Q's copy
-//      issued before the mask's setup (FwdSm80PairsEarly, the default for short sequences) at every row count.
+//      issued before the mask's setup (FwdSm80PairsEarly) at every row count.
 // (Other tile shapes and loads measured slower or no faster and were removed; docs/hstu_kernel_notes.md.) 1, 3, 4
 // and 5 at D = 256 (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code
 // of it traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
@@ -102,8 +107,8 @@ constexpr int kFwdSm80CfgOld = 6;
 // warp pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
 // fill less than about four waves); so does the default (0) where the op made room for the plan.
 // The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
-// where they fit (105 KB; not sm86 / sm89), short sequences' grid chunks capped (3; with Q's copy early where a
-// sequence has at most kFwdSm80ShortTiles query tiles: FwdSm80PairsEarly). Measured on an H200 (forward
+// where they fit (105 KB; not sm86 / sm89), short sequences' grid chunks capped (3), Q's copy early and the
+// ldmatrix addresses as L::xadd, the fragments ahead (FwdSm80PairsPf). Measured on an H200 (forward
 // ms, issue 39): B16 S4K 1.523 against candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216
 // against the old tiles' 0.238 (the chunks capped: 0.194 against 0.209), a Zipf(1.2) B32 batch with 3 contexts
 // 0.112 / 0.133. Elsewhere (and where they do not fit) it runs kFwdSm80DefaultCfg for bf16 when the mean query rows
@@ -139,8 +144,7 @@ template <typename Tile>
 struct FwdSm80Only : Tile {
   static constexpr bool kExists = true;
 };
-template <>
-struct FwdSm80Candidate<256, 1> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {};
+// (D = 256's 1 after FwdSm80PairsXadd below)
 template <>
 struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 5, 2>> {};
 // 3: D = 64: candidate 1's tile (128 x 128, 4 warps x 32 rows, K / V double-buffered, two blocks per SM) with the
@@ -208,17 +212,35 @@ template <int D>
 struct FwdSm80QregIlv : FwdSm80QregScaled<D> {
   static constexpr bool kIlv = true;
 };
-// The bf16 default at D = 256 without contexts or split where a sequence has at most kFwdSm80ShortTiles query tiles:
-// the warp pairs (candidate 3) with Q's copy issued before the mask's setup (hstu_fwd_qearly_kernel), so that the
+// The warp pairs (candidate 3) with Q's copy issued before the mask's setup (hstu_fwd_qearly_kernel), so that the
 // setup's ~400 dependent instructions run under Q's load instead of in front of it: a block of 1-4 KV steps spends
 // ~45 % of its instructions outside the KV loop. On an H200 B256 S256 0.190 ms against 3's 0.194 (FA2 0.196).
 struct FwdSm80PairsEarly : FwdSm80Candidate<256, 3> {
   static constexpr bool kQearly = true;
 };
 // 5 at D = 256 (for comparisons): FwdSm80PairsEarly at every row count (on an H200 B128 S512 0.279 ms against 3's
-// 0.284, B64 S1K 0.460 / 0.465, B16 S4K within +-0.8 %; docs/hstu_kernel_notes.md)
+// 0.284, B64 S1K 0.460 / 0.465, B16 S4K within +-0.8 %)
 template <>
 struct FwdSm80Candidate<256, 5> : FwdSm80PairsEarly {};
+// FwdSm80PairsEarly with the S and P V ldmatrix addresses as L::xadd (hstu_fwd_xadd_kernel: 4 bases per operand and
+// sub-tile, the rest ldmatrix immediates, instead of a LOP3 and an add per ldmatrix; the same output bit for bit as 3
+// and 5). On an H200 (issue 39) B16 S4K 1.010-1.021x faster than 3, B256 S256 1.001x 5; with Q's copy late
+// 0.989-0.997x 3.
+struct FwdSm80PairsXadd : FwdSm80PairsEarly {
+  static constexpr bool kXadd = true;
+};
+// The bf16 default at D = 256 without contexts or split where the pairs fit, at every row count: FwdSm80PairsXadd
+// with each k16 step's S fragments (Q's and K's) and each P V step's V fragment loaded kFwdPf steps ahead of their
+// MMAs in kFwdPf + 1 register sets (hstu_fwd_xpf_kernel; the same output bit for bit): ptxas's own schedule of
+// FwdSm80PairsXadd issues half of them 2-4 HMMA ahead, short of an ldmatrix's latency (and needs 254 registers
+// against 241). Measured on an H200: docs/hstu_kernel_notes.md (issue 39).
+constexpr int kFwdPf = 2;
+struct FwdSm80PairsPf : FwdSm80PairsXadd {
+  static constexpr bool kPrefetch = true;
+};
+// 1 at D = 256 (for comparisons): FwdSm80PairsXadd
+template <>
+struct FwdSm80Candidate<256, 1> : FwdSm80PairsXadd {};
 // Whether the bf16 defaults scale Q by alpha / 2: a normal power of two, and not kernel_options(fwd_sm80_qscale=False)
 inline bool fwd_sm80_qscale(const HstuParams& p) {
   int e = 0;
@@ -346,7 +368,8 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // ILV (QREG): a sub-tile fully visible to the block's rows, without rab, in 16-key groups, S of group g, P V of g - 2
 // and the SiLU of g - 1 issued together (one basic block: ptxas interleaves the MUFU ops with the MMAs).
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
-          bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false>
+          bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
+          bool XADD = false, bool PF = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -359,6 +382,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!QSCALE || (QREG && std::is_same<T, __nv_bfloat16>::value), "Q scaled: the bf16 Q registers");
   static_assert(!QEARLY || !PAIRKV, "Q's copy before the mask's setup: the plain or split body");
   static_assert(!ILV || (QREG && STAGES == 2), "the interleaved groups: the Q-in-registers body");
+  static_assert(!XADD || (PAIR == 2 && !QREG && !PAIRKV && !SPLIT), "xadd addresses: the warp pairs' body");
+  static_assert(!PF || (XADD && SKIP == 0 && STAGES == 1), "fragments ahead: the xadd pairs, no skip");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -384,7 +409,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr bool kKvPerUse = false;
 #endif
   auto kv_addr = [&](uint32_t base, uint32_t t, int r, int col) -> uint32_t {
-    if constexpr (kKvPerUse) {
+    if constexpr (XADD) {  // (t's rows below 16 or r's bit, its chunk below 8: L::xadd's condition)
+      return base + L::xadd(t, r, col);
+    } else if constexpr (kKvPerUse) {
       static_assert(BNS * D * 2 % 8192 == 0 && kTileBytes % 8192 == 0 && BM * D * 2 % 8192 == 0, "8 KB-aligned");
       return (((base - sQ0) + t) ^ L::swz(r, col)) + sQ0;
     } else {
@@ -739,8 +766,32 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         }
         if (work) {
           // S = Q K^T
+          if constexpr (PF) {  // (k16 step ks + kFwdPf's Q and K fragments loaded before step ks's MMAs)
+            constexpr int NP = BNS / 16 / PAIR, NB = kFwdPf + 1;
+            uint32_t fa[NB][MT][4], fb[NB][NP][4];
+            auto load_s = [&](int ks, int buf) {
 #pragma unroll
-          for (int ks = 0; ks < D / 16; ++ks) {
+              for (int mt = 0; mt < MT; ++mt) ldsm_x4(fa[buf][mt], sQ + L::xadd(tQ, mt * 16, ks * 16));
+#pragma unroll
+              for (int np = 0; np < NP; ++np)
+                ldsm_x4(fb[buf][np], kv_addr(sK + wh * (BNS / PAIR) * D * 2, tK, np * 16, ks * 16));
+            };
+#pragma unroll
+            for (int ks = 0; ks < kFwdPf; ++ks) load_s(ks, ks);
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ++ks) {
+              if (ks + kFwdPf < D / 16) load_s(ks + kFwdPf, (ks + kFwdPf) % NB);
+#pragma unroll
+              for (int np = 0; np < NP; ++np)
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                  mma_16816<T>(acc_s[mt][2 * np], fa[ks % NB][mt], fb[ks % NB][np][0], fb[ks % NB][np][1]);
+                  mma_16816<T>(acc_s[mt][2 * np + 1], fa[ks % NB][mt], fb[ks % NB][np][2], fb[ks % NB][np][3]);
+                }
+            }
+          }
+#pragma unroll
+          for (int ks = 0; ks < (PF ? 0 : D / 16); ++ks) {
             uint32_t a[MT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
@@ -748,7 +799,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 #pragma unroll
                 for (int q = 0; q < 4; ++q) a[mt][q] = qf[ks][mt][q];
               } else {
-                ldsm_x4(a[mt], sQ + (tQ ^ L::swz(mt * 16, ks * 16)));
+                ldsm_x4(a[mt], sQ + (XADD ? L::xadd(tQ, mt * 16, ks * 16) : (tQ ^ L::swz(mt * 16, ks * 16))));
               }
             }
 #pragma unroll
@@ -877,8 +928,41 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           bool pfull;
           warp_full_lim(n0, pfull, plim);
         }
+        if constexpr (PF) {  // (P V step i + kFwdPf's V fragment loaded before step i's MMAs; the partner's P
+          // two steps before its first use)
+          constexpr int DP = D / 16 / PAIR, STEPS = PAIR * KSW * DP, NB = kFwdPf + 1;
+          auto v_addr = [&](int i) {
+            const int hh = wh ^ (i / (KSW * DP));
+            return kv_addr(sV + hh * (BNS / PAIR) * D * 2 + wh * (D / PAIR) * 2, tV, (i / DP) % KSW * 16,
+                           i % DP * 16);
+          };
+          uint32_t fv[NB][4], po[MT][KSW][4];
 #pragma unroll
-        for (int j = 0; j < PAIR; ++j) {
+          for (int i = 0; i < kFwdPf; ++i) ldsm_x4_t(fv[i], v_addr(i));
+#pragma unroll
+          for (int i = 0; i < STEPS; ++i) {
+            const int j = i / (KSW * DP), ks = (i / DP) % KSW, dp = i % DP;
+            if (i == KSW * DP - 2) {
+              const uint32_t sPo = sP0 + ((warp ^ 1) * MT * KSW * 32 + lane) * 16;
+#pragma unroll
+              for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int k2 = 0; k2 < KSW; ++k2)
+                  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                               : "=r"(po[mt][k2][0]), "=r"(po[mt][k2][1]), "=r"(po[mt][k2][2]), "=r"(po[mt][k2][3])
+                               : "r"(sPo + (mt * KSW + k2) * 512));
+            }
+            if (i + kFwdPf < STEPS) ldsm_x4_t(fv[(i + kFwdPf) % NB], v_addr(i + kFwdPf));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              const uint32_t(&a)[4] = j == 0 ? pk[mt][ks] : po[mt][ks];
+              mma_16816<T>(acc_o[mt][2 * dp], a, fv[i % NB][0], fv[i % NB][1]);
+              mma_16816<T>(acc_o[mt][2 * dp + 1], a, fv[i % NB][2], fv[i % NB][3]);
+            }
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < (PF ? 0 : PAIR); ++j) {
           const int hh = wh ^ j;  // the half of the keys
           const uint32_t sVh = sV + hh * (BNS / PAIR) * D * 2 + wh * (D / PAIR) * 2;
 #pragma unroll
@@ -1054,6 +1138,20 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ilv_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, true, false, true>(p);
 }
+// The warp pairs (SKIP 0) with the ldmatrix addresses as L::xadd (C::kXadd), Q's copy early where QEARLY
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QEARLY>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xadd_kernel(const HstuParams p) {
+  static_assert(SKIP == 0 && PAIR == 2, "the warp pairs' plain body");
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, QEARLY, false,
+                 true>(p);
+}
+// hstu_fwd_xadd_kernel with Q's copy early and the S / P V fragments loaded kFwdPf steps ahead (C::kPrefetch)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_kernel(const HstuParams p) {
+  static_assert(SKIP == 0 && PAIR == 2, "the warp pairs' plain body");
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
+                 true>(p);
+}
 // hstu_fwd_kernel with Q's copy issued before the mask's setup (the warp pairs: FwdSm80PairsEarly)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qearly_kernel(const HstuParams p) {
@@ -1093,7 +1191,13 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
 // where C::kQearly)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kQreg && C::kSkip >= 5) {
+  if constexpr (C::kXadd && C::kPrefetch) {
+    return hstu_fwd_xpf_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                               C::kSkip, C::kPair>;
+  } else if constexpr (C::kXadd) {
+    return hstu_fwd_xadd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                C::kSkip, C::kPair, C::kQearly>;
+  } else if constexpr (C::kQreg && C::kSkip >= 5) {
     return hstu_fwd_qreg_ctx_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg && C::kIlv) {
@@ -1407,9 +1511,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
       if (fits) {
         if (ctx) return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
-        return (p.max_seqlen_q + Pairs::kBlockM - 1) / Pairs::kBlockM <= kFwdSm80ShortTiles
-                   ? launch_hstu_fwd<T, D, FwdSm80PairsEarly>(p, stream)
-                   : launch_hstu_fwd<T, D, Pairs>(p, stream);
+        return launch_hstu_fwd<T, D, FwdSm80PairsPf>(p, stream);
       }
     }
     if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch) {
