@@ -119,18 +119,20 @@ constexpr int kPdsStsmPdS = 1024;
 // ~80 of its 875). With kPdsStsmPdS on an H200 0.8-0.9 % faster than main's loop at D = 64, 2.8-3.1 % at D = 128
 // (B16 S4K / S16K, B128 S1K); at D = 128 ptxas keeps one 8-byte value on the stack on the rab path.
 constexpr int kPdsPtrCopies = 2048;
-// A flag on BODY (the one-barrier loop at D = 64, sm_90 code, with kPdsPtrCopies; bwd_sm80_cfg 13 / 14): running
-// pointers for the address work a tile pair repeats. The next tile's Q / dO copy sources advance by a tile's rows
-// each tile (instead of m x the row stride, a 64-bit product, per copy half), and the thread's place in the
-// fragment-ordered dQ block of the sequence's first tile is formed once per key block (m0 D added per tile).
+// A flag on BODY (the one-barrier loop at D = 64, sm_90 code, with kPdsPtrCopies): running pointers for the address
+// work a tile pair repeats. The next tile's Q / dO copy sources advance by a tile's rows each tile (instead of m x
+// the row stride, a 64-bit product, per copy half), and the thread's place in the fragment-ordered dQ block of the
+// sequence's first tile is formed once per key block (m0 D added per tile). Alone 0.8-1.2 % slower on an H200
+// (bwd_sm80_cfg 14); with kPdsLaneOnce D = 64's default (0.7-1.05 % faster than the loop without both, cfg 13).
 constexpr int kPdsRunPtrs = 4096;
-// A flag on BODY with kPdsRunPtrs (bwd_sm80_cfg 14): the phases' lane offsets (ldmatrix / stmatrix / dQ bases)
-// from the lane index itself, not opaque(lane): formed once per key block instead of per tile, in more registers.
+// A flag on BODY with kPdsRunPtrs: the phases' lane offsets (ldmatrix / stmatrix / dQ bases) from the lane index
+// itself, not opaque(lane): formed once per key block instead of per tile, in more registers (812 -> 699
+// instructions a warp and tile pair; measured: docs/hstu_kernel_notes.md).
 constexpr int kPdsLaneOnce = 8192;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
-constexpr int kBwdPdsDefaultFlags = (STAGES == 3 && D == 64 ? kPdsSplitCopies : 0) |
+constexpr int kBwdPdsDefaultFlags = (STAGES == 3 && D == 64 ? kPdsSplitCopies | kPdsRunPtrs | kPdsLaneOnce : 0) |
                                     (STAGES == 3 ? kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies : 0);
 
 // STAGES = 3 (kOneBar, below): three Q / dO stages and two P / dS buffers; mbar (kPdsMbarCopies): two P / dS buffers
