@@ -922,7 +922,10 @@ constexpr int kBwdSm80PtrOnlyCfg = 12;
 // kPdsLaneOnce (the running pointers alone), for comparisons.
 constexpr int kBwdSm80RunPtrCfg = 13;
 constexpr int kBwdSm80LaneOnceCfg = 14;
-constexpr int kBwdSm80LastCfg = 14;
+// 15 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) with dQ split
+// over the keys (kPdsDqSplitK), for comparisons.
+constexpr int kBwdSm80DqSplitCfg = 15;
+constexpr int kBwdSm80LastCfg = 15;
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
 // first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
@@ -1044,6 +1047,15 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
             return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~(kPdsRunPtrs | kPdsLaneOnce)>(p, max_smem, stream);
           }
           return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsLaneOnce>(p, max_smem, stream);
+        }
+        return cudaErrorNotSupported;
+      case kBwdSm80DqSplitCfg:
+        if constexpr (D == 64) {
+          err = bwd_sm80_require_sm90();
+          if (err != cudaSuccess) return err;
+          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          return launch_hstu_bwd_pds_ordered<T, D, 3, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
+                                                         kPdsDqSplitK>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       default:
