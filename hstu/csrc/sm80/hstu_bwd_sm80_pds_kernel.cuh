@@ -133,7 +133,8 @@ constexpr int kPdsLaneOnce = 8192;
 // A warp takes 32 query rows x 32 columns over half of the 128 keys (2 x 2 x 2 warps) instead of 32 x 16 over all
 // of them: per ks 2 dS + 2 K ldmatrix for 8 MMAs instead of 2 + 1 for 4 (16 ldmatrix a warp and tile pair instead of
 // 24; the pair's 88 -> 80, FA2's 128 x 128 tile 72), for twice the dQ reductions (8 red.v4 a warp, the two key halves
-// adding into the same fragment-ordered block, whose layout is unchanged).
+// adding into the same fragment-ordered block, whose layout is unchanged). On an H200 2.3-2.9 % slower than the
+// default (the reductions fill the MIO queue and hold their registers: mio / long-scoreboard waits); for comparisons.
 constexpr int kPdsDqSplitK = 16384;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
