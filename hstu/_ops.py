@@ -338,7 +338,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     loop without both (the loop before them); 14: without the lane offsets once. 15 (bf16, D = 64, sm_90+, no
     contexts): the default's loop with phase 3 (dQ = dS K) split over the keys (a warp 32 rows x 32 columns over
     half of the keys: fewer ldmatrix, twice the dQ reductions; on an H200 2.3-2.9 % slower). Where a cfg does not
-    apply (fp16, other head dims, a GPU without its shared memory) the default runs. Measured on an H200: docs/hstu_kernel_notes.md.
+    apply (fp16, other head dims, a GPU without its shared memory) the default runs. Measured on an H200:
+    docs/hstu_kernel_notes.md.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
     without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows; 128 x 64 tiles, D = 64
     128 x 128) with K / V double-buffered at D = 64 / 128, at D = 256 warp pairs (two warps share 32 rows: each

@@ -72,7 +72,8 @@ def test_bits_match_the_plan_header():
     loop_cfgs = [int(re.search(rf"constexpr int {n} = (\d+);", kernel).group(1))
                for n in ("kBwdSm80TwoBarCfg", "kBwdSm80JoinedCopiesCfg", "kBwdSm80OtherOrderCfg", "kBwdSm80MbarCfg",
                          "kBwdSm80TailCfg", "kBwdSm80SmemEpiCfg", "kBwdSm80StsmCfg",
-                         "kBwdSm80PtrCfg", "kBwdSm80PtrOnlyCfg", "kBwdSm80RunPtrCfg", "kBwdSm80LaneOnceCfg", "kBwdSm80DqSplitCfg")]
+                         "kBwdSm80PtrCfg", "kBwdSm80PtrOnlyCfg", "kBwdSm80RunPtrCfg", "kBwdSm80LaneOnceCfg",
+                         "kBwdSm80DqSplitCfg")]
     assert sorted(loop_cfgs + [0, 4, 5, old]) == list(_ops.BWD_SM80_CFGS)
 
 

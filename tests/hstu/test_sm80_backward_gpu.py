@@ -8,9 +8,10 @@ cfg 7 (bf16, heads first) the other choice of the last sequences' order, cfg 9 (
 stored in fragment order (the default: through shared memory, kPdsSmemEpilogue), cfg 10 (bf16, D = 64 / 128) the
 one-barrier loop with 4-byte P / dS stores and the Q / dO copies' pointers formed per tile (the default: P / dS by
 stmatrix, kPdsStsmPdS, and the copies from pointers formed once per key block, kPdsPtrCopies), cfg 11 without the
-pointer copies, cfg 12 without stmatrix (at D = 64 each without the running pointers too), cfg 13 (bf16, D = 64) without the
-default's running pointers for the Q / dO copies and dQ's block (kPdsRunPtrs) and its phases' lane offsets formed once
-per key block (kPdsLaneOnce), cfg 14 without the lane offsets once. At D = 256 on sm_90+ the default has
+pointer copies, cfg 12 without stmatrix (at D = 64 each without the running pointers too), cfg 13 (bf16, D = 64)
+without the default's running pointers for the Q / dO copies and dQ's block (kPdsRunPtrs) and its phases' lane
+offsets formed once per key block (kPdsLaneOnce), cfg 14 without the lane offsets once, cfg 15 (bf16, D = 64) with
+dQ split over the keys (kPdsDqSplitK). At D = 256 on sm_90+ the default has
 one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies, with the lean
 copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean copies. Each
 meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned), all
@@ -283,8 +284,9 @@ def test_sm80_backward_stsm_pds(D, mask, rab_heads, delta_q, kernel_opts):
                                                    ("target_group", 1, False), ("none", 0, True)])
 def test_sm80_backward_running_pointers(mask, rab_heads, delta_q, kernel_opts):
     """D = 64: the default's loop (running pointers for the Q / dO copies and dQ's block, the phases' lane offsets
-    formed once per key block), cfg 13 (bf16: without both) and cfg 14 (the running pointers alone) in both grid orders (jagged sequences of 0-700 keys heads
-    first, partial and fully masked tiles at every row count class; with one of 2,200 keys batch first): the error
+    formed once per key block), cfg 13 (bf16: without both) and cfg 14 (the running pointers alone) in both grid
+    orders (jagged sequences of 0-700 keys heads first, partial and fully masked tiles at every row count class; with
+    one of 2,200 keys batch first): the error
     rule against the fp32 reference (gradients poisoned), the cfg's kernel, the same dK, dV and drab bit for bit (the
     same copies and sums), dQ up to the atomics' order."""
     rng = random.Random(zlib.crc32(repr(("runptr", mask)).encode()))
