@@ -211,12 +211,13 @@ FWD_SPLIT_SHIFT = 11
 # Q / dO copies; 7 (bf16, sm_90+, heads first) the other order of the grid's last sequences (the default: key blocks
 # first at D = 64 / 256); 9 (bf16, sm_90+) the default's loop with dK / dV stored in fragment order; 10 (bf16, D = 64 /
 # 128, sm_90+) the default's loop without P / dS by stmatrix and the Q / dO copies from pointers (main's loop before
-# them), 11 without the pointer copies, 12 without stmatrix; 13 (bf16, D = 64, sm_90+) the default's loop with running
-# pointers for the Q / dO copies and dQ's block, 14 with the lane offsets formed once per key block too
+# them), 11 without the pointer copies, 12 without stmatrix; 13 (bf16, D = 64, sm_90+) the default's loop without its
+# running pointers for the Q / dO copies and dQ's block and its lane offsets formed once per key block, 14 without the
+# lane offsets once; 15 (bf16, D = 64, sm_90+) the default's loop with dQ split over the keys
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
-BWD_SM80_CFG_LAST = 14  # kBwdSm80LastCfg
-BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
+BWD_SM80_CFG_LAST = 15  # kBwdSm80LastCfg
+BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 # bits 29-31: the sm80-class forward's tiles: 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS),
 # FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT
 FWD_SM80_CFG_SHIFT = 29
@@ -335,9 +336,13 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     bytes a thread). The one-barrier loops at D = 64 / 128 store P and dS by stmatrix and copy the next Q / dO tile
     from pointers formed once per key block; 10 (bf16, D = 64 / 128, sm_90+, no contexts): the loop without both
     (4-byte P / dS stores, the copies' pointers formed per tile), 11 without the pointer copies, 12 without stmatrix.
-    13 (bf16, D = 64, sm_90+, no contexts): the default's loop with running pointers for the Q / dO copies and dQ's
-    block; 14: with the phases' lane offsets formed once per key block too. Where a cfg does not apply (fp16, other
-    head dims, a GPU without its shared memory) the default runs. Measured on an H200: docs/hstu_kernel_notes.md.
+    At D = 64 the loop keeps running pointers for the Q / dO copies and dQ's block and forms the phases' lane offsets
+    once per key block (cfgs 10 / 11 / 12 there without them too); 13 (bf16, D = 64, sm_90+, no contexts): the
+    loop without both (the loop before them); 14: without the lane offsets once. 15 (bf16, D = 64, sm_90+, no
+    contexts): the default's loop with phase 3 (dQ = dS K) split over the keys (a warp 32 rows x 32 columns over
+    half of the keys: fewer ldmatrix, twice the dQ reductions; on an H200 2.3-2.9 % slower). Where a cfg does not
+    apply (fp16, other head dims, a GPU without its shared memory) the default runs. Measured on an H200:
+    docs/hstu_kernel_notes.md.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
     without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows; 128 x 64 tiles, D = 64
     128 x 128) with K / V double-buffered at D = 64 / 128, at D = 256 warp pairs (two warps share 32 rows: each

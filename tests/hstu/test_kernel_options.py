@@ -72,7 +72,8 @@ def test_bits_match_the_plan_header():
     loop_cfgs = [int(re.search(rf"constexpr int {n} = (\d+);", kernel).group(1))
                for n in ("kBwdSm80TwoBarCfg", "kBwdSm80JoinedCopiesCfg", "kBwdSm80OtherOrderCfg", "kBwdSm80MbarCfg",
                          "kBwdSm80TailCfg", "kBwdSm80SmemEpiCfg", "kBwdSm80StsmCfg",
-                         "kBwdSm80PtrCfg", "kBwdSm80PtrOnlyCfg", "kBwdSm80RunPtrCfg", "kBwdSm80LaneOnceCfg")]
+                         "kBwdSm80PtrCfg", "kBwdSm80PtrOnlyCfg", "kBwdSm80RunPtrCfg", "kBwdSm80LaneOnceCfg",
+                         "kBwdSm80DqSplitCfg")]
     assert sorted(loop_cfgs + [0, 4, 5, old]) == list(_ops.BWD_SM80_CFGS)
 
 
@@ -165,7 +166,7 @@ def test_kernel_options_pack_and_restore():
     for cfg in _ops.BWD_SM80_CFGS[1:]:  # (8: the old layouts, bit 28)
         with _ops.kernel_options(sm90=False, bwd_sm80_cfg=cfg):
             assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (cfg << _ops.BWD_SM80_CFG_SHIFT)
-    for bad in (_ops.BWD_SM80_CFG_LAST + 1, 15, -1, True, 2.0):
+    for bad in (_ops.BWD_SM80_CFG_LAST + 1, 16, -1, True, 2.0):
         with pytest.raises(ValueError, match=r"bwd_sm80_cfg: expected one of \(0, .*\), got"):
             with _ops.kernel_options(bwd_sm80_cfg=bad):
                 pass

@@ -8,8 +8,10 @@ cfg 7 (bf16, heads first) the other choice of the last sequences' order, cfg 9 (
 stored in fragment order (the default: through shared memory, kPdsSmemEpilogue), cfg 10 (bf16, D = 64 / 128) the
 one-barrier loop with 4-byte P / dS stores and the Q / dO copies' pointers formed per tile (the default: P / dS by
 stmatrix, kPdsStsmPdS, and the copies from pointers formed once per key block, kPdsPtrCopies), cfg 11 without the
-pointer copies, cfg 12 without stmatrix, cfg 13 (bf16, D = 64) with running pointers for the Q / dO copies and dQ's
-block (kPdsRunPtrs), cfg 14 with the phases' lane offsets formed once per key block too (kPdsLaneOnce). At D = 256 on sm_90+ the default has
+pointer copies, cfg 12 without stmatrix (at D = 64 each without the running pointers too), cfg 13 (bf16, D = 64)
+without the default's running pointers for the Q / dO copies and dQ's block (kPdsRunPtrs) and its phases' lane
+offsets formed once per key block (kPdsLaneOnce), cfg 14 without the lane offsets once, cfg 15 (bf16, D = 64) with
+dQ split over the keys (kPdsDqSplitK). At D = 256 on sm_90+ the default has
 one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies, with the lean
 copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean copies. Each
 meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned), all
@@ -34,7 +36,7 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-LOOP_CFGS = (1, 2, 3, 7, 9, 10, 11, 12, 13, 14)
+LOOP_CFGS = (1, 2, 3, 7, 9, 10, 11, 12, 13, 14, 15)
 TAIL_CFG = 7  # (kBwdSm80TailCfg: the heads-first kernels with the other choice of kPdsTailBlocksFirst, 256)
 EPI_CFG = 9  # (kBwdSm80SmemEpiCfg: the default's loop without kPdsSmemEpilogue, 512: dK / dV in fragment order)
 _STSM = 1024  # kPdsStsmPdS (P / dS by stmatrix)
@@ -43,15 +45,21 @@ _PTR = 2048  # kPdsPtrCopies (the Q / dO copies from pointers formed once per ke
 # kPdsStsmPdS)
 STSM_CFG, PTR_CFG, PTR_ONLY_CFG = 10, 11, 12
 _WITHOUT = {STSM_CFG: _STSM | _PTR, PTR_CFG: _PTR, PTR_ONLY_CFG: _STSM}
-# (kBwdSm80RunPtrCfg / LaneOnceCfg: the default's loop at D = 64 with kPdsRunPtrs (4096) / | kPdsLaneOnce (8192))
+# (kBwdSm80RunPtrCfg / LaneOnceCfg: the default's loop at D = 64 without kPdsRunPtrs (4096) | kPdsLaneOnce (8192) /
+# without kPdsLaneOnce; at D = 64 cfgs 10 / 11 / 12 are without both too: the running pointers need kPdsPtrCopies)
 RUN_CFG, LANE_CFG = 13, 14
-_WITH = {RUN_CFG: 4096, LANE_CFG: 4096 | 8192}
+_RUN_LANE = 4096 | 8192
+_WITHOUT_D64 = {STSM_CFG: _RUN_LANE, PTR_CFG: _RUN_LANE, PTR_ONLY_CFG: _RUN_LANE, RUN_CFG: _RUN_LANE, LANE_CFG: 8192}
+# (kBwdSm80DqSplitCfg: the default's loop at D = 64 with kPdsDqSplitK (16384): dQ split over the keys)
+DQ_SPLIT_CFG = 15
+_WITH_D64 = {DQ_SPLIT_CFG: 16384}
 MBAR_CFGS = (6,)  # (D = 256)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; the one-barrier
 # loops' flags: kPdsSmemEpilogue 512, at D = 64 kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
 _EPI = 512  # kPdsSmemEpilogue
 _DEFAULT_BODY = {64: 10, 128: 7}
-_DEFAULT_FLAGS = {64: 16 | _EPI | 1024 | 2048, 128: _EPI | 1024 | 2048}  # (| kPdsStsmPdS | kPdsPtrCopies)
+# (| kPdsStsmPdS | kPdsPtrCopies; at D = 64 | kPdsRunPtrs | kPdsLaneOnce)
+_DEFAULT_FLAGS = {64: 16 | _EPI | 1024 | 2048 | _RUN_LANE, 128: _EPI | 1024 | 2048}
 _HEADS_FIRST = 32
 _MBAR, _LEAN = 64, 128  # kPdsMbarCopies, kPdsLeanCopies
 _TAIL = 256  # kPdsTailBlocksFirst
@@ -107,8 +115,8 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
         return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D] | _EPI}>(hstu::HstuParams, int)"
-    without = _WITHOUT.get(cfg, 0) if bf16 else 0
-    with_ = _WITH.get(cfg, 0) if bf16 and D == 64 else 0
+    without = (_WITHOUT.get(cfg, 0) | (_WITHOUT_D64.get(cfg, 0) if D == 64 else 0)) if bf16 else 0
+    with_ = _WITH_D64.get(cfg, 0) if bf16 and D == 64 else 0
     if (max_seqlen_k <= 2048) != (cfg == 3):
         body = ((_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail | with_) & ~(_EPI if no_epi else 0)
                 & ~without)
@@ -275,9 +283,10 @@ def test_sm80_backward_stsm_pds(D, mask, rab_heads, delta_q, kernel_opts):
 @pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True),
                                                    ("target_group", 1, False), ("none", 0, True)])
 def test_sm80_backward_running_pointers(mask, rab_heads, delta_q, kernel_opts):
-    """D = 64: the default's loop, cfg 13 (bf16: running pointers for the Q / dO copies and dQ's block) and cfg 14 (the
-    phases' lane offsets formed once per key block too) in both grid orders (jagged sequences of 0-700 keys heads
-    first, partial and fully masked tiles at every row count class; with one of 2,200 keys batch first): the error
+    """D = 64: the default's loop (running pointers for the Q / dO copies and dQ's block, the phases' lane offsets
+    formed once per key block), cfg 13 (bf16: without both) and cfg 14 (the running pointers alone) in both grid
+    orders (jagged sequences of 0-700 keys heads first, partial and fully masked tiles at every row count class; with
+    one of 2,200 keys batch first): the error
     rule against the fp32 reference (gradients poisoned), the cfg's kernel, the same dK, dV and drab bit for bit (the
     same copies and sums), dQ up to the atomics' order."""
     rng = random.Random(zlib.crc32(repr(("runptr", mask)).encode()))
@@ -287,6 +296,21 @@ def test_sm80_backward_running_pointers(mask, rab_heads, delta_q, kernel_opts):
                             torch.bfloat16, mask, rab_heads, delta_q=delta_q)
         _default_and_cfg_agree(case, torch.randn_like(case["q"]), 64, (RUN_CFG, LANE_CFG), kernel_opts,
                                label=len(lk))
+
+
+@pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True),
+                                                   ("target_group", 1, False), ("none", 0, True)])
+def test_sm80_backward_dq_split_keys(mask, rab_heads, delta_q, kernel_opts):
+    """D = 64: the default's loop and cfg 15 (bf16: dQ split over the keys, both key halves adding into the same
+    fragment-ordered dQ block) in both grid orders (jagged sequences of 0-700 keys heads first, partial and fully
+    masked tiles; one of 2,200 keys batch first): the error rule against the fp32 reference (gradients poisoned),
+    the cfg's kernel, dK, dV and drab bit for bit, dQ up to the atomics' order."""
+    rng = random.Random(zlib.crc32(repr(("dqsplit", mask)).encode()))
+    for lk in ([0, 1, 63, 64, 65, 127, 128, 129, 700] + [rng.randint(0, 700) for _ in range(11)],
+               [2200, 1, 65, 129, 0, 300]):
+        case = kg.make_case(zlib.crc32(repr(("dqsplit", mask, rab_heads, len(lk))).encode()), lk, 2, 64,
+                            torch.bfloat16, mask, rab_heads, delta_q=delta_q)
+        _default_and_cfg_agree(case, torch.randn_like(case["q"]), 64, DQ_SPLIT_CFG, kernel_opts, label=len(lk))
 
 
 @pytest.mark.parametrize("D", [32, 64, 128, 256])

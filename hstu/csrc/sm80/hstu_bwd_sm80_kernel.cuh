@@ -912,16 +912,20 @@ constexpr int kBwdPdsTailFirst = D == 64 || D == 256 ? kPdsTailBlocksFirst : 0;
 constexpr int kBwdSm80SmemEpiCfg = 9;
 // 10 (bf16, D = 64 / 128, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) without
 // kPdsStsmPdS and kPdsPtrCopies (main's loop before them), 11 without kPdsPtrCopies (P / dS by stmatrix alone), 12
-// without kPdsStsmPdS (the Q / dO copies from pointers alone), for comparisons.
+// without kPdsStsmPdS (the Q / dO copies from pointers alone), for comparisons; at D = 64 each also without
+// kPdsRunPtrs | kPdsLaneOnce (the running pointers need kPdsPtrCopies).
 constexpr int kBwdSm80StsmCfg = 10;
 constexpr int kBwdSm80PtrCfg = 11;
 constexpr int kBwdSm80PtrOnlyCfg = 12;
-// 13 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) with running
-// pointers for the Q / dO copies and dQ's block (kPdsRunPtrs), 14 with the phases' lane offsets formed once per key
-// block too (kPdsLaneOnce), for comparisons.
+// 13 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) without the
+// running pointers and the lane offsets once (kPdsRunPtrs | kPdsLaneOnce: session 28's default loop), 14 without
+// kPdsLaneOnce (the running pointers alone), for comparisons.
 constexpr int kBwdSm80RunPtrCfg = 13;
 constexpr int kBwdSm80LaneOnceCfg = 14;
-constexpr int kBwdSm80LastCfg = 14;
+// 15 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) with dQ split
+// over the keys (kPdsDqSplitK; on an H200 2.3-2.9 % slower), for comparisons.
+constexpr int kBwdSm80DqSplitCfg = 15;
+constexpr int kBwdSm80LastCfg = 15;
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
 // first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
@@ -1020,7 +1024,8 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
           if (p.num_contexts != nullptr) return cudaErrorNotSupported;
-          constexpr int kDefault = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>;
+          constexpr int kDefault =
+              (kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>) & ~(kPdsRunPtrs | kPdsLaneOnce);
           if (cfg == kBwdSm80PtrOnlyCfg) {
             return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsStsmPdS>(p, max_smem, stream);
           }
@@ -1036,9 +1041,21 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
           if (p.num_contexts != nullptr) return cudaErrorNotSupported;
-          constexpr int kRun = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsRunPtrs;
-          if (cfg == kBwdSm80RunPtrCfg) return launch_hstu_bwd_pds_ordered<T, D, 3, kRun>(p, max_smem, stream);
-          return launch_hstu_bwd_pds_ordered<T, D, 3, kRun | kPdsLaneOnce>(p, max_smem, stream);
+          constexpr int kDefault = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>;
+          static_assert((kDefault & (kPdsRunPtrs | kPdsLaneOnce)) == (kPdsRunPtrs | kPdsLaneOnce), "D = 64's default");
+          if (cfg == kBwdSm80RunPtrCfg) {
+            return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~(kPdsRunPtrs | kPdsLaneOnce)>(p, max_smem, stream);
+          }
+          return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsLaneOnce>(p, max_smem, stream);
+        }
+        return cudaErrorNotSupported;
+      case kBwdSm80DqSplitCfg:
+        if constexpr (D == 64) {
+          err = bwd_sm80_require_sm90();
+          if (err != cudaSuccess) return err;
+          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          return launch_hstu_bwd_pds_ordered<T, D, 3, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
+                                                         kPdsDqSplitK>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       default:

@@ -119,18 +119,27 @@ constexpr int kPdsStsmPdS = 1024;
 // ~80 of its 875). With kPdsStsmPdS on an H200 0.8-0.9 % faster than main's loop at D = 64, 2.8-3.1 % at D = 128
 // (B16 S4K / S16K, B128 S1K); at D = 128 ptxas keeps one 8-byte value on the stack on the rab path.
 constexpr int kPdsPtrCopies = 2048;
-// A flag on BODY (the one-barrier loop at D = 64, sm_90 code, with kPdsPtrCopies; bwd_sm80_cfg 13 / 14): running
-// pointers for the address work a tile pair repeats. The next tile's Q / dO copy sources advance by a tile's rows
-// each tile (instead of m x the row stride, a 64-bit product, per copy half), and the thread's place in the
-// fragment-ordered dQ block of the sequence's first tile is formed once per key block (m0 D added per tile).
+// A flag on BODY (the one-barrier loop at D = 64, sm_90 code, with kPdsPtrCopies): running pointers for the address
+// work a tile pair repeats. The next tile's Q / dO copy sources advance by a tile's rows each tile (instead of m x
+// the row stride, a 64-bit product, per copy half), and the thread's place in the fragment-ordered dQ block of the
+// sequence's first tile is formed once per key block (m0 D added per tile). Alone 0.8-1.2 % slower on an H200
+// (bwd_sm80_cfg 14); with kPdsLaneOnce D = 64's default (0.7-1.05 % faster than the loop without both, cfg 13).
 constexpr int kPdsRunPtrs = 4096;
-// A flag on BODY with kPdsRunPtrs (bwd_sm80_cfg 14): the phases' lane offsets (ldmatrix / stmatrix / dQ bases)
-// from the lane index itself, not opaque(lane): formed once per key block instead of per tile, in more registers.
+// A flag on BODY with kPdsRunPtrs: the phases' lane offsets (ldmatrix / stmatrix / dQ bases) from the lane index
+// itself, not opaque(lane): formed once per key block instead of per tile, in more registers (812 -> 699
+// instructions a warp and tile pair; measured: docs/hstu_kernel_notes.md).
 constexpr int kPdsLaneOnce = 8192;
+// A flag on BODY (D = 64's one-barrier loop, sm_90 code; bwd_sm80_cfg 15): phase 3 (dQ = dS K) split over the keys.
+// A warp takes 32 query rows x 32 columns over half of the 128 keys (2 x 2 x 2 warps) instead of 32 x 16 over all
+// of them: per ks 2 dS + 2 K ldmatrix for 8 MMAs instead of 2 + 1 for 4 (16 ldmatrix a warp and tile pair instead of
+// 24; the pair's 88 -> 80, FA2's 128 x 128 tile 72), for twice the dQ reductions (8 red.v4 a warp, the two key halves
+// adding into the same fragment-ordered block, whose layout is unchanged). On an H200 2.3-2.9 % slower than the
+// default (the reductions fill the MIO queue and hold their registers: mio / long-scoreboard waits); for comparisons.
+constexpr int kPdsDqSplitK = 16384;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
-constexpr int kBwdPdsDefaultFlags = (STAGES == 3 && D == 64 ? kPdsSplitCopies : 0) |
+constexpr int kBwdPdsDefaultFlags = (STAGES == 3 && D == 64 ? kPdsSplitCopies | kPdsRunPtrs | kPdsLaneOnce : 0) |
                                     (STAGES == 3 ? kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies : 0);
 
 // STAGES = 3 (kOneBar, below): three Q / dO stages and two P / dS buffers; mbar (kPdsMbarCopies): two P / dS buffers
@@ -320,7 +329,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
-                                 kPdsRunPtrs | kPdsLaneOnce);
+                                 kPdsRunPtrs | kPdsLaneOnce | kPdsDqSplitK);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -451,14 +460,18 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr bool kPtrCopies = (BODY & kPdsPtrCopies) != 0;
   constexpr bool kRunPtrs = (BODY & kPdsRunPtrs) != 0;
   constexpr bool kLaneOnce = (BODY & kPdsLaneOnce) != 0;
+  constexpr bool kDqSplitK = (BODY & kPdsDqSplitK) != 0;
 #else
   constexpr bool kPtrCopies = false;
   constexpr bool kRunPtrs = false;
   constexpr bool kLaneOnce = false;
+  constexpr bool kDqSplitK = false;
 #endif
   static_assert(!kRunPtrs || (kPtrCopies && kOneBar && kSplitCopies && kDqFrag && D == 64),
                 "running pointers: D = 64's one-barrier loop");
   static_assert(!kLaneOnce || kRunPtrs, "lane offsets once: with the running pointers");
+  static_assert(!kDqSplitK || (kDqFrag && kLoopFree && D == 64 && QC == QPW && QC == 16 && QMT == 2),
+                "dQ split over the keys: D = 64's loop-free body, fragment-ordered dQ");
   // The lane index of the phases' offsets: opaque, so that they are formed where used (fewer registers live across
   // the loop), unless kLaneOnce.
   auto phase_lane = [&] {
@@ -590,11 +603,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   const int64_t dq_row_stride = (int64_t)p.heads * D;
   // dq_accum == nullptr: deterministic mode, dQ is computed by hstu_bwd_dq_kernel instead (no atomics here).
   const bool with_dq = p.dq_accum != nullptr;
+  // The warp's 32 x 16 block of the fragment-ordered dQ tile (kDqSplitK: the first of its two, w and w + 2 blocks
+  // apart in the layout: rows warp % 2, columns 32 ((warp / 2) % 2) + 16 i).
+  const int dq_w = kDqSplitK ? warp % 2 + 4 * ((warp / 2) % 2) : warp;
   // kRunPtrs: the thread's place in the fragment-ordered dQ block of the sequence's first query tile (phase_dq's
   // layout; the tile's m0 D added there).
   float* const dq_frag0 =
       kRunPtrs && with_dq ? p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b) * D +
-                                warp * (QR * QC) + lane * 4
+                                dq_w * (QR * QC) + lane * 4
                           : nullptr;
 
   if (n_mt > 0) {
@@ -957,6 +973,32 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         if (!with_dq) return;
         float* dq_acc = p.dq_accum + (int64_t)si.q_start * dq_row_stride + h * D;
         const int ln = phase_lane();
+        if constexpr (kDqSplitK) {
+          // rows q_m, columns q_c .. q_c + 31, keys kh .. kh + 63 (the dQ-first warps 4-7 the second half)
+          const int q_m = (warp % 2) * QR, q_c = ((warp / 2) % 2) * (2 * QC), kh = (warp / 4) * (BN / 2);
+          const uint32_t tdA = LP::swz(q_m + ln % 16, kh + (ln / 16) * 8);                  // dS as A
+          const uint32_t tK = L::swz(kh + ln % 8 + ((ln / 8) % 2) * 8, q_c + (ln / 16) * 8);  // K as B
+          float acc_q[QMT][2 * QC / 8][4];
+#pragma unroll
+          for (int mt = 0; mt < QMT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 2 * QC / 8; ++i)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) acc_q[mt][i][e] = 0.f;
+          plain_k_loop<T, BN / 32, BN / 32>(
+              acc_q,
+              [&](uint32_t(&f)[4], const int ks, const int mt) { ldsm_x4(f, sdS + LP::xadd(tdA, mt * 16, ks * 16)); },
+              [&](uint32_t(&f)[4], const int ks, const int dp) { ldsm_x4_t(f, sK + L::xadd(tK, ks * 16, dp * 16)); });
+          float* fp = kRunPtrs ? dq_frag0 + (int64_t)m0 * D
+                               : p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m0) * D +
+                                     dq_w * (QR * QC) + lane * 4;
+#pragma unroll
+          for (int mt = 0; mt < QMT; ++mt)
+#pragma unroll
+            for (int dt = 0; dt < 4; ++dt)
+              red_add_f4(fp + (dt / 2) * (2 * QR * QC) + (mt * 2 + dt % 2) * 128, acc_q[mt][dt]);
+          return;
+        }
         const int q_m = (warp % C::kQWM) * QR, q_d = (warp / C::kQWM) * QC;
         const uint32_t tdA = LP::swz(q_m + ln % 16, (ln / 16) * 8);                     // dS as A
         const uint32_t tK = L::swz(ln % 8 + ((ln / 8) % 2) * 8, q_d + (ln / 16) * 8);  // K as B
@@ -980,7 +1022,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
             // The tile's fragment-ordered block: rows past lq add their zeros to their own slots (no predicate).
             float* fp = kRunPtrs ? dq_frag0 + (int64_t)m0 * D
                                  : p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m0) * D +
-                                       warp * (QR * QC) + lane * 4;
+                                       dq_w * (QR * QC) + lane * 4;
 #pragma unroll
             for (int mt = 0; mt < QMT; ++mt)
 #pragma unroll
