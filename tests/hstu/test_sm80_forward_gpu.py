@@ -397,6 +397,61 @@ def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
         assert len(names) == 1 and next(iter(names)).endswith(want), (cfg, dtype, chunk, names, want)
 
 
+@pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
+    ("causal", False, 0, False), ("causal", True, 2, True), ("local_causal", False, 1, False),
+    ("context_target_group", True, 0, False), ("local_context_target", False, 2, True), ("none", False, 0, False)])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("n", [1, 2])
+def test_sm80_forward_split_bm64(n, D, mask, delta_q, rab_heads, seqused, kernel_opts):
+    """kernel_options(fwd_sm80_bm64=n): the split in 64 x 64 tiles (FwdSm80SplitBm64<D, n>: 4 warps x 16 rows, 2
+    warps x 32 rows), with chunks of 1, 3 KV tiles, the rule's and none (fwd_split_tiles=0: its tile unsplit), meets
+    the error rule against the fp32 reference on a batch of one long and many short sequences and on a Zipf-like one
+    (outputs poisoned), with windows, targets with groups, contexts, delta-q, seqused and rab; agrees with the
+    default's output and repeats bit for bit."""
+    for lk in ([700, 0, 1, 129, 64, 33, 5, 300], [1100, 260, 97, 64, 63, 40, 17, 9, 5, 3, 2, 1, 1, 0, 31, 65]):
+        case = kg.make_case(zlib.crc32(repr(("bm64", D, mask, rab_heads, len(lk))).encode()), lk, 2, D,
+                            torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
+        run = lambda: hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5,  # noqa: E731
+                                            rab=case["rab"], **kg._varlen_kwargs(case))
+        kernel_opts(sm90=False)
+        want = run()
+        for chunk in (1, 3, None, 0):
+            kernel_opts(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_SPLIT, fwd_split_tiles=chunk, fwd_sm80_bm64=n)
+            kg.check_case(case, 0.5, backward=False)
+            kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+            got = run()
+            kg.assert_agree(("out",), (got,), (want,), f"bm64={n} split chunks of {chunk} vs the default")
+            kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+            assert torch.equal(run(), got), chunk
+        kernel_opts(sm90=False, fwd_sm80_bm64=n)  # (the default with the option: the rule's split)
+        kg.check_case(case, 0.5, backward=False)
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("n", [1, 2])
+def test_sm80_forward_split_bm64_runs_its_kernel(n, D, kernel_opts):
+    """kernel_options(fwd_sm80_bm64=n) runs hstu_fwd_split_qearly_kernel on the 64 x 64 tile (1: 4 warps x 16 rows,
+    2 blocks per SM in the launch bounds; 2: 2 warps x 32 rows, 4) at D = 64 / 128 where the plan splits,
+    hstu_fwd_kernel on that tile with fwd_sm80_cfg=7 and fwd_split_tiles=0; D = 256 keeps its split tile (the warp
+    pairs)."""
+    if D == 256 and not _pairs_fit():
+        pytest.skip("the warp pairs do not fit here")
+    bm64 = f"{D}, 64, 64, 64, {4 if n == 1 else 2}, {2 if n == 1 else 4}, {2 if D == 64 else 1}, 0, 1>"
+    tile = fwd_tile(D, 1) if D == 256 else bm64
+    case = kg.make_case(19, [2048, 100, 7, 1], 2, D, torch.bfloat16, "causal", 0)
+    for cfg, chunk, kernel in ((0, None, "hstu_fwd_split_qearly_kernel"),
+                               (_ops.FWD_SM80_CFG_SPLIT, 0, "hstu_fwd_kernel")):
+        if D == 256 and chunk == 0:
+            continue
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=chunk, fwd_sm80_bm64=n)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if "hstu_fwd_" in e.name and "_kernel<" in e.name}
+        want = f"{kernel}<__nv_bfloat16, {tile}(hstu::HstuParams)"
+        assert len(names) == 1 and next(iter(names)).endswith(want), (cfg, chunk, names, want)
+
+
 def test_sm80_forward_split_list_bound(kernel_opts):
     """The split's blocks come from the work list that hstu_sm80_fwd_list_kernel builds on the device (it runs with
     the split kernel); where the list's bound (query tile slots x chunks of the longest walk) passes the grid's y

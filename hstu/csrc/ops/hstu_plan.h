@@ -83,6 +83,10 @@ enum HstuOptionBits : int64_t {
   // sequences twice, its kernel loading Q behind the mask's setup: HstuParams::fwd_sm80_cfg's kFwdSm80SplitMain),
   // for comparisons
   kOptFwdSm80SplitMain = int64_t{1} << 62,
+  // bits 46-47 (above the semantic flags, below the FP8 fields): the sm80-class forward's split at D = 64 / 128 in
+  // 64-row query tiles, 0 none, 1 / 2 FwdSm80SplitBm64's (HstuParams::fwd_sm80_cfg bits 6-7; private, comparisons)
+  kOptFwdSm80Bm64Shift = 46,
+  kOptFwdSm80Bm64Mask = int64_t{3} << kOptFwdSm80Bm64Shift,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -113,6 +117,7 @@ struct HstuOptions {
   bool fwd_sm80_qscale = true;  // HstuParams::fwd_sm80_cfg bit 3 cleared
   bool fwd_sm80_split_main = false;  // HstuParams::fwd_sm80_cfg bit 4
   bool fwd_sm80_ilv = true;  // HstuParams::fwd_sm80_cfg bit 5 cleared
+  int fwd_sm80_bm64 = 0;  // HstuParams::fwd_sm80_cfg bits 6-7
   bool pdl = false;  // Sm90PagedKV::pdl
   bool fwd_trace = false;  // Sm90PagedKV::trace
   bool fp8_sched = false;
@@ -141,6 +146,7 @@ struct HstuOptions {
     o.fwd_sm80_qscale = !(bits & kOptNoFwdSm80Qscale);
     o.fwd_sm80_split_main = (bits & kOptFwdSm80SplitMain) != 0;
     o.fwd_sm80_ilv = !(bits & kOptNoFwdSm80Ilv);
+    o.fwd_sm80_bm64 = static_cast<int>((bits >> kOptFwdSm80Bm64Shift) & 3);
     o.pdl = (bits & kOptPdl) != 0;
     o.fwd_trace = (bits & kOptFwdTrace) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;
