@@ -201,9 +201,10 @@ FWD_SM80_SPLIT_MAIN_BIT = 1 << 62
 # long-row default without its unmasked sub-tiles' work interleaved in 16-key groups (for comparisons)
 FWD_SM80_NO_ILV_BIT = 1 << 58
 # bits 46-47 (hstu_plan.h kOptFwdSm80Bm64Shift): kernel_options(fwd_sm80_bm64=n), the sm80-class forward's split at
-# D = 64 / 128 in 64-row query tiles, n = 1 4 warps x 16 rows, 2 2 warps x 32 rows (private, for comparisons)
+# D = 64 / 128 in 64-row query tiles: 0 the rule (hstu_plan.h fwd_sm80_bm64_rule), 1 4 warps x 16 rows, 2 2 warps x
+# 32 rows, 3 never (the 128-row tiles; for comparisons)
 FWD_SM80_BM64_SHIFT = 46
-FWD_SM80_BM64S = (0, 1, 2)
+FWD_SM80_BM64S = (0, 1, 2, 3)
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles
@@ -247,7 +248,8 @@ FP8_FWD_VARS = (0, 1, 15)
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
-                  | (15 << FP8_FWD_VAR_SHIFT) | FWD_SM80_NO_QSCALE_BIT | FWD_SM80_SPLIT_MAIN_BIT | FWD_SM80_NO_ILV_BIT)
+                  | (15 << FP8_FWD_VAR_SHIFT) | FWD_SM80_NO_QSCALE_BIT | FWD_SM80_SPLIT_MAIN_BIT | FWD_SM80_NO_ILV_BIT
+                  | (3 << FWD_SM80_BM64_SHIFT))
 _options_state = threading.local()
 
 
@@ -307,9 +309,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     walk's tiles kept in shared memory), its kernel loading Q behind the mask's setup.
     ``fwd_sm80_interleave=False`` (for comparisons): the sm80-class forward's bf16 D = 64 long-row default (Q scaled)
     without its unmasked sub-tiles' work interleaved in 16-key groups (the same output bit for bit).
-    ``fwd_sm80_bm64`` (private, for comparisons): 1 / 2 the sm80-class forward's split (bf16, D = 64 / 128) in
-    64 x 64 tiles instead of 128-row ones (fewer KV steps on batches of short sequences): 1 of 4 warps x 16 rows, 2
-    of 2 warps x 32 rows; 0 (the default) the 128-row tiles.
+    ``fwd_sm80_bm64`` (private, for comparisons): the sm80-class forward's split (bf16, D = 64 / 128) in 64 x 64
+    tiles instead of 128-row ones (fewer KV steps on batches of short sequences): 1 of 4 warps x 16 rows, 2 of 2
+    warps x 32 rows, 3 never; 0 (the default) the rule (64-row tiles where the sequences are short on average).
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per

@@ -118,7 +118,7 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == _ops.FWD_SM80_NO_ILV_BIT == 1 << 58
         with _ops.kernel_options(fwd_sm80_interleave=True):
             assert _ops._current_options() == 0
-        for n in (1, 2):  # (for comparisons)
+        for n in (1, 2, 3):  # (for comparisons)
             with _ops.kernel_options(fwd_sm80_bm64=n):
                 assert _ops._current_options() == n << 46
         with _ops.kernel_options(fp8_bwd=True):  # (the FP8 backward or an error)
@@ -158,8 +158,8 @@ def test_kernel_options_pack_and_restore():
         with pytest.raises(ValueError, match="fwd_sm80_interleave: expected True or False"):
             with _ops.kernel_options(fwd_sm80_interleave=bad):
                 pass
-    for bad in (3, True, None, "1"):
-        with pytest.raises(ValueError, match=r"fwd_sm80_bm64: expected one of \(0, 1, 2\)"):
+    for bad in (4, True, None, "1"):
+        with pytest.raises(ValueError, match=r"fwd_sm80_bm64: expected one of \(0, 1, 2, 3\)"):
             with _ops.kernel_options(fwd_sm80_bm64=bad):
                 pass
     with pytest.raises(ValueError, match="bwd_grid: expected 0, 1 or 2, got 3"):
@@ -262,6 +262,9 @@ def test_cpu_ops_read_the_gr_flag():
     torch.testing.assert_close(torch.ops.hstu_attn.fwd_with_options(*args, bit), ref["meta_gr"])
     torch.testing.assert_close(torch.ops.hstu_attn.fwd_with_options(*args, _ops.OPTION_BITS["sm90"]), ref["nvidia"])
     torch.testing.assert_close(torch.ops.hstu_attn.fwd(*args), ref["nvidia"])
+    for n in _ops.FWD_SM80_BM64S:  # (a kernel choice: the CPU path accepts it and computes the same)
+        torch.testing.assert_close(torch.ops.hstu_attn.fwd_with_options(*args, n << _ops.FWD_SM80_BM64_SHIFT),
+                                   ref["nvidia"])
     bargs = (dout,) + args + (False, False)
     gr = torch.ops.hstu_attn.bwd_with_options(*bargs, bit)
     nv = torch.ops.hstu_attn.bwd(*bargs)

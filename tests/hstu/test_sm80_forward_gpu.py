@@ -452,6 +452,33 @@ def test_sm80_forward_split_bm64_runs_its_kernel(n, D, kernel_opts):
         assert len(names) == 1 and next(iter(names)).endswith(want), (cfg, chunk, names, want)
 
 
+# hstu_plan.h kFwdSm80Bm64Rule / kFwdSm80Bm64Rows: the default's 64-row split tile below that many mean query rows
+_BM64_RULE, _BM64_ROWS = 2, 256
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_sm80_forward_split_bm64_rule(D, kernel_opts):
+    """The default (fwd_sm80_bm64=0, the rule) splits a batch of mean query rows below _BM64_ROWS in the 64 x 64
+    tiles of fwd_sm80_bm64=_BM64_RULE and a batch of longer sequences in the 128-row tiles (as fwd_sm80_bm64=3
+    does everywhere); each meets the error rule against the fp32 reference (outputs poisoned)."""
+    zipf = [1100, 260, 97, 64, 63, 40, 17, 9, 5, 3, 2, 1, 1, 0, 31, 65]
+    assert sum(zipf) < _BM64_ROWS * len(zipf)
+    w = 4 if _BM64_RULE == 1 else 2
+    bm64 = f"{D}, 64, 64, 64, {w}, {8 // w}, {2 if D == 64 else 1}, 0, 1>"
+    for lens, opt, tile in ((zipf, 0, bm64), (zipf, 3, fwd_tile(D, 2 if D == 128 else 1)),
+                            ([600, 600], 0, fwd_tile(D, 2 if D == 128 else 1))):
+        case = kg.make_case(zlib.crc32(repr(("rule", D, len(lens), opt)).encode()), lens, 2, D, torch.bfloat16,
+                            "context_target_group", 1)
+        kernel_opts(sm90=False, fwd_sm80_bm64=opt)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            hstu_attn_varlen_func(case["q"], case["k"], case["v"], rab=case["rab"], **kg._varlen_kwargs(case))
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if "hstu_fwd_" in e.name and "_kernel<" in e.name}
+        want = f"hstu_fwd_split_qearly_kernel<__nv_bfloat16, {tile}(hstu::HstuParams)"
+        assert len(names) == 1 and next(iter(names)).endswith(want), (lens, opt, names, want)
+        kg.check_case(case, 0.5, backward=False)
+
+
 def test_sm80_forward_split_list_bound(kernel_opts):
     """The split's blocks come from the work list that hstu_sm80_fwd_list_kernel builds on the device (it runs with
     the split kernel); where the list's bound (query tile slots x chunks of the longest walk) passes the grid's y

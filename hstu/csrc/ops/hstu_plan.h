@@ -84,7 +84,8 @@ enum HstuOptionBits : int64_t {
   // for comparisons
   kOptFwdSm80SplitMain = int64_t{1} << 62,
   // bits 46-47 (above the semantic flags, below the FP8 fields): the sm80-class forward's split at D = 64 / 128 in
-  // 64-row query tiles, 0 none, 1 / 2 FwdSm80SplitBm64's (HstuParams::fwd_sm80_cfg bits 6-7; private, comparisons)
+  // 64-row query tiles: 0 the rule (fwd_sm80_bm64_rule), 1 / 2 FwdSm80SplitBm64<D, 1 / 2> wherever the split runs,
+  // 3 never (the 128-row tiles) (HstuParams::fwd_sm80_cfg bits 6-7; private, for comparisons)
   kOptFwdSm80Bm64Shift = 46,
   kOptFwdSm80Bm64Mask = int64_t{3} << kOptFwdSm80Bm64Shift,
 };
@@ -117,7 +118,7 @@ struct HstuOptions {
   bool fwd_sm80_qscale = true;  // HstuParams::fwd_sm80_cfg bit 3 cleared
   bool fwd_sm80_split_main = false;  // HstuParams::fwd_sm80_cfg bit 4
   bool fwd_sm80_ilv = true;  // HstuParams::fwd_sm80_cfg bit 5 cleared
-  int fwd_sm80_bm64 = 0;  // HstuParams::fwd_sm80_cfg bits 6-7
+  int fwd_sm80_bm64 = 0;  // HstuParams::fwd_sm80_cfg bits 6-7 (fwd_sm80_bm64_rule)
   bool pdl = false;  // Sm90PagedKV::pdl
   bool fwd_trace = false;  // Sm90PagedKV::trace
   bool fp8_sched = false;
@@ -159,6 +160,17 @@ struct HstuOptions {
     return o;
   }
 };
+
+// The sm80-class forward's split tile at D = 64 / 128 (HstuParams::fwd_sm80_cfg bits 6-7, read where the split runs:
+// hstu_fwd_sm80_kernel.cuh FwdSm80SplitBm64) for kernel_options(fwd_sm80_bm64=opt): 1 / 2 as given, 3 none (the
+// 128-row tiles), 0 the rule: FwdSm80SplitBm64<D, kFwdSm80Bm64Rule> where the sequences' mean query rows (host
+// values) are below kFwdSm80Bm64Rows.
+constexpr int kFwdSm80Bm64Rule = 2;
+constexpr int64_t kFwdSm80Bm64Rows = 256;
+inline int fwd_sm80_bm64_rule(const HstuParams& p, int opt) {
+  if (opt != 0) return opt == 3 ? 0 : opt;
+  return (p.head_dim == 64 || p.head_dim == 128) && p.total_q < kFwdSm80Bm64Rows * p.batch ? kFwdSm80Bm64Rule : 0;
+}
 
 enum class KernelFamily { kSm80, kSm90 };
 

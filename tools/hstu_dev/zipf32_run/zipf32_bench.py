@@ -1,15 +1,16 @@
 """The portable (sm80-class) forward's Zipf batch against its dense same-token twin with 64-row query tiles (issue 39,
 branch zipf32): bf16 H4 causal, 3 contexts, forward ms of kernel_options(sm90=False[, fwd_sm80_bm64=n][,
 fwd_split_tiles=n]) on benchmarks/hstu_attention.py's jagged row (Zipf(1.2) B32 max 4K, seed 0, 3,640 tokens) and B2
-S1820 (--seed1: also the seed-1 draw, 9,292 tokens, and B2 S4646), per head dim. Variants: `default` (main's path),
-`w4` / `w2` (fwd_sm80_bm64=1 / 2: the split in 64 x 64 tiles of 4 warps x 16 rows / 2 warps x 32 rows, D = 64 /
-128; elsewhere the default), `w4 nK` (and exact chunks of K KV tiles, --chunks). Prints, per head dim, Zipf / dense
+S1820 (--seed1: also the seed-1 draw, 9,292 tokens, and B2 S4646), per head dim. Variants: `default` (the wheel's:
+run 1's main's path, run 2's the rule), `b128` (--b128: fwd_sm80_bm64=3, the 128-row tiles: main's path), `w4` /
+`w2` (fwd_sm80_bm64=1 / 2: the split in 64 x 64 tiles of 4 warps x 16 rows / 2 warps x 32 rows, D = 64 / 128;
+elsewhere the default), `w4 nK` (and exact chunks of K KV tiles, --chunks). Prints, per head dim, Zipf / dense
 TFLOP/s for default / default, wN / default (the option on the Zipf batch alone) and wN / wN. `prof`: each
 kernel's us per call (torch.profiler) of every variant on the Zipf pair. Timing as fwd17_jag.py (CUDA graphs of 10
 calls, variants interleaved per round, median of --reps rounds).
 
 Usage: zipf32_bench.py LABEL MODE... (ratio prof) [--dims 64 128 256] [--reps 7] [--bm64 1 2] [--chunks 4 6]
-       [--seed1] [--base] (main's wheel: the default only)"""
+       [--seed1] [--b128] [--base] (main's wheel: the default only)"""
 import argparse
 import functools
 import os
@@ -40,6 +41,8 @@ def with_options(fn, **extra):
 
 def variants(lens, D, a):
     run = {"default": ours(lens, D, "0", 3)}
+    if a.b128 and not a.base and D != 256:  # (fwd_sm80_bm64=3: the 128-row tiles, main's path)
+        run["b128"] = with_options(ours(lens, D, "0", 3), fwd_sm80_bm64=3)
     if not a.base and D != 256:
         for n in a.bm64:
             run[f"w{6 - 2 * n}"] = with_options(ours(lens, D, "0", 3), fwd_sm80_bm64=n)
@@ -58,6 +61,7 @@ def main():
     ap.add_argument("--chunks", nargs="*", type=int, default=[])
     ap.add_argument("--seed1", action="store_true")
     ap.add_argument("--base", action="store_true")
+    ap.add_argument("--b128", action="store_true")
     a = ap.parse_args()
     draws = [zipf_lengths(32, 4096)] + ([zipf_lengths(32, 4096, seed=1)] if a.seed1 else [])
     print(f"## zipf32 {a.label}: {torch.cuda.get_device_name()}, bf16 H4 causal ctx3, forward ms (TFLOP/s), "
