@@ -311,7 +311,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     without its unmasked sub-tiles' work interleaved in 16-key groups (the same output bit for bit).
     ``fwd_sm80_bm64`` (private, for comparisons): the sm80-class forward's split (bf16, D = 64 / 128) in 64 x 64
     tiles instead of 128-row ones (fewer KV steps on batches of short sequences): 1 of 4 warps x 16 rows, 2 of 2
-    warps x 32 rows, 3 never; 0 (the default) the rule (64-row tiles where the sequences are short on average).
+    warps x 32 rows, 3 never (the 128-row tiles); 0 (the default) the rule (2 at D = 64, 1 at D = 128).
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per

@@ -373,9 +373,10 @@ def test_sm80_forward_split_over_two_waves(D, mask, kernel_opts):
 
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
-    """fwd_sm80_cfg=7 runs hstu_fwd_split_qearly_kernel on the default's tile where the plan splits (a batch below
-    two waves of query tiles; hstu_fwd_split_kernel with fwd_sm80_split_main=True), hstu_fwd_kernel with
-    fwd_split_tiles=0 (no split) and for fp16 (the old tiles); so does the default (fwd_sm80_cfg=0)."""
+    """fwd_sm80_cfg=7 runs hstu_fwd_split_qearly_kernel on the 128-row split tile (fwd_sm80_bm64=3; the rule's
+    64-row tiles: test_sm80_forward_split_bm64_rule) where the plan splits (a batch below two waves of query tiles;
+    hstu_fwd_split_kernel with fwd_sm80_split_main=True), hstu_fwd_kernel with fwd_split_tiles=0 (no split) and for
+    fp16 (the old tiles); so does the default (fwd_sm80_cfg=0)."""
     if D == 256 and not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
     tile = fwd_tile(D, 2 if D == 128 else 1)
@@ -388,7 +389,7 @@ def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
             (0, torch.bfloat16, None, "hstu_fwd_split_kernel", True)):
         ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
         case = kg.make_case(17, [2048, 100], 2, D, dtype, "causal", 0)
-        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=chunk, fwd_sm80_split_main=main)
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=chunk, fwd_sm80_split_main=main, fwd_sm80_bm64=3)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
             torch.cuda.synchronize()
@@ -452,21 +453,20 @@ def test_sm80_forward_split_bm64_runs_its_kernel(n, D, kernel_opts):
         assert len(names) == 1 and next(iter(names)).endswith(want), (cfg, chunk, names, want)
 
 
-# hstu_plan.h kFwdSm80Bm64Rule / kFwdSm80Bm64Rows: the default's 64-row split tile below that many mean query rows
-_BM64_RULE, _BM64_ROWS = 2, 256
+# hstu_plan.h fwd_sm80_bm64_rule: the default's split tile per head dim (fwd_sm80_bm64=n)
+_BM64_RULE = {64: 2, 128: 1}
 
 
 @pytest.mark.parametrize("D", [64, 128])
 def test_sm80_forward_split_bm64_rule(D, kernel_opts):
-    """The default (fwd_sm80_bm64=0, the rule) splits a batch of mean query rows below _BM64_ROWS in the 64 x 64
-    tiles of fwd_sm80_bm64=_BM64_RULE and a batch of longer sequences in the 128-row tiles (as fwd_sm80_bm64=3
-    does everywhere); each meets the error rule against the fp32 reference (outputs poisoned)."""
+    """The default (fwd_sm80_bm64=0, the rule) splits a Zipf-like batch and a dense one in the 64 x 64 tiles of
+    fwd_sm80_bm64=_BM64_RULE[D] (fwd_sm80_bm64=3: the 128-row tiles); each meets the error rule against the fp32
+    reference (outputs poisoned)."""
     zipf = [1100, 260, 97, 64, 63, 40, 17, 9, 5, 3, 2, 1, 1, 0, 31, 65]
-    assert sum(zipf) < _BM64_ROWS * len(zipf)
-    w = 4 if _BM64_RULE == 1 else 2
+    w = 4 if _BM64_RULE[D] == 1 else 2
     bm64 = f"{D}, 64, 64, 64, {w}, {8 // w}, {2 if D == 64 else 1}, 0, 1>"
-    for lens, opt, tile in ((zipf, 0, bm64), (zipf, 3, fwd_tile(D, 2 if D == 128 else 1)),
-                            ([600, 600], 0, fwd_tile(D, 2 if D == 128 else 1))):
+    for lens, opt, tile in ((zipf, 0, bm64), (zipf, 3, fwd_tile(D, 2 if D == 128 else 1)), ([600, 600], 0, bm64),
+                            ([600, 600], 3, fwd_tile(D, 2 if D == 128 else 1))):
         case = kg.make_case(zlib.crc32(repr(("rule", D, len(lens), opt)).encode()), lens, 2, D, torch.bfloat16,
                             "context_target_group", 1)
         kernel_opts(sm90=False, fwd_sm80_bm64=opt)
@@ -513,7 +513,8 @@ def test_sm80_forward_split_workspace_bound(D, kernel_opts):
     two chunks for most tiles) keeps its fp32 partials within 2 x the device's block slots (fwd_sm80_split_partials),
     not one per query tile slot, head and chunk of the longest walk: the call's peak device memory over its inputs
     stays under the output, the partials' bound and 4 MiB (counters, list, validation); the output agrees with the
-    unsplit kernel's and repeats bit for bit (the partials' places differ from call to call, their sum order not)."""
+    unsplit kernel's and repeats bit for bit (the partials' places differ from call to call, their sum order not).
+    (D = 128 in the 128-row tiles: fwd_sm80_bm64=3.)"""
     if D == 256 and not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
     bm = 64 if D == 256 else 128
@@ -522,9 +523,9 @@ def test_sm80_forward_split_workspace_bound(D, kernel_opts):
     S = max(1024, (3 * 2 * sms * bm // (2 * heads)) // bm * bm)  # two sequences: ~3 waves of 2 blocks per SM
     case = kg.make_case(zlib.crc32(repr(("ws", D)).encode()), [S, S], heads, D, torch.bfloat16, "causal", 0)
     run = lambda: hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))  # noqa: E731
-    kernel_opts(sm90=False, fwd_split_tiles=0)
+    kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_bm64=3)
     want = run()
-    kernel_opts(sm90=False)
+    kernel_opts(sm90=False, fwd_sm80_bm64=3)
     got = run()
     torch.cuda.synchronize()
     del got

@@ -163,13 +163,11 @@ struct HstuOptions {
 
 // The sm80-class forward's split tile at D = 64 / 128 (HstuParams::fwd_sm80_cfg bits 6-7, read where the split runs:
 // hstu_fwd_sm80_kernel.cuh FwdSm80SplitBm64) for kernel_options(fwd_sm80_bm64=opt): 1 / 2 as given, 3 none (the
-// 128-row tiles), 0 the rule: FwdSm80SplitBm64<D, kFwdSm80Bm64Rule> where the sequences' mean query rows (host
-// values) are below kFwdSm80Bm64Rows.
-constexpr int kFwdSm80Bm64Rule = 2;
-constexpr int64_t kFwdSm80Bm64Rows = 256;
+// 128-row tiles), 0 the rule: 64 x 64 tiles of 2 warps x 32 rows at D = 64, of 4 warps x 16 rows at D = 128 (on an
+// H200 both faster than the 128-row tiles on the Zipf batch and its dense twin; docs/hstu_kernel_notes.md).
 inline int fwd_sm80_bm64_rule(const HstuParams& p, int opt) {
   if (opt != 0) return opt == 3 ? 0 : opt;
-  return (p.head_dim == 64 || p.head_dim == 128) && p.total_q < kFwdSm80Bm64Rows * p.batch ? kFwdSm80Bm64Rule : 0;
+  return p.head_dim == 64 ? 2 : p.head_dim == 128 ? 1 : 0;
 }
 
 enum class KernelFamily { kSm80, kSm90 };

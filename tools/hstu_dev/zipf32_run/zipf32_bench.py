@@ -5,12 +5,13 @@ S1820 (--seed1: also the seed-1 draw, 9,292 tokens, and B2 S4646), per head dim.
 run 1's main's path, run 2's the rule), `b128` (--b128: fwd_sm80_bm64=3, the 128-row tiles: main's path), `w4` /
 `w2` (fwd_sm80_bm64=1 / 2: the split in 64 x 64 tiles of 4 warps x 16 rows / 2 warps x 32 rows, D = 64 / 128;
 elsewhere the default), `w4 nK` (and exact chunks of K KV tiles, --chunks). Prints, per head dim, Zipf / dense
-TFLOP/s for default / default, wN / default (the option on the Zipf batch alone) and wN / wN. `prof`: each
+TFLOP/s for default / default, wN / default (the option on the Zipf batch alone) and wN / wN; --edge: also dense
+B4 S4K, B2 S4K, B8 S1K (ctx3: near the split's bound). `prof`: each
 kernel's us per call (torch.profiler) of every variant on the Zipf pair. Timing as fwd17_jag.py (CUDA graphs of 10
 calls, variants interleaved per round, median of --reps rounds).
 
 Usage: zipf32_bench.py LABEL MODE... (ratio prof) [--dims 64 128 256] [--reps 7] [--bm64 1 2] [--chunks 4 6]
-       [--seed1] [--b128] [--base] (main's wheel: the default only)"""
+       [--seed1] [--b128] [--edge] [--base] (main's wheel: the default only)"""
 import argparse
 import functools
 import os
@@ -62,6 +63,7 @@ def main():
     ap.add_argument("--seed1", action="store_true")
     ap.add_argument("--base", action="store_true")
     ap.add_argument("--b128", action="store_true")
+    ap.add_argument("--edge", action="store_const", const=[(4, 4096), (2, 4096), (8, 1024)], default=[])
     a = ap.parse_args()
     draws = [zipf_lengths(32, 4096)] + ([zipf_lengths(32, 4096, seed=1)] if a.seed1 else [])
     print(f"## zipf32 {a.label}: {torch.cuda.get_device_name()}, bf16 H4 causal ctx3, forward ms (TFLOP/s), "
@@ -73,11 +75,13 @@ def main():
                 dense = [sum(jag) // 2] * 2
                 rows += [(f"zipf s{s} D{D}", jag, D, variants(jag, D, a)),
                          (f"dense B2 S{dense[0]} D{D}", dense, D, variants(dense, D, a))]
+            pairs = len(rows)
+            rows += [(f"B{b} S{S} D{D}", [S] * b, D, variants([S] * b, D, a)) for b, S in a.edge]
             if mode == "prof":
                 prof(rows[:2])
                 continue
             res = table(a.label, f"{mode} D = {D}", rows, a.reps)
-            for i in range(0, len(rows), 2):
+            for i in range(0, pairs, 2):
                 (zn, zl, _, _), (dn, dl, _, _) = rows[i], rows[i + 1]
                 fz, fd = flops(zl, D), flops(dl, D)
                 for cz in res[zn]:
