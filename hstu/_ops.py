@@ -202,7 +202,7 @@ FWD_SM80_SPLIT_MAIN_BIT = 1 << 62
 FWD_SM80_NO_ILV_BIT = 1 << 58
 # bits 46-47 (hstu_plan.h kOptFwdSm80Bm64Shift): kernel_options(fwd_sm80_bm64=n), the sm80-class forward's split at
 # D = 64 / 128 in 64-row query tiles: 0 the rule (hstu_plan.h fwd_sm80_bm64_rule), 1 4 warps x 16 rows, 2 2 warps x
-# 32 rows, 3 never (the 128-row tiles; for comparisons)
+# 32 rows (D = 64; at D = 128 as 1), 3 never (the 128-row tiles; for comparisons)
 FWD_SM80_BM64_SHIFT = 46
 FWD_SM80_BM64S = (0, 1, 2, 3)
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
@@ -311,7 +311,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     without its unmasked sub-tiles' work interleaved in 16-key groups (the same output bit for bit).
     ``fwd_sm80_bm64`` (private, for comparisons): the sm80-class forward's split (bf16, D = 64 / 128) in 64 x 64
     tiles instead of 128-row ones (fewer KV steps on batches of short sequences): 1 of 4 warps x 16 rows, 2 of 2
-    warps x 32 rows, 3 never (the 128-row tiles); 0 (the default) the rule (2 at D = 64, 1 at D = 128).
+    warps x 32 rows (at D = 64; at D = 128 as 1), 3 never (the 128-row tiles); 0 (the default) the rule (2 at
+    D = 64, 1 at D = 128 where the split's mean work per block slot is small: hstu_plan.h fwd_sm80_bm64_rule).
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per

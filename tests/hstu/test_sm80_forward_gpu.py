@@ -405,10 +405,10 @@ def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
 @pytest.mark.parametrize("n", [1, 2])
 def test_sm80_forward_split_bm64(n, D, mask, delta_q, rab_heads, seqused, kernel_opts):
     """kernel_options(fwd_sm80_bm64=n): the split in 64 x 64 tiles (FwdSm80SplitBm64<D, n>: 4 warps x 16 rows, 2
-    warps x 32 rows), with chunks of 1, 3 KV tiles, the rule's and none (fwd_split_tiles=0: its tile unsplit), meets
-    the error rule against the fp32 reference on a batch of one long and many short sequences and on a Zipf-like one
-    (outputs poisoned), with windows, targets with groups, contexts, delta-q, seqused and rab; agrees with the
-    default's output and repeats bit for bit."""
+    warps x 32 rows at D = 64), with chunks of 1, 3 KV tiles, the rule's and none (fwd_split_tiles=0: its tile
+    unsplit), meets the error rule against the fp32 reference on a batch of one long and many short sequences and on
+    a Zipf-like one (outputs poisoned), with windows, targets with groups, contexts, delta-q, seqused and rab; agrees
+    with the default's output and repeats bit for bit."""
     for lk in ([700, 0, 1, 129, 64, 33, 5, 300], [1100, 260, 97, 64, 63, 40, 17, 9, 5, 3, 2, 1, 1, 0, 31, 65]):
         case = kg.make_case(zlib.crc32(repr(("bm64", D, mask, rab_heads, len(lk))).encode()), lk, 2, D,
                             torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
@@ -432,12 +432,14 @@ def test_sm80_forward_split_bm64(n, D, mask, delta_q, rab_heads, seqused, kernel
 @pytest.mark.parametrize("n", [1, 2])
 def test_sm80_forward_split_bm64_runs_its_kernel(n, D, kernel_opts):
     """kernel_options(fwd_sm80_bm64=n) runs hstu_fwd_split_qearly_kernel on the 64 x 64 tile (1: 4 warps x 16 rows,
-    2 blocks per SM in the launch bounds; 2: 2 warps x 32 rows, 4) at D = 64 / 128 where the plan splits,
+    2 blocks per SM in the launch bounds; 2: 2 warps x 32 rows, 4; at D = 128 as 1) at D = 64 / 128 where the plan
+    splits,
     hstu_fwd_kernel on that tile with fwd_sm80_cfg=7 and fwd_split_tiles=0; D = 256 keeps its split tile (the warp
     pairs)."""
     if D == 256 and not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
-    bm64 = f"{D}, 64, 64, 64, {4 if n == 1 else 2}, {2 if n == 1 else 4}, {2 if D == 64 else 1}, 0, 1>"
+    w = 2 if n == 2 and D == 64 else 4
+    bm64 = f"{D}, 64, 64, 64, {w}, {8 // w}, {2 if D == 64 else 1}, 0, 1>"
     tile = fwd_tile(D, 1) if D == 256 else bm64
     case = kg.make_case(19, [2048, 100, 7, 1], 2, D, torch.bfloat16, "causal", 0)
     for cfg, chunk, kernel in ((0, None, "hstu_fwd_split_qearly_kernel"),
@@ -453,21 +455,23 @@ def test_sm80_forward_split_bm64_runs_its_kernel(n, D, kernel_opts):
         assert len(names) == 1 and next(iter(names)).endswith(want), (cfg, chunk, names, want)
 
 
-# hstu_plan.h fwd_sm80_bm64_rule: the default's split tile per head dim (fwd_sm80_bm64=n)
+# hstu_plan.h fwd_sm80_bm64_rule: the default's 64 x 64 split tile per head dim (fwd_sm80_bm64=n)
 _BM64_RULE = {64: 2, 128: 1}
 
 
 @pytest.mark.parametrize("D", [64, 128])
 def test_sm80_forward_split_bm64_rule(D, kernel_opts):
-    """The default (fwd_sm80_bm64=0, the rule) splits a Zipf-like batch and a dense one in the 64 x 64 tiles of
-    fwd_sm80_bm64=_BM64_RULE[D] (fwd_sm80_bm64=3: the 128-row tiles); each meets the error rule against the fp32
-    reference (outputs poisoned)."""
+    """The default (fwd_sm80_bm64=0, the rule) splits a Zipf-like batch and a short dense one (little work per block
+    slot: the 128-row plan's least chunk of 4 KV tiles) in the 64 x 64 tiles of fwd_sm80_bm64=_BM64_RULE[D], and B2
+    S4K over 8 heads (least chunks of 16 / 31 KV tiles) in the 128-row tiles, as fwd_sm80_bm64=3 does everywhere; the
+    short batches meet the error rule against the fp32 reference (outputs poisoned)."""
     zipf = [1100, 260, 97, 64, 63, 40, 17, 9, 5, 3, 2, 1, 1, 0, 31, 65]
     w = 4 if _BM64_RULE[D] == 1 else 2
     bm64 = f"{D}, 64, 64, 64, {w}, {8 // w}, {2 if D == 64 else 1}, 0, 1>"
-    for lens, opt, tile in ((zipf, 0, bm64), (zipf, 3, fwd_tile(D, 2 if D == 128 else 1)), ([600, 600], 0, bm64),
-                            ([600, 600], 3, fwd_tile(D, 2 if D == 128 else 1))):
-        case = kg.make_case(zlib.crc32(repr(("rule", D, len(lens), opt)).encode()), lens, 2, D, torch.bfloat16,
+    b128 = fwd_tile(D, 2 if D == 128 else 1)
+    for lens, heads, opt, tile in ((zipf, 2, 0, bm64), (zipf, 2, 3, b128), ([600, 600], 2, 0, bm64),
+                                   ([600, 600], 2, 3, b128), ([4096, 4096], 8, 0, b128)):
+        case = kg.make_case(zlib.crc32(repr(("rule", D, len(lens), opt)).encode()), lens, heads, D, torch.bfloat16,
                             "context_target_group", 1)
         kernel_opts(sm90=False, fwd_sm80_bm64=opt)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -476,7 +480,8 @@ def test_sm80_forward_split_bm64_rule(D, kernel_opts):
         names = {e.name for e in prof.events() if "hstu_fwd_" in e.name and "_kernel<" in e.name}
         want = f"hstu_fwd_split_qearly_kernel<__nv_bfloat16, {tile}(hstu::HstuParams)"
         assert len(names) == 1 and next(iter(names)).endswith(want), (lens, opt, names, want)
-        kg.check_case(case, 0.5, backward=False)
+        if max(lens) < 2048:
+            kg.check_case(case, 0.5, backward=False)
 
 
 def test_sm80_forward_split_list_bound(kernel_opts):

@@ -9,6 +9,7 @@
 #include "common/device_info.h"
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm80/hstu_bwd_sm80_limits.h"
+#include "hstu/csrc/sm80/hstu_fwd_sm80_split.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
 
 namespace hstu {
@@ -162,12 +163,21 @@ struct HstuOptions {
 };
 
 // The sm80-class forward's split tile at D = 64 / 128 (HstuParams::fwd_sm80_cfg bits 6-7, read where the split runs:
-// hstu_fwd_sm80_kernel.cuh FwdSm80SplitBm64) for kernel_options(fwd_sm80_bm64=opt): 1 / 2 as given, 3 none (the
-// 128-row tiles), 0 the rule: 64 x 64 tiles of 2 warps x 32 rows at D = 64, of 4 warps x 16 rows at D = 128 (on an
-// H200 both faster than the 128-row tiles on the Zipf batch and its dense twin; docs/hstu_kernel_notes.md).
-inline int fwd_sm80_bm64_rule(const HstuParams& p, int opt) {
-  if (opt != 0) return opt == 3 ? 0 : opt;
-  return p.head_dim == 64 ? 2 : p.head_dim == 128 ? 1 : 0;
+// hstu_fwd_sm80_kernel.cuh FwdSm80SplitBm64) for kernel_options(fwd_sm80_bm64=opt): 1 / 2 as given (set with the
+// other option fields), 3 none (the 128-row tiles), 0 the rule (fwd_sm80_bm64_rule, once the split is planned).
+inline int fwd_sm80_bm64_forced(int opt) { return opt == 1 || opt == 2 ? opt : 0; }
+// The rule, given the split planned in the 128-row tiles (`s`, fwd_sm80_split_for): where its least chunk (the
+// host's half of the mean work per block slot if every query tile walked the longest sequence's keys, at least 4
+// KV tiles) covers at most kFwdSm80Bm64Keys keys, the split in 64 x 64 tiles, of 2 warps x 32 rows at D = 64 (2), of
+// 4 warps x 16 rows at D = 128 (1). On an H200 (issue 39; bf16 H4 ctx3) they ran 0.95-0.96x the 128-row tiles' time
+// on the Zipf(1.2) B32 max 4K batch and B2 S1820 (least chunks of 4-7: 256-512 keys), B8 S1K at D = 128 0.96x
+// (4: 256), and 1.01-1.14x on B2 S4K, B4 S4K, B2 S4646 and a 9,292-token Zipf batch (least chunks 8-31: 960 keys
+// and more; docs/hstu_kernel_notes.md). Exact chunks (kernel_options(fwd_split_tiles=n)) keep the 128-row tiles.
+constexpr int64_t kFwdSm80Bm64Keys = 640;
+inline int fwd_sm80_bm64_rule(const HstuParams& p, int opt, const FwdSm80Split& s) {
+  if (opt != 0 || s.bytes == 0 || s.exact || (p.head_dim != 64 && p.head_dim != 128)) return 0;
+  const int64_t keys = int64_t{s.chunk} * fwd_sm80_split_tile(p.head_dim).bn;
+  return keys > kFwdSm80Bm64Keys ? 0 : p.head_dim == 64 ? 2 : 1;
 }
 
 enum class KernelFamily { kSm80, kSm90 };

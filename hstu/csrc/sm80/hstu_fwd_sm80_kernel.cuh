@@ -215,11 +215,13 @@ struct FwdSm80QregIlv : FwdSm80QregScaled<D> {
 struct FwdSm80PairsEarly : FwdSm80Candidate<256, 3> {
   static constexpr bool kQearly = true;
 };
-// kernel_options(fwd_sm80_bm64=n) (private, for comparisons): the split at D = 64 / 128 in 64 x 64 tiles (D = 64 K / V
-// double-buffered, 41 KB; D = 128 one stage, 49 KB), n = 1: 4 warps x 16 rows (each K / V fragment a warp loads
-// feeds one m16 tile), 2 per SM in the split's rule; n = 2: 2 warps x 32 rows (two m16 tiles per fragment, as the
-// 128-row tiles), 4 per SM. A batch of short sequences walks fewer KV steps per query row: the Zipf batch 0.80x its
-// dense twin's against 0.88x (D = 64) / 0.83x (D = 128) with the 128-row tiles.
+// The split at D = 64 / 128 in 64 x 64 tiles (kernel_options(fwd_sm80_bm64=n); the op's rule picks n: hstu_plan.h
+// fwd_sm80_bm64_rule): D = 64 K / V double-buffered (41 KB), D = 128 one stage (49 KB); n = 1: 4 warps x 16 rows
+// (each K / V fragment a warp loads feeds one m16 tile), 2 per SM in the split's rule (178-186 registers); n = 2
+// (D = 64; at D = 128 as 1: its 2-warp tile spilled at 255 registers): 2 warps x 32 rows (two m16 tiles per
+// fragment, as the 128-row tiles), 4 per SM (208-216 registers). Against the 128-row tiles a batch of short
+// sequences walks fewer KV steps per query row (the Zipf batch 0.80x its dense twin's against 0.88x at D = 64,
+// 0.83x at D = 128), and a batch below a few waves has twice the query tiles to spread.
 template <int D, int N>
 struct FwdSm80SplitBm64 : FwdSm80Tile<D, 64, 64, 64, N == 1 ? 4 : 2, N == 1 ? 2 : 4, D == 64 ? 2 : 1, 0> {};
 // 5 at D = 256 (for comparisons): FwdSm80PairsEarly at every row count (on an H200 B128 S512 0.279 ms against 3's
@@ -1397,8 +1399,10 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     if (cfg == kFwdSm80CfgSplit || (cfg == 0 && p.fwd_sched != nullptr)) {
       if constexpr (D != 256) {
         const int bm64 = fwd_sm80_bm64(p.fwd_sm80_cfg);
-        if (bm64 == 1) return launch_hstu_fwd_split<T, D, FwdSm80SplitBm64<D, 1>>(p, stream);
-        if (bm64 == 2) return launch_hstu_fwd_split<T, D, FwdSm80SplitBm64<D, 2>>(p, stream);
+        if constexpr (D == 64) {
+          if (bm64 == 2) return launch_hstu_fwd_split<T, D, FwdSm80SplitBm64<D, 2>>(p, stream);
+        }
+        if (bm64 != 0) return launch_hstu_fwd_split<T, D, FwdSm80SplitBm64<D, 1>>(p, stream);
       }
       using C = FwdSm80Candidate<D, D == 128 ? 2 : 1>;
       bool fits = false;

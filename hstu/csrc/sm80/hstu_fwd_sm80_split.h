@@ -59,15 +59,16 @@ constexpr int fwd_sm80_bm64(int cfg_word) { return (cfg_word >> kFwdSm80SplitBm6
 // tiles; 0: none).
 constexpr int kFwdSm80CfgSplit = 7;
 // The split's tile per head dim: query rows BM, keys per KV tile BN, blocks per SM (FwdSm80Candidate: checked there);
-// bm64 (fwd_sm80_bm64, D = 64 / 128): 64 x 64 tiles, 1: 4 warps, 2 per SM; 2: 2 warps, 4 per SM (FwdSm80SplitBm64).
+// bm64 (fwd_sm80_bm64, D = 64 / 128): 64 x 64 tiles, 1 (and 2 at D = 128): 4 warps, 2 per SM; 2 (D = 64): 2 warps,
+// 4 per SM (FwdSm80SplitBm64).
 struct FwdSm80SplitTile {
   int bm, bn, minb;
 };
 constexpr FwdSm80SplitTile fwd_sm80_split_tile(int head_dim, int bm64 = 0) {
-  return head_dim == 256 || bm64 == 1 ? FwdSm80SplitTile{64, 64, 2}
-         : bm64 == 2                  ? FwdSm80SplitTile{64, 64, 4}
-         : head_dim == 128            ? FwdSm80SplitTile{128, 64, 2}
-                                      : FwdSm80SplitTile{128, 128, 2};
+  return head_dim == 256 || bm64 == 1 || (bm64 == 2 && head_dim != 64) ? FwdSm80SplitTile{64, 64, 2}
+         : bm64 == 2                                                    ? FwdSm80SplitTile{64, 64, 4}
+         : head_dim == 128                                              ? FwdSm80SplitTile{128, 64, 2}
+                                                                        : FwdSm80SplitTile{128, 128, 2};
 }
 // The rule's smallest chunk: a chunk costs one more Q load, prologue and partial (about one KV tile's work).
 constexpr int kFwdSm80SplitMinChunk = 4;
