@@ -200,6 +200,11 @@ FWD_SM80_SPLIT_MAIN_BIT = 1 << 62
 # bit 58 (hstu_plan.h kOptNoFwdSm80Ilv): kernel_options(fwd_sm80_interleave=False), the sm80-class forward's bf16 D = 64
 # long-row default without its unmasked sub-tiles' work interleaved in 16-key groups (for comparisons)
 FWD_SM80_NO_ILV_BIT = 1 << 58
+# bits 46-47 (hstu_plan.h kOptFwdSm80Bm64Shift): kernel_options(fwd_sm80_bm64=n), the sm80-class forward's split at
+# D = 64 / 128 in 64-row query tiles: 0 the rule (hstu_plan.h fwd_sm80_bm64_rule), 1 4 warps x 16 rows, 2 2 warps x
+# 32 rows (D = 64; at D = 128 as 1), 3 never (the 128-row tiles; for comparisons)
+FWD_SM80_BM64_SHIFT = 46
+FWD_SM80_BM64S = (0, 1, 2, 3)
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles
@@ -244,7 +249,8 @@ FP8_FWD_VARS = (0, 1, 2, 3, 15)
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
-                  | (15 << FP8_FWD_VAR_SHIFT) | FWD_SM80_NO_QSCALE_BIT | FWD_SM80_SPLIT_MAIN_BIT | FWD_SM80_NO_ILV_BIT)
+                  | (15 << FP8_FWD_VAR_SHIFT) | FWD_SM80_NO_QSCALE_BIT | FWD_SM80_SPLIT_MAIN_BIT | FWD_SM80_NO_ILV_BIT
+                  | (3 << FWD_SM80_BM64_SHIFT))
 _options_state = threading.local()
 
 
@@ -262,7 +268,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    fwd_sm80_cfg: int = 0, fwd_trace: bool = False, fp8_bwd: Optional[bool] = None,
                    fp8_fwd_diag: int = 0, fp8_silu: int = 0, fp8_fwd_var: int = 0,
                    fwd_sm80_qscale: bool = True, fwd_sm80_split_main: bool = False,
-                   fwd_sm80_interleave: bool = True) -> Iterator[None]:
+                   fwd_sm80_interleave: bool = True, fwd_sm80_bm64: int = 0) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -307,6 +313,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     walk's tiles kept in shared memory), its kernel loading Q behind the mask's setup.
     ``fwd_sm80_interleave=False`` (for comparisons): the sm80-class forward's bf16 D = 64 long-row default (Q scaled)
     without its unmasked sub-tiles' work interleaved in 16-key groups (the same output bit for bit).
+    ``fwd_sm80_bm64`` (private, for comparisons): the sm80-class forward's split (bf16, D = 64 / 128) in 64 x 64
+    tiles instead of 128-row ones (fewer KV steps on batches of short sequences): 1 of 4 warps x 16 rows, 2 of 2
+    warps x 32 rows (at D = 64; at D = 128 as 1), 3 never (the 128-row tiles); 0 (the default) the rule (2 at
+    D = 64, 1 at D = 128 where the split's mean work per block slot is small: hstu_plan.h fwd_sm80_bm64_rule).
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
@@ -425,6 +435,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _err("fwd_sm80_interleave", "True or False", fwd_sm80_interleave)
     if not fwd_sm80_interleave:
         bits |= FWD_SM80_NO_ILV_BIT
+    if isinstance(fwd_sm80_bm64, bool) or fwd_sm80_bm64 not in FWD_SM80_BM64S:
+        _err("fwd_sm80_bm64", f"one of {FWD_SM80_BM64S}", fwd_sm80_bm64)
+    bits |= fwd_sm80_bm64 << FWD_SM80_BM64_SHIFT
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),

@@ -54,6 +54,10 @@ def test_bits_match_the_plan_header():
     # the sm80-class forward's interleaved groups (opt-out): bit 58
     assert int(re.search(r"kOptNoFwdSm80Ilv = int64_t\{1\} << (\d+),", text).group(1)) == 58
     assert _ops.FWD_SM80_NO_ILV_BIT == 1 << 58
+    # the sm80-class forward's split in 64-row query tiles (for comparisons): bits 46-47
+    assert int(re.search(r"kOptFwdSm80Bm64Shift = (\d+),", text).group(1)) == _ops.FWD_SM80_BM64_SHIFT == 46
+    assert re.search(r"kOptFwdSm80Bm64Mask = int64_t\{3\} << kOptFwdSm80Bm64Shift,", text)
+    assert re.search(r"\(bits >> kOptFwdSm80Bm64Shift\) & 3\)", text)
     with open(os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_fwd_fp8_sm90_kernel.cuh")) as f:
         enum = re.search(r"enum Fp8FwdVar : int \{([^}]*)\}", f.read()).group(1)
     assert tuple(sorted(int(v) for v in re.findall(r"= (\d+)", enum))) == _ops.FP8_FWD_VARS
@@ -115,6 +119,9 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == _ops.FWD_SM80_NO_ILV_BIT == 1 << 58
         with _ops.kernel_options(fwd_sm80_interleave=True):
             assert _ops._current_options() == 0
+        for n in (1, 2, 3):  # (for comparisons)
+            with _ops.kernel_options(fwd_sm80_bm64=n):
+                assert _ops._current_options() == n << 46
         with _ops.kernel_options(fp8_bwd=True):  # (the FP8 backward or an error)
             assert _ops._current_options() == _ops.OPTION_BITS["fp8_bwd"] == 1 << 20
         with _ops.kernel_options(fp8_bwd=False):  # (always the dequantized backward)
@@ -151,6 +158,10 @@ def test_kernel_options_pack_and_restore():
                 pass
         with pytest.raises(ValueError, match="fwd_sm80_interleave: expected True or False"):
             with _ops.kernel_options(fwd_sm80_interleave=bad):
+                pass
+    for bad in (4, True, None, "1"):
+        with pytest.raises(ValueError, match=r"fwd_sm80_bm64: expected one of \(0, 1, 2, 3\)"):
+            with _ops.kernel_options(fwd_sm80_bm64=bad):
                 pass
     with pytest.raises(ValueError, match="bwd_grid: expected 0, 1 or 2, got 3"):
         with _ops.kernel_options(bwd_grid=3):
@@ -252,6 +263,9 @@ def test_cpu_ops_read_the_gr_flag():
     torch.testing.assert_close(torch.ops.hstu_attn.fwd_with_options(*args, bit), ref["meta_gr"])
     torch.testing.assert_close(torch.ops.hstu_attn.fwd_with_options(*args, _ops.OPTION_BITS["sm90"]), ref["nvidia"])
     torch.testing.assert_close(torch.ops.hstu_attn.fwd(*args), ref["nvidia"])
+    for n in _ops.FWD_SM80_BM64S:  # (a kernel choice: the CPU path accepts it and computes the same)
+        torch.testing.assert_close(torch.ops.hstu_attn.fwd_with_options(*args, n << _ops.FWD_SM80_BM64_SHIFT),
+                                   ref["nvidia"])
     bargs = (dout,) + args + (False, False)
     gr = torch.ops.hstu_attn.bwd_with_options(*bargs, bit)
     nv = torch.ops.hstu_attn.bwd(*bargs)

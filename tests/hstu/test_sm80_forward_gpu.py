@@ -378,10 +378,10 @@ def test_sm80_forward_split_over_two_waves(D, mask, kernel_opts):
 
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
-    """fwd_sm80_cfg=7 runs hstu_fwd_split_qearly_kernel on the default's tile where the plan splits (a batch below
-    two waves of query tiles; hstu_fwd_split_kernel with fwd_sm80_split_main=True), the tile's own kernel with
-    fwd_split_tiles=0 (no split; D = 256: candidate 1, the xadd pairs) and for fp16 the old tiles; so does the
-    default (fwd_sm80_cfg=0)."""
+    """fwd_sm80_cfg=7 runs hstu_fwd_split_qearly_kernel on the 128-row split tile (fwd_sm80_bm64=3; the rule's
+    64-row tiles: test_sm80_forward_split_bm64_rule) where the plan splits (a batch below two waves of query tiles;
+    hstu_fwd_split_kernel with fwd_sm80_split_main=True), the tile's own kernel with fwd_split_tiles=0 (no split;
+    D = 256: candidate 1, the xadd pairs) and for fp16 the old tiles; so does the default (fwd_sm80_cfg=0)."""
     if D == 256 and not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
     tile = fwd_tile(D, 2 if D == 128 else 1)
@@ -394,7 +394,7 @@ def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
             (0, torch.bfloat16, None, "hstu_fwd_split_kernel", True)):
         ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
         case = kg.make_case(17, [2048, 100], 2, D, dtype, "causal", 0)
-        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=chunk, fwd_sm80_split_main=main)
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=chunk, fwd_sm80_split_main=main, fwd_sm80_bm64=3)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
             torch.cuda.synchronize()
@@ -404,6 +404,92 @@ def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
             kernel, end = "hstu_fwd_xadd_kernel", tile[:-1] + ", true>"
         want = f"{kernel}<{ctype}, {end}(hstu::HstuParams)"
         assert len(names) == 1 and next(iter(names)).endswith(want), (cfg, dtype, chunk, names, want)
+
+
+@pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
+    ("causal", False, 0, False), ("causal", True, 2, True), ("local_causal", False, 1, False),
+    ("context_target_group", True, 0, False), ("local_context_target", False, 2, True), ("none", False, 0, False)])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("n", [1, 2])
+def test_sm80_forward_split_bm64(n, D, mask, delta_q, rab_heads, seqused, kernel_opts):
+    """kernel_options(fwd_sm80_bm64=n): the split in 64 x 64 tiles (FwdSm80SplitBm64<D, n>: 4 warps x 16 rows, 2
+    warps x 32 rows at D = 64), with chunks of 1, 3 KV tiles, the rule's and none (fwd_split_tiles=0: its tile
+    unsplit), meets the error rule against the fp32 reference on a batch of one long and many short sequences and on
+    a Zipf-like one (outputs poisoned), with windows, targets with groups, contexts, delta-q, seqused and rab; agrees
+    with the default's output and repeats bit for bit."""
+    for lk in ([700, 0, 1, 129, 64, 33, 5, 300], [1100, 260, 97, 64, 63, 40, 17, 9, 5, 3, 2, 1, 1, 0, 31, 65]):
+        case = kg.make_case(zlib.crc32(repr(("bm64", D, mask, rab_heads, len(lk))).encode()), lk, 2, D,
+                            torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
+        run = lambda: hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5,  # noqa: E731
+                                            rab=case["rab"], **kg._varlen_kwargs(case))
+        kernel_opts(sm90=False)
+        want = run()
+        for chunk in (1, 3, None, 0):
+            kernel_opts(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_SPLIT, fwd_split_tiles=chunk, fwd_sm80_bm64=n)
+            kg.check_case(case, 0.5, backward=False)
+            kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+            got = run()
+            kg.assert_agree(("out",), (got,), (want,), f"bm64={n} split chunks of {chunk} vs the default")
+            kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+            assert torch.equal(run(), got), chunk
+        kernel_opts(sm90=False, fwd_sm80_bm64=n)  # (the default with the option: the rule's split)
+        kg.check_case(case, 0.5, backward=False)
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("n", [1, 2])
+def test_sm80_forward_split_bm64_runs_its_kernel(n, D, kernel_opts):
+    """kernel_options(fwd_sm80_bm64=n) runs hstu_fwd_split_qearly_kernel on the 64 x 64 tile (1: 4 warps x 16 rows,
+    2 blocks per SM in the launch bounds; 2: 2 warps x 32 rows, 4; at D = 128 as 1) at D = 64 / 128 where the plan
+    splits,
+    hstu_fwd_kernel on that tile with fwd_sm80_cfg=7 and fwd_split_tiles=0; D = 256 keeps its split tile (the warp
+    pairs)."""
+    if D == 256 and not _pairs_fit():
+        pytest.skip("the warp pairs do not fit here")
+    w = 2 if n == 2 and D == 64 else 4
+    bm64 = f"{D}, 64, 64, 64, {w}, {8 // w}, {2 if D == 64 else 1}, 0, 1>"
+    tile = fwd_tile(D, 1) if D == 256 else bm64
+    case = kg.make_case(19, [2048, 100, 7, 1], 2, D, torch.bfloat16, "causal", 0)
+    for cfg, chunk, kernel in ((0, None, "hstu_fwd_split_qearly_kernel"),
+                               (_ops.FWD_SM80_CFG_SPLIT, 0, "hstu_fwd_kernel")):
+        if D == 256 and chunk == 0:
+            continue
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=chunk, fwd_sm80_bm64=n)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if "hstu_fwd_" in e.name and "_kernel<" in e.name}
+        want = f"{kernel}<__nv_bfloat16, {tile}(hstu::HstuParams)"
+        assert len(names) == 1 and next(iter(names)).endswith(want), (cfg, chunk, names, want)
+
+
+# hstu_plan.h fwd_sm80_bm64_rule: the default's 64 x 64 split tile per head dim (fwd_sm80_bm64=n)
+_BM64_RULE = {64: 2, 128: 1}
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_sm80_forward_split_bm64_rule(D, kernel_opts):
+    """The default (fwd_sm80_bm64=0, the rule) splits a Zipf-like batch and a short dense one (little work per block
+    slot: the 128-row plan's least chunk of 4 KV tiles) in the 64 x 64 tiles of fwd_sm80_bm64=_BM64_RULE[D], and B2
+    S4K over 8 heads (least chunks of 16 / 31 KV tiles) in the 128-row tiles, as fwd_sm80_bm64=3 does everywhere; the
+    short batches meet the error rule against the fp32 reference (outputs poisoned)."""
+    zipf = [1100, 260, 97, 64, 63, 40, 17, 9, 5, 3, 2, 1, 1, 0, 31, 65]
+    w = 4 if _BM64_RULE[D] == 1 else 2
+    bm64 = f"{D}, 64, 64, 64, {w}, {8 // w}, {2 if D == 64 else 1}, 0, 1>"
+    b128 = fwd_tile(D, 2 if D == 128 else 1)
+    for lens, heads, opt, tile in ((zipf, 2, 0, bm64), (zipf, 2, 3, b128), ([600, 600], 2, 0, bm64),
+                                   ([600, 600], 2, 3, b128), ([4096, 4096], 8, 0, b128)):
+        case = kg.make_case(zlib.crc32(repr(("rule", D, len(lens), opt)).encode()), lens, heads, D, torch.bfloat16,
+                            "context_target_group", 1)
+        kernel_opts(sm90=False, fwd_sm80_bm64=opt)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            hstu_attn_varlen_func(case["q"], case["k"], case["v"], rab=case["rab"], **kg._varlen_kwargs(case))
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if "hstu_fwd_" in e.name and "_kernel<" in e.name}
+        want = f"hstu_fwd_split_qearly_kernel<__nv_bfloat16, {tile}(hstu::HstuParams)"
+        assert len(names) == 1 and next(iter(names)).endswith(want), (lens, opt, names, want)
+        if max(lens) < 2048:
+            kg.check_case(case, 0.5, backward=False)
 
 
 def test_sm80_forward_split_list_bound(kernel_opts):
@@ -440,7 +526,8 @@ def test_sm80_forward_split_workspace_bound(D, kernel_opts):
     two chunks for most tiles) keeps its fp32 partials within 2 x the device's block slots (fwd_sm80_split_partials),
     not one per query tile slot, head and chunk of the longest walk: the call's peak device memory over its inputs
     stays under the output, the partials' bound and 4 MiB (counters, list, validation); the output agrees with the
-    unsplit kernel's and repeats bit for bit (the partials' places differ from call to call, their sum order not)."""
+    unsplit kernel's and repeats bit for bit (the partials' places differ from call to call, their sum order not).
+    (D = 128 in the 128-row tiles: fwd_sm80_bm64=3.)"""
     if D == 256 and not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
     bm = 64 if D == 256 else 128
@@ -449,9 +536,9 @@ def test_sm80_forward_split_workspace_bound(D, kernel_opts):
     S = max(1024, (3 * 2 * sms * bm // (2 * heads)) // bm * bm)  # two sequences: ~3 waves of 2 blocks per SM
     case = kg.make_case(zlib.crc32(repr(("ws", D)).encode()), [S, S], heads, D, torch.bfloat16, "causal", 0)
     run = lambda: hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))  # noqa: E731
-    kernel_opts(sm90=False, fwd_split_tiles=0)
+    kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_bm64=3)
     want = run()
-    kernel_opts(sm90=False)
+    kernel_opts(sm90=False, fwd_sm80_bm64=3)
     got = run()
     torch.cuda.synchronize()
     del got

@@ -176,14 +176,14 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   // (kOptFp8BwdMask: the FP8 backward's routing bit and its private kernel variants, hstu_bwd_fp8_sm90.h)
   constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask |
                              kOptFp8FwdVarMask | kOptFp8BwdMask | kOptNoFwdSm80Qscale |
-                             kOptFwdSm80SplitMain | kOptNoFwdSm80Ilv;
+                             kOptFwdSm80SplitMain | kOptNoFwdSm80Ilv | kOptFwdSm80Bm64Mask;
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   o = HstuOptions::from_bits(options);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   p.fwd_split_tiles = o.fwd_split_tiles;
   p.fwd_sm80_cfg = fwd_sm80_cfg_word(o.fwd_sm80_cfg, o.fwd_sm80_qscale, o.fwd_sm80_split_main,  // (..._split.h)
-                                     o.fwd_sm80_ilv);
+                                     o.fwd_sm80_ilv, fwd_sm80_bm64_forced(o.fwd_sm80_bm64));
   return p;
 }
 
@@ -209,7 +209,11 @@ Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tenso
   // after a violation (all empty) `out` keeps the validation's NaN.
   // The sm80-class forward's split (hstu_fwd_sm80_split.h, bf16): planned here once; its counters, work list and
   // partials there too, its chunk in p.fwd_split_tiles.
-  const FwdSm80Split split = plan.family == KernelFamily::kSm80 && !half ? fwd_sm80_split_for(p) : FwdSm80Split{};
+  FwdSm80Split split = plan.family == KernelFamily::kSm80 && !half ? fwd_sm80_split_for(p) : FwdSm80Split{};
+  if (const int bm64 = fwd_sm80_bm64_rule(p, o.fwd_sm80_bm64, split)) {  // (the split in 64-row tiles: re-planned)
+    p.fwd_sm80_cfg |= bm64 << kFwdSm80SplitBm64Shift;
+    split = fwd_sm80_split_for(p);
+  }
   Tensor scratch = validate_on_device(p, q, k.size(0), plan.sched_bytes + (plan.tile_counter ? 16 : 0) + split.bytes,
                                       p.out, q.size(0) * q.size(1) * q.size(2), s);
   use_fwd_plan(p, plan, scratch);

@@ -9,6 +9,7 @@
 #include "common/device_info.h"
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm80/hstu_bwd_sm80_limits.h"
+#include "hstu/csrc/sm80/hstu_fwd_sm80_split.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
 
 namespace hstu {
@@ -83,6 +84,11 @@ enum HstuOptionBits : int64_t {
   // sequences twice, its kernel loading Q behind the mask's setup: HstuParams::fwd_sm80_cfg's kFwdSm80SplitMain),
   // for comparisons
   kOptFwdSm80SplitMain = int64_t{1} << 62,
+  // bits 46-47 (above the semantic flags, below the FP8 fields): the sm80-class forward's split at D = 64 / 128 in
+  // 64-row query tiles: 0 the rule (fwd_sm80_bm64_rule), 1 / 2 FwdSm80SplitBm64<D, 1 / 2> wherever the split runs,
+  // 3 never (the 128-row tiles) (HstuParams::fwd_sm80_cfg bits 6-7; private, for comparisons)
+  kOptFwdSm80Bm64Shift = 46,
+  kOptFwdSm80Bm64Mask = int64_t{3} << kOptFwdSm80Bm64Shift,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -113,6 +119,7 @@ struct HstuOptions {
   bool fwd_sm80_qscale = true;  // HstuParams::fwd_sm80_cfg bit 3 cleared
   bool fwd_sm80_split_main = false;  // HstuParams::fwd_sm80_cfg bit 4
   bool fwd_sm80_ilv = true;  // HstuParams::fwd_sm80_cfg bit 5 cleared
+  int fwd_sm80_bm64 = 0;  // HstuParams::fwd_sm80_cfg bits 6-7 (fwd_sm80_bm64_rule)
   bool pdl = false;  // Sm90PagedKV::pdl
   bool fwd_trace = false;  // Sm90PagedKV::trace
   bool fp8_sched = false;
@@ -141,6 +148,7 @@ struct HstuOptions {
     o.fwd_sm80_qscale = !(bits & kOptNoFwdSm80Qscale);
     o.fwd_sm80_split_main = (bits & kOptFwdSm80SplitMain) != 0;
     o.fwd_sm80_ilv = !(bits & kOptNoFwdSm80Ilv);
+    o.fwd_sm80_bm64 = static_cast<int>((bits >> kOptFwdSm80Bm64Shift) & 3);
     o.pdl = (bits & kOptPdl) != 0;
     o.fwd_trace = (bits & kOptFwdTrace) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;
@@ -153,6 +161,24 @@ struct HstuOptions {
     return o;
   }
 };
+
+// The sm80-class forward's split tile at D = 64 / 128 (HstuParams::fwd_sm80_cfg bits 6-7, read where the split runs:
+// hstu_fwd_sm80_kernel.cuh FwdSm80SplitBm64) for kernel_options(fwd_sm80_bm64=opt): 1 / 2 as given (set with the
+// other option fields), 3 none (the 128-row tiles), 0 the rule (fwd_sm80_bm64_rule, once the split is planned).
+inline int fwd_sm80_bm64_forced(int opt) { return opt == 1 || opt == 2 ? opt : 0; }
+// The rule, given the split planned in the 128-row tiles (`s`, fwd_sm80_split_for): where its least chunk (the
+// host's half of the mean work per block slot if every query tile walked the longest sequence's keys, at least 4
+// KV tiles) covers at most kFwdSm80Bm64Keys keys, the split in 64 x 64 tiles, of 2 warps x 32 rows at D = 64 (2), of
+// 4 warps x 16 rows at D = 128 (1). On an H200 (issue 39; bf16 H4 ctx3) they ran 0.95-0.96x the 128-row tiles' time
+// on the Zipf(1.2) B32 max 4K batch and B2 S1820 (least chunks of 4-7: 256-512 keys), B8 S1K at D = 128 0.96x
+// (4: 256), and 1.01-1.14x on B2 S4K, B4 S4K, B2 S4646 and a 9,292-token Zipf batch (least chunks 8-31: 960 keys
+// and more; docs/hstu_kernel_notes.md). Exact chunks (kernel_options(fwd_split_tiles=n)) keep the 128-row tiles.
+constexpr int64_t kFwdSm80Bm64Keys = 640;
+inline int fwd_sm80_bm64_rule(const HstuParams& p, int opt, const FwdSm80Split& s) {
+  if (opt != 0 || s.bytes == 0 || s.exact || (p.head_dim != 64 && p.head_dim != 128)) return 0;
+  const int64_t keys = int64_t{s.chunk} * fwd_sm80_split_tile(p.head_dim).bn;
+  return keys > kFwdSm80Bm64Keys ? 0 : p.head_dim == 64 ? 2 : 1;
+}
 
 enum class KernelFamily { kSm80, kSm90 };
 

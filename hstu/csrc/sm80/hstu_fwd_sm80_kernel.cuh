@@ -218,6 +218,15 @@ struct FwdSm80QregIlv : FwdSm80QregScaled<D> {
 struct FwdSm80PairsEarly : FwdSm80Candidate<256, 3> {
   static constexpr bool kQearly = true;
 };
+// The split at D = 64 / 128 in 64 x 64 tiles (kernel_options(fwd_sm80_bm64=n); the op's rule picks n: hstu_plan.h
+// fwd_sm80_bm64_rule): D = 64 K / V double-buffered (41 KB), D = 128 one stage (49 KB); n = 1: 4 warps x 16 rows
+// (each K / V fragment a warp loads feeds one m16 tile), 2 per SM in the split's rule (178-186 registers); n = 2
+// (D = 64; at D = 128 as 1: its 2-warp tile spilled at 255 registers): 2 warps x 32 rows (two m16 tiles per
+// fragment, as the 128-row tiles), 4 per SM (208-216 registers). Against the 128-row tiles a batch of short
+// sequences walks fewer KV steps per query row (the Zipf batch 0.80x its dense twin's against 0.88x at D = 64,
+// 0.83x at D = 128), and a batch below a few waves has twice the query tiles to spread.
+template <int D, int N>
+struct FwdSm80SplitBm64 : FwdSm80Tile<D, 64, 64, 64, N == 1 ? 4 : 2, N == 1 ? 2 : 4, D == 64 ? 2 : 1, 0> {};
 // 5 at D = 256 (for comparisons): FwdSm80PairsEarly at every row count (on an H200 B128 S512 0.279 ms against 3's
 // 0.284, B64 S1K 0.460 / 0.465, B16 S4K within +-0.8 %)
 template <>
@@ -1434,7 +1443,8 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
 // kernel, then C's split kernel on grid (heads, the list's bound); else C without the split.
 template <typename T, int D, typename C>
 cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
-  constexpr FwdSm80SplitTile t = fwd_sm80_split_tile(D);
+  constexpr FwdSm80SplitTile t =
+      fwd_sm80_split_tile(D, D == 256 || C::kBlockM != 64 ? 0 : C::kWarps == 4 ? 1 : 2);
   static_assert(t.bm == C::kBlockM && t.bn == C::kBlockN && t.minb == C::kMinBlocks, "the plan's tile");
   if (p.fwd_sched == nullptr || p.fwd_split_tiles == 0) return launch_hstu_fwd<T, D, C>(p, stream);
   const int least = std::abs(p.fwd_split_tiles);
@@ -1491,6 +1501,13 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
     // (fwd_sm80_split_for)
     if (cfg == kFwdSm80CfgSplit || (cfg == 0 && p.fwd_sched != nullptr)) {
+      if constexpr (D != 256) {
+        const int bm64 = fwd_sm80_bm64(p.fwd_sm80_cfg);
+        if constexpr (D == 64) {
+          if (bm64 == 2) return launch_hstu_fwd_split<T, D, FwdSm80SplitBm64<D, 2>>(p, stream);
+        }
+        if (bm64 != 0) return launch_hstu_fwd_split<T, D, FwdSm80SplitBm64<D, 1>>(p, stream);
+      }
       using C = FwdSm80Candidate<D, D == 128 ? 2 : 1>;
       bool fits = false;
       const cudaError_t err = fwd_sm80_fits<C>(fits);

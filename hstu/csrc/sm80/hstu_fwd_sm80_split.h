@@ -40,27 +40,35 @@ inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
 // list kernel walking the sequences a second time to place the items instead of reading the first walk's tiles back
 // from shared memory, the split kernel loading the list's bound before the item and Q behind the mask's setup);
 // kFwdSm80NoIlv for kernel_options(fwd_sm80_interleave=False) (the bf16 D = 64 default without its interleaved
-// groups: FwdSm80QregScaled instead of FwdSm80QregIlv).
+// groups: FwdSm80QregScaled instead of FwdSm80QregIlv); bits 6-7 (kFwdSm80SplitBm64Shift) for
+// kernel_options(fwd_sm80_bm64=n) (the split at D = 64 / 128 in 64-row query tiles: FwdSm80SplitBm64<D, n>).
 constexpr int kFwdSm80CfgMask = 7;
 constexpr int kFwdSm80NoQscale = 8;
 constexpr int kFwdSm80SplitMain = 16;
 constexpr int kFwdSm80NoIlv = 32;
-constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true) {
+constexpr int kFwdSm80SplitBm64Shift = 6;
+constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0) {
   return (cfg & kFwdSm80CfgMask) | (qscale ? 0 : kFwdSm80NoQscale) | (split_main ? kFwdSm80SplitMain : 0) |
-         (ilv ? 0 : kFwdSm80NoIlv);
+         (ilv ? 0 : kFwdSm80NoIlv) | (bm64 & 3) << kFwdSm80SplitBm64Shift;
 }
+// kernel_options(fwd_sm80_bm64=n) from HstuParams::fwd_sm80_cfg: 0 none, 1 / 2 (FwdSm80SplitBm64)
+constexpr int fwd_sm80_bm64(int cfg_word) { return (cfg_word >> kFwdSm80SplitBm64Shift) & 3; }
 
 // kernel_options(fwd_sm80_cfg=7): the bf16 default tile (D = 256 the warp pairs, 128 candidate 2, 64 candidate 1)
 // with the split where the plan splits, as the default (kernel_options(fwd_split_tiles=n): chunks of at most n KV
 // tiles; 0: none).
 constexpr int kFwdSm80CfgSplit = 7;
-// The split's tile per head dim: query rows BM, keys per KV tile BN, blocks per SM (FwdSm80Candidate: checked there).
+// The split's tile per head dim: query rows BM, keys per KV tile BN, blocks per SM (FwdSm80Candidate: checked there);
+// bm64 (fwd_sm80_bm64, D = 64 / 128): 64 x 64 tiles, 1 (and 2 at D = 128): 4 warps, 2 per SM; 2 (D = 64): 2 warps,
+// 4 per SM (FwdSm80SplitBm64).
 struct FwdSm80SplitTile {
   int bm, bn, minb;
 };
-constexpr FwdSm80SplitTile fwd_sm80_split_tile(int head_dim) {
-  return head_dim == 256 ? FwdSm80SplitTile{64, 64, 2} : head_dim == 128 ? FwdSm80SplitTile{128, 64, 2}
-                                                                            : FwdSm80SplitTile{128, 128, 2};
+constexpr FwdSm80SplitTile fwd_sm80_split_tile(int head_dim, int bm64 = 0) {
+  return head_dim == 256 || bm64 == 1 || (bm64 == 2 && head_dim != 64) ? FwdSm80SplitTile{64, 64, 2}
+         : bm64 == 2                                                    ? FwdSm80SplitTile{64, 64, 4}
+         : head_dim == 128                                              ? FwdSm80SplitTile{128, 64, 2}
+                                                                        : FwdSm80SplitTile{128, 128, 2};
 }
 // The rule's smallest chunk: a chunk costs one more Q load, prologue and partial (about one KV tile's work).
 constexpr int kFwdSm80SplitMinChunk = 4;
@@ -153,7 +161,7 @@ inline FwdSm80Split fwd_sm80_split_for(const HstuParams& p) {
   int sms = 0, max_smem = 0;
   bool narrow = false;
   if (fwd_sm80_device(sms, max_smem, narrow) != cudaSuccess) return {};
-  return fwd_sm80_split_plan(p, fwd_sm80_split_tile(p.head_dim), sms);
+  return fwd_sm80_split_plan(p, fwd_sm80_split_tile(p.head_dim, fwd_sm80_bm64(p.fwd_sm80_cfg)), sms);
 }
 
 }  // namespace hstu
