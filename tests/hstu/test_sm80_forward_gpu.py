@@ -225,7 +225,7 @@ def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kerne
     their context-only KV tiles two per step: test_sm80_forward_context_pairs), else candidate 4 (the tile without
     Q in registers, the same skip) where it would run 1 / 2 (long rows; at D = 256 the pairs where they fit),
     unsplit: it meets the error rule and agrees with the tile without the skip (fwd_sm80_cfg=1 / 2); targets alone
-    run the default's tile (3 / 2)."""
+    run the default's tile (3 / 2; D = 256: the pairs with their fragments two MMA steps ahead)."""
     pairs = _pairs_fit()
     base = 2 if D == 128 or (D == 256 and not pairs) else 1
     five = D == 64 or (D == 128 and _qreg128_two_fit())
@@ -247,6 +247,8 @@ def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kerne
     kernel = {3: "hstu_fwd_qreg_kernel", 5: "hstu_fwd_qreg_ctx_kernel"}.get(shown, "hstu_fwd_kernel")
     if shown == 3 and D == 64:  # (targets alone at D = 64: Q scaled by alpha / 2 = 2^-2, FwdSm80QregIlv)
         kernel = "hstu_fwd_qreg_ilv_kernel"
+    if shown == 1 and D == 256 and pairs:  # (targets alone at D = 256: the pairs' default, FwdSm80PairsPf)
+        kernel = "hstu_fwd_xpf_kernel"
     tile = fwd_tile(D, shown, pairs=pairs)
     if shown == 5:  # (SKIP 6: candidate 5 with the paired KV tiles)
         tile = tile.replace(", 5, 1>", ", 6, 1>")
