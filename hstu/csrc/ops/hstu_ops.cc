@@ -169,6 +169,10 @@ void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
   if (plan.tile_counter) p.fwd_tile_counter = reinterpret_cast<int*>(extra + plan.sched_bytes);
 }
 
+// fp8_bwd_sm90's private A/B of its launch order (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS "prepass_late", option bit
+// 60; the op masks it off before call_params): the pre-pass launched after the host's prelude, as fp8b32 did.
+constexpr int64_t kOptFp8BwdPrepassLate = int64_t{1} << 60;
+
 // make_params' HstuParams for a call of the *_with_options ops: `options` checked, decoded once into `o` (for the
 // op's plan), its semantic flags and the kernels' option fields applied.
 template <class... Args>
@@ -502,6 +506,8 @@ void prepass_params(const Tensor& dout, const Tensor& q8, const Tensor& k8, cons
   }
   accel::check_dtype(cu_seqlens_q, "cu_seqlens_q", ScalarType::Int);
   accel::check_dtype(cu_seqlens_k, "cu_seqlens_k", ScalarType::Int);
+  accel::check_contiguous(cu_seqlens_q, "cu_seqlens_q");
+  accel::check_contiguous(cu_seqlens_k, "cu_seqlens_k");
   const int64_t B = cu_seqlens_q.numel() - 1;
   ACCEL_CHECK(B >= 1 && cu_seqlens_k.numel() == B + 1, "cu_seqlens_q/k: expected B + 1 >= 2 offsets each");
   p.dout = dout.data_ptr();
@@ -523,6 +529,7 @@ void prepass_params(const Tensor& dout, const Tensor& q8, const Tensor& k8, cons
     if (u->has_value()) {
       accel::check_dtype(**u, "seqused", ScalarType::Int);
       accel::check_same_device(**u, "seqused", dout, "dout");
+      accel::check_contiguous(**u, "seqused");
       ACCEL_CHECK((*u)->numel() == B, "seqused_q/k: expected B = ", B, " entries, got ", (*u)->numel());
     }
   }
@@ -588,17 +595,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   prepass_params(dout, q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, pre);
   HstuScaleCheckParams chk{};
   scale_check_params(q_descale, k_descale, v_descale, chk);
-  HstuOptions o;
-  HstuParams p = call_params(options, o, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                             num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
-                             scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
-  const int64_t H = q.size(1), B = p.batch, total_k = k.size(0), D = p.head_dim;
-  HstuFp8BwdParams f{};
-  set_fp8_descales(f, p, q, total_k, descale_mode, out_dtype, q_descale, k_descale, v_descale);
-  f.q_cols = pre.q_cols;
-  f.k_cols = pre.k_cols;
-  ACCEL_CHECK(f.q_cols < (int64_t{1} << 31) && f.k_cols < (int64_t{1} << 31),
-              "q/k: expected fewer than 2^31 rows (and rows + 48 B columns) for the FP8 backward");
+  const int64_t H = q.size(1), B = pre.batch, total_k = k.size(0), D = pre.head_dim;
   // One workspace for what the call keeps internal (each allocation costs host time that short calls pay as GPU idle
   // time): dq_accum (fp32, or bf16 with kFp8BwdDqBf16; zeroed by the pre-pass), the pre-pass's outputs, the checked
   // descale copies; 256-byte aligned regions.
@@ -608,8 +605,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     bytes += (n + 255) / 256 * 256;
     return at;
   };
-  const int64_t dq_floats = dq_tiled ? hstu_fp8_bwd_dq_tiled_floats(p.total_q, B, H) : p.total_q * H * D;
-  const int64_t o_dq = region(4 * dq_floats), o_do8 = region(p.total_q * H * D);
+  const int64_t dq_floats = dq_tiled ? hstu_fp8_bwd_dq_tiled_floats(pre.total_q, B, H) : pre.total_q * H * D;
+  const int64_t o_dq = region(4 * dq_floats), o_do8 = region(pre.total_q * H * D);
   const int64_t o_dos = region(4 * H * pre.do_cols), o_qt = region(H * D * pre.q_cols);
   const int64_t o_dot = region(H * D * pre.q_cols), o_kt = region(H * D * pre.k_cols);
   int64_t o_sc[3];
@@ -626,9 +623,28 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   pre.dq_tiled = dq_tiled ? 1 : 0;
   pre.dq_bf16 = dq_bf16 ? 1 : 0;
   cudaStream_t s = stream_of(q);
-  // Launch order: the two single-block checks first, then the pre-pass, the kernel and the finishing pass (plain
-  // launches: programmatic dependent ones measured no faster, docs/hstu_kernel_notes.md)
-  cudaError_t err = hstu_check_fp8_scales(chk, s);
+  // Launch order: the pre-pass first, right after the one allocation it writes (it reads only dout, q, k and the
+  // int32 vectors prepass_params checked: the host's prelude below runs while it does; session 29, fp8p32), then
+  // the single-block checks, the validation, the kernel and the finishing pass (plain launches: programmatic
+  // dependent ones measured no faster, docs/hstu_kernel_notes.md). kOptFp8BwdPrepassLate: fp8b32's order (the
+  // pre-pass after the checks, the gradients' allocation and the validation), a private A/B of the same bytes.
+  const bool prepass_late = (options & kOptFp8BwdPrepassLate) != 0;
+  cudaError_t err = cudaSuccess;
+  if (!prepass_late) {
+    err = hstu_fp8_bwd_prepass(pre, s);
+    ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
+  }
+  HstuOptions o;
+  HstuParams p = call_params(options & ~kOptFp8BwdPrepassLate, o, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                             max_seqlen_k, num_contexts, num_targets, target_group_size, window_left, window_right,
+                             alpha, rab, scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
+  HstuFp8BwdParams f{};
+  set_fp8_descales(f, p, q, total_k, descale_mode, out_dtype, q_descale, k_descale, v_descale);
+  f.q_cols = pre.q_cols;
+  f.k_cols = pre.k_cols;
+  ACCEL_CHECK(f.q_cols < (int64_t{1} << 31) && f.k_cols < (int64_t{1} << 31),
+              "q/k: expected fewer than 2^31 rows (and rows + 48 B columns) for the FP8 backward");
+  err = hstu_check_fp8_scales(chk, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: scale check: CUDA error ", cudaGetErrorString(err));
   f.q_descale = chk.out[0];
   f.k_descale = chk.out[1];
@@ -648,8 +664,10 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   const int nblk_k = static_cast<int>((p.max_seqlen_k + 127) / 128);
   f.lpt_pairs = hstu_fp8_bwd_lpt_pairs(nblk_k, kFp8BwdLptGroupCtas);
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
-  err = hstu_fp8_bwd_prepass(pre, s);
-  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
+  if (prepass_late) {
+    err = hstu_fp8_bwd_prepass(pre, s);
+    ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
+  }
   err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
   HstuFp8BwdFinishParams fin{};
