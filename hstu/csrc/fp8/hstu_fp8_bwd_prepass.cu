@@ -44,7 +44,7 @@ __device__ __forceinline__ int quant_slot_of_row(int r) {
 // the last block of a sequence also zeroes the columns up to the next sequence's first; the extra block the columns
 // before sequence 0's).
 template <typename T>
-__global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
+__global__ void __launch_bounds__(kThreads, 4) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ float red[kThreads / 32];
   __shared__ int nan_seen;
   extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
@@ -215,10 +215,13 @@ struct TransposeJob {
 // Block (x, h, z): columns [kCols x, kCols x + kCols) of head h of job z (qt, dot, kt): the source rows' D bytes
 // into shared memory (every load issued before the first store; 16-byte chunk c of column col at chunk
 // c ^ (col / 16 % 8), so that the eight 16-column groups a warp reads for one d sit in eight different banks), then
-// per row d of the copy kCols contiguous bytes.
+// per row d of the copy kCols contiguous bytes. kRow: a column's bytes in the tile (D + 16 at most: 272 for D = 256,
+// 144 for D <= 128, whose 18 KB let 8 blocks share an SM instead of 6; the swizzled chunk indices stay below D / 16
+// rounded up to 8).
 constexpr int kCols = 128;
+template <int kRow>
 __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
-  __shared__ __align__(16) uint8_t tile[kCols][256 + 16];
+  __shared__ __align__(16) uint8_t tile[kCols][kRow];
   __shared__ int64_t src_row[kCols];
   // (selected field by field: an indexed array would live in local memory; dO^T: the quantization's blocks)
   const bool kz = blockIdx.z == 1;
@@ -240,7 +243,7 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
   __syncthreads();
   const int chunks = D / 16;
   const uint8_t* src = j.src + static_cast<int64_t>(h) * j.head_stride;
-  constexpr int kLoads = kCols * 16 / kThreads;  // at D = 256
+  constexpr int kLoads = kCols * ((kRow - 16) / 16) / kThreads;  // (16-byte chunks of D <= kRow - 16)
   uint4 x[kLoads];
 #pragma unroll
   for (int k = 0; k < kLoads; ++k) {
@@ -268,8 +271,8 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const uint8_t* t = &tile[16 * g + 4 * q][(((d >> 4) ^ (g & 7)) << 4) | (d & 15)];
-      w[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[272]) << 8 |
-             static_cast<uint32_t>(t[2 * 272]) << 16 | static_cast<uint32_t>(t[3 * 272]) << 24;
+      w[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[kRow]) << 8 |
+             static_cast<uint32_t>(t[2 * kRow]) << 16 | static_cast<uint32_t>(t[3 * kRow]) << 24;
     }
     *reinterpret_cast<uint4*>(dst + d * j.cols + c) = make_uint4(w[0], w[1], w[2], w[3]);
   }
@@ -431,7 +434,11 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   if (err != cudaSuccess) return err;
   const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
   const dim3 tgrid(static_cast<unsigned>((cols + kCols - 1) / kCols), p.heads, 2);
-  fp8_transpose_kernel<<<tgrid, kThreads, 0, stream>>>(p);
+  if (p.head_dim <= 128) {
+    fp8_transpose_kernel<128 + 16><<<tgrid, kThreads, 0, stream>>>(p);
+  } else {
+    fp8_transpose_kernel<256 + 16><<<tgrid, kThreads, 0, stream>>>(p);
+  }
   return cudaGetLastError();
 }
 
