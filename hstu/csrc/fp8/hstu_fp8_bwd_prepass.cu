@@ -17,7 +17,6 @@ namespace hstu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kHeld = 8;  // 16-byte loads of dO a thread keeps (fp8_quant_do_kernel, D <= 128)
 
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
@@ -44,7 +43,7 @@ __device__ __forceinline__ int quant_slot_of_row(int r) {
 // the last block of a sequence also zeroes the columns up to the next sequence's first; the extra block the columns
 // before sequence 0's).
 template <typename T>
-__global__ void __launch_bounds__(kThreads, 4) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
+__global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ float red[kThreads / 32];
   __shared__ int nan_seen;
   extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
@@ -89,38 +88,15 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_quant_do_kernel(const HstuFp8
   if (threadIdx.x == 0) nan_seen = 0;
   float amax = 0.f;
   bool nan = false;
-  // D <= 128: the block's dO (128 rows x D, at most 8 x 16 bytes a thread) loaded once, every load issued before the
-  // first use, and kept in registers for the quantization below (fp8b32 read it twice: once here, once there)
-  const bool held = 128 * vecs <= kHeld * kThreads;
-  uint4 keep[kHeld];
-  if (held) {
+  for (int i = threadIdx.x; i < nu * vecs; i += kThreads) {
+    const int r = i / vecs, c = (i % vecs) * 8;
+    const uint4 raw = *reinterpret_cast<const uint4*>(dout + (r0 + r) * p.do_row_stride + c);
+    const T* x = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-    for (int k = 0; k < kHeld; ++k) {
-      const int i = threadIdx.x + k * kThreads, r = i / vecs, c = (i % vecs) * 8;
-      keep[k] = make_uint4(0, 0, 0, 0);
-      if (r < nu) keep[k] = *reinterpret_cast<const uint4*>(dout + (r0 + r) * p.do_row_stride + c);
-    }
-#pragma unroll
-    for (int k = 0; k < kHeld; ++k) {
-      const T* x = reinterpret_cast<const T*>(&keep[k]);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {  // (rows past nu hold zeros: amax unchanged)
-        const float v = fabsf(to_float(x[e]));
-        nan |= v != v;
-        amax = fmaxf(amax, v);
-      }
-    }
-  } else {
-    for (int i = threadIdx.x; i < nu * vecs; i += kThreads) {
-      const int r = i / vecs, c = (i % vecs) * 8;
-      const uint4 raw = *reinterpret_cast<const uint4*>(dout + (r0 + r) * p.do_row_stride + c);
-      const T* x = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const float v = fabsf(to_float(x[e]));
-        nan |= v != v;
-        amax = fmaxf(amax, v);
-      }
+    for (int e = 0; e < 8; ++e) {
+      const float v = fabsf(to_float(x[e]));
+      nan |= v != v;
+      amax = fmaxf(amax, v);
     }
   }
   __syncthreads();
@@ -151,10 +127,11 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_quant_do_kernel(const HstuFp8
   // the tile: slot s's D bytes at s (D + 16), 16-byte chunk k at k ^ (s / 16 & swz) (conflict-free reads of one d
   // across the 16-column groups where D / 16 is a power of two; unswizzled otherwise)
   const int tile_row = D + 16, swz = (D & (D - 1)) == 0 ? min(D / 16 - 1, 7) : 0;
-  // row r, columns c..c+7 of the block (raw: its 8 values where r < nu) into do8 and the tile
-  auto quant8 = [&](int r, int c, const uint4& raw) {
+  for (int i = threadIdx.x; i < 128 * vecs; i += kThreads) {
+    const int r = i / vecs, c = (i % vecs) * 8;
     uint32_t w[2] = {0, 0};
     if (r < nu) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(dout + (r0 + r) * p.do_row_stride + c);
       const T* x = reinterpret_cast<const T*>(&raw);
 #pragma unroll
       for (int e = 0; e < 8; ++e) w[e / 4] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(to_float(x[e]), descale)))
@@ -164,20 +141,6 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_quant_do_kernel(const HstuFp8
     const int slot = (r & ~31) + quant_slot_of_row(r & 31);  // (rows past n: zeros, for their columns)
     *reinterpret_cast<uint2*>(qtile + slot * tile_row + (((c >> 4) ^ ((slot >> 4) & swz)) << 4) + (c & 15)) =
         make_uint2(w[0], w[1]);
-  };
-  if (held) {
-#pragma unroll
-    for (int k = 0; k < kHeld; ++k) {
-      const int i = threadIdx.x + k * kThreads;
-      if (i < 128 * vecs) quant8(i / vecs, (i % vecs) * 8, keep[k]);
-    }
-  } else {
-    for (int i = threadIdx.x; i < 128 * vecs; i += kThreads) {
-      const int r = i / vecs, c = (i % vecs) * 8;
-      uint4 raw = make_uint4(0, 0, 0, 0);
-      if (r < nu) raw = *reinterpret_cast<const uint4*>(dout + (r0 + r) * p.do_row_stride + c);
-      quant8(r, c, raw);
-    }
   }
   // dO^T: columns [c_begin, c_end) of this block (16-byte aligned), slot = column - c_begin (>= 128: zero)
   const int64_t first = hstu_fp8_vt_start(start, lo);
@@ -215,9 +178,9 @@ struct TransposeJob {
 // Block (x, h, z): columns [kCols x, kCols x + kCols) of head h of job z (qt, dot, kt): the source rows' D bytes
 // into shared memory (every load issued before the first store; 16-byte chunk c of column col at chunk
 // c ^ (col / 16 % 8), so that the eight 16-column groups a warp reads for one d sit in eight different banks), then
-// per row d of the copy kCols contiguous bytes. kRow: a column's bytes in the tile (D + 16 at most: 272 for D = 256,
-// 144 for D <= 128, whose 18 KB let 8 blocks share an SM instead of 6; the swizzled chunk indices stay below D / 16
-// rounded up to 8).
+// per row d of the copy kCols contiguous bytes. kRow: a column's bytes in the tile (D + 16 at most; the swizzled
+// chunk indices stay below D / 16 rounded up to 8): 272 for D = 256; 144 for D <= 128 (19 KB and 32 registers: 8
+// blocks an SM, where the 272-byte tile's 55 registers let 4; session 29, fp8p32).
 constexpr int kCols = 128;
 template <int kRow>
 __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
