@@ -280,37 +280,22 @@ def test_sm80_backward_stsm_pds(D, mask, rab_heads, delta_q, kernel_opts):
                                label=len(lk))
 
 
+@pytest.mark.parametrize("tag,cfgs", [("runptr", (RUN_CFG, LANE_CFG)), ("dqsplit", (DQ_SPLIT_CFG,))])
 @pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True),
                                                    ("target_group", 1, False), ("none", 0, True)])
-def test_sm80_backward_running_pointers(mask, rab_heads, delta_q, kernel_opts):
+def test_sm80_backward_d64_loop_cfgs(tag, cfgs, mask, rab_heads, delta_q, kernel_opts):
     """D = 64: the default's loop (running pointers for the Q / dO copies and dQ's block, the phases' lane offsets
-    formed once per key block), cfg 13 (bf16: without both) and cfg 14 (the running pointers alone) in both grid
-    orders (jagged sequences of 0-700 keys heads first, partial and fully masked tiles at every row count class; with
-    one of 2,200 keys batch first): the error
-    rule against the fp32 reference (gradients poisoned), the cfg's kernel, the same dK, dV and drab bit for bit (the
-    same copies and sums), dQ up to the atomics' order."""
-    rng = random.Random(zlib.crc32(repr(("runptr", mask)).encode()))
+    formed once per key block) against cfg 13 (bf16: without both) and cfg 14 (the running pointers alone), and
+    against cfg 15 (dQ split over the keys, both key halves adding into the same fragment-ordered dQ block), in both
+    grid orders (jagged sequences of 0-700 keys heads first, partial and fully masked tiles at every row count class;
+    one of 2,200 keys batch first): the error rule against the fp32 reference (gradients poisoned), the cfg's kernel,
+    the same dK, dV and drab bit for bit, dQ up to the atomics' order."""
+    rng = random.Random(zlib.crc32(repr((tag, mask)).encode()))
     for lk in ([0, 1, 63, 64, 65, 127, 128, 129, 700] + [rng.randint(0, 700) for _ in range(11)],
                [2200, 1, 65, 129, 0, 300]):
-        case = kg.make_case(zlib.crc32(repr(("runptr", mask, rab_heads, len(lk))).encode()), lk, 2, 64,
+        case = kg.make_case(zlib.crc32(repr((tag, mask, rab_heads, len(lk))).encode()), lk, 2, 64,
                             torch.bfloat16, mask, rab_heads, delta_q=delta_q)
-        _default_and_cfg_agree(case, torch.randn_like(case["q"]), 64, (RUN_CFG, LANE_CFG), kernel_opts,
-                               label=len(lk))
-
-
-@pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True),
-                                                   ("target_group", 1, False), ("none", 0, True)])
-def test_sm80_backward_dq_split_keys(mask, rab_heads, delta_q, kernel_opts):
-    """D = 64: the default's loop and cfg 15 (bf16: dQ split over the keys, both key halves adding into the same
-    fragment-ordered dQ block) in both grid orders (jagged sequences of 0-700 keys heads first, partial and fully
-    masked tiles; one of 2,200 keys batch first): the error rule against the fp32 reference (gradients poisoned),
-    the cfg's kernel, dK, dV and drab bit for bit, dQ up to the atomics' order."""
-    rng = random.Random(zlib.crc32(repr(("dqsplit", mask)).encode()))
-    for lk in ([0, 1, 63, 64, 65, 127, 128, 129, 700] + [rng.randint(0, 700) for _ in range(11)],
-               [2200, 1, 65, 129, 0, 300]):
-        case = kg.make_case(zlib.crc32(repr(("dqsplit", mask, rab_heads, len(lk))).encode()), lk, 2, 64,
-                            torch.bfloat16, mask, rab_heads, delta_q=delta_q)
-        _default_and_cfg_agree(case, torch.randn_like(case["q"]), 64, DQ_SPLIT_CFG, kernel_opts, label=len(lk))
+        _default_and_cfg_agree(case, torch.randn_like(case["q"]), 64, cfgs, kernel_opts, label=len(lk))
 
 
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
