@@ -192,8 +192,17 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // kFp8VarMainLoop (correct output, bitwise the default's): the default's grid kernels (D = 128: the 192-key tiles
 // where they apply, else 128-key; D = 64: 128-key; D = 256: 64-key) with the kFp8FwdMainLoop bit below.
 // kFp8VarTailCopy (correct output, bitwise the default's): the default's grid kernels with the kFp8FwdTailCopy bit
-// below. kFp8VarNoRescale (the same): D = 128's 192-key tiles with the kFp8FwdNoRescale bit, elsewhere the default.
-enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarMainLoop = 1, kFp8VarTailCopy = 2, kFp8VarNoRescale = 3, kFp8VarTrace = 15 };
+// below. kFp8VarIdxTest / kFp8VarAdvTurn / kFp8VarIdxAdv (the same output): D = 128's 192-key tiles with the
+// kFp8FwdIdxTest bit / the kFp8FwdAdvTurn bit / both, elsewhere the default.
+enum Fp8FwdVar : int {
+  kFp8VarNone = 0,
+  kFp8VarMainLoop = 1,
+  kFp8VarTailCopy = 2,
+  kFp8VarIdxTest = 4,
+  kFp8VarAdvTurn = 5,
+  kFp8VarIdxAdv = 6,
+  kFp8VarTrace = 15
+};
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -219,9 +228,13 @@ constexpr int kFp8FwdDiagTrace = 4;
 constexpr int kFp8FwdMainLoop = 8;
 // kFp8FwdTailCopy (the same output): the kBounds kernels with P_i's copy into the P V's A registers where it was,
 // between the P V wait and the next turn's sync (their default: after the turn's S issue).
-// kFp8FwdNoRescale (the same output; 192-key tiles, never block mode: one v factor per CTA): no output-rescale test.
+// kFp8FwdIdxTest (the same output; kBounds): the unmasked-tile test by the loop index, i in [idx_lo, idx_lo +
+// idx_n) (fp8_full_span: the bounds mapped through the tile walk once), instead of tile(i)'s gap arithmetic per tile.
+// kFp8FwdAdvTurn (the same output; kBounds): the stage / phase advance in the turn window (after the issues) instead
+// of after the P V wait.
 constexpr int kFp8FwdTailCopy = 16;
-constexpr int kFp8FwdNoRescale = 32;
+constexpr int kFp8FwdIdxTest = 32;
+constexpr int kFp8FwdAdvTurn = 64;
 
 
 // Tiles [j0, j0 + bn) with lo <= j0 <= hi are exactly those of rows [r0, r1) for which tile_full_targets (targets:
@@ -234,6 +247,19 @@ __device__ __forceinline__ void fp8_full_tiles(const SeqMask& mk, int r0, int r1
     return;
   }
   mk.full_tiles(r0, r1, bn, lo, hi);
+}
+
+// The walk's positions i (fwd_kv_tile(nb_end, gap_end, gap_len, i), i < n_tiles) whose tile nb has lo <= nb * bn <=
+// hi: [idx_lo, idx_lo + idx_n) (the walk is decreasing: the tiles of [nlo, nhi] are consecutive positions). Walk
+// position t = nb_end - 1 - i visits tile t (t >= gap_end) or t - gap_len (t < gap_end).
+__device__ __forceinline__ void fp8_full_span(int lo, int hi, int bn, int nb_end, int gap_end, int gap_len,
+                                              int n_tiles, int& idx_lo, int& idx_n) {
+  const int nlo = lo <= 0 ? 0 : (lo + bn - 1) / bn, nhi = hi < 0 ? -1 : hi / bn;  // tiles [nlo, nhi] (nb >= 0)
+  const int gap_begin = gap_end - gap_len;
+  const int t_hi = nhi >= gap_end ? nhi : min(nhi + gap_len, gap_end - 1);  // the last position with tile <= nhi
+  const int t_lo = nlo >= gap_begin ? max(nlo, gap_end) : nlo + gap_len;   // the first with tile >= nlo
+  idx_lo = max(0, nb_end - 1 - t_hi);
+  idx_n = max(0, min(n_tiles - 1, nb_end - 1 - t_lo) - idx_lo + 1);
 }
 
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
@@ -314,7 +340,8 @@ __global__ void __launch_bounds__(384, 1)
   // kLateCopy (with kBounds; faster on an H200, docs/hstu_attn.md; at the loop's tail the copy also cost the SiLU
   // block register moves): P_i's copy into pf right after the next turn's S issue.
   constexpr bool kLateCopy = kBounds && (kDiag & kFp8FwdTailCopy) == 0;
-  constexpr bool kNoRescale = kBounds && kBN > 128 && (kDiag & kFp8FwdNoRescale) != 0;
+  constexpr bool kIdxTest = kBounds && (kDiag & kFp8FwdIdxTest) != 0;
+  constexpr bool kAdvTurn = kBounds && (kDiag & kFp8FwdAdvTurn) != 0;
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -478,12 +505,22 @@ __global__ void __launch_bounds__(384, 1)
       // kBounds: tile nb is unmasked for this warpgroup's rows iff full_lo <= nb * BN <= full_hi.
       int full_lo = 1, full_hi = 0;
       if constexpr (kBounds) fp8_full_tiles(mk, row_w0, row_w0 + 64, BN, D <= 128, full_lo, full_hi);
+      // kIdxTest: position i's tile is unmasked iff i - idx_lo < idx_n (unsigned).
+      int idx_lo = 0, idx_n = 0;
+      if constexpr (kIdxTest) fp8_full_span(full_lo, full_hi, BN, nb_end, gap_end, gap_len, n_tiles, idx_lo, idx_n);
       auto full_tile = [&](int n0) {
         if constexpr (kBounds) {
           return n0 >= full_lo && n0 <= full_hi;
         } else {
           return D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
                           : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN);
+        }
+      };
+      auto full_at = [&](int i, int nb) {  // whether walk position i (tile nb) is unmasked
+        if constexpr (kIdxTest) {
+          return static_cast<unsigned>(i - idx_lo) < static_cast<unsigned>(idx_n);
+        } else {
+          return full_tile(nb * BN);
         }
       };
       v_cur = v_factor(tile(0));
@@ -527,7 +564,6 @@ __global__ void __launch_bounds__(384, 1)
       };
       // The next P V adds tile nb: O kept in units of its v factor (acc_o settled: no P V in flight here).
       auto rescale_o = [&](float vf) {
-        if constexpr (kNoRescale) return;  // (vf == v_cur, or both NaN: the output is NaN either way)
         if (vf != v_cur) {
           pin_all(acc_o);
           const float r = v_cur / vf;
@@ -555,11 +591,11 @@ __global__ void __launch_bounds__(384, 1)
       };
       // P = SiLU(alpha q_s k_s S), masked to 0 (fwd_silu_mask); kEarlyPack: packed into pn at the end of each of its
       // paths (a mixed kSilu's unmasked tiles: every word straight into pn).
-      auto silu_mask = [&](int nb, float kf, uint32_t(&pn)[BN / 32][4]) {
+      auto silu_mask = [&](int nb, bool full, float kf, uint32_t(&pn)[BN / 32][4]) {
         const int n0 = nb * BN;
         const float sc = half_alpha_q * kf;
         if constexpr (kSilu != kFp8SiluTanh) {  // (fwd_silu_mask's first path, some words in half2)
-          if (full_tile(n0)) {
+          if (full) {
             const float sc2 = sc + sc;  // (sc: the tanh form's h / 2 per unit of S)
 #pragma unroll
             for (int ks = 0; ks < BN / 32; ++ks) {
@@ -586,7 +622,7 @@ __global__ void __launch_bounds__(384, 1)
         if constexpr (kEarlyPack) {
           // (fwd_silu_mask's first path, the unmasked-tile test by the bounds; diag: without its MUFU)
           if constexpr (kSilu == kFp8SiluTanh && (kBounds || (kDiag & kFp8FwdDiagNoMufu) != 0)) {
-            if (full_tile(n0)) {
+            if (full) {
 #pragma unroll
               for (int e = 0; e < BN / 2; ++e) {
                 const float x = acc_s[e] * sc;
@@ -648,7 +684,7 @@ __global__ void __launch_bounds__(384, 1)
         pin_all(acc_s);
         stamp(0, 4);
         release(bar_empty_k(s0));
-        silu_mask(tile(0), k_factor(tile(0)), pn);
+        silu_mask(tile(0), full_at(0, tile(0)), k_factor(tile(0)), pn);
         stamp(0, 5);
         if constexpr (!kLateCopy) take_p();
         if constexpr (kBounds) advance();
@@ -673,20 +709,21 @@ __global__ void __launch_bounds__(384, 1)
         issue_qk(s);  // S_i, in flight during the P V below
         if constexpr (kLateCopy) take_p();  // (P_{i-1} into pin = pf: its last reader waited for last iteration)
         issue_pv(sp, pin);  // O += P_{i-1} Vt_{i-1}
+        if constexpr (kAdvTurn) advance();  // (s, sp, ph, php: this tile's copies above)
         pp_arrive();
         stamp(i, 3);
         wgmma_wait<1>();  // S_i done
         pin_all(acc_s);
         stamp(i, 4);
         release(bar_empty_k(s));
-        silu_mask(nb, kf, pout);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
+        silu_mask(nb, full_at(i, nb), kf, pout);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
         stamp(i, 5);
         wgmma_wait<0>();
         pin_all(pin);
         stamp(i, 6);
         release(bar_empty_v(sp));
         if constexpr (!kLateCopy) take_p();
-        if constexpr (kBounds) advance();
+        if constexpr (kBounds && !kAdvTurn) advance();
       };
       // The last P V (P_{n-1} in pl).
       auto last_pv = [&](uint32_t(&pl)[BN / 32][4]) {

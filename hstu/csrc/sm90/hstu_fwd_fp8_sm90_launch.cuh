@@ -31,27 +31,15 @@ inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// The 192-key tile kernel with SiLU form kSilu (D = 128, grid order; maps: K with 192-row boxes, Vt's two panels).
-template <bool kEarlyPack, int kSilu, int kDiag = 0>
-cudaError_t launch_fwd_fp8_wide(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tvt,
-                                const CUtensorMap& tvt2, const HstuParams& p, const HstuFp8FwdParams& f, int m_blocks,
-                                cudaStream_t stream) {
-  using CW = Fp8FwdTraits<128, 1, 192>;
-  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<128, kFp8Grid, kEarlyPack, 192, kDiag, kSilu>;
-  const cudaError_t err = set_max_dynamic_smem<kernel>(CW::kSmem);
-  if (err != cudaSuccess) return err;
-  kernel<<<dim3(m_blocks, p.heads, p.batch), CW::kThreads, CW::kSmem, stream>>>(tq, tk, tvt, tvt2, p, f, SchedArgs{});
-  return cudaGetLastError();
-}
-
-// One grid-order launch of kernel (m_blocks, H, B) with kSmem bytes of dynamic shared memory.
+// One grid-order launch of kernel (m_blocks, H, B) with kSmem bytes of dynamic shared memory (tvt2: Vt's second
+// panel on the 192-key tiles, else tvt).
 template <auto kernel, int kSmem>
 cudaError_t launch_fwd_fp8_grid(int m_blocks, const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tvt,
-                                const HstuParams& p, const HstuFp8FwdParams& f, const SchedArgs& sa,
-                                cudaStream_t stream) {
+                                const CUtensorMap& tvt2, const HstuParams& p, const HstuFp8FwdParams& f,
+                                const SchedArgs& sa, cudaStream_t stream) {
   const cudaError_t err = set_max_dynamic_smem<kernel>(kSmem);
   if (err != cudaSuccess) return err;
-  kernel<<<dim3(m_blocks, p.heads, p.batch), 384, kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
+  kernel<<<dim3(m_blocks, p.heads, p.batch), 384, kSmem, stream>>>(tq, tk, tvt, tvt2, p, f, sa);
   return cudaGetLastError();
 }
 
@@ -104,26 +92,26 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       err = vt_map(&tvt2, 64);
       if (err != cudaSuccess) return err;
       constexpr int kWide = fp8_silu_default(D, kEarlyPack, 192);
+      // The 192-key kernel with kDiag bits kBits (kDiag's or a variant's).
+      auto wide = [&](auto bits) {
+        constexpr int kBits = decltype(bits)::value;
+        return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, 192, kBits, kWide>, CW::kSmem>(
+            m_blocks, tq, tkw, tvt, tvt2, p, f, SchedArgs{}, stream);
+      };
+      using std::integral_constant;
 #ifdef HSTU_DEV_VARIANTS
       if constexpr (kEarlyPack) {  // (timing-only: kernel_options(fp8_fwd_var=15); dev builds)
-        if (f.var == kFp8VarTrace) {
-          return launch_fwd_fp8_wide<true, kWide, kFp8FwdDiagTrace>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
-        }
+        if (f.var == kFp8VarTrace) return wide(integral_constant<int, kFp8FwdDiagTrace>{});
       }
 #endif
-      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1), for comparisons)
-        if (f.var == kFp8VarMainLoop) {
-          return launch_fwd_fp8_wide<true, kWide, kFp8FwdMainLoop>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
-        }
-        // (kernel_options(fp8_fwd_var=2 / 3): the copy of P at the loop's tail; no output-rescale test)
-        if (f.var == kFp8VarTailCopy) {
-          return launch_fwd_fp8_wide<true, kWide, kFp8FwdTailCopy>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
-        }
-        if (f.var == kFp8VarNoRescale) {
-          return launch_fwd_fp8_wide<true, kWide, kFp8FwdNoRescale>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
-        }
+      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1 / 2 / 4 / 5 / 6), for comparisons)
+        if (f.var == kFp8VarMainLoop) return wide(integral_constant<int, kFp8FwdMainLoop>{});
+        if (f.var == kFp8VarTailCopy) return wide(integral_constant<int, kFp8FwdTailCopy>{});
+        if (f.var == kFp8VarIdxTest) return wide(integral_constant<int, kFp8FwdIdxTest>{});
+        if (f.var == kFp8VarAdvTurn) return wide(integral_constant<int, kFp8FwdAdvTurn>{});
+        if (f.var == kFp8VarIdxAdv) return wide(integral_constant<int, kFp8FwdIdxTest | kFp8FwdAdvTurn>{});
       }
-      return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+      return wide(integral_constant<int, kDiag>{});
     }
   }
   // The bf16 forward's schedules (launch_fwd), where the op asked for them (plan_fwd_fp8: kernel_options(fp8_sched=
@@ -160,15 +148,15 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   if constexpr (kDiag == 0 && kEarlyPack && kSilu == fp8_silu_default(D, kEarlyPack)) {
     if (f.var == kFp8VarMainLoop) {
       return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdMainLoop, kSilu>, C::kSmem>(
-          m_blocks, tq, tk, tvt, p, f, sa, stream);
+          m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
     }
     if (f.var == kFp8VarTailCopy) {
       return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdTailCopy, kSilu>, C::kSmem>(
-          m_blocks, tq, tk, tvt, p, f, sa, stream);
+          m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
     }
   }
   return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, BN, kDiag, kSilu>, C::kSmem>(
-      m_blocks, tq, tk, tvt, p, f, sa, stream);
+      m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
 }
 
 }  // namespace sm90
