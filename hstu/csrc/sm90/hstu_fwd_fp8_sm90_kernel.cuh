@@ -192,20 +192,9 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // kFp8VarMainLoop (correct output, bitwise the default's): the default's grid kernels (D = 128: the 192-key tiles
 // where they apply, else 128-key; D = 64: 128-key; D = 256: 64-key) with the kFp8FwdMainLoop bit below.
 // kFp8VarTailCopy (correct output, bitwise the default's): the default's grid kernels with the kFp8FwdTailCopy bit
-// below. kFp8VarIdxTest / kFp8VarAdvTurn / kFp8VarIdxAdv / kFp8VarPingP / kFp8VarIdxPingP (the same output):
-// D = 128's 192-key tiles with the kFp8FwdIdxTest bit / kFp8FwdAdvTurn / both / kFp8FwdPingP / kFp8FwdIdxTest and
-// kFp8FwdPingP, elsewhere the default.
-enum Fp8FwdVar : int {
-  kFp8VarNone = 0,
-  kFp8VarMainLoop = 1,
-  kFp8VarTailCopy = 2,
-  kFp8VarIdxTest = 4,
-  kFp8VarAdvTurn = 5,
-  kFp8VarIdxAdv = 6,
-  kFp8VarPingP = 7,
-  kFp8VarIdxPingP = 8,
-  kFp8VarTrace = 15
-};
+// below. kFp8VarTileTest (the same): D = 128's 192-key tiles with the kFp8FwdTileTest bit (main 0bb35f74's default
+// kernel there), elsewhere the default.
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarMainLoop = 1, kFp8VarTailCopy = 2, kFp8VarTileTest = 3, kFp8VarTrace = 15 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -231,16 +220,10 @@ constexpr int kFp8FwdDiagTrace = 4;
 constexpr int kFp8FwdMainLoop = 8;
 // kFp8FwdTailCopy (the same output): the kBounds kernels with P_i's copy into the P V's A registers where it was,
 // between the P V wait and the next turn's sync (their default: after the turn's S issue).
-// kFp8FwdIdxTest (the same output; kBounds): the unmasked-tile test by the loop index, i in [idx_lo, idx_lo +
-// idx_n) (fp8_full_span: the bounds mapped through the tile walk once), instead of tile(i)'s gap arithmetic per tile.
-// kFp8FwdAdvTurn (the same output; kBounds): the stage / phase advance in the turn window (after the issues) instead
-// of after the P V wait.
-// kFp8FwdPingP (the same output; kLateCopy): no copy of P; the loop unrolled by two tiles, P_i's registers
-// alternating between pn and pf (the SiLU writes one while the P V in flight reads the other).
+// kFp8FwdTileTest (the same output; 192-key tiles): their unmasked-tile test from tile(i)'s bounds per tile, as
+// main 0bb35f74 had it (their default: kIdxTest below).
 constexpr int kFp8FwdTailCopy = 16;
-constexpr int kFp8FwdIdxTest = 32;
-constexpr int kFp8FwdAdvTurn = 64;
-constexpr int kFp8FwdPingP = 128;
+constexpr int kFp8FwdTileTest = 32;
 
 
 // Tiles [j0, j0 + bn) with lo <= j0 <= hi are exactly those of rows [r0, r1) for which tile_full_targets (targets:
@@ -346,9 +329,9 @@ __global__ void __launch_bounds__(384, 1)
   // kLateCopy (with kBounds; faster on an H200, docs/hstu_attn.md; at the loop's tail the copy also cost the SiLU
   // block register moves): P_i's copy into pf right after the next turn's S issue.
   constexpr bool kLateCopy = kBounds && (kDiag & kFp8FwdTailCopy) == 0;
-  constexpr bool kIdxTest = kBounds && (kDiag & kFp8FwdIdxTest) != 0;
-  constexpr bool kAdvTurn = kBounds && (kDiag & kFp8FwdAdvTurn) != 0;
-  constexpr bool kPingP = kLateCopy && (kDiag & kFp8FwdPingP) != 0;
+  // kIdxTest (192-key tiles with kLateCopy; faster sustained on an H200, docs/hstu_attn.md): the unmasked-tile test
+  // by the walk position, i - idx_lo < idx_n (fp8_full_span), instead of tile(i)'s gap arithmetic per tile.
+  constexpr bool kIdxTest = kLateCopy && kBN > 128 && (kDiag & kFp8FwdTileTest) == 0;
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -714,9 +697,8 @@ __global__ void __launch_bounds__(384, 1)
         pp_sync();
         stamp(i, 2);
         issue_qk(s);  // S_i, in flight during the P V below
-        if constexpr (kLateCopy && !kPingP) take_p();  // (P_{i-1} into pin = pf: its last reader waited for)
+        if constexpr (kLateCopy) take_p();  // (P_{i-1} into pin = pf: its last reader waited for last iteration)
         issue_pv(sp, pin);  // O += P_{i-1} Vt_{i-1}
-        if constexpr (kAdvTurn) advance();  // (s, sp, ph, php: this tile's copies above)
         pp_arrive();
         stamp(i, 3);
         wgmma_wait<1>();  // S_i done
@@ -730,7 +712,7 @@ __global__ void __launch_bounds__(384, 1)
         stamp(i, 6);
         release(bar_empty_v(sp));
         if constexpr (!kLateCopy) take_p();
-        if constexpr (kBounds && !kAdvTurn) advance();
+        if constexpr (kBounds) advance();
       };
       // The last P V (P_{n-1} in pl).
       auto last_pv = [&](uint32_t(&pl)[BN / 32][4]) {
@@ -742,7 +724,7 @@ __global__ void __launch_bounds__(384, 1)
         rescale_o(vf_nx);  // (tile il's v factor)
         pp_sync();
         stamp(n_tiles, 2);
-        if constexpr (kLateCopy && !kPingP) take_p();
+        if constexpr (kLateCopy) take_p();
         issue_pv(sl, pl);
         if (wg == 0) pp_arrive();
         stamp(n_tiles, 3);
@@ -751,22 +733,8 @@ __global__ void __launch_bounds__(384, 1)
         stamp(n_tiles, 6);
         release(bar_empty_v(sl));
       };
-      if constexpr (kPingP) {  // (P_i in pn for even i, in pf for odd i)
-        int i = 1;
-        for (; i + 1 < n_tiles; i += 2) {
-          step(i, pn, pf);
-          step(i + 1, pf, pn);
-        }
-        if (i < n_tiles) {
-          step(i, pn, pf);
-          last_pv(pf);
-        } else {
-          last_pv(pn);
-        }
-      } else {
-        for (int i = 1; i < n_tiles; ++i) step(i, pf, pn);
-        last_pv(pf);
-      }
+      for (int i = 1; i < n_tiles; ++i) step(i, pf, pn);
+      last_pv(pf);
       pin_all(acc_o);
     }
 

@@ -104,14 +104,10 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         if (f.var == kFp8VarTrace) return wide(integral_constant<int, kFp8FwdDiagTrace>{});
       }
 #endif
-      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1 / 2 / 4 - 8), for comparisons)
+      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1 / 2 / 3), for comparisons)
         if (f.var == kFp8VarMainLoop) return wide(integral_constant<int, kFp8FwdMainLoop>{});
         if (f.var == kFp8VarTailCopy) return wide(integral_constant<int, kFp8FwdTailCopy>{});
-        if (f.var == kFp8VarIdxTest) return wide(integral_constant<int, kFp8FwdIdxTest>{});
-        if (f.var == kFp8VarAdvTurn) return wide(integral_constant<int, kFp8FwdAdvTurn>{});
-        if (f.var == kFp8VarIdxAdv) return wide(integral_constant<int, kFp8FwdIdxTest | kFp8FwdAdvTurn>{});
-        if (f.var == kFp8VarPingP) return wide(integral_constant<int, kFp8FwdPingP>{});
-        if (f.var == kFp8VarIdxPingP) return wide(integral_constant<int, kFp8FwdIdxTest | kFp8FwdPingP>{});
+        if (f.var == kFp8VarTileTest) return wide(integral_constant<int, kFp8FwdTileTest>{});
       }
       return wide(integral_constant<int, kDiag>{});
     }
