@@ -593,9 +593,12 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
 // key's digest on its held slot, fences (fence.sc: of two duplicates' announce-then-read, at least one reads the
 // other's digest), then re-reads the bucket's digests: the key published elsewhere -> restore the victim, serve the
 // hit; another held slot of the digest at a lower index -> restore, wait it out, rescan; at a higher index -> wait
-// it out holding ours (waits while holding point only upward: no cycle). docs/dynamicemb_storage_notes.md, "Design
-// C".
-template <int K, int V, int P>
+// it out holding ours (waits while holding point only upward: no cycle). The announce first sets the held slot's
+// score to 0 (fenced before the digest), so that no concurrent scan ranks a held slot above its true rank (a slot
+// that looks least is only waited out; one that looked larger while announced, then restored, would be skipped:
+// a wrong victim). kDup false (evict_bench only): no announce and no re-read, wrong when a batch repeats a missing
+// key (the bound of what the lock-free claim alone costs). docs/dynamicemb_storage_notes.md, "Design C".
+template <int K, int V, int P, bool kDup = true>
 __device__ __noinline__ Outcome evict_insert_lf(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                                 int64_t bucket, uint8_t digest, uint64_t new_score) {
   using T = typename Val<V>::T;
@@ -683,20 +686,28 @@ __device__ __noinline__ Outcome evict_insert_lf(const UpsertParams* pp, KeyArgs 
     // The claim's re-check (no lock: another evictor may have refilled the slot since the scan; its score is new).
     bool claimed = true;
     uint8_t vdig = 0;
-    if (lead && old != kEmptyKey) {
-      const uint64_t s_now = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim);
+    uint64_t s_now = 0;
+    if (lead) {
+      s_now = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim);
       vdig = __ldcg(t.digests + victim);
-      claimed = s_now == victim_score;
+      claimed = old == kEmptyKey || s_now == victim_score;
       if (!claimed) publish_key(t.keys, victim, old);
     }
     if (!tile.shfl(claimed, 0)) continue;
-    // Announce the key's digest on the held slot, then look for a duplicate among the bucket's slots of that digest.
-    if (lead) t.digests[victim] = digest;
-    tile.sync();
-    __threadfence();
     int verdict = 0;  // 0 go on, 1 the key found (restore, serve), 2 a lower held slot (restore, wait, rescan)
     int64_t at = -1;
-    while (true) {
+    // Announce the key's digest on the held slot (its score 0 first), then look for a duplicate among the bucket's
+    // slots of that digest.
+    if (kDup && lead) {
+      t.scores[victim] = 0;
+      __threadfence();
+      t.digests[victim] = digest;
+    }
+    if (kDup) {
+      tile.sync();
+      __threadfence();
+    }
+    while (kDup) {
       int64_t f = -1, lo = -1, hi = -1;
       for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile) {
         uint32_t mm = match16(load_digests(t.digests, base, c, true), d4);
@@ -722,9 +733,11 @@ __device__ __noinline__ Outcome evict_insert_lf(const UpsertParams* pp, KeyArgs 
       tile.sync();
     }
     if (verdict != 0) {
-      if (lead) {
+      if (lead) {  // the digest back first (the score 0 keeps the slot least until then), then the score, the key
         t.digests[victim] = vdig;
-        publish_key(t.keys, victim, old);  // release: the digest's restore before the key
+        __threadfence();
+        t.scores[victim] = s_now;
+        publish_key(t.keys, victim, old);
       }
       if (verdict == 1 && serve_hit<V, P>(tile, p, a, row_in, at, out)) break;
       if (verdict == 2 && lead) wait_unlocked(t.keys, at);
@@ -768,7 +781,7 @@ __device__ __noinline__ Outcome evict_insert_lf(const UpsertParams* pp, KeyArgs 
 // bucket without a free slot; a bucket gains no free slot during an upsert, so the key goes straight to the
 // eviction path, whose scan under the lock (and its probe while waiting for the lock) finds the key if a
 // duplicate inserted it meanwhile. Tile-uniform control flow throughout.
-template <int K, int V, int P, bool kLockFree = false>
+template <int K, int V, int P, int kEvict = 0>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
                                               const KeyArgs& a, const typename Val<V>::T* row_in,
                                               bool full_bucket = false) {
@@ -781,8 +794,8 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
                           (mode == kAccumOrAssign && !a.accum_flag);
   if (full_bucket && may_insert) {
     const uint64_t sc = policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0);
-    if constexpr (kLockFree)
-      return evict_insert_lf<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), sc);
+    if constexpr (kEvict != 0)
+      return evict_insert_lf<K, V, P, kEvict == 1>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), sc);
     else
       return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), sc);
   }
@@ -811,8 +824,9 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
       continue;
     }
-    if constexpr (kLockFree)
-      return evict_insert_lf<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
+    if constexpr (kEvict != 0)
+      return evict_insert_lf<K, V, P, kEvict == 1>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
+                                                     new_score);
     else
       return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
@@ -1134,8 +1148,14 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // Measured (H200, load 1.0, 1M keys): static insert pass -5 % for find_or_insert and insert_or_assign, +4 % for
 // insert_and_evict on a topped-up table, but -8 to -10 % on Zipf keys drawn from every stored key: the default is
 // dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight").
-// kScheduleLockFree (lab only): the dynamic schedule with design C's eviction (evict_insert_lf).
-enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleLockFree = 2 };
+// kScheduleLockFree (lab only): the dynamic schedule with design C's eviction (evict_insert_lf); kScheduleLockFreeBare
+// (evict_bench only, built with -DTABLE_LAB_LF_BARE) the same without its duplicate protocol.
+enum InsertSchedule : int {
+  kScheduleDynamic = 0,
+  kScheduleStatic = 1,
+  kScheduleLockFree = 2,
+  kScheduleLockFreeBare = 3
+};
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
@@ -1198,8 +1218,8 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      const Outcome o = upsert_one<K, V, P, L == kScheduleLockFree>(tile, p, &s_p, a, row_in,
-                                                                   (e.y & kPendingFullBucket) != 0);
+      const Outcome o = upsert_one<K, V, P, L == kScheduleLockFree ? 1 : L == kScheduleLockFreeBare ? 2 : 0>(
+          tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
       if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
         init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
       if (tile.thread_rank() == 0) {
@@ -1437,6 +1457,7 @@ inline InsertSchedule insert_schedule(int mode) {
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
   if (force == 3) return kScheduleLockFree;
+  if (force == 4) return kScheduleLockFreeBare;
   return kScheduleDynamic;
 }
 inline unsigned grid_for_tiles(int64_t n) {
@@ -1469,6 +1490,10 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleStatic>, grid, kBlock, s, p);
   else if (sched == kScheduleLockFree)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleLockFree>, grid, kBlock, s, p);
+#ifdef TABLE_LAB_LF_BARE
+  else if (sched == kScheduleLockFreeBare)
+    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleLockFreeBare>, grid, kBlock, s, p);
+#endif
   else
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");
