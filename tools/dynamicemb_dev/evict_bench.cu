@@ -177,6 +177,7 @@ int main(int argc, char** argv) {
     CK(cudaMemcpyAsync(d.scores, src.scores, cap * 8, cudaMemcpyDeviceToDevice, s));
     CK(cudaMemcpyAsync(d.values, src.values, cap * dim * 4, cudaMemcpyDeviceToDevice, s));
     CK(cudaMemcpyAsync(d.counters, src.counters, kNumCounters * 8, cudaMemcpyDeviceToDevice, s));
+    CK(cudaMemsetAsync(d.locks, 0, cap / 128 * 4, s));  // (insert variant 5 leaves its intent words set)
   };
   uint64_t* pool;
   CK(cudaMalloc(&pool, n * 8));

@@ -596,9 +596,19 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
 // it out holding ours (waits while holding point only upward: no cycle). The announce first sets the held slot's
 // score to 0 (fenced before the digest), so that no concurrent scan ranks a held slot above its true rank (a slot
 // that looks least is only waited out; one that looked larger while announced, then restored, would be skipped:
-// a wrong victim). kDup false (evict_bench only): no announce and no re-read, wrong when a batch repeats a missing
-// key (the bound of what the lock-free claim alone costs). docs/dynamicemb_storage_notes.md, "Design C".
-template <int K, int V, int P, bool kDup = true>
+// a wrong victim). kMode (evict_bench only, -DTABLE_LAB_LF_BARE): 0 no announce and no re-read (wrong when a batch
+// repeats a missing key: the bound of what the lock-free claim alone costs); 2 the intent word instead of the
+// announce: the bucket's lock word, zeroed before the op, gets bit (digest & 7) by an atomicOr issued at entry (its
+// result is read after the claim). The first evictor of a bit in the bucket goes on lock-free (no duplicate of its
+// key can have come before it) and sets the bit's done flag (bit + 8) after its publish; a later one puts its victim
+// back, waits for that done flag, takes bit 16 as a lock among the later ones, and rescans.
+// docs/dynamicemb_storage_notes.md, "Design C".
+__device__ __forceinline__ unsigned ld_u32_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+template <int K, int V, int P, int kMode = 1>
 __device__ __noinline__ Outcome evict_insert_lf(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                                 int64_t bucket, uint8_t digest, uint64_t new_score) {
   using T = typename Val<V>::T;
@@ -610,9 +620,15 @@ __device__ __noinline__ Outcome evict_insert_lf(const UpsertParams* pp, KeyArgs 
   const bool lead = tile.thread_rank() == 0;
   const int64_t base = bucket * t.bucket_capacity;
   const int chunks = t.bucket_capacity / 16;
+  constexpr bool kDup = kMode == 1, kIntent = kMode == 2;
   Outcome out{-1, kStatRefused, false};
   if (row_in != nullptr) prefetch_row_l2(tile, row_in, dim);
   prefetch_bucket_l2(tile, t, base);
+  unsigned* iw = reinterpret_cast<unsigned*>(t.locks + bucket);
+  const unsigned ib = 1u << (digest & 7), idone = ib << 8, ilock = 1u << 16;
+  unsigned io = 0;
+  if (kIntent && lead) io = atomicOr(iw, ib);
+  int istate = 0;  // kIntent: 0 undecided, 1 first of its bit (lock-free), 2 a later one holding the lock
   const uint32_t d4 = 0x01010101u * digest;
   while (true) {
     const BucketScan sc = scan_bucket(tile, t, base, d4);
@@ -694,6 +710,19 @@ __device__ __noinline__ Outcome evict_insert_lf(const UpsertParams* pp, KeyArgs 
       if (!claimed) publish_key(t.keys, victim, old);
     }
     if (!tile.shfl(claimed, 0)) continue;
+    if (kIntent && istate == 0) {
+      istate = tile.shfl((io & ib) != 0 ? 2 : 1, 0);
+      if (istate == 2) {  // not the first of its bit here: put the victim back, wait for the first, lock, rescan
+        if (lead) {
+          publish_key(t.keys, victim, old);
+          while ((ld_u32_acquire(iw) & idone) == 0) __nanosleep(32);
+          while (atomicOr(iw, ilock) & ilock) __nanosleep(64);
+          __threadfence();
+        }
+        tile.sync();
+        continue;
+      }
+    }
     int verdict = 0;  // 0 go on, 1 the key found (restore, serve), 2 a lower held slot (restore, wait, rescan)
     int64_t at = -1;
     // Announce the key's digest on the held slot (its score 0 first), then look for a duplicate among the bucket's
@@ -749,6 +778,7 @@ __device__ __noinline__ Outcome evict_insert_lf(const UpsertParams* pp, KeyArgs 
       out = Outcome{victim, kStatInserted, false};
       break;
     }
+
     if (p.mode == kInsertAndEvict) {
       unsigned long long pos = 0;
       if (lead) {
@@ -771,6 +801,15 @@ __device__ __noinline__ Outcome evict_insert_lf(const UpsertParams* pp, KeyArgs 
     fill_new<V>(tile, p, a, row_in, digest, victim, new_score);
     out = Outcome{victim, kStatEvicted, false};
     break;
+  }
+  if (kIntent && lead) {
+    if (istate == 2) {
+      __threadfence();
+      atomicAnd(iw, ~ilock);
+    } else if ((io & ib) == 0) {  // the first of its bit (also when it left before deciding): its done flag
+      __threadfence();
+      atomicOr(iw, idone);
+    }
   }
   return out;
 }
@@ -795,7 +834,8 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   if (full_bucket && may_insert) {
     const uint64_t sc = policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0);
     if constexpr (kEvict != 0)
-      return evict_insert_lf<K, V, P, kEvict == 1>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), sc);
+      return evict_insert_lf<K, V, P, kEvict == 1 ? 1 : kEvict == 2 ? 0 : 2>(p_cold, a, row_in, h.bucket,
+                                                                             static_cast<uint8_t>(h.d4), sc);
     else
       return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), sc);
   }
@@ -825,8 +865,8 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       continue;
     }
     if constexpr (kEvict != 0)
-      return evict_insert_lf<K, V, P, kEvict == 1>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
-                                                     new_score);
+      return evict_insert_lf<K, V, P, kEvict == 1 ? 1 : kEvict == 2 ? 0 : 2>(p_cold, a, row_in, h.bucket,
+                                                                             static_cast<uint8_t>(h.d4), new_score);
     else
       return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
@@ -1154,7 +1194,8 @@ enum InsertSchedule : int {
   kScheduleDynamic = 0,
   kScheduleStatic = 1,
   kScheduleLockFree = 2,
-  kScheduleLockFreeBare = 3
+  kScheduleLockFreeBare = 3,
+  kScheduleLockFreeIntent = 4  // (evict_bench only: the table's lock words zeroed before each op)
 };
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
@@ -1218,7 +1259,8 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      const Outcome o = upsert_one<K, V, P, L == kScheduleLockFree ? 1 : L == kScheduleLockFreeBare ? 2 : 0>(
+      const Outcome o = upsert_one<K, V, P, L == kScheduleLockFree ? 1 : L == kScheduleLockFreeBare ? 2
+                                            : L == kScheduleLockFreeIntent ? 3 : 0>(
           tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
       if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
         init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
@@ -1458,6 +1500,7 @@ inline InsertSchedule insert_schedule(int mode) {
   if (force == 2) return kScheduleStatic;
   if (force == 3) return kScheduleLockFree;
   if (force == 4) return kScheduleLockFreeBare;
+  if (force == 5) return kScheduleLockFreeIntent;
   return kScheduleDynamic;
 }
 inline unsigned grid_for_tiles(int64_t n) {
@@ -1493,6 +1536,8 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
 #ifdef TABLE_LAB_LF_BARE
   else if (sched == kScheduleLockFreeBare)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleLockFreeBare>, grid, kBlock, s, p);
+  else if (sched == kScheduleLockFreeIntent)
+    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleLockFreeIntent>, grid, kBlock, s, p);
 #endif
   else
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);

@@ -14,10 +14,11 @@ NV="nvcc -std=c++17 -O3 -DNDEBUG -DTABLE_LAB_LF_BARE -lineinfo -gencode=arch=com
 if [ -n "$EB" ]; then cp "$EB" $D/eb_lab  # (EB: an eb_lab already built from this tree with $NV)
 else (cd "$R" && nice -n 5 $NV tools/dynamicemb_dev/evict_bench.cu -o $D/eb_lab 2>&1 | grep -i "error" || true); fi
 if [ "${WHL:-0}" = 1 ]; then
-  mkdir -p $D/whl $D/tree/tests/dynamicemb $D/tree/tools/dynamicemb_dev
+  mkdir -p $D/whl $D/tree/tests/dynamicemb $D/tree/tools/dynamicemb_dev $D/tree/benchmarks
   cp "$R"/bazel-bin/dynamicemb-*.whl $D/whl/
   cp "$R"/tests/dynamicemb/test_table_gpu.py $D/tree/tests/dynamicemb/
-  cp "$R"/tools/dynamicemb_dev/table_ab.py $D/tree/tools/dynamicemb_dev/
+  cp "$R"/tools/dynamicemb_dev/{table_ab.py,upsert_lab_plugin.py,dedup_lab_plugin.py} $D/tree/tools/dynamicemb_dev/
+  cp "$R"/benchmarks/{hash_table.py,hkv_peer.py} $D/tree/benchmarks/
 fi
 ls -la $D
 du -sh $D
