@@ -24,8 +24,7 @@ from hash_table import Timer, fill_table, rate  # noqa: E402
 from dynamicemb._table import ScoredHashTable  # noqa: E402
 
 OPS = ["find_or_insert", "insert_or_assign", "insert_and_evict", "assign"]
-LAB = {"pdl": 1, "dynamic": 2, "static": 4, "lockfree": 6}  # the insert pass forced: dynamic / static schedule,
-# lockfree = design C (dynamic schedule, eviction without the bucket lock)
+LAB = {"pdl": 1, "dynamic": 2, "static": 4}  # dynamic / static: the insert pass's schedule forced for every op
 
 
 def set_variant(name):

@@ -586,241 +586,13 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   return out;
 }
 
-// Design C (lab only: insert_schedule value 3, ScoredHashTable._upsert_lab bits 2 | 4): the eviction without the
-// bucket lock. The victim is chosen by the same scan (least (score, digest, key)) and claimed by the exchange of its
-// key word alone; with no lock, another evictor may have refilled the slot since the scan, so the claim re-reads
-// the victim's score (a changed score: put back, rescan). Duplicates of one missing key: the claimer announces the
-// key's digest on its held slot, fences (fence.sc: of two duplicates' announce-then-read, at least one reads the
-// other's digest), then re-reads the bucket's digests: the key published elsewhere -> restore the victim, serve the
-// hit; another held slot of the digest at a lower index -> restore, wait it out, rescan; at a higher index -> wait
-// it out holding ours (waits while holding point only upward: no cycle). The announce first sets the held slot's
-// score to 0 (fenced before the digest), so that no concurrent scan ranks a held slot above its true rank (a slot
-// that looks least is only waited out; one that looked larger while announced, then restored, would be skipped:
-// a wrong victim). kMode (evict_bench only, -DTABLE_LAB_LF_BARE): 0 no announce and no re-read (wrong when a batch
-// repeats a missing key: the bound of what the lock-free claim alone costs); 2 the intent word instead of the
-// announce: the bucket's lock word, zeroed before the op, gets bit (digest & 7) by an atomicOr issued at entry (its
-// result is read after the claim). The first evictor of a bit in the bucket goes on lock-free (no duplicate of its
-// key can have come before it) and sets the bit's done flag (bit + 8) after its publish; a later one puts its victim
-// back, waits for that done flag, takes bit 16 as a lock among the later ones, and rescans.
-// docs/dynamicemb_storage_notes.md, "Design C".
-__device__ __forceinline__ unsigned ld_u32_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-template <int K, int V, int P, int kMode = 1>
-__device__ __noinline__ Outcome evict_insert_lf(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
-                                                int64_t bucket, uint8_t digest, uint64_t new_score) {
-  using T = typename Val<V>::T;
-  using KT = typename KeyT<K>::T;
-  const UpsertParams& p = *pp;
-  const TableRef& t = p.t;
-  const int64_t dim = t.dim;
-  const Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
-  const bool lead = tile.thread_rank() == 0;
-  const int64_t base = bucket * t.bucket_capacity;
-  const int chunks = t.bucket_capacity / 16;
-  constexpr bool kDup = kMode == 1, kIntent = kMode == 2;
-  Outcome out{-1, kStatRefused, false};
-  if (row_in != nullptr) prefetch_row_l2(tile, row_in, dim);
-  prefetch_bucket_l2(tile, t, base);
-  unsigned* iw = reinterpret_cast<unsigned*>(t.locks + bucket);
-  const unsigned ib = 1u << (digest & 7), idone = ib << 8, ilock = 1u << 16;
-  unsigned io = 0;
-  if (kIntent && lead) io = atomicOr(iw, ib);
-  int istate = 0;  // kIntent: 0 undecided, 1 first of its bit (lock-free), 2 a later one holding the lock
-  const uint32_t d4 = 0x01010101u * digest;
-  while (true) {
-    const BucketScan sc = scan_bucket(tile, t, base, d4);
-    bool big = (sc.big >> 24) != 0;
-    const EvictCand m = tile_min_rank(tile, sc.min, big);
-    uint64_t victim_score = m.rank >> 8;
-    const bool refuse = !big && !(new_score > victim_score);
-    const bool exact = big || m.tie;
-    const bool spec = !refuse && !exact && m.idx >= 0;
-    int64_t victim = base + m.idx;
-    uint64_t look = sc.look & ~(spec ? look_bit(tile, m.idx) : 0ull);
-    int64_t found = -1;
-    bool held = false;
-    uint64_t k0 = 0;
-    int j0 = -1;
-    if (look) {
-      j0 = __ffsll(static_cast<long long>(look)) - 1;
-      look &= look - 1;
-      k0 = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j0));
-    }
-    uint64_t old = kLockedKey;
-    if (spec && lead) old = lock_victim(t.keys, victim);
-    if (j0 >= 0) {
-      if (k0 == a.key) found = base + look_slot(tile, j0);
-      held = k0 == kLockedKey;
-    }
-    while (look) {
-      const int j = __ffsll(static_cast<long long>(look)) - 1;
-      look &= look - 1;
-      const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j));
-      if (k == a.key) found = base + look_slot(tile, j);
-      held = held || k == kLockedKey;
-    }
-    const uint32_t bf = tile.ballot(found >= 0);
-    const bool any_held = tile.any(held);
-    old = tile.shfl(old, 0);
-    if (spec && (bf || any_held || old == a.key)) {
-      if (lead && old != kLockedKey) publish_key(t.keys, victim, old);
-      if (old == a.key) found = lead ? victim : found;
-    }
-    const uint32_t bf2 = tile.ballot(found >= 0);
-    if (bf2) {
-      if (serve_hit<V, P>(tile, p, a, row_in, tile.shfl(found, __ffs(bf2) - 1), out)) break;
-      continue;
-    }
-    if (any_held) {
-      uint64_t w = sc.look;
-      while (w) {
-        const int j = __ffsll(static_cast<long long>(w)) - 1;
-        w &= w - 1;
-        wait_unlocked(t.keys, base + look_slot(tile, j));
-      }
-      continue;
-    }
-    if (refuse) break;
-    if (m.idx < 0) break;
-    if (exact) {
-      victim = victim_exact(tile, t, base, victim_score);
-      if (!(new_score > victim_score)) break;
-      if (lead) old = lock_victim(t.keys, victim);
-      old = tile.shfl(old, 0);
-    }
-    if (old == kLockedKey) {
-      // Another evictor (or a hit) holds the victim: wait it out; a duplicate may have put this key there.
-      uint64_t k = 0;
-      if (lead) k = wait_unlocked(t.keys, victim);
-      k = tile.shfl(k, 0);
-      if (k == a.key && serve_hit<V, P>(tile, p, a, row_in, victim, out)) break;
-      continue;
-    }
-    // The claim's re-check (no lock: another evictor may have refilled the slot since the scan; its score is new).
-    bool claimed = true;
-    uint8_t vdig = 0;
-    uint64_t s_now = 0;
-    if (lead) {
-      s_now = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim);
-      vdig = __ldcg(t.digests + victim);
-      claimed = old == kEmptyKey || s_now == victim_score;
-      if (!claimed) publish_key(t.keys, victim, old);
-    }
-    if (!tile.shfl(claimed, 0)) continue;
-    if (kIntent && istate == 0) {
-      istate = tile.shfl((io & ib) != 0 ? 2 : 1, 0);
-      if (istate == 2) {  // not the first of its bit here: put the victim back, wait for the first, lock, rescan
-        if (lead) {
-          publish_key(t.keys, victim, old);
-          while ((ld_u32_acquire(iw) & idone) == 0) __nanosleep(32);
-          while (atomicOr(iw, ilock) & ilock) __nanosleep(64);
-          __threadfence();
-        }
-        tile.sync();
-        continue;
-      }
-    }
-    int verdict = 0;  // 0 go on, 1 the key found (restore, serve), 2 a lower held slot (restore, wait, rescan)
-    int64_t at = -1;
-    // Announce the key's digest on the held slot (its score 0 first), then look for a duplicate among the bucket's
-    // slots of that digest.
-    if (kDup && lead) {
-      t.scores[victim] = 0;
-      __threadfence();
-      t.digests[victim] = digest;
-    }
-    if (kDup) {
-      tile.sync();
-      __threadfence();
-    }
-    while (kDup) {
-      int64_t f = -1, lo = -1, hi = -1;
-      for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile) {
-        uint32_t mm = match16(load_digests(t.digests, base, c, true), d4);
-        while (mm) {
-          const int j = __ffs(mm) - 1;
-          mm &= mm - 1;
-          const int64_t s = base + c * 16 + j;
-          if (s == victim) continue;
-          const uint64_t k = ld_key(t.keys, s);
-          if (k == a.key) f = s;
-          else if (k == kLockedKey) {
-            if (s < victim) lo = s;
-            else hi = s;
-          }
-        }
-      }
-      const uint32_t bfk = tile.ballot(f >= 0), blo = tile.ballot(lo >= 0), bhi = tile.ballot(hi >= 0);
-      if (bfk) { verdict = 1; at = tile.shfl(f, __ffs(bfk) - 1); break; }
-      if (blo) { verdict = 2; at = tile.shfl(lo, __ffs(blo) - 1); break; }
-      if (!bhi) break;
-      const int64_t h = tile.shfl(hi, __ffs(bhi) - 1);
-      if (lead) wait_unlocked(t.keys, h);
-      tile.sync();
-    }
-    if (verdict != 0) {
-      if (lead) {  // the digest back first (the score 0 keeps the slot least until then), then the score, the key
-        t.digests[victim] = vdig;
-        __threadfence();
-        t.scores[victim] = s_now;
-        publish_key(t.keys, victim, old);
-      }
-      if (verdict == 1 && serve_hit<V, P>(tile, p, a, row_in, at, out)) break;
-      if (verdict == 2 && lead) wait_unlocked(t.keys, at);
-      tile.sync();
-      continue;
-    }
-    if (old == kEmptyKey) {
-      fill_new<V>(tile, p, a, row_in, digest, victim, new_score);
-      out = Outcome{victim, kStatInserted, false};
-      break;
-    }
-
-    if (p.mode == kInsertAndEvict) {
-      unsigned long long pos = 0;
-      if (lead) {
-        const cg::coalesced_group g = cg::coalesced_threads();
-        unsigned long long b0 = 0;
-        if (g.thread_rank() == 0)
-          b0 = atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + kStatEvicted,
-                         static_cast<unsigned long long>(g.size()));
-        pos = g.shfl(b0, 0) + g.thread_rank();
-      }
-      pos = tile.shfl(pos, 0);
-      if (lead) {
-        if (p.evicted_keys) reinterpret_cast<KT*>(p.evicted_keys)[pos] = static_cast<KT>(old);
-        if (p.evicted_scores) p.evicted_scores[pos] = victim_score;
-      }
-      if (p.evicted_values)
-        copy_row<T, true>(tile, row_ptr<T>(p.evicted_values, pos, dim), row_ptr<T>(t, victim), dim, true);
-      tile.sync();
-    }
-    fill_new<V>(tile, p, a, row_in, digest, victim, new_score);
-    out = Outcome{victim, kStatEvicted, false};
-    break;
-  }
-  if (kIntent && lead) {
-    if (istate == 2) {
-      __threadfence();
-      atomicAnd(iw, ~ilock);
-    } else if ((io & ib) == 0) {  // the first of its bit (also when it left before deciding): its done flag
-      __threadfence();
-      atomicOr(iw, idone);
-    }
-  }
-  return out;
-}
-
 // The upsert of one key by one tile (insert pass and rehash): probe, serve a hit, else claim a free slot in
 // probe order, else evict. `row_in`: the caller's row (or null). `p_cold`: the same parameters as `p`, in shared
 // or local memory, for the out-of-line eviction path. `full_bucket`: the first pass found the key missing and its
 // bucket without a free slot; a bucket gains no free slot during an upsert, so the key goes straight to the
 // eviction path, whose scan under the lock (and its probe while waiting for the lock) finds the key if a
 // duplicate inserted it meanwhile. Tile-uniform control flow throughout.
-template <int K, int V, int P, int kEvict = 0>
+template <int K, int V, int P>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
                                               const KeyArgs& a, const typename Val<V>::T* row_in,
                                               bool full_bucket = false) {
@@ -831,14 +603,10 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   FreeMasks free_mask;
   const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
                           (mode == kAccumOrAssign && !a.accum_flag);
-  if (full_bucket && may_insert) {
-    const uint64_t sc = policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0);
-    if constexpr (kEvict != 0)
-      return evict_insert_lf<K, V, P, kEvict == 1 ? 1 : kEvict == 2 ? 0 : 2>(p_cold, a, row_in, h.bucket,
-                                                                             static_cast<uint8_t>(h.d4), sc);
-    else
-      return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), sc);
-  }
+  if (full_bucket && may_insert)
+    return evict_insert<K, V, P>(
+        p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
+        policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0));
 
   while (true) {  // restarts when a key we saw gets evicted under us
     const int64_t slot = probe_concurrent(tile, t, a.key, h, free_mask);
@@ -864,11 +632,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
       continue;
     }
-    if constexpr (kEvict != 0)
-      return evict_insert_lf<K, V, P, kEvict == 1 ? 1 : kEvict == 2 ? 0 : 2>(p_cold, a, row_in, h.bucket,
-                                                                             static_cast<uint8_t>(h.d4), new_score);
-    else
-      return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
+    return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
 }
 
@@ -1188,15 +952,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // Measured (H200, load 1.0, 1M keys): static insert pass -5 % for find_or_insert and insert_or_assign, +4 % for
 // insert_and_evict on a topped-up table, but -8 to -10 % on Zipf keys drawn from every stored key: the default is
 // dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight").
-// kScheduleLockFree (lab only): the dynamic schedule with design C's eviction (evict_insert_lf); kScheduleLockFreeBare
-// (evict_bench only, built with -DTABLE_LAB_LF_BARE) the same without its duplicate protocol.
-enum InsertSchedule : int {
-  kScheduleDynamic = 0,
-  kScheduleStatic = 1,
-  kScheduleLockFree = 2,
-  kScheduleLockFreeBare = 3,
-  kScheduleLockFreeIntent = 4  // (evict_bench only: the table's lock words zeroed before each op)
-};
+enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1 };
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
@@ -1241,7 +997,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
     __syncthreads();
   }
   auto static_end = [&]() -> int64_t {
-    return L != kScheduleStatic ? nwarps : *const_cast<volatile long long*>(&s_static_end);
+    return L == kScheduleDynamic ? nwarps : *const_cast<volatile long long*>(&s_static_end);
   };
 #pragma unroll 1
   while (g * kWarpKeys < count) {
@@ -1259,9 +1015,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      const Outcome o = upsert_one<K, V, P, L == kScheduleLockFree ? 1 : L == kScheduleLockFreeBare ? 2
-                                            : L == kScheduleLockFreeIntent ? 3 : 0>(
-          tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
+      const Outcome o = upsert_one<K, V, P>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
       if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
         init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
       if (tile.thread_rank() == 0) {
@@ -1498,9 +1252,6 @@ inline InsertSchedule insert_schedule(int mode) {
   const int force = mode >> kUpsertModeLabShift;
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
-  if (force == 3) return kScheduleLockFree;
-  if (force == 4) return kScheduleLockFreeBare;
-  if (force == 5) return kScheduleLockFreeIntent;
   return kScheduleDynamic;
 }
 inline unsigned grid_for_tiles(int64_t n) {
@@ -1528,17 +1279,8 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
   const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap());
-  const InsertSchedule sched = insert_schedule(p_op.mode);
-  if (sched == kScheduleStatic)
+  if (insert_schedule(p_op.mode) == kScheduleStatic)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleStatic>, grid, kBlock, s, p);
-  else if (sched == kScheduleLockFree)
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleLockFree>, grid, kBlock, s, p);
-#ifdef TABLE_LAB_LF_BARE
-  else if (sched == kScheduleLockFreeBare)
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleLockFreeBare>, grid, kBlock, s, p);
-  else if (sched == kScheduleLockFreeIntent)
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleLockFreeIntent>, grid, kBlock, s, p);
-#endif
   else
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");

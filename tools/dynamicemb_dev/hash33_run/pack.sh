@@ -4,6 +4,8 @@
 # this worktree, -lineinfo for ncu; variant 3 = design C, 4 = C without its
 # duplicate protocol) and, with WHL=1, this branch's dynamicemb wheel and the
 # files the GPU runs use under tree/.
+# The variants 3-5 (design C, the claim alone, the intent word) live in the kernel source of commit b80f720f only
+# (removed from the branch's head: none paid): pack from a checkout of that commit.
 # Usage: [WHL=1] [EB=prebuilt eb_lab] pack.sh K
 set -e
 H=$(cd "$(dirname "$0")" && pwd) D=/work/main/.carry/hash33
