@@ -4,7 +4,7 @@
 //
 //   nvcc -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a -I<tree> \
 //        tools/dynamicemb_dev/evict_bench.cu -o /tmp/eb && /tmp/eb [capacity_log2=26] [batch_log2=20] [reps=5] \
-//        [ncu|-] [uniform|zipf] [loads=1] [dedup|-] [variants=0]
+//        [ncu|-] [uniform|zipf|dupnew] [loads=1] [dedup|-] [variants=0]
 //
 // Workload (benchmarks/hash_table.py --fill hkv --lambdas 1.0): 2^capacity_log2 slots (buckets of 128) filled by
 // insert_or_assign in batches of 2^batch_log2 random keys, topped up until the size is within 0.001 of the
@@ -51,6 +51,19 @@ __global__ void gen_batch(const uint64_t* pool, uint64_t* keys, int64_t n, uint6
     keys[j] = pool[(a * (uint64_t)j + b) & (uint64_t)(n - 1)];
   } else {
     keys[j] = (1ull << 62) + smix(h) % ((1ull << 62) - 1);
+  }
+}
+// `dupnew` batch (a stress of duplicates of missing keys): gen_batch's hits, the new keys drawn from n / 16 values
+// (each ~6.4 times in the batch).
+__global__ void gen_batch_dup(const uint64_t* pool, uint64_t* keys, int64_t n, uint64_t r) {
+  int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  const uint64_t h = smix((r << 40) ^ (uint64_t)j ^ 0x5bd1e995ull);
+  if (h % 1000 < 600) {
+    const uint64_t a = (smix(r) | 1ull), b = smix(r + 7);
+    keys[j] = pool[(a * (uint64_t)j + b) & (uint64_t)(n - 1)];
+  } else {
+    keys[j] = (1ull << 62) + smix((r << 40) ^ (smix(h) % (uint64_t)(n / 16))) % ((1ull << 62) - 1);
   }
 }
 // Zipf batch: idx[j] >= 0 takes pool[idx[j]], -1 a new key as in gen_batch.
@@ -104,6 +117,7 @@ int main(int argc, char** argv) {
   const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
   const bool ncu = argc > 4 && !std::strcmp(argv[4], "ncu");
   const bool zipf = argc > 5 && !std::strcmp(argv[5], "zipf");
+  const bool dupnew = argc > 5 && !std::strcmp(argv[5], "dupnew");
   // dedup: the timed ops pass the first-writer set (the LRU row copiers' scratch tail; begin_op samples the batch and
   // uses it when keys repeat: "set" after the checksums).
   const bool dedup = argc > 7 && !std::strcmp(argv[7], "dedup");
@@ -163,6 +177,7 @@ int main(int argc, char** argv) {
     CK(cudaMemcpyAsync(d.scores, src.scores, cap * 8, cudaMemcpyDeviceToDevice, s));
     CK(cudaMemcpyAsync(d.values, src.values, cap * dim * 4, cudaMemcpyDeviceToDevice, s));
     CK(cudaMemcpyAsync(d.counters, src.counters, kNumCounters * 8, cudaMemcpyDeviceToDevice, s));
+    CK(cudaMemsetAsync(d.locks, 0, cap / 128 * 4, s));  // (insert variant 5 leaves its intent words set)
   };
   uint64_t* pool;
   CK(cudaMalloc(&pool, n * 8));
@@ -217,7 +232,9 @@ int main(int argc, char** argv) {
                 (long long)cap, double(size) / cap, (long long)dim, (long long)n);
     copy_table(snap, t);
 
-    std::printf("keys: %s%s\n", zipf ? "zipf 1.05 hits" : "uniform distinct hits", dedup ? ", first-writer set" : "");
+    std::printf("keys: %s%s\n",
+                zipf ? "zipf 1.05 hits" : dupnew ? "uniform hits, new keys ~6.4 times each" : "uniform distinct hits",
+                dedup ? ", first-writer set" : "");
     for (int op = 0; op < 4; ++op) {
       const int nl = static_cast<int>(labs.size());
       std::vector<std::vector<float>> tkv(nl * 8), ttotv(nl);
@@ -235,6 +252,9 @@ int main(int argc, char** argv) {
         copy_table(t, snap);
         if (zipf) {
           gen_batch_idx<<<(n + 255) / 256, 256, 0, s>>>(pool, zidx[r], keys, n, uint64_t(r + 1));
+          gen_values_of_keys<<<(n * dim + 255) / 256, 256, 0, s>>>(vin, keys, n, dim);
+        } else if (dupnew) {
+          gen_batch_dup<<<(n + 255) / 256, 256, 0, s>>>(pool, keys, n, uint64_t(r + 1));
           gen_values_of_keys<<<(n * dim + 255) / 256, 256, 0, s>>>(vin, keys, n, dim);
         } else {
           gen_batch<<<(n + 255) / 256, 256, 0, s>>>(pool, keys, n, uint64_t(r + 1));  // the same batches per op

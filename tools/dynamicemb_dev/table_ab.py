@@ -97,22 +97,24 @@ def main(argv=None):
     ap.add_argument("--dists", nargs="+", default=["uniform", "zipf"], choices=["uniform", "zipf"])
     ap.add_argument("--capacity", type=int, default=1 << 26)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--dims", type=int, nargs="+", default=[32], help="value dims (fp32), a table each")
     ap.add_argument("--fill", default="hkv", choices=["hkv", "once"],
                     help="hash_table.py's fill: hkv (topped up to the load, hits from the last 1M keys) or once")
     a = ap.parse_args(argv)
-    print(f"{torch.cuda.get_device_name()}; capacity {a.capacity}, dim 32, 1M keys/op, {a.reps} reps, billion KV/s "
-          f"(ratio to {a.variants[0]})")
+    print(f"{torch.cuda.get_device_name()}; capacity {a.capacity}, dims {a.dims}, 1M keys/op, {a.reps} reps, "
+          f"billion KV/s (ratio to {a.variants[0]})")
     print("| keys, load | variant | " + " | ".join(OPS) + " |")
     print("|---|---|" + "---|" * len(OPS))
-    for d in a.dists:
-        for lam in a.lambdas:
-            real, r = run(a.capacity, lam, d == "zipf", a.variants, a.reps, fill=a.fill)
-            for v in a.variants:
-                cells = []
-                for op in OPS:
-                    x, b = r[(op, v)], r[(op, a.variants[0])]
-                    cells.append(f"{x:.3f}" + ("" if v == a.variants[0] else f" ({x / b:.3f})"))
-                print(f"| {d} {lam} ({real:.3f}) | {v} | " + " | ".join(cells) + " |", flush=True)
+    for dim in a.dims:
+        for d in a.dists:
+            for lam in a.lambdas:
+                real, r = run(a.capacity, lam, d == "zipf", a.variants, a.reps, dim=dim, fill=a.fill)
+                for v in a.variants:
+                    cells = []
+                    for op in OPS:
+                        x, b = r[(op, v)], r[(op, a.variants[0])]
+                        cells.append(f"{x:.3f}" + ("" if v == a.variants[0] else f" ({x / b:.3f})"))
+                    print(f"| {d} {lam} ({real:.3f}) dim {dim} | {v} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
