@@ -28,6 +28,7 @@
 #include "hstu/csrc/fp8/hstu_fp8_bwd_prepass.h"
 #include "hstu/csrc/ops/hstu_op_params.h"
 #include "hstu/csrc/paged/hstu_paged_step_plan.h"
+#include "hstu/csrc/persist/hstu_fwd_sm80_persist.h"
 #include "hstu/csrc/sm80/hstu_fwd_sm80_split.h"
 #include "hstu/csrc/sm90/hstu_bwd_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
@@ -67,6 +68,14 @@ cudaError_t by_head_dim(int head_dim, F&& f) {
 
 template <typename T>
 cudaError_t dispatch_fwd(const HstuParams& p, cudaStream_t s) {
+  // kernel_options(fwd_sm80_bm64=1) at D = 256 (where the 64-row split tiles do not apply; private, issue 39): the
+  // pairs as a persistent grid (hstu_fwd_sm80_persist.cu) where it applies, else the default
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    if (p.head_dim == 256 && (p.fwd_sm80_cfg & kFwdSm80CfgMask) == 0 && fwd_sm80_bm64(p.fwd_sm80_cfg) == 1) {
+      const cudaError_t err = run_hstu_fwd_sm80_persist_bf16_d256(p, s);
+      if (err != cudaErrorNotSupported) return err;
+    }
+  }
   return by_head_dim<32, 64, 128, 256>(p.head_dim, [&](auto d) { return run_hstu_fwd<T, decltype(d)::value>(p, s); });
 }
 
