@@ -68,10 +68,11 @@ cudaError_t by_head_dim(int head_dim, F&& f) {
 
 template <typename T>
 cudaError_t dispatch_fwd(const HstuParams& p, cudaStream_t s) {
-  // kernel_options(fwd_sm80_bm64=1) at D = 256 (where the 64-row split tiles do not apply; private, issue 39): the
-  // pairs as a persistent grid (hstu_fwd_sm80_persist.cu) where it applies, else the default
+  // kernel_options(fwd_sm80_bm64=1 / 2) at D = 256 (where the 64-row split tiles do not apply; private, issue 39):
+  // the pairs as a persistent grid (hstu_fwd_sm80_persist.cu) where it applies, else the default
   if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-    if (p.head_dim == 256 && (p.fwd_sm80_cfg & kFwdSm80CfgMask) == 0 && fwd_sm80_bm64(p.fwd_sm80_cfg) == 1) {
+    const int bm64 = fwd_sm80_bm64(p.fwd_sm80_cfg);
+    if (p.head_dim == 256 && (p.fwd_sm80_cfg & kFwdSm80CfgMask) == 0 && (bm64 == 1 || bm64 == 2)) {
       const cudaError_t err = run_hstu_fwd_sm80_persist_bf16_d256(p, s);
       if (err != cudaErrorNotSupported) return err;
     }

@@ -17,9 +17,17 @@ namespace {
 
 using PTile = FwdSm80PairsPf;
 
-template <typename T>
+// EARLY (kernel_options(fwd_sm80_bm64=2)): the next tile's setup and copies issued in the last KV step, before its
+// P V (Q and K are free there too), not after it (fwd_sm80_bm64=1). DIRECT (with fwd_sm80_interleave=False): O
+// stored from the registers (each quad's 16 bytes of a row, the dt + 1 store filling the other half of the 32-byte
+// sector), no staging through shared memory and no barrier in the epilogue.
+template <typename T, bool EARLY, bool DIRECT>
 __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
     hstu_fwd_persist_kernel(const HstuParams p, int lg, int items) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+  // sm86 / sm89 (99 KB per block): never launched there (run_hstu_fwd_sm80_persist_bf16_d256: fwd_sm80_fits)
+  __trap();
+#else
   constexpr int D = 256, BM = PTile::kBlockM, BN = PTile::kBlockN, NWARPS = PTile::kWarps, PAIR = PTile::kPair;
   static_assert(BN == PTile::kSubN && PAIR == 2 && PTile::kStages == 1 && PTile::kSkip == 0, "the pairs' tile");
   constexpr int NT = NWARPS * 32;
@@ -84,7 +92,33 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
   int r = 0, b = 0, m0 = 0, h = 0;
   bool have = next_tile(r, b, m0, h);
   bool pre = false;  // the tile's Q and first K copies issued behind the previous tile's loop
+  // The next tile: its setup, then its Q and first K copies (Q and K are free once every warp computed the last S,
+  // before the last step's barrier; an empty walk's own Q copy lands first). (b, m0, h) become the next tile's,
+  // (eb, em0, eh) keep the current one's for its epilogue.
+  int eb = 0, em0 = 0, eh = 0;
+  auto prefetch_next = [&]() {
+    eb = b;
+    em0 = m0;
+    eh = h;
+    ++r;
+    have = next_tile(r, b, m0, h);
+    cp_async_wait<0>();
+    if (have) {
+      const SeqInfo sn = seq_info(p, b);
+      int nbb, nbe, gb, ge;
+      walk(sn, m0, nbb, nbe, gb, ge);
+      load_tile_async<BM, D, NT>(sQ0, q_rows(sn, m0, h), p.q_row_stride, max(0, min(BM, sn.lq - m0)), tid);
+      if (nbe > nbb) {
+        const int n0 = (nbe - 1) * BN;
+        load_tile_async<BN, D, NT>(sKV0, k_rows(sn, h) + (int64_t)n0 * p.k_row_stride, p.k_row_stride,
+                                   sn.lk - n0, tid);
+      }
+      cp_async_commit();
+      pre = true;
+    }
+  };
   while (have) {
+    bool issued = false;  // EARLY: prefetch_next ran in the last KV step
     const SeqInfo si = seq_info(p, b);
     const SeqMask& mk = si.mask;
     const int rows_used = max(0, min(BM, si.lq - m0));
@@ -247,11 +281,14 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
         }
         cp_async_wait<0>();
         __syncthreads();  // V of tile nb landed; every warp is done with Q and K: K of the next tile loads during P V
-        if (nb > nb_begin) {
-          const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
-          const T* kn = kv_rows(p.k, p.k_row_stride, p.k_head_stride) + (int64_t)nn0 * p.k_row_stride;
-          load_tile_async<BN, D, NT, true>(sKV0, kn, p.k_row_stride, lk - nn0, opaque(tid));
+        const int nn = nb - 1 - (nb == gap_end ? gap_skip : 0);  // the next step's tile
+        if (nn >= nb_begin) {
+          const T* kn = kv_rows(p.k, p.k_row_stride, p.k_head_stride) + (int64_t)nn * BN * p.k_row_stride;
+          load_tile_async<BN, D, NT, true>(sKV0, kn, p.k_row_stride, lk - nn * BN, opaque(tid));
           cp_async_commit();
+        } else if (EARLY) {
+          prefetch_next();
+          issued = true;
         }
         {  // O += P V: the warp's own keys, then its partner's P; step i + kFwdPf's V fragment before step i
           constexpr int DP = D / 16 / PAIR, STEPS = PAIR * KSW * DP, NB = kFwdPf + 1;
@@ -288,39 +325,46 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
       }
     }
 
-    // The next tile: its setup, then its Q and first K copies (Q and K are free: every warp computed the last S
-    // before the last step's barrier; an empty walk's own Q copy lands first), in flight during the epilogue.
-    const int eb = b, em0 = m0, eh = h;
-    ++r;
-    have = next_tile(r, b, m0, h);
-    cp_async_wait<0>();
-    if (have) {
-      const SeqInfo sn = seq_info(p, b);
-      int nbb, nbe, gb, ge;
-      walk(sn, m0, nbb, nbe, gb, ge);
-      load_tile_async<BM, D, NT>(sQ0, q_rows(sn, m0, h), p.q_row_stride, max(0, min(BM, sn.lq - m0)), tid);
-      if (nbe > nbb) {
-        const int n0 = (nbe - 1) * BN;
-        load_tile_async<BN, D, NT>(sKV0, k_rows(sn, h) + (int64_t)n0 * p.k_row_stride, p.k_row_stride,
-                                   sn.lk - n0, tid);
-      }
-      cp_async_commit();
-      pre = true;
-    }
+    if (!issued) prefetch_next();  // (in flight during the epilogue)
 
+    if constexpr (DIRECT) {
+      const int le = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+      const int q_start = p.cu_seqlens_q[eb];
+      const int rows_store = min(BM, p.cu_seqlens_q[eb + 1] - q_start - em0);
+      T* og = static_cast<T*>(p.out) + (int64_t)(q_start + em0) * p.o_row_stride + eh * p.o_head_stride +
+              wh * (D / PAIR) + (le % 4) * 2;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int row = warp_row0 + mt * 16 + le / 4 + half * 8;
+          if (row < rows_store) {
+            T* orow = og + (int64_t)row * p.o_row_stride;
+#pragma unroll
+            for (int dt = 0; dt < DTILES; ++dt) {
+              const uint32_t v = pack2<T>(acc_o[mt][dt][2 * half] * p.inv_scaling,
+                                          acc_o[mt][dt][2 * half + 1] * p.inv_scaling);
+              *reinterpret_cast<uint32_t*>(orow + dt * 8) = v;
+            }
+          }
+        }
+      }
+      continue;
+    }
     // Epilogue: scale, round, stage through the V buffer (every warp done with V and P after the barrier), store
     // 16-byte rows. Rows past seqused are zeros.
     __syncthreads();
+    const int le = static_cast<int>(opaque(static_cast<uint32_t>(lane)));  // (not hoisted out of the tiles' loop)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int dt = 0; dt < DTILES; ++dt) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int row = warp_row0 + mt * 16 + lane / 4 + half * 8;
+          const int row = warp_row0 + mt * 16 + le / 4 + half * 8;
           const uint32_t v = pack2<T>(acc_o[mt][dt][2 * half] * p.inv_scaling,
                                       acc_o[mt][dt][2 * half + 1] * p.inv_scaling);
-          const uint32_t addr = sV0 + L::offset(row, wh * DTILES + dt) + (lane % 4) * 4;
+          const uint32_t addr = sV0 + L::offset(row, wh * DTILES + dt) + (le % 4) * 4;
           asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
         }
       }
@@ -332,7 +376,7 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
       T* og = static_cast<T*>(p.out) + (int64_t)(q_start + em0) * p.o_row_stride + eh * p.o_head_stride;
       const int rows_store = min(BM, lq_alloc - em0);
       constexpr int kChunks = D / 8;
-      for (int idx = tid; idx < BM * kChunks; idx += NT) {
+      for (int idx = static_cast<int>(opaque(static_cast<uint32_t>(tid))); idx < BM * kChunks; idx += NT) {
         const int rr = idx / kChunks;
         const int c = idx % kChunks;
         if (rr < rows_store) {
@@ -345,6 +389,7 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
       }
     }
   }
+#endif
 }
 
 }  // namespace
@@ -361,7 +406,9 @@ cudaError_t run_hstu_fwd_sm80_persist_bf16_d256(const HstuParams& p, cudaStream_
   bool narrow = false;
   err = fwd_sm80_device(sms, max_smem, narrow);
   if (err != cudaSuccess) return err;
-  auto kernel = hstu_fwd_persist_kernel<T>;
+  const bool early = fwd_sm80_bm64(p.fwd_sm80_cfg) == 2, direct = (p.fwd_sm80_cfg & kFwdSm80NoIlv) != 0;
+  auto kernel = early ? (direct ? hstu_fwd_persist_kernel<T, true, true> : hstu_fwd_persist_kernel<T, true, false>)
+                      : (direct ? hstu_fwd_persist_kernel<T, false, true> : hstu_fwd_persist_kernel<T, false, false>);
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PTile::kSmem);
   if (err != cudaSuccess) return err;
   int per_sm = 0;
