@@ -224,14 +224,21 @@ Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tenso
     p.fwd_sm80_cfg |= bm64 << kFwdSm80SplitBm64Shift;
     split = fwd_sm80_split_for(p);
   }
-  Tensor scratch = validate_on_device(p, q, k.size(0), plan.sched_bytes + (plan.tile_counter ? 16 : 0) + split.bytes,
-                                      p.out, q.size(0) * q.size(1) * q.size(2), s);
+  // kernel_options(fwd_sm80_bm64=1 / 2) at D = 256 without the split or contexts (hstu_fwd_sm80_persist.cu; private,
+  // issue 39): the persistent grid's tile counter (zeroed by its launcher), in front of the validation's words
+  const int persist_bm64 = fwd_sm80_bm64(p.fwd_sm80_cfg);
+  const bool persist = plan.family == KernelFamily::kSm80 && !half && p.head_dim == 256 && split.bytes == 0 &&
+                       p.num_contexts == nullptr && (p.fwd_sm80_cfg & kFwdSm80CfgMask) == 0 &&
+                       (persist_bm64 == 1 || persist_bm64 == 2);
+  const int64_t extra = plan.sched_bytes + (plan.tile_counter ? 16 : 0) + split.bytes + (persist ? 16 : 0);
+  Tensor scratch = validate_on_device(p, q, k.size(0), extra, p.out, q.size(0) * q.size(1) * q.size(2), s);
   use_fwd_plan(p, plan, scratch);
   if (split.bytes > 0) {
     p.fwd_sched = scratch.data_ptr();
     p.fwd_sched_bytes = split.bytes;
     p.fwd_split_tiles = split.exact ? split.chunk : -split.chunk;  // (negated: the least chunk, fwd_sm80_split_for)
   }
+  if (persist) p.fwd_tile_counter = static_cast<int*>(scratch.data_ptr());
   cudaError_t err;
   if (plan.family == KernelFamily::kSm90) {
     err = half ? dispatch_fwd_sm90<__half>(p, k.size(0), s) : dispatch_fwd_sm90<__nv_bfloat16>(p, k.size(0), s);

@@ -1,10 +1,12 @@
 // The sm80-class bf16 D = 256 forward's warp pairs (FwdSm80PairsPf: 64 x 64 tiles, 4 warps in pairs, one K / V
 // stage, the fragments two MMA steps ahead) as a persistent grid (issue 39, branch fwd33): a block per resident
-// slot walks the default grid's query tiles (launch_hstu_fwd's order: chunks of sequences, heaviest ranks first) in
-// rounds, round r taking tile r x blocks + (r odd ? blocks - 1 - block : block). Each tile runs the default's KV
-// loop (the same MMAs in the same order: bit for bit hstu_fwd_xpf_kernel); after its last KV step the next tile's
-// setup runs and its Q and first K copies are issued (both buffers are free once every warp has computed the last
-// S), then the tile's epilogue stages O through the V buffer and stores it while those copies are in flight. At
+// slot takes the default grid's query tiles (launch_hstu_fwd's order: chunks of sequences, heaviest ranks first)
+// from a counter, as the hardware hands out blocks (a static order, run 1, ran 1.13-1.48x the default's time: the
+// long tiles unbalanced, and the two blocks of an SM in step, their prologues together). Each tile runs the
+// default's KV loop (the same MMAs in the same order: bit for bit hstu_fwd_xpf_kernel); after its last KV step the
+// next tile's setup runs and its Q and first K copies are issued (both buffers are free once every warp has
+// computed the last S), then the tile's epilogue stages O through the V buffer and stores it while those copies are
+// in flight (EARLY, DIRECT: below). At
 // B256 S256 (1-4 KV steps per tile) the prologue and the epilogue held ~40 % of a block (fwd32): this kernel
 // overlaps the next tile's Q / K latency with the epilogue instead of leaving it to the SM's other block.
 // Its own directory and unit: kept out of the sm80 instance units' inputs (their objects stay unchanged).
@@ -57,24 +59,38 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
 
   // Tile w of the grid order (x fastest over (n_m << lg) ranks x chunk members, then chunks, then heads); false
   // for tiles past the batch or past their sequence's rows.
-  auto tile_of = [&](int r, int& b, int& m0, int& h) {
-    const int nblk = static_cast<int>(gridDim.x), blk = static_cast<int>(blockIdx.x);
-    const int w = r * nblk + ((r & 1) ? nblk - 1 - blk : blk);
-    if (w >= items) return -1;
+  auto tile_of = [&](int w, int& b, int& m0, int& h) {
     const int xs = n_m << lg, ys = (p.batch + (1 << lg) - 1) >> lg;
     const int bx = w % xs, rest = w / xs;
     h = rest / ys;
     b = ((rest % ys) << lg) + (bx & ((1 << lg) - 1));
     m0 = (n_m - 1 - (bx >> lg)) * BM;
-    if (b >= p.batch) return 0;
-    return m0 < p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b] ? 1 : 0;
+    if (b >= p.batch) return false;
+    return m0 < p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
   };
-  // the block's next tile from round r on (r advanced to it); false when none is left
-  auto next_tile = [&](int& r, int& b, int& m0, int& h) {
-    for (;; ++r) {
-      const int t = tile_of(r, b, m0, h);
-      if (t < 0) return false;
-      if (t > 0) return true;
+  // The tiles are taken from a counter (p.fwd_tile_counter, zeroed by the launcher): block x starts with tile x,
+  // then thread 0 takes the next at the start of each tile (its latency under the tile's work) and publishes it in
+  // slot s (two, alternating: a slot is rewritten only behind a barrier that every thread passed after reading it).
+  // settle: from tile w (block-uniform) to the first one that has rows (b, m0, h), taking more where w has none;
+  // false when none is left.
+  const uint32_t sSlot = sQ0 + PTile::kSmem;
+  auto slot_store = [&](int s, int w) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sSlot + 4 * s), "r"(w));
+  };
+  auto slot_load = [&](int s) {
+    int w;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(sSlot + 4 * s));
+    return w;
+  };
+  auto take = [&]() { return atomicAdd(p.fwd_tile_counter, 1) + static_cast<int>(gridDim.x); };
+  auto settle = [&](int w, int s, int& b, int& m0, int& h) {
+    for (;;) {
+      if (w >= items) return false;
+      if (tile_of(w, b, m0, h)) return true;
+      __syncthreads();  // (every thread read slot s)
+      if (tid == 0) slot_store(s, take());
+      __syncthreads();
+      w = slot_load(s);
     }
   };
   // a tile's KV walk: tiles [nb_begin, nb_end) less the masked gap [gap_begin, gap_end), walked down
@@ -89,8 +105,8 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
     return static_cast<const T*>(p.k) + (int64_t)si.k_start * p.k_row_stride + h * p.k_head_stride;
   };
 
-  int r = 0, b = 0, m0 = 0, h = 0;
-  bool have = next_tile(r, b, m0, h);
+  int b = 0, m0 = 0, h = 0, slot = 0, nxt = 0;
+  bool have = settle(static_cast<int>(blockIdx.x), 1, b, m0, h);  // (slot 1: the first tile publishes in 0)
   bool pre = false;  // the tile's Q and first K copies issued behind the previous tile's loop
   // The next tile: its setup, then its Q and first K copies (Q and K are free once every warp computed the last S,
   // before the last step's barrier; an empty walk's own Q copy lands first). (b, m0, h) become the next tile's,
@@ -100,8 +116,8 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
     eb = b;
     em0 = m0;
     eh = h;
-    ++r;
-    have = next_tile(r, b, m0, h);
+    have = settle(slot_load(slot), slot, b, m0, h);
+    slot ^= 1;
     cp_async_wait<0>();
     if (have) {
       const SeqInfo sn = seq_info(p, b);
@@ -119,6 +135,7 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
   };
   while (have) {
     bool issued = false;  // EARLY: prefetch_next ran in the last KV step
+    if (tid == 0) nxt = take();
     const SeqInfo si = seq_info(p, b);
     const SeqMask& mk = si.mask;
     const int rows_used = max(0, min(BM, si.lq - m0));
@@ -279,9 +296,10 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
               asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sPw + (mt * KSW + ks) * 512),
                            "r"(pk[mt][ks][0]), "r"(pk[mt][ks][1]), "r"(pk[mt][ks][2]), "r"(pk[mt][ks][3]));
         }
+        const int nn = nb - 1 - (nb == gap_end ? gap_skip : 0);  // the next step's tile
+        if (nn < nb_begin && tid == 0) slot_store(slot, nxt);  // (the last step: the next tile, read behind it)
         cp_async_wait<0>();
         __syncthreads();  // V of tile nb landed; every warp is done with Q and K: K of the next tile loads during P V
-        const int nn = nb - 1 - (nb == gap_end ? gap_skip : 0);  // the next step's tile
         if (nn >= nb_begin) {
           const T* kn = kv_rows(p.k, p.k_row_stride, p.k_head_stride) + (int64_t)nn * BN * p.k_row_stride;
           load_tile_async<BN, D, NT, true>(sKV0, kn, p.k_row_stride, lk - nn * BN, opaque(tid));
@@ -325,7 +343,13 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
       }
     }
 
-    if (!issued) prefetch_next();  // (in flight during the epilogue)
+    if (!issued) {
+      if (nb_end <= nb_begin) {  // an empty walk: the next tile published here
+        if (tid == 0) slot_store(slot, nxt);
+        __syncthreads();
+      }
+      prefetch_next();  // (in flight during the epilogue)
+    }
 
     if constexpr (DIRECT) {
       const int le = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
@@ -396,7 +420,9 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
 
 cudaError_t run_hstu_fwd_sm80_persist_bf16_d256(const HstuParams& p, cudaStream_t stream) {
   using T = __nv_bfloat16;
-  if (p.head_dim != 256 || p.num_contexts != nullptr || p.fwd_sched != nullptr) return cudaErrorNotSupported;
+  if (p.head_dim != 256 || p.num_contexts != nullptr || p.fwd_sched != nullptr || p.fwd_tile_counter == nullptr) {
+    return cudaErrorNotSupported;
+  }
   bool fits = false;
   cudaError_t err = fwd_sm80_fits<PTile>(fits);
   if (err != cudaSuccess) return err;
@@ -409,10 +435,11 @@ cudaError_t run_hstu_fwd_sm80_persist_bf16_d256(const HstuParams& p, cudaStream_
   const bool early = fwd_sm80_bm64(p.fwd_sm80_cfg) == 2, direct = (p.fwd_sm80_cfg & kFwdSm80NoIlv) != 0;
   auto kernel = early ? (direct ? hstu_fwd_persist_kernel<T, true, true> : hstu_fwd_persist_kernel<T, true, false>)
                       : (direct ? hstu_fwd_persist_kernel<T, false, true> : hstu_fwd_persist_kernel<T, false, false>);
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PTile::kSmem);
+  constexpr int kSmem = PTile::kSmem + 16;  // (+ the two slots of the next tile)
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
   int per_sm = 0;
-  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, PTile::kWarps * 32, PTile::kSmem);
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, PTile::kWarps * 32, kSmem);
   if (err != cudaSuccess) return err;
   // the default grid's chunks (launch_hstu_fwd: G = 2^lg sequences, at most 2 resident / n_m, short rows capped)
   const int64_t n_m = (p.max_seqlen_q + PTile::kBlockM - 1) / PTile::kBlockM;
@@ -421,9 +448,11 @@ cudaError_t run_hstu_fwd_sm80_persist_bf16_d256(const HstuParams& p, cudaStream_
   int lg = 0;
   while ((int64_t{2} << lg) <= want && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
   const int64_t items = (n_m << lg) * ((p.batch + (int64_t{1} << lg) - 1) >> lg) * p.heads;
-  if (items > INT32_MAX) return cudaErrorInvalidConfiguration;
   const int64_t blocks = std::min<int64_t>(items, static_cast<int64_t>(sms) * std::max(per_sm, 1));
-  kernel<<<static_cast<unsigned>(blocks), PTile::kWarps * 32, PTile::kSmem, stream>>>(p, lg, static_cast<int>(items));
+  if (items + 2 * blocks > INT32_MAX) return cudaErrorInvalidConfiguration;  // (the counter's last takes)
+  err = cudaMemsetAsync(p.fwd_tile_counter, 0, sizeof(int), stream);
+  if (err != cudaSuccess) return err;
+  kernel<<<static_cast<unsigned>(blocks), PTile::kWarps * 32, kSmem, stream>>>(p, lg, static_cast<int>(items));
   return cudaGetLastError();
 }
 
