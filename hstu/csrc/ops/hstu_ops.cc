@@ -68,11 +68,10 @@ cudaError_t by_head_dim(int head_dim, F&& f) {
 
 template <typename T>
 cudaError_t dispatch_fwd(const HstuParams& p, cudaStream_t s) {
-  // kernel_options(fwd_sm80_bm64=1 / 2) at D = 256 (where the 64-row split tiles do not apply; private, issue 39):
-  // the pairs as a persistent grid (hstu_fwd_sm80_persist.cu) where it applies, else the default
+  // kernel_options(fwd_sm80_bm64=1) at D = 256 (where the 64-row split tiles do not apply; private, issue 39): the
+  // pairs as a persistent grid (hstu_fwd_sm80_persist.cu) where it applies, else the default
   if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-    const int bm64 = fwd_sm80_bm64(p.fwd_sm80_cfg);
-    if (p.head_dim == 256 && (p.fwd_sm80_cfg & kFwdSm80CfgMask) == 0 && (bm64 == 1 || bm64 == 2)) {
+    if (p.head_dim == 256 && (p.fwd_sm80_cfg & kFwdSm80CfgMask) == 0 && fwd_sm80_bm64(p.fwd_sm80_cfg) == 1) {
       const cudaError_t err = run_hstu_fwd_sm80_persist_bf16_d256(p, s);
       if (err != cudaErrorNotSupported) return err;
     }
@@ -224,12 +223,11 @@ Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tenso
     p.fwd_sm80_cfg |= bm64 << kFwdSm80SplitBm64Shift;
     split = fwd_sm80_split_for(p);
   }
-  // kernel_options(fwd_sm80_bm64=1 / 2) at D = 256 without the split or contexts (hstu_fwd_sm80_persist.cu; private,
+  // kernel_options(fwd_sm80_bm64=1) at D = 256 without the split or contexts (hstu_fwd_sm80_persist.cu; private,
   // issue 39): the persistent grid's tile counter (zeroed by its launcher), in front of the validation's words
-  const int persist_bm64 = fwd_sm80_bm64(p.fwd_sm80_cfg);
   const bool persist = plan.family == KernelFamily::kSm80 && !half && p.head_dim == 256 && split.bytes == 0 &&
                        p.num_contexts == nullptr && (p.fwd_sm80_cfg & kFwdSm80CfgMask) == 0 &&
-                       (persist_bm64 == 1 || persist_bm64 == 2);
+                       fwd_sm80_bm64(p.fwd_sm80_cfg) == 1;
   const int64_t extra = plan.sched_bytes + (plan.tile_counter ? 16 : 0) + split.bytes + (persist ? 16 : 0);
   Tensor scratch = validate_on_device(p, q, k.size(0), extra, p.out, q.size(0) * q.size(1) * q.size(2), s);
   use_fwd_plan(p, plan, scratch);

@@ -3,10 +3,11 @@
 // slot takes the default grid's query tiles (launch_hstu_fwd's order: chunks of sequences, heaviest ranks first)
 // from a counter, as the hardware hands out blocks (a static order, run 1, ran 1.13-1.48x the default's time: the
 // long tiles unbalanced, and the two blocks of an SM in step, their prologues together). Each tile runs the
-// default's KV loop (the same MMAs in the same order: bit for bit hstu_fwd_xpf_kernel); after its last KV step the
-// next tile's setup runs and its Q and first K copies are issued (both buffers are free once every warp has
-// computed the last S), then the tile's epilogue stages O through the V buffer and stores it while those copies are
-// in flight (EARLY, DIRECT: below). At
+// default's KV loop (the same MMAs in the same order: bit for bit hstu_fwd_xpf_kernel); behind the epilogue's first
+// barrier the next tile's setup runs and its Q and first K copies are issued (both buffers are free once every warp
+// has computed the last S), then the tile's epilogue stages O through the V buffer and stores it while those copies
+// are in flight (run 2: issued before the last step's P V 1.01x slower; O stored from the registers without the
+// staging 1.09-1.16x slower). At
 // B256 S256 (1-4 KV steps per tile) the prologue and the epilogue held ~40 % of a block (fwd32): this kernel
 // overlaps the next tile's Q / K latency with the epilogue instead of leaving it to the SM's other block.
 // Its own directory and unit: kept out of the sm80 instance units' inputs (their objects stay unchanged).
@@ -19,11 +20,7 @@ namespace {
 
 using PTile = FwdSm80PairsPf;
 
-// EARLY (kernel_options(fwd_sm80_bm64=2)): the next tile's setup and copies issued in the last KV step, before its
-// P V (Q and K are free there too), not after it (fwd_sm80_bm64=1). DIRECT (with fwd_sm80_interleave=False): O
-// stored from the registers (each quad's 16 bytes of a row, the dt + 1 store filling the other half of the 32-byte
-// sector), no staging through shared memory and no barrier in the epilogue.
-template <typename T, bool EARLY, bool DIRECT>
+template <typename T>
 __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
     hstu_fwd_persist_kernel(const HstuParams p, int lg, int items) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
@@ -69,11 +66,15 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
     return m0 < p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
   };
   // The tiles are taken from a counter (p.fwd_tile_counter, zeroed by the launcher): block x starts with tile x,
-  // then thread 0 takes the next at the start of each tile (its latency under the tile's work) and publishes it in
-  // slot s (two, alternating: a slot is rewritten only behind a barrier that every thread passed after reading it).
-  // settle: from tile w (block-uniform) to the first one that has rows (b, m0, h), taking more where w has none;
-  // false when none is left.
-  const uint32_t sSlot = sQ0 + PTile::kSmem;
+  // then thread 0 takes the next in the tile's last KV step (its latency under that P V; taken at the tile's start,
+  // run 2, a block held its next tile a whole tile ahead: 1.5-3.7 % in a list-scheduling model) and publishes it in
+  // slot s before the epilogue's barrier, s the tile's parity: a slot is rewritten only behind a barrier that every
+  // thread passed after reading it. settle: from tile w (block-uniform) to the first one that has rows (b,
+  // m0, h), taking more where w has none; false when none is left. The tile's (b, m0, h) sit in shared memory too
+  // (info s: every thread stores the same words, its own reads need no barrier), read where used in the loop and
+  // the epilogue instead of three registers live through the loop (at 250 registers ptxas moved the fragment loads
+  // closer to their MMAs: run 2).
+  const uint32_t sSlot = sQ0 + PTile::kSmem, sInfo = sSlot + 16;
   auto slot_store = [&](int s, int w) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sSlot + 4 * s), "r"(w));
   };
@@ -105,19 +106,19 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
     return static_cast<const T*>(p.k) + (int64_t)si.k_start * p.k_row_stride + h * p.k_head_stride;
   };
 
+  // the tile's (b, m0, h) from info s
+  auto info = [&](int s, int i) {
+    int v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(sInfo + 16 * s + 4 * i));
+    return v;
+  };
   int b = 0, m0 = 0, h = 0, slot = 0, nxt = 0;
   bool have = settle(static_cast<int>(blockIdx.x), 1, b, m0, h);  // (slot 1: the first tile publishes in 0)
   bool pre = false;  // the tile's Q and first K copies issued behind the previous tile's loop
-  // The next tile: its setup, then its Q and first K copies (Q and K are free once every warp computed the last S,
-  // before the last step's barrier; an empty walk's own Q copy lands first). (b, m0, h) become the next tile's,
-  // (eb, em0, eh) keep the current one's for its epilogue.
-  int eb = 0, em0 = 0, eh = 0;
+  // The next tile: its setup, then its Q and first K copies (Q and K are free once every warp computed the last S;
+  // an empty walk's own Q copy lands first); (b, m0, h) become the next tile's.
   auto prefetch_next = [&]() {
-    eb = b;
-    em0 = m0;
-    eh = h;
     have = settle(slot_load(slot), slot, b, m0, h);
-    slot ^= 1;
     cp_async_wait<0>();
     if (have) {
       const SeqInfo sn = seq_info(p, b);
@@ -134,8 +135,8 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
     }
   };
   while (have) {
-    bool issued = false;  // EARLY: prefetch_next ran in the last KV step
-    if (tid == 0) nxt = take();
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sInfo + 16 * slot), "r"(b), "r"(m0), "r"(h),
+                 "r"(0));
     const SeqInfo si = seq_info(p, b);
     const SeqMask& mk = si.mask;
     const int rows_used = max(0, min(BM, si.lq - m0));
@@ -166,9 +167,8 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
 
     // K / V of the sequence and head re-derived inside the loop (not two pointers live through it)
     auto kv_rows = [&](const void* base, int64_t row_stride, int64_t head_stride) {
-      const int bb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
-      return static_cast<const T*>(base) + (int64_t)p.cu_seqlens_k[bb] * row_stride +
-             static_cast<int64_t>(opaque(static_cast<uint32_t>(h))) * head_stride;
+      return static_cast<const T*>(base) + (int64_t)p.cu_seqlens_k[info(slot, 0)] * row_stride +
+             static_cast<int64_t>(info(slot, 2)) * head_stride;
     };
     if (nb_end > nb_begin) {
       if (!pre) {
@@ -234,9 +234,8 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
         }
         // P = SiLU(alpha * (S + rab)), masked (hstu_fwd_block's passes)
         if (p.rab != nullptr) {
-          const int rb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
-          const T* rab = static_cast<const T*>(p.rab) + rb * p.rab_batch_stride +
-                         static_cast<int>(opaque(static_cast<uint32_t>(h))) * p.rab_head_stride;
+          const T* rab = static_cast<const T*>(p.rab) + info(slot, 0) * p.rab_batch_stride +
+                         info(slot, 2) * p.rab_head_stride;
           const int rw0 = r0 + warp_row0;
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
@@ -296,17 +295,15 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
               asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sPw + (mt * KSW + ks) * 512),
                            "r"(pk[mt][ks][0]), "r"(pk[mt][ks][1]), "r"(pk[mt][ks][2]), "r"(pk[mt][ks][3]));
         }
-        const int nn = nb - 1 - (nb == gap_end ? gap_skip : 0);  // the next step's tile
-        if (nn < nb_begin && tid == 0) slot_store(slot, nxt);  // (the last step: the next tile, read behind it)
         cp_async_wait<0>();
         __syncthreads();  // V of tile nb landed; every warp is done with Q and K: K of the next tile loads during P V
+        const int nn = nb - 1 - (nb == gap_end ? gap_skip : 0);  // the next step's tile
         if (nn >= nb_begin) {
           const T* kn = kv_rows(p.k, p.k_row_stride, p.k_head_stride) + (int64_t)nn * BN * p.k_row_stride;
           load_tile_async<BN, D, NT, true>(sKV0, kn, p.k_row_stride, lk - nn * BN, opaque(tid));
           cp_async_commit();
-        } else if (EARLY) {
-          prefetch_next();
-          issued = true;
+        } else if (tid == 0) {
+          nxt = take();  // (the last step: the next tile, its latency under this P V)
         }
         {  // O += P V: the warp's own keys, then its partner's P; step i + kFwdPf's V fragment before step i
           constexpr int DP = D / 16 / PAIR, STEPS = PAIR * KSW * DP, NB = kFwdPf + 1;
@@ -343,41 +340,16 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
       }
     }
 
-    if (!issued) {
-      if (nb_end <= nb_begin) {  // an empty walk: the next tile published here
-        if (tid == 0) slot_store(slot, nxt);
-        __syncthreads();
-      }
-      prefetch_next();  // (in flight during the epilogue)
-    }
-
-    if constexpr (DIRECT) {
-      const int le = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-      const int q_start = p.cu_seqlens_q[eb];
-      const int rows_store = min(BM, p.cu_seqlens_q[eb + 1] - q_start - em0);
-      T* og = static_cast<T*>(p.out) + (int64_t)(q_start + em0) * p.o_row_stride + eh * p.o_head_stride +
-              wh * (D / PAIR) + (le % 4) * 2;
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = warp_row0 + mt * 16 + le / 4 + half * 8;
-          if (row < rows_store) {
-            T* orow = og + (int64_t)row * p.o_row_stride;
-#pragma unroll
-            for (int dt = 0; dt < DTILES; ++dt) {
-              const uint32_t v = pack2<T>(acc_o[mt][dt][2 * half] * p.inv_scaling,
-                                          acc_o[mt][dt][2 * half + 1] * p.inv_scaling);
-              *reinterpret_cast<uint32_t*>(orow + dt * 8) = v;
-            }
-          }
-        }
-      }
-      continue;
+    if (tid == 0) {
+      if (nb_end <= nb_begin) nxt = take();  // (an empty walk)
+      slot_store(slot, nxt);
     }
     // Epilogue: scale, round, stage through the V buffer (every warp done with V and P after the barrier), store
-    // 16-byte rows. Rows past seqused are zeros.
+    // 16-byte rows. Rows past seqused are zeros. The next tile's copies in flight during it.
     __syncthreads();
+    const int cur = slot;
+    prefetch_next();
+    slot ^= 1;
     const int le = static_cast<int>(opaque(static_cast<uint32_t>(lane)));  // (not hoisted out of the tiles' loop)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -395,9 +367,10 @@ __global__ void __launch_bounds__(PTile::kWarps * 32, PTile::kMinBlocks)
     }
     __syncthreads();
     {
+      const int eb = info(cur, 0), em0 = info(cur, 1);
       const int q_start = p.cu_seqlens_q[eb];
       const int lq_alloc = p.cu_seqlens_q[eb + 1] - q_start;
-      T* og = static_cast<T*>(p.out) + (int64_t)(q_start + em0) * p.o_row_stride + eh * p.o_head_stride;
+      T* og = static_cast<T*>(p.out) + (int64_t)(q_start + em0) * p.o_row_stride + info(cur, 2) * p.o_head_stride;
       const int rows_store = min(BM, lq_alloc - em0);
       constexpr int kChunks = D / 8;
       for (int idx = static_cast<int>(opaque(static_cast<uint32_t>(tid))); idx < BM * kChunks; idx += NT) {
@@ -432,10 +405,8 @@ cudaError_t run_hstu_fwd_sm80_persist_bf16_d256(const HstuParams& p, cudaStream_
   bool narrow = false;
   err = fwd_sm80_device(sms, max_smem, narrow);
   if (err != cudaSuccess) return err;
-  const bool early = fwd_sm80_bm64(p.fwd_sm80_cfg) == 2, direct = (p.fwd_sm80_cfg & kFwdSm80NoIlv) != 0;
-  auto kernel = early ? (direct ? hstu_fwd_persist_kernel<T, true, true> : hstu_fwd_persist_kernel<T, true, false>)
-                      : (direct ? hstu_fwd_persist_kernel<T, false, true> : hstu_fwd_persist_kernel<T, false, false>);
-  constexpr int kSmem = PTile::kSmem + 16;  // (+ the two slots of the next tile)
+  auto kernel = hstu_fwd_persist_kernel<T>;
+  constexpr int kSmem = PTile::kSmem + 48;  // (+ the two slots of the next tile, the two tiles' (b, m0, h))
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
   int per_sm = 0;
