@@ -590,6 +590,31 @@ def test_cuda_fp8_bwd_bad_int32_vectors_recorded(case, variant):
     assert not (a - b).abs().gt(2 ** -7 * a.abs() + dq_order_atol(a, lens)).any(), "dq"
 
 
+@pytest.mark.gpu
+def test_cuda_check_scales_first_violation_over_many_factors():
+    """hstu_attn::fp8_check_scales (the FP8 paths' device check of their descale factors) over more factors than its
+    single block's batched loads cover in one round (8 x 512): good factors copied bit for bit; with bad ones every
+    copy NaN and the first bad factor (in q, k, v order, then flat index) recorded, a later one not."""
+    gen = torch.Generator(device="cuda").manual_seed(12)
+    good = [torch.rand(n, generator=gen, device="cuda") + 0.5 for n in (3 * 4096 + 7, 1, 9001)]
+    hstu_attn.check_errors()
+    outs = torch.ops.hstu_attn.fp8_check_scales(*good)
+    torch.cuda.synchronize()
+    hstu_attn.check_errors()
+    assert all(torch.equal(g, o) for g, o in zip(good, outs))
+    for which, idx, later in ((0, 2 * 4096 + 3, (0, 3 * 4096 + 1)), (2, 8999, (2, 9000)), (2, 0, (2, 4097))):
+        bad = [g.clone() for g in good]
+        bad[which][idx] = float("nan") if idx % 2 else 0.0
+        bad[later[0]][later[1]] = -1.0
+        outs = torch.ops.hstu_attn.fp8_check_scales(*bad)
+        torch.cuda.synchronize()
+        assert all(bool(torch.isnan(o).all()) for o in outs)
+        name = ("q_descale", "k_descale", "v_descale")[which]
+        with pytest.raises(hstu_attn.DeviceInputError, match=rf"{name}: expected finite descale factors > 0") as info:
+            hstu_attn.check_errors()
+        assert info.value.index == idx, str(info.value)
+
+
 @pytest.mark.sm90
 @pytest.mark.parametrize("variant", ["main_path"])
 def test_cuda_fp8_bwd_variant_matches_the_kernel_fp16_out(variant):

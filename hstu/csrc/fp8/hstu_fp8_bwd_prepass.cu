@@ -56,8 +56,12 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   __shared__ float red[kThreads / 32];
   __shared__ int nan_seen;
   extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
-  const int h = blockIdx.y, D = p.head_dim, vecs = D / 8;
-  const int64_t col = blockIdx.x;
+  // (a 1-D grid, the head fastest: the blocks running together read whole rows of dout and write whole rows of do8;
+  // else (main_path, or past 2^31 blocks) the grid (column, head))
+  const bool flat = gridDim.y == 1;
+  const int h = flat ? static_cast<int>(blockIdx.x % p.heads) : static_cast<int>(blockIdx.y);
+  const int D = p.head_dim, vecs = D / 8;
+  const int64_t col = flat ? blockIdx.x / p.heads : blockIdx.x;
   const T* dout = static_cast<const T*>(p.dout) + static_cast<int64_t>(h) * p.do_head_stride;
   uint8_t* do8 = p.do8 + static_cast<int64_t>(h) * D;
   const int64_t out_row = static_cast<int64_t>(p.heads) * D;
@@ -212,8 +216,10 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
   j.cu = kz ? p.cu_seqlens_k : p.cu_seqlens_q;
   j.seqused = kz ? p.seqused_k : p.seqused_q;
   j.group = kz ? 16 : 32;
-  const int h = blockIdx.y, D = p.head_dim;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kCols;
+  const bool flat = gridDim.y == 1;  // (the head fastest in x, as the quantization's grid)
+  const int h = flat ? static_cast<int>(blockIdx.x % p.heads) : static_cast<int>(blockIdx.y);
+  const int D = p.head_dim;
+  const int64_t c0 = static_cast<int64_t>(flat ? blockIdx.x / p.heads : blockIdx.x) * kCols;
   if (c0 >= j.cols) return;
   if (threadIdx.x < kCols) {
     const int64_t r = hstu_fp8_col_src_row(j.cu, j.seqused, p.batch, c0 + threadIdx.x, j.group);
@@ -485,7 +491,9 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
 cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t stream) {
   if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;
   if (p.heads > 65535 || p.do_cols + 1 > INT32_MAX) return cudaErrorInvalidValue;
-  const dim3 qgrid(static_cast<unsigned>(p.do_cols + 1), p.heads);
+  const bool qflat = !p.main_path && (p.do_cols + 1) * p.heads <= INT32_MAX;
+  const dim3 qgrid = qflat ? dim3(static_cast<unsigned>((p.do_cols + 1) * p.heads))
+                           : dim3(static_cast<unsigned>(p.do_cols + 1), p.heads);
   const size_t qsmem = 128 * static_cast<size_t>(p.head_dim + 16);  // dO^T's tile (<= 34.8 KB)
   if (p.dout_half) {
     fp8_quant_do_kernel<__half><<<qgrid, kThreads, qsmem, stream>>>(p);
@@ -495,7 +503,10 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
-  const dim3 tgrid(static_cast<unsigned>((cols + kCols - 1) / kCols), p.heads, 2);
+  const int64_t chunks = (cols + kCols - 1) / kCols;
+  const bool tflat = !p.main_path && chunks * p.heads <= INT32_MAX;
+  const dim3 tgrid = tflat ? dim3(static_cast<unsigned>(chunks * p.heads), 1, 2)
+                           : dim3(static_cast<unsigned>(chunks), p.heads, 2);
   if (p.head_dim <= 128 && !p.main_path) {
     fp8_transpose_kernel<128 + 16><<<tgrid, kThreads, 0, stream>>>(p);
   } else {
