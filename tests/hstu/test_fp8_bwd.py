@@ -592,9 +592,9 @@ def test_cuda_fp8_bwd_bad_int32_vectors_recorded(case, variant):
 
 @pytest.mark.gpu
 def test_cuda_check_scales_first_violation_over_many_factors():
-    """hstu_attn::fp8_check_scales (the FP8 paths' device check of their descale factors) over more factors than its
-    single block's batched loads cover in one round (8 x 512): good factors copied bit for bit; with bad ones every
-    copy NaN and the first bad factor (in q, k, v order, then flat index) recorded, a later one not."""
+    """hstu_attn::fp8_check_scales (the FP8 paths' device check of their descale factors, one block of 512 threads)
+    over thousands of factors a tensor: good factors copied bit for bit; with bad ones every copy NaN and the first
+    bad factor (in q, k, v order, then flat index) recorded, a later one not."""
     gen = torch.Generator(device="cuda").manual_seed(12)
     good = [torch.rand(n, generator=gen, device="cuda") + 0.5 for n in (3 * 4096 + 7, 1, 9001)]
     hstu_attn.check_errors()

@@ -33,26 +33,15 @@ __global__ void __launch_bounds__(kValidateThreads) hstu_scale_check_kernel(cons
   __syncthreads();
   uint64_t mine = kNoViolation;
   float mine_value = 0.f;
-  // kBatch loads of a thread issued before their checks (and, below, before their stores): the single block's
-  // time is the loads' latency rounds, not their bytes
-  constexpr int kBatch = 8;
   for (int which = 0; which < 3; ++which) {
-    for (int64_t i0 = tid; i0 < p.n[which]; i0 += kBatch * kValidateThreads) {
-      float x[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int64_t i = i0 + u * kValidateThreads;
-        x[u] = i < p.n[which] ? p.in[which][i] : 1.f;
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        // NaN fails both comparisons; +inf fails the second.
-        if (!(x[u] > 0.f && x[u] <= 3.402823466e38f)) {
-          const uint64_t key = (static_cast<uint64_t>(which) << 48) | static_cast<uint64_t>(i0 + u * kValidateThreads);
-          if (key < mine) {
-            mine = key;
-            mine_value = x[u];
-          }
+    for (int64_t i = tid; i < p.n[which]; i += kValidateThreads) {
+      const float x = p.in[which][i];
+      // NaN fails both comparisons; +inf fails the second.
+      if (!(x > 0.f && x <= 3.402823466e38f)) {
+        const uint64_t key = (static_cast<uint64_t>(which) << 48) | static_cast<uint64_t>(i);
+        if (key < mine) {
+          mine = key;
+          mine_value = x;
         }
       }
     }
@@ -68,19 +57,7 @@ __global__ void __launch_bounds__(kValidateThreads) hstu_scale_check_kernel(cons
   }
   const float nan = __int_as_float(0x7FC00000);
   for (int which = 0; which < 3; ++which) {
-    for (int64_t i0 = tid; i0 < p.n[which]; i0 += kBatch * kValidateThreads) {
-      float x[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int64_t i = i0 + u * kValidateThreads;
-        x[u] = i < p.n[which] && !bad ? p.in[which][i] : nan;
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int64_t i = i0 + u * kValidateThreads;
-        if (i < p.n[which]) p.out[which][i] = x[u];
-      }
-    }
+    for (int64_t i = tid; i < p.n[which]; i += kValidateThreads) p.out[which][i] = bad ? nan : p.in[which][i];
   }
 }
 

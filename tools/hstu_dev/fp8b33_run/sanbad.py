@@ -32,7 +32,7 @@ def main():
     big = 1 << 30
     cases = {
         "good": {},
-        "good seqused": dict(seqused_q=i32([250, 0, 129, 600]), seqused_k=i32([300, 0, 100, 700])),
+        "good seqused": dict(seqused_q=i32([250, 0, 100, 600]), seqused_k=i32([300, 0, 129, 700])),
         "cu_q last far beyond": dict(cu_q=i32([0, 300, 300, 429, big])),
         "cu_q first far negative": dict(cu_q=i32([-big, 300, 300, 429, T])),
         "cu_k last far beyond": dict(cu_k=i32([0, 300, 300, 429, big])),
