@@ -269,7 +269,7 @@ def test_dq_bf16_workspace_maps_back_to_each_row_once():
         if first < 0 or rows <= 0:
             continue
         for h in range(H):
-            for t in range(256):  # (fp8_bwd_finish_tiled_kernel's dq_bf16 branch)
+            for t in range(256):  # (fp8_bwd_finish_quad_kernel; main_path: the tiled kernel's dq_bf16 branch)
                 blk, j, lane = t // 128, 2 * ((t % 128) // 32), t % 32
                 for w in range(4):  # word w: float4 j + w // 2, row lane / 4 + 8 (w % 2), its two columns
                     for half in range(2):
