@@ -269,7 +269,7 @@ def test_dq_bf16_workspace_maps_back_to_each_row_once():
         if first < 0 or rows <= 0:
             continue
         for h in range(H):
-            for t in range(256):  # (fp8_bwd_finish_tiled_kernel's dq_bf16 branch)
+            for t in range(256):  # (fp8_bwd_finish_quad_kernel; main_path: the tiled kernel's dq_bf16 branch)
                 blk, j, lane = t // 128, 2 * ((t % 128) // 32), t % 32
                 for w in range(4):  # word w: float4 j + w // 2, row lane / 4 + 8 (w % 2), its two columns
                     for half in range(2):
@@ -529,6 +529,118 @@ def test_cuda_fp8_bwd_bad_scale_recorded_and_nan():
         assert torch.isnan(g).all(), name
     with pytest.raises(hstu_attn.DeviceInputError, match=r"q_descale: expected finite descale factors > 0"):
         hstu_attn.check_errors()
+
+
+# Bad int32 vectors on the FP8 backward's one-op path (base: sequences of 300 and 129 rows, cu [0, 300, 429]):
+# name -> (overrides, the argument the validation names). Offsets far outside the rows: the pre-pass, launched before
+# the validation's verdict, must bound its reads and writes itself.
+BAD_VECTORS = {
+    "cu_q_decreasing": (dict(cu_seqlens_q=[0, 400, 300]), "cu_seqlens_q"),
+    "cu_q_first_far_negative": (dict(cu_seqlens_q=[-(1 << 30), 300, 429]), "cu_seqlens_q"),
+    "cu_q_last_far_beyond": (dict(cu_seqlens_q=[0, 300, 1 << 30]), "cu_seqlens_q"),
+    "cu_k_last_far_beyond": (dict(cu_seqlens_k=[0, 300, 1 << 30]), "cu_seqlens_k"),
+    "cu_k_middle_far_negative": (dict(cu_seqlens_k=[0, -(1 << 30), 429]), "cu_seqlens_k"),
+    "seqused_q_far_beyond": (dict(seqused_q=[300, 1 << 30]), "seqused_q"),
+    "seqused_k_negative": (dict(seqused_k=[-5, 129]), "seqused_k"),
+}
+
+
+@pytest.mark.sm90
+@pytest.mark.parametrize("variant", ["default", "main_path"])
+@pytest.mark.parametrize("case", sorted(BAD_VECTORS))
+def test_cuda_fp8_bwd_bad_int32_vectors_recorded(case, variant):
+    """Bad cu_seqlens / seqused values reach the FP8 backward's one op (no forward before it): no memory fault (the
+    pre-pass runs first and reads them raw), the validation's DeviceInputError names the argument, every gradient
+    comes back zero or NaN (the kernels see empty sequences), and a good call afterwards matches one before."""
+    if not fp8_bwd_kernel_built():
+        pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
+    if variant != "default" and variant not in VARIANTS:
+        pytest.skip(f"variant {variant} is not in this build")
+    c = make_case(37, [300, 129], 2, 128, "causal", device="cuda")
+    (q8, k8, v8), scales = quantized(c, "tensor")
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.bfloat16)
+    lens = lengths_args(c)
+    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"] | VARIANTS.get(variant, 0)
+
+    def call(cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=None, seqused_k=None):
+        i32 = lambda v, d: d if v is None else torch.tensor(v, dtype=torch.int32, device="cuda")  # noqa: E731
+        return torch.ops.hstu_attn.fp8_bwd(
+            dout, q8, k8, v8, *scales, 0, 0, i32(cu_seqlens_q, lens["cu_seqlens_q"]),
+            i32(cu_seqlens_k, lens["cu_seqlens_k"]), lens["max_seqlen_q"], lens["max_seqlen_k"], None, None, 1,
+            *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]), i32(seqused_q, None),
+            i32(seqused_k, None), False, opts)
+
+    hstu_attn.check_errors()
+    good = call()
+    torch.cuda.synchronize()
+    over, arg = BAD_VECTORS[case]
+    grads = call(**over)
+    torch.cuda.synchronize()  # (a memory fault would raise here)
+    with pytest.raises(hstu_attn.DeviceInputError) as info:
+        hstu_attn.check_errors()
+    assert info.value.arg == arg, str(info.value)
+    for name, g in zip(("dq", "dk", "dv"), grads):
+        assert bool((torch.isnan(g.float()) | (g == 0)).all()), name
+    again = call()
+    torch.cuda.synchronize()
+    hstu_attn.check_errors()
+    assert torch.equal(again[1], good[1]) and torch.equal(again[2], good[2]), "dk / dv"
+    a, b = good[0].float(), again[0].float()
+    assert not (a - b).abs().gt(2 ** -7 * a.abs() + dq_order_atol(a, lens)).any(), "dq"
+
+
+@pytest.mark.gpu
+def test_cuda_check_scales_first_violation_over_many_factors():
+    """hstu_attn::fp8_check_scales (the FP8 paths' device check of their descale factors, one block of 512 threads)
+    over thousands of factors a tensor: good factors copied bit for bit; with bad ones every copy NaN and the first
+    bad factor (in q, k, v order, then flat index) recorded, a later one not."""
+    gen = torch.Generator(device="cuda").manual_seed(12)
+    good = [torch.rand(n, generator=gen, device="cuda") + 0.5 for n in (3 * 4096 + 7, 1, 9001)]
+    hstu_attn.check_errors()
+    outs = torch.ops.hstu_attn.fp8_check_scales(*good)
+    torch.cuda.synchronize()
+    hstu_attn.check_errors()
+    assert all(torch.equal(g, o) for g, o in zip(good, outs))
+    for which, idx, later in ((0, 2 * 4096 + 3, (0, 3 * 4096 + 1)), (2, 8999, (2, 9000)), (2, 0, (2, 4097))):
+        bad = [g.clone() for g in good]
+        bad[which][idx] = float("nan") if idx % 2 else 0.0
+        bad[later[0]][later[1]] = -1.0
+        outs = torch.ops.hstu_attn.fp8_check_scales(*bad)
+        torch.cuda.synchronize()
+        assert all(bool(torch.isnan(o).all()) for o in outs)
+        name = ("q_descale", "k_descale", "v_descale")[which]
+        with pytest.raises(hstu_attn.DeviceInputError, match=rf"{name}: expected finite descale factors > 0") as info:
+            hstu_attn.check_errors()
+        assert info.value.index == idx, str(info.value)
+
+
+@pytest.mark.sm90
+@pytest.mark.parametrize("variant", ["main_path"])
+def test_cuda_fp8_bwd_variant_matches_the_kernel_fp16_out(variant):
+    """A private variant against the default with float16 dout (dq / dk / dv in float16: dq's groups converted from
+    the bf16 workspace by the finishing pass): dk / dv bit-equal, dq up to the order of its additions."""
+    if not fp8_bwd_kernel_built() or variant not in VARIANTS:
+        pytest.skip(f"the Hopper FP8 backward kernel or its variant {variant} is not in this build")
+    c = make_case(741, [1100, 0, 700, 77, 390, 129], 2, 128, "causal", device="cuda")
+    (q8, k8, v8), scales = quantized(c, "block")
+    gen = torch.Generator(device="cuda").manual_seed(8)
+    dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.float16)
+    lens = lengths_args(c)
+    args = (q8, k8, v8, *scales, 3, 0, lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"],
+            lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
+            *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]), None, None)
+    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
+    poison_allocator(32 * q8.numel())
+    base = fb.fp8_bwd_cuda(dout, args, False, opts)
+    poison_allocator(32 * q8.numel())
+    var = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS[variant])
+    torch.cuda.synchronize()
+    assert all(g.dtype == torch.float16 for g in base + var)
+    assert torch.equal(var[1], base[1]) and torch.equal(var[2], base[2]), "dk / dv"
+    a, b = base[0].float(), var[0].float()
+    assert not torch.isnan(a).any() and not torch.isnan(b).any()
+    assert not (a - b).abs().gt(2 ** -7 * a.abs() + dq_order_atol(a, lens)).any(), "dq"
 
 
 def _check_against_emulation(mode, mask, bits=0, extra_rows=0):

@@ -12,6 +12,7 @@
 #include <cfloat>
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 namespace hstu {
 namespace {
@@ -42,30 +43,44 @@ __device__ __forceinline__ int quant_slot_of_row(int r) {
 // the sequence 0), then per row d of the copy 16-byte column groups of the block's column range (quant_dot_cols:
 // the last block of a sequence also zeroes the columns up to the next sequence's first; the extra block the columns
 // before sequence 0's).
+// The pre-pass may run before the validation's verdict (the op launches it first): it reads every offset clamped to
+// [0, total] and bounds every row / column it touches by the tensors' extents, so bad int32 vectors cost no memory
+// fault (the kernel then sees the validation's empty sequences and ignores what was written); valid vectors read as
+// they are (the clamps change no value).
+__device__ __forceinline__ int clamped_offset(const int* cu, int i, int64_t total) {
+  return static_cast<int>(min(max(int64_t{cu[i]}, int64_t{0}), total));
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ float red[kThreads / 32];
   __shared__ int nan_seen;
   extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
-  const int h = blockIdx.y, D = p.head_dim, vecs = D / 8;
-  const int64_t col = blockIdx.x;
+  // (a 1-D grid, the head fastest: the blocks running together read whole rows of dout and write whole rows of do8;
+  // else (main_path, or past 2^31 blocks) the grid (column, head))
+  const bool flat = gridDim.y == 1;
+  const int h = flat ? static_cast<int>(blockIdx.x % p.heads) : static_cast<int>(blockIdx.y);
+  const int D = p.head_dim, vecs = D / 8;
+  const int64_t col = flat ? blockIdx.x / p.heads : blockIdx.x;
   const T* dout = static_cast<const T*>(p.dout) + static_cast<int64_t>(h) * p.do_head_stride;
   uint8_t* do8 = p.do8 + static_cast<int64_t>(h) * D;
   const int64_t out_row = static_cast<int64_t>(p.heads) * D;
   const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
   uint8_t* dot = p.dot + static_cast<int64_t>(h) * D * p.q_cols;  // this head's dO^T (D rows of q_cols bytes)
+  const int* cu = p.cu_seqlens_q;
+  const int64_t tq = p.total_q;
   if (col == p.do_cols) {  // rows past cu_q[batch]; dO^T's columns before sequence 0's first
-    const int64_t c0 = min(hstu_fp8_vt_start(p.cu_seqlens_q[0], 0), p.q_cols);
+    const int64_t c0 = min(hstu_fp8_vt_start(clamped_offset(cu, 0, tq), 0), p.q_cols);
     for (int64_t i = threadIdx.x; i < D * (c0 / 16); i += kThreads) {
       *reinterpret_cast<uint4*>(dot + (i / (c0 / 16)) * p.q_cols + 16 * (i % (c0 / 16))) = make_uint4(0, 0, 0, 0);
     }
-    for (int64_t r = p.cu_seqlens_q[p.batch] + threadIdx.x / vecs; r < p.total_q; r += kThreads / vecs) {
+    for (int64_t r = clamped_offset(cu, p.batch, tq) + threadIdx.x / vecs; r < tq; r += kThreads / vecs) {
       if (threadIdx.x < (kThreads / vecs) * vecs) {
         *reinterpret_cast<uint2*>(do8 + r * out_row + (threadIdx.x % vecs) * 8) = make_uint2(0, 0);
       }
     }
     if (p.dq_zero != nullptr && !p.dq_tiled) {  // dq_accum's rows outside every sequence (head h)
-      const int64_t lo = min(int64_t{p.cu_seqlens_q[0]}, p.total_q), hi = p.cu_seqlens_q[p.batch];
+      const int64_t lo = clamped_offset(cu, 0, tq), hi = max(int64_t{clamped_offset(cu, p.batch, tq)}, lo);
       const int64_t n4 = (lo + p.total_q - hi) * (D / 4);
       for (int64_t i = threadIdx.x; i < n4; i += kThreads) {
         const int64_t r = i / (D / 4) < lo ? i / (D / 4) : i / (D / 4) - lo + hi;
@@ -77,11 +92,13 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   int lo = 0, hi = p.batch;  // the largest b with cu_q[b] / 128 + b <= col (strictly increasing in b)
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    if (p.cu_seqlens_q[mid] / 128 + mid <= col) lo = mid; else hi = mid;
+    if (clamped_offset(cu, mid, tq) / 128 + mid <= col) lo = mid; else hi = mid;
   }
-  const int start = p.cu_seqlens_q[lo], len = p.cu_seqlens_q[lo + 1] - start;
+  // (start + len <= total_q and m >= -start / 128: rows r0 .. r0 + n - 1 lie in [0, total_q) for any values)
+  const int start = clamped_offset(cu, lo, tq), len = max(clamped_offset(cu, lo + 1, tq) - start, 0);
   const int64_t m = col - (start / 128 + lo);
-  const int used = hstu_fp8_used_rows(p.cu_seqlens_q, p.seqused_q, lo);
+  const int su = p.seqused_q != nullptr ? p.seqused_q[lo] : len;
+  const int used = max(min(su, len), 0);  // (hstu_fp8_used_rows on the clamped offsets)
   const int n = static_cast<int>(max(int64_t{0}, min(int64_t{128}, len - 128 * m)));    // rows of the block
   const int nu = static_cast<int>(max(int64_t{0}, min(int64_t{128}, used - 128 * m)));  // of them used
   const int64_t r0 = start + 128 * m;
@@ -144,11 +161,12 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   }
   // dO^T: columns [c_begin, c_end) of this block (16-byte aligned), slot = column - c_begin (>= 128: zero)
   const int64_t first = hstu_fp8_vt_start(start, lo);
-  const int64_t seq_end = lo + 1 < p.batch ? hstu_fp8_vt_start(p.cu_seqlens_q[lo + 1], lo + 1) : p.q_cols;
+  const int64_t seq_end =
+      min(lo + 1 < p.batch ? hstu_fp8_vt_start(clamped_offset(cu, lo + 1, tq), lo + 1) : p.q_cols, p.q_cols);
   const int64_t c_begin = first + 128 * m;
   const int64_t c_end = 128 * (m + 1) >= len ? seq_end : min(c_begin + 128, seq_end);
   __syncthreads();
-  const int groups = c_end > c_begin ? static_cast<int>((c_end - c_begin) / 16) : 0;
+  const int groups = c_end > c_begin ? static_cast<int>(min((c_end - c_begin) / 16, int64_t{INT_MAX / 256})) : 0;
   for (int idx = threadIdx.x; idx < D * groups; idx += kThreads) {
     const int d = idx / groups, g = idx % groups;
     uint32_t wd[4] = {0, 0, 0, 0};
@@ -178,10 +196,14 @@ struct TransposeJob {
 // Block (x, h, z): columns [kCols x, kCols x + kCols) of head h of job z (qt, dot, kt): the source rows' D bytes
 // into shared memory (every load issued before the first store; 16-byte chunk c of column col at chunk
 // c ^ (col / 16 % 8), so that the eight 16-column groups a warp reads for one d sit in eight different banks), then
-// per row d of the copy kCols contiguous bytes.
+// per row d of the copy kCols contiguous bytes. kRow: a column's bytes in the tile (D + 16 at most; the swizzled
+// chunk indices stay below D / 16 rounded up to 8): 272 for D = 256; 144 for D <= 128 (19 KB and 32 registers: 8
+// blocks an SM, where the 272-byte tile's 55 registers let 4). Source rows outside [0, rows) read as zero columns
+// (bad int32 vectors: the pre-pass may run before the validation's verdict).
 constexpr int kCols = 128;
+template <int kRow>
 __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
-  __shared__ __align__(16) uint8_t tile[kCols][256 + 16];
+  __shared__ __align__(16) uint8_t tile[kCols][kRow];
   __shared__ int64_t src_row[kCols];
   // (selected field by field: an indexed array would live in local memory; dO^T: the quantization's blocks)
   const bool kz = blockIdx.z == 1;
@@ -194,16 +216,19 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
   j.cu = kz ? p.cu_seqlens_k : p.cu_seqlens_q;
   j.seqused = kz ? p.seqused_k : p.seqused_q;
   j.group = kz ? 16 : 32;
-  const int h = blockIdx.y, D = p.head_dim;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kCols;
+  const bool flat = gridDim.y == 1;  // (the head fastest in x, as the quantization's grid)
+  const int h = flat ? static_cast<int>(blockIdx.x % p.heads) : static_cast<int>(blockIdx.y);
+  const int D = p.head_dim;
+  const int64_t c0 = static_cast<int64_t>(flat ? blockIdx.x / p.heads : blockIdx.x) * kCols;
   if (c0 >= j.cols) return;
   if (threadIdx.x < kCols) {
-    src_row[threadIdx.x] = hstu_fp8_col_src_row(j.cu, j.seqused, p.batch, c0 + threadIdx.x, j.group);
+    const int64_t r = hstu_fp8_col_src_row(j.cu, j.seqused, p.batch, c0 + threadIdx.x, j.group);
+    src_row[threadIdx.x] = r < (kz ? p.total_k : p.total_q) ? r : -1;
   }
   __syncthreads();
   const int chunks = D / 16;
   const uint8_t* src = j.src + static_cast<int64_t>(h) * j.head_stride;
-  constexpr int kLoads = kCols * 16 / kThreads;  // at D = 256
+  constexpr int kLoads = kCols * ((kRow - 16) / 16) / kThreads;  // (16-byte chunks of D <= kRow - 16)
   uint4 x[kLoads];
 #pragma unroll
   for (int k = 0; k < kLoads; ++k) {
@@ -231,8 +256,8 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const uint8_t* t = &tile[16 * g + 4 * q][(((d >> 4) ^ (g & 7)) << 4) | (d & 15)];
-      w[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[272]) << 8 |
-             static_cast<uint32_t>(t[2 * 272]) << 16 | static_cast<uint32_t>(t[3 * 272]) << 24;
+      w[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[kRow]) << 8 |
+             static_cast<uint32_t>(t[2 * kRow]) << 16 | static_cast<uint32_t>(t[3 * kRow]) << 24;
     }
     *reinterpret_cast<uint4*>(dst + d * j.cols + c) = make_uint4(w[0], w[1], w[2], w[3]);
   }
@@ -281,6 +306,27 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8B
 // into the rows of the sequence that owns it (the largest b with (cu_q[b] + 16 b) / 16 <= x; rows past its length
 // skipped) through shared memory; blocks x >= groups (head 0's) zero the dq rows outside every sequence and the dk /
 // dv rows outside every sequence, grid-stride.
+// The rows outside every sequence (dq's, then dk's and dv's) zeroed, grid-stride over `blocks` blocks from `b`.
+__device__ __forceinline__ void zero_rows_outside(const HstuFp8BwdFinishParams& p, int64_t b, int64_t blocks) {
+  const int64_t per_row = static_cast<int64_t>(p.heads) * p.head_dim / 8;  // 8-element groups per row
+  const int64_t lo_q = min(max(int64_t{p.cu_seqlens_q[0]}, int64_t{0}), p.total_q);
+  const int64_t hi_q = min(max(int64_t{p.cu_seqlens_q[p.batch]}, lo_q), p.total_q);
+  const int64_t lo_k = min(max(int64_t{p.cu_seqlens_k[0]}, int64_t{0}), p.total_k);
+  const int64_t hi_k = min(max(int64_t{p.cu_seqlens_k[p.batch]}, lo_k), p.total_k);
+  const int64_t n_q = (lo_q + p.total_q - hi_q) * per_row, n_k = (lo_k + p.total_k - hi_k) * per_row;
+  for (int64_t g = b * kThreads + threadIdx.x; g < n_q + 2 * n_k; g += blocks * kThreads) {
+    uint4* dst;
+    int64_t o, lo, hi;
+    if (g < n_q) {
+      dst = reinterpret_cast<uint4*>(p.dq), o = g, lo = lo_q, hi = hi_q;
+    } else {
+      dst = reinterpret_cast<uint4*>(g - n_q < n_k ? p.dk : p.dv), o = (g - n_q) % n_k, lo = lo_k, hi = hi_k;
+    }
+    const int64_t row = o / per_row < lo ? o / per_row : o / per_row - lo + hi;
+    dst[row * per_row + o % per_row] = make_uint4(0, 0, 0, 0);
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const HstuFp8BwdFinishParams p,
                                                                         int64_t groups) {
@@ -290,24 +336,7 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
   const int h = blockIdx.y, t = threadIdx.x;
   const int64_t per_row = static_cast<int64_t>(p.heads) * D / 8;  // 8-element groups per row
   if (x >= groups) {
-    if (h != 0) return;
-    const int64_t lo_q = min(max(int64_t{p.cu_seqlens_q[0]}, int64_t{0}), p.total_q);
-    const int64_t hi_q = min(max(int64_t{p.cu_seqlens_q[p.batch]}, lo_q), p.total_q);
-    const int64_t lo_k = min(max(int64_t{p.cu_seqlens_k[0]}, int64_t{0}), p.total_k);
-    const int64_t hi_k = min(max(int64_t{p.cu_seqlens_k[p.batch]}, lo_k), p.total_k);
-    const int64_t n_q = (lo_q + p.total_q - hi_q) * per_row, n_k = (lo_k + p.total_k - hi_k) * per_row;
-    const int64_t step = (static_cast<int64_t>(gridDim.x) - groups) * kThreads;
-    for (int64_t g = (x - groups) * kThreads + t; g < n_q + 2 * n_k; g += step) {
-      uint4* dst;
-      int64_t o, lo, hi;
-      if (g < n_q) {
-        dst = reinterpret_cast<uint4*>(p.dq), o = g, lo = lo_q, hi = hi_q;
-      } else {
-        dst = reinterpret_cast<uint4*>(g - n_q < n_k ? p.dk : p.dv), o = (g - n_q) % n_k, lo = lo_k, hi = hi_k;
-      }
-      const int64_t row = o / per_row < lo ? o / per_row : o / per_row - lo + hi;
-      dst[row * per_row + o % per_row] = make_uint4(0, 0, 0, 0);
-    }
+    if (h == 0) zero_rows_outside(p, x - groups, static_cast<int64_t>(gridDim.x) - groups);
     return;
   }
   int lo = 0, hi = p.batch;  // the owner: the largest b with (cu_q[b] + 16 b) / 16 <= x (strictly increasing)
@@ -352,6 +381,75 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
   }
 }
 
+// dq_bf16's groups (D = 128) back into rows without shared memory: block x < row_blocks puts kQuadPairs (group,
+// head) pairs back (pair x kQuadPairs + k: group / heads, head % heads; 256 uint4, one per thread, every load issued
+// before the owner's search). uint4 t of a pair holds the bf16 pairs (rows a, a + 8) x (column blocks j, j + 1) of
+// lane l = t % 32 (a = l / 4, j = 2 (t % 128 / 32), columns 64 (t / 128) + 8 j + 2 (l % 4)): the quad's 4 x 4 words
+// transposed in two shuffle rounds leave each lane 8 consecutive columns of one row (a 16-byte store; a warp's
+// stores fill whole 32-byte sectors). Blocks from row_blocks zero the rows outside every sequence.
+constexpr int kQuadPairs = 4;
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fp8_bwd_finish_quad_kernel(const HstuFp8BwdFinishParams p,
+                                                                       int64_t groups, int64_t row_blocks) {
+  constexpr int D = 128;
+  if (blockIdx.x >= row_blocks) {
+    zero_rows_outside(p, blockIdx.x - row_blocks, gridDim.x - row_blocks);
+    return;
+  }
+  const int t = threadIdx.x;
+  const int64_t pairs = groups * p.heads, x0 = static_cast<int64_t>(blockIdx.x) * kQuadPairs;
+  const uint4* src = reinterpret_cast<const uint4*>(p.dq_accum);
+  uint4 v[kQuadPairs];
+#pragma unroll
+  for (int k = 0; k < kQuadPairs; ++k) {
+    if (x0 + k < pairs) v[k] = __ldcs(src + (x0 + k) * 256 + t);
+  }
+  const int l = t % 32, qd = l % 4;
+  const int r = l / 4 + 8 * (qd & 1), c8 = 8 * (t / 128) + 2 * ((t % 128) / 32) + (qd >> 1);
+  const int64_t per_row = static_cast<int64_t>(p.heads) * D / 8;
+#pragma unroll
+  for (int k = 0; k < kQuadPairs; ++k) {
+    if (x0 + k >= pairs) break;  // (uniform over the block)
+    const int64_t x = (x0 + k) / p.heads;
+    const int h = static_cast<int>((x0 + k) % p.heads);
+    int lo = 0, hi = p.batch;  // the owner: the largest b with (cu_q[b] + 16 b) / 16 <= x (strictly increasing)
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if ((static_cast<int64_t>(p.cu_seqlens_q[mid]) + 16 * mid) / 16 <= x) lo = mid; else hi = mid;
+    }
+    const int64_t start = p.cu_seqlens_q[lo];
+    const int64_t first = 16 * (x - (start + 16 * lo) / 16);  // the group's first row in the sequence
+    const int64_t rows = min(int64_t{16}, int64_t{p.cu_seqlens_q[lo + 1]} - start - first);
+    uint32_t w[4] = {v[k].x, v[k].y, v[k].z, v[k].w};  // word i: row a + 8 (i & 1), block j + (i >> 1), pair qd
+#pragma unroll
+    for (int s = 2; s > 0; s >>= 1) {  // lane qd's words i with (i & s) != (qd & s) <- lane qd ^ s's words i ^ s
+      const bool up = (qd & s) != 0;
+      const uint32_t s0 = up ? w[0] : w[s], s1 = up ? w[s == 2 ? 1 : 2] : w[3];
+      const uint32_t r0 = __shfl_xor_sync(0xffffffffu, s0, s), r1 = __shfl_xor_sync(0xffffffffu, s1, s);
+      if (up) {
+        w[0] = r0;
+        w[s == 2 ? 1 : 2] = r1;
+      } else {
+        w[s] = r0;
+        w[3] = r1;
+      }
+    }
+    if (first >= 0 && r < rows) {  // (word e: columns 8 c8 + 2 e, + 1 of row r)
+      uint4 out = make_uint4(w[0], w[1], w[2], w[3]);
+      if constexpr (!std::is_same_v<T, __nv_bfloat16>) {
+        float f[8];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {  // (bf16 -> fp32: the bits in the high half)
+          f[2 * e] = __uint_as_float(w[e] << 16);
+          f[2 * e + 1] = __uint_as_float(w[e] & 0xFFFF0000u);
+        }
+        out = round8<T>(make_float4(f[0], f[1], f[2], f[3]), make_float4(f[4], f[5], f[6], f[7]));
+      }
+      reinterpret_cast<uint4*>(p.dq)[(start + first + r) * per_row + h * (D / 8) + c8] = out;
+    }
+  }
+}
+
 }  // namespace
 
 cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t stream) {
@@ -362,6 +460,16 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
   if (p.dq_tiled) {
     if (p.head_dim != 128 || p.heads > 65535) return cudaErrorInvalidValue;
     const int64_t ng = p.total_q / 16 + p.batch + 1;  // groups that hold rows (hstu_fp8_bwd_dq_tiled_groups - 3)
+    if (p.dq_bf16 && !p.main_path) {
+      const int64_t row_blocks = (ng * p.heads + kQuadPairs - 1) / kQuadPairs;
+      const dim3 grid(static_cast<unsigned>(row_blocks + 2 * sms));
+      if (p.out_half) {
+        fp8_bwd_finish_quad_kernel<__half><<<grid, kThreads, 0, stream>>>(p, ng, row_blocks);
+      } else {
+        fp8_bwd_finish_quad_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(p, ng, row_blocks);
+      }
+      return cudaGetLastError();
+    }
     const dim3 grid(static_cast<unsigned>(ng + 2 * sms), p.heads);
     if (p.out_half) {
       fp8_bwd_finish_tiled_kernel<__half><<<grid, kThreads, 0, stream>>>(p, ng);
@@ -383,7 +491,9 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
 cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t stream) {
   if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;
   if (p.heads > 65535 || p.do_cols + 1 > INT32_MAX) return cudaErrorInvalidValue;
-  const dim3 qgrid(static_cast<unsigned>(p.do_cols + 1), p.heads);
+  const bool qflat = !p.main_path && (p.do_cols + 1) * p.heads <= INT32_MAX;
+  const dim3 qgrid = qflat ? dim3(static_cast<unsigned>((p.do_cols + 1) * p.heads))
+                           : dim3(static_cast<unsigned>(p.do_cols + 1), p.heads);
   const size_t qsmem = 128 * static_cast<size_t>(p.head_dim + 16);  // dO^T's tile (<= 34.8 KB)
   if (p.dout_half) {
     fp8_quant_do_kernel<__half><<<qgrid, kThreads, qsmem, stream>>>(p);
@@ -393,8 +503,15 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
-  const dim3 tgrid(static_cast<unsigned>((cols + kCols - 1) / kCols), p.heads, 2);
-  fp8_transpose_kernel<<<tgrid, kThreads, 0, stream>>>(p);
+  const int64_t chunks = (cols + kCols - 1) / kCols;
+  const bool tflat = !p.main_path && chunks * p.heads <= INT32_MAX;
+  const dim3 tgrid = tflat ? dim3(static_cast<unsigned>(chunks * p.heads), 1, 2)
+                           : dim3(static_cast<unsigned>(chunks), p.heads, 2);
+  if (p.head_dim <= 128 && !p.main_path) {
+    fp8_transpose_kernel<128 + 16><<<tgrid, kThreads, 0, stream>>>(p);
+  } else {
+    fp8_transpose_kernel<256 + 16><<<tgrid, kThreads, 0, stream>>>(p);
+  }
   return cudaGetLastError();
 }
 

@@ -54,6 +54,7 @@ struct HstuFp8BwdPrepassParams {
   float* dq_zero;
   int dq_tiled;
   int dq_bf16;  // with dq_tiled: the groups in bf16 (kFp8BwdDqBf16: half the bytes per group and head)
+  int main_path;  // private A/B (fp8_bwd_sm90's kOptFp8BwdMainPath): the transposes' 272-byte tile at every D
 };
 
 // Launches the two pre-pass kernels (dO quantization with dO^T, then Q^T and K^T) on `stream`.
@@ -75,6 +76,7 @@ struct HstuFp8BwdFinishParams {
   int dq_bf16;  // with dq_tiled: dq_accum's groups in bf16 (kFp8BwdDqBf16), uint4 i of a group and head holding the
                 // values of the fp32 layout's float4 2 (i % 128 / 32) 32 + i % 32 and the next 32 (block i / 128)
   int64_t total_q, total_k;
+  int main_path;  // private A/B (kOptFp8BwdMainPath): dq_bf16's groups through shared memory, a block per group
 };
 cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t stream);
 

@@ -169,6 +169,11 @@ void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
   if (plan.tile_counter) p.fwd_tile_counter = reinterpret_cast<int*>(extra + plan.sched_bytes);
 }
 
+// fp8_bwd_sm90's private A/B of its path outside the kernel (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS "main_path", option
+// bit 60; the op masks it off before call_params): main 0bb35f74's path, the pre-pass launched after the host's
+// prelude and the validation, its transposes' 272-byte tile, dq's groups put back through shared memory.
+constexpr int64_t kOptFp8BwdMainPath = int64_t{1} << 60;
+
 // make_params' HstuParams for a call of the *_with_options ops: `options` checked, decoded once into `o` (for the
 // op's plan), its semantic flags and the kernels' option fields applied.
 template <class... Args>
@@ -506,6 +511,8 @@ void prepass_params(const Tensor& dout, const Tensor& q8, const Tensor& k8, cons
   }
   accel::check_dtype(cu_seqlens_q, "cu_seqlens_q", ScalarType::Int);
   accel::check_dtype(cu_seqlens_k, "cu_seqlens_k", ScalarType::Int);
+  accel::check_contiguous(cu_seqlens_q, "cu_seqlens_q");
+  accel::check_contiguous(cu_seqlens_k, "cu_seqlens_k");
   const int64_t B = cu_seqlens_q.numel() - 1;
   ACCEL_CHECK(B >= 1 && cu_seqlens_k.numel() == B + 1, "cu_seqlens_q/k: expected B + 1 >= 2 offsets each");
   p.dout = dout.data_ptr();
@@ -527,6 +534,7 @@ void prepass_params(const Tensor& dout, const Tensor& q8, const Tensor& k8, cons
     if (u->has_value()) {
       accel::check_dtype(**u, "seqused", ScalarType::Int);
       accel::check_same_device(**u, "seqused", dout, "dout");
+      accel::check_contiguous(**u, "seqused");
       ACCEL_CHECK((*u)->numel() == B, "seqused_q/k: expected B = ", B, " entries, got ", (*u)->numel());
     }
   }
@@ -592,17 +600,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   prepass_params(dout, q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, pre);
   HstuScaleCheckParams chk{};
   scale_check_params(q_descale, k_descale, v_descale, chk);
-  HstuOptions o;
-  HstuParams p = call_params(options, o, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                             num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
-                             scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
-  const int64_t H = q.size(1), B = p.batch, total_k = k.size(0), D = p.head_dim;
-  HstuFp8BwdParams f{};
-  set_fp8_descales(f, p, q, total_k, descale_mode, out_dtype, q_descale, k_descale, v_descale);
-  f.q_cols = pre.q_cols;
-  f.k_cols = pre.k_cols;
-  ACCEL_CHECK(f.q_cols < (int64_t{1} << 31) && f.k_cols < (int64_t{1} << 31),
-              "q/k: expected fewer than 2^31 rows (and rows + 48 B columns) for the FP8 backward");
+  const bool main_path = (options & kOptFp8BwdMainPath) != 0;
+  const int64_t H = q.size(1), B = pre.batch, total_k = k.size(0), D = pre.head_dim;
   // One workspace for what the call keeps internal (each allocation costs host time that short calls pay as GPU idle
   // time): dq_accum (fp32, or bf16 with kFp8BwdDqBf16; zeroed by the pre-pass), the pre-pass's outputs, the checked
   // descale copies; 256-byte aligned regions.
@@ -612,8 +611,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     bytes += (n + 255) / 256 * 256;
     return at;
   };
-  const int64_t dq_floats = dq_tiled ? hstu_fp8_bwd_dq_tiled_floats(p.total_q, B, H) : p.total_q * H * D;
-  const int64_t o_dq = region(4 * dq_floats), o_do8 = region(p.total_q * H * D);
+  const int64_t dq_floats = dq_tiled ? hstu_fp8_bwd_dq_tiled_floats(pre.total_q, B, H) : pre.total_q * H * D;
+  const int64_t o_dq = region(4 * dq_floats), o_do8 = region(pre.total_q * H * D);
   const int64_t o_dos = region(4 * H * pre.do_cols), o_qt = region(H * D * pre.q_cols);
   const int64_t o_dot = region(H * D * pre.q_cols), o_kt = region(H * D * pre.k_cols);
   int64_t o_sc[3];
@@ -629,10 +628,29 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   pre.dq_zero = reinterpret_cast<float*>(w + o_dq);  // zeroed by the pre-pass's quantization blocks (no fill)
   pre.dq_tiled = dq_tiled ? 1 : 0;
   pre.dq_bf16 = dq_bf16 ? 1 : 0;
+  pre.main_path = main_path ? 1 : 0;
   cudaStream_t s = stream_of(q);
-  // Launch order: the two single-block checks first, then the pre-pass, the kernel and the finishing pass (plain
-  // launches: programmatic dependent ones measured no faster, docs/hstu_kernel_notes.md)
-  cudaError_t err = hstu_check_fp8_scales(chk, s);
+  // Launch order: the pre-pass first, right after the one allocation it writes (the host's prelude below runs while
+  // it does; it reads the raw int32 vectors clamped and bounds every access by the tensors' extents, so it needs no
+  // validation's verdict), then the single-block checks, the validation, the kernel and the finishing pass (plain
+  // launches: programmatic dependent ones measured no faster, docs/hstu_kernel_notes.md). kOptFp8BwdMainPath: the
+  // pre-pass after the validation (a private A/B).
+  cudaError_t err = cudaSuccess;
+  if (!main_path) {
+    err = hstu_fp8_bwd_prepass(pre, s);
+    ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
+  }
+  HstuOptions o;
+  HstuParams p = call_params(options & ~kOptFp8BwdMainPath, o, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                             max_seqlen_k, num_contexts, num_targets, target_group_size, window_left, window_right,
+                             alpha, rab, scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
+  HstuFp8BwdParams f{};
+  set_fp8_descales(f, p, q, total_k, descale_mode, out_dtype, q_descale, k_descale, v_descale);
+  f.q_cols = pre.q_cols;
+  f.k_cols = pre.k_cols;
+  ACCEL_CHECK(f.q_cols < (int64_t{1} << 31) && f.k_cols < (int64_t{1} << 31),
+              "q/k: expected fewer than 2^31 rows (and rows + 48 B columns) for the FP8 backward");
+  err = hstu_check_fp8_scales(chk, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: scale check: CUDA error ", cudaGetErrorString(err));
   f.q_descale = chk.out[0];
   f.k_descale = chk.out[1];
@@ -652,8 +670,10 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   const int nblk_k = static_cast<int>((p.max_seqlen_k + 127) / 128);
   f.lpt_pairs = hstu_fp8_bwd_lpt_pairs(nblk_k, kFp8BwdLptGroupCtas);
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
-  err = hstu_fp8_bwd_prepass(pre, s);
-  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
+  if (main_path) {
+    err = hstu_fp8_bwd_prepass(pre, s);
+    ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
+  }
   err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
   HstuFp8BwdFinishParams fin{};
@@ -671,6 +691,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   fin.out_half = static_cast<int>(out_dtype);
   fin.total_q = p.total_q;
   fin.total_k = total_k;
+  fin.main_path = main_path ? 1 : 0;
   err = hstu_fp8_bwd_finish(fin, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
   return std::make_tuple(dq, dk, dv);
