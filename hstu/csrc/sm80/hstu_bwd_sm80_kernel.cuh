@@ -894,9 +894,11 @@ constexpr int kBwdSm80JoinedCopiesCfg = 2;
 constexpr int kBwdSm80OtherOrderCfg = 3;
 // D = 256's default on sm_90+ for calls without contexts: one block barrier per tile pair with two Q / dO stages
 // whose copies complete on mbarriers (kPdsMbarCopies, 224 KB; cfg 1: the two-barrier kernels), with the lean Q / dO
-// copies and full-tile intervals (kPdsLeanCopies); 6 (bf16, the default's grid order) the other form of the two
-// (kBwdPdsD256Alt), for comparisons.
-constexpr int kBwdPdsD256OneBar = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsLeanCopies | kPdsSmemEpilogue;
+// copies and full-tile intervals (kPdsLeanCopies), P / dS by stmatrix and the copies from pointers formed once
+// (kPdsStsmPdS | kPdsPtrCopies, as D = 64 / 128; cfgs 10 / 11 / 12 below); 6 (bf16, the default's grid order) the
+// loop without the lean copies (kBwdPdsD256Alt: session 23's, without the later flags), for comparisons.
+constexpr int kBwdPdsD256OneBar = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsLeanCopies | kPdsSmemEpilogue |
+                                  kPdsStsmPdS | kPdsPtrCopies;
 constexpr int kBwdPdsD256Alt = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsSmemEpilogue;
 constexpr int kBwdSm80MbarCfg = 6;
 // 7 (bf16, calls without contexts, sm_90+, where the default runs heads first): the default's loop with the other
@@ -910,16 +912,17 @@ constexpr int kBwdPdsTailFirst = D == 64 || D == 256 ? kPdsTailBlocksFirst : 0;
 // 9 (bf16, sm_90+, calls without contexts): the default's loop (either grid order) with dK / dV stored in fragment
 // order (without kPdsSmemEpilogue), for comparisons.
 constexpr int kBwdSm80SmemEpiCfg = 9;
-// 10 (bf16, D = 64 / 128, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) without
-// kPdsStsmPdS and kPdsPtrCopies (main's loop before them), 11 without kPdsPtrCopies (P / dS by stmatrix alone), 12
-// without kPdsStsmPdS (the Q / dO copies from pointers alone), for comparisons; at D = 64 each also without
+// 10 (bf16, D = 64 / 128 / 256, sm_90+, calls without contexts): the default's one-barrier loop (either grid order)
+// without kPdsStsmPdS and kPdsPtrCopies (main's loop before them), 11 without kPdsPtrCopies (P / dS by stmatrix
+// alone), 12 without kPdsStsmPdS (the Q / dO copies from pointers alone), for comparisons; at D = 64 each also without
 // kPdsRunPtrs | kPdsLaneOnce (the running pointers need kPdsPtrCopies).
 constexpr int kBwdSm80StsmCfg = 10;
 constexpr int kBwdSm80PtrCfg = 11;
 constexpr int kBwdSm80PtrOnlyCfg = 12;
 // 13 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) without the
 // running pointers and the lane offsets once (kPdsRunPtrs | kPdsLaneOnce: session 28's default loop), 14 without
-// kPdsLaneOnce (the running pointers alone), for comparisons.
+// kPdsLaneOnce (the running pointers alone), for comparisons. 13 at D = 128 / 256 (bf16, sm_90+, no contexts): the
+// default's loop with each warp's own dK / dV epilogue (kPdsWarpEpilogue), for comparisons.
 constexpr int kBwdSm80RunPtrCfg = 13;
 constexpr int kBwdSm80LaneOnceCfg = 14;
 // 15 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) with dQ split
@@ -1020,23 +1023,37 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
       case kBwdSm80StsmCfg:
       case kBwdSm80PtrCfg:
       case kBwdSm80PtrOnlyCfg:
-        if constexpr (D == 64 || D == 128) {
+        if constexpr (D == 64 || D == 128 || D == 256) {
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
           if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          // (D = 256: its two-stage one-barrier loop; else the three-stage default's)
+          constexpr int kStages = D == 256 ? 2 : 3;
           constexpr int kDefault =
-              (kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>) & ~(kPdsRunPtrs | kPdsLaneOnce);
+              D == 256 ? kBwdPdsD256OneBar
+                       : (kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>) & ~(kPdsRunPtrs | kPdsLaneOnce);
           if (cfg == kBwdSm80PtrOnlyCfg) {
-            return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsStsmPdS>(p, max_smem, stream);
+            return launch_hstu_bwd_pds_ordered<T, D, kStages, kDefault & ~kPdsStsmPdS>(p, max_smem, stream);
           }
           if (cfg == kBwdSm80PtrCfg) {
-            return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsPtrCopies>(p, max_smem, stream);
+            return launch_hstu_bwd_pds_ordered<T, D, kStages, kDefault & ~kPdsPtrCopies>(p, max_smem, stream);
           }
-          return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~(kPdsStsmPdS | kPdsPtrCopies)>(p, max_smem, stream);
+          return launch_hstu_bwd_pds_ordered<T, D, kStages, kDefault & ~(kPdsStsmPdS | kPdsPtrCopies)>(p, max_smem,
+                                                                                                       stream);
         }
         return cudaErrorNotSupported;
       case kBwdSm80RunPtrCfg:
       case kBwdSm80LaneOnceCfg:
+        if constexpr (D == 128 || D == 256) {
+          if (cfg != kBwdSm80RunPtrCfg) return cudaErrorNotSupported;
+          err = bwd_sm80_require_sm90();
+          if (err != cudaSuccess) return err;
+          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          constexpr int kStages = D == 256 ? 2 : 3;
+          constexpr int kDefault =
+              D == 256 ? kBwdPdsD256OneBar : kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>;
+          return launch_hstu_bwd_pds_ordered<T, D, kStages, kDefault | kPdsWarpEpilogue>(p, max_smem, stream);
+        }
         if constexpr (D == 64) {
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;

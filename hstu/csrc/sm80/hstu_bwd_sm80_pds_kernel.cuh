@@ -104,15 +104,16 @@ constexpr int kPdsLeanCopies = 128;
 // stmatrix (a quarter of the st.shared instructions). The default of the sm_90+ one-barrier loops (D = 64 / 128:
 // kBwdPdsDefaultFlags; D = 256: kBwdPdsD256OneBar), measured there (docs/hstu_kernel_notes.md).
 constexpr int kPdsSmemEpilogue = 512;
-// A flag on BODY (the one-barrier loop at D = 64 / 128, sm_90 code): P and dS leave phase 1 by stmatrix.x4 (four n8
+// A flag on BODY (the one-barrier loops, sm_90 code): P and dS leave phase 1 by stmatrix.x4 (four n8
 // row halves of the warp's 32 x 32 scores a store: 8 a thread and tile pair instead of 32 st.shared.b32, and two
 // address registers instead of the 16 that the 4-byte stores kept live from the SiLU pass to the dS stores). The
 // same bytes in the same places: gradients bitwise. Alone 1.2-1.3 % slower at D = 64 on an H200 (short-scoreboard
 // waits on the four packs) and spilling at D = 128; with kPdsPtrCopies (which its freed registers pay for) the
 // default of D = 64 / 128's sm_90+ one-barrier loops (kBwdPdsDefaultFlags; bwd_sm80_cfg 10 / 11 / 12 the loop
-// without one or both).
+// without one or both). At D = 256 (kPdsMbarCopies' loop, 16 x 32 warp tiles: 2 + 2 stores a thread and tile pair
+// instead of 8 + 8) both are in kBwdPdsD256OneBar (branch bwdw33, docs/hstu_kernel_notes.md).
 constexpr int kPdsStsmPdS = 1024;
-// A flag on BODY (the one-barrier loop at D = 64 / 128, sm_90 code): the next tile's lean Q / dO copies from each
+// A flag on BODY (the one-barrier loops, sm_90 code): the next tile's lean Q / dO copies from each
 // thread's chunk pointers formed once per key block (the sequence's first row, 64-bit, and the chunk's swizzled
 // shared offset: five registers across the loop) plus the tile's row offset, instead of the pointers, the thread's
 // row / chunk and the offsets re-formed for every tile (~40 instructions a copy half a warp and tile pair at D = 64,
@@ -136,6 +137,13 @@ constexpr int kPdsLaneOnce = 8192;
 // adding into the same fragment-ordered block, whose layout is unchanged). On an H200 2.3-2.9 % slower than the
 // default (the reductions fill the MIO queue and hold their registers: mio / long-scoreboard waits); for comparisons.
 constexpr int kPdsDqSplitK = 16384;
+// A flag on BODY with kPdsSmemEpilogue (the one-barrier loops, sm_90+): each warp stores its own dK / dV fragment
+// block (KR keys x KC columns) through shared memory and copies it out as 16-byte row chunks, with no block barrier:
+// dV into V's buffer (its last reader, phase 1's dP, is behind the last tile's phase-1 barrier), dK into a Q / dO
+// stage the last tile does not use (no copies pending into it, its last readers behind the same barrier), where
+// kPdsSmemEpilogue waits for every warp twice (K is read by the last tile's phase 3) and copies whole rows. The same
+// values in the same bits. bwd_sm80_cfg 13 at D = 128 / 256, for comparisons (branch bwdw33).
+constexpr int kPdsWarpEpilogue = 32768;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -329,7 +337,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
-                                 kPdsRunPtrs | kPdsLaneOnce | kPdsDqSplitK);
+                                 kPdsRunPtrs | kPdsLaneOnce | kPdsDqSplitK | kPdsWarpEpilogue);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -613,6 +621,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
                                 dq_w * (QR * QC) + lane * 4
                           : nullptr;
 
+  int free_stage = 0;  // (kPdsWarpEpilogue: the Q / dO stage after the last tile's)
   if (n_mt > 0) {
     load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
     load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
@@ -785,7 +794,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
 #else
         constexpr bool kStsm = false;
 #endif
-        static_assert(!kStsm || (kOneBar && SNT % 2 == 0 && D != 256), "stmatrix P / dS: the one-barrier loop");
+        static_assert(!kStsm || ((kOneBar || kMbar) && SNT % 2 == 0), "stmatrix P / dS: the one-barrier loops");
         const uint32_t tS = LP::swz(s_m + ((ln / 8) % 2) * 8 + ln % 8, s_n + (ln / 16) * 8);
         auto stsm4 = [&](const uint32_t base, const int mt, const int nt, const uint32_t (&r)[4]) {
           asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
@@ -860,7 +869,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
           float acc_dp[SMT][2 * kNpPart][4];
           gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>(),
                std::integral_constant<int, kLoopFree && !kOverlapDp ? kDpUnroll : kOverlapDp>());
-          if constexpr (kOverlapDp) {
+          if constexpr (kOverlapDp && kStsm) {  // (one part: P0 = 0, the warp's SNT n8 tiles)
+            static_assert(kDpParts == 1 && 2 * kNpPart == SNT, "stmatrix P: every n8 tile in the part");
+            stsm_tiles(sP, [&](int mt, int nt, int hf) { return pp[mt][nt][hf]; });
+          } else if constexpr (kOverlapDp) {
             for_each_pair<SMT, 2 * kNpPart>(
                 [&](int mt, int i, int hf) { store_p(mt, 2 * P0 + i, hf, pp[mt][i][hf]); });
           }
@@ -1119,6 +1131,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         stage ^= (STAGES == 2 ? 1 : 0);
       }
     } while (mb < tiles_end());
+    free_stage = stage;
   }
 
   // Epilogue: dK, dV (rows past seqused are zeros).
@@ -1126,10 +1139,15 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   const int rows_store = min(BN, si.lk_alloc - n0);
   T* dkg = static_cast<T*>(p.dk) + (int64_t)(si.k_start + n0) * p.dk_row_stride + h * p.dk_head_stride;
   T* dvg = static_cast<T*>(p.dv) + (int64_t)(si.k_start + n0) * p.dv_row_stride + h * p.dv_head_stride;
+  constexpr bool kWarpEpi = (BODY & kPdsWarpEpilogue) != 0;
+  static_assert(!kWarpEpi || ((BODY & kPdsSmemEpilogue) != 0 && (kOneBar || kMbar) && 2 * BM >= BN),
+                "the warps' own epilogue: the one-barrier loops, dK in a free Q / dO stage");
   if constexpr ((BODY & kPdsSmemEpilogue) != 0) {
     // dK into K's buffer, dV into V's (BN x D each, K's swizzled layout), then each thread's 16-byte chunks of rows
     // as load_tile_async copies them in (row r_t + KI i, chunk c_t); the same values as the fragment-order stores.
-    __syncthreads();  // every warp is done with K and V (the last tile's phases 1 and 3)
+    // kWarpEpi: dK into the Q / dO stage after the last tile's (free_stage), no block barrier.
+    const uint32_t sDk = kWarpEpi ? sQ0 + static_cast<uint32_t>(free_stage) * kStageBytes : sK;
+    if constexpr (!kWarpEpi) __syncthreads();  // every warp is done with K and V (the last tile's phases 1 and 3)
     const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     // stmatrix.x4: lanes 8 i .. 8 i + 7 address the rows of 8 x 8 matrix i = (row half, column tile) of the four
@@ -1162,8 +1180,31 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
                          : "memory");
     };
 #endif
-    st_frags(sK, acc_dk, 1.f);
+    st_frags(sDk, acc_dk, 1.f);
     st_frags(sV, acc_dv, p.inv_scaling);
+    if constexpr (kWarpEpi) {
+      // the warp's KR x KC block: KC / 8 chunks a row, 32 lanes a step (a warp store: 32 / (KC / 8) rows)
+      __syncwarp();
+      constexpr int kRowChunks = KC / 8;
+      static_assert((KR * kRowChunks) % 32 == 0, "whole steps");
+#pragma unroll
+      for (int it = 0; it < KR * kRowChunks / 32; ++it) {
+        const int r = (it * 32 + lane) / kRowChunks, c = (it * 32 + lane) % kRowChunks;
+        if (k_n + r < rows_store) {
+          const uint32_t so = L::swz(k_n + r, k_d + c * 8);
+          uint4 xk, xv;
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(xk.x), "=r"(xk.y), "=r"(xk.z), "=r"(xk.w)
+                       : "r"(sDk + so));
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(xv.x), "=r"(xv.y), "=r"(xv.z), "=r"(xv.w)
+                       : "r"(sV + so));
+          *reinterpret_cast<uint4*>(dkg + (int64_t)(k_n + r) * p.dk_row_stride + k_d + c * 8) = xk;
+          *reinterpret_cast<uint4*>(dvg + (int64_t)(k_n + r) * p.dv_row_stride + k_d + c * 8) = xv;
+        }
+      }
+      return;
+    }
     __syncthreads();
     constexpr int kChunks = D / 8, KI = NT / kChunks;
     static_assert(BN % KI == 0 && KI % 8 == 0, "rows KI apart: the same swizzle");
