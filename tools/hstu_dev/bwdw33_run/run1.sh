@@ -29,8 +29,8 @@ echo "rc $? ($SECONDS s)"
 $NCU --import $OUT/d256.ncu-rep --print-kernel-base mangled --page raw --csv --print-metric-instances values \
     > $OUT/ncu_raw.csv 2>> $OUT/ncu.log
 # (64 x 64 pairs at D = 256: twice bwd21's 64 x 128 count)
-python3 $C/ncu_digest.py $OUT/ncu_raw.csv --pairs $(( 2 * $(grep -o "pairs [0-9]*" $OUT/ncu.log | head -1 | awk '{print $2}') )) \
-    > $OUT/ncu_digest.md 2>&1
+PAIRS=$(grep -o "pairs [0-9]*" $OUT/ncu.log | head -1 | awk '{print $2}')
+python3 $C/ncu_digest.py $OUT/ncu_raw.csv --pairs $(( 2 * ${PAIRS:-0} )) > $OUT/ncu_digest.md 2>&1
 echo "== 3. GPU tests ($SECONDS s)"
 T=tests/hstu/test_sm80_backward_gpu.py
 # (pack.sh --main-wheel: main's wheel in the branch's place, no branch code to test)
