@@ -41,8 +41,8 @@ TAIL_CFG = 7  # (kBwdSm80TailCfg: the heads-first kernels with the other choice 
 EPI_CFG = 9  # (kBwdSm80SmemEpiCfg: the default's loop without kPdsSmemEpilogue, 512: dK / dV in fragment order)
 _STSM = 1024  # kPdsStsmPdS (P / dS by stmatrix)
 _PTR = 2048  # kPdsPtrCopies (the Q / dO copies from pointers formed once per key block)
-# (kBwdSm80StsmCfg / PtrCfg / PtrOnlyCfg: the default's loop at D = 64 / 128 / 256 without both flags /
-# kPdsPtrCopies / kPdsStsmPdS)
+# (kBwdSm80StsmCfg / PtrCfg / PtrOnlyCfg: the default's loop at D = 64 / 128 without both flags / kPdsPtrCopies /
+# kPdsStsmPdS)
 STSM_CFG, PTR_CFG, PTR_ONLY_CFG = 10, 11, 12
 _WITHOUT = {STSM_CFG: _STSM | _PTR, PTR_CFG: _PTR, PTR_ONLY_CFG: _STSM}
 # (kBwdSm80RunPtrCfg / LaneOnceCfg: the default's loop at D = 64 without kPdsRunPtrs (4096) | kPdsLaneOnce (8192) /
@@ -53,7 +53,8 @@ _WITHOUT_D64 = {STSM_CFG: _RUN_LANE, PTR_CFG: _RUN_LANE, PTR_ONLY_CFG: _RUN_LANE
 # (kBwdSm80DqSplitCfg: the default's loop at D = 64 with kPdsDqSplitK (16384): dQ split over the keys)
 DQ_SPLIT_CFG = 15
 _WITH_D64 = {DQ_SPLIT_CFG: 16384}
-# (cfg 13 at D = 128 / 256: the default's loop with kPdsWarpEpilogue (32768): each warp's own dK / dV epilogue)
+# (cfg 13 at D = 128 / 256: the one-barrier loop with kPdsWarpEpilogue (32768): each warp's own dK / dV epilogue; at
+# D = 256 on the loop with kPdsStsmPdS | kPdsPtrCopies, kBwdPdsD256Stsm)
 WARP_EPI_CFG = 13
 _WITH_D128_256 = {WARP_EPI_CFG: 32768}
 MBAR_CFGS = (6,)  # (D = 256)
@@ -96,9 +97,9 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     heads-first kernel with the other choice of kPdsTailBlocksFirst (batch first: the default's). D = 256: the
     default the two-stage body kernel with kPdsMbarCopies | kPdsLeanCopies, cfg 1 the two-stage two-barrier kernel,
     cfg 6 (bf16) kPdsMbarCopies alone. The one-barrier loops with kPdsSmemEpilogue, cfg 9 (bf16) the default's body
-    kernel without it; cfg 10 / 11 / 12 (bf16) the default's loop as a body kernel without
-    kPdsStsmPdS | kPdsPtrCopies / kPdsPtrCopies / kPdsStsmPdS (D = 256: its default has both since branch bwdw33);
-    cfg 13 (bf16) at D = 128 / 256 the default's loop with kPdsWarpEpilogue (each warp's own dK / dV epilogue)."""
+    kernel without it; cfg 10 / 11 / 12 (bf16, D = 64 / 128) the default's loop as a body kernel without
+    kPdsStsmPdS | kPdsPtrCopies / kPdsPtrCopies / kPdsStsmPdS; cfg 13 (bf16) at D = 128 / 256 the loop with
+    kPdsWarpEpilogue (each warp's own dK / dV epilogue; D = 256: | kPdsStsmPdS | kPdsPtrCopies)."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     bf16 = dtype == torch.bfloat16
     no_epi = cfg == EPI_CFG and bf16
@@ -112,9 +113,8 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
         lean = 0 if cfg == 6 and bf16 else _LEAN
         body = 10 | _MBAR | lean | (_HEADS_FIRST | (0 if cfg == 6 and bf16 else tail) if first else 0)
         body |= 0 if no_epi else _EPI
-        # (| kPdsStsmPdS | kPdsPtrCopies but in cfg 6 (session 23's loop) and cfgs 10 / 11 / 12 (bf16: without them)
-        body |= 0 if cfg == 6 and bf16 else (_STSM | _PTR) & ~(_WITHOUT.get(cfg, 0) if bf16 else 0)
-        body |= _WITH_D128_256.get(cfg, 0) if bf16 else 0
+        # (cfg 13: kBwdPdsD256Stsm's loop | kPdsWarpEpilogue)
+        body |= _STSM | _PTR | _WITH_D128_256[cfg] if cfg in _WITH_D128_256 and bf16 else 0
         return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {body}>(hstu::HstuParams, int)"
     if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
@@ -272,7 +272,7 @@ def test_sm80_backward_smem_epilogue(D, mask, rab_heads, delta_q, kernel_opts):
 
 @pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True),
                                                    ("target_group", 1, False), ("none", 0, True)])
-@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("D", [64, 128])
 def test_sm80_backward_stsm_pds(D, mask, rab_heads, delta_q, kernel_opts):
     """The default's loop (P and dS stored by stmatrix, the Q / dO copies from pointers formed once per key block),
     cfg 10 (bf16: without both), cfg 11 (without the pointer copies) and cfg 12 (without stmatrix) in both grid orders
@@ -312,7 +312,7 @@ def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
     """At D = 64 / 128 on sm_90+ the default runs the one-barrier loop (both dtypes; at 200 keys heads first), cfg 1 the
     two-barrier kernel, cfg 2 (bf16, D = 64) the loop with the copies together, cfg 3 the other grid order (D = 256
     too), cfg 6 (bf16, D = 256) the mbarrier loop without the lean copies, cfg 7 (bf16) the heads-first loop with the
-    other choice of the tail's order, cfg 10 / 11 / 12 (bf16, D = 64 / 128 / 256) the loop without P / dS by stmatrix and
+    other choice of the tail's order, cfg 10 / 11 / 12 (bf16, D = 64 / 128) the loop without P / dS by stmatrix and
     the Q / dO copies from pointers / without the copies / without stmatrix; calls with
     contexts run the context kernel
     whatever the cfg; other head dims (and GPUs below sm_90) run the same kernel for every cfg."""

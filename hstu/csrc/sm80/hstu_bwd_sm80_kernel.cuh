@@ -894,11 +894,12 @@ constexpr int kBwdSm80JoinedCopiesCfg = 2;
 constexpr int kBwdSm80OtherOrderCfg = 3;
 // D = 256's default on sm_90+ for calls without contexts: one block barrier per tile pair with two Q / dO stages
 // whose copies complete on mbarriers (kPdsMbarCopies, 224 KB; cfg 1: the two-barrier kernels), with the lean Q / dO
-// copies and full-tile intervals (kPdsLeanCopies), P / dS by stmatrix and the copies from pointers formed once
-// (kPdsStsmPdS | kPdsPtrCopies, as D = 64 / 128; cfgs 10 / 11 / 12 below); 6 (bf16, the default's grid order) the
-// loop without the lean copies (kBwdPdsD256Alt: session 23's, without the later flags), for comparisons.
-constexpr int kBwdPdsD256OneBar = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsLeanCopies | kPdsSmemEpilogue |
-                                  kPdsStsmPdS | kPdsPtrCopies;
+// copies and full-tile intervals (kPdsLeanCopies); 6 (bf16, the default's grid order) the other form of the two
+// (kBwdPdsD256Alt), for comparisons. kBwdPdsD256Stsm: the same with P / dS by stmatrix and the copies from pointers
+// (D = 128's kPdsStsmPdS | kPdsPtrCopies; on an H200 0.3-0.4 % slower than the default at B16 S4K / B128 S1K D256:
+// not the default), the loop of cfg 13 at D = 256 (below).
+constexpr int kBwdPdsD256OneBar = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsLeanCopies | kPdsSmemEpilogue;
+constexpr int kBwdPdsD256Stsm = kBwdPdsD256OneBar | kPdsStsmPdS | kPdsPtrCopies;
 constexpr int kBwdPdsD256Alt = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsSmemEpilogue;
 constexpr int kBwdSm80MbarCfg = 6;
 // 7 (bf16, calls without contexts, sm_90+, where the default runs heads first): the default's loop with the other
@@ -912,9 +913,9 @@ constexpr int kBwdPdsTailFirst = D == 64 || D == 256 ? kPdsTailBlocksFirst : 0;
 // 9 (bf16, sm_90+, calls without contexts): the default's loop (either grid order) with dK / dV stored in fragment
 // order (without kPdsSmemEpilogue), for comparisons.
 constexpr int kBwdSm80SmemEpiCfg = 9;
-// 10 (bf16, D = 64 / 128 / 256, sm_90+, calls without contexts): the default's one-barrier loop (either grid order)
-// without kPdsStsmPdS and kPdsPtrCopies (main's loop before them), 11 without kPdsPtrCopies (P / dS by stmatrix
-// alone), 12 without kPdsStsmPdS (the Q / dO copies from pointers alone), for comparisons; at D = 64 each also without
+// 10 (bf16, D = 64 / 128, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) without
+// kPdsStsmPdS and kPdsPtrCopies (main's loop before them), 11 without kPdsPtrCopies (P / dS by stmatrix alone), 12
+// without kPdsStsmPdS (the Q / dO copies from pointers alone), for comparisons; at D = 64 each also without
 // kPdsRunPtrs | kPdsLaneOnce (the running pointers need kPdsPtrCopies).
 constexpr int kBwdSm80StsmCfg = 10;
 constexpr int kBwdSm80PtrCfg = 11;
@@ -922,7 +923,8 @@ constexpr int kBwdSm80PtrOnlyCfg = 12;
 // 13 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) without the
 // running pointers and the lane offsets once (kPdsRunPtrs | kPdsLaneOnce: session 28's default loop), 14 without
 // kPdsLaneOnce (the running pointers alone), for comparisons. 13 at D = 128 / 256 (bf16, sm_90+, no contexts): the
-// default's loop with each warp's own dK / dV epilogue (kPdsWarpEpilogue), for comparisons.
+// one-barrier loop with each warp's own dK / dV epilogue (kPdsWarpEpilogue; D = 128 the default's loop, D = 256
+// kBwdPdsD256Stsm's), for comparisons (on an H200 -0.9 % against the default at B128 S1K D256, level at B16 S4K D256).
 constexpr int kBwdSm80RunPtrCfg = 13;
 constexpr int kBwdSm80LaneOnceCfg = 14;
 // 15 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) with dQ split
@@ -1023,23 +1025,19 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
       case kBwdSm80StsmCfg:
       case kBwdSm80PtrCfg:
       case kBwdSm80PtrOnlyCfg:
-        if constexpr (D == 64 || D == 128 || D == 256) {
+        if constexpr (D == 64 || D == 128) {
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
           if (p.num_contexts != nullptr) return cudaErrorNotSupported;
-          // (D = 256: its two-stage one-barrier loop; else the three-stage default's)
-          constexpr int kStages = D == 256 ? 2 : 3;
           constexpr int kDefault =
-              D == 256 ? kBwdPdsD256OneBar
-                       : (kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>) & ~(kPdsRunPtrs | kPdsLaneOnce);
+              (kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>) & ~(kPdsRunPtrs | kPdsLaneOnce);
           if (cfg == kBwdSm80PtrOnlyCfg) {
-            return launch_hstu_bwd_pds_ordered<T, D, kStages, kDefault & ~kPdsStsmPdS>(p, max_smem, stream);
+            return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsStsmPdS>(p, max_smem, stream);
           }
           if (cfg == kBwdSm80PtrCfg) {
-            return launch_hstu_bwd_pds_ordered<T, D, kStages, kDefault & ~kPdsPtrCopies>(p, max_smem, stream);
+            return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsPtrCopies>(p, max_smem, stream);
           }
-          return launch_hstu_bwd_pds_ordered<T, D, kStages, kDefault & ~(kPdsStsmPdS | kPdsPtrCopies)>(p, max_smem,
-                                                                                                       stream);
+          return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~(kPdsStsmPdS | kPdsPtrCopies)>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       case kBwdSm80RunPtrCfg:
@@ -1050,9 +1048,9 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           if (err != cudaSuccess) return err;
           if (p.num_contexts != nullptr) return cudaErrorNotSupported;
           constexpr int kStages = D == 256 ? 2 : 3;
-          constexpr int kDefault =
-              D == 256 ? kBwdPdsD256OneBar : kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>;
-          return launch_hstu_bwd_pds_ordered<T, D, kStages, kDefault | kPdsWarpEpilogue>(p, max_smem, stream);
+          constexpr int kLoop =
+              D == 256 ? kBwdPdsD256Stsm : kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>;
+          return launch_hstu_bwd_pds_ordered<T, D, kStages, kLoop | kPdsWarpEpilogue>(p, max_smem, stream);
         }
         if constexpr (D == 64) {
           err = bwd_sm80_require_sm90();

@@ -111,7 +111,7 @@ constexpr int kPdsSmemEpilogue = 512;
 // waits on the four packs) and spilling at D = 128; with kPdsPtrCopies (which its freed registers pay for) the
 // default of D = 64 / 128's sm_90+ one-barrier loops (kBwdPdsDefaultFlags; bwd_sm80_cfg 10 / 11 / 12 the loop
 // without one or both). At D = 256 (kPdsMbarCopies' loop, 16 x 32 warp tiles: 2 + 2 stores a thread and tile pair
-// instead of 8 + 8) both are in kBwdPdsD256OneBar (branch bwdw33, docs/hstu_kernel_notes.md).
+// instead of 8 + 8) both measured 0.3-0.4 % slower than without (kBwdPdsD256Stsm, cfg 13's loop there; branch bwdw33).
 constexpr int kPdsStsmPdS = 1024;
 // A flag on BODY (the one-barrier loops, sm_90 code): the next tile's lean Q / dO copies from each
 // thread's chunk pointers formed once per key block (the sequence's first row, 64-bit, and the chunk's swizzled
@@ -142,7 +142,8 @@ constexpr int kPdsDqSplitK = 16384;
 // dV into V's buffer (its last reader, phase 1's dP, is behind the last tile's phase-1 barrier), dK into a Q / dO
 // stage the last tile does not use (no copies pending into it, its last readers behind the same barrier), where
 // kPdsSmemEpilogue waits for every warp twice (K is read by the last tile's phase 3) and copies whole rows. The same
-// values in the same bits. bwd_sm80_cfg 13 at D = 128 / 256, for comparisons (branch bwdw33).
+// values in the same bits. bwd_sm80_cfg 13 at D = 128 / 256, for comparisons (branch bwdw33: on an H200 -0.9 % at
+// B128 S1K D256 against the default, level at B16 S4K D256, -0.4 % at B128 S1K D128, within that run's spread).
 constexpr int kPdsWarpEpilogue = 32768;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
