@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <type_traits>
 
+#include "common/pdl.cuh"  // griddep_wait, griddep_launch_dependents, launch_pdl (the split's launches)
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/sm80/hstu_fwd_sm80_split.h"
 
@@ -451,6 +452,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       m0t = static_cast<int>(gridDim.x - 1 - bx) * BM;
     }
   };
+  // SPLIT: a programmatic dependent launch behind the list's kernel (launch_hstu_fwd_split, sm_90+) waits for it
+  // before the first read of the list (a no-op in a plain launch)
+  if constexpr (SPLIT) accel::griddep_wait();
   int b, m0;
   if constexpr (SPLIT && QEARLY) {  // the list's bound and the item loaded together (one L2 latency, not two; the
     // list has room for every y of the grid): empty blocks at the end
@@ -1321,6 +1325,11 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
   __shared__ int walk_b[kFwdListCache];   // nb_end | gap_end << 16
   __shared__ unsigned long long work;
   __shared__ int long_walk, partials, cached;
+  // A programmatic dependent launch (sm_90+, launch_hstu_fwd_split): the block waits for the kernel before it (the
+  // validation) before its first global access, then lets the split kernel's blocks start (they wait in turn for
+  // this grid's completion before reading the list); both no-ops in a plain launch.
+  accel::griddep_wait();
+  accel::griddep_launch_dependents();
   for (int i = threadIdx.x; i < counters; i += blockDim.x) p.fwd_tile_counter[i] = 0;
   for (int i = threadIdx.x; i < kFwdListBuckets; i += blockDim.x) cursor[i] = 0;
   for (int i = threadIdx.x; i <= kFwdListHist; i += blockDim.x) hist[i] = 0;
@@ -1448,20 +1457,22 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
   static_assert(t.bm == C::kBlockM && t.bn == C::kBlockN && t.minb == C::kMinBlocks, "the plan's tile");
   if (p.fwd_sched == nullptr || p.fwd_split_tiles == 0) return launch_hstu_fwd<T, D, C>(p, stream);
   const int least = std::abs(p.fwd_split_tiles);
-  int sms = 0, max_smem = 0;
-  bool narrow = false;
-  cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
+  accel::DeviceInfo d;
+  cudaError_t err = accel::current_device_info(d);
   if (err != cudaSuccess) return err;
-  const int resident = p.fwd_split_tiles > 0 ? 0 : sms * C::kMinBlocks;  // (0: exact chunks)
+  const int resident = p.fwd_split_tiles > 0 ? 0 : d.sms * C::kMinBlocks;  // (0: exact chunks)
+  // On sm_90+ both kernels are programmatic dependent launches: the list's block starts as the validation's ends,
+  // the split kernel's blocks while the list is built (each waits in-kernel: griddep_wait), which takes two launch
+  // gaps off the call (kFwdSm80NoPdl, kFwdSm80SplitMain: plain launches, for comparisons)
+  const bool pdl = d.cc_major >= 9 && !(p.fwd_sm80_cfg & (kFwdSm80NoPdl | kFwdSm80SplitMain));
   const FwdSm80Split s = fwd_sm80_split_layout(p, t, least, resident);
   if (p.fwd_sched_bytes < s.bytes || s.items > 65535) return cudaErrorInvalidValue;
   HstuParams q = p;  // workspace: counters and the split tiles' first partials | list | partials
   q.fwd_tile_counter = static_cast<int*>(p.fwd_sched);
   q.fwd_sched = static_cast<char*>(p.fwd_sched) + s.counter_bytes + s.list_bytes;
-  hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN><<<1, 1024, 0, stream>>>(
-      q, reinterpret_cast<int4*>(static_cast<char*>(p.fwd_sched) + s.counter_bytes),
-      static_cast<int>(s.slots * p.heads), s.ns, least, resident);
-  err = cudaGetLastError();
+  err = accel::launch_pdl(hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN>, dim3(1), dim3(1024), 0, stream, pdl, q,
+                          reinterpret_cast<int4*>(static_cast<char*>(p.fwd_sched) + s.counter_bytes),
+                          static_cast<int>(s.slots * p.heads), s.ns, least, resident);
   if (err != cudaSuccess) return err;
   // (kFwdSm80SplitMain: main's split kernel, for comparisons)
   auto kernel = (p.fwd_sm80_cfg & kFwdSm80SplitMain)
@@ -1475,8 +1486,8 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
   }
-  kernel<<<dim3(p.heads, static_cast<unsigned>(s.items)), C::kWarps * 32, kSmem, stream>>>(q);
-  return cudaGetLastError();
+  return accel::launch_pdl(kernel, dim3(p.heads, static_cast<unsigned>(s.items)), dim3(C::kWarps * 32), kSmem,
+                           stream, pdl, q);
 }
 
 // Candidate CFG of kernel_options(fwd_sm80_cfg=CFG) where it applies (bf16, a head dim that has it), else the default.

@@ -41,15 +41,18 @@ inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
 // from shared memory, the split kernel loading the list's bound before the item and Q behind the mask's setup);
 // kFwdSm80NoIlv for kernel_options(fwd_sm80_interleave=False) (the bf16 D = 64 default without its interleaved
 // groups: FwdSm80QregScaled instead of FwdSm80QregIlv); bits 6-7 (kFwdSm80SplitBm64Shift) for
-// kernel_options(fwd_sm80_bm64=n) (the split at D = 64 / 128 in 64-row query tiles: FwdSm80SplitBm64<D, n>).
+// kernel_options(fwd_sm80_bm64=n) (the split at D = 64 / 128 in 64-row query tiles: FwdSm80SplitBm64<D, n>);
+// kFwdSm80NoPdl for kernel_options(fwd_sm80_pdl=False) (the split's list and split kernels as plain launches).
 constexpr int kFwdSm80CfgMask = 7;
 constexpr int kFwdSm80NoQscale = 8;
 constexpr int kFwdSm80SplitMain = 16;
 constexpr int kFwdSm80NoIlv = 32;
 constexpr int kFwdSm80SplitBm64Shift = 6;
-constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0) {
+constexpr int kFwdSm80NoPdl = 256;
+constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0,
+                                bool pdl = true) {
   return (cfg & kFwdSm80CfgMask) | (qscale ? 0 : kFwdSm80NoQscale) | (split_main ? kFwdSm80SplitMain : 0) |
-         (ilv ? 0 : kFwdSm80NoIlv) | (bm64 & 3) << kFwdSm80SplitBm64Shift;
+         (ilv ? 0 : kFwdSm80NoIlv) | (bm64 & 3) << kFwdSm80SplitBm64Shift | (pdl ? 0 : kFwdSm80NoPdl);
 }
 // kernel_options(fwd_sm80_bm64=n) from HstuParams::fwd_sm80_cfg: 0 none, 1 / 2 (FwdSm80SplitBm64)
 constexpr int fwd_sm80_bm64(int cfg_word) { return (cfg_word >> kFwdSm80SplitBm64Shift) & 3; }
