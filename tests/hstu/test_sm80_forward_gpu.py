@@ -380,12 +380,13 @@ def test_sm80_forward_split_over_two_waves(D, mask, kernel_opts):
 
 @pytest.mark.parametrize("mask", ["causal", "context_target_group", "local_context_target"])
 @pytest.mark.parametrize("D", [64, 128, 256])
-def test_sm80_forward_split_pdl(D, mask, kernel_opts):
+def test_sm80_forward_split_sync(D, mask, kernel_opts):
     """On sm_90+ the split's list kernel and split kernel are programmatic dependent launches (each waits in-kernel
-    for the kernel before it; kernel_options(fwd_sm80_pdl=False): plain launches): on a Zipf-like batch the default
-    meets the error rule against the fp32 reference and gives bit for bit the plain launches' output, called eagerly
-    and replayed in a CUDA graph of three calls whose q / k / v a copy kernel rewrites just before each call (a read
-    ahead of the waits would see the previous call's inputs; outputs poisoned before the replay)."""
+    for the kernel before it) and a chunk's count is an acquire-release atomic (kernel_options(fwd_sm80_split_plain=
+    True): plain launches and full fences, main's): on a Zipf-like batch the default meets the error rule against
+    the fp32 reference and gives bit for bit the plain path's output, called eagerly and replayed in a CUDA graph of
+    three calls whose q / k / v a copy kernel rewrites just before each call (a read ahead of the waits would see
+    the previous call's inputs; outputs poisoned before the replay)."""
     if D == 256 and not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
     lk = [1100, 260, 97, 64, 63, 40, 17, 9, 5, 3, 2, 1, 1, 0, 31, 65]
@@ -401,12 +402,12 @@ def test_sm80_forward_split_pdl(D, mask, kernel_opts):
                                      **kg._varlen_kwargs(cases[0]))
     kernel_opts(sm90=False)
     kg.check_case(cases[0], 0.5, backward=False)
-    kernel_opts(sm90=False, fwd_sm80_pdl=False)
+    kernel_opts(sm90=False, fwd_sm80_split_plain=True)
     want = [run(c) for c in cases]
-    for pdl in (True, False):
-        kernel_opts(sm90=False, fwd_sm80_pdl=pdl)
+    for plain in (False, True):
+        kernel_opts(sm90=False, fwd_sm80_split_plain=plain)
         kg.poison_allocator(4 * src["q"].numel() * src["q"].element_size())
-        assert all(torch.equal(run(c), w) for c, w in zip(cases, want)), ("eager", pdl)
+        assert all(torch.equal(run(c), w) for c, w in zip(cases, want)), ("eager", plain)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -420,7 +421,7 @@ def test_sm80_forward_split_pdl(D, mask, kernel_opts):
         graph.replay()
         torch.cuda.synchronize()
         for i, (o, w) in enumerate(zip(outs, want)):
-            assert torch.equal(o, w), ("graph", pdl, i)
+            assert torch.equal(o, w), ("graph", plain, i)
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])
