@@ -8,7 +8,8 @@ rm -rf $C/whl $C/tree $C/jag $C/run*.sh
 mkdir -p $C/whl $C/tree/tests/hstu $C/jag
 cp $W/bazel-bin/hstu_attn-*.whl $C/whl/
 cp $W/tests/conftest.py $C/tree/tests/
-cp $W/tests/hstu/{hstu_kernel_checks.py,test_sm80_forward_gpu.py,test_kernel_options.py} $C/tree/tests/hstu/
+cp $W/tests/hstu/{hstu_kernel_checks.py,test_sm80_forward_gpu.py,test_kernel_options.py,test_kernels_gpu.py} \
+  $C/tree/tests/hstu/
 cp $W/tools/hstu_dev/fwd17_run/fwd17_jag.py $W/tools/hstu_dev/fwd29_run/fwd29_bench.py \
   $W/tools/hstu_dev/zipf32_run/zipf32_bench.py $W/tools/hstu_dev/zipf33_run/zipf33_bench.py $C/jag/
 cp $W/tools/hstu_dev/carry_setup.sh $C/

@@ -7,6 +7,6 @@ source "$(dirname "${BASH_SOURCE[0]}")"/fwd28_setup.sh
 J=$C/jag/zipf33_bench.py
 digest_time() {
   echo "#### time (main33 = main 0bb35f74's wheel, own process; zipf33 = the branch's; sm90=False; alpha D^-1/2; ctx3;"
-  echo "#### default = the split's list / split kernels as programmatic dependent launches, plain = fwd_sm80_pdl=False)"
+  echo "#### default = the branch's split (run 1: PDL; run 2: PDL + the per-item changes), plain = main's path in the branch)"
   grep -E "^##|^\| |^\(|rror|Traceback|capture|^rc " $OUT/time.log | cut -c1-250
 }
