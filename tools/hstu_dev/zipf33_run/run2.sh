@@ -1,25 +1,30 @@
 #!/bin/bash
-# zipf33 (issue 39, session 30), run 2 (<= 50 s), from the root of main's tree (main 0bb35f74 on the device):
+# zipf33 (issue 39, session 30), run 2 (<= 50 s; run 1's wheel, the PDL split), from the root of main's tree:
 #   OUT=<dir> timeout 56 bash .carry/zipf33/run2.sh > <dir>/stdout.txt 2>&1
-# Run 1's programmatic dependent launches plus the split's per-item cost (the default; kernel_options(
-# fwd_sm80_split_plain=True): main's path): 32-byte list items carrying Q's first row / rows and the sequence's
-# first key / keys (Q and the first K / V copies issued before seq_info's loads), the first partial's base loaded
-# in the prologue, the chunk count an acq_rel atomic instead of two __threadfence.
-# 1. Tests (the branch's files in .carry/zipf33/tree): every split test of test_sm80_forward_gpu.py (every mask, the
-#    64-row tiles, the rule, chunks, main's split, the list's bound and workspace) on the new items, and the default
-#    against the plain path bit for bit (eager and in a CUDA graph whose inputs a copy kernel rewrites before each
-#    call); the sm80-class forward against the reference at D = 32-256 (test_kernels_gpu.py).
-# 2. Time: default / plain on the Zipf batch (seeds 0, 1), its dense twins and B4 S4K, B2 S4K, B8 S1K (ctx3) at D =
-#    64 / 128 / 256, and the seed-0 pair's timeline per call (gaps); then main33's wheel in its own process.
+# Run 1: the split's list kernel is 7.2-8.7 us of a 34-64 us call (a quarter of the Zipf D64 call) and the split
+# kernel runs 0.94x the dense pair's time for 0.80x its steps. Where do they spend it? ncu (speed of light, warp
+# states, instruction stats, launch stats, source counters: the top stall locations) of both kernels on the Zipf
+# batch and its dense twin at D = 64 (two calls each: 8 kernels), caches and clocks left alone; the raw page through
+# bwd15's digest, the details page (the stall locations) and the SASS source page (csv.gz) for reading here.
 source "$(dirname "$0")/setup.sh"
-echo "== 1. GPU tests ($SECONDS s)"
-run_tests 24 "split or sm80_and_sm90" -v $T \
-  tests/hstu/test_kernels_gpu.py::test_sm80_and_sm90_kernels_agree_with_reference
-echo "== 2. time ($SECONDS s)"
-bench /tmp/site_zipf33 zipf33 11 ratio gaps --seed1 --edge --reps 5 --dims 64 128 256
-bench ${BASE_SITE:-/tmp/site_main} main33 $(( $(left) - 1 )) ratio --base --seed1 --edge --reps 5 --dims 64 128 256
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+echo "== ncu ($SECONDS s; $NCU)"
+sec="SpeedOfLight WarpStateStats InstructionStats LaunchStats Occupancy SourceCounters"
+PYTHONPATH=/tmp/site_zipf33 timeout 38 $NCU --clock-control none --cache-control none \
+  -k "regex:hstu_sm80_fwd_list_kernel|hstu_fwd_split_qearly" -c 8 $(printf -- "--section %s " $sec) \
+  -o $OUT/z33 -f python3 -P $C/jag/zipf33_ncu.py 64 > $OUT/ncu.log 2>&1
+echo "rc $? ($SECONDS s)"
+timeout 3 $NCU --import $OUT/z33.ncu-rep --page raw --csv --print-metric-instances values > $OUT/z33_raw.csv \
+  2>> $OUT/ncu.log
+python3 $C/jag/ncu_digest.py $OUT/z33_raw.csv > $OUT/z33_digest.md 2>&1
+timeout 3 $NCU --import $OUT/z33.ncu-rep --page details > $OUT/z33_details.txt 2>> $OUT/ncu.log
+timeout 4 $NCU --import $OUT/z33.ncu-rep --page source --csv --print-source sass 2>> $OUT/ncu.log |
+  gzip > $OUT/z33_src.csv.gz
+echo "exports done ($SECONDS s)"
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
-echo "#### tests (test_sm80_forward_gpu.py -k split; test_kernels_gpu.py sm80_and_sm90_kernels_agree_with_reference)"
-digest_verbose
-digest_time
+echo "#### ncu, Zipf / dense D64 (list kernel, split kernel; two calls each)"
+grep -E "^ncu:|rror|==PROF==|Traceback|done" $OUT/ncu.log 2>/dev/null | tail -6 | cut -c1-200
+grep -E "gpu__time|inst_executed.sum |issue_active.avg.pct|warps_active.avg.per_cycle|\
+stalled_(wait|math|short|long|barrier|mio|not_sel|dispatch|lg_throttle|membar|drain|branch|no_inst).*ratio" \
+  $OUT/z33_digest.md 2>/dev/null | cut -c1-220
