@@ -10,7 +10,7 @@ source "$(dirname "$0")/setup.sh"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 echo "== ncu ($SECONDS s; $NCU)"
 sec="SpeedOfLight WarpStateStats InstructionStats LaunchStats Occupancy SourceCounters"
-PYTHONPATH=/tmp/site_zipf33 timeout 38 $NCU --clock-control none --cache-control none \
+PYTHONPATH=/tmp/site_zipf33 timeout 30 $NCU --clock-control none --cache-control none \
   -k "regex:hstu_sm80_fwd_list_kernel|hstu_fwd_split_qearly" -c 8 $(printf -- "--section %s " $sec) \
   -o $OUT/z33 -f python3 -P $C/jag/zipf33_ncu.py 64 > $OUT/ncu.log 2>&1
 echo "rc $? ($SECONDS s)"
