@@ -291,10 +291,10 @@ __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) 
 // read back from L2 too: acc_o is dead in between, which keeps the sum's registers) into acc_o and returns true.
 // The partials are p.fwd_sched, the tiles' counters p.fwd_tile_counter.
 // LEAN (the default kernel's, where p.fwd_sm80_cfg has no kFwdSm80SplitPlain): the first partial's base was stored
-// at word 7 by the block's prologue (hstu_fwd_block, behind the first copies), and the count is thread 0's acquire-release atomic behind the
-// barrier (its release covers the block's partial stores, ordered before it by the barrier; its acquire, with the
-// barrier after it, the other chunks' partials for the last block's L2 loads) instead of two full fences
-// (__threadfence: MEMBAR.SC.GPU in every warp).
+// at word 7 by the block's prologue (hstu_fwd_block, behind the first copies), and the count is thread 0's
+// acquire-release atomic behind the barrier (its release covers the block's partial stores, ordered before it by the
+// barrier; its acquire, with the barrier after it, the other chunks' partials for the last block's L2 loads) instead
+// of two full fences (__threadfence: MEMBAR.SC.GPU in every warp).
 template <int MT, int DTILES, int NT, int BM>
 __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, char* smem,
                                               int words, bool lean = false) {
