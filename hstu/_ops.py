@@ -205,6 +205,10 @@ FWD_SM80_NO_ILV_BIT = 1 << 58
 # 32 rows (D = 64; at D = 128 as 1), 3 never (the 128-row tiles; for comparisons)
 FWD_SM80_BM64_SHIFT = 46
 FWD_SM80_BM64S = (0, 1, 2, 3)
+# bit 45 (hstu_plan.h kOptFwdSm80SplitPlain): kernel_options(fwd_sm80_split_plain=True), the sm80-class forward's
+# split synchronized as main has it: its list and split kernels as plain launches (the default on sm_90+:
+# programmatic dependent launches), a chunk's count behind full fences (for comparisons)
+FWD_SM80_SPLIT_PLAIN_BIT = 1 << 45
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles
@@ -250,7 +254,7 @@ _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FW
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
                   | (15 << FP8_FWD_VAR_SHIFT) | FWD_SM80_NO_QSCALE_BIT | FWD_SM80_SPLIT_MAIN_BIT | FWD_SM80_NO_ILV_BIT
-                  | (3 << FWD_SM80_BM64_SHIFT))
+                  | (3 << FWD_SM80_BM64_SHIFT) | FWD_SM80_SPLIT_PLAIN_BIT)
 _options_state = threading.local()
 
 
@@ -268,7 +272,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    fwd_sm80_cfg: int = 0, fwd_trace: bool = False, fp8_bwd: Optional[bool] = None,
                    fp8_fwd_diag: int = 0, fp8_silu: int = 0, fp8_fwd_var: int = 0,
                    fwd_sm80_qscale: bool = True, fwd_sm80_split_main: bool = False,
-                   fwd_sm80_interleave: bool = True, fwd_sm80_bm64: int = 0) -> Iterator[None]:
+                   fwd_sm80_interleave: bool = True, fwd_sm80_bm64: int = 0,
+                   fwd_sm80_split_plain: bool = False) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -318,6 +323,11 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     tiles instead of 128-row ones (fewer KV steps on batches of short sequences): 1 of 4 warps x 16 rows, 2 of 2
     warps x 32 rows (at D = 64; at D = 128 as 1), 3 never (the 128-row tiles); 0 (the default) the rule (2 at
     D = 64, 1 at D = 128 where the split's mean work per block slot is small: hstu_plan.h fwd_sm80_bm64_rule).
+    ``fwd_sm80_split_plain=True`` (for comparisons): the sm80-class forward's split synchronized as main has it: its
+    list kernel and split kernel as plain launches (the default on sm_90+ launches both as programmatic dependent
+    launches, each waiting in-kernel for the kernel before it), a chunk's count behind two full fences and its
+    first partial's base loaded there (the default: an acquire-release count, the base loaded in the prologue); the
+    same output bit for bit.
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
@@ -439,6 +449,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     if isinstance(fwd_sm80_bm64, bool) or fwd_sm80_bm64 not in FWD_SM80_BM64S:
         _err("fwd_sm80_bm64", f"one of {FWD_SM80_BM64S}", fwd_sm80_bm64)
     bits |= fwd_sm80_bm64 << FWD_SM80_BM64_SHIFT
+    if fwd_sm80_split_plain is not True and fwd_sm80_split_plain is not False:
+        _err("fwd_sm80_split_plain", "True or False", fwd_sm80_split_plain)
+    if fwd_sm80_split_plain:
+        bits |= FWD_SM80_SPLIT_PLAIN_BIT
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),

@@ -58,6 +58,9 @@ def test_bits_match_the_plan_header():
     assert int(re.search(r"kOptFwdSm80Bm64Shift = (\d+),", text).group(1)) == _ops.FWD_SM80_BM64_SHIFT == 46
     assert re.search(r"kOptFwdSm80Bm64Mask = int64_t\{3\} << kOptFwdSm80Bm64Shift,", text)
     assert re.search(r"\(bits >> kOptFwdSm80Bm64Shift\) & 3\)", text)
+    # the sm80-class forward's split synchronized as main has it (for comparisons): bit 45
+    assert int(re.search(r"kOptFwdSm80SplitPlain = int64_t\{1\} << (\d+),", text).group(1)) == 45
+    assert _ops.FWD_SM80_SPLIT_PLAIN_BIT == 1 << 45
     with open(os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_fwd_fp8_sm90_kernel.cuh")) as f:
         enum = re.search(r"enum Fp8FwdVar : int \{([^}]*)\}", f.read()).group(1)
     assert tuple(sorted(int(v) for v in re.findall(r"= (\d+)", enum))) == _ops.FP8_FWD_VARS

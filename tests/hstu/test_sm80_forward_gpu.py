@@ -378,6 +378,52 @@ def test_sm80_forward_split_over_two_waves(D, mask, kernel_opts):
     kg.assert_agree(("out",), (run(),), (want,), "the rule past two waves vs no split")
 
 
+@pytest.mark.parametrize("mask", ["causal", "context_target_group", "local_context_target"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_forward_split_sync(D, mask, kernel_opts):
+    """On sm_90+ the split's list kernel and split kernel are programmatic dependent launches (each waits in-kernel
+    for the kernel before it) and a chunk's count is an acquire-release atomic (kernel_options(fwd_sm80_split_plain=
+    True): plain launches and full fences, main's): on a Zipf-like batch the default meets the error rule against
+    the fp32 reference and gives bit for bit the plain path's output, called eagerly and replayed in a CUDA graph of
+    three calls whose q / k / v a copy kernel rewrites just before each call (a read ahead of the waits would see
+    the previous call's inputs; outputs poisoned before the replay)."""
+    if D == 256 and not _pairs_fit():
+        pytest.skip("the warp pairs do not fit here")
+    lk = [1100, 260, 97, 64, 63, 40, 17, 9, 5, 3, 2, 1, 1, 0, 31, 65]
+    cases = [kg.make_case(zlib.crc32(repr(("pdl", D, mask, i)).encode()), lk, 2, D, torch.bfloat16, mask,
+                          0 if mask == "causal" else 1) for i in range(3)]
+    src = {n: cases[0][n].clone() for n in "qkv"}
+
+    def run(c=None):
+        if c is not None:
+            for n in "qkv":
+                src[n].copy_(c[n])
+        return hstu_attn_varlen_func(src["q"], src["k"], src["v"], alpha=0.5, rab=cases[0]["rab"],
+                                     **kg._varlen_kwargs(cases[0]))
+    kernel_opts(sm90=False)
+    kg.check_case(cases[0], 0.5, backward=False)
+    kernel_opts(sm90=False, fwd_sm80_split_plain=True)
+    want = [run(c) for c in cases]
+    for plain in (False, True):
+        kernel_opts(sm90=False, fwd_sm80_split_plain=plain)
+        kg.poison_allocator(4 * src["q"].numel() * src["q"].element_size())
+        assert all(torch.equal(run(c), w) for c, w in zip(cases, want)), ("eager", plain)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            run(cases[0])
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs = [run(c) for c in cases]
+        for o in outs:
+            o.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        for i, (o, w) in enumerate(zip(outs, want)):
+            assert torch.equal(o, w), ("graph", plain, i)
+
+
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
     """fwd_sm80_cfg=7 runs hstu_fwd_split_qearly_kernel on the 128-row split tile (fwd_sm80_bm64=3; the rule's

@@ -181,14 +181,15 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   // (kOptFp8BwdMask: the FP8 backward's routing bit and its private kernel variants, hstu_bwd_fp8_sm90.h)
   constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask |
                              kOptFp8FwdVarMask | kOptFp8BwdMask | kOptNoFwdSm80Qscale |
-                             kOptFwdSm80SplitMain | kOptNoFwdSm80Ilv | kOptFwdSm80Bm64Mask;
+                             kOptFwdSm80SplitMain | kOptNoFwdSm80Ilv | kOptFwdSm80Bm64Mask |
+                             kOptFwdSm80SplitPlain;
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   o = HstuOptions::from_bits(options);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   p.fwd_split_tiles = o.fwd_split_tiles;
   p.fwd_sm80_cfg = fwd_sm80_cfg_word(o.fwd_sm80_cfg, o.fwd_sm80_qscale, o.fwd_sm80_split_main,  // (..._split.h)
-                                     o.fwd_sm80_ilv, fwd_sm80_bm64_forced(o.fwd_sm80_bm64));
+                                     o.fwd_sm80_ilv, fwd_sm80_bm64_forced(o.fwd_sm80_bm64), o.fwd_sm80_split_plain);
   return p;
 }
 

@@ -89,6 +89,10 @@ enum HstuOptionBits : int64_t {
   // 3 never (the 128-row tiles) (HstuParams::fwd_sm80_cfg bits 6-7; private, for comparisons)
   kOptFwdSm80Bm64Shift = 46,
   kOptFwdSm80Bm64Mask = int64_t{3} << kOptFwdSm80Bm64Shift,
+  // bit 45: the sm80-class forward's split synchronized as main has it (HstuParams::fwd_sm80_cfg's
+  // kFwdSm80SplitPlain: its list and split kernels as plain launches, a chunk's count behind full fences), for
+  // comparisons
+  kOptFwdSm80SplitPlain = int64_t{1} << 45,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -120,6 +124,7 @@ struct HstuOptions {
   bool fwd_sm80_split_main = false;  // HstuParams::fwd_sm80_cfg bit 4
   bool fwd_sm80_ilv = true;  // HstuParams::fwd_sm80_cfg bit 5 cleared
   int fwd_sm80_bm64 = 0;  // HstuParams::fwd_sm80_cfg bits 6-7 (fwd_sm80_bm64_rule)
+  bool fwd_sm80_split_plain = false;  // HstuParams::fwd_sm80_cfg bit 8
   bool pdl = false;  // Sm90PagedKV::pdl
   bool fwd_trace = false;  // Sm90PagedKV::trace
   bool fp8_sched = false;
@@ -149,6 +154,7 @@ struct HstuOptions {
     o.fwd_sm80_split_main = (bits & kOptFwdSm80SplitMain) != 0;
     o.fwd_sm80_ilv = !(bits & kOptNoFwdSm80Ilv);
     o.fwd_sm80_bm64 = static_cast<int>((bits >> kOptFwdSm80Bm64Shift) & 3);
+    o.fwd_sm80_split_plain = (bits & kOptFwdSm80SplitPlain) != 0;
     o.pdl = (bits & kOptPdl) != 0;
     o.fwd_trace = (bits & kOptFwdTrace) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;

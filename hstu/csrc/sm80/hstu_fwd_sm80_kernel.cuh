@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <type_traits>
 
+#include "common/pdl.cuh"  // griddep_wait, griddep_launch_dependents, launch_pdl (the split's launches)
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/sm80/hstu_fwd_sm80_split.h"
 
@@ -289,9 +290,14 @@ __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) 
 // false unless it is the last of the k; the last adds the k partials in chunk order 0 .. k - 1 from 0.0f (its own
 // read back from L2 too: acc_o is dead in between, which keeps the sum's registers) into acc_o and returns true.
 // The partials are p.fwd_sched, the tiles' counters p.fwd_tile_counter.
+// LEAN (the default kernel's, where p.fwd_sm80_cfg has no kFwdSm80SplitPlain): the first partial's base was stored
+// at word 7 by the block's prologue (hstu_fwd_block, behind the first copies), and the count is thread 0's
+// acquire-release atomic behind the barrier (its release covers the block's partial stores, ordered before it by the
+// barrier; its acquire, with the barrier after it, the other chunks' partials for the last block's L2 loads) instead
+// of two full fences (__threadfence: MEMBAR.SC.GPU in every warp).
 template <int MT, int DTILES, int NT, int BM>
 __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, char* smem,
-                                              int words) {
+                                              int words, bool lean = false) {
   __syncthreads();  // (the split's words, written by thread 0 at the start)
   // the words, read again from shared memory where used (asm volatile: not kept live across the count, where acc_o
   // holds the registers)
@@ -308,7 +314,7 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
            threadIdx.x;
   };
   if (word(3) <= 1) return true;
-  {
+  if (!lean) {
     // the tile's first partial: the list's base for its slot (word 0) x heads + h, loaded here, not at the block's
     // start (there thread 0's dependent load held its warp's Q / K copies back); every thread stores the same word
     const int first = p.fwd_tile_counter[(p.total_q / BM + p.batch) * p.heads + word(0)] * p.heads +
@@ -324,14 +330,23 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
         __stcg(mine + (mt * DTILES + dt) * NT,
                make_float4(acc_o[mt][dt][0], acc_o[mt][dt][1], acc_o[mt][dt][2], acc_o[mt][dt][3]));
   }
-  __threadfence();
-  __syncthreads();  // every thread's partial stored and fenced before the count
+  if (!lean) __threadfence();
+  __syncthreads();  // every thread's partial stored (and fenced, or covered by the count's release) before the count
   int* flag = reinterpret_cast<int*>(smem);
-  if (threadIdx.x == 0) *flag = atomicAdd(p.fwd_tile_counter + word(2), 1);
+  if (threadIdx.x == 0) {
+    int* ctr = p.fwd_tile_counter + word(2);
+    int old;
+    if (lean) {
+      asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(ctr), "r"(1) : "memory");
+    } else {
+      old = atomicAdd(ctr, 1);
+    }
+    *flag = old;
+  }
   __syncthreads();
   const int k = word(3);
   if (*flag != k - 1) return false;
-  __threadfence();
+  if (!lean) __threadfence();
   // chunk by chunk (0.0f + p0 + p1 + ...: the same order in every element), kG independent 16-byte loads in flight
   // per group: one L2 latency per group, not one per chunk and element
   constexpr int kFrags = MT * DTILES, kG = kFrags % 8 == 0 ? 8 : kFrags;
@@ -437,7 +452,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                                                    fwd_sm80_split_counter_bytes(p.total_q / BM + p.batch, p.heads));
   auto block_tile = [&](uint32_t bx, uint32_t by, int& bt, int& m0t) {
     if constexpr (SPLIT) {
-      const int4 it = list[1 + by];
+      const int4 it = list[2 + 2 * by];
       bt = it.x;
       m0t = it.y;
     } else if constexpr (kFwdSm80Lpt<NWARPS, MINB>) {
@@ -451,6 +466,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       m0t = static_cast<int>(gridDim.x - 1 - bx) * BM;
     }
   };
+  // SPLIT: a programmatic dependent launch behind the list's kernel (launch_hstu_fwd_split, sm_90+) waits for it
+  // before the first read of the list (a no-op in a plain launch)
+  if constexpr (SPLIT) accel::griddep_wait();
   int b, m0;
   if constexpr (SPLIT && QEARLY) {  // the list's bound and the item loaded together (one L2 latency, not two; the
     // list has room for every y of the grid): empty blocks at the end
@@ -464,12 +482,38 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     block_tile(blockIdx.x, blockIdx.y, b, m0);
   }
   if (b >= p.batch) return;
-  // SPLIT: the block's item (re-read where used, not kept live)
-  auto split_item = [&]() { return list + 1 + blockIdx.y; };
+  // SPLIT: the block's item (re-read where used, not kept live); its second half {Q's first row, Q's rows in the
+  // tile, the sequence's first key, its keys} at split_item() + 1
+  auto split_item = [&]() { return list + 2 + 2 * blockIdx.y; };
   // the head (re-derived where used)
   auto head_u = [&]() -> uint32_t { return SPLIT ? blockIdx.x : blockIdx.z; };
   auto head = [&]() -> int { return static_cast<int>(head_u()); };
   const int h = head();
+  // SPLIT && QEARLY (lean: no kFwdSm80SplitPlain): Q's copy and the walk's first K / V copies issued from the item
+  // alone, before the sequence's info is loaded (the item's latency, not the item's and then seq_info's, ahead of
+  // them); else as the other kernels, from seq_info
+  const bool early = SPLIT && QEARLY && !(p.fwd_sm80_cfg & kFwdSm80SplitPlain);
+  if constexpr (SPLIT && QEARLY) {
+    if (early) {
+      const int4 at = __ldg(split_item() + 1);
+      const int walk = __ldg(&split_item()->w);  // (nb_end | nb_begin << 16)
+      const int t = static_cast<int>(threadIdx.x);
+      const T* q0 = static_cast<const T*>(p.q) + (int64_t)at.x * p.q_row_stride + h * p.q_head_stride;
+      load_tile_async<BM, D, NT>(sQ0, q0, p.q_row_stride, at.y, t);
+      if ((walk & 0xffff) > (walk >> 16)) {  // the walk's last KV tile (its first step)
+        const int n0 = ((walk & 0xffff) - 1) * BN;
+        const int64_t row = at.z + n0;
+        const uint32_t sKV0 = sQ0 + BM * D * 2;
+        const T* k0 = static_cast<const T*>(p.k) + row * p.k_row_stride + h * p.k_head_stride;
+        load_tile_async<BN, D, NT>(sKV0, k0, p.k_row_stride, at.w - n0, t);
+        if constexpr (STAGES == 2) {
+          const T* v0 = static_cast<const T*>(p.v) + row * p.v_row_stride + h * p.v_head_stride;
+          load_tile_async<BN, D, NT>(sKV0 + BN * D * 2, v0, p.v_row_stride, at.w - n0, t);
+        }
+      }
+      cp_async_commit();  // (the walk's first wait, or the epilogue's for an empty walk, covers them)
+    }
+  }
   const SeqInfo si = seq_info(p, b);
   if (m0 >= si.lq_alloc) return;
 
@@ -492,7 +536,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 
   // QEARLY: Q's copy issued before the mask's setup (the tile's full sub-tiles and KV walk, the row table), which
   // then runs while Q is in flight (the other kernels issue it behind that setup)
-  if constexpr (QEARLY) load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, max(0, min(BM, si.lq - m0)), tid);
+  if constexpr (QEARLY) {
+    if (!early) load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, max(0, min(BM, si.lq - m0)), tid);
+  }
   const int r0 = m0 + mk.offset;  // absolute position of the tile's first row
   // Inside the main loop only lk and the range of fully visible sub-tiles stay in registers; the rab path re-derives
   // its pointer, the mask of the sub-tiles that are not full reads the rows' key intervals from shared memory.
@@ -620,7 +666,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     // smem: Q | stage 0: K, V | stage 1: K, V (STAGES 1: Q | K | V) | row keys
     const uint32_t sKV0 = sQ0 + BM * D * 2;
     if constexpr (!QEARLY) load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
-    {
+    if (!early) {  // (early: issued from the item above)
       const int n0 = (nb_end - 1) * BN;
       load_tile_async<BN, D, NT>(sKV0, kg + (int64_t)n0 * p.k_row_stride, p.k_row_stride, si.lk - n0, tid);
       if constexpr (STAGES == 2) {
@@ -639,6 +685,16 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     }
     cp_async_commit();
     if constexpr (QEARLY) row_table();  // (behind the first copies: its divisions run while they are in flight)
+    if constexpr (SPLIT && QEARLY) {
+      // the query tile's first partial (fwd_split_sum, lean = early): the list's base for its slot x heads + h,
+      // loaded here by the last thread (its latency runs with the first copies'; thread 0's would hold its warp's
+      // copies back); a walk of one chunk never reads it
+      if (tid == NT - 1 && early) {
+        const int slot = si.q_start / BM + b + m0 / BM;
+        const int first = p.fwd_tile_counter[(p.total_q / BM + p.batch) * p.heads + slot] * p.heads + h;
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sQ0 + Tile::kSmem + 28), "r"(first));
+      }
+    }
     // QREG: the warp's Q fragments, once Q (with the first K / V) landed
     [[maybe_unused]] uint32_t qf[QREG ? D / 16 : 1][MT][4];
     if constexpr (QREG) {
@@ -1066,7 +1122,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   }
 
   if constexpr (SPLIT) {
-    if (!fwd_split_sum<MT, DTILES, NT, BM>(acc_o, p, smem, Tile::kSmem)) return;
+    if (!fwd_split_sum<MT, DTILES, NT, BM>(acc_o, p, smem, Tile::kSmem, early)) return;
   }
 
   // Epilogue: scale, round, stage through smem (the Q buffer), store 16-byte rows. Rows past seqused are zeros.
@@ -1293,8 +1349,10 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
 // The split's work list (hstu_fwd_sm80_split.h), one block: zeroes the tiles' counters, picks the KV tiles per
 // chunk (exact: `least`; else the mean work per block slot of the real walks, sum over query tiles and heads of
 // max(walk, 1) over `resident` block slots, at least `least`), then lists every query tile (b, m0) and chunk c of the
-// k of its KV walk, n steps of it over KV tiles [nb_begin, nb_end) (int4 {b, m0, c | k << 16, nb_end | nb_begin <<
-// 16} behind the header {items, ns, KV tiles per chunk, 0}; all below 2^15: fwd_sm80_split_plan) in a counting sort
+// k of its KV walk, n steps of it over KV tiles [nb_begin, nb_end) (32 bytes: int4 {b, m0, c | k << 16, nb_end |
+// nb_begin << 16}, all below 2^15: fwd_sm80_split_plan, then int4 {Q's first row, Q's rows in the tile (at most BM),
+// the sequence's first key, its keys}, for the split kernel's first copies; behind a 32-byte header {items, ns, KV
+// tiles per chunk, 0}) in a counting sort
 // by n, heaviest first (256 buckets). The walks: a warp per sequence, a lane per query tile, the walk's length as
 // hstu_fwd_block computes it; the first walk keeps up to kFwdListCache tiles' walks in shared memory, from which a
 // thread per tile places the items (else, or with kFwdSm80SplitMain, the sequences are walked again). The kernel is
@@ -1319,8 +1377,14 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
   __shared__ int hist[kFwdListHist + 1];  // query tiles per walk length
   __shared__ int4 walk_a[kFwdListCache];  // the first walk's tiles: {b, m0, slot, steps | gap << 16}
   __shared__ int walk_b[kFwdListCache];   // nb_end | gap_end << 16
+  __shared__ int4 walk_c[kFwdListCache];  // the item's second half (each_tile's `at`)
   __shared__ unsigned long long work;
   __shared__ int long_walk, partials, cached;
+  // A programmatic dependent launch (sm_90+, launch_hstu_fwd_split): the block waits for the kernel before it (the
+  // validation) before its first global access, then lets the split kernel's blocks start (they wait in turn for
+  // this grid's completion before reading the list); both no-ops in a plain launch.
+  accel::griddep_wait();
+  accel::griddep_launch_dependents();
   for (int i = threadIdx.x; i < counters; i += blockDim.x) p.fwd_tile_counter[i] = 0;
   for (int i = threadIdx.x; i < kFwdListBuckets; i += blockDim.x) cursor[i] = 0;
   for (int i = threadIdx.x; i <= kFwdListHist; i += blockDim.x) hist[i] = 0;
@@ -1328,7 +1392,8 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const bool cache = !(p.fwd_sm80_cfg & kFwdSm80SplitMain);
-  // each query tile's walk (KV tiles, less the target gap): f(b, m0, steps, walk, slot)
+  // each query tile's walk (KV tiles, less the target gap): f(b, m0, steps, walk, slot, at), at = {Q's first row,
+  // Q's rows in the tile, the sequence's first key, its keys}
   auto each_tile = [&](auto&& f) {
     for (int b = warp; b < p.batch; b += warps) {
       const SeqInfo si = seq_info(p, b);
@@ -1338,14 +1403,15 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
                           gap_end);
         const int gap = gap_end - gap_begin;
         f(b, m0, nb_end > nb_begin ? nb_end - nb_begin - gap : 0, FwdListWalk{nb_end, gap_end, gap},
-          si.q_start / BM + b + m0 / BM);
+          si.q_start / BM + b + m0 / BM,
+          make_int4(si.q_start + m0, max(0, min(BM, si.lq - m0)), si.k_start, si.lk));
       }
     }
   };
   {
     unsigned long long mine = 0;
     int longer = 0;
-    each_tile([&](int b, int m0, int steps, const FwdListWalk& wk, int slot) {
+    each_tile([&](int b, int m0, int steps, const FwdListWalk& wk, int slot, const int4& at) {
       mine += static_cast<unsigned long long>(max(steps, 1));
       if (steps >= 0 && steps <= kFwdListHist) {
         atomicAdd(&hist[steps], 1);
@@ -1357,6 +1423,7 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
         if (i < kFwdListCache) {
           walk_a[i] = make_int4(b, m0, slot, steps | wk.gap << 16);
           walk_b[i] = wk.nb_end | wk.gap_end << 16;
+          walk_c[i] = at;
         }
       }
     });
@@ -1377,7 +1444,7 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
     for (int i = threadIdx.x; i < n_cached; i += blockDim.x) {
       const int4 a = walk_a[i];
       const int w = walk_b[i];
-      f(a.x, a.y, a.w & 0xffff, FwdListWalk{w & 0xffff, w >> 16, a.w >> 16}, a.z);
+      f(a.x, a.y, a.w & 0xffff, FwdListWalk{w & 0xffff, w >> 16, a.w >> 16}, a.z, walk_c[i]);
     }
   };
   // the bucket of a chunk of w KV tiles (w = chunk: 0, the heaviest)
@@ -1395,7 +1462,7 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
         atomicAdd(&cursor[bucket_of(st - (k - 1) * chunk)], n);
       }
     } else {
-      each_tile_again([&](int b, int m0, int steps, const FwdListWalk& wk, int slot) {
+      each_tile_again([&](int b, int m0, int steps, const FwdListWalk& wk, int slot, const int4& at) {
         const int k = max(1, (steps + chunk - 1) / chunk);
         // a split tile's k partials per head: consecutive from its base (fwd_sm80_split_partials bounds them)
         if (pass == 1 && k > 1) p.fwd_tile_counter[counters + slot] = atomicAdd(&partials, k);
@@ -1406,7 +1473,9 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
             atomicAdd(&cursor[bucket], 1);
           } else {
             const int nb_end = wk.tile_at(c * chunk) + 1, nb_begin = wk.tile_at(c * chunk + w - 1);
-            list[1 + atomicAdd(&cursor[bucket], 1)] = make_int4(b, m0, c | k << 16, nb_end | nb_begin << 16);
+            const int i = 2 + 2 * atomicAdd(&cursor[bucket], 1);
+            list[i] = make_int4(b, m0, c | k << 16, nb_end | nb_begin << 16);
+            list[i + 1] = at;
           }
         }
       });
@@ -1448,20 +1517,22 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
   static_assert(t.bm == C::kBlockM && t.bn == C::kBlockN && t.minb == C::kMinBlocks, "the plan's tile");
   if (p.fwd_sched == nullptr || p.fwd_split_tiles == 0) return launch_hstu_fwd<T, D, C>(p, stream);
   const int least = std::abs(p.fwd_split_tiles);
-  int sms = 0, max_smem = 0;
-  bool narrow = false;
-  cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
+  accel::DeviceInfo d;
+  cudaError_t err = accel::current_device_info(d);
   if (err != cudaSuccess) return err;
-  const int resident = p.fwd_split_tiles > 0 ? 0 : sms * C::kMinBlocks;  // (0: exact chunks)
+  const int resident = p.fwd_split_tiles > 0 ? 0 : d.sms * C::kMinBlocks;  // (0: exact chunks)
+  // On sm_90+ both kernels are programmatic dependent launches: the list's block starts as the validation's ends,
+  // the split kernel's blocks while the list is built (each waits in-kernel: griddep_wait), which takes two launch
+  // gaps off the call (kFwdSm80SplitPlain, kFwdSm80SplitMain: plain launches, for comparisons)
+  const bool pdl = d.cc_major >= 9 && !(p.fwd_sm80_cfg & (kFwdSm80SplitPlain | kFwdSm80SplitMain));
   const FwdSm80Split s = fwd_sm80_split_layout(p, t, least, resident);
   if (p.fwd_sched_bytes < s.bytes || s.items > 65535) return cudaErrorInvalidValue;
   HstuParams q = p;  // workspace: counters and the split tiles' first partials | list | partials
   q.fwd_tile_counter = static_cast<int*>(p.fwd_sched);
   q.fwd_sched = static_cast<char*>(p.fwd_sched) + s.counter_bytes + s.list_bytes;
-  hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN><<<1, 1024, 0, stream>>>(
-      q, reinterpret_cast<int4*>(static_cast<char*>(p.fwd_sched) + s.counter_bytes),
-      static_cast<int>(s.slots * p.heads), s.ns, least, resident);
-  err = cudaGetLastError();
+  err = accel::launch_pdl(hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN>, dim3(1), dim3(1024), 0, stream, pdl, q,
+                          reinterpret_cast<int4*>(static_cast<char*>(p.fwd_sched) + s.counter_bytes),
+                          static_cast<int>(s.slots * p.heads), s.ns, least, resident);
   if (err != cudaSuccess) return err;
   // (kFwdSm80SplitMain: main's split kernel, for comparisons)
   auto kernel = (p.fwd_sm80_cfg & kFwdSm80SplitMain)
@@ -1475,8 +1546,8 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
   }
-  kernel<<<dim3(p.heads, static_cast<unsigned>(s.items)), C::kWarps * 32, kSmem, stream>>>(q);
-  return cudaGetLastError();
+  return accel::launch_pdl(kernel, dim3(p.heads, static_cast<unsigned>(s.items)), dim3(C::kWarps * 32), kSmem,
+                           stream, pdl, q);
 }
 
 // Candidate CFG of kernel_options(fwd_sm80_cfg=CFG) where it applies (bf16, a head dim that has it), else the default.

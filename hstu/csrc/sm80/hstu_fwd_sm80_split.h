@@ -41,15 +41,19 @@ inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
 // from shared memory, the split kernel loading the list's bound before the item and Q behind the mask's setup);
 // kFwdSm80NoIlv for kernel_options(fwd_sm80_interleave=False) (the bf16 D = 64 default without its interleaved
 // groups: FwdSm80QregScaled instead of FwdSm80QregIlv); bits 6-7 (kFwdSm80SplitBm64Shift) for
-// kernel_options(fwd_sm80_bm64=n) (the split at D = 64 / 128 in 64-row query tiles: FwdSm80SplitBm64<D, n>).
+// kernel_options(fwd_sm80_bm64=n) (the split at D = 64 / 128 in 64-row query tiles: FwdSm80SplitBm64<D, n>);
+// kFwdSm80SplitPlain for kernel_options(fwd_sm80_split_plain=True) (the split synchronized as main has it: its list
+// and split kernels as plain launches, a chunk's count behind full fences and its first partial's base loaded there).
 constexpr int kFwdSm80CfgMask = 7;
 constexpr int kFwdSm80NoQscale = 8;
 constexpr int kFwdSm80SplitMain = 16;
 constexpr int kFwdSm80NoIlv = 32;
 constexpr int kFwdSm80SplitBm64Shift = 6;
-constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0) {
+constexpr int kFwdSm80SplitPlain = 256;
+constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0,
+                                bool split_plain = false) {
   return (cfg & kFwdSm80CfgMask) | (qscale ? 0 : kFwdSm80NoQscale) | (split_main ? kFwdSm80SplitMain : 0) |
-         (ilv ? 0 : kFwdSm80NoIlv) | (bm64 & 3) << kFwdSm80SplitBm64Shift;
+         (ilv ? 0 : kFwdSm80NoIlv) | (bm64 & 3) << kFwdSm80SplitBm64Shift | (split_plain ? kFwdSm80SplitPlain : 0);
 }
 // kernel_options(fwd_sm80_bm64=n) from HstuParams::fwd_sm80_cfg: 0 none, 1 / 2 (FwdSm80SplitBm64)
 constexpr int fwd_sm80_bm64(int cfg_word) { return (cfg_word >> kFwdSm80SplitBm64Shift) & 3; }
@@ -82,7 +86,7 @@ struct FwdSm80Split {
   int64_t items = 0;          // the work list's upper bound: slots x ns (grid y)
   int64_t counter_bytes = 0;  // one int per (slot, head), zeroed by the list's kernel, then each split tile's first
                               // partial per slot (256-aligned)
-  int64_t list_bytes = 0;     // the work list: a 16-byte header, then one int4 per item (256-aligned)
+  int64_t list_bytes = 0;     // the work list: a 32-byte header, then 32 bytes per item (256-aligned)
   int64_t partials = 0;       // BM x D fp32 partials: slots x heads x ns for exact chunks, at most 2 x resident
                               // for the rule's (fwd_sm80_split_partials)
   int64_t bytes = 0;          // counters + list + partials
@@ -114,7 +118,7 @@ inline FwdSm80Split fwd_sm80_split_layout(const HstuParams& p, FwdSm80SplitTile 
   s.slots = p.total_q / t.bm + p.batch;
   s.items = s.slots * s.ns;
   s.counter_bytes = fwd_sm80_split_counter_bytes(s.slots, p.heads);
-  s.list_bytes = ((s.items + 1) * 16 + 255) / 256 * 256;
+  s.list_bytes = ((s.items + 1) * 32 + 255) / 256 * 256;
   s.partials = fwd_sm80_split_partials(s.slots, p.heads, s.ns, resident);
   s.bytes = s.counter_bytes + s.list_bytes + s.partials * t.bm * p.head_dim * 4;
   return s;
