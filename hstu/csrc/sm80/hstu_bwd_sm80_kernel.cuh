@@ -922,9 +922,11 @@ constexpr int kBwdSm80PtrOnlyCfg = 12;
 // kPdsLaneOnce (the running pointers alone), for comparisons.
 constexpr int kBwdSm80RunPtrCfg = 13;
 constexpr int kBwdSm80LaneOnceCfg = 14;
-// 15 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) with dQ split
-// over the keys (kPdsDqSplitK; on an H200 2.3-2.9 % slower), for comparisons.
-constexpr int kBwdSm80DqSplitCfg = 15;
+// 15 (bf16, D = 64, sm_90+, calls without contexts): 128-query tiles (kPdsTile128) on kPdsMbarCopies' two stages,
+// either grid order, for comparisons.
+constexpr int kBwdSm80Tile128Cfg = 15;
+constexpr int kBwdPdsD64Tile128 = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsTile128 | kPdsSmemEpilogue |
+                                  kPdsStsmPdS | kPdsPtrCopies | kPdsLaneOnce;
 constexpr int kBwdSm80LastCfg = 15;
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
@@ -1049,13 +1051,12 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsLaneOnce>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
-      case kBwdSm80DqSplitCfg:
+      case kBwdSm80Tile128Cfg:
         if constexpr (D == 64) {
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
           if (p.num_contexts != nullptr) return cudaErrorNotSupported;
-          return launch_hstu_bwd_pds_ordered<T, D, 3, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                         kPdsDqSplitK>(p, max_smem, stream);
+          return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       default:
