@@ -10,9 +10,10 @@ one-barrier loop with 4-byte P / dS stores and the Q / dO copies' pointers forme
 stmatrix, kPdsStsmPdS, and the copies from pointers formed once per key block, kPdsPtrCopies), cfg 11 without the
 pointer copies, cfg 12 without stmatrix (at D = 64 each without the running pointers too), cfg 13 (bf16, D = 64)
 without the default's running pointers for the Q / dO copies and dQ's block (kPdsRunPtrs) and its phases' lane
-offsets formed once per key block (kPdsLaneOnce), cfg 14 without the lane offsets once, cfg 15 (bf16, D = 64) with
-128-query tiles on two Q / dO stages completing on mbarriers (kPdsTile128). At D = 256 on sm_90+ the default has one
-block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies,
+offsets formed once per key block (kPdsLaneOnce), cfg 14 without the lane offsets once. At D = 64 on sm_90+ the
+default itself (bf16 and fp16, without contexts) takes 128-query tiles on two Q / dO stages completing on mbarriers
+(kPdsTile128); cfg 15 (bf16) runs the three-stage loop instead, of which cfgs 2, 7, 9-14 at D = 64 are variants. At
+D = 256 on sm_90+ the default has one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies,
 with the lean copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean copies. Each
 meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned), all
 give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's (other head dims, contexts and GPUs
@@ -50,10 +51,12 @@ _WITHOUT = {STSM_CFG: _STSM | _PTR, PTR_CFG: _PTR, PTR_ONLY_CFG: _STSM}
 RUN_CFG, LANE_CFG = 13, 14
 _RUN_LANE = 4096 | 8192
 _WITHOUT_D64 = {STSM_CFG: _RUN_LANE, PTR_CFG: _RUN_LANE, PTR_ONLY_CFG: _RUN_LANE, RUN_CFG: _RUN_LANE, LANE_CFG: 8192}
-# (kBwdSm80Tile128Cfg: D = 64's loop-free body with kPdsMbarCopies | kPdsTile128 (16384) | kPdsSmemEpilogue |
-# kPdsStsmPdS | kPdsPtrCopies | kPdsLaneOnce, two stages: 128-query tiles)
-TILE_CFG = 15
+# (kBwdPdsD64Tile128, D = 64's default on sm_90+: the loop-free body with kPdsMbarCopies | kPdsTile128 (16384) |
+# kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies | kPdsLaneOnce, two stages: 128-query tiles; kBwdSm80ThreeStageCfg:
+# the three-stage loop instead, the names of the D = 64 default before, whose variants cfgs 2, 7, 9-14 are there)
+THREE_CFG = 15
 _TILE_BODY = 10 | 64 | 16384 | 512 | 1024 | 2048 | 8192
+_THREE_STAGE_CFGS = (2, 7, 9, 10, 11, 12, 13, 14, THREE_CFG)  # (bf16, D = 64)
 MBAR_CFGS = (6,)  # (D = 256)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; the one-barrier
 # loops' flags: kPdsSmemEpilogue 512, at D = 64 kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
@@ -95,7 +98,9 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     default the two-stage body kernel with kPdsMbarCopies | kPdsLeanCopies, cfg 1 the two-stage two-barrier kernel,
     cfg 6 (bf16) kPdsMbarCopies alone. The one-barrier loops with kPdsSmemEpilogue, cfg 9 (bf16) the default's body
     kernel without it; cfg 10 / 11 / 12 (bf16, D = 64 / 128) the default's loop as a body kernel without
-    kPdsStsmPdS | kPdsPtrCopies / kPdsPtrCopies / kPdsStsmPdS."""
+    kPdsStsmPdS | kPdsPtrCopies / kPdsPtrCopies / kPdsStsmPdS. At D = 64 the default (and cfg 3, and every cfg but 1
+    for fp16) is the two-stage body kernel with kPdsTile128; cfg 15 (bf16) the three-stage loop, the default before,
+    and cfgs 2, 7, 9-14 (bf16) its variants as above."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     bf16 = dtype == torch.bfloat16
     no_epi = cfg == EPI_CFG and bf16
@@ -114,9 +119,13 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
         return None
     if cfg == 1:
         return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
-    if cfg == TILE_CFG and bf16 and D == 64 and mbar_fits():  # (the same 224 KB + 16 B as D = 256's)
-        body = _TILE_BODY | (_HEADS_FIRST | tail if max_seqlen_k <= 2048 else 0)
+    # (cfg 7 batch first: not supported there, the default runs)
+    three = bf16 and cfg in _THREE_STAGE_CFGS and not (cfg == TAIL_CFG and max_seqlen_k > 2048)
+    if D == 64 and mbar_fits() and not three:  # (224 KB + 16 B, as D = 256's)
+        body = _TILE_BODY | (_HEADS_FIRST | _TAIL if (max_seqlen_k <= 2048) != (cfg == 3) else 0)
         return f"hstu_bwd_pds_body_kernel<{t}, 64, 2, 8, {body}>(hstu::HstuParams, int)"
+    if D == 64 and cfg == THREE_CFG and bf16:  # (the three-stage loop: the names of the default before)
+        cfg = 0
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D] | _EPI}>(hstu::HstuParams, int)"
     without = (_WITHOUT.get(cfg, 0) | (_WITHOUT_D64.get(cfg, 0) if D == 64 else 0)) if bf16 else 0
@@ -282,14 +291,14 @@ def test_sm80_backward_stsm_pds(D, mask, rab_heads, delta_q, kernel_opts):
                                label=len(lk))
 
 
-@pytest.mark.parametrize("tag,cfgs", [("runptr", (RUN_CFG, LANE_CFG)), ("tile128", (TILE_CFG,))])
+@pytest.mark.parametrize("tag,cfgs", [("runptr", (RUN_CFG, LANE_CFG)), ("stages3", (THREE_CFG,))])
 @pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True),
                                                    ("target_group", 1, False), ("none", 0, True)])
 def test_sm80_backward_d64_loop_cfgs(tag, cfgs, mask, rab_heads, delta_q, kernel_opts):
-    """D = 64: the default's loop (running pointers for the Q / dO copies and dQ's block, the phases' lane offsets
-    formed once per key block) against cfg 13 (bf16: without both) and cfg 14 (the running pointers alone), and
-    against cfg 15 (128-query tiles: phase 1 on two 64-row halves, dQ in 32 x 32 warp tiles into the same
-    fragment-ordered blocks, the second half's dQ skipped past the sequence), in both grid orders (jagged sequences of 0-700 keys heads first, partial and fully masked tiles at every row count class;
+    """D = 64: the default's 128-query tiles (phase 1 on two 64-row halves, dQ in 32 x 32 warp tiles into the same
+    fragment-ordered blocks, the second half's dQ skipped past the sequence) against cfg 15 (bf16: the three-stage
+    loop with running pointers for the Q / dO copies and dQ's block, the phases' lane offsets formed once per key
+    block), cfg 13 (that loop without both) and cfg 14 (the running pointers alone), in both grid orders (jagged sequences of 0-700 keys heads first, partial and fully masked tiles at every row count class;
     one of 2,200 keys batch first): the error rule against the fp32 reference (gradients poisoned), the cfg's kernel,
     the same dK, dV and drab bit for bit, dQ up to the atomics' order."""
     rng = random.Random(zlib.crc32(repr((tag, mask)).encode()))
