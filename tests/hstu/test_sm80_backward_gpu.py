@@ -1,25 +1,25 @@
 """The sm80-class backward's one-barrier loop and comparison cfgs (kernel_options(sm90=False, bwd_sm80_cfg=n);
-hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the default for calls without contexts has one
-block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; at D = 64 the
-next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16, D = 64)
-the one-barrier loop with the copies together, cfg 3 the default kernels in the other grid order (the default: heads
-first up to 2,048 keys, else batch first; heads first at D = 64 / 256 with the grid's last sequences key blocks first),
-cfg 7 (bf16, heads first) the other choice of the last sequences' order, cfg 9 (bf16) the one-barrier loops with dK / dV
-stored in fragment order (the default: through shared memory, kPdsSmemEpilogue), cfg 10 (bf16, D = 64 / 128) the
-one-barrier loop with 4-byte P / dS stores and the Q / dO copies' pointers formed per tile (the default: P / dS by
-stmatrix, kPdsStsmPdS, and the copies from pointers formed once per key block, kPdsPtrCopies), cfg 11 without the
-pointer copies, cfg 12 without stmatrix (at D = 64 each without the running pointers too), cfg 13 (bf16, D = 64)
-without the default's running pointers for the Q / dO copies and dQ's block (kPdsRunPtrs) and its phases' lane
-offsets formed once per key block (kPdsLaneOnce), cfg 14 without the lane offsets once. At D = 64 on sm_90+ the
-default itself (bf16 and fp16, without contexts) takes 128-query tiles on two Q / dO stages completing on mbarriers
-(kPdsTile128); cfg 15 (bf16) runs the three-stage loop instead, of which cfgs 2, 7, 9-14 at D = 64 are variants. At
-D = 256 on sm_90+ the default has one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies,
-with the lean copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean copies. Each
-meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned), all
-give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's (other head dims, contexts and GPUs
-without the shared memory run the two-barrier default). Also the default's kernels for calls with and without contexts
-(hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts, a local window, targets and rab, the key-block
-limit and the dQ workspace layouts."""
+hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 128 on sm_90+ the default for calls without contexts has one block
+barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; so has cfg 15 at D =
+64, with the next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2
+(bf16, D = 64) the one-barrier loop with the copies together, cfg 3 the default kernels in the other grid order (the
+default: heads first up to 2,048 keys, else batch first; heads first at D = 64 / 256 with the grid's last sequences key
+blocks first), cfg 7 (bf16, heads first) the other choice of the last sequences' order, cfg 9 (bf16) the one-barrier
+loops with dK / dV stored in fragment order (the default: through shared memory, kPdsSmemEpilogue), cfg 10 (bf16, D = 64
+/ 128) the one-barrier loop with 4-byte P / dS stores and the Q / dO copies' pointers formed per tile (the default: P /
+dS by stmatrix, kPdsStsmPdS, and the copies from pointers formed once per key block, kPdsPtrCopies), cfg 11 without the
+pointer copies, cfg 12 without stmatrix (at D = 64 each without the running pointers too), cfg 13 (bf16, D = 64) without
+the default's running pointers for the Q / dO copies and dQ's block (kPdsRunPtrs) and its phases' lane offsets formed
+once per key block (kPdsLaneOnce), cfg 14 without the lane offsets once. At D = 64 on sm_90+ the default itself (bf16
+and fp16, without contexts) takes 128-query tiles on two Q / dO stages completing on mbarriers (kPdsTile128); cfg 15
+(bf16) runs the three-stage loop instead, of which cfgs 2, 7, 9-14 at D = 64 are variants. At D = 256 on sm_90+ the
+default has one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies,
+with the lean copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean
+copies. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients
+poisoned), all give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's (other head dims,
+contexts and GPUs without the shared memory run the two-barrier default). Also the default's kernels for calls with and
+without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts, a local window, targets and
+rab, the key-block limit and the dQ workspace layouts."""
 
 import os
 import random
@@ -167,11 +167,11 @@ def _grads(case, dout, **kw):
 def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
     """The default (the one-barrier loop on sm_90+; D = 256: two stages on mbarriers), cfg 1 (two barriers), cfg 2 (D =
     64: the copies together), cfg 3 (the other grid order), cfg 7 (the other choice of the last sequences' order; in
-    these small grids every sequence is one of them; test_sm80_backward_tail_blocks_first has more), at D = 64 cfg
-    15 (128-query tiles) and at D = 256 cfg 6 (without the lean copies) meet the error rule against the fp32 reference (jagged lengths of 0-700 rows
-    at the 64 / 128 tile edges, so one- and two-tile walks and key blocks past a sequence's end; dense ones across
-    several query tiles; masks cutting tiles, contexts and targets with groups, delta-q, seqused, rab / drab, the
-    deterministic dq kernel), and give the same dK, dV and drab
+    these small grids every sequence is one of them; test_sm80_backward_tail_blocks_first has more), at D = 64 cfg 15
+    (the three-stage loop; the default there: 128-query tiles) and at D = 256 cfg 6 (without the lean copies) meet the
+    error rule against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one- and two-tile
+    walks and key blocks past a sequence's end; dense ones across several query tiles; masks cutting tiles, contexts and
+    targets with groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the same dK, dV and drab
     bit for bit (the same sums in the same order: only the barriers, buffers, copies and the order of the CTAs differ),
     dQ too when deterministic (its own kernel), else up to the atomics' order (outputs poisoned before each run)."""
     lk = [300, 0, 1, 129, 128, 77, 64, 33, 700] if lens == "jagged" else [384] * 3
@@ -298,8 +298,9 @@ def test_sm80_backward_d64_loop_cfgs(tag, cfgs, mask, rab_heads, delta_q, kernel
     """D = 64: the default's 128-query tiles (phase 1 on two 64-row halves, dQ in 32 x 32 warp tiles into the same
     fragment-ordered blocks, the second half's dQ skipped past the sequence) against cfg 15 (bf16: the three-stage
     loop with running pointers for the Q / dO copies and dQ's block, the phases' lane offsets formed once per key
-    block), cfg 13 (that loop without both) and cfg 14 (the running pointers alone), in both grid orders (jagged sequences of 0-700 keys heads first, partial and fully masked tiles at every row count class;
-    one of 2,200 keys batch first): the error rule against the fp32 reference (gradients poisoned), the cfg's kernel,
+    block), cfg 13 (that loop without both) and cfg 14 (the running pointers alone), in both grid orders (jagged
+    sequences of 0-700 keys heads first, partial and fully masked tiles at every row count class; one of 2,200 keys
+    batch first): the error rule against the fp32 reference (gradients poisoned), the cfg's kernel,
     the same dK, dV and drab bit for bit, dQ up to the atomics' order."""
     rng = random.Random(zlib.crc32(repr((tag, mask)).encode()))
     for lk in ([0, 1, 63, 64, 65, 127, 128, 129, 700] + [rng.randint(0, 700) for _ in range(11)],

@@ -131,10 +131,10 @@ constexpr int kPdsRunPtrs = 4096;
 constexpr int kPdsLaneOnce = 8192;
 // A flag on BODY (D = 64, kPdsMbarCopies' two stages, sm_90 code; D = 64's default there: kBwdPdsD64Tile128 in
 // hstu_bwd_sm80_kernel.cuh, 6.4-6.8 % faster than the three-stage loop on an H200 at B16 S8K / S4K): 128-query tiles
-// against the 128-key block. Phase 1 runs on the tile's two 64-row halves in turn (the same warp tiles and registers), phase 2's
-// k-loops span the 128 rows, phase 3 gives each warp 32 rows x 32 columns (4 x 2 warps: 2 dS + 2 K ldmatrix per 8
-// MMAs instead of 2 + 1 per 4; the same red.v4 per row into the same fragment-ordered blocks), and the loop has one
-// barrier and one Q / dO copy per 128 rows. 224 KB + 16 B (two 32 KB stages, two 64 KB P / dS buffers).
+// against the 128-key block. Phase 1 runs on the tile's two 64-row halves in turn (the same warp tiles and registers),
+// phase 2's k-loops span the 128 rows, phase 3 gives each warp 32 rows x 32 columns (4 x 2 warps: 2 dS + 2 K ldmatrix
+// per 8 MMAs instead of 2 + 1 per 4; the same red.v4 per row into the same fragment-ordered blocks), and the loop has
+// one barrier and one Q / dO copy per 128 rows. 224 KB + 16 B (two 32 KB stages, two 64 KB P / dS buffers).
 constexpr int kPdsTile128 = 16384;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
