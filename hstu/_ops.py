@@ -222,7 +222,7 @@ FWD_SPLIT_SHIFT = 11
 # 128, sm_90+) the default's loop without P / dS by stmatrix and the Q / dO copies from pointers (main's loop before
 # them), 11 without the pointer copies, 12 without stmatrix; 13 (bf16, D = 64, sm_90+) the default's loop without its
 # running pointers for the Q / dO copies and dQ's block and its lane offsets formed once per key block, 14 without the
-# lane offsets once; 15 (bf16, D = 64, sm_90+) the default's loop with dQ split over the keys
+# lane offsets once; 15 (bf16, D = 64, sm_90+) the three-stage loop instead of the default's 128-query tiles
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
 BWD_SM80_CFG_LAST = 15  # kBwdSm80LastCfg
@@ -359,9 +359,11 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (4-byte P / dS stores, the copies' pointers formed per tile), 11 without the pointer copies, 12 without stmatrix.
     At D = 64 the loop keeps running pointers for the Q / dO copies and dQ's block and forms the phases' lane offsets
     once per key block (cfgs 10 / 11 / 12 there without them too); 13 (bf16, D = 64, sm_90+, no contexts): the
-    loop without both (the loop before them); 14: without the lane offsets once. 15 (bf16, D = 64, sm_90+, no
-    contexts): the default's loop with phase 3 (dQ = dS K) split over the keys (a warp 32 rows x 32 columns over
-    half of the keys: fewer ldmatrix, twice the dQ reductions; on an H200 2.3-2.9 % slower). Where a cfg does not
+    loop without both (the loop before them); 14: without the lane offsets once. At D = 64 on sm_90+ (no contexts)
+    the default itself takes 128-query tiles against the 128-key block (phase 1 on two 64-row halves, dQ in 32 x 32
+    warp tiles: fewer ldmatrix and block barriers per query row) on two Q / dO stages completing on mbarriers (224
+    KB), bf16 and fp16, either grid order; 15 (bf16, D = 64, sm_90+, no contexts): the three-stage loop instead (the
+    default before; cfgs 2, 7, 9-14 at D = 64 are variants of it). Where a cfg does not
     apply (fp16, other head dims, a GPU without its shared memory) the default runs. Measured on an H200:
     docs/hstu_kernel_notes.md.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim

@@ -80,7 +80,7 @@ def test_bits_match_the_plan_header():
                for n in ("kBwdSm80TwoBarCfg", "kBwdSm80JoinedCopiesCfg", "kBwdSm80OtherOrderCfg", "kBwdSm80MbarCfg",
                          "kBwdSm80TailCfg", "kBwdSm80SmemEpiCfg", "kBwdSm80StsmCfg",
                          "kBwdSm80PtrCfg", "kBwdSm80PtrOnlyCfg", "kBwdSm80RunPtrCfg", "kBwdSm80LaneOnceCfg",
-                         "kBwdSm80DqSplitCfg")]
+                         "kBwdSm80ThreeStageCfg")]
     assert sorted(loop_cfgs + [0, 4, 5, old]) == list(_ops.BWD_SM80_CFGS)
 
 

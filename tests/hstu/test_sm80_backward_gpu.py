@@ -1,24 +1,25 @@
 """The sm80-class backward's one-barrier loop and comparison cfgs (kernel_options(sm90=False, bwd_sm80_cfg=n);
-hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 64 / 128 on sm_90+ the default for calls without contexts has one
-block barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; at D = 64 the
-next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2 (bf16, D = 64)
-the one-barrier loop with the copies together, cfg 3 the default kernels in the other grid order (the default: heads
-first up to 2,048 keys, else batch first; heads first at D = 64 / 256 with the grid's last sequences key blocks first),
-cfg 7 (bf16, heads first) the other choice of the last sequences' order, cfg 9 (bf16) the one-barrier loops with dK / dV
-stored in fragment order (the default: through shared memory, kPdsSmemEpilogue), cfg 10 (bf16, D = 64 / 128) the
-one-barrier loop with 4-byte P / dS stores and the Q / dO copies' pointers formed per tile (the default: P / dS by
-stmatrix, kPdsStsmPdS, and the copies from pointers formed once per key block, kPdsPtrCopies), cfg 11 without the
-pointer copies, cfg 12 without stmatrix (at D = 64 each without the running pointers too), cfg 13 (bf16, D = 64)
-without the default's running pointers for the Q / dO copies and dQ's block (kPdsRunPtrs) and its phases' lane
-offsets formed once per key block (kPdsLaneOnce), cfg 14 without the lane offsets once, cfg 15 (bf16, D = 64) with
-dQ split over the keys (kPdsDqSplitK). At D = 256 on sm_90+ the default has
-one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies, with the lean
-copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean copies. Each
-meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned), all
-give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's (other head dims, contexts and GPUs
-without the shared memory run the two-barrier default). Also the default's kernels for calls with and without contexts
-(hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts, a local window, targets and rab, the key-block
-limit and the dQ workspace layouts."""
+hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh). At D = 128 on sm_90+ the default for calls without contexts has one block
+barrier per tile pair (three Q / dO stages, two P / dS buffers: hstu_bwd_pds_kernel<T, D, 3, 8>; so has cfg 15 at D =
+64, with the next tile's Q and dO copies issued apart); cfg 1 runs the two-barrier kernels instead (two stages), cfg 2
+(bf16, D = 64) the one-barrier loop with the copies together, cfg 3 the default kernels in the other grid order (the
+default: heads first up to 2,048 keys, else batch first; heads first at D = 64 / 256 with the grid's last sequences key
+blocks first), cfg 7 (bf16, heads first) the other choice of the last sequences' order, cfg 9 (bf16) the one-barrier
+loops with dK / dV stored in fragment order (the default: through shared memory, kPdsSmemEpilogue), cfg 10 (bf16, D = 64
+/ 128) the one-barrier loop with 4-byte P / dS stores and the Q / dO copies' pointers formed per tile (the default: P /
+dS by stmatrix, kPdsStsmPdS, and the copies from pointers formed once per key block, kPdsPtrCopies), cfg 11 without the
+pointer copies, cfg 12 without stmatrix (at D = 64 each without the running pointers too), cfg 13 (bf16, D = 64) without
+the default's running pointers for the Q / dO copies and dQ's block (kPdsRunPtrs) and its phases' lane offsets formed
+once per key block (kPdsLaneOnce), cfg 14 without the lane offsets once. At D = 64 on sm_90+ the default itself (bf16
+and fp16, without contexts) takes 128-query tiles on two Q / dO stages completing on mbarriers (kPdsTile128); cfg 15
+(bf16) runs the three-stage loop instead, of which cfgs 2, 7, 9-14 at D = 64 are variants. At D = 256 on sm_90+ the
+default has one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies,
+with the lean copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean
+copies. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients
+poisoned), all give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's (other head dims,
+contexts and GPUs without the shared memory run the two-barrier default). Also the default's kernels for calls with and
+without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts, a local window, targets and
+rab, the key-block limit and the dQ workspace layouts."""
 
 import os
 import random
@@ -50,9 +51,12 @@ _WITHOUT = {STSM_CFG: _STSM | _PTR, PTR_CFG: _PTR, PTR_ONLY_CFG: _STSM}
 RUN_CFG, LANE_CFG = 13, 14
 _RUN_LANE = 4096 | 8192
 _WITHOUT_D64 = {STSM_CFG: _RUN_LANE, PTR_CFG: _RUN_LANE, PTR_ONLY_CFG: _RUN_LANE, RUN_CFG: _RUN_LANE, LANE_CFG: 8192}
-# (kBwdSm80DqSplitCfg: the default's loop at D = 64 with kPdsDqSplitK (16384): dQ split over the keys)
-DQ_SPLIT_CFG = 15
-_WITH_D64 = {DQ_SPLIT_CFG: 16384}
+# (kBwdPdsD64Tile128, D = 64's default on sm_90+: the loop-free body with kPdsMbarCopies | kPdsTile128 (16384) |
+# kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies | kPdsLaneOnce, two stages: 128-query tiles; kBwdSm80ThreeStageCfg:
+# the three-stage loop instead, the names of the D = 64 default before, whose variants cfgs 2, 7, 9-14 are there)
+THREE_CFG = 15
+_TILE_BODY = 10 | 64 | 16384 | 512 | 1024 | 2048 | 8192
+_THREE_STAGE_CFGS = (2, 7, 9, 10, 11, 12, 13, 14, THREE_CFG)  # (bf16, D = 64)
 MBAR_CFGS = (6,)  # (D = 256)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; the one-barrier
 # loops' flags: kPdsSmemEpilogue 512, at D = 64 kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
@@ -94,7 +98,9 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     default the two-stage body kernel with kPdsMbarCopies | kPdsLeanCopies, cfg 1 the two-stage two-barrier kernel,
     cfg 6 (bf16) kPdsMbarCopies alone. The one-barrier loops with kPdsSmemEpilogue, cfg 9 (bf16) the default's body
     kernel without it; cfg 10 / 11 / 12 (bf16, D = 64 / 128) the default's loop as a body kernel without
-    kPdsStsmPdS | kPdsPtrCopies / kPdsPtrCopies / kPdsStsmPdS."""
+    kPdsStsmPdS | kPdsPtrCopies / kPdsPtrCopies / kPdsStsmPdS. At D = 64 the default (and cfg 3, and every cfg but 1
+    for fp16) is the two-stage body kernel with kPdsTile128; cfg 15 (bf16) the three-stage loop, the default before,
+    and cfgs 2, 7, 9-14 (bf16) its variants as above."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     bf16 = dtype == torch.bfloat16
     no_epi = cfg == EPI_CFG and bf16
@@ -113,16 +119,21 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
         return None
     if cfg == 1:
         return f"hstu_bwd_pds_kernel<{t}, {D}, 2, 8>(hstu::HstuParams)"
+    # (cfg 7 batch first: not supported there, the default runs)
+    three = bf16 and cfg in _THREE_STAGE_CFGS and not (cfg == TAIL_CFG and max_seqlen_k > 2048)
+    if D == 64 and mbar_fits() and not three:  # (224 KB + 16 B, as D = 256's)
+        body = _TILE_BODY | (_HEADS_FIRST | _TAIL if (max_seqlen_k <= 2048) != (cfg == 3) else 0)
+        return f"hstu_bwd_pds_body_kernel<{t}, 64, 2, 8, {body}>(hstu::HstuParams, int)"
+    if D == 64 and cfg == THREE_CFG and bf16:  # (the three-stage loop: the names of the default before)
+        cfg = 0
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D] | _EPI}>(hstu::HstuParams, int)"
     without = (_WITHOUT.get(cfg, 0) | (_WITHOUT_D64.get(cfg, 0) if D == 64 else 0)) if bf16 else 0
-    with_ = _WITH_D64.get(cfg, 0) if bf16 and D == 64 else 0
     if (max_seqlen_k <= 2048) != (cfg == 3):
-        body = ((_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail | with_) & ~(_EPI if no_epi else 0)
-                & ~without)
+        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail) & ~(_EPI if no_epi else 0) & ~without
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
-    if no_epi or without or with_:
-        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | with_) & ~(_EPI if no_epi else 0) & ~without
+    if no_epi or without:
+        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D]) & ~(_EPI if no_epi else 0) & ~without
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
     return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
@@ -156,11 +167,11 @@ def _grads(case, dout, **kw):
 def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
     """The default (the one-barrier loop on sm_90+; D = 256: two stages on mbarriers), cfg 1 (two barriers), cfg 2 (D =
     64: the copies together), cfg 3 (the other grid order), cfg 7 (the other choice of the last sequences' order; in
-    these small grids every sequence is one of them; test_sm80_backward_tail_blocks_first has more) and at D =
-    256 cfg 6 (without the lean copies) meet the error rule against the fp32 reference (jagged lengths of 0-700 rows
-    at the 64 / 128 tile edges, so one- and two-tile walks and key blocks past a sequence's end; dense ones across
-    several query tiles; masks cutting tiles, contexts and targets with groups, delta-q, seqused, rab / drab, the
-    deterministic dq kernel), and give the same dK, dV and drab
+    these small grids every sequence is one of them; test_sm80_backward_tail_blocks_first has more), at D = 64 cfg 15
+    (the three-stage loop; the default there: 128-query tiles) and at D = 256 cfg 6 (without the lean copies) meet the
+    error rule against the fp32 reference (jagged lengths of 0-700 rows at the 64 / 128 tile edges, so one- and two-tile
+    walks and key blocks past a sequence's end; dense ones across several query tiles; masks cutting tiles, contexts and
+    targets with groups, delta-q, seqused, rab / drab, the deterministic dq kernel), and give the same dK, dV and drab
     bit for bit (the same sums in the same order: only the barriers, buffers, copies and the order of the CTAs differ),
     dQ too when deterministic (its own kernel), else up to the atomics' order (outputs poisoned before each run)."""
     lk = [300, 0, 1, 129, 128, 77, 64, 33, 700] if lens == "jagged" else [384] * 3
@@ -280,15 +291,16 @@ def test_sm80_backward_stsm_pds(D, mask, rab_heads, delta_q, kernel_opts):
                                label=len(lk))
 
 
-@pytest.mark.parametrize("tag,cfgs", [("runptr", (RUN_CFG, LANE_CFG)), ("dqsplit", (DQ_SPLIT_CFG,))])
+@pytest.mark.parametrize("tag,cfgs", [("runptr", (RUN_CFG, LANE_CFG)), ("stages3", (THREE_CFG,))])
 @pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True),
                                                    ("target_group", 1, False), ("none", 0, True)])
 def test_sm80_backward_d64_loop_cfgs(tag, cfgs, mask, rab_heads, delta_q, kernel_opts):
-    """D = 64: the default's loop (running pointers for the Q / dO copies and dQ's block, the phases' lane offsets
-    formed once per key block) against cfg 13 (bf16: without both) and cfg 14 (the running pointers alone), and
-    against cfg 15 (dQ split over the keys, both key halves adding into the same fragment-ordered dQ block), in both
-    grid orders (jagged sequences of 0-700 keys heads first, partial and fully masked tiles at every row count class;
-    one of 2,200 keys batch first): the error rule against the fp32 reference (gradients poisoned), the cfg's kernel,
+    """D = 64: the default's 128-query tiles (phase 1 on two 64-row halves, dQ in 32 x 32 warp tiles into the same
+    fragment-ordered blocks, the second half's dQ skipped past the sequence) against cfg 15 (bf16: the three-stage
+    loop with running pointers for the Q / dO copies and dQ's block, the phases' lane offsets formed once per key
+    block), cfg 13 (that loop without both) and cfg 14 (the running pointers alone), in both grid orders (jagged
+    sequences of 0-700 keys heads first, partial and fully masked tiles at every row count class; one of 2,200 keys
+    batch first): the error rule against the fp32 reference (gradients poisoned), the cfg's kernel,
     the same dK, dV and drab bit for bit, dQ up to the atomics' order."""
     rng = random.Random(zlib.crc32(repr((tag, mask)).encode()))
     for lk in ([0, 1, 63, 64, 65, 127, 128, 129, 700] + [rng.randint(0, 700) for _ in range(11)],

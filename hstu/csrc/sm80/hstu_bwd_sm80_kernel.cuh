@@ -922,9 +922,14 @@ constexpr int kBwdSm80PtrOnlyCfg = 12;
 // kPdsLaneOnce (the running pointers alone), for comparisons.
 constexpr int kBwdSm80RunPtrCfg = 13;
 constexpr int kBwdSm80LaneOnceCfg = 14;
-// 15 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) with dQ split
-// over the keys (kPdsDqSplitK; on an H200 2.3-2.9 % slower), for comparisons.
-constexpr int kBwdSm80DqSplitCfg = 15;
+// D = 64's default on sm_90+ for calls without contexts (bf16 and fp16, either grid order): 128-query tiles
+// (kPdsTile128) on kPdsMbarCopies' two stages, 224 KB; on an H200 6.4-6.8 % faster than the three-stage loop at B16
+// S8K / S4K, 2.5-3.0 % at B128 S1K / B64 S2K (heads first). 15 (bf16, D = 64, sm_90+, calls without contexts): the
+// three-stage one-barrier loop instead (the default before; cfgs 2, 7, 9-14 at D = 64 are its variants), for
+// comparisons.
+constexpr int kBwdPdsD64Tile128 = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsTile128 | kPdsSmemEpilogue |
+                                  kPdsStsmPdS | kPdsPtrCopies | kPdsLaneOnce;
+constexpr int kBwdSm80ThreeStageCfg = 15;
 constexpr int kBwdSm80LastCfg = 15;
 
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
@@ -1049,13 +1054,15 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsLaneOnce>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
-      case kBwdSm80DqSplitCfg:
+      case kBwdSm80ThreeStageCfg:
         if constexpr (D == 64) {
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
           if (p.num_contexts != nullptr) return cudaErrorNotSupported;
-          return launch_hstu_bwd_pds_ordered<T, D, 3, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                         kPdsDqSplitK>(p, max_smem, stream);
+          return bwd_sm80_heads_first<D>(p)
+                     ? launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
+                                                          kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem, stream)
+                     : launch_hstu_bwd_pds<T, D, 3, 8>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       default:
@@ -1084,6 +1091,12 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
         int max_smem = 0;
         cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
         if (err != cudaSuccess) return err;
+        if constexpr (D == 64) {  // the 128-query tiles where they fit (kBwdPdsD64Tile128), else the three stages
+          if (sm90) {
+            err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128>(p, max_smem, stream);
+            if (err != cudaErrorNotSupported) return err;
+          }
+        }
         if (sm90 && bwd_sm80_heads_first<D>(p)) {
           err = launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
                                                     kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem, stream);

@@ -129,13 +129,13 @@ constexpr int kPdsRunPtrs = 4096;
 // itself, not opaque(lane): formed once per key block instead of per tile, in more registers (812 -> 699
 // instructions a warp and tile pair; measured: docs/hstu_kernel_notes.md).
 constexpr int kPdsLaneOnce = 8192;
-// A flag on BODY (D = 64's one-barrier loop, sm_90 code; bwd_sm80_cfg 15): phase 3 (dQ = dS K) split over the keys.
-// A warp takes 32 query rows x 32 columns over half of the 128 keys (2 x 2 x 2 warps) instead of 32 x 16 over all
-// of them: per ks 2 dS + 2 K ldmatrix for 8 MMAs instead of 2 + 1 for 4 (16 ldmatrix a warp and tile pair instead of
-// 24; the pair's 88 -> 80, FA2's 128 x 128 tile 72), for twice the dQ reductions (8 red.v4 a warp, the two key halves
-// adding into the same fragment-ordered block, whose layout is unchanged). On an H200 2.3-2.9 % slower than the
-// default (the reductions fill the MIO queue and hold their registers: mio / long-scoreboard waits); for comparisons.
-constexpr int kPdsDqSplitK = 16384;
+// A flag on BODY (D = 64, kPdsMbarCopies' two stages, sm_90 code; D = 64's default there: kBwdPdsD64Tile128 in
+// hstu_bwd_sm80_kernel.cuh, 6.4-6.8 % faster than the three-stage loop on an H200 at B16 S8K / S4K): 128-query tiles
+// against the 128-key block. Phase 1 runs on the tile's two 64-row halves in turn (the same warp tiles and registers),
+// phase 2's k-loops span the 128 rows, phase 3 gives each warp 32 rows x 32 columns (4 x 2 warps: 2 dS + 2 K ldmatrix
+// per 8 MMAs instead of 2 + 1 per 4; the same red.v4 per row into the same fragment-ordered blocks), and the loop has
+// one barrier and one Q / dO copy per 128 rows. 224 KB + 16 B (two 32 KB stages, two 64 KB P / dS buffers).
+constexpr int kPdsTile128 = 16384;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -144,6 +144,7 @@ constexpr int kBwdPdsDefaultFlags = (STAGES == 3 && D == 64 ? kPdsSplitCopies | 
 
 // STAGES = 3 (kOneBar, below): three Q / dO stages and two P / dS buffers; mbar (kPdsMbarCopies): two P / dS buffers
 // and two mbarriers behind them.
+// (BM: the tile's query rows, 2 kBlockM with kPdsTile128)
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages, bool mbar = false) {
   return (2 * BN * D + stages * 2 * BM * D + (stages == 3 || mbar ? 4 : 2) * BM * BN) * 2 + (mbar ? 16 : 0);
@@ -321,7 +322,9 @@ __device__ __forceinline__ float drab_value(float x) {
 template <typename T, int D, int STAGES, int NWARPS, int BODY, bool CTX>
 __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int sms) {
   using C = BwdPdsConfig<D, NWARPS>;
-  constexpr int BM = C::kBlockM, BN = C::kBlockN;
+  // BM query rows a tile (the loop's step), HM of them a phase-1 pass (kPdsTile128: two passes)
+  constexpr bool kTile128 = (BODY & kPdsTile128) != 0;
+  constexpr int HM = C::kBlockM, BM = kTile128 ? 2 * HM : HM, BN = C::kBlockN;
   constexpr int NT = NWARPS * 32;
   // The loop-free bodies (kPdsLoopFree, kPdsLoopFreeDqFirst): the S, dV and dK k-loops unrolled, the dP k-loop by
   // kDpUnroll, unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and
@@ -329,7 +332,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
-                                 kPdsRunPtrs | kPdsLaneOnce | kPdsDqSplitK);
+                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -356,6 +359,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   static_assert(!kSplitCopies || kOneBar, "split copies: the one-barrier loop only");
   constexpr bool kMbar = (BODY & kPdsMbarCopies) != 0;  // (kPdsMbarCopies above)
   static_assert(!kMbar || (STAGES == 2 && kLoopFree && !CTX), "kPdsMbarCopies: two stages, a loop-free body");
+  static_assert(!kTile128 || (kMbar && D == 64 && NWARPS == 8), "128-row tiles: D = 64's mbarrier loop");
   constexpr bool kTwoPdS = kOneBar || kMbar;  // two P / dS buffers, alternating by tile parity
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
   // D = 64 / 128's plain body (the context kernels) adds row-major (with the fragment order it spilled 4-12 B in
@@ -368,13 +372,16 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // (D = 256: the dQ k-loop by 2; fully unrolled, four pieces of 32 columns, it spilled 4-8 B in sm_90a code)
   constexpr int kDqUnroll = kLoopFree ? (D == 256 ? 2 : BN / 16) : 1;
   // Phase 1 warp tile: SM queries x SN keys.
-  constexpr int SM = BM / C::kSWM, SN = BN / (NWARPS / C::kSWM);
+  constexpr int SM = HM / C::kSWM, SN = BN / (NWARPS / C::kSWM);
   constexpr int SMT = SM / 16, SNT = SN / 8;
   // Phase 2 warp tile: KR keys x KC columns.
   constexpr int KR = BN / C::kKWN, KC = D / (NWARPS / C::kKWN);
   constexpr int KMT = KR / 16, KNT = KC / 8;
-  // Phase 3 warp tile: QR queries x QC columns, QPW at a time.
-  constexpr int QR = BM / C::kQWM, QC = D / (NWARPS / C::kQWM), QPW = C::kQPW;
+  // Phase 3 warp tile: QR queries x QC columns, QPW at a time (kTile128: 4 x 2 warps of 32 x 32, one pass).
+  constexpr int QWM = kTile128 ? 4 : C::kQWM;
+  constexpr int QR = BM / QWM, QC = D / (NWARPS / QWM), QPW = kTile128 ? QC : C::kQPW;
+  // The fragment-ordered dQ layout's block (a warp's QR x QC of an HM-row tile without kTile128), in floats.
+  constexpr int kFragBlock = (HM / C::kQWM) * (D / (NWARPS / C::kQWM));
   constexpr int QMT = QR / 16;
   static_assert(SM % 16 == 0 && SN % 16 == 0 && KR % 16 == 0 && KC % 16 == 0 && QR % 16 == 0 && QC % QPW == 0 &&
                     QPW % 16 == 0,
@@ -460,18 +467,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr bool kPtrCopies = (BODY & kPdsPtrCopies) != 0;
   constexpr bool kRunPtrs = (BODY & kPdsRunPtrs) != 0;
   constexpr bool kLaneOnce = (BODY & kPdsLaneOnce) != 0;
-  constexpr bool kDqSplitK = (BODY & kPdsDqSplitK) != 0;
 #else
   constexpr bool kPtrCopies = false;
   constexpr bool kRunPtrs = false;
   constexpr bool kLaneOnce = false;
-  constexpr bool kDqSplitK = false;
 #endif
   static_assert(!kRunPtrs || (kPtrCopies && kOneBar && kSplitCopies && kDqFrag && D == 64),
                 "running pointers: D = 64's one-barrier loop");
-  static_assert(!kLaneOnce || kRunPtrs, "lane offsets once: with the running pointers");
-  static_assert(!kDqSplitK || (kDqFrag && kLoopFree && D == 64 && QC == QPW && QC == 16 && QMT == 2),
-                "dQ split over the keys: D = 64's loop-free body, fragment-ordered dQ");
+  static_assert(!kLaneOnce || kRunPtrs || kTile128, "lane offsets once: with the running pointers or kTile128");
   // The lane index of the phases' offsets: opaque, so that they are formed where used (fewer registers live across
   // the loop), unless kLaneOnce.
   auto phase_lane = [&] {
@@ -559,13 +562,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   __shared__ int4 full_map;
   if (kFullMap && tid == 0) {
     int x, y, z;
-    bwd_pds_full_rows<BM, BN>(mk, n0, x, y, z);
+    bwd_pds_full_rows<HM, BN>(mk, n0, x, y, z);
     full_map = make_int4(x, y, z, 0);
   }
   const uint32_t sFull = smem_u32(&full_map);
   auto tile_full_at = [&](const int r0) {
     if constexpr (!kFullMap) {
-      return mk.tile_full(r0, r0 + BM, n0, n0 + BN);
+      return mk.tile_full(r0, r0 + HM, n0, n0 + BN);
     } else {
       int x, y, z;
       asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(x), "=r"(y) : "r"(sFull));
@@ -603,15 +606,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   const int64_t dq_row_stride = (int64_t)p.heads * D;
   // dq_accum == nullptr: deterministic mode, dQ is computed by hstu_bwd_dq_kernel instead (no atomics here).
   const bool with_dq = p.dq_accum != nullptr;
-  // The warp's 32 x 16 block of the fragment-ordered dQ tile (kDqSplitK: the first of its two, w and w + 2 blocks
-  // apart in the layout: rows warp % 2, columns 32 ((warp / 2) % 2) + 16 i).
-  const int dq_w = kDqSplitK ? warp % 2 + 4 * ((warp / 2) % 2) : warp;
-  // kRunPtrs: the thread's place in the fragment-ordered dQ block of the sequence's first query tile (phase_dq's
-  // layout; the tile's m0 D added there).
-  float* const dq_frag0 =
-      kRunPtrs && with_dq ? p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b) * D +
-                                dq_w * (QR * QC) + lane * 4
-                          : nullptr;
+  // The thread's place in block blk of the fragment-ordered dQ tile at query row m (phase_dq's layout).
+  auto dq_frag_at = [&](const int m, const int blk) {
+    return p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m) * D + blk * kFragBlock + lane * 4;
+  };
+  // kRunPtrs: the warp's place in the sequence's first query tile, formed once per key block (the tile's m0 D added
+  // there).
+  float* const dq_frag0 = kRunPtrs && with_dq ? dq_frag_at(0, warp) : nullptr;
 
   if (n_mt > 0) {
     load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
@@ -669,11 +670,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       const uint32_t sP = sP0 + (kTwoPdS ? static_cast<uint32_t>(mb & 1) * (2 * BM * BN * 2) : 0u);
       const uint32_t sdS = sP + BM * BN * 2;
 
-      // ---- Phase 1: S = Q K^T, then dP = dO V^T, over this warp's SM queries x SN keys. Two passes over D, not
-      // one: the rab / mask / SiLU work between them runs with only S live next to dK / dV (a fused pass spilled).
+      // ---- Phase 1: S = Q K^T, then dP = dO V^T, over this warp's SM queries x SN keys of the HM-row pass at
+      // position r0 (its Q, dO, P, dS at sQ, sdO, sP, sdS). Two passes over D, not one: the rab / mask / SiLU work
+      // between them runs with only S live next to dK / dV (a fused pass spilled).
       // Element (mt, nt, e): query row m0 + s_m + mt*16 + lane/4 + (e/2)*8 (position r = row + offset), key
       // j = n0 + s_n + nt*8 + 2*(lane%4) + (e&1).
-      {
+      auto phase_s = [&](const int r0, const uint32_t sQ, const uint32_t sdO, const uint32_t sP, const uint32_t sdS) {
         float acc[SMT][SNT][4];  // S, then SiLU'(alpha S) * alpha / scaling (masked), then dP, then dS
         const int ln = phase_lane();
         // (each phase's warp coordinates formed in the phase: fewer registers live across the loop)
@@ -785,7 +787,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
 #else
         constexpr bool kStsm = false;
 #endif
-        static_assert(!kStsm || (kOneBar && SNT % 2 == 0 && D != 256), "stmatrix P / dS: the one-barrier loop");
+        static_assert(!kStsm || (kTwoPdS && SNT % 2 == 0 && D != 256), "stmatrix P / dS: the one-barrier loops");
         const uint32_t tS = LP::swz(s_m + ((ln / 8) % 2) * 8 + ln % 8, s_n + (ln / 16) * 8);
         auto stsm4 = [&](const uint32_t base, const int mt, const int nt, const uint32_t (&r)[4]) {
           asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
@@ -903,6 +905,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
                          "r"(pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1])));
           });
         }
+      };
+      if constexpr (kTile128) {
+#pragma unroll 1
+        for (int hm = 0; hm < BM; hm += HM)
+          phase_s(r0 + hm, sQ + hm * D * 2, sdO + hm * D * 2, sP + hm * BN * 2, sdS + hm * BN * 2);
+      } else {
+        phase_s(r0, sQ, sdO, sP, sdS);
       }
       if constexpr (kOneBar) {
         cp_async_wait<0>();
@@ -973,33 +982,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         if (!with_dq) return;
         float* dq_acc = p.dq_accum + (int64_t)si.q_start * dq_row_stride + h * D;
         const int ln = phase_lane();
-        if constexpr (kDqSplitK) {
-          // rows q_m, columns q_c .. q_c + 31, keys kh .. kh + 63 (the dQ-first warps 4-7 the second half)
-          const int q_m = (warp % 2) * QR, q_c = ((warp / 2) % 2) * (2 * QC), kh = (warp / 4) * (BN / 2);
-          const uint32_t tdA = LP::swz(q_m + ln % 16, kh + (ln / 16) * 8);                  // dS as A
-          const uint32_t tK = L::swz(kh + ln % 8 + ((ln / 8) % 2) * 8, q_c + (ln / 16) * 8);  // K as B
-          float acc_q[QMT][2 * QC / 8][4];
-#pragma unroll
-          for (int mt = 0; mt < QMT; ++mt)
-#pragma unroll
-            for (int i = 0; i < 2 * QC / 8; ++i)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) acc_q[mt][i][e] = 0.f;
-          plain_k_loop<T, BN / 32, BN / 32>(
-              acc_q,
-              [&](uint32_t(&f)[4], const int ks, const int mt) { ldsm_x4(f, sdS + LP::xadd(tdA, mt * 16, ks * 16)); },
-              [&](uint32_t(&f)[4], const int ks, const int dp) { ldsm_x4_t(f, sK + L::xadd(tK, ks * 16, dp * 16)); });
-          float* fp = kRunPtrs ? dq_frag0 + (int64_t)m0 * D
-                               : p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m0) * D +
-                                     dq_w * (QR * QC) + lane * 4;
-#pragma unroll
-          for (int mt = 0; mt < QMT; ++mt)
-#pragma unroll
-            for (int dt = 0; dt < 4; ++dt)
-              red_add_f4(fp + (dt / 2) * (2 * QR * QC) + (mt * 2 + dt % 2) * 128, acc_q[mt][dt]);
-          return;
-        }
-        const int q_m = (warp % C::kQWM) * QR, q_d = (warp / C::kQWM) * QC;
+        const int q_m = (warp % QWM) * QR, q_d = (warp / QWM) * QC;
         const uint32_t tdA = LP::swz(q_m + ln % 16, (ln / 16) * 8);                     // dS as A
         const uint32_t tK = L::swz(ln % 8 + ((ln / 8) % 2) * 8, q_d + (ln / 16) * 8);  // K as B
 #pragma unroll
@@ -1018,11 +1001,23 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
             ldsm_x4_t(f, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
           };
           plain_k_loop<T, BN / 16, kDqUnroll>(acc_q, dq_a, dq_b);
+          if constexpr (kTile128) {
+            // The warp's rows lie in the HM-row tile q_m / HM of the layout, its 16-column blocks (rows (q_m % HM) /
+            // 32, columns q_d / 16 + dt / 2) two apart; the second tile adds nothing past lq (nor past the
+            // sequence's padded rows).
+            if (q_m >= HM && m0 + HM >= si.lq) continue;
+            float* fp = dq_frag_at(m0 + (q_m / HM) * HM, (q_m % HM) / 32 + 2 * (q_d / 16));
+            static_assert(kFragBlock == 32 * 16 && QMT == 2 && QPW == 32, "D = 64's 32 x 16 layout blocks");
+#pragma unroll
+            for (int mt = 0; mt < QMT; ++mt)
+#pragma unroll
+              for (int dt = 0; dt < QPW / 8; ++dt)
+                red_add_f4(fp + (dt / 2) * 2 * kFragBlock + (mt * 2 + dt % 2) * 128, acc_q[mt][dt]);
+            continue;
+          }
           if constexpr (kDqFrag) {
             // The tile's fragment-ordered block: rows past lq add their zeros to their own slots (no predicate).
-            float* fp = kRunPtrs ? dq_frag0 + (int64_t)m0 * D
-                                 : p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m0) * D +
-                                       dq_w * (QR * QC) + lane * 4;
+            float* fp = kRunPtrs ? dq_frag0 + (int64_t)m0 * D : dq_frag_at(m0, warp);
 #pragma unroll
             for (int mt = 0; mt < QMT; ++mt)
 #pragma unroll
@@ -1249,7 +1244,8 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
   if constexpr (!C::kExists) {
     return cudaErrorNotSupported;
   } else {
-    constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES, (BODY & kPdsMbarCopies) != 0);
+    constexpr int kSmem = bwd_pds_smem_bytes<D, (BODY & kPdsTile128) ? 2 * C::kBlockM : C::kBlockM, C::kBlockN>(
+        STAGES, (BODY & kPdsMbarCopies) != 0);
     if (kSmem > max_smem) return cudaErrorNotSupported;
     if constexpr (STAGES == 3 || (BODY & kPdsMbarCopies) != 0) {  // (calls without contexts; the caller checks
                                                                   // for sm_90+)
