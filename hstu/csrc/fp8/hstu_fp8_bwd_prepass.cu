@@ -301,11 +301,6 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8B
   }
 }
 
-// dq_tiled (D = 128): block (x, h) with x < groups puts group x of head h (16 rows, two blocks of 64 columns in a
-// warp's m64n64 accumulator order: float4 32 j + l holds rows l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1) back
-// into the rows of the sequence that owns it (the largest b with (cu_q[b] + 16 b) / 16 <= x; rows past its length
-// skipped) through shared memory; blocks x >= groups (head 0's) zero the dq rows outside every sequence and the dk /
-// dv rows outside every sequence, grid-stride.
 // The rows outside every sequence (dq's, then dk's and dv's) zeroed, grid-stride over `blocks` blocks from `b`.
 __device__ __forceinline__ void zero_rows_outside(const HstuFp8BwdFinishParams& p, int64_t b, int64_t blocks) {
   const int64_t per_row = static_cast<int64_t>(p.heads) * p.head_dim / 8;  // 8-element groups per row
@@ -327,6 +322,30 @@ __device__ __forceinline__ void zero_rows_outside(const HstuFp8BwdFinishParams& 
   }
 }
 
+// The rows of 16-row dq group x: its owner, the largest b with (cu_q[b] + 16 b) / 16 <= x (strictly increasing in
+// b), the sequence's first row `start`, the group's first row in the sequence `first` and its row count (<= 0: x is
+// below the first sequence's groups, or padding).
+struct DqGroupRows {
+  int64_t start, first, rows;
+};
+__device__ __forceinline__ DqGroupRows dq_group_rows(const HstuFp8BwdFinishParams& p, int64_t x) {
+  int lo = 0, hi = p.batch;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if ((static_cast<int64_t>(p.cu_seqlens_q[mid]) + 16 * mid) / 16 <= x) lo = mid; else hi = mid;
+  }
+  DqGroupRows g;
+  g.start = p.cu_seqlens_q[lo];
+  g.first = 16 * (x - (g.start + 16 * lo) / 16);
+  g.rows = min(int64_t{16}, int64_t{p.cu_seqlens_q[lo + 1]} - g.start - g.first);
+  return g;
+}
+
+// dq_tiled (D = 128): block (x, h) with x < groups puts group x of head h (16 rows, two blocks of 64 columns in a
+// warp's m64n64 accumulator order: float4 32 j + l holds rows l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1) back
+// into the rows of the sequence that owns it (the largest b with (cu_q[b] + 16 b) / 16 <= x; rows past its length
+// skipped) through shared memory; blocks x >= groups (head 0's) zero the dq rows outside every sequence and the dk /
+// dv rows outside every sequence, grid-stride.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const HstuFp8BwdFinishParams p,
                                                                         int64_t groups) {
@@ -339,14 +358,8 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
     if (h == 0) zero_rows_outside(p, x - groups, static_cast<int64_t>(gridDim.x) - groups);
     return;
   }
-  int lo = 0, hi = p.batch;  // the owner: the largest b with (cu_q[b] + 16 b) / 16 <= x (strictly increasing)
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if ((static_cast<int64_t>(p.cu_seqlens_q[mid]) + 16 * mid) / 16 <= x) lo = mid; else hi = mid;
-  }
-  const int64_t start = p.cu_seqlens_q[lo];
-  const int64_t first = 16 * (x - (start + 16 * lo) / 16);  // the group's first row in the sequence
-  const int64_t rows = min(int64_t{16}, int64_t{p.cu_seqlens_q[lo + 1]} - start - first);
+  const DqGroupRows g = dq_group_rows(p, x);
+  const int64_t start = g.start, first = g.first, rows = g.rows;
   if (first < 0 || rows <= 0) return;  // (x below the first sequence's groups, or padding)
   const float4* src = reinterpret_cast<const float4*>(p.dq_accum) + (x * p.heads + h) * (p.dq_bf16 ? 256 : 512);
   if (p.dq_bf16) {  // uint4 t: float4 32 j + l and 32 (j + 1) + l of the fp32 layout, j = 2 (t % 128 / 32), in bf16
@@ -412,14 +425,8 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_quad_kernel(const Hst
     if (x0 + k >= pairs) break;  // (uniform over the block)
     const int64_t x = (x0 + k) / p.heads;
     const int h = static_cast<int>((x0 + k) % p.heads);
-    int lo = 0, hi = p.batch;  // the owner: the largest b with (cu_q[b] + 16 b) / 16 <= x (strictly increasing)
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if ((static_cast<int64_t>(p.cu_seqlens_q[mid]) + 16 * mid) / 16 <= x) lo = mid; else hi = mid;
-    }
-    const int64_t start = p.cu_seqlens_q[lo];
-    const int64_t first = 16 * (x - (start + 16 * lo) / 16);  // the group's first row in the sequence
-    const int64_t rows = min(int64_t{16}, int64_t{p.cu_seqlens_q[lo + 1]} - start - first);
+    const DqGroupRows g = dq_group_rows(p, x);
+    const int64_t start = g.start, first = g.first, rows = g.rows;
     uint32_t w[4] = {v[k].x, v[k].y, v[k].z, v[k].w};  // word i: row a + 8 (i & 1), block j + (i >> 1), pair qd
 #pragma unroll
     for (int s = 2; s > 0; s >>= 1) {  // lane qd's words i with (i & s) != (qd & s) <- lane qd ^ s's words i ^ s
