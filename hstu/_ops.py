@@ -436,25 +436,19 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
             | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT) | (fp8_fwd_diag << FP8_FWD_DIAG_SHIFT)
             | (fp8_silu << FP8_SILU_SHIFT) | (fp8_fwd_var << FP8_FWD_VAR_SHIFT))
-    if fwd_sm80_qscale is not True and fwd_sm80_qscale is not False:
-        _err("fwd_sm80_qscale", "True or False", fwd_sm80_qscale)
-    if not fwd_sm80_qscale:
-        bits |= FWD_SM80_NO_QSCALE_BIT
-    if fwd_sm80_split_main is not True and fwd_sm80_split_main is not False:
-        _err("fwd_sm80_split_main", "True or False", fwd_sm80_split_main)
-    if fwd_sm80_split_main:
-        bits |= FWD_SM80_SPLIT_MAIN_BIT
-    if fwd_sm80_interleave is not True and fwd_sm80_interleave is not False:
-        _err("fwd_sm80_interleave", "True or False", fwd_sm80_interleave)
-    if not fwd_sm80_interleave:
-        bits |= FWD_SM80_NO_ILV_BIT
+    # (the sm80-class forward's private switches: strict booleans, each setting its bit away from its default)
+    for name, value, default, bit in (("fwd_sm80_qscale", fwd_sm80_qscale, True, FWD_SM80_NO_QSCALE_BIT),
+                                      ("fwd_sm80_split_main", fwd_sm80_split_main, False, FWD_SM80_SPLIT_MAIN_BIT),
+                                      ("fwd_sm80_interleave", fwd_sm80_interleave, True, FWD_SM80_NO_ILV_BIT),
+                                      ("fwd_sm80_split_plain", fwd_sm80_split_plain, False,
+                                       FWD_SM80_SPLIT_PLAIN_BIT)):
+        if value is not True and value is not False:
+            _err(name, "True or False", value)
+        if value is not default:
+            bits |= bit
     if isinstance(fwd_sm80_bm64, bool) or fwd_sm80_bm64 not in FWD_SM80_BM64S:
         _err("fwd_sm80_bm64", f"one of {FWD_SM80_BM64S}", fwd_sm80_bm64)
     bits |= fwd_sm80_bm64 << FWD_SM80_BM64_SHIFT
-    if fwd_sm80_split_plain is not True and fwd_sm80_split_plain is not False:
-        _err("fwd_sm80_split_plain", "True or False", fwd_sm80_split_plain)
-    if fwd_sm80_split_plain:
-        bits |= FWD_SM80_SPLIT_PLAIN_BIT
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),

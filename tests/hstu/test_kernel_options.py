@@ -122,6 +122,10 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == _ops.FWD_SM80_NO_ILV_BIT == 1 << 58
         with _ops.kernel_options(fwd_sm80_interleave=True):
             assert _ops._current_options() == 0
+        with _ops.kernel_options(fwd_sm80_split_plain=True):  # (for comparisons)
+            assert _ops._current_options() == _ops.FWD_SM80_SPLIT_PLAIN_BIT == 1 << 45
+        with _ops.kernel_options(fwd_sm80_split_plain=False):
+            assert _ops._current_options() == 0
         for n in (1, 2, 3):  # (for comparisons)
             with _ops.kernel_options(fwd_sm80_bm64=n):
                 assert _ops._current_options() == n << 46
@@ -161,6 +165,9 @@ def test_kernel_options_pack_and_restore():
                 pass
         with pytest.raises(ValueError, match="fwd_sm80_interleave: expected True or False"):
             with _ops.kernel_options(fwd_sm80_interleave=bad):
+                pass
+        with pytest.raises(ValueError, match="fwd_sm80_split_plain: expected True or False"):
+            with _ops.kernel_options(fwd_sm80_split_plain=bad):
                 pass
     for bad in (4, True, None, "1"):
         with pytest.raises(ValueError, match=r"fwd_sm80_bm64: expected one of \(0, 1, 2, 3\)"):
