@@ -516,6 +516,106 @@ __device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableR
   }
   return r;
 }
+// The lean scan (scan_bucket<true>): the same victim, fewer instructions per 16-slot chunk (the insert pass at load
+// 1.0 is bound by its warps' instruction streams: docs/dynamicemb_storage_notes.md, "A leaner eviction scan").
+// - The digest match without match16's per-byte bit extraction: each digest word's equal bytes as their top bits
+//   (exact zero-byte test of word ^ d4), the four words' top bits shifted into one low nibble per byte, the four
+//   nibbles packed into 16 bits: bit 4 b + 3 - w <-> chunk slot 4 w + b (look_slot_lean / look_bit_lean).
+// - The 32-bit least rank and its slot: the two 8-slot halves' minima first, then the equality mask over the half
+//   that holds the least only (a tie across the halves is a tie).
+__device__ __forceinline__ uint32_t match16_lean(uint4 c, uint32_t d4) {
+  uint32_t w[4] = {c.x, c.y, c.z, c.w};
+  uint32_t z[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t x = w[j] ^ d4;
+    z[j] = ~(((x & 0x7f7f7f7fu) + 0x7f7f7f7fu) | x) & 0x80808080u;  // 0x80 per byte of w equal to the digest
+  }
+  const uint32_t n = (z[0] >> 4) | (z[1] >> 5) | (z[2] >> 6) | (z[3] >> 7);  // byte b: bit 3 - w
+  const uint32_t n2 = n | (n >> 4);                                            // bytes 0 / 2: nibbles 0 1 / 2 3
+  return __byte_perm(n2, 0u, 0x4420u);                                         // 16 bits: nibble b = byte b
+}
+// Bucket-local slot of bit `bit` of a lane's lean `look` mask.
+__device__ __forceinline__ int look_slot_lean(const Tile& tile, int bit) {
+  const int q = bit & 15;
+  return ((bit >> 4) * kTile + static_cast<int>(tile.thread_rank())) * 16 + 4 * (3 - (q & 3)) + (q >> 2);
+}
+// The lean `look` bit of bucket-local slot `idx`, in the lane that owns it (0 in the others).
+__device__ __forceinline__ uint64_t look_bit_lean(const Tile& tile, int idx) {
+  const int c = idx >> 4, s = idx & 15;
+  return (c % kTile) == static_cast<int>(tile.thread_rank())
+             ? 1ull << (16 * (c / kTile) + 4 * (s & 3) + 3 - (s >> 2))
+             : 0ull;
+}
+__device__ __forceinline__ BucketScan scan_bucket_lean(const Tile& tile, const TableRef& t, int64_t base,
+                                                       uint32_t d4) {
+  const int chunks = t.bucket_capacity / 16;
+  BucketScan r{EvictCand{~0ull, -1, false}, 0u, 0ull};  // r.min: the chunks with a score >= 2^24
+  // The chunks whose scores are all below 2^24, merged in 32 bits: least rank, bucket-local slot (-1: none), tie.
+  uint32_t m32 = ~0u;
+  int idx32 = -1;
+  bool tie32 = false;
+  const uint8_t* digests = t.digests;
+  const uint64_t* scores = t.scores;
+  int i = 0;
+  // Unrolled twice (a 128-slot bucket: two chunks per lane): one memory descriptor for both chunks' loads.
+#pragma unroll 2
+  for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile, ++i) {
+    ChunkScores cs;
+    cs.d = __ldcg(reinterpret_cast<const uint4*>(digests + base) + c);
+    const uint4* sp = reinterpret_cast<const uint4*>(scores + base + c * 16);
+#pragma unroll
+    for (int b = 0; b < 8; ++b) cs.ss[b] = __ldcg(sp + b);
+    r.look |= static_cast<uint64_t>(match16_lean(cs.d, d4)) << (16 * i);
+    uint32_t hi_or = 0, lo_or = 0;
+#pragma unroll
+    for (int b = 0; b < 8; ++b) {
+      hi_or |= cs.ss[b].y | cs.ss[b].w;
+      lo_or |= cs.ss[b].x | cs.ss[b].z;
+    }
+    r.big |= hi_or;
+    if ((hi_or | (lo_or >> 24)) == 0) {
+      uint32_t rk[16];
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+        rk[j] = __byte_perm(digest_word(cs.d, j), (j & 1) ? cs.ss[j / 2].z : cs.ss[j / 2].x,
+                            0x6540u | static_cast<uint32_t>(j & 3));
+      const uint32_t lo = min(min(min(rk[0], rk[1]), min(rk[2], rk[3])), min(min(rk[4], rk[5]), min(rk[6], rk[7])));
+      const uint32_t hi =
+          min(min(min(rk[8], rk[9]), min(rk[10], rk[11])), min(min(rk[12], rk[13]), min(rk[14], rk[15])));
+      const bool in_lo = lo <= hi;
+      const uint32_t m = in_lo ? lo : hi;
+      uint32_t eq = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) eq |= ((in_lo ? rk[j] : rk[8 + j]) == m ? 1u : 0u) << j;
+      const int e_idx = c * 16 + __ffs(eq) - 1 + (in_lo ? 0 : 8);
+      const bool e_tie = lo == hi || (eq & (eq - 1)) != 0;
+      const bool lt = idx32 < 0 || m < m32;
+      tie32 = lt ? e_tie : (tie32 || m == m32);
+      idx32 = lt ? e_idx : idx32;
+      m32 = lt ? m : m32;
+    } else {
+      EvictCand h[8];
+#pragma unroll
+      for (int b = 0; b < 8; ++b) {  // slots 2b (x, y) and 2b + 1 (z, w)
+        const uint32_t dw = digest_word(cs.d, 2 * b);
+        const uint64_t r0 = evict_rank(cs.ss[b].x, cs.ss[b].y, dw, (2 * b) & 3);
+        const uint64_t r1 = evict_rank(cs.ss[b].z, cs.ss[b].w, dw, (2 * b + 1) & 3);
+        const bool lt = r1 < r0;
+        h[b] = EvictCand{lt ? r1 : r0, 2 * b + (lt ? 1 : 0), r1 == r0};
+      }
+#pragma unroll
+      for (int w = 4; w >= 1; w /= 2)
+#pragma unroll
+        for (int b = 0; b < w; ++b) h[b] = cand_min(h[b], h[b + w]);
+      h[0].idx += c * 16;  // chunk-local -> bucket-local slot
+      r.min = cand_min(r.min, h[0]);
+    }
+  }
+  if (idx32 >= 0) r.min = r.min.idx < 0 ? EvictCand{m32, idx32, tie32} : cand_min(r.min, EvictCand{m32, idx32, tie32});
+  return r;
+}
+
 // Bucket-local slot of bit `bit` of a lane's `look` mask (BucketScan).
 __device__ __forceinline__ int look_slot(const Tile& tile, int bit) {
   return ((bit >> 4) * kTile + static_cast<int>(tile.thread_rank())) * 16 + (bit & 15);
