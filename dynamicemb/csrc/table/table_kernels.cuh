@@ -1007,7 +1007,18 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
   while (g * kWarpKeys < count) {
     unsigned long long nx = 0;
     const bool next_static = L == kScheduleStatic && g + nwarps < static_end();
-    if (!next_static && (threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
+    if (!next_static && (threadIdx.x & 31) == 0) {
+      if (L == kScheduleLeanScan) {
+        // Lane 0 only, at an address offset by the lane id read opaquely (0 here): ptxas cannot prove the address
+        // warp-uniform, so it does not aggregate the atomic (an aggregated one ends in a SHFL of its result right
+        // after it, where the warp waits for this contended atomic); the result is first used after the group.
+        unsigned lane;
+        asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+        nx = atomicAdd(next_group + lane, 1ull);
+      } else {
+        nx = atomicAdd(next_group, 1ull);
+      }
+    }
     const int64_t j = g * kWarpKeys + (threadIdx.x & 31) / kTile;
     if (j < count) {
       KeyArgs a;
