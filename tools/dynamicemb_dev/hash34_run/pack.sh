@@ -10,8 +10,14 @@ H=$(cd "$(dirname "$0")" && pwd) D=/work/main/.carry/hash34
 R=$(cd "$H/../../.." && pwd)
 rm -rf $D && mkdir -p $D && cp "$H/run$1.sh" "$H/setup.sh" $D/
 sed 's#\.carry/table29#.carry/hash34#g; s#table29#hash34#g' "$H/../table29_run/common.sh" > $D/common.sh
-(cd "$R" && nice -n 5 nvcc -std=c++17 -O3 -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a -I. \
-  tools/dynamicemb_dev/evict_bench.cu -o $D/eb_lab 2>&1 | grep -i "error" || true)
+NV="nvcc -std=c++17 -O3 -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a"
+(cd "$R" && nice -n 5 $NV -I. tools/dynamicemb_dev/evict_bench.cu -o $D/eb_lab 2>&1 | grep -i "error" || true)
+# EB2=COMMIT: a second evict_bench (eb_lab2) from this branch's tree at COMMIT (e.g. the scan without the counter)
+if [ -n "${EB2:-}" ]; then
+  rm -rf /tmp/hash34_eb2 && git -C "$R" worktree add -f --detach /tmp/hash34_eb2 "$EB2" >/dev/null 2>&1
+  (cd /tmp/hash34_eb2 && nice -n 5 $NV -I. tools/dynamicemb_dev/evict_bench.cu -o $D/eb_lab2 2>&1 | grep -i "error" || true)
+  git -C "$R" worktree remove --force /tmp/hash34_eb2
+fi
 if [ "${WHL:-0}" = 1 ]; then
   mkdir -p $D/whl $D/tree/tests/dynamicemb $D/tree/tools/dynamicemb_dev $D/tree/benchmarks
   cp "$R"/bazel-bin/dynamicemb-*.whl $D/whl/
