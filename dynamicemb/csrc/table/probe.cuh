@@ -523,6 +523,13 @@ __device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableR
 //   nibbles packed into 16 bits: bit 4 b + 3 - w <-> chunk slot 4 w + b (look_slot_lean / look_bit_lean).
 // - The 32-bit least rank and its slot: the two 8-slot halves' minima first, then the equality mask over the half
 //   that holds the least only (a tie across the halves is a tie).
+// - Truncated ranks: every slot's rank from its score's low 24 bits and its digest, with no range check and no
+//   64-bit path. The truncated rank of a slot is <= its rank, so if the slot of least truncated rank has a score
+//   below 2^24 its rank is its truncated one and it is the bucket's least rank, and every slot that ties with it
+//   ties in truncated rank too (a tie flagged here that is none only sends the victim to victim_exact); and a refusal
+//   by the truncated score is a refusal by the true one (the least score is >= the truncated least). The caller
+//   (evict_insert<..., true>) therefore checks the victim's full score in the round trip of its claim and, when it
+//   differs from the truncated one (a score >= 2^24 somewhere), puts the victim back and scans with scan_bucket.
 __device__ __forceinline__ uint32_t match16_lean(uint4 c, uint32_t d4) {
   uint32_t w[4] = {c.x, c.y, c.z, c.w};
   uint32_t z[4];
@@ -550,8 +557,7 @@ __device__ __forceinline__ uint64_t look_bit_lean(const Tile& tile, int idx) {
 __device__ __forceinline__ BucketScan scan_bucket_lean(const Tile& tile, const TableRef& t, int64_t base,
                                                        uint32_t d4) {
   const int chunks = t.bucket_capacity / 16;
-  BucketScan r{EvictCand{~0ull, -1, false}, 0u, 0ull};  // r.min: the chunks with a score >= 2^24
-  // The chunks whose scores are all below 2^24, merged in 32 bits: least rank, bucket-local slot (-1: none), tie.
+  BucketScan r{EvictCand{~0ull, -1, false}, 0u, 0ull};
   uint32_t m32 = ~0u;
   int idx32 = -1;
   bool tie32 = false;
@@ -562,58 +568,39 @@ __device__ __forceinline__ BucketScan scan_bucket_lean(const Tile& tile, const T
   // instructions fell but the no-instruction stalls rose by as much: docs, "A leaner eviction scan").
 #pragma unroll 1
   for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile, ++i) {
-    ChunkScores cs;
-    cs.d = __ldcg(reinterpret_cast<const uint4*>(digests + base) + c);
+    const uint4 d = __ldcg(reinterpret_cast<const uint4*>(digests + base) + c);
     const uint4* sp = reinterpret_cast<const uint4*>(scores + base + c * 16);
-#pragma unroll
-    for (int b = 0; b < 8; ++b) cs.ss[b] = __ldcg(sp + b);
-    r.look |= static_cast<uint64_t>(match16_lean(cs.d, d4)) << (16 * i);
-    uint32_t hi_or = 0, lo_or = 0;
+    uint32_t lo_words[16];  // slot j's score word 0
+    uint32_t hi_or = 0;     // the high words' OR: kept in r.big (a use that keeps the loads 16 bytes wide)
 #pragma unroll
     for (int b = 0; b < 8; ++b) {
-      hi_or |= cs.ss[b].y | cs.ss[b].w;
-      lo_or |= cs.ss[b].x | cs.ss[b].z;
+      const uint4 v = __ldcg(sp + b);
+      lo_words[2 * b] = v.x;
+      lo_words[2 * b + 1] = v.z;
+      hi_or |= v.y | v.w;
     }
     r.big |= hi_or;
-    if ((hi_or | (lo_or >> 24)) == 0) {
-      uint32_t rk[16];
+    r.look |= static_cast<uint64_t>(match16_lean(d, d4)) << (16 * i);
+    uint32_t rk[16];
 #pragma unroll
-      for (int j = 0; j < 16; ++j)
-        rk[j] = __byte_perm(digest_word(cs.d, j), (j & 1) ? cs.ss[j / 2].z : cs.ss[j / 2].x,
-                            0x6540u | static_cast<uint32_t>(j & 3));
-      const uint32_t lo = min(min(min(rk[0], rk[1]), min(rk[2], rk[3])), min(min(rk[4], rk[5]), min(rk[6], rk[7])));
-      const uint32_t hi =
-          min(min(min(rk[8], rk[9]), min(rk[10], rk[11])), min(min(rk[12], rk[13]), min(rk[14], rk[15])));
-      const bool in_lo = lo <= hi;
-      const uint32_t m = in_lo ? lo : hi;
-      uint32_t eq = 0;
+    for (int j = 0; j < 16; ++j)
+      rk[j] = __byte_perm(digest_word(d, j), lo_words[j], 0x6540u | static_cast<uint32_t>(j & 3));
+    const uint32_t lo = min(min(min(rk[0], rk[1]), min(rk[2], rk[3])), min(min(rk[4], rk[5]), min(rk[6], rk[7])));
+    const uint32_t hi =
+        min(min(min(rk[8], rk[9]), min(rk[10], rk[11])), min(min(rk[12], rk[13]), min(rk[14], rk[15])));
+    const bool in_lo = lo <= hi;
+    const uint32_t m = in_lo ? lo : hi;
+    uint32_t eq = 0;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) eq |= ((in_lo ? rk[j] : rk[8 + j]) == m ? 1u : 0u) << j;
-      const int e_idx = c * 16 + __ffs(eq) - 1 + (in_lo ? 0 : 8);
-      const bool e_tie = lo == hi || (eq & (eq - 1)) != 0;
-      const bool lt = idx32 < 0 || m < m32;
-      tie32 = lt ? e_tie : (tie32 || m == m32);
-      idx32 = lt ? e_idx : idx32;
-      m32 = lt ? m : m32;
-    } else {
-      EvictCand h[8];
-#pragma unroll
-      for (int b = 0; b < 8; ++b) {  // slots 2b (x, y) and 2b + 1 (z, w)
-        const uint32_t dw = digest_word(cs.d, 2 * b);
-        const uint64_t r0 = evict_rank(cs.ss[b].x, cs.ss[b].y, dw, (2 * b) & 3);
-        const uint64_t r1 = evict_rank(cs.ss[b].z, cs.ss[b].w, dw, (2 * b + 1) & 3);
-        const bool lt = r1 < r0;
-        h[b] = EvictCand{lt ? r1 : r0, 2 * b + (lt ? 1 : 0), r1 == r0};
-      }
-#pragma unroll
-      for (int w = 4; w >= 1; w /= 2)
-#pragma unroll
-        for (int b = 0; b < w; ++b) h[b] = cand_min(h[b], h[b + w]);
-      h[0].idx += c * 16;  // chunk-local -> bucket-local slot
-      r.min = cand_min(r.min, h[0]);
-    }
+    for (int j = 0; j < 8; ++j) eq |= ((in_lo ? rk[j] : rk[8 + j]) == m ? 1u : 0u) << j;
+    const int e_idx = c * 16 + __ffs(eq) - 1 + (in_lo ? 0 : 8);
+    const bool e_tie = lo == hi || (eq & (eq - 1)) != 0;
+    const bool lt = idx32 < 0 || m < m32;
+    tie32 = lt ? e_tie : (tie32 || m == m32);
+    idx32 = lt ? e_idx : idx32;
+    m32 = lt ? m : m32;
   }
-  if (idx32 >= 0) r.min = r.min.idx < 0 ? EvictCand{m32, idx32, tie32} : cand_min(r.min, EvictCand{m32, idx32, tie32});
+  if (idx32 >= 0) r.min = EvictCand{m32, idx32, tie32};
   return r;
 }
 

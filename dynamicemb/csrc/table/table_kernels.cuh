@@ -456,9 +456,11 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   }
   tile.sync();  // the lead's acquire orders the tile's scan after the previous holder's writes
   const uint32_t d4 = 0x01010101u * digest;
-  const auto lslot = [&](int bit) { return kLean ? look_slot_lean(tile, bit) : look_slot(tile, bit); };
+  // kLean: the lean scan (truncated ranks) until a victim's full score differs from its truncated one, then main's.
+  bool lean = kLean;
+  const auto lslot = [&](int bit) { return lean ? look_slot_lean(tile, bit) : look_slot(tile, bit); };
   while (true) {
-    const BucketScan sc = kLean ? scan_bucket_lean(tile, t, base, d4) : scan_bucket(tile, t, base, d4);
+    const BucketScan sc = lean ? scan_bucket_lean(tile, t, base, d4) : scan_bucket(tile, t, base, d4);
     // The victim: the least (score, digest, key) (probe.cuh, "eviction scan"). The tile's least rank settles it
     // unless two slots share it (or a score >= 2^56 makes ranks inexact): then victim_exact reads key words.
     bool big = (sc.big >> 24) != 0;
@@ -471,7 +473,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     // back from the exchange, so its look bit is dropped).
     const bool spec = !refuse && !exact && m.idx >= 0;
     int64_t victim = base + m.idx;
-    uint64_t look = sc.look & ~(spec ? (kLean ? look_bit_lean(tile, m.idx) : look_bit(tile, m.idx)) : 0ull);
+    uint64_t look = sc.look & ~(spec ? (lean ? look_bit_lean(tile, m.idx) : look_bit(tile, m.idx)) : 0ull);
     int64_t found = -1;
     bool held = false;  // a slot of the key's digest read LOCKED (a hit holds it: maybe the key's)
     uint64_t k0 = 0;
@@ -482,7 +484,11 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
       k0 = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + lslot(j0));
     }
     uint64_t old = kLockedKey;
-    if (spec && lead) old = lock_victim(t.keys, victim);
+    uint64_t full_score = victim_score;  // lean: the victim's score word, read beside its claim
+    if (spec && lead) {
+      if (kLean && lean) full_score = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim);
+      old = lock_victim(t.keys, victim);
+    }
     if (j0 >= 0) {
       if (k0 == a.key) found = base + lslot(j0);
       held = k0 == kLockedKey;
@@ -534,6 +540,12 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
       continue;
     }
     const bool is_free = old == kEmptyKey;
+    if (kLean && lean && spec && !is_free && tile.shfl(full_score, 0) != victim_score) {
+      // The truncated rank was not the victim's (a score >= 2^24 in the bucket): put it back, scan in full.
+      if (lead) publish_key(t.keys, victim, old);
+      lean = false;
+      continue;
+    }
     bool claimed = true;
     // A hit may have changed the victim's score since the scan: re-read it. Not under LRU outside
     // accum_or_assign: every score such an op writes is its one value (the clock), the victim's is below it, the
