@@ -9,7 +9,8 @@ set -e
 H=$(cd "$(dirname "$0")" && pwd) D=/work/main/.carry/hash34
 R=$(cd "$H/../../.." && pwd)
 rm -rf $D && mkdir -p $D && cp "$H/run$1.sh" "$H/setup.sh" $D/
-sed 's#\.carry/table29#.carry/hash34#g; s#table29#hash34#g' "$H/../table29_run/common.sh" > $D/common.sh
+sed 's#\.carry/table29#.carry/hash34#g; s#table29#hash34#g; s#\$C/eb_lab 24 18 1 ncu#$C/${NCU_BIN:-eb_lab} 24 18 1 ncu#; s#\$OUT/ncu.csv#$OUT/ncu${NCU_TAG:-}.csv#g' \
+  "$H/../table29_run/common.sh" > $D/common.sh
 NV="nvcc -std=c++17 -O3 -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a"
 (cd "$R" && nice -n 5 $NV -I. tools/dynamicemb_dev/evict_bench.cu -o $D/eb_lab 2>&1 | grep -i "error" || true)
 # EB2=COMMIT: a second evict_bench (eb_lab2) from this branch's tree at COMMIT (e.g. the scan without the counter)
