@@ -22,7 +22,7 @@ fi
 if [ "${WHL:-0}" = 1 ]; then
   mkdir -p $D/whl $D/tree/tests/dynamicemb $D/tree/tools/dynamicemb_dev $D/tree/benchmarks
   cp "$R"/bazel-bin/dynamicemb-*.whl $D/whl/
-  cp -r "$R"/tests/dynamicemb/*.py "$R"/tests/conftest.py $D/tree/tests/dynamicemb/ 2>/dev/null || true
+  cp "$R"/tests/dynamicemb/*.py $D/tree/tests/dynamicemb/
   cp "$R"/tests/conftest.py $D/tree/tests/ 2>/dev/null || true
   cp "$R"/tools/dynamicemb_dev/{table_ab.py,upsert_lab_plugin.py} $D/tree/tools/dynamicemb_dev/
   cp "$R"/benchmarks/{hash_table.py,bench_util.py} $D/tree/benchmarks/
