@@ -25,7 +25,7 @@ if [ "${WHL:-0}" = 1 ]; then
   cp "$R"/tests/dynamicemb/*.py $D/tree/tests/dynamicemb/
   cp "$R"/tests/conftest.py $D/tree/tests/ 2>/dev/null || true
   cp "$R"/tools/dynamicemb_dev/{table_ab.py,upsert_lab_plugin.py} $D/tree/tools/dynamicemb_dev/
-  cp "$R"/benchmarks/{hash_table.py,bench_util.py} $D/tree/benchmarks/
+  cp "$R"/benchmarks/{hash_table.py,hkv_peer.py,bench_util.py} $D/tree/benchmarks/
 fi
 ls -la $D
 du -sh $D
