@@ -1,21 +1,25 @@
 #!/bin/bash
-# hash34 run 3 (issue 35): the branch's wheel (29454617: lab value 3 = the lean scan with truncated ranks). (1) The GPU
-# table tests with ScoredHashTable._upsert_lab = 7 (programmatic launches + the lean scan forced for every upsert):
-# the schedules' agreement test (lab 6 / 7 against the dynamic schedule at 2^20 slots), the full-table evictions
-# against the CPU twin, the ties / big-score tests (scores >= 2^24 and >= 2^56: the fallback to main's scan), the
-# full-table tests. (2) table_ab.py (hash_table.py's fill at 2^26 slots, 1M keys per op, fp32 values): `pdl` (main's
-# default path) against `pdl+lean` on the same batches and snapshots, interleaved, at dims 32 / 8 / 64 and load 1.0,
-# then Zipf and load 0.5 at dim 32 as time allows.
-. .carry/hash34/setup.sh
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
-run_tests 22 7 "insert_schedules_agree or full_table_evictions or cuda or full_table" \
-  tests/dynamicemb/test_table_gpu.py tests/dynamicemb/test_evict_ties_gpu.py tests/dynamicemb/test_table_full.py
-digest_tests
-AB="python3 -P $C/tree/tools/dynamicemb_dev/table_ab.py --variants pdl pdl+lean --reps 3"
-left() { echo $(( 54 - SECONDS )); }
-(cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $(left) $AB --dims 32 8 64 --dists uniform --lambdas 1.0 \
-  > $OUT/ab_dims.txt 2>&1; echo "ab_dims rc $? ($SECONDS s)")
-[ $(left) -gt 9 ] && (cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $(left) $AB --dims 32 --dists zipf uniform \
-  --lambdas 1.0 0.5 > $OUT/ab_zipf.txt 2>&1; echo "ab_zipf rc $? ($SECONDS s)")
-grep -h "^|" $OUT/ab_dims.txt $OUT/ab_zipf.txt 2>/dev/null | grep -v "^|---\|keys, load" | cut -c1-200
-echo "total $SECONDS s"
+# hash34 run 3 (issue 35, load 1.0). Runs 1-2: the lean scan cut the insert pass's warp instructions 2.4-5.5 % and
+# its time 0 to -1 %. Here A (eb_lab2 = 7e44ba4c: the lean scan, chunk loop not unrolled; lab value 3) against main's
+# scan (lab value 1) once more in both orders and on Zipf, then ncu with source counters of find_or_insert's insert
+# pass L1 / L3 (2^24 slots, 256K keys): the SASS page for sass_phases.py (stall samples by phase: what share of the
+# pass the scan's ALU instructions hold, against its memory waits).
+. .carry/hash34/common.sh
+chmod +x $C/eb_lab2
+eb2() { local name=$1 to=$2; shift 2; echo "## $name"; timeout $to $C/eb_lab2 "$@" 2>&1 | tee $OUT/$name.txt | grep -v "^keys"; }
+eb2 A_uniform_13 9 26 20 5 - uniform 1 - 1,3
+eb2 A_uniform_31 9 26 20 5 - uniform 1 - 3,1
+eb2 A_zipf_13 10 26 20 5 - zipf 1 - 1,3
+echo "timing: $(( $(date +%s) - t0 )) s"
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+timeout $(( $(left) - 8 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_insert_kernel" -c 2 \
+  --section SourceCounters --section WarpStateStats --section LaunchStats --section SpeedOfLight \
+  --metrics smsp__inst_executed.sum,smsp__thread_inst_executed.sum,gpu__time_duration.sum \
+  -o /tmp/h34eb -f $C/eb_lab2 24 18 1 ncu uniform 1 - 1,3 > /tmp/h34ncu.log 2>&1
+echo "ncu rc $? ($(( $(date +%s) - t0 )) s)"
+tail -2 /tmp/h34ncu.log
+$NCU --import /tmp/h34eb.ncu-rep --page raw --csv > $OUT/ncu_raw.csv 2>/dev/null
+timeout $(left) $NCU --import /tmp/h34eb.ncu-rep --page source --csv --print-source sass > $OUT/src.csv 2>/dev/null
+echo "export rc $? ($(( $(date +%s) - t0 )) s)"
+gzip -f $OUT/src.csv $OUT/ncu_raw.csv
+digest A_uniform_13 A_uniform_31 A_zipf_13
