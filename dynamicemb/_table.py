@@ -306,8 +306,7 @@ class ScoredHashTable:
     # +1.3 % on the inserting ops, docs/dynamicemb_storage_notes.md "The first-writer set's slot-lock copy"); on by
     # default, 0 = plain launches (for A/B timing). Bits 2 / 4 force the insert pass's group schedule to dynamic /
     # static for every op (table_kernels.cuh insert_schedule; dynamic by default: docs/dynamicemb_storage_notes.md
-    # "Keys in flight"); bits 2 | 4 together: the dynamic schedule with the lean eviction scan (probe.cuh
-    # scan_bucket_lean; docs/dynamicemb_storage_notes.md "A leaner eviction scan").
+    # "Keys in flight").
     _upsert_lab = 1
 
     def __init__(

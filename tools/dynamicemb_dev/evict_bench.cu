@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   // uses it when keys repeat: "set" after the checksums).
   const bool dedup = argc > 7 && !std::strcmp(argv[7], "dedup");
   // Insert-pass variants (insert_schedule's override in mode's bits from kUpsertModeLabShift: 0 the op's default, 1
-  // dynamic, 2 static, 3 dynamic with the lean eviction scan; comma-separated, e.g. "0,1,2"): every op and rep runs each on the same snapshot and batch,
+  // dynamic, 2 static; comma-separated, e.g. "0,1,2"): every op and rep runs each on the same snapshot and batch,
   // interleaved; one line per variant (a tree without them: build with -DEVICT_BENCH_NO_LAB, leave it out).
   std::vector<int> labs;
   for (const char* q = argc > 8 ? argv[8] : "0"; *q;) {

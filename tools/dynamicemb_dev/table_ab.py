@@ -24,8 +24,7 @@ from hash_table import Timer, fill_table, rate  # noqa: E402
 from dynamicemb._table import ScoredHashTable  # noqa: E402
 
 OPS = ["find_or_insert", "insert_or_assign", "insert_and_evict", "assign"]
-LAB = {"pdl": 1, "dynamic": 2, "static": 4, "lean": 6}  # dynamic / static: the insert pass's schedule forced for
-# every op; lean: the dynamic schedule with the lean eviction scan
+LAB = {"pdl": 1, "dynamic": 2, "static": 4}  # dynamic / static: the insert pass's schedule forced for every op
 
 
 def set_variant(name):

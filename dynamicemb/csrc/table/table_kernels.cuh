@@ -426,8 +426,7 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-// kLean: the lean scan (probe.cuh scan_bucket_lean) and its `look` layout.
-template <int K, int V, int P, bool kLean = false>
+template <int K, int V, int P>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
   using T = typename Val<V>::T;
@@ -456,11 +455,8 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   }
   tile.sync();  // the lead's acquire orders the tile's scan after the previous holder's writes
   const uint32_t d4 = 0x01010101u * digest;
-  // kLean: the lean scan (truncated ranks) until a victim's full score differs from its truncated one, then main's.
-  bool lean = kLean;
-  const auto lslot = [&](int bit) { return lean ? look_slot_lean(tile, bit) : look_slot(tile, bit); };
   while (true) {
-    const BucketScan sc = lean ? scan_bucket_lean(tile, t, base, d4) : scan_bucket(tile, t, base, d4);
+    const BucketScan sc = scan_bucket(tile, t, base, d4);
     // The victim: the least (score, digest, key) (probe.cuh, "eviction scan"). The tile's least rank settles it
     // unless two slots share it (or a score >= 2^56 makes ranks inexact): then victim_exact reads key words.
     bool big = (sc.big >> 24) != 0;
@@ -473,7 +469,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     // back from the exchange, so its look bit is dropped).
     const bool spec = !refuse && !exact && m.idx >= 0;
     int64_t victim = base + m.idx;
-    uint64_t look = sc.look & ~(spec ? (lean ? look_bit_lean(tile, m.idx) : look_bit(tile, m.idx)) : 0ull);
+    uint64_t look = sc.look & ~(spec ? look_bit(tile, m.idx) : 0ull);
     int64_t found = -1;
     bool held = false;  // a slot of the key's digest read LOCKED (a hit holds it: maybe the key's)
     uint64_t k0 = 0;
@@ -481,23 +477,19 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     if (look) {
       j0 = __ffsll(static_cast<long long>(look)) - 1;
       look &= look - 1;
-      k0 = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + lslot(j0));
+      k0 = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j0));
     }
     uint64_t old = kLockedKey;
-    uint64_t full_score = victim_score;  // lean: the victim's score word, read beside its claim
-    if (spec && lead) {
-      if (kLean && lean) full_score = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim);
-      old = lock_victim(t.keys, victim);
-    }
+    if (spec && lead) old = lock_victim(t.keys, victim);
     if (j0 >= 0) {
-      if (k0 == a.key) found = base + lslot(j0);
+      if (k0 == a.key) found = base + look_slot(tile, j0);
       held = k0 == kLockedKey;
     }
     while (look) {  // a second slot of the key's digest in this lane (rare)
       const int j = __ffsll(static_cast<long long>(look)) - 1;
       look &= look - 1;
-      const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + lslot(j));
-      if (k == a.key) found = base + lslot(j);
+      const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j));
+      if (k == a.key) found = base + look_slot(tile, j);
       held = held || k == kLockedKey;
     }
     const uint32_t bf = tile.ballot(found >= 0);
@@ -519,7 +511,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
       while (w) {
         const int j = __ffsll(static_cast<long long>(w)) - 1;
         w &= w - 1;
-        wait_unlocked(t.keys, base + lslot(j));
+        wait_unlocked(t.keys, base + look_slot(tile, j));
       }
       continue;
     }
@@ -540,12 +532,6 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
       continue;
     }
     const bool is_free = old == kEmptyKey;
-    if (kLean && lean && spec && !is_free && tile.shfl(full_score, 0) != victim_score) {
-      // The truncated rank was not the victim's (a score >= 2^24 in the bucket): put it back, scan in full.
-      if (lead) publish_key(t.keys, victim, old);
-      lean = false;
-      continue;
-    }
     bool claimed = true;
     // A hit may have changed the victim's score since the scan: re-read it. Not under LRU outside
     // accum_or_assign: every score such an op writes is its one value (the clock), the victim's is below it, the
@@ -606,7 +592,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
 // bucket without a free slot; a bucket gains no free slot during an upsert, so the key goes straight to the
 // eviction path, whose scan under the lock (and its probe while waiting for the lock) finds the key if a
 // duplicate inserted it meanwhile. Tile-uniform control flow throughout.
-template <int K, int V, int P, bool kLean = false>
+template <int K, int V, int P>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
                                               const KeyArgs& a, const typename Val<V>::T* row_in,
                                               bool full_bucket = false) {
@@ -618,7 +604,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
                           (mode == kAccumOrAssign && !a.accum_flag);
   if (full_bucket && may_insert)
-    return evict_insert<K, V, P, kLean>(
+    return evict_insert<K, V, P>(
         p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
         policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0));
 
@@ -646,7 +632,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
       continue;
     }
-    return evict_insert<K, V, P, kLean>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
+    return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
 }
 
@@ -966,9 +952,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // Measured (H200, load 1.0, 1M keys): static insert pass -5 % for find_or_insert and insert_or_assign, +4 % for
 // insert_and_evict on a topped-up table, but -8 to -10 % on Zipf keys drawn from every stored key: the default is
 // dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight").
-// kScheduleLeanScan: the dynamic schedule with the lean eviction scan (evict_insert<..., true>; private value 3,
-// measured against main's scan in docs/dynamicemb_storage_notes.md "A leaner eviction scan").
-enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleLeanScan = 2 };
+enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1 };
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
@@ -1013,24 +997,13 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
     __syncthreads();
   }
   auto static_end = [&]() -> int64_t {
-    return L != kScheduleStatic ? nwarps : *const_cast<volatile long long*>(&s_static_end);
+    return L == kScheduleDynamic ? nwarps : *const_cast<volatile long long*>(&s_static_end);
   };
 #pragma unroll 1
   while (g * kWarpKeys < count) {
     unsigned long long nx = 0;
     const bool next_static = L == kScheduleStatic && g + nwarps < static_end();
-    if (!next_static && (threadIdx.x & 31) == 0) {
-      if (L == kScheduleLeanScan) {
-        // Lane 0 only, at an address offset by the lane id read opaquely (0 here): ptxas cannot prove the address
-        // warp-uniform, so it does not aggregate the atomic (an aggregated one ends in a SHFL of its result right
-        // after it, where the warp waits for this contended atomic); the result is first used after the group.
-        unsigned lane;
-        asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
-        nx = atomicAdd(next_group + lane, 1ull);
-      } else {
-        nx = atomicAdd(next_group, 1ull);
-      }
-    }
+    if (!next_static && (threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
     const int64_t j = g * kWarpKeys + (threadIdx.x & 31) / kTile;
     if (j < count) {
       KeyArgs a;
@@ -1042,8 +1015,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      const Outcome o =
-          upsert_one<K, V, P, L == kScheduleLeanScan>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
+      const Outcome o = upsert_one<K, V, P>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
       if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
         init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
       if (tile.thread_rank() == 0) {
@@ -1280,7 +1252,6 @@ inline InsertSchedule insert_schedule(int mode) {
   const int force = mode >> kUpsertModeLabShift;
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
-  if (force == 3) return kScheduleLeanScan;
   return kScheduleDynamic;
 }
 inline unsigned grid_for_tiles(int64_t n) {
@@ -1308,11 +1279,8 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
   const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap());
-  const InsertSchedule sched = insert_schedule(p_op.mode);
-  if (sched == kScheduleStatic)
+  if (insert_schedule(p_op.mode) == kScheduleStatic)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleStatic>, grid, kBlock, s, p);
-  else if (sched == kScheduleLeanScan)
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleLeanScan>, grid, kBlock, s, p);
   else
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");
