@@ -8,7 +8,7 @@
 # 1 is main's scan under the same schedule. With WHL=1 also this tree's dynamicemb wheel (bazel-bin; main's is
 # installed from .carry/main34/whl by setup.sh) and the test / benchmark files under tree/ (runs 2-3 as first
 # written; not used in the end).
-# Runs as made: run 1 `EB1=343e1bfd EB2=2420658d`, run 2 `EB1=29454617 EB2=7e44ba4c`, run 3 `EB2=7e44ba4c`.
+# Runs as made: run 1 `EB1=343e1bfd EB2=2420658d`, run 2 `EB1=29454617 EB2=7e44ba4c`; run 3 `EB2=7e44ba4c` (not run).
 # Usage: [EB1=COMMIT] [EB2=COMMIT] [WHL=1] pack.sh K
 set -e
 H=$(cd "$(dirname "$0")" && pwd) D=/work/main/.carry/hash34

@@ -1,5 +1,5 @@
 #!/bin/bash
-# hash34 run 3 (issue 35, load 1.0). Runs 1-2: the lean scan cut the insert pass's warp instructions 2.4-5.5 % and
+# hash34 run 3 (issue 35, load 1.0; prepared, not run: the session's last device call went to changes that paid). Runs 1-2: the lean scan cut the insert pass's warp instructions 2.4-5.5 % and
 # its time 0 to -1 %. Here A (eb_lab2 = 7e44ba4c: the lean scan, chunk loop not unrolled; lab value 3) against main's
 # scan (lab value 1) once more in both orders and on Zipf, then ncu with source counters of find_or_insert's insert
 # pass L1 / L3 (2^24 slots, 256K keys): the SASS page for sass_phases.py (stall samples by phase: what share of the
