@@ -92,24 +92,29 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       err = vt_map(&tvt2, 64);
       if (err != cudaSuccess) return err;
       constexpr int kWide = fp8_silu_default(D, kEarlyPack, 192);
-      // The 192-key kernel with kDiag bits kBits (kDiag's or a variant's).
-      auto wide = [&](auto bits) {
-        constexpr int kBits = decltype(bits)::value;
-        return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, 192, kBits, kWide>, CW::kSmem>(
+      // The 192-key kernel with kDiag bits kBits (kDiag's or a variant's) and the SiLU form kForm.
+      auto wide = [&](auto bits, auto form) {
+        constexpr int kBits = decltype(bits)::value, kForm = decltype(form)::value;
+        return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, 192, kBits, kForm>, CW::kSmem>(
             m_blocks, tq, tkw, tvt, tvt2, p, f, SchedArgs{}, stream);
       };
       using std::integral_constant;
+      using Form = integral_constant<int, kWide>;
 #ifdef HSTU_DEV_VARIANTS
       if constexpr (kEarlyPack) {  // (timing-only: kernel_options(fp8_fwd_var=15); dev builds)
-        if (f.var == kFp8VarTrace) return wide(integral_constant<int, kFp8FwdDiagTrace>{});
+        if (f.var == kFp8VarTrace) return wide(integral_constant<int, kFp8FwdDiagTrace>{}, Form{});
       }
 #endif
-      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1 / 2 / 3), for comparisons)
-        if (f.var == kFp8VarMainLoop) return wide(integral_constant<int, kFp8FwdMainLoop>{});
-        if (f.var == kFp8VarTailCopy) return wide(integral_constant<int, kFp8FwdTailCopy>{});
-        if (f.var == kFp8VarTileTest) return wide(integral_constant<int, kFp8FwdTileTest>{});
+      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1 .. 6), for comparisons)
+        using None = integral_constant<int, 0>;
+        if (f.var == kFp8VarMainLoop) return wide(integral_constant<int, kFp8FwdMainLoop>{}, Form{});
+        if (f.var == kFp8VarTailCopy) return wide(integral_constant<int, kFp8FwdTailCopy>{}, Form{});
+        if (f.var == kFp8VarTileTest) return wide(integral_constant<int, kFp8FwdTileTest>{}, Form{});
+        if (f.var == kFp8VarSilu8) return wide(None{}, integral_constant<int, kFp8SiluMix8>{});
+        if (f.var == kFp8VarSilu10) return wide(None{}, integral_constant<int, kFp8SiluMix10>{});
+        if (f.var == kFp8VarSiluD4) return wide(None{}, integral_constant<int, kFp8SiluMix3D4>{});
       }
-      return wide(integral_constant<int, kDiag>{});
+      return wide(integral_constant<int, kDiag>{}, Form{});
     }
   }
   // The bf16 forward's schedules (launch_fwd), where the op asked for them (plan_fwd_fp8: kernel_options(fp8_sched=
@@ -142,8 +147,13 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
     }
   }
   constexpr int BN = D == 256 ? 64 : 128;
-  // (kernel_options(fp8_fwd_var=1 / 2): main's loop; the copy of P at the loop's tail, for comparisons)
+  // (kernel_options(fp8_fwd_var=1 / 2 / 7): main's loop; the copy of P at the loop's tail; the index test, for
+  // comparisons)
   if constexpr (kDiag == 0 && kEarlyPack && kSilu == fp8_silu_default(D, kEarlyPack)) {
+    if (f.var == kFp8VarIdxAll) {
+      return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdIdxAll, kSilu>, C::kSmem>(
+          m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
+    }
     if (f.var == kFp8VarMainLoop) {
       return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdMainLoop, kSilu>, C::kSmem>(
           m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
