@@ -225,9 +225,7 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // below. kFp8VarTileTest (the same): D = 128's 192-key tiles with the kFp8FwdTileTest bit (main 0bb35f74's default
 // kernel there), elsewhere the default.
 // kFp8VarSilu8 / kFp8VarSilu10 / kFp8VarSiluD4 (correct outputs, other P roundings): D = 128's 192-key tiles with
-// the SiLU form kFp8SiluMix8 / kFp8SiluMix10 / kFp8SiluMix3D4, elsewhere the default. kFp8VarIdxAll (bitwise the
-// default's output): the 128- and 64-key grid kernels (D = 64, D = 128 below 4K keys or in block mode, D = 256)
-// with the 192-key tiles' unmasked-tile test by the loop index (kFp8FwdIdxAll), elsewhere the default.
+// the SiLU form kFp8SiluMix8 / kFp8SiluMix10 / kFp8SiluMix3D4, elsewhere the default.
 enum Fp8FwdVar : int {
   kFp8VarNone = 0,
   kFp8VarMainLoop = 1,
@@ -236,7 +234,6 @@ enum Fp8FwdVar : int {
   kFp8VarSilu8 = 4,
   kFp8VarSilu10 = 5,
   kFp8VarSiluD4 = 6,
-  kFp8VarIdxAll = 7,
   kFp8VarTrace = 15
 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
@@ -268,8 +265,6 @@ constexpr int kFp8FwdMainLoop = 8;
 // main 0bb35f74 had it (their default: kIdxTest below).
 constexpr int kFp8FwdTailCopy = 16;
 constexpr int kFp8FwdTileTest = 32;
-// kFp8FwdIdxAll (the same output): the unmasked-tile test by the loop index (kIdxTest) on 128- and 64-key tiles too.
-constexpr int kFp8FwdIdxAll = 64;
 
 
 // Tiles [j0, j0 + bn) with lo <= j0 <= hi are exactly those of rows [r0, r1) for which tile_full_targets (targets:
@@ -377,8 +372,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kLateCopy = kBounds && (kDiag & kFp8FwdTailCopy) == 0;
   // kIdxTest (192-key tiles with kLateCopy; faster sustained on an H200, docs/hstu_attn.md): the unmasked-tile test
   // by the walk position, i - idx_lo < idx_n (fp8_full_span), instead of tile(i)'s gap arithmetic per tile.
-  constexpr bool kIdxTest =
-      kLateCopy && (kBN > 128 || (kDiag & kFp8FwdIdxAll) != 0) && (kDiag & kFp8FwdTileTest) == 0;
+  constexpr bool kIdxTest = kLateCopy && kBN > 128 && (kDiag & kFp8FwdTileTest) == 0;
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;

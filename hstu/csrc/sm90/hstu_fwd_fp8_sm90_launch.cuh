@@ -147,13 +147,8 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
     }
   }
   constexpr int BN = D == 256 ? 64 : 128;
-  // (kernel_options(fp8_fwd_var=1 / 2 / 7): main's loop; the copy of P at the loop's tail; the index test, for
-  // comparisons)
+  // (kernel_options(fp8_fwd_var=1 / 2): main's loop; the copy of P at the loop's tail, for comparisons)
   if constexpr (kDiag == 0 && kEarlyPack && kSilu == fp8_silu_default(D, kEarlyPack)) {
-    if (f.var == kFp8VarIdxAll) {
-      return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdIdxAll, kSilu>, C::kSmem>(
-          m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
-    }
     if (f.var == kFp8VarMainLoop) {
       return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdMainLoop, kSilu>, C::kSmem>(
           m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
