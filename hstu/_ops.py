@@ -311,7 +311,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     their unmasked-tile test from each tile's bounds, as main 0bb35f74 ran them (their default: the test by the loop
     index), elsewhere the default; 4 / 5 / 6 (for comparisons; other P roundings) D = 128's 192-key tiles with 8 /
     10 of every 24 P words in half2 (the default: 9), or the default's 9 with a degree-4 polynomial; 7 (bitwise the
-    default's output) D = 128's 192-key tiles with their wgmma descriptors formed by one add per k step; 15
+    default's output) the default's grid kernels with their wgmma descriptors formed per k step by masks and
+    shifts, as main 39ee30ed had them (the default: the tile's descriptor plus a constant); 15
     (timing-only: WRONG output rows) that default kernel writing clock stamps of its first CTA's loop over that CTA's output rows
     (tools/hstu_dev/fp8_fwd_split.py --trace; dev builds only, like ``fp8_fwd_diag``); elsewhere the default runs.
     ``fwd_sm80_qscale=False`` (for comparisons): the sm80-class forward's bf16 D = 64 long-row default without its Q

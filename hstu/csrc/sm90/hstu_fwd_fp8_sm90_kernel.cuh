@@ -92,7 +92,7 @@ __device__ __forceinline__ uint64_t make_desc_kmajor(uint32_t saddr, int row_byt
 }
 
 // The same descriptor as make_desc_kmajor(saddr, row_bytes) for a shared address saddr < 2^18 (every shared
-// address on sm_90) formed from its low word fp8_desc_lo(base) + (offset >> 4) (kFp8FwdDescAdd): the start address
+// address on sm_90) formed from its low word fp8_desc_lo(base) + (offset >> 4) (kDescAdd): the start address
 // field plus LBO 1 by one add, so a k step's descriptor is its tile's plus a constant instead of masks and shifts.
 __device__ __forceinline__ uint32_t fp8_desc_lo(uint32_t saddr) { return (saddr >> 4) + (1u << 16); }
 __device__ __forceinline__ uint64_t fp8_desc(uint32_t lo, int row_bytes) {
@@ -235,8 +235,8 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // below. kFp8VarTileTest (the same): D = 128's 192-key tiles with the kFp8FwdTileTest bit (main 0bb35f74's default
 // kernel there), elsewhere the default.
 // kFp8VarSilu8 / kFp8VarSilu10 / kFp8VarSiluD4 (correct outputs, other P roundings): D = 128's 192-key tiles with
-// the SiLU form kFp8SiluMix8 / kFp8SiluMix10 / kFp8SiluMix3D4, elsewhere the default. kFp8VarDescAdd (bitwise the
-// default's output): D = 128's 192-key tiles with the kFp8FwdDescAdd bit, elsewhere the default.
+// the SiLU form kFp8SiluMix8 / kFp8SiluMix10 / kFp8SiluMix3D4, elsewhere the default. kFp8VarMainDesc (bitwise the
+// default's output): the default's grid kernels with the kFp8FwdMainDesc bit (main 39ee30ed's kernels).
 enum Fp8FwdVar : int {
   kFp8VarNone = 0,
   kFp8VarMainLoop = 1,
@@ -245,7 +245,7 @@ enum Fp8FwdVar : int {
   kFp8VarSilu8 = 4,
   kFp8VarSilu10 = 5,
   kFp8VarSiluD4 = 6,
-  kFp8VarDescAdd = 7,
+  kFp8VarMainDesc = 7,
   kFp8VarTrace = 15
 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
@@ -277,9 +277,9 @@ constexpr int kFp8FwdMainLoop = 8;
 // main 0bb35f74 had it (their default: kIdxTest below).
 constexpr int kFp8FwdTailCopy = 16;
 constexpr int kFp8FwdTileTest = 32;
-// kFp8FwdDescAdd (the same output): the K / Vt / Q descriptors of a k step as the tile's low word plus a constant
-// (fp8_desc) instead of make_desc_kmajor's mask, shift and or per k step.
-constexpr int kFp8FwdDescAdd = 64;
+// kFp8FwdMainDesc (the same output): the wgmma descriptors by make_desc_kmajor's mask, shift and or per k step, as
+// main 39ee30ed formed them (the default: fp8_desc, the tile's low word plus a constant).
+constexpr int kFp8FwdMainDesc = 64;
 
 
 // Tiles [j0, j0 + bn) with lo <= j0 <= hi are exactly those of rows [r0, r1) for which tile_full_targets (targets:
@@ -388,8 +388,9 @@ __global__ void __launch_bounds__(384, 1)
   // kIdxTest (192-key tiles with kLateCopy; faster sustained on an H200, docs/hstu_attn.md): the unmasked-tile test
   // by the walk position, i - idx_lo < idx_n (fp8_full_span), instead of tile(i)'s gap arithmetic per tile.
   constexpr bool kIdxTest = kLateCopy && kBN > 128 && (kDiag & kFp8FwdTileTest) == 0;
-  // kDescAdd (kFp8FwdDescAdd): the wgmma descriptors by one add per k step (fp8_desc).
-  constexpr bool kDescAdd = (kDiag & kFp8FwdDescAdd) != 0;
+  // kDescAdd (not kFp8FwdMainDesc; fewer uniform ops per k step, docs/hstu_attn.md): the wgmma descriptors by one
+  // add per k step (fp8_desc).
+  constexpr bool kDescAdd = (kDiag & kFp8FwdMainDesc) == 0;
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;

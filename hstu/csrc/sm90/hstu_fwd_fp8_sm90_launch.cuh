@@ -113,7 +113,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         if (f.var == kFp8VarSilu8) return wide(None{}, integral_constant<int, kFp8SiluMix8>{});
         if (f.var == kFp8VarSilu10) return wide(None{}, integral_constant<int, kFp8SiluMix10>{});
         if (f.var == kFp8VarSiluD4) return wide(None{}, integral_constant<int, kFp8SiluMix3D4>{});
-        if (f.var == kFp8VarDescAdd) return wide(integral_constant<int, kFp8FwdDescAdd>{}, Form{});
+        if (f.var == kFp8VarMainDesc) return wide(integral_constant<int, kFp8FwdMainDesc>{}, Form{});
       }
       return wide(integral_constant<int, kDiag>{}, Form{});
     }
@@ -148,8 +148,13 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
     }
   }
   constexpr int BN = D == 256 ? 64 : 128;
-  // (kernel_options(fp8_fwd_var=1 / 2): main's loop; the copy of P at the loop's tail, for comparisons)
+  // (kernel_options(fp8_fwd_var=1 / 2 / 7): main's loop; the copy of P at the loop's tail; main 39ee30ed's
+  // descriptors, for comparisons)
   if constexpr (kDiag == 0 && kEarlyPack && kSilu == fp8_silu_default(D, kEarlyPack)) {
+    if (f.var == kFp8VarMainDesc) {
+      return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdMainDesc, kSilu>, C::kSmem>(
+          m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
+    }
     if (f.var == kFp8VarMainLoop) {
       return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdMainLoop, kSilu>, C::kSmem>(
           m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
