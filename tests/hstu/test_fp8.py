@@ -716,30 +716,6 @@ def test_cuda_fp8_fwd_copy_and_tile_cuts(D, mode, bn, mask):
         assert torch.equal(again, out), var
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("mask", sorted(MASKS))
-@pytest.mark.parametrize("var,form,mode", [(4, 3, "tensor"), (5, 4, "tensor"), (6, 5, "tensor"), (6, 5, "head")])
-def test_cuda_fp8_fwd_silu_split_variants(var, form, mode, mask):
-    """kernel_options(fp8_fwd_var=4 / 5 / 6) (private, for comparisons): D = 128's 192-key tiles with 8 / 10 of
-    every 24 P words in half2 (the default: 9) or the default's words with the degree-4 polynomial (SiLU forms 3 / 4
-    / 5, each its own kernel) meet the fp64 emulation rule on jagged lengths with masked and unmasked tiles; on the
-    128-key tiles (block mode) they run the default, bitwise."""
-    if not fp8_kernel_runs(128):
-        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    seed = 4400 + sorted(MASKS).index(mask) * 10 + var + (5 if mode == "head" else 0)
-    c = make_case(seed, [300, 0, 900, 77, 129, 450, 193], 2, 128, mask, device="cuda")
-    q8s, scales = quantized(c, mode)
-    check_fp8_kernel(c, mode, 128 ** -0.5, switches=dict(fp8_bn192=True, fp8_fwd_var=var))
-    _, names = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True, fp8_fwd_var=var)
-    pattern = rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*192\s*,\s*0\s*,\s*{form}\s*>"
-    assert any(re.search(pattern, n) for n in names), names
-    if mask == "causal" and mode == "tensor":
-        bq8s, bscales = quantized(c, "block")
-        block, _ = run_kernel(c, bq8s, bscales, "block", 128 ** -0.5, fp8_fwd_var=var)
-        default, _ = run_kernel(c, bq8s, bscales, "block", 128 ** -0.5)
-        assert torch.equal(block, default)
-
-
 def fp8_form(D, bn):
     """The default SiLU form of the grid kernel of head dim D and bn-key tiles (fp8_silu_default)."""
     return 0 if D == 256 else 2 if bn == 192 else 1

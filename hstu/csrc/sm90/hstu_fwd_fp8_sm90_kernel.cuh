@@ -150,31 +150,18 @@ __host__ __device__ constexpr uint32_t silu_h2_coef(int k) {
   constexpr uint32_t c[6] = {0x86f586f5u, 0x160e160eu, 0x9a2b9a2bu, 0xa9e8a9e8u, 0x349a349au, 0xb80eb80eu};
   return c[k];
 }
-// Degree 4 on [0, 5] (kFp8SiluMix3D4, for comparisons): the same linear program (max a |error| 2.0e-3; emulated
-// with the fp16 roundings on N(0, 1) scores: 9.2 % of P elements on another e4m3 value than the exact SiLU's
-// against degree 5's 5.0 %, RMS of that P difference 6.8e-3 against 6.7e-3).
-__host__ __device__ constexpr uint32_t silu_h2_coef4(int k) {
-  constexpr uint32_t c[5] = {0x88f388f3u, 0x1ea81ea8u, 0xac9eac9eu, 0x351f351fu, 0xb82bb82bu};
-  return c[k];
-}
 
 // SiLU of two scores h0, h1 (h = alpha q_s k_s S) without the MUFU, rounded to e4m3 (byte 0 = h0), in fp16 (P is
 // rounded to e4m3's 4 significant bits, fp16 keeps 11): P = relu(h) - a r(a), a = min(|h|, 6), r the degree-5
 // polynomial of sigmoid(-a) above (about the bf16 SiLU's error; beyond 6 the term a sigmoid(-a) < 0.015 is dropped).
 // 8 half2 ops per pair besides the f32 -> f16x2 and f16x2 -> e4m3 conversions (degree 4, one op less, was no faster).
-// kDeg 4: silu_h2_coef4's polynomial on a = min(|h|, 5) (for comparisons).
-template <int kDeg = 5>
 __device__ __forceinline__ uint16_t silu_h2_e4m3x2(float h0, float h1) {
-  static_assert(kDeg == 4 || kDeg == 5, "polynomial degree");
   uint32_t x, a, y;
   asm("cvt.rn.f16x2.f32 %0, %2, %1;\n" : "=r"(x) : "f"(h0), "f"(h1));
-  asm("{\n.reg .b32 t;\nabs.f16x2 t, %1;\nmin.f16x2 %0, t, %2;\n}\n"
-      : "=r"(a)
-      : "r"(x), "r"(kDeg == 5 ? 0x46004600u : 0x45004500u));
-  auto coef = [](int k) { return kDeg == 5 ? silu_h2_coef(k) : silu_h2_coef4(k); };
-  uint32_t p = hfma2(a, coef(0), coef(1));
+  asm("{\n.reg .b32 t;\nabs.f16x2 t, %1;\nmin.f16x2 %0, t, %2;\n}\n" : "=r"(a) : "r"(x), "r"(0x46004600u));
+  uint32_t p = hfma2(a, silu_h2_coef(0), silu_h2_coef(1));
 #pragma unroll
-  for (int k = 2; k <= kDeg; ++k) p = hfma2(p, a, coef(k));
+  for (int k = 2; k <= 5; ++k) p = hfma2(p, a, silu_h2_coef(k));
   asm("max.f16x2 %0, %1, %2;\n" : "=r"(y) : "r"(x), "r"(0u));
   y = hfma2(a, p, y);
   uint16_t r;
@@ -182,12 +169,9 @@ __device__ __forceinline__ uint16_t silu_h2_e4m3x2(float h0, float h1) {
   return r;
 }
 // Four scores: bytes 0-3 = h0..h3.
-template <int kDeg = 5>
 __device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2, float h3) {
   uint32_t r;
-  asm("mov.b32 %0, {%1, %2};\n"
-      : "=r"(r)
-      : "h"(silu_h2_e4m3x2<kDeg>(h0, h1)), "h"(silu_h2_e4m3x2<kDeg>(h2, h3)));
+  asm("mov.b32 %0, {%1, %2};\n" : "=r"(r) : "h"(silu_h2_e4m3x2(h0, h1)), "h"(silu_h2_e4m3x2(h2, h3)));
   return r;
 }
 
@@ -202,27 +186,13 @@ __device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2,
 // 8), n = 3; n = 4 gives the odd words of kFp8SiluMixed): the default on the 192-key tiles (bn > 128), where the
 // half2 words' issue and FMA-pipe cost binds before the MUFU (H200, B16 causal: 0.95x the time of kFp8SiluMixed there
 // at S8K / S16K; on 128-key tiles 1.04x, so those keep kFp8SiluMixed).
-// For comparisons on the 192-key tiles (24 P words per thread; kernel_options(fp8_fwd_var=4 / 5 / 6)): kFp8SiluMix8
-// 8 of 24 words in half2, kFp8SiluMix10 10 of 24 (the same even spread, n / 24), kFp8SiluMix3D4 kFp8SiluMix3's
-// words with the degree-4 polynomial (silu_h2_coef4: one HFMA2 per pair less).
-enum Fp8Silu : int {
-  kFp8SiluTanh = 0,
-  kFp8SiluMixed = 1,
-  kFp8SiluMix3 = 2,
-  kFp8SiluMix8 = 3,
-  kFp8SiluMix10 = 4,
-  kFp8SiluMix3D4 = 5
-};
+enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2 };
 __host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true, int bn = 0) {
   return early_pack && D <= 128 ? (bn > 128 ? kFp8SiluMix3 : kFp8SiluMixed) : kFp8SiluTanh;
 }
 __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
-  const int n = silu == kFp8SiluMixed   ? 12
-                : silu == kFp8SiluMix3 || silu == kFp8SiluMix3D4 ? 9
-                : silu == kFp8SiluMix8  ? 8
-                : silu == kFp8SiluMix10 ? 10
-                                        : 0;
-  return (w + 1) * n / 24 > w * n / 24;
+  const int n = silu == kFp8SiluMixed ? 4 : silu == kFp8SiluMix3 ? 3 : 0;
+  return (w + 1) * n / 8 > w * n / 8;
 }
 
 // Variants of the FP8 forward (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private; the measured ones
@@ -234,17 +204,13 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // kFp8VarTailCopy (correct output, bitwise the default's): the default's grid kernels with the kFp8FwdTailCopy bit
 // below. kFp8VarTileTest (the same): D = 128's 192-key tiles with the kFp8FwdTileTest bit (main 0bb35f74's default
 // kernel there), elsewhere the default.
-// kFp8VarSilu8 / kFp8VarSilu10 / kFp8VarSiluD4 (correct outputs, other P roundings): D = 128's 192-key tiles with
-// the SiLU form kFp8SiluMix8 / kFp8SiluMix10 / kFp8SiluMix3D4, elsewhere the default. kFp8VarMainDesc (bitwise the
-// default's output): the default's grid kernels with the kFp8FwdMainDesc bit (main 39ee30ed's kernels).
+// kFp8VarMainDesc (bitwise the default's output): the default's grid kernels with the kFp8FwdMainDesc bit (main
+// 39ee30ed's kernels).
 enum Fp8FwdVar : int {
   kFp8VarNone = 0,
   kFp8VarMainLoop = 1,
   kFp8VarTailCopy = 2,
   kFp8VarTileTest = 3,
-  kFp8VarSilu8 = 4,
-  kFp8VarSilu10 = 5,
-  kFp8VarSiluD4 = 6,
   kFp8VarMainDesc = 7,
   kFp8VarTrace = 15
 };
@@ -666,8 +632,8 @@ __global__ void __launch_bounds__(384, 1)
               for (int q = 0; q < 4; ++q) {
                 const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
                 if (fp8_silu_h2_word(kSilu, 4 * ks + q)) {  // (unrolled: resolved at compile time)
-                  pn[ks][q] = silu_h2_e4m3x4<kSilu == kFp8SiluMix3D4 ? 4 : 5>(
-                      acc_s[e] * sc2, acc_s[e + 1] * sc2, acc_s[e + 4] * sc2, acc_s[e + 5] * sc2);
+                  pn[ks][q] = silu_h2_e4m3x4(acc_s[e] * sc2, acc_s[e + 1] * sc2, acc_s[e + 4] * sc2,
+                                             acc_s[e + 5] * sc2);
                 } else {
                   float v[4];
 #pragma unroll

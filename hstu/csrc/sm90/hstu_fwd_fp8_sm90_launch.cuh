@@ -105,14 +105,10 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
         if (f.var == kFp8VarTrace) return wide(integral_constant<int, kFp8FwdDiagTrace>{}, Form{});
       }
 #endif
-      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1 .. 7), for comparisons)
-        using None = integral_constant<int, 0>;
+      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1 / 2 / 3 / 7), for comparisons)
         if (f.var == kFp8VarMainLoop) return wide(integral_constant<int, kFp8FwdMainLoop>{}, Form{});
         if (f.var == kFp8VarTailCopy) return wide(integral_constant<int, kFp8FwdTailCopy>{}, Form{});
         if (f.var == kFp8VarTileTest) return wide(integral_constant<int, kFp8FwdTileTest>{}, Form{});
-        if (f.var == kFp8VarSilu8) return wide(None{}, integral_constant<int, kFp8SiluMix8>{});
-        if (f.var == kFp8VarSilu10) return wide(None{}, integral_constant<int, kFp8SiluMix10>{});
-        if (f.var == kFp8VarSiluD4) return wide(None{}, integral_constant<int, kFp8SiluMix3D4>{});
         if (f.var == kFp8VarMainDesc) return wide(integral_constant<int, kFp8FwdMainDesc>{}, Form{});
       }
       return wide(integral_constant<int, kDiag>{}, Form{});
