@@ -91,16 +91,6 @@ __device__ __forceinline__ uint64_t make_desc_kmajor(uint32_t saddr, int row_byt
   return d;
 }
 
-// The same descriptor as make_desc_kmajor(saddr, row_bytes) for a shared address saddr < 2^18 (every shared
-// address on sm_90) formed from its low word fp8_desc_lo(base) + (offset >> 4) (kDescAdd): the start address
-// field plus LBO 1 by one add, so a k step's descriptor is its tile's plus a constant instead of masks and shifts.
-__device__ __forceinline__ uint32_t fp8_desc_lo(uint32_t saddr) { return (saddr >> 4) + (1u << 16); }
-__device__ __forceinline__ uint64_t fp8_desc(uint32_t lo, int row_bytes) {
-  const uint32_t hi = static_cast<uint32_t>((8 * row_bytes) >> 4) |
-                      static_cast<uint32_t>(row_bytes == 128 ? 1 : row_bytes == 64 ? 2 : 3) << 30;
-  return static_cast<uint64_t>(hi) << 32 | lo;
-}
-
 template <int N>
 __device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
   if constexpr (N == 64) {
@@ -204,16 +194,7 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // kFp8VarTailCopy (correct output, bitwise the default's): the default's grid kernels with the kFp8FwdTailCopy bit
 // below. kFp8VarTileTest (the same): D = 128's 192-key tiles with the kFp8FwdTileTest bit (main 0bb35f74's default
 // kernel there), elsewhere the default.
-// kFp8VarMainDesc (bitwise the default's output): the default's grid kernels with the kFp8FwdMainDesc bit (main
-// 39ee30ed's kernels).
-enum Fp8FwdVar : int {
-  kFp8VarNone = 0,
-  kFp8VarMainLoop = 1,
-  kFp8VarTailCopy = 2,
-  kFp8VarTileTest = 3,
-  kFp8VarMainDesc = 7,
-  kFp8VarTrace = 15
-};
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarMainLoop = 1, kFp8VarTailCopy = 2, kFp8VarTileTest = 3, kFp8VarTrace = 15 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -243,9 +224,6 @@ constexpr int kFp8FwdMainLoop = 8;
 // main 0bb35f74 had it (their default: kIdxTest below).
 constexpr int kFp8FwdTailCopy = 16;
 constexpr int kFp8FwdTileTest = 32;
-// kFp8FwdMainDesc (the same output): the wgmma descriptors by make_desc_kmajor's mask, shift and or per k step, as
-// main 39ee30ed formed them (the default: fp8_desc, the tile's low word plus a constant).
-constexpr int kFp8FwdMainDesc = 64;
 
 
 // Tiles [j0, j0 + bn) with lo <= j0 <= hi are exactly those of rows [r0, r1) for which tile_full_targets (targets:
@@ -354,9 +332,6 @@ __global__ void __launch_bounds__(384, 1)
   // kIdxTest (192-key tiles with kLateCopy; faster sustained on an H200, docs/hstu_attn.md): the unmasked-tile test
   // by the walk position, i - idx_lo < idx_n (fp8_full_span), instead of tile(i)'s gap arithmetic per tile.
   constexpr bool kIdxTest = kLateCopy && kBN > 128 && (kDiag & kFp8FwdTileTest) == 0;
-  // kDescAdd (not kFp8FwdMainDesc; fewer uniform ops per k step, docs/hstu_attn.md): the wgmma descriptors by one
-  // add per k step (fp8_desc).
-  constexpr bool kDescAdd = (kDiag & kFp8FwdMainDesc) == 0;
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -554,40 +529,26 @@ __global__ void __launch_bounds__(384, 1)
       auto issue_qk = [&](int s) {
         wgmma_fence();
         const uint32_t q_wg = sQ + wg * 64 * RB;
-        const uint32_t q_lo = fp8_desc_lo(q_wg), k_lo = fp8_desc_lo(sK + s * C::kTileBytes);
 #pragma unroll
         for (int ks = 0; ks < D / 32; ++ks) {
           const int off = (ks * 32) % RB;  // k offset inside the panel row
-          if constexpr (kDescAdd) {
-            const uint64_t da = fp8_desc(q_lo + ((ks * 32 / RB) * C::kQPanelBytes + off) / 16, RB);
-            const uint64_t db = fp8_desc(k_lo + ((ks * 32 / RB) * C::kKPanelBytes + off) / 16, RB);
-            wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
-          } else {
-            const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
-            const uint64_t db =
-                make_desc_kmajor(sK + s * C::kTileBytes + (ks * 32 / RB) * C::kKPanelBytes + off, RB);
-            wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
-          }
+          const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
+          const uint64_t db =
+              make_desc_kmajor(sK + s * C::kTileBytes + (ks * 32 / RB) * C::kKPanelBytes + off, RB);
+          wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
         }
         wgmma_commit();
       };
       auto issue_pv = [&](int s, const uint32_t(&pp)[BN / 32][4]) {
         wgmma_fence();
-        const uint32_t vt = sV + s * C::kTileBytes;
-        const uint32_t vt_lo = fp8_desc_lo(vt);
 #pragma unroll
         for (int ks = 0; ks < BN / 32; ++ks) {
           // (k step ks: 32 keys of Vt's panel 0, kVtRowBytes-byte rows; BN 192: steps 4, 5 in panel 1, 64-byte rows)
           constexpr int P0 = C::kVtRowBytes;
-          if constexpr (kDescAdd) {
-            const uint64_t db = ks * 32 < P0 ? fp8_desc(vt_lo + ks * 32 / 16, P0)
-                                             : fp8_desc(vt_lo + (D * P0 + (ks * 32 - P0)) / 16, BN - P0);
-            wgmma_rs_e4m3<D>(acc_o, pp[ks], db);
-          } else {
-            const uint64_t db = ks * 32 < P0 ? make_desc_kmajor(vt + ks * 32, P0)
-                                             : make_desc_kmajor(vt + D * P0 + (ks * 32 - P0), BN - P0);
-            wgmma_rs_e4m3<D>(acc_o, pp[ks], db);
-          }
+          const uint32_t vt = sV + s * C::kTileBytes;
+          const uint64_t db = ks * 32 < P0 ? make_desc_kmajor(vt + ks * 32, P0)
+                                           : make_desc_kmajor(vt + D * P0 + (ks * 32 - P0), BN - P0);
+          wgmma_rs_e4m3<D>(acc_o, pp[ks], db);
         }
         wgmma_commit();
       };

@@ -92,26 +92,24 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       err = vt_map(&tvt2, 64);
       if (err != cudaSuccess) return err;
       constexpr int kWide = fp8_silu_default(D, kEarlyPack, 192);
-      // The 192-key kernel with kDiag bits kBits (kDiag's or a variant's) and the SiLU form kForm.
-      auto wide = [&](auto bits, auto form) {
-        constexpr int kBits = decltype(bits)::value, kForm = decltype(form)::value;
-        return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, 192, kBits, kForm>, CW::kSmem>(
+      // The 192-key kernel with kDiag bits kBits (kDiag's or a variant's).
+      auto wide = [&](auto bits) {
+        constexpr int kBits = decltype(bits)::value;
+        return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, 192, kBits, kWide>, CW::kSmem>(
             m_blocks, tq, tkw, tvt, tvt2, p, f, SchedArgs{}, stream);
       };
       using std::integral_constant;
-      using Form = integral_constant<int, kWide>;
 #ifdef HSTU_DEV_VARIANTS
       if constexpr (kEarlyPack) {  // (timing-only: kernel_options(fp8_fwd_var=15); dev builds)
-        if (f.var == kFp8VarTrace) return wide(integral_constant<int, kFp8FwdDiagTrace>{}, Form{});
+        if (f.var == kFp8VarTrace) return wide(integral_constant<int, kFp8FwdDiagTrace>{});
       }
 #endif
-      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1 / 2 / 3 / 7), for comparisons)
-        if (f.var == kFp8VarMainLoop) return wide(integral_constant<int, kFp8FwdMainLoop>{}, Form{});
-        if (f.var == kFp8VarTailCopy) return wide(integral_constant<int, kFp8FwdTailCopy>{}, Form{});
-        if (f.var == kFp8VarTileTest) return wide(integral_constant<int, kFp8FwdTileTest>{}, Form{});
-        if (f.var == kFp8VarMainDesc) return wide(integral_constant<int, kFp8FwdMainDesc>{}, Form{});
+      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1 / 2 / 3), for comparisons)
+        if (f.var == kFp8VarMainLoop) return wide(integral_constant<int, kFp8FwdMainLoop>{});
+        if (f.var == kFp8VarTailCopy) return wide(integral_constant<int, kFp8FwdTailCopy>{});
+        if (f.var == kFp8VarTileTest) return wide(integral_constant<int, kFp8FwdTileTest>{});
       }
-      return wide(integral_constant<int, kDiag>{}, Form{});
+      return wide(integral_constant<int, kDiag>{});
     }
   }
   // The bf16 forward's schedules (launch_fwd), where the op asked for them (plan_fwd_fp8: kernel_options(fp8_sched=
@@ -144,13 +142,8 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
     }
   }
   constexpr int BN = D == 256 ? 64 : 128;
-  // (kernel_options(fp8_fwd_var=1 / 2 / 7): main's loop; the copy of P at the loop's tail; main 39ee30ed's
-  // descriptors, for comparisons)
+  // (kernel_options(fp8_fwd_var=1 / 2): main's loop; the copy of P at the loop's tail, for comparisons)
   if constexpr (kDiag == 0 && kEarlyPack && kSilu == fp8_silu_default(D, kEarlyPack)) {
-    if (f.var == kFp8VarMainDesc) {
-      return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdMainDesc, kSilu>, C::kSmem>(
-          m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
-    }
     if (f.var == kFp8VarMainLoop) {
       return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdMainLoop, kSilu>, C::kSmem>(
           m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
