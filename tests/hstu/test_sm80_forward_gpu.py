@@ -223,7 +223,9 @@ def test_sm80_forward_pairs_xadd(mask, delta_q, rab_heads, seqused, kernel_opts)
 def test_sm80_forward_pairs_fixed_part(mask, delta_q, rab_heads, seqused, kernel_opts):
     """kernel_options(fwd_sm80_bm64=n) at D = 256 (no contexts, no split) runs the default's warp pairs with the
     first V copy in the prologue and the epilogue staged per warp (1), the next block's first tiles prefetched into
-    L2 (2), or all three (3) (hstu_fwd_xpfx_kernel, FwdSm80PairsPfX): each meets the error rule against the fp32 reference (outputs poisoned) and give bit for bit the
+    L2 (2), or all three (3), and with fwd_sm80_interleave=False (D = 64's switch) the first V copy alone (1), the
+    prefetch two SM counts ahead (2) or of the next block's last 4 K / V tiles (3) (hstu_fwd_xpfx_kernel,
+    FwdSm80PairsPfX): each meets the error rule against the fp32 reference (outputs poisoned) and give bit for bit the
     default's output, on jagged lengths at the tile edges (empty walks: seqused, delta-q's short query rows; 0-row
     sequences), windows, targets with groups, delta-q, seqused and rab, and on 96 sequences of 256 rows."""
     if not _pairs_fit():
@@ -232,7 +234,10 @@ def test_sm80_forward_pairs_fixed_part(mask, delta_q, rab_heads, seqused, kernel
     kernels = {0: f"hstu_fwd_xpf_kernel<__nv_bfloat16, {tile}",
                1: f"hstu_fwd_xpfx_kernel<__nv_bfloat16, {tile[:-1]}, 3>",
                2: f"hstu_fwd_xpfx_kernel<__nv_bfloat16, {tile[:-1]}, 4>",
-               3: f"hstu_fwd_xpfx_kernel<__nv_bfloat16, {tile[:-1]}, 7>"}
+               3: f"hstu_fwd_xpfx_kernel<__nv_bfloat16, {tile[:-1]}, 7>",
+               5: f"hstu_fwd_xpfx_kernel<__nv_bfloat16, {tile[:-1]}, 1>",
+               6: f"hstu_fwd_xpfx_kernel<__nv_bfloat16, {tile[:-1]}, 12>",
+               7: f"hstu_fwd_xpfx_kernel<__nv_bfloat16, {tile[:-1]}, 20>"}
     for lk in ([700, 0, 1, 63, 64, 65, 129, 300, 17, 256, 128], [256, 0, 1, 63, 64, 65, 129, 200, 17, 256, 128],
                [256] * 96):
         if len(lk) == 96 and mask != "causal":
@@ -241,7 +246,7 @@ def test_sm80_forward_pairs_fixed_part(mask, delta_q, rab_heads, seqused, kernel
                             256, torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
         outs = {}
         for n, want in kernels.items():
-            kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_bm64=n)
+            kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_bm64=n % 4, fwd_sm80_interleave=n < 4)
             if n != 0:
                 kg.check_case(case, 0.5, backward=False)
             kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
@@ -251,7 +256,7 @@ def test_sm80_forward_pairs_fixed_part(mask, delta_q, rab_heads, seqused, kernel
                 torch.cuda.synchronize()
             names = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
             assert len(names) == 1 and next(iter(names)).endswith(want + "(hstu::HstuParams)"), (n, names, want)
-        for n in (1, 2, 3):
+        for n in kernels:
             assert torch.equal(outs[0], outs[n]), (lk[0], len(lk), n)
 
 

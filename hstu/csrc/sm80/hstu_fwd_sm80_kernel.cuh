@@ -264,7 +264,10 @@ struct FwdSm80PairsPf : FwdSm80PairsXadd {
 // the grid's order, which the hardware hands out about half a block's life later (2 blocks per SM): that block's
 // prologue then waits on L2, not HBM. B256 S256 moves ~537 MB through HBM (~125 us at 4.3 TB/s) in a ~188 us
 // kernel whose blocks stall mostly on their prologue's loads (ncu: long scoreboard the largest stall).
-constexpr int kFwdXtraVearly = 1, kFwdXtraEpw = 2, kFwdXtraL2next = 4;
+// kFwdXtraL2far: kFwdXtraL2next two SM counts ahead (about a whole block life); kFwdXtraL2walk: kFwdXtraL2next with
+// the last kFwdL2Walk K / V tiles of the next block's walk (causal: its first steps' tiles), not only the first.
+constexpr int kFwdXtraVearly = 1, kFwdXtraEpw = 2, kFwdXtraL2next = 4, kFwdXtraL2far = 8, kFwdXtraL2walk = 16;
+constexpr int kFwdL2Walk = 4;
 template <int XTRA>
 struct FwdSm80PairsPfX : FwdSm80PairsPf {
   static constexpr int kXtra = XTRA;
@@ -431,7 +434,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!PF || (XADD && SKIP == 0 && STAGES == 1), "fragments ahead: the xadd pairs, no skip");
   static_assert(XTRA == 0 || (PF && QEARLY), "the fixed part's variants: the pairs with the fragments ahead");
   constexpr bool VEARLY = (XTRA & kFwdXtraVearly) != 0, EPW = (XTRA & kFwdXtraEpw) != 0;
-  constexpr bool L2NEXT = (XTRA & kFwdXtraL2next) != 0;
+  constexpr bool L2NEXT = (XTRA & kFwdXtraL2next) != 0, L2FAR = (XTRA & kFwdXtraL2far) != 0;
+  constexpr bool L2WALK = (XTRA & kFwdXtraL2walk) != 0;
   static_assert(!L2NEXT || kFwdSm80Lpt<NWARPS, MINB>, "the next block's tile: the longest-first grid");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
@@ -720,7 +724,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       uint32_t nsm;
       asm("mov.u32 %0, %%nsmid;\n" : "=r"(nsm));
       const int64_t gxy = int64_t{gridDim.x} * gridDim.y;
-      const int64_t lin = blockIdx.x + int64_t{gridDim.x} * blockIdx.y + gxy * blockIdx.z + nsm;
+      const int64_t lin = blockIdx.x + int64_t{gridDim.x} * blockIdx.y + gxy * blockIdx.z + (L2FAR ? 2 : 1) * nsm;
       if (lin < gxy * gridDim.z) {
         int b2, m2;
         block_tile(static_cast<uint32_t>(lin % gridDim.x), static_cast<uint32_t>((lin / gridDim.x) % gridDim.y), b2,
@@ -731,14 +735,15 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           // its Q rows, and the KV tile of its last key (causal: its walk's first; a hint elsewhere)
           const int qrows = min(BM, sn.lq - m2);
           const int kend = min(sn.lk, m2 + BM + sn.mask.offset);
-          const int kn0 = max(0, (kend - 1) / BN * BN);
-          const int krows = min(BN, kend - kn0);
+          constexpr int kKvTiles = L2WALK ? kFwdL2Walk : 1;
+          const int kn0 = max(0, ((kend - 1) / BN + 1 - kKvTiles) * BN);
+          const int krows = min(kKvTiles * BN, kend - kn0);
           constexpr int kLines = D * 2 / 128;  // 128-byte lines per row
           static_assert(D * 2 % 128 == 0 && BM == BN && (BM * kLines) % NT == 0, "whole lines, one tile shape");
-          auto l2 = [&](const void* base, int64_t row_stride, int rows) {
+          auto l2 = [&](const void* base, int64_t row_stride, int rows, auto tiles) {
             const char* g = static_cast<const char*>(base);
 #pragma unroll
-            for (int j = 0; j < BM * kLines / NT; ++j) {
+            for (int j = 0; j < decltype(tiles)::value * BM * kLines / NT; ++j) {
               const int i = tid + j * NT;
               if (i / kLines < rows) {
                 asm volatile("prefetch.global.L2 [%0];\n" ::"l"(g + (static_cast<int64_t>(i / kLines) * row_stride *
@@ -748,11 +753,11 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             }
           };
           l2(static_cast<const T*>(p.q) + (int64_t)(sn.q_start + m2) * p.q_row_stride + h2 * p.q_head_stride,
-             p.q_row_stride, qrows);
+             p.q_row_stride, qrows, std::integral_constant<int, 1>{});
           l2(static_cast<const T*>(p.k) + (int64_t)(sn.k_start + kn0) * p.k_row_stride + h2 * p.k_head_stride,
-             p.k_row_stride, krows);
+             p.k_row_stride, krows, std::integral_constant<int, kKvTiles>{});
           l2(static_cast<const T*>(p.v) + (int64_t)(sn.k_start + kn0) * p.v_row_stride + h2 * p.v_head_stride,
-             p.v_row_stride, krows);
+             p.v_row_stride, krows, std::integral_constant<int, kKvTiles>{});
         }
       }
     }
@@ -1714,13 +1719,19 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       if (fits) {
         if (ctx) return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
         // (kernel_options(fwd_sm80_bm64=1 / 2 / 3) at D = 256: FwdSm80PairsPfX, for comparisons)
-        switch (fwd_sm80_bm64(p.fwd_sm80_cfg)) {
+        switch (fwd_sm80_bm64(p.fwd_sm80_cfg) + ((p.fwd_sm80_cfg & kFwdSm80NoIlv) ? 4 : 0)) {
           case 1:
             return launch_hstu_fwd<T, D, FwdSm80PairsPfX<kFwdXtraVearly | kFwdXtraEpw>>(p, stream);
           case 2:
             return launch_hstu_fwd<T, D, FwdSm80PairsPfX<kFwdXtraL2next>>(p, stream);
           case 3:
             return launch_hstu_fwd<T, D, FwdSm80PairsPfX<kFwdXtraVearly | kFwdXtraEpw | kFwdXtraL2next>>(p, stream);
+          case 5:  // (fwd_sm80_interleave=False with bm64 1 / 2 / 3: run 2's variants)
+            return launch_hstu_fwd<T, D, FwdSm80PairsPfX<kFwdXtraVearly>>(p, stream);
+          case 6:
+            return launch_hstu_fwd<T, D, FwdSm80PairsPfX<kFwdXtraL2next | kFwdXtraL2far>>(p, stream);
+          case 7:
+            return launch_hstu_fwd<T, D, FwdSm80PairsPfX<kFwdXtraL2next | kFwdXtraL2walk>>(p, stream);
           default:
             return launch_hstu_fwd<T, D, FwdSm80PairsPf>(p, stream);
         }
