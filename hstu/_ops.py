@@ -202,8 +202,7 @@ FWD_SM80_SPLIT_MAIN_BIT = 1 << 62
 FWD_SM80_NO_ILV_BIT = 1 << 58
 # bits 46-47 (hstu_plan.h kOptFwdSm80Bm64Shift): kernel_options(fwd_sm80_bm64=n), the sm80-class forward's split at
 # D = 64 / 128 in 64-row query tiles: 0 the rule (hstu_plan.h fwd_sm80_bm64_rule), 1 4 warps x 16 rows, 2 2 warps x
-# 32 rows (D = 64; at D = 128 as 1), 3 never (the 128-row tiles; for comparisons); at D = 256 (bf16, no contexts, no
-# split) 1 / 2 / 3 the default tile's fixed-part variants (hstu_fwd_sm80_kernel.cuh FwdSm80PairsPfX)
+# 32 rows (D = 64; at D = 128 as 1), 3 never (the 128-row tiles; for comparisons)
 FWD_SM80_BM64_SHIFT = 46
 FWD_SM80_BM64S = (0, 1, 2, 3)
 # bit 45 (hstu_plan.h kOptFwdSm80SplitPlain): kernel_options(fwd_sm80_split_plain=True), the sm80-class forward's
@@ -323,10 +322,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``fwd_sm80_bm64`` (private, for comparisons): the sm80-class forward's split (bf16, D = 64 / 128) in 64 x 64
     tiles instead of 128-row ones (fewer KV steps on batches of short sequences): 1 of 4 warps x 16 rows, 2 of 2
     warps x 32 rows (at D = 64; at D = 128 as 1), 3 never (the 128-row tiles); 0 (the default) the rule (2 at
-    D = 64, 1 at D = 128 where the split's mean work per block slot is small: hstu_plan.h fwd_sm80_bm64_rule). At
-    D = 256 (bf16, no contexts, unsplit) 1 / 2 / 3 run the default tile with its fixed part's variants (1: the first V
-    copy in the prologue and the epilogue staged per warp, 2: the next block's first tiles prefetched into L2, 3:
-    both; the same output bit for bit).
+    D = 64, 1 at D = 128 where the split's mean work per block slot is small: hstu_plan.h fwd_sm80_bm64_rule).
     ``fwd_sm80_split_plain=True`` (for comparisons): the sm80-class forward's split synchronized as main has it: its
     list kernel and split kernel as plain launches (the default on sm_90+ launches both as programmatic dependent
     launches, each waiting in-kernel for the kernel before it), a chunk's count behind two full fences and its

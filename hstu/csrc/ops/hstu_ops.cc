@@ -189,8 +189,7 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   p.fwd_split_tiles = o.fwd_split_tiles;
   p.fwd_sm80_cfg = fwd_sm80_cfg_word(o.fwd_sm80_cfg, o.fwd_sm80_qscale, o.fwd_sm80_split_main,  // (..._split.h)
-                                     o.fwd_sm80_ilv, fwd_sm80_bm64_forced(o.fwd_sm80_bm64, p.head_dim),
-                                     o.fwd_sm80_split_plain);
+                                     o.fwd_sm80_ilv, fwd_sm80_bm64_forced(o.fwd_sm80_bm64), o.fwd_sm80_split_plain);
   return p;
 }
 

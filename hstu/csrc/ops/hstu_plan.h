@@ -170,11 +170,8 @@ struct HstuOptions {
 
 // The sm80-class forward's split tile at D = 64 / 128 (HstuParams::fwd_sm80_cfg bits 6-7, read where the split runs:
 // hstu_fwd_sm80_kernel.cuh FwdSm80SplitBm64) for kernel_options(fwd_sm80_bm64=opt): 1 / 2 as given (set with the
-// other option fields), 3 none (the 128-row tiles), 0 the rule (fwd_sm80_bm64_rule, once the split is planned). At
-// D = 256 (no 64-row split tiles there) 1 / 2 / 3 pick the default tile's fixed-part variants (FwdSm80PairsPfX).
-inline int fwd_sm80_bm64_forced(int opt, int head_dim) {
-  return opt == 1 || opt == 2 || (opt == 3 && head_dim == 256) ? opt : 0;
-}
+// other option fields), 3 none (the 128-row tiles), 0 the rule (fwd_sm80_bm64_rule, once the split is planned).
+inline int fwd_sm80_bm64_forced(int opt) { return opt == 1 || opt == 2 ? opt : 0; }
 // The rule, given the split planned in the 128-row tiles (`s`, fwd_sm80_split_for): where its least chunk (the
 // host's half of the mean work per block slot if every query tile walked the longest sequence's keys, at least 4
 // KV tiles) covers at most kFwdSm80Bm64Keys keys, the split in 64 x 64 tiles, of 2 warps x 32 rows at D = 64 (2), of

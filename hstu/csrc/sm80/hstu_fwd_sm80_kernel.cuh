@@ -56,8 +56,6 @@ struct FwdSm80Tile {
   static constexpr bool kXadd = false;
   // kXadd: the S and P V fragments loaded kFwdPf MMA steps ahead (hstu_fwd_block's PF; hstu_fwd_xpf_kernel)
   static constexpr bool kPrefetch = false;
-  // kPrefetch: hstu_fwd_block's XTRA bits (kFwdXtraVearly, kFwdXtraEpw; hstu_fwd_xpfx_kernel), 0: hstu_fwd_xpf_kernel
-  static constexpr int kXtra = 0;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -250,28 +248,6 @@ constexpr int kFwdPf = 2;
 struct FwdSm80PairsPf : FwdSm80PairsXadd {
   static constexpr bool kPrefetch = true;
 };
-// FwdSm80PairsPf with the block's fixed part shortened (hstu_fwd_block's XTRA bits; hstu_fwd_xpfx_kernel; the same
-// output bit for bit), private until measured: kernel_options(fwd_sm80_bm64=n) at D = 256, n = 1 kFwdXtraVearly |
-// kFwdXtraEpw, 2 kFwdXtraL2next, 3 all three.
-// kFwdXtraVearly: the first KV tile's V copy issued in the prologue beside Q's and K's (its own cp.async group; the
-// first step waits for Q and K only), so its latency runs under theirs instead of under the first S (a block of
-// B256 S256 walks 1-4 KV steps: the first step's V wait is a quarter to all of its V waits).
-// kFwdXtraEpw: the epilogue staged per warp (each warp's own rows and columns of O, in the Q buffer, behind a
-// __syncwarp), not behind the block's two barriers: after the last step's barrier no warp reads Q and no copy is
-// in flight (a walk of no steps keeps the barriers: Q's copy may still land).
-// kFwdXtraL2next: behind its own first copies the block prefetches into L2 (prefetch.global.L2, a hint: no
-// register, no shared memory, no wait) the Q tile and the first K / V tiles of the block one SM count after it in
-// the grid's order, which the hardware hands out about half a block's life later (2 blocks per SM): that block's
-// prologue then waits on L2, not HBM. B256 S256 moves ~537 MB through HBM (~125 us at 4.3 TB/s) in a ~188 us
-// kernel whose blocks stall mostly on their prologue's loads (ncu: long scoreboard the largest stall).
-// kFwdXtraL2far: kFwdXtraL2next two SM counts ahead (about a whole block life); kFwdXtraL2walk: kFwdXtraL2next with
-// the last kFwdL2Walk K / V tiles of the next block's walk (causal: its first steps' tiles), not only the first.
-constexpr int kFwdXtraVearly = 1, kFwdXtraEpw = 2, kFwdXtraL2next = 4, kFwdXtraL2far = 8, kFwdXtraL2walk = 16;
-constexpr int kFwdL2Walk = 4;
-template <int XTRA>
-struct FwdSm80PairsPfX : FwdSm80PairsPf {
-  static constexpr int kXtra = XTRA;
-};
 // 1 at D = 256 (for comparisons): FwdSm80PairsXadd
 template <>
 struct FwdSm80Candidate<256, 1> : FwdSm80PairsXadd {};
@@ -417,7 +393,7 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // and the SiLU of g - 1 issued together (one basic block: ptxas interleaves the MUFU ops with the MMAs).
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
           bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
-          bool XADD = false, bool PF = false, int XTRA = 0>
+          bool XADD = false, bool PF = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -432,11 +408,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!ILV || (QREG && STAGES == 2), "the interleaved groups: the Q-in-registers body");
   static_assert(!XADD || (PAIR == 2 && !QREG && !PAIRKV && !SPLIT), "xadd addresses: the warp pairs' body");
   static_assert(!PF || (XADD && SKIP == 0 && STAGES == 1), "fragments ahead: the xadd pairs, no skip");
-  static_assert(XTRA == 0 || (PF && QEARLY), "the fixed part's variants: the pairs with the fragments ahead");
-  constexpr bool VEARLY = (XTRA & kFwdXtraVearly) != 0, EPW = (XTRA & kFwdXtraEpw) != 0;
-  constexpr bool L2NEXT = (XTRA & kFwdXtraL2next) != 0, L2FAR = (XTRA & kFwdXtraL2far) != 0;
-  constexpr bool L2WALK = (XTRA & kFwdXtraL2walk) != 0;
-  static_assert(!L2NEXT || kFwdSm80Lpt<NWARPS, MINB>, "the next block's tile: the longest-first grid");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -702,12 +673,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         load_tile_async<BN, D, NT>(sKV0 + kTileBytes, vg + (int64_t)n0 * p.v_row_stride, p.v_row_stride,
                                    si.lk - n0, tid);
       }
-      if constexpr (VEARLY) {  // (one stage: V's buffer is free before the first step; its own group, waited at
-        // the first step's second barrier)
-        cp_async_commit();
-        load_tile_async<BN, D, NT>(sKV0 + kTileBytes, vg + (int64_t)n0 * p.v_row_stride, p.v_row_stride,
-                                   si.lk - n0, tid);
-      }
       if constexpr (PAIRKV) {  // the first pair's second tile into stage 1
         if (nb_end - 2 >= nb_pair) {
           const int n1 = n0 - BN;
@@ -720,47 +685,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     }
     cp_async_commit();
     if constexpr (QEARLY) row_table();  // (behind the first copies: its divisions run while they are in flight)
-    if constexpr (L2NEXT) {  // (kFwdXtraL2next) block lin + SMs of the grid's linear order: its tile (b2, m2), head
-      uint32_t nsm;
-      asm("mov.u32 %0, %%nsmid;\n" : "=r"(nsm));
-      const int64_t gxy = int64_t{gridDim.x} * gridDim.y;
-      const int64_t lin = blockIdx.x + int64_t{gridDim.x} * blockIdx.y + gxy * blockIdx.z + (L2FAR ? 2 : 1) * nsm;
-      if (lin < gxy * gridDim.z) {
-        int b2, m2;
-        block_tile(static_cast<uint32_t>(lin % gridDim.x), static_cast<uint32_t>((lin / gridDim.x) % gridDim.y), b2,
-                   m2);
-        const int h2 = static_cast<int>(lin / gxy);
-        if (b2 < p.batch) {
-          const SeqInfo sn = seq_info(p, b2);
-          // its Q rows, and the KV tile of its last key (causal: its walk's first; a hint elsewhere)
-          const int qrows = min(BM, sn.lq - m2);
-          const int kend = min(sn.lk, m2 + BM + sn.mask.offset);
-          constexpr int kKvTiles = L2WALK ? kFwdL2Walk : 1;
-          const int kn0 = max(0, ((kend - 1) / BN + 1 - kKvTiles) * BN);
-          const int krows = min(kKvTiles * BN, kend - kn0);
-          constexpr int kLines = D * 2 / 128;  // 128-byte lines per row
-          static_assert(D * 2 % 128 == 0 && BM == BN && (BM * kLines) % NT == 0, "whole lines, one tile shape");
-          auto l2 = [&](const void* base, int64_t row_stride, int rows, auto tiles) {
-            const char* g = static_cast<const char*>(base);
-#pragma unroll
-            for (int j = 0; j < decltype(tiles)::value * BM * kLines / NT; ++j) {
-              const int i = tid + j * NT;
-              if (i / kLines < rows) {
-                asm volatile("prefetch.global.L2 [%0];\n" ::"l"(g + (static_cast<int64_t>(i / kLines) * row_stride *
-                                                                       static_cast<int64_t>(sizeof(T))) +
-                                                                  (i % kLines) * 128));
-              }
-            }
-          };
-          l2(static_cast<const T*>(p.q) + (int64_t)(sn.q_start + m2) * p.q_row_stride + h2 * p.q_head_stride,
-             p.q_row_stride, qrows, std::integral_constant<int, 1>{});
-          l2(static_cast<const T*>(p.k) + (int64_t)(sn.k_start + kn0) * p.k_row_stride + h2 * p.k_head_stride,
-             p.k_row_stride, krows, std::integral_constant<int, kKvTiles>{});
-          l2(static_cast<const T*>(p.v) + (int64_t)(sn.k_start + kn0) * p.v_row_stride + h2 * p.v_head_stride,
-             p.v_row_stride, krows, std::integral_constant<int, kKvTiles>{});
-        }
-      }
-    }
     if constexpr (SPLIT && QEARLY) {
       // the query tile's first partial (fwd_split_sum, lean = early): the list's base for its slot x heads + h,
       // loaded here by the last thread (its latency runs with the first copies'; thread 0's would hold its warp's
@@ -806,13 +730,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       const int sw = pr ? hw : stage;
       if constexpr (PAIRKV) vwarp = warp - 2 * hw;
       const int vrow0 = PAIRKV ? vwarp * MT * 16 : warp_row0;
-      // VEARLY: the first step waits for Q and K only (V, the later group, at its second barrier)
-      const bool first_v = VEARLY && nb == nb_end - 1;
-      if (first_v) {
-        cp_async_wait<1>();
-      } else {
-        cp_async_wait<0>();
-      }
+      cp_async_wait<0>();
       // STAGES 2: K, V of tile nb landed; every warp is done with the other stage (the tile before).
       // STAGES 1: K of tile nb (and Q) landed; every warp is done with V (the tile before).
       __syncthreads();
@@ -827,7 +745,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           load_tile_async<BN, D, NT, true>(sKn + kTileBytes, vn, p.v_row_stride, lk - nn0, ot);
           cp_async_commit();
         }
-      } else if (!first_v) {  // V of tile nb, during Q K^T (VEARLY: the first in the prologue)
+      } else {  // V of tile nb, during Q K^T
         const int n0 = nb * BN;
         const T* vn = kv_rows(p.v, p.v_row_stride, p.v_head_stride) + (int64_t)n0 * p.v_row_stride;
         load_tile_async<BN, D, NT, true>(sKV0 + kTileBytes, vn, p.v_row_stride, lk - n0, opaque(tid));
@@ -1208,12 +1126,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   }
 
   // Epilogue: scale, round, stage through smem (the Q buffer), store 16-byte rows. Rows past seqused are zeros.
-  // EPW: a walk of at least one step stages and stores per warp (block-uniform)
-  const bool epw = EPW && nb_end > nb_begin;
-  if (!epw) {
-    if constexpr (QEARLY) cp_async_wait<0>();  // (an empty walk: Q's copy)
-    __syncthreads();
-  }
+  if constexpr (QEARLY) cp_async_wait<0>();  // (an empty walk: Q's copy)
+  __syncthreads();
   const uint32_t sQ = sQ0;
   // (SKIP 4: the warp's first row re-derived here, not kept live through the loop)
   const int erow0 = SKIP == 4 ? (static_cast<int>(opaque(static_cast<uint32_t>(warp))) / PAIR) * MT * 16 : warp_row0;
@@ -1230,11 +1144,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       }
     }
   }
-  if (epw) {
-    __syncwarp();
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();
   const SeqInfo se = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b))));
   int m0e = m0;
   if constexpr (SPLIT) {  // (from shared memory: not live through the loop)
@@ -1243,25 +1153,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   T* og = static_cast<T*>(p.out) + (int64_t)(se.q_start + m0e) * p.o_row_stride + head() * p.o_head_stride;
   const int rows_store = min(BM, se.lq_alloc - m0e);
   constexpr int kChunks = D / 8;
-  if constexpr (EPW) {
-    if (epw) {  // the warp's MT x 16 rows x its DTILES chunks: a row's 16-byte chunks from consecutive lanes
-      static_assert(SKIP != 4 && 32 % DTILES == 0, "the warp's own rows, whole rows per instruction");
-      constexpr int kWarpChunks = MT * 16 * DTILES;
-#pragma unroll 4
-      for (int i = lane; i < kWarpChunks; i += 32) {
-        const int r = warp_row0 + i / DTILES;
-        const int c = wh * DTILES + i % DTILES;
-        if (r < rows_store) {
-          uint4 val;
-          asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
-                       : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
-                       : "r"(sQ + L::offset(r, c)));
-          *reinterpret_cast<uint4*>(og + (int64_t)r * p.o_row_stride + c * 8) = val;
-        }
-      }
-      return;
-    }
-  }
   for (int idx = tid; idx < BM * kChunks; idx += NT) {
     const int r = idx / kChunks;
     const int c = idx % kChunks;
@@ -1326,13 +1217,6 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_kernel(const H
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
                  true>(p);
 }
-// hstu_fwd_xpf_kernel with the fixed part's variants XTRA (FwdSm80PairsPfX)
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, int XTRA>
-__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpfx_kernel(const HstuParams p) {
-  static_assert(SKIP == 0 && PAIR == 2, "the warp pairs' plain body");
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
-                 true, XTRA>(p);
-}
 // hstu_fwd_kernel with Q's copy issued before the mask's setup (the warp pairs: FwdSm80PairsEarly)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qearly_kernel(const HstuParams p) {
@@ -1372,10 +1256,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
 // where C::kQearly)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kXadd && C::kPrefetch && C::kXtra != 0) {
-    return hstu_fwd_xpfx_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                C::kSkip, C::kPair, C::kXtra>;
-  } else if constexpr (C::kXadd && C::kPrefetch) {
+  if constexpr (C::kXadd && C::kPrefetch) {
     return hstu_fwd_xpf_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                C::kSkip, C::kPair>;
   } else if constexpr (C::kXadd) {
@@ -1718,23 +1599,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
       if (fits) {
         if (ctx) return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
-        // (kernel_options(fwd_sm80_bm64=1 / 2 / 3) at D = 256: FwdSm80PairsPfX, for comparisons)
-        switch (fwd_sm80_bm64(p.fwd_sm80_cfg) + ((p.fwd_sm80_cfg & kFwdSm80NoIlv) ? 4 : 0)) {
-          case 1:
-            return launch_hstu_fwd<T, D, FwdSm80PairsPfX<kFwdXtraVearly | kFwdXtraEpw>>(p, stream);
-          case 2:
-            return launch_hstu_fwd<T, D, FwdSm80PairsPfX<kFwdXtraL2next>>(p, stream);
-          case 3:
-            return launch_hstu_fwd<T, D, FwdSm80PairsPfX<kFwdXtraVearly | kFwdXtraEpw | kFwdXtraL2next>>(p, stream);
-          case 5:  // (fwd_sm80_interleave=False with bm64 1 / 2 / 3: run 2's variants)
-            return launch_hstu_fwd<T, D, FwdSm80PairsPfX<kFwdXtraVearly>>(p, stream);
-          case 6:
-            return launch_hstu_fwd<T, D, FwdSm80PairsPfX<kFwdXtraL2next | kFwdXtraL2far>>(p, stream);
-          case 7:
-            return launch_hstu_fwd<T, D, FwdSm80PairsPfX<kFwdXtraL2next | kFwdXtraL2walk>>(p, stream);
-          default:
-            return launch_hstu_fwd<T, D, FwdSm80PairsPf>(p, stream);
-        }
+        return launch_hstu_fwd<T, D, FwdSm80PairsPf>(p, stream);
       }
     }
     if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch) {

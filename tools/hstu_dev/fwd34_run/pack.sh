@@ -2,7 +2,7 @@
 # Fills the carry folder /work/main/.carry/fwd34 from this worktree: this folder's scripts, fwd30_run's setup as
 # setup30.sh, the common carry setup, bwd15_run's ncu digest, the bench scripts (fwd30_bench.py, fwd31_bench.py,
 # fwd32_bench.py, fwd34_bench.py and what they import, in jag/); with --wheel also the branch's hstu_attn wheel and
-# its test files (tree/).
+# its test files (tree/): the kernel variants and their test are at fwd34 1edeb94f (check that commit out first).
 set -eu
 W=$(cd "$(dirname "$0")/../../.." && pwd) C=/work/main/.carry/fwd34
 H=$W/tools/hstu_dev
