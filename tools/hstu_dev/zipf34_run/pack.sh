@@ -17,4 +17,5 @@ cp $W/tools/hstu_dev/fwd17_run/fwd17_jag.py $W/tools/hstu_dev/fwd29_run/fwd29_be
 cp $W/tools/hstu_dev/carry_setup.sh $C/
 cp $W/tools/hstu_dev/fwd28_run/setup.sh $C/fwd28_setup.sh
 cp $W/tools/hstu_dev/zipf34_run/{setup.sh,run*.sh} $C/
+cp $W/tools/hstu_dev/zipf34_run/zipf34_ncu.py $C/jag/
 du -sh $C
