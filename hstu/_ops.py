@@ -206,8 +206,9 @@ FWD_SM80_NO_ILV_BIT = 1 << 58
 FWD_SM80_BM64_SHIFT = 46
 FWD_SM80_BM64S = (0, 1, 2, 3)
 # bit 45 (hstu_plan.h kOptFwdSm80SplitPlain): kernel_options(fwd_sm80_split_plain=True), the sm80-class forward's
-# split synchronized as main has it: its list and split kernels as plain launches (the default on sm_90+:
-# programmatic dependent launches), a chunk's count behind full fences (for comparisons)
+# split synchronized as main had it: its list and split kernels as plain launches (the default on sm_90+:
+# programmatic dependent launches), a chunk's count behind full fences, the list kernel with its 64-bit work counter
+# and divisions (for comparisons)
 FWD_SM80_SPLIT_PLAIN_BIT = 1 << 45
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
@@ -326,7 +327,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``fwd_sm80_split_plain=True`` (for comparisons): the sm80-class forward's split synchronized as main has it: its
     list kernel and split kernel as plain launches (the default on sm_90+ launches both as programmatic dependent
     launches, each waiting in-kernel for the kernel before it), a chunk's count behind two full fences and its
-    first partial's base loaded there (the default: an acquire-release count, the base loaded in the prologue); the
+    first partial's base loaded there (the default: an acquire-release count, the base loaded in the prologue), and
+    the list kernel as it was (a 64-bit shared work counter, 64-bit divisions, one atomic per chunk placed); the
     same output bit for bit.
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few

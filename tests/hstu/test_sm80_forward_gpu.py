@@ -382,8 +382,9 @@ def test_sm80_forward_split_over_two_waves(D, mask, kernel_opts):
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_split_sync(D, mask, kernel_opts):
     """On sm_90+ the split's list kernel and split kernel are programmatic dependent launches (each waits in-kernel
-    for the kernel before it) and a chunk's count is an acquire-release atomic (kernel_options(fwd_sm80_split_plain=
-    True): plain launches and full fences, main's): on a Zipf-like batch the default meets the error rule against
+    for the kernel before it), a chunk's count is an acquire-release atomic and the list kernel sums its work per warp
+    and divides by a reciprocal (kernel_options(fwd_sm80_split_plain=True): plain launches, full fences and the list
+    kernel as it was): on a Zipf-like batch the default meets the error rule against
     the fp32 reference and gives bit for bit the plain path's output, called eagerly and replayed in a CUDA graph of
     three calls whose q / k / v a copy kernel rewrites just before each call (a read ahead of the waits would see
     the previous call's inputs; outputs poisoned before the replay)."""
@@ -422,6 +423,28 @@ def test_sm80_forward_split_sync(D, mask, kernel_opts):
         torch.cuda.synchronize()
         for i, (o, w) in enumerate(zip(outs, want)):
             assert torch.equal(o, w), ("graph", plain, i)
+
+
+def test_sm80_forward_split_long_walk(kernel_opts):
+    """Walks past the list kernel's histogram (1,024 KV tiles) and more query tiles than it keeps (1,024): a
+    66,000-key causal sequence beside two short ones at D = 64 in 64 x 64 tiles (its last query tiles walk 1,032 KV
+    tiles, 1,037 query tiles in all), chunks of 250 KV tiles: the list kernel counts and places the items walking
+    the sequences again; the default list gives bit for bit the output of main's (fwd_sm80_split_plain=True), both
+    agreeing with the unsplit kernel's (outputs poisoned)."""
+    case = kg.make_case(zlib.crc32(b"long walk"), [66000, 300, 5], 1, 64, torch.bfloat16, "causal", 0)
+    run = lambda: hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))  # noqa: E731
+    kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_bm64=2)
+    want = run()
+    outs = []
+    for plain in (False, True):
+        kernel_opts(sm90=False, fwd_split_tiles=250, fwd_sm80_bm64=2, fwd_sm80_split_plain=plain)
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            outs.append(run())
+            torch.cuda.synchronize()
+        assert any("hstu_fwd_split_" in e.name for e in prof.events()), "no split"
+    assert torch.equal(outs[0], outs[1])
+    kg.assert_agree(("out",), (outs[0],), (want,), "split chunks of 250 vs unsplit")
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])

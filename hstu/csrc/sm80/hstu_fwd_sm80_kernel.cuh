@@ -1357,7 +1357,12 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
 // hstu_fwd_block computes it; the first walk keeps up to kFwdListCache tiles' walks in shared memory, from which a
 // thread per tile places the items (else, or with kFwdSm80SplitMain, the sequences are walked again). The kernel is
 // one block's latency on the forward's path: the buckets' counts follow from the first walk's histogram of lengths
-// where the walks are at most kFwdListHist KV tiles, the buckets' starts from a warp scan.
+// where the walks are at most kFwdListHist KV tiles, the buckets' starts from a warp scan. The work is summed per
+// warp (a shuffle reduction, then one 32-bit shared atomic per warp: the sum stays below 2^31, the list's bound
+// times the longest walk) and the divisions by the chunk are a multiply by a 2^40 reciprocal (numerators below 2^23);
+// a walk's k - 1 whole chunks (all in bucket 0) take one range of the heaviest bucket (one atomic, not k). MAIN
+// (kFwdSm80SplitPlain / kFwdSm80SplitMain, for comparisons): the kernel as it was (a 64-bit shared atomic, which
+// compiles to a compare-and-swap loop, 64-bit divisions, one atomic per chunk).
 constexpr int kFwdListBuckets = 256;
 constexpr int kFwdListHist = 1024;
 constexpr int kFwdListCache = 1024;
@@ -1370,7 +1375,7 @@ struct FwdListWalk {
     return gap > 0 && t < gap_end ? t - gap : t;
   }
 };
-template <int BM, int BN>
+template <int BM, int BN, bool MAIN>
 __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuParams p, int4* list, int counters,
                                                                   int ns, int least, int resident) {
   __shared__ int cursor[kFwdListBuckets];
@@ -1378,7 +1383,8 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
   __shared__ int4 walk_a[kFwdListCache];  // the first walk's tiles: {b, m0, slot, steps | gap << 16}
   __shared__ int walk_b[kFwdListCache];   // nb_end | gap_end << 16
   __shared__ int4 walk_c[kFwdListCache];  // the item's second half (each_tile's `at`)
-  __shared__ unsigned long long work;
+  __shared__ unsigned long long work;  // (MAIN)
+  __shared__ unsigned work32;
   __shared__ int long_walk, partials, cached;
   // A programmatic dependent launch (sm_90+, launch_hstu_fwd_split): the block waits for the kernel before it (the
   // validation) before its first global access, then lets the split kernel's blocks start (they wait in turn for
@@ -1388,7 +1394,7 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
   for (int i = threadIdx.x; i < counters; i += blockDim.x) p.fwd_tile_counter[i] = 0;
   for (int i = threadIdx.x; i < kFwdListBuckets; i += blockDim.x) cursor[i] = 0;
   for (int i = threadIdx.x; i <= kFwdListHist; i += blockDim.x) hist[i] = 0;
-  if (threadIdx.x == 0) work = long_walk = partials = cached = 0;
+  if (threadIdx.x == 0) work = work32 = long_walk = partials = cached = 0;
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const bool cache = !(p.fwd_sm80_cfg & kFwdSm80SplitMain);
@@ -1427,13 +1433,31 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
         }
       }
     });
-    if (mine > 0) atomicAdd(&work, mine);
+    if constexpr (MAIN) {
+      if (mine > 0) atomicAdd(&work, mine);
+    } else {
+      const unsigned sum = __reduce_add_sync(0xffffffffu, static_cast<unsigned>(mine));
+      if (lane == 0 && sum > 0) atomicAdd(&work32, sum);
+    }
     if (longer) long_walk = 1;
     __syncthreads();
   }
-  const int chunk = resident > 0 ? static_cast<int>(max(static_cast<unsigned long long>(least),
-                                                         (work * p.heads + resident - 1) / resident))
-                                 : least;
+  // (not MAIN: at most 2^15 - 1, the longest walk's bound, so that the reciprocal below is exact; a larger chunk
+  // leaves every walk whole too)
+  const int chunk =
+      MAIN ? (resident > 0 ? static_cast<int>(max(static_cast<unsigned long long>(least),
+                                                  (work * p.heads + resident - 1) / resident))
+                           : least)
+           : (resident > 0 ? static_cast<int>(min(32767ull, max(static_cast<unsigned long long>(least),
+                                                                (static_cast<unsigned long long>(work32) * p.heads +
+                                                                 resident - 1) / resident)))
+                           : least);
+  // n / chunk for n < 2^23 (not MAIN): floor(n m / 2^40) with m = floor(2^40 / chunk) + 1 is n / chunk plus less
+  // than n / 2^40 < 2^-17 < 1 / chunk, so its floor is exact
+  const unsigned long long rcp = MAIN ? 0 : (1ull << 40) / static_cast<unsigned>(chunk) + 1;
+  auto div_chunk = [&](int n) {
+    return MAIN ? n / chunk : static_cast<int>((static_cast<unsigned long long>(n) * rcp) >> 40);
+  };
   const int n_cached = cache && cached <= kFwdListCache ? cached : -1;  // (-1: walk the sequences again)
   // the first walk's tiles back from shared memory, a thread per tile, or the sequences walked again
   auto each_tile_again = [&](auto&& f) {
@@ -1449,7 +1473,8 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
   };
   // the bucket of a chunk of w KV tiles (w = chunk: 0, the heaviest)
   auto bucket_of = [&](int w) {
-    return kFwdListBuckets - 1 - static_cast<int>(int64_t{w} * (kFwdListBuckets - 1) / chunk);
+    return kFwdListBuckets - 1 -
+           (MAIN ? static_cast<int>(int64_t{w} * (kFwdListBuckets - 1) / chunk) : div_chunk(w * (kFwdListBuckets - 1)));
   };
   // pass 0 counts each bucket's chunks (from the walks' lengths, or over the tiles), pass 1 places them
   for (int pass = 0; pass < 2; ++pass) {
@@ -1457,25 +1482,42 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
       for (int st = threadIdx.x; st <= kFwdListHist; st += blockDim.x) {
         const int n = hist[st];
         if (n == 0) continue;
-        const int k = max(1, (st + chunk - 1) / chunk);
+        const int k = max(1, div_chunk(st + chunk - 1));
         if (k > 1) atomicAdd(&cursor[bucket_of(chunk)], n * (k - 1));
         atomicAdd(&cursor[bucket_of(st - (k - 1) * chunk)], n);
       }
     } else {
       each_tile_again([&](int b, int m0, int steps, const FwdListWalk& wk, int slot, const int4& at) {
-        const int k = max(1, (steps + chunk - 1) / chunk);
+        const int k = max(1, div_chunk(steps + chunk - 1));
         // a split tile's k partials per head: consecutive from its base (fwd_sm80_split_partials bounds them)
         if (pass == 1 && k > 1) p.fwd_tile_counter[counters + slot] = atomicAdd(&partials, k);
-        for (int c = 0; c < k; ++c) {
-          const int w = min(chunk, steps - c * chunk);
-          const int bucket = bucket_of(w);
+        if constexpr (!MAIN) {  // chunks 0 .. k - 2 of `chunk` KV tiles (bucket 0) in one range, then the last
+          const int last = steps - (k - 1) * chunk;
           if (pass == 0) {
-            atomicAdd(&cursor[bucket], 1);
+            if (k > 1) atomicAdd(&cursor[0], k - 1);
+            atomicAdd(&cursor[bucket_of(last)], 1);
           } else {
-            const int nb_end = wk.tile_at(c * chunk) + 1, nb_begin = wk.tile_at(c * chunk + w - 1);
-            const int i = 2 + 2 * atomicAdd(&cursor[bucket], 1);
-            list[i] = make_int4(b, m0, c | k << 16, nb_end | nb_begin << 16);
-            list[i + 1] = at;
+            const int i0 = k > 1 ? atomicAdd(&cursor[0], k - 1) : 0;
+            for (int c = 0; c < k; ++c) {
+              const int w = c < k - 1 ? chunk : last;
+              const int nb_end = wk.tile_at(c * chunk) + 1, nb_begin = wk.tile_at(c * chunk + w - 1);
+              const int i = 2 + 2 * (c < k - 1 ? i0 + c : atomicAdd(&cursor[bucket_of(last)], 1));
+              list[i] = make_int4(b, m0, c | k << 16, nb_end | nb_begin << 16);
+              list[i + 1] = at;
+            }
+          }
+        } else {
+          for (int c = 0; c < k; ++c) {
+            const int w = min(chunk, steps - c * chunk);
+            const int bucket = bucket_of(w);
+            if (pass == 0) {
+              atomicAdd(&cursor[bucket], 1);
+            } else {
+              const int nb_end = wk.tile_at(c * chunk) + 1, nb_begin = wk.tile_at(c * chunk + w - 1);
+              const int i = 2 + 2 * atomicAdd(&cursor[bucket], 1);
+              list[i] = make_int4(b, m0, c | k << 16, nb_end | nb_begin << 16);
+              list[i + 1] = at;
+            }
           }
         }
       });
@@ -1530,7 +1572,11 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
   HstuParams q = p;  // workspace: counters and the split tiles' first partials | list | partials
   q.fwd_tile_counter = static_cast<int*>(p.fwd_sched);
   q.fwd_sched = static_cast<char*>(p.fwd_sched) + s.counter_bytes + s.list_bytes;
-  err = accel::launch_pdl(hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN>, dim3(1), dim3(1024), 0, stream, pdl, q,
+  // (kFwdSm80SplitPlain / kFwdSm80SplitMain: main's list kernel, for comparisons)
+  auto list_kernel = (p.fwd_sm80_cfg & (kFwdSm80SplitPlain | kFwdSm80SplitMain))
+                         ? hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN, true>
+                         : hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN, false>;
+  err = accel::launch_pdl(list_kernel, dim3(1), dim3(1024), 0, stream, pdl, q,
                           reinterpret_cast<int4*>(static_cast<char*>(p.fwd_sched) + s.counter_bytes),
                           static_cast<int>(s.slots * p.heads), s.ns, least, resident);
   if (err != cudaSuccess) return err;

@@ -42,8 +42,9 @@ inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
 // kFwdSm80NoIlv for kernel_options(fwd_sm80_interleave=False) (the bf16 D = 64 default without its interleaved
 // groups: FwdSm80QregScaled instead of FwdSm80QregIlv); bits 6-7 (kFwdSm80SplitBm64Shift) for
 // kernel_options(fwd_sm80_bm64=n) (the split at D = 64 / 128 in 64-row query tiles: FwdSm80SplitBm64<D, n>);
-// kFwdSm80SplitPlain for kernel_options(fwd_sm80_split_plain=True) (the split synchronized as main has it: its list
-// and split kernels as plain launches, a chunk's count behind full fences and its first partial's base loaded there).
+// kFwdSm80SplitPlain for kernel_options(fwd_sm80_split_plain=True) (the split synchronized as main had it: its list
+// and split kernels as plain launches, a chunk's count behind full fences and its first partial's base loaded there;
+// the list kernel as it was: hstu_sm80_fwd_list_kernel's MAIN).
 constexpr int kFwdSm80CfgMask = 7;
 constexpr int kFwdSm80NoQscale = 8;
 constexpr int kFwdSm80SplitMain = 16;
