@@ -919,8 +919,10 @@ constexpr int kBwdSm80PtrCfg = 11;
 constexpr int kBwdSm80PtrOnlyCfg = 12;
 // 13 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) without the
 // running pointers and the lane offsets once (kPdsRunPtrs | kPdsLaneOnce: session 28's default loop), 14 without
-// kPdsLaneOnce (the running pointers alone), for comparisons.
+// kPdsLaneOnce (the running pointers alone), for comparisons. 13 at D = 256 (bf16, sm_90+, calls without contexts):
+// the default's mbarrier loop (either grid order) with S / dP split over D across warp pairs (kBwdPdsD256KSplit).
 constexpr int kBwdSm80RunPtrCfg = 13;
+constexpr int kBwdPdsD256KSplit = kBwdPdsD256OneBar | kPdsKSplitS;
 constexpr int kBwdSm80LaneOnceCfg = 14;
 // D = 64's default on sm_90+ for calls without contexts (bf16 and fp16, either grid order): 128-query tiles
 // (kPdsTile128) on kPdsMbarCopies' two stages, 224 KB; on an H200 6.4-6.8 % faster than the three-stage loop at B16
@@ -1042,6 +1044,13 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         return cudaErrorNotSupported;
       case kBwdSm80RunPtrCfg:
       case kBwdSm80LaneOnceCfg:
+        if constexpr (D == 256) {
+          if (cfg != kBwdSm80RunPtrCfg) return cudaErrorNotSupported;
+          err = bwd_sm80_require_sm90();
+          if (err != cudaSuccess) return err;
+          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256KSplit>(p, max_smem, stream);
+        }
         if constexpr (D == 64) {
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
