@@ -942,7 +942,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
           // kKSplit batch first: the SiLU pass after the dP exchange (its 8 packs not live across the dP GEMM's 32
           // partials); heads first in the GEMM's block as kOverlapDp. Each the form that compiled without spills
           // (sm_90a, nvcc 13.0: 255 registers; the other form 44-64 B of spills in the loop).
-          constexpr bool kLateSilu = kKSplit && !kHeadsFirst;
+          constexpr bool kLateSilu = kKSplit && !(kHeadsFirst && kTailBlocksFirst);
           if constexpr (kOverlapDp && !kLateSilu) {
             for_each_pair<SMT, 2 * kNpPart>(
                 [&](int mt, int i, int hf) { pp[mt][i][hf] = silu_pair(mt, 2 * P0 + i, hf, std::true_type()); });
