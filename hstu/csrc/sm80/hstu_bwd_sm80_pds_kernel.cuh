@@ -136,7 +136,8 @@ constexpr int kPdsLaneOnce = 8192;
 // per 8 MMAs instead of 2 + 1 per 4; the same red.v4 per row into the same fragment-ordered blocks), and the loop has
 // one barrier and one Q / dO copy per 128 rows. 224 KB + 16 B (two 32 KB stages, two 64 KB P / dS buffers).
 constexpr int kPdsTile128 = 16384;
-// A flag on BODY (D = 256's mbarrier loop, sm_90 code): S and dP split over the head dim across warp pairs (w, w ^ 1,
+// A flag on BODY (D = 256's mbarrier loop, sm_90 code; its default there, kBwdPdsD256OneBar in
+// hstu_bwd_sm80_kernel.cuh): S and dP split over the head dim across warp pairs (w, w ^ 1,
 // the two 16-row slabs of one 32-row quadrant and the same 32 keys). Each warp of a pair computes the quadrant's
 // 32 x 32 partial sums over its half of D (per k-step 2 + 2 ldmatrix for 8 MMAs: 64 ldmatrix a warp for S and dP
 // instead of 96; 8 accumulator chains instead of 4), sends the partner's 16 rows (2 KB of fp32) through the bytes
