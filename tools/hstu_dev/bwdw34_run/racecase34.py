@@ -1,6 +1,7 @@
 """A small D = 256 backward under kernel_options(sm90=False, bwd_sm80_cfg=0 / 13) for compute-sanitizer (branch
 bwdw34): two sequences (300 and 130 rows: full and partial query tiles; heads first), H = 1, causal; prints how far
-cfg 13's dK / dV (S / dP split over D across warp pairs) lie from the default's, relative to their largest value."""
+cfg 13's dQ / dK / dV lie from the default's, relative to their largest value (run 1's wheel: cfg 13 the split S / dP;
+run 2's: the default the split, cfg 13 the loop without it)."""
 import torch
 
 import hstu_attn
