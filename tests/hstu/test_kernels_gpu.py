@@ -540,9 +540,10 @@ def _sm80_default_kernel(D, dtype, max_seqlen_k):
             return f"pds_body_kernel<{ctype}, 128, 3, 8, 3623>"
         return f"pds_kernel<{ctype}, 128, 3, 8>"
     if D == 256 and torch.cuda.get_device_capability(0)[0] >= 9 and _candidate_fits(229392):
-        # one barrier per tile pair, two Q / dO stages on mbarriers, the lean copies, dK / dV through shared memory
-        # (kPdsMbarCopies | kPdsLeanCopies | kPdsSmemEpilogue; heads first with kPdsTailBlocksFirst)
-        return f"pds_body_kernel<{ctype}, 256, 2, 8, {1002 if max_seqlen_k <= 2048 else 714}>"
+        # one barrier per tile pair, two Q / dO stages on mbarriers, the lean copies, dK / dV through shared memory,
+        # S / dP split over D across warp pairs (kPdsMbarCopies | kPdsLeanCopies | kPdsSmemEpilogue | kPdsKSplitS;
+        # heads first with kPdsTailBlocksFirst)
+        return f"pds_body_kernel<{ctype}, 256, 2, 8, {33770 if max_seqlen_k <= 2048 else 33482}>"
     if D == 256 and max_seqlen_k <= 2048 and _candidate_fits(_candidate_tile(256, 5, dtype)[1]):
         return f"pds_body_kernel<{ctype}, 256, 2, 8, 42>"
     for cfg in (5, 4):

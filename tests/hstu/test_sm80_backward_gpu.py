@@ -14,12 +14,14 @@ once per key block (kPdsLaneOnce), cfg 14 without the lane offsets once. At D = 
 and fp16, without contexts) takes 128-query tiles on two Q / dO stages completing on mbarriers (kPdsTile128); cfg 15
 (bf16) runs the three-stage loop instead, of which cfgs 2, 7, 9-14 at D = 64 are variants. At D = 256 on sm_90+ the
 default has one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies,
-with the lean copies: kPdsLeanCopies); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean
-copies. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients
-poisoned), all give the same dK, dV and drab bit for bit, and the kernel that runs is the cfg's (other head dims,
-contexts and GPUs without the shared memory run the two-barrier default). Also the default's kernels for calls with and
-without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab with long contexts, a local window, targets and
-rab, the key-block limit and the dQ workspace layouts."""
+with the lean copies: kPdsLeanCopies) and S / dP split over the head dim across warp pairs (kPdsKSplitS: the same sums
+in another order); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean copies and the
+split, cfg 13 (bf16) the loop without the split. Each meets the error rule of test_kernels_gpu.py against the fp32
+reference (fresh random inputs, gradients poisoned), all give the same dK, dV and drab bit for bit (at D = 256 cfgs
+1 / 6 / 13 the two-barrier kernel's bits, agreeing with the default's to the fp32 reduction order), and the kernel
+that runs is the cfg's (other head dims, contexts and GPUs without the shared memory run the two-barrier default).
+Also the default's kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab
+with long contexts, a local window, targets and rab, the key-block limit and the dQ workspace layouts."""
 
 import os
 import random
@@ -58,6 +60,11 @@ THREE_CFG = 15
 _TILE_BODY = 10 | 64 | 16384 | 512 | 1024 | 2048 | 8192
 _THREE_STAGE_CFGS = (2, 7, 9, 10, 11, 12, 13, 14, THREE_CFG)  # (bf16, D = 64)
 MBAR_CFGS = (6,)  # (D = 256)
+# (D = 256's default on sm_90+ has kPdsKSplitS (32768): S / dP over half of D a warp, the partial sums exchanged
+# between warp pairs; kBwdSm80RunPtrCfg at D = 256, bf16: the loop without it. The cfgs whose sums at D = 256 are the
+# two-barrier kernel's, not the default's: 1, 6 and 13)
+UNSPLIT_CFG, _KSPLIT = 13, 32768
+_UNSPLIT_D256 = (1, 6, UNSPLIT_CFG)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; the one-barrier
 # loops' flags: kPdsSmemEpilogue 512, at D = 64 kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
 _EPI = 512  # kPdsSmemEpilogue
@@ -96,7 +103,7 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     kPdsHeadsFirst, at D = 64 / 256 | kPdsTailBlocksFirst), else batch first; cfg 3 the other one; cfg 7 (bf16) the
     heads-first kernel with the other choice of kPdsTailBlocksFirst (batch first: the default's). D = 256: the
     default the two-stage body kernel with kPdsMbarCopies | kPdsLeanCopies, cfg 1 the two-stage two-barrier kernel,
-    cfg 6 (bf16) kPdsMbarCopies alone. The one-barrier loops with kPdsSmemEpilogue, cfg 9 (bf16) the default's body
+    cfg 6 (bf16) kPdsMbarCopies alone; the default with kPdsKSplitS (cfg 6 and cfg 13 (bf16) without). The one-barrier loops with kPdsSmemEpilogue, cfg 9 (bf16) the default's body
     kernel without it; cfg 10 / 11 / 12 (bf16, D = 64 / 128) the default's loop as a body kernel without
     kPdsStsmPdS | kPdsPtrCopies / kPdsPtrCopies / kPdsStsmPdS. At D = 64 the default (and cfg 3, and every cfg but 1
     for fp16) is the two-stage body kernel with kPdsTile128; cfg 15 (bf16) the three-stage loop, the default before,
@@ -113,7 +120,7 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
             return f"hstu_bwd_pds_kernel<{t}, 256, 2, 8>(hstu::HstuParams)"
         lean = 0 if cfg == 6 and bf16 else _LEAN
         body = 10 | _MBAR | lean | (_HEADS_FIRST | (0 if cfg == 6 and bf16 else tail) if first else 0)
-        body |= 0 if no_epi else _EPI
+        body |= (0 if no_epi else _EPI) | (0 if cfg in (6, UNSPLIT_CFG) and bf16 else _KSPLIT)
         return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {body}>(hstu::HstuParams, int)"
     if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
@@ -187,7 +194,7 @@ def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, determinis
         assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
     for cfg in loop_cfgs(D):
         for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[0])):
-            if i == 0 and not deterministic:
+            if (i == 0 and not deterministic) or (D == 256 and cfg in _UNSPLIT_D256):  # (other sums)
                 kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={cfg} vs the default")
             else:
                 assert torch.equal(g, w), (cfg, name)
@@ -195,16 +202,17 @@ def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, determinis
 
 @pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 1, True)])
 def test_sm80_backward_mbar_batch_first(mask, rab_heads, delta_q, kernel_opts):
-    """D = 256's default (one barrier, two stages on mbarriers, the lean copies) and cfg 6 (without them) over more
-    than 2,048 keys (the grid order batch first there): the error rule against the fp32 reference, the kernel each
-    runs, and the same dK, dV and drab bit for bit as the two-barrier kernel (cfg 1; test_sm80_backward_one_barrier
-    runs them heads first)."""
+    """D = 256's default (one barrier, two stages on mbarriers, the lean copies, S / dP split over D), cfg 13 (without
+    the split) and cfg 6 (without it and the lean copies) over more than 2,048 keys (the grid order batch first
+    there): the error rule against the fp32 reference, the kernel each runs, and cfgs 13 and 6 the same dK, dV and
+    drab bit for bit as the two-barrier kernel (cfg 1; test_sm80_backward_one_barrier runs them heads first), the
+    default agreeing with it to the fp32 reduction order."""
     case = kg.make_case(zlib.crc32(repr(("mbar_bf", mask, rab_heads)).encode()), [2200, 300, 129, 0, 64], 2, 256,
                         torch.bfloat16, mask, rab_heads, delta_q=delta_q)
     q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
     dout = torch.randn_like(q)
     grads = {}
-    for cfg in (1, 0) + MBAR_CFGS:
+    for cfg in (1, 0, UNSPLIT_CFG) + MBAR_CFGS:
         kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
         if cfg != 1:
             kg.check_case(case, 0.5)
@@ -212,17 +220,18 @@ def test_sm80_backward_mbar_batch_first(mask, rab_heads, delta_q, kernel_opts):
         names = _bwd_kernels(case)
         want = loop_kernel(256, cfg, max_seqlen_k=case["max_seqlen_k"])
         assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (cfg, names, want)
-    for cfg in (0,) + MBAR_CFGS:
+    for cfg in (0, UNSPLIT_CFG) + MBAR_CFGS:
         for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[1])):
-            if i == 0:
+            if i == 0 or cfg == 0:  # (the default's split S / dP: other sums)
                 kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={cfg} vs cfg 1")
             else:
                 assert torch.equal(g, w), (cfg, name)
 
 
-def _default_and_cfg_agree(case, dout, D, cfg, kernel_opts, label=None):
+def _default_and_cfg_agree(case, dout, D, cfg, kernel_opts, label=None, bitwise=True):
     """The default (cfg 0) and `cfg` (one or a tuple) each meet the error rule against the fp32 reference and run
-    their loop kernel; dK, dV and drab are the same bits in all, dQ agrees up to the atomics' order."""
+    their loop kernel; dK, dV and drab are the same bits in all (bitwise=False: agree to the fp32 reduction order),
+    dQ agrees up to the atomics' order."""
     cfgs = cfg if isinstance(cfg, tuple) else (cfg,)
     grads = {}
     for c in (0,) + cfgs:
@@ -235,7 +244,7 @@ def _default_and_cfg_agree(case, dout, D, cfg, kernel_opts, label=None):
         assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (c, names, want)
     for c in cfgs:
         for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[c], grads[0])):
-            if i == 0:
+            if i == 0 or not bitwise:
                 kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={c} vs the default")
             else:
                 assert torch.equal(g, w), (label, c, name)
@@ -289,6 +298,23 @@ def test_sm80_backward_stsm_pds(D, mask, rab_heads, delta_q, kernel_opts):
                             torch.bfloat16, mask, rab_heads, delta_q=delta_q)
         _default_and_cfg_agree(case, torch.randn_like(case["q"]), D, (STSM_CFG, PTR_CFG, PTR_ONLY_CFG), kernel_opts,
                                label=len(lk))
+
+
+@pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True),
+                                                   ("target_group", 1, False), ("none", 0, True)])
+def test_sm80_backward_ksplit(mask, rab_heads, delta_q, kernel_opts):
+    """D = 256: the default's mbarrier loop (S and dP over half of the head dim a warp, the pair's partial sums
+    exchanged through the P / dS buffer under pair barriers) and cfg 13 (bf16: the loop without the split) in both
+    grid orders (jagged sequences of 0-700 keys heads first, partial and fully masked tiles at every row count class;
+    one of 2,200 keys batch first, where the SiLU pass follows the dP exchange): the error rule against the fp32
+    reference (gradients poisoned), the cfg's kernel, and dQ, dK, dV and drab agreeing to the fp32 reduction order."""
+    rng = random.Random(zlib.crc32(repr(("ksplit", mask)).encode()))
+    for lk in ([0, 1, 63, 64, 65, 127, 128, 129, 700] + [rng.randint(0, 700) for _ in range(11)],
+               [2200, 1, 65, 129, 0, 300]):
+        case = kg.make_case(zlib.crc32(repr(("ksplit", mask, rab_heads, len(lk))).encode()), lk, 2, 256,
+                            torch.bfloat16, mask, rab_heads, delta_q=delta_q)
+        _default_and_cfg_agree(case, torch.randn_like(case["q"]), 256, UNSPLIT_CFG, kernel_opts, label=len(lk),
+                               bitwise=False)
 
 
 @pytest.mark.parametrize("tag,cfgs", [("runptr", (RUN_CFG, LANE_CFG)), ("stages3", (THREE_CFG,))])

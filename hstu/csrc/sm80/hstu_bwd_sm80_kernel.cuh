@@ -894,9 +894,12 @@ constexpr int kBwdSm80JoinedCopiesCfg = 2;
 constexpr int kBwdSm80OtherOrderCfg = 3;
 // D = 256's default on sm_90+ for calls without contexts: one block barrier per tile pair with two Q / dO stages
 // whose copies complete on mbarriers (kPdsMbarCopies, 224 KB; cfg 1: the two-barrier kernels), with the lean Q / dO
-// copies and full-tile intervals (kPdsLeanCopies); 6 (bf16, the default's grid order) the other form of the two
-// (kBwdPdsD256Alt), for comparisons.
-constexpr int kBwdPdsD256OneBar = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsLeanCopies | kPdsSmemEpilogue;
+// copies and full-tile intervals (kPdsLeanCopies), S / dP split over the head dim across warp pairs (kPdsKSplitS: on
+// an H200 4.6 / 5.0 % faster than the loop without it at B16 S4K / B128 S1K; cfg 13 the loop without it); 6 (bf16,
+// the default's grid order) the mbarrier loop without the lean copies nor the split (kBwdPdsD256Alt), for
+// comparisons.
+constexpr int kBwdPdsD256OneBar =
+    kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsLeanCopies | kPdsSmemEpilogue | kPdsKSplitS;
 constexpr int kBwdPdsD256Alt = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsSmemEpilogue;
 constexpr int kBwdSm80MbarCfg = 6;
 // 7 (bf16, calls without contexts, sm_90+, where the default runs heads first): the default's loop with the other
@@ -919,8 +922,11 @@ constexpr int kBwdSm80PtrCfg = 11;
 constexpr int kBwdSm80PtrOnlyCfg = 12;
 // 13 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) without the
 // running pointers and the lane offsets once (kPdsRunPtrs | kPdsLaneOnce: session 28's default loop), 14 without
-// kPdsLaneOnce (the running pointers alone), for comparisons.
+// kPdsLaneOnce (the running pointers alone), for comparisons. 13 at D = 256 (bf16, sm_90+, calls without contexts):
+// the default's mbarrier loop (either grid order) without the split S / dP (kBwdPdsD256Unsplit: main's loop before
+// it; its dK / dV / drab bitwise the two-barrier kernels').
 constexpr int kBwdSm80RunPtrCfg = 13;
+constexpr int kBwdPdsD256Unsplit = kBwdPdsD256OneBar & ~kPdsKSplitS;
 constexpr int kBwdSm80LaneOnceCfg = 14;
 // D = 64's default on sm_90+ for calls without contexts (bf16 and fp16, either grid order): 128-query tiles
 // (kPdsTile128) on kPdsMbarCopies' two stages, 224 KB; on an H200 6.4-6.8 % faster than the three-stage loop at B16
@@ -1042,6 +1048,13 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         return cudaErrorNotSupported;
       case kBwdSm80RunPtrCfg:
       case kBwdSm80LaneOnceCfg:
+        if constexpr (D == 256) {
+          if (cfg != kBwdSm80RunPtrCfg) return cudaErrorNotSupported;
+          err = bwd_sm80_require_sm90();
+          if (err != cudaSuccess) return err;
+          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256Unsplit>(p, max_smem, stream);
+        }
         if constexpr (D == 64) {
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;

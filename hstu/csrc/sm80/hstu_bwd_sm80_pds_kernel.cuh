@@ -136,6 +136,17 @@ constexpr int kPdsLaneOnce = 8192;
 // per 8 MMAs instead of 2 + 1 per 4; the same red.v4 per row into the same fragment-ordered blocks), and the loop has
 // one barrier and one Q / dO copy per 128 rows. 224 KB + 16 B (two 32 KB stages, two 64 KB P / dS buffers).
 constexpr int kPdsTile128 = 16384;
+// A flag on BODY (D = 256's mbarrier loop, sm_90 code; its default there, kBwdPdsD256OneBar in
+// hstu_bwd_sm80_kernel.cuh): S and dP split over the head dim across warp pairs (w, w ^ 1,
+// the two 16-row slabs of one 32-row quadrant and the same 32 keys). Each warp of a pair computes the quadrant's
+// 32 x 32 partial sums over its half of D (per k-step 2 + 2 ldmatrix for 8 MMAs: 64 ldmatrix a warp for S and dP
+// instead of 96; 8 accumulator chains instead of 4), sends the partner's 16 rows (2 KB of fp32) through the bytes
+// of the P / dS buffer that its own P and dS take later, and adds the partner's half for its own rows after a
+// pair barrier (bar.sync 1 + w / 2, 64). S: each warp writes its own area and reads the partner's; dP: it writes
+// the partner's area (read by itself before) and reads its own, then stores P / dS there: two pair barriers a tile.
+// The same sums in another order: S / dP differ from the default's in rounding (each element h0 + h1 of the two
+// halves, the same bits in both warps).
+constexpr int kPdsKSplitS = 32768;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -332,7 +343,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
-                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128);
+                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -360,6 +371,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr bool kMbar = (BODY & kPdsMbarCopies) != 0;  // (kPdsMbarCopies above)
   static_assert(!kMbar || (STAGES == 2 && kLoopFree && !CTX), "kPdsMbarCopies: two stages, a loop-free body");
   static_assert(!kTile128 || (kMbar && D == 64 && NWARPS == 8), "128-row tiles: D = 64's mbarrier loop");
+  constexpr bool kKSplit = (BODY & kPdsKSplitS) != 0;  // (kPdsKSplitS above)
+  static_assert(!kKSplit || (kMbar && D == 256 && NWARPS == 8 && C::kSWM == 4 && !kTile128),
+                "the K-split S / dP: D = 256's mbarrier loop");
   constexpr bool kTwoPdS = kOneBar || kMbar;  // two P / dS buffers, alternating by tile parity
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
   // D = 64 / 128's plain body (the context kernels) adds row-major (with the fragment order it spilled 4-12 B in
@@ -713,7 +727,78 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
             }
           }
         };
-        gemm(acc, sQ, sK, std::integral_constant<int, 0>(), std::integral_constant<int, kLoopFree ? 1 : 0>());
+        // kKSplit: the pair's 32 x 32 partial sums over this warp's half of D (c[0] its own 16 rows, c[1] the
+        // partner's: rows s_m ^ 16), each k-step 2 A + SNT / 2 B ldmatrix; the halves start 128 columns apart
+        // (256 bytes: above the swizzle's chunk bits).
+        const uint32_t kh = static_cast<uint32_t>(warp & 1) * (D / 2) * 2;
+        const uint32_t dA1 = static_cast<uint32_t>((s_m ^ 16) - s_m) * (D * 2);  // (partner rows: +-16 rows)
+        auto gemm_split = [&](float(&c)[2][SNT][4], const uint32_t sa, const uint32_t sb) {
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int i = 0; i < SNT; ++i)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) c[mt][i][e] = 0.f;
+          const uint32_t a0 = sa + kh, a1 = a0 + dA1, b0 = sb + kh;
+#pragma unroll
+          for (int ks = 0; ks < D / 32; ++ks) {
+            uint32_t a[2][4];
+            ldsm_x4(a[0], a0 + L::xadd(tA, 0, ks * 16));
+            ldsm_x4(a[1], a1 + L::xadd(tA, 0, ks * 16));
+#pragma unroll
+            for (int np = 0; np < SNT / 2; ++np) {
+              uint32_t bb[4];
+              ldsm_x4(bb, b0 + L::xadd(tB, np * 16, ks * 16));
+#pragma unroll
+              for (int mt = 0; mt < 2; ++mt) {
+                mma_16816<T>(c[mt][2 * np], a[mt], bb[0], bb[1]);
+                mma_16816<T>(c[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+              }
+            }
+          }
+        };
+        // kKSplit: slot nt of this lane in the exchange area of the warp whose rows start at s_mo (the bytes of
+        // that warp's P (nt 0, 1) and dS (nt 2, 3): 16 rows x 32 keys each); a quarter warp's 8 chunks lie in rows
+        // r and r + 4 (disjoint swizzled chunk sets: no bank conflicts).
+        // (slot nt: slot 0 + nt / 2 the dS buffer's offset + nt % 2 eight rows, immediates: the swizzle takes row % 8)
+        auto xslot = [&](const int s_mo, const int nt) {
+          const int rs = (ln >> 3) + ((ln >> 2) & 1) * 4;
+          return sP + LP::swz(s_mo + rs, s_n + (ln % 4) * 8) + (nt / 2) * (BM * BN * 2) + (nt % 2) * (8 * BN * 2);
+        };
+        // c[1] to the area at s_w, the pair barrier, then c[0] += the partner's c[1] from the area at s_r.
+        auto exchange = [&](float(&c)[2][SNT][4], const int s_w, const int s_r) {
+          static_assert(!kKSplit || (SNT == 4 && SMT == 1), "16 x 32 warp tiles: four 16-byte slots a lane");
+          const uint32_t xw = xslot(s_w, 0), xr = xslot(s_r, 0);
+#pragma unroll
+          for (int nt = 0; nt < SNT; ++nt)
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                             xw + (nt / 2) * (BM * BN * 2) + (nt % 2) * (8 * BN * 2)),
+                         "f"(c[1][nt][0]),
+                         "f"(c[1][nt][1]), "f"(c[1][nt][2]), "f"(c[1][nt][3])
+                         : "memory");
+          asm volatile("bar.sync %0, 64;\n" ::"r"(1 + warp / 2) : "memory");
+#pragma unroll
+          for (int nt = 0; nt < SNT; ++nt) {
+            float x[4];
+            asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
+                         : "r"(xr + (nt / 2) * (BM * BN * 2) + (nt % 2) * (8 * BN * 2))
+                         : "memory");
+#pragma unroll
+            for (int e = 0; e < 4; ++e) c[0][nt][e] += x[e];
+          }
+        };
+        if constexpr (kKSplit) {
+          float c[2][SNT][4];
+          gemm_split(c, sQ, sK);
+          exchange(c, s_m, s_m ^ 16);  // (its own area; the partner's S partials from the partner's)
+#pragma unroll
+          for (int nt = 0; nt < SNT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[0][nt][e] = c[0][nt][e];
+        } else {
+          gemm(acc, sQ, sK, std::integral_constant<int, 0>(), std::integral_constant<int, kLoopFree ? 1 : 0>());
+        }
 
         const int rbase = r0 + s_m + lane / 4, jbase = n0 + s_n + (lane % 4) * 2;
         if (p.rab != nullptr) {  // (pointers formed where used: fewer registers live across the loop)
@@ -855,14 +940,34 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         auto dp_part = [&](auto part) {
           constexpr int P0 = decltype(part)::value * kNpPart;
           uint32_t pp[SMT][2 * kNpPart][2];  // P of the part's n8 tiles 2 P0 + i
-          if constexpr (kOverlapDp) {
+          // kKSplit batch first: the SiLU pass after the dP exchange (its 8 packs not live across the dP GEMM's 32
+          // partials); heads first in the GEMM's block as kOverlapDp. Each the form that compiled without spills
+          // (sm_90a, nvcc 13.0: 255 registers; the other form 44-64 B of spills in the loop).
+          constexpr bool kLateSilu = kKSplit && !(kHeadsFirst && kTailBlocksFirst);
+          if constexpr (kOverlapDp && !kLateSilu) {
             for_each_pair<SMT, 2 * kNpPart>(
                 [&](int mt, int i, int hf) { pp[mt][i][hf] = silu_pair(mt, 2 * P0 + i, hf, std::true_type()); });
           }
           float acc_dp[SMT][2 * kNpPart][4];
-          gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>(),
-               std::integral_constant<int, kLoopFree && !kOverlapDp ? kDpUnroll : kOverlapDp>());
-          if constexpr (kOverlapDp) {
+          if constexpr (kKSplit) {
+            static_assert(kOverlapDp && kDpParts == 1, "kKSplit: P stored after the dP exchange");
+            float c[2][SNT][4];
+            gemm_split(c, sdO, sV);
+            // (into the partner's area, whose S partials this warp has read; then its own, where P / dS go next)
+            exchange(c, s_m ^ 16, s_m);
+            __syncwarp();  // (every lane's reads of the area before its P / dS stores)
+#pragma unroll
+            for (int i = 0; i < SNT; ++i)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) acc_dp[0][i][e] = c[0][i][e];
+          } else {
+            gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>(),
+                 std::integral_constant<int, kLoopFree && !kOverlapDp ? kDpUnroll : kOverlapDp>());
+          }
+          if constexpr (kLateSilu) {
+            for_each_pair<SMT, SNT>(
+                [&](int mt, int nt, int hf) { store_p(mt, nt, hf, silu_pair(mt, nt, hf, std::true_type())); });
+          } else if constexpr (kOverlapDp) {
             for_each_pair<SMT, 2 * kNpPart>(
                 [&](int mt, int i, int hf) { store_p(mt, 2 * P0 + i, hf, pp[mt][i][hf]); });
           }
