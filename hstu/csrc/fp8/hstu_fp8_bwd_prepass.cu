@@ -4,6 +4,7 @@
 #include "hstu/csrc/fp8/hstu_fp8_bwd_prepass.h"
 
 #include "common/device_info.h"
+#include "hstu/csrc/common/hstu_validate_block.cuh"  // check_scales_block
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -57,7 +58,7 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   __shared__ int nan_seen;
   extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
   // (a 1-D grid, the head fastest: the blocks running together read whole rows of dout and write whole rows of do8;
-  // else (main_path, or past 2^31 blocks) the grid (column, head))
+  // else (past 2^31 blocks) the grid (column, head))
   const bool flat = gridDim.y == 1;
   const int h = flat ? static_cast<int>(blockIdx.x % p.heads) : static_cast<int>(blockIdx.y);
   const int D = p.head_dim, vecs = D / 8;
@@ -152,6 +153,157 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
       const T* x = reinterpret_cast<const T*>(&raw);
 #pragma unroll
       for (int e = 0; e < 8; ++e) w[e / 4] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(to_float(x[e]), descale)))
+                                              << (8 * (e % 4));
+    }
+    if (r < n) *reinterpret_cast<uint2*>(do8 + (r0 + r) * out_row + c) = make_uint2(w[0], w[1]);
+    const int slot = (r & ~31) + quant_slot_of_row(r & 31);  // (rows past n: zeros, for their columns)
+    *reinterpret_cast<uint2*>(qtile + slot * tile_row + (((c >> 4) ^ ((slot >> 4) & swz)) << 4) + (c & 15)) =
+        make_uint2(w[0], w[1]);
+  }
+  // dO^T: columns [c_begin, c_end) of this block (16-byte aligned), slot = column - c_begin (>= 128: zero)
+  const int64_t first = hstu_fp8_vt_start(start, lo);
+  const int64_t seq_end =
+      min(lo + 1 < p.batch ? hstu_fp8_vt_start(clamped_offset(cu, lo + 1, tq), lo + 1) : p.q_cols, p.q_cols);
+  const int64_t c_begin = first + 128 * m;
+  const int64_t c_end = 128 * (m + 1) >= len ? seq_end : min(c_begin + 128, seq_end);
+  __syncthreads();
+  const int groups = c_end > c_begin ? static_cast<int>(min((c_end - c_begin) / 16, int64_t{INT_MAX / 256})) : 0;
+  for (int idx = threadIdx.x; idx < D * groups; idx += kThreads) {
+    const int d = idx / groups, g = idx % groups;
+    uint32_t wd[4] = {0, 0, 0, 0};
+    if (g < 8) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint8_t* t = qtile + (16 * g + 4 * q) * tile_row + (((d >> 4) ^ (g & swz)) << 4) + (d & 15);
+        wd[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[tile_row]) << 8 |
+                static_cast<uint32_t>(t[2 * tile_row]) << 16 | static_cast<uint32_t>(t[3 * tile_row]) << 24;
+      }
+    }
+    *reinterpret_cast<uint4*>(dot + d * p.q_cols + c_begin + 16 * g) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
+  }
+}
+
+// The descale factors' check as a launch of its own where the quantization's blocks do not hold it (D > 128).
+__global__ void __launch_bounds__(kThreads) fp8_scale_check_kernel(const HstuFp8BwdPrepassParams p) {
+  __shared__ unsigned long long s_first;
+  validate::check_scales_block(p.check, p.check_claim, &s_first, threadIdx.x, kThreads);
+}
+
+// The same blocks with their rows in registers (D <= 16 kLoads, D <= 128): each thread loads its D / 16 16-byte pieces
+// of the block's rows once, all before the first use, and keeps them from the amax to the conversion (one read of
+// dout instead of two, every load in flight at once, the dq workspace's zeros stored while they are; 3 blocks an SM).
+// With p.check_claim, block 0 of the grid's x runs the descale factors' check (check_scales_block) and the
+// quantization's blocks start from x = 1. fp8_quant_do_kernel: main_path, and D > 128 (64 registers of rows).
+template <typename T, int kLoads>
+__global__ void __launch_bounds__(kThreads, 3) fp8_quant_do_reg_kernel(const HstuFp8BwdPrepassParams p) {
+  __shared__ float red[kThreads / 32];
+  extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
+  const int64_t bx = static_cast<int64_t>(blockIdx.x) - (p.check_claim != nullptr ? 1 : 0);
+  if (bx < 0) {
+    __shared__ unsigned long long s_first;
+    if (blockIdx.y == 0) validate::check_scales_block(p.check, p.check_claim, &s_first, threadIdx.x, kThreads);
+    return;
+  }
+  // (a 1-D grid, the head fastest: the blocks running together read whole rows of dout and write whole rows of do8;
+  // else (past 2^31 blocks) the grid (column, head))
+  const bool flat = gridDim.y == 1;
+  const int h = flat ? static_cast<int>(bx % p.heads) : static_cast<int>(blockIdx.y);
+  const int D = p.head_dim, vecs = D / 8;
+  const int64_t col = flat ? bx / p.heads : bx;
+  const T* dout = static_cast<const T*>(p.dout) + static_cast<int64_t>(h) * p.do_head_stride;
+  uint8_t* do8 = p.do8 + static_cast<int64_t>(h) * D;
+  const int64_t out_row = static_cast<int64_t>(p.heads) * D;
+  const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
+  uint8_t* dot = p.dot + static_cast<int64_t>(h) * D * p.q_cols;  // this head's dO^T (D rows of q_cols bytes)
+  const int* cu = p.cu_seqlens_q;
+  const int64_t tq = p.total_q;
+  if (col == p.do_cols) {  // rows past cu_q[batch]; dO^T's columns before sequence 0's first
+    const int64_t c0 = min(hstu_fp8_vt_start(clamped_offset(cu, 0, tq), 0), p.q_cols);
+    for (int64_t i = threadIdx.x; i < D * (c0 / 16); i += kThreads) {
+      *reinterpret_cast<uint4*>(dot + (i / (c0 / 16)) * p.q_cols + 16 * (i % (c0 / 16))) = make_uint4(0, 0, 0, 0);
+    }
+    for (int64_t r = clamped_offset(cu, p.batch, tq) + threadIdx.x / vecs; r < tq; r += kThreads / vecs) {
+      if (threadIdx.x < (kThreads / vecs) * vecs) {
+        *reinterpret_cast<uint2*>(do8 + r * out_row + (threadIdx.x % vecs) * 8) = make_uint2(0, 0);
+      }
+    }
+    if (p.dq_zero != nullptr && !p.dq_tiled) {  // dq_accum's rows outside every sequence (head h)
+      const int64_t lo = clamped_offset(cu, 0, tq), hi = max(int64_t{clamped_offset(cu, p.batch, tq)}, lo);
+      const int64_t n4 = (lo + p.total_q - hi) * (D / 4);
+      for (int64_t i = threadIdx.x; i < n4; i += kThreads) {
+        const int64_t r = i / (D / 4) < lo ? i / (D / 4) : i / (D / 4) - lo + hi;
+        reinterpret_cast<float4*>(p.dq_zero + (r * p.heads + h) * D)[i % (D / 4)] = zero4;
+      }
+    }
+    return;
+  }
+  int lo = 0, hi = p.batch;  // the largest b with cu_q[b] / 128 + b <= col (strictly increasing in b)
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (clamped_offset(cu, mid, tq) / 128 + mid <= col) lo = mid; else hi = mid;
+  }
+  // (start + len <= total_q and m >= -start / 128: rows r0 .. r0 + n - 1 lie in [0, total_q) for any values)
+  const int start = clamped_offset(cu, lo, tq), len = max(clamped_offset(cu, lo + 1, tq) - start, 0);
+  const int64_t m = col - (start / 128 + lo);
+  const int su = p.seqused_q != nullptr ? p.seqused_q[lo] : len;
+  const int used = max(min(su, len), 0);  // (hstu_fp8_used_rows on the clamped offsets)
+  const int n = static_cast<int>(max(int64_t{0}, min(int64_t{128}, len - 128 * m)));    // rows of the block
+  const int nu = static_cast<int>(max(int64_t{0}, min(int64_t{128}, used - 128 * m)));  // of them used
+  const int64_t r0 = start + 128 * m;
+  // the loads: piece k of a thread is i = threadIdx.x + k kThreads, row i / vecs, columns 8 (i % vecs) .. + 7
+  uint4 x[kLoads];
+#pragma unroll
+  for (int k = 0; k < kLoads; ++k) {
+    const int i = threadIdx.x + k * kThreads;
+    x[k] = make_uint4(0, 0, 0, 0);
+    if (i < nu * vecs) x[k] = *reinterpret_cast<const uint4*>(dout + (r0 + i / vecs) * p.do_row_stride + (i % vecs) * 8);
+  }
+  if (p.dq_zero != nullptr) {  // the block's rows of the dq workspace (head h), while the loads are in flight
+    if (p.dq_tiled) {  // its 16-row groups (cu_q + 16 b) / 16 + 8 m + k: 16 D contiguous floats per group and head
+      const int64_t g0 = (static_cast<int64_t>(start) + 16 * lo) / 16 + 8 * m;
+      const int per = p.dq_bf16 ? 2 * D : 4 * D;  // float4 per group and head (bf16 groups: half)
+      for (int i = threadIdx.x; i < (n + 15) / 16 * per; i += kThreads) {
+        reinterpret_cast<float4*>(p.dq_zero + ((g0 + i / per) * p.heads + h) * 4 * per)[i % per] = zero4;
+      }
+    } else {
+      for (int i = threadIdx.x; i < n * (D / 4); i += kThreads) {
+        reinterpret_cast<float4*>(p.dq_zero + ((r0 + i / (D / 4)) * p.heads + h) * D)[i % (D / 4)] = zero4;
+      }
+    }
+  }
+  float amax = 0.f;
+  bool nan = false;
+#pragma unroll
+  for (int k = 0; k < kLoads; ++k) {
+    const T* v = reinterpret_cast<const T*>(&x[k]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float a = fabsf(to_float(v[e]));
+      nan |= a != a;
+      amax = fmaxf(amax, a);
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = amax;
+  nan = __syncthreads_or(nan) != 0;  // (also the barrier before red's reads)
+  amax = red[0];
+#pragma unroll
+  for (int w = 1; w < kThreads / 32; ++w) amax = fmaxf(amax, red[w]);
+  const float descale = !nan && amax > 0.f ? fmaxf(__fdiv_rn(amax, 448.f), FLT_MIN) : 1.f;
+  if (threadIdx.x == 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = n > 0 ? descale : 1.f;
+  // the tile: slot s's D bytes at s (D + 16), 16-byte chunk k at k ^ (s / 16 & swz) (conflict-free reads of one d
+  // across the 16-column groups where D / 16 is a power of two; unswizzled otherwise)
+  const int tile_row = D + 16, swz = (D & (D - 1)) == 0 ? min(D / 16 - 1, 7) : 0;
+#pragma unroll
+  for (int k = 0; k < kLoads; ++k) {
+    const int i = threadIdx.x + k * kThreads, r = i / vecs, c = (i % vecs) * 8;
+    if (i >= 128 * vecs) break;
+    uint32_t w[2] = {0, 0};
+    if (r < nu) {
+      const T* v = reinterpret_cast<const T*>(&x[k]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) w[e / 4] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(to_float(v[e]), descale)))
                                               << (8 * (e % 4));
     }
     if (r < n) *reinterpret_cast<uint2*>(do8 + (r0 + r) * out_row + c) = make_uint2(w[0], w[1]);
@@ -284,8 +436,8 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8BwdFinishParams p) {
   const int64_t per_row = static_cast<int64_t>(p.heads) * p.head_dim / 8;
   const int64_t n_dq = p.total_q * per_row;
-  const int64_t lo = min(max(int64_t{p.cu_seqlens_k[0]}, int64_t{0}), p.total_k);
-  const int64_t hi = min(max(int64_t{p.cu_seqlens_k[p.batch]}, lo), p.total_k);
+  const int64_t lo = clamped_offset(p.cu_seqlens_k, 0, p.total_k);
+  const int64_t hi = max(int64_t{clamped_offset(p.cu_seqlens_k, p.batch, p.total_k)}, lo);
   const int64_t n_out = (lo + p.total_k - hi) * per_row;  // groups outside, in dk (then the same in dv)
   const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
   const float4* acc = reinterpret_cast<const float4*>(p.dq_accum);
@@ -304,10 +456,10 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8B
 // The rows outside every sequence (dq's, then dk's and dv's) zeroed, grid-stride over `blocks` blocks from `b`.
 __device__ __forceinline__ void zero_rows_outside(const HstuFp8BwdFinishParams& p, int64_t b, int64_t blocks) {
   const int64_t per_row = static_cast<int64_t>(p.heads) * p.head_dim / 8;  // 8-element groups per row
-  const int64_t lo_q = min(max(int64_t{p.cu_seqlens_q[0]}, int64_t{0}), p.total_q);
-  const int64_t hi_q = min(max(int64_t{p.cu_seqlens_q[p.batch]}, lo_q), p.total_q);
-  const int64_t lo_k = min(max(int64_t{p.cu_seqlens_k[0]}, int64_t{0}), p.total_k);
-  const int64_t hi_k = min(max(int64_t{p.cu_seqlens_k[p.batch]}, lo_k), p.total_k);
+  const int64_t lo_q = clamped_offset(p.cu_seqlens_q, 0, p.total_q);
+  const int64_t hi_q = max(int64_t{clamped_offset(p.cu_seqlens_q, p.batch, p.total_q)}, lo_q);
+  const int64_t lo_k = clamped_offset(p.cu_seqlens_k, 0, p.total_k);
+  const int64_t hi_k = max(int64_t{clamped_offset(p.cu_seqlens_k, p.batch, p.total_k)}, lo_k);
   const int64_t n_q = (lo_q + p.total_q - hi_q) * per_row, n_k = (lo_k + p.total_k - hi_k) * per_row;
   for (int64_t g = b * kThreads + threadIdx.x; g < n_q + 2 * n_k; g += blocks * kThreads) {
     uint4* dst;
@@ -341,7 +493,8 @@ __device__ __forceinline__ DqGroupRows dq_group_rows(const HstuFp8BwdFinishParam
   return g;
 }
 
-// dq_tiled (D = 128): block (x, h) with x < groups puts group x of head h (16 rows, two blocks of 64 columns in a
+// dq_tiled's fp32 groups (D = 128; the bf16 groups: the quad kernel below): block (x, h) with x < groups puts
+// group x of head h (16 rows, two blocks of 64 columns in a
 // warp's m64n64 accumulator order: float4 32 j + l holds rows l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1) back
 // into the rows of the sequence that owns it (the largest b with (cu_q[b] + 16 b) / 16 <= x; rows past its length
 // skipped) through shared memory; blocks x >= groups (head 0's) zero the dq rows outside every sequence and the dk /
@@ -361,29 +514,15 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
   const DqGroupRows g = dq_group_rows(p, x);
   const int64_t start = g.start, first = g.first, rows = g.rows;
   if (first < 0 || rows <= 0) return;  // (x below the first sequence's groups, or padding)
-  const float4* src = reinterpret_cast<const float4*>(p.dq_accum) + (x * p.heads + h) * (p.dq_bf16 ? 256 : 512);
-  if (p.dq_bf16) {  // uint4 t: float4 32 j + l and 32 (j + 1) + l of the fp32 layout, j = 2 (t % 128 / 32), in bf16
-    const int blk = t / 128, j = 2 * ((t % 128) / 32), l = t % 32;
-    const uint4 raw = __ldcs(reinterpret_cast<const uint4*>(src) + t);
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  const float4* src = reinterpret_cast<const float4*>(p.dq_accum) + (x * p.heads + h) * 512;
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {  // (bf16 -> fp32: the bits in the high half)
-      const int c = 64 * blk + 8 * (j + e) + 2 * (l % 4);
-      *reinterpret_cast<float2*>(&tile[(l / 4) * kRow + c]) =
-          make_float2(__uint_as_float(w[2 * e] << 16), __uint_as_float(w[2 * e] & 0xFFFF0000u));
-      *reinterpret_cast<float2*>(&tile[(l / 4 + 8) * kRow + c]) =
-          make_float2(__uint_as_float(w[2 * e + 1] << 16), __uint_as_float(w[2 * e + 1] & 0xFFFF0000u));
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int i = t + 256 * k;  // float4 index in the group's 2 x 256
-      const int blk = i / 256, j = (i % 256) / 32, l = i % 32;
-      const float4 v = __ldcs(src + i);
-      const int c = 64 * blk + 8 * j + 2 * (l % 4);
-      *reinterpret_cast<float2*>(&tile[(l / 4) * kRow + c]) = make_float2(v.x, v.y);
-      *reinterpret_cast<float2*>(&tile[(l / 4 + 8) * kRow + c]) = make_float2(v.z, v.w);
-    }
+  for (int k = 0; k < 2; ++k) {
+    const int i = t + 256 * k;  // float4 index in the group's 2 x 256
+    const int blk = i / 256, j = (i % 256) / 32, l = i % 32;
+    const float4 v = __ldcs(src + i);
+    const int c = 64 * blk + 8 * j + 2 * (l % 4);
+    *reinterpret_cast<float2*>(&tile[(l / 4) * kRow + c]) = make_float2(v.x, v.y);
+    *reinterpret_cast<float2*>(&tile[(l / 4 + 8) * kRow + c]) = make_float2(v.z, v.w);
   }
   __syncthreads();
   const int r = t / 16, c8 = t % 16;  // 16 rows x 16 groups of 8 columns
@@ -400,9 +539,12 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
 // lane l = t % 32 (a = l / 4, j = 2 (t % 128 / 32), columns 64 (t / 128) + 8 j + 2 (l % 4)): the quad's 4 x 4 words
 // transposed in two shuffle rounds leave each lane 8 consecutive columns of one row (a 16-byte store; a warp's
 // stores fill whole 32-byte sectors). Blocks from row_blocks zero the rows outside every sequence.
+// kHoist: an owner search per group of the block's pairs (one where kQuadPairs divides the heads: the search then
+// runs under the loads, before any store; a search after a store reloads cu_seqlens_q, which may alias dq); false
+// (main_path): a search per pair.
 constexpr int kQuadPairs = 4;
-template <typename T>
-__global__ void __launch_bounds__(kThreads) fp8_bwd_finish_quad_kernel(const HstuFp8BwdFinishParams p,
+template <typename T, bool kHoist>
+__global__ void __launch_bounds__(kThreads, kHoist ? 5 : 0) fp8_bwd_finish_quad_kernel(const HstuFp8BwdFinishParams p,
                                                                        int64_t groups, int64_t row_blocks) {
   constexpr int D = 128;
   if (blockIdx.x >= row_blocks) {
@@ -420,12 +562,15 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_quad_kernel(const Hst
   const int l = t % 32, qd = l % 4;
   const int r = l / 4 + 8 * (qd & 1), c8 = 8 * (t / 128) + 2 * ((t % 128) / 32) + (qd >> 1);
   const int64_t per_row = static_cast<int64_t>(p.heads) * D / 8;
+  int64_t x_seen = -1;
+  DqGroupRows g{};
 #pragma unroll
   for (int k = 0; k < kQuadPairs; ++k) {
     if (x0 + k >= pairs) break;  // (uniform over the block)
     const int64_t x = (x0 + k) / p.heads;
     const int h = static_cast<int>((x0 + k) % p.heads);
-    const DqGroupRows g = dq_group_rows(p, x);
+    if (!kHoist || x != x_seen) g = dq_group_rows(p, x);
+    x_seen = x;
     const int64_t start = g.start, first = g.first, rows = g.rows;
     uint32_t w[4] = {v[k].x, v[k].y, v[k].z, v[k].w};  // word i: row a + 8 (i & 1), block j + (i >> 1), pair qd
 #pragma unroll
@@ -467,13 +612,15 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
   if (p.dq_tiled) {
     if (p.head_dim != 128 || p.heads > 65535) return cudaErrorInvalidValue;
     const int64_t ng = p.total_q / 16 + p.batch + 1;  // groups that hold rows (hstu_fp8_bwd_dq_tiled_groups - 3)
-    if (p.dq_bf16 && !p.main_path) {
+    if (p.dq_bf16) {
       const int64_t row_blocks = (ng * p.heads + kQuadPairs - 1) / kQuadPairs;
       const dim3 grid(static_cast<unsigned>(row_blocks + 2 * sms));
+      auto quad = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(p, ng, row_blocks); };
       if (p.out_half) {
-        fp8_bwd_finish_quad_kernel<__half><<<grid, kThreads, 0, stream>>>(p, ng, row_blocks);
+        p.main_path ? quad(fp8_bwd_finish_quad_kernel<__half, false>) : quad(fp8_bwd_finish_quad_kernel<__half, true>);
       } else {
-        fp8_bwd_finish_quad_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(p, ng, row_blocks);
+        p.main_path ? quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16, false>)
+                    : quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16, true>);
       }
       return cudaGetLastError();
     }
@@ -497,24 +644,38 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
 
 cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t stream) {
   if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;
-  if (p.heads > 65535 || p.do_cols + 1 > INT32_MAX) return cudaErrorInvalidValue;
-  const bool qflat = !p.main_path && (p.do_cols + 1) * p.heads <= INT32_MAX;
-  const dim3 qgrid = qflat ? dim3(static_cast<unsigned>((p.do_cols + 1) * p.heads))
-                           : dim3(static_cast<unsigned>(p.do_cols + 1), p.heads);
+  if (p.heads > 65535 || p.do_cols + 2 > INT32_MAX) return cudaErrorInvalidValue;
   const size_t qsmem = 128 * static_cast<size_t>(p.head_dim + 16);  // dO^T's tile (<= 34.8 KB)
+  // the rows in registers where D <= 128 (kLoads pieces of 16 bytes a thread), with the check in block 0
+  const bool in_regs = !p.main_path && p.head_dim <= 128;
+  const int64_t check = in_regs && p.check_claim != nullptr ? 1 : 0;
+  if (!in_regs && p.check_claim != nullptr) fp8_scale_check_kernel<<<1, kThreads, 0, stream>>>(p);
+  const bool qflat = (p.do_cols + 1) * p.heads + check <= INT32_MAX;
+  const dim3 qgrid = qflat ? dim3(static_cast<unsigned>((p.do_cols + 1) * p.heads + check))
+                           : dim3(static_cast<unsigned>(p.do_cols + 1 + check), p.heads);
+  auto quant = [&](auto t) {
+    using T = decltype(t);
+    if (!in_regs) {
+      fp8_quant_do_kernel<T><<<qgrid, kThreads, qsmem, stream>>>(p);
+    } else if (p.head_dim <= 64) {
+      fp8_quant_do_reg_kernel<T, 4><<<qgrid, kThreads, qsmem, stream>>>(p);
+    } else {
+      fp8_quant_do_reg_kernel<T, 8><<<qgrid, kThreads, qsmem, stream>>>(p);
+    }
+  };
   if (p.dout_half) {
-    fp8_quant_do_kernel<__half><<<qgrid, kThreads, qsmem, stream>>>(p);
+    quant(__half{});
   } else {
-    fp8_quant_do_kernel<__nv_bfloat16><<<qgrid, kThreads, qsmem, stream>>>(p);
+    quant(__nv_bfloat16{});
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
   const int64_t chunks = (cols + kCols - 1) / kCols;
-  const bool tflat = !p.main_path && chunks * p.heads <= INT32_MAX;
+  const bool tflat = chunks * p.heads <= INT32_MAX;
   const dim3 tgrid = tflat ? dim3(static_cast<unsigned>(chunks * p.heads), 1, 2)
                            : dim3(static_cast<unsigned>(chunks), p.heads, 2);
-  if (p.head_dim <= 128 && !p.main_path) {
+  if (p.head_dim <= 128) {
     fp8_transpose_kernel<128 + 16><<<tgrid, kThreads, 0, stream>>>(p);
   } else {
     fp8_transpose_kernel<256 + 16><<<tgrid, kThreads, 0, stream>>>(p);
