@@ -52,17 +52,27 @@ __device__ __forceinline__ int clamped_offset(const int* cu, int i, int64_t tota
   return static_cast<int>(min(max(int64_t{cu[i]}, int64_t{0}), total));
 }
 
-template <typename T>
+// kCheck (p.check_claim set): block 0 of the grid's x runs the descale factors' check (check_scales_block) beside the
+// quantization's blocks, which start from x = 1 (its index unsigned as blockIdx.x: a 64-bit one costs 8 registers).
+template <typename T, bool kCheck>
 __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ float red[kThreads / 32];
   __shared__ int nan_seen;
   extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
+  if constexpr (kCheck) {
+    if (blockIdx.x == 0) {
+      __shared__ unsigned long long s_first;
+      if (blockIdx.y == 0) validate::check_scales_block(p.check, p.check_claim, &s_first, threadIdx.x, kThreads);
+      return;
+    }
+  }
+  const unsigned bx = blockIdx.x - (kCheck ? 1u : 0u);
   // (a 1-D grid, the head fastest: the blocks running together read whole rows of dout and write whole rows of do8;
   // else (past 2^31 blocks) the grid (column, head))
   const bool flat = gridDim.y == 1;
-  const int h = flat ? static_cast<int>(blockIdx.x % p.heads) : static_cast<int>(blockIdx.y);
+  const int h = flat ? static_cast<int>(bx % p.heads) : static_cast<int>(blockIdx.y);
   const int D = p.head_dim, vecs = D / 8;
-  const int64_t col = flat ? blockIdx.x / p.heads : blockIdx.x;
+  const int64_t col = flat ? bx / p.heads : bx;
   const T* dout = static_cast<const T*>(p.dout) + static_cast<int64_t>(h) * p.do_head_stride;
   uint8_t* do8 = p.do8 + static_cast<int64_t>(h) * D;
   const int64_t out_row = static_cast<int64_t>(p.heads) * D;
@@ -183,27 +193,21 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   }
 }
 
-// The descale factors' check as a launch of its own where the quantization's blocks do not hold it (D > 128).
-__global__ void __launch_bounds__(kThreads) fp8_scale_check_kernel(const HstuFp8BwdPrepassParams p) {
-  __shared__ unsigned long long s_first;
-  validate::check_scales_block(p.check, p.check_claim, &s_first, threadIdx.x, kThreads);
-}
-
-// The same blocks with their rows in registers (D <= 16 kLoads, D <= 128): each thread loads its D / 16 16-byte pieces
-// of the block's rows once, all before the first use, and keeps them from the amax to the conversion (one read of
-// dout instead of two, every load in flight at once, the dq workspace's zeros stored while they are; 3 blocks an SM).
-// With p.check_claim, block 0 of the grid's x runs the descale factors' check (check_scales_block) and the
-// quantization's blocks start from x = 1. fp8_quant_do_kernel: main_path, and D > 128 (64 registers of rows).
+// A private variant (quant_regs; measured slower with 3 blocks an SM: 371 against 295 us at B16 S16K): the same
+// blocks with their rows in registers (D <= 16 kLoads, D <= 128): each thread loads its D / 16 16-byte pieces of the
+// block's rows once, all before the first use, and keeps them from the amax to the conversion (one read of dout
+// instead of two, every load in flight at once, the dq workspace's zeros stored while they are; 4 blocks an SM).
+// The check in block 0 as fp8_quant_do_kernel.
 template <typename T, int kLoads>
-__global__ void __launch_bounds__(kThreads, 3) fp8_quant_do_reg_kernel(const HstuFp8BwdPrepassParams p) {
+__global__ void __launch_bounds__(kThreads, 4) fp8_quant_do_reg_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ float red[kThreads / 32];
   extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
-  const int64_t bx = static_cast<int64_t>(blockIdx.x) - (p.check_claim != nullptr ? 1 : 0);
-  if (bx < 0) {
+  if (p.check_claim != nullptr && blockIdx.x == 0) {
     __shared__ unsigned long long s_first;
     if (blockIdx.y == 0) validate::check_scales_block(p.check, p.check_claim, &s_first, threadIdx.x, kThreads);
     return;
   }
+  const unsigned bx = blockIdx.x - (p.check_claim != nullptr ? 1u : 0u);
   // (a 1-D grid, the head fastest: the blocks running together read whole rows of dout and write whole rows of do8;
   // else (past 2^31 blocks) the grid (column, head))
   const bool flat = gridDim.y == 1;
@@ -646,17 +650,18 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;
   if (p.heads > 65535 || p.do_cols + 2 > INT32_MAX) return cudaErrorInvalidValue;
   const size_t qsmem = 128 * static_cast<size_t>(p.head_dim + 16);  // dO^T's tile (<= 34.8 KB)
-  // the rows in registers where D <= 128 (kLoads pieces of 16 bytes a thread), with the check in block 0
-  const bool in_regs = !p.main_path && p.head_dim <= 128;
-  const int64_t check = in_regs && p.check_claim != nullptr ? 1 : 0;
-  if (!in_regs && p.check_claim != nullptr) fp8_scale_check_kernel<<<1, kThreads, 0, stream>>>(p);
+  // (quant_regs: the rows in registers where D <= 128, kLoads pieces of 16 bytes a thread)
+  const bool in_regs = p.quant_regs && p.head_dim <= 128;
+  const int64_t check = p.check_claim != nullptr ? 1 : 0;  // (block 0: the descale factors' check)
   const bool qflat = (p.do_cols + 1) * p.heads + check <= INT32_MAX;
   const dim3 qgrid = qflat ? dim3(static_cast<unsigned>((p.do_cols + 1) * p.heads + check))
                            : dim3(static_cast<unsigned>(p.do_cols + 1 + check), p.heads);
   auto quant = [&](auto t) {
     using T = decltype(t);
-    if (!in_regs) {
-      fp8_quant_do_kernel<T><<<qgrid, kThreads, qsmem, stream>>>(p);
+    if (!in_regs && check) {
+      fp8_quant_do_kernel<T, true><<<qgrid, kThreads, qsmem, stream>>>(p);
+    } else if (!in_regs) {
+      fp8_quant_do_kernel<T, false><<<qgrid, kThreads, qsmem, stream>>>(p);
     } else if (p.head_dim <= 64) {
       fp8_quant_do_reg_kernel<T, 4><<<qgrid, kThreads, qsmem, stream>>>(p);
     } else {

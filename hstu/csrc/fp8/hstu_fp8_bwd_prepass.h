@@ -60,8 +60,7 @@ struct HstuFp8BwdPrepassParams {
   // its own that has the GPU to itself (check_claim: hstu_error_claim_word's device address).
   HstuScaleCheckParams check;
   int* check_claim;
-  int main_path;  // private A/B (fp8_bwd_sm90's kOptFp8BwdMainPath): the quantization's two reads of dout (no
-                  // register-resident rows)
+  int quant_regs;  // private A/B (fp8_bwd_sm90's kOptFp8BwdQuantRegs): the quantization's rows in registers
 };
 
 // Launches the two pre-pass kernels (dO quantization with dO^T, then Q^T and K^T) on `stream`.
