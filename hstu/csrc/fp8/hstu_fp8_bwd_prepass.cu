@@ -54,23 +54,23 @@ __device__ __forceinline__ int clamped_offset(const int* cu, int i, int64_t tota
 
 // kCheck (p.check_claim set): block 0 of the grid's x runs the descale factors' check (check_scales_block) beside the
 // quantization's blocks, which start from x = 1 (its index unsigned as blockIdx.x: a 64-bit one costs 8 registers).
+// The block (x, y) of that grid (flat: a 1-D grid); qtile: 128 (D + 16) bytes of shared memory.
 template <typename T, bool kCheck>
-__global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
+__device__ __forceinline__ void quant_do_block(const HstuFp8BwdPrepassParams& p, unsigned grid_x, unsigned grid_y,
+                                               bool flat, uint8_t* qtile) {
   __shared__ float red[kThreads / 32];
   __shared__ int nan_seen;
-  extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
   if constexpr (kCheck) {
-    if (blockIdx.x == 0) {
+    if (grid_x == 0) {
       __shared__ unsigned long long s_first;
-      if (blockIdx.y == 0) validate::check_scales_block(p.check, p.check_claim, &s_first, threadIdx.x, kThreads);
+      if (grid_y == 0) validate::check_scales_block(p.check, p.check_claim, &s_first, threadIdx.x, kThreads);
       return;
     }
   }
-  const unsigned bx = blockIdx.x - (kCheck ? 1u : 0u);
+  const unsigned bx = grid_x - (kCheck ? 1u : 0u);
   // (a 1-D grid, the head fastest: the blocks running together read whole rows of dout and write whole rows of do8;
   // else (past 2^31 blocks) the grid (column, head))
-  const bool flat = gridDim.y == 1;
-  const int h = flat ? static_cast<int>(bx % p.heads) : static_cast<int>(blockIdx.y);
+  const int h = flat ? static_cast<int>(bx % p.heads) : static_cast<int>(grid_y);
   const int D = p.head_dim, vecs = D / 8;
   const int64_t col = flat ? bx / p.heads : bx;
   const T* dout = static_cast<const T*>(p.dout) + static_cast<int64_t>(h) * p.do_head_stride;
@@ -193,150 +193,12 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   }
 }
 
-// A private variant (quant_regs; measured slower with 3 blocks an SM: 371 against 295 us at B16 S16K): the same
-// blocks with their rows in registers (D <= 16 kLoads, D <= 128): each thread loads its D / 16 16-byte pieces of the
-// block's rows once, all before the first use, and keeps them from the amax to the conversion (one read of dout
-// instead of two, every load in flight at once, the dq workspace's zeros stored while they are; 4 blocks an SM).
-// The check in block 0 as fp8_quant_do_kernel.
-template <typename T, int kLoads>
-__global__ void __launch_bounds__(kThreads, 4) fp8_quant_do_reg_kernel(const HstuFp8BwdPrepassParams p) {
-  __shared__ float red[kThreads / 32];
+template <typename T, bool kCheck>
+__global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
   extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
-  if (p.check_claim != nullptr && blockIdx.x == 0) {
-    __shared__ unsigned long long s_first;
-    if (blockIdx.y == 0) validate::check_scales_block(p.check, p.check_claim, &s_first, threadIdx.x, kThreads);
-    return;
-  }
-  const unsigned bx = blockIdx.x - (p.check_claim != nullptr ? 1u : 0u);
-  // (a 1-D grid, the head fastest: the blocks running together read whole rows of dout and write whole rows of do8;
-  // else (past 2^31 blocks) the grid (column, head))
-  const bool flat = gridDim.y == 1;
-  const int h = flat ? static_cast<int>(bx % p.heads) : static_cast<int>(blockIdx.y);
-  const int D = p.head_dim, vecs = D / 8;
-  const int64_t col = flat ? bx / p.heads : bx;
-  const T* dout = static_cast<const T*>(p.dout) + static_cast<int64_t>(h) * p.do_head_stride;
-  uint8_t* do8 = p.do8 + static_cast<int64_t>(h) * D;
-  const int64_t out_row = static_cast<int64_t>(p.heads) * D;
-  const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
-  uint8_t* dot = p.dot + static_cast<int64_t>(h) * D * p.q_cols;  // this head's dO^T (D rows of q_cols bytes)
-  const int* cu = p.cu_seqlens_q;
-  const int64_t tq = p.total_q;
-  if (col == p.do_cols) {  // rows past cu_q[batch]; dO^T's columns before sequence 0's first
-    const int64_t c0 = min(hstu_fp8_vt_start(clamped_offset(cu, 0, tq), 0), p.q_cols);
-    for (int64_t i = threadIdx.x; i < D * (c0 / 16); i += kThreads) {
-      *reinterpret_cast<uint4*>(dot + (i / (c0 / 16)) * p.q_cols + 16 * (i % (c0 / 16))) = make_uint4(0, 0, 0, 0);
-    }
-    for (int64_t r = clamped_offset(cu, p.batch, tq) + threadIdx.x / vecs; r < tq; r += kThreads / vecs) {
-      if (threadIdx.x < (kThreads / vecs) * vecs) {
-        *reinterpret_cast<uint2*>(do8 + r * out_row + (threadIdx.x % vecs) * 8) = make_uint2(0, 0);
-      }
-    }
-    if (p.dq_zero != nullptr && !p.dq_tiled) {  // dq_accum's rows outside every sequence (head h)
-      const int64_t lo = clamped_offset(cu, 0, tq), hi = max(int64_t{clamped_offset(cu, p.batch, tq)}, lo);
-      const int64_t n4 = (lo + p.total_q - hi) * (D / 4);
-      for (int64_t i = threadIdx.x; i < n4; i += kThreads) {
-        const int64_t r = i / (D / 4) < lo ? i / (D / 4) : i / (D / 4) - lo + hi;
-        reinterpret_cast<float4*>(p.dq_zero + (r * p.heads + h) * D)[i % (D / 4)] = zero4;
-      }
-    }
-    return;
-  }
-  int lo = 0, hi = p.batch;  // the largest b with cu_q[b] / 128 + b <= col (strictly increasing in b)
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (clamped_offset(cu, mid, tq) / 128 + mid <= col) lo = mid; else hi = mid;
-  }
-  // (start + len <= total_q and m >= -start / 128: rows r0 .. r0 + n - 1 lie in [0, total_q) for any values)
-  const int start = clamped_offset(cu, lo, tq), len = max(clamped_offset(cu, lo + 1, tq) - start, 0);
-  const int64_t m = col - (start / 128 + lo);
-  const int su = p.seqused_q != nullptr ? p.seqused_q[lo] : len;
-  const int used = max(min(su, len), 0);  // (hstu_fp8_used_rows on the clamped offsets)
-  const int n = static_cast<int>(max(int64_t{0}, min(int64_t{128}, len - 128 * m)));    // rows of the block
-  const int nu = static_cast<int>(max(int64_t{0}, min(int64_t{128}, used - 128 * m)));  // of them used
-  const int64_t r0 = start + 128 * m;
-  // the loads: piece k of a thread is i = threadIdx.x + k kThreads, row i / vecs, columns 8 (i % vecs) .. + 7
-  uint4 x[kLoads];
-#pragma unroll
-  for (int k = 0; k < kLoads; ++k) {
-    const int i = threadIdx.x + k * kThreads;
-    x[k] = make_uint4(0, 0, 0, 0);
-    if (i < nu * vecs) x[k] = *reinterpret_cast<const uint4*>(dout + (r0 + i / vecs) * p.do_row_stride + (i % vecs) * 8);
-  }
-  if (p.dq_zero != nullptr) {  // the block's rows of the dq workspace (head h), while the loads are in flight
-    if (p.dq_tiled) {  // its 16-row groups (cu_q + 16 b) / 16 + 8 m + k: 16 D contiguous floats per group and head
-      const int64_t g0 = (static_cast<int64_t>(start) + 16 * lo) / 16 + 8 * m;
-      const int per = p.dq_bf16 ? 2 * D : 4 * D;  // float4 per group and head (bf16 groups: half)
-      for (int i = threadIdx.x; i < (n + 15) / 16 * per; i += kThreads) {
-        reinterpret_cast<float4*>(p.dq_zero + ((g0 + i / per) * p.heads + h) * 4 * per)[i % per] = zero4;
-      }
-    } else {
-      for (int i = threadIdx.x; i < n * (D / 4); i += kThreads) {
-        reinterpret_cast<float4*>(p.dq_zero + ((r0 + i / (D / 4)) * p.heads + h) * D)[i % (D / 4)] = zero4;
-      }
-    }
-  }
-  float amax = 0.f;
-  bool nan = false;
-#pragma unroll
-  for (int k = 0; k < kLoads; ++k) {
-    const T* v = reinterpret_cast<const T*>(&x[k]);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const float a = fabsf(to_float(v[e]));
-      nan |= a != a;
-      amax = fmaxf(amax, a);
-    }
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = amax;
-  nan = __syncthreads_or(nan) != 0;  // (also the barrier before red's reads)
-  amax = red[0];
-#pragma unroll
-  for (int w = 1; w < kThreads / 32; ++w) amax = fmaxf(amax, red[w]);
-  const float descale = !nan && amax > 0.f ? fmaxf(__fdiv_rn(amax, 448.f), FLT_MIN) : 1.f;
-  if (threadIdx.x == 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = n > 0 ? descale : 1.f;
-  // the tile: slot s's D bytes at s (D + 16), 16-byte chunk k at k ^ (s / 16 & swz) (conflict-free reads of one d
-  // across the 16-column groups where D / 16 is a power of two; unswizzled otherwise)
-  const int tile_row = D + 16, swz = (D & (D - 1)) == 0 ? min(D / 16 - 1, 7) : 0;
-#pragma unroll
-  for (int k = 0; k < kLoads; ++k) {
-    const int i = threadIdx.x + k * kThreads, r = i / vecs, c = (i % vecs) * 8;
-    if (i >= 128 * vecs) break;
-    uint32_t w[2] = {0, 0};
-    if (r < nu) {
-      const T* v = reinterpret_cast<const T*>(&x[k]);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) w[e / 4] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(to_float(v[e]), descale)))
-                                              << (8 * (e % 4));
-    }
-    if (r < n) *reinterpret_cast<uint2*>(do8 + (r0 + r) * out_row + c) = make_uint2(w[0], w[1]);
-    const int slot = (r & ~31) + quant_slot_of_row(r & 31);  // (rows past n: zeros, for their columns)
-    *reinterpret_cast<uint2*>(qtile + slot * tile_row + (((c >> 4) ^ ((slot >> 4) & swz)) << 4) + (c & 15)) =
-        make_uint2(w[0], w[1]);
-  }
-  // dO^T: columns [c_begin, c_end) of this block (16-byte aligned), slot = column - c_begin (>= 128: zero)
-  const int64_t first = hstu_fp8_vt_start(start, lo);
-  const int64_t seq_end =
-      min(lo + 1 < p.batch ? hstu_fp8_vt_start(clamped_offset(cu, lo + 1, tq), lo + 1) : p.q_cols, p.q_cols);
-  const int64_t c_begin = first + 128 * m;
-  const int64_t c_end = 128 * (m + 1) >= len ? seq_end : min(c_begin + 128, seq_end);
-  __syncthreads();
-  const int groups = c_end > c_begin ? static_cast<int>(min((c_end - c_begin) / 16, int64_t{INT_MAX / 256})) : 0;
-  for (int idx = threadIdx.x; idx < D * groups; idx += kThreads) {
-    const int d = idx / groups, g = idx % groups;
-    uint32_t wd[4] = {0, 0, 0, 0};
-    if (g < 8) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const uint8_t* t = qtile + (16 * g + 4 * q) * tile_row + (((d >> 4) ^ (g & swz)) << 4) + (d & 15);
-        wd[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[tile_row]) << 8 |
-                static_cast<uint32_t>(t[2 * tile_row]) << 16 | static_cast<uint32_t>(t[3 * tile_row]) << 24;
-      }
-    }
-    *reinterpret_cast<uint4*>(dot + d * p.q_cols + c_begin + 16 * g) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
-  }
+  quant_do_block<T, kCheck>(p, blockIdx.x, blockIdx.y, gridDim.y == 1, qtile);
 }
+
 
 // One transposed copy: source bytes (rows, H, D), destination (H, D, cols), slot -> row permutation in groups of
 // `group` (32: hstu_fp8_key_perm, 16: hstu_fp8_pair_perm).
@@ -357,12 +219,12 @@ struct TransposeJob {
 // blocks an SM, where the 272-byte tile's 55 registers let 4). Source rows outside [0, rows) read as zero columns
 // (bad int32 vectors: the pre-pass may run before the validation's verdict).
 constexpr int kCols = 128;
+// The block (x, y, z) of that grid (flat: a 1-D grid in x) on the shared memory tile / src_row.
 template <int kRow>
-__global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
-  __shared__ __align__(16) uint8_t tile[kCols][kRow];
-  __shared__ int64_t src_row[kCols];
+__device__ __forceinline__ void transpose_block(const HstuFp8BwdPrepassParams& p, unsigned grid_x, unsigned grid_y,
+                                                unsigned grid_z, bool flat, uint8_t (*tile)[kRow], int64_t* src_row) {
   // (selected field by field: an indexed array would live in local memory; dO^T: the quantization's blocks)
-  const bool kz = blockIdx.z == 1;
+  const bool kz = grid_z == 1;
   TransposeJob j;
   j.src = kz ? p.k8 : p.q8;
   j.row_stride = kz ? p.k_row_stride : p.q_row_stride;
@@ -372,10 +234,10 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
   j.cu = kz ? p.cu_seqlens_k : p.cu_seqlens_q;
   j.seqused = kz ? p.seqused_k : p.seqused_q;
   j.group = kz ? 16 : 32;
-  const bool flat = gridDim.y == 1;  // (the head fastest in x, as the quantization's grid)
-  const int h = flat ? static_cast<int>(blockIdx.x % p.heads) : static_cast<int>(blockIdx.y);
+  // (flat: the head fastest in x, as the quantization's grid)
+  const int h = flat ? static_cast<int>(grid_x % p.heads) : static_cast<int>(grid_y);
   const int D = p.head_dim;
-  const int64_t c0 = static_cast<int64_t>(flat ? blockIdx.x / p.heads : blockIdx.x) * kCols;
+  const int64_t c0 = static_cast<int64_t>(flat ? grid_x / p.heads : grid_x) * kCols;
   if (c0 >= j.cols) return;
   if (threadIdx.x < kCols) {
     const int64_t r = hstu_fp8_col_src_row(j.cu, j.seqused, p.batch, c0 + threadIdx.x, j.group);
@@ -416,6 +278,32 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
              static_cast<uint32_t>(t[2 * kRow]) << 16 | static_cast<uint32_t>(t[3 * kRow]) << 24;
     }
     *reinterpret_cast<uint4*>(dst + d * j.cols + c) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+template <int kRow>
+__global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
+  __shared__ __align__(16) uint8_t tile[kCols][kRow];
+  __shared__ int64_t src_row[kCols];
+  transpose_block<kRow>(p, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.y == 1, tile, src_row);
+}
+
+// p.fused (D <= 128, both 1-D grids): the quantization's nq blocks and the transposes' nt in one launch, interleaved
+// in proportion (block i is quantization block floor(i nq / (nq + nt)) where that count steps, else transposes block
+// i minus it): the quantization's blocks, which wait on their amax and conversion phases, leave DRAM time that the
+// transposes' blocks (independent: q8 / k8 in, qt / kt out) use, instead of the two grids one after the other.
+template <typename T, bool kCheck>
+__global__ void __launch_bounds__(kThreads) fp8_prepass_fused_kernel(const HstuFp8BwdPrepassParams p, int64_t nq,
+                                                                     int64_t nt, int64_t tx) {
+  extern __shared__ __align__(16) uint8_t smem[];  // max(128 (D + 16), 128 x 144 + 8 x 128) bytes
+  constexpr int kRow = 128 + 16;
+  const int64_t i = blockIdx.x, n = nq + nt, qi = i * nq / n;
+  if ((i + 1) * nq / n > qi) {
+    quant_do_block<T, kCheck>(p, static_cast<unsigned>(qi), 0, true, smem);
+  } else {
+    const int64_t ti = i - qi;
+    transpose_block<kRow>(p, static_cast<unsigned>(ti % tx), 0, static_cast<unsigned>(ti / tx), true,
+                          reinterpret_cast<uint8_t(*)[kRow]>(smem), reinterpret_cast<int64_t*>(smem + kCols * kRow));
   }
 }
 
@@ -650,36 +538,35 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;
   if (p.heads > 65535 || p.do_cols + 2 > INT32_MAX) return cudaErrorInvalidValue;
   const size_t qsmem = 128 * static_cast<size_t>(p.head_dim + 16);  // dO^T's tile (<= 34.8 KB)
-  // (quant_regs: the rows in registers where D <= 128, kLoads pieces of 16 bytes a thread)
-  const bool in_regs = p.quant_regs && p.head_dim <= 128;
   const int64_t check = p.check_claim != nullptr ? 1 : 0;  // (block 0: the descale factors' check)
-  const bool qflat = (p.do_cols + 1) * p.heads + check <= INT32_MAX;
-  const dim3 qgrid = qflat ? dim3(static_cast<unsigned>((p.do_cols + 1) * p.heads + check))
-                           : dim3(static_cast<unsigned>(p.do_cols + 1 + check), p.heads);
-  auto quant = [&](auto t) {
-    using T = decltype(t);
-    if (!in_regs && check) {
-      fp8_quant_do_kernel<T, true><<<qgrid, kThreads, qsmem, stream>>>(p);
-    } else if (!in_regs) {
-      fp8_quant_do_kernel<T, false><<<qgrid, kThreads, qsmem, stream>>>(p);
-    } else if (p.head_dim <= 64) {
-      fp8_quant_do_reg_kernel<T, 4><<<qgrid, kThreads, qsmem, stream>>>(p);
+  const int64_t nq = (p.do_cols + 1) * p.heads + check;  // the quantization's blocks on a 1-D grid
+  const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
+  const int64_t chunks = (cols + kCols - 1) / kCols;
+  const int64_t tx = chunks * p.heads;  // the transposes' blocks in x on a 1-D grid (z: q, k)
+  if (p.fused && p.head_dim <= 128 && nq + 2 * tx <= INT32_MAX) {
+    const size_t smem = qsmem > kCols * (128 + 16) + 8 * kCols ? qsmem : kCols * (128 + 16) + 8 * kCols;
+    const dim3 grid(static_cast<unsigned>(nq + 2 * tx));
+    auto fused = [&](auto kernel) { kernel<<<grid, kThreads, smem, stream>>>(p, nq, 2 * tx, tx); };
+    if (p.dout_half) {
+      check ? fused(fp8_prepass_fused_kernel<__half, true>) : fused(fp8_prepass_fused_kernel<__half, false>);
     } else {
-      fp8_quant_do_reg_kernel<T, 8><<<qgrid, kThreads, qsmem, stream>>>(p);
+      check ? fused(fp8_prepass_fused_kernel<__nv_bfloat16, true>)
+            : fused(fp8_prepass_fused_kernel<__nv_bfloat16, false>);
     }
-  };
+    return cudaGetLastError();
+  }
+  const bool qflat = nq <= INT32_MAX;
+  const dim3 qgrid = qflat ? dim3(static_cast<unsigned>(nq)) : dim3(static_cast<unsigned>(p.do_cols + 1 + check), p.heads);
+  auto quant = [&](auto kernel) { kernel<<<qgrid, kThreads, qsmem, stream>>>(p); };
   if (p.dout_half) {
-    quant(__half{});
+    check ? quant(fp8_quant_do_kernel<__half, true>) : quant(fp8_quant_do_kernel<__half, false>);
   } else {
-    quant(__nv_bfloat16{});
+    check ? quant(fp8_quant_do_kernel<__nv_bfloat16, true>) : quant(fp8_quant_do_kernel<__nv_bfloat16, false>);
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
-  const int64_t chunks = (cols + kCols - 1) / kCols;
-  const bool tflat = chunks * p.heads <= INT32_MAX;
-  const dim3 tgrid = tflat ? dim3(static_cast<unsigned>(chunks * p.heads), 1, 2)
-                           : dim3(static_cast<unsigned>(chunks), p.heads, 2);
+  const bool tflat = tx <= INT32_MAX;
+  const dim3 tgrid = tflat ? dim3(static_cast<unsigned>(tx), 1, 2) : dim3(static_cast<unsigned>(chunks), p.heads, 2);
   if (p.head_dim <= 128) {
     fp8_transpose_kernel<128 + 16><<<tgrid, kThreads, 0, stream>>>(p);
   } else {
