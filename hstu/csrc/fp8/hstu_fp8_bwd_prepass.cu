@@ -54,23 +54,23 @@ __device__ __forceinline__ int clamped_offset(const int* cu, int i, int64_t tota
 
 // kCheck (p.check_claim set): block 0 of the grid's x runs the descale factors' check (check_scales_block) beside the
 // quantization's blocks, which start from x = 1 (its index unsigned as blockIdx.x: a 64-bit one costs 8 registers).
-// The block (x, y) of that grid (flat: a 1-D grid); qtile: 128 (D + 16) bytes of shared memory.
 template <typename T, bool kCheck>
-__device__ __forceinline__ void quant_do_block(const HstuFp8BwdPrepassParams& p, unsigned grid_x, unsigned grid_y,
-                                               bool flat, uint8_t* qtile) {
+__global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ float red[kThreads / 32];
   __shared__ int nan_seen;
+  extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
   if constexpr (kCheck) {
-    if (grid_x == 0) {
+    if (blockIdx.x == 0) {
       __shared__ unsigned long long s_first;
-      if (grid_y == 0) validate::check_scales_block(p.check, p.check_claim, &s_first, threadIdx.x, kThreads);
+      if (blockIdx.y == 0) validate::check_scales_block(p.check, p.check_claim, &s_first, threadIdx.x, kThreads);
       return;
     }
   }
-  const unsigned bx = grid_x - (kCheck ? 1u : 0u);
+  const unsigned bx = blockIdx.x - (kCheck ? 1u : 0u);
   // (a 1-D grid, the head fastest: the blocks running together read whole rows of dout and write whole rows of do8;
   // else (past 2^31 blocks) the grid (column, head))
-  const int h = flat ? static_cast<int>(bx % p.heads) : static_cast<int>(grid_y);
+  const bool flat = gridDim.y == 1;
+  const int h = flat ? static_cast<int>(bx % p.heads) : static_cast<int>(blockIdx.y);
   const int D = p.head_dim, vecs = D / 8;
   const int64_t col = flat ? bx / p.heads : bx;
   const T* dout = static_cast<const T*>(p.dout) + static_cast<int64_t>(h) * p.do_head_stride;
@@ -193,13 +193,6 @@ __device__ __forceinline__ void quant_do_block(const HstuFp8BwdPrepassParams& p,
   }
 }
 
-template <typename T, bool kCheck>
-__global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
-  extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
-  quant_do_block<T, kCheck>(p, blockIdx.x, blockIdx.y, gridDim.y == 1, qtile);
-}
-
-
 // One transposed copy: source bytes (rows, H, D), destination (H, D, cols), slot -> row permutation in groups of
 // `group` (32: hstu_fp8_key_perm, 16: hstu_fp8_pair_perm).
 struct TransposeJob {
@@ -219,12 +212,12 @@ struct TransposeJob {
 // blocks an SM, where the 272-byte tile's 55 registers let 4). Source rows outside [0, rows) read as zero columns
 // (bad int32 vectors: the pre-pass may run before the validation's verdict).
 constexpr int kCols = 128;
-// The block (x, y, z) of that grid (flat: a 1-D grid in x) on the shared memory tile / src_row.
 template <int kRow>
-__device__ __forceinline__ void transpose_block(const HstuFp8BwdPrepassParams& p, unsigned grid_x, unsigned grid_y,
-                                                unsigned grid_z, bool flat, uint8_t (*tile)[kRow], int64_t* src_row) {
+__global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
+  __shared__ __align__(16) uint8_t tile[kCols][kRow];
+  __shared__ int64_t src_row[kCols];
   // (selected field by field: an indexed array would live in local memory; dO^T: the quantization's blocks)
-  const bool kz = grid_z == 1;
+  const bool kz = blockIdx.z == 1;
   TransposeJob j;
   j.src = kz ? p.k8 : p.q8;
   j.row_stride = kz ? p.k_row_stride : p.q_row_stride;
@@ -234,10 +227,10 @@ __device__ __forceinline__ void transpose_block(const HstuFp8BwdPrepassParams& p
   j.cu = kz ? p.cu_seqlens_k : p.cu_seqlens_q;
   j.seqused = kz ? p.seqused_k : p.seqused_q;
   j.group = kz ? 16 : 32;
-  // (flat: the head fastest in x, as the quantization's grid)
-  const int h = flat ? static_cast<int>(grid_x % p.heads) : static_cast<int>(grid_y);
+  const bool flat = gridDim.y == 1;  // (the head fastest in x, as the quantization's grid)
+  const int h = flat ? static_cast<int>(blockIdx.x % p.heads) : static_cast<int>(blockIdx.y);
   const int D = p.head_dim;
-  const int64_t c0 = static_cast<int64_t>(flat ? grid_x / p.heads : grid_x) * kCols;
+  const int64_t c0 = static_cast<int64_t>(flat ? blockIdx.x / p.heads : blockIdx.x) * kCols;
   if (c0 >= j.cols) return;
   if (threadIdx.x < kCols) {
     const int64_t r = hstu_fp8_col_src_row(j.cu, j.seqused, p.batch, c0 + threadIdx.x, j.group);
@@ -278,32 +271,6 @@ __device__ __forceinline__ void transpose_block(const HstuFp8BwdPrepassParams& p
              static_cast<uint32_t>(t[2 * kRow]) << 16 | static_cast<uint32_t>(t[3 * kRow]) << 24;
     }
     *reinterpret_cast<uint4*>(dst + d * j.cols + c) = make_uint4(w[0], w[1], w[2], w[3]);
-  }
-}
-
-template <int kRow>
-__global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
-  __shared__ __align__(16) uint8_t tile[kCols][kRow];
-  __shared__ int64_t src_row[kCols];
-  transpose_block<kRow>(p, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.y == 1, tile, src_row);
-}
-
-// p.fused (D <= 128, both 1-D grids): the quantization's nq blocks and the transposes' nt in one launch, interleaved
-// in proportion (block i is quantization block floor(i nq / (nq + nt)) where that count steps, else transposes block
-// i minus it): the quantization's blocks, which wait on their amax and conversion phases, leave DRAM time that the
-// transposes' blocks (independent: q8 / k8 in, qt / kt out) use, instead of the two grids one after the other.
-template <typename T, bool kCheck>
-__global__ void __launch_bounds__(kThreads) fp8_prepass_fused_kernel(const HstuFp8BwdPrepassParams p, int64_t nq,
-                                                                     int64_t nt, int64_t tx) {
-  extern __shared__ __align__(16) uint8_t smem[];  // max(128 (D + 16), 128 x 144 + 8 x 128) bytes
-  constexpr int kRow = 128 + 16;
-  const int64_t i = blockIdx.x, n = nq + nt, qi = i * nq / n;
-  if ((i + 1) * nq / n > qi) {
-    quant_do_block<T, kCheck>(p, static_cast<unsigned>(qi), 0, true, smem);
-  } else {
-    const int64_t ti = i - qi;
-    transpose_block<kRow>(p, static_cast<unsigned>(ti % tx), 0, static_cast<unsigned>(ti / tx), true,
-                          reinterpret_cast<uint8_t(*)[kRow]>(smem), reinterpret_cast<int64_t*>(smem + kCols * kRow));
   }
 }
 
@@ -539,24 +506,9 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   if (p.heads > 65535 || p.do_cols + 2 > INT32_MAX) return cudaErrorInvalidValue;
   const size_t qsmem = 128 * static_cast<size_t>(p.head_dim + 16);  // dO^T's tile (<= 34.8 KB)
   const int64_t check = p.check_claim != nullptr ? 1 : 0;  // (block 0: the descale factors' check)
-  const int64_t nq = (p.do_cols + 1) * p.heads + check;  // the quantization's blocks on a 1-D grid
-  const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
-  const int64_t chunks = (cols + kCols - 1) / kCols;
-  const int64_t tx = chunks * p.heads;  // the transposes' blocks in x on a 1-D grid (z: q, k)
-  if (p.fused && p.head_dim <= 128 && nq + 2 * tx <= INT32_MAX) {
-    const size_t smem = qsmem > kCols * (128 + 16) + 8 * kCols ? qsmem : kCols * (128 + 16) + 8 * kCols;
-    const dim3 grid(static_cast<unsigned>(nq + 2 * tx));
-    auto fused = [&](auto kernel) { kernel<<<grid, kThreads, smem, stream>>>(p, nq, 2 * tx, tx); };
-    if (p.dout_half) {
-      check ? fused(fp8_prepass_fused_kernel<__half, true>) : fused(fp8_prepass_fused_kernel<__half, false>);
-    } else {
-      check ? fused(fp8_prepass_fused_kernel<__nv_bfloat16, true>)
-            : fused(fp8_prepass_fused_kernel<__nv_bfloat16, false>);
-    }
-    return cudaGetLastError();
-  }
-  const bool qflat = nq <= INT32_MAX;
-  const dim3 qgrid = qflat ? dim3(static_cast<unsigned>(nq)) : dim3(static_cast<unsigned>(p.do_cols + 1 + check), p.heads);
+  const bool qflat = (p.do_cols + 1) * p.heads + check <= INT32_MAX;
+  const dim3 qgrid = qflat ? dim3(static_cast<unsigned>((p.do_cols + 1) * p.heads + check))
+                           : dim3(static_cast<unsigned>(p.do_cols + 1 + check), p.heads);
   auto quant = [&](auto kernel) { kernel<<<qgrid, kThreads, qsmem, stream>>>(p); };
   if (p.dout_half) {
     check ? quant(fp8_quant_do_kernel<__half, true>) : quant(fp8_quant_do_kernel<__half, false>);
@@ -565,8 +517,11 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  const bool tflat = tx <= INT32_MAX;
-  const dim3 tgrid = tflat ? dim3(static_cast<unsigned>(tx), 1, 2) : dim3(static_cast<unsigned>(chunks), p.heads, 2);
+  const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
+  const int64_t chunks = (cols + kCols - 1) / kCols;
+  const bool tflat = chunks * p.heads <= INT32_MAX;
+  const dim3 tgrid = tflat ? dim3(static_cast<unsigned>(chunks * p.heads), 1, 2)
+                           : dim3(static_cast<unsigned>(chunks), p.heads, 2);
   if (p.head_dim <= 128) {
     fp8_transpose_kernel<128 + 16><<<tgrid, kThreads, 0, stream>>>(p);
   } else {

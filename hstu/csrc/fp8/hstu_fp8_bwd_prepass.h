@@ -60,11 +60,9 @@ struct HstuFp8BwdPrepassParams {
   // its own that has the GPU to itself (check_claim: hstu_error_claim_word's device address).
   HstuScaleCheckParams check;
   int* check_claim;
-  int fused;  // the quantization's and the transposes' blocks in one launch (D <= 128; fp8_prepass_fused_kernel)
 };
 
-// Launches the two pre-pass kernels (dO quantization with dO^T, then Q^T and K^T), or with p.fused one kernel that
-// interleaves both grids' blocks, on `stream`.
+// Launches the two pre-pass kernels (dO quantization with dO^T, then Q^T and K^T) on `stream`.
 cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t stream);
 
 // After the Hopper FP8 backward kernel (one launch): dq = dq_accum rounded to the output dtype (every row), and zeros

@@ -171,10 +171,8 @@ void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
 
 // fp8_bwd_sm90's private A/B of its path outside the kernel (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS "main_path", option
 // bit 60; the op masks it off before call_params): main 39ee30ed's path, the descale factors' check as a one-block
-// launch of its own, the pre-pass's quantization and transposes as two launches, the finishing pass's owner search
-// per pair. Bit 57 ("prepass_split"): the default but the pre-pass's two launches.
+// launch of its own, the finishing pass's owner search per pair.
 constexpr int64_t kOptFp8BwdMainPath = int64_t{1} << 60;
-constexpr int64_t kOptFp8BwdPrepassSplit = int64_t{1} << 57;
 
 // make_params' HstuParams for a call of the *_with_options ops: `options` checked, decoded once into `o` (for the
 // op's plan), its semantic flags and the kernels' option fields applied.
@@ -568,7 +566,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, 
   p.qt = static_cast<uint8_t*>(qt.data_ptr());
   p.dot = static_cast<uint8_t*>(dot.data_ptr());
   p.kt = static_cast<uint8_t*>(kt.data_ptr());
-  p.fused = 1;
   const cudaError_t err = hstu_fp8_bwd_prepass(p, stream_of(dout));
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_prepass: CUDA error ", cudaGetErrorString(err));
   return std::make_tuple(do8, do_descale, qt, dot, kt);
@@ -632,7 +629,6 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   pre.dq_zero = reinterpret_cast<float*>(w + o_dq);  // zeroed by the pre-pass's quantization blocks (no fill)
   pre.dq_tiled = dq_tiled ? 1 : 0;
   pre.dq_bf16 = dq_bf16 ? 1 : 0;
-  pre.fused = (options & (kOptFp8BwdMainPath | kOptFp8BwdPrepassSplit)) == 0 ? 1 : 0;
   cudaStream_t s = stream_of(q);
   // Launch order: the pre-pass first, right after the one allocation it writes (the host's prelude below runs while
   // it does; it reads the raw int32 vectors clamped and bounds every access by the tensors' extents, so it needs no
@@ -645,7 +641,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   cudaError_t err = hstu_fp8_bwd_prepass(pre, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
   HstuOptions o;
-  HstuParams p = call_params(options & ~(kOptFp8BwdMainPath | kOptFp8BwdPrepassSplit), o, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+  HstuParams p = call_params(options & ~kOptFp8BwdMainPath, o, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                              max_seqlen_k, num_contexts, num_targets, target_group_size, window_left, window_right,
                              alpha, rab, scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
   HstuFp8BwdParams f{};

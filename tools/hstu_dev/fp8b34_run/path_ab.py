@@ -1,7 +1,7 @@
 """fp8b34 (issue 36): one profiled call of the FP8 backward's path at the benchmark's inputs (B16 S16K; fp8p32's
 path_gaps.py, carried beside this file: its `inputs` and `timeline`), the branch's path ("op"), main_path (option
-bit 60: main 39ee30ed's path outside the kernel) and prepass_split (bit 57: the pre-pass in two launches): each
-kernel's start after the L2 flush's end and its length (us), the idle before the first kernel, the gaps. Usage (GPU, sm_90): python path_ab.py [--s4k]
+bit 60: main 39ee30ed's path outside the kernel): each kernel's start after the L2 flush's end and its length
+(us), the idle before the first kernel, the gaps. Usage (GPU, sm_90): python path_ab.py [--s4k]
 """
 
 import os
@@ -23,7 +23,7 @@ def main():
     flush = torch.empty(64 << 20, dtype=torch.int32, device=dev)
     for B, S in [(16, 16384)] + ([(16, 4096)] if "--s4k" in sys.argv else []):
         x = path_gaps.inputs(B, S, dev)
-        for name in ("op", "main_path", "prepass_split"):
+        for name in ("op", "main_path"):
             bits = _fp8_bwd.FP8_BWD_VARIANT_BITS.get(name, 0)
             ks, _, _ = path_gaps.timeline(lambda: torch.ops.hstu_attn.fp8_bwd(*x, False, opts | bits), flush)
             end, gaps = None, []
