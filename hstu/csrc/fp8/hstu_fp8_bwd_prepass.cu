@@ -352,12 +352,11 @@ __device__ __forceinline__ DqGroupRows dq_group_rows(const HstuFp8BwdFinishParam
   return g;
 }
 
-// dq_tiled's fp32 groups (D = 128; the bf16 groups: the quad kernel below): block (x, h) with x < groups puts
-// group x of head h (16 rows, two blocks of 64 columns in a
-// warp's m64n64 accumulator order: float4 32 j + l holds rows l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1) back
-// into the rows of the sequence that owns it (the largest b with (cu_q[b] + 16 b) / 16 <= x; rows past its length
-// skipped) through shared memory; blocks x >= groups (head 0's) zero the dq rows outside every sequence and the dk /
-// dv rows outside every sequence, grid-stride.
+// dq_tiled's fp32 groups (D = 128; the bf16 groups: the quad kernel below): block (x, h) with x < groups puts group
+// x of head h (16 rows, two blocks of 64 columns in a warp's m64n64 accumulator order: float4 32 j + l holds rows
+// l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1) back into the rows of the sequence that owns it (the largest b
+// with (cu_q[b] + 16 b) / 16 <= x; rows past its length skipped) through shared memory; blocks x >= groups (head
+// 0's) zero the dq rows outside every sequence and the dk / dv rows outside every sequence, grid-stride.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const HstuFp8BwdFinishParams p,
                                                                         int64_t groups) {
@@ -399,12 +398,12 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
 // transposed in two shuffle rounds leave each lane 8 consecutive columns of one row (a 16-byte store; a warp's
 // stores fill whole 32-byte sectors). Blocks from row_blocks zero the rows outside every sequence.
 // kHoist: an owner search per group of the block's pairs (one where kQuadPairs divides the heads: the search then
-// runs under the loads, before any store; a search after a store reloads cu_seqlens_q, which may alias dq); false
-// (main_path): a search per pair.
+// runs under the loads, before any store; a search after a store reloads cu_seqlens_q, which may alias dq; 48
+// registers, 5 blocks an SM, as main's); false (main_path): a search per pair.
 constexpr int kQuadPairs = 4;
 template <typename T, bool kHoist>
-__global__ void __launch_bounds__(kThreads, kHoist ? 5 : 0) fp8_bwd_finish_quad_kernel(const HstuFp8BwdFinishParams p,
-                                                                       int64_t groups, int64_t row_blocks) {
+__global__ void __launch_bounds__(kThreads, kHoist ? 5 : 0)
+    fp8_bwd_finish_quad_kernel(const HstuFp8BwdFinishParams p, int64_t groups, int64_t row_blocks) {
   constexpr int D = 128;
   if (blockIdx.x >= row_blocks) {
     zero_rows_outside(p, blockIdx.x - row_blocks, gridDim.x - row_blocks);
@@ -476,7 +475,8 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
       const dim3 grid(static_cast<unsigned>(row_blocks + 2 * sms));
       auto quad = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(p, ng, row_blocks); };
       if (p.out_half) {
-        p.main_path ? quad(fp8_bwd_finish_quad_kernel<__half, false>) : quad(fp8_bwd_finish_quad_kernel<__half, true>);
+        p.main_path ? quad(fp8_bwd_finish_quad_kernel<__half, false>)
+                    : quad(fp8_bwd_finish_quad_kernel<__half, true>);
       } else {
         p.main_path ? quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16, false>)
                     : quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16, true>);

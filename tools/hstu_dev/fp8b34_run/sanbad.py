@@ -2,8 +2,8 @@
 and a NaN q_descale, for compute-sanitizer: a small jagged call (H 2, D 128, sequences 300 / 0 / 129 / 700 rows,
 seqused) with good vectors, then offsets and seqused far outside the rows (the cases of test_fp8_bwd.py's
 BAD_VECTORS plus seqused on a jagged batch), the branch's path (the pre-pass first, reading them raw, the descale
-check in its first block) and main_path (main 39ee30ed's path); each bad call's DeviceInputError is read back (check_errors). Prints one line per
-call and "sanbad ok" when every bad call was recorded and the good calls agree.
+check in its first block) and main_path (main 39ee30ed's path); each bad call's DeviceInputError is read back
+(check_errors). Prints one line per call and "sanbad ok" when every bad call was recorded and the good calls agree.
 Usage (GPU, sm_90): compute-sanitizer --tool memcheck --kernel-name kns=fp8_ python sanbad.py
 """
 
