@@ -269,7 +269,7 @@ def test_dq_bf16_workspace_maps_back_to_each_row_once():
         if first < 0 or rows <= 0:
             continue
         for h in range(H):
-            for t in range(256):  # (fp8_bwd_finish_quad_kernel; main_path: the tiled kernel's dq_bf16 branch)
+            for t in range(256):  # (fp8_bwd_finish_quad_kernel)
                 blk, j, lane = t // 128, 2 * ((t % 128) // 32), t % 32
                 for w in range(4):  # word w: float4 j + w // 2, row lane / 4 + 8 (w % 2), its two columns
                     for half in range(2):
@@ -509,26 +509,66 @@ def test_cuda_fp8_bwd_graph_capture():
 
 
 @pytest.mark.sm90
-def test_cuda_fp8_bwd_bad_scale_recorded_and_nan():
-    """The one-op path checks the descale factors on the device: a NaN q_descale makes every gradient NaN and is
-    recorded without a host sync (raised by check_errors)."""
+@pytest.mark.parametrize("variant", ["default", "main_path"])
+def test_cuda_fp8_bwd_bad_scale_recorded_and_nan(variant):
+    """The one-op path checks the descale factors on the device (by default in the pre-pass's first block; main_path:
+    a launch of its own): a NaN q_descale makes every gradient NaN and is recorded without a host sync (raised by
+    check_errors), the first bad factor in q, k, v order and flat index; a good call after it is clean."""
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
+    if variant != "default" and variant not in VARIANTS:
+        pytest.skip(f"variant {variant} is not in this build")
     c = make_case(31, [300, 129], 2, 128, "causal", device="cuda")
-    (q8, k8, v8), scales = quantized(c, "block")
-    scales = [t.clone() for t in scales]
-    scales[0][1, 0] = float("nan")
+    (q8, k8, v8), good = quantized(c, "block")
+    scales = [t.clone() for t in good]
+    scales[0][1, 2] = float("nan")
+    scales[0][1, 3] = -1.0  # (later in q: not the one recorded)
+    scales[2][0, 0] = 0.0  # (in v: after q's)
     dout = (torch.randn(q8.shape, device="cuda") * 1e-2).to(torch.bfloat16)
     lens = lengths_args(c)
+    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"] | VARIANTS.get(variant, 0)
+
+    def call(sc):
+        return torch.ops.hstu_attn.fp8_bwd(
+            dout, q8, k8, v8, *sc, 3, 0, lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"],
+            lens["max_seqlen_k"], None, None, 1, *lens["window_size"], 128 ** -0.5, None,
+            float(lens["max_seqlen_q"]), None, None, False, opts)
+
     hstu_attn.check_errors()
-    grads = torch.ops.hstu_attn.fp8_bwd(
-        dout, q8, k8, v8, *scales, 3, 0, lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"],
-        lens["max_seqlen_k"], None, None, 1, *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]),
-        None, None, False, hstu_attn._ops.OPTION_BITS["fp8_bwd"])
+    grads = call(scales)
     for name, g in zip(("dq", "dk", "dv"), grads):
         assert torch.isnan(g).all(), name
-    with pytest.raises(hstu_attn.DeviceInputError, match=r"q_descale: expected finite descale factors > 0"):
+    with pytest.raises(hstu_attn.DeviceInputError, match=r"q_descale: expected finite descale factors > 0") as info:
         hstu_attn.check_errors()
+    assert info.value.index == scales[0].shape[1] + 2, str(info.value)
+    grads = call(good)
+    torch.cuda.synchronize()
+    hstu_attn.check_errors()
+    for name, g in zip(("dq", "dk", "dv"), grads):
+        assert not torch.isnan(g).any(), name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_cuda_prepass_nan_blocks_bit_equal_to_reference(D, dtype):
+    """The pre-pass's quantization on blocks holding NaN (descale 1: the block's infinities saturate to +-448) beside
+    finite ones: the same bytes and factors as the reference (the register-resident blocks at D <= 128 and their
+    NaN flag through the amax barrier). (Not a block whose amax is inf: there inf / inf is a NaN whose sign differs
+    between the CPU reference and the GPU.)"""
+    lens = [300, 129, 640]
+    dout, q8, k8, cu, _ = jagged(D + 3, lens, 2, D, device="cuda", dtype=dtype)
+    dout[5, 1, 3] = float("nan")  # sequence 0, block 0, head 1
+    dout[300 + 100, 0, D - 1] = float("nan")  # sequence 1, block 0, head 0 (its last column)
+    dout[429 + 300, 0, 7] = float("nan")  # sequence 2, block 2, head 0, with +-inf in the same block
+    dout[429 + 301, 0, 8] = float("inf")
+    dout[429 + 383, 0, 0] = -float("inf")
+    outs = fb.fp8_bwd_prepass(dout, q8, k8, cu, cu)
+    ref = fb.fp8_bwd_prepass_reference(*(t.cpu() for t in (dout, q8, k8, cu, cu)))
+    for name, a, b in zip(("do8", "do_descale", "qt", "dot", "kt"), outs, ref):
+        a = a.cpu()
+        assert torch.equal(a.view(torch.uint8) if a.dtype == FP8_DTYPE else a,
+                           b.view(torch.uint8) if b.dtype == FP8_DTYPE else b), name
 
 
 # Bad int32 vectors on the FP8 backward's one-op path (base: sequences of 300 and 129 rows, cu [0, 300, 429]):

@@ -28,37 +28,7 @@ __global__ void __launch_bounds__(kValidateThreads) hstu_validate_kernel(const H
 
 __global__ void __launch_bounds__(kValidateThreads) hstu_scale_check_kernel(const HstuScaleCheckParams p) {
   __shared__ unsigned long long s_first;
-  const int tid = threadIdx.x;
-  if (tid == 0) s_first = kNoViolation;
-  __syncthreads();
-  uint64_t mine = kNoViolation;
-  float mine_value = 0.f;
-  for (int which = 0; which < 3; ++which) {
-    for (int64_t i = tid; i < p.n[which]; i += kValidateThreads) {
-      const float x = p.in[which][i];
-      // NaN fails both comparisons; +inf fails the second.
-      if (!(x > 0.f && x <= 3.402823466e38f)) {
-        const uint64_t key = (static_cast<uint64_t>(which) << 48) | static_cast<uint64_t>(i);
-        if (key < mine) {
-          mine = key;
-          mine_value = x;
-        }
-      }
-    }
-  }
-  if (mine != kNoViolation) atomicMin(&s_first, static_cast<unsigned long long>(mine));
-  __syncthreads();
-  const bool bad = s_first != kNoViolation;
-  if (bad && mine == s_first) {  // keys are unique: exactly one thread reports
-    const int which = static_cast<int>(mine >> 48);
-    const int64_t index = static_cast<int64_t>(mine & ((uint64_t{1} << 48) - 1));
-    accel::report_device_error(p.errors, &g_hstu_error_claim, p.device, kArgQDescale + which, kRuleScale, index,
-                               __double_as_longlong(static_cast<double>(mine_value)), 0);
-  }
-  const float nan = __int_as_float(0x7FC00000);
-  for (int which = 0; which < 3; ++which) {
-    for (int64_t i = tid; i < p.n[which]; i += kValidateThreads) p.out[which][i] = bad ? nan : p.in[which][i];
-  }
+  validate::check_scales_block(p, &g_hstu_error_claim, &s_first, threadIdx.x, kValidateThreads);
 }
 
 __global__ void hstu_poison_kernel(const HstuPoisonParams p) {

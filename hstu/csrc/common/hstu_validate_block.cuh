@@ -1,5 +1,6 @@
 // The device validation's block (hstu_validate.h says what and why): shared by the validation kernel
-// (hstu_validate.cu) and the paged step plan's kernel (hstu/csrc/paged), which validates and plans in one block.
+// (hstu_validate.cu) and the paged step plan's kernel (hstu/csrc/paged), which validates and plans in one block;
+// the FP8 descale factors' check likewise (hstu_validate.cu's kernel and a block of the FP8 backward's pre-pass).
 // Kept out of the attention kernels' inputs (hstu/BUILD.bazel, _VALIDATE_HDRS).
 #pragma once
 
@@ -124,6 +125,43 @@ __device__ __forceinline__ void validate_block(const HstuValidateParams& v, int*
   }
   if (tid == 0) s[0] = bad ? 1 : 0;
   if (bad && v.fill != nullptr) fill_u16(v.fill, v.fill_numel, v.nan_bits, tid, nthreads);
+}
+
+// Checks p's descale factors with threads tid of nthreads (all of the block's; two block barriers inside): the
+// copies p.out, all NaN after a violation, and the first violation (q before k before v, lowest flat index first)
+// reported (claim: the library's claim word of the device error record).
+__device__ __forceinline__ void check_scales_block(const HstuScaleCheckParams& p, int* claim,
+                                                   unsigned long long* s_first, int tid, int nthreads) {
+  if (tid == 0) *s_first = kNoViolation;
+  __syncthreads();
+  uint64_t mine = kNoViolation;
+  float mine_value = 0.f;
+  for (int which = 0; which < 3; ++which) {
+    for (int64_t i = tid; i < p.n[which]; i += nthreads) {
+      const float x = p.in[which][i];
+      // NaN fails both comparisons; +inf fails the second.
+      if (!(x > 0.f && x <= 3.402823466e38f)) {
+        const uint64_t key = (static_cast<uint64_t>(which) << 48) | static_cast<uint64_t>(i);
+        if (key < mine) {
+          mine = key;
+          mine_value = x;
+        }
+      }
+    }
+  }
+  if (mine != kNoViolation) atomicMin(s_first, static_cast<unsigned long long>(mine));
+  __syncthreads();
+  const bool bad = *s_first != kNoViolation;
+  if (bad && mine == *s_first) {  // keys are unique: exactly one thread reports
+    const int which = static_cast<int>(mine >> 48);
+    const int64_t index = static_cast<int64_t>(mine & ((uint64_t{1} << 48) - 1));
+    accel::report_device_error(p.errors, claim, p.device, kArgQDescale + which, kRuleScale, index,
+                               __double_as_longlong(static_cast<double>(mine_value)), 0);
+  }
+  const float nan = __int_as_float(0x7FC00000);
+  for (int which = 0; which < 3; ++which) {
+    for (int64_t i = tid; i < p.n[which]; i += nthreads) p.out[which][i] = bad ? nan : p.in[which][i];
+  }
 }
 
 }  // namespace validate

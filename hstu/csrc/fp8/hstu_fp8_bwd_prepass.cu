@@ -4,6 +4,7 @@
 #include "hstu/csrc/fp8/hstu_fp8_bwd_prepass.h"
 
 #include "common/device_info.h"
+#include "hstu/csrc/common/hstu_validate_block.cuh"  // check_scales_block
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -51,17 +52,27 @@ __device__ __forceinline__ int clamped_offset(const int* cu, int i, int64_t tota
   return static_cast<int>(min(max(int64_t{cu[i]}, int64_t{0}), total));
 }
 
-template <typename T>
+// kCheck (p.check_claim set): block 0 of the grid's x runs the descale factors' check (check_scales_block) beside the
+// quantization's blocks, which start from x = 1 (its index unsigned as blockIdx.x: a 64-bit one costs 8 registers).
+template <typename T, bool kCheck>
 __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ float red[kThreads / 32];
   __shared__ int nan_seen;
   extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
+  if constexpr (kCheck) {
+    if (blockIdx.x == 0) {
+      __shared__ unsigned long long s_first;
+      if (blockIdx.y == 0) validate::check_scales_block(p.check, p.check_claim, &s_first, threadIdx.x, kThreads);
+      return;
+    }
+  }
+  const unsigned bx = blockIdx.x - (kCheck ? 1u : 0u);
   // (a 1-D grid, the head fastest: the blocks running together read whole rows of dout and write whole rows of do8;
-  // else (main_path, or past 2^31 blocks) the grid (column, head))
+  // else (past 2^31 blocks) the grid (column, head))
   const bool flat = gridDim.y == 1;
-  const int h = flat ? static_cast<int>(blockIdx.x % p.heads) : static_cast<int>(blockIdx.y);
+  const int h = flat ? static_cast<int>(bx % p.heads) : static_cast<int>(blockIdx.y);
   const int D = p.head_dim, vecs = D / 8;
-  const int64_t col = flat ? blockIdx.x / p.heads : blockIdx.x;
+  const int64_t col = flat ? bx / p.heads : bx;
   const T* dout = static_cast<const T*>(p.dout) + static_cast<int64_t>(h) * p.do_head_stride;
   uint8_t* do8 = p.do8 + static_cast<int64_t>(h) * D;
   const int64_t out_row = static_cast<int64_t>(p.heads) * D;
@@ -284,8 +295,8 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8BwdFinishParams p) {
   const int64_t per_row = static_cast<int64_t>(p.heads) * p.head_dim / 8;
   const int64_t n_dq = p.total_q * per_row;
-  const int64_t lo = min(max(int64_t{p.cu_seqlens_k[0]}, int64_t{0}), p.total_k);
-  const int64_t hi = min(max(int64_t{p.cu_seqlens_k[p.batch]}, lo), p.total_k);
+  const int64_t lo = clamped_offset(p.cu_seqlens_k, 0, p.total_k);
+  const int64_t hi = max(int64_t{clamped_offset(p.cu_seqlens_k, p.batch, p.total_k)}, lo);
   const int64_t n_out = (lo + p.total_k - hi) * per_row;  // groups outside, in dk (then the same in dv)
   const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
   const float4* acc = reinterpret_cast<const float4*>(p.dq_accum);
@@ -304,10 +315,10 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8B
 // The rows outside every sequence (dq's, then dk's and dv's) zeroed, grid-stride over `blocks` blocks from `b`.
 __device__ __forceinline__ void zero_rows_outside(const HstuFp8BwdFinishParams& p, int64_t b, int64_t blocks) {
   const int64_t per_row = static_cast<int64_t>(p.heads) * p.head_dim / 8;  // 8-element groups per row
-  const int64_t lo_q = min(max(int64_t{p.cu_seqlens_q[0]}, int64_t{0}), p.total_q);
-  const int64_t hi_q = min(max(int64_t{p.cu_seqlens_q[p.batch]}, lo_q), p.total_q);
-  const int64_t lo_k = min(max(int64_t{p.cu_seqlens_k[0]}, int64_t{0}), p.total_k);
-  const int64_t hi_k = min(max(int64_t{p.cu_seqlens_k[p.batch]}, lo_k), p.total_k);
+  const int64_t lo_q = clamped_offset(p.cu_seqlens_q, 0, p.total_q);
+  const int64_t hi_q = max(int64_t{clamped_offset(p.cu_seqlens_q, p.batch, p.total_q)}, lo_q);
+  const int64_t lo_k = clamped_offset(p.cu_seqlens_k, 0, p.total_k);
+  const int64_t hi_k = max(int64_t{clamped_offset(p.cu_seqlens_k, p.batch, p.total_k)}, lo_k);
   const int64_t n_q = (lo_q + p.total_q - hi_q) * per_row, n_k = (lo_k + p.total_k - hi_k) * per_row;
   for (int64_t g = b * kThreads + threadIdx.x; g < n_q + 2 * n_k; g += blocks * kThreads) {
     uint4* dst;
@@ -341,11 +352,11 @@ __device__ __forceinline__ DqGroupRows dq_group_rows(const HstuFp8BwdFinishParam
   return g;
 }
 
-// dq_tiled (D = 128): block (x, h) with x < groups puts group x of head h (16 rows, two blocks of 64 columns in a
-// warp's m64n64 accumulator order: float4 32 j + l holds rows l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1) back
-// into the rows of the sequence that owns it (the largest b with (cu_q[b] + 16 b) / 16 <= x; rows past its length
-// skipped) through shared memory; blocks x >= groups (head 0's) zero the dq rows outside every sequence and the dk /
-// dv rows outside every sequence, grid-stride.
+// dq_tiled's fp32 groups (D = 128; the bf16 groups: the quad kernel below): block (x, h) with x < groups puts group
+// x of head h (16 rows, two blocks of 64 columns in a warp's m64n64 accumulator order: float4 32 j + l holds rows
+// l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1) back into the rows of the sequence that owns it (the largest b
+// with (cu_q[b] + 16 b) / 16 <= x; rows past its length skipped) through shared memory; blocks x >= groups (head
+// 0's) zero the dq rows outside every sequence and the dk / dv rows outside every sequence, grid-stride.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const HstuFp8BwdFinishParams p,
                                                                         int64_t groups) {
@@ -361,29 +372,15 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
   const DqGroupRows g = dq_group_rows(p, x);
   const int64_t start = g.start, first = g.first, rows = g.rows;
   if (first < 0 || rows <= 0) return;  // (x below the first sequence's groups, or padding)
-  const float4* src = reinterpret_cast<const float4*>(p.dq_accum) + (x * p.heads + h) * (p.dq_bf16 ? 256 : 512);
-  if (p.dq_bf16) {  // uint4 t: float4 32 j + l and 32 (j + 1) + l of the fp32 layout, j = 2 (t % 128 / 32), in bf16
-    const int blk = t / 128, j = 2 * ((t % 128) / 32), l = t % 32;
-    const uint4 raw = __ldcs(reinterpret_cast<const uint4*>(src) + t);
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  const float4* src = reinterpret_cast<const float4*>(p.dq_accum) + (x * p.heads + h) * 512;
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {  // (bf16 -> fp32: the bits in the high half)
-      const int c = 64 * blk + 8 * (j + e) + 2 * (l % 4);
-      *reinterpret_cast<float2*>(&tile[(l / 4) * kRow + c]) =
-          make_float2(__uint_as_float(w[2 * e] << 16), __uint_as_float(w[2 * e] & 0xFFFF0000u));
-      *reinterpret_cast<float2*>(&tile[(l / 4 + 8) * kRow + c]) =
-          make_float2(__uint_as_float(w[2 * e + 1] << 16), __uint_as_float(w[2 * e + 1] & 0xFFFF0000u));
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int i = t + 256 * k;  // float4 index in the group's 2 x 256
-      const int blk = i / 256, j = (i % 256) / 32, l = i % 32;
-      const float4 v = __ldcs(src + i);
-      const int c = 64 * blk + 8 * j + 2 * (l % 4);
-      *reinterpret_cast<float2*>(&tile[(l / 4) * kRow + c]) = make_float2(v.x, v.y);
-      *reinterpret_cast<float2*>(&tile[(l / 4 + 8) * kRow + c]) = make_float2(v.z, v.w);
-    }
+  for (int k = 0; k < 2; ++k) {
+    const int i = t + 256 * k;  // float4 index in the group's 2 x 256
+    const int blk = i / 256, j = (i % 256) / 32, l = i % 32;
+    const float4 v = __ldcs(src + i);
+    const int c = 64 * blk + 8 * j + 2 * (l % 4);
+    *reinterpret_cast<float2*>(&tile[(l / 4) * kRow + c]) = make_float2(v.x, v.y);
+    *reinterpret_cast<float2*>(&tile[(l / 4 + 8) * kRow + c]) = make_float2(v.z, v.w);
   }
   __syncthreads();
   const int r = t / 16, c8 = t % 16;  // 16 rows x 16 groups of 8 columns
@@ -400,10 +397,13 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
 // lane l = t % 32 (a = l / 4, j = 2 (t % 128 / 32), columns 64 (t / 128) + 8 j + 2 (l % 4)): the quad's 4 x 4 words
 // transposed in two shuffle rounds leave each lane 8 consecutive columns of one row (a 16-byte store; a warp's
 // stores fill whole 32-byte sectors). Blocks from row_blocks zero the rows outside every sequence.
+// kHoist: an owner search per group of the block's pairs (one where kQuadPairs divides the heads: the search then
+// runs under the loads, before any store; a search after a store reloads cu_seqlens_q, which may alias dq; 48
+// registers, 5 blocks an SM, as main's); false (main_path): a search per pair.
 constexpr int kQuadPairs = 4;
-template <typename T>
-__global__ void __launch_bounds__(kThreads) fp8_bwd_finish_quad_kernel(const HstuFp8BwdFinishParams p,
-                                                                       int64_t groups, int64_t row_blocks) {
+template <typename T, bool kHoist>
+__global__ void __launch_bounds__(kThreads, kHoist ? 5 : 0)
+    fp8_bwd_finish_quad_kernel(const HstuFp8BwdFinishParams p, int64_t groups, int64_t row_blocks) {
   constexpr int D = 128;
   if (blockIdx.x >= row_blocks) {
     zero_rows_outside(p, blockIdx.x - row_blocks, gridDim.x - row_blocks);
@@ -420,12 +420,15 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_quad_kernel(const Hst
   const int l = t % 32, qd = l % 4;
   const int r = l / 4 + 8 * (qd & 1), c8 = 8 * (t / 128) + 2 * ((t % 128) / 32) + (qd >> 1);
   const int64_t per_row = static_cast<int64_t>(p.heads) * D / 8;
+  int64_t x_seen = -1;
+  DqGroupRows g{};
 #pragma unroll
   for (int k = 0; k < kQuadPairs; ++k) {
     if (x0 + k >= pairs) break;  // (uniform over the block)
     const int64_t x = (x0 + k) / p.heads;
     const int h = static_cast<int>((x0 + k) % p.heads);
-    const DqGroupRows g = dq_group_rows(p, x);
+    if (!kHoist || x != x_seen) g = dq_group_rows(p, x);
+    x_seen = x;
     const int64_t start = g.start, first = g.first, rows = g.rows;
     uint32_t w[4] = {v[k].x, v[k].y, v[k].z, v[k].w};  // word i: row a + 8 (i & 1), block j + (i >> 1), pair qd
 #pragma unroll
@@ -467,13 +470,16 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
   if (p.dq_tiled) {
     if (p.head_dim != 128 || p.heads > 65535) return cudaErrorInvalidValue;
     const int64_t ng = p.total_q / 16 + p.batch + 1;  // groups that hold rows (hstu_fp8_bwd_dq_tiled_groups - 3)
-    if (p.dq_bf16 && !p.main_path) {
+    if (p.dq_bf16) {
       const int64_t row_blocks = (ng * p.heads + kQuadPairs - 1) / kQuadPairs;
       const dim3 grid(static_cast<unsigned>(row_blocks + 2 * sms));
+      auto quad = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(p, ng, row_blocks); };
       if (p.out_half) {
-        fp8_bwd_finish_quad_kernel<__half><<<grid, kThreads, 0, stream>>>(p, ng, row_blocks);
+        p.main_path ? quad(fp8_bwd_finish_quad_kernel<__half, false>)
+                    : quad(fp8_bwd_finish_quad_kernel<__half, true>);
       } else {
-        fp8_bwd_finish_quad_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(p, ng, row_blocks);
+        p.main_path ? quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16, false>)
+                    : quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16, true>);
       }
       return cudaGetLastError();
     }
@@ -497,24 +503,26 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
 
 cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t stream) {
   if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;
-  if (p.heads > 65535 || p.do_cols + 1 > INT32_MAX) return cudaErrorInvalidValue;
-  const bool qflat = !p.main_path && (p.do_cols + 1) * p.heads <= INT32_MAX;
-  const dim3 qgrid = qflat ? dim3(static_cast<unsigned>((p.do_cols + 1) * p.heads))
-                           : dim3(static_cast<unsigned>(p.do_cols + 1), p.heads);
+  if (p.heads > 65535 || p.do_cols + 2 > INT32_MAX) return cudaErrorInvalidValue;
   const size_t qsmem = 128 * static_cast<size_t>(p.head_dim + 16);  // dO^T's tile (<= 34.8 KB)
+  const int64_t check = p.check_claim != nullptr ? 1 : 0;  // (block 0: the descale factors' check)
+  const bool qflat = (p.do_cols + 1) * p.heads + check <= INT32_MAX;
+  const dim3 qgrid = qflat ? dim3(static_cast<unsigned>((p.do_cols + 1) * p.heads + check))
+                           : dim3(static_cast<unsigned>(p.do_cols + 1 + check), p.heads);
+  auto quant = [&](auto kernel) { kernel<<<qgrid, kThreads, qsmem, stream>>>(p); };
   if (p.dout_half) {
-    fp8_quant_do_kernel<__half><<<qgrid, kThreads, qsmem, stream>>>(p);
+    check ? quant(fp8_quant_do_kernel<__half, true>) : quant(fp8_quant_do_kernel<__half, false>);
   } else {
-    fp8_quant_do_kernel<__nv_bfloat16><<<qgrid, kThreads, qsmem, stream>>>(p);
+    check ? quant(fp8_quant_do_kernel<__nv_bfloat16, true>) : quant(fp8_quant_do_kernel<__nv_bfloat16, false>);
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
   const int64_t chunks = (cols + kCols - 1) / kCols;
-  const bool tflat = !p.main_path && chunks * p.heads <= INT32_MAX;
+  const bool tflat = chunks * p.heads <= INT32_MAX;
   const dim3 tgrid = tflat ? dim3(static_cast<unsigned>(chunks * p.heads), 1, 2)
                            : dim3(static_cast<unsigned>(chunks), p.heads, 2);
-  if (p.head_dim <= 128 && !p.main_path) {
+  if (p.head_dim <= 128) {
     fp8_transpose_kernel<128 + 16><<<tgrid, kThreads, 0, stream>>>(p);
   } else {
     fp8_transpose_kernel<256 + 16><<<tgrid, kThreads, 0, stream>>>(p);

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "hstu/csrc/common/hstu_validate.h"  // HstuScaleCheckParams
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"  // hstu_fp8_vt_cols, hstu_fp8_col_src_row (the column -> row map)
 
 namespace hstu {
@@ -54,7 +55,11 @@ struct HstuFp8BwdPrepassParams {
   float* dq_zero;
   int dq_tiled;
   int dq_bf16;  // with dq_tiled: the groups in bf16 (kFp8BwdDqBf16: half the bytes per group and head)
-  int main_path;  // private A/B (fp8_bwd_sm90's kOptFp8BwdMainPath): the transposes' 272-byte tile at every D
+  // Optional (check_claim nullptr: none): the FP8 descale factors' check (hstu_validate.h hstu_check_fp8_scales)
+  // run by the quantization grid's first block, concurrent with the quantization, instead of a one-block launch of
+  // its own that has the GPU to itself (check_claim: hstu_error_claim_word's device address).
+  HstuScaleCheckParams check;
+  int* check_claim;
 };
 
 // Launches the two pre-pass kernels (dO quantization with dO^T, then Q^T and K^T) on `stream`.
@@ -76,7 +81,7 @@ struct HstuFp8BwdFinishParams {
   int dq_bf16;  // with dq_tiled: dq_accum's groups in bf16 (kFp8BwdDqBf16), uint4 i of a group and head holding the
                 // values of the fp32 layout's float4 2 (i % 128 / 32) 32 + i % 32 and the next 32 (block i / 128)
   int64_t total_q, total_k;
-  int main_path;  // private A/B (kOptFp8BwdMainPath): dq_bf16's groups through shared memory, a block per group
+  int main_path;  // private A/B (kOptFp8BwdMainPath): dq_bf16's groups with an owner search per pair in the loop
 };
 cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t stream);
 

@@ -170,8 +170,8 @@ void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
 }
 
 // fp8_bwd_sm90's private A/B of its path outside the kernel (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS "main_path", option
-// bit 60; the op masks it off before call_params): main 0bb35f74's path, the pre-pass launched after the host's
-// prelude and the validation, its transposes' 272-byte tile, dq's groups put back through shared memory.
+// bit 60; the op masks it off before call_params): main 39ee30ed's path, the descale factors' check as a one-block
+// launch of its own, the finishing pass's owner search per pair.
 constexpr int64_t kOptFp8BwdMainPath = int64_t{1} << 60;
 
 // make_params' HstuParams for a call of the *_with_options ops: `options` checked, decoded once into `o` (for the
@@ -629,18 +629,17 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   pre.dq_zero = reinterpret_cast<float*>(w + o_dq);  // zeroed by the pre-pass's quantization blocks (no fill)
   pre.dq_tiled = dq_tiled ? 1 : 0;
   pre.dq_bf16 = dq_bf16 ? 1 : 0;
-  pre.main_path = main_path ? 1 : 0;
   cudaStream_t s = stream_of(q);
   // Launch order: the pre-pass first, right after the one allocation it writes (the host's prelude below runs while
   // it does; it reads the raw int32 vectors clamped and bounds every access by the tensors' extents, so it needs no
-  // validation's verdict), then the single-block checks, the validation, the kernel and the finishing pass (plain
-  // launches: programmatic dependent ones measured no faster, docs/hstu_kernel_notes.md). kOptFp8BwdMainPath: the
-  // pre-pass after the validation (a private A/B).
-  cudaError_t err = cudaSuccess;
-  if (!main_path) {
-    err = hstu_fp8_bwd_prepass(pre, s);
-    ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
-  }
+  // validation's verdict), with the descale factors' check in its first block (a one-block launch would have the GPU
+  // to itself; a launch of its own where the claim word is not known yet, e.g. a first call under a graph capture,
+  // or with kOptFp8BwdMainPath), then the validation, the kernel and the finishing pass (plain launches: programmatic
+  // dependent ones measured no faster, docs/hstu_kernel_notes.md).
+  pre.check = chk;
+  pre.check_claim = main_path ? nullptr : hstu_error_claim_word(s);
+  cudaError_t err = hstu_fp8_bwd_prepass(pre, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
   HstuOptions o;
   HstuParams p = call_params(options & ~kOptFp8BwdMainPath, o, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                              max_seqlen_k, num_contexts, num_targets, target_group_size, window_left, window_right,
@@ -651,8 +650,10 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.k_cols = pre.k_cols;
   ACCEL_CHECK(f.q_cols < (int64_t{1} << 31) && f.k_cols < (int64_t{1} << 31),
               "q/k: expected fewer than 2^31 rows (and rows + 48 B columns) for the FP8 backward");
-  err = hstu_check_fp8_scales(chk, s);
-  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: scale check: CUDA error ", cudaGetErrorString(err));
+  if (pre.check_claim == nullptr) {
+    err = hstu_check_fp8_scales(chk, s);
+    ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: scale check: CUDA error ", cudaGetErrorString(err));
+  }
   f.q_descale = chk.out[0];
   f.k_descale = chk.out[1];
   f.v_descale = chk.out[2];
@@ -671,10 +672,6 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   const int nblk_k = static_cast<int>((p.max_seqlen_k + 127) / 128);
   f.lpt_pairs = hstu_fp8_bwd_lpt_pairs(nblk_k, kFp8BwdLptGroupCtas);
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
-  if (main_path) {
-    err = hstu_fp8_bwd_prepass(pre, s);
-    ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
-  }
   err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
   HstuFp8BwdFinishParams fin{};

@@ -142,19 +142,19 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
     }
   }
   constexpr int BN = D == 256 ? 64 : 128;
+  // The grid-order kernel with kDiag bits kBits (kDiag's or a variant's) and early pack kPack.
+  auto grid = [&](auto bits, auto pack) {
+    return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, decltype(pack)::value, BN,
+                                                        decltype(bits)::value, kSilu>, C::kSmem>(
+        m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
+  };
+  using std::integral_constant;
   // (kernel_options(fp8_fwd_var=1 / 2): main's loop; the copy of P at the loop's tail, for comparisons)
   if constexpr (kDiag == 0 && kEarlyPack && kSilu == fp8_silu_default(D, kEarlyPack)) {
-    if (f.var == kFp8VarMainLoop) {
-      return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdMainLoop, kSilu>, C::kSmem>(
-          m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
-    }
-    if (f.var == kFp8VarTailCopy) {
-      return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, BN, kFp8FwdTailCopy, kSilu>, C::kSmem>(
-          m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
-    }
+    if (f.var == kFp8VarMainLoop) return grid(integral_constant<int, kFp8FwdMainLoop>{}, std::true_type{});
+    if (f.var == kFp8VarTailCopy) return grid(integral_constant<int, kFp8FwdTailCopy>{}, std::true_type{});
   }
-  return launch_fwd_fp8_grid<hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, BN, kDiag, kSilu>, C::kSmem>(
-      m_blocks, tq, tk, tvt, tvt, p, f, sa, stream);
+  return grid(integral_constant<int, kDiag>{}, integral_constant<bool, kEarlyPack>{});
 }
 
 }  // namespace sm90
