@@ -363,9 +363,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     once per key block (cfgs 10 / 11 / 12 there without them too); 13 (bf16, D = 64, sm_90+, no contexts): the
     loop without both (the loop before them); 14: without the lane offsets once. At D = 256 the one-barrier loop
     splits S and dP over the head dim across warp pairs (partial sums exchanged through shared memory); 13 (bf16,
-    D = 256, sm_90+, no contexts): the loop without the split (the loop before it; not bitwise the default's). At D = 64 on sm_90+ (no contexts)
-    the default itself takes 128-query tiles against the 128-key block (phase 1 on two 64-row halves, dQ in 32 x 32
-    warp tiles: fewer ldmatrix and block barriers per query row) on two Q / dO stages completing on mbarriers (224
+    D = 256, sm_90+, no contexts): the loop without the split (the loop before it; not bitwise the default's). At
+    D = 64 on sm_90+ (no contexts) the default itself takes 128-query tiles against the 128-key block (phase 1 on
+    two 64-row halves, dQ in 32 x 32 warp tiles: fewer ldmatrix and block barriers per query row) on two Q / dO
+    stages completing on mbarriers (224
     KB), bf16 and fp16, either grid order; 15 (bf16, D = 64, sm_90+, no contexts): the three-stage loop instead (the
     default before; cfgs 2, 7, 9-14 at D = 64 are variants of it). Where a cfg does not
     apply (fp16, other head dims, a GPU without its shared memory) the default runs. Measured on an H200:

@@ -103,9 +103,10 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     kPdsHeadsFirst, at D = 64 / 256 | kPdsTailBlocksFirst), else batch first; cfg 3 the other one; cfg 7 (bf16) the
     heads-first kernel with the other choice of kPdsTailBlocksFirst (batch first: the default's). D = 256: the
     default the two-stage body kernel with kPdsMbarCopies | kPdsLeanCopies, cfg 1 the two-stage two-barrier kernel,
-    cfg 6 (bf16) kPdsMbarCopies alone; the default with kPdsKSplitS (cfg 6 and cfg 13 (bf16) without). The one-barrier loops with kPdsSmemEpilogue, cfg 9 (bf16) the default's body
-    kernel without it; cfg 10 / 11 / 12 (bf16, D = 64 / 128) the default's loop as a body kernel without
-    kPdsStsmPdS | kPdsPtrCopies / kPdsPtrCopies / kPdsStsmPdS. At D = 64 the default (and cfg 3, and every cfg but 1
+    cfg 6 (bf16) kPdsMbarCopies alone; the default with kPdsKSplitS (cfg 6 and cfg 13 (bf16) without). The
+    one-barrier loops with kPdsSmemEpilogue, cfg 9 (bf16) the default's body kernel without it; cfg 10 / 11 / 12
+    (bf16, D = 64 / 128) the default's loop as a body kernel without kPdsStsmPdS | kPdsPtrCopies / kPdsPtrCopies /
+    kPdsStsmPdS. At D = 64 the default (and cfg 3, and every cfg but 1
     for fp16) is the two-stage body kernel with kPdsTile128; cfg 15 (bf16) the three-stage loop, the default before,
     and cfgs 2, 7, 9-14 (bf16) its variants as above."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
