@@ -7,5 +7,5 @@ python3 -c 'import torch,sys;print("torch", torch.__version__, "python", sys.ver
 echo "$GPU"
 bench nvidia-ampere $((30 - SECONDS)) peer --case "B16 S4K D128" --case "B16 S16K D128" --case "B128 S1K D128"
 bench fa2 $((53 - SECONDS)) fa2
-echo "== peer"; digest peer
+echo "== peer"; digest peer diff
 echo "== fa2"; digest fa2
