@@ -9,6 +9,7 @@ N=$C.new
 rm -rf "$N" && mkdir -p "$N/peer" "$N/tree/benchmarks"
 cp tools/hstu_dev/peer35_run/{setup.sh,run*.sh} "$N/"
 cp benchmarks/{hstu_attention.py,bench_util.py} "$N/tree/benchmarks/"
+mkdir -p "$N/tree/tests/hstu" && cp tests/conftest.py "$N/tree/tests/" && cp tests/hstu/test_benchmark_script.py "$N/tree/tests/hstu/"
 strip --strip-unneeded -o "$N/peer/$(basename "$PEER_SO")" "$PEER_SO"
 rm -rf "$C.old" && { [ ! -e "$C" ] || mv "$C" "$C.old"; } && mv "$N" "$C" && rm -rf "$C.old"
 du -sh "$C" "$C/peer"/*
