@@ -6,8 +6,10 @@ Named sweeps (shared defaults: H=4, bf16, causal):
              with the same total tokens (B=32 equal lengths; as few sequences of about the max length as hold them):
              ratios printed; the same for Zipf(1.0) lengths (longer sequences) as a second point
     masks    B=16, S=4096, D=128 over the mask kinds (none, causal, local, contexts, targets, groups, ...)
-    portable issue 39's five shapes (B16 S4K D128, B16 S16K D128, B128 S1K D128, B16 S4K D256, B16 S8K D64); only
-             with --sweep portable (with --kernels portable --peer fa2: its table)
+    portable issue 39's five shapes (B16 S4K D128, B16 S16K D128, B128 S1K D128, B16 S4K D256, B16 S8K D64) and
+             its table's three D = 256 rows (B256 S256, B128 S1K, B16 S8K); only with --sweep portable (with
+             --kernels portable --peer fa2 / nvidia-ampere: its table)
+--case NAME (repeatable): only the cases of these names (e.g. "B16 S16K D128"), to split a sweep over runs.
 
 --fp8: instead of the sweeps, the FP8 (e4m3) forward against the bf16 forward on the same shapes (issue 36): B16 S16K
 D128 / D256 and S4K D64 / D128, causal; inputs quantized with descale_mode "tensor" (and "block" for one row), the
@@ -87,8 +89,11 @@ def jagged_case_name(exponent: float) -> str:
 
 JAGGED_CASE = jagged_case_name(ZIPF_EXPONENT)
 JAGGED_TARGET = 0.85
-# Issue 39's table (the sm80-class kernels against FlashAttention-2 on the same GPU): (B, S, D), H = 4, causal.
-PORTABLE_SHAPES = [(16, 4096, 128), (16, 16384, 128), (128, 1024, 128), (16, 4096, 256), (16, 8192, 64)]
+# Issue 39's table (the sm80-class kernels against FlashAttention-2 and NVIDIA's Ampere HSTU on the same GPU): its
+# five shapes, then the three rows RESULTS.md's table added later (D = 256 at B256 S256, B128 S1K, B16 S8K); (B, S, D),
+# H = 4, causal.
+PORTABLE_SHAPES = [(16, 4096, 128), (16, 16384, 128), (128, 1024, 128), (16, 4096, 256), (16, 8192, 64),
+                   (256, 256, 256), (128, 1024, 256), (16, 8192, 256)]
 # Sweeps that run only when named with --sweep (the default run keeps its sweeps and time).
 OPT_IN_SWEEPS = ("portable",)
 
@@ -178,7 +183,7 @@ def build_cases(quick: bool, smoke: bool) -> List[Case]:
     for name, kw in masks:
         cases.append(Case("masks", name, [4096] * 16, 4, 128, **kw))
     for B, S, D in PORTABLE_SHAPES:
-        cases.append(Case("portable", f"B{B} S{S // 1024}K D{D}", [S] * B, 4, D))
+        cases.append(Case("portable", f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}", [S] * B, 4, D))
     return cases
 
 
@@ -696,6 +701,8 @@ def main(argv=None) -> int:
                         "peer's alike, now and then ran ~2x slow (1: one block)")
     p.add_argument("--sweep", action="append", choices=["dense", "jagged", "masks", "portable"],
                    help="only these sweeps (portable: issue 39's shapes, run only when named)")
+    p.add_argument("--case", action="append", metavar="NAME",
+                   help="only the cases of this name within the sweeps run (e.g. \"B16 S16K D128\"); repeatable")
     p.add_argument("--no-ref", action="store_true", help="do not time the PyTorch reference")
     p.add_argument("--results", help="append the markdown table to this file (e.g. benchmarks/RESULTS.md)")
     p.add_argument("--plot", help="write a PNG plot here (needs matplotlib)")
@@ -913,7 +920,7 @@ def wanted(case: Case, sweeps: Optional[List[str]]) -> bool:
 
 def run_all(args, device, dtype, timer, ref_timer, peer, results) -> None:
     for case in build_cases(args.quick, args.smoke):
-        if not wanted(case, args.sweep):
+        if not wanted(case, args.sweep) or (args.case and case.name not in args.case):
             continue
         if device.type == "cuda" and results and args.cooldown > 0:
             torch.cuda.synchronize()

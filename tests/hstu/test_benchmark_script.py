@@ -168,10 +168,17 @@ def test_peer_choices_and_the_portable_sweep(bench, capsys):
     # issue 39's shapes: a sweep of their own that runs only when named
     cases = [c for c in bench.build_cases(quick=False, smoke=False) if c.sweep == "portable"]
     assert [(len(c.lengths), c.lengths[0], c.D) for c in cases] == bench.PORTABLE_SHAPES
-    assert [c.name for c in cases][-1] == "B16 S8K D64" and all(c.window == (-1, 0) and c.H == 4 for c in cases)
+    assert [c.name for c in cases][4] == "B16 S8K D64" and all(c.window == (-1, 0) and c.H == 4 for c in cases)
+    assert [c.name for c in cases][5:] == ["B256 S256 D256", "B128 S1K D256", "B16 S8K D256"]
     dense = bench.Case("dense", "B16 S1K D128", [1024] * 16, 4, 128)
     assert bench.wanted(dense, None) and not bench.wanted(cases[0], None)
     assert bench.wanted(cases[0], ["portable"]) and not bench.wanted(dense, ["portable"])
+
+
+def test_case_option_keeps_the_named_cases(bench, capsys):
+    assert bench.main(["--smoke", "--reps", "2", "--warmup", "1", "--case", "zipf B4", "--case", "B2 S64 D32"]) == 0
+    out = capsys.readouterr().out
+    assert "| dense | B2 S64 D32 |" in out and "| jagged | zipf B4 |" in out and "context+target" not in out
 
 
 def test_gpu_peers_refuse_a_cpu_run(bench):

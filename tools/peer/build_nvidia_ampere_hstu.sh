@@ -17,14 +17,16 @@
 # for, e.g. 80, 89, 90; default: the first GPU's, from torch), CUTLASS_INCLUDE_DIR (default: the checkout's
 # third_party/cutlass/include, a submodule), TORCH_DIR (the torch package folder; default: the importable torch's),
 # CUDA_LIB_INCLUDE (cuSPARSE / cuBLAS / cuSOLVER headers, which ATen's CUDA headers include; default: the CUDA
-# library wheels' nvidia/cu*/include beside TORCH_DIR). python3 must be the Python that will load the module (its
-# headers and extension suffix are used). The .so must be built against the torch version that will load it.
+# library wheels' nvidia/cu*/include beside TORCH_DIR), UNITS (all, the default: 18 kernel units; causal: the 6
+# causal units without contexts, all that --sweep portable times, a third of the build; the other units' launch
+# functions then throw "not built", and the benchmark prints n/a for their cells). python3 must be the Python that
+# will load the module (its headers and extension suffix are used). The .so must be built against the torch version that will load it.
 # On a host without a GPU (the module then carried to the GPU machine): CUDA_CC=90 TORCH_DIR=<a pip-installed torch of
 # the GPU machine's version, for the same Python>; e.g. a venv with `pip install torch==X --no-deps` and
 # `cuda-toolkit[cublas,cusolver,cusparse,cudart]` of its CUDA version for CUDA_LIB_INCLUDE.
 set -euo pipefail
 if [ $# -ne 2 ]; then
-    sed -n '2,24p' "$0"
+    sed -n '2,26p' "$0"
     exit 2
 fi
 checkout=$(cd "$1" && pwd)
@@ -41,6 +43,8 @@ cuda_home=$(dirname "$(dirname "$(readlink -f "$(command -v "$nvcc")")")")
 torch_dir=${TORCH_DIR:-$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')}
 cc=${CUDA_CC:-$(python3 -c 'import torch; a, b = torch.cuda.get_device_capability(0); print(10 * a + b)')}
 jobs=${JOBS:-2}
+units=${UNITS:-all}
+[ "$units" = all ] || [ "$units" = causal ] || { echo "UNITS: all or causal, got $units" >&2; exit 2; }
 
 # Everything but the benchmark's cells switched off, once for the peer's generator (environment) and once for the
 # compiler (macros). The sm86 / sm89 kernels only where the GPU is one.
@@ -88,6 +92,15 @@ features="$features -D_GLIBCXX_USE_CXX11_ABI=$abi"
 # after the toolkit's own headers, so that nvcc's runtime headers stay the ones it came with.
 libinc=${CUDA_LIB_INCLUDE:-$(ls -d "$torch_dir"/../nvidia/cu*/include 2>/dev/null | head -1)}
 if [ -n "$libinc" ]; then includes="$includes -Xcompiler -idirafter -Xcompiler $libinc"; fi
+# UNITS=causal: the units to compile (build.txt) and the ones that get a stub (stub.txt); names such as
+# flash_fwd_hdim128_bf16_causal_sm80.cu, flash_bwd_hdim128_bf16_causal_false_sm80.cu (contexts: _causal_context_).
+if [ "$units" = causal ]; then
+    grep -E '_causal_(sm|false)' "$work/sources.txt" > "$work/build.txt"
+    grep -vE '_causal_(sm|false)' "$work/sources.txt" > "$work/stub.txt" || true
+else
+    cp "$work/sources.txt" "$work/build.txt"
+    : > "$work/stub.txt"
+fi
 export nvcc features includes obj work cc
 # shellcheck disable=SC2016
 xargs -P "$jobs" -I{} bash -c '
@@ -98,7 +111,8 @@ xargs -P "$jobs" -I{} bash -c '
         -U__CUDA_NO_BFLOAT16_OPERATORS__ -U__CUDA_NO_BFLOAT16_CONVERSIONS__ -U__CUDA_NO_BFLOAT162_OPERATORS__ \
         -U__CUDA_NO_BFLOAT162_CONVERSIONS__ -gencode "arch=compute_80,code=sm_$cc" $features $includes \
         -Xcompiler -fPIC -c "$work/{}" -o "$o.tmp" 2> "$o.log" && mv "$o.tmp" "$o" \
-        && echo "peer: built $(basename "$o")" || { echo "peer: FAILED {} (log: $o.log)" >&2; exit 255; }' < "$work/sources.txt"
+        && echo "peer: built $(basename "$o")" || { echo "peer: FAILED {} (log: $o.log)" >&2; exit 255; }' < "$work/build.txt"
+objs=$(while read -r u; do echo "$obj/$(basename "$u" .cu).o"; done < "$work/build.txt")
 
 # The Python binding (host C++ against torch's and Python's headers).
 pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
@@ -107,6 +121,25 @@ suffix=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFI
 g++ -O3 -std=c++17 -fPIC $features -DTORCH_EXTENSION_NAME=hstu_attn_2_cuda \
     -DTORCH_API_INCLUDE_EXTENSION_H -I"$torch_dir/include" -I"$torch_dir/include/torch/csrc/api/include" \
     -I"$pyinc" -I"$cuda_home/include" ${includes//-Xcompiler /} -c "$src/csrc/hstu_attn/hstu_api.cpp" -o "$obj/hstu_api.o"
+# The units not built: explicit specializations of the same launch functions (same symbols) that throw.
+if [ -s "$work/stub.txt" ]; then
+    python3 - "$work" > "$work/stubs.cpp" <<'PY'
+import os, re, sys
+work = sys.argv[1]
+print('#include <stdexcept>\n#include "cutlass/numeric_types.h"\n#include "hstu.h"')
+for u in open(os.path.join(work, "stub.txt")).read().split():
+    decl = re.search(r"template (void run_hstu_\w+_<[^>]*>\s*\([^)]*\));", open(os.path.join(work, u)).read())
+    if not decl:
+        sys.exit(f"peer: no explicit instantiation in {u}")
+    name = os.path.basename(u)[:-3]
+    print(f'template <> {decl.group(1)} {{ throw std::runtime_error("peer: {name} not built (UNITS=causal)"); }}')
+PY
+    # shellcheck disable=SC2086
+    g++ -O1 -std=c++17 -fPIC $features -I"$cuda_home/include" ${includes//-Xcompiler /} -c "$work/stubs.cpp" \
+        -o "$work/stubs.o"
+    objs="$objs $work/stubs.o"
+    echo "peer: $(wc -l < "$work/stub.txt") units stubbed (UNITS=causal)"
+fi
 # The module should load wherever the torch wheel (manylinux_2_28) does, also where it was built on a newer glibc:
 # the dl* calls of torch's headers go through trampolines to their oldest versions (libdl's before glibc 2.34), and
 # libstdc++'s __libc_single_threaded (2.32) reads as 0, "always lock" (the way tools/manylinux does it for our wheels).
@@ -124,8 +157,8 @@ dlsyms="dlclose dlerror dlopen dlsym"
 gcc -c "$work/glibc_compat.S" -o "$work/glibc_compat.o"
 wraps=$(for f in $dlsyms __libc_single_threaded; do printf -- '-Wl,--wrap=%s ' "$f"; done)
 # shellcheck disable=SC2086
-g++ -shared -fuse-ld=bfd -o "$out/hstu_attn_2_cuda$suffix" "$obj"/*.o "$work/glibc_compat.o" $wraps -L"$torch_dir/lib" \
-    -ltorch_python -ltorch -ltorch_cpu -ltorch_cuda -lc10 -lc10_cuda -L"$cuda_home/lib64" -lcudart \
+g++ -shared -fuse-ld=bfd -o "$out/hstu_attn_2_cuda$suffix" $objs "$obj/hstu_api.o" "$work/glibc_compat.o" $wraps \
+    -L"$torch_dir/lib" -ltorch_python -ltorch -ltorch_cpu -ltorch_cuda -lc10 -lc10_cuda -L"$cuda_home/lib64" -lcudart \
     -Wl,--no-as-needed -l:libdl.so.2
 glibc=$(objdump -T "$out/hstu_attn_2_cuda$suffix" | grep -o 'GLIBC_[0-9.]*' | sort -V -u | tail -1)
 echo "peer: newest glibc symbol version needed: $glibc"
