@@ -381,6 +381,12 @@ __device__ __forceinline__ bool try_lock_bucket(int32_t* lock) {
   asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], 0, 1;" : "=r"(old) : "l"(lock) : "memory");
   return old == 0;
 }
+// Lab (kScheduleRelaxedLock): the same CAS without acquire, so no L1 invalidation of the SM.
+__device__ __forceinline__ bool try_lock_bucket_relaxed(int32_t* lock) {
+  int32_t old;
+  asm volatile("atom.relaxed.gpu.global.cas.b32 %0, [%1], 0, 1;" : "=r"(old) : "l"(lock) : "memory");
+  return old == 0;
+}
 __device__ __forceinline__ void unlock_bucket(int32_t* lock) {
   asm volatile("st.release.gpu.global.b32 [%0], 0;" : : "l"(lock) : "memory");
 }
@@ -600,6 +606,14 @@ __device__ __forceinline__ uint64_t lock_victim(void* keys, int64_t slot) {
   uint64_t old;
   unsigned long long* p = reinterpret_cast<unsigned long long*>(keys) + slot;
   asm volatile("atom.acquire.gpu.global.exch.b64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(kLockedKey) : "memory");
+  return old;
+}
+
+// Lab (kScheduleRelaxedLock): lock_victim without acquire.
+__device__ __forceinline__ uint64_t lock_victim_relaxed(void* keys, int64_t slot) {
+  uint64_t old;
+  unsigned long long* p = reinterpret_cast<unsigned long long*>(keys) + slot;
+  asm volatile("atom.relaxed.gpu.global.exch.b64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(kLockedKey) : "memory");
   return old;
 }
 
