@@ -708,7 +708,8 @@ TABLE_HD int main_family(int mode) {
 // row copiers measured no better with 128 (327 against 322 us) and keep 256; so do the others (not measured).
 template <int F>
 constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
-template <int K, int V, int P, int F>
+// R (lab, insert-pass lab value 3): probe_concurrent<..., kRelaxedKeys = true>.
+template <int K, int V, int P, int F, bool R = false>
 __global__ void __launch_bounds__(kMainBlock<F>,
                                   (F == kFamilyCopy || F == kFamilyCopyDedup || F == kFamilyInitConst ? 48 : 40) * 32 /
                                       kMainBlock<F>)
@@ -801,9 +802,9 @@ __global__ void __launch_bounds__(kMainBlock<F>,
         // LRU: a hit found only after waiting its slot out yields, as one whose lock CAS met the slot held (its write
         // taken as overwritten by the duplicate that held it); the other policies take the lock after the wait.
         slot = kCopier
-                   ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock, P == kPolicyLru && !dedup,
-                                            !dedup)
-                   : probe_concurrent(tile, t, key, h, free_mask, may_insert);
+                   ? probe_concurrent<true, R>(tile, t, key, h, free_mask, may_insert, &lock,
+                                               P == kPolicyLru && !dedup, !dedup)
+                   : probe_concurrent<false, R>(tile, t, key, h, free_mask, may_insert);
         bool dup = false;  // dedup: another occurrence of the key is its writer in this pass
         if (dedup) dup = dedup_settle(tile, p, key, dedup_seen);
         // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
@@ -1254,12 +1255,13 @@ inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::cur
 // The insert pass's schedule: dynamic (a group counter) for every op. The static rounds are 3-4 % faster on a table
 // topped up to load 1.0 but 8-10 % slower on Zipf keys at load 0.965 drawn from every stored key (insert_and_evict 3
 // % slower everywhere): docs/dynamicemb_storage_notes.md, "Keys in flight". `mode` may carry the op's private
-// override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic, 2 = static, 3 = relaxed lock (lab).
+// override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic, 2 = static, 3 = relaxed lock (lab),
+// 4 = relaxed lock and the first pass's probe without acquires (lab; launch_upsert).
 inline InsertSchedule insert_schedule(int mode) {
   const int force = mode >> kUpsertModeLabShift;
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
-  if (force == 3) return kScheduleRelaxedLock;
+  if (force == 3 || force == 4) return kScheduleRelaxedLock;  // 4: and the first pass's relaxed probe
   return kScheduleDynamic;
 }
 inline unsigned grid_for_tiles(int64_t n) {
@@ -1267,7 +1269,7 @@ inline unsigned grid_for_tiles(int64_t n) {
 }
 
 template <int K, int V, int P>
-void launch_upsert_first(const UpsertParams& p, cudaStream_t s);
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s, bool lab_relaxed = false);
 
 template <int K, int V, int P>
 void launch_lookup(const LookupParams& p, void* stream) {
@@ -1284,7 +1286,8 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
   p.mode &= (1 << kUpsertModeLabShift) - 1;
   if (p.n > 0 && p.pending == nullptr)
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
-  if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
+  if (!p.insert_pass_only)
+    launch_upsert_first<K, V, P>(p, s, P == kPolicyLru && (p_op.mode >> kUpsertModeLabShift) == 4);
   if (p.n == 0 || p.first_pass_only) return;
   const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap());
   if (insert_schedule(p_op.mode) == kScheduleStatic)
@@ -1298,7 +1301,7 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
 }
 // begin_op and the first pass of an upsert.
 template <int K, int V, int P>
-void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s, bool lab_relaxed) {
   const int family = main_family(p.mode);
   // The LRU row copiers with the first-writer set (the op's pending scratch has its tail; all-HBM tables):
   // begin_op samples the batch and chooses the set (detail::kDedupSamples); dedup_clear zeroes it when chosen.
@@ -1321,14 +1324,18 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   if (p.n == 0) return;
   constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
   const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
-  if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
+  if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0 && lab_relaxed)
+    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst, true>, grid_init, kInitBlock, s, p);
+  else if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst>, grid_init, kInitBlock, s, p);
   else if (family == kFamilyInit)
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInit>, grid_init, kInitBlock, s, p);
   else if (family == kFamilyCopy && dedup) {
     if constexpr (P == kPolicyLru)
       launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopyDedup>, grid_for_tiles(p.n), kBlock, s, p);
-  } else if (family == kFamilyCopy)
+  } else if (family == kFamilyCopy && lab_relaxed)
+    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy, true>, grid_for_tiles(p.n), kBlock, s, p);
+  else if (family == kFamilyCopy)
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy>, grid_for_tiles(p.n), kBlock, s, p);
   else
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyOther>, grid_for_tiles(p.n), kBlock, s, p);

@@ -1,13 +1,13 @@
 #!/bin/bash
 # hash35 run 1 (issue 35, load 1.0). evict_bench (uint64 / fp32 dim 32 / LRU, 2^26 slots, 1M keys at HKV's fill),
 # insert-pass lab value 1 = main's path, 3 = the eviction's bucket-lock CAS and victim exchange relaxed (no acquire:
-# no L1 invalidation per evicting key), interleaved in one process; equal checksums = the same evictions. Then ncu of
+# no L1 invalidation per evicting key), 4 = 3 + the first pass's hit key loads and hit-lock CASes relaxed, interleaved in one process; equal checksums = the same evictions. Then ncu of
 # main's upsert kernels (all three inserting ops + assign, 2^24 slots, 256K keys): DRAM / L2 bytes by kind, for the
 # bytes per key against the floor. And the SASS's acquire / fence counts of the two insert passes.
 . .carry/hash35/common.sh
-eb uniform_13 10 26 20 5 - uniform 1 - 1,3
-eb zipf_13 9 26 20 3 - zipf 1 - 1,3
-eb dupnew_13 9 26 20 3 - dupnew 1 - 1,3
+eb uniform_134 11 26 20 5 - uniform 1 - 1,3,4
+eb zipf_134 10 26 20 3 - zipf 1 - 1,3,4
+eb dupnew_134 10 26 20 3 - dupnew 1 - 1,3,4
 ncu_mem "upsert_" 8 1
 CO=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
 if [ -n "$CO" ]; then
@@ -29,4 +29,4 @@ for f, c in cnt.items():
         print(f[:70], c)
 PY
 fi
-digest uniform_13 zipf_13 dupnew_13
+digest uniform_134 zipf_134 dupnew_134
