@@ -1,8 +1,8 @@
 #!/bin/bash
 # hash35 run 1 (issue 35, load 1.0). evict_bench (uint64 / fp32 dim 32 / LRU, 2^26 slots, 1M keys at HKV's fill),
 # insert-pass lab value 1 = main's path, 3 = the eviction's bucket-lock CAS and victim exchange relaxed (no acquire:
-# no L1 invalidation per evicting key), 4 = 3 + the first pass's hit key loads and hit-lock CASes relaxed, interleaved in one process; equal checksums = the same evictions. Then ncu of
-# main's upsert kernels (all three inserting ops + assign, 2^24 slots, 256K keys): DRAM / L2 bytes by kind, for the
+# no L1 invalidation per evicting key), 4 = 3 + the first pass's hit key loads and hit-lock CASes relaxed,
+# interleaved in one process; equal checksums = the same evictions. Then ncu of main's upsert kernels (all three inserting ops + assign, 2^24 slots, 256K keys): DRAM / L2 bytes by kind, for the
 # bytes per key against the floor. And the SASS's acquire / fence counts of the two insert passes.
 . .carry/hash35/common.sh
 eb uniform_134 11 26 20 5 - uniform 1 - 1,3,4
@@ -25,7 +25,7 @@ for l in open(sys.argv[1]):
                 cnt[cur][op] = cnt[cur].get(op, 0) + 1
         cnt[cur]["all"] = cnt[cur].get("all", 0) + 1
 for f, c in cnt.items():
-    if "insert" in f or "evict_insert" in f:
+    if "insert" in f or "upsert_main" in f:
         print(f[:70], c)
 PY
 fi
