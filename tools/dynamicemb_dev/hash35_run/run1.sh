@@ -3,7 +3,8 @@
 # insert-pass lab value 1 = main's path, 3 = the eviction's bucket-lock CAS and victim exchange relaxed (no acquire:
 # no L1 invalidation per evicting key), 4 = 3 + the first pass's hit key loads and hit-lock CASes relaxed,
 # interleaved in one process; equal checksums = the same evictions. Then ncu of main's upsert kernels (all three
-# inserting ops + assign, 2^24 slots, 256K keys): DRAM / L2 bytes by kind, for the bytes per key against the floor. And the SASS's acquire / fence counts of the two insert passes.
+# inserting ops + assign, 2^24 slots, 256K keys): DRAM / L2 bytes by kind, for the bytes per key against the floor.
+# And the SASS's acquire / fence counts of the upsert kernels.
 . .carry/hash35/common.sh
 eb uniform_134 11 26 20 5 - uniform 1 - 1,3,4
 eb zipf_134 10 26 20 3 - zipf 1 - 1,3,4
