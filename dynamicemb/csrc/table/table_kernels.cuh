@@ -426,14 +426,16 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-// kRelaxed (lab, insert-pass schedule kScheduleRelaxedLock; LRU only): the bucket lock's CAS and the victim's
-// exchange without acquire (no L1 invalidation on the SM per evicting key). Ordering of the scan's L2 loads after the
-// lock rests on their control dependency on the CAS's result; a victim under LRU holds a score below the op's clock,
-// so its row was last written by an earlier kernel (docs/dynamicemb_storage_notes.md, "Acquires in the eviction").
-template <int K, int V, int P, bool kRelaxed = false>
+// kLab (lab bits, A/B only; docs/dynamicemb_storage_notes.md, "The eviction's acquires"): kLabRelaxed (LRU only) takes
+// the bucket lock's CAS and the victim's exchange without acquire (no L1 invalidation on the SM per evicting key):
+// the scan's L2 loads follow the CAS's result by a control dependency, and a victim under LRU holds a score below
+// the op's clock, so its row was last written by an earlier kernel. kLabVictimRow (insert_and_evict) starts the
+// victim's row into L2 beside its exchange, so that the evicted row's copy after it reads L2, not DRAM.
+enum EvictLab : int { kLabRelaxed = 1, kLabVictimRow = 2 };
+template <int K, int V, int P, int kLab = 0>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
-  constexpr bool kRelax = kRelaxed && P == kPolicyLru;
+  constexpr bool kRelax = (kLab & kLabRelaxed) && P == kPolicyLru;
   using T = typename Val<V>::T;
   using KT = typename KeyT<K>::T;
   const UpsertParams& p = *pp;
@@ -485,6 +487,8 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
       k0 = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j0));
     }
     uint64_t old = kLockedKey;
+    if ((kLab & kLabVictimRow) && spec && p.mode == kInsertAndEvict && p.evicted_values)
+      prefetch_row_l2(tile, row_ptr<T>(t, victim), dim);
     if (spec && lead) old = kRelax ? lock_victim_relaxed(t.keys, victim) : lock_victim(t.keys, victim);
     if (j0 >= 0) {
       if (k0 == a.key) found = base + look_slot(tile, j0);
@@ -597,7 +601,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
 // bucket without a free slot; a bucket gains no free slot during an upsert, so the key goes straight to the
 // eviction path, whose scan under the lock (and its probe while waiting for the lock) finds the key if a
 // duplicate inserted it meanwhile. Tile-uniform control flow throughout.
-template <int K, int V, int P, bool kRelaxed = false>
+template <int K, int V, int P, int kLab = 0>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
                                               const KeyArgs& a, const typename Val<V>::T* row_in,
                                               bool full_bucket = false) {
@@ -609,7 +613,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
                           (mode == kAccumOrAssign && !a.accum_flag);
   if (full_bucket && may_insert)
-    return evict_insert<K, V, P, kRelaxed>(
+    return evict_insert<K, V, P, kLab>(
         p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
         policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0));
 
@@ -637,7 +641,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
       continue;
     }
-    return evict_insert<K, V, P, kRelaxed>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
+    return evict_insert<K, V, P, kLab>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
 }
 
@@ -958,8 +962,10 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // Measured (H200, load 1.0, 1M keys): static insert pass -5 % for find_or_insert and insert_or_assign, +4 % for
 // insert_and_evict on a topped-up table, but -8 to -10 % on Zipf keys drawn from every stored key: the default is
 // dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight").
-// kScheduleRelaxedLock (lab, A/B only): the dynamic schedule with evict_insert<..., kRelaxed = true>.
-enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleRelaxedLock = 2 };
+// kScheduleRelaxedLock / kScheduleVictimRow (lab, A/B only): the dynamic schedule with evict_insert<..., kLabRelaxed>
+// / <..., kLabVictimRow>.
+enum InsertSchedule : int {
+  kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleRelaxedLock = 2, kScheduleVictimRow = 3 };
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
@@ -1023,7 +1029,8 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
       const Outcome o =
-          upsert_one<K, V, P, L == kScheduleRelaxedLock>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
+          upsert_one<K, V, P, L == kScheduleRelaxedLock ? kLabRelaxed : L == kScheduleVictimRow ? kLabVictimRow : 0>(
+              tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
       if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
         init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
       if (tile.thread_rank() == 0) {
@@ -1256,12 +1263,14 @@ inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::cur
 // topped up to load 1.0 but 8-10 % slower on Zipf keys at load 0.965 drawn from every stored key (insert_and_evict 3
 // % slower everywhere): docs/dynamicemb_storage_notes.md, "Keys in flight". `mode` may carry the op's private
 // override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic, 2 = static, 3 = relaxed lock (lab),
-// 4 = relaxed lock and the first pass's probe without acquires (lab; launch_upsert).
+// 4 = relaxed lock and the first pass's probe without acquires (lab; launch_upsert), 5 = the victim's row
+// prefetched (lab).
 inline InsertSchedule insert_schedule(int mode) {
   const int force = mode >> kUpsertModeLabShift;
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
   if (force == 3 || force == 4) return kScheduleRelaxedLock;  // 4: and the first pass's relaxed probe
+  if (force == 5) return kScheduleVictimRow;
   return kScheduleDynamic;
 }
 inline unsigned grid_for_tiles(int64_t n) {
@@ -1294,6 +1303,8 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleStatic>, grid, kBlock, s, p);
   else if (insert_schedule(p_op.mode) == kScheduleRelaxedLock)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleRelaxedLock>, grid, kBlock, s, p);
+  else if (insert_schedule(p_op.mode) == kScheduleVictimRow)
+    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleVictimRow>, grid, kBlock, s, p);
   else
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");
