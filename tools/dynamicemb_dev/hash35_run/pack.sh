@@ -4,7 +4,9 @@
 # commit EB1 (default HEAD; eb_lab). Lab value 1 = main's insert pass (dynamic schedule), 3 = the lab variant of the
 # commit (hash35: 3 the eviction's lock CAS and victim exchange without acquire, 4 = 3 + the first pass's probe
 # without acquires, 5 insert_and_evict's victim row prefetched beside its exchange).
-# Usage: [EB1=COMMIT] pack.sh K
+# With WHL=1 also this tree's dynamicemb wheel (bazel-bin), setup.sh and, under tree/, the test files and lab tools
+# runK.sh uses (run 3).
+# Usage: [EB1=COMMIT] [WHL=1] pack.sh K
 set -e
 H=$(cd "$(dirname "$0")" && pwd) D=/work/main/.carry/hash35
 R=$(cd "$H/../../.." && pwd)
@@ -19,6 +21,15 @@ build_eb() {  # build_eb COMMIT OUT: evict_bench from this branch's tree at COMM
 }
 build_eb "${EB1:-HEAD}" $N/eb_lab
 [ -x $N/eb_lab ] || { echo "pack: eb_lab not built" >&2; exit 1; }
-mkdir -p $D && cp $N/* $D/ && rm -rf $N
+if [ "${WHL:-0}" = 1 ]; then
+  mkdir -p $N/whl $N/tree/tests/dynamicemb $N/tree/tools/dynamicemb_dev $N/tree/benchmarks
+  cp "$H/setup.sh" $N/
+  cp "$R"/bazel-bin/dynamicemb-*.whl $N/whl/
+  cp "$R"/tests/dynamicemb/*.py $N/tree/tests/dynamicemb/
+  cp "$R"/tests/conftest.py $N/tree/tests/ 2>/dev/null || true
+  cp "$R"/tools/dynamicemb_dev/{table_ab.py,upsert_lab_plugin.py} $N/tree/tools/dynamicemb_dev/
+  cp "$R"/benchmarks/{hash_table.py,hkv_peer.py,bench_util.py} $N/tree/benchmarks/ 2>/dev/null || true
+fi
+mkdir -p $D && cp -r $N/* $D/ && rm -rf $N
 ls -la $D
 du -sh $D
