@@ -712,11 +712,14 @@ TABLE_HD int main_family(int mode) {
 // row copiers measured no better with 128 (327 against 322 us) and keep 256; so do the others (not measured).
 template <int F>
 constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
-// R (lab, insert-pass lab value 3): probe_concurrent<..., kRelaxedKeys = true>.
-template <int K, int V, int P, int F, bool R = false>
-__global__ void __launch_bounds__(kMainBlock<F>,
-                                  (F == kFamilyCopy || F == kFamilyCopyDedup || F == kFamilyInitConst ? 48 : 40) * 32 /
-                                      kMainBlock<F>)
+// R (lab bits, A/B only): 1 = probe_concurrent<..., kRelaxedKeys = true> (lab value 4); 2 / 4 = the row copiers at
+// 40 / 32 warps per SM (48 / 64 registers: fewer spills; lab values 6 / 7).
+template <int F, int R>
+constexpr int kMainWarps = (F == kFamilyCopy || F == kFamilyCopyDedup || F == kFamilyInitConst)
+                               ? ((R & 2) ? 40 : (R & 4) ? 32 : 48)
+                               : 40;
+template <int K, int V, int P, int F, int R = 0>
+__global__ void __launch_bounds__(kMainBlock<F>, kMainWarps<F, R> * 32 / kMainBlock<F>)
     upsert_main_kernel(UpsertParams p) {
   constexpr bool kCopier = F == kFamilyCopy || F == kFamilyCopyDedup;
   using KT = typename KeyT<K>::T;
@@ -806,9 +809,9 @@ __global__ void __launch_bounds__(kMainBlock<F>,
         // LRU: a hit found only after waiting its slot out yields, as one whose lock CAS met the slot held (its write
         // taken as overwritten by the duplicate that held it); the other policies take the lock after the wait.
         slot = kCopier
-                   ? probe_concurrent<true, R>(tile, t, key, h, free_mask, may_insert, &lock,
-                                               P == kPolicyLru && !dedup, !dedup)
-                   : probe_concurrent<false, R>(tile, t, key, h, free_mask, may_insert);
+                   ? probe_concurrent<true, (R & 1) != 0>(tile, t, key, h, free_mask, may_insert, &lock,
+                                                          P == kPolicyLru && !dedup, !dedup)
+                   : probe_concurrent<false, (R & 1) != 0>(tile, t, key, h, free_mask, may_insert);
         bool dup = false;  // dedup: another occurrence of the key is its writer in this pass
         if (dedup) dup = dedup_settle(tile, p, key, dedup_seen);
         // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
@@ -1264,7 +1267,7 @@ inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::cur
 // % slower everywhere): docs/dynamicemb_storage_notes.md, "Keys in flight". `mode` may carry the op's private
 // override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic, 2 = static, 3 = relaxed lock (lab),
 // 4 = relaxed lock and the first pass's probe without acquires (lab; launch_upsert), 5 = the victim's row
-// prefetched (lab).
+// prefetched (lab), 6 / 7 = the row copiers' first pass at 40 / 32 warps per SM (lab; launch_upsert_first).
 inline InsertSchedule insert_schedule(int mode) {
   const int force = mode >> kUpsertModeLabShift;
   if (force == 1) return kScheduleDynamic;
@@ -1278,7 +1281,7 @@ inline unsigned grid_for_tiles(int64_t n) {
 }
 
 template <int K, int V, int P>
-void launch_upsert_first(const UpsertParams& p, cudaStream_t s, bool lab_relaxed = false);
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int lab = 0);
 
 template <int K, int V, int P>
 void launch_lookup(const LookupParams& p, void* stream) {
@@ -1296,7 +1299,7 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
   if (p.n > 0 && p.pending == nullptr)
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
   if (!p.insert_pass_only)
-    launch_upsert_first<K, V, P>(p, s, P == kPolicyLru && (p_op.mode >> kUpsertModeLabShift) == 4);
+    launch_upsert_first<K, V, P>(p, s, p_op.mode >> kUpsertModeLabShift);
   if (p.n == 0 || p.first_pass_only) return;
   const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap());
   if (insert_schedule(p_op.mode) == kScheduleStatic)
@@ -1312,7 +1315,8 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
 }
 // begin_op and the first pass of an upsert.
 template <int K, int V, int P>
-void launch_upsert_first(const UpsertParams& p, cudaStream_t s, bool lab_relaxed) {
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int lab) {
+  const bool lab_relaxed = P == kPolicyLru && lab == 4;  // lab values (insert_schedule): 4, 6, 7
   const int family = main_family(p.mode);
   // The LRU row copiers with the first-writer set (the op's pending scratch has its tail; all-HBM tables):
   // begin_op samples the batch and chooses the set (detail::kDedupSamples); dedup_clear zeroes it when chosen.
@@ -1336,7 +1340,7 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s, bool lab_relaxed
   constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
   const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
   if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0 && lab_relaxed)
-    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst, true>, grid_init, kInitBlock, s, p);
+    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst, 1>, grid_init, kInitBlock, s, p);
   else if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst>, grid_init, kInitBlock, s, p);
   else if (family == kFamilyInit)
@@ -1345,7 +1349,11 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s, bool lab_relaxed
     if constexpr (P == kPolicyLru)
       launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopyDedup>, grid_for_tiles(p.n), kBlock, s, p);
   } else if (family == kFamilyCopy && lab_relaxed)
-    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy, true>, grid_for_tiles(p.n), kBlock, s, p);
+    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy, 1>, grid_for_tiles(p.n), kBlock, s, p);
+  else if (family == kFamilyCopy && lab == 6)
+    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy, 2>, grid_for_tiles(p.n), kBlock, s, p);
+  else if (family == kFamilyCopy && lab == 7)
+    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy, 4>, grid_for_tiles(p.n), kBlock, s, p);
   else if (family == kFamilyCopy)
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy>, grid_for_tiles(p.n), kBlock, s, p);
   else

@@ -1,24 +1,15 @@
 #!/bin/bash
-# hash35 run 3 (issue 35): the branch's dynamicemb wheel (lab values reachable through ScoredHashTable._upsert_lab:
-# 7 = value 3, the eviction's lock CAS and victim exchange relaxed; 9 = value 4, 3 + the first pass's probe without
-# acquires; 11 = value 5, insert_and_evict's victim row prefetched; 1 = main's path). GPU tests under 7 / 9 / 11 (the
-# LRU full-table, duplicate and tie cases against the CPU twin), then table_ab in one process at load 1.0, dims 8 / 32
-# / 64: pdl+dynamic (main's path) against the lab values.
-t0=$(date +%s)
-. .carry/hash35/setup.sh
-OUT=${OUT:-/tmp/out_hash35}; mkdir -p $OUT
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
-K="full_table or duplicates or contention or (matches_cpu_twin and lru) or evict or ties or hot or found"
-F="tests/dynamicemb/test_table_gpu.py tests/dynamicemb/test_evict_ties_gpu.py tests/dynamicemb/test_table_full.py"
-run_tests 20 7 tests7.log "$K" $F &
-run_tests 20 9 tests9.log "$K" $F &
-run_tests 20 11 tests11.log "$K and (insert_and_evict or ties)" $F &
-wait
-echo "tests: $(( $(date +%s) - t0 )) s"
-cd $C/tree && PYTHONPATH=/tmp/site_hash35 timeout $(( 52 - $(date +%s) + t0 )) \
-  python3 -P tools/dynamicemb_dev/table_ab.py --variants pdl+dynamic pdl+relaxed pdl+relaxed1 --lambdas 1.0 \
-  --dists uniform --dims 32 8 64 --reps 3 \
-  | tee $OUT/table_ab.txt
-cd $R
-digest_tests tests7.log tests9.log tests11.log
-echo "total: $(( $(date +%s) - t0 )) s"
+# hash35 run 3 (issue 35). evict_bench (uint64 / fp32 dim 32 / LRU, 2^26 slots, 1M keys at HKV's fill), lab values
+# interleaved in one process: 1 = main's path; 6 / 7 = the row copiers' first pass (insert_or_assign,
+# insert_and_evict, assign) at 40 / 32 warps per SM (48 / 64 registers, no spills) instead of 48 (40 registers,
+# 56 / 80 bytes of spills); 5 = run 2's victim-row prefetch again, in the other order (5 before 1), to separate the
+# prefetch from the kernel's layout (run 2: its insert pass was -1.2 % also on the ops it does not touch). Loads 1.0
+# and 0.5, uniform and Zipf; equal checksums = the same results. Then ncu of the first passes at 1 / 6 / 7.
+. .carry/hash35/common.sh
+eb uniform_167 8 26 20 5 - uniform 1 - 1,6,7
+eb zipf_167 8 26 20 5 - zipf 1 - 1,6,7
+eb half_167 8 26 20 3 - uniform 0.5 - 1,6,7
+eb uniform_531 8 26 20 5 - uniform 1 - 5,3,1
+eb dupnew_51 8 26 20 5 - dupnew 1 - 5,1
+ncu_mem "upsert_main" 12 1,6,7
+digest uniform_167 zipf_167 half_167 uniform_531 dupnew_51
