@@ -304,9 +304,9 @@ class ScoredHashTable:
     # Private option (bits; class or instance attribute): 1 = the CUDA upsert's kernels after begin_op as
     # programmatic dependent launches on sm_90+ (table_kernels.cuh launch_upsert_kernel; H200, 1M keys: +0.4 to
     # +1.3 % on the inserting ops, docs/dynamicemb_storage_notes.md "The first-writer set's slot-lock copy"); on by
-    # default, 0 = plain launches (for A/B timing). Bits 1-3 (value >> 1) force the insert pass's group schedule:
-    # 1 dynamic, 2 static for every op (table_kernels.cuh insert_schedule; dynamic by default:
-    # docs/dynamicemb_storage_notes.md "Keys in flight"), 3-5 lab variants of the eviction ("The eviction's acquires").
+    # default, 0 = plain launches (for A/B timing). Bits 2 / 4 force the insert pass's group schedule to dynamic /
+    # static for every op (table_kernels.cuh insert_schedule; dynamic by default: docs/dynamicemb_storage_notes.md
+    # "Keys in flight").
     _upsert_lab = 1
 
     def __init__(

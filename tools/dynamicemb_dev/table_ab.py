@@ -24,9 +24,7 @@ from hash_table import Timer, fill_table, rate  # noqa: E402
 from dynamicemb._table import ScoredHashTable  # noqa: E402
 
 OPS = ["find_or_insert", "insert_or_assign", "insert_and_evict", "assign"]
-# dynamic / static: the insert pass's schedule forced for every op; relaxed / relaxed1 / vrow: lab values 3 / 4 / 5
-# (table_kernels.cuh insert_schedule; not to be joined with dynamic / static)
-LAB = {"pdl": 1, "dynamic": 2, "static": 4, "relaxed": 6, "relaxed1": 8, "vrow": 10}
+LAB = {"pdl": 1, "dynamic": 2, "static": 4}  # dynamic / static: the insert pass's schedule forced for every op
 
 
 def set_variant(name):

@@ -45,13 +45,6 @@ __device__ __forceinline__ void publish_key(void* keys, int64_t slot, uint64_t k
   unsigned long long* p = reinterpret_cast<unsigned long long*>(keys) + slot;
   asm volatile("st.release.gpu.global.u64 [%0], %1;" : : "l"(p), "l"(key) : "memory");
 }
-// Lab (probe_concurrent<..., kRelaxedKeys>): cas_key without acquire.
-__device__ __forceinline__ uint64_t cas_key_relaxed(void* keys, int64_t slot, uint64_t cmp, uint64_t val) {
-  uint64_t old;
-  unsigned long long* p = reinterpret_cast<unsigned long long*>(keys) + slot;
-  asm volatile("atom.relaxed.gpu.global.cas.b64 %0, [%1], %2, %3;" : "=l"(old) : "l"(p), "l"(cmp), "l"(val) : "memory");
-  return old;
-}
 // Publishes a key right after a release operation of the same thread (the bucket lock's release store): a
 // strong relaxed store, ordered after the writes before that release by the release's fence.
 __device__ __forceinline__ void publish_key_after_release(void* keys, int64_t slot, uint64_t key) {
@@ -183,9 +176,7 @@ enum HitLock : int { kHitLockNone = 0, kHitLockOwned = 1, kHitLockHeld = 2 };
 // LOCKED, then the key: a duplicate of this batch held it meanwhile) reports kHitLockHeld, as a CAS that met it held.
 // take_lock false (kLockHit; a caller that is its key's only writer in this pass): a slot read holding the key is
 // returned as kHitLockOwned without the CAS (nothing else locks a present key's slot then).
-// kRelaxedKeys (lab, insert-pass lab value 3's first pass): the hit's key load and lock CAS without acquire (no L1
-// invalidation per hit); the row reads after them are L2 loads issued after the key's value is known.
-template <bool kLockHit = false, bool kRelaxedKeys = false>
+template <bool kLockHit = false>
 __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const TableRef& t, uint64_t key,
                                                     const KeyHome& h, FreeMasks& free_mask, bool may_insert = true,
                                                     int* lock = nullptr, bool yield_waited = false,
@@ -244,9 +235,7 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
         if (k == key) {
           // Keys do not leave slots in the first pass: the CAS sees the key (locked now) or LOCKED (a duplicate
           // locked it since the load).
-          const uint64_t old = !take_lock   ? key
-                               : kRelaxedKeys ? cas_key_relaxed(t.keys, slot, key, kLockedKey)
-                                              : cas_key(t.keys, slot, key, kLockedKey);
+          const uint64_t old = take_lock ? cas_key(t.keys, slot, key, kLockedKey) : key;
           if (old == key) found = slot;
           else if (old == kLockedKey) held = slot;
           else left = true;
@@ -286,9 +275,8 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
       // every free slot: relaxed loads (they pipeline; acquire loads do not), then the acquire wait for our key.
       // (After the lock-taking loop above, the matches left were read LOCKED: straight to the wait.)
       const uint64_t k = lock_hit ? kLockedKey
-                         : (relaxed_first || kRelaxedKeys)
-                             ? __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot)
-                             : ld_key(t.keys, slot);
+                         : relaxed_first ? __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot)
+                                         : ld_key(t.keys, slot);
       if ((k == key && !relaxed_first) || ((k == key || k == kLockedKey) && wait_unlocked(t.keys, slot) == key))
         found = slot;
     }
@@ -391,12 +379,6 @@ __device__ __forceinline__ bool lock_hit(const Tile& tile, const TableRef& t, in
 __device__ __forceinline__ bool try_lock_bucket(int32_t* lock) {
   int32_t old;
   asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], 0, 1;" : "=r"(old) : "l"(lock) : "memory");
-  return old == 0;
-}
-// Lab (kScheduleRelaxedLock): the same CAS without acquire, so no L1 invalidation of the SM.
-__device__ __forceinline__ bool try_lock_bucket_relaxed(int32_t* lock) {
-  int32_t old;
-  asm volatile("atom.relaxed.gpu.global.cas.b32 %0, [%1], 0, 1;" : "=r"(old) : "l"(lock) : "memory");
   return old == 0;
 }
 __device__ __forceinline__ void unlock_bucket(int32_t* lock) {
@@ -618,14 +600,6 @@ __device__ __forceinline__ uint64_t lock_victim(void* keys, int64_t slot) {
   uint64_t old;
   unsigned long long* p = reinterpret_cast<unsigned long long*>(keys) + slot;
   asm volatile("atom.acquire.gpu.global.exch.b64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(kLockedKey) : "memory");
-  return old;
-}
-
-// Lab (kScheduleRelaxedLock): lock_victim without acquire.
-__device__ __forceinline__ uint64_t lock_victim_relaxed(void* keys, int64_t slot) {
-  uint64_t old;
-  unsigned long long* p = reinterpret_cast<unsigned long long*>(keys) + slot;
-  asm volatile("atom.relaxed.gpu.global.exch.b64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(kLockedKey) : "memory");
   return old;
 }
 

@@ -426,16 +426,9 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-// kLab (lab bits, A/B only; docs/dynamicemb_storage_notes.md, "The eviction's acquires"): kLabRelaxed (LRU only) takes
-// the bucket lock's CAS and the victim's exchange without acquire (no L1 invalidation on the SM per evicting key):
-// the scan's L2 loads follow the CAS's result by a control dependency, and a victim under LRU holds a score below
-// the op's clock, so its row was last written by an earlier kernel. kLabVictimRow (insert_and_evict) starts the
-// victim's row into L2 beside its exchange, so that the evicted row's copy after it reads L2, not DRAM.
-enum EvictLab : int { kLabRelaxed = 1, kLabVictimRow = 2 };
-template <int K, int V, int P, int kLab = 0>
+template <int K, int V, int P>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
-  constexpr bool kRelax = (kLab & kLabRelaxed) && P == kPolicyLru;
   using T = typename Val<V>::T;
   using KT = typename KeyT<K>::T;
   const UpsertParams& p = *pp;
@@ -451,7 +444,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   int64_t filled = -1;  // the slot this tile filled under the lock, published after the unlock
   while (true) {
     bool got = false;
-    if (lead) got = kRelax ? try_lock_bucket_relaxed(lock) : try_lock_bucket(lock);
+    if (lead) got = try_lock_bucket(lock);
     if (tile.shfl(got, 0)) break;
     // The bucket is busy. Its holder may be inserting this very key (a hot key missing from a full bucket brings
     // all its duplicates here; measured on H200, Zipf keys at load factor 1: they serialized on this lock): look
@@ -487,9 +480,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
       k0 = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j0));
     }
     uint64_t old = kLockedKey;
-    if ((kLab & kLabVictimRow) && spec && p.mode == kInsertAndEvict && p.evicted_values)
-      prefetch_row_l2(tile, row_ptr<T>(t, victim), dim);
-    if (spec && lead) old = kRelax ? lock_victim_relaxed(t.keys, victim) : lock_victim(t.keys, victim);
+    if (spec && lead) old = lock_victim(t.keys, victim);
     if (j0 >= 0) {
       if (k0 == a.key) found = base + look_slot(tile, j0);
       held = k0 == kLockedKey;
@@ -529,7 +520,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     if (exact) {
       victim = victim_exact(tile, t, base, victim_score);
       if (!(new_score > victim_score)) break;  // refused
-      if (lead) old = kRelax ? lock_victim_relaxed(t.keys, victim) : lock_victim(t.keys, victim);
+      if (lead) old = lock_victim(t.keys, victim);
       old = tile.shfl(old, 0);
     }
     // The victim's lock: LOCKED means a hit holds the slot (wait it out, rescan); EMPTY (a free slot, which a full
@@ -601,7 +592,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
 // bucket without a free slot; a bucket gains no free slot during an upsert, so the key goes straight to the
 // eviction path, whose scan under the lock (and its probe while waiting for the lock) finds the key if a
 // duplicate inserted it meanwhile. Tile-uniform control flow throughout.
-template <int K, int V, int P, int kLab = 0>
+template <int K, int V, int P>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
                                               const KeyArgs& a, const typename Val<V>::T* row_in,
                                               bool full_bucket = false) {
@@ -613,7 +604,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
                           (mode == kAccumOrAssign && !a.accum_flag);
   if (full_bucket && may_insert)
-    return evict_insert<K, V, P, kLab>(
+    return evict_insert<K, V, P>(
         p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
         policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0));
 
@@ -641,7 +632,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
       continue;
     }
-    return evict_insert<K, V, P, kLab>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
+    return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
 }
 
@@ -712,14 +703,10 @@ TABLE_HD int main_family(int mode) {
 // row copiers measured no better with 128 (327 against 322 us) and keep 256; so do the others (not measured).
 template <int F>
 constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
-// R (lab bits, A/B only): 1 = probe_concurrent<..., kRelaxedKeys = true> (lab value 4); 2 / 4 = the row copiers at
-// 40 / 32 warps per SM (48 / 64 registers: fewer spills; lab values 6 / 7).
-template <int F, int R>
-constexpr int kMainWarps = (F == kFamilyCopy || F == kFamilyCopyDedup || F == kFamilyInitConst)
-                               ? ((R & 2) ? 40 : (R & 4) ? 32 : 48)
-                               : 40;
-template <int K, int V, int P, int F, int R = 0>
-__global__ void __launch_bounds__(kMainBlock<F>, kMainWarps<F, R> * 32 / kMainBlock<F>)
+template <int K, int V, int P, int F>
+__global__ void __launch_bounds__(kMainBlock<F>,
+                                  (F == kFamilyCopy || F == kFamilyCopyDedup || F == kFamilyInitConst ? 48 : 40) * 32 /
+                                      kMainBlock<F>)
     upsert_main_kernel(UpsertParams p) {
   constexpr bool kCopier = F == kFamilyCopy || F == kFamilyCopyDedup;
   using KT = typename KeyT<K>::T;
@@ -809,9 +796,9 @@ __global__ void __launch_bounds__(kMainBlock<F>, kMainWarps<F, R> * 32 / kMainBl
         // LRU: a hit found only after waiting its slot out yields, as one whose lock CAS met the slot held (its write
         // taken as overwritten by the duplicate that held it); the other policies take the lock after the wait.
         slot = kCopier
-                   ? probe_concurrent<true, (R & 1) != 0>(tile, t, key, h, free_mask, may_insert, &lock,
-                                                          P == kPolicyLru && !dedup, !dedup)
-                   : probe_concurrent<false, (R & 1) != 0>(tile, t, key, h, free_mask, may_insert);
+                   ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock, P == kPolicyLru && !dedup,
+                                            !dedup)
+                   : probe_concurrent(tile, t, key, h, free_mask, may_insert);
         bool dup = false;  // dedup: another occurrence of the key is its writer in this pass
         if (dedup) dup = dedup_settle(tile, p, key, dedup_seen);
         // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
@@ -965,10 +952,7 @@ __global__ void __launch_bounds__(kMainBlock<F>, kMainWarps<F, R> * 32 / kMainBl
 // Measured (H200, load 1.0, 1M keys): static insert pass -5 % for find_or_insert and insert_or_assign, +4 % for
 // insert_and_evict on a topped-up table, but -8 to -10 % on Zipf keys drawn from every stored key: the default is
 // dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight").
-// kScheduleRelaxedLock / kScheduleVictimRow (lab, A/B only): the dynamic schedule with evict_insert<..., kLabRelaxed>
-// / <..., kLabVictimRow>.
-enum InsertSchedule : int {
-  kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleRelaxedLock = 2, kScheduleVictimRow = 3 };
+enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1 };
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
@@ -1013,7 +997,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
     __syncthreads();
   }
   auto static_end = [&]() -> int64_t {
-    return L != kScheduleStatic ? nwarps : *const_cast<volatile long long*>(&s_static_end);
+    return L == kScheduleDynamic ? nwarps : *const_cast<volatile long long*>(&s_static_end);
   };
 #pragma unroll 1
   while (g * kWarpKeys < count) {
@@ -1031,9 +1015,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      const Outcome o =
-          upsert_one<K, V, P, L == kScheduleRelaxedLock ? kLabRelaxed : L == kScheduleVictimRow ? kLabVictimRow : 0>(
-              tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
+      const Outcome o = upsert_one<K, V, P>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
       if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
         init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
       if (tile.thread_rank() == 0) {
@@ -1265,15 +1247,11 @@ inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::cur
 // The insert pass's schedule: dynamic (a group counter) for every op. The static rounds are 3-4 % faster on a table
 // topped up to load 1.0 but 8-10 % slower on Zipf keys at load 0.965 drawn from every stored key (insert_and_evict 3
 // % slower everywhere): docs/dynamicemb_storage_notes.md, "Keys in flight". `mode` may carry the op's private
-// override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic, 2 = static, 3 = relaxed lock (lab),
-// 4 = relaxed lock and the first pass's probe without acquires (lab; launch_upsert), 5 = the victim's row
-// prefetched (lab), 6 / 7 = the row copiers' first pass at 40 / 32 warps per SM (lab; launch_upsert_first).
+// override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic, 2 = static.
 inline InsertSchedule insert_schedule(int mode) {
   const int force = mode >> kUpsertModeLabShift;
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
-  if (force == 3 || force == 4) return kScheduleRelaxedLock;  // 4: and the first pass's relaxed probe
-  if (force == 5) return kScheduleVictimRow;
   return kScheduleDynamic;
 }
 inline unsigned grid_for_tiles(int64_t n) {
@@ -1281,7 +1259,7 @@ inline unsigned grid_for_tiles(int64_t n) {
 }
 
 template <int K, int V, int P>
-void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int lab = 0);
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s);
 
 template <int K, int V, int P>
 void launch_lookup(const LookupParams& p, void* stream) {
@@ -1298,20 +1276,11 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
   p.mode &= (1 << kUpsertModeLabShift) - 1;
   if (p.n > 0 && p.pending == nullptr)
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
-  if (!p.insert_pass_only)
-    launch_upsert_first<K, V, P>(p, s, p_op.mode >> kUpsertModeLabShift);
+  if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
-  // Lab values 8 / 9 (evict_bench only: the op's lab field has 3 bits): the grid capped at 1 / 1.5 blocks per SM,
-  // for the insert pass's time against its warps in flight.
-  const int force = p_op.mode >> kUpsertModeLabShift;
-  const unsigned cap = force == 8 ? insert_grid_cap() / 2 : force == 9 ? 3 * insert_grid_cap() / 4 : insert_grid_cap();
-  const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), cap);
+  const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap());
   if (insert_schedule(p_op.mode) == kScheduleStatic)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleStatic>, grid, kBlock, s, p);
-  else if (insert_schedule(p_op.mode) == kScheduleRelaxedLock)
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleRelaxedLock>, grid, kBlock, s, p);
-  else if (insert_schedule(p_op.mode) == kScheduleVictimRow)
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleVictimRow>, grid, kBlock, s, p);
   else
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");
@@ -1319,8 +1288,7 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
 }
 // begin_op and the first pass of an upsert.
 template <int K, int V, int P>
-void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int lab) {
-  const bool lab_relaxed = P == kPolicyLru && lab == 4;  // lab values (insert_schedule): 4, 6, 7
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   const int family = main_family(p.mode);
   // The LRU row copiers with the first-writer set (the op's pending scratch has its tail; all-HBM tables):
   // begin_op samples the batch and chooses the set (detail::kDedupSamples); dedup_clear zeroes it when chosen.
@@ -1343,22 +1311,14 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int lab) {
   if (p.n == 0) return;
   constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
   const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
-  if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0 && lab_relaxed)
-    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst, 1>, grid_init, kInitBlock, s, p);
-  else if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
+  if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst>, grid_init, kInitBlock, s, p);
   else if (family == kFamilyInit)
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInit>, grid_init, kInitBlock, s, p);
   else if (family == kFamilyCopy && dedup) {
     if constexpr (P == kPolicyLru)
       launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopyDedup>, grid_for_tiles(p.n), kBlock, s, p);
-  } else if (family == kFamilyCopy && lab_relaxed)
-    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy, 1>, grid_for_tiles(p.n), kBlock, s, p);
-  else if (family == kFamilyCopy && lab == 6)
-    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy, 2>, grid_for_tiles(p.n), kBlock, s, p);
-  else if (family == kFamilyCopy && lab == 7)
-    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy, 4>, grid_for_tiles(p.n), kBlock, s, p);
-  else if (family == kFamilyCopy)
+  } else if (family == kFamilyCopy)
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy>, grid_for_tiles(p.n), kBlock, s, p);
   else
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyOther>, grid_for_tiles(p.n), kBlock, s, p);
