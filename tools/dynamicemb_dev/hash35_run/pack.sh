@@ -5,7 +5,8 @@
 # Lab values: 1 = main's insert pass (dynamic schedule); 3 = the eviction's lock CAS and victim exchange without
 # acquire; 4 = 3 + the first pass's probe without acquires; 5 = insert_and_evict's victim row prefetched beside its
 # exchange; 6 / 7 = the row copiers' first pass at 40 / 32 warps per SM; 8 / 9 = the insert pass's grid at 1 / 1.5
-# blocks per SM. Runs as made: run 2 at 94a8e312, run 3 at 344e1ae7, run 4 at d635576a (run 1 never ran: it became run 2).
+# blocks per SM. Runs as made: run 2 at 94a8e312, run 3 at 344e1ae7, run 4 at d635576a (run 1 never ran: it
+# became run 2).
 # Usage: [EB1=COMMIT] pack.sh K
 set -e
 H=$(cd "$(dirname "$0")" && pwd) D=/work/main/.carry/hash35
