@@ -724,6 +724,18 @@ def main(argv=None) -> int:
                    help="time the FP8 forward's default (grid order) against its opt-in schedules (work list, "
                         "persistent CTAs: kernel_options(fp8_sched=True)) and the bf16 forward, on the targets, "
                         "jagged Zipf and dense shapes (issue 36)")
+    p.add_argument("--method", default="interleaved",
+                   help="--fp8: interleaved (the table of variants, this script's timer) or a comma list of fa3 "
+                        "(FA3's FP8 benchmark: sleep 1 s, 2 warm-up calls, 30 calls in one timed block), do_bench "
+                        "(FA3's benchmark_attn.py: triton do_bench(5, 30) recipe) and sustained (windows back to "
+                        "back, the power-capped clock): the default FP8 kernel at B16 S16K D128 / D256 timed by each "
+                        "method in turn, with the SM clock (issue 36)")
+    p.add_argument("--method-rounds", type=int, default=3, help="--method: rounds of the methods in turn")
+    p.add_argument("--method-rest", type=float, default=1.0,
+                   help="--method: seconds of sleep before fa3 / do_bench (FA3's scripts: 1)")
+    p.add_argument("--method-dims", default="128,256", help="--method: the head dims of B16 S16K, in this order")
+    p.add_argument("--sustain-s", type=float, default=1.5, help="--method sustained: seconds per window")
+    p.add_argument("--sustain-windows", type=int, default=2, help="--method sustained: windows per round")
     p.add_argument("--convention", choices=sorted(CONVENTIONS), default="fa",
                    help="FLOP count: fa = 4*H*D*L^2 per forward (default, as published numbers), issue = 2*H*D*L^2")
     args = p.parse_args(argv)
@@ -755,9 +767,18 @@ def main(argv=None) -> int:
     if portable:
         switches = dict(switches, sm90=False)
     options = hstu_attn._ops.kernel_options(**switches) if switches else contextlib.nullcontext()
+    methods = [m for m in args.method.split(",") if m != "interleaved"]
+    if any(m not in FP8_METHODS for m in methods) or (methods and not args.fp8):
+        p.error(f"--method: expected interleaved or a comma list of {', '.join(FP8_METHODS)} (with --fp8), got "
+                f"{args.method!r}")
+    if methods and not all(d in ("128", "256") for d in args.method_dims.split(",")):
+        p.error(f"--method-dims: expected a comma list of 128 and 256, got {args.method_dims!r}")
+    if args.method_rounds < 1 or args.sustain_windows < 1:
+        p.error("--method-rounds and --sustain-windows: expected at least 1")
     if args.fp8 or args.fp8_sched:  # (the FP8 kernel is the default; --kernel-option fp8_kernel=0: dequantize path)
         with options:
-            text = run_fp8_sched(args, device, timer) if args.fp8_sched else run_fp8(args, device, timer)
+            text = run_fp8_sched(args, device, timer) if args.fp8_sched else \
+                run_fp8_methods(args, device, methods) if methods else run_fp8(args, device, timer)
         print()
         publish(text, args.results)
         return 0
@@ -798,7 +819,7 @@ def fp8_rows(args, device: torch.device, cases, run_case) -> List[str]:
 def fp8_report(device: torch.device, title: str, notes: List[str], columns: List[str], rows: List[str]) -> str:
     """The markdown section of an FP8 mode: heading, device line, notes, command, table."""
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    align = ["---" if c in ("case", "descale", "FP8 path") else "---:" for c in columns]
+    align = ["---" if c in ("case", "descale", "FP8 path", "method") else "---:" for c in columns]
     return "\n".join([
         f"## hstu_attention {title}: {gpu}, {datetime.date.today().isoformat()}",
         "",
@@ -859,6 +880,235 @@ def run_fp8(args, device: torch.device, timer: Timer) -> str:
         ["case", "descale", "FP8 path", "bf16 fwd ms", "bf16 TFLOP/s", "FP8 fwd ms", "FP8 TFLOP/s", "speedup",
          "late ms", "late / FP8", "same", "bn192 ms", "bn192 TFLOP/s", "bn192 gain", "diff", "bn192 diff"],
         rows)
+
+
+# --fp8 --method: the FP8 forward's default kernel timed by published benchmark methods, in one process (issue 36).
+FP8_METHOD_CASES = [(16, 16384, 128), (16, 16384, 256)]
+FP8_METHODS = ("fa3", "do_bench", "sustained")
+
+
+class NvmlSampler:
+    """The SM clock (MHz), board power (W) and GPU temperature (C) read through NVML (ctypes on the driver's
+    libnvidia-ml.so.1; no Python package needed) by a thread every `period_s` while a block runs; without NVML (CPU
+    runs) every reading is None."""
+
+    def __init__(self, device: torch.device, period_s: float = 0.004):
+        self.lib, self.handle, self.period_s = None, None, period_s
+        if device.type != "cuda":
+            return
+        try:
+            import ctypes
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() != 0:
+                return
+            handle = ctypes.c_void_p()
+            props = torch.cuda.get_device_properties(device)
+            bus = getattr(props, "pci_bus_id", None)
+            ok = bus is not None and lib.nvmlDeviceGetHandleByPciBusId_v2(
+                f"{getattr(props, 'pci_domain_id', 0):08x}:{bus:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
+                .encode(), ctypes.byref(handle)) == 0
+            if not ok and lib.nvmlDeviceGetHandleByIndex_v2(device.index or 0, ctypes.byref(handle)) != 0:
+                return
+            self.lib, self.handle, self.ctypes = lib, handle, ctypes
+        except (OSError, AttributeError):
+            self.lib = None
+
+    def read(self) -> Tuple[float, Optional[int], Optional[float], Optional[int]]:
+        """(perf_counter, SM MHz, W, C) now"""
+        if self.lib is None:
+            return time.perf_counter(), None, None, None
+        c = self.ctypes
+        mhz, mw, temp = c.c_uint(), c.c_uint(), c.c_uint()
+        self.lib.nvmlDeviceGetClockInfo(self.handle, 1, c.byref(mhz))  # (NVML_CLOCK_SM)
+        self.lib.nvmlDeviceGetPowerUsage(self.handle, c.byref(mw))
+        self.lib.nvmlDeviceGetTemperature(self.handle, 0, c.byref(temp))  # (NVML_TEMPERATURE_GPU)
+        return time.perf_counter(), mhz.value, mw.value / 1e3, temp.value
+
+    @contextlib.contextmanager
+    def sampling(self):
+        """yields a list that holds, after the block, the readings taken while it ran (>= 1 on a GPU)"""
+        import threading
+
+        readings, stop = [], threading.Event()
+
+        def loop():
+            while True:
+                readings.append(self.read())
+                if stop.wait(self.period_s):
+                    break
+
+        thread = threading.Thread(target=loop, daemon=True) if self.lib is not None else None
+        if thread:
+            thread.start()
+        try:
+            yield readings
+        finally:
+            if thread:
+                stop.set()
+                thread.join()
+
+
+def fa3_timeit_ms(fn, repeats: int = 30, rest_s: float = 1.0) -> Tuple[float, int]:
+    """FlashAttention-3's FP8 forward benchmark (hopper/benchmark_flash_attention_fp8.py, the script behind the FA3
+    paper's FP8 figure): time.sleep(1) "to avoid residual power throttling from the previous benchmark", then
+    flash_attn.utils.benchmark_forward(repeats=30) = torch.utils.benchmark.Timer.timeit(30): max(30 // 100, 2) = 2
+    warm-up calls, then the 30 calls back to back between two (synchronize, perf_counter) stamps, no L2 flush; the
+    mean. Returns (ms per call, calls timed, perf_counter at the start of the timed calls)."""
+    import torch.utils.benchmark as tb
+
+    time.sleep(rest_s)
+    m = tb.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads()).timeit(repeats)
+    return m.mean * 1e3, repeats, time.perf_counter() - m.mean * repeats
+
+
+def do_bench_ms(fn, flush: Optional[torch.Tensor], warmup_ms: float = 5.0, rep_ms: float = 30.0,
+                rest_s: float = 1.0) -> Tuple[float, int]:
+    """FlashAttention-3's current benchmark (hopper/benchmark_attn.py): time.sleep(1), then triton.testing.do_bench(
+    warmup=5, rep=30) (times in ms), whose recipe this follows without needing triton: one call, an estimate from 5
+    calls (each after an L2 flush, 256 MB), max(1, 5 / estimate) warm-up calls, max(1, 30 / estimate) timed calls
+    each after an L2 flush between its own CUDA events; the mean. Returns (ms per call, calls timed, perf_counter at
+    the first timed call)."""
+    time.sleep(rest_s)
+    cuda = flush is not None
+
+    def clear():
+        if cuda:
+            flush.zero_()
+
+    def stamp():
+        if cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def ms(a, b):
+        return a.elapsed_time(b) if cuda else (b - a) * 1e3
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    fn()
+    sync()
+    a = stamp()
+    for _ in range(5):
+        clear()
+        fn()
+    b = stamp()
+    sync()
+    est = max(ms(a, b) / 5, 1e-6)
+    for _ in range(max(1, int(warmup_ms / est))):
+        fn()
+    pairs, t0 = [], time.perf_counter()
+    for _ in range(max(1, int(rep_ms / est))):
+        clear()
+        a = stamp()
+        fn()
+        pairs.append((a, stamp()))
+    sync()
+    return statistics.mean(ms(a, b) for a, b in pairs), len(pairs), t0
+
+
+def sustained_ms(fn, seconds: float, est_ms: float) -> Tuple[float, int]:
+    """One window of tools/hstu_dev/fp8_fwd_split.py's sustained timing: fn back to back for `seconds`, the first
+    third untimed (the clock settles under the power cap), the last two thirds between two CUDA events, about 20 ms of
+    calls queued per synchronize. Returns (ms per call, calls timed, perf_counter at the start of the timed part)."""
+    cuda = torch.cuda.is_available() and est_ms > 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds / 3:
+        fn()
+        if cuda:
+            torch.cuda.synchronize()
+    per_sync, calls = max(2, int(20 / max(est_ms, 1e-3)) + 1), 0
+    if cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+    t1 = time.perf_counter()
+    while time.perf_counter() - t1 < 2 * seconds / 3 or calls == 0:
+        for _ in range(per_sync):
+            fn()
+        calls += per_sync
+        if cuda:
+            torch.cuda.synchronize()
+    if cuda:
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / calls, calls, t1
+    return (time.perf_counter() - t1) * 1e3 / calls, calls, t1
+
+
+def run_fp8_methods(args, device: torch.device, methods: List[str]) -> str:
+    """--fp8 --method M,...: the FP8 forward (the default kernel, the op as called) at B16 S16K D128 / D256, causal,
+    H4, per-tensor descale, timed by each method in turn for --method-rounds rounds (fa3 / do_bench rest 1 s first, as
+    FA3's scripts do; sustained = --sustain-windows windows of --sustain-s back to back), the SM clock, power and
+    temperature read through NVML during each timed block; a row per measurement, then min / median / max TFLOP/s
+    per case and method."""
+    from hstu_attn._fp8 import DESCALE_MODES, quantize_fp8
+
+    sampler = NvmlSampler(device)
+    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=device) if device.type == "cuda" else None
+    dims = [int(d) for d in args.method_dims.split(",")]
+    cases = [(2, 256, 64)] if args.smoke else [c for d in dims for c in FP8_METHOD_CASES if c[2] == d]
+    rows, summary = [], []
+    for B, S, D in cases:
+        cu = torch.arange(B + 1, device=device, dtype=torch.int32) * S
+        q8s = [quantize_fp8(torch.randn(B * S, 4, D, device=device, dtype=torch.bfloat16), cu, "tensor")
+               for _ in range(3)]
+        (q8, qs), (k8, ks), (v8, vs) = q8s
+        lens = (cu, cu, S, S, None, None, 1, -1, 0, 1.0 / D**0.5)
+        opts = hstu_attn._ops._current_options()
+        fn = lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, DESCALE_MODES.index("tensor"), 0,  # noqa
+                                                 *lens, None, float(S), None, None, opts)
+        flops = 4 * 4 * D * S * S * B / 2
+        name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
+        fn()
+        est = once_ms(fn, device)
+        got = {m: [] for m in methods}
+        for r in range(args.method_rounds):
+            for m in methods:
+                for w in range(args.sustain_windows if m == "sustained" else 1):
+                    temp0 = sampler.read()[3]
+                    with sampler.sampling() as readings:
+                        if m == "fa3":
+                            ms, calls, t_from = fa3_timeit_ms(fn, rest_s=args.method_rest)
+                        elif m == "do_bench":
+                            ms, calls, t_from = do_bench_ms(fn, flush, rest_s=args.method_rest)
+                        else:
+                            ms, calls, t_from = sustained_ms(fn, args.sustain_s, est)
+                    # (the readings over the timed calls; the last one before them where the block is that short)
+                    tail = [x for x in readings if x[0] >= t_from and x[1] is not None] or \
+                        [x for x in readings if x[0] < t_from and x[1] is not None][-1:]
+                    mhz = statistics.mean(x[1] for x in tail) if tail else None
+                    watt = statistics.mean(x[2] for x in tail) if tail else None
+                    tf = flops / ms / 1e9
+                    got[m].append((tf, mhz))
+                    label = m if m != "sustained" else f"sustained {w + 1}/{args.sustain_windows}"
+                    rows.append(f"| {name} | {r + 1} | {label} | {ms:.3f} | {tf:.1f} | {calls} | "
+                                f"{f'{mhz:.0f}' if mhz else '-'} | {f'{watt:.0f}' if watt else '-'} | "
+                                f"{temp0 if temp0 is not None else '-'} |")
+                    print(rows[-1], flush=True)
+        for m in methods:
+            tfs = [t for t, _ in got[m]]
+            clocks = [c for _, c in got[m] if c]
+            summary.append(f"| {name} | {m} | {len(tfs)} | {min(tfs):.1f} | {statistics.median(tfs):.1f} | "
+                           f"{max(tfs):.1f} | {f'{statistics.median(clocks):.0f}' if clocks else '-'} |")
+        del q8, k8, v8, q8s
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    text = fp8_report(device, "--fp8 --method", [
+        "- the FP8 forward (float8_e4m3fn q/k/v, per-tensor descale, the op as called: descale check, Vt pre-pass, the "
+        "default kernel), causal, H = 4, alpha = 1/sqrt(D); TFLOP/s = 4*H*D*L^2/2 per sequence over the time",
+        f"- methods, in turn per round ({args.method_rounds} rounds): fa3 = FA3's FP8 benchmark (sleep "
+        f"{args.method_rest:g} s, torch.utils.benchmark timeit(30): 2 warm-up calls, 30 calls in one wall-clock "
+        "block, mean); do_bench = FA3's benchmark_attn.py (sleep, triton do_bench(warmup=5, rep=30) recipe: per-call "
+        f"CUDA events after an L2 flush, mean); sustained = {args.sustain_windows} window(s) of {args.sustain_s:g} s "
+        "back to back (first third untimed, the rest between two CUDA events: the power-capped clock)",
+        "- SM MHz / W: NVML readings every 4 ms over the timed calls (mean); C: GPU temperature before the block"],
+        ["case", "round", "method", "ms", "TFLOP/s", "calls", "SM MHz", "W", "C"], rows)
+    return text + "\n\n" + "\n".join([
+        "| case | method | n | min TFLOP/s | median TFLOP/s | max TFLOP/s | median SM MHz |",
+        "|---|---|---:|---:|---:|---:|---:|"] + summary)
 
 
 # --fp8-sched: (name, lengths, D, targets per sequence), causal, H = 4, group 1, per-tensor descale.
