@@ -735,6 +735,8 @@ def main(argv=None) -> int:
                    help="--method: seconds of sleep before fa3 / do_bench (FA3's scripts: 1)")
     p.add_argument("--method-dims", default="128,256", help="--method: the head dims of B16 S16K, in this order")
     p.add_argument("--sustain-s", type=float, default=1.5, help="--method sustained: seconds per window")
+    p.add_argument("--ramp-s", type=float, default=3.0, help="--method ramp: seconds of calls after the rest")
+    p.add_argument("--ramp-bucket", type=float, default=0.25, help="--method ramp: seconds per bucket")
     p.add_argument("--sustain-windows", type=int, default=2, help="--method sustained: windows per round")
     p.add_argument("--convention", choices=sorted(CONVENTIONS), default="fa",
                    help="FLOP count: fa = 4*H*D*L^2 per forward (default, as published numbers), issue = 2*H*D*L^2")
@@ -884,7 +886,7 @@ def run_fp8(args, device: torch.device, timer: Timer) -> str:
 
 # --fp8 --method: the FP8 forward's default kernel timed by published benchmark methods, in one process (issue 36).
 FP8_METHOD_CASES = [(16, 16384, 128), (16, 16384, 256)]
-FP8_METHODS = ("fa3", "do_bench", "sustained")
+FP8_METHODS = ("fa3", "do_bench", "sustained", "ramp")
 
 
 class NvmlSampler:
@@ -1038,6 +1040,49 @@ def sustained_ms(fn, seconds: float, est_ms: float) -> Tuple[float, int]:
     return (time.perf_counter() - t1) * 1e3 / calls, calls, t1
 
 
+def ramp_series(fn, seconds: float, rest_s: float, bucket_s: float, readings_of) -> List[tuple]:
+    """The clock's ramp from rest into the power cap: sleep rest_s, then fn back to back for `seconds` with a CUDA
+    event after every call (about 20 ms of calls queued per synchronize, so that wall time follows GPU time), the
+    calls grouped by their end into buckets of bucket_s seconds from the first call's start. readings_of(t0, t1):
+    the (SM MHz, W) means of the NVML readings between two perf_counter stamps (None where there are none). Returns
+    per bucket (start s, calls, ms per call, SM MHz, W)."""
+    time.sleep(rest_s)
+    cuda = torch.cuda.is_available()
+    evs, walls = [], []
+    if cuda:
+        torch.cuda.synchronize()
+        start = torch.cuda.Event(enable_timing=True)
+        start.record()
+    t0 = time.perf_counter()
+    per_sync = 2
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(per_sync):
+            fn()
+            if cuda:
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                evs.append(ev)
+            else:
+                walls.append(time.perf_counter())
+        if cuda:
+            torch.cuda.synchronize()
+            if len(evs) == per_sync:  # (the first calls' time sets the batch: ~20 ms)
+                per_sync = max(2, int(20 / max(start.elapsed_time(evs[-1]) / per_sync, 1e-3)))
+    ends = [start.elapsed_time(e) / 1e3 for e in evs] if cuda else [w - t0 for w in walls]
+    out, prev, b = [], 0.0, 0
+    while prev < ends[-1] if ends else False:
+        lo, hi = b * bucket_s, (b + 1) * bucket_s
+        inside = [e for e in ends if lo < e <= hi]
+        if inside:
+            t_first = max([e for e in ends if e <= lo], default=0.0)
+            ms = (inside[-1] - t_first) * 1e3 / len(inside)
+            mhz, watt = readings_of(t0 + lo, t0 + hi)
+            out.append((lo, len(inside), ms, mhz, watt))
+            prev = inside[-1]
+        b += 1
+    return out
+
+
 def run_fp8_methods(args, device: torch.device, methods: List[str]) -> str:
     """--fp8 --method M,...: the FP8 forward (the default kernel, the op as called) at B16 S16K D128 / D256, causal,
     H4, per-tensor descale, timed by each method in turn for --method-rounds rounds (fa3 / do_bench rest 1 s first, as
@@ -1050,7 +1095,14 @@ def run_fp8_methods(args, device: torch.device, methods: List[str]) -> str:
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=device) if device.type == "cuda" else None
     dims = [int(d) for d in args.method_dims.split(",")]
     cases = [(2, 256, 64)] if args.smoke else [c for d in dims for c in FP8_METHOD_CASES if c[2] == d]
-    rows, summary = [], []
+    rows, summary, ramp_rows = [], [], []
+
+    def readings_of(readings):
+        def between(t0, t1):
+            xs = [x for x in readings if t0 <= x[0] <= t1 and x[1] is not None]
+            return (statistics.mean(x[1] for x in xs), statistics.mean(x[2] for x in xs)) if xs else (None, None)
+        return between
+
     for B, S, D in cases:
         cu = torch.arange(B + 1, device=device, dtype=torch.int32) * S
         q8s = [quantize_fp8(torch.randn(B * S, 4, D, device=device, dtype=torch.bfloat16), cu, "tensor")
@@ -1064,9 +1116,25 @@ def run_fp8_methods(args, device: torch.device, methods: List[str]) -> str:
         name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
         fn()
         est = once_ms(fn, device)
-        got = {m: [] for m in methods}
+        got = {m: [] for m in methods if m != "ramp"}
+        if "ramp" in methods:
+            got.update({"ramp, first bucket": [], "ramp, last bucket": []})
         for r in range(args.method_rounds):
             for m in methods:
+                if m == "ramp":
+                    temp0 = sampler.read()[3]
+                    with sampler.sampling() as readings:
+                        series = ramp_series(fn, args.ramp_s, args.method_rest, args.ramp_bucket,
+                                             readings_of(readings))
+                    for lo, n, ms, mhz, watt in series:
+                        ramp_rows.append(f"| {name} | {r + 1} | {lo:.2f} | {n} | {ms:.3f} | {flops / ms / 1e9:.1f} | "
+                                         f"{f'{mhz:.0f}' if mhz else '-'} | {f'{watt:.0f}' if watt else '-'} | "
+                                         f"{temp0 if lo == 0 and temp0 is not None else ''} |")
+                        print(ramp_rows[-1], flush=True)
+                    for key, (_, _, ms, mhz, _) in (("ramp, first bucket", series[0]), ("ramp, last bucket",
+                                                                                          series[-1])):
+                        got[key].append((flops / ms / 1e9, mhz))
+                    continue
                 for w in range(args.sustain_windows if m == "sustained" else 1):
                     temp0 = sampler.read()[3]
                     with sampler.sampling() as readings:
@@ -1088,7 +1156,7 @@ def run_fp8_methods(args, device: torch.device, methods: List[str]) -> str:
                                 f"{f'{mhz:.0f}' if mhz else '-'} | {f'{watt:.0f}' if watt else '-'} | "
                                 f"{temp0 if temp0 is not None else '-'} |")
                     print(rows[-1], flush=True)
-        for m in methods:
+        for m in got:
             tfs = [t for t, _ in got[m]]
             clocks = [c for _, c in got[m] if c]
             summary.append(f"| {name} | {m} | {len(tfs)} | {min(tfs):.1f} | {statistics.median(tfs):.1f} | "
@@ -1104,8 +1172,15 @@ def run_fp8_methods(args, device: torch.device, methods: List[str]) -> str:
         "block, mean); do_bench = FA3's benchmark_attn.py (sleep, triton do_bench(warmup=5, rep=30) recipe: per-call "
         f"CUDA events after an L2 flush, mean); sustained = {args.sustain_windows} window(s) of {args.sustain_s:g} s "
         "back to back (first third untimed, the rest between two CUDA events: the power-capped clock)",
-        "- SM MHz / W: NVML readings every 4 ms over the timed calls (mean); C: GPU temperature before the block"],
+        "- SM MHz / W: NVML readings every 4 ms over the timed calls (mean); C: GPU temperature before the block"
+        + (f"; ramp = sleep {args.method_rest:g} s, then {args.ramp_s:g} s of calls back to back, an event after "
+           f"each: per {args.ramp_bucket:g} s bucket (from the first call's start) the calls ending in it, ms per "
+           "call, the NVML means (own table below; the summary's first / last bucket rows)" if "ramp" in methods
+           else "")],
         ["case", "round", "method", "ms", "TFLOP/s", "calls", "SM MHz", "W", "C"], rows)
+    if ramp_rows:
+        text += "\n\n" + "\n".join(["| case | round | from s | calls | ms | TFLOP/s | SM MHz | W | C |",
+                                     "|---|---:|---:|---:|---:|---:|---:|---:|---:|"] + ramp_rows)
     return text + "\n\n" + "\n".join([
         "| case | method | n | min TFLOP/s | median TFLOP/s | max TFLOP/s | median SM MHz |",
         "|---|---|---:|---:|---:|---:|---:|"] + summary)

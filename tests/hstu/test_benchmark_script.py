@@ -442,6 +442,11 @@ def test_fp8_methods_smoke_run_prints_rows_and_summary(bench, capsys):
     for r in summary.values():
         lo, med, hi = (float(x) for x in r.split(" | ")[3:6])
         assert lo <= med <= hi
+    assert bench.main(["--fp8", "--smoke", "--method", "ramp", "--method-rounds", "1", "--method-rest", "0",
+                       "--ramp-s", "0.05", "--ramp-bucket", "0.01"]) == 0
+    out = capsys.readouterr().out
+    assert "| case | round | from s | calls | ms | TFLOP/s | SM MHz | W | C |" in out
+    assert "| B2 S256 D64 | ramp, first bucket | 1 |" in out and "| B2 S256 D64 | ramp, last bucket | 1 |" in out
     with pytest.raises(SystemExit):
         bench.main(["--fp8", "--smoke", "--method", "fa4"])
     assert "--method" in capsys.readouterr().err
