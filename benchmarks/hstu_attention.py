@@ -66,7 +66,7 @@ import hstu_attn
 from hstu_attn import hstu_attn_reference
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import command, git_commit, once_ms, parser, publish, pyplot, save_figure  # noqa: E402
+from bench_util import command, git_commit, kernel_breakdown, once_ms, parser, publish, pyplot, save_figure  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Skip the reference when a sequence's (H, L, L) score tensors, summed over the batch, exceed this.
@@ -735,6 +735,9 @@ def main(argv=None) -> int:
                    help="--method: seconds of sleep before fa3 / do_bench (FA3's scripts: 1)")
     p.add_argument("--method-dims", default="128,256", help="--method: the head dims of B16 S16K, in this order")
     p.add_argument("--sustain-s", type=float, default=1.5, help="--method sustained: seconds per window")
+    p.add_argument("--kernel-split", action="store_true",
+                   help="--method: first the op's kernels' device times (Vt pre-pass, checks, the FP8 kernel) of one "
+                        "call under torch.profiler")
     p.add_argument("--ramp-s", type=float, default=3.0, help="--method ramp: seconds of calls after the rest")
     p.add_argument("--ramp-bucket", type=float, default=0.25, help="--method ramp: seconds per bucket")
     p.add_argument("--sustain-windows", type=int, default=2, help="--method sustained: windows per round")
@@ -1095,7 +1098,7 @@ def run_fp8_methods(args, device: torch.device, methods: List[str]) -> str:
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=device) if device.type == "cuda" else None
     dims = [int(d) for d in args.method_dims.split(",")]
     cases = [(2, 256, 64)] if args.smoke else [c for d in dims for c in FP8_METHOD_CASES if c[2] == d]
-    rows, summary, ramp_rows = [], [], []
+    rows, summary, ramp_rows, split_rows = [], [], [], []
 
     def readings_of(readings):
         def between(t0, t1):
@@ -1116,6 +1119,13 @@ def run_fp8_methods(args, device: torch.device, methods: List[str]) -> str:
         name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
         fn()
         est = once_ms(fn, device)
+        if args.kernel_split and device.type == "cuda":  # (the op's kernels under torch.profiler, one call)
+            parts = kernel_breakdown(fn)
+            total = sum(ms for ms, _ in parts.values())
+            for kname, (ms, n) in parts.items():
+                split_rows.append(f"| {name} | {kname[:90]} | {n} | {ms:.4f} | {ms / total:.4f} | "
+                                  f"{flops / ms / 1e9:.1f} |")
+                print(split_rows[-1], flush=True)
         got = {m: [] for m in methods if m != "ramp"}
         if "ramp" in methods:
             got.update({"ramp, first bucket": [], "ramp, last bucket": []})
@@ -1178,6 +1188,10 @@ def run_fp8_methods(args, device: torch.device, methods: List[str]) -> str:
            "call, the NVML means (own table below; the summary's first / last bucket rows)" if "ramp" in methods
            else "")],
         ["case", "round", "method", "ms", "TFLOP/s", "calls", "SM MHz", "W", "C"], rows)
+    if split_rows:
+        text += "\n\n" + "\n".join(["| case | kernel (--kernel-split: one call under torch.profiler) | calls | ms | "
+                                     "share of the kernels' ms | TFLOP/s if alone |",
+                                     "|---|---|---:|---:|---:|---:|"] + split_rows)
     if ramp_rows:
         text += "\n\n" + "\n".join(["| case | round | from s | calls | ms | TFLOP/s | SM MHz | W | C |",
                                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|"] + ramp_rows)
