@@ -66,7 +66,8 @@ import hstu_attn
 from hstu_attn import hstu_attn_reference
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import command, git_commit, kernel_breakdown, once_ms, parser, publish, pyplot, save_figure  # noqa: E402
+from bench_util import (command, git_commit, kernel_breakdown, once_ms, parser, publish, pyplot,  # noqa: E402
+                        save_figure)
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Skip the reference when a sequence's (H, L, L) score tensors, summed over the batch, exceed this.
