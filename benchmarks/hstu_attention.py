@@ -15,6 +15,13 @@ FP8 op timed as called (descale check, Vt pre-pass, kernel: the default on Hoppe
 the dequantize path), beside the bf16 op on the bf16 inputs, the FP8 op with kernel_options(fp8_early_pack=False)
 (P converted to e4m3 after the P V wait, the order before issue 36's fp8fast) and with kernel_options(fp8_bn192=True)
 (192-key tiles at D = 128), alternating.
+--fp8 --method fa3,do_bench,sustained,ramp: instead, the default FP8 op at B16 S16K D128 / D256 (causal H4, per-tensor)
+timed by published methods in turn, in one process (issue 36: the goals against FlashAttention-3's published FP8
+figures): fa3 = FA3's FP8 benchmark (hopper/benchmark_flash_attention_fp8.py: sleep 1 s, torch.utils.benchmark
+timeit(30): 2 warm-up calls, then 30 calls in one wall-clock block, the mean), do_bench = FA3's benchmark_attn.py
+(sleep 1 s, triton's do_bench(warmup=5, rep=30) recipe), sustained = windows back to back at the power cap (as
+tools/hstu_dev/fp8_fwd_split.py --sustain), ramp = per 0.25 s bucket from rest into the cap; NVML's SM clock and
+power over each timed block; per case and method min / median / max TFLOP/s (--method-rounds, --kernel-split).
 --fp8-sched: the FP8 forward as scheduled by default (grid order) against kernel_options(fp8_sched=True) (the bf16
 forward's work list and persistent CTAs) and the bf16 forward: targets (B32 1K history + 2K targets, B8 4K + 256;
 group 1), jagged Zipf(1.2) B32 max 4K (D128 / D256) and dense B16 S16K D128, causal, per-tensor descale (--quick: the
