@@ -903,10 +903,12 @@ FP8_METHODS = ("fa3", "do_bench", "sustained", "ramp")
 class NvmlSampler:
     """The SM clock (MHz), board power (W) and GPU temperature (C) read through NVML (ctypes on the driver's
     libnvidia-ml.so.1; no Python package needed) by a thread every `period_s` while a block runs; without NVML (CPU
-    runs) every reading is None."""
+    runs) every reading is None. Power: the instant reading (field NVML_FI_DEV_POWER_INSTANT) where the driver has
+    it (`instant`), else nvmlDeviceGetPowerUsage, which on an H200 is a 1 s average (it read ~150-200 W over a
+    0.13 s block of the FP8 forward after 1 s of rest)."""
 
     def __init__(self, device: torch.device, period_s: float = 0.004):
-        self.lib, self.handle, self.period_s = None, None, period_s
+        self.lib, self.handle, self.period_s, self.instant = None, None, period_s, False
         if device.type != "cuda":
             return
         try:
@@ -923,8 +925,23 @@ class NvmlSampler:
             if not ok and lib.nvmlDeviceGetHandleByIndex_v2(device.index or 0, ctypes.byref(handle)) != 0:
                 return
             self.lib, self.handle, self.ctypes = lib, handle, ctypes
+
+            class Field(ctypes.Structure):  # (nvmlFieldValue_t: the value union read as its 8 bytes)
+                _fields_ = [("fieldId", ctypes.c_uint), ("scopeId", ctypes.c_uint), ("timestamp", ctypes.c_longlong),
+                            ("latencyUsec", ctypes.c_longlong), ("valueType", ctypes.c_int),
+                            ("nvmlReturn", ctypes.c_int), ("value", ctypes.c_ulonglong)]
+
+            self.field = Field(fieldId=186)  # (NVML_FI_DEV_POWER_INSTANT, mW)
+            self.instant = self._instant_mw() is not None
         except (OSError, AttributeError):
             self.lib = None
+
+    def _instant_mw(self) -> Optional[int]:
+        f = self.field
+        f.nvmlReturn = -1
+        if self.lib.nvmlDeviceGetFieldValues(self.handle, 1, self.ctypes.byref(f)) != 0 or f.nvmlReturn != 0:
+            return None
+        return f.value & 0xFFFFFFFF if f.valueType in (1, 5) else f.value
 
     def read(self) -> Tuple[float, Optional[int], Optional[float], Optional[int]]:
         """(perf_counter, SM MHz, W, C) now"""
@@ -933,9 +950,11 @@ class NvmlSampler:
         c = self.ctypes
         mhz, mw, temp = c.c_uint(), c.c_uint(), c.c_uint()
         self.lib.nvmlDeviceGetClockInfo(self.handle, 1, c.byref(mhz))  # (NVML_CLOCK_SM)
-        self.lib.nvmlDeviceGetPowerUsage(self.handle, c.byref(mw))
+        inst = self._instant_mw() if self.instant else None
+        if inst is None:
+            self.lib.nvmlDeviceGetPowerUsage(self.handle, c.byref(mw))
         self.lib.nvmlDeviceGetTemperature(self.handle, 0, c.byref(temp))  # (NVML_TEMPERATURE_GPU)
-        return time.perf_counter(), mhz.value, mw.value / 1e3, temp.value
+        return time.perf_counter(), mhz.value, (mw.value if inst is None else inst) / 1e3, temp.value
 
     @contextlib.contextmanager
     def sampling(self):
@@ -1198,7 +1217,9 @@ def run_fp8_methods(args, device: torch.device, methods: List[str]) -> str:
         "block, mean); do_bench = FA3's benchmark_attn.py (sleep, triton do_bench(warmup=5, rep=30) recipe: per-call "
         f"CUDA events after an L2 flush, mean); sustained = {args.sustain_windows} window(s) of {args.sustain_s:g} s "
         "back to back (first third untimed, the rest between two CUDA events: the power-capped clock)",
-        "- SM MHz / W: NVML readings every 4 ms over the timed calls (mean); C: GPU temperature before the block"
+        f"- SM MHz / W: NVML readings every 4 ms over the timed calls (mean; W: "
+        f"{'instant power' if sampler.instant else 'nvmlDeviceGetPowerUsage, a 1 s average'}); C: GPU temperature "
+        "before the block"
         + (f"; ramp = sleep {args.method_rest:g} s, then {args.ramp_s:g} s of calls back to back, an event after "
            f"each: per {args.ramp_bucket:g} s bucket (from the first call's start) the calls ending in it, ms per "
            "call, the NVML means (own table below; the summary's first / last bucket rows)" if "ramp" in methods

@@ -16,6 +16,6 @@ methods() {
 methods_digest() {
   for f in "$@"; do
     echo "-- $f:"
-    grep -E "^\| B16 S16K D[0-9]+ \| (fa3|do_bench|sustained) \||rror" $OUT/$f | cut -c1-150
+    grep -E "^\| B16 S16K D[0-9]+ \| (fa3|do_bench|sustained|ramp, [a-z]+ bucket) \||rror" $OUT/$f | cut -c1-150
   done
 }
