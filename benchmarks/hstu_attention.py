@@ -76,6 +76,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_util import (command, git_commit, kernel_breakdown, once_ms, parser, publish, pyplot,  # noqa: E402
                         save_figure)
 
+T_START = time.perf_counter()
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Skip the reference when a sequence's (H, L, L) score tensors, summed over the batch, exceed this.
 REF_MAX_SCORE_ELEMENTS = 2**31
@@ -1154,6 +1155,8 @@ def run_fp8_methods(args, device: torch.device, methods: List[str]) -> str:
         name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
         fn()
         est = once_ms(fn, device)
+        print(f"({name}: inputs and first calls ready {time.perf_counter() - T_START:.1f} s after the script's start)",
+              flush=True)
         if args.kernel_split and device.type == "cuda":  # (the op's kernels under torch.profiler, one call)
             parts = kernel_breakdown(fn)
             total = sum(ms for ms, _ in parts.values())
