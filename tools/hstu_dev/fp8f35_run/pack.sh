@@ -10,7 +10,7 @@ R=$(cd "$H/../../.." && pwd)
 D=${1:-/work/main/.carry/fp8f35}
 mkdir -p $D/whl $D/tree/tests/hstu $D/tree/benchmarks
 rm -f $D/run*.sh $D/whl/*.whl
-cp $H/run*.sh $H/setup.sh $R/tools/hstu_dev/carry_setup.sh $R/tools/hstu_dev/fp8_fwd_split.py $D/
+cp $H/run*.sh $H/setup.sh $H/vt_ab.py $R/tools/hstu_dev/carry_setup.sh $R/tools/hstu_dev/fp8_fwd_split.py $D/
 cp $R/tools/hstu_dev/fp8f31_run/setup.sh $D/setup_f31.sh
 cp $R/tools/hstu_dev/fp8b29_run/setup.sh $D/setup_b29.sh
 [ "${WHEEL:-0}" = 1 ] && cp $R/bazel-bin/hstu_attn-*.whl $D/whl/
