@@ -269,19 +269,21 @@ __device__ __forceinline__ float fp8_descale(const float* s, int mode, int b, in
   return __ldg(s + h * block_cols + start / 128 + b + blk);
 }
 
-// Vt pre-pass: block (x, h) writes columns [64 x, 64 x + 64) of head h's D rows (hstu_fp8_sm90.h layout), with
-// kVtThreads threads: each issues all of its V loads (kLoads 16-byte chunks) before its first shared store, and 128
-// threads per block let 16 blocks share an SM (D <= 128; 13 at D = 256, by shared memory). A block's time is
-// mostly latency (the column -> row binary search over cu_seqlens_k, then one V load), so more blocks in flight is
-// more bandwidth: main's version (hstu_fp8_vt_main_kernel, kernel_options(fp8_fwd_var=4)) ran 256 threads with
-// each load waited for before the next (2.4 TB/s at B16 S16K H4 D128 on an H200: 0.113 ms, 2.9 % of the op).
+// Vt pre-pass: block x (a 1-D grid, the head fastest: h = x % H) writes columns [64 (x / H), 64 (x / H) + 64) of
+// head h's D rows (hstu_fp8_sm90.h layout), with kVtThreads threads: each issues all of its V loads (kLoads 16-byte
+// chunks) before its first shared store, and 128 threads per block let 16 blocks share an SM (D <= 128; 13 at
+// D = 256, by shared memory). Main's version (hstu_fp8_vt_main_kernel, kernel_options(fp8_fwd_var=4): grid (column
+// block, h), 256 threads, each load waited for before the next) ran at 2.4 TB/s at B16 S16K H4 D128 on an H200
+// (0.113 ms, 2.9 % of the op); 128 threads with the loads first: 0.108 against 0.121 ms in one process (session
+// 32). The head fastest: the blocks in flight read all H heads' bytes of their keys' V rows (H D contiguous bytes)
+// together, instead of D of every H D bytes with the other heads' blocks a whole pass later.
 constexpr int kVtThreads = 128;
 template <int D>
 __global__ void __launch_bounds__(kVtThreads) hstu_fp8_vt_kernel(const HstuParams p, const HstuFp8FwdParams f) {
   __shared__ __align__(16) uint8_t tile[64][D + 16];
   __shared__ int64_t src_row[64];
-  const int h = blockIdx.y;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 64;
+  const int h = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.heads));
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x / static_cast<unsigned>(p.heads)) * 64;
   if (threadIdx.x < 64) {
     src_row[threadIdx.x] = hstu_fp8_col_src_row(p.cu_seqlens_k, p.seqused_k, p.batch, c0 + threadIdx.x, 32);
   }
