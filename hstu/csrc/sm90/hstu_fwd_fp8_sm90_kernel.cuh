@@ -274,9 +274,9 @@ __device__ __forceinline__ float fp8_descale(const float* s, int mode, int b, in
 // chunks) before its first shared store, and 128 threads per block let 16 blocks share an SM (D <= 128; 13 at
 // D = 256, by shared memory). Main's version (hstu_fp8_vt_main_kernel, kernel_options(fp8_fwd_var=4): grid (column
 // block, h), 256 threads, each load waited for before the next) ran at 2.4 TB/s at B16 S16K H4 D128 on an H200
-// (0.113 ms, 2.9 % of the op); 128 threads with the loads first: 0.108 against 0.121 ms in one process (session
-// 32). The head fastest: the blocks in flight read all H heads' bytes of their keys' V rows (H D contiguous bytes)
-// together, instead of D of every H D bytes with the other heads' blocks a whole pass later.
+// (0.113 ms, 2.9 % of the op); this one 1.10-1.12x faster than main's in one process at D 128 / 256 (session 32,
+// docs/hstu_attn.md). The head fastest (the blocks in flight read all H heads' bytes of their keys' V rows together)
+// measured the same as main's (column block, head) order.
 constexpr int kVtThreads = 128;
 template <int D>
 __global__ void __launch_bounds__(kVtThreads) hstu_fp8_vt_kernel(const HstuParams p, const HstuFp8FwdParams f) {
