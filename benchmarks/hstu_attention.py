@@ -17,6 +17,13 @@ FP8 op timed as called (descale check, Vt pre-pass, kernel: the default on Hoppe
 the dequantize path), beside the bf16 op on the bf16 inputs, the FP8 op with kernel_options(fp8_early_pack=False)
 (P converted to e4m3 after the P V wait, the order before issue 36's fp8fast) and with kernel_options(fp8_bn192=True)
 (192-key tiles at D = 128), alternating.
+--fp8 --method fa3,do_bench,sustained,ramp: instead, the default FP8 op at B16 S16K D128 / D256 (causal H4, per-tensor)
+timed by published methods in turn, in one process (issue 36: the goals against FlashAttention-3's published FP8
+figures): fa3 = FA3's FP8 benchmark (hopper/benchmark_flash_attention_fp8.py: sleep 1 s, torch.utils.benchmark
+timeit(30): 2 warm-up calls, then 30 calls in one wall-clock block, the mean), do_bench = FA3's benchmark_attn.py
+(sleep 1 s, triton's do_bench(warmup=5, rep=30) recipe), sustained = windows back to back at the power cap (as
+tools/hstu_dev/fp8_fwd_split.py --sustain), ramp = per 0.25 s bucket from rest into the cap; NVML's SM clock and
+power over each timed block; per case and method min / median / max TFLOP/s (--method-rounds, --kernel-split).
 --fp8-sched: the FP8 forward as scheduled by default (grid order) against kernel_options(fp8_sched=True) (the bf16
 forward's work list and persistent CTAs) and the bf16 forward: targets (B32 1K history + 2K targets, B8 4K + 256;
 group 1), jagged Zipf(1.2) B32 max 4K (D128 / D256) and dense B16 S16K D128, causal, per-tensor descale (--quick: the
@@ -68,8 +75,10 @@ import hstu_attn
 from hstu_attn import hstu_attn_reference
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import command, git_commit, once_ms, parser, publish, pyplot, save_figure  # noqa: E402
+from bench_util import (command, git_commit, kernel_breakdown, once_ms, parser, publish, pyplot,  # noqa: E402
+                        save_figure)
 
+T_START = time.perf_counter()
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Skip the reference when a sequence's (H, L, L) score tensors, summed over the batch, exceed this.
 REF_MAX_SCORE_ELEMENTS = 2**31
@@ -731,6 +740,23 @@ def main(argv=None) -> int:
                    help="time the FP8 forward's default (grid order) against its opt-in schedules (work list, "
                         "persistent CTAs: kernel_options(fp8_sched=True)) and the bf16 forward, on the targets, "
                         "jagged Zipf and dense shapes (issue 36)")
+    p.add_argument("--method", default="interleaved",
+                   help="--fp8: interleaved (the table of variants, this script's timer) or a comma list of fa3 "
+                        "(FA3's FP8 benchmark: sleep 1 s, 2 warm-up calls, 30 calls in one timed block), do_bench "
+                        "(FA3's benchmark_attn.py: triton do_bench(5, 30) recipe) and sustained (windows back to "
+                        "back, the power-capped clock): the default FP8 kernel at B16 S16K D128 / D256 timed by each "
+                        "method in turn, with the SM clock (issue 36)")
+    p.add_argument("--method-rounds", type=int, default=3, help="--method: rounds of the methods in turn")
+    p.add_argument("--method-rest", type=float, default=1.0,
+                   help="--method: seconds of sleep before fa3 / do_bench (FA3's scripts: 1)")
+    p.add_argument("--method-dims", default="128,256", help="--method: the head dims of B16 S16K, in this order")
+    p.add_argument("--sustain-s", type=float, default=1.5, help="--method sustained: seconds per window")
+    p.add_argument("--kernel-split", action="store_true",
+                   help="--method: first the op's kernels' device times (Vt pre-pass, checks, the FP8 kernel) of one "
+                        "call under torch.profiler")
+    p.add_argument("--ramp-s", type=float, default=3.0, help="--method ramp: seconds of calls after the rest")
+    p.add_argument("--ramp-bucket", type=float, default=0.25, help="--method ramp: seconds per bucket")
+    p.add_argument("--sustain-windows", type=int, default=2, help="--method sustained: windows per round")
     p.add_argument("--convention", choices=sorted(CONVENTIONS), default="fa",
                    help="FLOP count: fa = 4*H*D*L^2 per forward (default, as published numbers), issue = 2*H*D*L^2")
     args = p.parse_args(argv)
@@ -762,9 +788,18 @@ def main(argv=None) -> int:
     if portable:
         switches = dict(switches, sm90=False)
     options = hstu_attn._ops.kernel_options(**switches) if switches else contextlib.nullcontext()
+    methods = [m for m in args.method.split(",") if m != "interleaved"]
+    if any(m not in FP8_METHODS for m in methods) or (methods and not args.fp8):
+        p.error(f"--method: expected interleaved or a comma list of {', '.join(FP8_METHODS)} (with --fp8), got "
+                f"{args.method!r}")
+    if methods and not all(d in ("128", "256") for d in args.method_dims.split(",")):
+        p.error(f"--method-dims: expected a comma list of 128 and 256, got {args.method_dims!r}")
+    if args.method_rounds < 1 or args.sustain_windows < 1:
+        p.error("--method-rounds and --sustain-windows: expected at least 1")
     if args.fp8 or args.fp8_sched:  # (the FP8 kernel is the default; --kernel-option fp8_kernel=0: dequantize path)
         with options:
-            text = run_fp8_sched(args, device, timer) if args.fp8_sched else run_fp8(args, device, timer)
+            text = run_fp8_sched(args, device, timer) if args.fp8_sched else \
+                run_fp8_methods(args, device, methods) if methods else run_fp8(args, device, timer)
         print()
         publish(text, args.results)
         return 0
@@ -805,7 +840,7 @@ def fp8_rows(args, device: torch.device, cases, run_case) -> List[str]:
 def fp8_report(device: torch.device, title: str, notes: List[str], columns: List[str], rows: List[str]) -> str:
     """The markdown section of an FP8 mode: heading, device line, notes, command, table."""
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    align = ["---" if c in ("case", "descale", "FP8 path") else "---:" for c in columns]
+    align = ["---" if c in ("case", "descale", "FP8 path", "method") else "---:" for c in columns]
     return "\n".join([
         f"## hstu_attention {title}: {gpu}, {datetime.date.today().isoformat()}",
         "",
@@ -866,6 +901,350 @@ def run_fp8(args, device: torch.device, timer: Timer) -> str:
         ["case", "descale", "FP8 path", "bf16 fwd ms", "bf16 TFLOP/s", "FP8 fwd ms", "FP8 TFLOP/s", "speedup",
          "late ms", "late / FP8", "same", "bn192 ms", "bn192 TFLOP/s", "bn192 gain", "diff", "bn192 diff"],
         rows)
+
+
+# --fp8 --method: the FP8 forward's default kernel timed by published benchmark methods, in one process (issue 36).
+FP8_METHOD_CASES = [(16, 16384, 128), (16, 16384, 256)]
+FP8_METHODS = ("fa3", "do_bench", "sustained", "ramp")
+
+
+class NvmlSampler:
+    """The SM clock (MHz), board power (W) and GPU temperature (C) read through NVML (ctypes on the driver's
+    libnvidia-ml.so.1; no Python package needed) by a thread every `period_s` while a block runs; without NVML (CPU
+    runs) every reading is None. Power: the instant reading (field NVML_FI_DEV_POWER_INSTANT) where the driver has
+    it (`instant`), else nvmlDeviceGetPowerUsage, which on an H200 is a 1 s average (it read ~150-200 W over a
+    0.13 s block of the FP8 forward after 1 s of rest)."""
+
+    def __init__(self, device: torch.device, period_s: float = 0.004):
+        self.lib, self.handle, self.period_s, self.instant = None, None, period_s, False
+        if device.type != "cuda":
+            return
+        try:
+            import ctypes
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() != 0:
+                return
+            handle = ctypes.c_void_p()
+            props = torch.cuda.get_device_properties(device)
+            bus = getattr(props, "pci_bus_id", None)
+            ok = bus is not None and lib.nvmlDeviceGetHandleByPciBusId_v2(
+                f"{getattr(props, 'pci_domain_id', 0):08x}:{bus:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
+                .encode(), ctypes.byref(handle)) == 0
+            if not ok and lib.nvmlDeviceGetHandleByIndex_v2(device.index or 0, ctypes.byref(handle)) != 0:
+                return
+            self.lib, self.handle, self.ctypes = lib, handle, ctypes
+
+            class Field(ctypes.Structure):  # (nvmlFieldValue_t: the value union read as its 8 bytes)
+                _fields_ = [("fieldId", ctypes.c_uint), ("scopeId", ctypes.c_uint), ("timestamp", ctypes.c_longlong),
+                            ("latencyUsec", ctypes.c_longlong), ("valueType", ctypes.c_int),
+                            ("nvmlReturn", ctypes.c_int), ("value", ctypes.c_ulonglong)]
+
+            self.field = Field(fieldId=186)  # (NVML_FI_DEV_POWER_INSTANT, mW)
+            self.instant = self._instant_mw() is not None
+        except (OSError, AttributeError):
+            self.lib = None
+
+    def _instant_mw(self) -> Optional[int]:
+        f = self.field
+        f.nvmlReturn = -1
+        if self.lib.nvmlDeviceGetFieldValues(self.handle, 1, self.ctypes.byref(f)) != 0 or f.nvmlReturn != 0:
+            return None
+        return f.value & 0xFFFFFFFF if f.valueType in (1, 5) else f.value
+
+    def read(self) -> Tuple[float, Optional[int], Optional[float], Optional[int]]:
+        """(perf_counter, SM MHz, W, C) now"""
+        if self.lib is None:
+            return time.perf_counter(), None, None, None
+        c = self.ctypes
+        mhz, mw, temp = c.c_uint(), c.c_uint(), c.c_uint()
+        self.lib.nvmlDeviceGetClockInfo(self.handle, 1, c.byref(mhz))  # (NVML_CLOCK_SM)
+        inst = self._instant_mw() if self.instant else None
+        if inst is None:
+            self.lib.nvmlDeviceGetPowerUsage(self.handle, c.byref(mw))
+        self.lib.nvmlDeviceGetTemperature(self.handle, 0, c.byref(temp))  # (NVML_TEMPERATURE_GPU)
+        return time.perf_counter(), mhz.value, (mw.value if inst is None else inst) / 1e3, temp.value
+
+    @contextlib.contextmanager
+    def sampling(self):
+        """yields a list that holds, after the block, the readings taken while it ran (>= 1 on a GPU)"""
+        import threading
+
+        readings, stop = [], threading.Event()
+
+        def loop():
+            while True:
+                readings.append(self.read())
+                if stop.wait(self.period_s):
+                    break
+
+        thread = threading.Thread(target=loop, daemon=True) if self.lib is not None else None
+        if thread:
+            thread.start()
+        try:
+            yield readings
+        finally:
+            if thread:
+                stop.set()
+                thread.join()
+
+
+def fa3_timeit_ms(fn, repeats: int = 30, rest_s: float = 1.0) -> Tuple[float, int]:
+    """FlashAttention-3's FP8 forward benchmark (hopper/benchmark_flash_attention_fp8.py, the script behind the FA3
+    paper's FP8 figure): time.sleep(1) "to avoid residual power throttling from the previous benchmark", then
+    flash_attn.utils.benchmark_forward(repeats=30) = torch.utils.benchmark.Timer.timeit(30): max(30 // 100, 2) = 2
+    warm-up calls, then the 30 calls back to back between two (synchronize, perf_counter) stamps, no L2 flush; the
+    mean. Returns (ms per call, calls timed, perf_counter at the start of the timed calls)."""
+    import torch.utils.benchmark as tb
+
+    time.sleep(rest_s)
+    warm, calls, t_from = max(repeats // 100, 2), [0], [0.0]
+
+    def counted():  # (FA3's stmt calls a wrapper too: its autocast one; this one notes the first timed call's start)
+        calls[0] += 1
+        if calls[0] == warm + 1:
+            t_from[0] = time.perf_counter()
+        fn()
+
+    m = tb.Timer(stmt="fn()", globals={"fn": counted}, num_threads=torch.get_num_threads()).timeit(repeats)
+    return m.mean * 1e3, repeats, t_from[0]
+
+
+def do_bench_ms(fn, flush: Optional[torch.Tensor], warmup_ms: float = 5.0, rep_ms: float = 30.0,
+                rest_s: float = 1.0) -> Tuple[float, int]:
+    """FlashAttention-3's current benchmark (hopper/benchmark_attn.py): time.sleep(1), then triton.testing.do_bench(
+    warmup=5, rep=30) (times in ms), whose recipe this follows without needing triton: one call, an estimate from 5
+    calls (each after an L2 flush, 256 MB), max(1, 5 / estimate) warm-up calls, max(1, 30 / estimate) timed calls
+    each after an L2 flush between its own CUDA events; the mean. Returns (ms per call, calls timed, perf_counter at
+    the first timed call)."""
+    time.sleep(rest_s)
+    cuda = flush is not None
+
+    def clear():
+        if cuda:
+            flush.zero_()
+
+    def stamp():
+        if cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def ms(a, b):
+        return a.elapsed_time(b) if cuda else (b - a) * 1e3
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    fn()
+    sync()
+    a = stamp()
+    for _ in range(5):
+        clear()
+        fn()
+    b = stamp()
+    sync()
+    est = max(ms(a, b) / 5, 1e-6)
+    for _ in range(max(1, int(warmup_ms / est))):
+        fn()
+    pairs, t0 = [], time.perf_counter()
+    for _ in range(max(1, int(rep_ms / est))):
+        clear()
+        a = stamp()
+        fn()
+        pairs.append((a, stamp()))
+    sync()
+    return statistics.mean(ms(a, b) for a, b in pairs), len(pairs), t0
+
+
+def sustained_ms(fn, seconds: float, est_ms: float) -> Tuple[float, int]:
+    """One window of tools/hstu_dev/fp8_fwd_split.py's sustained timing: fn back to back for `seconds`, the first
+    third untimed (the clock settles under the power cap), the last two thirds between two CUDA events, about 20 ms of
+    calls queued per synchronize. Returns (ms per call, calls timed, perf_counter at the start of the timed part)."""
+    cuda = torch.cuda.is_available() and est_ms > 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds / 3:
+        fn()
+        if cuda:
+            torch.cuda.synchronize()
+    per_sync, calls = max(2, int(20 / max(est_ms, 1e-3)) + 1), 0
+    if cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+    t1 = time.perf_counter()
+    while time.perf_counter() - t1 < 2 * seconds / 3 or calls == 0:
+        for _ in range(per_sync):
+            fn()
+        calls += per_sync
+        if cuda:
+            torch.cuda.synchronize()
+    if cuda:
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / calls, calls, t1
+    return (time.perf_counter() - t1) * 1e3 / calls, calls, t1
+
+
+def ramp_series(fn, seconds: float, rest_s: float, bucket_s: float, readings_of) -> List[tuple]:
+    """The clock's ramp from rest into the power cap: sleep rest_s, then fn back to back for `seconds` with a CUDA
+    event after every call (about 20 ms of calls queued per synchronize, so that wall time follows GPU time), the
+    calls grouped by their end into buckets of bucket_s seconds from the first call's start. readings_of(t0, t1):
+    the (SM MHz, W) means of the NVML readings between two perf_counter stamps (None where there are none). Returns
+    per bucket (start s, calls, ms per call, SM MHz, W)."""
+    time.sleep(rest_s)
+    cuda = torch.cuda.is_available()
+    evs, walls = [], []
+    if cuda:
+        torch.cuda.synchronize()
+        start = torch.cuda.Event(enable_timing=True)
+        start.record()
+    t0 = time.perf_counter()
+    per_sync = 2
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(per_sync):
+            fn()
+            if cuda:
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                evs.append(ev)
+            else:
+                walls.append(time.perf_counter())
+        if cuda:
+            torch.cuda.synchronize()
+            if len(evs) == per_sync:  # (the first calls' time sets the batch: ~20 ms)
+                per_sync = max(2, int(20 / max(start.elapsed_time(evs[-1]) / per_sync, 1e-3)))
+    ends = [start.elapsed_time(e) / 1e3 for e in evs] if cuda else [w - t0 for w in walls]
+    out, prev, b = [], 0.0, 0
+    while prev < ends[-1] if ends else False:
+        lo, hi = b * bucket_s, (b + 1) * bucket_s
+        inside = [e for e in ends if lo < e <= hi]
+        if inside:
+            t_first = max([e for e in ends if e <= lo], default=0.0)
+            ms = (inside[-1] - t_first) * 1e3 / len(inside)
+            mhz, watt = readings_of(t0 + lo, t0 + hi)
+            out.append((lo, len(inside), ms, mhz, watt))
+            prev = inside[-1]
+        b += 1
+    return out
+
+
+def run_fp8_methods(args, device: torch.device, methods: List[str]) -> str:
+    """--fp8 --method M,...: the FP8 forward (the default kernel, the op as called) at B16 S16K D128 / D256, causal,
+    H4, per-tensor descale, timed by each method in turn for --method-rounds rounds (fa3 / do_bench rest 1 s first, as
+    FA3's scripts do; sustained = --sustain-windows windows of --sustain-s back to back), the SM clock, power and
+    temperature read through NVML during each timed block; a row per measurement, then min / median / max TFLOP/s
+    per case and method."""
+    from hstu_attn._fp8 import DESCALE_MODES, quantize_fp8
+
+    sampler = NvmlSampler(device)
+    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=device) if device.type == "cuda" else None
+    dims = [int(d) for d in args.method_dims.split(",")]
+    cases = [(2, 256, 64)] if args.smoke else [c for d in dims for c in FP8_METHOD_CASES if c[2] == d]
+    rows, summary, ramp_rows, split_rows = [], [], [], []
+
+    def readings_of(readings):
+        def between(t0, t1):
+            xs = [x for x in readings if t0 <= x[0] <= t1 and x[1] is not None]
+            return (statistics.mean(x[1] for x in xs), statistics.mean(x[2] for x in xs)) if xs else (None, None)
+        return between
+
+    for B, S, D in cases:
+        cu = torch.arange(B + 1, device=device, dtype=torch.int32) * S
+        q8s = [quantize_fp8(torch.randn(B * S, 4, D, device=device, dtype=torch.bfloat16), cu, "tensor")
+               for _ in range(3)]
+        (q8, qs), (k8, ks), (v8, vs) = q8s
+        lens = (cu, cu, S, S, None, None, 1, -1, 0, 1.0 / D**0.5)
+        opts = hstu_attn._ops._current_options()
+        fn = lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, DESCALE_MODES.index("tensor"), 0,  # noqa
+                                                 *lens, None, float(S), None, None, opts)
+        flops = 4 * 4 * D * S * S * B / 2
+        name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
+        fn()
+        est = once_ms(fn, device)
+        print(f"({name}: inputs and first calls ready {time.perf_counter() - T_START:.1f} s after the script's start)",
+              flush=True)
+        if args.kernel_split and device.type == "cuda":  # (the op's kernels under torch.profiler, one call)
+            parts = kernel_breakdown(fn)
+            total = sum(ms for ms, _ in parts.values())
+            for kname, (ms, n) in parts.items():
+                split_rows.append(f"| {name} | k: {kname[:90]} | {n} | {ms:.4f} | {ms / total:.4f} | "
+                                  f"{flops / ms / 1e9:.1f} |")
+                print(split_rows[-1], flush=True)
+        got = {m: [] for m in methods if m != "ramp"}
+        if "ramp" in methods:
+            got.update({"ramp, first bucket": [], "ramp, last bucket": []})
+        for r in range(args.method_rounds):
+            for m in methods:
+                if m == "ramp":
+                    temp0 = sampler.read()[3]
+                    with sampler.sampling() as readings:
+                        series = ramp_series(fn, args.ramp_s, args.method_rest, args.ramp_bucket,
+                                             readings_of(readings))
+                    for lo, n, ms, mhz, watt in series:
+                        ramp_rows.append(f"| {name} | {r + 1} | {lo:.2f} | {n} | {ms:.3f} | {flops / ms / 1e9:.1f} | "
+                                         f"{f'{mhz:.0f}' if mhz else '-'} | {f'{watt:.0f}' if watt else '-'} | "
+                                         f"{temp0 if lo == 0 and temp0 is not None else ''} |")
+                        print(ramp_rows[-1], flush=True)
+                    for key, (_, _, ms, mhz, _) in (("ramp, first bucket", series[0]), ("ramp, last bucket",
+                                                                                          series[-1])):
+                        got[key].append((flops / ms / 1e9, mhz))
+                    continue
+                for w in range(args.sustain_windows if m == "sustained" else 1):
+                    temp0 = sampler.read()[3]
+                    with sampler.sampling() as readings:
+                        if m == "fa3":
+                            ms, calls, t_from = fa3_timeit_ms(fn, rest_s=args.method_rest)
+                        elif m == "do_bench":
+                            ms, calls, t_from = do_bench_ms(fn, flush, rest_s=args.method_rest)
+                        else:
+                            ms, calls, t_from = sustained_ms(fn, args.sustain_s, est)
+                    # (the readings over the timed calls; the last one before them where the block is that short)
+                    tail = [x for x in readings if x[0] >= t_from and x[1] is not None] or \
+                        [x for x in readings if x[0] < t_from and x[1] is not None][-1:]
+                    mhz = statistics.mean(x[1] for x in tail) if tail else None
+                    watt = statistics.mean(x[2] for x in tail) if tail else None
+                    tf = flops / ms / 1e9
+                    got[m].append((tf, mhz))
+                    label = m if m != "sustained" else f"sustained {w + 1}/{args.sustain_windows}"
+                    rows.append(f"| {name} | {r + 1} | {label} | {ms:.3f} | {tf:.1f} | {calls} | "
+                                f"{f'{mhz:.0f}' if mhz else '-'} | {f'{watt:.0f}' if watt else '-'} | "
+                                f"{temp0 if temp0 is not None else '-'} |")
+                    print(rows[-1], flush=True)
+        for m in got:
+            tfs = [t for t, _ in got[m]]
+            clocks = [c for _, c in got[m] if c]
+            summary.append(f"| {name} | {m} | {len(tfs)} | {min(tfs):.1f} | {statistics.median(tfs):.1f} | "
+                           f"{max(tfs):.1f} | {f'{statistics.median(clocks):.0f}' if clocks else '-'} |")
+        del q8, k8, v8, q8s
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    text = fp8_report(device, "--fp8 --method", [
+        "- the FP8 forward (float8_e4m3fn q/k/v, per-tensor descale, the op as called: descale check, Vt pre-pass, the "
+        "default kernel), causal, H = 4, alpha = 1/sqrt(D); TFLOP/s = 4*H*D*L^2/2 per sequence over the time",
+        f"- methods, in turn per round ({args.method_rounds} rounds): fa3 = FA3's FP8 benchmark (sleep "
+        f"{args.method_rest:g} s, torch.utils.benchmark timeit(30): 2 warm-up calls, 30 calls in one wall-clock "
+        "block, mean); do_bench = FA3's benchmark_attn.py (sleep, triton do_bench(warmup=5, rep=30) recipe: per-call "
+        f"CUDA events after an L2 flush, mean); sustained = {args.sustain_windows} window(s) of {args.sustain_s:g} s "
+        "back to back (first third untimed, the rest between two CUDA events: the power-capped clock)",
+        f"- SM MHz / W: NVML readings every 4 ms over the timed calls (mean; W: "
+        f"{'instant power' if sampler.instant else 'nvmlDeviceGetPowerUsage, a 1 s average'}); C: GPU temperature "
+        "before the block"
+        + (f"; ramp = sleep {args.method_rest:g} s, then {args.ramp_s:g} s of calls back to back, an event after "
+           f"each: per {args.ramp_bucket:g} s bucket (from the first call's start) the calls ending in it, ms per "
+           "call, the NVML means (own table below; the summary's first / last bucket rows)" if "ramp" in methods
+           else "")],
+        ["case", "round", "method", "ms", "TFLOP/s", "calls", "SM MHz", "W", "C"], rows)
+    if split_rows:
+        text += "\n\n" + "\n".join(["| case | kernel (--kernel-split: one call under torch.profiler) | calls | ms | "
+                                     "share of the kernels' ms | TFLOP/s if alone |",
+                                     "|---|---|---:|---:|---:|---:|"] + split_rows)
+    if ramp_rows:
+        text += "\n\n" + "\n".join(["| case | round | from s | calls | ms | TFLOP/s | SM MHz | W | C |",
+                                     "|---|---:|---:|---:|---:|---:|---:|---:|---:|"] + ramp_rows)
+    return text + "\n\n" + "\n".join([
+        "| case | method | n | min TFLOP/s | median TFLOP/s | max TFLOP/s | median SM MHz |",
+        "|---|---|---:|---:|---:|---:|---:|"] + summary)
 
 
 # --fp8-sched: (name, lengths, D, targets per sequence), causal, H = 4, group 1, per-tensor descale.

@@ -250,7 +250,7 @@ FP8_SILU_SHIFT = 50
 # bits 52-55 (hstu_plan.h kOptFp8FwdVarShift): the Hopper FP8 forward's variants (Fp8FwdVar in
 # hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh; private): 0 the default, then the values it knows
 FP8_FWD_VAR_SHIFT = 52
-FP8_FWD_VARS = (0, 1, 2, 3, 15)
+FP8_FWD_VARS = (0, 1, 2, 3, 4, 15)
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
@@ -310,9 +310,11 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     bitwise the default's output) the default's grid kernels with P's register copy where it was, between the P V
     wait and the next turn (the default: after the turn's S issue); 3 (the same) D = 128's 192-key tiles with
     their unmasked-tile test from each tile's bounds, as main 0bb35f74 ran them (their default: the test by the loop
-    index), elsewhere the default; 15 (timing-only: WRONG
-    output rows) that default kernel writing clock stamps of its first CTA's loop over that CTA's output rows
-    (tools/hstu_dev/fp8_fwd_split.py --trace; dev builds only, like ``fp8_fwd_diag``); elsewhere the default runs.
+    index), elsewhere the default; 4 (the same) the default kernels behind main a9b26580's Vt pre-pass (256 threads
+    per 64 columns, each V load waited for before the next; the default: 128 threads, all loads first); 15
+    (timing-only: WRONG output rows) that default kernel writing clock stamps of its first CTA's loop over that
+    CTA's output rows (tools/hstu_dev/fp8_fwd_split.py --trace; dev builds only, like ``fp8_fwd_diag``); elsewhere
+    the default runs.
     ``fwd_sm80_qscale=False`` (for comparisons): the sm80-class forward's bf16 D = 64 long-row default without its Q
     fragments scaled by alpha / 2 where that is a power of two (the same output; one FMUL per score more).
     ``fwd_sm80_split_main=True`` (for comparisons): the sm80-class forward's split as it was: its least chunk

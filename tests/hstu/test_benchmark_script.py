@@ -431,3 +431,46 @@ def test_fp8_modes_smoke_run_print_their_tables(bench, capsys, mode):
         assert rows[-1].rstrip().endswith("| True |"), rows[-1]
     else:
         assert "| True |" in rows[-1], rows[-1]
+
+
+def test_fp8_methods_smoke_run_prints_rows_and_summary(bench, capsys):
+    """--fp8 --method on the CPU path: each method's row per round (sustained: one per window) and a summary row per
+    method whose min <= median <= max; a method name it does not know is refused naming the option."""
+    assert bench.main(["--fp8", "--smoke", "--method", "fa3,do_bench,sustained", "--method-rounds", "2",
+                       "--method-rest", "0", "--sustain-s", "0.05", "--sustain-windows", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "## hstu_attention --fp8 --method: CPU" in out
+    rows = [line for line in out.splitlines() if line.startswith("| B2 S256 D64 | ")]
+    per_round = [r.split(" | ")[2] for r in rows if r.split(" | ")[1] in ("1", "2")]
+    assert per_round.count("fa3") == 4 and per_round.count("sustained 2/2") == 4, rows  # (as printed and in the table)
+    summary = {r.split(" | ")[1]: r for r in rows if r.split(" | ")[1] in ("fa3", "do_bench", "sustained")}
+    assert set(summary) == {"fa3", "do_bench", "sustained"}
+    assert summary["sustained"].split(" | ")[2] == "4"
+    for r in summary.values():
+        lo, med, hi = (float(x) for x in r.split(" | ")[3:6])
+        assert lo <= med <= hi
+    assert bench.main(["--fp8", "--smoke", "--method", "ramp", "--method-rounds", "1", "--method-rest", "0",
+                       "--ramp-s", "0.05", "--ramp-bucket", "0.01"]) == 0
+    out = capsys.readouterr().out
+    assert "| case | round | from s | calls | ms | TFLOP/s | SM MHz | W | C |" in out
+    assert "| B2 S256 D64 | ramp, first bucket | 1 |" in out and "| B2 S256 D64 | ramp, last bucket | 1 |" in out
+    with pytest.raises(SystemExit):
+        bench.main(["--fp8", "--smoke", "--method", "fa4"])
+    assert "--method" in capsys.readouterr().err
+
+
+def test_fa3_and_do_bench_recipes_count_their_calls(bench):
+    """fa3: 1 + 2 warm-up + 30 timed calls (timeit(30)); do_bench: 1 + 5 estimate + warm-up + timed calls as
+    triton's do_bench(5, 30) sizes them from the estimate; both return the start of their timed calls."""
+    calls = []
+
+    def fn():
+        calls.append(time.perf_counter())
+        time.sleep(0.002)
+
+    t0 = time.perf_counter()
+    ms, n, t_from = bench.fa3_timeit_ms(fn, rest_s=0)
+    assert n == 30 and len(calls) == 32 and ms >= 2.0 and t0 <= t_from <= calls[2] + 1e-3
+    calls.clear()
+    ms, n, t_from = bench.do_bench_ms(fn, None, rest_s=0)
+    assert ms >= 2.0 and 1 <= n <= 15 and len(calls) >= 1 + 5 + 1 + n and t_from <= calls[-n]

@@ -714,6 +714,28 @@ def test_cuda_fp8_fwd_copy_and_tile_cuts(D, mode, bn, mask):
         assert torch.equal(again, out), var
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("D,mode,mask", [(64, "tensor", "causal"), (128, "tensor", "context_target_group"),
+                                         (128, "block", "causal"), (256, "tensor", "local"), (256, "head", "none")])
+def test_cuda_fp8_fwd_vt_prepass(D, mode, mask):
+    """The Vt pre-pass (hstu_fp8_vt_kernel: 128 threads per 64 columns, every V load issued before the shared
+    stores) writes what main's wrote (kernel_options(fp8_fwd_var=4): hstu_fp8_vt_main_kernel, 256 threads): the
+    default meets the fp64 emulation rule and var 4 gives bitwise its output, each call launching its own pre-pass
+    (by kernel name), on jagged lengths whose Vt starts and 32-key padding fall off the 64-column blocks (an empty
+    sequence, lengths 77, 129, 193, ...)."""
+    if not fp8_kernel_runs(D):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    seed = 4600 + D // 64 + 10 * sorted(MASKS).index(mask) + ("tensor", "head", "block").index(mode) * 4
+    c = make_case(seed, [300, 0, 900, 77, 129, 450, 193], 2, D, mask, device="cuda")
+    q8s, scales = quantized(c, mode)
+    out = check_fp8_kernel(c, mode, D ** -0.5)
+    for var, prepass in ((0, "hstu_fp8_vt_kernel"), (4, "hstu_fp8_vt_main_kernel")):
+        again, names = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_fwd_var=var)
+        assert any(re.search(rf"{prepass}<\s*{D}\s*>", n) for n in names), (var, names)
+        assert any("hstu_fwd_fp8_sm90_kernel" in n for n in names), (var, names)
+        assert torch.equal(again, out), var
+
+
 def fp8_form(D, bn):
     """The default SiLU form of the grid kernel of head dim D and bn-key tiles (fp8_silu_default)."""
     return 0 if D == 256 else 2 if bn == 192 else 1

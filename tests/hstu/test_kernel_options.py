@@ -151,8 +151,8 @@ def test_kernel_options_pack_and_restore():
         with pytest.raises(ValueError, match="fp8_silu: expected 0, 1 or 2"):
             with _ops.kernel_options(fp8_silu=bad):
                 pass
-    for bad in (4, 7, 14, 16, -1, True):
-        with pytest.raises(ValueError, match=r"fp8_fwd_var: expected one of \(0, 1, 2, 3, 15\)"):
+    for bad in (5, 7, 14, 16, -1, True):
+        with pytest.raises(ValueError, match=r"fp8_fwd_var: expected one of \(0, 1, 2, 3, 4, 15\)"):
             with _ops.kernel_options(fp8_fwd_var=bad):
                 pass
     for bad in (0, 1, None, "on"):

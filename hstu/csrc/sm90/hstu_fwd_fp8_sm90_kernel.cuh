@@ -194,7 +194,16 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // kFp8VarTailCopy (correct output, bitwise the default's): the default's grid kernels with the kFp8FwdTailCopy bit
 // below. kFp8VarTileTest (the same): D = 128's 192-key tiles with the kFp8FwdTileTest bit (main 0bb35f74's default
 // kernel there), elsewhere the default.
-enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarMainLoop = 1, kFp8VarTailCopy = 2, kFp8VarTileTest = 3, kFp8VarTrace = 15 };
+// kFp8VarMainVt (correct output, bitwise the default's): the default kernels behind main's Vt pre-pass
+// (hstu_fp8_vt_main_kernel).
+enum Fp8FwdVar : int {
+  kFp8VarNone = 0,
+  kFp8VarMainLoop = 1,
+  kFp8VarTailCopy = 2,
+  kFp8VarTileTest = 3,
+  kFp8VarMainVt = 4,
+  kFp8VarTrace = 15
+};
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -260,9 +269,62 @@ __device__ __forceinline__ float fp8_descale(const float* s, int mode, int b, in
   return __ldg(s + h * block_cols + start / 128 + b + blk);
 }
 
-// Vt pre-pass: block (x, h) writes columns [64 x, 64 x + 64) of head h's D rows (hstu_fp8_sm90.h layout).
+// Vt pre-pass: block x (a 1-D grid, the head fastest: h = x % H) writes columns [64 (x / H), 64 (x / H) + 64) of
+// head h's D rows (hstu_fp8_sm90.h layout), with kVtThreads threads: each issues all of its V loads (kLoads 16-byte
+// chunks) before its first shared store, and 128 threads per block let 16 blocks share an SM (D <= 128; 13 at
+// D = 256, by shared memory). Main's version (hstu_fp8_vt_main_kernel, kernel_options(fp8_fwd_var=4): grid (column
+// block, h), 256 threads, each load waited for before the next) ran at 2.4 TB/s at B16 S16K H4 D128 on an H200
+// (0.113 ms, 2.9 % of the op); this one 1.10-1.12x faster than main's in one process at D 128 / 256 (session 32,
+// docs/hstu_attn.md). The head fastest (the blocks in flight read all H heads' bytes of their keys' V rows together)
+// measured the same as main's (column block, head) order.
+constexpr int kVtThreads = 128;
 template <int D>
-__global__ void __launch_bounds__(256) hstu_fp8_vt_kernel(const HstuParams p, const HstuFp8FwdParams f) {
+__global__ void __launch_bounds__(kVtThreads) hstu_fp8_vt_kernel(const HstuParams p, const HstuFp8FwdParams f) {
+  __shared__ __align__(16) uint8_t tile[64][D + 16];
+  __shared__ int64_t src_row[64];
+  const int h = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.heads));
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x / static_cast<unsigned>(p.heads)) * 64;
+  if (threadIdx.x < 64) {
+    src_row[threadIdx.x] = hstu_fp8_col_src_row(p.cu_seqlens_k, p.seqused_k, p.batch, c0 + threadIdx.x, 32);
+  }
+  __syncthreads();
+  constexpr int kChunks = D / 16;
+  constexpr int kLoads = 64 * kChunks / kVtThreads;
+  const uint8_t* v = static_cast<const uint8_t*>(p.v) + static_cast<int64_t>(h) * p.v_head_stride;
+  uint4 x[kLoads];
+#pragma unroll
+  for (int k = 0; k < kLoads; ++k) {
+    const int idx = threadIdx.x + k * kVtThreads;
+    const int64_t src = src_row[idx / kChunks];
+    x[k] = make_uint4(0, 0, 0, 0);
+    if (src >= 0) x[k] = __ldg(reinterpret_cast<const uint4*>(v + src * p.v_row_stride + (idx % kChunks) * 16));
+  }
+#pragma unroll
+  for (int k = 0; k < kLoads; ++k) {
+    const int idx = threadIdx.x + k * kVtThreads;
+    *reinterpret_cast<uint4*>(&tile[idx / kChunks][(idx % kChunks) * 16]) = x[k];
+  }
+  __syncthreads();
+  uint8_t* vt = static_cast<uint8_t*>(f.vt) + static_cast<int64_t>(h) * D * f.vt_cols;
+#pragma unroll
+  for (int k = 0; k < D * 4 / kVtThreads; ++k) {
+    const int idx = threadIdx.x + k * kVtThreads;
+    const int d = idx / 4, g = idx % 4;
+    const int64_t c = c0 + 16 * g;
+    if (c >= f.vt_cols) continue;
+    uint32_t w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int cc = 16 * g + 4 * q;
+      w[q] = static_cast<uint32_t>(tile[cc][d]) | static_cast<uint32_t>(tile[cc + 1][d]) << 8 |
+             static_cast<uint32_t>(tile[cc + 2][d]) << 16 | static_cast<uint32_t>(tile[cc + 3][d]) << 24;
+    }
+    st_global_v4(vt + d * f.vt_cols + c, make_uint4(w[0], w[1], w[2], w[3]));
+  }
+}
+// main's Vt pre-pass (kernel_options(fp8_fwd_var=4), for the comparison): the same columns by 256 threads.
+template <int D>
+__global__ void __launch_bounds__(256) hstu_fp8_vt_main_kernel(const HstuParams p, const HstuFp8FwdParams f) {
   __shared__ __align__(16) uint8_t tile[64][D + 16];
   __shared__ int64_t src_row[64];
   const int h = blockIdx.y;

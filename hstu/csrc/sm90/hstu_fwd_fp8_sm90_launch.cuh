@@ -52,7 +52,11 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   if (p.rab != nullptr || p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidValue;
   // Vt pre-pass (D x vt_cols bytes per head written, total_k x D read).
   const dim3 vt_grid(static_cast<unsigned>((f.vt_cols + 63) / 64), p.heads);
-  hstu_fp8_vt_kernel<D><<<vt_grid, 256, 0, stream>>>(p, f);
+  if (f.var == kFp8VarMainVt) {
+    hstu_fp8_vt_main_kernel<D><<<vt_grid, 256, 0, stream>>>(p, f);
+  } else {  // (a 1-D grid, the head fastest)
+    hstu_fp8_vt_kernel<D><<<vt_grid.x * vt_grid.y, kVtThreads, 0, stream>>>(p, f);
+  }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   CUtensorMap tq, tk, tvt;
