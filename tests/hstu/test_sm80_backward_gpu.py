@@ -75,6 +75,9 @@ _HEADS_FIRST = 32
 _MBAR, _LEAN = 64, 128  # kPdsMbarCopies, kPdsLeanCopies
 _TAIL = 256  # kPdsTailBlocksFirst
 _TAIL_DEFAULT = {64: _TAIL, 128: 0, 256: _TAIL}  # kBwdPdsTailFirst
+# (kBwdSm80ZeroBesideCfg: at D = 128 (bf16, heads first) the default's loop with kPdsZeroWait (65536), the dQ workspace
+# zeroed beside it by hstu_dq_zero_beside_kernel instead of a fill before it)
+ZERO_CFG, _ZERO_WAIT = 14, 65536
 
 
 def loop_cfgs(D):
@@ -139,6 +142,7 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     without = (_WITHOUT.get(cfg, 0) | (_WITHOUT_D64.get(cfg, 0) if D == 64 else 0)) if bf16 else 0
     if (max_seqlen_k <= 2048) != (cfg == 3):
         body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail) & ~(_EPI if no_epi else 0) & ~without
+        body |= _ZERO_WAIT if D == 128 and cfg == ZERO_CFG and bf16 else 0
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
     if no_epi or without:
         body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D]) & ~(_EPI if no_epi else 0) & ~without
@@ -299,6 +303,24 @@ def test_sm80_backward_stsm_pds(D, mask, rab_heads, delta_q, kernel_opts):
                             torch.bfloat16, mask, rab_heads, delta_q=delta_q)
         _default_and_cfg_agree(case, torch.randn_like(case["q"]), D, (STSM_CFG, PTR_CFG, PTR_ONLY_CFG), kernel_opts,
                                label=len(lk))
+
+
+@pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True),
+                                                   ("target_group", 1, False)])
+def test_sm80_backward_zero_beside(mask, rab_heads, delta_q, kernel_opts):
+    """D = 128: cfg 14 (bf16: the dQ workspace left uninitialized, zeroed beside the heads-first loop by
+    hstu_dq_zero_beside_kernel, each (sequence, head) behind a flag the loop's CTAs wait for) against the default
+    (a fill before the loop): 48 jagged sequences of 0-700 rows x 2 heads (more items than the zeroing CTAs and the
+    loop's first wave; empty sequences; tiles cut at every row count class), the allocator poisoned (a row the zeroing
+    missed reads as NaN in dQ); then one sequence of 2,200 keys (batch first: the launcher zeroes the workspace
+    itself). The error rule against the fp32 reference, the cfg's kernel, dK, dV and drab bit for bit, dQ up to the
+    atomics' order."""
+    rng = random.Random(zlib.crc32(repr(("zero", mask)).encode()))
+    for lk in ([0, 1, 63, 64, 65, 127, 128, 129, 700, 0] + [rng.randint(0, 700) for _ in range(38)],
+               [2200, 1, 65, 129, 0, 300]):
+        case = kg.make_case(zlib.crc32(repr(("zero", mask, rab_heads, len(lk))).encode()), lk, 2, 128,
+                            torch.bfloat16, mask, rab_heads, delta_q=delta_q)
+        _default_and_cfg_agree(case, torch.randn_like(case["q"]), 128, ZERO_CFG, kernel_opts, label=len(lk))
 
 
 @pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True),

@@ -266,7 +266,7 @@ constexpr int64_t kBwdSm80MaxSeqlenK = kBwdSm80MaxKeyBlocks * kBwdSm80MinBlockN;
 struct BwdPlan {
   KernelFamily family = KernelFamily::kSm80;
   int64_t dq_floats = 0;    // fp32 dq workspace (bwd_sm80_dq_floats, or the Hopper layouts); 0 when deterministic
-  int64_t zero_words = 0;   // Hopper D = 64 / 128: self-zeroing flags behind the floats (workspace uninitialized)
+  int64_t zero_words = 0;   // Hopper D = 64 / 128, sm80 cfg 14 at D = 128: flags behind the floats (workspace uninitialized)
   int64_t sched_bytes = 0;  // Hopper D = 256: work-list workspace (its planner zeroes the dq workspace)
   int dq_conv_behind = 0;   // p.dq_conv_behind
   int bwd_grid = 0;         // p.bwd_grid
@@ -283,7 +283,13 @@ inline BwdPlan plan_bwd(const HstuParams& p, int64_t total_k, int device, bool h
   plan.bwd_sm80_cfg = o.bwd_sm80_cfg;
   if (deterministic) return plan;
   plan.dq_floats = bwd_sm80_dq_floats(p.total_q, p.batch, p.heads, p.head_dim);
-  if (!sm90_applies(p, total_k, device, /*fwd=*/false, half, o)) return plan;
+  if (!sm90_applies(p, total_k, device, /*fwd=*/false, half, o)) {
+    // (bwd_sm80_cfg 14 at D = 128, bf16: the workspace zeroed beside the kernel, its flags behind the floats)
+    if (o.bwd_sm80_cfg == kBwdSm80ZeroBesideCfg && p.head_dim == 128 && !half) {
+      plan.zero_words = bwd_sm80_zero_words(p.batch, p.heads);
+    }
+    return plan;
+  }
   plan.family = KernelFamily::kSm90;
   plan.bwd_grid = o.bwd_grid;
   HstuParams q = p;

@@ -612,6 +612,33 @@ __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuPar
   }
 }
 
+// bwd_sm80_cfg 14 at D = 128 (bwd_sm80_zero_beside): the uninitialized fp32 dQ workspace zeroed beside the backward
+// kernel, which is launched behind this one as a programmatic dependent launch and so runs on the other SMs. Items
+// (sequence b, head h) in the kernel's heads-first order (b H + h), CTA i the items i, i + gridDim.x, ...: the
+// sequence's whole 64-row fragment-ordered tiles of head h (the rows the convert reads and the tiles the kernel adds
+// into; the padding between sequences holds them), 16-byte stores, then a block barrier and the item's flag word
+// (dq_zero_flags[b H + h], zeroed before this launch) released by thread 0. The first items, which the kernel's first
+// wave waits for, come first from every CTA.
+constexpr int kDqZeroBesideCtas = 16;
+template <int D>
+__global__ void __launch_bounds__(1024) hstu_dq_zero_beside_kernel(const HstuParams p) {
+  accel::griddep_launch_dependents();  // (the backward kernel may start its CTAs on the other SMs now)
+  const int items = p.batch * p.heads;
+  const int64_t head_rows = dq_frag_head_rows(p);
+  for (int it = blockIdx.x; it < items; it += gridDim.x) {
+    const int b = it / p.heads, h = it - (it / p.heads) * p.heads;
+    const int q_start = p.cu_seqlens_q[b];
+    const int rows = p.cu_seqlens_q[b + 1] - q_start;
+    float4* ws = reinterpret_cast<float4*>(p.dq_accum + (h * head_rows + q_start + kDqFragPad * (int64_t)b) * D);
+    const int n4 = (rows + kDqFragPad - 1) / kDqFragPad * (kDqFragPad * D / 4);
+    for (int e = threadIdx.x; e < n4; e += blockDim.x) ws[e] = make_float4(0.f, 0.f, 0.f, 0.f);
+    __syncthreads();  // (every thread's stores before thread 0's release: cumulativity through the barrier)
+    if (threadIdx.x == 0) {
+      asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p.dq_zero_flags + it), "r"(1u) : "memory");
+    }
+  }
+}
+
 template <typename T>
 __global__ void hstu_drab_convert_kernel(const HstuParams p) {
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < p.drab_numel;
@@ -928,6 +955,9 @@ constexpr int kBwdSm80PtrOnlyCfg = 12;
 constexpr int kBwdSm80RunPtrCfg = 13;
 constexpr int kBwdPdsD256Unsplit = kBwdPdsD256OneBar & ~kPdsKSplitS;
 constexpr int kBwdSm80LaneOnceCfg = 14;
+// 14 at D = 128 (bf16, sm_90+, calls without contexts where the default runs heads first): kBwdSm80ZeroBesideCfg
+// (hstu_bwd_sm80_limits.h), the default's loop with the dQ workspace zeroed beside it (kPdsZeroWait).
+static_assert(kBwdSm80ZeroBesideCfg == kBwdSm80LaneOnceCfg, "cfg 14: D = 64's lane offsets, D = 128's zeroing");
 // D = 64's default on sm_90+ for calls without contexts (bf16 and fp16, either grid order): 128-query tiles
 // (kPdsTile128) on kPdsMbarCopies' two stages, 224 KB; on an H200 6.4-6.8 % faster than the three-stage loop at B16
 // S8K / S4K, 2.5-3.0 % at B128 S1K / B64 S2K (heads first). 15 (bf16, D = 64, sm_90+, calls without contexts): the
@@ -963,6 +993,39 @@ inline cudaError_t bwd_sm80_require_sm90() {
   bool sm90 = false;
   const cudaError_t err = bwd_sm80_sm90_class(sm90);
   return err != cudaSuccess ? err : sm90 ? cudaSuccess : cudaErrorNotSupported;
+}
+
+// Whether a call runs bwd_sm80_cfg 14's path at D = 128 (bf16, the plan left the workspace uninitialized with its
+// flags, keys, no contexts, heads first, sm_90+ with the loop's shared memory); elsewhere run_hstu_bwd zeroes the
+// workspace itself.
+template <typename T, int D>
+cudaError_t bwd_sm80_zero_beside(const HstuParams& p, bool& yes) {
+  yes = false;
+  if constexpr (D == 128 && std::is_same<T, __nv_bfloat16>::value) {
+    if (p.dq_accum == nullptr || p.dq_zero_flags == nullptr || p.bwd_sm80_cfg != kBwdSm80ZeroBesideCfg ||
+        p.max_seqlen_k <= 0 || p.num_contexts != nullptr || !bwd_sm80_heads_first<D>(p)) {
+      return cudaSuccess;
+    }
+    bool sm90 = false;
+    int max_smem = 0;
+    const cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
+    using C = BwdPdsConfig<D, 8>;
+    yes = err == cudaSuccess && sm90 && bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(3) <= max_smem;
+    return err;
+  }
+  return cudaSuccess;
+}
+// bwd_sm80_cfg 14's launches (where bwd_sm80_zero_beside): the flag words zeroed, hstu_dq_zero_beside_kernel, then the
+// default's heads-first loop with kPdsZeroWait as a programmatic dependent launch.
+template <typename T, int D>
+cudaError_t launch_hstu_bwd_zero_beside(const HstuParams& p, int max_smem, cudaStream_t stream) {
+  cudaError_t err = cudaMemsetAsync(p.dq_zero_flags, 0, sizeof(uint32_t) * p.batch * p.heads, stream);
+  if (err != cudaSuccess) return err;
+  hstu_dq_zero_beside_kernel<D><<<kDqZeroBesideCtas, 1024, 0, stream>>>(p);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsHeadsFirst |
+                                            kBwdPdsTailFirst<D> | kPdsZeroWait>(p, max_smem, stream);
 }
 
 // FA2's warp layout (hstu_bwd_sm80_pds_kernel.cuh) with two Q / dO stages where they fit the device, else one;
@@ -1065,6 +1128,12 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
             return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~(kPdsRunPtrs | kPdsLaneOnce)>(p, max_smem, stream);
           }
           return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsLaneOnce>(p, max_smem, stream);
+        }
+        if constexpr (D == 128) {  // (kBwdSm80ZeroBesideCfg: run_hstu_bwd checked bwd_sm80_zero_beside)
+          bool yes = false;
+          err = bwd_sm80_zero_beside<T, D>(p, yes);
+          if (err != cudaSuccess) return err;
+          if (cfg == kBwdSm80ZeroBesideCfg && yes) return launch_hstu_bwd_zero_beside<T, D>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       case kBwdSm80ThreeStageCfg:
@@ -1173,6 +1242,19 @@ template <typename T, int D>
 cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
   if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   cudaError_t err;
+  if (p.dq_accum != nullptr && p.dq_zero_flags != nullptr) {
+    // bwd_sm80_cfg 14's uninitialized workspace: zeroed beside the kernel where that path runs, else here
+    bool beside = false;
+    err = bwd_sm80_zero_beside<T, D>(p, beside);
+    if (err != cudaSuccess) return err;
+    if (!beside) {
+      const size_t bytes = static_cast<size_t>(reinterpret_cast<char*>(p.dq_zero_flags) -
+                                               reinterpret_cast<char*>(p.dq_accum)) +
+                           sizeof(uint32_t) * static_cast<size_t>(bwd_sm80_zero_words(p.batch, p.heads));
+      err = cudaMemsetAsync(p.dq_accum, 0, bytes, stream);
+      if (err != cudaSuccess) return err;
+    }
+  }
   if (p.max_seqlen_k > 0) {
     err = launch_hstu_bwd_fitting<T, D>(p, stream);
     if (err != cudaSuccess) return err;

@@ -22,4 +22,11 @@ inline int64_t bwd_sm80_dq_floats(int64_t total_q, int64_t batch, int64_t heads,
   return (total_q + kBwdSm80DqFragPad * batch) * heads * head_dim + 4;
 }
 
+// bwd_sm80_cfg 14 at D = 128 (bf16): the fp32 dQ workspace left uninitialized and zeroed beside the backward kernel
+// (hstu_dq_zero_beside_kernel on a few SMs while the kernel runs on the rest, a flag word per (sequence, head) behind
+// the workspace) instead of a fill before it. The launcher zeroes the whole workspace itself where that path does not
+// apply (hstu_bwd_sm80_kernel.cuh bwd_sm80_zero_beside).
+constexpr int kBwdSm80ZeroBesideCfg = 14;
+inline int64_t bwd_sm80_zero_words(int64_t batch, int64_t heads) { return (batch * heads + 3) / 4 * 4; }
+
 }  // namespace hstu

@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "common/device_info.h"
+#include "common/pdl.cuh"  // launch_pdl (kPdsZeroWait's launch)
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/sm80/hstu_bwd_sm80_limits.h"
 
@@ -147,6 +148,14 @@ constexpr int kPdsTile128 = 16384;
 // The same sums in another order: S / dP differ from the default's in rounding (each element h0 + h1 of the two
 // halves, the same bits in both warps).
 constexpr int kPdsKSplitS = 32768;
+// A flag on BODY (the one-barrier loop at D = 128, heads first, sm_90+; bwd_sm80_cfg 14): the dQ workspace is not
+// filled before the kernel but zeroed beside it by hstu_dq_zero_beside_kernel (hstu_bwd_sm80_kernel.cuh: a few CTAs,
+// (sequence, head) items in the grid's order, each released by a flag word behind the workspace), and this kernel
+// is a programmatic dependent launch behind it, so that it runs on the other SMs meanwhile. Thread 0 of a CTA waits
+// for its (sequence, head)'s flag after issuing the prologue's copies (before the barrier that precedes the first
+// reduction); a CTA without keys waits too where it is key block 0 (the convert, which runs after this grid, then
+// reads those zeros: this grid's end orders every item's zeros before it).
+constexpr int kPdsZeroWait = 65536;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -330,6 +339,16 @@ __device__ __forceinline__ float drab_value(float x) {
 // CTX: a call with contexts (num_contexts given; hstu_bwd_pds_ctx_kernel), the only one that can have a context gap
 // to skip: without contexts the kernel is the plain tile walk (no skip bookkeeping in the loop).
 // sms: the device's SM count (kPdsTailBlocksFirst's tail of one wave).
+// kPdsZeroWait: thread 0 spins until the flag of (sequence b, head h) is set (hstu_dq_zero_beside_kernel releases it
+// once the item's workspace rows are zero; acquire: this CTA's later reductions, behind a block barrier, see them).
+__device__ __forceinline__ void pds_zero_wait(const HstuParams& p, int b, int h) {
+  const uint32_t* f = p.dq_zero_flags + static_cast<int64_t>(b) * p.heads + h;
+  uint32_t v = 0;
+  do {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
+  } while (v == 0u);
+}
+
 template <typename T, int D, int STAGES, int NWARPS, int BODY, bool CTX>
 __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int sms) {
   using C = BwdPdsConfig<D, NWARPS>;
@@ -343,7 +362,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
-                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS);
+                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS | kPdsZeroWait);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -458,7 +477,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
-  if (n0 >= si.lk_alloc) return;
+  constexpr bool kZeroWait = (BODY & kPdsZeroWait) != 0;
+  static_assert(!kZeroWait || (kOneBar && kHeadsFirst && !CTX && D == 128), "zero wait: D = 128's heads-first loop");
+  if (n0 >= si.lk_alloc) {
+    if (kZeroWait && tid == 0 && n_block == 0) pds_zero_wait(p, b, h);
+    return;
+  }
   const SeqMask& mk = si.mask;
 
   // Q / dO rows from m of this sequence and head into stage buffer sq (pointers formed per load: fewer registers
@@ -628,6 +652,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // there).
   float* const dq_frag0 = kRunPtrs && with_dq ? dq_frag_at(0, warp) : nullptr;
 
+  if (kZeroWait && n_mt == 0 && n_block == 0 && tid == 0) pds_zero_wait(p, b, h);  // (no reductions here)
   if (n_mt > 0) {
     load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
     load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
@@ -639,6 +664,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     if constexpr (kOneBar) {  // the second tile's copies too; the first tile (with K, V) waited for
       if (mb_begin + 1 < mb_end) load_q_do(sQ0 + kStageBytes, (mb_begin + 1) * BM, tid);
       cp_async_commit();
+      if (kZeroWait && tid == 0) pds_zero_wait(p, b, h);  // (under the copies' latency)
       cp_async_wait<1>();
       __syncthreads();
     }
@@ -1375,7 +1401,9 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
       // last.
       const int nb = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
       const dim3 grid = (BODY & kPdsHeadsFirst) ? dim3(p.heads, nb, p.batch) : dim3(p.batch, nb, p.heads);
-      if constexpr (BODY != 0) {
+      if constexpr ((BODY & kPdsZeroWait) != 0) {  // (behind hstu_dq_zero_beside_kernel)
+        return accel::launch_pdl(kernel, grid, dim3(NWARPS * 32), kSmem, stream, true, p, sms);
+      } else if constexpr (BODY != 0) {
         kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p, sms);
       } else {
         kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
