@@ -32,3 +32,15 @@ echo "#### time (ms; cfg 0 = main's kernels, 14 = the workspace zeroed beside th
 cut -c1-250 $OUT/time.log
 echo "#### prof"
 grep -E "^#### prof|^  " $OUT/prof.log | cut -c1-110 | head -16
+# (where the cfg 14 loop's 40-byte spill sits: STL / LDL lines of its SASS against its HMMA range, and the default's)
+CUOBJ=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
+SO=$(ls /tmp/site_$NAME/hstu_attn/_C*.so 2>/dev/null | head -1)
+if [ -n "$CUOBJ" ] && [ -n "$SO" ] && [ $(left) -gt 2 ]; then
+  for k in 69159 3623; do
+    timeout 5 $CUOBJ -sass -fun "_ZN4hstu24hstu_bwd_pds_body_kernelI13__nv_bfloat16Li128ELi3ELi8ELi${k}EEEvNS_10HstuParamsEi" \
+        $SO > $OUT/sass_$k.txt 2>&1
+    echo "#### sass $k: $(grep -c '^        /\*[0-9a-f]*\*/' $OUT/sass_$k.txt) lines, HMMA $(grep -n HMMA $OUT/sass_$k.txt | sed -n '1p;$p' | cut -d: -f1 | tr '\n' ' ')"
+    grep -n "STL\|LDL" $OUT/sass_$k.txt | cut -c1-90 | head -12
+  done
+  gzip -f $OUT/sass_*.txt
+fi
