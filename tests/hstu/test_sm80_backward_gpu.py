@@ -78,6 +78,7 @@ _TAIL_DEFAULT = {64: _TAIL, 128: 0, 256: _TAIL}  # kBwdPdsTailFirst
 # (kBwdSm80ZeroBesideCfg: at D = 128 (bf16, heads first) the default's loop with kPdsZeroWait (65536), the dQ workspace
 # zeroed beside it by hstu_dq_zero_beside_kernel instead of a fill before it)
 ZERO_CFG, _ZERO_WAIT = 14, 65536
+ZERO_CONV_CFG = 15  # (kBwdSm80ZeroConvCfg at D = 128: 14 with the convert behind the loop, last sequences first)
 
 
 def loop_cfgs(D):
@@ -142,7 +143,7 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     without = (_WITHOUT.get(cfg, 0) | (_WITHOUT_D64.get(cfg, 0) if D == 64 else 0)) if bf16 else 0
     if (max_seqlen_k <= 2048) != (cfg == 3):
         body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail) & ~(_EPI if no_epi else 0) & ~without
-        body |= _ZERO_WAIT if D == 128 and cfg == ZERO_CFG and bf16 else 0
+        body |= _ZERO_WAIT if D == 128 and cfg in (ZERO_CFG, ZERO_CONV_CFG) and bf16 else 0
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
     if no_epi or without:
         body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D]) & ~(_EPI if no_epi else 0) & ~without
@@ -320,7 +321,8 @@ def test_sm80_backward_zero_beside(mask, rab_heads, delta_q, kernel_opts):
                [2200, 1, 65, 129, 0, 300]):
         case = kg.make_case(zlib.crc32(repr(("zero", mask, rab_heads, len(lk))).encode()), lk, 2, 128,
                             torch.bfloat16, mask, rab_heads, delta_q=delta_q)
-        _default_and_cfg_agree(case, torch.randn_like(case["q"]), 128, ZERO_CFG, kernel_opts, label=len(lk))
+        _default_and_cfg_agree(case, torch.randn_like(case["q"]), 128, (ZERO_CFG, ZERO_CONV_CFG), kernel_opts,
+                               label=len(lk))
 
 
 @pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True),

@@ -285,7 +285,8 @@ inline BwdPlan plan_bwd(const HstuParams& p, int64_t total_k, int device, bool h
   plan.dq_floats = bwd_sm80_dq_floats(p.total_q, p.batch, p.heads, p.head_dim);
   if (!sm90_applies(p, total_k, device, /*fwd=*/false, half, o)) {
     // (bwd_sm80_cfg 14 at D = 128, bf16: the workspace zeroed beside the kernel, its flags behind the floats)
-    if (o.bwd_sm80_cfg == kBwdSm80ZeroBesideCfg && p.head_dim == 128 && !half) {
+    if ((o.bwd_sm80_cfg == kBwdSm80ZeroBesideCfg || o.bwd_sm80_cfg == kBwdSm80ZeroConvCfg) && p.head_dim == 128 &&
+        !half) {
       plan.zero_words = bwd_sm80_zero_words(p.batch, p.heads);
     }
     return plan;

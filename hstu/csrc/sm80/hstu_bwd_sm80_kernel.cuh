@@ -541,14 +541,20 @@ __global__ void hstu_dq_convert_kernel(const HstuParams p) {
 // D256, 1.2 / 1.7 % at B16 S4K D256 / D128: the convert ~180 -> ~105 us at B128 S1K D128). (dq's strides and base
 // allow 16-byte stores: the op's contiguous (total_q, H, D) tensor; else the 4-byte stores.) Then the rows outside
 // every sequence (before cu_seqlens_q[0], from cu_seqlens_q[batch] on) get zeros (dq is uninitialized).
-template <typename T, int D>
+// BEHIND (bwd_sm80_cfg 15): a programmatic dependent launch behind the loop (it waits for the loop's end), grid
+// (tiles, heads, batch) with the last sequence first (the loop ends with the last sequences' workspace lines in L2),
+// and each 128-byte line of the tile dropped from L2 once every thread has read it (discard.global.L2: the dead
+// workspace is never written back).
+template <typename T, int D, bool BEHIND = false>
 __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuParams p) {
   using C = BwdPdsConfig<D, 8>;
   constexpr int QR = C::kBlockM / C::kQWM, QC = D / (8 / C::kQWM), QPW = C::kQPW;
   constexpr int QMT = QR / 16, NDT = QPW / 8, NPC = QC / QPW;
   constexpr int kSlots = kDqFragPad * D / 4, kPer = kSlots / 256;  // (lane slots of a tile; per thread)
   static_assert(kSlots % 256 == 0 && C::kBlockM == kDqFragPad, "whole slots per thread");
-  const int b = blockIdx.y, h = blockIdx.z, m0 = blockIdx.x * kDqFragPad;
+  if constexpr (BEHIND) accel::griddep_wait();
+  const int b = BEHIND ? gridDim.z - 1 - blockIdx.z : blockIdx.y, h = BEHIND ? blockIdx.y : blockIdx.z;
+  const int m0 = blockIdx.x * kDqFragPad;
   const int q_start = p.cu_seqlens_q[b];
   const int rows = min(kDqFragPad, p.cu_seqlens_q[b + 1] - q_start - m0);
   T* out = static_cast<T*>(p.dq) + (int64_t)(q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
@@ -583,6 +589,11 @@ __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuPar
     }
     if (vec16) {
       __syncthreads();
+      if constexpr (BEHIND) {  // (every thread's loads of the tile are done)
+        for (int l = threadIdx.x; l < kDqFragPad * D * 4 / 128; l += 256) {
+          asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(reinterpret_cast<const char*>(ws) + 128 * l) : "memory");
+        }
+      }
       constexpr int kPieces = D / 8;  // 16-byte pieces of a row
 #pragma unroll
       for (int k = 0; k < kDqFragPad * kPieces / 256; ++k) {
@@ -1002,7 +1013,8 @@ template <typename T, int D>
 cudaError_t bwd_sm80_zero_beside(const HstuParams& p, bool& yes) {
   yes = false;
   if constexpr (D == 128 && std::is_same<T, __nv_bfloat16>::value) {
-    if (p.dq_accum == nullptr || p.dq_zero_flags == nullptr || p.bwd_sm80_cfg != kBwdSm80ZeroBesideCfg ||
+    if (p.dq_accum == nullptr || p.dq_zero_flags == nullptr ||
+        (p.bwd_sm80_cfg != kBwdSm80ZeroBesideCfg && p.bwd_sm80_cfg != kBwdSm80ZeroConvCfg) ||
         p.max_seqlen_k <= 0 || p.num_contexts != nullptr || !bwd_sm80_heads_first<D>(p)) {
       return cudaSuccess;
     }
@@ -1137,6 +1149,12 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         }
         return cudaErrorNotSupported;
       case kBwdSm80ThreeStageCfg:
+        if constexpr (D == 128) {  // (kBwdSm80ZeroConvCfg: run_hstu_bwd checked bwd_sm80_zero_beside)
+          bool yes = false;
+          err = bwd_sm80_zero_beside<T, D>(p, yes);
+          if (err != cudaSuccess) return err;
+          if (yes) return launch_hstu_bwd_zero_beside<T, D>(p, max_smem, stream);
+        }
         if constexpr (D == 64) {
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
@@ -1242,9 +1260,9 @@ template <typename T, int D>
 cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
   if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   cudaError_t err;
+  bool beside = false;
   if (p.dq_accum != nullptr && p.dq_zero_flags != nullptr) {
-    // bwd_sm80_cfg 14's uninitialized workspace: zeroed beside the kernel where that path runs, else here
-    bool beside = false;
+    // bwd_sm80_cfg 14 / 15's uninitialized workspace: zeroed beside the kernel where that path runs, else here
     err = bwd_sm80_zero_beside<T, D>(p, beside);
     if (err != cudaSuccess) return err;
     if (!beside) {
@@ -1267,8 +1285,14 @@ cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
     }
   } else if (p.total_q > 0) {
     if constexpr (D == 64 || D == 128 || D == 256) {  // (the workspace of either layout: bwd_sm80_dq_floats)
-      const dim3 grid(max(1, (p.max_seqlen_q + kDqFragPad - 1) / kDqFragPad), p.batch, p.heads);
-      hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
+      const int tiles = max(1, (p.max_seqlen_q + kDqFragPad - 1) / kDqFragPad);
+      if (beside && p.bwd_sm80_cfg == kBwdSm80ZeroConvCfg) {  // (the loop ran: max_seqlen_k > 0, batch <= 65535)
+        err = accel::launch_pdl(hstu_dq_tile_convert_kernel<T, D, true>, dim3(tiles, p.heads, p.batch), dim3(256), 0,
+                                stream, true, p);
+        if (err != cudaSuccess) return err;
+      } else {
+        hstu_dq_tile_convert_kernel<T, D><<<dim3(tiles, p.batch, p.heads), 256, 0, stream>>>(p);
+      }
     } else {
       const int64_t n = p.total_q * p.heads * D;
       const int blocks = static_cast<int>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);

@@ -27,6 +27,9 @@ inline int64_t bwd_sm80_dq_floats(int64_t total_q, int64_t batch, int64_t heads,
 // the workspace) instead of a fill before it. The launcher zeroes the whole workspace itself where that path does not
 // apply (hstu_bwd_sm80_kernel.cuh bwd_sm80_zero_beside).
 constexpr int kBwdSm80ZeroBesideCfg = 14;
+// 15 at D = 128 (bf16): 14 with the dQ convert behind the loop as a programmatic dependent launch, the last sequences
+// first (their workspace lines still in L2), each line dropped from L2 once read (never written back).
+constexpr int kBwdSm80ZeroConvCfg = 15;
 inline int64_t bwd_sm80_zero_words(int64_t batch, int64_t heads) { return (batch * heads + 3) / 4 * 4; }
 
 }  // namespace hstu

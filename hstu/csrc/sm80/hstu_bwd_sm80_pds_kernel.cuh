@@ -154,7 +154,8 @@ constexpr int kPdsKSplitS = 32768;
 // is a programmatic dependent launch behind it, so that it runs on the other SMs meanwhile. Thread 0 of a CTA waits
 // for its (sequence, head)'s flag after issuing the prologue's copies (before the barrier that precedes the first
 // reduction); a CTA without keys waits too where it is key block 0 (the convert, which runs after this grid, then
-// reads those zeros: this grid's end orders every item's zeros before it).
+// reads those zeros: this grid's end orders every item's zeros before it). Its CTAs trigger their dependents at once
+// (bwd_sm80_cfg 15's convert, which waits for the grid's end: its CTAs take the SMs of the last wave's tail).
 constexpr int kPdsZeroWait = 65536;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
@@ -479,6 +480,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   const int n0 = n_block * BN;
   constexpr bool kZeroWait = (BODY & kPdsZeroWait) != 0;
   static_assert(!kZeroWait || (kOneBar && kHeadsFirst && !CTX && D == 128), "zero wait: D = 128's heads-first loop");
+  if constexpr (kZeroWait) accel::griddep_launch_dependents();  // (cfg 15's convert: resident for the grid's end)
   if (n0 >= si.lk_alloc) {
     if (kZeroWait && tid == 0 && n_block == 0) pds_zero_wait(p, b, h);
     return;
