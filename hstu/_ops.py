@@ -223,7 +223,8 @@ FWD_SPLIT_SHIFT = 11
 # 128, sm_90+) the default's loop without P / dS by stmatrix and the Q / dO copies from pointers (main's loop before
 # them), 11 without the pointer copies, 12 without stmatrix; 13 (bf16, D = 64, sm_90+) the default's loop without its
 # running pointers for the Q / dO copies and dQ's block and its lane offsets formed once per key block, 14 without the
-# lane offsets once (14 at D = 128, bf16, sm_90+, heads first: the dQ workspace zeroed beside the loop); 15 (bf16, D = 64, sm_90+) the three-stage loop instead of the default's 128-query tiles
+# lane offsets once (14 at D = 128, bf16, sm_90+, heads first: the dQ workspace zeroed beside the loop; 15 there: 14 + the
+# dQ convert behind it); 15 (bf16, D = 64, sm_90+) the three-stage loop instead of the default's 128-query tiles
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
 BWD_SM80_CFG_LAST = 15  # kBwdSm80LastCfg
@@ -364,7 +365,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     loop without both (the loop before them); 14: without the lane offsets once. 14 at D = 128 (bf16, sm_90+, no
     contexts, where the default runs heads first): the default's loop with the fp32 dQ workspace left uninitialized
     and zeroed beside it (16 CTAs zero it, (sequence, head) by (sequence, head) behind flags the loop's CTAs wait
-    for, while the loop runs on the other SMs as a programmatic dependent launch) instead of a fill before it. At
+    for, while the loop runs on the other SMs as a programmatic dependent launch) instead of a fill before it; 15
+    at D = 128 (the same calls): 14 with the dQ convert as a programmatic dependent launch behind the loop, the last
+    sequences first, each workspace line dropped from L2 once read. At
     D = 256 the one-barrier loop splits S and dP over the head dim across warp pairs (partial sums exchanged through
     shared memory); 13 (bf16,
     D = 256, sm_90+, no contexts): the loop without the split (the loop before it; not bitwise the default's). At
