@@ -223,8 +223,9 @@ FWD_SPLIT_SHIFT = 11
 # 128, sm_90+) the default's loop without P / dS by stmatrix and the Q / dO copies from pointers (main's loop before
 # them), 11 without the pointer copies, 12 without stmatrix; 13 (bf16, D = 64, sm_90+) the default's loop without its
 # running pointers for the Q / dO copies and dQ's block and its lane offsets formed once per key block, 14 without the
-# lane offsets once (14 at D = 128, bf16, sm_90+, heads first: the dQ workspace zeroed beside the loop; 15 there: 14 + the
-# dQ convert behind it); 15 (bf16, D = 64, sm_90+) the three-stage loop instead of the default's 128-query tiles
+# lane offsets once (14 at D = 128, bf16, sm_90+, heads first: the dQ workspace zeroed beside the loop; 15 there:
+# 14 + the dQ convert behind it); 15 (bf16, D = 64, sm_90+) the three-stage loop instead of the default's 128-query
+# tiles
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
 BWD_SM80_CFG_LAST = 15  # kBwdSm80LastCfg
