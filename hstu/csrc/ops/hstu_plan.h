@@ -266,7 +266,7 @@ constexpr int64_t kBwdSm80MaxSeqlenK = kBwdSm80MaxKeyBlocks * kBwdSm80MinBlockN;
 struct BwdPlan {
   KernelFamily family = KernelFamily::kSm80;
   int64_t dq_floats = 0;    // fp32 dq workspace (bwd_sm80_dq_floats, or the Hopper layouts); 0 when deterministic
-  int64_t zero_words = 0;   // Hopper D = 64 / 128, sm80 cfgs 14 / 15 at D = 128: flags behind the floats (uninitialized)
+  int64_t zero_words = 0;   // Hopper D = 64 / 128, sm80 cfgs 14 / 15 at D = 128: flags behind the floats (uninit.)
   int64_t sched_bytes = 0;  // Hopper D = 256: work-list workspace (its planner zeroes the dq workspace)
   int dq_conv_behind = 0;   // p.dq_conv_behind
   int bwd_grid = 0;         // p.bwd_grid
