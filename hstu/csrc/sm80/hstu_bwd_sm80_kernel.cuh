@@ -630,7 +630,7 @@ __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuPar
 // into; the padding between sequences holds them), 16-byte stores, then a block barrier and the item's flag word
 // (dq_zero_flags[b H + h], zeroed before this launch) released by thread 0. The first items, which the kernel's first
 // wave waits for, come first from every CTA.
-constexpr int kDqZeroBesideCtas = 16;
+constexpr int kDqZeroBesideCtas = 32;
 template <int D>
 __global__ void __launch_bounds__(1024) hstu_dq_zero_beside_kernel(const HstuParams p) {
   accel::griddep_launch_dependents();  // (the backward kernel may start its CTAs on the other SMs now)
@@ -642,7 +642,8 @@ __global__ void __launch_bounds__(1024) hstu_dq_zero_beside_kernel(const HstuPar
     const int rows = p.cu_seqlens_q[b + 1] - q_start;
     float4* ws = reinterpret_cast<float4*>(p.dq_accum + (h * head_rows + q_start + kDqFragPad * (int64_t)b) * D);
     const int n4 = (rows + kDqFragPad - 1) / kDqFragPad * (kDqFragPad * D / 4);
-    for (int e = threadIdx.x; e < n4; e += blockDim.x) ws[e] = make_float4(0.f, 0.f, 0.f, 0.f);
+    // (evict-first: the lines are not read again before the loop's reductions, a few waves later)
+    for (int e = threadIdx.x; e < n4; e += blockDim.x) __stcs(ws + e, make_float4(0.f, 0.f, 0.f, 0.f));
     __syncthreads();  // (every thread's stores before thread 0's release: cumulativity through the barrier)
     if (threadIdx.x == 0) {
       asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p.dq_zero_flags + it), "r"(1u) : "memory");

@@ -151,10 +151,9 @@ constexpr int kPdsKSplitS = 32768;
 // A flag on BODY (the one-barrier loop at D = 128, heads first, sm_90+; bwd_sm80_cfg 14): the dQ workspace is not
 // filled before the kernel but zeroed beside it by hstu_dq_zero_beside_kernel (hstu_bwd_sm80_kernel.cuh: a few CTAs,
 // (sequence, head) items in the grid's order, each released by a flag word behind the workspace), and this kernel
-// is a programmatic dependent launch behind it, so that it runs on the other SMs meanwhile. Thread 0 of a CTA waits
-// for its (sequence, head)'s flag after issuing the prologue's copies (before the barrier that precedes the first
-// reduction); a CTA without keys waits too where it is key block 0 (the convert, which runs after this grid, then
-// reads those zeros: this grid's end orders every item's zeros before it). Its CTAs trigger their dependents at once
+// is a programmatic dependent launch behind it, so that it runs on the other SMs meanwhile. Thread 0 of every CTA
+// waits for its (sequence, head)'s flag first (the prologue's block barrier orders it before the CTA's reductions;
+// and the grid's end orders every item's zeros before the convert, which reads rows no CTA added into). Its CTAs trigger their dependents at once
 // (bwd_sm80_cfg 15's convert, which waits for the grid's end: its CTAs take the SMs of the last wave's tail).
 constexpr int kPdsZeroWait = 65536;
 template <int D, int NWARPS>
@@ -475,16 +474,18 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       b = b0 + j % g;
     }
   }
+  constexpr bool kZeroWait = (BODY & kPdsZeroWait) != 0;
+  static_assert(!kZeroWait || (kOneBar && kHeadsFirst && !CTX && D == 128), "zero wait: D = 128's heads-first loop");
+  if constexpr (kZeroWait) {
+    accel::griddep_launch_dependents();  // (cfg 15's convert: resident for the grid's end)
+    // (first, with nothing live: in the prologue the wait made the loop spill 40 B, its copies' pointers reloaded
+    // every tile)
+    if (tid == 0) pds_zero_wait(p, b, h);
+  }
   if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
-  constexpr bool kZeroWait = (BODY & kPdsZeroWait) != 0;
-  static_assert(!kZeroWait || (kOneBar && kHeadsFirst && !CTX && D == 128), "zero wait: D = 128's heads-first loop");
-  if constexpr (kZeroWait) accel::griddep_launch_dependents();  // (cfg 15's convert: resident for the grid's end)
-  if (n0 >= si.lk_alloc) {
-    if (kZeroWait && tid == 0 && n_block == 0) pds_zero_wait(p, b, h);
-    return;
-  }
+  if (n0 >= si.lk_alloc) return;
   const SeqMask& mk = si.mask;
 
   // Q / dO rows from m of this sequence and head into stage buffer sq (pointers formed per load: fewer registers
@@ -654,7 +655,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // there).
   float* const dq_frag0 = kRunPtrs && with_dq ? dq_frag_at(0, warp) : nullptr;
 
-  if (kZeroWait && n_mt == 0 && n_block == 0 && tid == 0) pds_zero_wait(p, b, h);  // (no reductions here)
   if (n_mt > 0) {
     load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
     load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
@@ -666,7 +666,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     if constexpr (kOneBar) {  // the second tile's copies too; the first tile (with K, V) waited for
       if (mb_begin + 1 < mb_end) load_q_do(sQ0 + kStageBytes, (mb_begin + 1) * BM, tid);
       cp_async_commit();
-      if (kZeroWait && tid == 0) pds_zero_wait(p, b, h);  // (under the copies' latency)
       cp_async_wait<1>();
       __syncthreads();
     }
