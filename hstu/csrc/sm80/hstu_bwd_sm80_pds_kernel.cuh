@@ -341,8 +341,8 @@ __device__ __forceinline__ float drab_value(float x) {
 // sms: the device's SM count (kPdsTailBlocksFirst's tail of one wave).
 // kPdsZeroWait: thread 0 spins until the flag of (sequence b, head h) is set (hstu_dq_zero_beside_kernel releases it
 // once the item's workspace rows are zero; acquire: this CTA's later reductions, behind a block barrier, see them).
-__device__ __forceinline__ void pds_zero_wait(const HstuParams& p, int b, int h) {
-  const uint32_t* f = p.dq_zero_flags + static_cast<int64_t>(b) * p.heads + h;
+// (not inlined: inlined, even at the kernel's top, it changed the loop's register allocation: 40 B of spills)
+static __device__ __noinline__ void pds_zero_wait(const uint32_t* f) {
   uint32_t v = 0;
   do {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
@@ -480,7 +480,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     accel::griddep_launch_dependents();  // (cfg 15's convert: resident for the grid's end)
     // (first, with nothing live: in the prologue the wait made the loop spill 40 B, its copies' pointers reloaded
     // every tile)
-    if (tid == 0) pds_zero_wait(p, b, h);
+    if (tid == 0) pds_zero_wait(p.dq_zero_flags + static_cast<int64_t>(b) * p.heads + h);
   }
   if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
   const SeqInfo si = seq_info(p, b);
