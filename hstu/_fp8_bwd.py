@@ -58,13 +58,6 @@ def fp8_pair_perm(s: int) -> int:
     return ((s & 15) >> 1) + 8 * (s & 1) + (s & ~15)
 
 
-def _fp8_kt_dim_perm(n: int) -> int:
-    """Head-dim column at row n of K^T in the kernel's dq_rows variant (hstu_fp8_bwd_prepass.h hstu_fp8_kt_dim_perm):
-    dQ's accumulator column 8 c + 2 t + e then holds column 32 (c / 4) + 8 t + 2 (c % 4) + e of its 64-column half."""
-    c, t = (n & 63) >> 3, (n >> 1) & 3
-    return (n & ~63) + 32 * (c >> 2) + 8 * t + 2 * (c & 3) + (n & 1)
-
-
 def _used_rows_mask(total: int, cu: torch.Tensor, seqused: Optional[torch.Tensor]) -> torch.Tensor:
     """(total,) bool on cu's device: the row belongs to a sequence and lies before its seqused (no host sync)."""
     rows = torch.arange(total, device=cu.device, dtype=torch.int64)
@@ -238,12 +231,11 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: bit 59 dq_rows (hstu_bwd_fp8_sm90.h kOptFp8BwdDqRows: the kernel adds dQ in bf16 straight into dq's rows, K^T's
-#: rows permuted by the pre-pass, no finishing pass over dq; bf16 gradients only, float16 ones run the default; dk / dv
-#: bit-equal, dq up to the order of its bf16 additions); bit 60 main_path (hstu_ops.cc kOptFp8BwdMainPath: main
-#: 39ee30ed's path outside the kernel: the descale factors' check as a launch of its own, the finishing pass's owner
-#: search per pair; the same kernel and bytes)
-FP8_BWD_VARIANT_BITS = {"dq_rows": 1 << 59, "main_path": 1 << 60}
+#: bit 59 main_kernel (hstu_bwd_fp8_sm90.h kOptFp8BwdMainKernel: main 4d2d71ae's kernel, the late part's dS8 stores
+#: and dQ issue after its amax barrier instead of kFp8BwdDs8Early's before it; bit-equal gradients); bit 60 main_path
+#: (hstu_ops.cc kOptFp8BwdMainPath: main 39ee30ed's path outside the kernel: the descale factors' check as a launch of
+#: its own, the finishing pass's owner search per pair; the same kernel and bytes)
+FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59, "main_path": 1 << 60}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

@@ -58,18 +58,6 @@ def test_permutations_are_bijections_and_pair_keys_j_and_j_plus_8():
     assert fb.fp8_vt_start(17, 2) == 32 + 96 and fb.fp8_vt_cols(100, 3) % 16 == 0
 
 
-def test_kt_dim_perm_gives_each_reduce_add_8_consecutive_columns():
-    """dq_rows (kFp8BwdDqRows): with K^T's rows permuted, a thread's dQ accumulator (m64n64: chunk c, lane % 4 = t,
-    values e = 0, 1 at column 8 c + 2 t + e of its 64-column half) holds in chunks 4 h .. 4 h + 3 the 8 consecutive
-    columns 32 h + 8 t .. + 7 of its row, in order: one 16-byte reduce-add each (hstu_bwd_fp8_sm90_kernel.cuh)."""
-    perm = [fb._fp8_kt_dim_perm(n) for n in range(128)]
-    assert sorted(perm) == list(range(128)) and all((p ^ n) & 64 == 0 for n, p in enumerate(perm))
-    for t in range(4):
-        for h in range(2):
-            cols = [perm[8 * (4 * h + k) + 2 * t + e] for k in range(4) for e in range(2)]
-            assert cols == list(range(32 * h + 8 * t, 32 * h + 8 * t + 8))
-
-
 def test_kernel_index_maps_match_the_prepass_permutations():
     """The host mirror of hstu_bwd_fp8_sm90_kernel.cuh's index arithmetic: (a) fp8_pack_a64 puts into RS A k-slot k
     of a thread's row the Sᵀ element whose query is fp8_key_perm(k) (Qᵀ / dOᵀ's column order); (b) the dS stores
@@ -485,15 +473,12 @@ def test_cuda_fp8_bwd_variant_matches_emulating_reference(variant, mask):
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("variant", ["default", "dq_rows"])
-def test_cuda_fp8_bwd_rows_outside_sequences_are_zero(variant):
+def test_cuda_fp8_bwd_rows_outside_sequences_are_zero():
     """dk / dv get no zero fill before the kernel: the rows past every sequence (from cu_seqlens[B] on; NaN in dout
     there) come back 0 from the op's finishing pass (dq's rounding: the rows put back from the groups, the rows
     outside zeroed), the rest as the fp64 emulation (5x the bf16 emulation's error). (Rows before cu_seqlens[0] > 0:
     quantize_fp8's block mode does not take them.)"""
-    if variant != "default" and variant not in VARIANTS:
-        pytest.skip(f"variant {variant} is not in this build")
-    grads = _check_against_emulation("block", "causal", VARIANTS.get(variant, 0), extra_rows=9)
+    grads = _check_against_emulation("block", "causal", 0, extra_rows=9)
     for name, g in zip(("dq", "dk", "dv"), grads):
         assert torch.equal(g[-9:], torch.zeros_like(g[-9:])), name
 
@@ -601,7 +586,7 @@ BAD_VECTORS = {
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("variant", ["default", "main_path", "dq_rows"])
+@pytest.mark.parametrize("variant", ["default", "main_path"])
 @pytest.mark.parametrize("case", sorted(BAD_VECTORS))
 def test_cuda_fp8_bwd_bad_int32_vectors_recorded(case, variant):
     """Bad cu_seqlens / seqused values reach the FP8 backward's one op (no forward before it): no memory fault (the
@@ -671,7 +656,7 @@ def test_cuda_check_scales_first_violation_over_many_factors():
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("variant", ["main_path", "dq_rows"])
+@pytest.mark.parametrize("variant", ["main_path"])
 def test_cuda_fp8_bwd_variant_matches_the_kernel_fp16_out(variant):
     """A private variant against the default with float16 dout (dq / dk / dv in float16: dq's groups converted from
     the bf16 workspace by the finishing pass): dk / dv bit-equal, dq up to the order of its additions."""
@@ -813,7 +798,7 @@ def _variant_against_default(c, mode, variant):
 
 def dq_order_atol(a, lens):
     """The absolute part of the bound between two FP8 backward dq of one call that differ in the order of their
-    reduce-adds: the default rounds each key block's partial and each of its
+    reduce-adds (or in their dtype: main_kernel's fp32): the default rounds each key block's partial and each of its
     reduce-adds to bf16 (2^-9 relative), so a row's sum differs by ~sqrt(key blocks) bf16 roundings of its magnitude
     (its accuracy: the emulation tests and test_cuda_fp8_bwd_dq_error_at_16k)."""
     nblk = (int(lens["max_seqlen_k"]) + 127) // 128
@@ -824,10 +809,9 @@ def dq_order_atol(a, lens):
 def test_cuda_fp8_bwd_dq_error_at_16k():
     """The default's dq (its key-block partials reduce-added in bf16) where its rounding is largest: one causal
     sequence of 16K (128 key blocks per row at the end) against the fp64 emulation on the GPU, within the 5x rule of
-    the bf16 emulation's error; the dq_rows variant (dQ added into dq's rows) likewise, dk / dv bit-equal to the
-    default's. Prints both kernels' errors."""
-    if not fp8_bwd_kernel_built() or "dq_rows" not in VARIANTS:
-        pytest.skip("the Hopper FP8 backward kernel and its dq_rows variant are not in this build")
+    the bf16 emulation's error; dk / dv bit-equal to main_kernel's. Prints both kernels' errors."""
+    if not fp8_bwd_kernel_built() or "main_kernel" not in VARIANTS:
+        pytest.skip("the Hopper FP8 backward kernel and its main_kernel variant are not in this build")
     c = make_case(916, [16384], 2, 128, "causal", device="cuda", delta_q=False)
     alpha = 128 ** -0.5
     (q8, k8, v8), scales = quantized(c, "block")
@@ -839,7 +823,7 @@ def test_cuda_fp8_bwd_dq_error_at_16k():
             *lens["window_size"], alpha, None, float(lens["max_seqlen_q"]), None, None)
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
     var = fb.fp8_bwd_cuda(dout, args, False, opts)  # (the default: bf16 dQ)
-    base = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS["dq_rows"])
+    base = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS["main_kernel"])
     assert torch.equal(var[1], base[1]) and torch.equal(var[2], base[2]), "dk / dv"
     ref = dict(alpha=alpha, **lens)
     gold = fb.hstu_attn_fp8_backward_reference(dout.double(), q8, k8, v8, *scales, "block",
@@ -848,11 +832,10 @@ def test_cuda_fp8_bwd_dq_error_at_16k():
                                               **ref)[0]
     e_var, e_base, e_low = max_err(var[0], gold), max_err(base[0], gold), max_err(low, gold)
     rms = lambda x: (x.double() - gold).pow(2).mean().sqrt().item()  # noqa: E731
-    print(f"dq at 16K: max err default {e_var:.3e} / dq_rows {e_base:.3e} / bf16 emulation {e_low:.3e}; rms "
+    print(f"dq at 16K: max err default {e_var:.3e} / main_kernel {e_base:.3e} / bf16 emulation {e_low:.3e}; rms "
           f"{rms(var[0]):.3e} / {rms(base[0]):.3e}; max |dq| {gold.abs().max().item():.3e}")
-    assert not torch.isnan(var[0]).any() and not torch.isnan(base[0]).any()
+    assert not torch.isnan(var[0]).any()
     assert_rel("dq (16K)", var[0], gold, low, 5)
-    assert_rel("dq (16K, dq_rows)", base[0], gold, low, 5)
 
 
 @pytest.mark.sm90

@@ -92,11 +92,10 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
     }
     if (p.dq_zero != nullptr && !p.dq_tiled) {  // dq_accum's rows outside every sequence (head h)
       const int64_t lo = clamped_offset(cu, 0, tq), hi = max(int64_t{clamped_offset(cu, p.batch, tq)}, lo);
-      const int rf4 = p.dq_bf16 ? D / 8 : D / 4;  // float4 per row and head (bf16 rows: half)
-      const int64_t n4 = (lo + p.total_q - hi) * rf4;
+      const int64_t n4 = (lo + p.total_q - hi) * (D / 4);
       for (int64_t i = threadIdx.x; i < n4; i += kThreads) {
-        const int64_t r = i / rf4 < lo ? i / rf4 : i / rf4 - lo + hi;
-        reinterpret_cast<float4*>(p.dq_zero + (r * p.heads + h) * 4 * rf4)[i % rf4] = zero4;
+        const int64_t r = i / (D / 4) < lo ? i / (D / 4) : i / (D / 4) - lo + hi;
+        reinterpret_cast<float4*>(p.dq_zero + (r * p.heads + h) * D)[i % (D / 4)] = zero4;
       }
     }
     return;
@@ -148,9 +147,8 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
         reinterpret_cast<float4*>(p.dq_zero + ((g0 + i / per) * p.heads + h) * 4 * per)[i % per] = zero4;
       }
     } else {
-      const int rf4 = p.dq_bf16 ? D / 8 : D / 4;  // float4 per row and head (bf16 rows: half)
-      for (int i = threadIdx.x; i < n * rf4; i += kThreads) {
-        reinterpret_cast<float4*>(p.dq_zero + ((r0 + i / rf4) * p.heads + h) * 4 * rf4)[i % rf4] = zero4;
+      for (int i = threadIdx.x; i < n * (D / 4); i += kThreads) {
+        reinterpret_cast<float4*>(p.dq_zero + ((r0 + i / (D / 4)) * p.heads + h) * D)[i % (D / 4)] = zero4;
       }
     }
   }
@@ -260,17 +258,15 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
   }
   __syncthreads();
   uint8_t* dst = j.dst + static_cast<int64_t>(h) * D * j.cols;
-  const bool dperm = kz && p.kt_dim_perm;  // (K^T's rows in hstu_fp8_kt_dim_perm's order)
   constexpr int kGroups = kCols / 16;  // 16-byte column groups per row of the copy
   for (int idx = threadIdx.x; idx < D * kGroups; idx += kThreads) {
     const int d = idx / kGroups, g = idx % kGroups;
     const int64_t c = c0 + 16 * g;
     if (c >= j.cols) continue;
-    const int sd = dperm ? hstu_fp8_kt_dim_perm(d) : d;  // the source column of row d
     uint32_t w[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const uint8_t* t = &tile[16 * g + 4 * q][(((sd >> 4) ^ (g & 7)) << 4) | (sd & 15)];
+      const uint8_t* t = &tile[16 * g + 4 * q][(((d >> 4) ^ (g & 7)) << 4) | (d & 15)];
       w[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[kRow]) << 8 |
              static_cast<uint32_t>(t[2 * kRow]) << 16 | static_cast<uint32_t>(t[3 * kRow]) << 24;
     }
@@ -471,15 +467,6 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
   const int64_t groups = (p.total_q + p.total_k) * p.heads * (p.head_dim / 8);
   if (groups <= 0) return cudaSuccess;
   const int sms = accel::current_device_sms();
-  if (p.dq_rows) {  // (only the rows outside every sequence: the quad kernel's zeroing blocks)
-    const dim3 grid(static_cast<unsigned>(2 * sms));
-    if (p.out_half) {
-      fp8_bwd_finish_quad_kernel<__half, true><<<grid, kThreads, 0, stream>>>(p, 0, 0);
-    } else {
-      fp8_bwd_finish_quad_kernel<__nv_bfloat16, true><<<grid, kThreads, 0, stream>>>(p, 0, 0);
-    }
-    return cudaGetLastError();
-  }
   if (p.dq_tiled) {
     if (p.head_dim != 128 || p.heads > 65535) return cudaErrorInvalidValue;
     const int64_t ng = p.total_q / 16 + p.batch + 1;  // groups that hold rows (hstu_fp8_bwd_dq_tiled_groups - 3)
@@ -516,7 +503,6 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
 
 cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t stream) {
   if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;
-  if (p.kt_dim_perm && p.head_dim != 128) return cudaErrorInvalidValue;
   if (p.heads > 65535 || p.do_cols + 2 > INT32_MAX) return cudaErrorInvalidValue;
   const size_t qsmem = 128 * static_cast<size_t>(p.head_dim + 16);  // dO^T's tile (<= 34.8 KB)
   const int64_t check = p.check_claim != nullptr ? 1 : 0;  // (block 0: the descale factors' check)

@@ -27,14 +27,6 @@
 
 namespace hstu {
 
-// Head-dim column held at row n of the FP8 backward's K^T when its dQ goes straight into dq's rows
-// (kFp8BwdDqRows): dQ's m64n64 accumulator column 8 c + 2 t + e (chunk c, lane % 4 = t) then holds column
-// 32 (c / 4) + 8 t + 2 (c % 4) + e of its 64-column half, so a thread's chunks 0-3 (4-7) are 8 consecutive columns.
-__host__ __device__ inline int hstu_fp8_kt_dim_perm(int n) {
-  const int c = (n & 63) >> 3, t = (n >> 1) & 3;
-  return (n & ~63) + 32 * (c >> 2) + 8 * t + 2 * (c & 3) + (n & 1);
-}
-
 struct HstuFp8BwdPrepassParams {
   const void* dout;  // (total_q, H, D) bfloat16 or float16 (dout_half), strides in elements
   int dout_half;
@@ -62,11 +54,7 @@ struct HstuFp8BwdPrepassParams {
   // hstu_fp8_bwd_dq_tiled_floats that hold the sequences' rows (the rest is never read).
   float* dq_zero;
   int dq_tiled;
-  int dq_bf16;  // with dq_tiled: the groups in bf16 (kFp8BwdDqBf16: half of the bytes per group and head); without
-                // it: bf16 rows (kFp8BwdDqRows: dq itself, D / 2 floats per row and head)
-  // 1: K^T's rows in hstu_fp8_kt_dim_perm's order (row n holds column hstu_fp8_kt_dim_perm(n); D = 128, the FP8
-  // backward's kFp8BwdDqRows); 0: in column order (the op fp8_bwd_prepass's layout)
-  int kt_dim_perm;
+  int dq_bf16;  // with dq_tiled: the groups in bf16 (kFp8BwdDqBf16: half the bytes per group and head)
   // Optional (check_claim nullptr: none): the FP8 descale factors' check (hstu_validate.h hstu_check_fp8_scales)
   // run by the quantization grid's first block, concurrent with the quantization, instead of a one-block launch of
   // its own that has the GPU to itself (check_claim: hstu_error_claim_word's device address).
@@ -94,7 +82,6 @@ struct HstuFp8BwdFinishParams {
                 // values of the fp32 layout's float4 2 (i % 128 / 32) 32 + i % 32 and the next 32 (block i / 128)
   int64_t total_q, total_k;
   int main_path;  // private A/B (kOptFp8BwdMainPath): dq_bf16's groups with an owner search per pair in the loop
-  int dq_rows;    // kFp8BwdDqRows: dq already in place (the kernel added into it): only the rows outside zeroed
 };
 cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t stream);
 

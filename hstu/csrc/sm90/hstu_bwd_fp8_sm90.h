@@ -142,11 +142,6 @@ constexpr int kFp8BwdAmaxTree = 32768;
 // GEMM of tile i - 2 issued before that barrier, in four dS8 buffers instead of three (measured: B16 S16K 0.976x the
 // time in a burst, 0.985x sustained; the dQ issue alone ahead measured slower; docs/hstu_kernel_notes.md, session 29).
 constexpr int kFp8BwdDs8Early = 2097152;
-// Not timing-only (dq up to the order of its bf16 additions): with kFp8BwdDqBf16, kFp8BwdLean and kFp8BwdRedKeep,
-// dQ reduce-added in bf16 straight into dq's rows (bf16 gradients; f.dq_accum = dq with 64 rows of slack, zeroed by
-// the pre-pass), K^T's rows permuted by hstu_fp8_kt_dim_perm so that each 16-byte reduce-add holds 8 consecutive
-// columns of one row: no finishing pass over dq (268 + 268 MB at B16 S16K H4).
-constexpr int kFp8BwdDqRows = 512;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -168,15 +163,14 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 // The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
-// bit 59 dq_rows toggles kFp8BwdDqRows (bf16 gradients; float16 ones keep the default's groups); bit 60: the op's
-// main_path (hstu_ops.cc).
-constexpr int64_t kOptFp8BwdDqRows = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdDqRows;
-constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdDqRows) ? kFp8BwdDqRows : 0; }
+// bit 59 main_kernel toggles kFp8BwdDs8Early (off: main 4d2d71ae's kernel); bit 60 free.
+constexpr int64_t kOptFp8BwdMainKernel = int64_t{1} << 59;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel;
+constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdMainKernel) ? kFp8BwdDs8Early : 0; }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default and kFp8BwdDqRows (option bit 59).
+// default and kFp8BwdDs8Early (the default without its newest feature = main 4d2d71ae's kernel, option bit 59).
 // Builds with HSTU_DEV_VARIANTS (--define hstu_dev=1) add the timing-only phase splits
 // (tools/hstu_dev/fp8_bwd_split.py) and the default without one older feature each; which main commit each of those
 // equals: docs/hstu_kernel_notes.md, "The FP8 backward's dev variants".
@@ -195,9 +189,9 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
                                               kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
                                               kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0,
-                                              kFp8BwdLean, kFp8BwdAmaxTree, kFp8BwdDs8Early, kFp8BwdDqRows>;
+                                              kFp8BwdLean, kFp8BwdAmaxTree, kFp8BwdDs8Early>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqRows>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDs8Early>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -383,11 +383,6 @@ __global__ void __launch_bounds__(384, 1)
   // red.v4.f32 of 4): each group and head 4 KB in the same order (float view: 512 per group and head)
   constexpr bool kDqBf16 = (kDiag & kFp8BwdDqBf16) != 0 && kDqRed;
   constexpr int kDqGroupFloats = kDqBf16 ? 1024 : 2048;  // float view per group and head
-  // kFp8BwdDqRows: the bf16 reduce-adds go straight into dq's rows (f.dq_accum: bf16 (total_q + 64, H, D), zeroed by
-  // the pre-pass): K^T's rows come permuted (hstu_fp8_kt_dim_perm) so that a thread's dQ accumulator holds 8
-  // consecutive columns of one row in 4 chunks; 16 rows of all heads span the bytes of one group of the groups'
-  // layout, so the address steps between tiles stay. No finishing pass for dq.
-  constexpr bool kDqRows = (kDiag & kFp8BwdDqRows) != 0 && kDqBf16 && (kDiag & kFp8BwdLean) != 0 && kRedKeep;
   constexpr bool kFactorsEarly = (kDiag & kFp8BwdFactorsEarly) != 0 && kPrefetch;
   // kFp8BwdLean: tile_is_full by three bounds per warpgroup (thread 0's, at bar + 104: past the mbarriers), no IEEE
   // division in the tile's dS factors (c_ds0 / ug, pow2ceil(amax / 448): exact forms), k_s / q_s divided where q_s
@@ -534,9 +529,7 @@ __global__ void __launch_bounds__(384, 1)
   // kFp8BwdRedKeep: the address registers of the last dQ reduce-adds, kept live until the next ones: a reduce-add
   // holds its source registers until the LSU has taken them (long scoreboard under the L2's load), and without this
   // the loop top's first write reused them (the tile map's shared load: 7 % of the stall samples at S16K)
-  // (kDqRows: row lane / 4 of head h, columns 64 wg + 8 (lane % 4) ..; float view of bf16 rows: 64 per row-head)
-  float* red_keep = kDqRows ? f.dq_accum + (int64_t{lane / 4} * p.heads + h) * 64 + 32 * wg + 4 * (lane % 4)
-                            : f.dq_accum + (h * 2 + wg) * (kDqGroupFloats / 2) + 4 * lane;  // (group red_g's)
+  float* red_keep = f.dq_accum + (h * 2 + wg) * (kDqGroupFloats / 2) + 4 * lane;  // (group red_g's)
   int64_t red_g = 0;
   uint32_t da_keep[2][4] = {};  // kSpecQ: the previous tile's e4m3 dS' / ug_prev (tile -1: zeros)
   // Shared-memory addresses computed where used, behind an opaque copy: otherwise the loop's wgmma descriptors are
@@ -600,17 +593,11 @@ __global__ void __launch_bounds__(384, 1)
                             : kRedNextHeld >= 3                 ? 2
                                                                 : 1;
   uint32_t dq_pendw[4 * (kBf16Held > 0 ? kBf16Held : 1)];
-  // Float offset of bf16 reduce-add j from the tile's address: the groups' layout 512 contiguous bytes per j;
-  // kDqRows row r + 8 (j / 2), columns + 32 (j % 2) (a row of all heads: 64 H floats)
-  auto red_off = [&](int j) -> int64_t {
-    if constexpr (kDqRows) return (j / 2) * (int64_t{p.heads} * 512) + 16 * (j % 2);
-    return 128 * j;
-  };
   auto dq_pend_flush = [&] {
     if constexpr (kDqBf16) {
 #pragma unroll
       for (int j = 0; j < kBf16Held; ++j) {
-        red_add_v4_bf16x2(red_keep + red_off(4 - kBf16Held + j), dq_pendw[4 * j], dq_pendw[4 * j + 1],
+        red_add_v4_bf16x2(red_keep + 128 * (4 - kBf16Held + j), dq_pendw[4 * j], dq_pendw[4 * j + 1],
                           dq_pendw[4 * j + 2], dq_pendw[4 * j + 3]);
       }
     } else {
@@ -627,14 +614,9 @@ __global__ void __launch_bounds__(384, 1)
       float* a = f.dq_accum + ((g * p.heads + h) * 2 + wg) * (kDqGroupFloats / 2) + 4 * lane;
       if constexpr (kLean && kRedKeep) {  // tiles in order: tile t's groups 4 after tile t - 1's (64 rows), past
                                           // the context gap also the gap's; tile 0's from the sequence's first
-        if constexpr (kDqRows) {  // (tile 0: from row q_start + m0 + 16 warp; 64 H floats a row)
-          a = red_keep + (t > 0 ? 4 * (1 + (t == tmap[1] ? tmap[2] : 0)) * (int64_t{p.heads} * kDqGroupFloats)
-                                : (int64_t{sq.q_start} + tile_m0(0) + 16 * warp) * (int64_t{p.heads} * 64));
-        } else {
-          const int64_t dg = t > 0 ? 4 * (1 + (t == tmap[1] ? tmap[2] : 0))
-                                   : dq_group_index(sq.q_start, b, tile_m0(0)) + warp;
-          a = red_keep + dg * (int64_t{p.heads} * kDqGroupFloats);
-        }
+        const int64_t dg = t > 0 ? 4 * (1 + (t == tmap[1] ? tmap[2] : 0))
+                                 : dq_group_index(sq.q_start, b, tile_m0(0)) + warp;
+        a = red_keep + dg * (int64_t{p.heads} * kDqGroupFloats);
         red_keep = a;
       } else if constexpr (kRedKeep) {  // the address from the previous one (so that it stays live until here)
         a = red_keep + (g - red_g) * (int64_t{p.heads} * kDqGroupFloats);
@@ -642,20 +624,16 @@ __global__ void __launch_bounds__(384, 1)
         red_g = g;
       }
       if constexpr (kDqBf16) {  // instruction j: the values of float4 2 j and 2 j + 1, 16 bytes at a + 128 j floats
-                                // (kDqRows: row r + 8 (j / 2) of chunks 4 (j % 2) .. + 3: 8 consecutive columns)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           uint32_t w[4];
 #pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int i = kDqRows ? 4 * (4 * (j % 2) + c) + 2 * (j / 2) : 8 * j + 2 * c;
-            w[c] = pack_bf16x2(acc[i] * scale, acc[i + 1] * scale);
-          }
+          for (int c = 0; c < 4; ++c) w[c] = pack_bf16x2(acc[8 * j + 2 * c] * scale, acc[8 * j + 2 * c + 1] * scale);
           if (kRedNext && defer && j >= 4 - kBf16Held) {
 #pragma unroll
             for (int c = 0; c < 4; ++c) dq_pendw[4 * (j - 4 + kBf16Held) + c] = w[c];
           } else {
-            red_add_v4_bf16x2(a + red_off(j), w[0], w[1], w[2], w[3]);
+            red_add_v4_bf16x2(a + 128 * j, w[0], w[1], w[2], w[3]);
           }
         }
       }
