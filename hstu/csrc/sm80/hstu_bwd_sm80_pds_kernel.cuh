@@ -757,24 +757,22 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
             }
           }
         };
-        // kKSplit: slot 0 of this lane in the exchange area of the warp whose rows start at s_mo (the bytes of
+        // kKSplit: slot nt of this lane in the exchange area of the warp whose rows start at s_mo (the bytes of
         // that warp's P (nt 0, 1) and dS (nt 2, 3): 16 rows x 32 keys each); a quarter warp's 8 chunks lie in rows
-        // r and r + 4 (disjoint swizzled chunk sets: no bank conflicts). Slot nt lies xoff(nt) bytes after slot 0:
-        // nt / 2 the dS buffer's offset, nt % 2 eight rows (immediates: the swizzle takes row % 8).
-        auto xslot = [&](const int s_mo) {
+        // r and r + 4 (disjoint swizzled chunk sets: no bank conflicts).
+        // (slot nt: slot 0 + nt / 2 the dS buffer's offset + nt % 2 eight rows, immediates: the swizzle takes row % 8)
+        auto xslot = [&](const int s_mo, const int nt) {
           const int rs = (ln >> 3) + ((ln >> 2) & 1) * 4;
-          return sP + LP::swz(s_mo + rs, s_n + (ln % 4) * 8);
-        };
-        auto xoff = [](const int nt) {
-          return static_cast<uint32_t>((nt / 2) * (BM * BN * 2) + (nt % 2) * (8 * BN * 2));
+          return sP + LP::swz(s_mo + rs, s_n + (ln % 4) * 8) + (nt / 2) * (BM * BN * 2) + (nt % 2) * (8 * BN * 2);
         };
         // c[1] to the area at s_w, the pair barrier, then c[0] += the partner's c[1] from the area at s_r.
         auto exchange = [&](float(&c)[2][SNT][4], const int s_w, const int s_r) {
           static_assert(!kKSplit || (SNT == 4 && SMT == 1), "16 x 32 warp tiles: four 16-byte slots a lane");
-          const uint32_t xw = xslot(s_w), xr = xslot(s_r);
+          const uint32_t xw = xslot(s_w, 0), xr = xslot(s_r, 0);
 #pragma unroll
           for (int nt = 0; nt < SNT; ++nt)
-            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(xw + xoff(nt)),
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                             xw + (nt / 2) * (BM * BN * 2) + (nt % 2) * (8 * BN * 2)),
                          "f"(c[1][nt][0]),
                          "f"(c[1][nt][1]), "f"(c[1][nt][2]), "f"(c[1][nt][3])
                          : "memory");
@@ -784,7 +782,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
             float x[4];
             asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
                          : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
-                         : "r"(xr + xoff(nt))
+                         : "r"(xr + (nt / 2) * (BM * BN * 2) + (nt % 2) * (8 * BN * 2))
                          : "memory");
 #pragma unroll
             for (int e = 0; e < 4; ++e) c[0][nt][e] += x[e];

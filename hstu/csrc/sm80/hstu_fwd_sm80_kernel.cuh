@@ -1444,10 +1444,14 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
   }
   // (not MAIN: at most 2^15 - 1, the longest walk's bound, so that the reciprocal below is exact; a larger chunk
   // leaves every walk whole too)
-  const unsigned long long total = MAIN ? work : static_cast<unsigned long long>(work32);
-  const unsigned long long per_block =
-      max(static_cast<unsigned long long>(least), (total * p.heads + resident - 1) / max(resident, 1));
-  const int chunk = resident > 0 ? static_cast<int>(MAIN ? per_block : min(32767ull, per_block)) : least;
+  const int chunk =
+      MAIN ? (resident > 0 ? static_cast<int>(max(static_cast<unsigned long long>(least),
+                                                  (work * p.heads + resident - 1) / resident))
+                           : least)
+           : (resident > 0 ? static_cast<int>(min(32767ull, max(static_cast<unsigned long long>(least),
+                                                                (static_cast<unsigned long long>(work32) * p.heads +
+                                                                 resident - 1) / resident)))
+                           : least);
   // n / chunk for n < 2^23 (not MAIN): floor(n m / 2^40) with m = floor(2^40 / chunk) + 1 is n / chunk plus less
   // than n / 2^40 < 2^-17 < 1 / chunk, so its floor is exact
   const unsigned long long rcp = MAIN ? 0 : (1ull << 40) / static_cast<unsigned>(chunk) + 1;
