@@ -571,6 +571,28 @@ def test_cuda_prepass_nan_blocks_bit_equal_to_reference(D, dtype):
                            b.view(torch.uint8) if b.dtype == FP8_DTYPE else b), name
 
 
+@pytest.mark.gpu
+def test_cuda_prepass_quantizes_every_bf16_value_bit_equal():
+    """dO's quantization (bf16 dout: each block's factor's reciprocal with one correction, fp8b35_run/rcp_check.py)
+    on every finite bf16 value (+-0 and subnormals included), sorted by magnitude so that each 128-row block holds
+    one band and its amax is the band's top: the same bytes and factors as the reference's torch division."""
+    vals = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    vals = vals[torch.isfinite(vals.float())]
+    vals = vals[vals.float().abs().argsort(stable=True)]
+    rows = (vals.numel() + 127) // 128
+    flat = torch.zeros(rows * 128, dtype=torch.bfloat16)
+    flat[:vals.numel()] = vals
+    dout = flat.view(rows, 1, 128).cuda()
+    x8 = torch.zeros(rows, 1, 128, dtype=torch.uint8, device="cuda").view(FP8_DTYPE)
+    cu = torch.tensor([0, rows], dtype=torch.int32, device="cuda")
+    outs = fb.fp8_bwd_prepass(dout, x8, x8, cu, cu)
+    ref = fb.fp8_bwd_prepass_reference(*(t.cpu() for t in (dout, x8, x8, cu, cu)))
+    for name, a, b in zip(("do8", "do_descale"), outs, ref):
+        a = a.cpu()
+        assert torch.equal(a.view(torch.uint8) if a.dtype == FP8_DTYPE else a,
+                           b.view(torch.uint8) if b.dtype == FP8_DTYPE else b), name
+
+
 # Bad int32 vectors on the FP8 backward's one-op path (base: sequences of 300 and 129 rows, cu [0, 300, 429]):
 # name -> (overrides, the argument the validation names). Offsets far outside the rows: the pre-pass, launched before
 # the validation's verdict, must bound its reads and writes itself.
@@ -798,7 +820,7 @@ def _variant_against_default(c, mode, variant):
 
 def dq_order_atol(a, lens):
     """The absolute part of the bound between two FP8 backward dq of one call that differ in the order of their
-    reduce-adds (or in their dtype: main_kernel's fp32): the default rounds each key block's partial and each of its
+    reduce-adds: the default rounds each key block's partial and each of its
     reduce-adds to bf16 (2^-9 relative), so a row's sum differs by ~sqrt(key blocks) bf16 roundings of its magnitude
     (its accuracy: the emulation tests and test_cuda_fp8_bwd_dq_error_at_16k)."""
     nblk = (int(lens["max_seqlen_k"]) + 127) // 128
@@ -809,9 +831,10 @@ def dq_order_atol(a, lens):
 def test_cuda_fp8_bwd_dq_error_at_16k():
     """The default's dq (its key-block partials reduce-added in bf16) where its rounding is largest: one causal
     sequence of 16K (128 key blocks per row at the end) against the fp64 emulation on the GPU, within the 5x rule of
-    the bf16 emulation's error; dk / dv bit-equal to main_kernel's. Prints both kernels' errors."""
-    if not fp8_bwd_kernel_built() or "main_kernel" not in VARIANTS:
-        pytest.skip("the Hopper FP8 backward kernel and its main_kernel variant are not in this build")
+    the bf16 emulation's error; quant_div's gradients bit-equal but dq's order (the same pre-pass bytes). Prints the
+    errors."""
+    if not fp8_bwd_kernel_built():
+        pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
     c = make_case(916, [16384], 2, 128, "causal", device="cuda", delta_q=False)
     alpha = 128 ** -0.5
     (q8, k8, v8), scales = quantized(c, "block")
@@ -823,7 +846,7 @@ def test_cuda_fp8_bwd_dq_error_at_16k():
             *lens["window_size"], alpha, None, float(lens["max_seqlen_q"]), None, None)
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
     var = fb.fp8_bwd_cuda(dout, args, False, opts)  # (the default: bf16 dQ)
-    base = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS["main_kernel"])
+    base = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS.get("quant_div", 0))
     assert torch.equal(var[1], base[1]) and torch.equal(var[2], base[2]), "dk / dv"
     ref = dict(alpha=alpha, **lens)
     gold = fb.hstu_attn_fp8_backward_reference(dout.double(), q8, k8, v8, *scales, "block",
@@ -832,7 +855,7 @@ def test_cuda_fp8_bwd_dq_error_at_16k():
                                               **ref)[0]
     e_var, e_base, e_low = max_err(var[0], gold), max_err(base[0], gold), max_err(low, gold)
     rms = lambda x: (x.double() - gold).pow(2).mean().sqrt().item()  # noqa: E731
-    print(f"dq at 16K: max err default {e_var:.3e} / main_kernel {e_base:.3e} / bf16 emulation {e_low:.3e}; rms "
+    print(f"dq at 16K: max err default {e_var:.3e} / quant_div {e_base:.3e} / bf16 emulation {e_low:.3e}; rms "
           f"{rms(var[0]):.3e} / {rms(base[0]):.3e}; max |dq| {gold.abs().max().item():.3e}")
     assert not torch.isnan(var[0]).any()
     assert_rel("dq (16K)", var[0], gold, low, 5)

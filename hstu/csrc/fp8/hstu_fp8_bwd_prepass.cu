@@ -52,9 +52,23 @@ __device__ __forceinline__ int clamped_offset(const int* cu, int i, int64_t tota
   return static_cast<int>(min(max(int64_t{cu[i]}, int64_t{0}), total));
 }
 
+// x / d rounded to nearest as the IEEE division, from y = RN(1 / d): q0 = RN(x y), the exact residual
+// r = fma(-q0, d, x), RN(q0 + r y) (Markstein's correction: correctly rounded for q0 within an ulp and y within half
+// an ulp, and a residual that does not underflow: d >= 2^-90 wherever x / d is not below e4m3's range). Checked
+// exhaustively (tools/hstu_dev/fp8b35_run/rcp_check.py) for every finite bf16 x with |x| <= amax and d = max(RN(amax
+// / 448), FLT_MIN) >= 2^-90 over every finite bf16 amax > 0: the same e4m3 byte as __fdiv_rn's quotient, x = -0 too
+// (the sum gives +0: the sign is copied from x). The callers divide for d < 2^-90, d = 1 (NaN / zero blocks) and
+// d = inf (a block holding an inf).
+__device__ __forceinline__ float div_by_rcp(float x, float d, float y) {
+  const float q0 = __fmul_rn(x, y);
+  return copysignf(__fmaf_rn(__fmaf_rn(-q0, d, x), y, q0), x);
+}
+
 // kCheck (p.check_claim set): block 0 of the grid's x runs the descale factors' check (check_scales_block) beside the
 // quantization's blocks, which start from x = 1 (its index unsigned as blockIdx.x: a 64-bit one costs 8 registers).
-template <typename T, bool kCheck>
+// kRcp (bf16 dout, not p.quant_div): the block's divisions by its factor as div_by_rcp (3 FMA-pipe operations and
+// a sign copy instead of __fdiv_rn's reciprocal, correction and range check per element), bit-equal.
+template <typename T, bool kCheck, bool kRcp>
 __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ float red[kThreads / 32];
   __shared__ int nan_seen;
@@ -139,6 +153,10 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   const float descale = !nan_seen && amax > 0.f ? fmaxf(__fdiv_rn(amax, 448.f), FLT_MIN) : 1.f;
   if (threadIdx.x == 0 && n > 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = descale;
   if (threadIdx.x == 0 && n == 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = 1.f;
+  // (kRcp: the reciprocal once; below 2^-90, at 1 (NaN, zero or exactly 448 amax) and inf (an inf in the block):
+  // divisions)
+  const bool rcp = kRcp && descale >= 0x1p-90f && descale != 1.f && descale < INFINITY;
+  const float inv = rcp ? __frcp_rn(descale) : 1.f;
   if (p.dq_zero != nullptr) {  // the block's rows of the dq workspace (head h)
     if (p.dq_tiled) {  // its 16-row groups (cu_q + 16 b) / 16 + 8 m + k: 16 D contiguous floats per group and head
       const int64_t g0 = (static_cast<int64_t>(start) + 16 * lo) / 16 + 8 * m;
@@ -162,8 +180,11 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
       const uint4 raw = *reinterpret_cast<const uint4*>(dout + (r0 + r) * p.do_row_stride + c);
       const T* x = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) w[e / 4] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(to_float(x[e]), descale)))
-                                              << (8 * (e % 4));
+      for (int e = 0; e < 8; ++e) {
+        const float v = to_float(x[e]);
+        w[e / 4] |= static_cast<uint32_t>(to_e4m3(rcp ? div_by_rcp(v, descale, inv) : __fdiv_rn(v, descale)))
+                    << (8 * (e % 4));
+      }
     }
     if (r < n) *reinterpret_cast<uint2*>(do8 + (r0 + r) * out_row + c) = make_uint2(w[0], w[1]);
     const int slot = (r & ~31) + quant_slot_of_row(r & 31);  // (rows past n: zeros, for their columns)
@@ -511,9 +532,15 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
                            : dim3(static_cast<unsigned>(p.do_cols + 1 + check), p.heads);
   auto quant = [&](auto kernel) { kernel<<<qgrid, kThreads, qsmem, stream>>>(p); };
   if (p.dout_half) {
-    check ? quant(fp8_quant_do_kernel<__half, true>) : quant(fp8_quant_do_kernel<__half, false>);
+    check ? quant(fp8_quant_do_kernel<__half, true, false>) : quant(fp8_quant_do_kernel<__half, false, false>);
   } else {
-    check ? quant(fp8_quant_do_kernel<__nv_bfloat16, true>) : quant(fp8_quant_do_kernel<__nv_bfloat16, false>);
+    if (p.quant_div) {
+      check ? quant(fp8_quant_do_kernel<__nv_bfloat16, true, false>)
+            : quant(fp8_quant_do_kernel<__nv_bfloat16, false, false>);
+    } else {
+      check ? quant(fp8_quant_do_kernel<__nv_bfloat16, true, true>)
+            : quant(fp8_quant_do_kernel<__nv_bfloat16, false, true>);
+    }
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
