@@ -231,11 +231,12 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: bit 59 quant_div (hstu_bwd_fp8_sm90.h kOptFp8BwdQuantDiv: main a9b26580's pre-pass, dO divided by its block factors
-#: by an IEEE division per element instead of the factor's reciprocal and one correction; bit-equal); bit 60 main_path
+#: bit 59 main_prepass (hstu_bwd_fp8_sm90.h kOptFp8BwdMainPrepass: main a9b26580's pre-pass kernels, dO divided by its
+#: block factors by an IEEE division per element instead of the factor's reciprocal and one correction, the transposed
+#: rows gathered by byte loads instead of word loads and byte permutes; bit-equal); bit 60 main_path
 #: (hstu_ops.cc kOptFp8BwdMainPath: main 39ee30ed's path outside the kernel: the descale factors' check as a launch of
 #: its own, the finishing pass's owner search per pair; the same kernel and bytes)
-FP8_BWD_VARIANT_BITS = {"quant_div": 1 << 59, "main_path": 1 << 60}
+FP8_BWD_VARIANT_BITS = {"main_prepass": 1 << 59, "main_path": 1 << 60}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 

@@ -831,7 +831,7 @@ def dq_order_atol(a, lens):
 def test_cuda_fp8_bwd_dq_error_at_16k():
     """The default's dq (its key-block partials reduce-added in bf16) where its rounding is largest: one causal
     sequence of 16K (128 key blocks per row at the end) against the fp64 emulation on the GPU, within the 5x rule of
-    the bf16 emulation's error; quant_div's gradients bit-equal but dq's order (the same pre-pass bytes). Prints the
+    the bf16 emulation's error; main_prepass's gradients bit-equal but dq's order (the same pre-pass bytes). Prints the
     errors."""
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
@@ -846,7 +846,7 @@ def test_cuda_fp8_bwd_dq_error_at_16k():
             *lens["window_size"], alpha, None, float(lens["max_seqlen_q"]), None, None)
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
     var = fb.fp8_bwd_cuda(dout, args, False, opts)  # (the default: bf16 dQ)
-    base = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS.get("quant_div", 0))
+    base = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS.get("main_prepass", 0))
     assert torch.equal(var[1], base[1]) and torch.equal(var[2], base[2]), "dk / dv"
     ref = dict(alpha=alpha, **lens)
     gold = fb.hstu_attn_fp8_backward_reference(dout.double(), q8, k8, v8, *scales, "block",
@@ -855,7 +855,7 @@ def test_cuda_fp8_bwd_dq_error_at_16k():
                                               **ref)[0]
     e_var, e_base, e_low = max_err(var[0], gold), max_err(base[0], gold), max_err(low, gold)
     rms = lambda x: (x.double() - gold).pow(2).mean().sqrt().item()  # noqa: E731
-    print(f"dq at 16K: max err default {e_var:.3e} / quant_div {e_base:.3e} / bf16 emulation {e_low:.3e}; rms "
+    print(f"dq at 16K: max err default {e_var:.3e} / main_prepass {e_base:.3e} / bf16 emulation {e_low:.3e}; rms "
           f"{rms(var[0]):.3e} / {rms(base[0]):.3e}; max |dq| {gold.abs().max().item():.3e}")
     assert not torch.isnan(var[0]).any()
     assert_rel("dq (16K)", var[0], gold, low, 5)

@@ -27,6 +27,34 @@ __device__ __forceinline__ uint8_t to_e4m3(float x) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
 }
 
+// A 4 x 4 byte transpose: w[j] holds bytes (j, k = 0 .. 3) -> o[k] holds bytes (j = 0 .. 3, k); 8 byte permutes.
+__device__ __forceinline__ void transpose_4x4_bytes(const uint32_t (&w)[4], uint32_t (&o)[4]) {
+  const uint32_t t0 = __byte_perm(w[0], w[1], 0x5140), t1 = __byte_perm(w[0], w[1], 0x7362);
+  const uint32_t t2 = __byte_perm(w[2], w[3], 0x5140), t3 = __byte_perm(w[2], w[3], 0x7362);
+  o[0] = __byte_perm(t0, t2, 0x5410);
+  o[1] = __byte_perm(t0, t2, 0x7632);
+  o[2] = __byte_perm(t1, t3, 0x5410);
+  o[3] = __byte_perm(t1, t3, 0x7632);
+}
+
+// Rows d0 .. d0 + 3 of a transposed copy, 16 columns from a shared tile of columns (column i of the 16 at `col`
+// + i * `stride` bytes; its bytes d0 .. d0 + 3 one word): o[k] = row d0 + k's 16 bytes. 16 word loads and 32 byte
+// permutes where byte loads took 64 loads and 48 shifts / ors (the pre-pass kernels are issue-bound: ncu, run 4).
+__device__ __forceinline__ void transpose_16_cols(const uint8_t* col, int stride, uint4 (&o)[4]) {
+  uint32_t r[4][4];  // r[k][q]: row d0 + k, columns 4 q .. 4 q + 3
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    uint32_t w[4], t[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) w[j] = *reinterpret_cast<const uint32_t*>(col + (4 * q + j) * stride);
+    transpose_4x4_bytes(w, t);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) r[k][q] = t[k];
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) o[k] = make_uint4(r[k][0], r[k][1], r[k][2], r[k][3]);
+}
+
 // The slot (within its group of 32) of row r under hstu_fp8_key_perm (its inverse: key_perm(slot) == r).
 __device__ __forceinline__ int quant_slot_of_row(int r) {
   // key_perm(s) = hi + 2 t + (i & 1) + 8 (i >> 1) with hi = s & 16, t = (s & 15) >> 2, i = s & 3
@@ -66,8 +94,9 @@ __device__ __forceinline__ float div_by_rcp(float x, float d, float y) {
 
 // kCheck (p.check_claim set): block 0 of the grid's x runs the descale factors' check (check_scales_block) beside the
 // quantization's blocks, which start from x = 1 (its index unsigned as blockIdx.x: a 64-bit one costs 8 registers).
-// kRcp (bf16 dout, not p.quant_div): the block's divisions by its factor as div_by_rcp (3 FMA-pipe operations and
-// a sign copy instead of __fdiv_rn's reciprocal, correction and range check per element), bit-equal.
+// kRcp (not p.main_prepass): bf16 dout's divisions by the block's factor as div_by_rcp (3 FMA-pipe operations and a
+// sign copy instead of __fdiv_rn's reciprocal, correction and range check per element; float16 dout divides), dO^T's
+// rows by transpose_16_cols; bit-equal.
 template <typename T, bool kCheck, bool kRcp>
 __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ float red[kThreads / 32];
@@ -155,7 +184,8 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   if (threadIdx.x == 0 && n == 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = 1.f;
   // (kRcp: the reciprocal once; below 2^-90, at 1 (NaN, zero or exactly 448 amax) and inf (an inf in the block):
   // divisions)
-  const bool rcp = kRcp && descale >= 0x1p-90f && descale != 1.f && descale < INFINITY;
+  const bool rcp = kRcp && std::is_same_v<T, __nv_bfloat16> && descale >= 0x1p-90f && descale != 1.f &&
+                   descale < INFINITY;
   const float inv = rcp ? __frcp_rn(descale) : 1.f;
   if (p.dq_zero != nullptr) {  // the block's rows of the dq workspace (head h)
     if (p.dq_tiled) {  // its 16-row groups (cu_q + 16 b) / 16 + 8 m + k: 16 D contiguous floats per group and head
@@ -199,18 +229,30 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   const int64_t c_end = 128 * (m + 1) >= len ? seq_end : min(c_begin + 128, seq_end);
   __syncthreads();
   const int groups = c_end > c_begin ? static_cast<int>(min((c_end - c_begin) / 16, int64_t{INT_MAX / 256})) : 0;
-  for (int idx = threadIdx.x; idx < D * groups; idx += kThreads) {
-    const int d = idx / groups, g = idx % groups;
-    uint32_t wd[4] = {0, 0, 0, 0};
-    if (g < 8) {
+  if constexpr (!kRcp) {  // (main_prepass: byte loads)
+    for (int idx = threadIdx.x; idx < D * groups; idx += kThreads) {
+      const int d = idx / groups, g = idx % groups;
+      uint32_t wd[4] = {0, 0, 0, 0};
+      if (g < 8) {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const uint8_t* t = qtile + (16 * g + 4 * q) * tile_row + (((d >> 4) ^ (g & swz)) << 4) + (d & 15);
-        wd[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[tile_row]) << 8 |
-                static_cast<uint32_t>(t[2 * tile_row]) << 16 | static_cast<uint32_t>(t[3 * tile_row]) << 24;
+        for (int q = 0; q < 4; ++q) {
+          const uint8_t* t = qtile + (16 * g + 4 * q) * tile_row + (((d >> 4) ^ (g & swz)) << 4) + (d & 15);
+          wd[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[tile_row]) << 8 |
+                  static_cast<uint32_t>(t[2 * tile_row]) << 16 | static_cast<uint32_t>(t[3 * tile_row]) << 24;
+        }
       }
+      *reinterpret_cast<uint4*>(dot + d * p.q_cols + c_begin + 16 * g) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
     }
-    *reinterpret_cast<uint4*>(dot + d * p.q_cols + c_begin + 16 * g) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
+    return;
+  }
+  // (a thread: rows 4 dq .. 4 dq + 3 of column group g; a warp's stores cover whole 16-group runs of its rows, its
+  // word loads 32 banks where groups = 8: the chunk swizzle spreads the groups' columns)
+  for (int idx = threadIdx.x; idx < (D / 4) * groups; idx += kThreads) {
+    const int d0 = 4 * (idx / groups), g = idx % groups;
+    uint4 o[4] = {};
+    if (g < 8) transpose_16_cols(qtile + 16 * g * tile_row + (((d0 >> 4) ^ (g & swz)) << 4) + (d0 & 15), tile_row, o);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) *reinterpret_cast<uint4*>(dot + (d0 + k) * p.q_cols + c_begin + 16 * g) = o[k];
   }
 }
 
@@ -233,7 +275,8 @@ struct TransposeJob {
 // blocks an SM, where the 272-byte tile's 55 registers let 4). Source rows outside [0, rows) read as zero columns
 // (bad int32 vectors: the pre-pass may run before the validation's verdict).
 constexpr int kCols = 128;
-template <int kRow>
+// kWords (not p.main_prepass): the copy's rows by transpose_16_cols (word loads, byte permutes) instead of byte loads.
+template <int kRow, bool kWords>
 __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ __align__(16) uint8_t tile[kCols][kRow];
   __shared__ int64_t src_row[kCols];
@@ -280,18 +323,32 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
   __syncthreads();
   uint8_t* dst = j.dst + static_cast<int64_t>(h) * D * j.cols;
   constexpr int kGroups = kCols / 16;  // 16-byte column groups per row of the copy
-  for (int idx = threadIdx.x; idx < D * kGroups; idx += kThreads) {
-    const int d = idx / kGroups, g = idx % kGroups;
+  if constexpr (!kWords) {
+    for (int idx = threadIdx.x; idx < D * kGroups; idx += kThreads) {
+      const int d = idx / kGroups, g = idx % kGroups;
+      const int64_t c = c0 + 16 * g;
+      if (c >= j.cols) continue;
+      uint32_t w[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint8_t* t = &tile[16 * g + 4 * q][(((d >> 4) ^ (g & 7)) << 4) | (d & 15)];
+        w[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[kRow]) << 8 |
+               static_cast<uint32_t>(t[2 * kRow]) << 16 | static_cast<uint32_t>(t[3 * kRow]) << 24;
+      }
+      *reinterpret_cast<uint4*>(dst + d * j.cols + c) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    return;
+  }
+  // (a thread: rows 4 dq .. 4 dq + 3 of column group g; a warp's stores whole 128-byte runs of 4 rows, its word loads
+  // 32 banks: the chunk swizzle spreads the 8 groups)
+  for (int idx = threadIdx.x; idx < (D / 4) * kGroups; idx += kThreads) {
+    const int d0 = 4 * (idx / kGroups), g = idx % kGroups;
     const int64_t c = c0 + 16 * g;
     if (c >= j.cols) continue;
-    uint32_t w[4];
+    uint4 o[4];
+    transpose_16_cols(&tile[16 * g][(((d0 >> 4) ^ (g & 7)) << 4) | (d0 & 15)], kRow, o);
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const uint8_t* t = &tile[16 * g + 4 * q][(((d >> 4) ^ (g & 7)) << 4) | (d & 15)];
-      w[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[kRow]) << 8 |
-             static_cast<uint32_t>(t[2 * kRow]) << 16 | static_cast<uint32_t>(t[3 * kRow]) << 24;
-    }
-    *reinterpret_cast<uint4*>(dst + d * j.cols + c) = make_uint4(w[0], w[1], w[2], w[3]);
+    for (int k = 0; k < 4; ++k) *reinterpret_cast<uint4*>(dst + (d0 + k) * j.cols + c) = o[k];
   }
 }
 
@@ -532,9 +589,13 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
                            : dim3(static_cast<unsigned>(p.do_cols + 1 + check), p.heads);
   auto quant = [&](auto kernel) { kernel<<<qgrid, kThreads, qsmem, stream>>>(p); };
   if (p.dout_half) {
-    check ? quant(fp8_quant_do_kernel<__half, true, false>) : quant(fp8_quant_do_kernel<__half, false, false>);
+    if (p.main_prepass) {
+      check ? quant(fp8_quant_do_kernel<__half, true, false>) : quant(fp8_quant_do_kernel<__half, false, false>);
+    } else {
+      check ? quant(fp8_quant_do_kernel<__half, true, true>) : quant(fp8_quant_do_kernel<__half, false, true>);
+    }
   } else {
-    if (p.quant_div) {
+    if (p.main_prepass) {
       check ? quant(fp8_quant_do_kernel<__nv_bfloat16, true, false>)
             : quant(fp8_quant_do_kernel<__nv_bfloat16, false, false>);
     } else {
@@ -549,10 +610,11 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   const bool tflat = chunks * p.heads <= INT32_MAX;
   const dim3 tgrid = tflat ? dim3(static_cast<unsigned>(chunks * p.heads), 1, 2)
                            : dim3(static_cast<unsigned>(chunks), p.heads, 2);
+  auto tr = [&](auto kernel) { kernel<<<tgrid, kThreads, 0, stream>>>(p); };
   if (p.head_dim <= 128) {
-    fp8_transpose_kernel<128 + 16><<<tgrid, kThreads, 0, stream>>>(p);
+    p.main_prepass ? tr(fp8_transpose_kernel<128 + 16, false>) : tr(fp8_transpose_kernel<128 + 16, true>);
   } else {
-    fp8_transpose_kernel<256 + 16><<<tgrid, kThreads, 0, stream>>>(p);
+    p.main_prepass ? tr(fp8_transpose_kernel<256 + 16, false>) : tr(fp8_transpose_kernel<256 + 16, true>);
   }
   return cudaGetLastError();
 }

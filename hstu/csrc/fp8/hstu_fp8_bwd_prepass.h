@@ -60,9 +60,10 @@ struct HstuFp8BwdPrepassParams {
   // its own that has the GPU to itself (check_claim: hstu_error_claim_word's device address).
   HstuScaleCheckParams check;
   int* check_claim;
-  // 1: dO's divisions by its block factors as IEEE divisions per element (main a9b26580's quantization; the FP8
-  // backward op's private quant_div); 0: bf16 dout by the factor's reciprocal with one correction (bit-equal)
-  int quant_div;
+  // 1: main a9b26580's kernels (the FP8 backward op's private main_prepass): dO divided by its block factors by IEEE
+  // divisions, the transposed rows gathered by byte loads; 0: bf16 dout by the factor's reciprocal with one
+  // correction, the rows by word loads and byte permutes (the same bytes)
+  int main_prepass;
 };
 
 // Launches the two pre-pass kernels (dO quantization with dO^T, then Q^T and K^T) on `stream`.

@@ -171,7 +171,7 @@ void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
 
 // fp8_bwd_sm90's private A/B of its path outside the kernel (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS "main_path", option
 // bit 60; the op masks it off before call_params): main 39ee30ed's path, the descale factors' check as a one-block
-// launch of its own, the finishing pass's owner search per pair, dO's quantization by IEEE divisions (quant_div).
+// launch of its own, the finishing pass's owner search per pair, main's pre-pass kernels (main_prepass).
 constexpr int64_t kOptFp8BwdMainPath = int64_t{1} << 60;
 
 // make_params' HstuParams for a call of the *_with_options ops: `options` checked, decoded once into `o` (for the
@@ -638,7 +638,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   // dependent ones measured no faster, docs/hstu_kernel_notes.md).
   pre.check = chk;
   pre.check_claim = main_path ? nullptr : hstu_error_claim_word(s);
-  pre.quant_div = (options & kOptFp8BwdQuantDiv) != 0 || main_path ? 1 : 0;  // (main's IEEE divisions)
+  pre.main_prepass = (options & kOptFp8BwdMainPrepass) != 0 || main_path ? 1 : 0;
   cudaError_t err = hstu_fp8_bwd_prepass(pre, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
   HstuOptions o;

@@ -162,11 +162,11 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // (hstu/_fp8.py; no kernel reads it). The op's private kernel variants are its diag argument (below; none in the
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-// The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): bit 59 quant_div, the pre-pass's dO
-// quantization by IEEE divisions (main a9b26580's; the op's, hstu_ops.cc), bit 60 the op's main_path; none selects a
-// kernel (the op's private diag does: kFp8BwdDs8Early = main 4d2d71ae's kernel).
-constexpr int64_t kOptFp8BwdQuantDiv = int64_t{1} << 59;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdQuantDiv;
+// The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS): bit 59 main_prepass, main
+// a9b26580's pre-pass kernels (IEEE divisions, byte-load transposes; the op's, hstu_ops.cc), bit 60 the op's
+// main_path; none selects a kernel (the op's private diag does: kFp8BwdDs8Early = main 4d2d71ae's kernel).
+constexpr int64_t kOptFp8BwdMainPrepass = int64_t{1} << 59;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainPrepass;
 constexpr int fp8_bwd_option_diag(int64_t) { return 0; }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
