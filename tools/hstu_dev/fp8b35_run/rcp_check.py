@@ -2,7 +2,8 @@
 # x: every finite bf16 with |x| <= amax; d = max(RN32(amax / 448), FLT_MIN) for every finite bf16 amax > 0 (the
 # quantization's factors), the reciprocal form where d >= 2^-90 (below it the residual x - q0 d can underflow: the
 # kernel divides), x's sign copied (x = -0). Prints the e4m3 mismatches (expected 0). Usage: python rcp_check.py
-import numpy as np, torch, sys
+import numpy as np
+import torch
 bits = np.arange(65536, dtype=np.uint32) << 16
 allx = bits.view(np.float32)
 allx = allx[np.isfinite(allx)]
@@ -22,7 +23,7 @@ for i, di in enumerate(d):
     ref = (x / di).astype(np.float32)                       # IEEE RN division (numpy float32)
     y = np.float32(np.float32(1.0) / di)
     q0 = (x * y).astype(np.float32)
-    r = (x64 - q0.astype(np.float64) * np.float64(di)).astype(np.float32)   # fma(-q0, d, x): exact residual, one rounding
+    r = (x64 - q0.astype(np.float64) * np.float64(di)).astype(np.float32)  # fma(-q0, d, x): one rounding
     q1 = (q0.astype(np.float64) + r.astype(np.float64) * np.float64(y)).astype(np.float32)  # fma(r, y, q0)
     q1 = np.copysign(q1, x)                                  # the kernel copies x's sign (x = -0)
     if not (di >= np.float32(2.0 ** -90) and di != 1 and np.isfinite(di)):
