@@ -4,7 +4,7 @@
 distance to the bf16 backward.
 
 Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variants default,NAME]
-       [--no-dequant] [--results FILE]
+       [--no-dequant] [--short N] [--results FILE]
 Inputs: randn bf16 q / k / v (std 1) quantized by `quantize_fp8` (the --mode descale), dout randn * 1e-2, causal,
 H 4, alpha 1/sqrt(D), dense batches. Goal (issue 36): FP8 backward >= 700 TFLOP/s at D128 B16 S16K.
 """
@@ -54,6 +54,21 @@ def interleaved_ms(fns, reps: int, warmup: int, device: torch.device, flush: Opt
     return [statistics.median(t) if t else float("nan") for t in times]
 
 
+def short_ms(fn, reps: int, warmup: int = 5) -> float:
+    """Mean ms of `reps` back-to-back calls after `warmup` ones, one pair of CUDA events around them, no L2 flush:
+    the common short benchmark (FlashAttention-3's: a few warm-up calls, then ~30 timed repeats, their mean), which
+    times a GPU that has not yet run long enough to settle at its power cap."""
+    for _ in range(warmup):
+        fn()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(reps):
+        fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / reps
+
+
 def host_ms(fn, reps: int) -> float:
     """Median host time of one fn() call (ms; the GPU idle before each call, nothing synchronized inside it)."""
     times = []
@@ -67,7 +82,7 @@ def host_ms(fn, reps: int) -> float:
 
 
 def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: torch.device,
-             variants: List[str], dequant: bool = True) -> str:
+             variants: List[str], dequant: bool = True, short: int = 0) -> str:
     H = 4
     cu = torch.arange(B + 1, device=device, dtype=torch.int32) * S
     q, k, v = (torch.randn(B * S, H, D, device=device, dtype=torch.bfloat16) for _ in range(3))
@@ -112,8 +127,17 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
     d_cells = f"{d_ms:.3f} | {tf(d_ms)} | {diff(fp8(DEQ)())}" if dequant else "n/a | n/a | n/a"
     v_cells = "".join(f" {ms:.3f} | {ms / k_ms:.3f} | {diff(fn())} |" if fn is not None else " n/a | n/a | n/a |"
                       for fn, ms in zip(var_fns, times[4:]))
-    return (f"| {name} causal | {mode} | {b_ms:.3f} | {tf(b_ms)} | {d_cells} | {p_ms:.3f} | {k_cells} | "
-            f"{host[0]:.3f} / {host[1]:.3f} |{v_cells}")
+    row = (f"| {name} causal | {mode} | {b_ms:.3f} | {tf(b_ms)} | {d_cells} | {p_ms:.3f} | {k_cells} | "
+           f"{host[0]:.3f} / {host[1]:.3f} |{v_cells}")
+    if short and kernel is not None and device.type == "cuda":
+        # the same process, right after the table's timings: each path its own block of back-to-back calls
+        named = [("kernel", kernel)] + [(v, fn) for v, fn in zip(variants, var_fns) if fn is not None]
+        cells = []
+        for label, fn in named:
+            ms = short_ms(fn, short)
+            cells.append(f"{label} {ms:.3f} ms ({tf(ms)} TFLOP/s)")
+        row += f"\n\nshort method ({name}, {short} back-to-back calls after 5 warm-up ones, mean): " + "; ".join(cells)
+    return row
 
 
 def main(argv=None) -> int:
@@ -127,6 +151,9 @@ def main(argv=None) -> int:
                         "_fp8_bwd.FP8_BWD_VARIANT_BITS (values of one option field: one at a time) or 'default' "
                         "(the kernel column's path again); '' for none")
     p.add_argument("--no-dequant", action="store_true", help="skip the dequantized path's columns")
+    p.add_argument("--short", type=int, default=0,
+                   help="also time the FP8 paths by the common short method (N back-to-back calls after 5 warm-up "
+                        "ones, their mean; FlashAttention-3's benchmark) after the table's timings; 0: not")
     p.add_argument("--results", help="append the table to this markdown file")
     bench_util.add_device_arg(p)
     args = p.parse_args(argv)
@@ -156,7 +183,7 @@ def main(argv=None) -> int:
     rows = []
     for B, S, D in cases:
         rows.append(run_case(B, S, D, args.mode, args.reps if not args.smoke else 2, args.warmup, device,
-                             variants, not args.no_dequant))
+                             variants, not args.no_dequant, args.short))
         print(rows[-1], flush=True)
         if device.type == "cuda":
             torch.cuda.empty_cache()

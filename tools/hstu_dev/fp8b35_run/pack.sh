@@ -1,0 +1,23 @@
+#!/bin/bash
+# Fills fp8b35's carry folder from this worktree (run from anywhere): the run scripts, setup.sh and the common carry
+# setup, ncu_call.py, path_ab.py and fp8p32's path_gaps.py, the branch's hstu_attn wheel under whl/ (none
+# with --no-wheel: the scripts then time main's wheel only), and under tree/ the branch's FP8 backward test files
+# and benchmarks/hstu_fp8_bwd.py (+ bench_util.py).
+# Usage: bash pack.sh [--no-wheel] [CARRY_DIR]  (default /work/main/.carry/fp8b35)
+set -eu
+H=$(cd "$(dirname "$0")" && pwd)
+R=$(cd "$H/../../.." && pwd)
+WHEEL=1
+[ "${1:-}" = --no-wheel ] && { WHEEL=0; shift; }
+D=${1:-/work/main/.carry/fp8b35}
+rm -rf $D/whl $D/tree
+mkdir -p $D/whl $D/tree/tests/hstu $D/tree/benchmarks
+rm -f $D/run*.sh
+cp $H/run*.sh $H/setup.sh $H/ncu_call.py $R/tools/hstu_dev/carry_setup.sh $D/
+cp $H/path_ab.py $R/tools/hstu_dev/fp8p32_run/path_gaps.py $D/
+[ $WHEEL = 1 ] && cp $R/bazel-bin/hstu_attn-*.whl $D/whl/
+cp $R/tests/conftest.py $D/tree/tests/
+cp $R/tests/hstu/{test_fp8_bwd.py,fp8_checks.py,fp8_bwd_sync_model.py} $D/tree/tests/hstu/
+cp $R/benchmarks/{hstu_fp8_bwd.py,bench_util.py} $D/tree/benchmarks/
+ls $D $D/whl
+du -sh $D
