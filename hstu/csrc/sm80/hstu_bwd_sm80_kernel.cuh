@@ -1098,8 +1098,10 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
       const cudaError_t err = bwd_sm80_sm90_class(applies);
       if (err != cudaSuccess) return err;
     }
+    // With contexts too (the loops skip the context gap by the walk's tile index: hstu_bwd_pds_body_ctx_kernel;
+    // bwd_sm80_cfg=5: the two-stage context kernel, main's before, for comparisons), not in the tail order.
     if constexpr (D == 64 || D == 128) {  // sm_90+: the one-barrier loop (three Q / dO stages) where it fits
-      if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg && p.num_contexts == nullptr) {
+      if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg) {
         bool sm90 = false;
         int max_smem = 0;
         cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
@@ -1115,14 +1117,17 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
                                                     kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }
-        if (sm90) {
-          err = launch_hstu_bwd_pds<T, D, 3, 8>(p, max_smem, stream);
+        if (sm90) {  // (with contexts the same body by name: its context kernel)
+          err = p.num_contexts != nullptr
+                    ? launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>>(
+                          p, max_smem, stream)
+                    : launch_hstu_bwd_pds<T, D, 3, 8>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }
       }
     }
     if constexpr (D == 256) {  // sm_90+: one block barrier per tile pair (kBwdPdsD256OneBar) where it fits
-      if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg && p.num_contexts == nullptr) {
+      if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg) {
         bool sm90 = false;
         int max_smem = 0;
         cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
