@@ -953,6 +953,10 @@ inline bool bwd_sm80_heads_first(const HstuParams& p) {
 // choice) or batch first; cudaErrorNotSupported where its shared memory does not fit max_smem.
 template <typename T, int D, int STAGES, int BODY>
 cudaError_t launch_hstu_bwd_pds_ordered(const HstuParams& p, int max_smem, cudaStream_t stream) {
+  // (calls with contexts: heads first without the tail's order, which the context kernels do not take)
+  if (bwd_sm80_heads_first<D>(p) && p.num_contexts != nullptr) {
+    return launch_hstu_bwd_pds<T, D, STAGES, 8, BODY | kPdsHeadsFirst>(p, max_smem, stream);
+  }
   return bwd_sm80_heads_first<D>(p)
              ? launch_hstu_bwd_pds<T, D, STAGES, 8, BODY | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem, stream)
              : launch_hstu_bwd_pds<T, D, STAGES, 8, BODY>(p, max_smem, stream);
