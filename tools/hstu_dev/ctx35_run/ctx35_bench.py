@@ -8,7 +8,8 @@ A case: NAME[@buf][:cfg]
   tgtN (N targets, group 1) | ctxNtgtM | rab (rab of shape (B, H, S, S), q's dtype) | rab1 (shape (B, 1, S, S)) |
   rabd / rab1d (backward with has_drab)
   @buf: the input set (q, k, v, dout) the case runs on (0 default): cases on different sets tell the inputs'
-  placement apart from the kernel; :cfg the fwd_sm80_cfg / bwd_sm80_cfg (default 0).
+  placement apart from the kernel; :cfg the fwd_sm80_cfg / bwd_sm80_cfg (default 0); a name ending in noilv /
+  noqs: kernel_options(fwd_sm80_interleave=False / fwd_sm80_qscale=False) (e.g. causalnoqs).
 
 Usage: ctx35_bench.py LABEL [--reps 5] [--dims 64 128 256] [--dirs fwd bwd] [--cases causal ctx64 ...]
        ctx35_bench.py LABEL --ncu [--dims ...] [--dirs ...] [--cases ...]   (one call per case, no graphs)"""
@@ -51,8 +52,12 @@ def call_of(inp, direction, case):
     """the forward or backward of one case on inputs inp"""
     m = re.fullmatch(r"([a-z0-9]+)(?:@(\d+))?(?::(\d+))?", case)
     name, cfg = m.group(1), int(m.group(3) or 0)
+    extra = {}
+    for flag, kw in (("noilv", "fwd_sm80_interleave"), ("noqs", "fwd_sm80_qscale")):
+        if name.endswith(flag):
+            name, extra[kw] = name[: -len(flag)], False
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg if direction == "fwd" else 0,
-                             bwd_sm80_cfg=cfg if direction == "bwd" else 0):
+                             bwd_sm80_cfg=cfg if direction == "bwd" else 0, **extra):
         opts = _ops._current_options()
     B, S, D = inp.B, inp.S, inp.D
     nc = nt = rab = None
