@@ -1359,8 +1359,9 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_body_ctx_kernel(c
 
 // Launches the kernel (BODY > 0: hstu_bwd_pds_body_kernel with that body; else the default's, or the context kernel
 // for calls with contexts) where its shared memory fits max_smem (the device's usable per-block opt-in bytes); else
-// cudaErrorNotSupported (the caller runs the default layout).
-template <typename T, int D, int STAGES, int NWARPS, int BODY = 0>
+// cudaErrorNotSupported (the caller runs the default layout). CTX_TWIN (the default's loops): calls with contexts run
+// the loop's hstu_bwd_pds_body_ctx_kernel (only the loops the default takes are instantiated so).
+template <typename T, int D, int STAGES, int NWARPS, int BODY = 0, bool CTX_TWIN = false>
 cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t stream) {
   using C = BwdPdsConfig<D, NWARPS>;
   if constexpr (!C::kExists) {
@@ -1371,7 +1372,7 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     if (kSmem > max_smem) return cudaErrorNotSupported;
     if constexpr (STAGES == 3 || (BODY & kPdsMbarCopies) != 0) {  // (the caller checks for sm_90+; with contexts
       // hstu_bwd_pds_body_ctx_kernel, not in the tail order nor with the running pointers)
-      if (p.num_contexts != nullptr && (BODY == 0 || (BODY & (kPdsTailBlocksFirst | kPdsRunPtrs)) != 0)) {
+      if (p.num_contexts != nullptr && (!CTX_TWIN || (BODY & (kPdsTailBlocksFirst | kPdsRunPtrs)) != 0)) {
         return cudaErrorNotSupported;
       }
     }
@@ -1402,7 +1403,7 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
       return cudaGetLastError();
     };
     if constexpr (BODY != 0) {
-      if constexpr ((STAGES == 3 || (BODY & kPdsMbarCopies) != 0) &&
+      if constexpr (CTX_TWIN && (STAGES == 3 || (BODY & kPdsMbarCopies) != 0) &&
                     (BODY & (kPdsTailBlocksFirst | kPdsRunPtrs)) == 0) {
         if (p.num_contexts != nullptr) return launch(hstu_bwd_pds_body_ctx_kernel<T, D, STAGES, NWARPS, BODY>);
       }
