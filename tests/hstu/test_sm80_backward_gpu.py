@@ -362,7 +362,10 @@ def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
             else:
                 assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
             ctx = _bwd_kernels(ctx_case)
-            assert len(ctx) == 1 and "ctx_kernel<" in next(iter(ctx)), (dtype, cfg, ctx, default_ctx)
+            if any("ctx_kernel<" in n for n in default_ctx):
+                assert len(ctx) == 1 and "ctx_kernel<" in next(iter(ctx)), (dtype, cfg, ctx, default_ctx)
+            else:  # (D = 32, GPUs without FA2's layout: one kernel for every call)
+                assert ctx == default_ctx, (dtype, cfg, ctx, default_ctx)
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])
