@@ -19,7 +19,8 @@ in another order); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loo
 split, cfg 13 (bf16) the loop without the split. Each meets the error rule of test_kernels_gpu.py against the fp32
 reference (fresh random inputs, gradients poisoned), all give the same dK, dV and drab bit for bit (at D = 256 cfgs
 1 / 6 / 13 the two-barrier kernel's bits, agreeing with the default's to the fp32 reduction order), and the kernel
-that runs is the cfg's (other head dims, contexts and GPUs without the shared memory run the two-barrier default).
+that runs is the cfg's (other head dims and GPUs without the shared memory run the two-barrier default; calls
+with contexts the default's loop as its context kernel, cfg 5 the two-stage context kernel).
 Also the default's kernels for calls with and without contexts (the context kernels skip the context gap), drab
 with long contexts, a local window, targets and rab, the key-block limit and the dQ workspace layouts."""
 
