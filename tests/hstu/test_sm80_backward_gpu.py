@@ -19,8 +19,9 @@ in another order); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loo
 split, cfg 13 (bf16) the loop without the split. Each meets the error rule of test_kernels_gpu.py against the fp32
 reference (fresh random inputs, gradients poisoned), all give the same dK, dV and drab bit for bit (at D = 256 cfgs
 1 / 6 / 13 the two-barrier kernel's bits, agreeing with the default's to the fp32 reduction order), and the kernel
-that runs is the cfg's (other head dims, contexts and GPUs without the shared memory run the two-barrier default).
-Also the default's kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the context gap), drab
+that runs is the cfg's (other head dims and GPUs without the shared memory run the two-barrier default; calls
+with contexts the default's loop as its context kernel, cfg 5 the two-stage context kernel).
+Also the default's kernels for calls with and without contexts (the context kernels skip the context gap), drab
 with long contexts, a local window, targets and rab, the key-block limit and the dQ workspace layouts."""
 
 import os
@@ -343,9 +344,10 @@ def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
     two-barrier kernel, cfg 2 (bf16, D = 64) the loop with the copies together, cfg 3 the other grid order (D = 256
     too), cfg 6 (bf16, D = 256) the mbarrier loop without the lean copies, cfg 7 (bf16) the heads-first loop with the
     other choice of the tail's order, cfg 10 / 11 / 12 (bf16, D = 64 / 128) the loop without P / dS by stmatrix and
-    the Q / dO copies from pointers / without the copies / without stmatrix; calls with
-    contexts run the context kernel
-    whatever the cfg; other head dims (and GPUs below sm_90) run the same kernel for every cfg."""
+    the Q / dO copies from pointers / without the copies / without stmatrix; calls with contexts run a context
+    kernel (one that skips the context gap: the default's loop as hstu_bwd_pds_body_ctx_kernel, or the two-stage
+    hstu_bwd_pds_ctx_kernel for a cfg without a context form) whatever the cfg; other head dims (and GPUs below
+    sm_90) run the same kernel for every cfg."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)
         ctx_case = kg.make_case(23, [300, 64], 2, D, dtype, "context_target", 0)
@@ -360,27 +362,65 @@ def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
                 assert names == default, (dtype, cfg, names, default)
             else:
                 assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
-            assert _bwd_kernels(ctx_case) == default_ctx, (dtype, cfg)
+            ctx = _bwd_kernels(ctx_case)
+            if any("ctx_kernel<" in n for n in default_ctx):
+                assert len(ctx) == 1 and "ctx_kernel<" in next(iter(ctx)), (dtype, cfg, ctx, default_ctx)
+            else:  # (D = 32, GPUs without FA2's layout: one kernel for every call)
+                assert ctx == default_ctx, (dtype, cfg, ctx, default_ctx)
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_context_kernel(D, kernel_opts):
-    """The sm80-class default backward at D = 64 / 128 / 256 (FA2's warp layout; D = 64 on sm_90+) runs
-    hstu_bwd_pds_ctx_kernel for calls with contexts (it skips the query tiles of the context gap) and
-    hstu_bwd_pds_kernel for calls without (the plain tile walk): chosen on the host by num_contexts being given. The
-    context kernel has the two-barrier kernel's template arguments (cfg 1 without contexts)."""
+    """Calls with contexts, the sm80-class default backward at D = 64 / 128 / 256 (FA2's warp layout): on sm_90+
+    (where the one-barrier / mbarrier loops fit) the default's loop as hstu_bwd_pds_body_ctx_kernel (it skips the
+    query tiles of the context gap by the walk's tile index: D = 64 the 128-query tiles' two stages, D = 128 three
+    stages, D = 256 two), heads first at 300 keys and batch first at 2,100; bwd_sm80_cfg=5 (bf16) the two-stage
+    context kernel hstu_bwd_pds_ctx_kernel (the default before, for comparisons), whose template arguments are the
+    two-stage kernel's (cfg 5 without contexts); elsewhere that two-stage context kernel is the default."""
+    stages = {64: 2, 128: 3, 256: 2}[D]
     for dtype in (torch.bfloat16, torch.float16):
-        case = kg.make_case(23, [300, 64], 2, D, dtype, "context_target", 0)
-        kernel_opts(sm90=False, bwd_sm80_cfg=1)
-        without = _bwd_kernels(dict(case, num_contexts=None))
+        t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
+        for lens in ([300, 64], [2100, 64]):
+            case = kg.make_case(23, lens, 2, D, dtype, "context_target", 0)
+            kernel_opts(sm90=False)
+            (plain,) = _bwd_kernels(dict(case, num_contexts=None))
+            (ctx,) = _bwd_kernels(case)
+            if one_bar_fits():
+                assert ctx.startswith(f"void hstu::hstu_bwd_pds_body_ctx_kernel<{t}, {D}, {stages}, 8, ") or \
+                    f"hstu_bwd_pds_body_ctx_kernel<{t}, {D}, {stages}, 8, " in ctx, (lens, ctx, plain)
+            else:
+                assert "hstu_bwd_pds_ctx_kernel<" in ctx, (lens, ctx, plain)
+            if dtype == torch.bfloat16:
+                kernel_opts(sm90=False, bwd_sm80_cfg=5)
+                (two,) = _bwd_kernels(dict(case, num_contexts=None))
+                (ctx5,) = _bwd_kernels(case)
+                assert "hstu_bwd_pds_ctx_kernel<" in ctx5, (lens, ctx5)
+                assert ctx5.split("<", 1)[1] == two.split("<", 1)[1], (ctx5, two)
+
+
+@pytest.mark.parametrize("mask,rab_heads", [("context", 0), ("context_target_group", 2),
+                                            ("local_context_target", 1)])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_backward_context_loops(D, mask, rab_heads, kernel_opts):
+    """The default's sm_90+ loops with contexts (hstu_bwd_pds_body_ctx_kernel: the context gap skipped by the walk's
+    tile index), heads first (jagged lengths up to 1,100 keys) and batch first (2,200 keys), contexts of 0-200 rows on
+    both sides of the 64 / 128-row tile edges, targets with groups, a local window, rab / drab: the error rule against
+    the fp32 reference (gradients poisoned), and dQ, dK, dV, drab agreeing with bwd_sm80_cfg=5's (the two-stage
+    context kernel, the default before) to the fp32 reduction order."""
+    for lens, want in (([700, 129, 64, 1, 330, 257, 1100], [200, 65, 63, 1, 64, 0, 130]),
+                       ([2200, 65, 300], [64, 1, 200])):
+        case = kg.make_case(zlib.crc32(repr(("ctx_loops", mask, D, rab_heads, len(lens))).encode()), lens, 2, D,
+                            torch.bfloat16, mask, rab_heads)
+        nt = case["num_targets"].tolist() if case["num_targets"] is not None else [0] * len(lens)
+        nc = [max(0, min(c, lk - t)) for c, lk, t in zip(want, lens, nt)]
+        case["num_contexts"] = torch.tensor(nc, dtype=torch.int32, device="cuda")
         kernel_opts(sm90=False)
-        assert len(without) == 1, without
-        (plain,) = without
-        if "hstu_bwd_pds_kernel<" not in plain:
-            pytest.skip(f"the default is not FA2's warp layout on this GPU: {plain}")
-        (ctx,) = _bwd_kernels(case)
-        assert "hstu_bwd_pds_ctx_kernel<" in ctx, ctx
-        assert ctx.split("<", 1)[1] == plain.split("<", 1)[1], (ctx, plain)
+        kg.check_case(case, 0.5)
+        dout = torch.randn_like(case["q"])
+        got = _grads(case, dout)
+        kernel_opts(sm90=False, bwd_sm80_cfg=5)
+        ref = _grads(case, dout)
+        kg.assert_agree(("dq", "dk", "dv", "drab"), got, ref, f"{lens[0]} keys: the default vs cfg 5")
 
 
 @pytest.mark.parametrize("rab_heads,deterministic", [(2, False), (1, False), (1, True)])

@@ -951,8 +951,17 @@ inline bool bwd_sm80_heads_first(const HstuParams& p) {
 
 // The one-barrier loop of BODY in the grid order bwd_sm80_heads_first picks: heads first (with D's kBwdPdsTailFirst
 // choice) or batch first; cudaErrorNotSupported where its shared memory does not fit max_smem.
-template <typename T, int D, int STAGES, int BODY>
+template <typename T, int D, int STAGES, int BODY, bool CTX_TWIN = false>
 cudaError_t launch_hstu_bwd_pds_ordered(const HstuParams& p, int max_smem, cudaStream_t stream) {
+  // CTX_TWIN: calls with contexts run the loop's context kernel, heads first without the tail's order (which the
+  // context kernels do not take)
+  if constexpr (CTX_TWIN) {
+    if (p.num_contexts != nullptr) {
+      return bwd_sm80_heads_first<D>(p)
+                 ? launch_hstu_bwd_pds<T, D, STAGES, 8, BODY | kPdsHeadsFirst, true>(p, max_smem, stream)
+                 : launch_hstu_bwd_pds<T, D, STAGES, 8, BODY, true>(p, max_smem, stream);
+    }
+  }
   return bwd_sm80_heads_first<D>(p)
              ? launch_hstu_bwd_pds<T, D, STAGES, 8, BODY | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem, stream)
              : launch_hstu_bwd_pds<T, D, STAGES, 8, BODY>(p, max_smem, stream);
@@ -1052,7 +1061,10 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           if (cfg != kBwdSm80RunPtrCfg) return cudaErrorNotSupported;
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
-          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          // (calls with contexts, whose default is the loop without the split: the loop with it)
+          if (p.num_contexts != nullptr) {
+            return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256OneBar, true>(p, max_smem, stream);
+          }
           return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256Unsplit>(p, max_smem, stream);
         }
         if constexpr (D == 64) {
@@ -1098,37 +1110,47 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
       const cudaError_t err = bwd_sm80_sm90_class(applies);
       if (err != cudaSuccess) return err;
     }
+    // With contexts too (the loops skip the context gap by the walk's tile index: hstu_bwd_pds_body_ctx_kernel;
+    // bwd_sm80_cfg=5: the two-stage context kernel, main's before, for comparisons), not in the tail order; at D = 256
+    // without the split S / dP (its context kernel spilled 56 B in sm_90a code; cfg 13 with contexts: the split).
     if constexpr (D == 64 || D == 128) {  // sm_90+: the one-barrier loop (three Q / dO stages) where it fits
-      if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg && p.num_contexts == nullptr) {
+      if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg) {
         bool sm90 = false;
         int max_smem = 0;
         cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
         if (err != cudaSuccess) return err;
         if constexpr (D == 64) {  // the 128-query tiles where they fit (kBwdPdsD64Tile128), else the three stages
           if (sm90) {
-            err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128>(p, max_smem, stream);
+            err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128, true>(p, max_smem, stream);
             if (err != cudaErrorNotSupported) return err;
           }
         }
         if (sm90 && bwd_sm80_heads_first<D>(p)) {
           err = launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                    kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem, stream);
+                                                    kPdsHeadsFirst | kBwdPdsTailFirst<D>, true>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }
-        if (sm90) {
-          err = launch_hstu_bwd_pds<T, D, 3, 8>(p, max_smem, stream);
+        if (sm90) {  // (with contexts the same body by name: its context kernel)
+          err = p.num_contexts != nullptr
+                    ? launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>, true>(
+                          p, max_smem, stream)
+                    : launch_hstu_bwd_pds<T, D, 3, 8>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }
       }
     }
     if constexpr (D == 256) {  // sm_90+: one block barrier per tile pair (kBwdPdsD256OneBar) where it fits
-      if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg && p.num_contexts == nullptr) {
+      if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg) {
         bool sm90 = false;
         int max_smem = 0;
         cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
         if (err != cudaSuccess) return err;
         if (sm90) {
-          err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256OneBar>(p, max_smem, stream);
+          // (calls with contexts: the loop without the split S / dP, whose context kernel does not spill; cfg 13
+          // the split's)
+          err = p.num_contexts != nullptr
+                    ? launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256Unsplit, true>(p, max_smem, stream)
+                    : launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256OneBar>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }
       }

@@ -369,7 +369,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr bool kSplitCopies = (BODY & kPdsSplitCopies) != 0;
   static_assert(!kSplitCopies || kOneBar, "split copies: the one-barrier loop only");
   constexpr bool kMbar = (BODY & kPdsMbarCopies) != 0;  // (kPdsMbarCopies above)
-  static_assert(!kMbar || (STAGES == 2 && kLoopFree && !CTX), "kPdsMbarCopies: two stages, a loop-free body");
+  static_assert(!kMbar || (STAGES == 2 && kLoopFree), "kPdsMbarCopies: two stages, a loop-free body");
   static_assert(!kTile128 || (kMbar && D == 64 && NWARPS == 8), "128-row tiles: D = 64's mbarrier loop");
   constexpr bool kKSplit = (BODY & kPdsKSplitS) != 0;  // (kPdsKSplitS above)
   static_assert(!kKSplit || (kMbar && D == 256 && NWARPS == 8 && C::kSWM == 4 && !kTile128),
@@ -400,7 +400,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   static_assert(SM % 16 == 0 && SN % 16 == 0 && KR % 16 == 0 && KC % 16 == 0 && QR % 16 == 0 && QC % QPW == 0 &&
                     QPW % 16 == 0,
                 "bad warp tiles");
-  static_assert(STAGES == 1 || STAGES == 2 || (kOneBar && kLoopFree && !CTX), "one or two Q / dO stages, or kOneBar");
+  static_assert(STAGES == 1 || STAGES == 2 || (kOneBar && kLoopFree), "one or two Q / dO stages, or kOneBar");
   // S / dP k-loop of the plain body unrolled by 2 (4 in sm_86 / sm_89 code, whose ptxas spilled 4 B with 1 and 2).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   constexpr int kUnrollS = 4;
@@ -564,7 +564,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
 #endif
   int mb_begin, n_a, gap, n_mt;
   bwd_work_tiles<BM, BN, kSkipGap>(si, n0, mb_begin, n_a, gap, n_mt);
-  const int mb_end = mb_begin + n_mt;  // (without kSkipGap)
+  const int mb_end = mb_begin + n_mt;  // (without kSkipGap; kWalkIdx: the walk's end)
+  // kWalkIdx (the one-barrier / mbarrier loops with contexts): mb counts the walk's tiles (mb_begin .. mb_end, no
+  // gap), so the loops' stage, P / dS parity and copy-ahead logic (tiles mb + 1 / mb + 2) stay as without contexts;
+  // only a tile's rows (tile_m) jump over the gap.
+  constexpr bool kWalkIdx = kSkipGap && (kOneBar || kMbar);
+  static_assert(!kWalkIdx || !kRunPtrs, "the running pointers advance a tile per tile: no gap");
   // The gap's first tile (the end when there is none), its size and one past the last tile, parked in shared memory
   // and re-read on each use inside the loop (written before its first barrier): held in registers they made the
   // kernels spill 4-80 B (255 registers before them).
@@ -591,16 +596,22 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     }
   };
   auto next_tile = [&](const int mb) {  // the tile after mb
-    if constexpr (!kSkipGap) return mb + 1;
+    if constexpr (!kSkipGap || kWalkIdx) return mb + 1;
     int a_end, g;
     asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(a_end), "=r"(g) : "r"(sMap));
     return mb + 1 == a_end ? a_end + g : mb + 1;
   };
   auto tiles_end = [&] {
-    if constexpr (!kSkipGap) return mb_end;
+    if constexpr (!kSkipGap || kWalkIdx) return mb_end;
     int e;
     asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(e) : "r"(sMap + 8));
     return e;
+  };
+  auto tile_m = [&](const int mb) {  // the first query row of tile mb (kWalkIdx: the walk's tile mb)
+    if constexpr (!kWalkIdx) return mb * BM;
+    int a_end, g;
+    asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(a_end), "=r"(g) : "r"(sMap));
+    return (mb >= a_end ? mb + g : mb) * BM;
   };
 
   float acc_dk[KMT][KNT][4];
@@ -632,12 +643,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
     load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
     {
-      const int m0 = mb_begin * BM;
+      const int m0 = tile_m(mb_begin);
       load_q_do(sQ0, m0, tid);
     }
     cp_async_commit();
     if constexpr (kOneBar) {  // the second tile's copies too; the first tile (with K, V) waited for
-      if (mb_begin + 1 < mb_end) load_q_do(sQ0 + kStageBytes, (mb_begin + 1) * BM, tid);
+      if (mb_begin + 1 < mb_end) load_q_do(sQ0 + kStageBytes, tile_m(mb_begin + 1), tid);
       cp_async_commit();
       cp_async_wait<1>();
       __syncthreads();
@@ -659,7 +670,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       do_nx += (int64_t)(mb_begin + 2) * (BM * p.do_row_stride * (int64_t)sizeof(T));
     }
     do {
-      const int m0 = mb * BM;
+      const int m0 = tile_m(mb);
       const int r0 = m0 + mk.offset;
       if constexpr (kMbar) {
         pds_mbar_wait(sBar + stage * 8, (parity >> stage) & 1u);  // Q, dO of tile mb landed
@@ -1025,7 +1036,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         __syncthreads();  // P, dS complete; Q, dO of tile mb + 1 landed; every warp is done with tile mb - 1
         if (mb + 2 < mb_end) {
           const uint32_t ot = opaque(tid);
-          load_q_do_lean(sQ0 + (stage == 0 ? 2 : stage - 1) * kStageBytes, (mb + 2) * BM, ot,
+          load_q_do_lean(sQ0 + (stage == 0 ? 2 : stage - 1) * kStageBytes, tile_m(mb + 2), ot,
                          std::integral_constant<int, kSplitCopies ? 1 : 3>());
           cp_async_commit();
         }
@@ -1035,9 +1046,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
           const uint32_t ot = opaque(tid);
           const uint32_t sQn = sQ0 + (stage ^ 1) * kStageBytes;
           if constexpr (kLeanLoad) {
-            load_q_do_lean(sQn, (mb + 1) * BM, ot, std::integral_constant<int, 3>());
+            load_q_do_lean(sQn, tile_m(mb + 1), ot, std::integral_constant<int, 3>());
           } else {
-            load_q_do(sQn, (mb + 1) * BM, ot);
+            load_q_do(sQn, tile_m(mb + 1), ot);
           }
           pds_mbar_arrive_copies(sBar + (stage ^ 1) * 8);
         }
@@ -1168,7 +1179,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
             if constexpr (kSplitCopies) {
               if (mb + 2 < mb_end) {
                 const uint32_t ot = opaque(tid);
-                load_q_do_lean(sQ0 + (stage == 0 ? 2 : stage - 1) * kStageBytes, (mb + 2) * BM, ot,
+                load_q_do_lean(sQ0 + (stage == 0 ? 2 : stage - 1) * kStageBytes, tile_m(mb + 2), ot,
                                std::integral_constant<int, 2>());
                 cp_async_commit();
               }
@@ -1341,11 +1352,18 @@ template <typename T, int D, int STAGES, int NWARPS, int BODY>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_body_kernel(const HstuParams p, const int sms) {
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, BODY, false>(p, sms);
 }
+// The one-barrier / mbarrier loops (STAGES = 3 or kPdsMbarCopies) for calls with contexts: the context gap skipped
+// by the walk's tile index (kWalkIdx).
+template <typename T, int D, int STAGES, int NWARPS, int BODY>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_body_ctx_kernel(const HstuParams p, const int sms) {
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, BODY, true>(p, sms);
+}
 
 // Launches the kernel (BODY > 0: hstu_bwd_pds_body_kernel with that body; else the default's, or the context kernel
 // for calls with contexts) where its shared memory fits max_smem (the device's usable per-block opt-in bytes); else
-// cudaErrorNotSupported (the caller runs the default layout).
-template <typename T, int D, int STAGES, int NWARPS, int BODY = 0>
+// cudaErrorNotSupported (the caller runs the default layout). CTX_TWIN (the default's loops): calls with contexts run
+// the loop's hstu_bwd_pds_body_ctx_kernel (only the loops the default takes are instantiated so).
+template <typename T, int D, int STAGES, int NWARPS, int BODY = 0, bool CTX_TWIN = false>
 cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t stream) {
   using C = BwdPdsConfig<D, NWARPS>;
   if constexpr (!C::kExists) {
@@ -1354,9 +1372,11 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     constexpr int kSmem = bwd_pds_smem_bytes<D, (BODY & kPdsTile128) ? 2 * C::kBlockM : C::kBlockM, C::kBlockN>(
         STAGES, (BODY & kPdsMbarCopies) != 0);
     if (kSmem > max_smem) return cudaErrorNotSupported;
-    if constexpr (STAGES == 3 || (BODY & kPdsMbarCopies) != 0) {  // (calls without contexts; the caller checks
-                                                                  // for sm_90+)
-      if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+    if constexpr (STAGES == 3 || (BODY & kPdsMbarCopies) != 0) {  // (the caller checks for sm_90+; with contexts
+      // hstu_bwd_pds_body_ctx_kernel, not in the tail order nor with the running pointers)
+      if (p.num_contexts != nullptr && (!CTX_TWIN || (BODY & (kPdsTailBlocksFirst | kPdsRunPtrs)) != 0)) {
+        return cudaErrorNotSupported;
+      }
     }
     // Key blocks in gridDim.y (at most 65535): the op refuses max_seqlen_k over 65535 blocks of 64 keys with a
     // message before this (hstu/csrc/ops/hstu_plan.h kBwdSm80MaxSeqlenK, which assumes tiles of 64 keys or more).
@@ -1385,6 +1405,10 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
       return cudaGetLastError();
     };
     if constexpr (BODY != 0) {
+      if constexpr (CTX_TWIN && (STAGES == 3 || (BODY & kPdsMbarCopies) != 0) &&
+                    (BODY & (kPdsTailBlocksFirst | kPdsRunPtrs)) == 0) {
+        if (p.num_contexts != nullptr) return launch(hstu_bwd_pds_body_ctx_kernel<T, D, STAGES, NWARPS, BODY>);
+      }
       return launch(hstu_bwd_pds_body_kernel<T, D, STAGES, NWARPS, BODY>);
     } else {
       if constexpr (NWARPS == 8 && STAGES != 3) {  // (a host pointer test: no device sync)
