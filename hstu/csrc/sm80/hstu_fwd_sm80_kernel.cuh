@@ -72,11 +72,12 @@ struct FwdSm80Tile {
   static_assert(PAIR == 1 || (PAIR == 2 && STAGES == 1 && (SKIP == 0 || SKIP >= 4)), "warp pairs: one K/V stage");
 };
 
-// The rab tiles' buffers of hstu_fwd_block's RABS (two stages of BM x BN elements): at the start of Q's buffer where
-// they fit in it (D >= 2 BN), else behind the tile's shared memory (FwdSm80QregRab's kSmem counts them)
-template <int D, int BM, int BN>
+// The rab tiles' buffers of hstu_fwd_block's RABS (one per K / V stage, BM x BN elements each): with Q in registers
+// at the start of Q's buffer where they fit in it (D >= 2 BN), else behind the tile's shared memory (the tiles'
+// kSmem count them: FwdSm80QregRab, FwdSm80PairsPfRab)
+template <int D, int BM, int BN, bool QREG = true>
 constexpr bool fwd_rab_smem_in_q() {
-  return D >= 2 * BN;
+  return QREG && D >= 2 * BN;
 }
 
 // The default. D <= 128: 8 warps of one m16 tile (128 rows), 2 blocks (16 warps) per SM at the 128-register cap;
@@ -283,6 +284,13 @@ constexpr int kFwdPf = 2;
 struct FwdSm80PairsPf : FwdSm80PairsXadd {
   static constexpr bool kPrefetch = true;
 };
+// The bf16 default at D = 256 with rab where fwd_sm80_rab_smem holds (no contexts): FwdSm80PairsPf with each KV
+// tile's rab tile in shared memory (hstu_fwd_block's RABS; hstu_fwd_xpf_rab_kernel), one buffer (8 KB) loaded with
+// the tile's K: 113 KB per block, two blocks per SM on the H100 / H200 (the opt-in limit exactly)
+struct FwdSm80PairsPfRab : FwdSm80PairsPf {
+  static constexpr bool kRabSmem = true;
+  static constexpr int kSmem = FwdSm80PairsPf::kSmem + 64 * 64 * 2;
+};
 // 1 at D = 256 (for comparisons): FwdSm80PairsXadd
 template <>
 struct FwdSm80Candidate<256, 1> : FwdSm80PairsXadd {};
@@ -461,8 +469,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!ILV || (QREG && STAGES == 2), "the interleaved groups: the Q-in-registers body");
   static_assert(!XADD || (PAIR == 2 && !QREG && !PAIRKV && !SPLIT), "xadd addresses: the warp pairs' body");
   static_assert(!PF || (XADD && SKIP == 0 && STAGES == 1), "fragments ahead: the xadd pairs, no skip");
-  static_assert(!RABS || (QREG && STAGES == 2 && PAIR == 1 && SKIP == 0 && !SPLIT && !ILV && BN == 64 &&
-                          NWARPS * 32 % (BN / 8) == 0), "rab tiles in shared memory: the plain Q-in-registers body");
+  static_assert(!RABS || (SKIP == 0 && !SPLIT && !ILV && !PAIRKV && BN == 64 &&
+                          ((QREG && STAGES == 2 && PAIR == 1) || (XADD && STAGES == 1 && PAIR == 2))),
+                "rab tiles in shared memory: the plain Q-in-registers body, the warp pairs' xadd body");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -696,7 +705,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // RABS: the rab tile of keys [n0, n0 + BN) into the buffer at dst (thread t: 16-byte chunk t % (BN / 8) of rows
   // t / (BN / 8) + i NT / (BN / 8); chunk c of row r at (c ^ (r & 7)) 16 bytes; rows and keys past lk zero-filled)
   constexpr uint32_t kRabBytes = BM * BN * 2;
-  [[maybe_unused]] const uint32_t sRab0 = sQ0 + (fwd_rab_smem_in_q<D, BM, BN>() ? 0 : Tile::kSmem);
+  [[maybe_unused]] const uint32_t sRab0 = sQ0 + (fwd_rab_smem_in_q<D, BM, BN, QREG>() ? 0 : Tile::kSmem);
   [[maybe_unused]] auto load_rab = [&](uint32_t dst, int n0) {
     constexpr int CH = BN / 8, RPI = NT / CH;
     static_assert(!RABS || (RPI % 8 == 0 && BM % RPI == 0), "whole swizzle periods per pass");
@@ -751,7 +760,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         load_tile_async<BN, D, NT>(sKV0 + kTileBytes, vg + (int64_t)n0 * p.v_row_stride, p.v_row_stride,
                                    si.lk - n0, tid);
       }
-      if constexpr (RABS && !fwd_rab_smem_in_q<D, BM, BN>()) load_rab(sRab0, n0);
+      if constexpr (RABS && !fwd_rab_smem_in_q<D, BM, BN, QREG>()) load_rab(sRab0, n0);
       if constexpr (PAIRKV) {  // the first pair's second tile into stage 1
         if (nb_end - 2 >= nb_pair) {
           const int n1 = n0 - BN;
@@ -784,7 +793,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       for (int ks = 0; ks < D / 16; ++ks)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) ldsm_x4(qf[ks][mt], sQ0 + (tQ ^ L::swz(mt * 16, ks * 16)));
-      if constexpr (RABS && fwd_rab_smem_in_q<D, BM, BN>()) {  // every warp has its Q fragments: the first KV tile's
+      if constexpr (RABS && fwd_rab_smem_in_q<D, BM, BN, QREG>()) {  // every warp has its Q fragments: the first KV tile's
         // rab tile into Q's buffer (else issued with its K / V)
         __syncthreads();
         load_rab(sRab0, (nb_end - 1) * BN);
@@ -975,10 +984,11 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             // half) as one 32-bit word: byte (rw * BN + (chunk ^ (rw & 7)) * 8) * 2 + (lane % 4) * 4 of the stage's
             // buffer, chunk = the sub-tile's n8 tile; rw & 7 = lane / 4
             const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-            const uint32_t tr = sRab0 + stage * kRabBytes + (warp_row0 + lr / 4) * (BN * 2) + (lr % 4) * 4;
+            const uint32_t tr = sRab0 + (STAGES == 2 ? stage * kRabBytes : 0) + (warp_row0 + lr / 4) * (BN * 2) +
+                                (lr % 4) * 4;
 #pragma unroll
             for (int nt = 0; nt < NTILES; ++nt) {
-              const uint32_t tc = tr + (((sub * (BNS / 8) + nt) ^ (lr / 4)) * 16);
+              const uint32_t tc = tr + ((((kw0 - nbw * BN) / 8 + nt) ^ (lr / 4)) * 16);
 #pragma unroll
               for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1093,6 +1103,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
             const T* kn = kv_rows(p.k, p.k_row_stride, p.k_head_stride) + (int64_t)nn0 * p.k_row_stride;
             load_tile_async<BN, D, NT, true>(sKV0, kn, p.k_row_stride, lk - nn0, opaque(tid));
+            if constexpr (RABS) load_rab(sRab0, nn0);  // (one buffer: every warp has read this tile's)
             cp_async_commit();
           }
         }
@@ -1332,6 +1343,12 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qearly_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true>(p);
 }
+// hstu_fwd_xpf_kernel with the rab tiles in shared memory (FwdSm80PairsPfRab)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_rab_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
+                 true, true>(p);
+}
 // hstu_fwd_qreg_kernel (QSCALE: hstu_fwd_qreg_scaled_kernel) with the rab tiles in shared memory (FwdSm80QregRab)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rab_kernel(const HstuParams p) {
@@ -1372,7 +1389,10 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
 // where C::kQearly)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kRabSmem) {
+  if constexpr (C::kRabSmem && C::kXadd) {
+    return hstu_fwd_xpf_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                   C::kSkip, C::kPair>;
+  } else if constexpr (C::kRabSmem) {
     return hstu_fwd_qreg_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair, C::kQscale>;
   } else if constexpr (C::kXadd && C::kPrefetch) {
@@ -1760,6 +1780,12 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
       if (fits) {
         if (ctx) return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
+        if (fwd_sm80_rab_smem(p)) {
+          bool rab_fits = false;
+          const cudaError_t e2 = fwd_sm80_fits<FwdSm80PairsPfRab>(rab_fits);
+          if (e2 != cudaSuccess) return e2;
+          if (rab_fits) return launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream);
+        }
         return launch_hstu_fwd<T, D, FwdSm80PairsPf>(p, stream);
       }
     }
