@@ -243,6 +243,11 @@ struct FwdSm80QregRab<64> : FwdSm80Only<FwdSm80Tile<64, 128, 64, 64, 4, 2, 2, 0>
   static_assert(!fwd_rab_smem_in_q<64, 128, 64>(), "the rab buffers behind");
   static constexpr int kSmem = FwdSm80Tile<64, 128, 64, 64, 4, 2, 2, 0>::kSmem + 2 * 128 * 64 * 2;
 };
+// D = 64: FwdSm80QregRab<64> with the fully visible sub-tiles in FwdSm80QregIlv's interleaved 16-key groups, each
+// group's rab added before its SiLU (the default there; kernel_options(fwd_sm80_interleave=False): FwdSm80QregRab<64>)
+struct FwdSm80QregRabIlv : FwdSm80QregRab<64> {
+  static constexpr bool kIlv = true;
+};
 // Whether the bf16 defaults run FwdSm80QregRab: rab given, not kernel_options(fp8_fwd_var=10), its 16-byte chunks
 // aligned (the pointer and every stride)
 inline bool fwd_sm80_rab_smem(const HstuParams& p) {
@@ -469,7 +474,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!ILV || (QREG && STAGES == 2), "the interleaved groups: the Q-in-registers body");
   static_assert(!XADD || (PAIR == 2 && !QREG && !PAIRKV && !SPLIT), "xadd addresses: the warp pairs' body");
   static_assert(!PF || (XADD && SKIP == 0 && STAGES == 1), "fragments ahead: the xadd pairs, no skip");
-  static_assert(!RABS || (SKIP == 0 && !SPLIT && !ILV && !PAIRKV && BN == 64 &&
+  static_assert(!RABS || (SKIP == 0 && !SPLIT && !PAIRKV && BN == 64 &&
                           ((QREG && STAGES == 2 && PAIR == 1) || (XADD && STAGES == 1 && PAIR == 2))),
                 "rab tiles in shared memory: the plain Q-in-registers body, the warp pairs' xadd body");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
@@ -875,8 +880,34 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = 0.f;
 
+        // RABS: rab added to S's n8 tiles [nt0, nt1): the pair of keys (jw, jw + 1) of row rw (the warp's row
+        // lane / 4 of m16 tile mt, + 8 in the second half) as one 32-bit word, byte (rw * BN + (chunk ^ (rw & 7)) * 8)
+        // * 2 + (lane % 4) * 4 of the stage's buffer, chunk = the n8 tile's in the KV tile; rw & 7 = lane / 4
+        [[maybe_unused]] auto rab_add = [&](int nt0, int nt1) {
+          const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+          const uint32_t tr = sRab0 + (STAGES == 2 ? stage * kRabBytes : 0) + (warp_row0 + lr / 4) * (BN * 2) +
+                              (lr % 4) * 4;
+#pragma unroll
+          for (int nt = nt0; nt < nt1; ++nt) {
+            const uint32_t tc = tr + ((((kw0 - nbw * BN) / 8 + nt) ^ (lr / 4)) * 16);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+              for (int hf = 0; hf < 2; ++hf) {
+                uint32_t w;
+                asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(tc + (mt * 16 + hf * 8) * (BN * 2)));
+                float rv[2];
+                unpack2<T>(w, rv);
+#pragma unroll
+                for (int o = 0; o < 2; ++o) {
+                  float& a = acc_s[mt][nt][2 * hf + o];
+                  a = QSCALE ? fmaf(rv[o], half_alpha, a) : a + rv[o];
+                }
+              }
+          }
+        };
         if constexpr (ILV) {
-          if (full && p.rab == nullptr) {  // (block-uniform)
+          if (full && (RABS || p.rab == nullptr)) {  // (block-uniform; RABS: rab added per group)
             // 16-key group g: S of its keys (two n8 tiles per m16 tile) over D, its P (the A fragment of k16 step g
             // of P V), its P V over D
             constexpr int G = BNS / 16;
@@ -894,6 +925,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
               }
             };
             auto silu_grp = [&](int g) {
+              if constexpr (RABS) rab_add(2 * g, 2 * g + 2);
 #pragma unroll
               for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -980,30 +1012,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           // branches, so the common case (no rab, sub-tile fully visible) runs the SiLU pass alone, with no
           // per-element index or mask arithmetic.
           if constexpr (RABS) {
-            // the pair of keys (jw, jw + 1) of row rw (the warp's row lane / 4 of m16 tile mt, + 8 in the second
-            // half) as one 32-bit word: byte (rw * BN + (chunk ^ (rw & 7)) * 8) * 2 + (lane % 4) * 4 of the stage's
-            // buffer, chunk = the sub-tile's n8 tile; rw & 7 = lane / 4
-            const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-            const uint32_t tr = sRab0 + (STAGES == 2 ? stage * kRabBytes : 0) + (warp_row0 + lr / 4) * (BN * 2) +
-                                (lr % 4) * 4;
-#pragma unroll
-            for (int nt = 0; nt < NTILES; ++nt) {
-              const uint32_t tc = tr + ((((kw0 - nbw * BN) / 8 + nt) ^ (lr / 4)) * 16);
-#pragma unroll
-              for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int hf = 0; hf < 2; ++hf) {
-                  uint32_t w;
-                  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(tc + (mt * 16 + hf * 8) * (BN * 2)));
-                  float rv[2];
-                  unpack2<T>(w, rv);
-#pragma unroll
-                  for (int o = 0; o < 2; ++o) {
-                    float& a = acc_s[mt][nt][2 * hf + o];
-                    a = QSCALE ? fmaf(rv[o], half_alpha, a) : a + rv[o];
-                  }
-                }
-            }
+            rab_add(0, NTILES);
           } else if (p.rab != nullptr) {
             // (re-derived here, not kept live through the loop)
             int rb, rm0;
@@ -1349,10 +1358,12 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_rab_kernel(con
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
                  true, true>(p);
 }
-// hstu_fwd_qreg_kernel (QSCALE: hstu_fwd_qreg_scaled_kernel) with the rab tiles in shared memory (FwdSm80QregRab)
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE>
+// hstu_fwd_qreg_kernel (QSCALE: hstu_fwd_qreg_scaled_kernel; ILV: hstu_fwd_qreg_ilv_kernel) with the rab tiles in
+// shared memory (FwdSm80QregRab, FwdSm80QregRabIlv)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
+          bool ILV>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rab_kernel(const HstuParams p) {
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, false, false,
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
                  false, true>(p);
 }
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
@@ -1394,7 +1405,7 @@ constexpr auto fwd_sm80_kernel() {
                                    C::kSkip, C::kPair>;
   } else if constexpr (C::kRabSmem) {
     return hstu_fwd_qreg_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                    C::kSkip, C::kPair, C::kQscale>;
+                                    C::kSkip, C::kPair, C::kQscale, C::kIlv>;
   } else if constexpr (C::kXadd && C::kPrefetch) {
     return hstu_fwd_xpf_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                C::kSkip, C::kPair>;
@@ -1802,7 +1813,10 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       }
       if constexpr (D == 64 && std::is_same<T, __nv_bfloat16>::value) {
         if (ctx) return launch_hstu_fwd<T, D, FwdSm80QregCtx<64>>(p, stream);
-        if (fwd_sm80_rab_smem(p) && fwd_sm80_qscale(p)) return launch_hstu_fwd<T, D, FwdSm80QregRab<64>>(p, stream);
+        if (fwd_sm80_rab_smem(p) && fwd_sm80_qscale(p)) {
+          return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregRab<64>>(p, stream)
+                                                  : launch_hstu_fwd<T, D, FwdSm80QregRabIlv>(p, stream);
+        }
         if (fwd_sm80_qscale(p)) {
           return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream)
                                                   : launch_hstu_fwd<T, D, FwdSm80QregIlv<64>>(p, stream);
