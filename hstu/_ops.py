@@ -251,6 +251,9 @@ FP8_SILU_SHIFT = 50
 # hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh; private): 0 the default, then the values it knows
 FP8_FWD_VAR_SHIFT = 52
 FP8_FWD_VARS = (0, 1, 2, 3, 4, 15)
+# fp8_fwd_var values the FP8 forward has not, taken by the sm80-class forward (private, for comparisons): 10 its bf16
+# defaults with rab as main had them (rab read per element from global memory, not its tiles in shared memory)
+FWD_SM80_RAB_VARS = (10,)
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
@@ -315,6 +318,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (timing-only: WRONG output rows) that default kernel writing clock stamps of its first CTA's loop over that
     CTA's output rows (tools/hstu_dev/fp8_fwd_split.py --trace; dev builds only, like ``fp8_fwd_diag``); elsewhere
     the default runs.
+    10 (``FWD_SM80_RAB_VARS``; for comparisons, the same outputs; the FP8 forward runs its default): the sm80-class
+    forward's bf16 defaults with rab as main had them (each rab element loaded from global memory after the S MMAs)
+    instead of the rab tiles copied into shared memory with K / V.
     ``fwd_sm80_qscale=False`` (for comparisons): the sm80-class forward's bf16 D = 64 long-row default without its Q
     fragments scaled by alpha / 2 where that is a power of two (the same output; one FMUL per score more).
     ``fwd_sm80_split_main=True`` (for comparisons): the sm80-class forward's split as it was: its least chunk
@@ -438,8 +444,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _err("fp8_silu", "0, 1 or 2", fp8_silu)
     if not any(fp8_bwd is v for v in (None, True, False)):
         _err("fp8_bwd", "None, True or False", fp8_bwd)
-    if isinstance(fp8_fwd_var, bool) or fp8_fwd_var not in FP8_FWD_VARS:
-        _err("fp8_fwd_var", f"one of {FP8_FWD_VARS}", fp8_fwd_var)
+    if isinstance(fp8_fwd_var, bool) or fp8_fwd_var not in FP8_FWD_VARS + FWD_SM80_RAB_VARS:
+        _err("fp8_fwd_var", f"one of {FP8_FWD_VARS + FWD_SM80_RAB_VARS}", fp8_fwd_var)
     bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
             | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT) | (fp8_fwd_diag << FP8_FWD_DIAG_SHIFT)
             | (fp8_silu << FP8_SILU_SHIFT) | (fp8_fwd_var << FP8_FWD_VAR_SHIFT))

@@ -112,6 +112,8 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == 2 << _ops.FP8_SILU_SHIFT == 2 << 50
         with _ops.kernel_options(fp8_fwd_var=15):  # (private, timing-only)
             assert _ops._current_options() == 15 << _ops.FP8_FWD_VAR_SHIFT == 15 << 52
+        with _ops.kernel_options(fp8_fwd_var=10):  # (the sm80-class forward's rab path as main had it)
+            assert _ops._current_options() == 10 << _ops.FP8_FWD_VAR_SHIFT
         with _ops.kernel_options(fwd_sm80_qscale=False):  # (for comparisons)
             assert _ops._current_options() == _ops.FWD_SM80_NO_QSCALE_BIT == 1 << 61
         with _ops.kernel_options(fwd_sm80_qscale=True):
@@ -152,7 +154,7 @@ def test_kernel_options_pack_and_restore():
             with _ops.kernel_options(fp8_silu=bad):
                 pass
     for bad in (5, 7, 14, 16, -1, True):
-        with pytest.raises(ValueError, match=r"fp8_fwd_var: expected one of \(0, 1, 2, 3, 4, 15\)"):
+        with pytest.raises(ValueError, match=r"fp8_fwd_var: expected one of \(0, 1, 2, 3, 4, 15, 10\)"):
             with _ops.kernel_options(fp8_fwd_var=bad):
                 pass
     for bad in (0, 1, None, "on"):

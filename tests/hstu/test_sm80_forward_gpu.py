@@ -648,7 +648,8 @@ def test_sm80_forward_qscale(mask, delta_q, rab_heads, seqused, kernel_opts):
     for alpha, scaled in ((0.125, True), (0.5, True), (0.3, False)):
         outs = {}
         for qscale, ilv in ((True, True), (True, False), (False, True)):
-            kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_qscale=qscale, fwd_sm80_interleave=ilv)
+            # (fp8_fwd_var=10: with rab main's path, not FwdSm80QregRab; test_sm80_forward_rab_smem)
+            kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_qscale=qscale, fwd_sm80_interleave=ilv, fp8_fwd_var=10)
             if qscale and ilv and alpha != 0.5:
                 kg.check_case(case, alpha, backward=False)
             kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
@@ -661,3 +662,71 @@ def test_sm80_forward_qscale(mask, delta_q, rab_heads, seqused, kernel_opts):
             assert len(names) == 1 and want in next(iter(names)), (alpha, qscale, ilv, names, want)
         assert torch.equal(outs[True, True], outs[True, False]), alpha
         assert torch.equal(outs[True, True], outs[False, True]), alpha
+
+
+@pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
+    ("causal", False, 2, False), ("causal", True, 1, True), ("local_causal", False, 2, False),
+    ("target_group", False, 1, False), ("local_target", True, 2, False), ("none", False, 1, False)])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts):
+    """The bf16 defaults with rab and without contexts (D = 64 / 128 at long rows, D = 128 where two of candidate 3's
+    blocks fit per SM; D = 256 where the warp pairs with the rab buffer fit, 113 KB) run the kernels that copy each KV
+    tile's rab tile into shared memory with its K / V (hstu_fwd_qreg_rab_kernel: FwdSm80QregRab; D = 256
+    hstu_fwd_xpf_rab_kernel: FwdSm80PairsPfRab): they meet the error rule against the fp32 reference (outputs
+    poisoned) on jagged lengths across several query tiles (keys ending inside a 16-byte chunk), windows, targets with
+    groups, delta-q, seqused, per-head and shared rab, and agree with main's rab path (kernel_options(fp8_fwd_var=10)):
+    bit for bit at D = 128 / 256 (the same tiles and sums), at D = 64 to the fp32 sum order (64-key tiles against
+    main's 128); D = 64's interleaved groups (the default) bit for bit its plain body (fwd_sm80_interleave=False). A rab whose rows are not 16-byte aligned (max_seqlen_k not a multiple of 8) runs main's kernel,
+    within the error rule."""
+    lk = [2400, 1704, 2296, 1833, 2024] if delta_q else [1400, 700, 1290, 833, 1024]
+    case = kg.make_case(zlib.crc32(repr(("rab_smem", D, mask, rab_heads, delta_q)).encode()), lk, 2, D,
+                        torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
+    assert case["q"].shape[0] >= _ops.FWD_SM80_LONG_ROWS * len(lk), "long rows: the default's Q-in-registers tile"
+    assert case["max_seqlen_k"] % 8 == 0, "16-byte aligned rab rows"
+    runs = D == 64 or (D == 128 and _qreg128_two_fit()) or (
+        D == 256 and _pairs_fit() and torch.cuda.get_device_properties(0).shared_memory_per_block_optin >= 115712)
+    want = (f"hstu_fwd_qreg_rab_kernel<__nv_bfloat16, {D}, 128, 64, {64 if D == 64 else 32}, 4, 2, 2, 0, 1, "
+            f"{'true, true' if D == 64 else 'false, false'}>")
+    if D == 256:
+        want = "hstu_fwd_xpf_rab_kernel<__nv_bfloat16, 256, 64, 64, 64, 4, 2, 1, 0, 2>"
+    alpha = 0.125  # (D = 64: alpha / 2 a power of two, the scaled Q registers)
+    outs = {}
+    for var in (0, 10):
+        kernel_opts(sm90=False, fwd_split_tiles=0, fp8_fwd_var=var)
+        if var == 0:
+            kg.check_case(case, alpha, backward=False)
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            outs[var] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=alpha, rab=case["rab"],
+                                              **kg._varlen_kwargs(case))
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if "hstu_fwd_" in e.name}
+        assert len(names) == 1, names
+        if var == 0 and runs:
+            assert want in next(iter(names)), (names, want)
+        if var == 10:
+            assert "_rab_kernel" not in next(iter(names)), names
+    if D != 64:
+        assert torch.equal(outs[0], outs[10])
+    else:
+        kg.assert_agree(("out",), (outs[0],), (outs[10],), "rab tiles in shared memory vs main's rab path")
+        # D = 64: the fully visible sub-tiles in interleaved 16-key groups (FwdSm80QregRabIlv) bit for bit the plain
+        # body (fwd_sm80_interleave=False: FwdSm80QregRab<64>)
+        kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_interleave=False)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            plain = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=alpha, rab=case["rab"],
+                                          **kg._varlen_kwargs(case))
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if "hstu_fwd_" in e.name}
+        assert len(names) == 1 and want.replace("true, true", "true, false") in next(iter(names)), names
+        assert torch.equal(plain, outs[0])
+    # rows of rab not 16-byte aligned: main's kernel
+    odd = kg.make_case(zlib.crc32(repr(("rab_odd", D, mask)).encode()), [1401, 700, 1290], 2, D, torch.bfloat16,
+                       mask, rab_heads)
+    kernel_opts(sm90=False, fwd_split_tiles=0)
+    kg.check_case(odd, alpha, backward=False)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        hstu_attn_varlen_func(odd["q"], odd["k"], odd["v"], alpha=alpha, rab=odd["rab"], **kg._varlen_kwargs(odd))
+        torch.cuda.synchronize()
+    names = {e.name for e in prof.events() if "hstu_fwd_" in e.name}
+    assert len(names) == 1 and "_rab_kernel" not in next(iter(names)), names

@@ -56,6 +56,8 @@ struct FwdSm80Tile {
   static constexpr bool kXadd = false;
   // kXadd: the S and P V fragments loaded kFwdPf MMA steps ahead (hstu_fwd_block's PF; hstu_fwd_xpf_kernel)
   static constexpr bool kPrefetch = false;
+  // rab's tiles copied into shared memory with K / V (hstu_fwd_block's RABS; hstu_fwd_qreg_rab_kernel)
+  static constexpr bool kRabSmem = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -69,6 +71,14 @@ struct FwdSm80Tile {
   static_assert(STAGES == 2 || (STAGES == 1 && BNS == BN), "one K/V stage computes whole KV tiles");
   static_assert(PAIR == 1 || (PAIR == 2 && STAGES == 1 && (SKIP == 0 || SKIP >= 4)), "warp pairs: one K/V stage");
 };
+
+// The rab tiles' buffers of hstu_fwd_block's RABS (one per K / V stage, BM x BN elements each): with Q in registers
+// at the start of Q's buffer where they fit in it (D >= 2 BN), else behind the tile's shared memory (the tiles'
+// kSmem count them: FwdSm80QregRab, FwdSm80PairsPfRab)
+template <int D, int BM, int BN, bool QREG = true>
+constexpr bool fwd_rab_smem_in_q() {
+  return QREG && D >= 2 * BN;
+}
 
 // The default. D <= 128: 8 warps of one m16 tile (128 rows), 2 blocks (16 warps) per SM at the 128-register cap;
 // KV tiles of 64 keys in sub-tiles of 64 (32 at D = 64: its S registers) . D = 256: 4 warps of 16 rows, KV tiles of
@@ -213,6 +223,37 @@ template <int D>
 struct FwdSm80QregIlv : FwdSm80QregScaled<D> {
   static constexpr bool kIlv = true;
 };
+// The bf16 defaults with rab where fwd_sm80_rab_smem holds (no contexts, long rows): the rab tiles copied into shared
+// memory with K / V (hstu_fwd_block's RABS; hstu_fwd_qreg_rab_kernel). D = 128: candidate 3's tile (where two of
+// its blocks fit per SM), the two rab buffers (32 KB) in Q's; D = 64: 128 x 64 tiles in 64-key sub-tiles with Q in
+// registers scaled by alpha / 2 (where that is a power of two), the rab buffers behind (82 KB: two blocks per SM;
+// the 128-key tiles of the default would need 64 KB more). kernel_options(fp8_fwd_var=10): main's rab path.
+template <int D>
+struct FwdSm80QregRab;
+template <>
+struct FwdSm80QregRab<128> : FwdSm80Candidate<128, 3> {
+  static constexpr bool kRabSmem = true;
+  static_assert(fwd_rab_smem_in_q<128, 128, 64>(), "the rab buffers in Q's");
+};
+template <>
+struct FwdSm80QregRab<64> : FwdSm80Only<FwdSm80Tile<64, 128, 64, 64, 4, 2, 2, 0>> {
+  static constexpr bool kQreg = true;
+  static constexpr bool kQscale = true;
+  static constexpr bool kRabSmem = true;
+  static_assert(!fwd_rab_smem_in_q<64, 128, 64>(), "the rab buffers behind");
+  static constexpr int kSmem = FwdSm80Tile<64, 128, 64, 64, 4, 2, 2, 0>::kSmem + 2 * 128 * 64 * 2;
+};
+// D = 64: FwdSm80QregRab<64> with the fully visible sub-tiles in FwdSm80QregIlv's interleaved 16-key groups, each
+// group's rab added before its SiLU (the default there; kernel_options(fwd_sm80_interleave=False): FwdSm80QregRab<64>)
+struct FwdSm80QregRabIlv : FwdSm80QregRab<64> {
+  static constexpr bool kIlv = true;
+};
+// Whether the bf16 defaults run FwdSm80QregRab: rab given, not kernel_options(fp8_fwd_var=10), its 16-byte chunks
+// aligned (the pointer and every stride)
+inline bool fwd_sm80_rab_smem(const HstuParams& p) {
+  return p.rab != nullptr && !(p.fwd_sm80_cfg & kFwdSm80RabMain) && reinterpret_cast<uintptr_t>(p.rab) % 16 == 0 &&
+         p.rab_batch_stride % 8 == 0 && p.rab_head_stride % 8 == 0 && p.rab_row_stride % 8 == 0;
+}
 // The warp pairs (candidate 3) with Q's copy issued before the mask's setup (hstu_fwd_qearly_kernel), so that the
 // setup's ~400 dependent instructions run under Q's load instead of in front of it: a block of 1-4 KV steps spends
 // ~45 % of its instructions outside the KV loop. On an H200 B256 S256 0.190 ms against 3's 0.194 (FA2 0.196).
@@ -247,6 +288,13 @@ struct FwdSm80PairsXadd : FwdSm80PairsEarly {
 constexpr int kFwdPf = 2;
 struct FwdSm80PairsPf : FwdSm80PairsXadd {
   static constexpr bool kPrefetch = true;
+};
+// The bf16 default at D = 256 with rab where fwd_sm80_rab_smem holds (no contexts): FwdSm80PairsPf with each KV
+// tile's rab tile in shared memory (hstu_fwd_block's RABS; hstu_fwd_xpf_rab_kernel), one buffer (8 KB) loaded with
+// the tile's K: 113 KB per block, two blocks per SM on the H100 / H200 (the opt-in limit exactly)
+struct FwdSm80PairsPfRab : FwdSm80PairsPf {
+  static constexpr bool kRabSmem = true;
+  static constexpr int kSmem = FwdSm80PairsPf::kSmem + 64 * 64 * 2;
 };
 // 1 at D = 256 (for comparisons): FwdSm80PairsXadd
 template <>
@@ -374,6 +422,19 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
   return true;
 }
 
+// The two elements of a 32-bit word of two T (the low half first) as floats (exact)
+template <typename T>
+__device__ __forceinline__ void unpack2(uint32_t w, float (&f)[2]) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&w));
+    f[0] = v.x;
+    f[1] = v.y;
+  } else {
+    f[0] = __uint_as_float(w << 16);
+    f[1] = __uint_as_float(w & 0xffff0000u);
+  }
+}
+
 // PAIR 2 (warp pairs): the two warps of a pair share 32 query rows (MT = 2 m16 tiles each); for S = Q K^T each takes
 // half of the sub-tile's keys over all of D, for O += P V half of D's columns over all the keys, so each K / V
 // fragment a warp loads feeds two m16 tiles (half the ldmatrix bytes per MMA of 16-row warps, which D = 256's
@@ -391,9 +452,14 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // partial to warps 0-1 through shared memory (the second stage) and go on with their own rows.
 // ILV (QREG): a sub-tile fully visible to the block's rows, without rab, in 16-key groups, S of group g, P V of g - 2
 // and the SiLU of g - 1 issued together (one basic block: ptxas interleaves the MUFU ops with the MMAs).
+// RABS (QREG, K / V double-buffered; launched only with rab): the rab tile of each KV tile (BM rows x BN keys) copied
+// into shared memory by cp.async with the tile's K / V (16-byte chunks, rows past lk and keys past lk zero-filled),
+// one buffer per stage (fwd_rab_smem_in_q: in Q's buffer, free once Q is in registers, where it fits, else behind
+// the tile's shared memory), and the score pass reads it there (a 32-bit word per pair of keys, chunks swizzled by
+// the row: conflict-free). Without it the pass loads every element from global memory after the sub-tile's S MMAs.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
           bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
-          bool XADD = false, bool PF = false>
+          bool XADD = false, bool PF = false, bool RABS = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -408,6 +474,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!ILV || (QREG && STAGES == 2), "the interleaved groups: the Q-in-registers body");
   static_assert(!XADD || (PAIR == 2 && !QREG && !PAIRKV && !SPLIT), "xadd addresses: the warp pairs' body");
   static_assert(!PF || (XADD && SKIP == 0 && STAGES == 1), "fragments ahead: the xadd pairs, no skip");
+  static_assert(!RABS || (SKIP == 0 && !SPLIT && !PAIRKV && BN == 64 &&
+                          ((QREG && STAGES == 2 && PAIR == 1) || (XADD && STAGES == 1 && PAIR == 2))),
+                "rab tiles in shared memory: the plain Q-in-registers body, the warp pairs' xadd body");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -638,6 +707,29 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     if constexpr (SPLIT) asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(sQ0 + Tile::kSmem + 24));
     return v;
   };
+  // RABS: the rab tile of keys [n0, n0 + BN) into the buffer at dst (thread t: 16-byte chunk t % (BN / 8) of rows
+  // t / (BN / 8) + i NT / (BN / 8); chunk c of row r at (c ^ (r & 7)) 16 bytes; rows and keys past lk zero-filled)
+  constexpr uint32_t kRabBytes = BM * BN * 2;
+  [[maybe_unused]] const uint32_t sRab0 = sQ0 + (fwd_rab_smem_in_q<D, BM, BN, QREG>() ? 0 : Tile::kSmem);
+  [[maybe_unused]] auto load_rab = [&](uint32_t dst, int n0) {
+    constexpr int CH = BN / 8, RPI = NT / CH;
+    static_assert(!RABS || (RPI % 8 == 0 && BM % RPI == 0), "whole swizzle periods per pass");
+    int rb, rm0;
+    block_tile(blockIdx.x, blockIdx.y, rb, rm0);
+    const int t = static_cast<int>(opaque(static_cast<uint32_t>(threadIdx.x)));
+    const int rr = t / CH, c = t % CH;
+    const int j0 = n0 + c * 8;
+    const int bytes = min(16, max(0, lk - j0) * 2);
+    const T* base = static_cast<const T*>(p.rab) + rb * p.rab_batch_stride + head() * p.rab_head_stride;
+    const T* g = base + (int64_t)(r0 + rr) * p.rab_row_stride + j0;
+    const uint32_t st = dst + rr * (BN * 2) + ((c ^ (rr & 7)) * 16);
+#pragma unroll
+    for (int i = 0; i < BM / RPI; ++i) {
+      const int n = r0 + rr + i * RPI < lk ? bytes : 0;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(st + i * RPI * (BN * 2)),
+                   "l"(n > 0 ? g + (int64_t)i * RPI * p.rab_row_stride : base), "r"(n));
+    }
+  };
   if (nb_end > nb_begin) {
     static_assert(NT >= BM && BM % 32 == 0, "one row per thread, whole warps");
     auto row_table = [&]() {
@@ -673,6 +765,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         load_tile_async<BN, D, NT>(sKV0 + kTileBytes, vg + (int64_t)n0 * p.v_row_stride, p.v_row_stride,
                                    si.lk - n0, tid);
       }
+      if constexpr (RABS && !fwd_rab_smem_in_q<D, BM, BN, QREG>()) load_rab(sRab0, n0);
       if constexpr (PAIRKV) {  // the first pair's second tile into stage 1
         if (nb_end - 2 >= nb_pair) {
           const int n1 = n0 - BN;
@@ -705,6 +798,12 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       for (int ks = 0; ks < D / 16; ++ks)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) ldsm_x4(qf[ks][mt], sQ0 + (tQ ^ L::swz(mt * 16, ks * 16)));
+      if constexpr (RABS && fwd_rab_smem_in_q<D, BM, BN, QREG>()) {  // every warp has its Q fragments: the first KV tile's
+        // rab tile into Q's buffer (else issued with its K / V)
+        __syncthreads();
+        load_rab(sRab0, (nb_end - 1) * BN);
+        cp_async_commit();
+      }
       if constexpr (QSCALE) {  // Q x alpha / 2 (a power of two: exact), so S is the SiLU's h
         const __nv_bfloat162 c2 = __float2bfloat162_rn(half_alpha);
         const uint32_t c = *reinterpret_cast<const uint32_t*>(&c2);
@@ -743,6 +842,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           const T* vn = kv_rows(p.v, p.v_row_stride, p.v_head_stride) + (int64_t)nn0 * p.v_row_stride;
           load_tile_async<BN, D, NT, true>(sKn, kn, p.k_row_stride, lk - nn0, ot);
           load_tile_async<BN, D, NT, true>(sKn + kTileBytes, vn, p.v_row_stride, lk - nn0, ot);
+          if constexpr (RABS) load_rab(sRab0 + (stage ^ 1) * kRabBytes, nn0);
           cp_async_commit();
         }
       } else {  // V of tile nb, during Q K^T
@@ -780,8 +880,34 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = 0.f;
 
+        // RABS: rab added to S's n8 tiles [nt0, nt1): the pair of keys (jw, jw + 1) of row rw (the warp's row
+        // lane / 4 of m16 tile mt, + 8 in the second half) as one 32-bit word, byte (rw * BN + (chunk ^ (rw & 7)) * 8)
+        // * 2 + (lane % 4) * 4 of the stage's buffer, chunk = the n8 tile's in the KV tile; rw & 7 = lane / 4
+        [[maybe_unused]] auto rab_add = [&](int nt0, int nt1) {
+          const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+          const uint32_t tr = sRab0 + (STAGES == 2 ? stage * kRabBytes : 0) + (warp_row0 + lr / 4) * (BN * 2) +
+                              (lr % 4) * 4;
+#pragma unroll
+          for (int nt = nt0; nt < nt1; ++nt) {
+            const uint32_t tc = tr + ((((kw0 - nbw * BN) / 8 + nt) ^ (lr / 4)) * 16);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+              for (int hf = 0; hf < 2; ++hf) {
+                uint32_t w;
+                asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(tc + (mt * 16 + hf * 8) * (BN * 2)));
+                float rv[2];
+                unpack2<T>(w, rv);
+#pragma unroll
+                for (int o = 0; o < 2; ++o) {
+                  float& a = acc_s[mt][nt][2 * hf + o];
+                  a = QSCALE ? fmaf(rv[o], half_alpha, a) : a + rv[o];
+                }
+              }
+          }
+        };
         if constexpr (ILV) {
-          if (full && p.rab == nullptr) {  // (block-uniform)
+          if (full && (RABS || p.rab == nullptr)) {  // (block-uniform; RABS: rab added per group)
             // 16-key group g: S of its keys (two n8 tiles per m16 tile) over D, its P (the A fragment of k16 step g
             // of P V), its P V over D
             constexpr int G = BNS / 16;
@@ -799,6 +925,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
               }
             };
             auto silu_grp = [&](int g) {
+              if constexpr (RABS) rab_add(2 * g, 2 * g + 2);
 #pragma unroll
               for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -884,7 +1011,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           // (rab, SiLU, then the mask on the packed pairs below); the rab and mask passes sit behind block-uniform
           // branches, so the common case (no rab, sub-tile fully visible) runs the SiLU pass alone, with no
           // per-element index or mask arithmetic.
-          if (p.rab != nullptr) {
+          if constexpr (RABS) {
+            rab_add(0, NTILES);
+          } else if (p.rab != nullptr) {
             // (re-derived here, not kept live through the loop)
             int rb, rm0;
             if constexpr (SPLIT) {  // (b is live for kv_rows anyway)
@@ -983,6 +1112,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
             const T* kn = kv_rows(p.k, p.k_row_stride, p.k_head_stride) + (int64_t)nn0 * p.k_row_stride;
             load_tile_async<BN, D, NT, true>(sKV0, kn, p.k_row_stride, lk - nn0, opaque(tid));
+            if constexpr (RABS) load_rab(sRab0, nn0);  // (one buffer: every warp has read this tile's)
             cp_async_commit();
           }
         }
@@ -1222,6 +1352,20 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qearly_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true>(p);
 }
+// hstu_fwd_xpf_kernel with the rab tiles in shared memory (FwdSm80PairsPfRab)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_rab_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
+                 true, true>(p);
+}
+// hstu_fwd_qreg_kernel (QSCALE: hstu_fwd_qreg_scaled_kernel; ILV: hstu_fwd_qreg_ilv_kernel) with the rab tiles in
+// shared memory (FwdSm80QregRab, FwdSm80QregRabIlv)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
+          bool ILV>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rab_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
+                 false, true>(p);
+}
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
 // registers, no spill; as a call its body spilled 12 B), except with SKIP 6: a call (255 registers, no spill: the
@@ -1256,7 +1400,13 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
 // where C::kQearly)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kXadd && C::kPrefetch) {
+  if constexpr (C::kRabSmem && C::kXadd) {
+    return hstu_fwd_xpf_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                   C::kSkip, C::kPair>;
+  } else if constexpr (C::kRabSmem) {
+    return hstu_fwd_qreg_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                    C::kSkip, C::kPair, C::kQscale, C::kIlv>;
+  } else if constexpr (C::kXadd && C::kPrefetch) {
     return hstu_fwd_xpf_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                C::kSkip, C::kPair>;
   } else if constexpr (C::kXadd) {
@@ -1641,6 +1791,12 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
       if (fits) {
         if (ctx) return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
+        if (fwd_sm80_rab_smem(p)) {
+          bool rab_fits = false;
+          const cudaError_t e2 = fwd_sm80_fits<FwdSm80PairsPfRab>(rab_fits);
+          if (e2 != cudaSuccess) return e2;
+          if (rab_fits) return launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream);
+        }
         return launch_hstu_fwd<T, D, FwdSm80PairsPf>(p, stream);
       }
     }
@@ -1650,12 +1806,17 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 3>>(two);
         if (err != cudaSuccess) return err;
         if (two) {
+          if (!ctx && fwd_sm80_rab_smem(p)) return launch_hstu_fwd<T, D, FwdSm80QregRab<128>>(p, stream);
           return ctx ? launch_hstu_fwd<T, D, FwdSm80QregCtx<128>>(p, stream)
                      : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
         }
       }
       if constexpr (D == 64 && std::is_same<T, __nv_bfloat16>::value) {
         if (ctx) return launch_hstu_fwd<T, D, FwdSm80QregCtx<64>>(p, stream);
+        if (fwd_sm80_rab_smem(p) && fwd_sm80_qscale(p)) {
+          return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregRab<64>>(p, stream)
+                                                  : launch_hstu_fwd<T, D, FwdSm80QregRabIlv>(p, stream);
+        }
         if (fwd_sm80_qscale(p)) {
           return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream)
                                                   : launch_hstu_fwd<T, D, FwdSm80QregIlv<64>>(p, stream);
