@@ -676,8 +676,9 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
     poisoned) on jagged lengths across several query tiles (keys ending inside a 16-byte chunk), windows, targets with
     groups, delta-q, seqused, per-head and shared rab, and agree with main's rab path (kernel_options(fp8_fwd_var=10)):
     bit for bit at D = 128 / 256 (the same tiles and sums), at D = 64 to the fp32 sum order (64-key tiles against
-    main's 128); D = 64's interleaved groups (the default) bit for bit its plain body (fwd_sm80_interleave=False). A rab whose rows are not 16-byte aligned (max_seqlen_k not a multiple of 8) runs main's kernel,
-    within the error rule."""
+    main's 128); D = 64's interleaved groups (the default) bit for bit its plain body (fwd_sm80_interleave=False).
+    A rab whose rows are not 16-byte aligned (max_seqlen_k not a multiple of 8) runs main's kernel, within the error
+    rule."""
     lk = [2400, 1704, 2296, 1833, 2024] if delta_q else [1400, 700, 1290, 833, 1024]
     case = kg.make_case(zlib.crc32(repr(("rab_smem", D, mask, rab_heads, delta_q)).encode()), lk, 2, D,
                         torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
