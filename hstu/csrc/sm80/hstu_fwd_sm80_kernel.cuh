@@ -798,8 +798,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       for (int ks = 0; ks < D / 16; ++ks)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) ldsm_x4(qf[ks][mt], sQ0 + (tQ ^ L::swz(mt * 16, ks * 16)));
-      if constexpr (RABS && fwd_rab_smem_in_q<D, BM, BN, QREG>()) {
-        // every warp has its Q fragments: the first KV tile's rab tile into Q's buffer (else issued with its K / V)
+      if constexpr (RABS && fwd_rab_smem_in_q<D, BM, BN, QREG>()) {  // every warp has its Q fragments: the first KV tile's
+        // rab tile into Q's buffer (else issued with its K / V)
         __syncthreads();
         load_rab(sRab0, (nb_end - 1) * BN);
         cp_async_commit();
