@@ -22,6 +22,12 @@ import torch
 CUDA = torch.device("cuda")
 
 
+# ------------------------------------------------------------------------------------------------ names
+def shape_name(B: int, S: int, D: int) -> str:
+    """A dense batch's case name: "B16 S4K D128" (S in K where it is at least 1024), "B256 S256 D256"."""
+    return f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
+
+
 # ------------------------------------------------------------------------------------------------ timing
 def event_ms(fn: Callable[[], object]) -> float:
     """ms of one fn() between two CUDA events on the current stream (waits for the end event)."""

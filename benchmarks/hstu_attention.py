@@ -76,7 +76,7 @@ from hstu_attn import hstu_attn_reference
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_util import (command, git_commit, kernel_breakdown, once_ms, parser, publish, pyplot,  # noqa: E402
-                        save_figure)
+                        save_figure, shape_name)
 
 T_START = time.perf_counter()
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -192,7 +192,7 @@ def build_cases(quick: bool, smoke: bool) -> List[Case]:
     for name, kw in masks:
         cases.append(Case("masks", name, [4096] * 16, 4, 128, **kw))
     for B, S, D in PORTABLE_SHAPES:
-        cases.append(Case("portable", f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}", [S] * B, 4, D))
+        cases.append(Case("portable", shape_name(B, S, D), [S] * B, 4, D))
     return cases
 
 
@@ -879,7 +879,7 @@ def run_fp8(args, device: torch.device, timer: Timer) -> str:
         scale = max(ref.abs().max().item(), 1e-30)
         diff, wide_diff = ((x - ref).abs().max().item() / scale for x in (out, fp8(wide_opts)().float()))
         flops = 4 * 4 * D * S * S * B / 2
-        name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
+        name = shape_name(B, S, D)
         return (f"| {name} causal | {mode} | {'FP8 kernel' if kernel else 'dequantize+bf16'} "
                 f"| {b_ms:.3f} | {tflops(flops, b_ms)} | {f8_ms:.3f} | {tflops(flops, f8_ms)} | "
                 f"{b_ms / f8_ms:.2f}x | {late_ms:.3f} | {late_ms / f8_ms:.3f}x | {same} | {wide_ms:.3f} | "
@@ -1159,7 +1159,7 @@ def run_fp8_methods(args, device: torch.device, methods: List[str]) -> str:
         fn = lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, DESCALE_MODES.index("tensor"), 0,  # noqa
                                                  *lens, None, float(S), None, None, opts)
         flops = 4 * 4 * D * S * S * B / 2
-        name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
+        name = shape_name(B, S, D)
         fn()
         est = once_ms(fn, device)
         print(f"({name}: inputs and first calls ready {time.perf_counter() - T_START:.1f} s after the script's start)",

@@ -54,21 +54,6 @@ def interleaved_ms(fns, reps: int, warmup: int, device: torch.device, flush: Opt
     return [statistics.median(t) if t else float("nan") for t in times]
 
 
-def short_ms(fn, reps: int, warmup: int = 5) -> float:
-    """Mean ms of `reps` back-to-back calls after `warmup` ones, one pair of CUDA events around them, no L2 flush:
-    the common short benchmark (FlashAttention-3's: a few warm-up calls, then ~30 timed repeats, their mean), which
-    times a GPU that has not yet run long enough to settle at its power cap."""
-    for _ in range(warmup):
-        fn()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(reps):
-        fn()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b) / reps
-
-
 def host_ms(fn, reps: int) -> float:
     """Median host time of one fn() call (ms; the GPU idle before each call, nothing synchronized inside it)."""
     times = []
@@ -121,7 +106,7 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
 
     flops = bwd_flops(B, S, D, H)
     tf = lambda ms: f"{flops / ms / 1e9:.1f}" if ms == ms else "n/a"  # noqa: E731
-    name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
+    name = bench_util.shape_name(B, S, D)
     k_cells = (f"{k_ms:.3f} | {tf(k_ms)} | {b_ms / k_ms:.2f}x | {diff(kernel())}" if kernel is not None
                else f"n/a ({why}) | n/a | n/a | n/a")
     d_cells = f"{d_ms:.3f} | {tf(d_ms)} | {diff(fp8(DEQ)())}" if dequant else "n/a | n/a | n/a"
@@ -134,7 +119,7 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
         named = [("kernel", kernel)] + [(v, fn) for v, fn in zip(variants, var_fns) if fn is not None]
         cells = []
         for label, fn in named:
-            ms = short_ms(fn, short)
+            ms = bench_util.steady_ms(fn, 5, short, device)
             cells.append(f"{label} {ms:.3f} ms ({tf(ms)} TFLOP/s)")
         row += f"\n\nshort method ({name}, {short} back-to-back calls after 5 warm-up ones, mean): " + "; ".join(cells)
     return row
