@@ -228,12 +228,15 @@ BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
 BWD_SM80_CFG_LAST = 15  # kBwdSm80LastCfg
 BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
-# bits 29-31: the sm80-class forward's tiles: 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS),
-# FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT
+# bits 29-31 and bit 41 (hstu_plan.h kOptFwdSm80CfgHi: the value's bit 3): the sm80-class forward's comparison cfg:
+# 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS), FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT,
+# FWD_SM80_CFG_RAB_MAIN
 FWD_SM80_CFG_SHIFT = 29
+FWD_SM80_CFG_HI_BIT = 1 << 41
 FWD_SM80_CFGS = (1, 2, 3, 4, 5)
 FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
 FWD_SM80_CFG_SPLIT = 7  # the bf16 default tile with the split of long KV ranges (kFwdSm80CfgSplit)
+FWD_SM80_CFG_RAB_MAIN = 8  # the bf16 defaults with rab as main had them (kFwdSm80CfgRabMain)
 FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 3; D128: 3
 # where two of its blocks fit per SM; D256: 3 at every row count where its 105 KB per block fit, not sm86 / sm89)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
@@ -251,11 +254,9 @@ FP8_SILU_SHIFT = 50
 # hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh; private): 0 the default, then the values it knows
 FP8_FWD_VAR_SHIFT = 52
 FP8_FWD_VARS = (0, 1, 2, 3, 4, 15)
-# fp8_fwd_var values the FP8 forward has not, taken by the sm80-class forward (private, for comparisons): 10 its bf16
-# defaults with rab as main had them (rab read per element from global memory, not its tiles in shared memory)
-FWD_SM80_RAB_VARS = (10,)
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
-                  | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
+                  | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | FWD_SM80_CFG_HI_BIT
+                  | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
                   | (15 << FP8_FWD_VAR_SHIFT) | FWD_SM80_NO_QSCALE_BIT | FWD_SM80_SPLIT_MAIN_BIT | FWD_SM80_NO_ILV_BIT
                   | (3 << FWD_SM80_BM64_SHIFT) | FWD_SM80_SPLIT_PLAIN_BIT)
@@ -318,9 +319,6 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (timing-only: WRONG output rows) that default kernel writing clock stamps of its first CTA's loop over that
     CTA's output rows (tools/hstu_dev/fp8_fwd_split.py --trace; dev builds only, like ``fp8_fwd_diag``); elsewhere
     the default runs.
-    10 (``FWD_SM80_RAB_VARS``; for comparisons, the same outputs; the FP8 forward runs its default): the sm80-class
-    forward's bf16 defaults with rab as main had them (each rab element loaded from global memory after the S MMAs)
-    instead of the rab tiles copied into shared memory with K / V.
     ``fwd_sm80_qscale=False`` (for comparisons): the sm80-class forward's bf16 D = 64 long-row default without its Q
     fragments scaled by alpha / 2 where that is a power of two (the same output; one FMUL per score more).
     ``fwd_sm80_split_main=True`` (for comparisons): the sm80-class forward's split as it was: its least chunk
@@ -412,7 +410,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (hstu/csrc/sm80/hstu_fwd_sm80_split.h): where the query tiles fill less than about four waves, each long KV walk in
     chunks (``fwd_split_tiles``: at most n KV tiles; 0 never), one block each from a work list built on the device
     (heaviest chunk first), their fp32 partials summed in chunk order (deterministic). The default takes the split too
-    (bf16).
+    (bf16). 8 (``FWD_SM80_CFG_RAB_MAIN``; private, the same outputs): the default (0) with rab as main had it (each
+    rab element loaded from global memory after the S MMAs) instead of the rab tiles copied into shared memory with
+    K / V.
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a
@@ -435,7 +435,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     split = {None: 0, 0: 255, "wave": 254}.get(fwd_split_tiles, fwd_split_tiles)
     if isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int) or bwd_sm80_cfg not in BWD_SM80_CFGS:
         _err("bwd_sm80_cfg", f"one of {BWD_SM80_CFGS}", bwd_sm80_cfg)
-    fwd_cfgs = (0,) + FWD_SM80_CFGS + (FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT)
+    fwd_cfgs = (0,) + FWD_SM80_CFGS + (FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT, FWD_SM80_CFG_RAB_MAIN)
     if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or fwd_sm80_cfg not in fwd_cfgs:
         _err("fwd_sm80_cfg", f"one of {fwd_cfgs}", fwd_sm80_cfg)
     if isinstance(fp8_fwd_diag, bool) or fp8_fwd_diag not in (0, 1, 2, 3):
@@ -444,10 +444,11 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _err("fp8_silu", "0, 1 or 2", fp8_silu)
     if not any(fp8_bwd is v for v in (None, True, False)):
         _err("fp8_bwd", "None, True or False", fp8_bwd)
-    if isinstance(fp8_fwd_var, bool) or fp8_fwd_var not in FP8_FWD_VARS + FWD_SM80_RAB_VARS:
-        _err("fp8_fwd_var", f"one of {FP8_FWD_VARS + FWD_SM80_RAB_VARS}", fp8_fwd_var)
+    if isinstance(fp8_fwd_var, bool) or fp8_fwd_var not in FP8_FWD_VARS:
+        _err("fp8_fwd_var", f"one of {FP8_FWD_VARS}", fp8_fwd_var)
     bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
-            | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT) | (fp8_fwd_diag << FP8_FWD_DIAG_SHIFT)
+            | ((fwd_sm80_cfg & 7) << FWD_SM80_CFG_SHIFT) | (FWD_SM80_CFG_HI_BIT if fwd_sm80_cfg & 8 else 0)
+            | (fp8_fwd_diag << FP8_FWD_DIAG_SHIFT)
             | (fp8_silu << FP8_SILU_SHIFT) | (fp8_fwd_var << FP8_FWD_VAR_SHIFT))
     # (the sm80-class forward's private switches: strict booleans, each setting its bit away from its default)
     for name, value, default, bit in (("fwd_sm80_qscale", fwd_sm80_qscale, True, FWD_SM80_NO_QSCALE_BIT),

@@ -32,7 +32,13 @@ def test_bits_match_the_plan_header():
     assert int(re.search(r"kOptFwdSm80CfgShift = (\d+),", text).group(1)) == _ops.FWD_SM80_CFG_SHIFT
     assert known == (sum(_ops.OPTION_BITS.values()) | (3 << _ops.BWD_GRID_SHIFT) | (255 << _ops.FWD_SPLIT_SHIFT)
                      | (15 << _ops.BWD_SM80_CFG_SHIFT) | (7 << _ops.FWD_SM80_CFG_SHIFT))
-    assert re.search(r"\(bits >> kOptFwdSm80CfgShift\) & 7\)", text)
+    # the sm80-class forward's cfg: bits 29-31 and, for its values 8-15, bit 41 (kOptFwdSm80CfgHi)
+    assert re.search(r"\(bits >> kOptFwdSm80CfgShift\) & 7\) \| \(\(bits & kOptFwdSm80CfgHi\) \? 8 : 0\)", text)
+    assert int(re.search(r"kOptFwdSm80CfgHi = int64_t\{1\} << (\d+),", text).group(1)) == 41
+    assert _ops.FWD_SM80_CFG_HI_BIT == 1 << 41
+    with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_split.h")) as f:
+        split_h = f.read()
+    assert int(re.search(r"constexpr int kFwdSm80CfgRabMain = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_MAIN
     # the FP8 forward's timing-only variants: two bits above the semantic flags
     assert int(re.search(r"kOptFp8FwdDiagShift = (\d+),", text).group(1)) == _ops.FP8_FWD_DIAG_SHIFT
     assert re.search(r"kOptFp8FwdDiagMask = int64_t\{3\} << kOptFp8FwdDiagShift,", text)
@@ -112,8 +118,8 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == 2 << _ops.FP8_SILU_SHIFT == 2 << 50
         with _ops.kernel_options(fp8_fwd_var=15):  # (private, timing-only)
             assert _ops._current_options() == 15 << _ops.FP8_FWD_VAR_SHIFT == 15 << 52
-        with _ops.kernel_options(fp8_fwd_var=10):  # (the sm80-class forward's rab path as main had it)
-            assert _ops._current_options() == 10 << _ops.FP8_FWD_VAR_SHIFT
+        with _ops.kernel_options(fwd_sm80_cfg=8):  # (the sm80-class forward's rab path as main had it)
+            assert _ops._current_options() == _ops.FWD_SM80_CFG_HI_BIT == 1 << 41
         with _ops.kernel_options(fwd_sm80_qscale=False):  # (for comparisons)
             assert _ops._current_options() == _ops.FWD_SM80_NO_QSCALE_BIT == 1 << 61
         with _ops.kernel_options(fwd_sm80_qscale=True):
@@ -153,8 +159,8 @@ def test_kernel_options_pack_and_restore():
         with pytest.raises(ValueError, match="fp8_silu: expected 0, 1 or 2"):
             with _ops.kernel_options(fp8_silu=bad):
                 pass
-    for bad in (5, 7, 14, 16, -1, True):
-        with pytest.raises(ValueError, match=r"fp8_fwd_var: expected one of \(0, 1, 2, 3, 4, 15, 10\)"):
+    for bad in (5, 7, 10, 14, 16, -1, True):
+        with pytest.raises(ValueError, match=r"fp8_fwd_var: expected one of \(0, 1, 2, 3, 4, 15\)"):
             with _ops.kernel_options(fp8_fwd_var=bad):
                 pass
     for bad in (0, 1, None, "on"):
@@ -197,8 +203,10 @@ def test_kernel_options_pack_and_restore():
         with _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg, bwd_sm80_cfg=8):
             assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (cfg << _ops.FWD_SM80_CFG_SHIFT)
                                                | (8 << _ops.BWD_SM80_CFG_SHIFT))
-    for bad in (_ops.FWD_SM80_CFG_SPLIT + 1, -1, True, 1.0):
-        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, 2, 3, 4, 5, 6, 7\), got"):
+    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_MAIN):  # (8: bit 41 alone)
+        assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
+    for bad in (_ops.FWD_SM80_CFG_RAB_MAIN + 1, 15, -1, True, 1.0):
+        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, 2, 3, 4, 5, 6, 7, 8\), got"):
             with _ops.kernel_options(fwd_sm80_cfg=bad):
                 pass
 

@@ -648,8 +648,9 @@ def test_sm80_forward_qscale(mask, delta_q, rab_heads, seqused, kernel_opts):
     for alpha, scaled in ((0.125, True), (0.5, True), (0.3, False)):
         outs = {}
         for qscale, ilv in ((True, True), (True, False), (False, True)):
-            # (fp8_fwd_var=10: with rab main's path, not FwdSm80QregRab; test_sm80_forward_rab_smem)
-            kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_qscale=qscale, fwd_sm80_interleave=ilv, fp8_fwd_var=10)
+            # (fwd_sm80_cfg=8: with rab main's path, not FwdSm80QregRab; test_sm80_forward_rab_smem)
+            kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_qscale=qscale, fwd_sm80_interleave=ilv,
+                        fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_MAIN)
             if qscale and ilv and alpha != 0.5:
                 kg.check_case(case, alpha, backward=False)
             kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
@@ -674,7 +675,7 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
     tile's rab tile into shared memory with its K / V (hstu_fwd_qreg_rab_kernel: FwdSm80QregRab; D = 256
     hstu_fwd_xpf_rab_kernel: FwdSm80PairsPfRab): they meet the error rule against the fp32 reference (outputs
     poisoned) on jagged lengths across several query tiles (keys ending inside a 16-byte chunk), windows, targets with
-    groups, delta-q, seqused, per-head and shared rab, and agree with main's rab path (kernel_options(fp8_fwd_var=10)):
+    groups, delta-q, seqused, per-head and shared rab, and agree with main's rab path (kernel_options(fwd_sm80_cfg=8)):
     bit for bit at D = 128 / 256 (the same tiles and sums), at D = 64 to the fp32 sum order (64-key tiles against
     main's 128); D = 64's interleaved groups (the default) bit for bit its plain body (fwd_sm80_interleave=False).
     A rab whose rows are not 16-byte aligned (max_seqlen_k not a multiple of 8) runs main's kernel, within the error
@@ -692,8 +693,8 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
         want = "hstu_fwd_xpf_rab_kernel<__nv_bfloat16, 256, 64, 64, 64, 4, 2, 1, 0, 2>"
     alpha = 0.125  # (D = 64: alpha / 2 a power of two, the scaled Q registers)
     outs = {}
-    for var in (0, 10):
-        kernel_opts(sm90=False, fwd_split_tiles=0, fp8_fwd_var=var)
+    for var in (0, _ops.FWD_SM80_CFG_RAB_MAIN):
+        kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_cfg=var)
         if var == 0:
             kg.check_case(case, alpha, backward=False)
         kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
@@ -705,12 +706,13 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
         assert len(names) == 1, names
         if var == 0 and runs:
             assert want in next(iter(names)), (names, want)
-        if var == 10:
+        if var != 0:
             assert "_rab_kernel" not in next(iter(names)), names
+    main = outs[_ops.FWD_SM80_CFG_RAB_MAIN]
     if D != 64:
-        assert torch.equal(outs[0], outs[10])
+        assert torch.equal(outs[0], main)
     else:
-        kg.assert_agree(("out",), (outs[0],), (outs[10],), "rab tiles in shared memory vs main's rab path")
+        kg.assert_agree(("out",), (outs[0],), (main,), "rab tiles in shared memory vs main's rab path")
         # D = 64: the fully visible sub-tiles in interleaved 16-key groups (FwdSm80QregRabIlv) bit for bit the plain
         # body (fwd_sm80_interleave=False: FwdSm80QregRab<64>)
         kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_interleave=False)

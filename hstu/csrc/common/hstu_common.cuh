@@ -82,6 +82,23 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     return *reinterpret_cast<uint32_t*>(&h);
   }
 }
+// pack2's inverse: the low / high 16-bit half of a packed pair as a float (exact)
+template <typename T>
+__device__ __forceinline__ float unpack_lo(uint32_t v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(v & 0xffffu)));
+  } else {
+    return __uint_as_float(v << 16);
+  }
+}
+template <typename T>
+__device__ __forceinline__ float unpack_hi(uint32_t v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(v >> 16)));
+  } else {
+    return __uint_as_float(v & 0xffff0000u);
+  }
+}
 
 template <typename T>
 __device__ __forceinline__ float to_float(T x) {

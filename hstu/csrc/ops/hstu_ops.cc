@@ -182,7 +182,7 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask |
                              kOptFp8FwdVarMask | kOptFp8BwdMask | kOptNoFwdSm80Qscale |
                              kOptFwdSm80SplitMain | kOptNoFwdSm80Ilv | kOptFwdSm80Bm64Mask |
-                             kOptFwdSm80SplitPlain;
+                             kOptFwdSm80SplitPlain | kOptFwdSm80CfgHi;
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   o = HstuOptions::from_bits(options);
@@ -190,12 +190,6 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   p.fwd_split_tiles = o.fwd_split_tiles;
   p.fwd_sm80_cfg = fwd_sm80_cfg_word(o.fwd_sm80_cfg, o.fwd_sm80_qscale, o.fwd_sm80_split_main,  // (..._split.h)
                                      o.fwd_sm80_ilv, fwd_sm80_bm64_forced(o.fwd_sm80_bm64), o.fwd_sm80_split_plain);
-  // kernel_options(fp8_fwd_var=10) (private, for comparisons; a value the FP8 forward has not): the sm80-class
-  // forward's bf16 defaults with rab as main had them (kFwdSm80RabMain)
-  if (o.fp8_fwd_var == 10) {
-    p.fwd_sm80_cfg |= kFwdSm80RabMain;
-    o.fp8_fwd_var = 0;
-  }
   return p;
 }
 

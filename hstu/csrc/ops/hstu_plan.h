@@ -58,8 +58,10 @@ enum HstuOptionBits : int64_t {
                                 // hstu_bwd_sm80_pds_kernel.cuh), 1 the two-barrier kernels, 2 D = 64's one-barrier
                                 // loop with the Q / dO copies together, 4 / 5 the default's one / two stage kernels,
                                 // 8 the old layouts (BwdSm80Config, the warp-pair switch) (issue 39)
-  kOptFwdSm80CfgShift = 29,     // bits 29-31: sm80-class forward tile configuration, 0 the default, 1-4 issue 39's
-                                // candidates (FwdSm80Candidate in hstu_fwd_sm80_kernel.cuh, bf16; comparisons)
+  kOptFwdSm80CfgShift = 29,     // bits 29-31 (bit 3 of the value: kOptFwdSm80CfgHi): sm80-class forward comparison
+                                // cfg (HstuParams::fwd_sm80_cfg, hstu_fwd_sm80_split.h), 0 the default, 1-5 issue
+                                // 39's candidates (FwdSm80Candidate in hstu_fwd_sm80_kernel.cuh, bf16), 6 the old
+                                // tiles, 7 the split, 8 the default with rab as main had it
   kOptKnownMask = 0xffffffff,
   // bits 48-49 (above the semantic flags; the low 32 are taken): the Hopper FP8 forward's timing-only variants
   // (HstuFp8FwdParams::diag, kFp8FwdDiag* in hstu_fwd_fp8_sm90_kernel.cuh; private, WRONG outputs, grid order)
@@ -93,6 +95,8 @@ enum HstuOptionBits : int64_t {
   // kFwdSm80SplitPlain: its list and split kernels as plain launches, a chunk's count behind full fences), for
   // comparisons
   kOptFwdSm80SplitPlain = int64_t{1} << 45,
+  // bit 41 (below the paged bits 42-44): bit 3 of kernel_options(fwd_sm80_cfg=n), whose values outgrew bits 29-31
+  kOptFwdSm80CfgHi = int64_t{1} << 41,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -119,7 +123,7 @@ struct HstuOptions {
   int bwd_grid = 0;
   int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
   int bwd_sm80_cfg = 0;
-  int fwd_sm80_cfg = 0;  // HstuParams::fwd_sm80_cfg (bits 0-2)
+  int fwd_sm80_cfg = 0;  // kernel_options(fwd_sm80_cfg=n), 0-8 (fwd_sm80_cfg_word: HstuParams::fwd_sm80_cfg)
   bool fwd_sm80_qscale = true;  // HstuParams::fwd_sm80_cfg bit 3 cleared
   bool fwd_sm80_split_main = false;  // HstuParams::fwd_sm80_cfg bit 4
   bool fwd_sm80_ilv = true;  // HstuParams::fwd_sm80_cfg bit 5 cleared
@@ -149,7 +153,7 @@ struct HstuOptions {
     const int split = static_cast<int>((bits >> kOptFwdSplitShift) & 255);
     o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
     o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 15);
-    o.fwd_sm80_cfg = static_cast<int>((bits >> kOptFwdSm80CfgShift) & 7);
+    o.fwd_sm80_cfg = static_cast<int>((bits >> kOptFwdSm80CfgShift) & 7) | ((bits & kOptFwdSm80CfgHi) ? 8 : 0);
     o.fwd_sm80_qscale = !(bits & kOptNoFwdSm80Qscale);
     o.fwd_sm80_split_main = (bits & kOptFwdSm80SplitMain) != 0;
     o.fwd_sm80_ilv = !(bits & kOptNoFwdSm80Ilv);

@@ -227,7 +227,7 @@ struct FwdSm80QregIlv : FwdSm80QregScaled<D> {
 // memory with K / V (hstu_fwd_block's RABS; hstu_fwd_qreg_rab_kernel). D = 128: candidate 3's tile (where two of
 // its blocks fit per SM), the two rab buffers (32 KB) in Q's; D = 64: 128 x 64 tiles in 64-key sub-tiles with Q in
 // registers scaled by alpha / 2 (where that is a power of two), the rab buffers behind (82 KB: two blocks per SM;
-// the 128-key tiles of the default would need 64 KB more). kernel_options(fp8_fwd_var=10): main's rab path.
+// the 128-key tiles of the default would need 64 KB more). kernel_options(fwd_sm80_cfg=8): main's rab path.
 template <int D>
 struct FwdSm80QregRab;
 template <>
@@ -248,7 +248,7 @@ struct FwdSm80QregRab<64> : FwdSm80Only<FwdSm80Tile<64, 128, 64, 64, 4, 2, 2, 0>
 struct FwdSm80QregRabIlv : FwdSm80QregRab<64> {
   static constexpr bool kIlv = true;
 };
-// Whether the bf16 defaults run FwdSm80QregRab: rab given, not kernel_options(fp8_fwd_var=10), its 16-byte chunks
+// Whether the bf16 defaults run FwdSm80QregRab: rab given, not kernel_options(fwd_sm80_cfg=8), its 16-byte chunks
 // aligned (the pointer and every stride)
 inline bool fwd_sm80_rab_smem(const HstuParams& p) {
   return p.rab != nullptr && !(p.fwd_sm80_cfg & kFwdSm80RabMain) && reinterpret_cast<uintptr_t>(p.rab) % 16 == 0 &&
@@ -420,19 +420,6 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
     }
   }
   return true;
-}
-
-// The two elements of a 32-bit word of two T (the low half first) as floats (exact)
-template <typename T>
-__device__ __forceinline__ void unpack2(uint32_t w, float (&f)[2]) {
-  if constexpr (std::is_same_v<T, __half>) {
-    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&w));
-    f[0] = v.x;
-    f[1] = v.y;
-  } else {
-    f[0] = __uint_as_float(w << 16);
-    f[1] = __uint_as_float(w & 0xffff0000u);
-  }
 }
 
 // PAIR 2 (warp pairs): the two warps of a pair share 32 query rows (MT = 2 m16 tiles each); for S = Q K^T each takes
@@ -798,8 +785,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       for (int ks = 0; ks < D / 16; ++ks)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) ldsm_x4(qf[ks][mt], sQ0 + (tQ ^ L::swz(mt * 16, ks * 16)));
-      if constexpr (RABS && fwd_rab_smem_in_q<D, BM, BN, QREG>()) {  // every warp has its Q fragments: the first KV tile's
-        // rab tile into Q's buffer (else issued with its K / V)
+      if constexpr (RABS && fwd_rab_smem_in_q<D, BM, BN, QREG>()) {  // every warp has its Q fragments: the first KV
+        // tile's rab tile into Q's buffer (else issued with its K / V)
         __syncthreads();
         load_rab(sRab0, (nb_end - 1) * BN);
         cp_async_commit();
@@ -896,8 +883,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
               for (int hf = 0; hf < 2; ++hf) {
                 uint32_t w;
                 asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(tc + (mt * 16 + hf * 8) * (BN * 2)));
-                float rv[2];
-                unpack2<T>(w, rv);
+                const float rv[2] = {unpack_lo<T>(w), unpack_hi<T>(w)};
 #pragma unroll
                 for (int o = 0; o < 2; ++o) {
                   float& a = acc_s[mt][nt][2 * hf + o];

@@ -51,13 +51,16 @@ constexpr int kFwdSm80SplitMain = 16;
 constexpr int kFwdSm80NoIlv = 32;
 constexpr int kFwdSm80SplitBm64Shift = 6;
 constexpr int kFwdSm80SplitPlain = 256;
-// kFwdSm80RabMain (kernel_options(fp8_fwd_var=10), private, for comparisons): the bf16 defaults with rab as main had
-// them (the rab read per element from global memory after the S MMAs), not FwdSm80QregRab's tiles in shared memory
+// kFwdSm80RabMain for kernel_options(fwd_sm80_cfg=8) (kFwdSm80CfgRabMain; the cfg bits 0, private, for comparisons):
+// the bf16 defaults with rab as main had them (the rab read per element from global memory after the S MMAs), not
+// FwdSm80QregRab's tiles in shared memory
 constexpr int kFwdSm80RabMain = 2048;
+constexpr int kFwdSm80CfgRabMain = 8;
 constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0,
                                 bool split_plain = false) {
-  return (cfg & kFwdSm80CfgMask) | (qscale ? 0 : kFwdSm80NoQscale) | (split_main ? kFwdSm80SplitMain : 0) |
-         (ilv ? 0 : kFwdSm80NoIlv) | (bm64 & 3) << kFwdSm80SplitBm64Shift | (split_plain ? kFwdSm80SplitPlain : 0);
+  return (cfg == kFwdSm80CfgRabMain ? kFwdSm80RabMain : cfg & kFwdSm80CfgMask) | (qscale ? 0 : kFwdSm80NoQscale) |
+         (split_main ? kFwdSm80SplitMain : 0) | (ilv ? 0 : kFwdSm80NoIlv) | (bm64 & 3) << kFwdSm80SplitBm64Shift |
+         (split_plain ? kFwdSm80SplitPlain : 0);
 }
 // kernel_options(fwd_sm80_bm64=n) from HstuParams::fwd_sm80_cfg: 0 none, 1 / 2 (FwdSm80SplitBm64)
 constexpr int fwd_sm80_bm64(int cfg_word) { return (cfg_word >> kFwdSm80SplitBm64Shift) & 3; }

@@ -278,6 +278,24 @@ __device__ __forceinline__ float fp8_descale(const float* s, int mode, int b, in
 // docs/hstu_attn.md). The head fastest (the blocks in flight read all H heads' bytes of their keys' V rows together)
 // measured the same as main's (column block, head) order.
 constexpr int kVtThreads = 128;
+// One output item of both Vt pre-passes: item idx in [0, 4 D) packs row d = idx / 4's 16 keys from column
+// c0 + 16 (idx % 4) of `tile` (the block's 64 keys x D bytes of V) into four words, one 16-byte store (none from
+// vt_cols on).
+template <int D>
+__device__ __forceinline__ void hstu_fp8_vt_store(const uint8_t (&tile)[64][D + 16], uint8_t* vt, int64_t vt_cols,
+                                                  int64_t c0, int idx) {
+  const int d = idx / 4, g = idx % 4;
+  const int64_t c = c0 + 16 * g;
+  if (c >= vt_cols) return;
+  uint32_t w[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int cc = 16 * g + 4 * q;
+    w[q] = static_cast<uint32_t>(tile[cc][d]) | static_cast<uint32_t>(tile[cc + 1][d]) << 8 |
+           static_cast<uint32_t>(tile[cc + 2][d]) << 16 | static_cast<uint32_t>(tile[cc + 3][d]) << 24;
+  }
+  st_global_v4(vt + d * vt_cols + c, make_uint4(w[0], w[1], w[2], w[3]));
+}
 template <int D>
 __global__ void __launch_bounds__(kVtThreads) hstu_fp8_vt_kernel(const HstuParams p, const HstuFp8FwdParams f) {
   __shared__ __align__(16) uint8_t tile[64][D + 16];
@@ -308,18 +326,7 @@ __global__ void __launch_bounds__(kVtThreads) hstu_fp8_vt_kernel(const HstuParam
   uint8_t* vt = static_cast<uint8_t*>(f.vt) + static_cast<int64_t>(h) * D * f.vt_cols;
 #pragma unroll
   for (int k = 0; k < D * 4 / kVtThreads; ++k) {
-    const int idx = threadIdx.x + k * kVtThreads;
-    const int d = idx / 4, g = idx % 4;
-    const int64_t c = c0 + 16 * g;
-    if (c >= f.vt_cols) continue;
-    uint32_t w[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int cc = 16 * g + 4 * q;
-      w[q] = static_cast<uint32_t>(tile[cc][d]) | static_cast<uint32_t>(tile[cc + 1][d]) << 8 |
-             static_cast<uint32_t>(tile[cc + 2][d]) << 16 | static_cast<uint32_t>(tile[cc + 3][d]) << 24;
-    }
-    st_global_v4(vt + d * f.vt_cols + c, make_uint4(w[0], w[1], w[2], w[3]));
+    hstu_fp8_vt_store<D>(tile, vt, f.vt_cols, c0, threadIdx.x + k * kVtThreads);
   }
 }
 // main's Vt pre-pass (kernel_options(fp8_fwd_var=4), for the comparison): the same columns by 256 threads.
@@ -344,19 +351,7 @@ __global__ void __launch_bounds__(256) hstu_fp8_vt_main_kernel(const HstuParams 
   }
   __syncthreads();
   uint8_t* vt = static_cast<uint8_t*>(f.vt) + static_cast<int64_t>(h) * D * f.vt_cols;
-  for (int idx = threadIdx.x; idx < D * 4; idx += 256) {
-    const int d = idx / 4, g = idx % 4;
-    const int64_t c = c0 + 16 * g;
-    if (c >= f.vt_cols) continue;
-    uint32_t w[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int cc = 16 * g + 4 * q;
-      w[q] = static_cast<uint32_t>(tile[cc][d]) | static_cast<uint32_t>(tile[cc + 1][d]) << 8 |
-             static_cast<uint32_t>(tile[cc + 2][d]) << 16 | static_cast<uint32_t>(tile[cc + 3][d]) << 24;
-    }
-    st_global_v4(vt + d * f.vt_cols + c, make_uint4(w[0], w[1], w[2], w[3]));
-  }
+  for (int idx = threadIdx.x; idx < D * 4; idx += 256) hstu_fp8_vt_store<D>(tile, vt, f.vt_cols, c0, idx);
 }
 
 // Schedules (kMode; the grid by default, the other two on kernel_options(fp8_sched=True), picked then as the bf16

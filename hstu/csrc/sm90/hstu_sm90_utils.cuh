@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "hstu/csrc/common/hstu_common.cuh"  // pack2
+#include "hstu/csrc/common/hstu_common.cuh"  // pack2, unpack_lo / unpack_hi
 #include "common/pdl.cuh"     // griddep_wait, griddep_launch_dependents
 #include "hstu/csrc/sm90/wgmma_sm90.cuh"
 
@@ -269,23 +269,6 @@ __device__ __forceinline__ uint32_t ld_nc_2u16(const void* pa, const void* pb) {
       : "=r"(v)
       : "l"(pa), "l"(pb));
   return v;
-}
-// Low / high 16-bit half of a packed pair -> float.
-template <typename T>
-__device__ __forceinline__ float unpack_lo(uint32_t v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __half2float(__ushort_as_half(static_cast<unsigned short>(v & 0xffffu)));
-  } else {
-    return __uint_as_float(v << 16);
-  }
-}
-template <typename T>
-__device__ __forceinline__ float unpack_hi(uint32_t v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __half2float(__ushort_as_half(static_cast<unsigned short>(v >> 16)));
-  } else {
-    return __uint_as_float(v & 0xffff0000u);
-  }
 }
 
 // 16-byte global store (ptr 16-byte aligned). Written out because nvcc split plain uint4 stores in the unrolled

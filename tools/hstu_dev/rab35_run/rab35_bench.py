@@ -10,7 +10,8 @@ A case: NAME[@buf][:cfg]
   rabd / rab1d (backward with has_drab)
   @buf: the input set (q, k, v, dout) the case runs on (0 default): cases on different sets tell the inputs'
   placement apart from the kernel; :cfg the fwd_sm80_cfg / bwd_sm80_cfg (default 0); ~var the fp8_fwd_var (branch
-  rab35: ~10 main's rab path in the forward: per-element global loads of rab after the S MMAs); ! with
+  rab35: ~10 main's rab path in the forward: per-element global loads of rab after the S MMAs; since tidy36 that is
+  fwd_sm80_cfg=8, which ~10 is mapped to); ! with
   fwd_sm80_interleave=False (rab35: D = 64's rab tiles without the interleaved groups).
 
 Usage: rab35_bench.py LABEL [--reps 5] [--dims 64 128 256] [--dirs fwd bwd] [--cases causal ctx64 ...]
@@ -54,6 +55,8 @@ def call_of(inp, direction, case):
     """the forward or backward of one case on inputs inp"""
     m = re.fullmatch(r"([a-z0-9]+)(?:@(\d+))?(?::(\d+))?(?:~(\d+))?(!)?", case)
     name, cfg, var, ilv = m.group(1), int(m.group(3) or 0), int(m.group(4) or 0), not m.group(5)
+    if var == 10:  # (rab35's fp8_fwd_var=10: main's rab path, now kernel_options(fwd_sm80_cfg=8))
+        cfg, var = (_ops.FWD_SM80_CFG_RAB_MAIN if direction == "fwd" else cfg), 0
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg if direction == "fwd" else 0,
                              bwd_sm80_cfg=cfg if direction == "bwd" else 0, fp8_fwd_var=var,
                              fwd_sm80_interleave=ilv):
