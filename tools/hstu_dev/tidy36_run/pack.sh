@@ -11,9 +11,13 @@ cp $D/{setup.sh,run*.sh,bitcmp.py} $W/tools/hstu_dev/carry_setup.sh $C/
 mkdir -p $C/whl $C/tree/tests/hstu $C/tree/hstu/csrc/ops $C/tree/hstu/csrc/sm80 $C/tree/hstu/csrc/sm90
 cp $W/bazel-bin/hstu_attn-*.whl $C/whl/
 cp $W/tests/conftest.py $C/tree/tests/
-cp $W/tests/hstu/{hstu_kernel_checks.py,fp8_checks.py,test_sm80_forward_gpu.py,test_fp8.py,test_kernel_options.py} \
-    $C/tree/tests/hstu/
-cp $W/hstu/csrc/ops/hstu_plan.h $C/tree/hstu/csrc/ops/
-cp $W/hstu/csrc/sm80/{hstu_fwd_sm80_kernel.cuh,hstu_bwd_sm80_kernel.cuh,hstu_fwd_sm80_split.h} $C/tree/hstu/csrc/sm80/
+for f in hstu_kernel_checks fp8_checks test_sm80_forward_gpu test_fp8 test_kernel_options test_kernels_gpu; do
+  cp $W/tests/hstu/$f.py $C/tree/tests/hstu/
+done
+cp $W/hstu/csrc/ops/{hstu_plan.h,hstu_ops.cc} $C/tree/hstu/csrc/ops/
+for f in hstu_fwd_sm80_kernel.cuh hstu_bwd_sm80_kernel.cuh hstu_fwd_sm80_split.h hstu_bwd_sm80_limits.h \
+    hstu_bwd_sm80_pds_kernel.cuh; do
+  cp $W/hstu/csrc/sm80/$f $C/tree/hstu/csrc/sm80/
+done
 cp $W/hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh $C/tree/hstu/csrc/sm90/
 du -sh $C
