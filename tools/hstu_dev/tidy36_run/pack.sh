@@ -9,7 +9,7 @@ mkdir -p $C
 rm -rf $C/whl $C/tree $C/*.sh $C/*.py
 cp $D/{setup.sh,run*.sh,bitcmp.py} $W/tools/hstu_dev/carry_setup.sh $C/
 mkdir -p $C/whl $C/tree/tests/hstu $C/tree/hstu/csrc/ops $C/tree/hstu/csrc/sm80 $C/tree/hstu/csrc/sm90
-cp $W/bazel-bin/hstu_attn-*.whl $C/whl/
+cp ${WHL:-$W/bazel-bin/hstu_attn-*.whl} $C/whl/  # (WHL: a saved copy of the sm90 wheel)
 cp $W/tests/conftest.py $C/tree/tests/
 for f in hstu_kernel_checks fp8_checks test_sm80_forward_gpu test_fp8 test_kernel_options test_kernels_gpu; do
   cp $W/tests/hstu/$f.py $C/tree/tests/hstu/
