@@ -819,7 +819,20 @@ __global__ void __launch_bounds__(384, 1)
     uint16_t* og = static_cast<uint16_t*>(p.out) +
                    static_cast<int64_t>(si.q_start + m0 + 64 * wg) * p.o_row_stride +
                    static_cast<int64_t>(h) * p.o_head_stride;
-    fwd_store_o_rows<D, C::kOPanelBytes>(sO, wg, wtid, rows_store, og, p.o_row_stride);
+    constexpr int kChunks = D / 8;
+#pragma unroll 4
+    for (int idx = wtid; idx < 64 * kChunks; idx += 128) {
+      const int rr = idx / kChunks;
+      const int c = idx % kChunks;
+      if (rr < rows_store) {
+        uint4 val;
+        const uint32_t a = sO + (c / 8) * C::kOPanelBytes + (64 * wg + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
+                     : "r"(a));
+        st_global_v4(og + static_cast<int64_t>(rr) * p.o_row_stride + c * 8, val);
+      }
+    }
     if constexpr (!kPersist) break;
     // Persistent: this warp is done with the tile's Q buffer (its wgmmas waited for) and slot.
     __syncwarp();

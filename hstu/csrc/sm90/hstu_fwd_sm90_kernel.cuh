@@ -726,7 +726,20 @@ __global__ void __launch_bounds__(384, 1)
       const int rows_store = min(64, e_lq_alloc - e_m0 - 64 * wg);
       T* og = static_cast<T*>(p.out) + static_cast<int64_t>(e_q_start + e_m0 + 64 * wg) * p.o_row_stride +
               static_cast<int64_t>(e_h) * p.o_head_stride;
-      fwd_store_o_rows<D, C::kQPanelBytes>(sQ, wg, wtid, rows_store, og, p.o_row_stride);
+      constexpr int kChunks = D / 8;
+#pragma unroll 4
+      for (int idx = wtid; idx < 64 * kChunks; idx += 128) {
+        const int rr = idx / kChunks;
+        const int c = idx % kChunks;
+        if (rr < rows_store) {
+          uint4 val;
+          const uint32_t a = sQ + (c / 8) * C::kQPanelBytes + (64 * wg + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
+                       : "r"(a));
+          st_global_v4(og + static_cast<int64_t>(rr) * p.o_row_stride + c * 8, val);
+        }
+      }
       if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 14, fwd_now());
       if constexpr (kPersist) {
         // This warp has read its part of the staging: the buffer may take a later tile's Q (its generic stores are

@@ -4,7 +4,7 @@
 
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/common/hstu_params.h"
-#include "hstu/csrc/sm90/hstu_sm90_utils.cuh"  // tanh_fast, st_global_v4
+#include "hstu/csrc/sm90/hstu_sm90_utils.cuh"  // tanh_fast
 
 namespace hstu {
 namespace sm90 {
@@ -230,29 +230,6 @@ __device__ __forceinline__ void fwd_silu_mask(float (&acc_s)[BN / 2], float sc, 
       acc_s[e] = ((bits[e / 32] >> (e % 32)) & 1u) ? v : 0.f;
     }
     tail();
-  }
-}
-
-// The epilogue's global store of consumer warpgroup wg's 64 output rows from shared memory (the CTA tile's rows at
-// 128 bytes in 64-column panels kPanelBytes apart, 16-byte chunks swizzled by the row): its 128 threads (wtid) store
-// the first rows_store rows to og (the warpgroup's row 0; rows o_row_stride elements apart) 16 bytes at a time.
-// Shared by the bf16 and FP8 forwards (the same staging layout; 2-byte outputs).
-template <int D, int kPanelBytes, typename E>
-__device__ __forceinline__ void fwd_store_o_rows(uint32_t s_o, int wg, int wtid, int rows_store, E* og,
-                                                 int64_t o_row_stride) {
-  constexpr int kChunks = D / 8;
-#pragma unroll 4
-  for (int idx = wtid; idx < 64 * kChunks; idx += 128) {
-    const int rr = idx / kChunks;
-    const int c = idx % kChunks;
-    if (rr < rows_store) {
-      uint4 val;
-      const uint32_t a = s_o + (c / 8) * kPanelBytes + (64 * wg + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
-      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
-                   : "r"(a));
-      st_global_v4(og + static_cast<int64_t>(rr) * o_row_stride + c * 8, val);
-    }
   }
 }
 
