@@ -7,7 +7,7 @@ D=$(cd "$(dirname "$0")" && pwd)
 W=$(cd "$D/../../.." && pwd) C=/work/main/.carry/tidy36
 mkdir -p $C
 rm -rf $C/whl $C/tree $C/*.sh $C/*.py
-cp $D/{setup.sh,run*.sh,bitcmp.py} $W/tools/hstu_dev/carry_setup.sh $C/
+cp $D/{setup.sh,run*.sh,bitcmp.py,ratio.py} $W/tools/hstu_dev/carry_setup.sh $C/
 mkdir -p $C/whl $C/tree/tests/hstu $C/tree/hstu/csrc/ops $C/tree/hstu/csrc/sm80 $C/tree/hstu/csrc/sm90
 cp ${WHL:-$W/bazel-bin/hstu_attn-*.whl} $C/whl/  # (WHL: a saved copy of the sm90 wheel)
 cp $W/tests/conftest.py $C/tree/tests/
