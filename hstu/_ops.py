@@ -251,8 +251,9 @@ FP8_SILU_SHIFT = 50
 # hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh; private): 0 the default, then the values it knows
 FP8_FWD_VAR_SHIFT = 52
 FP8_FWD_VARS = (0, 1, 2, 3, 4, 15)
-# fp8_fwd_var values the FP8 forward has not, taken by the sm80-class forward (private, for comparisons): 10 its bf16
-# defaults with rab as main had them (rab read per element from global memory, not its tiles in shared memory)
+# fp8_fwd_var values the FP8 forward has not, taken by the sm80-class kernels (private, for comparisons): 10 the
+# forward's and backward's bf16 defaults with rab as main had them (rab read per element from global memory, not its
+# tiles in shared memory; the backward's drab stored per element)
 FWD_SM80_RAB_VARS = (10,)
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
@@ -319,8 +320,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     CTA's output rows (tools/hstu_dev/fp8_fwd_split.py --trace; dev builds only, like ``fp8_fwd_diag``); elsewhere
     the default runs.
     10 (``FWD_SM80_RAB_VARS``; for comparisons, the same outputs; the FP8 forward runs its default): the sm80-class
-    forward's bf16 defaults with rab as main had them (each rab element loaded from global memory after the S MMAs)
-    instead of the rab tiles copied into shared memory with K / V.
+    forward's and backward's bf16 defaults with rab as main had them (each rab element loaded from global memory
+    after the S MMAs, the backward's per-head drab stored per element) instead of the rab tiles copied into shared
+    memory (the forward's with K / V, the backward's into each tile's P buffer, its drab in 16-byte row chunks).
     ``fwd_sm80_qscale=False`` (for comparisons): the sm80-class forward's bf16 D = 64 long-row default without its Q
     fragments scaled by alpha / 2 where that is a power of two (the same output; one FMUL per score more).
     ``fwd_sm80_split_main=True`` (for comparisons): the sm80-class forward's split as it was: its least chunk
