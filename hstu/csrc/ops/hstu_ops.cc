@@ -191,7 +191,7 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   p.fwd_sm80_cfg = fwd_sm80_cfg_word(o.fwd_sm80_cfg, o.fwd_sm80_qscale, o.fwd_sm80_split_main,  // (..._split.h)
                                      o.fwd_sm80_ilv, fwd_sm80_bm64_forced(o.fwd_sm80_bm64), o.fwd_sm80_split_plain);
   // kernel_options(fp8_fwd_var=10) (private, for comparisons; a value the FP8 forward has not): the sm80-class
-  // forward's bf16 defaults with rab as main had them (kFwdSm80RabMain)
+  // forward's and backward's bf16 defaults with rab as main had them (kFwdSm80RabMain)
   if (o.fp8_fwd_var == 10) {
     p.fwd_sm80_cfg |= kFwdSm80RabMain;
     o.fp8_fwd_var = 0;

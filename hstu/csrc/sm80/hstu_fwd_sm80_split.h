@@ -52,7 +52,8 @@ constexpr int kFwdSm80NoIlv = 32;
 constexpr int kFwdSm80SplitBm64Shift = 6;
 constexpr int kFwdSm80SplitPlain = 256;
 // kFwdSm80RabMain (kernel_options(fp8_fwd_var=10), private, for comparisons): the bf16 defaults with rab as main had
-// them (the rab read per element from global memory after the S MMAs), not FwdSm80QregRab's tiles in shared memory
+// them (the rab read per element from global memory after the S MMAs), not FwdSm80QregRab's tiles in shared memory;
+// the backward reads it too (hstu_bwd_sm80_kernel.cuh bwd_sm80_rab_smem: its per-element rab loads and drab stores)
 constexpr int kFwdSm80RabMain = 2048;
 constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0,
                                 bool split_plain = false) {
