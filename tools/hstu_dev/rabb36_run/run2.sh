@@ -41,5 +41,6 @@ head = rows[0]
 ki, vi, ii, ui = head.index("Kernel Name"), head.index("Metric Value"), head.index("ID"), head.index("Metric Unit")
 for r in rows[1:]:
     v = float(r[vi].replace(",", "")) * {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(r[ui], 1.0)
-    print(r[ii], f"{v:9.1f}", r[ki][:90])
+    k = r[ki].replace("void ", "").replace("(hstu::HstuParams, int)", "").replace("(hstu::HstuParams)", "")
+    print(r[ii], f"{v:9.1f}", k[:40] + (" .. " + k[-40:] if len(k) > 80 else k[40:80]))
 PY
