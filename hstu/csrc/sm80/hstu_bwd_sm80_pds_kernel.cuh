@@ -152,8 +152,8 @@ constexpr int kPdsKSplitS = 32768;
 // shared memory. Each warp copies the rab of its own phase-1 scores (query positions x keys of the next tile, 16-byte
 // chunks, zero past the sequence) by cp.async into the bytes of the tile's P buffer that its P takes later (no
 // other warp reads or writes them before), and the score pass reads one 32-bit word per key pair there, instead of
-// a 2-byte global load per element behind a bounds test. The next tile's P buffer is free after the barrier behind
-// phase 1 (its last readers, the tile before's phases 2 / 3, are done): the copies go out there with the next
+// a 2-byte global load per element behind a bounds test. Tile mb + 1's P buffer is free after the barrier behind tile
+// mb's phase 1 (its last readers, tile mb - 1's phases 2 / 3, are done): the copies go out there with the next
 // Q / dO copies; the mbarrier loops' stage barrier covers them, the one-barrier loop waits for its own group
 // (cp.async.wait_group 1, then a warp barrier). A per-head drab (q's dtype, one writer per element, 16-byte
 // aligned) leaves from the warp's dS tile in shared memory (its bits but -0 stored as +0: drab_value) as 16-byte
@@ -912,8 +912,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         uint32_t rab_w[SMT][SNT][2];
         auto rab_load = [&] {
           const uint32_t tR = LP::swz(s_m + ln / 4, s_n + (ln % 4) * 2);
-          for_each_pair<SMT, SNT>(
-              [&](int mt, int nt, int hf) { rab_w[mt][nt][hf] = lds_b32(sP + (tR ^ LP::swz(mt * 16 + hf * 8, nt * 8))); });
+          for_each_pair<SMT, SNT>([&](int mt, int nt, int hf) {
+            rab_w[mt][nt][hf] = lds_b32(sP + (tR ^ LP::swz(mt * 16 + hf * 8, nt * 8)));
+          });
         };
         // c[mt] += the rab words (c: SMT x SNT n8 tiles)
         auto rab_add = [&](float(&c)[SMT][SNT][4]) {
