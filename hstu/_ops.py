@@ -410,9 +410,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (hstu/csrc/sm80/hstu_fwd_sm80_split.h): where the query tiles fill less than about four waves, each long KV walk in
     chunks (``fwd_split_tiles``: at most n KV tiles; 0 never), one block each from a work list built on the device
     (heaviest chunk first), their fp32 partials summed in chunk order (deterministic). The default takes the split too
-    (bf16). 8 (``FWD_SM80_CFG_RAB_MAIN``; private, the same outputs): the default (0) with rab as main had it (each
-    rab element loaded from global memory after the S MMAs) instead of the rab tiles copied into shared memory with
-    K / V.
+    (bf16). 8 (``FWD_SM80_CFG_RAB_MAIN``; private, the same outputs): the forward's and backward's defaults with rab
+    as main had them (each rab element loaded from global memory after the S MMAs, the backward's per-head drab
+    stored per element) instead of the rab tiles copied into shared memory (the forward's with K / V, the backward's
+    into each tile's P buffer, its drab in 16-byte row chunks).
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a

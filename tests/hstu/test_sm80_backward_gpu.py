@@ -508,3 +508,95 @@ def test_sm80_backward_dq_workspace_layouts(D, mask, rab_heads, delta_q, seqused
             kg.poison_allocator(8 * extra[0].numel() * extra[0].element_size())
             dq = torch.autograd.grad(out, leaves, torch.randn_like(out))[0]
             assert torch.isfinite(dq).all() and not dq[-5:].any(), (dtype, cfg)
+
+
+_RAB_SMEM = 65536  # kPdsRabSmem (rab through each tile's P buffer, drab from its dS tile)
+_D256_BODY = 10 | _MBAR | _LEAN | _EPI | _KSPLIT  # (kBwdPdsD256OneBar)
+
+
+def rab_kernel(D, max_seqlen_k):
+    """The end of the name of the kernel the default runs with rab through shared memory (bf16, no contexts, rab and
+    a per-head drab 16-byte aligned) at head dim D on this GPU, or None where the sm_90+ loops do not run: the
+    default's loop (D = 64 the 128-query tiles, D = 128 the three-stage loop, D = 256 the mbarrier loop) as a body
+    kernel with kPdsRabSmem, heads first up to 2,048 keys (at D = 64 / 256 with the tail's order)."""
+    if not (mbar_fits() and one_bar_fits()):
+        return None
+    first = max_seqlen_k <= 2048
+    stages, body = {64: (2, _TILE_BODY), 128: (3, _DEFAULT_BODY[128] | _DEFAULT_FLAGS[128]), 256: (2, _D256_BODY)}[D]
+    body |= _RAB_SMEM | ((_HEADS_FIRST | _TAIL_DEFAULT[D]) if first else 0)
+    return f"hstu_bwd_pds_body_kernel<__nv_bfloat16, {D}, {stages}, 8, {body}>(hstu::HstuParams, int)"
+
+
+def _rab_grads_and_kernels(case, dout, rab, deterministic=False):
+    """dq, dk, dv, drab of one backward of case with this rab (has_drab; the allocator poisoned before the backward)
+    and the names of the sm80-class backward main kernels it ran"""
+    leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
+    rab_leaf = rab.detach().requires_grad_()  # (not a clone: the same storage offset)
+    out = hstu_attn_varlen_func(*leaves, alpha=0.5, rab=rab_leaf, has_drab=True, deterministic=deterministic,
+                                **kg._varlen_kwargs(case))
+    kg.poison_allocator(8 * case["q"].numel() * case["q"].element_size())
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        grads = torch.autograd.grad(out, leaves + [rab_leaf], dout)
+        torch.cuda.synchronize()
+    names = {e.name for e in prof.events() if "hstu_bwd_kernel<" in e.name or "hstu_bwd_pds" in e.name}
+    return grads, names
+
+
+def _rab_smem_vs_main(case, D, deterministic, kernel_opts, want_smem=True):
+    """The default with rab (through shared memory where want_smem, else main's path: the fallback) meets the error
+    rule against the fp32 reference and runs its kernel; kernel_options(fwd_sm80_cfg=8) runs main's rab path (the
+    default's loop without kPdsRabSmem); dK, dV and drab bit for bit the same, dQ too where deterministic, else up to
+    the atomics' order."""
+    dout = torch.randn_like(case["q"])
+    got = {}
+    for var in (0, 8):
+        kernel_opts(sm90=False, fwd_sm80_cfg=var)
+        if var == 0:
+            kg.check_case(case, 0.5, deterministic=deterministic)
+        got[var], names = _rab_grads_and_kernels(case, dout, case["rab"], deterministic)
+        assert not any(torch.isnan(g).any() for g in got[var]), var
+        want = rab_kernel(D, case["max_seqlen_k"]) if var == 0 and want_smem else None
+        if want is None and (var == 8 or not want_smem):
+            want = loop_kernel(D, 0, max_seqlen_k=case["max_seqlen_k"])
+        assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (var, names, want)
+    for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), got[0], got[8])):
+        if i == 0 and not deterministic:
+            kg.assert_agree((name,), [g], [w], "rab through shared memory vs main's path")
+        else:
+            assert torch.equal(g, w), name
+
+
+@pytest.mark.parametrize("mask,rab_heads,delta_q,deterministic", [
+    ("causal", 2, False, False), ("local_target", 2, True, False), ("target_group", 1, False, False),
+    ("none", 1, True, True)])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_backward_rab_smem(D, mask, rab_heads, delta_q, deterministic, kernel_opts):
+    """The default loops with rab through shared memory (kPdsRabSmem: each warp's rab copied into the tile's P
+    buffer, a per-head drab stored from the dS tile in 16-byte chunks; a shared rab's drab by the fp32 atomics, or
+    per-head slices when deterministic), heads first (jagged sequences of 0-704 keys: odd lengths, key blocks and
+    16-byte chunks cut by a sequence's end, partial and fully masked tiles) and, for the first case, batch first (one
+    of 2,208 keys): the error rule against the fp32 reference (gradients poisoned), the rab kernel, and main's rab
+    path's gradients (kernel_options(fwd_sm80_cfg=8)) bit for bit."""
+    rng = random.Random(zlib.crc32(repr(("rab_smem", D, mask)).encode()))
+    lens = [[0, 1, 63, 64, 65, 127, 128, 129, 704] + [rng.randint(0, 700) for _ in range(5)]]
+    if mask == "causal":
+        lens.append([2208, 1, 65, 129, 0, 300])
+    for lk in lens:
+        case = kg.make_case(zlib.crc32(repr(("rab_smem", D, mask, rab_heads, len(lk))).encode()), lk, 2, D,
+                            torch.bfloat16, mask, rab_heads, delta_q=delta_q)
+        assert case["max_seqlen_k"] % 8 == 0  # (rab's rows 16-byte aligned)
+        _rab_smem_vs_main(case, D, deterministic, kernel_opts)
+
+
+@pytest.mark.parametrize("how", ["rows", "pointer"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_backward_rab_smem_unaligned(D, how, kernel_opts):
+    """rab whose 16-byte chunks are not aligned (rows of 701 keys; or a view 2 bytes into its storage) runs main's
+    rab path (the default's loop without kPdsRabSmem), meeting the error rule, with fwd_sm80_cfg=8's gradients."""
+    lk = [701, 64, 129, 0, 33] if how == "rows" else [704, 64, 129, 0, 33]
+    case = kg.make_case(zlib.crc32(repr(("rab_unaligned", D, how)).encode()), lk, 2, D, torch.bfloat16, "causal", 2)
+    if how == "pointer":
+        r = case["rab"]
+        case["rab"] = torch.empty(r.numel() + 1, device=r.device, dtype=r.dtype)[1:].view(r.shape).copy_(r)
+        assert case["rab"].data_ptr() % 16 != 0 and case["rab"].is_contiguous()
+    _rab_smem_vs_main(case, D, False, kernel_opts, want_smem=False)

@@ -19,6 +19,7 @@
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "common/device_info.h"
 #include "hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh"
+#include "hstu/csrc/sm80/hstu_fwd_sm80_split.h"
 
 namespace hstu {
 
@@ -938,6 +939,25 @@ constexpr int kBwdPdsD64Tile128 = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsTil
 constexpr int kBwdSm80ThreeStageCfg = 15;
 constexpr int kBwdSm80LastCfg = 15;
 
+// Whether the sm_90+ defaults run with rab through shared memory (kPdsRabSmem): bf16, rab given, no contexts, not
+// kernel_options(fwd_sm80_cfg=8) (kFwdSm80RabMain: main's rab path in both directions, for comparisons), rab's 16-byte
+// chunks aligned (the pointer and every stride), and a per-head drab (q's dtype) aligned the same way (the fp32
+// drab of a shared rab keeps its per-element atomics / stores).
+// (kBwdSm80RabSmem<T>: whether T has the kernels; only the launched kernels are instantiated)
+template <typename T>
+constexpr bool kBwdSm80RabSmem = std::is_same<T, __nv_bfloat16>::value;
+template <typename T>
+inline bool bwd_sm80_rab_smem(const HstuParams& p) {
+  const auto aligned = [](const void* x, int64_t s0, int64_t s1, int64_t s2) {
+    return reinterpret_cast<uintptr_t>(x) % 16 == 0 && s0 % 8 == 0 && s1 % 8 == 0 && s2 % 8 == 0;
+  };
+  return kBwdSm80RabSmem<T> && p.rab != nullptr && p.num_contexts == nullptr &&
+         !(p.fwd_sm80_cfg & kFwdSm80RabMain) &&
+         aligned(p.rab, p.rab_batch_stride, p.rab_head_stride, p.rab_row_stride) &&
+         (p.drab == nullptr || p.drab_accum != nullptr || p.drab_heads != nullptr ||
+          aligned(p.drab, p.drab_batch_stride, p.drab_head_stride, p.drab_row_stride));
+}
+
 // The grid order of the default kernels for calls without contexts (kPdsHeadsFirst; cfg 3 the other one): heads
 // first for sequences of at most 2,048 keys (measured on an H200 at B128 S1K: D128 1.7 % faster, L2 hits 34 -> 74 %;
 // D256 (its two-stage kernel, where it fits) 3.64 against 4.83 ms; D64 at par; at S4K within 0.2 %), else batch
@@ -1120,8 +1140,22 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
         cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
         if (err != cudaSuccess) return err;
         if constexpr (D == 64) {  // the 128-query tiles where they fit (kBwdPdsD64Tile128), else the three stages
+          if constexpr (kBwdSm80RabSmem<T>) {
+            if (sm90 && bwd_sm80_rab_smem<T>(p)) {
+              err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128 | kPdsRabSmem>(p, max_smem, stream);
+              if (err != cudaErrorNotSupported) return err;
+            }
+          }
           if (sm90) {
             err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128, true>(p, max_smem, stream);
+            if (err != cudaErrorNotSupported) return err;
+          }
+        }
+        if constexpr (D == 128 && kBwdSm80RabSmem<T>) {  // (rab through shared memory: the loop with kPdsRabSmem)
+          if (sm90 && bwd_sm80_rab_smem<T>(p)) {
+            err = launch_hstu_bwd_pds_ordered<T, D, 3,
+                                              kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsRabSmem>(
+                p, max_smem, stream);
             if (err != cudaErrorNotSupported) return err;
           }
         }
@@ -1145,6 +1179,12 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
         int max_smem = 0;
         cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
         if (err != cudaSuccess) return err;
+        if constexpr (kBwdSm80RabSmem<T>) {  // (rab through shared memory)
+          if (sm90 && bwd_sm80_rab_smem<T>(p)) {
+            err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256OneBar | kPdsRabSmem>(p, max_smem, stream);
+            if (err != cudaErrorNotSupported) return err;
+          }
+        }
         if (sm90) {
           // (calls with contexts: the loop without the split S / dP, whose context kernel does not spill; cfg 13
           // the split's)

@@ -147,6 +147,19 @@ constexpr int kPdsTile128 = 16384;
 // The same sums in another order: S / dP differ from the default's in rounding (each element h0 + h1 of the two
 // halves, the same bits in both warps).
 constexpr int kPdsKSplitS = 32768;
+// A flag on BODY (the sm_90+ defaults' loops: D = 128's three-stage one-barrier loop, D = 64's 128-query tiles and
+// D = 256's mbarrier loop; bf16 calls with a 16-byte aligned rab, without contexts: bwd_sm80_rab_smem): rab through
+// shared memory. Each warp copies the rab of its own phase-1 scores (query positions x keys of the next tile, 16-byte
+// chunks, zero past the sequence) by cp.async into the bytes of the tile's P buffer that its P takes later (no
+// other warp reads or writes them before), and the score pass reads one 32-bit word per key pair there, instead of
+// a 2-byte global load per element behind a bounds test. Tile mb + 1's P buffer is free after the barrier behind tile
+// mb's phase 1 (its last readers, tile mb - 1's phases 2 / 3, are done): the copies go out there with the next
+// Q / dO copies; the mbarrier loops' stage barrier covers them, the one-barrier loop waits for its own group
+// (cp.async.wait_group 1, then a warp barrier). A per-head drab (q's dtype, one writer per element, 16-byte
+// aligned) leaves from the warp's dS tile in shared memory (its bits but -0 stored as +0: drab_value) as 16-byte
+// row chunks. The same sums as without (D = 256: rab added to the exchanged S, its words read before the exchange
+// writes the warp's bytes): gradients bit for bit main's path.
+constexpr int kPdsRabSmem = 65536;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -326,6 +339,38 @@ __device__ __forceinline__ float drab_value(float x) {
   asm("add.rn.f32 %0, %1, 0f00000000;\n" : "=f"(y) : "f"(x));
   return y;
 }
+// drab_value on two packed 16-bit values (bf16 / fp16): -0 -> +0, other bits kept (a half's sign stays where its
+// magnitude is not 0: (m + 0x7fff) has bit 15 set iff m > 0, no carry into the other half).
+__device__ __forceinline__ uint32_t drab_value2(uint32_t w) {
+  return w & (0x7fff7fffu | ((w & 0x7fff7fffu) + 0x7fff7fffu));
+}
+
+// kPdsRabSmem's copies and reads: a 16-byte cp.async of the first src_bytes (0-16) at gptr, the rest zero-filled;
+// 32-bit / 128-bit shared loads (volatile: ordered after the copies' waits).
+__device__ __forceinline__ void cp_async_16_n(uint32_t smem_addr, const void* gptr, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gptr), "r"(src_bytes));
+}
+__device__ __forceinline__ uint32_t lds_b32(uint32_t addr) {
+  uint32_t x;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(x) : "r"(addr));
+  return x;
+}
+__device__ __forceinline__ uint4 lds_b128(uint32_t addr) {
+  uint4 x;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(addr));
+  return x;
+}
+// __syncwarp as a compiler memory barrier too (ordered with the volatile shared loads and stores around it).
+__device__ __forceinline__ void syncwarp_mem() { asm volatile("bar.warp.sync 0xffffffff;\n" ::: "memory"); }
+// The two floats of a packed pair of T (lo: the first element), exact (to_float of each).
+template <typename T>
+__device__ __forceinline__ float2 unpack2(uint32_t w) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half22float2(*reinterpret_cast<const __half2*>(&w));
+  } else {
+    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+  }
+}
 
 // CTX: a call with contexts (num_contexts given; hstu_bwd_pds_ctx_kernel), the only one that can have a context gap
 // to skip: without contexts the kernel is the plain tile walk (no skip bookkeeping in the loop).
@@ -343,7 +388,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
-                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS);
+                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS | kPdsRabSmem);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -375,6 +420,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   static_assert(!kKSplit || (kMbar && D == 256 && NWARPS == 8 && C::kSWM == 4 && !kTile128),
                 "the K-split S / dP: D = 256's mbarrier loop");
   constexpr bool kTwoPdS = kOneBar || kMbar;  // two P / dS buffers, alternating by tile parity
+  constexpr bool kRabSmem = (BODY & kPdsRabSmem) != 0;  // (kPdsRabSmem above)
+  static_assert(!kRabSmem || (kMbar || (kOneBar && !kSplitCopies)),
+                "rab through shared memory: the one-barrier loop with the copies together, or the mbarrier loops");
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
   // D = 64 / 128's plain body (the context kernels) adds row-major (with the fragment order it spilled 4-12 B in
   // sm_90a code).
@@ -442,6 +490,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr bool kHeadsFirst = (BODY & kPdsHeadsFirst) != 0;
   constexpr bool kTailBlocksFirst = (BODY & kPdsTailBlocksFirst) != 0;
   static_assert(!kTailBlocksFirst || (kHeadsFirst && !CTX), "the tail order: heads first, no contexts");
+  static_assert(!kRabSmem || !CTX, "rab through shared memory: calls without contexts");
   int n_block = blockIdx.y;
   int b = kHeadsFirst ? blockIdx.z : blockIdx.x;
   const int h = kHeadsFirst ? blockIdx.x : blockIdx.z;
@@ -614,6 +663,62 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     return (mb >= a_end ? mb + g : mb) * BM;
   };
 
+  // kRabSmem: lane l's chunk of the warp's phase-1 rows (SN keys = kRabCpr 16-byte chunks a row): chunk l % kRabCpr
+  // of rows l / kRabCpr + kRabStep i, in the P / dS tile's layout.
+  constexpr int kRabCpr = SN / 8, kRabStep = 32 / kRabCpr;
+  static_assert(!kRabSmem || (32 % kRabCpr == 0 && SM % kRabStep == 0), "whole rows a lane step");
+  // The rab of this warp's phase-1 scores of the tile at query row m into P buffer sp (both HM-row passes with
+  // kTile128); rows at or past lk and keys past lk zero-filled (a chunk across lk: its bytes before lk copied).
+  // (from opaque(tid): formed where used, not hoisted out of the loop into registers)
+  auto load_rab_warp = [&](const uint32_t sp, const int m) {
+    const int t = static_cast<int>(opaque(static_cast<uint32_t>(tid))), w = t / 32, ln = t % 32;
+    const int s_m = (w % C::kSWM) * SM, s_n = (w / C::kSWM) * SN;
+    const int row = ln / kRabCpr, j = n0 + s_n + (ln % kRabCpr) * 8;
+    const int bytes = max(0, min(8, mk.lk - j)) * static_cast<int>(sizeof(T));
+    const char* g = reinterpret_cast<const char*>(static_cast<const T*>(p.rab) + b * p.rab_batch_stride +
+                                                  h * p.rab_head_stride + j);
+    const int64_t rs = p.rab_row_stride * (int64_t)sizeof(T);
+    const int r = m + mk.offset + s_m + row;
+    const uint32_t st = sp + LP::swz(s_m + row, s_n + (ln % kRabCpr) * 8);
+#pragma unroll
+    for (int hm = 0; hm < BM; hm += HM)
+#pragma unroll
+      for (int i = 0; i < SM / kRabStep; ++i) {
+        const int ri = r + hm + i * kRabStep;
+        const int n = ri < mk.lk ? bytes : 0;
+        cp_async_16_n(st + (hm + i * kRabStep) * BN * 2, n > 0 ? g + ri * rs : p.rab, n);
+      }
+  };
+  // kRabSmem: a per-head drab (q's dtype) from this warp's dS tile at sds (the HM-row pass at position rp), its
+  // chunks in 16-byte stores (a chunk across lk: its elements before lk).
+  auto store_drab_warp = [&](const uint32_t sds, const int rp) {
+    const int t = static_cast<int>(opaque(static_cast<uint32_t>(tid))), w = t / 32, ln = t % 32;
+    const int s_m = (w % C::kSWM) * SM, s_n = (w / C::kSWM) * SN;
+    const int row = ln / kRabCpr, j = n0 + s_n + (ln % kRabCpr) * 8;
+    if (j >= mk.lk) return;
+    T* d = static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride + j;
+    const uint32_t st = sds + LP::swz(s_m + row, s_n + (ln % kRabCpr) * 8);
+#pragma unroll
+    for (int i = 0; i < SM / kRabStep; ++i) {
+      const int r = rp + s_m + row + i * kRabStep;
+      if (r >= mk.lk) break;
+      uint4 x = lds_b128(st + i * kRabStep * BN * 2);
+      x.x = drab_value2(x.x);
+      x.y = drab_value2(x.y);
+      x.z = drab_value2(x.z);
+      x.w = drab_value2(x.w);
+      T* dr = d + (int64_t)r * p.drab_row_stride;
+      if (j + 8 <= mk.lk) {
+        *reinterpret_cast<uint4*>(dr) = x;
+      } else {
+        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+          if (j + k < mk.lk) reinterpret_cast<uint16_t*>(dr)[k] = static_cast<uint16_t>(w[k / 2] >> (16 * (k % 2)));
+      }
+    }
+  };
+
   float acc_dk[KMT][KNT][4];
   float acc_dv[KMT][KNT][4];
 #pragma unroll
@@ -645,6 +750,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     {
       const int m0 = tile_m(mb_begin);
       load_q_do(sQ0, m0, tid);
+      if constexpr (kRabSmem) load_rab_warp(sP0 + static_cast<uint32_t>(mb_begin & 1) * (2 * BM * BN * 2), m0);
     }
     cp_async_commit();
     if constexpr (kOneBar) {  // the second tile's copies too; the first tile (with K, V) waited for
@@ -801,9 +907,27 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
             for (int e = 0; e < 4; ++e) c[0][nt][e] += x[e];
           }
         };
+        // kRabSmem: the rab of the warp's scores from its P bytes (rab_w: row half hf of n8 tile (mt, nt)), read
+        // before anything is written there (kKSplit: the S exchange), then added to S as main's path adds it.
+        uint32_t rab_w[SMT][SNT][2];
+        auto rab_load = [&] {
+          const uint32_t tR = LP::swz(s_m + ln / 4, s_n + (ln % 4) * 2);
+          for_each_pair<SMT, SNT>([&](int mt, int nt, int hf) {
+            rab_w[mt][nt][hf] = lds_b32(sP + (tR ^ LP::swz(mt * 16 + hf * 8, nt * 8)));
+          });
+        };
+        // c[mt] += the rab words (c: SMT x SNT n8 tiles)
+        auto rab_add = [&](float(&c)[SMT][SNT][4]) {
+          for_each_pair<SMT, SNT>([&](int mt, int nt, int hf) {
+            const float2 x = unpack2<T>(rab_w[mt][nt][hf]);
+            c[mt][nt][2 * hf] += x.x;
+            c[mt][nt][2 * hf + 1] += x.y;
+          });
+        };
         if constexpr (kKSplit) {
           float c[2][SNT][4];
           gemm_split(c, sQ, sK);
+          if constexpr (kRabSmem) rab_load();  // (before the exchange writes this warp's rows' bytes)
           exchange(c, s_m, s_m ^ 16);  // (its own area; the partner's S partials from the partner's)
 #pragma unroll
           for (int nt = 0; nt < SNT; ++nt)
@@ -814,7 +938,16 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         }
 
         const int rbase = r0 + s_m + lane / 4, jbase = n0 + s_n + (lane % 4) * 2;
-        if (p.rab != nullptr) {  // (pointers formed where used: fewer registers live across the loop)
+        if constexpr (kRabSmem) {
+          if constexpr (!kKSplit) {
+            if constexpr (kOneBar) {  // (this tile's rab group; the next tile's Q / dO copies may stay pending)
+              cp_async_wait<1>();
+              syncwarp_mem();
+            }
+            rab_load();
+          }
+          rab_add(acc);
+        } else if (p.rab != nullptr) {  // (pointers formed where used: fewer registers live across the loop)
           const T* rab = static_cast<const T*>(p.rab) + b * p.rab_batch_stride + h * p.rab_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
             if (r < mk.lk && j < mk.lk) acc[mt][nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
@@ -955,8 +1088,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
           uint32_t pp[SMT][2 * kNpPart][2];  // P of the part's n8 tiles 2 P0 + i
           // kKSplit batch first: the SiLU pass after the dP exchange (its 8 packs not live across the dP GEMM's 32
           // partials); heads first in the GEMM's block as kOverlapDp. Each the form that compiled without spills
-          // (sm_90a, nvcc 13.0: 255 registers; the other form 44-64 B of spills in the loop).
-          constexpr bool kLateSilu = kKSplit && !(kHeadsFirst && kTailBlocksFirst);
+          // (sm_90a, nvcc 13.0: 255 registers; the other form 44-64 B of spills in the loop); with kRabSmem the
+          // late pass in both orders (heads first in the GEMM's block: 72 B).
+          constexpr bool kLateSilu = kKSplit && (!(kHeadsFirst && kTailBlocksFirst) || kRabSmem);
           if constexpr (kOverlapDp && !kLateSilu) {
             for_each_pair<SMT, 2 * kNpPart>(
                 [&](int mt, int i, int hf) { pp[mt][i][hf] = silu_pair(mt, 2 * P0 + i, hf, std::true_type()); });
@@ -1007,7 +1141,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
             if (r < mk.lk && j < mk.lk && acc[mt][nt][e] != 0.f)
               atomicAdd(d + (int64_t)r * p.drab_row_stride + j, acc[mt][nt][e]);
           });
-        } else {
+        } else if constexpr (!kRabSmem) {  // (kRabSmem: from the dS tile, below)
           T* d = static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
             if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(drab_value(acc[mt][nt][e]));
@@ -1023,6 +1157,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
                          "r"(pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1])));
           });
         }
+        if constexpr (kRabSmem) {  // a per-head drab from the warp's dS tile
+          if (p.drab != nullptr && p.drab_heads == nullptr && p.drab_accum == nullptr) {
+            syncwarp_mem();
+            store_drab_warp(sdS, r0);
+          }
+        }
       };
       if constexpr (kTile128) {
 #pragma unroll 1
@@ -1034,11 +1174,19 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       if constexpr (kOneBar) {
         cp_async_wait<0>();
         __syncthreads();  // P, dS complete; Q, dO of tile mb + 1 landed; every warp is done with tile mb - 1
+        if constexpr (kRabSmem) {  // tile mb + 1's rab into its P buffer (free now): a group of its own
+          if (mb + 1 < mb_end) {
+            load_rab_warp(sP0 + static_cast<uint32_t>((mb + 1) & 1) * (2 * BM * BN * 2), tile_m(mb + 1));
+          }
+          cp_async_commit();
+        }
         if (mb + 2 < mb_end) {
           const uint32_t ot = opaque(tid);
           load_q_do_lean(sQ0 + (stage == 0 ? 2 : stage - 1) * kStageBytes, tile_m(mb + 2), ot,
                          std::integral_constant<int, kSplitCopies ? 1 : 3>());
           cp_async_commit();
+        } else if constexpr (kRabSmem) {
+          cp_async_commit();  // (an empty group: phase 1's wait_group 1 then leaves only the Q / dO copies pending)
         }
       } else if constexpr (kMbar) {
         __syncthreads();  // P, dS complete; every warp is done with tile mb - 1 (the other stage, P / dS buffer)
@@ -1049,6 +1197,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
             load_q_do_lean(sQn, tile_m(mb + 1), ot, std::integral_constant<int, 3>());
           } else {
             load_q_do(sQn, tile_m(mb + 1), ot);
+          }
+          // (tile mb + 1's rab into its P buffer, free now: on the same stage barrier)
+          if constexpr (kRabSmem) {
+            load_rab_warp(sP0 + static_cast<uint32_t>((mb + 1) & 1) * (2 * BM * BN * 2), tile_m(mb + 1));
           }
           pds_mbar_arrive_copies(sBar + (stage ^ 1) * 8);
         }

@@ -53,7 +53,7 @@ constexpr int kFwdSm80SplitBm64Shift = 6;
 constexpr int kFwdSm80SplitPlain = 256;
 // kFwdSm80RabMain for kernel_options(fwd_sm80_cfg=8) (kFwdSm80CfgRabMain; the cfg bits 0, private, for comparisons):
 // the bf16 defaults with rab as main had them (the rab read per element from global memory after the S MMAs), not
-// FwdSm80QregRab's tiles in shared memory
+// FwdSm80QregRab's tiles in shared memory; the backward reads it too (hstu_bwd_sm80_kernel.cuh bwd_sm80_rab_smem)
 constexpr int kFwdSm80RabMain = 2048;
 constexpr int kFwdSm80CfgRabMain = 8;
 constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0,
