@@ -1372,12 +1372,11 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     constexpr int kSmem = bwd_pds_smem_bytes<D, (BODY & kPdsTile128) ? 2 * C::kBlockM : C::kBlockM, C::kBlockN>(
         STAGES, (BODY & kPdsMbarCopies) != 0);
     if (kSmem > max_smem) return cudaErrorNotSupported;
-    if constexpr (STAGES == 3 || (BODY & kPdsMbarCopies) != 0) {  // (the caller checks for sm_90+; with contexts
-      // hstu_bwd_pds_body_ctx_kernel, not in the tail order nor with the running pointers)
-      if (p.num_contexts != nullptr && (!CTX_TWIN || (BODY & (kPdsTailBlocksFirst | kPdsRunPtrs)) != 0)) {
-        return cudaErrorNotSupported;
-      }
-    }
+    // The one-barrier / mbarrier loops (the caller checks for sm_90+) take calls with contexts only as their context
+    // twin (hstu_bwd_pds_body_ctx_kernel), which is not in the tail order nor with the running pointers.
+    constexpr bool kLoop = STAGES == 3 || (BODY & kPdsMbarCopies) != 0;
+    constexpr bool kCtxTwin = CTX_TWIN && kLoop && (BODY & (kPdsTailBlocksFirst | kPdsRunPtrs)) == 0;
+    if (kLoop && !kCtxTwin && p.num_contexts != nullptr) return cudaErrorNotSupported;
     // Key blocks in gridDim.y (at most 65535): the op refuses max_seqlen_k over 65535 blocks of 64 keys with a
     // message before this (hstu/csrc/ops/hstu_plan.h kBwdSm80MaxSeqlenK, which assumes tiles of 64 keys or more).
     static_assert(C::kBlockN >= kBwdSm80MinBlockN, "kBwdSm80MaxSeqlenK assumes key blocks of at least 64 keys");
@@ -1405,8 +1404,7 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
       return cudaGetLastError();
     };
     if constexpr (BODY != 0) {
-      if constexpr (CTX_TWIN && (STAGES == 3 || (BODY & kPdsMbarCopies) != 0) &&
-                    (BODY & (kPdsTailBlocksFirst | kPdsRunPtrs)) == 0) {
+      if constexpr (kCtxTwin) {
         if (p.num_contexts != nullptr) return launch(hstu_bwd_pds_body_ctx_kernel<T, D, STAGES, NWARPS, BODY>);
       }
       return launch(hstu_bwd_pds_body_kernel<T, D, STAGES, NWARPS, BODY>);
