@@ -573,9 +573,27 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // The gap's first tile (the end when there is none), its size and one past the last tile, parked in shared memory
   // and re-read on each use inside the loop (written before its first barrier): held in registers they made the
   // kernels spill 4-80 B (255 registers before them).
+  // kHalfSkip (kTile128 with kWalkIdx: D = 64's context loop): the last tile of context rows before a gap whose
+  // second 64-row half holds no context row sees none of this key block (its rows see the keys neither as context
+  // rows nor causally: they lie before the gap's end), so the walk skips that half's phase 1, its rows in the dV / dK
+  // k-loops and its dQ warps; the half only added zeros (P = dS = 0). Its walk index in tile_map.w (else -1).
+  constexpr bool kHalfSkip = kTile128 && kWalkIdx;
   __shared__ int4 tile_map;
-  if (kSkipGap && tid == 0) tile_map = make_int4(mb_begin + n_a, gap, mb_begin + n_mt + gap, 0);
+  if (kSkipGap && tid == 0) {
+    int half_mb = -1;
+    if (kHalfSkip && gap > 0) {
+      const int a_last = mb_begin + n_a - 1;  // (the walk's last tile before the gap)
+      if (min(si.lq, mk.ctx - mk.offset) <= a_last * BM + HM) half_mb = a_last;
+    }
+    tile_map = make_int4(mb_begin + n_a, gap, mb_begin + n_mt + gap, half_mb);
+  }
   const uint32_t sMap = smem_u32(&tile_map);
+  auto half_masked = [&](const int mb) {  // kHalfSkip: tile mb's second half skipped (uniform)
+    if constexpr (!kHalfSkip) return false;
+    int hm;
+    asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(hm) : "r"(sMap + 12));
+    return mb == hm;
+  };
   // kFullMap: the query positions r0 whose tile is full against this key block (bwd_pds_full_rows), parked in shared
   // memory as tile_map (no registers across the loop).
   __shared__ int4 full_map;
@@ -1026,8 +1044,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       };
       if constexpr (kTile128) {
 #pragma unroll 1
-        for (int hm = 0; hm < BM; hm += HM)
+        for (int hm = 0; hm < BM; hm += HM) {
+          if (hm > 0 && half_masked(mb)) break;
           phase_s(r0 + hm, sQ + hm * D * 2, sdO + hm * D * 2, sP + hm * BN * 2, sdS + hm * BN * 2);
+        }
       } else {
         phase_s(r0, sQ, sdO, sP, sdS);
       }
@@ -1064,7 +1084,24 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
         const uint32_t tPt = LP::swz(ln % 8 + (ln / 16) * 8, k_n + ((ln / 8) % 2) * 8);  // P^T, dS^T as A
         const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
-        if constexpr (kParts != 3) {
+        if constexpr (kParts != 3 && kHalfSkip) {
+          // (the rows in two k-loops of HM rows, the second one not where the half is skipped: the same sums in the
+          // same order)
+          const uint32_t sA = kParts == 1 ? sP : sdS, sB = kParts == 1 ? sdO : sQ;
+          auto half_rows = [&](auto r0c) {
+            constexpr int r = decltype(r0c)::value;
+            plain_k_loop<T, HM / 16, HM / 16>(
+                kParts == 1 ? acc_dv : acc_dk,
+                [&](uint32_t(&f)[4], const int ks, const int mt) {
+                  ldsm_x4_t(f, sA + LP::xadd(tPt, r + ks * 16, mt * 16));
+                },
+                [&](uint32_t(&f)[4], const int ks, const int dp) {
+                  ldsm_x4_t(f, sB + L::xadd(tBt, r + ks * 16, dp * 16));
+                });
+          };
+          half_rows(std::integral_constant<int, 0>());
+          if (!half_masked(mb)) half_rows(std::integral_constant<int, HM>());
+        } else if constexpr (kParts != 3) {
           const uint32_t sA = kParts == 1 ? sP : sdS, sB = kParts == 1 ? sdO : sQ;
           plain_k_loop<T, BM / 16, kLoopFree ? BM / 16 : 1>(
               kParts == 1 ? acc_dv : acc_dk,
@@ -1101,6 +1138,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         float* dq_acc = p.dq_accum + (int64_t)si.q_start * dq_row_stride + h * D;
         const int ln = phase_lane();
         const int q_m = (warp % QWM) * QR, q_d = (warp / QWM) * QC;
+        if (kHalfSkip && q_m >= HM && half_masked(mb)) return;  // (the skipped half's rows: no dQ)
         const uint32_t tdA = LP::swz(q_m + ln % 16, (ln / 16) * 8);                     // dS as A
         const uint32_t tK = L::swz(ln % 8 + ((ln / 8) % 2) * 8, q_d + (ln / 16) * 8);  // K as B
 #pragma unroll
