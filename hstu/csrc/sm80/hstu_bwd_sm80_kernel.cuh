@@ -922,9 +922,10 @@ constexpr int kBwdSm80PtrCfg = 11;
 constexpr int kBwdSm80PtrOnlyCfg = 12;
 // 13 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) without the
 // running pointers and the lane offsets once (kPdsRunPtrs | kPdsLaneOnce: session 28's default loop), 14 without
-// kPdsLaneOnce (the running pointers alone), for comparisons. 13 at D = 256 (bf16, sm_90+, calls without contexts):
-// the default's mbarrier loop (either grid order) without the split S / dP (kBwdPdsD256Unsplit: main's loop before
-// it; its dK / dV / drab bitwise the two-barrier kernels').
+// kPdsLaneOnce (the running pointers alone), for comparisons; 13 at D = 64 with contexts: the default's context
+// loop with the last context tile in full (kPdsFullCtxTile: without kHalfSkip). 13 at D = 256 (bf16, sm_90+, calls
+// without contexts): the default's mbarrier loop (either grid order) without the split S / dP (kBwdPdsD256Unsplit:
+// main's loop before it; its dK / dV / drab bitwise the two-barrier kernels').
 constexpr int kBwdSm80RunPtrCfg = 13;
 constexpr int kBwdPdsD256Unsplit = kBwdPdsD256OneBar & ~kPdsKSplitS;
 constexpr int kBwdSm80LaneOnceCfg = 14;
@@ -1070,7 +1071,10 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         if constexpr (D == 64) {
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
-          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          if (p.num_contexts != nullptr) {  // (13: the 128-query context loop with its last context tile in full)
+            if (cfg != kBwdSm80RunPtrCfg) return cudaErrorNotSupported;
+            return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128 | kPdsFullCtxTile, true>(p, max_smem, stream);
+          }
           constexpr int kDefault = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>;
           static_assert((kDefault & (kPdsRunPtrs | kPdsLaneOnce)) == (kPdsRunPtrs | kPdsLaneOnce), "D = 64's default");
           if (cfg == kBwdSm80RunPtrCfg) {

@@ -147,6 +147,9 @@ constexpr int kPdsTile128 = 16384;
 // The same sums in another order: S / dP differ from the default's in rounding (each element h0 + h1 of the two
 // halves, the same bits in both warps).
 constexpr int kPdsKSplitS = 32768;
+// A flag on BODY (kPdsTile128's context twin): the walk's last context tile in full, without kHalfSkip (the context
+// loop before it: kernel_options(bwd_sm80_cfg=13) at D = 64 with contexts, for comparisons).
+constexpr int kPdsFullCtxTile = 65536;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -343,7 +346,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
-                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS);
+                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS | kPdsFullCtxTile);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -577,7 +580,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // second 64-row half holds no context row sees none of this key block (its rows see the keys neither as context
   // rows nor causally: they lie before the gap's end), so the walk skips that half's phase 1, its rows in the dV / dK
   // k-loops and its dQ warps; the half only added zeros (P = dS = 0). Its walk index in tile_map.w (else -1).
-  constexpr bool kHalfSkip = kTile128 && kWalkIdx;
+  constexpr bool kHalfSkip = kTile128 && kWalkIdx && (BODY & kPdsFullCtxTile) == 0;
   __shared__ int4 tile_map;
   if (kSkipGap && tid == 0) {
     int half_mb = -1;
