@@ -1405,10 +1405,10 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_ctx_xpf_kernel(con
                    true>(p);
   }
 }
-// QSCALE / ILV: the tiles without context rows in hstu_fwd_qreg_ilv_kernel's body (FwdSm80QregCtxIlv)
+// QSCALE / ILV: the tiles without context rows in hstu_fwd_qreg_ilv_kernel's body (hstu_fwd_qreg_ctx_ilv_kernel)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR,
-          bool QSCALE = false, bool ILV = false>
-__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(const __grid_constant__ HstuParams p) {
+          bool QSCALE, bool ILV>
+__device__ __forceinline__ void hstu_fwd_qreg_ctx_body(const HstuParams& p) {
   static_assert((SKIP == 5 || SKIP == 6) && kFwdSm80Lpt<NWARPS, MINB>, "rank 0 of the longest-first grid: tile 0");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   if constexpr (D == 128) {  // launched only where two blocks fit per SM (run_hstu_fwd): no sm_8x part
@@ -1427,7 +1427,18 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
     hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 0, PAIR, false, true, false, QSCALE, false, ILV>(p);
   }
 }
-// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5 / 6;
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(const __grid_constant__ HstuParams p) {
+  hstu_fwd_qreg_ctx_body<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false>(p);
+}
+// FwdSm80QregCtxIlv: hstu_fwd_qreg_ctx_kernel with its tiles without context rows in hstu_fwd_qreg_ilv_kernel's body
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB)
+    hstu_fwd_qreg_ctx_ilv_kernel(const __grid_constant__ HstuParams p) {
+  hstu_fwd_qreg_ctx_body<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, true, true>(p);
+}
+// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5 / 6, its _ilv form
+// where C::kIlv; hstu_fwd_ctx_xpf_kernel with SKIP 5 where C::kPrefetch;
 // hstu_fwd_qreg_ilv_kernel where C::kIlv; hstu_fwd_qreg_scaled_kernel where C::kQscale; hstu_fwd_qearly_kernel
 // where C::kQearly)
 template <typename T, int D, typename C>
@@ -1447,9 +1458,13 @@ constexpr auto fwd_sm80_kernel() {
   } else if constexpr (C::kXadd) {
     return hstu_fwd_xadd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair, C::kQearly>;
+  } else if constexpr (C::kQreg && C::kSkip >= 5 && C::kIlv) {
+    static_assert(C::kQscale, "the scaled kernel's body");
+    return hstu_fwd_qreg_ctx_ilv_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                        C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg && C::kSkip >= 5) {
     return hstu_fwd_qreg_ctx_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                    C::kSkip, C::kPair, C::kQscale, C::kIlv>;
+                                    C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg && C::kIlv) {
     static_assert(C::kQscale, "the scaled kernel's body");
     return hstu_fwd_qreg_ilv_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
