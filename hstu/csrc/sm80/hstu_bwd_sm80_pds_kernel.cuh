@@ -571,7 +571,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // kWalkIdx (the one-barrier / mbarrier loops with contexts): mb counts the walk's tiles (mb_begin .. mb_end, no
   // gap), so the loops' stage, P / dS parity and copy-ahead logic (tiles mb + 1 / mb + 2) stay as without contexts;
   // only a tile's rows (tile_m) jump over the gap.
-  constexpr bool kWalkIdx = kSkipGap && (kOneBar || kMbar);
+  // kRealIdx (D = 256's mbarrier loop with contexts, the split S / dP's): mb is the tile's own index, the next one
+  // read from the map (next_tile) and the P / dS buffer picked by the stage (both alternate per step): with the walk's
+  // index (kWalkIdx) each tile's first row came from the map at every use (the copy, phase 1, dQ's block), and
+  // ptxas kept those live: 76 B spilled (sm_90a), none this way.
+  constexpr bool kRealIdx = kSkipGap && kMbar && !kTile128;
+  constexpr bool kWalkIdx = kSkipGap && (kOneBar || kMbar) && !kRealIdx;
   static_assert(!kWalkIdx || !kRunPtrs, "the running pointers advance a tile per tile: no gap");
   // The gap's first tile (the end when there is none), its size and one past the last tile, parked in shared memory
   // and re-read on each use inside the loop (written before its first barrier): held in registers they made the
@@ -616,7 +621,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       return r0 <= x || (r0 >= y && r0 <= z);
     }
   };
-  auto next_tile = [&](const int mb) {  // the tile after mb
+  auto next_tile = [&](const int mb) {  // the tile after mb (kRealIdx too)
     if constexpr (!kSkipGap || kWalkIdx) return mb + 1;
     int a_end, g;
     asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(a_end), "=r"(g) : "r"(sMap));
@@ -713,7 +718,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       }
       const uint32_t sQ = sQ0 + stage * kStageBytes;
       const uint32_t sdO = sQ + BM * D * 2;
-      const uint32_t sP = sP0 + (kTwoPdS ? static_cast<uint32_t>(mb & 1) * (2 * BM * BN * 2) : 0u);
+      const uint32_t pds_parity = static_cast<uint32_t>(kRealIdx ? stage : mb & 1);  // (kTwoPdS' buffer)
+      const uint32_t sP = sP0 + (kTwoPdS ? pds_parity * (2 * BM * BN * 2) : 0u);
       const uint32_t sdS = sP + BM * BN * 2;
 
       // ---- Phase 1: S = Q K^T, then dP = dO V^T, over this warp's SM queries x SN keys of the HM-row pass at
@@ -1065,13 +1071,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         }
       } else if constexpr (kMbar) {
         __syncthreads();  // P, dS complete; every warp is done with tile mb - 1 (the other stage, P / dS buffer)
-        if (mb + 1 < mb_end) {
+        if (kRealIdx ? next_tile(mb) < tiles_end() : mb + 1 < mb_end) {
           const uint32_t ot = opaque(tid);
           const uint32_t sQn = sQ0 + (stage ^ 1) * kStageBytes;
+          const int mn = kRealIdx ? next_tile(mb) * BM : tile_m(mb + 1);
           if constexpr (kLeanLoad) {
-            load_q_do_lean(sQn, tile_m(mb + 1), ot, std::integral_constant<int, 3>());
+            load_q_do_lean(sQn, mn, ot, std::integral_constant<int, 3>());
           } else {
-            load_q_do(sQn, tile_m(mb + 1), ot);
+            load_q_do(sQn, mn, ot);
           }
           pds_mbar_arrive_copies(sBar + (stage ^ 1) * 8);
         }
