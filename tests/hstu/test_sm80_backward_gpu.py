@@ -408,7 +408,8 @@ def test_sm80_backward_context_loops(D, mask, rab_heads, kernel_opts):
     the fp32 reference (gradients poisoned), and dQ, dK, dV, drab agreeing with bwd_sm80_cfg=5's (the two-stage
     context kernel, the default before) to the fp32 reduction order. D = 64: bitwise bwd_sm80_cfg=13's (the 128-query
     context loop with its last context tile in full: the default skips that tile's second half where it sees none of
-    the key block, which only added zeros)."""
+    the key block, which only added zeros). D = 256 (the split S / dP loop's context twin, by the tile's own index):
+    agreeing with bwd_sm80_cfg=13's (the loop without the split) too."""
     for lens, want in (([700, 129, 64, 1, 330, 257, 1100], [200, 65, 63, 1, 64, 0, 130]),
                        ([2200, 65, 300], [64, 1, 200])):
         case = kg.make_case(zlib.crc32(repr(("ctx_loops", mask, D, rab_heads, len(lens))).encode()), lens, 2, D,
@@ -428,6 +429,10 @@ def test_sm80_backward_context_loops(D, mask, rab_heads, kernel_opts):
             full = _grads(case, dout)
             for name, a, b in zip(("dq", "dk", "dv", "drab"), got, full):
                 assert torch.equal(a, b), (lens[0], name, kg.max_err(a, b))
+        if D == 256:
+            kernel_opts(sm90=False, bwd_sm80_cfg=13)
+            unsplit = _grads(case, dout)
+            kg.assert_agree(("dq", "dk", "dv", "drab"), got, unsplit, f"{lens[0]} keys: the default vs cfg 13")
 
 
 @pytest.mark.parametrize("rab_heads,deterministic", [(2, False), (1, False), (1, True)])
