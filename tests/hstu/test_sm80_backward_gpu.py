@@ -408,8 +408,9 @@ def test_sm80_backward_context_loops(D, mask, rab_heads, kernel_opts):
     the fp32 reference (gradients poisoned), and dQ, dK, dV, drab agreeing with bwd_sm80_cfg=5's (the two-stage
     context kernel, the default before) to the fp32 reduction order. D = 64: dK / dV bitwise bwd_sm80_cfg=13's (the
     128-query context loop with its last context tile in full: the default skips that tile's second half where it
-    sees none of the key block, which only added zeros; dQ and shared rab's drab are sums by atomics, in any order). D = 256 (the split S / dP loop's context twin, by the tile's own index):
-    agreeing with bwd_sm80_cfg=13's (the loop without the split) too."""
+    sees none of the key block, which only added zeros; dQ and shared rab's drab are sums by atomics, in any order).
+    D = 256 (the split S / dP loop's context twin, by the tile's own index): agreeing with bwd_sm80_cfg=13's (the loop
+    without the split) too."""
     for lens, want in (([700, 129, 64, 1, 330, 257, 1100], [200, 65, 63, 1, 64, 0, 130]),
                        ([2200, 65, 300], [64, 1, 200])):
         case = kg.make_case(zlib.crc32(repr(("ctx_loops", mask, D, rab_heads, len(lens))).encode()), lens, 2, D,
