@@ -320,12 +320,16 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     CTA's output rows (tools/hstu_dev/fp8_fwd_split.py --trace; dev builds only, like ``fp8_fwd_diag``); elsewhere
     the default runs.
     ``fwd_sm80_qscale=False`` (for comparisons): the sm80-class forward's bf16 D = 64 long-row default without its Q
-    fragments scaled by alpha / 2 where that is a power of two (the same output; one FMUL per score more).
+    fragments scaled by alpha / 2 where that is a power of two (the same output; one FMUL per score more); with
+    contexts the context kernel whose tiles without context rows take neither the scaling nor the interleaved groups
+    (as ``fwd_sm80_interleave=False`` there).
     ``fwd_sm80_split_main=True`` (for comparisons): the sm80-class forward's split as it was: its least chunk
     rounded up, its list kernel walking the sequences a second time to place the work items (instead of the first
     walk's tiles kept in shared memory), its kernel loading Q behind the mask's setup.
     ``fwd_sm80_interleave=False`` (for comparisons): the sm80-class forward's bf16 D = 64 long-row default (Q scaled)
-    without its unmasked sub-tiles' work interleaved in 16-key groups (the same output bit for bit).
+    without its unmasked sub-tiles' work interleaved in 16-key groups (the same output bit for bit); with contexts
+    the context kernel whose tiles without context rows run the plain Q-in-registers body, unscaled (the default
+    with contexts before; the default runs them with Q scaled and the interleaved groups).
     ``fwd_sm80_bm64`` (private, for comparisons): the sm80-class forward's split (bf16, D = 64 / 128) in 64 x 64
     tiles instead of 128-row ones (fewer KV steps on batches of short sequences): 1 of 4 warps x 16 rows, 2 of 2
     warps x 32 rows (at D = 64; at D = 128 as 1), 3 never (the 128-row tiles); 0 (the default) the rule (2 at
@@ -367,7 +371,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (4-byte P / dS stores, the copies' pointers formed per tile), 11 without the pointer copies, 12 without stmatrix.
     At D = 64 the loop keeps running pointers for the Q / dO copies and dQ's block and forms the phases' lane offsets
     once per key block (cfgs 10 / 11 / 12 there without them too); 13 (bf16, D = 64, sm_90+, no contexts): the
-    loop without both (the loop before them); 14: without the lane offsets once. At D = 256 the one-barrier loop
+    loop without both (the loop before them); 14: without the lane offsets once. With contexts the D = 64 default
+    skips the masked second half of the last context tile before the context gap; 13 (bf16, D = 64, sm_90+, with
+    contexts): that loop walking the tile in full (the same gradients bit for bit). At D = 256 the one-barrier loop
     splits S and dP over the head dim across warp pairs (partial sums exchanged through shared memory); 13 (bf16,
     D = 256, sm_90+, no contexts): the loop without the split (the loop before it; not bitwise the default's). At
     D = 64 on sm_90+ (no contexts) the default itself takes 128-query tiles against the 128-key block (phase 1 on
@@ -393,7 +399,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     256); 5 (D = 64 / 128) 3's tile where the query tiles with context rows run 4's warp skip (Q from shared memory)
     and the others 3's body, one KV tile per step: the default for calls with contexts at D = 64 and at D = 128
     where two of its blocks fit per SM (else 4) runs 5's tile with query tile 0's KV tiles that only its context rows
-    see two per step; 5 at D = 256: 3 with Q's copy issued before the mask's setup, at every row count
+    see two per step (at D = 64 the other tiles in the default's Q-scaled interleaved body where alpha / 2 is a power
+    of two); at D = 256 the default for calls with contexts is 4 with the tiles without context rows in the
+    default's body (fragments two MMA steps ahead; 4 itself: the plain pairs' body there); 5 at D = 256: 3 with Q's
+    copy issued before the mask's setup, at every row count
     (``FwdSm80QregCtx``; ``FwdSm80Candidate`` in
     hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh; other tile shapes and loads measured slower or no faster and were
     removed).

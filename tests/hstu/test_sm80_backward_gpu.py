@@ -406,7 +406,11 @@ def test_sm80_backward_context_loops(D, mask, rab_heads, kernel_opts):
     tile index), heads first (jagged lengths up to 1,100 keys) and batch first (2,200 keys), contexts of 0-200 rows on
     both sides of the 64 / 128-row tile edges, targets with groups, a local window, rab / drab: the error rule against
     the fp32 reference (gradients poisoned), and dQ, dK, dV, drab agreeing with bwd_sm80_cfg=5's (the two-stage
-    context kernel, the default before) to the fp32 reduction order."""
+    context kernel, the default before) to the fp32 reduction order. D = 64: dK / dV bitwise bwd_sm80_cfg=13's (the
+    128-query context loop with its last context tile in full: the default skips that tile's second half where it
+    sees none of the key block, which only added zeros; dQ and shared rab's drab are sums by atomics, in any order).
+    D = 256 (the split S / dP loop's context twin, by the tile's own index): agreeing with bwd_sm80_cfg=13's (the loop
+    without the split) too."""
     for lens, want in (([700, 129, 64, 1, 330, 257, 1100], [200, 65, 63, 1, 64, 0, 130]),
                        ([2200, 65, 300], [64, 1, 200])):
         case = kg.make_case(zlib.crc32(repr(("ctx_loops", mask, D, rab_heads, len(lens))).encode()), lens, 2, D,
@@ -421,6 +425,17 @@ def test_sm80_backward_context_loops(D, mask, rab_heads, kernel_opts):
         kernel_opts(sm90=False, bwd_sm80_cfg=5)
         ref = _grads(case, dout)
         kg.assert_agree(("dq", "dk", "dv", "drab"), got, ref, f"{lens[0]} keys: the default vs cfg 5")
+        if D == 64:
+            kernel_opts(sm90=False, bwd_sm80_cfg=13)
+            full = _grads(case, dout)
+            for name, a, b in zip(("dk", "dv"), got[1:3], full[1:3]):
+                assert torch.equal(a, b), (lens[0], name, kg.max_err(a, b))
+            kg.assert_agree(("dq", "drab"), (got[0],) + tuple(got[3:]), (full[0],) + tuple(full[3:]),
+                            f"{lens[0]} keys: the default vs cfg 13")
+        if D == 256:
+            kernel_opts(sm90=False, bwd_sm80_cfg=13)
+            unsplit = _grads(case, dout)
+            kg.assert_agree(("dq", "dk", "dv", "drab"), got, unsplit, f"{lens[0]} keys: the default vs cfg 13")
 
 
 @pytest.mark.parametrize("rab_heads,deterministic", [(2, False), (1, False), (1, True)])

@@ -61,7 +61,7 @@ def _pairs_fit():
 def _fwd_kernel_event(name):
     """a profiler event of an sm80-class forward tile kernel (not the split's or its work list's)"""
     return any(k in name for k in ("hstu_fwd_kernel<", "hstu_fwd_qearly_kernel<", "hstu_fwd_xadd_kernel<",
-                                   "hstu_fwd_xpf_kernel<", "qreg"))
+                                   "hstu_fwd_xpf_kernel<", "hstu_fwd_ctx_xpf_kernel<", "qreg"))
 
 
 def _qreg128_two_fit():
@@ -222,10 +222,12 @@ def test_sm80_forward_pairs_xadd(mask, delta_q, rab_heads, seqused, kernel_opts)
 def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kernel_opts):
     """For bf16 calls with contexts the default runs candidate 5's tile with SKIP 6 at D = 64 and at D = 128 where
     two of its blocks fit per SM (3's Q-in-registers tile, the warp skip in the query tiles with context rows and
-    their context-only KV tiles two per step: test_sm80_forward_context_pairs), else candidate 4 (the tile without
-    Q in registers, the same skip) where it would run 1 / 2 (long rows; at D = 256 the pairs where they fit),
-    unsplit: it meets the error rule and agrees with the tile without the skip (fwd_sm80_cfg=1 / 2); targets alone
-    run the default's tile (3 / 2; D = 256: the pairs with their fragments two MMA steps ahead)."""
+    their context-only KV tiles two per step: test_sm80_forward_context_pairs; at D = 64 with alpha / 2 a power of
+    two the other tiles in the interleaved groups, hstu_fwd_qreg_ctx_ilv_kernel), else candidate 4 (the tile
+    without Q in registers, the same skip) where it would run 1 / 2 (long rows; at D = 256 the pairs where they fit,
+    the other tiles in the pairs' prefetched xadd body: hstu_fwd_ctx_xpf_kernel), unsplit: it meets the error rule
+    and agrees with the tile without the skip (fwd_sm80_cfg=1 / 2); targets alone run the default's tile (3 / 2;
+    D = 256: the pairs with their fragments two MMA steps ahead)."""
     pairs = _pairs_fit()
     base = 2 if D == 128 or (D == 256 and not pairs) else 1
     five = D == 64 or (D == 128 and _qreg128_two_fit())
@@ -249,6 +251,10 @@ def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kerne
         kernel = "hstu_fwd_qreg_ilv_kernel"
     if shown == 1 and D == 256 and pairs:  # (targets alone at D = 256: the pairs' default, FwdSm80PairsPf)
         kernel = "hstu_fwd_xpf_kernel"
+    if shown == 5 and D == 64:  # (alpha / 2 = 2^-2: the tiles without context rows in FwdSm80QregIlv's body)
+        kernel = "hstu_fwd_qreg_ctx_ilv_kernel"
+    if shown == 4 and D == 256:  # (the pairs: the tiles without context rows in FwdSm80PairsPf's body)
+        kernel = "hstu_fwd_ctx_xpf_kernel"
     tile = fwd_tile(D, shown, pairs=pairs)
     if shown == 5:  # (SKIP 6: candidate 5 with the paired KV tiles)
         tile = tile.replace(", 5, 1>", ", 6, 1>")
@@ -273,7 +279,9 @@ def test_sm80_forward_context_pairs(D, mask, rab_heads, kernel_opts):
     (odd and even numbers of such tiles, none, rows 64-127 absent) with 0 / 1 / 31 / 63 / 64 / 65 / 100 / 128
     contexts (65 and more: rows past 64 see every key, no pairs), windows, targets with groups and rab, it meets the
     error rule against the fp32 reference (outputs poisoned), agrees with candidate 5 (one KV tile per step),
-    repeats bitwise and runs the SKIP 6 kernel."""
+    repeats bitwise and runs the SKIP 6 kernel (D = 64, alpha / 2 a power of two: the other tiles in the interleaved
+    groups, hstu_fwd_qreg_ctx_ilv_kernel; agrees with kernel_options(fwd_sm80_interleave=False), the kernel
+    without them)."""
     if D == 128 and not _qreg128_two_fit():
         pytest.skip("D = 128: the default with contexts is candidate 4 here (two Q-in-registers blocks do not fit)")
     lens = [2000, 1153, 700, 640, 257, 129, 100, 64, 1]
@@ -283,8 +291,9 @@ def test_sm80_forward_context_pairs(D, mask, rab_heads, kernel_opts):
     nc = [max(0, min(c, lk - t)) for c, lk, t in zip(want, lens, nt)]
     case["num_contexts"] = torch.tensor(nc, dtype=torch.int32, device="cuda")
     outs = {}
-    for cfg, rep in ((0, 0), (0, 1), (5, 0)):
-        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)  # (the tiles; the split runs its own)
+    # (rep 2: kernel_options(fwd_sm80_interleave=False), the context kernel without the interleaved groups)
+    for cfg, rep in ((0, 0), (0, 1), (5, 0)) + (((0, 2),) if D == 64 else ()):
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0, fwd_sm80_interleave=rep != 2)
         kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             outs[cfg, rep] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
@@ -293,10 +302,45 @@ def test_sm80_forward_context_pairs(D, mask, rab_heads, kernel_opts):
         names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name or "qreg" in e.name}
         skip = 6 if cfg == 0 else 5
         tile = fwd_tile(D, 5).replace(", 5, 1>", f", {skip}, 1>")
-        kernel = f"hstu_fwd_qreg_ctx_kernel<__nv_bfloat16, {tile}(hstu::HstuParams)"
-        assert len(names) == 1 and next(iter(names)).endswith(kernel), (cfg, names, kernel)
+        ilv = D == 64 and cfg == 0 and rep != 2
+        kernel = f"hstu_fwd_qreg_ctx{'_ilv' if ilv else ''}_kernel<__nv_bfloat16, {tile}(hstu::HstuParams)"
+        assert len(names) == 1 and next(iter(names)).endswith(kernel), (cfg, rep, names, kernel)
     assert torch.equal(outs[0, 0], outs[0, 1]), "the default with contexts repeats bitwise"
     kg.assert_agree(("out",), (outs[0, 0],), (outs[5, 0],), "the default (pairs) vs fwd_sm80_cfg=5")
+    if D == 64:
+        kg.assert_agree(("out",), (outs[0, 0],), (outs[0, 2],), "the default vs fwd_sm80_interleave=False")
+    kernel_opts(sm90=False, fwd_split_tiles=0)
+    kg.check_case(case, 0.5, backward=False)
+
+
+@pytest.mark.parametrize("mask,rab_heads", [("context", 0), ("context_target_group", 1), ("local_context_target", 0)])
+def test_sm80_forward_context_xpf(mask, rab_heads, kernel_opts):
+    """The bf16 default with contexts at D = 256 where the pairs fit (FwdSm80PairsCtxPf, hstu_fwd_ctx_xpf_kernel):
+    query tile 0 in candidate 4's warp-skip body, the other tiles in the pairs' prefetched xadd body. Over jagged
+    lengths at tile edges with 0 / 1 / 63 / 64 / 65 / 128 / 200 contexts (tiles past 0 with context rows too),
+    windows, targets with groups and rab it meets the error rule against the fp32 reference (outputs poisoned),
+    agrees with candidate 4 (fwd_sm80_cfg=4: main's kernel with contexts), repeats bitwise and runs its kernel."""
+    if not _pairs_fit():
+        pytest.skip("D = 256: the warp pairs do not fit here")
+    lens = [2000, 1153, 700, 640, 257, 129, 100, 64, 1]
+    case = kg.make_case(zlib.crc32(repr(("ctxpf", mask)).encode()), lens, 2, 256, torch.bfloat16, mask, rab_heads)
+    nt = case["num_targets"].tolist() if case["num_targets"] is not None else [0] * len(lens)
+    want = [64, 200, 1, 63, 128, 65, 100, 0, 1]
+    nc = [max(0, min(c, lk - t)) for c, lk, t in zip(want, lens, nt)]
+    case["num_contexts"] = torch.tensor(nc, dtype=torch.int32, device="cuda")
+    outs = {}
+    for cfg, rep in ((0, 0), (0, 1), (4, 0)):
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)  # (the tiles; the split runs its own)
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            outs[cfg, rep] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
+                                                   **kg._varlen_kwargs(case))
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if _fwd_kernel_event(e.name)}
+        kernel = f"{'hstu_fwd_ctx_xpf_kernel' if cfg == 0 else 'hstu_fwd_kernel'}<__nv_bfloat16, {fwd_tile(256, 4)}"
+        assert len(names) == 1 and next(iter(names)).endswith(kernel + "(hstu::HstuParams)"), (cfg, names, kernel)
+    assert torch.equal(outs[0, 0], outs[0, 1]), "the default with contexts repeats bitwise"
+    kg.assert_agree(("out",), (outs[0, 0],), (outs[4, 0],), "the default vs fwd_sm80_cfg=4")
     kernel_opts(sm90=False, fwd_split_tiles=0)
     kg.check_case(case, 0.5, backward=False)
 

@@ -923,9 +923,10 @@ constexpr int kBwdSm80PtrCfg = 11;
 constexpr int kBwdSm80PtrOnlyCfg = 12;
 // 13 (bf16, D = 64, sm_90+, calls without contexts): the default's one-barrier loop (either grid order) without the
 // running pointers and the lane offsets once (kPdsRunPtrs | kPdsLaneOnce: session 28's default loop), 14 without
-// kPdsLaneOnce (the running pointers alone), for comparisons. 13 at D = 256 (bf16, sm_90+, calls without contexts):
-// the default's mbarrier loop (either grid order) without the split S / dP (kBwdPdsD256Unsplit: main's loop before
-// it; its dK / dV / drab bitwise the two-barrier kernels').
+// kPdsLaneOnce (the running pointers alone), for comparisons; 13 at D = 64 with contexts: the default's context
+// loop with the last context tile in full (kPdsFullCtxTile: without kHalfSkip). 13 at D = 256 (bf16, sm_90+, with or
+// without contexts): the default's mbarrier loop (either grid order) without the split S / dP (kBwdPdsD256Unsplit:
+// main's loop before it; its dK / dV / drab bitwise the two-barrier kernels').
 constexpr int kBwdSm80RunPtrCfg = 13;
 constexpr int kBwdPdsD256Unsplit = kBwdPdsD256OneBar & ~kPdsKSplitS;
 constexpr int kBwdSm80LaneOnceCfg = 14;
@@ -1081,16 +1082,15 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           if (cfg != kBwdSm80RunPtrCfg) return cudaErrorNotSupported;
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
-          // (calls with contexts, whose default is the loop without the split: the loop with it)
-          if (p.num_contexts != nullptr) {
-            return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256OneBar, true>(p, max_smem, stream);
-          }
-          return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256Unsplit>(p, max_smem, stream);
+          return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256Unsplit, true>(p, max_smem, stream);
         }
         if constexpr (D == 64) {
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
-          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          if (p.num_contexts != nullptr) {  // (13: the 128-query context loop with its last context tile in full)
+            if (cfg != kBwdSm80RunPtrCfg) return cudaErrorNotSupported;
+            return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128 | kPdsFullCtxTile, true>(p, max_smem, stream);
+          }
           constexpr int kDefault = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>;
           static_assert((kDefault & (kPdsRunPtrs | kPdsLaneOnce)) == (kPdsRunPtrs | kPdsLaneOnce), "D = 64's default");
           if (cfg == kBwdSm80RunPtrCfg) {
@@ -1130,9 +1130,9 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
       const cudaError_t err = bwd_sm80_sm90_class(applies);
       if (err != cudaSuccess) return err;
     }
-    // With contexts too (the loops skip the context gap by the walk's tile index: hstu_bwd_pds_body_ctx_kernel;
-    // bwd_sm80_cfg=5: the two-stage context kernel, main's before, for comparisons), not in the tail order; at D = 256
-    // without the split S / dP (its context kernel spilled 56 B in sm_90a code; cfg 13 with contexts: the split).
+    // With contexts too (the loops skip the context gap: hstu_bwd_pds_body_ctx_kernel; bwd_sm80_cfg=5: the
+    // two-stage context kernel, for comparisons), not in the tail order; at D = 256 with the split S / dP (cfg 13
+    // with contexts: the loop without it, the default there before).
     if constexpr (D == 64 || D == 128) {  // sm_90+: the one-barrier loop (three Q / dO stages) where it fits
       if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg) {
         bool sm90 = false;
@@ -1185,12 +1185,8 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
             if (err != cudaErrorNotSupported) return err;
           }
         }
-        if (sm90) {
-          // (calls with contexts: the loop without the split S / dP, whose context kernel does not spill; cfg 13
-          // the split's)
-          err = p.num_contexts != nullptr
-                    ? launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256Unsplit, true>(p, max_smem, stream)
-                    : launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256OneBar>(p, max_smem, stream);
+        if (sm90) {  // (calls with contexts: its context twin; cfg 13 the loop without the split S / dP)
+          err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256OneBar, true>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }
       }

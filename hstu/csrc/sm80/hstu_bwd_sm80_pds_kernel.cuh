@@ -160,6 +160,9 @@ constexpr int kPdsKSplitS = 32768;
 // row chunks. The same sums as without (D = 256: rab added to the exchanged S, its words read before the exchange
 // writes the warp's bytes): gradients bit for bit main's path.
 constexpr int kPdsRabSmem = 65536;
+// A flag on BODY (kPdsTile128's context twin): the walk's last context tile in full, without kHalfSkip (the context
+// loop before it: kernel_options(bwd_sm80_cfg=13) at D = 64 with contexts, for comparisons).
+constexpr int kPdsFullCtxTile = 131072;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -388,7 +391,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
-                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS | kPdsRabSmem);
+                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS | kPdsRabSmem |
+                                 kPdsFullCtxTile);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -617,14 +621,37 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // kWalkIdx (the one-barrier / mbarrier loops with contexts): mb counts the walk's tiles (mb_begin .. mb_end, no
   // gap), so the loops' stage, P / dS parity and copy-ahead logic (tiles mb + 1 / mb + 2) stay as without contexts;
   // only a tile's rows (tile_m) jump over the gap.
-  constexpr bool kWalkIdx = kSkipGap && (kOneBar || kMbar);
+  // kRealIdx (D = 256's mbarrier loop with contexts, the split S / dP's): mb is the tile's own index, the next one
+  // read from the map (next_tile) and the P / dS buffer picked by the stage (both alternate per step): with the walk's
+  // index (kWalkIdx) each tile's first row came from the map at every use (the copy, phase 1, dQ's block), and
+  // ptxas kept those live: 76 B spilled (sm_90a), none this way.
+  constexpr bool kRealIdx = kSkipGap && kMbar && !kTile128;
+  constexpr bool kWalkIdx = kSkipGap && (kOneBar || kMbar) && !kRealIdx;
   static_assert(!kWalkIdx || !kRunPtrs, "the running pointers advance a tile per tile: no gap");
   // The gap's first tile (the end when there is none), its size and one past the last tile, parked in shared memory
   // and re-read on each use inside the loop (written before its first barrier): held in registers they made the
   // kernels spill 4-80 B (255 registers before them).
+  // kHalfSkip (kTile128 with kWalkIdx: D = 64's context loop): the last tile of context rows before a gap whose
+  // second 64-row half holds no context row sees none of this key block (its rows see the keys neither as context
+  // rows nor causally: they lie before the gap's end), so the walk skips that half's phase 1, its rows in the dV / dK
+  // k-loops and its dQ warps; the half only added zeros (P = dS = 0). Its walk index in tile_map.w (else -1).
+  constexpr bool kHalfSkip = kTile128 && kWalkIdx && (BODY & kPdsFullCtxTile) == 0;
   __shared__ int4 tile_map;
-  if (kSkipGap && tid == 0) tile_map = make_int4(mb_begin + n_a, gap, mb_begin + n_mt + gap, 0);
+  if (kSkipGap && tid == 0) {
+    int half_mb = -1;
+    if (kHalfSkip && gap > 0) {
+      const int a_last = mb_begin + n_a - 1;  // (the walk's last tile before the gap)
+      if (min(si.lq, mk.ctx - mk.offset) <= a_last * BM + HM) half_mb = a_last;
+    }
+    tile_map = make_int4(mb_begin + n_a, gap, mb_begin + n_mt + gap, half_mb);
+  }
   const uint32_t sMap = smem_u32(&tile_map);
+  auto half_masked = [&](const int mb) {  // kHalfSkip: tile mb's second half skipped (uniform)
+    if constexpr (!kHalfSkip) return false;
+    int hm;
+    asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(hm) : "r"(sMap + 12));
+    return mb == hm;
+  };
   // kFullMap: the query positions r0 whose tile is full against this key block (bwd_pds_full_rows), parked in shared
   // memory as tile_map (no registers across the loop).
   __shared__ int4 full_map;
@@ -644,7 +671,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       return r0 <= x || (r0 >= y && r0 <= z);
     }
   };
-  auto next_tile = [&](const int mb) {  // the tile after mb
+  auto next_tile = [&](const int mb) {  // the tile after mb (kRealIdx too)
     if constexpr (!kSkipGap || kWalkIdx) return mb + 1;
     int a_end, g;
     asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(a_end), "=r"(g) : "r"(sMap));
@@ -798,7 +825,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       }
       const uint32_t sQ = sQ0 + stage * kStageBytes;
       const uint32_t sdO = sQ + BM * D * 2;
-      const uint32_t sP = sP0 + (kTwoPdS ? static_cast<uint32_t>(mb & 1) * (2 * BM * BN * 2) : 0u);
+      const uint32_t pds_parity = static_cast<uint32_t>(kRealIdx ? stage : mb & 1);  // (kTwoPdS' buffer)
+      const uint32_t sP = sP0 + (kTwoPdS ? pds_parity * (2 * BM * BN * 2) : 0u);
       const uint32_t sdS = sP + BM * BN * 2;
 
       // ---- Phase 1: S = Q K^T, then dP = dO V^T, over this warp's SM queries x SN keys of the HM-row pass at
@@ -1166,8 +1194,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       };
       if constexpr (kTile128) {
 #pragma unroll 1
-        for (int hm = 0; hm < BM; hm += HM)
+        for (int hm = 0; hm < BM; hm += HM) {
+          if (hm > 0 && half_masked(mb)) break;
           phase_s(r0 + hm, sQ + hm * D * 2, sdO + hm * D * 2, sP + hm * BN * 2, sdS + hm * BN * 2);
+        }
       } else {
         phase_s(r0, sQ, sdO, sP, sdS);
       }
@@ -1190,13 +1220,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         }
       } else if constexpr (kMbar) {
         __syncthreads();  // P, dS complete; every warp is done with tile mb - 1 (the other stage, P / dS buffer)
-        if (mb + 1 < mb_end) {
+        if (kRealIdx ? next_tile(mb) < tiles_end() : mb + 1 < mb_end) {
           const uint32_t ot = opaque(tid);
           const uint32_t sQn = sQ0 + (stage ^ 1) * kStageBytes;
+          const int mn = kRealIdx ? next_tile(mb) * BM : tile_m(mb + 1);
           if constexpr (kLeanLoad) {
-            load_q_do_lean(sQn, tile_m(mb + 1), ot, std::integral_constant<int, 3>());
+            load_q_do_lean(sQn, mn, ot, std::integral_constant<int, 3>());
           } else {
-            load_q_do(sQn, tile_m(mb + 1), ot);
+            load_q_do(sQn, mn, ot);
           }
           // (tile mb + 1's rab into its P buffer, free now: on the same stage barrier)
           if constexpr (kRabSmem) {
@@ -1216,7 +1247,24 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
         const uint32_t tPt = LP::swz(ln % 8 + (ln / 16) * 8, k_n + ((ln / 8) % 2) * 8);  // P^T, dS^T as A
         const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
-        if constexpr (kParts != 3) {
+        if constexpr (kParts != 3 && kHalfSkip) {
+          // (the rows in two k-loops of HM rows, the second one not where the half is skipped: the same sums in the
+          // same order)
+          const uint32_t sA = kParts == 1 ? sP : sdS, sB = kParts == 1 ? sdO : sQ;
+          auto half_rows = [&](auto r0c) {
+            constexpr int r = decltype(r0c)::value;
+            plain_k_loop<T, HM / 16, HM / 16>(
+                kParts == 1 ? acc_dv : acc_dk,
+                [&](uint32_t(&f)[4], const int ks, const int mt) {
+                  ldsm_x4_t(f, sA + LP::xadd(tPt, r + ks * 16, mt * 16));
+                },
+                [&](uint32_t(&f)[4], const int ks, const int dp) {
+                  ldsm_x4_t(f, sB + L::xadd(tBt, r + ks * 16, dp * 16));
+                });
+          };
+          half_rows(std::integral_constant<int, 0>());
+          if (!half_masked(mb)) half_rows(std::integral_constant<int, HM>());
+        } else if constexpr (kParts != 3) {
           const uint32_t sA = kParts == 1 ? sP : sdS, sB = kParts == 1 ? sdO : sQ;
           plain_k_loop<T, BM / 16, kLoopFree ? BM / 16 : 1>(
               kParts == 1 ? acc_dv : acc_dk,
@@ -1253,6 +1301,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         float* dq_acc = p.dq_accum + (int64_t)si.q_start * dq_row_stride + h * D;
         const int ln = phase_lane();
         const int q_m = (warp % QWM) * QR, q_d = (warp / QWM) * QC;
+        if (kHalfSkip && q_m >= HM && half_masked(mb)) return;  // (the skipped half's rows: no dQ)
         const uint32_t tdA = LP::swz(q_m + ln % 16, (ln / 16) * 8);                     // dS as A
         const uint32_t tK = L::swz(ln % 8 + ((ln / 8) % 2) * 8, q_d + (ln / 16) * 8);  // K as B
 #pragma unroll
@@ -1524,12 +1573,11 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     constexpr int kSmem = bwd_pds_smem_bytes<D, (BODY & kPdsTile128) ? 2 * C::kBlockM : C::kBlockM, C::kBlockN>(
         STAGES, (BODY & kPdsMbarCopies) != 0);
     if (kSmem > max_smem) return cudaErrorNotSupported;
-    if constexpr (STAGES == 3 || (BODY & kPdsMbarCopies) != 0) {  // (the caller checks for sm_90+; with contexts
-      // hstu_bwd_pds_body_ctx_kernel, not in the tail order nor with the running pointers)
-      if (p.num_contexts != nullptr && (!CTX_TWIN || (BODY & (kPdsTailBlocksFirst | kPdsRunPtrs)) != 0)) {
-        return cudaErrorNotSupported;
-      }
-    }
+    // The one-barrier / mbarrier loops (the caller checks for sm_90+) take calls with contexts only as their context
+    // twin (hstu_bwd_pds_body_ctx_kernel), which is not in the tail order nor with the running pointers.
+    constexpr bool kLoop = STAGES == 3 || (BODY & kPdsMbarCopies) != 0;
+    constexpr bool kCtxTwin = CTX_TWIN && kLoop && (BODY & (kPdsTailBlocksFirst | kPdsRunPtrs)) == 0;
+    if (kLoop && !kCtxTwin && p.num_contexts != nullptr) return cudaErrorNotSupported;
     // Key blocks in gridDim.y (at most 65535): the op refuses max_seqlen_k over 65535 blocks of 64 keys with a
     // message before this (hstu/csrc/ops/hstu_plan.h kBwdSm80MaxSeqlenK, which assumes tiles of 64 keys or more).
     static_assert(C::kBlockN >= kBwdSm80MinBlockN, "kBwdSm80MaxSeqlenK assumes key blocks of at least 64 keys");
@@ -1557,8 +1605,7 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
       return cudaGetLastError();
     };
     if constexpr (BODY != 0) {
-      if constexpr (CTX_TWIN && (STAGES == 3 || (BODY & kPdsMbarCopies) != 0) &&
-                    (BODY & (kPdsTailBlocksFirst | kPdsRunPtrs)) == 0) {
+      if constexpr (kCtxTwin) {
         if (p.num_contexts != nullptr) return launch(hstu_bwd_pds_body_ctx_kernel<T, D, STAGES, NWARPS, BODY>);
       }
       return launch(hstu_bwd_pds_body_kernel<T, D, STAGES, NWARPS, BODY>);

@@ -223,6 +223,15 @@ template <int D>
 struct FwdSm80QregIlv : FwdSm80QregScaled<D> {
   static constexpr bool kIlv = true;
 };
+// The bf16 default with contexts at D = 64 where alpha / 2 is a power of two: FwdSm80QregCtx whose tiles without
+// context rows run FwdSm80QregIlv's body (Q scaled by alpha / 2, the interleaved 16-key groups); the context tiles'
+// body (query tile 0, Q read from shared memory) is FwdSm80QregCtx's, unscaled. kernel_options(fwd_sm80_interleave=
+// False) or (fwd_sm80_qscale=False): FwdSm80QregCtx (for comparisons).
+template <int D>
+struct FwdSm80QregCtxIlv : FwdSm80QregCtx<D> {
+  static constexpr bool kQscale = true;
+  static constexpr bool kIlv = true;
+};
 // The bf16 defaults with rab where fwd_sm80_rab_smem holds (no contexts, long rows): the rab tiles copied into shared
 // memory with K / V (hstu_fwd_block's RABS; hstu_fwd_qreg_rab_kernel). D = 128: candidate 3's tile (where two of
 // its blocks fit per SM), the two rab buffers (32 KB) in Q's; D = 64: 128 x 64 tiles in 64-key sub-tiles with Q in
@@ -299,6 +308,14 @@ struct FwdSm80PairsPfRab : FwdSm80PairsPf {
 // 1 at D = 256 (for comparisons): FwdSm80PairsXadd
 template <>
 struct FwdSm80Candidate<256, 1> : FwdSm80PairsXadd {};
+// The bf16 default at D = 256 with contexts where the pairs fit: candidate 4 (query tile 0 in the warp-skip body,
+// here a call) with the other tiles in FwdSm80PairsPf's body (xadd addresses, fragments ahead, Q's copy early;
+// hstu_fwd_ctx_xpf_kernel) instead of the plain pairs' body. fwd_sm80_cfg=4: candidate 4 (for comparisons).
+struct FwdSm80PairsCtxPf : FwdSm80Candidate<256, 4> {
+  static constexpr bool kQearly = true;
+  static constexpr bool kXadd = true;
+  static constexpr bool kPrefetch = true;
+};
 // Whether the bf16 defaults scale Q by alpha / 2: a normal power of two, and not kernel_options(fwd_sm80_qscale=False)
 inline bool fwd_sm80_qscale(const HstuParams& p) {
   int e = 0;
@@ -1361,8 +1378,23 @@ __device__ __noinline__ void hstu_fwd_ctx_block(const HstuParams& p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 4, PAIR, false, false, PAIRKV>(p);
 }
 // SKIP 6: 5 with the context tiles' history walked two KV tiles per step (hstu_fwd_block's PAIRKV)
+// SKIP 5 with the warp pairs' prefetched xadd body (FwdSm80PairsCtxPf): query tile 0 of a call with contexts in the
+// warp-skip body (a call: p by address), the other tiles in hstu_fwd_xpf_kernel's
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
-__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(const __grid_constant__ HstuParams p) {
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_ctx_xpf_kernel(const __grid_constant__ HstuParams p) {
+  static_assert(SKIP == 5 && PAIR == 2 && STAGES == 1 && kFwdSm80Lpt<NWARPS, MINB>, "the pairs' rank 0: tile 0");
+  const unsigned n_m = static_cast<unsigned>((p.max_seqlen_q + BM - 1) / BM);
+  if (p.num_contexts != nullptr && blockIdx.x < gridDim.x / n_m) {
+    hstu_fwd_ctx_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, PAIR, false>(p);
+  } else {
+    hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 0, PAIR, false, false, false, false, true, false, true,
+                   true>(p);
+  }
+}
+// QSCALE / ILV: the tiles without context rows in hstu_fwd_qreg_ilv_kernel's body (hstu_fwd_qreg_ctx_ilv_kernel)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR,
+          bool QSCALE, bool ILV>
+__device__ __forceinline__ void hstu_fwd_qreg_ctx_body(const HstuParams& p) {
   static_assert((SKIP == 5 || SKIP == 6) && kFwdSm80Lpt<NWARPS, MINB>, "rank 0 of the longest-first grid: tile 0");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   if constexpr (D == 128) {  // launched only where two blocks fit per SM (run_hstu_fwd): no sm_8x part
@@ -1378,10 +1410,21 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(co
       hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 4, PAIR, false, false, SKIP == 6>(p);
     }
   } else {
-    hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 0, PAIR, false, true>(p);
+    hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 0, PAIR, false, true, false, QSCALE, false, ILV>(p);
   }
 }
-// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5 / 6;
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_ctx_kernel(const __grid_constant__ HstuParams p) {
+  hstu_fwd_qreg_ctx_body<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false>(p);
+}
+// FwdSm80QregCtxIlv: hstu_fwd_qreg_ctx_kernel with its tiles without context rows in hstu_fwd_qreg_ilv_kernel's body
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB)
+    hstu_fwd_qreg_ctx_ilv_kernel(const __grid_constant__ HstuParams p) {
+  hstu_fwd_qreg_ctx_body<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, true, true>(p);
+}
+// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5 / 6, its _ilv form
+// where C::kIlv; hstu_fwd_ctx_xpf_kernel with SKIP 5 where C::kPrefetch;
 // hstu_fwd_qreg_ilv_kernel where C::kIlv; hstu_fwd_qreg_scaled_kernel where C::kQscale; hstu_fwd_qearly_kernel
 // where C::kQearly)
 template <typename T, int D, typename C>
@@ -1392,12 +1435,19 @@ constexpr auto fwd_sm80_kernel() {
   } else if constexpr (C::kRabSmem) {
     return hstu_fwd_qreg_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair, C::kQscale, C::kIlv>;
+  } else if constexpr (C::kXadd && C::kPrefetch && C::kSkip == 5) {
+    return hstu_fwd_ctx_xpf_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                   C::kSkip, C::kPair>;
   } else if constexpr (C::kXadd && C::kPrefetch) {
     return hstu_fwd_xpf_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                C::kSkip, C::kPair>;
   } else if constexpr (C::kXadd) {
     return hstu_fwd_xadd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair, C::kQearly>;
+  } else if constexpr (C::kQreg && C::kSkip >= 5 && C::kIlv) {
+    static_assert(C::kQscale, "the scaled kernel's body");
+    return hstu_fwd_qreg_ctx_ilv_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                        C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg && C::kSkip >= 5) {
     return hstu_fwd_qreg_ctx_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair>;
@@ -1776,7 +1826,13 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       const cudaError_t err = fwd_sm80_fits<Pairs>(fits);
       if (err != cudaSuccess) return err;
       if (fits) {
-        if (ctx) return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
+        if (ctx) {
+          bool ctx_fits = false;
+          const cudaError_t e1 = fwd_sm80_fits<FwdSm80PairsCtxPf>(ctx_fits);
+          if (e1 != cudaSuccess) return e1;
+          return ctx_fits ? launch_hstu_fwd<T, D, FwdSm80PairsCtxPf>(p, stream)
+                          : launch_hstu_fwd_candidate<T, D, 4>(p, stream);
+        }
         if (fwd_sm80_rab_smem(p)) {
           bool rab_fits = false;
           const cudaError_t e2 = fwd_sm80_fits<FwdSm80PairsPfRab>(rab_fits);
@@ -1798,7 +1854,11 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         }
       }
       if constexpr (D == 64 && std::is_same<T, __nv_bfloat16>::value) {
-        if (ctx) return launch_hstu_fwd<T, D, FwdSm80QregCtx<64>>(p, stream);
+        if (ctx) {
+          return fwd_sm80_qscale(p) && !(p.fwd_sm80_cfg & kFwdSm80NoIlv)
+                     ? launch_hstu_fwd<T, D, FwdSm80QregCtxIlv<64>>(p, stream)
+                     : launch_hstu_fwd<T, D, FwdSm80QregCtx<64>>(p, stream);
+        }
         if (fwd_sm80_rab_smem(p) && fwd_sm80_qscale(p)) {
           return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregRab<64>>(p, stream)
                                                   : launch_hstu_fwd<T, D, FwdSm80QregRabIlv>(p, stream);
