@@ -32,6 +32,9 @@ if len(rows) < 3:
     print("no ncu rows"); sys.exit(0)
 h = rows[0]
 ki = h.index("Kernel Name")
+def kname(r):  # row number and the kernel's template arguments (lab values 1 and 9 share a kernel: the order tells)
+    n = r[ki]
+    return "%d %s" % (rows.index(r) - 2, n[n.find("<"):n.find(">") + 1] if "<" in n else n[:30])
 def num(x):
     try: return float(x.replace(",", ""))
     except ValueError: return None
@@ -46,12 +49,12 @@ if sys.argv[2] == "raw":
     cols = [(h.index(k), v) for k, v in short.items() if k in h]
     print("| kernel | " + " | ".join(v for _, v in cols) + " |")
     for r in rows[2:]:
-        print("| " + r[ki][36:62] + " | " + " | ".join(r[i][:12] for i, _ in cols) + " |")
+        print("| " + kname(r) + " | " + " | ".join(r[i][:12] for i, _ in cols) + " |")
 else:
     for r in rows[2:]:
         pct = [(num(r[i]), h[i]) for i in range(len(h)) if "pct_of_peak" in h[i] and num(r[i]) is not None]
         pct.sort(reverse=True)
-        print(r[ki][36:62] + ": " + ", ".join("%s %.1f" % (n.replace(".avg.pct_of_peak_sustained_elapsed", "")
+        print(kname(r) + ": " + ", ".join("%s %.1f" % (n.replace(".avg.pct_of_peak_sustained_elapsed", "")
                                                      .replace(".sum.pct_of_peak_sustained_elapsed", ""), v)
                                             for v, n in pct[:14]))
         st = [(num(r[i]), h[i]) for i in range(len(h)) if "issue_stalled" in h[i] and h[i].endswith(".ratio")
