@@ -19,6 +19,7 @@ if [ "${WHL:-0}" = 1 ]; then
   mkdir -p $N/whl $N/tree/tests/dynamicemb $N/tree/tools/dynamicemb_dev $N/tree/benchmarks
   cp "$R"/bazel-bin/dynamicemb-*.whl $N/whl/
   cp "$R"/tests/dynamicemb/*.py $N/tree/tests/dynamicemb/
+  cp "$R"/tests/conftest.py $N/tree/tests/
   cp "$R"/tools/dynamicemb_dev/{table_ab.py,upsert_lab_plugin.py} $N/tree/tools/dynamicemb_dev/
   cp "$R"/benchmarks/{hash_table.py,hkv_peer.py,bench_util.py} $N/tree/benchmarks/ 2>/dev/null || true
 fi
