@@ -11,7 +11,7 @@ H=$(cd "$(dirname "$0")" && pwd) D=/work/main/.carry/hash36
 R=$(cd "$H/../../.." && pwd)
 # Built in /tmp and copied into place at the end (the lead may copy the carry at any time: never leave it empty).
 N=/tmp/hash36_pack
-rm -rf $N && mkdir -p $N && cp "$H/run$1.sh" "$H/common.sh" "$H/setup.sh" $N/
+rm -rf $N && mkdir -p $N && cp "$H/run$1.sh" "$H"/run*.sh "$H/common.sh" "$H/setup.sh" $N/
 if [ "${NOEB:-0}" = 1 ]; then cp $D/eb_lab $N/; else (cd "$R" && nice -n 10 nvcc -std=c++17 -O3 -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a -I. \
   tools/dynamicemb_dev/evict_bench.cu -o $N/eb_lab 2>&1 | grep -i " error" || true); fi
 [ -x $N/eb_lab ] || { echo "pack: eb_lab not built" >&2; exit 1; }
