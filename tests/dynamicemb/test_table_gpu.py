@@ -486,8 +486,8 @@ def test_gpu_full_table_evictions_match_cpu_twin(op, policy, keys, device="cuda"
 @pytest.mark.parametrize("op", ["find_or_insert", "insert_or_assign", "insert_and_evict"])
 def test_gpu_full_table_insert_schedules_agree(op, policy, bucket):
     """The insert pass's variants (table_kernels.cuh insert_schedule; forced by the private
-    ScoredHashTable._upsert_lab bits 2-3: 1 the dynamic group schedule, 2 the static one, 3 dynamic with the
-    eviction's wide scan, probe.cuh scan_bucket_wide) at the scale where they differ: a full table of 2^20 slots and
+    ScoredHashTable._upsert_lab bits 2-3: 1 the dynamic group schedule with the plain eviction scan, 2 the static
+    one, 3 dynamic with the wide scan, probe.cuh scan_bucket_wide, the default) at the scale where they differ: a full table of 2^20 slots and
     a batch of ~180K keys, ~50K of them new (each 1-3 times): the insert pass's grid is capped at 2 blocks per SM, so
     each warp serves several groups, most of them handed out statically by the static schedule. Under LRU each
     bucket's new keys replace its least (score, digest, key) slots whatever the order and whichever scan finds
@@ -538,9 +538,9 @@ def test_gpu_full_table_insert_schedules_agree(op, policy, bucket):
         out["size"] = t.size()
         return out
 
-    base = run(1 | 2)  # dynamic
+    base = run(1 | 2)  # dynamic, the plain scan
     assert base["size"] == cap
-    # the op's default; static (with and without programmatic launches); the wide scan (with and without)
+    # the op's default (the wide scan); static (with and without programmatic launches); the wide scan forced
     for lab in (1, 1 | 4, 4, 1 | 6, 6):
         got = run(lab)
         assert got["size"] == base["size"]

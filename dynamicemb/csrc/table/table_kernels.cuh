@@ -426,8 +426,8 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-// kWideScan: the scan under the lock reads contiguous score lines (scan_bucket_wide; lab value 3 of
-// insert_schedule's override) instead of scan_bucket.
+// kWideScan: the scan under the lock reads contiguous score lines (scan_bucket_wide; the default schedule
+// kScheduleDynamicWide) instead of scan_bucket.
 template <int K, int V, int P, bool kWideScan = false>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
@@ -953,7 +953,8 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // result right after the ATOMG), so a warp waits for that contended atomic at the start of every dynamic group.
 // Measured (H200, load 1.0, 1M keys): static insert pass -5 % for find_or_insert and insert_or_assign, +4 % for
 // insert_and_evict on a topped-up table, but -8 to -10 % on Zipf keys drawn from every stored key: the default is
-// dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight").
+// dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight"). kScheduleDynamicWide: dynamic, the
+// eviction's scan by scan_bucket_wide (the default; the other two scan by scan_bucket).
 enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleDynamicWide = 2 };
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
@@ -1247,17 +1248,18 @@ __global__ void __launch_bounds__(kBeginBlock)
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
 // wave; each loops over groups of pending keys.
 inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::current_device_sms()); }
-// The insert pass's schedule: dynamic (a group counter) for every op. The static rounds are 3-4 % faster on a table
-// topped up to load 1.0 but 8-10 % slower on Zipf keys at load 0.965 drawn from every stored key (insert_and_evict 3
-// % slower everywhere): docs/dynamicemb_storage_notes.md, "Keys in flight". `mode` may carry the op's private
-// override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic, 2 = static, 3 = dynamic with the
-// eviction's wide scan (scan_bucket_wide); + 8 (evict_bench only) the grid capped at 1 block per SM.
+// The insert pass's schedule: dynamic (a group counter) with the eviction's wide scan (scan_bucket_wide) for every
+// op. The static rounds are 3-4 % faster on a table topped up to load 1.0 but 8-10 % slower on Zipf keys at load 0.965
+// drawn from every stored key (insert_and_evict 3 % slower everywhere): docs/dynamicemb_storage_notes.md, "Keys in
+// flight". The wide scan halves the scan's L2 requests, the pass's bound at load 1.0 (H200: the insert pass -5 to
+// -8 %): same section, "What limits the load-1.0 insert pass". `mode` may carry the op's private override in its
+// bits from kUpsertModeLabShift (table_types.h): 1 = dynamic with scan_bucket, 2 = static (scan_bucket), 3 =
+// dynamic wide (the default); + 8 (evict_bench only) the grid capped at 1 block per SM.
 inline InsertSchedule insert_schedule(int mode) {
   const int force = (mode >> kUpsertModeLabShift) & 7;
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
-  if (force == 3) return kScheduleDynamicWide;
-  return kScheduleDynamic;
+  return kScheduleDynamicWide;
 }
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
