@@ -304,9 +304,10 @@ class ScoredHashTable:
     # Private option (bits; class or instance attribute): 1 = the CUDA upsert's kernels after begin_op as
     # programmatic dependent launches on sm_90+ (table_kernels.cuh launch_upsert_kernel; H200, 1M keys: +0.4 to
     # +1.3 % on the inserting ops, docs/dynamicemb_storage_notes.md "The first-writer set's slot-lock copy"); on by
-    # default, 0 = plain launches (for A/B timing). Bits 2 / 4 force the insert pass's group schedule to dynamic /
-    # static for every op (table_kernels.cuh insert_schedule; dynamic by default: docs/dynamicemb_storage_notes.md
-    # "Keys in flight").
+    # default, 0 = plain launches (for A/B timing). Bits 2-3 choose the insert pass's variant for every op
+    # (table_kernels.cuh insert_schedule): 1 the dynamic group schedule with the plain eviction scan, 2 the static
+    # schedule, 3 dynamic with the wide scan (what 0 gives: the default; docs/dynamicemb_storage_notes.md "Keys in
+    # flight", "What limits the load-1.0 insert pass").
     _upsert_lab = 1
 
     def __init__(

@@ -481,23 +481,27 @@ def test_gpu_full_table_evictions_match_cpu_twin(op, policy, keys, device="cuda"
         assert g.size() == nb * bc
 
 
+@pytest.mark.parametrize("bucket", [128, 256, 32])
 @pytest.mark.parametrize("policy", ["lru", "epoch_lru"])
 @pytest.mark.parametrize("op", ["find_or_insert", "insert_or_assign", "insert_and_evict"])
-def test_gpu_full_table_insert_schedules_agree(op, policy):
-    """The insert pass's two group schedules (table_kernels.cuh insert_schedule; forced by the private
-    ScoredHashTable._upsert_lab bits 2 / 4) at the scale where they differ: a full table of 2^20 slots and a batch
-    of ~180K keys, ~50K of them new (each 1-3 times): the insert pass's grid is capped at 2 blocks per SM, so each
-    warp serves several groups, most of them handed out statically by the static schedule. Under LRU each bucket's
-    new keys replace its least (score, digest, key) slots whatever the order, so both schedules (and the op's
-    default) must leave the same stored (key, row, score) set and return the same stats, found count, rows and
-    evicted multiset (the dynamic schedule is the one the small CPU-twin tests check).
+def test_gpu_full_table_insert_schedules_agree(op, policy, bucket):
+    """The insert pass's variants (table_kernels.cuh insert_schedule; forced by the private ScoredHashTable._upsert_lab
+    bits 2-3: 1 the dynamic group schedule with the plain eviction scan, 2 the static one, 3 dynamic with the wide scan,
+    probe.cuh scan_bucket_wide, the default) at the scale where they differ: a full table of 2^20 slots and a batch of
+    ~180K keys, ~50K of them new (each 1-3 times): the insert pass's grid is capped at 2 blocks per SM, so each warp
+    serves several groups, most of them handed out statically by the static schedule. Under LRU each bucket's new keys
+    replace its least (score, digest, key) slots whatever the order and whichever scan finds them, so every variant (and
+    the op's default) must leave the same stored (key, row, score) set and return the same stats, found count, rows and
+    evicted multiset (the default is the one the small CPU-twin tests check). Epoch LRU's scores (epoch in the
+    high word) take the scans' 64-bit ranks, LRU's their 32-bit ones; buckets of 32 slots take scan_bucket under the
+    wide variant too (its groups are 64 slots).
     """
     cap, dim = 1 << 20, 8
-    t = ScoredHashTable(cap, dim, score_policy=policy, device="cuda",
+    t = ScoredHashTable(cap, dim, score_policy=policy, device="cuda", bucket_capacity=bucket,
                         initializer=TableInitializer("constant", value=0.25))
     t.set_epoch(2)
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(f"schedules{op}{policy}".encode()))
-    for _ in range(8):  # 2x the capacity in random keys: every bucket full
+    for _ in range(8 if bucket >= 128 else 12):  # 2x (3x) the capacity in random keys: every bucket full
         k = torch.randint(1, 1 << 62, (1 << 18,), device="cuda", generator=gen)
         t.insert_or_assign(k, (k % 991).float().unsqueeze(1).expand(-1, dim).contiguous())
     assert t.size() == cap
@@ -534,9 +538,10 @@ def test_gpu_full_table_insert_schedules_agree(op, policy):
         out["size"] = t.size()
         return out
 
-    base = run(1 | 2)  # dynamic
+    base = run(1 | 2)  # dynamic, the plain scan
     assert base["size"] == cap
-    for lab in (1, 1 | 4, 4):  # the op's default; static (with and without programmatic launches)
+    # the op's default (the wide scan); static (with and without programmatic launches); the wide scan forced
+    for lab in (1, 1 | 4, 4, 1 | 6, 6):
         got = run(lab)
         assert got["size"] == base["size"]
         assert got["stats"] == base["stats"]

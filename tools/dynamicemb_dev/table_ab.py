@@ -24,7 +24,9 @@ from hash_table import Timer, fill_table, rate  # noqa: E402
 from dynamicemb._table import ScoredHashTable  # noqa: E402
 
 OPS = ["find_or_insert", "insert_or_assign", "insert_and_evict", "assign"]
-LAB = {"pdl": 1, "dynamic": 2, "static": 4}  # dynamic / static: the insert pass's schedule forced for every op
+# dynamic / static / wide: the insert pass's variant forced for every op (dynamic: the plain eviction scan; wide:
+# dynamic with the wide scan, the default since session 33)
+LAB = {"pdl": 1, "dynamic": 2, "static": 4, "wide": 6}
 
 
 def set_variant(name):

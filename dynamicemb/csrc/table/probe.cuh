@@ -447,6 +447,53 @@ __device__ __forceinline__ ChunkScores load_chunk_scores(const TableRef& t, int6
   return r;
 }
 
+// The least rank of 16 slots from their digest words (slot j's digest: byte j & 3 of dw[j >> 2]) and score pairs
+// (slot j's score: words (x, y) of ss[j / 2] for even j, (z, w) for odd j); idx is j. ORs the scores' high words
+// into `big`.
+__device__ __forceinline__ EvictCand min_rank16(const uint32_t (&dw)[4], const uint4 (&ss)[8], uint32_t& big) {
+  uint32_t hi_or = 0, lo_or = 0;
+#pragma unroll
+  for (int b = 0; b < 8; ++b) {
+    hi_or |= ss[b].y | ss[b].w;
+    lo_or |= ss[b].x | ss[b].z;
+  }
+  big |= hi_or;
+  EvictCand e[8];
+  if ((hi_or | (lo_or >> 24)) == 0) {
+    // Every score of the 16 is below 2^24 (LRU clocks, small LFU counts): the rank score << 8 | digest fits
+    // 32 bits, so the least rank is a tree of 32-bit mins and its slot and tie come from one equality mask
+    // (about half the instructions of the 64-bit tree below, which tracks index and tie at every node).
+    uint32_t rk[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      rk[j] = __byte_perm(dw[j >> 2], (j & 1) ? ss[j / 2].z : ss[j / 2].x, 0x6540u | static_cast<uint32_t>(j & 3));
+    uint32_t m[8];
+#pragma unroll
+    for (int b = 0; b < 8; ++b) m[b] = min(rk[2 * b], rk[2 * b + 1]);
+#pragma unroll
+    for (int w = 4; w >= 1; w /= 2)
+#pragma unroll
+      for (int b = 0; b < w; ++b) m[b] = min(m[b], m[b + w]);
+    uint32_t eq = 0;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) eq |= (rk[j] == m[0] ? 1u : 0u) << j;
+    return EvictCand{m[0], __ffs(eq) - 1, (eq & (eq - 1)) != 0};
+  }
+#pragma unroll
+  for (int b = 0; b < 8; ++b) {  // slots 2b (x, y) and 2b + 1 (z, w)
+    const uint32_t d = dw[b >> 1];
+    const uint64_t r0 = evict_rank(ss[b].x, ss[b].y, d, (2 * b) & 3);
+    const uint64_t r1 = evict_rank(ss[b].z, ss[b].w, d, (2 * b + 1) & 3);
+    const bool lt = r1 < r0;
+    e[b] = EvictCand{lt ? r1 : r0, 2 * b + (lt ? 1 : 0), r1 == r0};
+  }
+#pragma unroll
+  for (int w = 4; w >= 1; w /= 2)
+#pragma unroll
+    for (int b = 0; b < w; ++b) e[b] = cand_min(e[b], e[b + w]);
+  return e[0];
+}
+
 struct BucketScan {
   EvictCand min;  // the lane's least rank over its slots
   uint32_t big;   // OR of the high words of the lane's scores: a score >= 2^56 when big >> 24 != 0
@@ -513,6 +560,57 @@ __device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableR
     }
     e[0].idx += c * 16;  // chunk-local -> bucket-local slot
     r.min = cand_min(r.min, e[0]);
+  }
+  return r;
+}
+
+// The digests of the slots whose scores lane l holds in scan_bucket_wide, from the lanes' own chunks: lane l holds d,
+// the 16 digests of its chunk (the group's slots 16 l ... 16 l + 15); returns w[s] = the digests of the group's slots
+// 16 s + 2 l, 16 s + 2 l + 1, 16 s + 8 + 2 l, 16 s + 8 + 2 l + 1 (bytes 0-3), those of its score loads 2 s and 2 s + 1.
+// Round r sends lane q = l ^ r the half-words it needs (words q / 2 and 2 + q / 2, half q & 1: one byte permute),
+// three shuffles in all; r[k] arrives from lane l ^ k, so w[s] = r[s ^ l] (two levels of selects).
+__device__ __forceinline__ void digest_transpose(const Tile& tile, const uint4& d, uint32_t (&w)[4]) {
+  const int l = static_cast<int>(tile.thread_rank());
+  const bool l1 = (l & 2) != 0, l0 = (l & 1) != 0;
+  const uint32_t a0 = l1 ? d.y : d.x, a1 = l1 ? d.x : d.y;  // word q / 2 for r < 2 / r >= 2
+  const uint32_t b0 = l1 ? d.w : d.z, b1 = l1 ? d.z : d.w;  // word 2 + q / 2
+  const uint32_t h0 = l0 ? 0x7632u : 0x5410u, h1 = l0 ? 0x5410u : 0x7632u;  // half q & 1 for even / odd r
+  uint32_t r[4];
+  r[0] = __byte_perm(a0, b0, h0);
+  r[1] = tile.shfl_xor(__byte_perm(a0, b0, h1), 1);
+  r[2] = tile.shfl_xor(__byte_perm(a1, b1, h0), 2);
+  r[3] = tile.shfl_xor(__byte_perm(a1, b1, h1), 3);
+  const uint32_t t0 = l0 ? r[1] : r[0], t1 = l0 ? r[0] : r[1], t2 = l0 ? r[3] : r[2], t3 = l0 ? r[2] : r[3];
+  w[0] = l1 ? t2 : t0;
+  w[1] = l1 ? t3 : t1;
+  w[2] = l1 ? t0 : t2;
+  w[3] = l1 ? t1 : t3;
+}
+
+// scan_bucket with the tile's score loads contiguous: a group of 4 chunks (64 slots, 512 bytes of scores) is read by
+// 8 loads of 64 contiguous bytes per tile (load b: lane l takes slots 8 b + 2 l and 8 b + 2 l + 1 of the group), so
+// each 32-byte sector is requested once and each load touches one line (scan_bucket's lanes read 4 lines per load,
+// each sector by two loads). The lane's digest load (its own chunk, as in scan_bucket: the same `look`) is turned
+// into the digests of its score slots by digest_transpose. Buckets whose chunks are not a multiple of kTile take
+// scan_bucket. Same result as scan_bucket (the least rank over the bucket, its tie and big, the same look).
+__device__ __forceinline__ BucketScan scan_bucket_wide(const Tile& tile, const TableRef& t, int64_t base, uint32_t d4) {
+  const int chunks = t.bucket_capacity / 16;
+  if (chunks % kTile != 0) return scan_bucket(tile, t, base, d4);
+  const int l = static_cast<int>(tile.thread_rank());
+  BucketScan r{EvictCand{~0ull, -1, false}, 0u, 0ull};
+#pragma unroll 1
+  for (int i = 0; i * kTile < chunks; ++i) {
+    const uint4 d = load_digests(t.digests, base, i * kTile + l, true);
+    const uint4* sp = reinterpret_cast<const uint4*>(t.scores + base + 16 * kTile * i) + l;
+    uint4 ss[8];
+#pragma unroll
+    for (int b = 0; b < 8; ++b) ss[b] = __ldcg(sp + kTile * b);
+    r.look |= static_cast<uint64_t>(match16(d, d4)) << (16 * i);
+    uint32_t dw[4];
+    digest_transpose(tile, d, dw);
+    EvictCand e = min_rank16(dw, ss, r.big);
+    e.idx = 16 * kTile * i + 8 * (e.idx >> 1) + 2 * l + (e.idx & 1);  // j -> bucket-local slot
+    r.min = cand_min(r.min, e);
   }
   return r;
 }

@@ -426,7 +426,9 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-template <int K, int V, int P>
+// kWideScan: the scan under the lock reads contiguous score lines (scan_bucket_wide; the default schedule
+// kScheduleDynamicWide) instead of scan_bucket.
+template <int K, int V, int P, bool kWideScan = false>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
   using T = typename Val<V>::T;
@@ -456,7 +458,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   tile.sync();  // the lead's acquire orders the tile's scan after the previous holder's writes
   const uint32_t d4 = 0x01010101u * digest;
   while (true) {
-    const BucketScan sc = scan_bucket(tile, t, base, d4);
+    const BucketScan sc = kWideScan ? scan_bucket_wide(tile, t, base, d4) : scan_bucket(tile, t, base, d4);
     // The victim: the least (score, digest, key) (probe.cuh, "eviction scan"). The tile's least rank settles it
     // unless two slots share it (or a score >= 2^56 makes ranks inexact): then victim_exact reads key words.
     bool big = (sc.big >> 24) != 0;
@@ -592,7 +594,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
 // bucket without a free slot; a bucket gains no free slot during an upsert, so the key goes straight to the
 // eviction path, whose scan under the lock (and its probe while waiting for the lock) finds the key if a
 // duplicate inserted it meanwhile. Tile-uniform control flow throughout.
-template <int K, int V, int P>
+template <int K, int V, int P, bool kWideScan = false>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
                                               const KeyArgs& a, const typename Val<V>::T* row_in,
                                               bool full_bucket = false) {
@@ -604,7 +606,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
                           (mode == kAccumOrAssign && !a.accum_flag);
   if (full_bucket && may_insert)
-    return evict_insert<K, V, P>(
+    return evict_insert<K, V, P, kWideScan>(
         p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
         policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0));
 
@@ -632,7 +634,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
       continue;
     }
-    return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
+    return evict_insert<K, V, P, kWideScan>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
 }
 
@@ -951,8 +953,9 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // result right after the ATOMG), so a warp waits for that contended atomic at the start of every dynamic group.
 // Measured (H200, load 1.0, 1M keys): static insert pass -5 % for find_or_insert and insert_or_assign, +4 % for
 // insert_and_evict on a topped-up table, but -8 to -10 % on Zipf keys drawn from every stored key: the default is
-// dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight").
-enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1 };
+// dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight"). kScheduleDynamicWide: dynamic, the
+// eviction's scan by scan_bucket_wide (the default; the other two scan by scan_bucket).
+enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleDynamicWide = 2 };
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
@@ -997,7 +1000,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
     __syncthreads();
   }
   auto static_end = [&]() -> int64_t {
-    return L == kScheduleDynamic ? nwarps : *const_cast<volatile long long*>(&s_static_end);
+    return L != kScheduleStatic ? nwarps : *const_cast<volatile long long*>(&s_static_end);
   };
 #pragma unroll 1
   while (g * kWarpKeys < count) {
@@ -1015,7 +1018,8 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      const Outcome o = upsert_one<K, V, P>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
+      const Outcome o = upsert_one<K, V, P, L == kScheduleDynamicWide>(tile, p, &s_p, a, row_in,
+                                                                       (e.y & kPendingFullBucket) != 0);
       if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
         init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
       if (tile.thread_rank() == 0) {
@@ -1244,15 +1248,18 @@ __global__ void __launch_bounds__(kBeginBlock)
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
 // wave; each loops over groups of pending keys.
 inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::current_device_sms()); }
-// The insert pass's schedule: dynamic (a group counter) for every op. The static rounds are 3-4 % faster on a table
-// topped up to load 1.0 but 8-10 % slower on Zipf keys at load 0.965 drawn from every stored key (insert_and_evict 3
-// % slower everywhere): docs/dynamicemb_storage_notes.md, "Keys in flight". `mode` may carry the op's private
-// override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic, 2 = static.
+// The insert pass's schedule: dynamic (a group counter) with the eviction's wide scan (scan_bucket_wide) for every op.
+// The static rounds are 3-4 % faster on a table topped up to load 1.0 but 8-10 % slower on Zipf keys at load 0.965
+// drawn from every stored key (insert_and_evict 3 % slower everywhere): docs/dynamicemb_storage_notes.md, "Keys in
+// flight". The wide scan cuts the scan's L2 requests by two thirds; the L2's tag lookups bound the pass at load 1.0
+// (H200: the insert pass -4 to -8 %): same doc, "What limits the load-1.0 insert pass". `mode` may carry the op's
+// private override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic with scan_bucket, 2 = static
+// (scan_bucket), 3 = dynamic wide (the default); + 8 (evict_bench only) the grid capped at 1 block per SM.
 inline InsertSchedule insert_schedule(int mode) {
-  const int force = mode >> kUpsertModeLabShift;
+  const int force = (mode >> kUpsertModeLabShift) & 7;
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
-  return kScheduleDynamic;
+  return kScheduleDynamicWide;
 }
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
@@ -1278,9 +1285,13 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
-  const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap());
-  if (insert_schedule(p_op.mode) == kScheduleStatic)
+  const unsigned cap = ((p_op.mode >> kUpsertModeLabShift) & 8) ? insert_grid_cap() / 2 : insert_grid_cap();
+  const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), cap);
+  const InsertSchedule sched = insert_schedule(p_op.mode);
+  if (sched == kScheduleStatic)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleStatic>, grid, kBlock, s, p);
+  else if (sched == kScheduleDynamicWide)
+    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide>, grid, kBlock, s, p);
   else
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");

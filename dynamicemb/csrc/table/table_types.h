@@ -229,8 +229,9 @@ struct LookupParams {
 };
 
 // UpsertParams::mode's bits from here carry the op's private override of the insert pass's schedule (table_ops.cc,
-// ScoredHashTable._upsert_lab bits 2-3: 1 dynamic, 2 static; A/B timing); launch_upsert strips them, insert_schedule
-// reads them (table_kernels.cuh). A field of UpsertParams would do, at the cost of rebuilding every unit.
+// ScoredHashTable._upsert_lab bits 2-3: 1 dynamic with the plain eviction scan, 2 static, 3 dynamic with the wide
+// scan, the default; A/B timing); launch_upsert strips them, insert_schedule reads them (table_kernels.cuh). A field
+// of UpsertParams would do, at the cost of rebuilding every unit.
 constexpr int kUpsertModeLabShift = 8;
 
 struct UpsertParams {
