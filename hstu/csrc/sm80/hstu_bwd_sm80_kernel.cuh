@@ -928,6 +928,10 @@ constexpr int kBwdSm80PtrOnlyCfg = 12;
 constexpr int kBwdSm80RunPtrCfg = 13;
 constexpr int kBwdPdsD256Unsplit = kBwdPdsD256OneBar & ~kPdsKSplitS;
 constexpr int kBwdSm80LaneOnceCfg = 14;
+// 14 at D = 128 and 6 at D = 64 (bf16, sm_90+, calls without contexts): the default's loop (either grid order) with
+// the wholly masked warp tiles skipped (kPdsDeadSkip), for comparisons.
+constexpr int kBwdSm80DeadSkipCfg = 14;
+constexpr int kBwdSm80DeadSkipD64Cfg = 6;
 // D = 64's default on sm_90+ for calls without contexts (bf16 and fp16, either grid order): 128-query tiles
 // (kPdsTile128) on kPdsMbarCopies' two stages, 224 KB; on an H200 6.4-6.8 % faster than the three-stage loop at B16
 // S8K / S4K, 2.5-3.0 % at B128 S1K / B64 S2K (heads first). 15 (bf16, D = 64, sm_90+, calls without contexts): the
@@ -1013,6 +1017,13 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
                      ? launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256Alt | kPdsHeadsFirst>(p, max_smem, stream)
                      : launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256Alt>(p, max_smem, stream);
         }
+        if constexpr (D == 64) {
+          err = bwd_sm80_require_sm90();
+          if (err != cudaSuccess) return err;
+          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          static_assert(kBwdSm80DeadSkipD64Cfg == kBwdSm80MbarCfg, "D = 64's dead-skip cfg");
+          return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128 | kPdsDeadSkip>(p, max_smem, stream);
+        }
         return cudaErrorNotSupported;
       case kBwdSm80TailCfg: {
         err = bwd_sm80_require_sm90();
@@ -1077,6 +1088,14 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
             return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~(kPdsRunPtrs | kPdsLaneOnce)>(p, max_smem, stream);
           }
           return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsLaneOnce>(p, max_smem, stream);
+        }
+        if constexpr (D == 128) {
+          if (cfg != kBwdSm80DeadSkipCfg) return cudaErrorNotSupported;
+          err = bwd_sm80_require_sm90();
+          if (err != cudaSuccess) return err;
+          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          return launch_hstu_bwd_pds_ordered<T, D, 3, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
+                                                          kPdsDeadSkip>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       case kBwdSm80ThreeStageCfg:

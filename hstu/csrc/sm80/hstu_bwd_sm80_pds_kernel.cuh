@@ -147,6 +147,14 @@ constexpr int kPdsTile128 = 16384;
 // The same sums in another order: S / dP differ from the default's in rounding (each element h0 + h1 of the two
 // halves, the same bits in both warps).
 constexpr int kPdsKSplitS = 32768;
+// A flag on BODY (D = 128's one-barrier loop and D = 64's 128-query tiles, calls without drab): a phase-1 warp tile
+// (32 queries x 32 keys) that the mask hides wholly (SeqMask::key_range of its rows misses its keys; tested only on
+// tiles that are not full) skips S, the SiLU, dP and its P / dS stores, and marks itself in a byte per warp (and
+// 64-row pass) beside the tile's P / dS buffer; phases 2 and 3 then skip the k-steps that would read those unwritten
+// P / dS blocks (they would add zeros). Under a causal mask the first 64 rows of each key block's walk have 5 such
+// warp tiles of 8 (the upper 64 keys, and queries 0-31 against keys 32-63), the next 64 rows one. Phase 2's warps
+// w and w + 4 (one scheduler's) then take keys 64 apart (kv_n), so that each scheduler keeps half of that work.
+constexpr int kPdsDeadSkip = 65536;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -308,6 +316,31 @@ __device__ __forceinline__ void plain_k_loop(float (&acc)[MT][N8][4], LoadA&& lo
   }
 }
 
+// plain_k_loop fully unrolled, without the k-steps whose bit is set in skip (uniform; kPdsDeadSkip: their A blocks
+// are wholly masked, unwritten P / dS).
+template <typename T, int KS, int MT, int N8, typename LoadA, typename LoadB>
+__device__ __forceinline__ void plain_k_loop_skip(float (&acc)[MT][N8][4], LoadA&& load_a, LoadB&& load_b,
+                                                  const uint32_t skip) {
+  constexpr int NP = N8 / 2;
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    if ((skip >> ks) & 1u) continue;
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) load_a(a[mt], ks, mt);
+#pragma unroll
+    for (int np = 0; np < NP; ++np) {
+      uint32_t b[4];
+      load_b(b, ks, np);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_16816<T>(acc[mt][2 * np], a[mt], b[0], b[1]);
+        mma_16816<T>(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
 // *addr += (x, y) by fp32 reductions, unpredicated (atomic_add_f2 without its predicate).
 __device__ __forceinline__ void red_add_f2(float* addr, float x, float y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -343,7 +376,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
-                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS);
+                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS | kPdsDeadSkip);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -375,6 +408,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   static_assert(!kKSplit || (kMbar && D == 256 && NWARPS == 8 && C::kSWM == 4 && !kTile128),
                 "the K-split S / dP: D = 256's mbarrier loop");
   constexpr bool kTwoPdS = kOneBar || kMbar;  // two P / dS buffers, alternating by tile parity
+  constexpr bool kDeadSkip = (BODY & kPdsDeadSkip) != 0;  // (kPdsDeadSkip above)
+  static_assert(!kDeadSkip || ((kOneBar && kLoopFree && !kDqFirstBody && D == 128) || kTile128) && !CTX,
+                "the dead warp tiles skipped: D = 128's one-barrier loop, D = 64's 128-query tiles");
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
   // D = 64 / 128's plain body (the context kernels) adds row-major (with the fragment order it spilled 4-12 B in
   // sm_90a code).
@@ -585,6 +621,16 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     full_map = make_int4(x, y, z, 0);
   }
   const uint32_t sFull = smem_u32(&full_map);
+  // kDeadSkip: byte 16 i + 8 hp + w set where phase-1 warp w's tile of 64-row pass hp was skipped on the tile that
+  // used P / dS buffer i.
+  __shared__ __align__(16) unsigned long long dead_words[4];
+  const uint32_t sDead = kDeadSkip ? smem_u32(&dead_words[0]) : 0u;
+  // Phase 2's warp grid: warp w's keys (kv_n) and columns. kDeadSkip: warps w and w + kKWN (one scheduler's) take
+  // keys kKWN / 2 slices apart, so that a causal first tile's skipped keys (its upper half) leave each scheduler one
+  // of its two warps' dK / dV work, not both or none.
+  auto kv_n = [&] {
+    return (kDeadSkip ? (warp + (warp / C::kKWN) * (C::kKWN / 2)) % C::kKWN : warp % C::kKWN) * KR;
+  };
   auto tile_full_at = [&](const int r0) {
     if constexpr (!kFullMap) {
       return mk.tile_full(r0, r0 + HM, n0, n0 + BN);
@@ -700,13 +746,32 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       // between them runs with only S live next to dK / dV (a fused pass spilled).
       // Element (mt, nt, e): query row m0 + s_m + mt*16 + lane/4 + (e/2)*8 (position r = row + offset), key
       // j = n0 + s_n + nt*8 + 2*(lane%4) + (e&1).
-      auto phase_s = [&](const int r0, const uint32_t sQ, const uint32_t sdO, const uint32_t sP, const uint32_t sdS) {
+      auto phase_s = [&](const int r0, const uint32_t sQ, const uint32_t sdO, const uint32_t sP, const uint32_t sdS,
+                         const uint32_t sDeadW) {
         float acc[SMT][SNT][4];  // S, then SiLU'(alpha S) * alpha / scaling (masked), then dP, then dS
         const int ln = phase_lane();
         // (each phase's warp coordinates formed in the phase: fewer registers live across the loop)
         const int s_m = (warp % C::kSWM) * SM, s_n = (warp / C::kSWM) * SN;
         const uint32_t tA = L::swz(s_m + ln % 16, (ln / 16) * 8);                      // Q, dO as A
         const uint32_t tB = L::swz(s_n + ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);  // K, V as B
+        bool full_w = false;  // (kDeadSkip: the tile's tile_full_at, tested once)
+        if constexpr (kDeadSkip) {  // (the warp's rows r0 + s_m .., keys n0 + s_n ..: uniform)
+          bool dead = false;
+          full_w = tile_full_at(r0);
+          if (p.drab == nullptr && !full_w) {
+            const int ra = r0 + s_m, rb = min(ra + SM, mk.lk), ja = n0 + s_n, jb = min(ja + SN, mk.lk);
+            dead = rb <= ra || jb <= ja;
+            if (!dead) {
+              int kb, ke;
+              mk.key_range(ra, rb, kb, ke);
+              dead = ke <= kb || ke <= ja || kb >= jb;
+            }
+          }
+          asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(sDeadW + warp),
+                       "r"(static_cast<uint32_t>(dead))
+                       : "memory");
+          if (dead) return;
+        }
         // c[mt][i] += A B^T over D for the n8 key tiles NP0 * 2 + i of the warp (c: SMT x (2 NPN) n8 tiles).
         // full: 1 the plain k-loop fully unrolled (one basic block with the code around it, which ptxas can then
         // interleave with the MMAs; a loop's back edge also waits out the last MMA's latency), N > 1 unrolled by N.
@@ -825,7 +890,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         using Keep = std::conditional_t<(SMT * SNT * 4 > 32), uint64_t, uint32_t>;
         static_assert(SMT * SNT * 4 <= 64, "one mask bit per accumulator element");
         Keep keep = ~Keep{0};
-        if (!tile_full_at(r0)) {
+        if (!(kDeadSkip ? full_w : tile_full_at(r0))) {
           if constexpr (!kRowMask) {
             keep = 0u;
             for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
@@ -1027,9 +1092,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       if constexpr (kTile128) {
 #pragma unroll 1
         for (int hm = 0; hm < BM; hm += HM)
-          phase_s(r0 + hm, sQ + hm * D * 2, sdO + hm * D * 2, sP + hm * BN * 2, sdS + hm * BN * 2);
+          phase_s(r0 + hm, sQ + hm * D * 2, sdO + hm * D * 2, sP + hm * BN * 2, sdS + hm * BN * 2,
+                  sDead + static_cast<uint32_t>(mb & 1) * 16 + (hm / HM) * 8);
       } else {
-        phase_s(r0, sQ, sdO, sP, sdS);
+        phase_s(r0, sQ, sdO, sP, sdS, sDead + static_cast<uint32_t>(mb & 1) * 16);
       }
       if constexpr (kOneBar) {
         cp_async_wait<0>();
@@ -1058,18 +1124,26 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
 
       // ---- Phase 2: dV += P^T dO, dK += dS^T Q over this warp's KR keys x KC columns.
       // parts: 3 dV and dK in one k-loop (the plain body); 1 dV only, 2 dK only (the loop-free bodies).
-      auto phase_kv = [&](auto parts) {
+      // guarded (kDeadSkip, a tile with skipped warp tiles): without the k-steps of the bits set in skip.
+      auto phase_kv_at = [&](auto parts, auto guarded, const uint32_t skip) {
         constexpr int kParts = decltype(parts)::value;
         const int ln = phase_lane();
-        const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
+        const int k_n = kv_n(), k_d = (warp / C::kKWN) * KC;
         const uint32_t tPt = LP::swz(ln % 8 + (ln / 16) * 8, k_n + ((ln / 8) % 2) * 8);  // P^T, dS^T as A
         const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
         if constexpr (kParts != 3) {
           const uint32_t sA = kParts == 1 ? sP : sdS, sB = kParts == 1 ? sdO : sQ;
-          plain_k_loop<T, BM / 16, kLoopFree ? BM / 16 : 1>(
-              kParts == 1 ? acc_dv : acc_dk,
-              [&](uint32_t(&f)[4], const int ks, const int mt) { ldsm_x4_t(f, sA + LP::xadd(tPt, ks * 16, mt * 16)); },
-              [&](uint32_t(&f)[4], const int ks, const int dp) { ldsm_x4_t(f, sB + L::xadd(tBt, ks * 16, dp * 16)); });
+          auto load_a = [&](uint32_t(&f)[4], const int ks, const int mt) {
+            ldsm_x4_t(f, sA + LP::xadd(tPt, ks * 16, mt * 16));
+          };
+          auto load_b = [&](uint32_t(&f)[4], const int ks, const int dp) {
+            ldsm_x4_t(f, sB + L::xadd(tBt, ks * 16, dp * 16));
+          };
+          if constexpr (decltype(guarded)::value) {
+            plain_k_loop_skip<T, BM / 16>(kParts == 1 ? acc_dv : acc_dk, load_a, load_b, skip);
+          } else {
+            plain_k_loop<T, BM / 16, kLoopFree ? BM / 16 : 1>(kParts == 1 ? acc_dv : acc_dk, load_a, load_b);
+          }
         } else {
 #pragma unroll 1
           for (int ks = 0; ks < BM / 16; ++ks) {
@@ -1095,8 +1169,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
           }
         }
       };
+      auto phase_kv = [&](auto parts) { phase_kv_at(parts, std::false_type(), 0u); };
       // ---- Phase 3: dQ[m0 + q_m .., q_d ..] += dS K, QPW columns per pass, added to the fp32 workspace.
-      auto phase_dq = [&] {
+      // guarded, skip: as phase_kv_at's.
+      auto phase_dq_at = [&](auto guarded, const uint32_t skip) {
         if (!with_dq) return;
         float* dq_acc = p.dq_accum + (int64_t)si.q_start * dq_row_stride + h * D;
         const int ln = phase_lane();
@@ -1118,7 +1194,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
           auto dq_b = [&](uint32_t(&f)[4], const int ks, const int dp) {
             ldsm_x4_t(f, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
           };
-          plain_k_loop<T, BN / 16, kDqUnroll>(acc_q, dq_a, dq_b);
+          if constexpr (decltype(guarded)::value) {
+            plain_k_loop_skip<T, BN / 16>(acc_q, dq_a, dq_b, skip);
+          } else {
+            plain_k_loop<T, BN / 16, kDqUnroll>(acc_q, dq_a, dq_b);
+          }
           if constexpr (kTile128) {
             // The warp's rows lie in the HM-row tile q_m / HM of the layout, its 16-column blocks (rows (q_m % HM) /
             // 32, columns q_d / 16 + dt / 2) two apart; the second tile adds nothing past lq (nor past the
@@ -1167,6 +1247,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
               }
         }
       };
+      auto phase_dq = [&] { phase_dq_at(std::false_type(), 0u); };
       if constexpr (STAGES >= 2) {
         // dQ-first warps (kPdsLoopFreeDqFirst, and the plain body at D = 128 / 256): the two warps of a scheduler (w,
         // w + NWARPS / 2) run phases 2 and 3 in opposite orders, so that while one runs dK / dV (128 MMAs a warp at
@@ -1185,7 +1266,37 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
               }
             }
           };
-          if (kDqFirstBody && warp >= NWARPS / 2) {
+          // kDeadSkip: the tile's skipped phase-1 warp tiles (dead_words: dw[hp] of 64-row pass hp); phase 2's warp
+          // reads the keys of phase-1 warps (k_n / SN) kSWM + 0 .. kSWM - 1 of each pass (k-steps of 16 query
+          // rows), phase 3's the queries of warps (s_n / SN) kSWM + (q_m % HM) / SM of pass q_m / HM (k-steps of
+          // 16 keys)
+          unsigned long long dw[2] = {0ull, 0ull};
+          if constexpr (kDeadSkip && kTile128) {
+            asm volatile("ld.shared.v2.u64 {%0, %1}, [%2];\n"
+                         : "=l"(dw[0]), "=l"(dw[1])
+                         : "r"(sDead + static_cast<uint32_t>(mb & 1) * 16)
+                         : "memory");
+          } else if constexpr (kDeadSkip) {
+            asm volatile("ld.shared.u64 %0, [%1];\n"
+                         : "=l"(dw[0])
+                         : "r"(sDead + static_cast<uint32_t>(mb & 1) * 16)
+                         : "memory");
+          }
+          if (kDeadSkip && (dw[0] | dw[1]) != 0ull) {
+            static_assert(!kDeadSkip || (KR == SN && QR == SM && C::kSWM * SM == HM && BM <= 2 * HM), "warp tiles");
+            const int k_w = (kv_n() / SN) * C::kSWM, q_m = (warp % QWM) * QR;
+            const unsigned long long dq_w = (q_m >= HM ? dw[1] : dw[0]) >> (8 * ((q_m % HM) / SM));
+            uint32_t skip_kv = 0u, skip_q = 0u;
+#pragma unroll
+            for (int ks = 0; ks < BM / 16; ++ks)
+              skip_kv |= ((dw[ks * 16 / HM] >> (8 * (k_w + (ks * 16 % HM) / SM))) & 1ull) != 0ull ? 1u << ks : 0u;
+#pragma unroll
+            for (int ks = 0; ks < BN / 16; ++ks)
+              skip_q |= ((dq_w >> (8 * ((ks * 16 / SN) * C::kSWM))) & 1ull) != 0ull ? 1u << ks : 0u;
+            phase_kv_at(std::integral_constant<int, 1>(), std::true_type(), skip_kv);
+            phase_kv_at(std::integral_constant<int, 2>(), std::true_type(), skip_kv);
+            phase_dq_at(std::true_type(), skip_q);
+          } else if (kDqFirstBody && warp >= NWARPS / 2) {
             phase_dq();
             phase_kv(std::integral_constant<int, 1>());
             do_copies();
@@ -1235,7 +1346,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   }
 
   // Epilogue: dK, dV (rows past seqused are zeros).
-  const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
+  const int k_n = kv_n(), k_d = (warp / C::kKWN) * KC;
   const int rows_store = min(BN, si.lk_alloc - n0);
   T* dkg = static_cast<T*>(p.dk) + (int64_t)(si.k_start + n0) * p.dk_row_stride + h * p.dk_head_stride;
   T* dvg = static_cast<T*>(p.dv) + (int64_t)(si.k_start + n0) * p.dv_row_stride + h * p.dv_head_stride;
