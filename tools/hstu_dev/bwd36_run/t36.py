@@ -25,6 +25,7 @@ def main():
     ap.add_argument("mode", choices=["time", "prof"])
     ap.add_argument("--bench", required=True)
     ap.add_argument("--cfgs", type=int, nargs="+", default=[0, 14])
+    ap.add_argument("--alt", default="", help="D:cfg,...: at head dim D the cfgs are 0 and cfg instead of --cfgs")
     ap.add_argument("--shapes", nargs="+", default=["B128:S1024:D128"])
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--rounds", type=int, default=1)
@@ -38,15 +39,17 @@ def main():
     print(f"#### {a.mode} ({torch.cuda.get_device_name(0)}, torch {torch.__version__}; bf16 causal H4; ms)")
     timer = ha.Timer(dev, warmup=3, reps=a.reps, warmup_ms=100.0)
     fa2 = None if a.no_fa2 else ha.Fa2Peer(dev)
+    alt = {int(x.split(":")[0]): int(x.split(":")[1]) for x in a.alt.split(",") if x}
     for s in a.shapes:
         B, S, D = shape(s)
+        cfgs = [0, alt[D]] if D in alt else a.cfgs
         case = ha.Case("portable", s, [S] * B, 4, D)
         total, H = B * S, 4
         cu = torch.tensor([0] + case.lengths, device=dev).cumsum(0).to(torch.int32)
         q, k, v, dout = (torch.randn(total, H, D, device=dev, dtype=torch.bfloat16) for _ in range(4))
         args = (cu, cu, S, S, None, None, 1, -1, 0, 1.0 / D**0.5, None, float(S), None, None)
         fns, labels = [], []
-        for c in a.cfgs:
+        for c in cfgs:
             with kernel_options(sm90=False, bwd_sm80_cfg=c):
                 fns.append(ha.timed_calls(q, k, v, dout, args)[1])
             labels.append(f"cfg{c}")
@@ -60,11 +63,11 @@ def main():
                 best = t if best is None else [min(x, y) for x, y in zip(best, t)]
             line = f"{s:18s} " + " ".join(f"{lab} {t:.4f}" for lab, t in zip(labels, best))
             base = best[0]
-            line += " | " + " ".join(f"{lab}/cfg{a.cfgs[0]} {t / base - 1:+.2%}" for lab, t in
-                                     zip(labels[1:len(a.cfgs)], best[1:len(a.cfgs)]))
+            line += " | " + " ".join(f"{lab}/cfg{cfgs[0]} {t / base - 1:+.2%}" for lab, t in
+                                     zip(labels[1:len(cfgs)], best[1:len(cfgs)]))
             if fa2 is not None:
                 line += " | " + " ".join(f"fa2/{lab} {best[-1] / t:.3f}x" for lab, t in
-                                         zip(labels[:len(a.cfgs)], best[:len(a.cfgs)]))
+                                         zip(labels[:len(cfgs)], best[:len(cfgs)]))
             print(line, flush=True)
         else:
             for lab, fn in zip(labels, fns):
