@@ -629,7 +629,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // keys kKWN / 2 slices apart, so that a causal first tile's skipped keys (its upper half) leave each scheduler one
   // of its two warps' dK / dV work, not both or none.
   auto kv_n = [&] {
-    return (kDeadSkip ? (warp + (warp / C::kKWN) * (C::kKWN / 2)) % C::kKWN : warp % C::kKWN) * KR;
+    if constexpr (kDeadSkip) {  // ((w % 4) ^ 2 for w >= 4; formed where used: hoisted out of the loop, the
+      // rotation's value took a register and made ptxas spill 8 B more)
+      static_assert(!kDeadSkip || C::kKWN == 4, "four key slices");
+      const uint32_t w = opaque(static_cast<uint32_t>(warp));
+      return static_cast<int>((w & 3u) ^ ((w >> 1) & 2u)) * KR;
+    } else {
+      return (warp % C::kKWN) * KR;
+    }
   };
   auto tile_full_at = [&](const int r0) {
     if constexpr (!kFullMap) {
