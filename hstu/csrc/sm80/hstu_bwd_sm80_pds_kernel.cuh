@@ -324,7 +324,7 @@ __device__ __forceinline__ void plain_k_loop_skip(float (&acc)[MT][N8][4], LoadA
   constexpr int NP = N8 / 2;
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks) {
-    if ((skip >> ks) & 1u) continue;
+    if (__any_sync(0xffffffffu, (skip >> ks) & 1u)) continue;  // (a vote: uniform to the compiler, no WARPSYNC)
     uint32_t a[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) load_a(a[mt], ks, mt);
@@ -774,6 +774,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
               dead = ke <= kb || ke <= ja || kb >= jb;
             }
           }
+          // (a vote: the branch is uniform to the compiler; a plain test made it wrap phase 1 in a divergent region
+          // with WARPSYNCs before its ldmatrix / mma)
+          dead = __any_sync(0xffffffffu, dead);
           asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(sDeadW + warp),
                        "r"(static_cast<uint32_t>(dead))
                        : "memory");
@@ -1289,7 +1292,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
                          : "r"(sDead + static_cast<uint32_t>(mb & 1) * 16)
                          : "memory");
           }
-          if (kDeadSkip && (dw[0] | dw[1]) != 0ull) {
+          if (kDeadSkip && __any_sync(0xffffffffu, (dw[0] | dw[1]) != 0ull)) {
             static_assert(!kDeadSkip || (KR == SN && QR == SM && C::kSWM * SM == HM && BM <= 2 * HM), "warp tiles");
             const int k_w = (kv_n() / SN) * C::kSWM, q_m = (warp % QWM) * QR;
             const unsigned long long dq_w = (q_m >= HM ? dw[1] : dw[0]) >> (8 * ((q_m % HM) / SM));
