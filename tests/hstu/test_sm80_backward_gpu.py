@@ -74,8 +74,10 @@ _DEFAULT_BODY = {64: 10, 128: 7}
 _DEFAULT_FLAGS = {64: 16 | _EPI | 1024 | 2048 | _RUN_LANE, 128: _EPI | 1024 | 2048}
 _HEADS_FIRST = 32
 # (kBwdSm80DeadSkipCfg / DeadSkipD64Cfg: at D = 128 / 64 (bf16) the default's loop with kPdsDeadSkip (65536): the
-# wholly masked phase-1 warp tiles skipped, and the k-steps of phases 2 / 3 that would read them)
-DEAD_CFG, _DEAD = {64: 6, 128: 14}, 65536
+# wholly masked phase-1 warp tiles skipped, and the k-steps of phases 2 / 3 that would read them, | kPdsKvRot
+# (131072): phase 2's scheduler pairs on keys 64 apart; kBwdSm80DeadNoRotCfg: at D = 128 without the rotation)
+DEAD_CFG, NOROT_CFG, _DEAD, _ROT = {64: 6, 128: 14}, 13, 65536, 131072
+_DEAD_BODY = {(64, 6): _DEAD | _ROT, (128, 14): _DEAD | _ROT, (128, 13): _DEAD}
 _MBAR, _LEAN = 64, 128  # kPdsMbarCopies, kPdsLeanCopies
 _TAIL = 256  # kPdsTailBlocksFirst
 _TAIL_DEFAULT = {64: _TAIL, 128: 0, 256: _TAIL}  # kBwdPdsTailFirst
@@ -135,14 +137,14 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     three = bf16 and cfg in _THREE_STAGE_CFGS and not (cfg == TAIL_CFG and max_seqlen_k > 2048)
     if D == 64 and mbar_fits() and not three:  # (224 KB + 16 B, as D = 256's)
         body = _TILE_BODY | (_HEADS_FIRST | _TAIL if (max_seqlen_k <= 2048) != (cfg == 3) else 0)
-        body |= _DEAD if cfg == DEAD_CFG[64] and bf16 else 0
+        body |= _DEAD_BODY.get((64, cfg), 0) if bf16 else 0
         return f"hstu_bwd_pds_body_kernel<{t}, 64, 2, 8, {body}>(hstu::HstuParams, int)"
     if D == 64 and cfg == THREE_CFG and bf16:  # (the three-stage loop: the names of the default before)
         cfg = 0
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D] | _EPI}>(hstu::HstuParams, int)"
     without = (_WITHOUT.get(cfg, 0) | (_WITHOUT_D64.get(cfg, 0) if D == 64 else 0)) if bf16 else 0
-    dead = _DEAD if D == 128 and cfg == DEAD_CFG[128] and bf16 else 0
+    dead = _DEAD_BODY.get((D, cfg), 0) if D == 128 and bf16 else 0
     if (max_seqlen_k <= 2048) != (cfg == 3):
         body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail | dead) & ~(_EPI if no_epi else 0) & ~without
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
@@ -350,7 +352,8 @@ def test_sm80_backward_d64_loop_cfgs(tag, cfgs, mask, rab_heads, delta_q, kernel
 def test_sm80_backward_dead_skip(D, mask, rab_heads, delta_q, kernel_opts):
     """D = 128 / 64: the default's loop (the one-barrier loop / the 128-query tiles) and cfg 14 / 6 (bf16: the wholly
     masked phase-1 warp tiles skipped with the k-steps of phases 2 / 3 that would read their P / dS, phase 2's warps
-    of a scheduler on keys 64 apart; rab without drab here, so that it applies) in both grid
+    of a scheduler on keys 64 apart; at D = 128 cfg 13 without that rotation; rab without drab here, so that the skip
+    applies) in both grid
     orders (jagged sequences of 0-700 keys heads first with delta-q cutting tiles at every row offset; one of 2,200 keys
     batch first): the error rule against the fp32 reference (gradients poisoned), the cfg's kernel (calls with
     contexts: the default's), the same dK and dV bit for bit (the skipped MMAs added zeros), dQ up to the atomics'
@@ -361,7 +364,8 @@ def test_sm80_backward_dead_skip(D, mask, rab_heads, delta_q, kernel_opts):
         case = kg.make_case(zlib.crc32(repr(("dead", D, mask, rab_heads, len(lk))).encode()), lk, 2, D,
                             torch.bfloat16, mask, rab_heads, delta_q=delta_q)
         grads = {}
-        for c in (0, DEAD_CFG[D]):
+        cfgs = (DEAD_CFG[D], NOROT_CFG) if D == 128 else (DEAD_CFG[D],)
+        for c in (0,) + cfgs:
             kernel_opts(sm90=False, bwd_sm80_cfg=c)
             kg.check_case(case, 0.5, has_drab=False)
             rab = case["rab"]
@@ -376,11 +380,12 @@ def test_sm80_backward_dead_skip(D, mask, rab_heads, delta_q, kernel_opts):
                 names = _bwd_kernels(case)
                 want = loop_kernel(D, c, max_seqlen_k=case["max_seqlen_k"])
                 assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (c, names, want)
-        for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv"), grads[DEAD_CFG[D]], grads[0])):
-            if i == 0:
-                kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={DEAD_CFG[D]} vs the default")
-            else:
-                assert torch.equal(g, w), (len(lk), name)
+        for c in cfgs:
+            for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv"), grads[c], grads[0])):
+                if i == 0:
+                    kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={c} vs the default")
+                else:
+                    assert torch.equal(g, w), (len(lk), c, name)
 
 
 @pytest.mark.parametrize("D", [32, 64, 128, 256])

@@ -929,9 +929,11 @@ constexpr int kBwdSm80RunPtrCfg = 13;
 constexpr int kBwdPdsD256Unsplit = kBwdPdsD256OneBar & ~kPdsKSplitS;
 constexpr int kBwdSm80LaneOnceCfg = 14;
 // 14 at D = 128 and 6 at D = 64 (bf16, sm_90+, calls without contexts): the default's loop (either grid order) with
-// the wholly masked warp tiles skipped (kPdsDeadSkip), for comparisons.
+// the wholly masked warp tiles skipped and phase 2's scheduler pairs on keys 64 apart (kPdsDeadSkip | kPdsKvRot);
+// 13 at D = 128: without the rotation (kPdsDeadSkip alone), for comparisons.
 constexpr int kBwdSm80DeadSkipCfg = 14;
 constexpr int kBwdSm80DeadSkipD64Cfg = 6;
+constexpr int kBwdSm80DeadNoRotCfg = 13;
 // D = 64's default on sm_90+ for calls without contexts (bf16 and fp16, either grid order): 128-query tiles
 // (kPdsTile128) on kPdsMbarCopies' two stages, 224 KB; on an H200 6.4-6.8 % faster than the three-stage loop at B16
 // S8K / S4K, 2.5-3.0 % at B128 S1K / B64 S2K (heads first). 15 (bf16, D = 64, sm_90+, calls without contexts): the
@@ -1022,7 +1024,8 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           if (err != cudaSuccess) return err;
           if (p.num_contexts != nullptr) return cudaErrorNotSupported;
           static_assert(kBwdSm80DeadSkipD64Cfg == kBwdSm80MbarCfg, "D = 64's dead-skip cfg");
-          return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128 | kPdsDeadSkip>(p, max_smem, stream);
+          return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128 | kPdsDeadSkip | kPdsKvRot>(p, max_smem,
+                                                                                                   stream);
         }
         return cudaErrorNotSupported;
       case kBwdSm80TailCfg: {
@@ -1090,12 +1093,16 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsLaneOnce>(p, max_smem, stream);
         }
         if constexpr (D == 128) {
-          if (cfg != kBwdSm80DeadSkipCfg) return cudaErrorNotSupported;
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
           if (p.num_contexts != nullptr) return cudaErrorNotSupported;
-          return launch_hstu_bwd_pds_ordered<T, D, 3, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                          kPdsDeadSkip>(p, max_smem, stream);
+          constexpr int kDead = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsDeadSkip;
+          static_assert(kBwdSm80DeadSkipCfg == kBwdSm80LaneOnceCfg && kBwdSm80DeadNoRotCfg == kBwdSm80RunPtrCfg,
+                        "D = 128's dead-skip cfgs share the case of D = 64's 13 / 14");
+          if (cfg == kBwdSm80DeadSkipCfg) {
+            return launch_hstu_bwd_pds_ordered<T, D, 3, kDead | kPdsKvRot>(p, max_smem, stream);
+          }
+          return launch_hstu_bwd_pds_ordered<T, D, 3, kDead>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
       case kBwdSm80ThreeStageCfg:

@@ -152,9 +152,12 @@ constexpr int kPdsKSplitS = 32768;
 // tiles that are not full) skips S, the SiLU, dP and its P / dS stores, and marks itself in a byte per warp (and
 // 64-row pass) beside the tile's P / dS buffer; phases 2 and 3 then skip the k-steps that would read those unwritten
 // P / dS blocks (they would add zeros). Under a causal mask the first 64 rows of each key block's walk have 5 such
-// warp tiles of 8 (the upper 64 keys, and queries 0-31 against keys 32-63), the next 64 rows one. Phase 2's warps
-// w and w + 4 (one scheduler's) then take keys 64 apart (kv_n), so that each scheduler keeps half of that work.
+// warp tiles of 8 (the upper 64 keys, and queries 0-31 against keys 32-63), the next 64 rows one. The skip path's
+// k-loops are rolled (a small cold path beside the loop's unrolled one).
 constexpr int kPdsDeadSkip = 65536;
+// A flag on BODY with kPdsDeadSkip: phase 2's warps w and w + 4 (one scheduler's) take keys 64 apart (kv_n), so that
+// a causal first tile's skipped upper keys leave each scheduler half of its dK / dV work, not all or none.
+constexpr int kPdsKvRot = 131072;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -316,13 +319,13 @@ __device__ __forceinline__ void plain_k_loop(float (&acc)[MT][N8][4], LoadA&& lo
   }
 }
 
-// plain_k_loop fully unrolled, without the k-steps whose bit is set in skip (uniform; kPdsDeadSkip: their A blocks
-// are wholly masked, unwritten P / dS).
+// plain_k_loop rolled, without the k-steps whose bit is set in skip (uniform; kPdsDeadSkip: their A blocks are
+// wholly masked, unwritten P / dS).
 template <typename T, int KS, int MT, int N8, typename LoadA, typename LoadB>
 __device__ __forceinline__ void plain_k_loop_skip(float (&acc)[MT][N8][4], LoadA&& load_a, LoadB&& load_b,
                                                   const uint32_t skip) {
   constexpr int NP = N8 / 2;
-#pragma unroll
+#pragma unroll 1
   for (int ks = 0; ks < KS; ++ks) {
     if (__any_sync(0xffffffffu, (skip >> ks) & 1u)) continue;  // (a vote: uniform to the compiler, no WARPSYNC)
     uint32_t a[MT][4];
@@ -376,7 +379,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
-                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS | kPdsDeadSkip);
+                                 kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS | kPdsDeadSkip |
+                                 kPdsKvRot);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -409,6 +413,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
                 "the K-split S / dP: D = 256's mbarrier loop");
   constexpr bool kTwoPdS = kOneBar || kMbar;  // two P / dS buffers, alternating by tile parity
   constexpr bool kDeadSkip = (BODY & kPdsDeadSkip) != 0;  // (kPdsDeadSkip above)
+  constexpr bool kKvRot = (BODY & kPdsKvRot) != 0;
+  static_assert(!kKvRot || kDeadSkip, "the rotated phase-2 keys: with the dead warp tiles skipped");
   static_assert(!kDeadSkip || ((kOneBar && kLoopFree && !kDqFirstBody && D == 128) || kTile128) && !CTX,
                 "the dead warp tiles skipped: D = 128's one-barrier loop, D = 64's 128-query tiles");
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
@@ -625,13 +631,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // used P / dS buffer i.
   __shared__ __align__(16) unsigned long long dead_words[4];
   const uint32_t sDead = kDeadSkip ? smem_u32(&dead_words[0]) : 0u;
-  // Phase 2's warp grid: warp w's keys (kv_n) and columns. kDeadSkip: warps w and w + kKWN (one scheduler's) take
-  // keys kKWN / 2 slices apart, so that a causal first tile's skipped keys (its upper half) leave each scheduler one
-  // of its two warps' dK / dV work, not both or none.
+  // Phase 2's warp grid: warp w's keys (kv_n) and columns (kKvRot: warps w and w + kKWN take keys kKWN / 2 slices
+  // apart).
   auto kv_n = [&] {
-    if constexpr (kDeadSkip) {  // ((w % 4) ^ 2 for w >= 4; formed where used: hoisted out of the loop, the
-      // rotation's value took a register and made ptxas spill 8 B more)
-      static_assert(!kDeadSkip || C::kKWN == 4, "four key slices");
+    if constexpr (kKvRot) {  // ((w % 4) ^ 2 for w >= 4; formed where used: hoisted out of the loop, the rotation's
+      // value took a register and made ptxas spill 8 B more)
+      static_assert(!kKvRot || C::kKWN == 4, "four key slices");
       const uint32_t w = opaque(static_cast<uint32_t>(warp));
       return static_cast<int>((w & 3u) ^ ((w >> 1) & 2u)) * KR;
     } else {

@@ -25,7 +25,8 @@ def main():
     ap.add_argument("mode", choices=["time", "prof"])
     ap.add_argument("--bench", required=True)
     ap.add_argument("--cfgs", type=int, nargs="+", default=[0, 14])
-    ap.add_argument("--alt", default="", help="D:cfg,...: at head dim D the cfgs are 0 and cfg instead of --cfgs")
+    ap.add_argument("--alt", default="", help="D:cfg[/cfg...],...: at head dim D the cfgs are 0 and those instead of "
+                    "--cfgs")
     ap.add_argument("--shapes", nargs="+", default=["B128:S1024:D128"])
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--rounds", type=int, default=1)
@@ -39,10 +40,10 @@ def main():
     print(f"#### {a.mode} ({torch.cuda.get_device_name(0)}, torch {torch.__version__}; bf16 causal H4; ms)")
     timer = ha.Timer(dev, warmup=3, reps=a.reps, warmup_ms=100.0)
     fa2 = None if a.no_fa2 else ha.Fa2Peer(dev)
-    alt = {int(x.split(":")[0]): int(x.split(":")[1]) for x in a.alt.split(",") if x}
+    alt = {int(x.split(":")[0]): [int(c) for c in x.split(":")[1].split("/")] for x in a.alt.split(",") if x}
     for s in a.shapes:
         B, S, D = shape(s)
-        cfgs = [0, alt[D]] if D in alt else a.cfgs
+        cfgs = [0] + alt[D] if D in alt else a.cfgs
         case = ha.Case("portable", s, [S] * B, 4, D)
         total, H = B * S, 4
         cu = torch.tensor([0] + case.lengths, device=dev).cumsum(0).to(torch.int32)
