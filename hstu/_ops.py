@@ -378,7 +378,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     KB), bf16 and fp16, either grid order; 15 (bf16, D = 64, sm_90+, no contexts): the three-stage loop instead (the
     default before; cfgs 2, 7, 9-14 at D = 64 are variants of it). 14 at D = 128 and 6 at D = 64 (bf16, sm_90+, no
     contexts): the default's loop skipping the 32 x 32 warp tiles of S / dP that the mask hides wholly (and the
-    k-steps of dK / dV / dQ that would read them; calls without drab). Where a cfg does not
+    k-steps of dK / dV / dQ that would read them; calls without drab), the dK / dV warps of a scheduler on keys 64
+    apart; 13 at D = 128: the skip without that rotation. Where a cfg does not
     apply (fp16, other head dims, a GPU without its shared memory) the default runs. Measured on an H200:
     docs/hstu_kernel_notes.md.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
