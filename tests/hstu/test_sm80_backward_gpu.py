@@ -75,9 +75,10 @@ _DEFAULT_FLAGS = {64: 16 | _EPI | 1024 | 2048 | _RUN_LANE, 128: _EPI | 1024 | 20
 _HEADS_FIRST = 32
 # (kBwdSm80DeadSkipCfg / DeadSkipD64Cfg: at D = 128 / 64 (bf16) the default's loop with kPdsDeadSkip (65536): the
 # wholly masked phase-1 warp tiles skipped, and the k-steps of phases 2 / 3 that would read them, | kPdsKvRot
-# (131072): phase 2's scheduler pairs on keys 64 apart; kBwdSm80DeadNoRotCfg: at D = 128 without the rotation)
-DEAD_CFG, NOROT_CFG, _DEAD, _ROT = {64: 6, 128: 14}, 13, 65536, 131072
-_DEAD_BODY = {(64, 6): _DEAD | _ROT, (128, 14): _DEAD | _ROT, (128, 13): _DEAD}
+# (131072): phase 2's scheduler pairs on keys 64 apart; kBwdSm80DeadNoRotCfg / KvRotCfg: at D = 128 without the
+# rotation / the rotation alone)
+DEAD_CFG, NOROT_CFG, ROT_CFG, _DEAD, _ROT = {64: 6, 128: 14}, 13, 15, 65536, 131072
+_DEAD_BODY = {(64, 6): _DEAD | _ROT, (128, 14): _DEAD | _ROT, (128, 13): _DEAD, (128, 15): _ROT}
 _MBAR, _LEAN = 64, 128  # kPdsMbarCopies, kPdsLeanCopies
 _TAIL = 256  # kPdsTailBlocksFirst
 _TAIL_DEFAULT = {64: _TAIL, 128: 0, 256: _TAIL}  # kBwdPdsTailFirst
@@ -352,8 +353,8 @@ def test_sm80_backward_d64_loop_cfgs(tag, cfgs, mask, rab_heads, delta_q, kernel
 def test_sm80_backward_dead_skip(D, mask, rab_heads, delta_q, kernel_opts):
     """D = 128 / 64: the default's loop (the one-barrier loop / the 128-query tiles) and cfg 14 / 6 (bf16: the wholly
     masked phase-1 warp tiles skipped with the k-steps of phases 2 / 3 that would read their P / dS, phase 2's warps
-    of a scheduler on keys 64 apart; at D = 128 cfg 13 without that rotation; rab without drab here, so that the skip
-    applies) in both grid
+    of a scheduler on keys 64 apart; at D = 128 cfg 13 without that rotation, cfg 15 the rotation alone; rab without
+    drab here, so that the skip applies) in both grid
     orders (jagged sequences of 0-700 keys heads first with delta-q cutting tiles at every row offset; one of 2,200 keys
     batch first): the error rule against the fp32 reference (gradients poisoned), the cfg's kernel (calls with
     contexts: the default's), the same dK and dV bit for bit (the skipped MMAs added zeros), dQ up to the atomics'
@@ -364,7 +365,7 @@ def test_sm80_backward_dead_skip(D, mask, rab_heads, delta_q, kernel_opts):
         case = kg.make_case(zlib.crc32(repr(("dead", D, mask, rab_heads, len(lk))).encode()), lk, 2, D,
                             torch.bfloat16, mask, rab_heads, delta_q=delta_q)
         grads = {}
-        cfgs = (DEAD_CFG[D], NOROT_CFG) if D == 128 else (DEAD_CFG[D],)
+        cfgs = (DEAD_CFG[D], NOROT_CFG, ROT_CFG) if D == 128 else (DEAD_CFG[D],)
         for c in (0,) + cfgs:
             kernel_opts(sm90=False, bwd_sm80_cfg=c)
             kg.check_case(case, 0.5, has_drab=False)

@@ -930,10 +930,12 @@ constexpr int kBwdPdsD256Unsplit = kBwdPdsD256OneBar & ~kPdsKSplitS;
 constexpr int kBwdSm80LaneOnceCfg = 14;
 // 14 at D = 128 and 6 at D = 64 (bf16, sm_90+, calls without contexts): the default's loop (either grid order) with
 // the wholly masked warp tiles skipped and phase 2's scheduler pairs on keys 64 apart (kPdsDeadSkip | kPdsKvRot);
-// 13 at D = 128: without the rotation (kPdsDeadSkip alone), for comparisons.
+// 13 at D = 128: without the rotation (kPdsDeadSkip alone), 15 at D = 128 the rotation alone (kPdsKvRot), for
+// comparisons.
 constexpr int kBwdSm80DeadSkipCfg = 14;
 constexpr int kBwdSm80DeadSkipD64Cfg = 6;
 constexpr int kBwdSm80DeadNoRotCfg = 13;
+constexpr int kBwdSm80KvRotCfg = 15;
 // D = 64's default on sm_90+ for calls without contexts (bf16 and fp16, either grid order): 128-query tiles
 // (kPdsTile128) on kPdsMbarCopies' two stages, 224 KB; on an H200 6.4-6.8 % faster than the three-stage loop at B16
 // S8K / S4K, 2.5-3.0 % at B128 S1K / B64 S2K (heads first). 15 (bf16, D = 64, sm_90+, calls without contexts): the
@@ -1106,6 +1108,14 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         }
         return cudaErrorNotSupported;
       case kBwdSm80ThreeStageCfg:
+        if constexpr (D == 128) {
+          static_assert(kBwdSm80KvRotCfg == kBwdSm80ThreeStageCfg, "D = 128's rotation cfg: D = 64's 15");
+          err = bwd_sm80_require_sm90();
+          if (err != cudaSuccess) return err;
+          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          return launch_hstu_bwd_pds_ordered<T, D, 3, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
+                                                          kPdsKvRot>(p, max_smem, stream);
+        }
         if constexpr (D == 64) {
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;

@@ -155,8 +155,8 @@ constexpr int kPdsKSplitS = 32768;
 // warp tiles of 8 (the upper 64 keys, and queries 0-31 against keys 32-63), the next 64 rows one. The skip path's
 // k-loops are rolled (a small cold path beside the loop's unrolled one).
 constexpr int kPdsDeadSkip = 65536;
-// A flag on BODY with kPdsDeadSkip: phase 2's warps w and w + 4 (one scheduler's) take keys 64 apart (kv_n), so that
-// a causal first tile's skipped upper keys leave each scheduler half of its dK / dV work, not all or none.
+// A flag on BODY (with kPdsDeadSkip): phase 2's warps w and w + 4 (one scheduler's) take keys 64 apart (kv_n), so
+// that a causal first tile's skipped upper keys leave each scheduler half of its dK / dV work, not all or none.
 constexpr int kPdsKvRot = 131072;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
@@ -414,7 +414,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr bool kTwoPdS = kOneBar || kMbar;  // two P / dS buffers, alternating by tile parity
   constexpr bool kDeadSkip = (BODY & kPdsDeadSkip) != 0;  // (kPdsDeadSkip above)
   constexpr bool kKvRot = (BODY & kPdsKvRot) != 0;
-  static_assert(!kKvRot || kDeadSkip, "the rotated phase-2 keys: with the dead warp tiles skipped");
+  static_assert(!kKvRot || (kLoopFree && (D == 64 || D == 128) && !CTX), "the rotated phase-2 keys: D = 64 / 128");
   static_assert(!kDeadSkip || ((kOneBar && kLoopFree && !kDqFirstBody && D == 128) || kTile128) && !CTX,
                 "the dead warp tiles skipped: D = 128's one-barrier loop, D = 64's 128-query tiles");
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;

@@ -4,18 +4,19 @@
 # (carry: bash tools/hstu_dev/bwd36_run/pack.sh /work/main/.carry/bwd36 WHEEL, WHEEL from mkwheel.sh)
 # Wheel: main's kernels + bwd_sm80_cfg=14 at D = 128 / 6 at D = 64 (bf16, sm_90+, no contexts): the default's loop with
 # the wholly masked phase-1 warp tiles skipped (kPdsDeadSkip: votes, a rolled skip path) and phase 2's scheduler pairs
-# on keys 64 apart (kPdsKvRot); cfg 13 at D = 128: the skip without the rotation. Runs 1 / 2 (unrolled skip path)
-# measured cfg 14 +0.9 / -0.8 % at B128 S1K, +7.2 / +6.1 % at B16 S16K: which part costs at S16K is what 13 / 14 say.
-# 1. time: cfg 0 (main's path) / 14 / 13 (D = 128) or 6 (D = 64) / FA2 (the product benchmark's call) at B128 S1K D128,
-#    B16 S16K D128, B16 S8K D64, interleaved, L2 flushed, median of 9, best of 2 rounds
+# on keys 64 apart (kPdsKvRot); at D = 128 cfg 13 the skip without the rotation, cfg 15 the rotation alone. Runs 1 / 2
+# (unrolled skip path) measured cfg 14 +0.9 / -0.8 % at B128 S1K, +7.2 / +6.1 % at B16 S16K: which part costs at S16K
+# is what 13 / 14 / 15 say.
+# 1. time: cfg 0 (main's path) / 14 / 13 / 15 (D = 128) or 6 (D = 64) / FA2 (the product benchmark's call) at B128
+#    S1K D128, B16 S16K D128, B16 S8K D64, interleaved, L2 flushed, median of 9, best of 2 rounds
 # 2. GPU tests: test_sm80_backward_dead_skip (D = 64 / 128), the kernel names at D = 64 / 128, the one-barrier loop
 #    test's D = 128 jagged causal case (every cfg bitwise the default's)
 # 3. the SASS of the new loops (spill places)
 LIM=50
 source "$(dirname "$0")/setup.sh"
 echo "== 1. time ($SECONDS s)"
-PYTHONPATH=/tmp/site_$NAME timeout 16 python3 -P $T36 time --bench $R/benchmarks --alt 64:6,128:14/13 --reps 9 --rounds 2 \
-    --shapes B128:S1024:D128 B16:S16384:D128 B16:S8192:D64 > $OUT/time.log 2>&1
+PYTHONPATH=/tmp/site_$NAME timeout 20 python3 -P $T36 time --bench $R/benchmarks --alt 64:6,128:14/13/15 --reps 9 \
+    --rounds 2 --shapes B128:S1024:D128 B16:S16384:D128 B16:S8192:D64 > $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
 echo "== 2. GPU tests ($SECONDS s)"
 T=tests/hstu/test_sm80_backward_gpu.py
@@ -40,7 +41,7 @@ echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests: $(grep -c PASSED $OUT/tests.log 2>/dev/null) PASSED lines"
 grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log 2>/dev/null | cut -c1-220 | tail -8
 grep -E "PASSED|FAILED" $OUT/tests.log 2>/dev/null | sed 's/\[.*//' | sort | uniq -c
-echo "#### time (ms; cfg 0 = main's path, 14 / 6 = the dead warp tiles skipped at D = 128 / 64, 13 = 14 without the rotation)"
+echo "#### time (ms; cfg 0 = main's path; 14 / 6 = skip + rotation at D = 128 / 64, 13 = skip alone, 15 = rotation alone)"
 cut -c1-300 $OUT/time.log
 echo "#### sass (STL / LDL lines; HMMA first / last line)"
 cut -c1-100 $OUT/sass.log 2>/dev/null | head -24
