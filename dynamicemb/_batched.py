@@ -256,6 +256,10 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
         self.dims = dims
         self.feature_dims = [dims[t] for t in fmap]
         self.max_dim = max(self.feature_dims)
+        if getattr(optimizer, "state_dtype", torch.float32) == torch.bfloat16 and any(
+                o.dtype != torch.float32 for o in self.options):
+            raise ValueError("optimizer: state_dtype=torch.bfloat16 packs Adam's moments into fp32 rows; expected "
+                             f"every table's dtype torch.float32, got {[o.dtype for o in self.options]}")
         self.state_dims = [optimizer.state_dim(d) for d in dims]
         self.row_widths = [optimizer.row_width(d) for d in dims]
         self._hbm_rows = _resolve_budgets(self.options, self.row_widths, hbm_budget_bytes)

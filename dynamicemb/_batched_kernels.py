@@ -30,11 +30,11 @@ _META_FIELDS = 34  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 34 fiel
 # lookup_step / lookup_backward flags (csrc/ops/lookup_ops.cc StepFlags)
 _STEP_TRAIN, _STEP_VALIDATE, _STEP_LENGTHS_ONLY, _STEP_CSR, _STEP_OVERLAP, _STEP_VEC4 = 1, 2, 4, 8, 16, 32
 _STEP_PSW_GRAD, _STEP_DIRECT, _STEP_AGGREGATE, _STEP_DECOUPLED_WD, _STEP_HOST_ROWS = 64, 128, 256, 512, 1024
-_STEP_BUMP = 2048
+_STEP_BUMP, _STEP_STATE_BF16 = 2048, 4096
 _STEP_CODE = {"train": _STEP_TRAIN, "validate": _STEP_VALIDATE, "lengths_only": _STEP_LENGTHS_ONLY,
               "csr": _STEP_CSR, "overlap": _STEP_OVERLAP, "vec4": _STEP_VEC4, "psw_grad": _STEP_PSW_GRAD,
               "direct": _STEP_DIRECT, "aggregate": _STEP_AGGREGATE, "decoupled_wd": _STEP_DECOUPLED_WD,
-              "host_rows": _STEP_HOST_ROWS, "bump_step": _STEP_BUMP}
+              "host_rows": _STEP_HOST_ROWS, "bump_step": _STEP_BUMP, "state_bf16": _STEP_STATE_BF16}
 _HOST_PITCH_SHIFT = 32  # lookup_backward's flags: the host rows' scratch pitch in bytes from this bit (lookup_ops.cc)
 
 
@@ -416,6 +416,7 @@ class _KernelStep:
         flags = (saved["csr"] | saved.get("host", 0) | (_STEP_VEC4 if self._vec4 else 0) | (_STEP_PSW_GRAD if want_psw else 0)
                  | (_STEP_DIRECT if direct else 0) | (_STEP_AGGREGATE if self.aggregate_grads else 0)
                  | (_STEP_BUMP if bump else 0)
+                 | (_STEP_STATE_BF16 if getattr(opt, "state_dtype", None) == torch.bfloat16 else 0)
                  | (_STEP_DECOUPLED_WD if getattr(opt, "decoupled_weight_decay", False) else 0))
         grad_psw = torch.ops.dynamicemb.lookup_backward(
             saved["meta"], self._value_kind, g, ids, saved["offsets"], saved["ws"], psw, self._ftable_i32,

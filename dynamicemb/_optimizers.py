@@ -110,7 +110,9 @@ class EmbOptimizer:
 
     def signature(self) -> dict:
         """What a checkpoint must match (name and state layout), plus the hyper-parameters for reference."""
-        return {"name": self.name, **dataclasses.asdict(self)}
+        fields = {k: (str(v).replace("torch.", "") if isinstance(v, torch.dtype) else v)
+                  for k, v in dataclasses.asdict(self).items()}
+        return {"name": self.name, **fields}
 
     def apply_weight_decay(self, w, g, lr):
         if self.weight_decay:
@@ -223,11 +225,17 @@ class RowWiseAdagrad(Adagrad):
 class Adam(EmbOptimizer):
     """Lazy Adam (torch.optim.SparseAdam semantics, one step count per module): m, v updated for the rows seen;
     w -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps) (SparseAdam's form). State: 2 * dim columns
-    [m | v].
+    [m | v]; with ``state_dtype=torch.bfloat16``, dim columns holding m then v as 2 * dim bf16 values.
 
     Args:
         betas, eps: as torch.optim.Adam.
         decoupled_weight_decay: AdamW-style decay (w *= 1 - lr * weight_decay) instead of L2 on the gradient.
+        state_dtype: torch.float32 (default) or torch.bfloat16 (fp32 tables only): m and v stored as bf16, a row
+            of dim 128 moves 1,024 bytes instead of 1,536 per update. The update computes in fp32 (w from the fp32
+            m and v of this step) and rounds m and v stochastically when it stores them (a dither hashed from the
+            value, its column, the moment and the step count: repeatable), so a moment that moves by less than half
+            a bf16 ulp per step (v under beta2 = 0.999) still moves on average. ``moments(state)`` unpacks the
+            state columns of ``get_rows`` into fp32 (m, v).
 
     Example:
         >>> from dynamicemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions
@@ -245,6 +253,7 @@ class Adam(EmbOptimizer):
     betas: Tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     decoupled_weight_decay: bool = False
+    state_dtype: torch.dtype = torch.float32
     name = "adam"
 
     def _check(self):
@@ -257,12 +266,26 @@ class Adam(EmbOptimizer):
             raise ValueError(f"Adam.eps: expected a number > 0, got {self.eps!r}")
         if not isinstance(self.decoupled_weight_decay, bool):
             raise ValueError(f"Adam.decoupled_weight_decay: expected a bool, got {self.decoupled_weight_decay!r}")
+        if self.state_dtype not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"Adam.state_dtype: expected torch.float32 or torch.bfloat16, got {self.state_dtype!r}")
 
     def state_dim(self, dim):
-        return 2 * dim
+        return dim if self.state_dtype == torch.bfloat16 else 2 * dim
+
+    def moments(self, state: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """fp32 (m, v), each (n, dim), from a table's state columns (n, state_dim(dim)) as ``get_rows`` returns
+        them (fp32 values, or with ``state_dtype=torch.bfloat16`` the packed bf16 words)."""
+        if self.state_dtype != torch.bfloat16:
+            d = state.shape[1] // 2
+            return state[:, :d].float(), state[:, d:].float()
+        h = state.float().contiguous().view(torch.bfloat16)
+        d = state.shape[1]
+        return h[:, :d].float(), h[:, d:].float()
 
     def update(self, w, state, g, lr, step):
         b1, b2 = self.betas
+        if self.state_dtype == torch.bfloat16:
+            state = torch.cat(self.moments(state), dim=1)
         if self.decoupled_weight_decay:
             if self.weight_decay:
                 w = w * (1.0 - lr * self.weight_decay)
@@ -276,4 +299,32 @@ class Adam(EmbOptimizer):
         bc1 = 1.0 - torch.pow(b1, t)
         bc2 = 1.0 - torch.pow(b2, t)
         step_size = (lr.double() * bc2.sqrt() / bc1).float()
-        return w - step_size * (m / (v.sqrt() + self.eps)), torch.cat([m, v], dim=1)
+        w = w - step_size * (m / (v.sqrt() + self.eps))
+        if self.state_dtype == torch.bfloat16:
+            return w, torch.cat([_bf16_dither(m, 0, step), _bf16_dither(v, 1, step)], 1).view(torch.float32)
+        return w, torch.cat([m, v], dim=1)
+
+
+def _moment_hash(x: torch.Tensor) -> torch.Tensor:
+    """csrc/lookup/optimizer.cuh moment_hash on uint32 values held in int64."""
+    m = 0xFFFFFFFF
+    x = x ^ (x >> 16)
+    x = (x * 0x7FEB352D) & m
+    x = x ^ (x >> 15)
+    x = (x * 0x846CA68B) & m
+    return x ^ (x >> 16)
+
+
+def _bf16_dither(v: torch.Tensor, moment: int, step: torch.Tensor) -> torch.Tensor:
+    """bf16 values of fp32 ``v`` (n, dim) rounded stochastically as the CUDA update rounds Adam's moments
+    (csrc/lookup/optimizer.cuh bf16_dither): the dropped 16 bits decide the probability of rounding up, the dither is
+    a hash of the value's bits, its column, the moment (0: m, 1: v) and the step count."""
+    m = 0xFFFFFFFF
+    b = v.contiguous().view(torch.int32).to(torch.int64) & m
+    col = torch.arange(v.shape[1], device=v.device, dtype=torch.int64)
+    key = ((col * 0x9E3779B9) & m) ^ ((step.to(torch.int64) * 0x85EBCA6B) & m) ^ ((moment * 0x68E31DA4) & m)
+    up = (b + (_moment_hash(b ^ key) & 0xFFFF)) >> 16
+    special = (b & 0x7F800000) == 0x7F800000
+    nan = special & ((b & 0x7FFFFF) != 0)
+    bits = torch.where(special, (b >> 16) | torch.where(nan, 0x40, 0), up)
+    return torch.where(bits >= 0x8000, bits - 0x10000, bits).to(torch.int16).view(torch.bfloat16)

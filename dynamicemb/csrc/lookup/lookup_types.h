@@ -272,6 +272,7 @@ struct BackwardParams {
   float* step_bump;             // () or null: the step the segmented update advances by 1 (segment_kernels.cu)
   float weight_decay;
   bool decoupled_weight_decay;
+  bool state_bf16;              // Adam's m and v as bf16, stochastically rounded (fp32 rows; optimizer.cuh)
   double beta1, beta2;
   float eps;
   float max_grad_value;         // <= 0: off

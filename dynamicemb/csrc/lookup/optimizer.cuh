@@ -16,13 +16,16 @@ namespace lookup {
 // that only sums norms (no Adam step size needed).
 struct OptConst {
   float lr, step_size, one_m_b1, one_m_b2;
+  uint32_t step;  // Adam: the step count this update applies (the bf16 moments' rounding key)
 };
 __device__ __forceinline__ OptConst opt_const(const BackwardParams& p, bool updates = true) {
   OptConst o;
   o.lr = *p.lr;
   o.step_size = 0.f;
+  o.step = 0;
   if (p.opt == kAdam && updates) {
     const double t = static_cast<double>(*p.step);
+    o.step = static_cast<uint32_t>(t);
     const double bc1 = 1.0 - pow(p.beta1, t);
     const double bc2 = 1.0 - pow(p.beta2, t);
     o.step_size = static_cast<float>(static_cast<double>(o.lr) * sqrt(bc2) / bc1);
@@ -112,6 +115,75 @@ __device__ __forceinline__ void opt_update(int opt, const BackwardParams& p, con
       s1[e] = s1[e] + (gv - s1[e]) * oc.one_m_b1;
       s2[e] = s2[e] + (gv * gv - s2[e]) * oc.one_m_b2;
       w[e] = w[e] - oc.step_size * (s1[e] / (sqrtf(s2[e]) + p.eps));
+    }
+  }
+}
+
+// Adam's moments in bf16 (BackwardParams::state_bf16, fp32 rows): a row's dim state words hold m (dim bf16 values),
+// then v (dim bf16); 1,024 bytes a row at dim 128 instead of 1,536. The update computes in fp32 and rounds m and v
+// stochastically when it stores them: under round-to-nearest a moment that moves by less than half a bf16 ulp per
+// step never moves (v with beta2 = 0.999 moves by 0.1 % of itself, half an ulp is 0.2-0.4 %), so a decaying v would
+// stay at its old value for good. The dither is a hash of the fp32 value's bits, its column, the moment and the step
+// count: the same inputs give the same bits (repeatable), and the torch path (_optimizers.py Adam) computes the same.
+__host__ __device__ __forceinline__ uint32_t moment_hash(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+// The bf16 bits of v rounded up with probability (the dropped 16 bits) / 2^16; NaN stays NaN, inf stays inf.
+__device__ __forceinline__ uint32_t bf16_dither(float v, uint32_t col, uint32_t moment, uint32_t step) {
+  const uint32_t b = __float_as_uint(v);
+  if ((b & 0x7f800000u) == 0x7f800000u) return (b & 0x7fffffu) ? ((b >> 16) | 0x40u) : (b >> 16);
+  const uint32_t key = (col * 0x9e3779b9u) ^ (step * 0x85ebca6bu) ^ (moment * 0x68e31da4u);
+  return (b + (moment_hash(b ^ key) & 0xffffu)) >> 16;
+}
+
+// m (s1) and v (s2) of a lane's N columns c.. from a row's bf16 state (after the dim embedding words).
+template <int N>
+__device__ __forceinline__ void load_moments_bf16(const float* row, int d, int c, float (&s1)[N], float (&s2)[N]) {
+  const uint16_t* s = reinterpret_cast<const uint16_t*>(row + d);
+  uint16_t a[N], b[N];
+  if constexpr (N == 4) {
+    const uint2 x = __ldcg(reinterpret_cast<const uint2*>(s + c));
+    const uint2 y = __ldcg(reinterpret_cast<const uint2*>(s + d + c));
+    a[0] = x.x & 0xffffu; a[1] = x.x >> 16; a[2] = x.y & 0xffffu; a[3] = x.y >> 16;
+    b[0] = y.x & 0xffffu; b[1] = y.x >> 16; b[2] = y.y & 0xffffu; b[3] = y.y >> 16;
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      a[e] = s[c + e];
+      b[e] = s[d + c + e];
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    s1[e] = __uint_as_float(static_cast<uint32_t>(a[e]) << 16);
+    s2[e] = __uint_as_float(static_cast<uint32_t>(b[e]) << 16);
+  }
+}
+
+// Stores m (s1) and v (s2) of a lane's N columns c.. into a row's bf16 state, stochastically rounded (above).
+template <int N>
+__device__ __forceinline__ void store_moments_bf16(float* row, int d, int c, const float (&s1)[N],
+                                                   const float (&s2)[N], uint32_t step) {
+  uint16_t* s = reinterpret_cast<uint16_t*>(row + d);
+  uint32_t a[N], b[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    a[e] = bf16_dither(s1[e], static_cast<uint32_t>(c + e), 0u, step);
+    b[e] = bf16_dither(s2[e], static_cast<uint32_t>(c + e), 1u, step);
+  }
+  if constexpr (N == 4) {
+    *reinterpret_cast<uint2*>(s + c) = make_uint2(a[0] | (a[1] << 16), a[2] | (a[3] << 16));
+    *reinterpret_cast<uint2*>(s + d + c) = make_uint2(b[0] | (b[1] << 16), b[2] | (b[3] << 16));
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      s[c + e] = static_cast<uint16_t>(a[e]);
+      s[d + c + e] = static_cast<uint16_t>(b[e]);
     }
   }
 }

@@ -221,21 +221,26 @@ __device__ __forceinline__ void store_row_n(typename Val<V>::T* p, const float (
   }
 }
 
-// The row's state columns the optimizer reads (Adagrad: d, Adam: 2 d; RowWiseAdagrad: one scalar).
-template <int V, int N, int OPT, int H = 0>
+// The row's state columns the optimizer reads (Adagrad: d, Adam: 2 d, or d words of bf16 m and v with S != 0
+// (fp32 rows, optimizer.cuh); RowWiseAdagrad: one scalar).
+template <int V, int N, int OPT, int H = 0, int S = 0>
 __device__ __forceinline__ void load_row(const typename Val<V>::T* row, int d, int c, float (&w)[N],
                                          float (&s1)[N], float (&s2)[N], float& rs) {
   if (c < d) {
     load_once<V, N, H>(row + c, w);
-    if constexpr (OPT == kAdagrad || OPT == kAdam) load_once<V, N, H>(row + d + c, s1);
-    if constexpr (OPT == kAdam) load_once<V, N, H>(row + 2 * d + c, s2);
+    if constexpr (S != 0) {
+      load_moments_bf16<N>(reinterpret_cast<const float*>(row), d, c, s1, s2);
+    } else {
+      if constexpr (OPT == kAdagrad || OPT == kAdam) load_once<V, N, H>(row + d + c, s1);
+      if constexpr (OPT == kAdam) load_once<V, N, H>(row + 2 * d + c, s2);
+    }
   }
   if constexpr (OPT == kRowWiseAdagrad) rs = Val<V>::to_f(row[d]);
 }
 
 // Clip and apply the optimizer (optimizer.cuh) to one row: the unique's summed gradient g, then store
 // [embedding | state]. Whole warp (row-wise: a warp sum).
-template <int V, int N, int OPT, int H = 0>
+template <int V, int N, int OPT, int H = 0, int S = 0>
 __device__ __forceinline__ void apply_row(const BackwardParams& p, const OptConst& oc, typename Val<V>::T* row,
                                           int d, int c, float (&g)[N], float (&w)[N], float (&s1)[N],
                                           float (&s2)[N], float rs) {
@@ -257,8 +262,12 @@ __device__ __forceinline__ void apply_row(const BackwardParams& p, const OptCons
   }
   opt_update<N>(OPT, p, oc, g, w, s1, s2, rs);
   if (on) {
-    if constexpr (OPT == kAdagrad || OPT == kAdam) store_row_n<V, N, H>(row + d + c, s1);
-    if constexpr (OPT == kAdam) store_row_n<V, N, H>(row + 2 * d + c, s2);
+    if constexpr (S != 0) {
+      store_moments_bf16<N>(reinterpret_cast<float*>(row), d, c, s1, s2, oc.step);
+    } else {
+      if constexpr (OPT == kAdagrad || OPT == kAdam) store_row_n<V, N, H>(row + d + c, s1);
+      if constexpr (OPT == kAdam) store_row_n<V, N, H>(row + 2 * d + c, s2);
+    }
     store_row_n<V, N, H>(row + c, w);
   }
 }
@@ -276,7 +285,7 @@ __device__ __forceinline__ bool skip_nonfinite(const BackwardParams& p, const fl
 // gradients: row += -lr * piece (atomic). Else the piece goes into the segment's fp32 sum (the gsum row of the
 // warp the segment starts in: at most one cut segment starts in a warp); the piece that completes the segment
 // checks the sum (non-finite policy), applies the optimizer and re-zeroes the sum and the counter.
-template <int V, int N, int OPT>
+template <int V, int N, int OPT, int S = 0>
 __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptConst& oc, int32_t u,
                                           typename Val<V>::T* row, int d, int c, int piece, float (&acc)[N]) {
   if (p.direct && p.nonfinite == kNonFinitePropagate) {
@@ -308,8 +317,8 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
   }
   if ((threadIdx.x & 31) == 0) p.seg_done[u] = 0;
   if (skip_nonfinite<N>(p, g, c < d)) return;
-  load_row<V, N, OPT>(row, d, c, w, s1, s2, rs);
-  apply_row<V, N, OPT>(p, oc, row, d, c, g, w, s1, s2, rs);
+  load_row<V, N, OPT, 0, S>(row, d, c, w, s1, s2, rs);
+  apply_row<V, N, OPT, 0, S>(p, oc, row, d, c, g, w, s1, s2, rs);
 }
 
 // The step counter advanced inside the update (p.step_bump: no add kernel and no launch gap before it). A block's
@@ -339,8 +348,9 @@ __device__ __forceinline__ const float* bump_step_last_block(const BackwardParam
 // in L2 (ld/st.global.cs). MINB: blocks per SM the registers are fitted to. R (plain fp32 SGD, p.direct): a whole
 // segment adds -lr * sum into its row with vector reductions (red.global.add: the row is never read by the SM,
 // one 512-byte L2 transfer instead of a load and a store; one add per row, so still deterministic).
+// S (Adam over fp32 rows): m and v as bf16 (BackwardParams::state_bf16, optimizer.cuh).
 // Launched as a programmatic dependent of the stream's previous kernel (sm90+), it waits for it first.
-template <int V, int N, int OPT, int K, int H, int MINB, int R = 0>
+template <int V, int N, int OPT, int K, int H, int MINB, int R = 0, int S = 0>
 __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p) {
   using T = typename Val<V>::T;
   accel::griddep_wait();
@@ -408,7 +418,7 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
         for (int e = 0; e < N; ++e) g[k][e] = wv[k][e] = s1[k][e] = s2[k][e] = 0.f;
         if (q < cnt && c < dq) load_n<kValueFp32, N>(p.grad + gq + c, g[k]);
         if constexpr (R == 0) {
-          if (q < cnt && ((owned >> q) & 1u)) load_row<V, N, OPT, H>(rq, dq, c, wv[k], s1[k], s2[k], rs[k]);
+          if (q < cnt && ((owned >> q) & 1u)) load_row<V, N, OPT, H, S>(rq, dq, c, wv[k], s1[k], s2[k], rs[k]);
         }
       }
 #pragma unroll
@@ -432,14 +442,14 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
               red_n<N>(reinterpret_cast<float*>(rq) + c, acc);
             }
           } else {
-            apply_row<V, N, OPT, H>(p, oc, rq, dq, c, acc, wv[k], s1[k], s2[k], rs[k]);
+            apply_row<V, N, OPT, H, S>(p, oc, rq, dq, c, acc, wv[k], s1[k], s2[k], rs[k]);
           }
         } else {
           const int32_t uq = __shfl_sync(0xffffffffu, u, q);
           const uint64_t rq = __shfl_sync(0xffffffffu, rowa, q);
           const int dq = __shfl_sync(0xffffffffu, dim, q);
           if (rq != 0)  // warp-uniform; a unique without a row has nothing to update
-            cut_piece<V, N, OPT>(p, oc, uq, reinterpret_cast<T*>(rq), dq, c, piece, acc);
+            cut_piece<V, N, OPT, S>(p, oc, uq, reinterpret_cast<T*>(rq), dq, c, piece, acc);
         }
 #pragma unroll
         for (int e = 0; e < N; ++e) acc[e] = 0.f;
@@ -468,11 +478,19 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
     } else if constexpr (OPT == kRowWiseAdagrad) {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, K, 1, 2>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kAdam) {
-      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
+      if (p.state_bf16) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4, 0, 1>, grid, kSegBlock, st, p);
+      else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
     } else {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 1, 4>, grid, kSegBlock, st, p);
     }
   } else {
+    if constexpr (OPT == kAdam && V == kValueFp32) {
+      if (p.state_bf16) {
+        seg_apply_kernel<V, N, OPT, K, 0, 2, 0, 1><<<grid, kSegBlock, 0, st>>>(p);
+        check_launch("segmented update");
+        return;
+      }
+    }
     seg_apply_kernel<V, N, OPT, K, 0, 2><<<grid, kSegBlock, 0, st>>>(p);
   }
   check_launch("segmented update");

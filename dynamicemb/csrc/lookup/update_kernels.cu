@@ -205,6 +205,7 @@ __global__ void __launch_bounds__(kBwdBlock, C == 1 ? 3 : 2) update_kernel(Backw
   }
   const OptConst oc = opt_const(p, mode != 1);
   const bool adam = p.opt == kAdam, adagrad = p.opt == kAdagrad, rowwise = p.opt == kRowWiseAdagrad;
+  const bool s16 = V == kValueFp32 && adam && p.state_bf16;  // Adam's m and v as bf16 (optimizer.cuh)
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kBwdBlock + threadIdx.x) >> 5;
   for (int64_t base = warp * 32; base < count; base += warps * 32) {
     const int cnt = static_cast<int>(count - base < 32 ? count - base : 32);
@@ -246,8 +247,12 @@ __global__ void __launch_bounds__(kBwdBlock, C == 1 ? 3 : 2) update_kernel(Backw
             load_n<kValueFp32, N>(gs[k] + c, g[k][ch]);
             if (upd) {
               load_n<V, N>(row[k] + c, w[k][ch]);
-              if (adagrad || adam) load_n<V, N>(row[k] + dim[k] + c, s1[k][ch]);
-              if (adam) load_n<V, N>(row[k] + 2 * dim[k] + c, s2[k][ch]);
+              if (s16) {
+                load_moments_bf16<N>(reinterpret_cast<const float*>(row[k]), dim[k], c, s1[k][ch], s2[k][ch]);
+              } else {
+                if (adagrad || adam) load_n<V, N>(row[k] + dim[k] + c, s1[k][ch]);
+                if (adam) load_n<V, N>(row[k] + 2 * dim[k] + c, s2[k][ch]);
+              }
             }
           }
         }
@@ -321,8 +326,12 @@ __global__ void __launch_bounds__(kBwdBlock, C == 1 ? 3 : 2) update_kernel(Backw
             if (adagrad) store_n<V, N>(row[k] + d + c, s1[k][ch]);
           } else {
             opt_update<N>(kAdam, p, oc, g[k][ch], w[k][ch], s1[k][ch], s2[k][ch], rs);
-            store_n<V, N>(row[k] + d + c, s1[k][ch]);
-            store_n<V, N>(row[k] + 2 * d + c, s2[k][ch]);
+            if (s16) {
+              store_moments_bf16<N>(reinterpret_cast<float*>(row[k]), d, c, s1[k][ch], s2[k][ch], oc.step);
+            } else {
+              store_n<V, N>(row[k] + d + c, s1[k][ch]);
+              store_n<V, N>(row[k] + 2 * d + c, s2[k][ch]);
+            }
           }
           store_n<V, N>(row[k] + c, w[k][ch]);
         }

@@ -17,6 +17,7 @@
 #include <string>
 #include <type_traits>
 #include <tuple>
+#include <vector>
 
 #include "common/stable_utils.h"
 #include "dynamicemb/csrc/lookup/lookup_types.h"
@@ -159,14 +160,38 @@ int64_t lookup_lab_mirror(int64_t variant) {
 }
 
 // Lab: how a training step of a sequence forks its CSR build: 1 its sort after the dedup's count pass (keys: claimer
-// positions), beside the number pass, and its bounds after the dedup (default); 0 all of it after the dedup; other
-// values only read it. Returns the one before.
+// positions), beside the number pass, and its bounds after the dedup (default); 0 all of it after the dedup; 3 as 1,
+// and the gather beside the dedup (below: timing only); other values only read it. Returns the one before.
 std::atomic<int> g_step_lab{1};
 
 int64_t lookup_lab_step(int64_t variant) {
   const int old = g_step_lab.load();
-  if (variant == 0 || variant == 1) g_step_lab.store(static_cast<int>(variant));
+  if (variant == 0 || variant == 1 || variant == 3) g_step_lab.store(static_cast<int>(variant));
   return old;
+}
+
+// Lab 3 (timing only, not a product path): a sequence training step's gather probes each id's table itself (the
+// eval's kernel) on a low-priority stream forked at the step's start, beside the checks and the dedup, instead of
+// reading its rows through the uniques after the insert pass. Right only when every id is stored before the step
+// (the benchmark's steady state: no miss, so the insert pass changes nothing); it measures how much of the dedup's
+// latency a gather beside it hides. Per thread and device: the stream and its fork / join events.
+struct LabGather {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
+LabGather& lab_gather(int dev) {
+  thread_local std::vector<LabGather> v;
+  if (static_cast<int>(v.size()) <= dev) v.resize(dev + 1);
+  LabGather& g = v[dev];
+  if (!g.stream) {
+    int lo = 0, hi = 0;
+    ACCEL_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi) == cudaSuccess, "lab gather: stream priorities");
+    ACCEL_CHECK(cudaStreamCreateWithPriority(&g.stream, cudaStreamNonBlocking, lo) == cudaSuccess, "lab gather: stream");
+    ACCEL_CHECK(cudaEventCreateWithFlags(&g.fork, cudaEventDisableTiming) == cudaSuccess &&
+                    cudaEventCreateWithFlags(&g.join, cudaEventDisableTiming) == cudaSuccess,
+                "lab gather: events");
+  }
+  return g;
 }
 
 int64_t lookup_dedup_set_size(int64_t n) {
@@ -242,7 +267,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   X(kStepAggregate, "aggregate", 256)      /* backward: sum repeated targets of 32 consecutive ids first */    \
   X(kStepDecoupledWd, "decoupled_wd", 512) /* backward: Adam's decoupled weight decay */                     \
   X(kStepHostRows, "host_rows", 1024)      /* hybrid tables: host rows through HBM in address order (below) */ \
-  X(kStepBump, "bump_step", 2048)          /* backward: the update kernel advances `step` (plain fp32 SGD, Adam) */
+  X(kStepBump, "bump_step", 2048)          /* backward: the update kernel advances `step` (plain fp32 SGD, Adam) */ \
+  X(kStepStateBf16, "state_bf16", 4096)    /* backward: Adam's m and v as bf16 in fp32 rows (optimizer.cuh) */
 #define DYNAMICEMB_STEP_FLAG(e, name, v) e = v,
 enum StepFlags : int64_t { DYNAMICEMB_STEP_FLAGS(DYNAMICEMB_STEP_FLAG) };
 #undef DYNAMICEMB_STEP_FLAG
@@ -532,6 +558,43 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   const bool skipping = validate || skip_in != nullptr;
   const auto* id_ptr = static_cast<const uint64_t*>(ids.data_ptr());
   const auto* off_ptr = static_cast<const int64_t*>(offsets.data_ptr());
+  // lab 3 (g_step_lab, above): the gather forked here, beside the checks and the dedup (timing only)
+  cudaStreamCaptureStatus cap_status = cudaStreamCaptureStatusNone;
+  ACCEL_CHECK(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &cap_status) == cudaSuccess, "capture status");
+  const bool lab_gather_on = g_step_lab.load() == 3 && train && pooling == kPoolNone && with_csr && n > 0 &&
+                             !(flags & kStepHostRows) && !stage.has_value() &&
+                             cap_status == cudaStreamCaptureStatusNone;
+  std::optional<Tensor> lab_out;
+  if (lab_gather_on) {
+    lab_out = torch::stable::new_empty(ids, {n, out_cols}, dtype_of_kind(out_kind));
+    ForwardParams lf{};
+    lf.meta = meta_ptr(meta);
+    lf.ids = id_ptr;
+    lf.offsets = off_ptr;
+    lf.psw = pw;
+    lf.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
+    lf.feature_col = static_cast<const int64_t*>(feature_col.data_ptr());
+    lf.n = n;
+    lf.num_bags = nb;
+    lf.batch = batch;
+    lf.num_features = static_cast<int>(feature_table.numel());
+    lf.pooling = static_cast<int>(pooling);
+    lf.train = train;
+    lf.max_dim = static_cast<int>(max_dim);
+    lf.out_stride = out_cols;
+    lf.out = lab_out->data_ptr();
+    lf.addr = kAddrProbe;
+    LabGather& g = lab_gather(ids.get_device_index());
+    ACCEL_CHECK(cudaEventRecord(g.fork, static_cast<cudaStream_t>(stream)) == cudaSuccess &&
+                    cudaStreamWaitEvent(g.stream, g.fork, 0) == cudaSuccess,
+                "lab gather: fork");
+    dispatch_value(value_kind, [&](auto V) {
+      dispatch_value(out_kind, [&](auto O) {
+        launch_forward_mirrored<V.value, O.value>(lf, flags & kStepVec4, nullptr, nullptr, 0, g.stream);
+      });
+    });
+    ACCEL_CHECK(cudaEventRecord(g.join, g.stream) == cudaSuccess, "lab gather: join record");
+  }
   int check_blocks = 0;
   // lab kStepPdl (with kDedupPdl): the checks, the clear pass, the insert pass's resolve and the forward as
   // programmatic dependents (the clear pass's early set fill only behind the checks' kernel)
@@ -598,8 +661,9 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     d.find_later = d.find_meta != nullptr && find_later_variant(-1) == 1;
   }
   // the early fork (lab op _lookup_lab_step 1): a sequence's CSR sort beside the number pass, keyed by claimer
+  const int step_lab = g_step_lab.load();
   bool early =
-      a.csr && !probe && (flags & kStepOverlap) && pooling == kPoolNone && !d.find_later && g_step_lab.load() == 1;
+      a.csr && !probe && (flags & kStepOverlap) && pooling == kPoolNone && !d.find_later && step_lab != 0;
   if (early) {
     d.csr_keys = segment_csr_first_keys(c, stream);
     early = d.csr_keys != nullptr;
@@ -653,7 +717,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // the output is allocated after the first launches (the checks, the dedup): a synchronized call's device starts
   // one allocation earlier
   const int64_t rows = pooling == kPoolNone ? n : batch;
-  Tensor out = torch::stable::new_empty(ids, {rows, out_cols}, dtype_of_kind(out_kind));
+  Tensor out = lab_out.has_value() ? *lab_out : torch::stable::new_empty(ids, {rows, out_cols}, dtype_of_kind(out_kind));
   ForwardParams f{};
   f.meta = ip.meta;
   f.ids = id_ptr;
@@ -694,17 +758,22 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // reads the refusals without a copy, an event or a query of its own per step (_batched_step._PinnedMirror): by
   // the forward kernel's first block when the forward launches (forward_mirror.h), else by a copy
   const bool forward_runs = (pooling == kPoolNone ? n : nb) > 0;
-  auto* mirror = refused_host != 0 && train && forward_runs && g_mirror_copy.load() == 0
+  auto* mirror = refused_host != 0 && train && forward_runs && g_mirror_copy.load() == 0 && !lab_gather_on
                      ? reinterpret_cast<int64_t*>(static_cast<uintptr_t>(refused_host))
                      : nullptr;
   dispatch_value(value_kind, [&](auto V) {
     if (!probe) launch_insert<V.value>(ip, stream);
     if (host_rows) launch_host_stage_in(hs, stream);
+    if (lab_gather_on) return;
     dispatch_value(out_kind, [&](auto O) {
       launch_forward_mirrored<V.value, O.value>(f, vec4, static_cast<const int64_t*>(refused_total.data_ptr()), mirror,
                                                 static_cast<int>(T), stream);
     });
   });
+  if (lab_gather_on)
+    ACCEL_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), lab_gather(ids.get_device_index()).join, 0) ==
+                    cudaSuccess,
+                "lab gather: join");
   if (refused_host != 0 && train && mirror == nullptr) {
     const cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(static_cast<uintptr_t>(refused_host)),
                                           refused_total.data_ptr(), static_cast<size_t>(T) * sizeof(int64_t),
@@ -847,6 +916,10 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   p.step_bump = bump ? static_cast<float*>(step.data_ptr()) : nullptr;
   p.weight_decay = static_cast<float>(weight_decay);
   p.decoupled_weight_decay = flags & kStepDecoupledWd;
+  p.state_bf16 = flags & kStepStateBf16;
+  ACCEL_CHECK(!p.state_bf16 || (opt == kAdam && value_kind == kValueFp32),
+              "flags: state_bf16 (", int64_t(kStepStateBf16), ") only with Adam over fp32 rows, got opt ", opt,
+              " and value_kind ", value_kind);
   p.beta1 = beta1;
   p.beta2 = beta2;
   p.eps = static_cast<float>(eps);
