@@ -1,22 +1,23 @@
 #!/bin/bash
-# step36 run 2 (issue 35): Adam with bf16 moments (Adam(state_dtype=torch.bfloat16), opt-in; step flag state_bf16),
-# the branch's wheel. GPU tests: the new test file (the segmented update and the atomic scatter, 4-wide and scalar
-# rows, against the CPU path error-relative; repeatable; CUDA graph against eager) and the CPU numerics file; then
-# main's Adam tests of test_embedding_gpu.py (the fp32 path is unchanged). Then steady_ab.py in one process: Adam
-# (fp32 moments: main's path), Adam with bf16 moments, SGD, each with its timeline.
-B=52
+# step36 run 2 (issue 35), the branch's wheel: Adam with bf16 moments (Adam(state_dtype=torch.bfloat16), opt-in;
+# step flag state_bf16) and lab _lookup_lab_step 3 (the gather probing each id's table beside the dedup, timing
+# only). GPU tests: the new file (the segmented update and the atomic scatter, 4-wide and scalar rows, against the
+# CPU path error-relative; repeatable; CUDA graph against eager), then main's Adam tests of test_embedding_gpu.py (the
+# fp32 path). Then steady_ab.py --timeline in one process: Adam (fp32 moments: main's path), Adam with bf16 moments
+# ("-" and "-@L3"), SGD ("-" = main's path, "-@L3", "-@S": the CSR on the step's stream, each kernel alone).
+B=53
 . .carry/step36/setup.sh
 T=/tmp/t36/tests/dynamicemb
-(cd /tmp/t36 && PYTHONPATH=$SM timeout 18 $PT $T/test_adam_bf16_state_gpu.py $T/test_adam_bf16_state_cpu.py > $OUT/t_bf16.txt 2>&1)
+(cd /tmp/t36 && PYTHONPATH=$SM timeout 13 $PT $T/test_adam_bf16_state_gpu.py > $OUT/t_bf16.txt 2>&1)
 echo "rc $? ($(( $(date +%s) - t0 )) s)"
-(cd /tmp/t36 && PYTHONPATH=$SM timeout 8 $PT $T/test_embedding_gpu.py -k "adam and (match_cpu_path or graph)" > $OUT/t_main.txt 2>&1)
+(cd /tmp/t36 && PYTHONPATH=$SM timeout 7 $PT $T/test_embedding_gpu.py -k "adam and (match_cpu_path or graph_train_step_matches)" > $OUT/t_main.txt 2>&1)
 echo "rc $? ($(( $(date +%s) - t0 )) s)"
 for f in t_bf16 t_main; do echo "$f: $(grep -E '[0-9]+ (passed|failed|error)' $OUT/$f.txt | tail -1)"; done
-grep -h -B2 -A10 "^E  \|Error" $OUT/t_*.txt | head -30 | cut -c1-200
+grep -h -A8 "^E  \|^FAILED" $OUT/t_*.txt | head -24 | cut -c1-220
 PYTHONPATH=$SM timeout $(left) python3 -P $TOOLS/steady_ab.py --bench benchmarks --opt adam,adam_bf16,sgd --timeline \
-  --variants=- --rounds 2 --reps 10 --steps 6 --json $OUT/steady.json > $OUT/steady.txt 2>&1
+  --variants=- --later-variants=-,-@L3,-@S --rounds 2 --reps 10 --steps 6 --json $OUT/steady.json > $OUT/steady.txt 2>&1
 echo "rc $? ($(( $(date +%s) - t0 )) s)"
-grep -A4 "steady step" $OUT/steady.txt | grep "^| -\|###" | cut -c1-160
-grep -A12 "kernels with the host ahead" $OUT/steady.txt | grep "seg_apply\|sequence\|^###\|adam" | cut -c1-120
+grep -A6 "steady step" $OUT/steady.txt | grep "^| -\|^###" | cut -c1-150
+grep -A30 "kernels with the host ahead" $OUT/steady.txt | grep "seg_apply\|sequence_kernel\|kernels with" | cut -c1-110
 tail -2 $OUT/steady.txt | cut -c1-200
 echo "total: $(( $(date +%s) - t0 )) s"
