@@ -232,9 +232,9 @@ class Adam(EmbOptimizer):
         decoupled_weight_decay: AdamW-style decay (w *= 1 - lr * weight_decay) instead of L2 on the gradient.
         state_dtype: torch.float32 (default) or torch.bfloat16 (fp32 tables only): m and v stored as bf16, a row
             of dim 128 moves 1,024 bytes instead of 1,536 per update. The update computes in fp32 (w from the fp32
-            m and v of this step) and rounds m and v stochastically when it stores them (a dither hashed from the
-            value, its column, the moment and the step count: repeatable), so a moment that moves by less than half
-            a bf16 ulp per step (v under beta2 = 0.999) still moves on average. ``moments(state)`` unpacks the
+            m and v of this step) and rounds m and v stochastically when it stores them (dithers hashed from the
+            two values, their column and the step count: repeatable), so a moment that moves by less than half a
+            bf16 ulp per step (v under beta2 = 0.999) still moves on average. ``moments(state)`` unpacks the
             state columns of ``get_rows`` into fp32 (m, v).
 
     Example:
@@ -301,7 +301,7 @@ class Adam(EmbOptimizer):
         step_size = (lr.double() * bc2.sqrt() / bc1).float()
         w = w - step_size * (m / (v.sqrt() + self.eps))
         if self.state_dtype == torch.bfloat16:
-            return w, torch.cat([_bf16_dither(m, 0, step), _bf16_dither(v, 1, step)], 1).view(torch.float32)
+            return w, torch.cat(_bf16_moments(m, v, step), 1).view(torch.float32)
         return w, torch.cat([m, v], dim=1)
 
 
@@ -315,16 +315,26 @@ def _moment_hash(x: torch.Tensor) -> torch.Tensor:
     return x ^ (x >> 16)
 
 
-def _bf16_dither(v: torch.Tensor, moment: int, step: torch.Tensor) -> torch.Tensor:
-    """bf16 values of fp32 ``v`` (n, dim) rounded stochastically as the CUDA update rounds Adam's moments
-    (csrc/lookup/optimizer.cuh bf16_dither): the dropped 16 bits decide the probability of rounding up, the dither is
-    a hash of the value's bits, its column, the moment (0: m, 1: v) and the step count."""
-    m = 0xFFFFFFFF
-    b = v.contiguous().view(torch.int32).to(torch.int64) & m
-    col = torch.arange(v.shape[1], device=v.device, dtype=torch.int64)
-    key = ((col * 0x9E3779B9) & m) ^ ((step.to(torch.int64) * 0x85EBCA6B) & m) ^ ((moment * 0x68E31DA4) & m)
-    up = (b + (_moment_hash(b ^ key) & 0xFFFF)) >> 16
+def _bf16_bits(b: torch.Tensor, dither: torch.Tensor) -> torch.Tensor:
+    """bf16 bits (int64) of fp32 bits b (int64) rounded up with probability (the dropped 16 bits) / 2^16; NaN stays
+    NaN, inf stays inf (optimizer.cuh bf16_dither)."""
     special = (b & 0x7F800000) == 0x7F800000
     nan = special & ((b & 0x7FFFFF) != 0)
-    bits = torch.where(special, (b >> 16) | torch.where(nan, 0x40, 0), up)
-    return torch.where(bits >= 0x8000, bits - 0x10000, bits).to(torch.int16).view(torch.bfloat16)
+    return torch.where(special, (b >> 16) | torch.where(nan, 0x40, 0), (b + dither) >> 16)
+
+
+def _bf16_moments(m: torch.Tensor, v: torch.Tensor, step: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """bf16 m and v from fp32 ``m``, ``v`` (n, dim), rounded stochastically as the CUDA update rounds them
+    (optimizer.cuh moments_bf16): one hash of the column's two values, the column and the step count gives both
+    dithers."""
+    mask = 0xFFFFFFFF
+    bm = m.contiguous().view(torch.int32).to(torch.int64) & mask
+    bv = v.contiguous().view(torch.int32).to(torch.int64) & mask
+    col = torch.arange(m.shape[1], device=m.device, dtype=torch.int64)
+    h = _moment_hash(bm ^ ((bv * 0x68E31DA4) & mask) ^ ((col * 0x9E3779B9) & mask)
+                     ^ ((step.to(torch.int64) * 0x85EBCA6B) & mask))
+
+    def bf16(bits):
+        return torch.where(bits >= 0x8000, bits - 0x10000, bits).to(torch.int16).view(torch.bfloat16)
+
+    return bf16(_bf16_bits(bm, h & 0xFFFF)), bf16(_bf16_bits(bv, h >> 16))

@@ -9,7 +9,7 @@ import torch
 
 from dynamicemb._batched import BatchedDynamicEmbeddingTables
 from dynamicemb._load import load_library
-from dynamicemb._optimizers import Adam, _bf16_dither
+from dynamicemb._optimizers import Adam, _bf16_moments
 from dynamicemb._options import DynamicEmbTableOptions
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built")]
@@ -34,17 +34,20 @@ def test_layout_and_signature():
 
 def test_dither_is_unbiased_and_exact_on_bf16_values():
     """bf16 values stay as they are; a value between two bf16 neighbours rounds up with the probability of its
-    position between them (mean over many columns and steps within 1 %)."""
+    position between them (m and v, mean over many columns and steps within 1 %); NaN and inf stay."""
     gen = torch.Generator().manual_seed(0)
     exact = torch.randn(64, 128, generator=gen).bfloat16().float()
-    assert torch.equal(_bf16_dither(exact, 1, torch.tensor(3.0)).float(), exact)
-    lo = torch.full((256, 512), 1.0)
-    x = lo + 0.3 * 2.0 ** -7  # 30 % of the way to the next bf16 (ulp 2^-7 at 1.0)
-    ups = torch.stack([(_bf16_dither(x, m, torch.tensor(float(s))).float() > 1.0).float().mean()
-                       for s in range(1, 9) for m in (0, 1)])
-    assert abs(float(ups.mean()) - 0.3) < 0.01
-    assert _bf16_dither(torch.tensor([[float("nan"), float("inf"), -float("inf")]]), 0, torch.tensor(1.0)).float() \
-        .isnan().tolist() == [[True, False, False]]
+    m16, v16 = _bf16_moments(exact, exact.abs(), torch.tensor(3.0))
+    assert torch.equal(m16.float(), exact) and torch.equal(v16.float(), exact.abs())
+    x = torch.full((256, 512), 1.0 + 0.3 * 2.0 ** -7)  # 30 % of the way to the next bf16 (ulp 2^-7 at 1.0)
+    y = torch.full((256, 512), 2.0 + 0.7 * 2.0 ** -6)  # 70 %
+    ups = [_bf16_moments(x, y, torch.tensor(float(s))) for s in range(1, 9)]
+    assert abs(float(torch.stack([(a.float() > 1.0).float().mean() for a, _ in ups]).mean()) - 0.3) < 0.01
+    assert abs(float(torch.stack([(b.float() > 2.0).float().mean() for _, b in ups]).mean()) - 0.7) < 0.01
+    special = torch.tensor([[float("nan"), float("inf"), -float("inf")]])
+    a, b = _bf16_moments(special, special, torch.tensor(1.0))
+    assert a.float().isnan().tolist() == b.float().isnan().tolist() == [[True, False, False]]
+    assert a.float()[0, 1:].tolist() == [float("inf"), -float("inf")]
 
 
 def test_decaying_v_tracks_fp32():

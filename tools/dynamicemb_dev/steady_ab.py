@@ -62,7 +62,8 @@ def print_kernel_table(title, cols, times, limit=None, label="kernel"):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bench", default="benchmarks")
-    p.add_argument("--opt", default="sgd,adam")
+    p.add_argument("--opt", default="sgd,adam", help="optimizers (lab_variants.preset_step), each optionally "
+                   "with its own variants: adam,sgd=-:-@L3")
     p.add_argument("--variants", default="-")
     p.add_argument("--later-variants", default="", help="variants of the optimizers after the first")
     p.add_argument("--reps", type=int, default=20)
@@ -153,8 +154,9 @@ def main():
     batches = [(i.to(dev), o.to(dev)) for i, o in batches]
     gpu_warmup(dev, 0.5)
     out_json = {}
-    for oi, opt_name in enumerate(a.opt.split(",")):
-        vs = a.later_variants if oi > 0 and a.later_variants else a.variants
+    for oi, opt_entry in enumerate(a.opt.split(",")):
+        opt_name, _, own = opt_entry.partition("=")  # "name=v1:v2": this optimizer's own variants
+        vs = own.replace(":", ",") if own else (a.later_variants if oi > 0 and a.later_variants else a.variants)
         variants = [v for v in vs.split(",") if v]
         m, train = preset_step(opt_name, batches, dev)
         mod[0] = m

@@ -123,9 +123,10 @@ __device__ __forceinline__ void opt_update(int opt, const BackwardParams& p, con
 // then v (dim bf16); 1,024 bytes a row at dim 128 instead of 1,536. The update computes in fp32 and rounds m and v
 // stochastically when it stores them: under round-to-nearest a moment that moves by less than half a bf16 ulp per
 // step never moves (v with beta2 = 0.999 moves by 0.1 % of itself, half an ulp is 0.2-0.4 %), so a decaying v would
-// stay at its old value for good. The dither is a hash of the fp32 value's bits, its column, the moment and the step
-// count: the same inputs give the same bits (repeatable), and the torch path (_optimizers.py Adam) computes the same.
-__host__ __device__ __forceinline__ uint32_t moment_hash(uint32_t x) {
+// stay at its old value for good. One hash of a column's two fp32 moments, its column and the step count gives both
+// dithers (its low and high 16 bits): the same inputs give the same bits (repeatable), and the torch path
+// (_optimizers.py _bf16_moments) computes the same.
+__device__ __forceinline__ uint32_t moment_hash(uint32_t x) {
   x ^= x >> 16;
   x *= 0x7feb352du;
   x ^= x >> 15;
@@ -133,12 +134,17 @@ __host__ __device__ __forceinline__ uint32_t moment_hash(uint32_t x) {
   x ^= x >> 16;
   return x;
 }
-// The bf16 bits of v rounded up with probability (the dropped 16 bits) / 2^16; NaN stays NaN, inf stays inf.
-__device__ __forceinline__ uint32_t bf16_dither(float v, uint32_t col, uint32_t moment, uint32_t step) {
-  const uint32_t b = __float_as_uint(v);
+// The bf16 bits of fp32 bits b rounded up with probability (the dropped 16 bits) / 2^16 (dither: 16 random bits);
+// NaN stays NaN, inf stays inf.
+__device__ __forceinline__ uint32_t bf16_dither(uint32_t b, uint32_t dither) {
   if ((b & 0x7f800000u) == 0x7f800000u) return (b & 0x7fffffu) ? ((b >> 16) | 0x40u) : (b >> 16);
-  const uint32_t key = (col * 0x9e3779b9u) ^ (step * 0x85ebca6bu) ^ (moment * 0x68e31da4u);
-  return (b + (moment_hash(b ^ key) & 0xffffu)) >> 16;
+  return (b + dither) >> 16;
+}
+// The bf16 bits of column col's m (the result's low 16 bits) and v (its high 16 bits).
+__device__ __forceinline__ uint32_t moments_bf16(float m, float v, uint32_t col, uint32_t step) {
+  const uint32_t bm = __float_as_uint(m), bv = __float_as_uint(v);
+  const uint32_t h = moment_hash(bm ^ (bv * 0x68e31da4u) ^ (col * 0x9e3779b9u) ^ (step * 0x85ebca6bu));
+  return bf16_dither(bm, h & 0xffffu) | (bf16_dither(bv, h >> 16) << 16);
 }
 
 // m (s1) and v (s2) of a lane's N columns c.. from a row's bf16 state (after the dim embedding words).
@@ -170,20 +176,18 @@ template <int N>
 __device__ __forceinline__ void store_moments_bf16(float* row, int d, int c, const float (&s1)[N],
                                                    const float (&s2)[N], uint32_t step) {
   uint16_t* s = reinterpret_cast<uint16_t*>(row + d);
-  uint32_t a[N], b[N];
+  uint32_t mv[N];  // (m | v << 16) bf16 bits per column
 #pragma unroll
-  for (int e = 0; e < N; ++e) {
-    a[e] = bf16_dither(s1[e], static_cast<uint32_t>(c + e), 0u, step);
-    b[e] = bf16_dither(s2[e], static_cast<uint32_t>(c + e), 1u, step);
-  }
-  if constexpr (N == 4) {
-    *reinterpret_cast<uint2*>(s + c) = make_uint2(a[0] | (a[1] << 16), a[2] | (a[3] << 16));
-    *reinterpret_cast<uint2*>(s + d + c) = make_uint2(b[0] | (b[1] << 16), b[2] | (b[3] << 16));
+  for (int e = 0; e < N; ++e) mv[e] = moments_bf16(s1[e], s2[e], static_cast<uint32_t>(c + e), step);
+  if constexpr (N == 4) {  // m of columns c..c+3, then v of the same columns
+    *reinterpret_cast<uint2*>(s + c) = make_uint2(__byte_perm(mv[0], mv[1], 0x5410), __byte_perm(mv[2], mv[3], 0x5410));
+    *reinterpret_cast<uint2*>(s + d + c) =
+        make_uint2(__byte_perm(mv[0], mv[1], 0x7632), __byte_perm(mv[2], mv[3], 0x7632));
   } else {
 #pragma unroll
     for (int e = 0; e < N; ++e) {
-      s[c + e] = static_cast<uint16_t>(a[e]);
-      s[d + c + e] = static_cast<uint16_t>(b[e]);
+      s[c + e] = static_cast<uint16_t>(mv[e] & 0xffffu);
+      s[d + c + e] = static_cast<uint16_t>(mv[e] >> 16);
     }
   }
 }
