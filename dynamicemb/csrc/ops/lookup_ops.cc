@@ -160,13 +160,13 @@ int64_t lookup_lab_mirror(int64_t variant) {
 }
 
 // Lab: how a training step of a sequence forks its CSR build: 1 its sort after the dedup's count pass (keys: claimer
-// positions), beside the number pass, and its bounds after the dedup (default); 0 all of it after the dedup; 3 as 1,
-// and the gather beside the dedup (below: timing only); other values only read it. Returns the one before.
+// positions), beside the number pass, and its bounds after the dedup (default); 0 all of it after the dedup; 3 and 4
+// as 1, and the gather beside the dedup (below: timing only); other values only read it. Returns the one before.
 std::atomic<int> g_step_lab{1};
 
 int64_t lookup_lab_step(int64_t variant) {
   const int old = g_step_lab.load();
-  if (variant == 0 || variant == 1 || variant == 3) g_step_lab.store(static_cast<int>(variant));
+  if (variant == 0 || variant == 1 || variant == 3 || variant == 4) g_step_lab.store(static_cast<int>(variant));
   return old;
 }
 
@@ -174,19 +174,24 @@ int64_t lookup_lab_step(int64_t variant) {
 // eval's kernel) on a low-priority stream forked at the step's start, beside the checks and the dedup, instead of
 // reading its rows through the uniques after the insert pass. Right only when every id is stored before the step
 // (the benchmark's steady state: no miss, so the insert pass changes nothing); it measures how much of the dedup's
-// latency a gather beside it hides. Per thread and device: the stream and its fork / join events.
+// latency a gather beside it hides. 3: the gather on a stream of the least priority (the caller's stream's, by
+// default), launched before the checks; 4: the gather on the caller's stream, the checks, the dedup and the insert pass
+// on a stream of the greatest priority (as the CSR's side stream), so the dedup's blocks are dispatched before the
+// gather's. Per thread and device: the streams and the fork / join events.
 struct LabGather {
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr, hi = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
 };
-LabGather& lab_gather(int dev) {
+LabGather& lab_gather_streams(int dev) {
   thread_local std::vector<LabGather> v;
   if (static_cast<int>(v.size()) <= dev) v.resize(dev + 1);
   LabGather& g = v[dev];
   if (!g.stream) {
     int lo = 0, hi = 0;
     ACCEL_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi) == cudaSuccess, "lab gather: stream priorities");
-    ACCEL_CHECK(cudaStreamCreateWithPriority(&g.stream, cudaStreamNonBlocking, lo) == cudaSuccess, "lab gather: stream");
+    ACCEL_CHECK(cudaStreamCreateWithPriority(&g.stream, cudaStreamNonBlocking, lo) == cudaSuccess &&
+                    cudaStreamCreateWithPriority(&g.hi, cudaStreamNonBlocking, hi) == cudaSuccess,
+                "lab gather: streams");
     ACCEL_CHECK(cudaEventCreateWithFlags(&g.fork, cudaEventDisableTiming) == cudaSuccess &&
                     cudaEventCreateWithFlags(&g.join, cudaEventDisableTiming) == cudaSuccess,
                 "lab gather: events");
@@ -561,8 +566,10 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // lab 3 (g_step_lab, above): the gather forked here, beside the checks and the dedup (timing only)
   cudaStreamCaptureStatus cap_status = cudaStreamCaptureStatusNone;
   ACCEL_CHECK(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &cap_status) == cudaSuccess, "capture status");
-  const bool lab_gather_on = g_step_lab.load() == 3 && train && pooling == kPoolNone && with_csr && n > 0 &&
-                             !(flags & kStepHostRows) && !stage.has_value() &&
+  const int lab_gather = g_step_lab.load();
+  void* const caller_stream = stream;
+  const bool lab_gather_on = (lab_gather == 3 || lab_gather == 4) && train && pooling == kPoolNone && with_csr &&
+                             n > 0 && !(flags & kStepHostRows) && !stage.has_value() &&
                              cap_status == cudaStreamCaptureStatusNone;
   std::optional<Tensor> lab_out;
   if (lab_gather_on) {
@@ -584,16 +591,19 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     lf.out_stride = out_cols;
     lf.out = lab_out->data_ptr();
     lf.addr = kAddrProbe;
-    LabGather& g = lab_gather(ids.get_device_index());
+    LabGather& g = lab_gather_streams(ids.get_device_index());
+    cudaStream_t to = lab_gather == 4 ? g.hi : g.stream;  // the stream that waits for the caller's
     ACCEL_CHECK(cudaEventRecord(g.fork, static_cast<cudaStream_t>(stream)) == cudaSuccess &&
-                    cudaStreamWaitEvent(g.stream, g.fork, 0) == cudaSuccess,
+                    cudaStreamWaitEvent(to, g.fork, 0) == cudaSuccess,
                 "lab gather: fork");
+    void* gs = lab_gather == 4 ? stream : static_cast<void*>(g.stream);
     dispatch_value(value_kind, [&](auto V) {
       dispatch_value(out_kind, [&](auto O) {
-        launch_forward_mirrored<V.value, O.value>(lf, flags & kStepVec4, nullptr, nullptr, 0, g.stream);
+        launch_forward_mirrored<V.value, O.value>(lf, flags & kStepVec4, nullptr, nullptr, 0, gs);
       });
     });
-    ACCEL_CHECK(cudaEventRecord(g.join, g.stream) == cudaSuccess, "lab gather: join record");
+    if (lab_gather == 3) ACCEL_CHECK(cudaEventRecord(g.join, g.stream) == cudaSuccess, "lab gather: join record");
+    if (lab_gather == 4) stream = g.hi;  // the dedup's chain from here
   }
   int check_blocks = 0;
   // lab kStepPdl (with kDedupPdl): the checks, the clear pass, the insert pass's resolve and the forward as
@@ -770,10 +780,16 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
                                                 static_cast<int>(T), stream);
     });
   });
-  if (lab_gather_on)
-    ACCEL_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), lab_gather(ids.get_device_index()).join, 0) ==
-                    cudaSuccess,
+  if (lab_gather_on) {
+    LabGather& g = lab_gather_streams(ids.get_device_index());
+    if (lab_gather == 4) {  // the CSR's side stream into the chain's stream, then the chain into the caller's
+      if (side.token) join_side_stream(side.token, stream);
+      side.token = nullptr;
+      ACCEL_CHECK(cudaEventRecord(g.join, static_cast<cudaStream_t>(stream)) == cudaSuccess, "lab gather: join record");
+    }
+    ACCEL_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(caller_stream), g.join, 0) == cudaSuccess,
                 "lab gather: join");
+  }
   if (refused_host != 0 && train && mirror == nullptr) {
     const cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(static_cast<uintptr_t>(refused_host)),
                                           refused_total.data_ptr(), static_cast<size_t>(T) * sizeof(int64_t),

@@ -3,8 +3,9 @@
 # tree root on the device): runK.sh, setup.sh, the branch's tools (steady_ab.py and what it imports) and changed test
 # files under tree/, and with WHL=1 this tree's dynamicemb wheel (bazel-bin). Usage: [WHL=1] pack.sh K
 set -e
-H=$(cd "$(dirname "$0")" && pwd) D=/work/main/.carry/step36
+H=$(cd "$(dirname "$0")" && pwd) F=/work/main/.carry/step36
 R=$(cd "$H/../../.." && pwd)
+D=/tmp/step36_pack  # filled aside, then copied in at once (the lead may copy the folder at any time)
 rm -rf $D && mkdir -p $D/tree/tools/dynamicemb_dev $D/tree/tests/dynamicemb $D/tree/benchmarks
 cp "$H/run$1.sh" "$H/setup.sh" $D/
 cp "$R"/tools/dynamicemb_dev/{steady_ab.py,lab_variants.py,pipelined_gaps.py} $D/tree/tools/dynamicemb_dev/
@@ -13,5 +14,6 @@ for f in $(git -C "$R" diff --name-only 8af609e7 -- tests/dynamicemb); do cp "$R
 if [ "${WHL:-0}" = 1 ]; then
   mkdir -p $D/whl && cp "$R"/bazel-bin/dynamicemb-*.whl $D/whl/
 fi
-ls -la $D $D/tree/tests/dynamicemb
-du -sh $D
+rm -rf $F && cp -r $D $F
+ls -la $F $F/tree/tests/dynamicemb
+du -sh $F
