@@ -221,15 +221,49 @@ __device__ __forceinline__ void store_row_n(typename Val<V>::T* p, const float (
   }
 }
 
+// Adam's bf16 moments (S != 0) stay packed in the registers of the K entries in flight until their row is applied:
+// with N = 4, s1[0..1] hold m and s2[0..1] v as bf16 pairs (half the registers of fp32 moments; the kernel's K
+// entries of fp32 moments made it spill); other N hold fp32 values.
+template <int N>
+__device__ __forceinline__ void load_moments_packed(const float* row, int d, int c, float (&s1)[N], float (&s2)[N]) {
+  if constexpr (N == 4) {
+    const uint16_t* s = reinterpret_cast<const uint16_t*>(row + d);
+    const uint2 x = __ldcg(reinterpret_cast<const uint2*>(s + c));
+    const uint2 y = __ldcg(reinterpret_cast<const uint2*>(s + d + c));
+    s1[0] = __uint_as_float(x.x);
+    s1[1] = __uint_as_float(x.y);
+    s2[0] = __uint_as_float(y.x);
+    s2[1] = __uint_as_float(y.y);
+  } else {
+    load_moments_bf16<N>(row, d, c, s1, s2);
+  }
+}
+// load_moments_packed's moments as fp32 values, in place.
+template <int N>
+__device__ __forceinline__ void unpack_moments(float (&s1)[N], float (&s2)[N]) {
+  if constexpr (N == 4) {
+    const uint32_t m0 = __float_as_uint(s1[0]), m1 = __float_as_uint(s1[1]);
+    const uint32_t v0 = __float_as_uint(s2[0]), v1 = __float_as_uint(s2[1]);
+    s1[0] = __uint_as_float(m0 << 16);
+    s1[1] = __uint_as_float(m0 & 0xffff0000u);
+    s1[2] = __uint_as_float(m1 << 16);
+    s1[3] = __uint_as_float(m1 & 0xffff0000u);
+    s2[0] = __uint_as_float(v0 << 16);
+    s2[1] = __uint_as_float(v0 & 0xffff0000u);
+    s2[2] = __uint_as_float(v1 << 16);
+    s2[3] = __uint_as_float(v1 & 0xffff0000u);
+  }
+}
+
 // The row's state columns the optimizer reads (Adagrad: d, Adam: 2 d, or d words of bf16 m and v with S != 0
-// (fp32 rows, optimizer.cuh); RowWiseAdagrad: one scalar).
+// (fp32 rows, optimizer.cuh; packed, above); RowWiseAdagrad: one scalar).
 template <int V, int N, int OPT, int H = 0, int S = 0>
 __device__ __forceinline__ void load_row(const typename Val<V>::T* row, int d, int c, float (&w)[N],
                                          float (&s1)[N], float (&s2)[N], float& rs) {
   if (c < d) {
     load_once<V, N, H>(row + c, w);
     if constexpr (S != 0) {
-      load_moments_bf16<N>(reinterpret_cast<const float*>(row), d, c, s1, s2);
+      load_moments_packed<N>(reinterpret_cast<const float*>(row), d, c, s1, s2);
     } else {
       if constexpr (OPT == kAdagrad || OPT == kAdam) load_once<V, N, H>(row + d + c, s1);
       if constexpr (OPT == kAdam) load_once<V, N, H>(row + 2 * d + c, s2);
@@ -260,6 +294,7 @@ __device__ __forceinline__ void apply_row(const BackwardParams& p, const OptCons
     rs = rowwise_state(rs, warp_sum(sq), d);
     if ((threadIdx.x & 31) == 0) row[d] = Val<V>::from_f(rs);
   }
+  if constexpr (S != 0) unpack_moments<N>(s1, s2);
   opt_update<N>(OPT, p, oc, g, w, s1, s2, rs);
   if (on) {
     if constexpr (S != 0) {
@@ -459,6 +494,11 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
   }
 }
 
+// Lab: the form of the bf16-moment Adam update (4-wide fp32 rows): 0 the fp32 moments' form (2 entries in flight, 4
+// blocks per SM), 1 at 3 blocks per SM (no register cap below 85). segment_bf16_form sets it (op
+// _lookup_lab_seg_bf16; 0 or 1, other values only read it) and returns the one before.
+std::atomic<int> g_bf16_form{0};
+
 // The fp32 4-wide kernel's form per optimizer, picked by A/B on an H200 (NVIDIA's config; benchmarks/RESULTS.md,
 // docs/dynamicemb.md): plain SGD adds whole segments with reductions, 8 entries in flight at 3 blocks per SM, rows
 // evict-first; Adam 2 entries in flight at 4 blocks per SM, rows past L1 (ld.global.cg, no evict-first hint: each
@@ -478,8 +518,11 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
     } else if constexpr (OPT == kRowWiseAdagrad) {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, K, 1, 2>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kAdam) {
-      if (p.state_bf16) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4, 0, 1>, grid, kSegBlock, st, p);
-      else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
+      if (!p.state_bf16) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
+      else if (g_bf16_form.load() == 1)
+        launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 3, 0, 1>, grid, kSegBlock, st, p);
+      else
+        launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4, 0, 1>, grid, kSegBlock, st, p);
     } else {
       launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 1, 4>, grid, kSegBlock, st, p);
     }
@@ -497,6 +540,12 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
 }
 
 }  // namespace detail
+
+int segment_bf16_form(int v) {
+  const int old = detail::g_bf16_form.load();
+  if (v == 0 || v == 1) detail::g_bf16_form.store(v);
+  return old;
+}
 
 int segment_sort_bits(int64_t n) {
   int bits = 1;

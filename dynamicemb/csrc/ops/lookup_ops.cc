@@ -17,7 +17,6 @@
 #include <string>
 #include <type_traits>
 #include <tuple>
-#include <vector>
 
 #include "common/stable_utils.h"
 #include "dynamicemb/csrc/lookup/lookup_types.h"
@@ -29,6 +28,7 @@
 
 namespace dynamicemb {
 namespace lookup {
+int segment_bf16_form(int v);  // segment_kernels.cu (lab: the bf16-moment Adam update's form)
 namespace {
 
 using torch::stable::Tensor;
@@ -160,44 +160,18 @@ int64_t lookup_lab_mirror(int64_t variant) {
 }
 
 // Lab: how a training step of a sequence forks its CSR build: 1 its sort after the dedup's count pass (keys: claimer
-// positions), beside the number pass, and its bounds after the dedup (default); 0 all of it after the dedup; 3 and 4
-// as 1, and the gather beside the dedup (below: timing only); other values only read it. Returns the one before.
+// positions), beside the number pass, and its bounds after the dedup (default); 0 all of it after the dedup; other
+// values only read it. Returns the one before.
 std::atomic<int> g_step_lab{1};
 
 int64_t lookup_lab_step(int64_t variant) {
   const int old = g_step_lab.load();
-  if (variant == 0 || variant == 1 || variant == 3 || variant == 4) g_step_lab.store(static_cast<int>(variant));
+  if (variant == 0 || variant == 1) g_step_lab.store(static_cast<int>(variant));
   return old;
 }
 
-// Lab 3 (timing only, not a product path): a sequence training step's gather probes each id's table itself (the
-// eval's kernel) on a low-priority stream forked at the step's start, beside the checks and the dedup, instead of
-// reading its rows through the uniques after the insert pass. Right only when every id is stored before the step
-// (the benchmark's steady state: no miss, so the insert pass changes nothing); it measures how much of the dedup's
-// latency a gather beside it hides. 3: the gather on a stream of the least priority (the caller's stream's, by
-// default), launched before the checks; 4: the gather on the caller's stream, the checks, the dedup and the insert pass
-// on a stream of the greatest priority (as the CSR's side stream), so the dedup's blocks are dispatched before the
-// gather's. Per thread and device: the streams and the fork / join events.
-struct LabGather {
-  cudaStream_t stream = nullptr, hi = nullptr;
-  cudaEvent_t fork = nullptr, join = nullptr;
-};
-LabGather& lab_gather_streams(int dev) {
-  thread_local std::vector<LabGather> v;
-  if (static_cast<int>(v.size()) <= dev) v.resize(dev + 1);
-  LabGather& g = v[dev];
-  if (!g.stream) {
-    int lo = 0, hi = 0;
-    ACCEL_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi) == cudaSuccess, "lab gather: stream priorities");
-    ACCEL_CHECK(cudaStreamCreateWithPriority(&g.stream, cudaStreamNonBlocking, lo) == cudaSuccess &&
-                    cudaStreamCreateWithPriority(&g.hi, cudaStreamNonBlocking, hi) == cudaSuccess,
-                "lab gather: streams");
-    ACCEL_CHECK(cudaEventCreateWithFlags(&g.fork, cudaEventDisableTiming) == cudaSuccess &&
-                    cudaEventCreateWithFlags(&g.join, cudaEventDisableTiming) == cudaSuccess,
-                "lab gather: events");
-  }
-  return g;
-}
+// Lab: the bf16-moment Adam update's form (segment_kernels.cu g_bf16_form); returns the one before.
+int64_t lookup_lab_seg_bf16(int64_t variant) { return segment_bf16_form(static_cast<int>(variant)); }
 
 int64_t lookup_dedup_set_size(int64_t n) {
   ACCEL_CHECK(n >= 0, "n: expected >= 0 ids, got ", n);
@@ -563,48 +537,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   const bool skipping = validate || skip_in != nullptr;
   const auto* id_ptr = static_cast<const uint64_t*>(ids.data_ptr());
   const auto* off_ptr = static_cast<const int64_t*>(offsets.data_ptr());
-  // lab 3 (g_step_lab, above): the gather forked here, beside the checks and the dedup (timing only)
-  cudaStreamCaptureStatus cap_status = cudaStreamCaptureStatusNone;
-  ACCEL_CHECK(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &cap_status) == cudaSuccess, "capture status");
-  const int lab_gather = g_step_lab.load();
-  void* const caller_stream = stream;
-  const bool lab_gather_on = (lab_gather == 3 || lab_gather == 4) && train && pooling == kPoolNone && with_csr &&
-                             n > 0 && !(flags & kStepHostRows) && !stage.has_value() &&
-                             cap_status == cudaStreamCaptureStatusNone;
-  std::optional<Tensor> lab_out;
-  if (lab_gather_on) {
-    lab_out = torch::stable::new_empty(ids, {n, out_cols}, dtype_of_kind(out_kind));
-    ForwardParams lf{};
-    lf.meta = meta_ptr(meta);
-    lf.ids = id_ptr;
-    lf.offsets = off_ptr;
-    lf.psw = pw;
-    lf.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
-    lf.feature_col = static_cast<const int64_t*>(feature_col.data_ptr());
-    lf.n = n;
-    lf.num_bags = nb;
-    lf.batch = batch;
-    lf.num_features = static_cast<int>(feature_table.numel());
-    lf.pooling = static_cast<int>(pooling);
-    lf.train = train;
-    lf.max_dim = static_cast<int>(max_dim);
-    lf.out_stride = out_cols;
-    lf.out = lab_out->data_ptr();
-    lf.addr = kAddrProbe;
-    LabGather& g = lab_gather_streams(ids.get_device_index());
-    cudaStream_t to = lab_gather == 4 ? g.hi : g.stream;  // the stream that waits for the caller's
-    ACCEL_CHECK(cudaEventRecord(g.fork, static_cast<cudaStream_t>(stream)) == cudaSuccess &&
-                    cudaStreamWaitEvent(to, g.fork, 0) == cudaSuccess,
-                "lab gather: fork");
-    void* gs = lab_gather == 4 ? stream : static_cast<void*>(g.stream);
-    dispatch_value(value_kind, [&](auto V) {
-      dispatch_value(out_kind, [&](auto O) {
-        launch_forward_mirrored<V.value, O.value>(lf, flags & kStepVec4, nullptr, nullptr, 0, gs);
-      });
-    });
-    if (lab_gather == 3) ACCEL_CHECK(cudaEventRecord(g.join, g.stream) == cudaSuccess, "lab gather: join record");
-    if (lab_gather == 4) stream = g.hi;  // the dedup's chain from here
-  }
   int check_blocks = 0;
   // lab kStepPdl (with kDedupPdl): the checks, the clear pass, the insert pass's resolve and the forward as
   // programmatic dependents (the clear pass's early set fill only behind the checks' kernel)
@@ -671,9 +603,8 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     d.find_later = d.find_meta != nullptr && find_later_variant(-1) == 1;
   }
   // the early fork (lab op _lookup_lab_step 1): a sequence's CSR sort beside the number pass, keyed by claimer
-  const int step_lab = g_step_lab.load();
   bool early =
-      a.csr && !probe && (flags & kStepOverlap) && pooling == kPoolNone && !d.find_later && step_lab != 0;
+      a.csr && !probe && (flags & kStepOverlap) && pooling == kPoolNone && !d.find_later && g_step_lab.load() == 1;
   if (early) {
     d.csr_keys = segment_csr_first_keys(c, stream);
     early = d.csr_keys != nullptr;
@@ -727,7 +658,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // the output is allocated after the first launches (the checks, the dedup): a synchronized call's device starts
   // one allocation earlier
   const int64_t rows = pooling == kPoolNone ? n : batch;
-  Tensor out = lab_out.has_value() ? *lab_out : torch::stable::new_empty(ids, {rows, out_cols}, dtype_of_kind(out_kind));
+  Tensor out = torch::stable::new_empty(ids, {rows, out_cols}, dtype_of_kind(out_kind));
   ForwardParams f{};
   f.meta = ip.meta;
   f.ids = id_ptr;
@@ -768,28 +699,17 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // reads the refusals without a copy, an event or a query of its own per step (_batched_step._PinnedMirror): by
   // the forward kernel's first block when the forward launches (forward_mirror.h), else by a copy
   const bool forward_runs = (pooling == kPoolNone ? n : nb) > 0;
-  auto* mirror = refused_host != 0 && train && forward_runs && g_mirror_copy.load() == 0 && !lab_gather_on
+  auto* mirror = refused_host != 0 && train && forward_runs && g_mirror_copy.load() == 0
                      ? reinterpret_cast<int64_t*>(static_cast<uintptr_t>(refused_host))
                      : nullptr;
   dispatch_value(value_kind, [&](auto V) {
     if (!probe) launch_insert<V.value>(ip, stream);
     if (host_rows) launch_host_stage_in(hs, stream);
-    if (lab_gather_on) return;
     dispatch_value(out_kind, [&](auto O) {
       launch_forward_mirrored<V.value, O.value>(f, vec4, static_cast<const int64_t*>(refused_total.data_ptr()), mirror,
                                                 static_cast<int>(T), stream);
     });
   });
-  if (lab_gather_on) {
-    LabGather& g = lab_gather_streams(ids.get_device_index());
-    if (lab_gather == 4) {  // the CSR's side stream into the chain's stream, then the chain into the caller's
-      if (side.token) join_side_stream(side.token, stream);
-      side.token = nullptr;
-      ACCEL_CHECK(cudaEventRecord(g.join, static_cast<cudaStream_t>(stream)) == cudaSuccess, "lab gather: join record");
-    }
-    ACCEL_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(caller_stream), g.join, 0) == cudaSuccess,
-                "lab gather: join");
-  }
   if (refused_host != 0 && train && mirror == nullptr) {
     const cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(static_cast<uintptr_t>(refused_host)),
                                           refused_total.data_ptr(), static_cast<size_t>(T) * sizeof(int64_t),
@@ -1012,6 +932,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_dedup(int variant) -> int");
   m.def("_lookup_lab_mirror(int variant) -> int");
   m.def("_lookup_lab_step(int variant) -> int");
+  m.def("_lookup_lab_seg_bf16(int variant) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -1031,6 +952,7 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
   m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
   m.impl("_lookup_lab_step", TORCH_BOX(&dynamicemb::lookup::lookup_lab_step));
+  m.impl("_lookup_lab_seg_bf16", TORCH_BOX(&dynamicemb::lookup::lookup_lab_seg_bf16));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
