@@ -36,13 +36,16 @@ def use_variant(lab, dedup, v):
 
 
 def preset_step(opt_name, batches, dev):
-    """(module, train): a module at NVIDIA's config (10 tables, D128 fp32, 1M slots each, pooling none) under SGD or
-    Adam, and one training step over the next of `batches` with a gradient of ones (made once per shape)."""
+    """(module, train): a module at NVIDIA's config (10 tables, D128 fp32, 1M slots each, pooling none) under SGD,
+    Adam, Adagrad ("adagrad": rows of [w | one fp32 state column per element], the bytes of Adam with bf16 moments) or
+    Adam with bf16 moments ("adam_bf16", builds with Adam's state_dtype), and one training step over the next of
+    `batches` with a gradient of ones (made once per shape)."""
     from dynamicemb._batched import BatchedDynamicEmbeddingTables
-    from dynamicemb._optimizers import SGD, Adam
+    from dynamicemb._optimizers import SGD, Adagrad, Adam
     from dynamicemb._options import DynamicEmbTableOptions
 
-    opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
+    opt = {"sgd": lambda: SGD(lr=0.01), "adam": lambda: Adam(lr=1e-3), "adagrad": lambda: Adagrad(lr=0.01),
+           "adam_bf16": lambda: Adam(lr=1e-3, state_dtype=torch.bfloat16)}[opt_name]()
     tables = [DynamicEmbTableOptions(dim=128, max_capacity=1 << 20, on_refused="zero")] * 10
     m = BatchedDynamicEmbeddingTables(tables, pooling="none", optimizer=opt, device=dev)
     it = [0]

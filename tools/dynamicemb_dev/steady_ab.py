@@ -4,7 +4,8 @@ measured the way a training loop runs it: the host ahead of the device. Per opti
 of builds before session 17; "-" the build's defaults, e.g. main's wheel; S: module settings of the variant, "c<N>"
 backward_chunk = N (0: the atomic scatter), "nf<policy>" the optimizer's nonfinite policy, "L<N>" op _lookup_lab_step
 of builds that have it, "s<N>" the CSR sort, op _lookup_lab_csr_sort, "F<N>" where the step finds its uniques, op
-_lookup_lab_find_later, "S" the CSR built on the step's own stream after the dedup instead of beside it, "b0" / "b1"
+_lookup_lab_find_later, "Q<N>" the bf16-moment Adam update's form, op _lookup_lab_seg_bf16, "S" the CSR built on the
+step's own stream after the dedup instead of beside it, "b0" / "b1"
 the step counter (plain SGD, Adam) by a tensor add / by the update kernel, module._step_in_update of builds that have it):
 steady ms per step (CUDA events around
 --reps steps queued behind 5 more, in --rounds interleaved rounds, median), synchronized ms (the host waits for each), and from one profile of --steps steps
@@ -62,7 +63,8 @@ def print_kernel_table(title, cols, times, limit=None, label="kernel"):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bench", default="benchmarks")
-    p.add_argument("--opt", default="sgd,adam")
+    p.add_argument("--opt", default="sgd,adam", help="optimizers (lab_variants.preset_step), each optionally "
+                   "with its own variants: adam,sgd=-:-@L3")
     p.add_argument("--variants", default="-")
     p.add_argument("--later-variants", default="", help="variants of the optimizers after the first")
     p.add_argument("--reps", type=int, default=20)
@@ -93,6 +95,8 @@ def main():
     sort0 = sort_lab(-1) if sort_lab is not None else None
     find_lab = getattr(ops, "_lookup_lab_find_later", None)
     find0 = find_lab(-1) if find_lab is not None else None
+    bf16_lab = getattr(ops, "_lookup_lab_seg_bf16", None)
+    bf160 = bf16_lab(-1) if bf16_lab is not None else None
     mod = [None]  # the module of the optimizer being measured, with its settings before any variant
     settings0 = {}
     overlap0 = bk._OVERLAP_MIN_IDS
@@ -108,6 +112,8 @@ def main():
             sort_lab(sort0)
         if find_lab is not None:
             find_lab(find0)
+        if bf16_lab is not None:
+            bf16_lab(bf160)
         m = mod[0]
         m.backward_chunk = settings0["chunk"]
         m.optimizer.nonfinite = settings0["nonfinite"]
@@ -129,6 +135,10 @@ def main():
                 if "bump" not in settings0:
                     raise SystemExit(f"setting {t}: this build's module has no _step_in_update")
                 m._step_in_update = t[1:] == "1"
+            elif t[0] == "Q":
+                if bf16_lab is None:
+                    raise SystemExit(f"setting {t}: this build has no op _lookup_lab_seg_bf16")
+                bf16_lab(int(t[1:]))
             elif t == "S":
                 bk._OVERLAP_MIN_IDS = 1 << 62  # no step forks its CSR
             elif t[0] == "L":
@@ -153,8 +163,9 @@ def main():
     batches = [(i.to(dev), o.to(dev)) for i, o in batches]
     gpu_warmup(dev, 0.5)
     out_json = {}
-    for oi, opt_name in enumerate(a.opt.split(",")):
-        vs = a.later_variants if oi > 0 and a.later_variants else a.variants
+    for oi, opt_entry in enumerate(a.opt.split(",")):
+        opt_name, _, own = opt_entry.partition("=")  # "name=v1:v2": this optimizer's own variants
+        vs = own.replace(":", ",") if own else (a.later_variants if oi > 0 and a.later_variants else a.variants)
         variants = [v for v in vs.split(",") if v]
         m, train = preset_step(opt_name, batches, dev)
         mod[0] = m
