@@ -90,6 +90,12 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
         *reinterpret_cast<uint2*>(do8 + r * out_row + (threadIdx.x % vecs) * 8) = make_uint2(0, 0);
       }
     }
+    if (p.dq_flags != nullptr) {  // the self-zeroing workspace's flags, the blocks of the heads in turn
+      for (int64_t i = static_cast<int64_t>(h) * kThreads + threadIdx.x; i < p.dq_flag_words;
+           i += static_cast<int64_t>(p.heads) * kThreads) {
+        p.dq_flags[i] = 0u;
+      }
+    }
     if (p.dq_zero != nullptr && !p.dq_tiled) {  // dq_accum's rows outside every sequence (head h)
       const int64_t lo = clamped_offset(cu, 0, tq), hi = max(int64_t{clamped_offset(cu, p.batch, tq)}, lo);
       const int64_t n4 = (lo + p.total_q - hi) * (D / 4);
@@ -139,7 +145,8 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   const float descale = !nan_seen && amax > 0.f ? fmaxf(__fdiv_rn(amax, 448.f), FLT_MIN) : 1.f;
   if (threadIdx.x == 0 && n > 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = descale;
   if (threadIdx.x == 0 && n == 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = 1.f;
-  if (p.dq_zero != nullptr) {  // the block's rows of the dq workspace (head h)
+  // the block's rows of the dq workspace (head h; with dq_flags only in the kernel grid's first group of pairs)
+  if (p.dq_zero != nullptr && (p.dq_flags == nullptr || int64_t{lo} * p.heads + h < p.dq_zero_pairs)) {
     if (p.dq_tiled) {  // its 16-row groups (cu_q + 16 b) / 16 + 8 m + k: 16 D contiguous floats per group and head
       const int64_t g0 = (static_cast<int64_t>(start) + 16 * lo) / 16 + 8 * m;
       const int per = p.dq_bf16 ? 2 * D : 4 * D;  // float4 per group and head (bf16 groups: half)
@@ -397,12 +404,12 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
 // lane l = t % 32 (a = l / 4, j = 2 (t % 128 / 32), columns 64 (t / 128) + 8 j + 2 (l % 4)): the quad's 4 x 4 words
 // transposed in two shuffle rounds leave each lane 8 consecutive columns of one row (a 16-byte store; a warp's
 // stores fill whole 32-byte sectors). Blocks from row_blocks zero the rows outside every sequence.
-// kHoist: an owner search per group of the block's pairs (one where kQuadPairs divides the heads: the search then
-// runs under the loads, before any store; a search after a store reloads cu_seqlens_q, which may alias dq; 48
-// registers, 5 blocks an SM, as main's); false (main_path): a search per pair.
+// An owner search per group of the block's pairs (one where kQuadPairs divides the heads: the search then runs under
+// the loads, before any store; a search after a store reloads cu_seqlens_q, which may alias dq; 48 registers, 5
+// blocks an SM).
 constexpr int kQuadPairs = 4;
-template <typename T, bool kHoist>
-__global__ void __launch_bounds__(kThreads, kHoist ? 5 : 0)
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 5)
     fp8_bwd_finish_quad_kernel(const HstuFp8BwdFinishParams p, int64_t groups, int64_t row_blocks) {
   constexpr int D = 128;
   if (blockIdx.x >= row_blocks) {
@@ -427,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, kHoist ? 5 : 0)
     if (x0 + k >= pairs) break;  // (uniform over the block)
     const int64_t x = (x0 + k) / p.heads;
     const int h = static_cast<int>((x0 + k) % p.heads);
-    if (!kHoist || x != x_seen) g = dq_group_rows(p, x);
+    if (x != x_seen) g = dq_group_rows(p, x);
     x_seen = x;
     const int64_t start = g.start, first = g.first, rows = g.rows;
     uint32_t w[4] = {v[k].x, v[k].y, v[k].z, v[k].w};  // word i: row a + 8 (i & 1), block j + (i >> 1), pair qd
@@ -474,13 +481,7 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
       const int64_t row_blocks = (ng * p.heads + kQuadPairs - 1) / kQuadPairs;
       const dim3 grid(static_cast<unsigned>(row_blocks + 2 * sms));
       auto quad = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(p, ng, row_blocks); };
-      if (p.out_half) {
-        p.main_path ? quad(fp8_bwd_finish_quad_kernel<__half, false>)
-                    : quad(fp8_bwd_finish_quad_kernel<__half, true>);
-      } else {
-        p.main_path ? quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16, false>)
-                    : quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16, true>);
-      }
+      p.out_half ? quad(fp8_bwd_finish_quad_kernel<__half>) : quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16>);
       return cudaGetLastError();
     }
     const dim3 grid(static_cast<unsigned>(ng + 2 * sms), p.heads);
