@@ -7,7 +7,7 @@
 # op / main_path (path_ab.py). `OUT=DIR timeout 56 bash .carry/fp8b36/run1.sh` from the root of main's tree.
 source "$(dirname "${BASH_SOURCE[0]}")"/setup.sh
 S=/tmp/site_$NAME
-run_tests 21 "self_zero or (main_path and (many_groups or fp16_out or bad_int32 or bad_scale)) or graph_capture or rows_outside or (kernel_matches_emulating and block)" tests/hstu/test_fp8_bwd.py
+run_tests 21 "self_zero or (main_path and (many_groups or fp16_out or bad_int32 or bad_scale)) or graph_capture or rows_outside or (kernel_matches_emulating and block and causal)" tests/hstu/test_fp8_bwd.py
 (cd $C/tree && PYTHONPATH=$S timeout $(( 47 - SECONDS )) python3 -P benchmarks/hstu_fp8_bwd.py --quick --reps 30 \
     --no-dequant --variants main_path,default --short 30 > $OUT/bench.log 2>&1)
 echo "bench rc $? ($SECONDS s)"
