@@ -10,7 +10,7 @@ D=${1:-/work/main/.carry/fp8b36}
 rm -rf $D/whl $D/tree
 mkdir -p $D/whl $D/tree/tests/hstu $D/tree/benchmarks
 rm -f $D/run*.sh
-cp $H/run*.sh $H/setup.sh $H/path_ab.py $R/tools/hstu_dev/carry_setup.sh $R/tools/hstu_dev/fp8p32_run/path_gaps.py $D/
+cp $H/run*.sh $H/setup.sh $H/path_ab.py $H/sanzero.py $R/tools/hstu_dev/carry_setup.sh $R/tools/hstu_dev/fp8p32_run/path_gaps.py $D/
 cp $R/bazel-bin/hstu_attn-*.whl $D/whl/
 cp $R/tests/conftest.py $D/tree/tests/
 cp $R/tests/hstu/{test_fp8_bwd.py,fp8_checks.py,fp8_bwd_sync_model.py} $D/tree/tests/hstu/
