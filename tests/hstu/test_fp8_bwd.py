@@ -777,12 +777,12 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel_with_many_groups(variant):
 @pytest.mark.parametrize("mask", ["causal", "local", "context_target_group"])
 @pytest.mark.parametrize("heads,dtype,seqused", [(2, torch.bfloat16, False), (3, torch.float16, True)])
 def test_cuda_fp8_bwd_self_zero_many_pairs(mask, heads, dtype, seqused):
-    """The kernel's self-zeroing dq workspace (hstu_bwd_fp8_sm90_zero.cuh: the pre-pass zeroes only the grid's first
-    group of (batch, head) pairs, the kernel's CTAs the next group's chunks, each tile's chunk awaited or zeroed by
-    the producer) against main_path (the workspace zeroed whole by the pre-pass) on 40 jagged sequences of up to 700
-    rows (16 pairs a group: most pairs zeroed by the kernel; empty sequences, lengths across the 128-row chunks,
-    delta-q, rows past seqused_q), on a NaN-poisoned allocator: no NaN, dk / dv bit-equal, dq up to the order of
-    its additions."""
+    """The kernel's self-zeroing dq workspace (hstu_bwd_fp8_sm90_zero.cuh: the pre-pass zeroes only its flags, the
+    first CTA whose tiles reach a 128-row chunk zeroes it, the finishing pass writes zeros for chunks no tile
+    reached) against main_path (the workspace zeroed whole by the pre-pass) on 40 jagged sequences of up to 700 rows
+    (many CTAs racing for the same chunks; empty sequences, lengths across the chunks, delta-q, rows past seqused_q:
+    whole chunks no tile reaches), on a NaN-poisoned allocator: no NaN, dk / dv bit-equal, dq up to the order of its
+    additions."""
     if not fp8_bwd_kernel_built() or "main_path" not in VARIANTS:
         pytest.skip("the Hopper FP8 backward kernel and its main_path variant are not in this build")
     rng = random.Random(61 + heads)

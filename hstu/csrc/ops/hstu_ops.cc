@@ -609,13 +609,11 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   scale_check_params(q_descale, k_descale, v_descale, chk);
   const bool main_path = (options & kOptFp8BwdMainPath) != 0;
   const int64_t H = q.size(1), B = pre.batch, total_k = k.size(0), D = pre.head_dim;
-  // The kernel grid's groups of (batch, head) pairs (kFp8BwdLptGroups); with dq in bf16 groups (the built variants)
-  // the kernel zeroes dq_accum but the first group's pairs itself (the self-zeroing workspace's flags in the
-  // workspace), unless main_path.
-  const int nblk_k = static_cast<int>((max_seqlen_k + 127) / 128);
-  const int lpt_pairs = hstu_fp8_bwd_lpt_pairs(nblk_k, kFp8BwdLptGroupCtas);
+  // With dq in bf16 groups in the grid of pair groups (the built variants) the kernel zeroes dq_accum itself (the
+  // self-zeroing workspace's flags in the workspace, zeroed by the pre-pass), unless main_path.
   const bool self_zero = dq_bf16 && ((variant ^ kFp8BwdDefault) & kFp8BwdLptGroups) != 0 && !main_path;
-  const int64_t zero_words = self_zero ? hstu_fp8_bwd_dq_zero_words(B, H, lpt_pairs, max_seqlen_q, pre.total_q) : 0;
+  const int zero_chunks = hstu_fp8_bwd_dq_zero_chunks(max_seqlen_q, pre.total_q);
+  const int64_t zero_words = self_zero ? hstu_fp8_bwd_dq_zero_words(B, H, max_seqlen_q, pre.total_q) : 0;
   // One workspace for what the call keeps internal (each allocation costs host time that short calls pay as GPU idle
   // time): dq_accum (fp32, or bf16 with kFp8BwdDqBf16; zeroed by the pre-pass, or by the kernel), the pre-pass's
   // outputs, the checked descale copies, the self-zeroing workspace's flags; 256-byte aligned regions.
@@ -644,9 +642,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   pre.dq_tiled = dq_tiled ? 1 : 0;
   pre.dq_bf16 = dq_bf16 ? 1 : 0;
   uint32_t* zero_flags = self_zero ? reinterpret_cast<uint32_t*>(w + o_flags) : nullptr;
-  pre.dq_flags = zero_flags;  // (self_zero: the flags and the first group's pairs only)
+  pre.dq_flags = zero_flags;  // (self_zero: the flags instead of dq_accum)
   pre.dq_flag_words = zero_words;
-  pre.dq_zero_pairs = lpt_pairs;
   cudaStream_t s = stream_of(q);
   // Launch order: the pre-pass first, right after the one allocation it writes (the host's prelude below runs while
   // it does; it reads the raw int32 vectors clamped and bounds every access by the tensors' extents, so it needs no
@@ -687,7 +684,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.kt = pre.kt;
   f.dq_accum = reinterpret_cast<float*>(w + o_dq);
   f.diag = variant;
-  f.lpt_pairs = lpt_pairs;
+  const int nblk_k = static_cast<int>((p.max_seqlen_k + 127) / 128);
+  f.lpt_pairs = hstu_fp8_bwd_lpt_pairs(nblk_k, kFp8BwdLptGroupCtas);
   f.dq_zero_flags = zero_flags;
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
   err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
@@ -707,6 +705,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   fin.out_half = static_cast<int>(out_dtype);
   fin.total_q = p.total_q;
   fin.total_k = total_k;
+  fin.dq_zero_flags = zero_flags;
+  fin.dq_zero_chunks = zero_chunks;
   err = hstu_fp8_bwd_finish(fin, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
   return std::make_tuple(dq, dk, dv);

@@ -32,8 +32,8 @@ struct HstuFp8BwdParams {
   int diag;          // the kernel variant (the op's diag; Fp8BwdDiagBuilt): 0 the default
   int lpt_pairs;     // kFp8BwdLptGroups: (batch, head) pairs per group of the grid (hstu_fp8_bwd_lpt_pairs)
   // nullptr: dq_accum zeroed whole by the pre-pass. Else (kFp8BwdDqBf16 with kFp8BwdLptGroups) the self-zeroing
-  // workspace's flag words (hstu_fp8_bwd_dq_zero_words, zeroed by the pre-pass, which zeroes only the first group's
-  // pairs of dq_accum): the kernel zeroes the rest (hstu_bwd_fp8_sm90_zero.cuh).
+  // workspace's flag words (hstu_fp8_bwd_dq_zero_words, zeroed by the pre-pass, which leaves dq_accum alone): the
+  // kernel zeroes each chunk its tiles reach (hstu_bwd_fp8_sm90_zero.cuh).
   uint32_t* dq_zero_flags;
 };
 
@@ -217,18 +217,15 @@ constexpr int64_t hstu_fp8_bwd_dq_tiled_floats(int64_t total_q, int64_t batch, i
 }
 
 // The self-zeroing dq workspace (HstuFp8BwdParams::dq_zero_flags): chunks of 128 query rows per (batch, head) pair,
-// and one flag word per chunk of every pair past the grid's first group (lpt_pairs pairs, zeroed by the pre-pass).
-// (A sequence holds at most min(max_seqlen_q, total_q) rows: longer ones fail the validation, which empties them.)
+// one flag word each. (A sequence holds at most min(max_seqlen_q, total_q) rows: longer ones fail the validation,
+// which empties them.)
 constexpr int hstu_fp8_bwd_dq_zero_chunks(int64_t max_seqlen_q, int64_t total_q) {
   return static_cast<int>(((max_seqlen_q < total_q ? max_seqlen_q : total_q) + 127) / 128 > 0
                               ? ((max_seqlen_q < total_q ? max_seqlen_q : total_q) + 127) / 128
                               : 0);
 }
-constexpr int64_t hstu_fp8_bwd_dq_zero_words(int64_t batch, int64_t heads, int64_t lpt_pairs, int64_t max_seqlen_q,
-                                             int64_t total_q) {
-  return batch * heads > lpt_pairs
-             ? (batch * heads - lpt_pairs) * hstu_fp8_bwd_dq_zero_chunks(max_seqlen_q, total_q)
-             : 0;
+constexpr int64_t hstu_fp8_bwd_dq_zero_words(int64_t batch, int64_t heads, int64_t max_seqlen_q, int64_t total_q) {
+  return batch * heads * hstu_fp8_bwd_dq_zero_chunks(max_seqlen_q, total_q);
 }
 
 template <int D>

@@ -366,13 +366,9 @@ __global__ void __launch_bounds__(384, 1)
   const int n0 = n_block * BN;
   // the self-zeroing dq workspace (f.dq_zero_flags; the bf16 groups in the 1-D grid of groups only)
   constexpr bool kSelfZero = kLptGroups && (kDiag & kFp8BwdDqBf16) != 0 && (kDiag & kFp8BwdDqRedV4) != 0;
-  constexpr uint32_t kZeroReady = 212;  // (bar + 212: the last chunk warp 1 made sure of, fp8_dq_zero_serve)
-  if (n0 >= si.lk_alloc) {  // (no keys: this CTA's zeroing share by warp 0 before it exits)
-    if (kSelfZero && f.dq_zero_flags != nullptr && threadIdx.x < 32) {
-      fp8_dq_zero_ahead(p, f, lpt_pair, n_block, threadIdx.x);
-    }
-    return;
-  }
+  // (bar + 212: the last chunk warp 1 made sure of; bar + 216: the tile the producer thread is at; fp8_dq_zero_serve)
+  constexpr uint32_t kZeroReady = 212, kZeroProgress = 216;
+  if (n0 >= si.lk_alloc) return;
   int mb_begin, n_a, gap, n_mt;
   bwd_work_tiles<BM, BN, true>(si, n0, mb_begin, n_a, gap, n_mt);
   auto tile_of = [&](int i) { return mb_begin + i + (i >= n_a ? gap : 0); };
@@ -424,7 +420,7 @@ __global__ void __launch_bounds__(384, 1)
     tmap[3] = n_mt;
     tmap[4] = b * p.heads + h;  // (the self-zeroing workspace's words: fp8_dq_zero_serve)
     tmap[5] = -1;               // (kZeroReady: no chunk yet)
-    tmap[6] = n_block;
+    tmap[6] = -1;               // (kZeroProgress: no tile yet)
     if constexpr (kLean) {  // tile_is_full(m0) = m0 <= fa || (fb0 <= m0 && m0 <= fb1), per warpgroup (its 64 keys)
       int* fb = reinterpret_cast<int*>(smem_raw + (bar + 104u - smem_addr(smem_raw)));
 #pragma unroll
@@ -476,6 +472,7 @@ __global__ void __launch_bounds__(384, 1)
         // their wait for tile j + 2), those of the last two tiles after the loop; so tile i is handed over (this
         // thread's arrive below) once warp 1 has published the chunk of tile i - 2 (tiles 0 and 1 at once, while
         // it checks the first chunk), the last two tiles once their own
+        if (kSelfZero && f.dq_zero_flags != nullptr) st_shared_u32(bar + kZeroProgress, i);  // (warp 1's pace)
         if (kSelfZero && f.dq_zero_flags != nullptr && i >= 2) {
           fp8_dq_zero_ready(bar + kZeroReady, i >= n_mt - 2 ? m0 >> 7 : tile_of(i - 2) >> 1);
         } else if (kSelfZero && f.dq_zero_flags != nullptr && i >= n_mt - 2) {
@@ -507,11 +504,6 @@ __global__ void __launch_bounds__(384, 1)
       }
     } else if (kSelfZero && f.dq_zero_flags != nullptr && tid / 32 == 1) {
       fp8_dq_zero_serve(p, f, bar + 192u, tid % 32);  // warp 1: the chunks of this CTA's tiles made sure of
-    } else if (kSelfZero && f.dq_zero_flags != nullptr && tid / 32 == 2) {
-      // warp 2: this CTA's share of the next group's chunks, once K / V / K^T have landed (not competing with them)
-      if (ld_shared_u32(bar + 192u + 12u) > 0) mbar_wait(bar, 0);
-      fp8_dq_zero_ahead(p, f, static_cast<int>(ld_shared_u32(bar + 192u + 16u)),
-                        static_cast<int>(ld_shared_u32(bar + 192u + 24u)), tid % 32);
     }
     return;
   }

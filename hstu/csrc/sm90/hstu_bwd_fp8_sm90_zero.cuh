@@ -1,15 +1,16 @@
 // The Hopper FP8 backward's self-zeroing dq workspace (HstuFp8BwdParams::dq_zero_flags; the bf16 16-row groups of
-// kFp8BwdDqBf16 in the 1-D grid of kFp8BwdLptGroups). The pre-pass zeroes only the first group's pairs (b H + h <
-// lpt_pairs) and the flag words; the rest is zeroed during the kernel by producer warps that are otherwise idle,
-// where its stores cost no time of their own: warp 2 of each CTA of pair P zeroes its share of the chunks of pair
-// P + lpt_pairs (a group later in the grid's order); warp 1 makes sure of the chunks of its own CTA's tiles in
-// their order and publishes each in shared memory; the producer thread hands a tile to the consumers only once its
-// chunk is published, and their reduce-adds follow the full barrier's arrive (release) and wait (acquire). A chunk
-// is 128 query rows of one (batch, head) pair; its flag: 0 untouched, 1 claimed (being zeroed), 2 zero. Whoever
-// needs a chunk and finds it untouched claims and zeroes it itself, so no CTA waits for one that has not started
-// (deadlock-free in any dispatch order; the protocol of the bf16 backward's hstu_bwd_sm90_dq.cuh). Words: (pairs -
-// lpt_pairs) x hstu_fp8_bwd_dq_zero_chunks, the flag of chunk c of pair P (>= lpt_pairs) at (P - lpt_pairs) chunks
-// + c. (Two warps, not one: ptxas kept both loops within the producers' 24 registers only apart.)
+// kFp8BwdDqBf16 in the 1-D grid of kFp8BwdLptGroups). The pre-pass zeroes only the flag words, one per chunk of 128
+// query rows of a (batch, head) pair: 0 untouched, 1 claimed (being zeroed), 2 zero. The chunks are zeroed just in
+// time by the first CTA whose tiles reach them, so the zeros are written into L2 a few tiles before the first
+// reduce-add instead of to DRAM by the pre-pass and read back from it: producer warp 1 (otherwise idle) walks its
+// CTA's chunks in tile order, a few tiles ahead of the producer thread (paced by its published tile index), and
+// makes sure of each (claimed and zeroed if untouched, else awaited until zero: nobody waits for a CTA that has
+// not started, deadlock-free in any dispatch order; the protocol of the bf16 backward's hstu_bwd_sm90_dq.cuh), then
+// publishes the chunk's index in shared memory; the producer thread hands a tile to the consumers only once the
+// chunk it needs is published, and their reduce-adds follow the full barrier's arrive (release) and wait (acquire).
+// Chunks no tile reaches (rows past seqused_q, query tiles no key block sees) stay untouched: the finishing pass
+// writes zeros for them (HstuFp8BwdFinishParams::dq_zero_flags). Words: pairs x hstu_fp8_bwd_dq_zero_chunks, the
+// flag of chunk c of pair P = b H + h at P chunks + c.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,29 +36,6 @@ __device__ __forceinline__ void fp8_dq_zero_chunk(float* acc, int heads, int q_s
   for (int e = t; e < words; e += n) st_global_v4(g0 + (e >> 8) * stride + (e & 255), make_uint4(0u, 0u, 0u, 0u));
 }
 
-// The share of CTA (pair, n_block) by one warp: chunks n_block, n_block + key blocks, ... of pair + lpt_pairs, each
-// claimed (skipped if another warp has), zeroed, then released.
-__device__ __forceinline__ void fp8_dq_zero_ahead(const HstuParams& p, const HstuFp8BwdParams& f, int pair,
-                                                  int n_block, int lane) {
-  const int target = pair + f.lpt_pairs;
-  if (target >= p.batch * p.heads) return;
-  const int b = target / p.heads;
-  const int q_start = p.cu_seqlens_q[b];
-  const int lq_alloc = p.cu_seqlens_q[b + 1] - q_start;
-  const int nq = hstu_fp8_bwd_dq_zero_chunks(p.max_seqlen_q, p.total_q), nblk_k = (p.max_seqlen_k + 127) / 128;
-  uint32_t* flags = f.dq_zero_flags + static_cast<int64_t>(pair) * nq;  // (target - lpt_pairs = pair)
-#pragma unroll 1
-  for (int qb = n_block; 128 * qb < lq_alloc && qb < nq; qb += nblk_k) {
-    uint32_t old = 0;
-    if (lane == 0) old = atom_claim_u32(flags + qb);
-    if (__shfl_sync(0xffffffffu, old, 0) != 0) continue;
-    fp8_dq_zero_chunk(f.dq_accum, p.heads, q_start, b, lq_alloc, target - b * p.heads, qb, lane, 32);
-    fence_acq_rel_gpu();
-    __syncwarp();
-    if (lane == 0) st_release_u32(flags + qb, 2u);
-  }
-}
-
 // Shared-memory words between the producer warps (release / acquire at CTA scope).
 __device__ __forceinline__ void st_release_cta_shared(uint32_t addr, int v) {
   asm volatile("st.release.cta.shared::cta.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
@@ -69,16 +47,16 @@ __device__ __forceinline__ int ld_acquire_cta_shared(uint32_t addr) {
 }
 
 // Producer warp 1 of CTA (pair b H + h), which walks tiles tile_of(i) = mb_begin + i (+ gap from i = n_a on), i <
-// n_mt: the chunks of its tiles in their order, each awaited until zero (or claimed and zeroed if nobody has), its
-// index then published at `ready` (shared memory, release at CTA scope) for the producer thread, which hands a tile
-// to the consumers only once its chunk is there (fp8_dq_zero_ready). The first group's pairs (zeroed by the
-// pre-pass) and chunks past max_seqlen_q (the validation empties such sequences) have no flag: published at once.
+// n_mt: the chunks of its tiles in their order, the chunk of tile t once the producer thread has published tile
+// t - kFp8ZeroLead (at `progress`), each claimed and zeroed if untouched, else awaited until zero, its index then
+// published at `ready` (shared memory, release at CTA scope) for the producer thread (fp8_dq_zero_ready). Chunks
+// past max_seqlen_q (the validation empties such sequences) have no flag: published at once.
 // (one chunk of fp8_dq_zero_serve: awaited, or claimed and zeroed by the warp, then published)
 __device__ __forceinline__ void fp8_dq_zero_serve_chunk(const HstuParams& p, const HstuFp8BwdParams& f, int b, int h,
                                                         int qb, uint32_t ready, int lane) {
-  const int pair = b * p.heads + h, nq = hstu_fp8_bwd_dq_zero_chunks(p.max_seqlen_q, p.total_q);
-  if (pair >= f.lpt_pairs && qb < nq) {
-    uint32_t* flag = f.dq_zero_flags + static_cast<int64_t>(pair - f.lpt_pairs) * nq + qb;
+  const int nq = hstu_fp8_bwd_dq_zero_chunks(p.max_seqlen_q, p.total_q);
+  if (qb < nq) {
+    uint32_t* flag = f.dq_zero_flags + static_cast<int64_t>(b * p.heads + h) * nq + qb;
     uint32_t v = 0;
     if (lane == 0) {
       v = ld_acquire_u32(flag);
@@ -96,8 +74,12 @@ __device__ __forceinline__ void fp8_dq_zero_serve_chunk(const HstuParams& p, con
   __syncwarp();
   if (lane == 0) st_release_cta_shared(ready, qb);
 }
-// tmap: the shared-memory address of the CTA's words (int): mb_begin, n_a, gap, n_mt, pair, ready (`ready`'s),
-// n_block -- re-read from shared memory where used (these warps run with 24 registers).
+// Tiles the producer thread is ahead of warp 1's chunk (fp8_dq_zero_serve): the chunk of tile t is made sure of
+// once the producer is at tile t - 2 and needed when it is at t + 2 (t for the last two tiles); the zeros are
+// written ~4 tiles (a few us) before the first reduce-add into them.
+constexpr int kFp8ZeroLead = 2;
+// tmap: the shared-memory address of the CTA's words (int): mb_begin, n_a, gap, n_mt, pair, ready, progress --
+// re-read from shared memory where used (this warp runs with 24 registers).
 __device__ __forceinline__ void fp8_dq_zero_serve(const HstuParams& p, const HstuFp8BwdParams& f, uint32_t tmap,
                                                   int lane) {
   const int n_mt = static_cast<int>(ld_shared_u32(tmap + 12));
@@ -108,6 +90,7 @@ __device__ __forceinline__ void fp8_dq_zero_serve(const HstuParams& p, const Hst
     const int gap = i >= static_cast<int>(ld_shared_u32(tmap + 4)) ? static_cast<int>(ld_shared_u32(tmap + 8)) : 0;
     const int qb = (static_cast<int>(ld_shared_u32(tmap)) + i + gap) >> 1;  // (64-row tiles, 128-row chunks)
     if (qb == last) continue;
+    while (static_cast<int>(ld_shared_u32(tmap + 24)) < i - kFp8ZeroLead) __nanosleep(256);
     fp8_dq_zero_serve_chunk(p, f, pair / p.heads, pair % p.heads, qb, tmap + 20, lane);
     last = qb;
   }
