@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
     if (p.dq_flags != nullptr) {  // the self-zeroing workspace's flags, the blocks of the heads in turn
       for (int64_t i = static_cast<int64_t>(h) * kThreads + threadIdx.x; i < p.dq_flag_words;
            i += static_cast<int64_t>(p.heads) * kThreads) {
-        p.dq_flags[i] = 0u;
+        p.dq_flags[i] = i % p.dq_flag_chunks < p.dq_zero_first ? 2u : 0u;
       }
     }
     if (p.dq_zero != nullptr && !p.dq_tiled) {  // dq_accum's rows outside every sequence (head h)
@@ -145,7 +145,8 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   const float descale = !nan_seen && amax > 0.f ? fmaxf(__fdiv_rn(amax, 448.f), FLT_MIN) : 1.f;
   if (threadIdx.x == 0 && n > 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = descale;
   if (threadIdx.x == 0 && n == 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = 1.f;
-  if (p.dq_zero != nullptr && p.dq_flags == nullptr) {  // the block's rows of the dq workspace (head h)
+  // the block's rows of the dq workspace (head h; with dq_flags only the first dq_zero_first blocks of a sequence)
+  if (p.dq_zero != nullptr && (p.dq_flags == nullptr || m < p.dq_zero_first)) {
     if (p.dq_tiled) {  // its 16-row groups (cu_q + 16 b) / 16 + 8 m + k: 16 D contiguous floats per group and head
       const int64_t g0 = (static_cast<int64_t>(start) + 16 * lo) / 16 + 8 * m;
       const int per = p.dq_bf16 ? 2 * D : 4 * D;  // float4 per group and head (bf16 groups: half)
@@ -467,6 +468,7 @@ __global__ void __launch_bounds__(kThreads, kFlags ? 4 : 5)
           f[2 * e + 1] = __uint_as_float(w[e] & 0xFFFF0000u);
         }
         out = round8<T>(make_float4(f[0], f[1], f[2], f[3]), make_float4(f[4], f[5], f[6], f[7]));
+        if (zero) out = make_uint4(0u, 0u, 0u, 0u);
       }
       reinterpret_cast<uint4*>(p.dq)[(start + first + r) * per_row + h * (D / 8) + c8] = out;
     }

@@ -55,10 +55,12 @@ struct HstuFp8BwdPrepassParams {
   float* dq_zero;
   int dq_tiled;
   int dq_bf16;  // with dq_tiled: the groups in bf16 (kFp8BwdDqBf16: half the bytes per group and head)
-  // The kernel's self-zeroing workspace (dq_flags not nullptr; dq_tiled in bf16 only): dq_zero left alone, its
-  // dq_flag_words flag words zeroed instead (hstu_bwd_fp8_sm90_zero.cuh).
+  // The kernel's self-zeroing workspace (dq_flags not nullptr; dq_tiled in bf16 only; hstu_bwd_fp8_sm90_zero.cuh):
+  // of dq_zero only the first dq_zero_first 128-row chunks (quantization blocks) of each sequence and head, and the
+  // dq_flag_words flag words, dq_flag_chunks per pair: 2 for those chunks, else 0.
   uint32_t* dq_flags;
   int64_t dq_flag_words;
+  int dq_flag_chunks, dq_zero_first;
   // Optional (check_claim nullptr: none): the FP8 descale factors' check (hstu_validate.h hstu_check_fp8_scales)
   // run by the quantization grid's first block, concurrent with the quantization, instead of a one-block launch of
   // its own that has the GPU to itself (check_claim: hstu_error_claim_word's device address).

@@ -642,8 +642,10 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   pre.dq_tiled = dq_tiled ? 1 : 0;
   pre.dq_bf16 = dq_bf16 ? 1 : 0;
   uint32_t* zero_flags = self_zero ? reinterpret_cast<uint32_t*>(w + o_flags) : nullptr;
-  pre.dq_flags = zero_flags;  // (self_zero: the flags instead of dq_accum)
+  pre.dq_flags = zero_flags;  // (self_zero: the flags and the first kFp8ZeroAhead chunks of each pair)
   pre.dq_flag_words = zero_words;
+  pre.dq_flag_chunks = zero_chunks > 0 ? zero_chunks : 1;
+  pre.dq_zero_first = kFp8ZeroAhead;
   cudaStream_t s = stream_of(q);
   // Launch order: the pre-pass first, right after the one allocation it writes (the host's prelude below runs while
   // it does; it reads the raw int32 vectors clamped and bounds every access by the tensors' extents, so it needs no

@@ -224,6 +224,9 @@ constexpr int hstu_fp8_bwd_dq_zero_chunks(int64_t max_seqlen_q, int64_t total_q)
                               ? ((max_seqlen_q < total_q ? max_seqlen_q : total_q) + 127) / 128
                               : 0);
 }
+// Chunks of every pair the pre-pass zeroes (flag 2 from the start; hstu_bwd_fp8_sm90_zero.cuh): key block n's CTA
+// zeroes chunk n + kFp8ZeroAhead.
+constexpr int kFp8ZeroAhead = 4;
 constexpr int64_t hstu_fp8_bwd_dq_zero_words(int64_t batch, int64_t heads, int64_t max_seqlen_q, int64_t total_q) {
   return batch * heads * hstu_fp8_bwd_dq_zero_chunks(max_seqlen_q, total_q);
 }

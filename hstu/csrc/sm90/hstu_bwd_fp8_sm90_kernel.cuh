@@ -421,6 +421,7 @@ __global__ void __launch_bounds__(384, 1)
     tmap[4] = b * p.heads + h;  // (the self-zeroing workspace's words: fp8_dq_zero_serve)
     tmap[5] = -1;               // (kZeroReady: no chunk yet)
     tmap[6] = -1;               // (kZeroProgress: no tile yet)
+    tmap[7] = n_block;
     if constexpr (kLean) {  // tile_is_full(m0) = m0 <= fa || (fb0 <= m0 && m0 <= fb1), per warpgroup (its 64 keys)
       int* fb = reinterpret_cast<int*>(smem_raw + (bar + 104u - smem_addr(smem_raw)));
 #pragma unroll
@@ -504,6 +505,11 @@ __global__ void __launch_bounds__(384, 1)
       }
     } else if (kSelfZero && f.dq_zero_flags != nullptr && tid / 32 == 1) {
       fp8_dq_zero_serve(p, f, bar + 192u, tid % 32);  // warp 1: the chunks of this CTA's tiles made sure of
+    } else if (kSelfZero && f.dq_zero_flags != nullptr && tid / 32 == 2) {
+      // warp 2: chunk n_block + kFp8ZeroAhead of this pair, once K / V / K^T have landed (not competing with them)
+      if (ld_shared_u32(bar + 192u + 12u) > 0) mbar_wait(bar, 0);
+      fp8_dq_zero_ahead(p, f, static_cast<int>(ld_shared_u32(bar + 192u + 16u)),
+                        static_cast<int>(ld_shared_u32(bar + 192u + 28u)), tid % 32);
     }
     return;
   }

@@ -1,16 +1,21 @@
 // The Hopper FP8 backward's self-zeroing dq workspace (HstuFp8BwdParams::dq_zero_flags; the bf16 16-row groups of
-// kFp8BwdDqBf16 in the 1-D grid of kFp8BwdLptGroups). The pre-pass zeroes only the flag words, one per chunk of 128
-// query rows of a (batch, head) pair: 0 untouched, 1 claimed (being zeroed), 2 zero. The chunks are zeroed just in
-// time by the first CTA whose tiles reach them, so the zeros are written into L2 a few tiles before the first
-// reduce-add instead of to DRAM by the pre-pass and read back from it: producer warp 1 (otherwise idle) walks its
-// CTA's chunks in tile order, a few tiles ahead of the producer thread (paced by its published tile index), and
-// makes sure of each (claimed and zeroed if untouched, else awaited until zero: nobody waits for a CTA that has
-// not started, deadlock-free in any dispatch order; the protocol of the bf16 backward's hstu_bwd_sm90_dq.cuh), then
-// publishes the chunk's index in shared memory; the producer thread hands a tile to the consumers only once the
-// chunk it needs is published, and their reduce-adds follow the full barrier's arrive (release) and wait (acquire).
-// Chunks no tile reaches (rows past seqused_q, query tiles no key block sees) stay untouched: the finishing pass
-// writes zeros for them (HstuFp8BwdFinishParams::dq_zero_flags). Words: pairs x hstu_fp8_bwd_dq_zero_chunks, the
-// flag of chunk c of pair P = b H + h at P chunks + c.
+// kFp8BwdDqBf16 in the 1-D grid of kFp8BwdLptGroups). One flag word per chunk of 128 query rows of a (batch, head)
+// pair: 0 untouched, 1 claimed (being zeroed), 2 zero. The pre-pass zeroes the first kFp8ZeroAhead chunks of every
+// pair (its quantization blocks are chunks) and writes the flags (2 for those, else 0); in the kernel the producer
+// warpgroup's idle warps do the rest, where the stores cost no time of their own and land in L2 shortly before the
+// first reduce-add (a copy zeroed by the pre-pass goes to DRAM and is read back by the first reduce-adds): warp 2
+// of key block n zeroes chunk n + kFp8ZeroAhead of its own pair (on causal masks the diagonal chunk of the key
+// block kFp8ZeroAhead later, dispatched a few CTAs later), claimed by CAS (skipped if someone has); warp 1 walks
+// its CTA's chunks in tile order a few tiles ahead of the producer thread (paced by its published tile index) and
+// makes sure of each (awaited until zero, or claimed and zeroed if untouched: nobody waits for a CTA that has not
+// started, deadlock-free in any dispatch order; the protocol of the bf16 backward's hstu_bwd_sm90_dq.cuh), then
+// publishes its index in shared memory; the producer thread hands a tile to the consumers only once the chunk it
+// needs is published, and their reduce-adds follow the full barrier's arrive (release) and wait (acquire). Chunks
+// nobody zeroed (no tile reached them) have flag 0: the finishing pass writes zeros for them
+// (HstuFp8BwdFinishParams::dq_zero_flags). Words: pairs x hstu_fp8_bwd_dq_zero_chunks, the flag of chunk c of pair
+// P = b H + h at P chunks + c. (Measured variants, docs/hstu_kernel_notes.md, session 33: zeroing a group of pairs
+// ahead -- the zeros evicted and read back --, and just in time by the first CTA to reach a chunk -- the diagonal key
+// block's start stalled on it.)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,6 +39,27 @@ __device__ __forceinline__ void fp8_dq_zero_chunk(float* acc, int heads, int q_s
   const uint32_t stride = static_cast<uint32_t>(heads) * 256u;  // 16-byte words per group (every head)
 #pragma unroll 1
   for (int e = t; e < words; e += n) st_global_v4(g0 + (e >> 8) * stride + (e & 255), make_uint4(0u, 0u, 0u, 0u));
+}
+
+// The share of CTA (pair, n_block) by one warp: chunks n_block + kFp8ZeroAhead, + key blocks, ... of its pair, each
+// claimed (skipped if someone has), zeroed, then released.
+__device__ __forceinline__ void fp8_dq_zero_ahead(const HstuParams& p, const HstuFp8BwdParams& f, int pair,
+                                                  int n_block, int lane) {
+  const int b = pair / p.heads;
+  const int q_start = p.cu_seqlens_q[b];
+  const int lq_alloc = p.cu_seqlens_q[b + 1] - q_start;
+  const int nq = hstu_fp8_bwd_dq_zero_chunks(p.max_seqlen_q, p.total_q), nblk_k = (p.max_seqlen_k + 127) / 128;
+  uint32_t* flags = f.dq_zero_flags + static_cast<int64_t>(pair) * nq;
+#pragma unroll 1
+  for (int qb = n_block + kFp8ZeroAhead; 128 * qb < lq_alloc && qb < nq; qb += nblk_k) {
+    uint32_t old = 0;
+    if (lane == 0) old = atom_claim_u32(flags + qb);
+    if (__shfl_sync(0xffffffffu, old, 0) != 0) continue;
+    fp8_dq_zero_chunk(f.dq_accum, p.heads, q_start, b, lq_alloc, pair - b * p.heads, qb, lane, 32);
+    fence_acq_rel_gpu();
+    __syncwarp();
+    if (lane == 0) st_release_u32(flags + qb, 2u);
+  }
 }
 
 // Shared-memory words between the producer warps (release / acquire at CTA scope).
@@ -78,8 +104,8 @@ __device__ __forceinline__ void fp8_dq_zero_serve_chunk(const HstuParams& p, con
 // once the producer is at tile t - 2 and needed when it is at t + 2 (t for the last two tiles); the zeros are
 // written ~4 tiles (a few us) before the first reduce-add into them.
 constexpr int kFp8ZeroLead = 2;
-// tmap: the shared-memory address of the CTA's words (int): mb_begin, n_a, gap, n_mt, pair, ready, progress --
-// re-read from shared memory where used (this warp runs with 24 registers).
+// tmap: the shared-memory address of the CTA's words (int): mb_begin, n_a, gap, n_mt, pair, ready, progress,
+// n_block -- re-read from shared memory where used (this warp runs with 24 registers).
 __device__ __forceinline__ void fp8_dq_zero_serve(const HstuParams& p, const HstuFp8BwdParams& f, uint32_t tmap,
                                                   int lane) {
   const int n_mt = static_cast<int>(ld_shared_u32(tmap + 12));
