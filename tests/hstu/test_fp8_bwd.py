@@ -773,46 +773,6 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel_with_many_groups(variant):
     _variant_against_default(c, "block", variant)
 
 
-@pytest.mark.sm90
-@pytest.mark.parametrize("mask", ["causal", "local", "context_target_group"])
-@pytest.mark.parametrize("heads,dtype,seqused", [(2, torch.bfloat16, False), (3, torch.float16, True)])
-def test_cuda_fp8_bwd_self_zero_many_pairs(mask, heads, dtype, seqused):
-    """The kernel's self-zeroing dq workspace (hstu_bwd_fp8_sm90_zero.cuh: the pre-pass zeroes only its flags, the
-    first CTA whose tiles reach a 128-row chunk zeroes it, the finishing pass writes zeros for chunks no tile
-    reached) against main_path (the workspace zeroed whole by the pre-pass) on 40 jagged sequences of up to 700 rows
-    (many CTAs racing for the same chunks; empty sequences, lengths across the chunks, delta-q, rows past seqused_q:
-    whole chunks no tile reaches), on a NaN-poisoned allocator: no NaN, dk / dv bit-equal, dq up to the order of its
-    additions."""
-    if not fp8_bwd_kernel_built() or "main_path" not in VARIANTS:
-        pytest.skip("the Hopper FP8 backward kernel and its main_path variant are not in this build")
-    rng = random.Random(61 + heads)
-    lens = [rng.choice([0, 1, 127, 128, 129, 255, 256, 300, 511, 640, 700]) for _ in range(40)]
-    c = make_case(62 + heads + len(mask), lens, heads, 128, mask, device="cuda")
-    (q8, k8, v8), scales = quantized(c, "block")
-    gen = torch.Generator(device="cuda").manual_seed(63)
-    dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(dtype)
-    lens = lengths_args(c)
-    used = None
-    if seqused:
-        lq = (lens["cu_seqlens_q"][1:] - lens["cu_seqlens_q"][:-1]).tolist()
-        used = torch.tensor([rng.randint(0, n) for n in lq], dtype=torch.int32, device="cuda")
-    args = (q8, k8, v8, *scales, 3, 0, lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"],
-            lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
-            *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]), used, None)
-    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
-    poison_allocator(32 * q8.numel())
-    base = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS["main_path"])
-    for _ in range(2):  # (twice: the flags of one call must not leak into the next)
-        poison_allocator(32 * q8.numel())
-        var = fb.fp8_bwd_cuda(dout, args, False, opts)
-        torch.cuda.synchronize()
-        a, b = base[0].float(), var[0].float()
-        assert not torch.isnan(b).any() and not torch.isnan(a).any(), "dq"
-        assert torch.equal(var[1], base[1]) and torch.equal(var[2], base[2]), "dk / dv"
-        bad = (a - b).abs() > 2 ** -7 * a.abs() + dq_order_atol(a, lens)
-        assert not bad.any(), f"dq: {int(bad.sum())} elements differ beyond one bf16 rounding"
-
-
 def _variant_against_default(c, mode, variant):
     alpha = 128 ** -0.5
     (q8, k8, v8), scales = quantized(c, mode)

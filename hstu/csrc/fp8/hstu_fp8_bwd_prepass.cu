@@ -90,12 +90,6 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
         *reinterpret_cast<uint2*>(do8 + r * out_row + (threadIdx.x % vecs) * 8) = make_uint2(0, 0);
       }
     }
-    if (p.dq_flags != nullptr) {  // the self-zeroing workspace's flags, the blocks of the heads in turn
-      for (int64_t i = static_cast<int64_t>(h) * kThreads + threadIdx.x; i < p.dq_flag_words;
-           i += static_cast<int64_t>(p.heads) * kThreads) {
-        p.dq_flags[i] = i % p.dq_flag_chunks < p.dq_zero_first ? 2u : 0u;
-      }
-    }
     if (p.dq_zero != nullptr && !p.dq_tiled) {  // dq_accum's rows outside every sequence (head h)
       const int64_t lo = clamped_offset(cu, 0, tq), hi = max(int64_t{clamped_offset(cu, p.batch, tq)}, lo);
       const int64_t n4 = (lo + p.total_q - hi) * (D / 4);
@@ -145,8 +139,7 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   const float descale = !nan_seen && amax > 0.f ? fmaxf(__fdiv_rn(amax, 448.f), FLT_MIN) : 1.f;
   if (threadIdx.x == 0 && n > 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = descale;
   if (threadIdx.x == 0 && n == 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = 1.f;
-  // the block's rows of the dq workspace (head h; with dq_flags only the first dq_zero_first blocks of a sequence)
-  if (p.dq_zero != nullptr && (p.dq_flags == nullptr || m < p.dq_zero_first)) {
+  if (p.dq_zero != nullptr) {  // the block's rows of the dq workspace (head h)
     if (p.dq_tiled) {  // its 16-row groups (cu_q + 16 b) / 16 + 8 m + k: 16 D contiguous floats per group and head
       const int64_t g0 = (static_cast<int64_t>(start) + 16 * lo) / 16 + 8 * m;
       const int per = p.dq_bf16 ? 2 * D : 4 * D;  // float4 per group and head (bf16 groups: half)
@@ -345,7 +338,6 @@ __device__ __forceinline__ void zero_rows_outside(const HstuFp8BwdFinishParams& 
 // below the first sequence's groups, or padding).
 struct DqGroupRows {
   int64_t start, first, rows;
-  int b;
 };
 __device__ __forceinline__ DqGroupRows dq_group_rows(const HstuFp8BwdFinishParams& p, int64_t x) {
   int lo = 0, hi = p.batch;
@@ -354,7 +346,6 @@ __device__ __forceinline__ DqGroupRows dq_group_rows(const HstuFp8BwdFinishParam
     if ((static_cast<int64_t>(p.cu_seqlens_q[mid]) + 16 * mid) / 16 <= x) lo = mid; else hi = mid;
   }
   DqGroupRows g;
-  g.b = lo;
   g.start = p.cu_seqlens_q[lo];
   g.first = 16 * (x - (g.start + 16 * lo) / 16);
   g.rows = min(int64_t{16}, int64_t{p.cu_seqlens_q[lo + 1]} - g.start - g.first);
@@ -406,13 +397,12 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
 // lane l = t % 32 (a = l / 4, j = 2 (t % 128 / 32), columns 64 (t / 128) + 8 j + 2 (l % 4)): the quad's 4 x 4 words
 // transposed in two shuffle rounds leave each lane 8 consecutive columns of one row (a 16-byte store; a warp's
 // stores fill whole 32-byte sectors). Blocks from row_blocks zero the rows outside every sequence.
-// An owner search per group of the block's pairs (one where kQuadPairs divides the heads: the search then runs under
-// the loads, before any store; a search after a store reloads cu_seqlens_q, which may alias dq; 48 registers, 5
-// blocks an SM). kFlags (p.dq_zero_flags, the kernel's self-zeroing workspace): zeros for the chunks no tile reached
-// (one flag load per pair; 54 registers, 4 blocks an SM: with 5 ptxas spilled).
+// kHoist: an owner search per group of the block's pairs (one where kQuadPairs divides the heads: the search then
+// runs under the loads, before any store; a search after a store reloads cu_seqlens_q, which may alias dq; 48
+// registers, 5 blocks an SM, as main's); false (main_path): a search per pair.
 constexpr int kQuadPairs = 4;
-template <typename T, bool kFlags>
-__global__ void __launch_bounds__(kThreads, kFlags ? 4 : 5)
+template <typename T, bool kHoist>
+__global__ void __launch_bounds__(kThreads, kHoist ? 5 : 0)
     fp8_bwd_finish_quad_kernel(const HstuFp8BwdFinishParams p, int64_t groups, int64_t row_blocks) {
   constexpr int D = 128;
   if (blockIdx.x >= row_blocks) {
@@ -437,7 +427,7 @@ __global__ void __launch_bounds__(kThreads, kFlags ? 4 : 5)
     if (x0 + k >= pairs) break;  // (uniform over the block)
     const int64_t x = (x0 + k) / p.heads;
     const int h = static_cast<int>((x0 + k) % p.heads);
-    if (x != x_seen) g = dq_group_rows(p, x);
+    if (!kHoist || x != x_seen) g = dq_group_rows(p, x);
     x_seen = x;
     const int64_t start = g.start, first = g.first, rows = g.rows;
     uint32_t w[4] = {v[k].x, v[k].y, v[k].z, v[k].w};  // word i: row a + 8 (i & 1), block j + (i >> 1), pair qd
@@ -454,12 +444,8 @@ __global__ void __launch_bounds__(kThreads, kFlags ? 4 : 5)
         w[3] = r1;
       }
     }
-    // (kFlags: a chunk no tile reached holds no sum, maybe garbage: its rows are zero)
-    const bool zero = kFlags && first >= 0 && rows > 0 &&
-                      p.dq_zero_flags[(static_cast<int64_t>(g.b) * p.heads + h) * p.dq_zero_chunks +
-                                      (static_cast<int>(first) >> 7)] != 2u;
     if (first >= 0 && r < rows) {  // (word e: columns 8 c8 + 2 e, + 1 of row r)
-      uint4 out = zero ? make_uint4(0u, 0u, 0u, 0u) : make_uint4(w[0], w[1], w[2], w[3]);
+      uint4 out = make_uint4(w[0], w[1], w[2], w[3]);
       if constexpr (!std::is_same_v<T, __nv_bfloat16>) {
         float f[8];
 #pragma unroll
@@ -468,7 +454,6 @@ __global__ void __launch_bounds__(kThreads, kFlags ? 4 : 5)
           f[2 * e + 1] = __uint_as_float(w[e] & 0xFFFF0000u);
         }
         out = round8<T>(make_float4(f[0], f[1], f[2], f[3]), make_float4(f[4], f[5], f[6], f[7]));
-        if (zero) out = make_uint4(0u, 0u, 0u, 0u);
       }
       reinterpret_cast<uint4*>(p.dq)[(start + first + r) * per_row + h * (D / 8) + c8] = out;
     }
@@ -489,12 +474,12 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
       const int64_t row_blocks = (ng * p.heads + kQuadPairs - 1) / kQuadPairs;
       const dim3 grid(static_cast<unsigned>(row_blocks + 2 * sms));
       auto quad = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(p, ng, row_blocks); };
-      if (p.dq_zero_flags != nullptr) {
-        p.out_half ? quad(fp8_bwd_finish_quad_kernel<__half, true>)
-                   : quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16, true>);
+      if (p.out_half) {
+        p.main_path ? quad(fp8_bwd_finish_quad_kernel<__half, false>)
+                    : quad(fp8_bwd_finish_quad_kernel<__half, true>);
       } else {
-        p.out_half ? quad(fp8_bwd_finish_quad_kernel<__half, false>)
-                   : quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16, false>);
+        p.main_path ? quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16, false>)
+                    : quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16, true>);
       }
       return cudaGetLastError();
     }

@@ -55,12 +55,6 @@ struct HstuFp8BwdPrepassParams {
   float* dq_zero;
   int dq_tiled;
   int dq_bf16;  // with dq_tiled: the groups in bf16 (kFp8BwdDqBf16: half the bytes per group and head)
-  // The kernel's self-zeroing workspace (dq_flags not nullptr; dq_tiled in bf16 only; hstu_bwd_fp8_sm90_zero.cuh):
-  // of dq_zero only the first dq_zero_first 128-row chunks (quantization blocks) of each sequence and head, and the
-  // dq_flag_words flag words, dq_flag_chunks per pair: 2 for those chunks, else 0.
-  uint32_t* dq_flags;
-  int64_t dq_flag_words;
-  int dq_flag_chunks, dq_zero_first;
   // Optional (check_claim nullptr: none): the FP8 descale factors' check (hstu_validate.h hstu_check_fp8_scales)
   // run by the quantization grid's first block, concurrent with the quantization, instead of a one-block launch of
   // its own that has the GPU to itself (check_claim: hstu_error_claim_word's device address).
@@ -87,11 +81,7 @@ struct HstuFp8BwdFinishParams {
   int dq_bf16;  // with dq_tiled: dq_accum's groups in bf16 (kFp8BwdDqBf16), uint4 i of a group and head holding the
                 // values of the fp32 layout's float4 2 (i % 128 / 32) 32 + i % 32 and the next 32 (block i / 128)
   int64_t total_q, total_k;
-  // The kernel's self-zeroing workspace (dq_bf16 only; nullptr: none): the flag of each 128-row chunk of a (batch,
-  // head) pair, (b H + h) dq_zero_chunks + c; a chunk whose flag is not 2 was never zeroed nor reached by a tile,
-  // and its rows of dq are zero.
-  const uint32_t* dq_zero_flags;
-  int dq_zero_chunks;
+  int main_path;  // private A/B (kOptFp8BwdMainPath): dq_bf16's groups with an owner search per pair in the loop
 };
 cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t stream);
 

@@ -170,8 +170,8 @@ void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
 }
 
 // fp8_bwd_sm90's private A/B of its path outside the kernel (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS "main_path", option
-// bit 60; the op masks it off before call_params): main 8af609e7's path, the whole dq workspace zeroed by the
-// pre-pass instead of the kernel's self-zeroing workspace (hstu_bwd_fp8_sm90_zero.cuh).
+// bit 60; the op masks it off before call_params): main 39ee30ed's path, the descale factors' check as a one-block
+// launch of its own, the finishing pass's owner search per pair.
 constexpr int64_t kOptFp8BwdMainPath = int64_t{1} << 60;
 
 // make_params' HstuParams for a call of the *_with_options ops: `options` checked, decoded once into `o` (for the
@@ -609,14 +609,9 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   scale_check_params(q_descale, k_descale, v_descale, chk);
   const bool main_path = (options & kOptFp8BwdMainPath) != 0;
   const int64_t H = q.size(1), B = pre.batch, total_k = k.size(0), D = pre.head_dim;
-  // With dq in bf16 groups in the grid of pair groups (the built variants) the kernel zeroes dq_accum itself (the
-  // self-zeroing workspace's flags in the workspace, zeroed by the pre-pass), unless main_path.
-  const bool self_zero = dq_bf16 && ((variant ^ kFp8BwdDefault) & kFp8BwdLptGroups) != 0 && !main_path;
-  const int zero_chunks = hstu_fp8_bwd_dq_zero_chunks(max_seqlen_q, pre.total_q);
-  const int64_t zero_words = self_zero ? hstu_fp8_bwd_dq_zero_words(B, H, max_seqlen_q, pre.total_q) : 0;
   // One workspace for what the call keeps internal (each allocation costs host time that short calls pay as GPU idle
-  // time): dq_accum (fp32, or bf16 with kFp8BwdDqBf16; zeroed by the pre-pass, or by the kernel), the pre-pass's
-  // outputs, the checked descale copies, the self-zeroing workspace's flags; 256-byte aligned regions.
+  // time): dq_accum (fp32, or bf16 with kFp8BwdDqBf16; zeroed by the pre-pass), the pre-pass's outputs, the checked
+  // descale copies; 256-byte aligned regions.
   int64_t bytes = 0;
   auto region = [&](int64_t n) {
     const int64_t at = bytes;
@@ -629,7 +624,6 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   const int64_t o_dot = region(H * D * pre.q_cols), o_kt = region(H * D * pre.k_cols);
   int64_t o_sc[3];
   for (int i = 0; i < 3; ++i) o_sc[i] = region(4 * chk.n[i]);
-  const int64_t o_flags = region(4 * zero_words);
   Tensor ws = torch::stable::new_empty(q, {bytes}, ScalarType::Byte);
   uint8_t* w = static_cast<uint8_t*>(ws.data_ptr());
   pre.do8 = w + o_do8;
@@ -641,20 +635,15 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   pre.dq_zero = reinterpret_cast<float*>(w + o_dq);  // zeroed by the pre-pass's quantization blocks (no fill)
   pre.dq_tiled = dq_tiled ? 1 : 0;
   pre.dq_bf16 = dq_bf16 ? 1 : 0;
-  uint32_t* zero_flags = self_zero ? reinterpret_cast<uint32_t*>(w + o_flags) : nullptr;
-  pre.dq_flags = zero_flags;  // (self_zero: the flags and the first kFp8ZeroAhead chunks of each pair)
-  pre.dq_flag_words = zero_words;
-  pre.dq_flag_chunks = zero_chunks > 0 ? zero_chunks : 1;
-  pre.dq_zero_first = kFp8ZeroAhead;
   cudaStream_t s = stream_of(q);
   // Launch order: the pre-pass first, right after the one allocation it writes (the host's prelude below runs while
   // it does; it reads the raw int32 vectors clamped and bounds every access by the tensors' extents, so it needs no
   // validation's verdict), with the descale factors' check in its first block (a one-block launch would have the GPU
-  // to itself; a launch of its own where the claim word is not known yet, e.g. a first call under a graph capture),
-  // then the validation, the kernel and the finishing pass (plain launches: programmatic dependent ones measured no
-  // faster, docs/hstu_kernel_notes.md).
+  // to itself; a launch of its own where the claim word is not known yet, e.g. a first call under a graph capture,
+  // or with kOptFp8BwdMainPath), then the validation, the kernel and the finishing pass (plain launches: programmatic
+  // dependent ones measured no faster, docs/hstu_kernel_notes.md).
   pre.check = chk;
-  pre.check_claim = hstu_error_claim_word(s);
+  pre.check_claim = main_path ? nullptr : hstu_error_claim_word(s);
   cudaError_t err = hstu_fp8_bwd_prepass(pre, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
   HstuOptions o;
@@ -688,7 +677,6 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.diag = variant;
   const int nblk_k = static_cast<int>((p.max_seqlen_k + 127) / 128);
   f.lpt_pairs = hstu_fp8_bwd_lpt_pairs(nblk_k, kFp8BwdLptGroupCtas);
-  f.dq_zero_flags = zero_flags;
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
   err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
@@ -707,8 +695,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   fin.out_half = static_cast<int>(out_dtype);
   fin.total_q = p.total_q;
   fin.total_k = total_k;
-  fin.dq_zero_flags = zero_flags;
-  fin.dq_zero_chunks = zero_chunks;
+  fin.main_path = main_path ? 1 : 0;
   err = hstu_fp8_bwd_finish(fin, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
   return std::make_tuple(dq, dk, dv);

@@ -31,10 +31,6 @@ struct HstuFp8BwdParams {
                      // default: half of them)
   int diag;          // the kernel variant (the op's diag; Fp8BwdDiagBuilt): 0 the default
   int lpt_pairs;     // kFp8BwdLptGroups: (batch, head) pairs per group of the grid (hstu_fp8_bwd_lpt_pairs)
-  // nullptr: dq_accum zeroed whole by the pre-pass. Else (kFp8BwdDqBf16 with kFp8BwdLptGroups) the self-zeroing
-  // workspace's flag words (hstu_fp8_bwd_dq_zero_words, zeroed by the pre-pass, which leaves dq_accum alone): the
-  // kernel zeroes each chunk its tiles reach (hstu_bwd_fp8_sm90_zero.cuh).
-  uint32_t* dq_zero_flags;
 };
 
 // Timing-only variants of the kernel (tools/hstu_dev/fp8_bwd_split.py through the private op's `diag` argument,
@@ -167,7 +163,7 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 // The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
-// bit 59 main_kernel toggles kFp8BwdDs8Early (off: main 4d2d71ae's kernel); bit 60 main_path is the op's (hstu_ops.cc).
+// bit 59 main_kernel toggles kFp8BwdDs8Early (off: main 4d2d71ae's kernel); bit 60 free.
 constexpr int64_t kOptFp8BwdMainKernel = int64_t{1} << 59;
 constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel;
 constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdMainKernel) ? kFp8BwdDs8Early : 0; }
@@ -214,21 +210,6 @@ constexpr bool fp8_bwd_diag_built(int diag) { return fp8_bwd_diag_in(diag, Fp8Bw
 constexpr int64_t hstu_fp8_bwd_dq_tiled_groups(int64_t total_q, int64_t batch) { return total_q / 16 + batch + 4; }
 constexpr int64_t hstu_fp8_bwd_dq_tiled_floats(int64_t total_q, int64_t batch, int64_t heads) {
   return hstu_fp8_bwd_dq_tiled_groups(total_q, batch) * heads * 2048;
-}
-
-// The self-zeroing dq workspace (HstuFp8BwdParams::dq_zero_flags): chunks of 128 query rows per (batch, head) pair,
-// one flag word each. (A sequence holds at most min(max_seqlen_q, total_q) rows: longer ones fail the validation,
-// which empties them.)
-constexpr int hstu_fp8_bwd_dq_zero_chunks(int64_t max_seqlen_q, int64_t total_q) {
-  return static_cast<int>(((max_seqlen_q < total_q ? max_seqlen_q : total_q) + 127) / 128 > 0
-                              ? ((max_seqlen_q < total_q ? max_seqlen_q : total_q) + 127) / 128
-                              : 0);
-}
-// Chunks of every pair the pre-pass zeroes (flag 2 from the start; hstu_bwd_fp8_sm90_zero.cuh): key block n's CTA
-// zeroes chunk n + kFp8ZeroAhead.
-constexpr int kFp8ZeroAhead = 4;
-constexpr int64_t hstu_fp8_bwd_dq_zero_words(int64_t batch, int64_t heads, int64_t max_seqlen_q, int64_t total_q) {
-  return batch * heads * hstu_fp8_bwd_dq_zero_chunks(max_seqlen_q, total_q);
 }
 
 template <int D>

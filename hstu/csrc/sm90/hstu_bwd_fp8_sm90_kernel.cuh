@@ -60,7 +60,6 @@
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_bwd_fp8_sm90.h"
-#include "hstu/csrc/sm90/hstu_bwd_fp8_sm90_zero.cuh"  // the self-zeroing dq workspace
 #include "hstu/csrc/sm90/hstu_bwd_sm90_dq.cuh"  // tma_reduce_add_3d, bulk_commit, bulk_wait_read0
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh"  // fp8_descale, make_desc_kmajor, cvt_e4m3x4
@@ -364,10 +363,6 @@ __global__ void __launch_bounds__(384, 1)
   const int b = kLptGroups ? lpt_pair / p.heads : kLpt ? blockIdx.y : blockIdx.z;
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
-  // the self-zeroing dq workspace (f.dq_zero_flags; the bf16 groups in the 1-D grid of groups only)
-  constexpr bool kSelfZero = kLptGroups && (kDiag & kFp8BwdDqBf16) != 0 && (kDiag & kFp8BwdDqRedV4) != 0;
-  // (bar + 212: the last chunk warp 1 made sure of; bar + 216: the tile the producer thread is at; fp8_dq_zero_serve)
-  constexpr uint32_t kZeroReady = 212, kZeroProgress = 216;
   if (n0 >= si.lk_alloc) return;
   int mb_begin, n_a, gap, n_mt;
   bwd_work_tiles<BM, BN, true>(si, n0, mb_begin, n_a, gap, n_mt);
@@ -418,10 +413,6 @@ __global__ void __launch_bounds__(384, 1)
     tmap[1] = n_a;
     tmap[2] = gap;
     tmap[3] = n_mt;
-    tmap[4] = b * p.heads + h;  // (the self-zeroing workspace's words: fp8_dq_zero_serve)
-    tmap[5] = -1;               // (kZeroReady: no chunk yet)
-    tmap[6] = -1;               // (kZeroProgress: no tile yet)
-    tmap[7] = n_block;
     if constexpr (kLean) {  // tile_is_full(m0) = m0 <= fa || (fb0 <= m0 && m0 <= fb1), per warpgroup (its 64 keys)
       int* fb = reinterpret_cast<int*>(smem_raw + (bar + 104u - smem_addr(smem_raw)));
 #pragma unroll
@@ -469,16 +460,6 @@ __global__ void __launch_bounds__(384, 1)
           fq = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, si.q_start, m0 / 128);
           fdo = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, si.q_start, m0 / 128);
         }
-        // the self-zeroing workspace: the consumers reduce-add dQ of tile j in iteration j + 2 or later (after
-        // their wait for tile j + 2), those of the last two tiles after the loop; so tile i is handed over (this
-        // thread's arrive below) once warp 1 has published the chunk of tile i - 2 (tiles 0 and 1 at once, while
-        // it checks the first chunk), the last two tiles once their own
-        if (kSelfZero && f.dq_zero_flags != nullptr) st_shared_u32(bar + kZeroProgress, i);  // (warp 1's pace)
-        if (kSelfZero && f.dq_zero_flags != nullptr && i >= 2) {
-          fp8_dq_zero_ready(bar + kZeroReady, i >= n_mt - 2 ? m0 >> 7 : tile_of(i - 2) >> 1);
-        } else if (kSelfZero && f.dq_zero_flags != nullptr && i >= n_mt - 2) {
-          fp8_dq_zero_ready(bar + kZeroReady, m0 >> 7);
-        }
         mbar_wait(bar_empty_a(s), ph ^ 1);
         if constexpr (kPrefetch) {  // (visible to the consumers through the full barrier's arrive: release)
           st_shared_u32(bar + 224u + 8u * s, __float_as_uint(fq));
@@ -503,13 +484,6 @@ __global__ void __launch_bounds__(384, 1)
           mbar_arrive(bar_full_b(s));
         }
       }
-    } else if (kSelfZero && f.dq_zero_flags != nullptr && tid / 32 == 1) {
-      fp8_dq_zero_serve(p, f, bar + 192u, tid % 32);  // warp 1: the chunks of this CTA's tiles made sure of
-    } else if (kSelfZero && f.dq_zero_flags != nullptr && tid / 32 == 2) {
-      // warp 2: chunk n_block + kFp8ZeroAhead of this pair, once K / V / K^T have landed (not competing with them)
-      if (ld_shared_u32(bar + 192u + 12u) > 0) mbar_wait(bar, 0);
-      fp8_dq_zero_ahead(p, f, static_cast<int>(ld_shared_u32(bar + 192u + 16u)),
-                        static_cast<int>(ld_shared_u32(bar + 192u + 28u)), tid % 32);
     }
     return;
   }
