@@ -912,9 +912,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         uint32_t rab_w[SMT][SNT][2];
         auto rab_load = [&] {
           const uint32_t tR = LP::swz(s_m + ln / 4, s_n + (ln % 4) * 2);
-          for_each_pair<SMT, SNT>([&](int mt, int nt, int hf) {
-            rab_w[mt][nt][hf] = lds_b32(sP + (tR ^ LP::swz(mt * 16 + hf * 8, nt * 8)));
-          });
+          for_each_pair<SMT, SNT>(
+              [&](int mt, int nt, int hf) { rab_w[mt][nt][hf] = lds_b32(sP + (tR ^ LP::swz(mt * 16 + hf * 8, nt * 8))); });
         };
         // c[mt] += the rab words (c: SMT x SNT n8 tiles)
         auto rab_add = [&](float(&c)[SMT][SNT][4]) {
