@@ -500,7 +500,7 @@ struct BucketScan {
   uint64_t look;  // the lane's slots whose digest is the key's: bit 16 i + j = slot j of the lane's chunk i
 };
 // Lane l takes the 16-slot chunks l, l + kTile, ...: one 16-byte digest load and eight 16-byte score loads per chunk
-// (load_chunk_scores), then the chunk's least rank by a tree of 15 compares (depth 4), merged into the lane's. No key
+// (load_chunk_scores), then the chunk's least rank (min_rank16), merged into the lane's. No key
 // word is read here: the caller reads those of `look` together with its claim of the victim.
 // Why digests and scores suffice under the lock: the bucket has no free slot (a key comes here only after its
 // probe found none, and slots never become free during an upsert), and only the lock holder changes which key a
@@ -516,50 +516,10 @@ __device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableR
   for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile, ++i) {
     const ChunkScores cs = load_chunk_scores(t, base, c);
     r.look |= static_cast<uint64_t>(match16(cs.d, d4)) << (16 * i);
-    uint32_t hi_or = 0, lo_or = 0;
-#pragma unroll
-    for (int b = 0; b < 8; ++b) {
-      hi_or |= cs.ss[b].y | cs.ss[b].w;
-      lo_or |= cs.ss[b].x | cs.ss[b].z;
-    }
-    r.big |= hi_or;
-    EvictCand e[8];
-    if ((hi_or | (lo_or >> 24)) == 0) {
-      // Every score of the chunk is below 2^24 (LRU clocks, small LFU counts): the rank score << 8 | digest fits
-      // 32 bits, so the least rank is a tree of 32-bit mins and its slot and tie come from one equality mask
-      // (about half the instructions of the 64-bit tree below, which tracks index and tie at every node).
-      uint32_t rk[16];
-#pragma unroll
-      for (int j = 0; j < 16; ++j)
-        rk[j] = __byte_perm(digest_word(cs.d, j), (j & 1) ? cs.ss[j / 2].z : cs.ss[j / 2].x,
-                            0x6540u | static_cast<uint32_t>(j & 3));
-      uint32_t m[8];
-#pragma unroll
-      for (int b = 0; b < 8; ++b) m[b] = min(rk[2 * b], rk[2 * b + 1]);
-#pragma unroll
-      for (int w = 4; w >= 1; w /= 2)
-#pragma unroll
-        for (int b = 0; b < w; ++b) m[b] = min(m[b], m[b + w]);
-      uint32_t eq = 0;
-#pragma unroll
-      for (int j = 0; j < 16; ++j) eq |= (rk[j] == m[0] ? 1u : 0u) << j;
-      e[0] = EvictCand{m[0], __ffs(eq) - 1, (eq & (eq - 1)) != 0};
-    } else {
-#pragma unroll
-      for (int b = 0; b < 8; ++b) {  // slots 2b (x, y) and 2b + 1 (z, w)
-        const uint32_t dw = digest_word(cs.d, 2 * b);
-        const uint64_t r0 = evict_rank(cs.ss[b].x, cs.ss[b].y, dw, (2 * b) & 3);
-        const uint64_t r1 = evict_rank(cs.ss[b].z, cs.ss[b].w, dw, (2 * b + 1) & 3);
-        const bool lt = r1 < r0;
-        e[b] = EvictCand{lt ? r1 : r0, 2 * b + (lt ? 1 : 0), r1 == r0};
-      }
-#pragma unroll
-      for (int w = 4; w >= 1; w /= 2)
-#pragma unroll
-        for (int b = 0; b < w; ++b) e[b] = cand_min(e[b], e[b + w]);
-    }
-    e[0].idx += c * 16;  // chunk-local -> bucket-local slot
-    r.min = cand_min(r.min, e[0]);
+    const uint32_t dw[4] = {cs.d.x, cs.d.y, cs.d.z, cs.d.w};
+    EvictCand e = min_rank16(dw, cs.ss, r.big);
+    e.idx += c * 16;  // chunk-local -> bucket-local slot
+    r.min = cand_min(r.min, e);
   }
   return r;
 }
