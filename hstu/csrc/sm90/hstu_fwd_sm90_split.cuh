@@ -40,7 +40,6 @@ __device__ __forceinline__ void fwd_trace_put(unsigned long long* trace, int slo
   if (trace != nullptr && blockIdx.x < kFwdTraceCtas) trace[blockIdx.x * kFwdTraceSlots + slot] = v;
 }
 
-
 // A chunk leaves its unit's counters (ctid 0, where the planner allows summing together; every chunk exactly once,
 // after its last access to them): the last of the k to depart resets both words for the next launch over this list.
 // Called after the chunk's sum, off the path to its outputs (the departures only serve the reset: the sum reads the
