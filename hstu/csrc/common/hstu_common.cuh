@@ -45,10 +45,13 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
                : "r"(addr));
 }
 
+// 16-byte async copy global -> shared of the first src_bytes (0-16) at gptr; the rest of the 16 bytes zero-filled.
+__device__ __forceinline__ void cp_async_16_n(uint32_t smem_addr, const void* gptr, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gptr), "r"(src_bytes));
+}
 // 16-byte async copy global -> shared; zero-fills the destination when `pred` is false.
 __device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gptr, bool pred) {
-  const int src_size = pred ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gptr), "r"(src_size));
+  cp_async_16_n(smem_addr, gptr, pred ? 16 : 0);
 }
 __device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gptr) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr), "l"(gptr));
@@ -58,6 +61,18 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+// 32-bit / 128-bit shared loads, volatile (kept in order with the other volatile asm, e.g. after a cp.async wait;
+// no memory clobber, so ordinary loads and stores may move around them).
+__device__ __forceinline__ uint32_t lds_b32(uint32_t addr) {
+  uint32_t x;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(x) : "r"(addr));
+  return x;
+}
+__device__ __forceinline__ uint4 lds_b128(uint32_t addr) {
+  uint4 x;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(addr));
+  return x;
+}
 
 // Returns x unchanged, but hides it from the optimizer: applied to smem base addresses at the top of a main-loop
 // iteration, it stops loop-invariant code motion from hoisting dozens of per-thread ldmatrix addresses out of the
@@ -66,6 +81,40 @@ __device__ __forceinline__ uint32_t opaque(uint32_t x) {
   uint32_t y;
   asm volatile("mov.b32 %0, %1;\n" : "=r"(y) : "r"(x));
   return y;
+}
+
+// GPU-scope ordered 32-bit global accesses between CTAs or grids (flags, counters); the int forms are the same
+// instructions on the word's bits.
+__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* ptr) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_relaxed_gpu(const uint32_t* ptr) {
+  uint32_t v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_gpu(uint32_t* ptr, uint32_t v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(ptr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void red_release_add_gpu(uint32_t* ptr, uint32_t v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(ptr), "r"(v) : "memory");
+}
+// atom.add with acquire and release semantics; returns the old value.
+__device__ __forceinline__ int atom_add_acq_rel_gpu(int* ptr, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(ptr), "r"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
+  return static_cast<int>(ld_acquire_gpu(reinterpret_cast<const uint32_t*>(ptr)));
+}
+__device__ __forceinline__ int ld_relaxed_gpu(const int* ptr) {
+  return static_cast<int>(ld_relaxed_gpu(reinterpret_cast<const uint32_t*>(ptr)));
+}
+__device__ __forceinline__ void st_release_gpu(int* ptr, int v) {
+  st_release_gpu(reinterpret_cast<uint32_t*>(ptr), static_cast<uint32_t>(v));
 }
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {

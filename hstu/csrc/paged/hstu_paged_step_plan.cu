@@ -55,10 +55,8 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     accel::griddep_wait();
   } else {
     if (tid == 0) {
-      int r = 0;
-      do {
-        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(r) : "l"(ready) : "memory");
-      } while (r == 0);
+      while (ld_acquire_gpu(ready) == 0) {
+      }
     }
     __syncthreads();
   }
@@ -78,10 +76,8 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
                                  &s_part_next, pre, total);
   if (ready == nullptr) return;
   if (tid == 0) {
-    int r = 0;
-    do {
-      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(r) : "l"(ready) : "memory");
-    } while (r < 2);
+    while (ld_acquire_gpu(ready) < 2) {
+    }
   }
 }
 

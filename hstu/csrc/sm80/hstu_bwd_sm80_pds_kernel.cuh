@@ -348,21 +348,6 @@ __device__ __forceinline__ uint32_t drab_value2(uint32_t w) {
   return w & (0x7fff7fffu | ((w & 0x7fff7fffu) + 0x7fff7fffu));
 }
 
-// kPdsRabSmem's copies and reads: a 16-byte cp.async of the first src_bytes (0-16) at gptr, the rest zero-filled;
-// 32-bit / 128-bit shared loads (volatile: ordered after the copies' waits).
-__device__ __forceinline__ void cp_async_16_n(uint32_t smem_addr, const void* gptr, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gptr), "r"(src_bytes));
-}
-__device__ __forceinline__ uint32_t lds_b32(uint32_t addr) {
-  uint32_t x;
-  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(x) : "r"(addr));
-  return x;
-}
-__device__ __forceinline__ uint4 lds_b128(uint32_t addr) {
-  uint4 x;
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(addr));
-  return x;
-}
 // __syncwarp as a compiler memory barrier too (ordered with the volatile shared loads and stores around it).
 __device__ __forceinline__ void syncwarp_mem() { asm volatile("bar.warp.sync 0xffffffff;\n" ::: "memory"); }
 // The two floats of a packed pair of T (lo: the first element), exact (to_float of each).
@@ -1489,13 +1474,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     for (int it = 0; it < BN / KI; ++it) {
       if (r_t + it * KI < rows_store) {
         const uint32_t so = s_t ^ L::swz(it * KI, 0);
-        uint4 xk, xv;
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(xk.x), "=r"(xk.y), "=r"(xk.z), "=r"(xk.w)
-                     : "r"(sK + so));
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(xv.x), "=r"(xv.y), "=r"(xv.z), "=r"(xv.w)
-                     : "r"(sV + so));
+        const uint4 xk = lds_b128(sK + so), xv = lds_b128(sV + so);
         *reinterpret_cast<uint4*>(gk + it * KI * p.dk_row_stride * (int64_t)sizeof(T)) = xk;
         *reinterpret_cast<uint4*>(gv + it * KI * p.dv_row_stride * (int64_t)sizeof(T)) = xv;
       }

@@ -366,11 +366,7 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
   __syncthreads();  // (the split's words, written by thread 0 at the start)
   // the words, read again from shared memory where used (asm volatile: not kept live across the count, where acc_o
   // holds the registers)
-  auto word = [&](int i) {
-    int v;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(smem_u32(smem) + words + 4 * i));
-    return v;
-  };
+  auto word = [&](int i) { return static_cast<int>(lds_b32(smem_u32(smem) + words + 4 * i)); };
   constexpr int kElems = MT * DTILES * 4 * NT;  // one chunk's partial (BM x D)
   auto partial = [&](int c) {
     const int first = word(7);
@@ -400,13 +396,7 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
   int* flag = reinterpret_cast<int*>(smem);
   if (threadIdx.x == 0) {
     int* ctr = p.fwd_tile_counter + word(2);
-    int old;
-    if (lean) {
-      asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(ctr), "r"(1) : "memory");
-    } else {
-      old = atomicAdd(ctr, 1);
-    }
-    *flag = old;
+    *flag = lean ? atom_add_acq_rel_gpu(ctr, 1) : atomicAdd(ctr, 1);
   }
   __syncthreads();
   const int k = word(3);
@@ -602,7 +592,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // hoisted) rather than two 64-bit pointers kept live through it (the 4-warp D = 128 kernels sit at 255 registers).
   auto kv_rows = [&](const void* base, int64_t row_stride, int64_t head_stride) {
     int bb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
-    if constexpr (SPLIT) asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(bb) : "r"(smem_u32(smem) + Tile::kSmem + 20));
+    if constexpr (SPLIT) bb = static_cast<int>(lds_b32(smem_u32(smem) + Tile::kSmem + 20));
     return static_cast<const T*>(base) + (int64_t)p.cu_seqlens_k[bb] * row_stride +
            static_cast<int64_t>(head_u()) * head_stride;
   };
@@ -692,10 +682,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   }
   // SKIP 4: the sub-tile at n0 fully visible to the warp's rows; the warp's keys of it from n0 (BNS: all)
   auto warp_full_lim = [&](int n0, bool& wfull, int& wlim) {
-    int kend, lo, hi, unused;
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(kend), "=r"(lo), "=r"(hi), "=r"(unused)
-                 : "r"(sQ0 + Tile::kSmemWarp + (PAIRKV ? vwarp : warp) * 16));
+    const uint4 lim = lds_b128(sQ0 + Tile::kSmemWarp + (PAIRKV ? vwarp : warp) * 16);  // (kend, lo, hi, -)
+    const int kend = static_cast<int>(lim.x), lo = static_cast<int>(lim.y), hi = static_cast<int>(lim.z);
     wfull = n0 >= lo && n0 <= hi;
     wlim = wfull ? BNS : min(BNS, kend - n0);
   };
@@ -708,7 +696,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // SPLIT: nb_begin from shared memory in the loop (not live through it)
   auto nb_first = [&]() {
     int v = nb_begin;
-    if constexpr (SPLIT) asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(sQ0 + Tile::kSmem + 24));
+    if constexpr (SPLIT) v = static_cast<int>(lds_b32(sQ0 + Tile::kSmem + 24));
     return v;
   };
   // RABS: the rab tile of keys [n0, n0 + BN) into the buffer at dst (thread t: 16-byte chunk t % (BN / 8) of rows
@@ -730,8 +718,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 #pragma unroll
     for (int i = 0; i < BM / RPI; ++i) {
       const int n = r0 + rr + i * RPI < lk ? bytes : 0;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(st + i * RPI * (BN * 2)),
-                   "l"(n > 0 ? g + (int64_t)i * RPI * p.rab_row_stride : base), "r"(n));
+      cp_async_16_n(st + i * RPI * (BN * 2), n > 0 ? g + (int64_t)i * RPI * p.rab_row_stride : base, n);
     }
   };
   if (nb_end > nb_begin) {
@@ -898,8 +885,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
               for (int hf = 0; hf < 2; ++hf) {
-                uint32_t w;
-                asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(tc + (mt * 16 + hf * 8) * (BN * 2)));
+                const uint32_t w = lds_b32(tc + (mt * 16 + hf * 8) * (BN * 2));
                 const float rv[2] = {unpack_lo<T>(w), unpack_hi<T>(w)};
 #pragma unroll
                 for (int o = 0; o < 2; ++o) {
@@ -1029,9 +1015,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                            head() * p.rab_head_stride;
             int rw0 = r0 + warp_row0;  // the warp's first row (SKIP 4: from shared memory, not live in the loop)
             if constexpr (SKIP == 4)
-              asm volatile("ld.shared.b32 %0, [%1];\n"
-                           : "=r"(rw0)
-                           : "r"(sQ0 + Tile::kSmemWarp + (PAIRKV ? vwarp : warp) * 16 + 12));
+              rw0 = static_cast<int>(lds_b32(sQ0 + Tile::kSmemWarp + (PAIRKV ? vwarp : warp) * 16 + 12));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1081,10 +1065,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             uint32_t bits[1] = {0u};
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {
-              int hlo, hhi, tlo, thi;
-              asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                           : "=r"(hlo), "=r"(hhi), "=r"(tlo), "=r"(thi)
-                           : "r"(tr + (mt * 16 + hf * 8) * 16));
+              const uint4 iv = lds_b128(tr + (mt * 16 + hf * 8) * 16);  // (hlo, hhi, tlo, thi)
+              const int hlo = static_cast<int>(iv.x), hhi = static_cast<int>(iv.y), tlo = static_cast<int>(iv.z),
+                        thi = static_cast<int>(iv.w);
               fwd_key_interval_bits<NTILES * 8>(bits, jw, hf, hlo, hhi);
               fwd_key_interval_bits<NTILES * 8>(bits, jw, hf, tlo, thi);
             }
@@ -1281,7 +1264,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   const SeqInfo se = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b))));
   int m0e = m0;
   if constexpr (SPLIT) {  // (from shared memory: not live through the loop)
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(m0e) : "r"(sQ0 + Tile::kSmem + 16));
+    m0e = static_cast<int>(lds_b32(sQ0 + Tile::kSmem + 16));
   }
   T* og = static_cast<T*>(p.out) + (int64_t)(se.q_start + m0e) * p.o_row_stride + head() * p.o_head_stride;
   const int rows_store = min(BM, se.lq_alloc - m0e);
@@ -1290,10 +1273,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     const int r = idx / kChunks;
     const int c = idx % kChunks;
     if (r < rows_store) {
-      uint4 val;
-      asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
-                   : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
-                   : "r"(sQ + L::offset(r, c)));
+      const uint4 val = lds_b128(sQ + L::offset(r, c));
       *reinterpret_cast<uint4*>(og + (int64_t)r * p.o_row_stride + c * 8) = val;
     }
   }

@@ -110,19 +110,6 @@ __device__ __forceinline__ void zero_rows_sm90(uint32_t a, uint32_t b, uint32_t 
 // Chunks per pair (a longer sequence than max_seqlen_q breaks the op's contract: its extra rows are left alone rather
 // than flags overrun).
 __device__ __forceinline__ int bwd_dq_chunks(const HstuParams& p) { return (p.max_seqlen_q + 127) / 128; }
-__device__ __forceinline__ uint32_t ld_acquire_u32(const uint32_t* ptr) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
-  return v;
-}
-__device__ __forceinline__ uint32_t ld_relaxed_u32(const uint32_t* ptr) {
-  uint32_t v;
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release_u32(uint32_t* ptr, uint32_t v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(ptr), "r"(v) : "memory");
-}
 // 0 -> 1 (claim); returns the old value.
 __device__ __forceinline__ uint32_t atom_claim_u32(uint32_t* ptr) {
   uint32_t old;
@@ -178,7 +165,7 @@ __device__ __forceinline__ void bwd_dq_zero_ahead(const HstuParams& p, int lane)
     fence_proxy_async_global();
     fence_acq_rel_gpu();
     __syncwarp();
-    if (lane == 0) st_release_u32(flags + qb, 2u);
+    if (lane == 0) st_release_gpu(flags + qb, 2u);
   }
 }
 // Before the first reduce-add into chunk qb (flag f) of the pair (rows from q_start, head h): wait until it is zero,
@@ -186,14 +173,14 @@ __device__ __forceinline__ void bwd_dq_zero_ahead(const HstuParams& p, int lane)
 template <int D>
 __device__ __forceinline__ void bwd_dq_zero_wait(const HstuParams& p, uint32_t* f, int q_start, int lq_alloc, int h,
                                                  int qb) {
-  uint32_t v = ld_acquire_u32(f);
+  uint32_t v = ld_acquire_gpu(f);
   if (v == 0 && atom_claim_u32(f) == 0u) {
     bwd_dq_zero_chunk<D>(p.dq_accum, p.heads, q_start, lq_alloc, h, qb, 0, 1);
     fence_proxy_async_global();
-    st_release_u32(f, 2u);
+    st_release_gpu(f, 2u);
     v = 2;
   }
-  while (v != 2) v = ld_acquire_u32(f);
+  while (v != 2) v = ld_acquire_gpu(f);
   fence_proxy_async_global();  // the zeros (generic proxy) before this CTA's bulk reduce-adds (async proxy)
 }
 
@@ -227,9 +214,6 @@ __device__ __forceinline__ void bwd_dq_list_rows(const HstuParams& p, int gp, in
   uint32_t* list = bwd_dq_list_words(p, static_cast<int>(opaque(static_cast<uint32_t>(gp))), nq);
   const uint32_t i = atomicAdd(list, 1u);
   list[1 + i] = static_cast<uint32_t>(src) * 8u * nq + r / 16;
-}
-__device__ __forceinline__ void red_release_add_u32(uint32_t* ptr, uint32_t v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(ptr), "r"(v) : "memory");
 }
 // The converters' shared memory (kConvBehind kernels only: a static __shared__ object, so that its addresses are
 // constants and cost the 24-register warps no register): the consumers' mbarrier (one arrive per consumer warp at
@@ -316,7 +300,7 @@ __device__ __forceinline__ void bwd_dq_convert_behind(const HstuParams& p, const
     const uint32_t want = 8u * static_cast<uint32_t>((p.max_seqlen_k + BN - 1) / BN);
     bool stop = false;
     while (true) {
-      const uint32_t v = ld_relaxed_u32(done);  // (in flight during the timed wait on the consumers)
+      const uint32_t v = ld_relaxed_gpu(done);  // (in flight during the timed wait on the consumers)
       stop = mbar_try_wait_ns(bar_cdone, 0, 2000u);
       if (v >= want || stop) break;
     }
@@ -343,7 +327,7 @@ __device__ __forceinline__ void bwd_dq_convert_behind(const HstuParams& p, const
     if (r >= rows) break;
     // (the launcher zeroes the first group's chunks; later ones may still wait for their zeroing CTA: listed)
     if (it == 0 && sp >= gp_p() &&
-        ld_relaxed_u32(p.dq_zero_flags + static_cast<int64_t>(sp - gp_p()) * nq_p() + qb) != 2u) {
+        ld_relaxed_gpu(p.dq_zero_flags + static_cast<int64_t>(sp - gp_p()) * nq_p() + qb) != 2u) {
       if (lane == 0) bwd_dq_list_rows(p, gp_p(), nq_p(), sp, r);
       break;
     }
@@ -596,10 +580,7 @@ __global__ void __launch_bounds__(256) hstu_dq_convert_tiled_sm90_kernel(const f
     const int r = e / 32;
     const int gr = r / 16;
     if (r % 16 < s_rows[gr]) {
-      uint4 o;
-      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(o.x), "=r"(o.y), "=r"(o.z), "=r"(o.w)
-                   : "r"(smem_addr(tile + r * kRowWords + 4 * (e % 32))));
+      const uint4 o = lds_b128(smem_addr(tile + r * kRowWords + 4 * (e % 32)));
       st_global_v4(out + (s_row[gr] + r % 16) * row_stride + (e % 32) * 8, o);
     }
   }

@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(384, 1)
       if (bwd_dq_conv_behind(p) && threadIdx.x == 0) {
         const int gp = bwd_lpt_group_pairs<BN, C::kLptPairs, C::kLptCtas>(p);
         const int nq = bwd_dq_chunks(p);
-        red_release_add_u32(bwd_dq_done_words(p, gp, nq) + b * p.heads + h, 8u);
+        red_release_add_gpu(bwd_dq_done_words(p, gp, nq) + b * p.heads + h, 8u);
         const int src = b * p.heads + h - kBwdConvBehindGroups * gp;
         if (src >= 0) {
           for (int qb = n_block; qb < nq; qb += (p.max_seqlen_k + BN - 1) / BN) {
@@ -1012,7 +1012,7 @@ __global__ void __launch_bounds__(384, 1)
           return;
         }
         if (ctid == 0) {
-          while ((static_cast<int>(ld_acquire_u32(reinterpret_cast<const uint32_t*>(counter))) >> 16) != sp.z - 1) {
+          while ((ld_acquire_gpu(counter) >> 16) != sp.z - 1) {
           }
           fence_proxy_async_global();
         }
@@ -1104,13 +1104,7 @@ __global__ void __launch_bounds__(384, 1)
         const int c = c0w / 8 + idx % kChunks;
         if (rr < rows_store) {
           const uint32_t a = (c / 8) * C::kKVPanelBytes + (kr0 + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
-          uint4 vk, vv;
-          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                       : "=r"(vk.x), "=r"(vk.y), "=r"(vk.z), "=r"(vk.w)
-                       : "r"(sK + a));
-          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                       : "=r"(vv.x), "=r"(vv.y), "=r"(vv.z), "=r"(vv.w)
-                       : "r"(sV + a));
+          const uint4 vk = lds_b128(sK + a), vv = lds_b128(sV + a);
           st_global_v4(dkg + static_cast<int64_t>(rr) * p.dk_row_stride + c * 8, vk);
           st_global_v4(dvg + static_cast<int64_t>(rr) * p.dv_row_stride + c * 8, vv);
         }
@@ -1131,7 +1125,7 @@ __global__ void __launch_bounds__(384, 1)
         }
         fence_proxy_async_global();
         const int gp = bwd_lpt_group_pairs<BN, C::kLptPairs, C::kLptCtas>(p);
-        red_release_add_u32(bwd_dq_done_words(p, gp, bwd_dq_chunks(p)) + b * p.heads + h, 1u);
+        red_release_add_gpu(bwd_dq_done_words(p, gp, bwd_dq_chunks(p)) + b * p.heads + h, 1u);
         if constexpr (kConvBehind) mbar_arrive(smem_addr(&bwd_conv_smem<D>().cdone));
         bulk_wait_read0();
       }

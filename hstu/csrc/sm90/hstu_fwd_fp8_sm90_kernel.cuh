@@ -825,11 +825,8 @@ __global__ void __launch_bounds__(384, 1)
       const int rr = idx / kChunks;
       const int c = idx % kChunks;
       if (rr < rows_store) {
-        uint4 val;
         const uint32_t a = sO + (c / 8) * C::kOPanelBytes + (64 * wg + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
-                     : "r"(a));
+        const uint4 val = lds_b128(a);
         st_global_v4(og + static_cast<int64_t>(rr) * p.o_row_stride + c * 8, val);
       }
     }

@@ -40,25 +40,6 @@ __device__ __forceinline__ void fwd_trace_put(unsigned long long* trace, int slo
   if (trace != nullptr && blockIdx.x < kFwdTraceCtas) trace[blockIdx.x * kFwdTraceSlots + slot] = v;
 }
 
-__device__ __forceinline__ int ld_relaxed_gpu(const int* ptr) {
-  int v;
-  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
-  return v;
-}
-
-// atom.add with acquire and release semantics at GPU scope; returns the old value.
-__device__ __forceinline__ int atom_add_acq_rel_gpu(int* ptr, int v) {
-  int old;
-  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(ptr), "r"(v) : "memory");
-  return old;
-}
-
 // A chunk leaves its unit's counters (ctid 0, where the planner allows summing together; every chunk exactly once,
 // after its last access to them): the last of the k to depart resets both words for the next launch over this list.
 // Called after the chunk's sum, off the path to its outputs (the departures only serve the reset: the sum reads the
