@@ -491,21 +491,65 @@ def test_sm80_forward_split_long_walk(kernel_opts):
     kg.assert_agree(("out",), (outs[0],), (want,), "split chunks of 250 vs unsplit")
 
 
+@pytest.mark.parametrize("mask", ["causal", "context_target_group", "local_context_target"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_forward_split_groups(D, mask, kernel_opts):
+    """The split's short work items run two (the default) or three (fwd_sm80_cfg=12) to a block
+    (hstu_fwd_split_group_kernel: each item's copies issued under the end of the one before, O staged in the next K /
+    V stage) on batches of many empty, 1-token and short sequences beside long ones, with contexts, targets in groups
+    and windows, in the rule's 64-row tiles and the 128-row ones (fwd_sm80_bm64=3), with the rule's chunks and exact
+    ones of 2 / 5 KV tiles: bit for bit the output of one item per block (fwd_sm80_cfg=11: main's split kernel, the
+    same items and partial sums), agreeing with the unsplit kernel's and meeting the error rule against the fp32
+    reference (outputs poisoned before every call)."""
+    if D == 256 and not _pairs_fit():
+        pytest.skip("the warp pairs do not fit here")
+    short = [0, 1, 2, 1, 0, 3, 7, 1, 64, 65, 0, 1, 17, 2, 129, 1, 0, 5, 33, 1]
+    for lk in ([1500, 300] + short, short + [900] + short[::-1] + [2100, 1, 0]):
+        case = kg.make_case(zlib.crc32(repr(("groups", D, mask, len(lk))).encode()), lk, 3, D, torch.bfloat16, mask,
+                            0)
+        run = lambda: hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5,  # noqa: E731
+                                            **kg._varlen_kwargs(case))
+        kernel_opts(sm90=False, fwd_split_tiles=0)
+        want = run()
+        for bm64 in ((0, 3) if D != 256 else (0,)):
+            for chunk in (None, 2, 5):
+                outs = {}
+                for cfg in (0, _ops.FWD_SM80_CFG_SPLIT_GROUP3, _ops.FWD_SM80_CFG_SPLIT_UNGROUPED):
+                    kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=chunk, fwd_sm80_bm64=bm64)
+                    kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+                    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                        outs[cfg] = run()
+                        torch.cuda.synchronize()
+                    names = {e.name for e in prof.events() if "hstu_fwd_split_" in e.name}
+                    assert len(names) == 1, (cfg, chunk, bm64, names)
+                    grouped = cfg != _ops.FWD_SM80_CFG_SPLIT_UNGROUPED and not (D == 128 and bm64 == 3)
+                    assert ("group" in next(iter(names))) == grouped, (cfg, chunk, bm64, names)
+                key = (len(lk), bm64, chunk)
+                assert torch.equal(outs[0], outs[_ops.FWD_SM80_CFG_SPLIT_UNGROUPED]), key
+                assert torch.equal(outs[_ops.FWD_SM80_CFG_SPLIT_GROUP3], outs[_ops.FWD_SM80_CFG_SPLIT_UNGROUPED]), key
+                kg.assert_agree(("out",), (outs[0],), (want,), f"grouped split {key} vs unsplit")
+            kernel_opts(sm90=False, fwd_sm80_bm64=bm64)
+            kg.check_case(case, 0.5, backward=False)
+
+
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
-    """fwd_sm80_cfg=7 runs hstu_fwd_split_qearly_kernel on the 128-row split tile (fwd_sm80_bm64=3; the rule's
+    """fwd_sm80_cfg=7 runs hstu_fwd_split_group_kernel on the 128-row split tile (fwd_sm80_bm64=3; the rule's
     64-row tiles: test_sm80_forward_split_bm64_rule) where the plan splits (a batch below two waves of query tiles;
-    hstu_fwd_split_kernel with fwd_sm80_split_main=True), the tile's own kernel with fwd_split_tiles=0 (no split;
-    D = 256: candidate 1, the xadd pairs) and for fp16 the old tiles; so does the default (fwd_sm80_cfg=0)."""
+    hstu_fwd_split_qearly_kernel at D = 128, whose 128-row tile has no room for O beside the next item's copies, and
+    with fwd_sm80_cfg=11; hstu_fwd_split_kernel with fwd_sm80_split_main=True), the tile's own kernel with
+    fwd_split_tiles=0 (no split; D = 256: candidate 1, the xadd pairs) and for fp16 the old tiles; so does the
+    default (fwd_sm80_cfg=0)."""
     if D == 256 and not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
     tile = fwd_tile(D, 2 if D == 128 else 1)
-    split = "hstu_fwd_split_qearly_kernel"
+    split = "hstu_fwd_split_qearly_kernel" if D == 128 else "hstu_fwd_split_group_kernel"
     for cfg, dtype, chunk, kernel, main in (
             (_ops.FWD_SM80_CFG_SPLIT, torch.bfloat16, None, split, False),
             (_ops.FWD_SM80_CFG_SPLIT, torch.bfloat16, 0, "hstu_fwd_kernel", False),
             (_ops.FWD_SM80_CFG_SPLIT, torch.float16, None, "hstu_fwd_kernel", False),
             (0, torch.bfloat16, None, split, False),
+            (_ops.FWD_SM80_CFG_SPLIT_UNGROUPED, torch.bfloat16, None, "hstu_fwd_split_qearly_kernel", False),
             (0, torch.bfloat16, None, "hstu_fwd_split_kernel", True)):
         ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
         case = kg.make_case(17, [2048, 100], 2, D, dtype, "causal", 0)
@@ -554,7 +598,7 @@ def test_sm80_forward_split_bm64(n, D, mask, delta_q, rab_heads, seqused, kernel
 @pytest.mark.parametrize("D", [64, 128, 256])
 @pytest.mark.parametrize("n", [1, 2])
 def test_sm80_forward_split_bm64_runs_its_kernel(n, D, kernel_opts):
-    """kernel_options(fwd_sm80_bm64=n) runs hstu_fwd_split_qearly_kernel on the 64 x 64 tile (1: 4 warps x 16 rows,
+    """kernel_options(fwd_sm80_bm64=n) runs hstu_fwd_split_group_kernel on the 64 x 64 tile (1: 4 warps x 16 rows,
     2 blocks per SM in the launch bounds; 2: 2 warps x 32 rows, 4; at D = 128 as 1) at D = 64 / 128 where the plan
     splits,
     hstu_fwd_kernel on that tile with fwd_sm80_cfg=7 and fwd_split_tiles=0; D = 256 keeps its split tile (the warp
@@ -565,7 +609,8 @@ def test_sm80_forward_split_bm64_runs_its_kernel(n, D, kernel_opts):
     bm64 = f"{D}, 64, 64, 64, {w}, {8 // w}, {2 if D == 64 else 1}, 0, 1>"
     tile = fwd_tile(D, 1) if D == 256 else bm64
     case = kg.make_case(19, [2048, 100, 7, 1], 2, D, torch.bfloat16, "causal", 0)
-    for cfg, chunk, kernel in ((0, None, "hstu_fwd_split_qearly_kernel"),
+    for cfg, chunk, kernel in ((0, None, "hstu_fwd_split_group_kernel"),
+                               (_ops.FWD_SM80_CFG_SPLIT_UNGROUPED, None, "hstu_fwd_split_qearly_kernel"),
                                (_ops.FWD_SM80_CFG_SPLIT, 0, "hstu_fwd_kernel")):
         if D == 256 and chunk == 0:
             continue
@@ -601,7 +646,8 @@ def test_sm80_forward_split_bm64_rule(D, kernel_opts):
             hstu_attn_varlen_func(case["q"], case["k"], case["v"], rab=case["rab"], **kg._varlen_kwargs(case))
             torch.cuda.synchronize()
         names = {e.name for e in prof.events() if "hstu_fwd_" in e.name and "_kernel<" in e.name}
-        want = f"hstu_fwd_split_qearly_kernel<__nv_bfloat16, {tile}(hstu::HstuParams)"
+        kernel = "hstu_fwd_split_qearly_kernel" if tile == b128 and D == 128 else "hstu_fwd_split_group_kernel"
+        want = f"{kernel}<__nv_bfloat16, {tile}(hstu::HstuParams)"
         assert len(names) == 1 and next(iter(names)).endswith(want), (lens, opt, names, want)
         if max(lens) < 2048:
             kg.check_case(case, 0.5, backward=False)

@@ -360,9 +360,11 @@ __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) 
 // acquire-release atomic behind the barrier (its release covers the block's partial stores, ordered before it by the
 // barrier; its acquire, with the barrier after it, the other chunks' partials for the last block's L2 loads) instead
 // of two full fences (__threadfence: MEMBAR.SC.GPU in every warp).
+// flag_at: the byte of shared memory where thread 0 leaves the count's old value (0: Q's buffer; GROUP's blocks keep
+// it behind the words, Q's buffer then holds the next item's copy).
 template <int MT, int DTILES, int NT, int BM>
 __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, char* smem,
-                                              int words, bool lean = false) {
+                                              int words, bool lean = false, int flag_at = 0) {
   __syncthreads();  // (the split's words, written by thread 0 at the start)
   // the words, read again from shared memory where used (asm volatile: not kept live across the count, where acc_o
   // holds the registers)
@@ -397,7 +399,7 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
   }
   if (!lean) __threadfence();
   __syncthreads();  // every thread's partial stored (and fenced, or covered by the count's release) before the count
-  int* flag = reinterpret_cast<int*>(smem);
+  int* flag = reinterpret_cast<int*>(smem + flag_at);
   if (threadIdx.x == 0) {
     int* ctr = p.fwd_tile_counter + word(2);
     int old;
@@ -461,9 +463,13 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // one buffer per stage (fwd_rab_smem_in_q: in Q's buffer, free once Q is in registers, where it fits, else behind
 // the tile's shared memory), and the score pass reads it there (a 32-bit word per pair of keys, chunks swizzled by
 // the row: conflict-free). Without it the pass loads every element from global memory after the sub-tile's S MMAs.
+// GROUP (SPLIT && QEARLY; hstu_fwd_split_group_kernel): one of the block's run of work items, the current one and
+// the run's last and first at words 8-10 behind the split's (not blockIdx.y); where the run has a next item, its Q and
+// first K / V copies are issued at the end of this item's walk (every warp done with Q and the K / V stages) into Q's
+// buffer and stage 0, under this item's sum and epilogue, which stages O in the next stage's buffer instead of Q's.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
           bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
-          bool XADD = false, bool PF = false, bool RABS = false>
+          bool XADD = false, bool PF = false, bool RABS = false, bool GROUP = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -483,6 +489,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                 "rab tiles in shared memory: the plain Q-in-registers body, the warp pairs' xadd body");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
+  static_assert(!GROUP || (SPLIT && QEARLY && !PAIRKV && BM <= (STAGES == 2 ? 2 : 1) * BN),
+                "a run of items: the lean split body, O staged in one K / V stage");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   // sm86 / sm89 (99 KB per block): a tile over it is never launched there (launch_hstu_fwd_candidate)
@@ -523,6 +531,13 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // SPLIT: the work list's item blockIdx.y (its query tile and chunk), head blockIdx.x.
   const int4* list = reinterpret_cast<const int4*>(reinterpret_cast<const char*>(p.fwd_tile_counter) +
                                                    fwd_sm80_split_counter_bytes(p.total_q / BM + p.batch, p.heads));
+  // GROUP: word 8 + i behind the tile's shared memory (0 the current item, 1 the run's last, 2 its first)
+  [[maybe_unused]] auto group_word = [&](int i) {
+    int v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(smem_u32(smem) + Tile::kSmem + 32 + 4 * i));
+    return v;
+  };
+  auto item_y = [&]() -> uint32_t { return GROUP ? static_cast<uint32_t>(group_word(0)) : blockIdx.y; };
   auto block_tile = [&](uint32_t bx, uint32_t by, int& bt, int& m0t) {
     if constexpr (SPLIT) {
       const int4 it = list[2 + 2 * by];
@@ -543,8 +558,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // before the first read of the list (a no-op in a plain launch)
   if constexpr (SPLIT) accel::griddep_wait();
   int b, m0;
-  if constexpr (SPLIT && QEARLY) {  // the list's bound and the item loaded together (one L2 latency, not two; the
-    // list has room for every y of the grid): empty blocks at the end
+  if constexpr (GROUP) {  // (the run's items are real: its kernel checked the list's bound)
+    block_tile(blockIdx.x, item_y(), b, m0);
+  } else if constexpr (SPLIT && QEARLY) {  // the list's bound and the item loaded together (one L2 latency, not two;
+    // the list has room for every y of the grid): empty blocks at the end
     const int items = list[0].x;
     block_tile(blockIdx.x, blockIdx.y, b, m0);
     if (static_cast<int>(blockIdx.y) >= items) return;
@@ -557,7 +574,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   if (b >= p.batch) return;
   // SPLIT: the block's item (re-read where used, not kept live); its second half {Q's first row, Q's rows in the
   // tile, the sequence's first key, its keys} at split_item() + 1
-  auto split_item = [&]() { return list + 2 + 2 * blockIdx.y; };
+  auto split_item = [&]() { return list + 2 + 2 * item_y(); };
   // the head (re-derived where used)
   auto head_u = [&]() -> uint32_t { return SPLIT ? blockIdx.x : blockIdx.z; };
   auto head = [&]() -> int { return static_cast<int>(head_u()); };
@@ -566,26 +583,29 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // alone, before the sequence's info is loaded (the item's latency, not the item's and then seq_info's, ahead of
   // them); else as the other kernels, from seq_info
   const bool early = SPLIT && QEARLY && !(p.fwd_sm80_cfg & kFwdSm80SplitPlain);
-  if constexpr (SPLIT && QEARLY) {
-    if (early) {
-      const int4 at = __ldg(split_item() + 1);
-      const int walk = __ldg(&split_item()->w);  // (nb_end | nb_begin << 16)
-      const int t = static_cast<int>(threadIdx.x);
-      const T* q0 = static_cast<const T*>(p.q) + (int64_t)at.x * p.q_row_stride + h * p.q_head_stride;
-      load_tile_async<BM, D, NT>(sQ0, q0, p.q_row_stride, at.y, t);
-      if ((walk & 0xffff) > (walk >> 16)) {  // the walk's last KV tile (its first step)
-        const int n0 = ((walk & 0xffff) - 1) * BN;
-        const int64_t row = at.z + n0;
-        const uint32_t sKV0 = sQ0 + BM * D * 2;
-        const T* k0 = static_cast<const T*>(p.k) + row * p.k_row_stride + h * p.k_head_stride;
-        load_tile_async<BN, D, NT>(sKV0, k0, p.k_row_stride, at.w - n0, t);
-        if constexpr (STAGES == 2) {
-          const T* v0 = static_cast<const T*>(p.v) + row * p.v_row_stride + h * p.v_head_stride;
-          load_tile_async<BN, D, NT>(sKV0 + BN * D * 2, v0, p.v_row_stride, at.w - n0, t);
-        }
+  // the copies of item `it` (GROUP: also the next item's, at the end of this one's walk)
+  [[maybe_unused]] auto first_copies = [&](const int4* it) {
+    const int4 at = __ldg(it + 1);
+    const int walk = __ldg(&it->w);  // (nb_end | nb_begin << 16)
+    const int t = static_cast<int>(threadIdx.x);
+    const int h = head();
+    const T* q0 = static_cast<const T*>(p.q) + (int64_t)at.x * p.q_row_stride + h * p.q_head_stride;
+    load_tile_async<BM, D, NT>(sQ0, q0, p.q_row_stride, at.y, t);
+    if ((walk & 0xffff) > (walk >> 16)) {  // the walk's last KV tile (its first step)
+      const int n0 = ((walk & 0xffff) - 1) * BN;
+      const int64_t row = at.z + n0;
+      const uint32_t sKV0 = sQ0 + BM * D * 2;
+      const T* k0 = static_cast<const T*>(p.k) + row * p.k_row_stride + h * p.k_head_stride;
+      load_tile_async<BN, D, NT>(sKV0, k0, p.k_row_stride, at.w - n0, t);
+      if constexpr (STAGES == 2) {
+        const T* v0 = static_cast<const T*>(p.v) + row * p.v_row_stride + h * p.v_head_stride;
+        load_tile_async<BN, D, NT>(sKV0 + BN * D * 2, v0, p.v_row_stride, at.w - n0, t);
       }
-      cp_async_commit();  // (the walk's first wait, or the epilogue's for an empty walk, covers them)
     }
+    cp_async_commit();  // (the walk's first wait, or the epilogue's for an empty walk, covers them)
+  };
+  if constexpr (SPLIT && QEARLY) {  // (GROUP: a run's later items had theirs issued by the item before)
+    if (early && !(GROUP && group_word(0) != group_word(2))) first_copies(split_item());
   }
   const SeqInfo si = seq_info(p, b);
   if (m0 >= si.lq_alloc) return;
@@ -1254,14 +1274,27 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     }
   }
 
+  // GROUP: the next item's copies (this item's own, an empty walk's Q, landed first: the same buffers)
+  if constexpr (GROUP) {
+    if (group_word(0) < group_word(1)) {
+      cp_async_wait<0>();
+      __syncthreads();
+      first_copies(list + 2 + 2 * (group_word(0) + 1));
+    }
+  }
   if constexpr (SPLIT) {
-    if (!fwd_split_sum<MT, DTILES, NT, BM>(acc_o, p, smem, Tile::kSmem, early)) return;
+    if (!fwd_split_sum<MT, DTILES, NT, BM>(acc_o, p, smem, Tile::kSmem, early, GROUP ? Tile::kSmem + 44 : 0))
+      return;
   }
 
-  // Epilogue: scale, round, stage through smem (the Q buffer), store 16-byte rows. Rows past seqused are zeros.
-  if constexpr (QEARLY) cp_async_wait<0>();  // (an empty walk: Q's copy)
+  // Epilogue: scale, round, stage through smem (the Q buffer; GROUP with a next item: the K / V stage after the
+  // next item's first), store 16-byte rows. Rows past seqused are zeros.
+  [[maybe_unused]] const bool ahead = GROUP && group_word(0) < group_word(1);
+  if constexpr (QEARLY) {
+    if (!ahead) cp_async_wait<0>();  // (an empty walk: Q's copy)
+  }
   __syncthreads();
-  const uint32_t sQ = sQ0;
+  const uint32_t sQ = ahead ? sQ0 + (BM + (STAGES == 2 ? 2 : 1) * BN) * D * 2 : sQ0;
   // (SKIP 4: the warp's first row re-derived here, not kept live through the loop)
   const int erow0 = SKIP == 4 ? (static_cast<int>(opaque(static_cast<uint32_t>(warp))) / PAIR) * MT * 16 : warp_row0;
 #pragma unroll
@@ -1321,6 +1354,40 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_kernel(const
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_qearly_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, true, false, false, false, true>(p);
+}
+// Whether tile C can run hstu_fwd_split_group_kernel (O staged in the K / V stage after the next item's first)
+template <typename C>
+constexpr bool kFwdSm80GroupFits = C::kBlockM <= (C::kStages == 2 ? 2 : 1) * C::kBlockN;
+// hstu_fwd_split_qearly_kernel on runs of the list's short items (the list kernel's header word w: the first packed
+// item P | the run's length G << 16): block y < P runs item y, block y >= P the items P + (y - P) G .. + G - 1 that
+// exist, back to back, each one's Q and first K / V copies issued under the end of the item before (GROUP in
+// hstu_fwd_block); the run's words (the current item, the last, the first) behind the split's, every thread storing
+// the same values.
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_group_kernel(const HstuParams p) {
+  using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
+  extern __shared__ __align__(128) char smem[];
+  const uint32_t words = smem_u32(smem) + Tile::kSmem + 32;
+  const int4* list = reinterpret_cast<const int4*>(reinterpret_cast<const char*>(p.fwd_tile_counter) +
+                                                   fwd_sm80_split_counter_bytes(p.total_q / BM + p.batch, p.heads));
+  accel::griddep_wait();  // (the list kernel's grid: a no-op in a plain launch)
+  const int4 hd = list[0];
+  const int y = static_cast<int>(blockIdx.y), packed = hd.w & 0xffff, g = hd.w >> 16;
+  const int first = y < packed ? y : packed + (y - packed) * g;
+  const int last = y < packed ? y : min(first + g, hd.x) - 1;
+  if (first > last || first >= hd.x) return;
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(words), "r"(first), "r"(last), "r"(first), "r"(0));
+#pragma unroll 1
+  for (;;) {
+    hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, true, false, false, false, true, false, false,
+                   false, false, true>(p);
+    __syncthreads();  // (the item's epilogue done with its words and O's buffer)
+    int cur, end;
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(cur), "=r"(end) : "r"(words));
+    if (cur >= end) break;
+    __syncthreads();  // (every thread read the word before it changes)
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(words), "r"(cur + 1));
+  }
 }
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_kernel(const HstuParams p) {
@@ -1563,7 +1630,7 @@ struct FwdListWalk {
 };
 template <int BM, int BN, bool MAIN>
 __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuParams p, int4* list, int counters,
-                                                                  int ns, int least, int resident) {
+                                                                  int ns, int least, int resident, int pack = 1) {
   __shared__ int cursor[kFwdListBuckets];
   __shared__ int hist[kFwdListHist + 1];  // query tiles per walk length
   __shared__ int4 walk_a[kFwdListCache];  // the first walk's tiles: {b, m0, slot, steps | gap << 16}
@@ -1719,12 +1786,19 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
         const int v = __shfl_up_sync(0xffffffffu, n, o);
         if (lane >= o) n += v;
       }
-      if (lane == 31) list[0] = make_int4(n, ns, chunk, 0);  // the header
+      const int total = __shfl_sync(0xffffffffu, n, 31);
       n -= sum;
 #pragma unroll
       for (int i = 0; i < kPer; ++i) {
         cursor[lane * kPer + i] = n;
         n += c[i];
+      }
+      __syncwarp();
+      // the header; its w: the first of the items of at most chunk / pack KV tiles (the list's tail from that
+      // bucket on), which hstu_fwd_split_group_kernel runs `pack` to a block | pack << 16 (pack 1: none)
+      if (lane == 31) {
+        const int first = pack > 1 ? cursor[bucket_of(max(1, chunk / pack))] : total;
+        list[0] = make_int4(total, ns, chunk, first | max(pack, 1) << 16);
       }
     }
     __syncthreads();
@@ -1758,9 +1832,14 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
   auto list_kernel = (p.fwd_sm80_cfg & (kFwdSm80SplitPlain | kFwdSm80SplitMain))
                          ? hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN, true>
                          : hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN, false>;
+  // the lean path runs the list's short items two to a block (kFwdSm80SplitGroup3: three; kFwdSm80SplitUngrouped,
+  // kFwdSm80SplitPlain, kFwdSm80SplitMain: one, main's split kernel, for comparisons)
+  const bool group = kFwdSm80GroupFits<C> &&
+                     !(p.fwd_sm80_cfg & (kFwdSm80SplitPlain | kFwdSm80SplitMain | kFwdSm80SplitUngrouped));
+  const int pack = !group ? 1 : (p.fwd_sm80_cfg & kFwdSm80SplitGroup3) ? 3 : 2;
   err = accel::launch_pdl(list_kernel, dim3(1), dim3(1024), 0, stream, pdl, q,
                           reinterpret_cast<int4*>(static_cast<char*>(p.fwd_sched) + s.counter_bytes),
-                          static_cast<int>(s.slots * p.heads), s.ns, least, resident);
+                          static_cast<int>(s.slots * p.heads), s.ns, least, resident, pack);
   if (err != cudaSuccess) return err;
   // (kFwdSm80SplitMain: main's split kernel, for comparisons)
   auto kernel = (p.fwd_sm80_cfg & kFwdSm80SplitMain)
@@ -1768,8 +1847,15 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
                                             C::kStages, C::kSkip, C::kPair>
                     : hstu_fwd_split_qearly_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks,
                                                    C::kStages, C::kSkip, C::kPair>;
-  // (+ the query tile's slot, the chunk, its counter, the walk's chunks, m0, b, nb_begin and the first partial)
-  constexpr int kSmem = C::kSmem + 32;
+  if constexpr (kFwdSm80GroupFits<C>) {
+    if (group) {
+      kernel = hstu_fwd_split_group_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks,
+                                           C::kStages, C::kSkip, C::kPair>;
+    }
+  }
+  // (+ the query tile's slot, the chunk, its counter, the walk's chunks, m0, b, nb_begin and the first partial;
+  // the group kernel: + its run's words and the count's flag)
+  const int kSmem = C::kSmem + (group ? 48 : 32);
   if (kSmem > 48 * 1024) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;

@@ -56,9 +56,21 @@ constexpr int kFwdSm80SplitPlain = 256;
 // FwdSm80QregRab's tiles in shared memory; the backward reads it too (hstu_bwd_sm80_kernel.cuh bwd_sm80_rab_smem)
 constexpr int kFwdSm80RabMain = 2048;
 constexpr int kFwdSm80CfgRabMain = 8;
+// kFwdSm80SplitUngrouped for kernel_options(fwd_sm80_cfg=11) (kFwdSm80CfgSplitUngrouped; the cfg bits 0, private,
+// for comparisons): the split's lean path with main's split kernel, one work item per block, instead of the short
+// items run two to a block (hstu_fwd_split_group_kernel); kFwdSm80SplitGroup3 for kernel_options(fwd_sm80_cfg=12)
+// (kFwdSm80CfgSplitGroup3): three to a block
+constexpr int kFwdSm80SplitUngrouped = 4096;
+constexpr int kFwdSm80CfgSplitUngrouped = 11;
+constexpr int kFwdSm80SplitGroup3 = 8192;
+constexpr int kFwdSm80CfgSplitGroup3 = 12;
 constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0,
                                 bool split_plain = false) {
-  return (cfg == kFwdSm80CfgRabMain ? kFwdSm80RabMain : cfg & kFwdSm80CfgMask) | (qscale ? 0 : kFwdSm80NoQscale) |
+  return (cfg == kFwdSm80CfgRabMain           ? kFwdSm80RabMain
+          : cfg == kFwdSm80CfgSplitUngrouped ? kFwdSm80SplitUngrouped
+          : cfg == kFwdSm80CfgSplitGroup3    ? kFwdSm80SplitGroup3
+                                             : cfg & kFwdSm80CfgMask) |
+         (qscale ? 0 : kFwdSm80NoQscale) |
          (split_main ? kFwdSm80SplitMain : 0) | (ilv ? 0 : kFwdSm80NoIlv) | (bm64 & 3) << kFwdSm80SplitBm64Shift |
          (split_plain ? kFwdSm80SplitPlain : 0);
 }
