@@ -500,7 +500,7 @@ def test_sm80_forward_split_groups(D, mask, kernel_opts):
     and windows, in the rule's 64-row tiles and the 128-row ones (fwd_sm80_bm64=3), with the rule's chunks and exact
     ones of 2 / 5 KV tiles: bit for bit the output of one item per block (fwd_sm80_cfg=11: main's split kernel, the
     same items and partial sums), agreeing with the unsplit kernel's and meeting the error rule against the fp32
-    reference (outputs poisoned before every call)."""
+    reference (outputs poisoned before every call); with chunks of 2 the kernel that ran is checked by name."""
     if D == 256 and not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
     short = [0, 1, 2, 1, 0, 3, 7, 1, 64, 65, 0, 1, 17, 2, 129, 1, 0, 5, 33, 1]
@@ -517,6 +517,9 @@ def test_sm80_forward_split_groups(D, mask, kernel_opts):
                 for cfg in (0, _ops.FWD_SM80_CFG_SPLIT_GROUP3, _ops.FWD_SM80_CFG_SPLIT_UNGROUPED):
                     kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=chunk, fwd_sm80_bm64=bm64)
                     kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+                    if chunk != 2:
+                        outs[cfg] = run()
+                        continue
                     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                         outs[cfg] = run()
                         torch.cuda.synchronize()

@@ -22,7 +22,7 @@ for d in ${@:-64 128 256}; do
     > $W/ptxas_$d.txt 2>&1
   rm -rf $t
 done
-(cd $MY && nice -n 10 /usr/bin/gcc -U_FORTIFY_SOURCE -fstack-protector -Wall -Wunused-but-set-parameter \
+[ "${OPS:-1}" = 0 ] || (cd $MY && nice -n 10 /usr/bin/gcc -U_FORTIFY_SOURCE -fstack-protector -Wall -Wunused-but-set-parameter \
   -Wno-free-nonheap-object -fno-omit-frame-pointer -g0 -O2 '-D_FORTIFY_SOURCE=1' -DNDEBUG -ffunction-sections \
   -fdata-sections -fPIC -iquote . -iquote bazel-out/k8-opt/bin -iquote external/local_cuda -iquote external/local_torch \
   -isystem external/local_cuda/include -isystem external/local_torch/include '-std=c++17' \
@@ -30,7 +30,7 @@ done
 P=bazel-out/k8-opt/bin/hstu
 sed -e "s|^$P/_C.so\$|$W/_C.so|" \
     -e "s|^$P/_objs/_C_ops/hstu_ops.pic.o\$|$W/hstu_ops.pic.o|" \
-    -e "s|^$P/_cuda_objs/hstu_fwd_sm80_bf16_hdim\(64\|128\|256\)_objs/hstu_fwd_sm80_bf16_hdim\(64\|128\|256\).o\$|$W/hstu_fwd_sm80_bf16_hdim\2.o|" \
+    -e "s#^$P/_cuda_objs/hstu_fwd_sm80_bf16_hdim\(64\|128\|256\)_objs/hstu_fwd_sm80_bf16_hdim\(64\|128\|256\).o\$#$W/hstu_fwd_sm80_bf16_hdim\2.o#" \
     $ER/$P/_C.so-2.params > $W/params
 [ "$(grep -c "$W" $W/params)" = 5 ]
 (cd $ER && nice -n 10 gcc @$W/params)

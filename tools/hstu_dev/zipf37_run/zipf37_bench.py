@@ -1,0 +1,89 @@
+"""The portable (sm80-class) forward's split with its short work items run several to a block (issue 39, branch
+zipf37): bf16 H4 causal, 3 contexts, kernel_options(sm90=False) on benchmarks/hstu_attention.py's jagged row
+(Zipf(1.2) B32 max 4K, seed 0, 3,640 tokens) and its dense twin B2 S1820, per head dim, one process.
+
+Modes:
+  ratio  forward ms of `g2` (the branch's default: items of at most chunk / 2 KV tiles two to a block,
+         hstu_fwd_split_group_kernel), `g3` (fwd_sm80_cfg=12: at most chunk / 3, three to a block) and `main`
+         (fwd_sm80_cfg=11: one item per block, main's split kernel), then Zipf / dense TFLOP/s per variant and each
+         variant / main
+  gaps   each variant's timeline per call in a CUDA graph of 10 calls (zipf35_bench.py's: validation V, list kernel
+         L, split kernel S)
+  bwd    the backward (hstu_attn::bwd_with_options, the same in both wheels: main's portable backward) on the same
+         pair: ms and Zipf / dense TFLOP/s (the forward's FLOPs x 2.5 both; the ratio does not depend on the factor)
+Timing as fwd17_jag.py (CUDA graphs of 10 calls, variants interleaved per round, median of --reps rounds).
+
+Usage: zipf37_bench.py LABEL MODE... [--dims 64 128 256] [--reps 5]"""
+import argparse
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # (carried beside fwd17_jag.py, fwd29_bench.py, zipf35_bench.py)
+for sub in ("fwd17_run", "fwd29_run", "zipf32_run", "zipf35_run"):
+    sys.path.insert(0, os.path.join(HERE, "..", sub))
+from fwd17_jag import H, flops, ours, timed, zipf_lengths  # noqa: E402
+from fwd29_bench import table  # noqa: E402
+from zipf35_bench import gaps  # noqa: E402
+
+
+def variants(lens, D):
+    return {"g2": ours(lens, D, "0", 3), "g3": ours(lens, D, "12", 3), "main": ours(lens, D, "11", 3)}
+
+
+def bwd_call(lens, D, seed=5):
+    """the portable backward of one batch (bf16, causal, 3 contexts, alpha D^-1/2), through the raw op"""
+    from hstu_attn import _ops
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q, k, v, do = (torch.randn(sum(lens), H, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(4))
+    cu = torch.tensor([0] + lens, device="cuda", dtype=torch.int32).cumsum(0).to(torch.int32)
+    nc = torch.tensor([min(3, L) for L in lens], device="cuda", dtype=torch.int32)
+    S = max(lens)
+    with _ops.kernel_options(sm90=False):
+        opts = _ops._current_options()
+    bwd = torch.ops.hstu_attn.bwd_with_options
+    return lambda: bwd(do, q, k, v, cu, cu, S, S, nc, None, 1, -1, 0, D ** -0.5, None, float(S), None, None, False,
+                       False, opts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("label")
+    ap.add_argument("modes", nargs="+", choices=["ratio", "gaps", "bwd"])
+    ap.add_argument("--dims", nargs="+", type=int, default=[64, 128, 256])
+    ap.add_argument("--reps", type=int, default=5)
+    a = ap.parse_args()
+    jag = zipf_lengths(32, 4096)
+    dense = [sum(jag) // 2] * 2
+    print(f"## zipf37 {a.label}: {torch.cuda.get_device_name()}, bf16 H4 causal ctx3, CUDA graphs of 10 calls, "
+          f"median of {a.reps} interleaved rounds", flush=True)
+    for mode in a.modes:
+        if mode == "bwd":
+            print("\n### backward ms (Zipf / dense TFLOP/s)")
+            for D in a.dims:
+                ms = timed({"zipf": bwd_call(jag, D), "dense": bwd_call(dense, D)}, a.reps, 10)
+                r = 100 * flops(jag, D) / ms["zipf"] / (flops(dense, D) / ms["dense"])
+                print(f"(bwd D{D}: Zipf {ms['zipf']:.4f} ms, dense {ms['dense']:.4f} ms, Zipf / dense TFLOP/s "
+                      f"{r:.1f} %)", flush=True)
+            continue
+        for D in a.dims:
+            rows = [(f"zipf s0 D{D}", jag, D, variants(jag, D)),
+                    (f"dense B2 S{dense[0]} D{D}", dense, D, variants(dense, D))]
+            if mode == "gaps":
+                gaps(rows)
+                continue
+            res = table(a.label, f"forward ms D = {D}", rows, a.reps)
+            (zn, zl, _, _), (dn, dl, _, _) = rows
+            for c in res[zn]:
+                r = 100 * flops(zl, D) / res[zn][c] / (flops(dl, D) / res[dn][c])
+                print(f"(D{D}: Zipf / dense TFLOP/s, {c}: {r:.1f} %)")
+            for name in res:
+                for c in ("g2", "g3"):
+                    print(f"(D{D} {name}: {c} / main {res[name][c] / res[name]['main']:.3f})")
+            print(flush=True)
+
+
+if __name__ == "__main__":
+    main()
