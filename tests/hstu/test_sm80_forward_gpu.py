@@ -675,7 +675,7 @@ def test_sm80_forward_split_list_bound(kernel_opts):
             got = run()
             torch.cuda.synchronize()
         names = {e.name for e in prof.events() if "_kernel<" in e.name and ("hstu_fwd_" in e.name or "list" in e.name)}
-        kernels = {"hstu_fwd_split_qearly_kernel", "hstu_sm80_fwd_list_kernel"} if split else {"hstu_fwd_xpf_kernel"}
+        kernels = {"hstu_fwd_split_group_kernel", "hstu_sm80_fwd_list_kernel"} if split else {"hstu_fwd_xpf_kernel"}
         assert {n.split("<")[0].split("::")[-1].split(" ")[-1] for n in names} == kernels, (lens, names)
         assert any(n.endswith(f"{tile}(hstu::HstuParams)") for n in names), (lens, names, tile)
         if split:

@@ -1362,7 +1362,8 @@ constexpr bool kFwdSm80GroupFits = C::kBlockM <= (C::kStages == 2 ? 2 : 1) * C::
 // item P | the run's length G << 16): block y < P runs item y, block y >= P the items P + (y - P) G .. + G - 1 that
 // exist, back to back, each one's Q and first K / V copies issued under the end of the item before (GROUP in
 // hstu_fwd_block); the run's words (the current item, the last, the first) behind the split's, every thread storing
-// the same values.
+// the same values. G = 0 (the list kernel's PLACE): block y < w's blocks runs the run of its table entry (behind the
+// list's bound of items: grid y), first item | items << 24.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_group_kernel(const HstuParams p) {
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -1371,10 +1372,19 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_group_kernel
   const int4* list = reinterpret_cast<const int4*>(reinterpret_cast<const char*>(p.fwd_tile_counter) +
                                                    fwd_sm80_split_counter_bytes(p.total_q / BM + p.batch, p.heads));
   accel::griddep_wait();  // (the list kernel's grid: a no-op in a plain launch)
+  const int y = static_cast<int>(blockIdx.y);
   const int4 hd = list[0];
-  const int y = static_cast<int>(blockIdx.y), packed = hd.w & 0xffff, g = hd.w >> 16;
-  const int first = y < packed ? y : packed + (y - packed) * g;
-  const int last = y < packed ? y : min(first + g, hd.x) - 1;
+  const int e = reinterpret_cast<const int*>(list + 2 + 2 * gridDim.y)[y];  // (G = 0: the table's entry)
+  const int packed = hd.w & 0xffff, g = hd.w >> 16;
+  int first, last;
+  if (g == 0) {
+    if (y >= packed) return;
+    first = e & 0xffffff;
+    last = first + (e >> 24) - 1;
+  } else {
+    first = y < packed ? y : packed + (y - packed) * g;
+    last = y < packed ? y : min(first + g, hd.x) - 1;
+  }
   if (first > last || first >= hd.x) return;
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(words), "r"(first), "r"(last), "r"(first), "r"(0));
 #pragma unroll 1
@@ -1628,10 +1638,20 @@ struct FwdListWalk {
     return gap > 0 && t < gap_end ? t - gap : t;
   }
 };
-template <int BM, int BN, bool MAIN>
+// PLACE (hstu_fwd_split_group_kernel's table; not MAIN): each weight bucket split in two, its single items then its
+// pairs: an item of w <= chunk / 2 KV tiles goes to the pairs of 2w's bucket (two such items run by one block weigh
+// about 2w, and are dispatched among the items of that weight, not at the list's tail), the others to the singles of
+// w's; `table` gets one int per block, in list order: its first item | its items (1, or 2 for a pair) << 24, and the
+// header's w the blocks' count (its G = 0 tells the group kernel to read the table).
+template <int BM, int BN, bool MAIN, bool PLACE = false>
 __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuParams p, int4* list, int counters,
-                                                                  int ns, int least, int resident, int pack = 1) {
-  __shared__ int cursor[kFwdListBuckets];
+                                                                  int ns, int least, int resident, int pack = 1,
+                                                                  int* table = nullptr) {
+  static_assert(!PLACE || !MAIN, "the pairs' placement: the lean list");
+  constexpr int NB = kFwdListBuckets * (PLACE ? 2 : 1);
+  __shared__ int cursor[NB];
+  __shared__ int sstart[PLACE ? NB + 1 : 1];  // PLACE: each sub-bucket's first list index, then the items' count
+  __shared__ int bstart[PLACE ? NB : 1];      // PLACE: each sub-bucket's first block
   __shared__ int hist[kFwdListHist + 1];  // query tiles per walk length
   __shared__ int4 walk_a[kFwdListCache];  // the first walk's tiles: {b, m0, slot, steps | gap << 16}
   __shared__ int walk_b[kFwdListCache];   // nb_end | gap_end << 16
@@ -1645,7 +1665,7 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
   accel::griddep_wait();
   accel::griddep_launch_dependents();
   for (int i = threadIdx.x; i < counters; i += blockDim.x) p.fwd_tile_counter[i] = 0;
-  for (int i = threadIdx.x; i < kFwdListBuckets; i += blockDim.x) cursor[i] = 0;
+  for (int i = threadIdx.x; i < NB; i += blockDim.x) cursor[i] = 0;
   for (int i = threadIdx.x; i <= kFwdListHist; i += blockDim.x) hist[i] = 0;
   if (threadIdx.x == 0) work = work32 = long_walk = partials = cached = 0;
   __syncthreads();
@@ -1725,6 +1745,25 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
     return kFwdListBuckets - 1 -
            (MAIN ? static_cast<int>(int64_t{w} * (kFwdListBuckets - 1) / chunk) : div_chunk(w * (kFwdListBuckets - 1)));
   };
+  // the cursor of an item of w KV tiles (PLACE: the pairs of 2w's bucket where w <= chunk / 2, else w's singles)
+  auto slot_of = [&](int w) {
+    if constexpr (PLACE) {
+      return 2 * w <= chunk ? 2 * bucket_of(2 * w) + 1 : 2 * bucket_of(w);
+    } else {
+      return bucket_of(w);
+    }
+  };
+  // PLACE: item idx of sub-bucket sb in the blocks' table (a pair's first item holds its block)
+  auto place = [&](int sb, int idx) {
+    if constexpr (PLACE) {
+      const int k = idx - sstart[sb];
+      if (!(sb & 1)) {
+        table[bstart[sb] + k] = idx | 1 << 24;
+      } else if (!(k & 1)) {
+        table[bstart[sb] + k / 2] = idx | min(2, sstart[sb + 1] - idx) << 24;
+      }
+    }
+  };
   // pass 0 counts each bucket's chunks (from the walks' lengths, or over the tiles), pass 1 places them
   for (int pass = 0; pass < 2; ++pass) {
     if (pass == 0 && !long_walk) {  // a walk of s steps: k - 1 chunks of `chunk`, the last of s - (k - 1) chunk
@@ -1732,8 +1771,8 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
         const int n = hist[st];
         if (n == 0) continue;
         const int k = max(1, div_chunk(st + chunk - 1));
-        if (k > 1) atomicAdd(&cursor[bucket_of(chunk)], n * (k - 1));
-        atomicAdd(&cursor[bucket_of(st - (k - 1) * chunk)], n);
+        if (k > 1) atomicAdd(&cursor[slot_of(chunk)], n * (k - 1));
+        atomicAdd(&cursor[slot_of(st - (k - 1) * chunk)], n);
       }
     } else {
       each_tile_again([&](int b, int m0, int steps, const FwdListWalk& wk, int slot, const int4& at) {
@@ -1744,15 +1783,17 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
           const int last = steps - (k - 1) * chunk;
           if (pass == 0) {
             if (k > 1) atomicAdd(&cursor[0], k - 1);
-            atomicAdd(&cursor[bucket_of(last)], 1);
+            atomicAdd(&cursor[slot_of(last)], 1);
           } else {
             const int i0 = k > 1 ? atomicAdd(&cursor[0], k - 1) : 0;
             for (int c = 0; c < k; ++c) {
               const int w = c < k - 1 ? chunk : last;
               const int nb_end = wk.tile_at(c * chunk) + 1, nb_begin = wk.tile_at(c * chunk + w - 1);
-              const int i = 2 + 2 * (c < k - 1 ? i0 + c : atomicAdd(&cursor[bucket_of(last)], 1));
+              const int idx = c < k - 1 ? i0 + c : atomicAdd(&cursor[slot_of(last)], 1);
+              const int i = 2 + 2 * idx;
               list[i] = make_int4(b, m0, c | k << 16, nb_end | nb_begin << 16);
               list[i + 1] = at;
+              place(c < k - 1 ? 0 : slot_of(last), idx);
             }
           }
         } else {
@@ -1773,32 +1814,49 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
     }
     __syncthreads();
     if (pass == 0 && warp == 0) {  // the buckets' starts (heaviest first): kPer per lane, a scan of the lanes' sums
-      constexpr int kPer = kFwdListBuckets / 32;
-      int c[kPer], sum = 0;
+      constexpr int kPer = NB / 32;
+      int c[kPer], sum = 0, bsum = 0;  // (PLACE: bsum the lane's blocks)
 #pragma unroll
       for (int i = 0; i < kPer; ++i) {
         c[i] = cursor[lane * kPer + i];
         sum += c[i];
+        if constexpr (PLACE) bsum += (i & 1) ? (c[i] + 1) / 2 : c[i];  // (kPer even: i's parity is the slot's)
       }
-      int n = sum;  // (inclusive over the lanes)
+      int n = sum, nb = bsum;  // (inclusive over the lanes)
 #pragma unroll
       for (int o = 1; o < 32; o <<= 1) {
         const int v = __shfl_up_sync(0xffffffffu, n, o);
-        if (lane >= o) n += v;
+        const int vb = PLACE ? __shfl_up_sync(0xffffffffu, nb, o) : 0;
+        if (lane >= o) {
+          n += v;
+          nb += vb;
+        }
       }
       const int total = __shfl_sync(0xffffffffu, n, 31);
       n -= sum;
+      nb -= bsum;
 #pragma unroll
       for (int i = 0; i < kPer; ++i) {
         cursor[lane * kPer + i] = n;
+        if constexpr (PLACE) {
+          sstart[lane * kPer + i] = n;
+          bstart[lane * kPer + i] = nb;
+          nb += (i & 1) ? (c[i] + 1) / 2 : c[i];
+        }
         n += c[i];
       }
       __syncwarp();
       // the header; its w: the first of the items of at most chunk / pack KV tiles (the list's tail from that
-      // bucket on), which hstu_fwd_split_group_kernel runs `pack` to a block | pack << 16 (pack 1: none)
+      // bucket on), which hstu_fwd_split_group_kernel runs `pack` to a block | pack << 16 (pack 1: none); PLACE: the
+      // blocks of the table (G = 0)
       if (lane == 31) {
-        const int first = pack > 1 ? cursor[bucket_of(max(1, chunk / pack))] : total;
-        list[0] = make_int4(total, ns, chunk, first | max(pack, 1) << 16);
+        if constexpr (PLACE) {
+          sstart[NB] = total;
+          list[0] = make_int4(total, ns, chunk, nb);
+        } else {
+          const int first = pack > 1 ? cursor[bucket_of(max(1, chunk / pack))] : total;
+          list[0] = make_int4(total, ns, chunk, first | max(pack, 1) << 16);
+        }
       }
     }
     __syncthreads();
@@ -1832,14 +1890,17 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
   auto list_kernel = (p.fwd_sm80_cfg & (kFwdSm80SplitPlain | kFwdSm80SplitMain))
                          ? hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN, true>
                          : hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN, false>;
-  // the lean path runs the list's short items two to a block (kFwdSm80SplitGroup3: three; kFwdSm80SplitUngrouped,
-  // kFwdSm80SplitPlain, kFwdSm80SplitMain: one, main's split kernel, for comparisons)
+  // the lean path runs the list's short items two to a block at the list's tail (kFwdSm80SplitPlace: pairs placed
+  // by their weight, the list kernel's PLACE; kFwdSm80SplitUngrouped, kFwdSm80SplitPlain, kFwdSm80SplitMain: one
+  // item per block, main's split kernel, for comparisons)
   const bool group = kFwdSm80GroupFits<C> &&
                      !(p.fwd_sm80_cfg & (kFwdSm80SplitPlain | kFwdSm80SplitMain | kFwdSm80SplitUngrouped));
-  const int pack = !group ? 1 : (p.fwd_sm80_cfg & kFwdSm80SplitGroup3) ? 3 : 2;
-  err = accel::launch_pdl(list_kernel, dim3(1), dim3(1024), 0, stream, pdl, q,
-                          reinterpret_cast<int4*>(static_cast<char*>(p.fwd_sched) + s.counter_bytes),
-                          static_cast<int>(s.slots * p.heads), s.ns, least, resident, pack);
+  const bool place = group && (p.fwd_sm80_cfg & kFwdSm80SplitPlace);
+  if (place) list_kernel = hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN, false, true>;
+  int4* list = reinterpret_cast<int4*>(static_cast<char*>(p.fwd_sched) + s.counter_bytes);
+  err = accel::launch_pdl(list_kernel, dim3(1), dim3(1024), 0, stream, pdl, q, list,
+                          static_cast<int>(s.slots * p.heads), s.ns, least, resident, group ? 2 : 1,
+                          reinterpret_cast<int*>(list + 2 + 2 * s.items));
   if (err != cudaSuccess) return err;
   // (kFwdSm80SplitMain: main's split kernel, for comparisons)
   auto kernel = (p.fwd_sm80_cfg & kFwdSm80SplitMain)

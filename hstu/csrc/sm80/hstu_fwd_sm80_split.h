@@ -58,17 +58,18 @@ constexpr int kFwdSm80RabMain = 2048;
 constexpr int kFwdSm80CfgRabMain = 8;
 // kFwdSm80SplitUngrouped for kernel_options(fwd_sm80_cfg=11) (kFwdSm80CfgSplitUngrouped; the cfg bits 0, private,
 // for comparisons): the split's lean path with main's split kernel, one work item per block, instead of the short
-// items run two to a block (hstu_fwd_split_group_kernel); kFwdSm80SplitGroup3 for kernel_options(fwd_sm80_cfg=12)
-// (kFwdSm80CfgSplitGroup3): three to a block
+// items run two to a block at the list's tail (hstu_fwd_split_group_kernel); kFwdSm80SplitPlace for
+// kernel_options(fwd_sm80_cfg=12) (kFwdSm80CfgSplitPlace): the pairs placed in the list by their weight (the list
+// kernel's PLACE and its blocks' table)
 constexpr int kFwdSm80SplitUngrouped = 4096;
 constexpr int kFwdSm80CfgSplitUngrouped = 11;
-constexpr int kFwdSm80SplitGroup3 = 8192;
-constexpr int kFwdSm80CfgSplitGroup3 = 12;
+constexpr int kFwdSm80SplitPlace = 8192;
+constexpr int kFwdSm80CfgSplitPlace = 12;
 constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0,
                                 bool split_plain = false) {
   return (cfg == kFwdSm80CfgRabMain           ? kFwdSm80RabMain
           : cfg == kFwdSm80CfgSplitUngrouped ? kFwdSm80SplitUngrouped
-          : cfg == kFwdSm80CfgSplitGroup3    ? kFwdSm80SplitGroup3
+          : cfg == kFwdSm80CfgSplitPlace     ? kFwdSm80SplitPlace
                                              : cfg & kFwdSm80CfgMask) |
          (qscale ? 0 : kFwdSm80NoQscale) |
          (split_main ? kFwdSm80SplitMain : 0) | (ilv ? 0 : kFwdSm80NoIlv) | (bm64 & 3) << kFwdSm80SplitBm64Shift |
@@ -105,7 +106,8 @@ struct FwdSm80Split {
   int64_t items = 0;          // the work list's upper bound: slots x ns (grid y)
   int64_t counter_bytes = 0;  // one int per (slot, head), zeroed by the list's kernel, then each split tile's first
                               // partial per slot (256-aligned)
-  int64_t list_bytes = 0;     // the work list: a 32-byte header, then 32 bytes per item (256-aligned)
+  int64_t list_bytes = 0;     // the work list: a 32-byte header, then 32 bytes per item, then one int per item (the
+                              // group kernel's table of blocks; 256-aligned)
   int64_t partials = 0;       // BM x D fp32 partials: slots x heads x ns for exact chunks, at most 2 x resident
                               // for the rule's (fwd_sm80_split_partials)
   int64_t bytes = 0;          // counters + list + partials
@@ -137,7 +139,7 @@ inline FwdSm80Split fwd_sm80_split_layout(const HstuParams& p, FwdSm80SplitTile 
   s.slots = p.total_q / t.bm + p.batch;
   s.items = s.slots * s.ns;
   s.counter_bytes = fwd_sm80_split_counter_bytes(s.slots, p.heads);
-  s.list_bytes = ((s.items + 1) * 32 + 255) / 256 * 256;
+  s.list_bytes = ((s.items + 1) * 32 + s.items * 4 + 255) / 256 * 256;
   s.partials = fwd_sm80_split_partials(s.slots, p.heads, s.ns, resident);
   s.bytes = s.counter_bytes + s.list_bytes + s.partials * t.bm * p.head_dim * 4;
   return s;
