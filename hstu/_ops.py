@@ -238,7 +238,7 @@ FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
 FWD_SM80_CFG_SPLIT = 7  # the bf16 default tile with the split of long KV ranges (kFwdSm80CfgSplit)
 FWD_SM80_CFG_RAB_MAIN = 8  # the bf16 defaults with rab as main had them (kFwdSm80CfgRabMain)
 FWD_SM80_CFG_SPLIT_UNGROUPED = 11  # the split with one work item per block (kFwdSm80CfgSplitUngrouped)
-FWD_SM80_CFG_SPLIT_GROUP3 = 12  # the split's short items three to a block (kFwdSm80CfgSplitGroup3)
+FWD_SM80_CFG_SPLIT_PLACE = 12  # the split's short-item pairs placed by their weight (kFwdSm80CfgSplitPlace)
 FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 3; D128: 3
 # where two of its blocks fit per SM; D256: 3 at every row count where its 105 KB per block fit, not sm86 / sm89)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
@@ -426,8 +426,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     stored per element) instead of the rab tiles copied into shared memory (the forward's with K / V, the backward's
     into each tile's P buffer, its drab in 16-byte row chunks). 11 (``FWD_SM80_CFG_SPLIT_UNGROUPED``; private, the
     same outputs): the split's blocks one work item each (main's split kernel) instead of the list's short items (at
-    most chunk / 2 KV tiles) two to a block, the second's copies issued under the end of the first; 12
-    (``FWD_SM80_CFG_SPLIT_GROUP3``; private): three to a block (at most chunk / 3 KV tiles).
+    most chunk / 2 KV tiles) two to a block at the list's tail, the second's copies issued under the end of the
+    first; 12 (``FWD_SM80_CFG_SPLIT_PLACE``; private, the same outputs): those pairs placed in the list by their
+    weight (2w among the items of 2w KV tiles) instead of at its tail.
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a
@@ -451,7 +452,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     if isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int) or bwd_sm80_cfg not in BWD_SM80_CFGS:
         _err("bwd_sm80_cfg", f"one of {BWD_SM80_CFGS}", bwd_sm80_cfg)
     fwd_cfgs = (0,) + FWD_SM80_CFGS + (FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT, FWD_SM80_CFG_RAB_MAIN,
-                                       FWD_SM80_CFG_SPLIT_UNGROUPED, FWD_SM80_CFG_SPLIT_GROUP3)
+                                       FWD_SM80_CFG_SPLIT_UNGROUPED, FWD_SM80_CFG_SPLIT_PLACE)
     if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or fwd_sm80_cfg not in fwd_cfgs:
         _err("fwd_sm80_cfg", f"one of {fwd_cfgs}", fwd_sm80_cfg)
     if isinstance(fp8_fwd_diag, bool) or fp8_fwd_diag not in (0, 1, 2, 3):

@@ -41,8 +41,8 @@ def test_bits_match_the_plan_header():
     assert int(re.search(r"constexpr int kFwdSm80CfgRabMain = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_MAIN
     assert (int(re.search(r"constexpr int kFwdSm80CfgSplitUngrouped = (\d+);", split_h).group(1))
             == _ops.FWD_SM80_CFG_SPLIT_UNGROUPED)
-    assert (int(re.search(r"constexpr int kFwdSm80CfgSplitGroup3 = (\d+);", split_h).group(1))
-            == _ops.FWD_SM80_CFG_SPLIT_GROUP3)
+    assert (int(re.search(r"constexpr int kFwdSm80CfgSplitPlace = (\d+);", split_h).group(1))
+            == _ops.FWD_SM80_CFG_SPLIT_PLACE)
     # the FP8 forward's timing-only variants: two bits above the semantic flags
     assert int(re.search(r"kOptFp8FwdDiagShift = (\d+),", text).group(1)) == _ops.FP8_FWD_DIAG_SHIFT
     assert re.search(r"kOptFp8FwdDiagMask = int64_t\{3\} << kOptFp8FwdDiagShift,", text)
@@ -209,7 +209,7 @@ def test_kernel_options_pack_and_restore():
                                                | (8 << _ops.BWD_SM80_CFG_SHIFT))
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_MAIN):  # (8: bit 41 alone)
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
-    for cfg in (_ops.FWD_SM80_CFG_SPLIT_UNGROUPED, _ops.FWD_SM80_CFG_SPLIT_GROUP3):  # (11, 12: bits 29-31 and 41)
+    for cfg in (_ops.FWD_SM80_CFG_SPLIT_UNGROUPED, _ops.FWD_SM80_CFG_SPLIT_PLACE):  # (11, 12: bits 29-31 and 41)
         with _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg):
             assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | ((cfg & 7) << _ops.FWD_SM80_CFG_SHIFT)
                                                | _ops.FWD_SM80_CFG_HI_BIT)

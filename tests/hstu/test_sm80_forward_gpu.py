@@ -494,9 +494,9 @@ def test_sm80_forward_split_long_walk(kernel_opts):
 @pytest.mark.parametrize("mask", ["causal", "context_target_group", "local_context_target"])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_split_groups(D, mask, kernel_opts):
-    """The split's short work items run two (the default) or three (fwd_sm80_cfg=12) to a block
-    (hstu_fwd_split_group_kernel: each item's copies issued under the end of the one before, O staged in the next K /
-    V stage) on batches of many empty, 1-token and short sequences beside long ones, with contexts, targets in groups
+    """The split's short work items run two to a block (hstu_fwd_split_group_kernel: each item's copies issued under
+    the end of the one before, O staged in the next K / V stage; the default at the list's tail, fwd_sm80_cfg=12 the
+    pairs placed by their weight through the list kernel's table of blocks) on batches of many empty, 1-token and short sequences beside long ones, with contexts, targets in groups
     and windows, in the rule's 64-row tiles and the 128-row ones (fwd_sm80_bm64=3), with the rule's chunks and exact
     ones of 2 / 5 KV tiles: bit for bit the output of one item per block (fwd_sm80_cfg=11: main's split kernel, the
     same items and partial sums), agreeing with the unsplit kernel's and meeting the error rule against the fp32
@@ -514,7 +514,7 @@ def test_sm80_forward_split_groups(D, mask, kernel_opts):
         for bm64 in ((0, 3) if D != 256 else (0,)):
             for chunk in (None, 2, 5):
                 outs = {}
-                for cfg in (0, _ops.FWD_SM80_CFG_SPLIT_GROUP3, _ops.FWD_SM80_CFG_SPLIT_UNGROUPED):
+                for cfg in (0, _ops.FWD_SM80_CFG_SPLIT_PLACE, _ops.FWD_SM80_CFG_SPLIT_UNGROUPED):
                     kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=chunk, fwd_sm80_bm64=bm64)
                     kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
                     if chunk != 2:
@@ -529,7 +529,7 @@ def test_sm80_forward_split_groups(D, mask, kernel_opts):
                     assert ("group" in next(iter(names))) == grouped, (cfg, chunk, bm64, names)
                 key = (len(lk), bm64, chunk)
                 assert torch.equal(outs[0], outs[_ops.FWD_SM80_CFG_SPLIT_UNGROUPED]), key
-                assert torch.equal(outs[_ops.FWD_SM80_CFG_SPLIT_GROUP3], outs[_ops.FWD_SM80_CFG_SPLIT_UNGROUPED]), key
+                assert torch.equal(outs[_ops.FWD_SM80_CFG_SPLIT_PLACE], outs[_ops.FWD_SM80_CFG_SPLIT_UNGROUPED]), key
                 kg.assert_agree(("out",), (outs[0],), (want,), f"grouped split {key} vs unsplit")
             kernel_opts(sm90=False, fwd_sm80_bm64=bm64)
             kg.check_case(case, 0.5, backward=False)

@@ -3,8 +3,9 @@ zipf37): bf16 H4 causal, 3 contexts, kernel_options(sm90=False) on benchmarks/hs
 (Zipf(1.2) B32 max 4K, seed 0, 3,640 tokens) and its dense twin B2 S1820, per head dim, one process.
 
 Modes:
-  ratio  forward ms of `g2` (the branch's default: items of at most chunk / 2 KV tiles two to a block,
-         hstu_fwd_split_group_kernel), `g3` (fwd_sm80_cfg=12: at most chunk / 3, three to a block) and `main`
+  ratio  forward ms of `g2` (the branch's default: items of at most chunk / 2 KV tiles two to a block at the list's
+         tail, hstu_fwd_split_group_kernel), `place` (fwd_sm80_cfg=12; run 1's wheel: `g3`, three to a block; the
+         pairs placed in the list by their weight) and `main`
          (fwd_sm80_cfg=11: one item per block, main's split kernel), then Zipf / dense TFLOP/s per variant and each
          variant / main
   gaps   each variant's timeline per call in a CUDA graph of 10 calls (zipf35_bench.py's: validation V, list kernel
@@ -30,7 +31,7 @@ from zipf35_bench import gaps  # noqa: E402
 
 
 def variants(lens, D):
-    return {"g2": ours(lens, D, "0", 3), "g3": ours(lens, D, "12", 3), "main": ours(lens, D, "11", 3)}
+    return {"g2": ours(lens, D, "0", 3), "place": ours(lens, D, "12", 3), "main": ours(lens, D, "11", 3)}
 
 
 def bwd_call(lens, D, seed=5):
@@ -80,7 +81,7 @@ def main():
                 r = 100 * flops(zl, D) / res[zn][c] / (flops(dl, D) / res[dn][c])
                 print(f"(D{D}: Zipf / dense TFLOP/s, {c}: {r:.1f} %)")
             for name in res:
-                for c in ("g2", "g3"):
+                for c in ("g2", "place"):
                     print(f"(D{D} {name}: {c} / main {res[name][c] / res[name]['main']:.3f})")
             print(flush=True)
 
