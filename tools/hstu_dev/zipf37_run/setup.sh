@@ -7,7 +7,8 @@ source "$(dirname "${BASH_SOURCE[0]}")"/fwd28_setup.sh
 J=$C/jag/zipf37_bench.py
 digest_time() {
   echo "#### time (zipf37 = the branch's wheel; sm90=False; alpha D^-1/2; ctx3; g2 = the branch's default (the split's"
-  echo "#### short items two to a block), g3 = fwd_sm80_cfg=12 (three), main = fwd_sm80_cfg=11 (one item per block:"
+  echo "#### short items two to a block at the list's tail), place = fwd_sm80_cfg=12 (run 1: g3, three to a block; run 2 on:"
+  echo "#### the pairs placed by their weight), main = fwd_sm80_cfg=11 (one item per block:"
   echo "#### main's split kernel); bwd = the portable backward (main's), Zipf / dense)"
   grep -E "^##|^\| |^\(|rror|Traceback|capture|^rc " $OUT/time.log | cut -c1-250
 }
