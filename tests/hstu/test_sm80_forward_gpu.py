@@ -525,8 +525,9 @@ def test_sm80_forward_split_groups(D, mask, kernel_opts):
                         torch.cuda.synchronize()
                     names = {e.name for e in prof.events() if "hstu_fwd_split_" in e.name}
                     assert len(names) == 1, (cfg, chunk, bm64, names)
-                    grouped = cfg != _ops.FWD_SM80_CFG_SPLIT_UNGROUPED and not (D == 128 and bm64 == 3)
-                    assert ("group" in next(iter(names))) == grouped, (cfg, chunk, bm64, names)
+                    name = next(iter(names))  # (D = 128's 128-row tile, where the rule takes it: no room for O)
+                    grouped = cfg != _ops.FWD_SM80_CFG_SPLIT_UNGROUPED and "<__nv_bfloat16, 128, 128, 64," not in name
+                    assert ("group" in name) == grouped, (cfg, chunk, bm64, names)
                 key = (len(lk), bm64, chunk)
                 assert torch.equal(outs[0], outs[_ops.FWD_SM80_CFG_SPLIT_UNGROUPED]), key
                 assert torch.equal(outs[_ops.FWD_SM80_CFG_SPLIT_PLACE], outs[_ops.FWD_SM80_CFG_SPLIT_UNGROUPED]), key

@@ -14,7 +14,7 @@ Modes:
          pair: ms and Zipf / dense TFLOP/s (the forward's FLOPs x 2.5 both; the ratio does not depend on the factor)
 Timing as fwd17_jag.py (CUDA graphs of 10 calls, variants interleaved per round, median of --reps rounds).
 
-Usage: zipf37_bench.py LABEL MODE... [--dims 64 128 256] [--reps 5]"""
+Usage: zipf37_bench.py LABEL MODE... [--dims 64 128 256] [--reps 5] [--edge]"""
 import argparse
 import os
 import sys
@@ -55,9 +55,13 @@ def main():
     ap.add_argument("modes", nargs="+", choices=["ratio", "gaps", "bwd"])
     ap.add_argument("--dims", nargs="+", type=int, default=[64, 128, 256])
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--edge", action="store_true", help="ratio: also the seed-1 pair, B4 S4K, B2 S4K, B8 S1K")
     a = ap.parse_args()
     jag = zipf_lengths(32, 4096)
     dense = [sum(jag) // 2] * 2
+    jag1 = zipf_lengths(32, 4096, seed=1)
+    edge = [("zipf s1", jag1), (f"dense B2 S{sum(jag1) // 2}", [sum(jag1) // 2] * 2), ("B4 S4K", [4096] * 4),
+            ("B2 S4K", [4096] * 2), ("B8 S1K", [1024] * 8)] if a.edge else []
     print(f"## zipf37 {a.label}: {torch.cuda.get_device_name()}, bf16 H4 causal ctx3, CUDA graphs of 10 calls, "
           f"median of {a.reps} interleaved rounds", flush=True)
     for mode in a.modes:
@@ -75,6 +79,7 @@ def main():
             if mode == "gaps":
                 gaps(rows)
                 continue
+            rows += [(f"{n} D{D}", lens, D, variants(lens, D)) for n, lens in edge]
             res = table(a.label, f"forward ms D = {D}", rows, a.reps)
             (zn, zl, _, _), (dn, dl, _, _) = rows
             for c in res[zn]:
