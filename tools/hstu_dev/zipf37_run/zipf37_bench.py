@@ -12,6 +12,7 @@ Modes:
          L, split kernel S)
   bwd    the backward (hstu_attn::bwd_with_options, the same in both wheels: main's portable backward) on the same
          pair: ms and Zipf / dense TFLOP/s (the forward's FLOPs x 2.5 both; the ratio does not depend on the factor)
+  bprof  the backward's kernels per call on the same pair (torch.profiler)
 Timing as fwd17_jag.py (CUDA graphs of 10 calls, variants interleaved per round, median of --reps rounds).
 
 Usage: zipf37_bench.py LABEL MODE... [--dims 64 128 256] [--reps 5] [--edge]"""
@@ -49,10 +50,33 @@ def bwd_call(lens, D, seed=5):
                        False, opts)
 
 
+def bprof(jag, dense, dims, n=5):
+    """the backward's kernels per call (torch.profiler, us, mean over n eager calls after two warm-up calls) on the
+    Zipf batch and its dense twin: where the Zipf backward's time goes"""
+    print("\n### backward kernels per call (us)")
+    for D in dims:
+        for name, lens in (("zipf", jag), ("dense", dense)):
+            fn = bwd_call(lens, D)
+            for _ in range(2):
+                fn()
+            torch.cuda.synchronize()
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
+                for _ in range(n):
+                    fn()
+                torch.cuda.synchronize()
+            per = {}
+            for e in p.events():
+                if e.device_type == torch.autograd.DeviceType.CUDA:
+                    k = e.name.split("<")[0].split("(")[0].split(" ")[-1][:40]
+                    per[k] = per.get(k, 0.0) + (e.time_range.end - e.time_range.start) / n
+            txt = ", ".join(f"{k} {v:.1f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])[:5])
+            print(f"(bprof D{D} {name}: {txt})", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("label")
-    ap.add_argument("modes", nargs="+", choices=["ratio", "gaps", "bwd"])
+    ap.add_argument("modes", nargs="+", choices=["ratio", "gaps", "bwd", "bprof"])
     ap.add_argument("--dims", nargs="+", type=int, default=[64, 128, 256])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--edge", action="store_true", help="ratio: also the seed-1 pair, B4 S4K, B2 S4K, B8 S1K")
@@ -65,6 +89,9 @@ def main():
     print(f"## zipf37 {a.label}: {torch.cuda.get_device_name()}, bf16 H4 causal ctx3, CUDA graphs of 10 calls, "
           f"median of {a.reps} interleaved rounds", flush=True)
     for mode in a.modes:
+        if mode == "bprof":
+            bprof(jag, dense, [64, 128, 256])
+            continue
         if mode == "bwd":
             print("\n### backward ms (Zipf / dense TFLOP/s)")
             for D in a.dims:
@@ -81,7 +108,7 @@ def main():
                 continue
             rows += [(f"{n} D{D}", lens, D, variants(lens, D)) for n, lens in edge]
             res = table(a.label, f"forward ms D = {D}", rows, a.reps)
-            (zn, zl, _, _), (dn, dl, _, _) = rows
+            (zn, zl, _, _), (dn, dl, _, _) = rows[:2]
             for c in res[zn]:
                 r = 100 * flops(zl, D) / res[zn][c] / (flops(dl, D) / res[dn][c])
                 print(f"(D{D}: Zipf / dense TFLOP/s, {c}: {r:.1f} %)")
