@@ -737,7 +737,7 @@ def test_cuda_fp8_bwd_op_refuses_a_variant_not_built():
             lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
             *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]), None, None)
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
-    for bad in (3, 5, 33, 256, 512, -1, (1 << 21) + 1):
+    for bad in (3, 5, 33, 256, 1536, -1, (1 << 21) + 1):
         with pytest.raises(RuntimeError, match="diag: expected 0 or a built variant"):
             fb.fp8_bwd_cuda(dout, args, False, opts, diag=bad)
     for bits in VARIANTS.values():
@@ -792,6 +792,45 @@ def _variant_against_default(c, mode, variant):
     a, b = base[0].float(), var[0].float()
     assert not torch.isnan(b).any() and not torch.isnan(var[1]).any()
     assert torch.equal(var[1], base[1]) and torch.equal(var[2], base[2]), "dk / dv"
+    bad = (a - b).abs() > 2 ** -7 * a.abs() + dq_order_atol(a, lens)
+    assert not bad.any(), f"dq: {int(bad.sum())} elements differ beyond one bf16 rounding"
+
+
+@pytest.mark.sm90
+def test_cuda_fp8_bwd_kt_zero_past_used_keys():
+    """The default kernel's K^T (kFp8BwdKtSmem: each CTA transposes its K tile in shared memory) against main_kernel's
+    (the pre-pass's K^T copy) with seqused_q / seqused_k: k8's rows past seqused_k hold NaN bytes, which both must
+    keep out of every gradient (K^T's slots past the used keys are 0, and the key blocks' tiles reach into the next
+    sequence's rows): no NaN, dk / dv bit-equal, dq up to the order of its additions."""
+    if not fp8_bwd_kernel_built() or "main_kernel" not in VARIANTS:
+        pytest.skip("the Hopper FP8 backward kernel and its main_kernel variant are not in this build")
+    c = make_case(780, [1100, 0, 700, 77, 390, 129, 640, 257], 2, 128, "causal", device="cuda")
+    (q8, k8, v8), scales = quantized(c, "block")
+    rng = random.Random(780)
+    cu_q, cu_k = c["cu_seqlens_q"].tolist(), c["cu_seqlens_k"].tolist()
+    used_q = [n - rng.randint(0, n // 3) for n in (b - a for a, b in zip(cu_q, cu_q[1:]))]
+    used_k = [n - rng.randint(0, n // 3) for n in (b - a for a, b in zip(cu_k, cu_k[1:]))]
+    k8 = k8.clone()
+    for b, u in enumerate(used_k):
+        k8.view(torch.uint8)[cu_k[b] + u:cu_k[b + 1]] = 0x7F  # (e4m3 NaN)
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.bfloat16)
+    lens = lengths_args(c)
+    i32 = lambda x: torch.tensor(x, dtype=torch.int32, device="cuda")  # noqa: E731
+    args = (q8, k8, v8, *scales, 3, 0, lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"],
+            lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
+            *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]), i32(used_q), i32(used_k))
+    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
+    poison_allocator(32 * q8.numel())
+    base = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS["main_kernel"])
+    poison_allocator(32 * q8.numel())
+    var = fb.fp8_bwd_cuda(dout, args, False, opts)
+    torch.cuda.synchronize()
+    for name, g, h in zip(("dq", "dk", "dv"), var, base):
+        assert not torch.isnan(g).any() and not torch.isnan(h).any(), name
+    assert var[1].abs().sum() > 0 and var[0].abs().sum() > 0
+    assert torch.equal(var[1], base[1]) and torch.equal(var[2], base[2]), "dk / dv"
+    a, b = base[0].float(), var[0].float()
     bad = (a - b).abs() > 2 ** -7 * a.abs() + dq_order_atol(a, lens)
     assert not bad.any(), f"dq: {int(bad.sum())} elements differ beyond one bf16 rounding"
 
