@@ -470,6 +470,18 @@ __global__ void __launch_bounds__(384, 1)
   if (tid < 128) {
     // ---------------------------------------------------------------- producer warpgroup
     setmaxnreg_dec<C::kProducerRegs>();
+    // warps 1-3: K^T from sK once K is in (the pre-pass's bytes). The warp index made warp-uniform for ptxas: with
+    // tid >= 32 (divergent as far as ptxas knows) thread 0's tile loop below spilled in its 24 registers.
+    if (kKtSmem && __shfl_sync(0xffffffffu, tid / 32, 0) > 0) {
+      if (n_mt > 0) {
+        mbar_wait(bar, 0);
+        fp8_bwd_kt_from_k(sK, sKt, si.lk - n0, tid - 32);
+        fence_proxy_async_smem();  // (the stores seen by the dQ GEMMs' async-proxy reads)
+        __syncwarp();
+        if (tid % 32 == 0) mbar_arrive(bar_kt);
+      }
+      return;
+    }
     if (tid == 0 && n_mt > 0) {
       prefetch_tensormap(&tm_q);
       prefetch_tensormap(&tm_k);
@@ -522,15 +534,6 @@ __global__ void __launch_bounds__(384, 1)
         } else {
           mbar_arrive(bar_full_b(s));
         }
-      }
-    }
-    if constexpr (kKtSmem) {
-      if (tid >= 32 && n_mt > 0) {  // warps 1-3: K^T from sK once K is in (the pre-pass's bytes, bit for bit)
-        mbar_wait(bar, 0);
-        fp8_bwd_kt_from_k(sK, sKt, si.lk - n0, tid - 32);
-        fence_proxy_async_smem();  // (the stores seen by the dQ GEMMs' async-proxy reads)
-        __syncwarp();
-        if (tid % 32 == 0) mbar_arrive(bar_kt);
       }
     }
     return;
