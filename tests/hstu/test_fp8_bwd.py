@@ -762,7 +762,7 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel(variant, mode, mask):
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", sorted(VARIANTS) + ["do_smem"])
 def test_cuda_fp8_bwd_variant_matches_the_kernel_with_many_groups(variant):
     """As above with 128 key blocks (S = 16K): the grid has a group per (batch, head) pair, and its CTAs hundreds
     of tiles (the rings' stages and the kept registers over many iterations); every CTA runs once (poisoned
@@ -771,6 +771,18 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel_with_many_groups(variant):
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
     c = make_case(770, [16384, 300, 0, 1000, 77], 2, 128, "causal", device="cuda")
     _variant_against_default(c, "block", variant)
+
+
+@pytest.mark.sm90
+@pytest.mark.parametrize("mode", ["tensor", "block"])
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_cuda_fp8_bwd_lab_do_smem_matches_the_kernel(mode, mask):
+    """The lab kernel do_smem (the op's diag kFp8BwdDoSmem) against the default: dk / dv bit-equal, dq up to the order
+    of its additions; five masks, two modes, jagged with an empty sequence and delta-q."""
+    if not fp8_bwd_kernel_built():
+        pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
+    c = make_case(720 + len(mask) + len(mode), [1100, 0, 700, 77, 390, 129, 640, 257], 2, 128, mask, device="cuda")
+    _variant_against_default(c, mode, "do_smem")
 
 
 def _variant_against_default(c, mode, variant):
@@ -787,7 +799,10 @@ def _variant_against_default(c, mode, variant):
     poison_allocator(32 * q8.numel())
     base = fb.fp8_bwd_cuda(dout, args, False, opts)
     poison_allocator(32 * q8.numel())
-    var = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS[variant])
+    if variant in LAB_DIAGS:
+        var = fb.fp8_bwd_cuda(dout, args, False, opts, diag=LAB_DIAGS[variant])
+    else:
+        var = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS[variant])
     torch.cuda.synchronize()
     a, b = base[0].float(), var[0].float()
     assert not torch.isnan(b).any() and not torch.isnan(var[1]).any()
@@ -796,12 +811,19 @@ def _variant_against_default(c, mode, variant):
     assert not bad.any(), f"dq: {int(bad.sum())} elements differ beyond one bf16 rounding"
 
 
+# The lab kernels of the op's diag in the product build (hstu_bwd_fp8_sm90.h Fp8BwdDiagBuilt): kFp8BwdDoSmem (each
+# tile's dO rows transposed from its dO^T in shared memory; the pre-pass writes no do8)
+LAB_DIAGS = {"do_smem": -(1 << 31)}
+
+
 @pytest.mark.sm90
-def test_cuda_fp8_bwd_kt_zero_past_used_keys():
+@pytest.mark.parametrize("variant", ["main_kernel", "do_smem"])
+def test_cuda_fp8_bwd_kt_zero_past_used_keys(variant):
     """The default kernel's K^T (kFp8BwdKtSmem: each CTA transposes its K tile in shared memory) against main_kernel's
-    (the pre-pass's K^T copy) with seqused_q / seqused_k: k8's rows past seqused_k hold NaN bytes, which both must
-    keep out of every gradient (K^T's slots past the used keys are 0, and the key blocks' tiles reach into the next
-    sequence's rows): no NaN, dk / dv bit-equal, dq up to the order of its additions."""
+    (the pre-pass's K^T copy), and the lab kernel do_smem (dO rows from dO^T in shared memory) against the default,
+    with seqused_q / seqused_k: k8's rows past seqused_k hold NaN bytes, which both must keep out of every gradient
+    (K^T's slots past the used keys are 0, and the key blocks' tiles reach into the next sequence's rows): no NaN,
+    dk / dv bit-equal, dq up to the order of its additions."""
     if not fp8_bwd_kernel_built() or "main_kernel" not in VARIANTS:
         pytest.skip("the Hopper FP8 backward kernel and its main_kernel variant are not in this build")
     c = make_case(780, [1100, 0, 700, 77, 390, 129, 640, 257], 2, 128, "causal", device="cuda")
@@ -822,9 +844,14 @@ def test_cuda_fp8_bwd_kt_zero_past_used_keys():
             *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]), i32(used_q), i32(used_k))
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
     poison_allocator(32 * q8.numel())
-    base = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS["main_kernel"])
-    poison_allocator(32 * q8.numel())
-    var = fb.fp8_bwd_cuda(dout, args, False, opts)
+    if variant == "main_kernel":
+        base = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS["main_kernel"])
+        poison_allocator(32 * q8.numel())
+        var = fb.fp8_bwd_cuda(dout, args, False, opts)
+    else:
+        base = fb.fp8_bwd_cuda(dout, args, False, opts)
+        poison_allocator(32 * q8.numel())
+        var = fb.fp8_bwd_cuda(dout, args, False, opts, diag=LAB_DIAGS[variant])
     torch.cuda.synchronize()
     for name, g, h in zip(("dq", "dk", "dv"), var, base):
         assert not torch.isnan(g).any() and not torch.isnan(h).any(), name

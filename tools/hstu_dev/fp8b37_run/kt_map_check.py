@@ -41,3 +41,42 @@ for used in (128, 77, 0, 1, 200, -3):
             exp = K[key][d] if key < used else 0
             assert smKt[d*128 + (((s//16) ^ (d % 8)) * 16) + s % 16] == exp, (d, s)
 print("kt_map_check ok")
+
+
+# kFp8BwdDoSmem: fp8_bwd_do_from_dot, a tile's dO rows (64 x 128, 128-byte swizzle) from its dO^T (128 d rows x 64
+# query slots, 64-byte swizzle; slot s of a 32-group holds query hstu_fp8_key_perm(s))
+def key_perm(s):
+    hi, t, i = s & 16, (s & 15) >> 2, s & 3
+    return hi + 2 * t + (i & 1) + 8 * (i >> 1)
+
+
+DO = [[random.randrange(256) for d in range(128)] for q in range(64)]  # DO[q][d]
+smDot = bytearray(8192)
+for d in range(128):
+    for s in range(64):
+        q = (s & ~31) + key_perm(s & 31)
+        smDot[d * 64 + (((s // 16) ^ ((d >> 1) & 3)) * 16) + s % 16] = DO[q][d]
+smDo = bytearray([0xAB]) * 8192
+written = [0] * 8192
+for t in range(96):
+    lane = t % 32
+    for wu in range(t // 32, 16, 3):
+        dq = 4 * (wu % 8) + (lane & 3); s0 = 4 * (8 * (wu // 8) + (lane >> 2))
+        w = []
+        for i in range(4):
+            d = 4 * dq + i
+            a = d * 64 + (((s0 >> 4) ^ ((d >> 1) & 3)) << 4) + (s0 & 15)
+            w.append(int.from_bytes(smDot[a:a + 4], 'little'))
+        t0 = bp(w[0], w[1], 0x5140); t1 = bp(w[0], w[1], 0x7362)
+        t2 = bp(w[2], w[3], 0x5140); t3 = bp(w[2], w[3], 0x7362)
+        o = [bp(t0, t2, 0x5410), bp(t0, t2, 0x7632), bp(t1, t3, 0x5410), bp(t1, t3, 0x7632)]
+        for j in range(4):
+            r = ((s0 + j) & ~31) + key_perm((s0 + j) & 31)
+            a = r * 128 + (((dq >> 2) ^ (r & 7)) << 4) + 4 * (dq & 3)
+            smDo[a:a + 4] = o[j].to_bytes(4, 'little')
+            for x in range(4): written[a + x] += 1
+assert all(x == 1 for x in written)
+for q in range(64):
+    for d in range(128):
+        assert smDo[q * 128 + (((d // 16) ^ (q % 8)) * 16) + d % 16] == DO[q][d], (q, d)
+print("do_map_check ok")
