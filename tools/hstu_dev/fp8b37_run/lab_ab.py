@@ -2,8 +2,9 @@
 (fp8p32's path_gaps.py `inputs`: B16 causal H4 D128, block descale): "default", "main_kernel" (option bit 59) and the
 lab kernels of the op's diag ("do_smem": kFp8BwdDoSmem). Two measures, as benchmarks/hstu_fp8_bwd.py's: (1) the
 paths in a fresh random order each rep, L2 flushed before each timed call (CUDA events), medians; (2) back to back:
---short calls after 5 warm-up ones, mean ms (FA3's method). Ratios against main_kernel. Usage (GPU, sm_90):
-python lab_ab.py [--s 16384] [--reps 20] [--short 15] [--names default,main_kernel,do_smem]
+--rounds rounds, the names in a fresh random order each, --short calls after 5 warm-up ones, mean ms (FA3's
+method). Ratios against main_kernel. Usage (GPU, sm_90):
+python lab_ab.py [--s 16384] [--reps 20] [--short 15] [--rounds 3] [--names default,main_kernel,do_smem]
 """
 
 import argparse
@@ -27,6 +28,7 @@ def main():
     ap.add_argument("--b", type=int, default=16)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--short", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--names", default="default,main_kernel,do_smem")
     a = ap.parse_args()
     dev = torch.device("cuda")
@@ -59,19 +61,22 @@ def main():
     ref = med.get("main_kernel", next(iter(med.values())))
     print(f"interleaved B{a.b} S{a.s // 1024}K (median of {a.reps}, ms): " + "; ".join(
         f"{n} {m:.3f} ({flops / m / 1e9:.1f} TFLOP/s, {m / ref:.4f})" for n, m in med.items()), flush=True)
-    short = {}
-    for n in rng.sample(names, len(names)):
-        for _ in range(5):
-            fns[n]()
-        ev[0].record()
-        for _ in range(a.short):
-            fns[n]()
-        ev[1].record()
-        ev[1].synchronize()
-        short[n] = ev[0].elapsed_time(ev[1]) / a.short
-    ref = short.get("main_kernel", next(iter(short.values())))
-    print(f"short B{a.b} S{a.s // 1024}K ({a.short} back to back, mean ms): " + "; ".join(
-        f"{n} {m:.3f} ({flops / m / 1e9:.1f}, {m / ref:.4f})" for n, m in short.items()), flush=True)
+    short = {n: [] for n in fns}
+    for _ in range(a.rounds):  # (rounds in fresh random orders: the clock drifts within a process)
+        for n in rng.sample(names, len(names)):
+            for _ in range(5):
+                fns[n]()
+            ev[0].record()
+            for _ in range(a.short):
+                fns[n]()
+            ev[1].record()
+            ev[1].synchronize()
+            short[n].append(ev[0].elapsed_time(ev[1]) / a.short)
+    mean = {n: statistics.mean(t) for n, t in short.items()}
+    ref = mean.get("main_kernel", next(iter(mean.values())))
+    print(f"short B{a.b} S{a.s // 1024}K ({a.rounds} rounds of {a.short} back to back, mean ms; rounds): " + "; ".join(
+        f"{n} {m:.3f} ({flops / m / 1e9:.1f}, {m / ref:.4f}; {' '.join(f'{t:.3f}' for t in short[n])})"
+        for n, m in mean.items()), flush=True)
     return 0
 
 

@@ -13,9 +13,9 @@ run_tests 17 "kt_zero or lab_do_smem or many_groups or (variant_matches_the_kern
 (cd $C/tree && PYTHONPATH=$S timeout $(( 40 - SECONDS )) python3 -P benchmarks/hstu_fp8_bwd.py --quick --reps 15 \
     --no-dequant --variants main_kernel,default --short 12 > $OUT/bench.log 2>&1)
 echo "bench rc $? ($SECONDS s)"
-PYTHONPATH=$S timeout $(( 46 - SECONDS )) python3 -P $C/lab_ab.py --reps 30 --short 20 > $OUT/lab_ab.log 2>&1
+PYTHONPATH=$S timeout $(( 46 - SECONDS )) python3 -P $C/lab_ab.py --reps 30 --short 10 --rounds 3 > $OUT/lab_ab.log 2>&1
 echo "lab_ab S16K rc $? ($SECONDS s)"
-PYTHONPATH=$S timeout $(( 50 - SECONDS )) python3 -P $C/lab_ab.py --s 4096 --reps 40 --short 40 >> $OUT/lab_ab.log 2>&1
+PYTHONPATH=$S timeout $(( 50 - SECONDS )) python3 -P $C/lab_ab.py --s 4096 --reps 40 --short 30 --rounds 3 >> $OUT/lab_ab.log 2>&1
 echo "lab_ab S4K rc $? ($SECONDS s)"
 PYTHONPATH=$S timeout $(( 54 - SECONDS )) python3 -P $C/path_ab.py op main_kernel > $OUT/path_ab.log 2>&1
 echo "path_ab rc $? ($SECONDS s)"
