@@ -21,7 +21,7 @@ PYTHONPATH=$S timeout $(( 54 - SECONDS )) python3 -P $C/path_ab.py op main_kerne
 echo "path_ab rc $? ($SECONDS s)"
 echo "#### digest: $GPU"
 digest_tests
-grep "^interleaved\|^short" $OUT/lab_ab.log | cut -c1-400
+grep "^interleaved\|^short" $OUT/lab_ab.log | cut -c1-700
 grep "^| B\|^short\|rror" $OUT/bench.log | cut -c1-500
 cut -c1-400 $OUT/path_ab.log | grep -v Warn | tail -2
 echo "fp8b37 run 3 done at $SECONDS s"
