@@ -11,7 +11,7 @@ W=${WHL:-$(ls $R/bazel-bin/hstu_attn-*.whl)}
 rm -rf $D/whl $D/tree
 mkdir -p $D/whl $D/tree/tests/hstu $D/tree/benchmarks
 rm -f $D/run*.sh
-cp $H/run*.sh $H/setup.sh $H/path_ab.py $H/lab_ab.py $R/tools/hstu_dev/carry_setup.sh $R/tools/hstu_dev/fp8p32_run/path_gaps.py $D/
+cp $H/run*.sh $H/setup.sh $H/path_ab.py $H/lab_ab.py $H/ncu_call.py $R/tools/hstu_dev/carry_setup.sh $R/tools/hstu_dev/fp8p32_run/path_gaps.py $D/
 cp $W $D/whl/
 cp $R/tests/conftest.py $D/tree/tests/
 cp $R/tests/hstu/{test_fp8_bwd.py,fp8_checks.py,fp8_bwd_sync_model.py} $D/tree/tests/hstu/
