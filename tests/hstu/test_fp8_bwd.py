@@ -762,7 +762,7 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel(variant, mode, mask):
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("variant", sorted(VARIANTS) + ["do_smem"])
+@pytest.mark.parametrize("variant", sorted(VARIANTS) + ["kt_wait_late"])
 def test_cuda_fp8_bwd_variant_matches_the_kernel_with_many_groups(variant):
     """As above with 128 key blocks (S = 16K): the grid has a group per (batch, head) pair, and its CTAs hundreds
     of tiles (the rings' stages and the kept registers over many iterations); every CTA runs once (poisoned
@@ -776,13 +776,13 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel_with_many_groups(variant):
 @pytest.mark.sm90
 @pytest.mark.parametrize("mode", ["tensor", "block"])
 @pytest.mark.parametrize("mask", sorted(MASKS))
-def test_cuda_fp8_bwd_lab_do_smem_matches_the_kernel(mode, mask):
-    """The lab kernel do_smem (the op's diag kFp8BwdDoSmem) against the default: dk / dv bit-equal, dq up to the order
-    of its additions; five masks, two modes, jagged with an empty sequence and delta-q."""
+def test_cuda_fp8_bwd_lab_kt_wait_late_matches_the_kernel(mode, mask):
+    """The lab kernel kt_wait_late (the op's diag kFp8BwdKtWaitLate) against the default: dk / dv bit-equal, dq up to
+    the order of its additions; five masks, two modes, jagged with an empty sequence and delta-q."""
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
     c = make_case(720 + len(mask) + len(mode), [1100, 0, 700, 77, 390, 129, 640, 257], 2, 128, mask, device="cuda")
-    _variant_against_default(c, mode, "do_smem")
+    _variant_against_default(c, mode, "kt_wait_late")
 
 
 def _variant_against_default(c, mode, variant):
@@ -811,17 +811,17 @@ def _variant_against_default(c, mode, variant):
     assert not bad.any(), f"dq: {int(bad.sum())} elements differ beyond one bf16 rounding"
 
 
-# The lab kernels of the op's diag in the product build (hstu_bwd_fp8_sm90.h Fp8BwdDiagBuilt): kFp8BwdDoSmem (each
-# tile's dO rows transposed from its dO^T in shared memory; the pre-pass writes no do8)
-LAB_DIAGS = {"do_smem": -(1 << 31)}
+# The lab kernels of the op's diag in the product build (hstu_bwd_fp8_sm90.h Fp8BwdDiagBuilt): kFp8BwdKtWaitLate (the
+# consumers' wait for the transposed K^T in the dQ issue of tile 0 instead of with K's)
+LAB_DIAGS = {"kt_wait_late": -(1 << 31)}
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("variant", ["main_kernel", "do_smem"])
+@pytest.mark.parametrize("variant", ["main_kernel", "kt_wait_late"])
 def test_cuda_fp8_bwd_kt_zero_past_used_keys(variant):
     """The default kernel's K^T (kFp8BwdKtSmem: each CTA transposes its K tile in shared memory) against main_kernel's
-    (the pre-pass's K^T copy), and the lab kernel do_smem (dO rows from dO^T in shared memory) against the default,
-    with seqused_q / seqused_k: k8's rows past seqused_k hold NaN bytes, which both must keep out of every gradient
+    (the pre-pass's K^T copy), and the lab kernel kt_wait_late against the default, with seqused_q <= seqused_k
+    (delta-q): k8's rows past seqused_k hold NaN bytes, which both must keep out of every gradient
     (K^T's slots past the used keys are 0, and the key blocks' tiles reach into the next sequence's rows): no NaN,
     dk / dv bit-equal, dq up to the order of its additions."""
     if not fp8_bwd_kernel_built() or "main_kernel" not in VARIANTS:
@@ -830,8 +830,8 @@ def test_cuda_fp8_bwd_kt_zero_past_used_keys(variant):
     (q8, k8, v8), scales = quantized(c, "block")
     rng = random.Random(780)
     cu_q, cu_k = c["cu_seqlens_q"].tolist(), c["cu_seqlens_k"].tolist()
-    used_q = [n - rng.randint(0, n // 3) for n in (b - a for a, b in zip(cu_q, cu_q[1:]))]
     used_k = [n - rng.randint(0, n // 3) for n in (b - a for a, b in zip(cu_k, cu_k[1:]))]
+    used_q = [min(n - rng.randint(0, n // 3), u) for n, u in zip((b - a for a, b in zip(cu_q, cu_q[1:])), used_k)]
     k8 = k8.clone()
     for b, u in enumerate(used_k):
         k8.view(torch.uint8)[cu_k[b] + u:cu_k[b + 1]] = 0x7F  # (e4m3 NaN)
@@ -853,6 +853,7 @@ def test_cuda_fp8_bwd_kt_zero_past_used_keys(variant):
         poison_allocator(32 * q8.numel())
         var = fb.fp8_bwd_cuda(dout, args, False, opts, diag=LAB_DIAGS[variant])
     torch.cuda.synchronize()
+    hstu_attn.check_errors()  # (valid vectors: no device error)
     for name, g, h in zip(("dq", "dk", "dv"), var, base):
         assert not torch.isnan(g).any() and not torch.isnan(h).any(), name
     assert var[1].abs().sum() > 0 and var[0].abs().sum() > 0

@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   const int D = p.head_dim, vecs = D / 8;
   const int64_t col = flat ? bx / p.heads : bx;
   const T* dout = static_cast<const T*>(p.dout) + static_cast<int64_t>(h) * p.do_head_stride;
-  uint8_t* do8 = p.do8 != nullptr ? p.do8 + static_cast<int64_t>(h) * D : nullptr;  // (nullptr: no do8 rows)
+  uint8_t* do8 = p.do8 + static_cast<int64_t>(h) * D;
   const int64_t out_row = static_cast<int64_t>(p.heads) * D;
   const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
   uint8_t* dot = p.dot + static_cast<int64_t>(h) * D * p.q_cols;  // this head's dO^T (D rows of q_cols bytes)
@@ -85,8 +85,7 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
     for (int64_t i = threadIdx.x; i < D * (c0 / 16); i += kThreads) {
       *reinterpret_cast<uint4*>(dot + (i / (c0 / 16)) * p.q_cols + 16 * (i % (c0 / 16))) = make_uint4(0, 0, 0, 0);
     }
-    for (int64_t r = clamped_offset(cu, p.batch, tq) + threadIdx.x / vecs; do8 != nullptr && r < tq;
-         r += kThreads / vecs) {
+    for (int64_t r = clamped_offset(cu, p.batch, tq) + threadIdx.x / vecs; r < tq; r += kThreads / vecs) {
       if (threadIdx.x < (kThreads / vecs) * vecs) {
         *reinterpret_cast<uint2*>(do8 + r * out_row + (threadIdx.x % vecs) * 8) = make_uint2(0, 0);
       }
@@ -166,7 +165,7 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
       for (int e = 0; e < 8; ++e) w[e / 4] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(to_float(x[e]), descale)))
                                               << (8 * (e % 4));
     }
-    if (r < n && do8 != nullptr) *reinterpret_cast<uint2*>(do8 + (r0 + r) * out_row + c) = make_uint2(w[0], w[1]);
+    if (r < n) *reinterpret_cast<uint2*>(do8 + (r0 + r) * out_row + c) = make_uint2(w[0], w[1]);
     const int slot = (r & ~31) + quant_slot_of_row(r & 31);  // (rows past n: zeros, for their columns)
     *reinterpret_cast<uint2*>(qtile + slot * tile_row + (((c >> 4) ^ ((slot >> 4) & swz)) << 4) + (c & 15)) =
         make_uint2(w[0], w[1]);

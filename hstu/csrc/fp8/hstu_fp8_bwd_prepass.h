@@ -35,7 +35,7 @@ struct HstuFp8BwdPrepassParams {
   int64_t q_row_stride, q_head_stride;
   const uint8_t* k8;  // (total_k, H, D) e4m3
   int64_t k_row_stride, k_head_stride;
-  uint8_t* do8;        // (total_q, H, D) e4m3, contiguous; nullptr: none (dO^T only)
+  uint8_t* do8;        // (total_q, H, D) e4m3, contiguous
   float* do_descale;   // (H, do_cols)
   int64_t do_cols;     // total_q / 128 + batch
   uint8_t* qt;         // (H, D, q_cols)

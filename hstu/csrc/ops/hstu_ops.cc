@@ -596,8 +596,6 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   const bool dq_bf16 = dq_tiled && ((variant ^ kFp8BwdDefault) & kFp8BwdDqBf16) != 0;  // (its workspace in bf16)
   // kFp8BwdKtSmem: the kernel transposes K itself (the pre-pass writes no K^T; no region for it)
   const bool kt_smem = ((variant ^ kFp8BwdDefault) & kFp8BwdKtSmem) != 0;
-  // kFp8BwdDoSmem (lab): the kernel transposes each tile's dO^T into dO rows (the pre-pass writes no do8)
-  const bool do_smem = ((variant ^ kFp8BwdDefault) & kFp8BwdDoSmem) != 0;
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   ACCEL_CHECK(q.dim() == 3 && q.size(2) == 128, "q: expected head dim 128 for the FP8 backward kernel, got ",
               accel::shape_str(q));
@@ -617,14 +615,14 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     return at;
   };
   const int64_t dq_floats = dq_tiled ? hstu_fp8_bwd_dq_tiled_floats(pre.total_q, B, H) : pre.total_q * H * D;
-  const int64_t o_dq = region(4 * dq_floats), o_do8 = do_smem ? 0 : region(pre.total_q * H * D);
+  const int64_t o_dq = region(4 * dq_floats), o_do8 = region(pre.total_q * H * D);
   const int64_t o_dos = region(4 * H * pre.do_cols), o_qt = region(H * D * pre.q_cols);
   const int64_t o_dot = region(H * D * pre.q_cols), o_kt = kt_smem ? 0 : region(H * D * pre.k_cols);
   int64_t o_sc[3];
   for (int i = 0; i < 3; ++i) o_sc[i] = region(4 * chk.n[i]);
   Tensor ws = torch::stable::new_empty(q, {bytes}, ScalarType::Byte);
   uint8_t* w = static_cast<uint8_t*>(ws.data_ptr());
-  pre.do8 = do_smem ? nullptr : w + o_do8;
+  pre.do8 = w + o_do8;
   pre.do_descale = reinterpret_cast<float*>(w + o_dos);
   pre.qt = w + o_qt;
   pre.dot = w + o_dot;

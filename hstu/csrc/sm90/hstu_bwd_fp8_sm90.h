@@ -15,7 +15,7 @@
 namespace hstu {
 
 struct HstuFp8BwdParams {
-  const void* do8;          // (total_q, H, D) e4m3, contiguous (the pre-pass's); nullptr with kFp8BwdDoSmem
+  const void* do8;          // (total_q, H, D) e4m3, contiguous (the pre-pass's)
   const float* do_descale;  // (H, total_q / 128 + B): one factor per head and 128-row block of a sequence
   const void* qt;           // (H, D, q_cols) e4m3: Q^T, hstu_fp8_key_perm-permuted per 32 queries
   const void* dot;          // (H, D, q_cols): dO^T, likewise
@@ -151,11 +151,11 @@ constexpr int kFp8BwdDs8Early = 2097152;
 // pre-pass wrote them), instead of the pre-pass's K^T copy (H, D, k_cols) loaded by TMA: the pre-pass's transposes
 // then write Q^T only (-268 MB of its traffic at B16 S16K H4) and the kernel loads 16 KB less per CTA.
 constexpr int kFp8BwdKtSmem = 512;
-// Lab (bit-equal gradients; the op's diag only, not in the default): each tile's dO rows (dP^T's B operand)
-// transposed in shared memory from its dO^T (ring A, already loaded for dV) by the producer's warps 1-3 instead of
-// a TMA load of the pre-pass's do8 rows; the pre-pass then writes no do8 (-134 MB at B16 S16K H4) and each CTA tile
-// loads 8 KB less from L2 (8.6 GB per call). The last free bit of the int: the sign bit.
-constexpr int kFp8BwdDoSmem = INT_MIN;
+// Lab (bit-equal gradients; the op's diag only): with kFp8BwdKtSmem, the consumers' wait for K^T in the dQ issue of
+// tile 0 (a branch in the late part) instead of with K's at the top of iteration 0. The last free bit of the int, the
+// sign bit (session 34's do_smem lab, each tile's dO rows transposed from its dO^T by warps 1-3, held it: the path
+// 1.10-1.16x slower, removed; branch fp8b37, tag fp8b37-do-smem).
+constexpr int kFp8BwdKtWaitLate = INT_MIN;
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
                                kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep | kFp8BwdFullNext |
                                kFp8BwdWgUniform | kFp8BwdRedNext | kFp8BwdRedNextWide | kFp8BwdFactorsEarly |
@@ -202,9 +202,9 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
                                               kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0,
                                               kFp8BwdLean, kFp8BwdAmaxTree, kFp8BwdDs8Early, kFp8BwdKtSmem,
-                                              kFp8BwdDoSmem>;
+                                              kFp8BwdKtWaitLate>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdKtSmem, kFp8BwdDoSmem>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdKtSmem, kFp8BwdKtWaitLate>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

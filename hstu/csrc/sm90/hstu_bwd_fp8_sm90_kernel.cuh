@@ -114,8 +114,7 @@ struct Fp8BwdTraits {
   // SeqInfo (64 B), tile map
   // (16 B), kFp8BwdKtSmem's K^T barrier (at 208) and the stages' q / dO factors (at 224, kFp8BwdPrefetch), slack to
   // align the base to 1024 bytes
-  // kFp8BwdDoSmem: the stages' dO-ready barriers at 256 + 8 s
-  static constexpr int kSmem = kBarOffset + ((kVariant & kFp8BwdDoSmem) != 0 ? 288 : 256) + 1024;
+  static constexpr int kSmem = kBarOffset + 256 + 1024;
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
@@ -345,34 +344,6 @@ __device__ __forceinline__ void fp8_bwd_kt_from_k(uint32_t sK, uint32_t sKt, int
   }
 }
 
-// kFp8BwdDoSmem: a tile's dO rows (64 query rows of D = 128 bytes, 128-byte swizzle: the do8 box's layout) from its
-// dO^T in ring A (D rows of the tile's 64 query slots, 64-byte swizzle; slot s of a 32-slot group holds query
-// hstu_fp8_key_perm(s)), by the 96 threads t of warps 1-3: unit (4 d, 4 slots) as above, 512 units, a warp's 32 units
-// 4 d-quads x 8 slot-quads (2-way bank conflicts). Query slots past the sequence hold 0 in dO^T, so their dO rows are
-// 0 (main's do8 rows there: the next sequence's; dP^T's columns there are masked by select either way).
-__device__ __forceinline__ void fp8_bwd_do_from_dot(uint32_t sDot, uint32_t sDo, int t) {
-  const int lane = t % 32;
-#pragma unroll 1
-  for (int wu = t / 32; wu < 16; wu += 3) {  // warp unit: d-quads 4 (wu % 8) + 0..3, slot-quads 8 (wu / 8) + 0..7
-    const int dq = 4 * (wu % 8) + (lane & 3), s0 = 4 * (8 * (wu / 8) + (lane >> 2));
-    uint32_t w[4];  // w[i]: slots s0 .. s0 + 3 of d row 4 dq + i
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int d = 4 * dq + i;
-      w[i] = ld_shared_u32(sDot + d * 64 + (((s0 >> 4) ^ ((d >> 1) & 3)) << 4) + (s0 & 15));
-    }
-    const uint32_t t0 = __byte_perm(w[0], w[1], 0x5140), t1 = __byte_perm(w[0], w[1], 0x7362);
-    const uint32_t t2 = __byte_perm(w[2], w[3], 0x5140), t3 = __byte_perm(w[2], w[3], 0x7362);
-    const uint32_t o[4] = {__byte_perm(t0, t2, 0x5410), __byte_perm(t0, t2, 0x7632), __byte_perm(t1, t3, 0x5410),
-                           __byte_perm(t1, t3, 0x7632)};  // o[j]: slot s0 + j's bytes d = 4 dq .. 4 dq + 3
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int r = ((s0 + j) & ~31) + hstu_fp8_key_perm((s0 + j) & 31);
-      st_shared_u32(sDo + r * 128 + (((dq >> 2) ^ (r & 7)) << 4) + 4 * (dq & 3), o[j]);
-    }
-  }
-}
-
 // kDiag: the variant bits of hstu_bwd_fp8_sm90.h: the features (kFp8BwdDefault's are the default) and the
 // timing-only kFp8BwdDiag* bits (wrong gradients; tools/hstu_dev/fp8_bwd_split.py): no dQ reduce-adds / no tanh
 // (P = S / 2, SiLU' = 1) / no amax exchange / no pointwise math at all / no parking / no proxy fences.
@@ -460,10 +431,9 @@ __global__ void __launch_bounds__(384, 1)
   // barrier bar_kt (3 arrivals: one per warp, after its fence.proxy.async) that the first dQ GEMM waits for
   constexpr bool kKtSmem = (kDiag & kFp8BwdKtSmem) != 0;
   const uint32_t bar_kt = bar + 208u;
-  // kFp8BwdDoSmem: the stage's dO rows transposed from its dO^T by warps 1-3 (no dO load), published by bar_do(s)
-  // (3 arrivals a phase), which the consumers wait for before the tile's dP^T GEMM
-  constexpr bool kDoSmem = (kDiag & kFp8BwdDoSmem) != 0;
-  auto bar_do = [&](int s) { return bar + 256u + 8u * s; };
+  // kFp8BwdKtWaitLate (lab, with kFp8BwdKtSmem): that wait in the dQ issue of tile 0 instead of with K's at the top
+  // of iteration 0 (run 3's form: a branch in the late part)
+  constexpr bool kKtWaitLate = kKtSmem && (kDiag & kFp8BwdKtWaitLate) != 0;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -476,10 +446,6 @@ __global__ void __launch_bounds__(384, 1)
       mbar_init(bar_empty_b(s), 8);
     }
     if constexpr (kKtSmem) mbar_init(bar_kt, 3);
-    if constexpr (kDoSmem) {
-#pragma unroll
-      for (int s = 0; s < S; ++s) mbar_init(bar_do(s), 3);
-    }
     fence_barrier_init();
     *reinterpret_cast<SeqInfo*>(smem_raw + (bar + 128u - smem_addr(smem_raw))) = si;
     int* tmap = reinterpret_cast<int*>(smem_raw + (bar + 192u - smem_addr(smem_raw)));
@@ -509,26 +475,13 @@ __global__ void __launch_bounds__(384, 1)
     setmaxnreg_dec<C::kProducerRegs>();
     // warps 1-3: K^T from sK once K is in (the pre-pass's bytes). The warp index made warp-uniform for ptxas: with
     // tid >= 32 (divergent as far as ptxas knows) thread 0's tile loop below spilled in its 24 registers.
-    if ((kKtSmem || kDoSmem) && __shfl_sync(0xffffffffu, tid / 32, 0) > 0) {
-      auto kt = [&] {
+    if (kKtSmem && __shfl_sync(0xffffffffu, tid / 32, 0) > 0) {
+      if (n_mt > 0) {
         mbar_wait(bar, 0);
         fp8_bwd_kt_from_k(sK, sKt, si.lk - n0, tid - 32);
         fence_proxy_async_smem();  // (the stores seen by the dQ GEMMs' async-proxy reads)
         __syncwarp();
         if (tid % 32 == 0) mbar_arrive(bar_kt);
-      };
-      if constexpr (kDoSmem) {  // each tile's dO rows (K^T after tile 0's: dQ needs it two tiles later)
-        for (int i = 0; i < n_mt; ++i) {
-          const int s = i % S;
-          mbar_wait(bar_full_a(s), (i / S) & 1);
-          fp8_bwd_do_from_dot(stage_a(s) + 2 * C::kQBytes, stage_a(s) + C::kQBytes, tid - 32);
-          fence_proxy_async_smem();  // (dP^T's async-proxy reads)
-          __syncwarp();
-          if (tid % 32 == 0) mbar_arrive(bar_do(s));
-          if (kKtSmem && i == 0) kt();
-        }
-      } else if (n_mt > 0) {
-        kt();
       }
       return;
     }
@@ -570,9 +523,9 @@ __global__ void __launch_bounds__(384, 1)
         // arrive completes the full barriers): the time and energy of the L2 -> shared-memory tile traffic
         const bool load = (kDiag & kFp8BwdDiagNoReload) == 0 || i < S;
         if (load) {
-          mbar_arrive_expect_tx(bar_full_a(s), C::kAStageBytes - (kDoSmem ? C::kQBytes : 0));
+          mbar_arrive_expect_tx(bar_full_a(s), C::kAStageBytes);
           tma_load_3d(sa, &tm_q, bar_full_a(s), 0, h, si.q_start + m0);
-          if constexpr (!kDoSmem) tma_load_3d(sa + C::kQBytes, &tm_do, bar_full_a(s), 0, h, si.q_start + m0);
+          tma_load_3d(sa + C::kQBytes, &tm_do, bar_full_a(s), 0, h, si.q_start + m0);
           tma_load_3d(sa + 2 * C::kQBytes, &tm_dot, bar_full_a(s), qt_col0 + m0, 0, h);
         } else {
           mbar_arrive(bar_full_a(s));
@@ -655,7 +608,7 @@ __global__ void __launch_bounds__(384, 1)
   // iterations 0 and 1, never staged): buffers 1 and 2, tile -2 on a seeded barrier (below).
   auto dq_issue = [&](float(&acc)[32], int t) {
     named_barrier_sync(bar_ds8(wg ^ 1, t), 256);
-    if constexpr (kKtSmem) {  // (tiles -2 and -1 read sKt unwritten: their products are never staged)
+    if constexpr (kKtWaitLate) {  // (tiles -2 and -1 read sKt unwritten: their products are never staged)
       if (t == 0) mbar_wait(bar_kt, 0);
     }
     wgmma_fence();
@@ -966,7 +919,12 @@ __global__ void __launch_bounds__(384, 1)
     float acc_dp[32];   // dS'^T of tile i
     uint32_t pa[2][4];  // P8^T of tile i (dV's A fragments)
     const int m0 = tile_m0(i);
-    if (i == 0) mbar_wait(bar, 0);
+    if (i == 0) {
+      mbar_wait(bar, 0);
+      // kFp8BwdKtSmem: K^T too (the transpose by warps 1-3 once K is in: ~0.4 us; a wait in the dQ issue of tile 0
+      // instead, kFp8BwdKtWaitLate, measured the path 1.6-1.9 % slower, run 3)
+      if constexpr (kKtSmem && !kKtWaitLate) mbar_wait(bar_kt, 0);
+    }
     mbar_wait(bar_full_a(s), ph);
     // Factors of this tile: q's (per CTA except in block mode), dO's (block layout). kPrefetch: the producer loaded
     // them with the tile (its stage's two words, after the full barrier); kFactorsEarly: read here, before the GEMMs'
@@ -987,13 +945,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_commit();
     if constexpr (kRedNext) {  // the held reduce-adds of dQ of tile i - 3 (late part of iteration i - 1)
       if (i > 2) dq_pend_flush();
-      // kDoSmem: the tile's dO rows transposed by warps 1-3 (waited for before the fence: between the fence and the
-      // wgmma ptxas injected a warpgroup.arrive, C7519)
-      if constexpr (kDoSmem) mbar_wait(bar_do(s), ph);
       wgmma_fence();  // (their source registers may be dP^T's accumulators)
-    } else if constexpr (kDoSmem) {
-      mbar_wait(bar_do(s), ph);
-      wgmma_fence();
     }
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {

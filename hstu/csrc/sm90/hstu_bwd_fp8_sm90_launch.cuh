@@ -49,12 +49,7 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
   if ((err = rows_map(&tq, p.q, p.total_q, p.q_row_stride, p.q_head_stride, C::kBlockM)) != cudaSuccess) return err;
   if ((err = rows_map(&tk, p.k, f.total_k, p.k_row_stride, p.k_head_stride, C::kBlockN)) != cudaSuccess) return err;
   if ((err = rows_map(&tv, p.v, f.total_k, p.v_row_stride, p.v_head_stride, C::kBlockN)) != cudaSuccess) return err;
-  // (do8 nullptr, kFp8BwdDoSmem: a map the kernel never reads, over q's bytes)
-  if ((err = f.do8 != nullptr ? rows_map(&tdo, f.do8, p.total_q, int64_t{p.heads} * D, D, C::kBlockM)
-                              : rows_map(&tdo, p.q, p.total_q, p.q_row_stride, p.q_head_stride, C::kBlockM)) !=
-      cudaSuccess) {
-    return err;
-  }
+  if ((err = rows_map(&tdo, f.do8, p.total_q, int64_t{p.heads} * D, D, C::kBlockM)) != cudaSuccess) return err;
   if ((err = cols_map(&tqt, f.qt, f.q_cols, C::kBlockM)) != cudaSuccess) return err;
   if ((err = cols_map(&tdot, f.dot, f.q_cols, C::kBlockM)) != cudaSuccess) return err;
   // (kt nullptr, kFp8BwdKtSmem: a map the kernel never reads, over Q^T's bytes)

@@ -1,10 +1,10 @@
 """fp8b37 (issue 36): the FP8 backward path's kernels of this wheel in one process at the benchmark's inputs
 (fp8p32's path_gaps.py `inputs`: B16 causal H4 D128, block descale): "default", "main_kernel" (option bit 59) and the
-lab kernels of the op's diag ("do_smem": kFp8BwdDoSmem). Two measures, as benchmarks/hstu_fp8_bwd.py's: (1) the
+lab kernels of the op's diag ("kt_wait_late": kFp8BwdKtWaitLate). Two measures, as benchmarks/hstu_fp8_bwd.py's: (1) the
 paths in a fresh random order each rep, L2 flushed before each timed call (CUDA events), medians; (2) back to back:
 --rounds rounds, the names in a fresh random order each, --short calls after 5 warm-up ones, mean ms (FA3's
 method). Ratios against main_kernel. Usage (GPU, sm_90):
-python lab_ab.py [--s 16384] [--reps 20] [--short 15] [--rounds 3] [--names default,main_kernel,do_smem]
+python lab_ab.py [--s 16384] [--reps 20] [--short 15] [--rounds 3] [--names default,main_kernel,kt_wait_late]
 """
 
 import argparse
@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hstu_attn import _fp8_bwd, _ops  # noqa: E402
 import path_gaps  # noqa: E402
 
-DIAGS = {"do_smem": -(1 << 31)}
+DIAGS = {"kt_wait_late": -(1 << 31)}
 
 
 def main():
@@ -29,7 +29,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--short", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--names", default="default,main_kernel,do_smem")
+    ap.add_argument("--names", default="default,main_kernel,kt_wait_late")
     a = ap.parse_args()
     dev = torch.device("cuda")
     x = path_gaps.inputs(a.b, a.s, dev)

@@ -1,7 +1,7 @@
 """fp8b37 (issue 36; fp8b35's): one call of the FP8 backward's path for ncu (`--profile-from-start off`: only the call between
 torch.cuda.profiler.start / stop is profiled), at the benchmark's inputs (fp8p32's path_gaps.py `inputs`, carried
 beside this file). Usage (GPU, sm_90): python ncu_call.py [B] [S] [VARIANT]  (VARIANT: a name of
-_fp8_bwd.FP8_BWD_VARIANT_BITS, 'do_smem' (the op's diag kFp8BwdDoSmem) or 'default')
+_fp8_bwd.FP8_BWD_VARIANT_BITS, 'kt_wait_late' (the op's diag kFp8BwdKtWaitLate) or 'default')
 """
 
 import os
@@ -21,7 +21,7 @@ def main():
     dev = torch.device("cuda")
     bits = _ops.OPTION_BITS["fp8_bwd"] | _fp8_bwd.FP8_BWD_VARIANT_BITS.get(var, 0)
     x = path_gaps.inputs(B, S, dev)
-    diag = -(1 << 31) if var == "do_smem" else 0
+    diag = -(1 << 31) if var == "kt_wait_late" else 0
     fn = lambda: _fp8_bwd.fp8_bwd_cuda(x[0], x[1:], False, bits, diag=diag)  # noqa: E731
     fn()
     torch.cuda.synchronize()
