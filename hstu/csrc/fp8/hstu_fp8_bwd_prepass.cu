@@ -517,13 +517,11 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  // (kt nullptr: Q^T only, grid z = 1; the FP8 backward kernel with kFp8BwdKtSmem transposes its own K tiles)
-  const int64_t cols = p.kt != nullptr && p.k_cols > p.q_cols ? p.k_cols : p.q_cols;
+  const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
   const int64_t chunks = (cols + kCols - 1) / kCols;
   const bool tflat = chunks * p.heads <= INT32_MAX;
-  const unsigned jobs = p.kt != nullptr ? 2 : 1;
-  const dim3 tgrid = tflat ? dim3(static_cast<unsigned>(chunks * p.heads), 1, jobs)
-                           : dim3(static_cast<unsigned>(chunks), p.heads, jobs);
+  const dim3 tgrid = tflat ? dim3(static_cast<unsigned>(chunks * p.heads), 1, 2)
+                           : dim3(static_cast<unsigned>(chunks), p.heads, 2);
   if (p.head_dim <= 128) {
     fp8_transpose_kernel<128 + 16><<<tgrid, kThreads, 0, stream>>>(p);
   } else {

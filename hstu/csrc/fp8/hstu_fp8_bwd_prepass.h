@@ -41,7 +41,7 @@ struct HstuFp8BwdPrepassParams {
   uint8_t* qt;         // (H, D, q_cols)
   uint8_t* dot;        // (H, D, q_cols)
   int64_t q_cols;      // hstu_fp8_vt_cols(total_q, batch)
-  uint8_t* kt;         // (H, D, k_cols); nullptr: no K^T (Q^T only)
+  uint8_t* kt;         // (H, D, k_cols)
   int64_t k_cols;      // hstu_fp8_vt_cols(total_k, batch)
   const int* cu_seqlens_q;  // (batch + 1), validated
   const int* cu_seqlens_k;

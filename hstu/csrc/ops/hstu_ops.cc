@@ -594,8 +594,6 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
               " with options ", options);
   const bool dq_tiled = ((variant ^ kFp8BwdDefault) & kFp8BwdDqRedV4) != 0;  // (the kernel's features: diag ^ default)
   const bool dq_bf16 = dq_tiled && ((variant ^ kFp8BwdDefault) & kFp8BwdDqBf16) != 0;  // (its workspace in bf16)
-  // kFp8BwdKtSmem: the kernel transposes K itself (the pre-pass writes no K^T; no region for it)
-  const bool kt_smem = ((variant ^ kFp8BwdDefault) & kFp8BwdKtSmem) != 0;
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   ACCEL_CHECK(q.dim() == 3 && q.size(2) == 128, "q: expected head dim 128 for the FP8 backward kernel, got ",
               accel::shape_str(q));
@@ -617,7 +615,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   const int64_t dq_floats = dq_tiled ? hstu_fp8_bwd_dq_tiled_floats(pre.total_q, B, H) : pre.total_q * H * D;
   const int64_t o_dq = region(4 * dq_floats), o_do8 = region(pre.total_q * H * D);
   const int64_t o_dos = region(4 * H * pre.do_cols), o_qt = region(H * D * pre.q_cols);
-  const int64_t o_dot = region(H * D * pre.q_cols), o_kt = kt_smem ? 0 : region(H * D * pre.k_cols);
+  const int64_t o_dot = region(H * D * pre.q_cols), o_kt = region(H * D * pre.k_cols);
   int64_t o_sc[3];
   for (int i = 0; i < 3; ++i) o_sc[i] = region(4 * chk.n[i]);
   Tensor ws = torch::stable::new_empty(q, {bytes}, ScalarType::Byte);
@@ -626,7 +624,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   pre.do_descale = reinterpret_cast<float*>(w + o_dos);
   pre.qt = w + o_qt;
   pre.dot = w + o_dot;
-  pre.kt = kt_smem ? nullptr : w + o_kt;
+  pre.kt = w + o_kt;
   for (int i = 0; i < 3; ++i) chk.out[i] = reinterpret_cast<float*>(w + o_sc[i]);
   pre.dq_zero = reinterpret_cast<float*>(w + o_dq);  // zeroed by the pre-pass's quantization blocks (no fill)
   pre.dq_tiled = dq_tiled ? 1 : 0;

@@ -6,7 +6,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <climits>
 #include <cstdint>
 #include <utility>
 
@@ -19,8 +18,7 @@ struct HstuFp8BwdParams {
   const float* do_descale;  // (H, total_q / 128 + B): one factor per head and 128-row block of a sequence
   const void* qt;           // (H, D, q_cols) e4m3: Q^T, hstu_fp8_key_perm-permuted per 32 queries
   const void* dot;          // (H, D, q_cols): dO^T, likewise
-  const void* kt;           // (H, D, k_cols): K^T, hstu_fp8_pair_perm-permuted per 16 keys (nullptr with
-                            // kFp8BwdKtSmem: the kernel transposes its K tile)
+  const void* kt;           // (H, D, k_cols): K^T, hstu_fp8_pair_perm-permuted per 16 keys
   int64_t q_cols, k_cols;   // hstu_fp8_vt_cols(total_q, B), hstu_fp8_vt_cols(total_k, B)
   const float* q_descale;   // checked copies (fp8_check_scales), Fp8DescaleMode layout
   const float* k_descale;
@@ -146,20 +144,10 @@ constexpr int kFp8BwdAmaxTree = 32768;
 constexpr int kFp8BwdDs8Early = 2097152;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
-// Not timing-only (bit-equal gradients): K^T of the CTA's 128 keys transposed in shared memory from its K tile by
-// the producer warpgroup's idle warps 1-3 (keys paired per hstu_fp8_pair_perm, keys past the used ones 0, as the
-// pre-pass wrote them), instead of the pre-pass's K^T copy (H, D, k_cols) loaded by TMA: the pre-pass's transposes
-// then write Q^T only (-268 MB of its traffic at B16 S16K H4) and the kernel loads 16 KB less per CTA.
-constexpr int kFp8BwdKtSmem = 512;
-// Lab (bit-equal gradients; the op's diag only): with kFp8BwdKtSmem, the consumers' wait for K^T in the dQ issue of
-// tile 0 (a branch in the late part) instead of with K's at the top of iteration 0. The last free bit of the int, the
-// sign bit (session 34's do_smem lab, each tile's dO rows transposed from its dO^T by warps 1-3, held it: the path
-// 1.10-1.16x slower, removed; branch fp8b37, tag fp8b37-do-smem).
-constexpr int kFp8BwdKtWaitLate = INT_MIN;
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
                                kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep | kFp8BwdFullNext |
                                kFp8BwdWgUniform | kFp8BwdRedNext | kFp8BwdRedNextWide | kFp8BwdFactorsEarly |
-                               kFp8BwdDqBf16 | kFp8BwdLean | kFp8BwdAmaxTree | kFp8BwdDs8Early | kFp8BwdKtSmem;
+                               kFp8BwdDqBf16 | kFp8BwdLean | kFp8BwdAmaxTree | kFp8BwdDs8Early;
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
@@ -175,14 +163,14 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 // The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
-// bit 59 main_kernel toggles kFp8BwdKtSmem (off: main 5d43a31f's kernel, K^T from the pre-pass); bit 60: hstu_ops.cc.
+// bit 59 main_kernel toggles kFp8BwdDs8Early (off: main 4d2d71ae's kernel); bit 60 free.
 constexpr int64_t kOptFp8BwdMainKernel = int64_t{1} << 59;
 constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel;
-constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdMainKernel) ? kFp8BwdKtSmem : 0; }
+constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdMainKernel) ? kFp8BwdDs8Early : 0; }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default and kFp8BwdKtSmem (the default without its newest feature = main 5d43a31f's kernel, option bit 59).
+// default and kFp8BwdDs8Early (the default without its newest feature = main 4d2d71ae's kernel, option bit 59).
 // Builds with HSTU_DEV_VARIANTS (--define hstu_dev=1) add the timing-only phase splits
 // (tools/hstu_dev/fp8_bwd_split.py) and the default without one older feature each; which main commit each of those
 // equals: docs/hstu_kernel_notes.md, "The FP8 backward's dev variants".
@@ -201,10 +189,9 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
                                               kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
                                               kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0,
-                                              kFp8BwdLean, kFp8BwdAmaxTree, kFp8BwdDs8Early, kFp8BwdKtSmem,
-                                              kFp8BwdKtWaitLate>;
+                                              kFp8BwdLean, kFp8BwdAmaxTree, kFp8BwdDs8Early>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdKtSmem, kFp8BwdKtWaitLate>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDs8Early>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -112,8 +112,7 @@ struct Fp8BwdTraits {
   static constexpr int kBarOffset = kOffRed + kAmaxSlots * 32;
   // mbarriers (104 B: K / V / K^T, then full / empty of rings A and B; kFp8BwdLean's 6 words at 104), the parked
   // SeqInfo (64 B), tile map
-  // (16 B), kFp8BwdKtSmem's K^T barrier (at 208) and the stages' q / dO factors (at 224, kFp8BwdPrefetch), slack to
-  // align the base to 1024 bytes
+  // (16 B) and the stages' q / dO factors (at 224, kFp8BwdPrefetch), slack to align the base to 1024 bytes
   static constexpr int kSmem = kBarOffset + 256 + 1024;
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 24;
@@ -313,37 +312,6 @@ __device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
 
-// kFp8BwdKtSmem: K^T (D rows of the block's 128 key slots, 128-byte swizzle: the K^T box's layout) from the K tile
-// (128 key rows of D = 128 bytes, 128-byte swizzle) in shared memory, by the 96 threads t of warps 1-3: slot s of a
-// 16-slot group holds key hstu_fp8_pair_perm(s), keys >= keys_used (past the used keys, or the next sequence's rows)
-// 0. Unit (4 d, 4 slots): 4 words of 4 keys' bytes d .. d + 3, a 4 x 4 byte transpose (8 PRMT), 4 words of 4 slots
-// for rows d .. d + 3. A warp's 32 units: 4 d-quads x 8 slot-quads (2-way bank conflicts on loads and stores).
-__device__ __forceinline__ void fp8_bwd_kt_from_k(uint32_t sK, uint32_t sKt, int keys_used, int t) {
-  const int lane = t % 32;
-#pragma unroll 1
-  for (int wu = t / 32; wu < 32; wu += 3) {  // warp unit: d-quads 4 (wu % 8) + 0..3, slot-quads 8 (wu / 8) + 0..7
-    const int dq = 4 * (wu % 8) + (lane & 3), sqd = 8 * (wu / 8) + (lane >> 2);
-    const int s0 = 4 * sqd;
-    uint32_t w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int key = hstu_fp8_pair_perm(s0 + i);
-      w[i] = key < keys_used
-                 ? ld_shared_u32(sK + key * 128 + ((((dq >> 2) ^ (key & 7))) << 4) + 4 * (dq & 3))
-                 : 0u;
-    }
-    const uint32_t t0 = __byte_perm(w[0], w[1], 0x5140), t1 = __byte_perm(w[0], w[1], 0x7362);
-    const uint32_t t2 = __byte_perm(w[2], w[3], 0x5140), t3 = __byte_perm(w[2], w[3], 0x7362);
-    const uint32_t o[4] = {__byte_perm(t0, t2, 0x5410), __byte_perm(t0, t2, 0x7632), __byte_perm(t1, t3, 0x5410),
-                           __byte_perm(t1, t3, 0x7632)};  // o[j]: byte i = key i's byte d = 4 dq + j
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int d = 4 * dq + j;
-      st_shared_u32(sKt + d * 128 + (((s0 >> 4) ^ (d & 7)) << 4) + (s0 & 15), o[j]);
-    }
-  }
-}
-
 // kDiag: the variant bits of hstu_bwd_fp8_sm90.h: the features (kFp8BwdDefault's are the default) and the
 // timing-only kFp8BwdDiag* bits (wrong gradients; tools/hstu_dev/fp8_bwd_split.py): no dQ reduce-adds / no tanh
 // (P = S / 2, SiLU' = 1) / no amax exchange / no pointwise math at all / no parking / no proxy fences.
@@ -427,13 +395,6 @@ __global__ void __launch_bounds__(384, 1)
   // of tile j - 1 that this warpgroup passed in the previous late part)
   constexpr bool kDs8Early = C::kDs8Early;
   constexpr int kDsBufs = C::kdSBufs;
-  // kFp8BwdKtSmem: K^T transposed from sK by the producer warpgroup's warps 1-3 (no K^T load), published by the
-  // barrier bar_kt (3 arrivals: one per warp, after its fence.proxy.async) that the first dQ GEMM waits for
-  constexpr bool kKtSmem = (kDiag & kFp8BwdKtSmem) != 0;
-  const uint32_t bar_kt = bar + 208u;
-  // kFp8BwdKtWaitLate (lab, with kFp8BwdKtSmem): that wait in the dQ issue of tile 0 instead of with K's at the top
-  // of iteration 0 (run 3's form: a branch in the late part)
-  constexpr bool kKtWaitLate = kKtSmem && (kDiag & kFp8BwdKtWaitLate) != 0;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -445,7 +406,6 @@ __global__ void __launch_bounds__(384, 1)
       mbar_init(bar_full_b(s), 1);
       mbar_init(bar_empty_b(s), 8);
     }
-    if constexpr (kKtSmem) mbar_init(bar_kt, 3);
     fence_barrier_init();
     *reinterpret_cast<SeqInfo*>(smem_raw + (bar + 128u - smem_addr(smem_raw))) = si;
     int* tmap = reinterpret_cast<int*>(smem_raw + (bar + 192u - smem_addr(smem_raw)));
@@ -473,18 +433,6 @@ __global__ void __launch_bounds__(384, 1)
   if (tid < 128) {
     // ---------------------------------------------------------------- producer warpgroup
     setmaxnreg_dec<C::kProducerRegs>();
-    // warps 1-3: K^T from sK once K is in (the pre-pass's bytes). The warp index made warp-uniform for ptxas: with
-    // tid >= 32 (divergent as far as ptxas knows) thread 0's tile loop below spilled in its 24 registers.
-    if (kKtSmem && __shfl_sync(0xffffffffu, tid / 32, 0) > 0) {
-      if (n_mt > 0) {
-        mbar_wait(bar, 0);
-        fp8_bwd_kt_from_k(sK, sKt, si.lk - n0, tid - 32);
-        fence_proxy_async_smem();  // (the stores seen by the dQ GEMMs' async-proxy reads)
-        __syncwarp();
-        if (tid % 32 == 0) mbar_arrive(bar_kt);
-      }
-      return;
-    }
     if (tid == 0 && n_mt > 0) {
       prefetch_tensormap(&tm_q);
       prefetch_tensormap(&tm_k);
@@ -494,12 +442,10 @@ __global__ void __launch_bounds__(384, 1)
       prefetch_tensormap(&tm_dot);
       prefetch_tensormap(&tm_kt);
       prefetch_tensormap(&tm_dq);
-      mbar_arrive_expect_tx(bar, 2 * C::kKVBytes + (kKtSmem ? 0 : C::kKtBytes));
+      mbar_arrive_expect_tx(bar, 2 * C::kKVBytes + C::kKtBytes);
       tma_load_3d(sK, &tm_k, bar, 0, h, si.k_start + n0);
       tma_load_3d(sV, &tm_v, bar, 0, h, si.k_start + n0);
-      if constexpr (!kKtSmem) {
-        tma_load_3d(sKt, &tm_kt, bar, static_cast<int>(hstu_fp8_vt_start(si.k_start, b)) + n0, 0, h);
-      }
+      tma_load_3d(sKt, &tm_kt, bar, static_cast<int>(hstu_fp8_vt_start(si.k_start, b)) + n0, 0, h);
       const int qt_col0 = static_cast<int>(hstu_fp8_vt_start(si.q_start, b));  // 16-byte aligned (TMA)
       // Tile i: ring A's slot (freed in tile i - 2), then ring B's (freed at the end of tile i - 1, so ring A's
       // load of tile i + 1 goes out then too: one tile ahead, as with one ring).
@@ -608,9 +554,6 @@ __global__ void __launch_bounds__(384, 1)
   // iterations 0 and 1, never staged): buffers 1 and 2, tile -2 on a seeded barrier (below).
   auto dq_issue = [&](float(&acc)[32], int t) {
     named_barrier_sync(bar_ds8(wg ^ 1, t), 256);
-    if constexpr (kKtWaitLate) {  // (tiles -2 and -1 read sKt unwritten: their products are never staged)
-      if (t == 0) mbar_wait(bar_kt, 0);
-    }
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 32; ++kk) {
@@ -919,12 +862,7 @@ __global__ void __launch_bounds__(384, 1)
     float acc_dp[32];   // dS'^T of tile i
     uint32_t pa[2][4];  // P8^T of tile i (dV's A fragments)
     const int m0 = tile_m0(i);
-    if (i == 0) {
-      mbar_wait(bar, 0);
-      // kFp8BwdKtSmem: K^T too (the transpose by warps 1-3 once K is in: ~0.4 us; a wait in the dQ issue of tile 0
-      // instead, kFp8BwdKtWaitLate, measured the path 1.6-1.9 % slower, run 3)
-      if constexpr (kKtSmem && !kKtWaitLate) mbar_wait(bar_kt, 0);
-    }
+    if (i == 0) mbar_wait(bar, 0);
     mbar_wait(bar_full_a(s), ph);
     // Factors of this tile: q's (per CTA except in block mode), dO's (block layout). kPrefetch: the producer loaded
     // them with the tile (its stage's two words, after the full barrier); kFactorsEarly: read here, before the GEMMs'

@@ -52,11 +52,7 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
   if ((err = rows_map(&tdo, f.do8, p.total_q, int64_t{p.heads} * D, D, C::kBlockM)) != cudaSuccess) return err;
   if ((err = cols_map(&tqt, f.qt, f.q_cols, C::kBlockM)) != cudaSuccess) return err;
   if ((err = cols_map(&tdot, f.dot, f.q_cols, C::kBlockM)) != cudaSuccess) return err;
-  // (kt nullptr, kFp8BwdKtSmem: a map the kernel never reads, over Q^T's bytes)
-  if ((err = f.kt != nullptr ? cols_map(&tkt, f.kt, f.k_cols, C::kBlockN) : cols_map(&tkt, f.qt, f.q_cols, C::kBlockN)) !=
-      cudaSuccess) {
-    return err;
-  }
+  if ((err = cols_map(&tkt, f.kt, f.k_cols, C::kBlockN)) != cudaSuccess) return err;
   CUtensorMap tdq;  // dq_accum's bulk reduce-adds: boxes of 32 columns x 16 rows (one warp's panel)
   if ((err = make_dq_accum_map(&tdq, f.dq_accum, p.total_q, p.heads, D, 16)) != cudaSuccess) return err;
   const int n_blocks = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
