@@ -375,6 +375,75 @@ __device__ __forceinline__ float2 unpack2(uint32_t w) {
   }
 }
 
+// The CTA's key block, sequence and head from its block index (bx, by, bz): grid (batch, key blocks, heads), or
+// (heads, key blocks, batch) heads first (launch_hstu_bwd_pds); kTailBlocksFirst (kPdsTailBlocksFirst): the last g
+// sequences' CTA j (heads fastest) takes key block j / g.
+template <bool kHeadsFirst, bool kTailBlocksFirst>
+__device__ __forceinline__ void pds_cta_coords(const uint32_t bx, const uint32_t by, const uint32_t bz, const int sms,
+                                               int& n_block, int& b, int& h) {
+  n_block = static_cast<int>(by);
+  b = static_cast<int>(kHeadsFirst ? bz : bx);
+  h = static_cast<int>(kHeadsFirst ? bx : bz);
+  if constexpr (kTailBlocksFirst) {
+    const int per_seq = gridDim.x * gridDim.y;
+    const int g = min(static_cast<int>(gridDim.z), (sms + per_seq - 1) / per_seq);
+    const int b0 = gridDim.z - g;
+    if (b >= b0) {
+      const int j = static_cast<int>(by) + gridDim.y * (b - b0);
+      n_block = j / g;
+      b = b0 + j % g;
+    }
+  }
+}
+
+// kPdsRabSmem's per-head drab is uninitialized unless the op zeroed it (kBwdSm80DrabZeroed,
+// hstu_bwd_sm80_limits.h): then these kernels write every element of it.
+__device__ __forceinline__ bool bwd_pds_drab_self_zero(const HstuParams& p) {
+  return p.drab != nullptr && p.drab_accum == nullptr && p.drab_heads == nullptr &&
+         (p.fwd_sm80_cfg & kBwdSm80DrabZeroed) == 0;
+}
+// Zeros in drab (b, h)'s column block [n0, n0 + BN) (within its max_seqlen_k rows and columns) wherever the block's
+// walk stores no dS: rows [w0, w1) of the walk hold the chunks that start before lk (store_drab_warp). 16-byte
+// stores (a warp's lanes: whole rows of the block), evict-first (1 GB of zeros at B16 S4K H4 need no L2 room); the
+// loop not unrolled (by 4 the D = 128 loop's kernel spilled 28 B in sm_90a code).
+template <typename T, int BN, int NT>
+__device__ __forceinline__ void bwd_pds_zero_drab(const HstuParams& p, int b, int h, int n0, int lk, int w0,
+                                                  int w1) {
+  constexpr int kCpr = BN / 8, kStep = NT / kCpr;  // chunks a row; rows a pass
+  const int rows = p.max_seqlen_k;
+  const int c = n0 + (static_cast<int>(threadIdx.x) % kCpr) * 8;
+  if (c >= rows) return;
+  if (c >= lk) w0 = w1 = 0;  // (no walk stores this chunk)
+  char* d = reinterpret_cast<char*>(static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride + c);
+  const int64_t rs = p.drab_row_stride * (int64_t)sizeof(T);
+  const int r_t = static_cast<int>(threadIdx.x) / kCpr;
+  auto zero_rows = [&](const int r_a, const int r_b) {
+#pragma unroll 1
+    for (int r = r_a + r_t; r < r_b; r += kStep) {
+      asm volatile("st.global.cs.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"l"(d + r * rs), "r"(0u) : "memory");
+    }
+  };
+  zero_rows(0, w0);
+  zero_rows(w1, rows);
+}
+// The same after the walk of the CTA's key block (a full one: no context gap), the block, batch and head re-derived
+// from blockIdx as the kernel's start does (hstu_bwd_pds_body) and its walk from the parameters (opaque: nothing
+// kept live across the loop for them; keeping b, h and n0 made the D = 128 loop spill 28 B).
+template <typename T, int BM, int BN, int NT, bool kHeadsFirst, bool kTailBlocksFirst>
+__device__ __forceinline__ void bwd_pds_zero_drab_unwalked(const HstuParams& p, const int sms) {
+  if (!bwd_pds_drab_self_zero(p)) return;
+  int n_block, b, h;
+  pds_cta_coords<kHeadsFirst, kTailBlocksFirst>(opaque(blockIdx.x), opaque(blockIdx.y), opaque(blockIdx.z), sms,
+                                                n_block, b, h);
+  const int n0 = n_block * BN;
+  const SeqInfo si = seq_info(p, b);
+  int mb_begin, n_a, gap, n_mt;
+  bwd_work_tiles<BM, BN, false>(si, n0, mb_begin, n_a, gap, n_mt);
+  const int w0 = n_mt > 0 ? mb_begin * BM + si.mask.offset : 0;
+  const int w1 = n_mt > 0 ? min((mb_begin + n_mt) * BM + si.mask.offset, si.lk) : 0;
+  bwd_pds_zero_drab<T, BN, NT>(p, b, h, n0, si.lk, w0, w1);
+}
+
 // CTX: a call with contexts (num_contexts given; hstu_bwd_pds_ctx_kernel), the only one that can have a context gap
 // to skip: without contexts the kernel is the plain tile walk (no skip bookkeeping in the loop).
 // sms: the device's SM count (kPdsTailBlocksFirst's tail of one wave).
@@ -495,23 +564,17 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr bool kTailBlocksFirst = (BODY & kPdsTailBlocksFirst) != 0;
   static_assert(!kTailBlocksFirst || (kHeadsFirst && !CTX), "the tail order: heads first, no contexts");
   static_assert(!kRabSmem || !CTX, "rab through shared memory: calls without contexts");
-  int n_block = blockIdx.y;
-  int b = kHeadsFirst ? blockIdx.z : blockIdx.x;
-  const int h = kHeadsFirst ? blockIdx.x : blockIdx.z;
-  if constexpr (kTailBlocksFirst) {  // the last g sequences: CTA j of theirs (heads fastest) takes block j / g
-    const int per_seq = gridDim.x * gridDim.y;
-    const int g = min(static_cast<int>(gridDim.z), (sms + per_seq - 1) / per_seq);
-    const int b0 = gridDim.z - g;
-    if (b >= b0) {
-      const int j = blockIdx.y + gridDim.y * (b - b0);
-      n_block = j / g;
-      b = b0 + j % g;
-    }
-  }
+  int n_block, b, h;
+  pds_cta_coords<kHeadsFirst, kTailBlocksFirst>(blockIdx.x, blockIdx.y, blockIdx.z, sms, n_block, b, h);
   if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
-  if (n0 >= si.lk_alloc) return;
+  if (n0 >= si.lk_alloc) {
+    if constexpr (kRabSmem) {  // (drab's whole column block: no walk)
+      if (bwd_pds_drab_self_zero(p)) bwd_pds_zero_drab<T, BN, NT>(p, b, h, n0, si.lk, 0, 0);
+    }
+    return;
+  }
   const SeqMask& mk = si.mask;
 
   // Q / dO rows from m of this sequence and head into stage buffer sq (pointers formed per load: fewer registers
@@ -717,7 +780,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       }
   };
   // kRabSmem: a per-head drab (q's dtype) from this warp's dS tile at sds (the HM-row pass at position rp), its
-  // chunks in 16-byte stores (a chunk across lk: its elements before lk).
+  // chunks in 16-byte stores, whole (a chunk across lk too: dS past lk is +-0 there, stored +0, and the chunk lies
+  // inside drab's max_seqlen_k columns, a multiple of 8 for this kernel: bwd_sm80_rab_smem).
   auto store_drab_warp = [&](const uint32_t sds, const int rp) {
     const int t = static_cast<int>(opaque(static_cast<uint32_t>(tid))), w = t / 32, ln = t % 32;
     const int s_m = (w % C::kSWM) * SM, s_n = (w / C::kSWM) * SN;
@@ -734,15 +798,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       x.y = drab_value2(x.y);
       x.z = drab_value2(x.z);
       x.w = drab_value2(x.w);
-      T* dr = d + (int64_t)r * p.drab_row_stride;
-      if (j + 8 <= mk.lk) {
-        *reinterpret_cast<uint4*>(dr) = x;
-      } else {
-        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-        for (int k = 0; k < 8; ++k)
-          if (j + k < mk.lk) reinterpret_cast<uint16_t*>(dr)[k] = static_cast<uint16_t>(w[k / 2] >> (16 * (k % 2)));
-      }
+      *reinterpret_cast<uint4*>(d + (int64_t)r * p.drab_row_stride) = x;
     }
   };
 
@@ -1500,8 +1556,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         *reinterpret_cast<uint4*>(gv + it * KI * p.dv_row_stride * (int64_t)sizeof(T)) = xv;
       }
     }
+    if constexpr (kRabSmem) bwd_pds_zero_drab_unwalked<T, BM, BN, NT, kHeadsFirst, kTailBlocksFirst>(p, sms);
     return;
   }
+  static_assert(!kRabSmem || (BODY & kPdsSmemEpilogue) != 0, "rab through shared memory: with kPdsSmemEpilogue");
 #pragma unroll
   for (int mt = 0; mt < KMT; ++mt)
 #pragma unroll
