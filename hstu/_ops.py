@@ -230,7 +230,7 @@ BWD_SM80_CFG_LAST = 15  # kBwdSm80LastCfg
 BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 # bits 29-31 and bit 41 (hstu_plan.h kOptFwdSm80CfgHi: the value's bit 3): the sm80-class forward's comparison cfg:
 # 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS), FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT,
-# FWD_SM80_CFG_RAB_MAIN
+# FWD_SM80_CFG_RAB_MAIN, FWD_SM80_CFG_DRAB_MAIN
 FWD_SM80_CFG_SHIFT = 29
 FWD_SM80_CFG_HI_BIT = 1 << 41
 FWD_SM80_CFGS = (1, 2, 3, 4, 5)
