@@ -405,8 +405,9 @@ __device__ __forceinline__ bool bwd_pds_drab_self_zero(const HstuParams& p) {
 // Zeros in drab (b, h)'s column block [n0, n0 + BN) (within its max_seqlen_k rows and columns) wherever the block's
 // walk stores no dS: rows [w0, w1) of the walk hold the chunks that start before lk (store_drab_warp). 16-byte
 // stores (a warp's lanes: whole rows of the block), evict-first (1 GB of zeros at B16 S4K H4 need no L2 room); the
-// loop not unrolled (by 4 the D = 128 loop's kernel spilled 28 B in sm_90a code).
-template <typename T, int BN, int NT>
+// loop unrolled by UNROLL (the form without spills in sm_90a code, nvcc 13.0: D = 128's loop kernel spilled 28 B
+// unrolled by 4, D = 256's batch-first one 48 B not unrolled).
+template <typename T, int BN, int NT, int UNROLL>
 __device__ __forceinline__ void bwd_pds_zero_drab(const HstuParams& p, int b, int h, int n0, int lk, int w0,
                                                   int w1) {
   constexpr int kCpr = BN / 8, kStep = NT / kCpr;  // chunks a row; rows a pass
@@ -418,7 +419,7 @@ __device__ __forceinline__ void bwd_pds_zero_drab(const HstuParams& p, int b, in
   const int64_t rs = p.drab_row_stride * (int64_t)sizeof(T);
   const int r_t = static_cast<int>(threadIdx.x) / kCpr;
   auto zero_rows = [&](const int r_a, const int r_b) {
-#pragma unroll 1
+#pragma unroll UNROLL
     for (int r = r_a + r_t; r < r_b; r += kStep) {
       asm volatile("st.global.cs.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"l"(d + r * rs), "r"(0u) : "memory");
     }
@@ -429,7 +430,7 @@ __device__ __forceinline__ void bwd_pds_zero_drab(const HstuParams& p, int b, in
 // The same after the walk of the CTA's key block (a full one: no context gap), the block, batch and head re-derived
 // from blockIdx as the kernel's start does (hstu_bwd_pds_body) and its walk from the parameters (opaque: nothing
 // kept live across the loop for them; keeping b, h and n0 made the D = 128 loop spill 28 B).
-template <typename T, int BM, int BN, int NT, bool kHeadsFirst, bool kTailBlocksFirst>
+template <typename T, int BM, int BN, int NT, int UNROLL, bool kHeadsFirst, bool kTailBlocksFirst>
 __device__ __forceinline__ void bwd_pds_zero_drab_unwalked(const HstuParams& p, const int sms) {
   if (!bwd_pds_drab_self_zero(p)) return;
   int n_block, b, h;
@@ -441,7 +442,7 @@ __device__ __forceinline__ void bwd_pds_zero_drab_unwalked(const HstuParams& p, 
   bwd_work_tiles<BM, BN, false>(si, n0, mb_begin, n_a, gap, n_mt);
   const int w0 = n_mt > 0 ? mb_begin * BM + si.mask.offset : 0;
   const int w1 = n_mt > 0 ? min((mb_begin + n_mt) * BM + si.mask.offset, si.lk) : 0;
-  bwd_pds_zero_drab<T, BN, NT>(p, b, h, n0, si.lk, w0, w1);
+  bwd_pds_zero_drab<T, BN, NT, UNROLL>(p, b, h, n0, si.lk, w0, w1);
 }
 
 // CTX: a call with contexts (num_contexts given; hstu_bwd_pds_ctx_kernel), the only one that can have a context gap
@@ -564,6 +565,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr bool kTailBlocksFirst = (BODY & kPdsTailBlocksFirst) != 0;
   static_assert(!kTailBlocksFirst || (kHeadsFirst && !CTX), "the tail order: heads first, no contexts");
   static_assert(!kRabSmem || !CTX, "rab through shared memory: calls without contexts");
+  constexpr int kZeroUnroll = D == 256 ? 4 : 1;  // (kRabSmem's zeros in drab: bwd_pds_zero_drab)
   int n_block, b, h;
   pds_cta_coords<kHeadsFirst, kTailBlocksFirst>(blockIdx.x, blockIdx.y, blockIdx.z, sms, n_block, b, h);
   if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
@@ -571,7 +573,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   const int n0 = n_block * BN;
   if (n0 >= si.lk_alloc) {
     if constexpr (kRabSmem) {  // (drab's whole column block: no walk)
-      if (bwd_pds_drab_self_zero(p)) bwd_pds_zero_drab<T, BN, NT>(p, b, h, n0, si.lk, 0, 0);
+      if (bwd_pds_drab_self_zero(p)) bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, b, h, n0, si.lk, 0, 0);
     }
     return;
   }
@@ -1556,7 +1558,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         *reinterpret_cast<uint4*>(gv + it * KI * p.dv_row_stride * (int64_t)sizeof(T)) = xv;
       }
     }
-    if constexpr (kRabSmem) bwd_pds_zero_drab_unwalked<T, BM, BN, NT, kHeadsFirst, kTailBlocksFirst>(p, sms);
+    if constexpr (kRabSmem) {
+      bwd_pds_zero_drab_unwalked<T, BM, BN, NT, kZeroUnroll, kHeadsFirst, kTailBlocksFirst>(p, sms);
+    }
     return;
   }
   static_assert(!kRabSmem || (BODY & kPdsSmemEpilogue) != 0, "rab through shared memory: with kPdsSmemEpilogue");
