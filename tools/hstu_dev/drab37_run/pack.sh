@@ -12,6 +12,6 @@ cp $D/{setup.sh,run*.sh,drab37_bench.py} $W/tools/hstu_dev/carry_setup.sh $W/too
 mkdir -p $C/whl $C/tree/tests/hstu
 cp $WHEEL $C/whl/
 cp $W/tests/conftest.py $C/tree/tests/
-cp $W/tests/hstu/{hstu_kernel_checks.py,test_sm80_backward_gpu.py} $C/tree/tests/hstu/
+cp $W/tests/hstu/{hstu_kernel_checks.py,test_sm80_backward_gpu.py,test_device_checks_gpu.py} $C/tree/tests/hstu/
 md5sum $C/whl/*.whl
 du -sh $C
