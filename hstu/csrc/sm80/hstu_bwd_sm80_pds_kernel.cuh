@@ -375,74 +375,51 @@ __device__ __forceinline__ float2 unpack2(uint32_t w) {
   }
 }
 
-// The CTA's key block, sequence and head from its block index (bx, by, bz): grid (batch, key blocks, heads), or
-// (heads, key blocks, batch) heads first (launch_hstu_bwd_pds); kTailBlocksFirst (kPdsTailBlocksFirst): the last g
-// sequences' CTA j (heads fastest) takes key block j / g.
-template <bool kHeadsFirst, bool kTailBlocksFirst>
-__device__ __forceinline__ void pds_cta_coords(const uint32_t bx, const uint32_t by, const uint32_t bz, const int sms,
-                                               int& n_block, int& b, int& h) {
-  n_block = static_cast<int>(by);
-  b = static_cast<int>(kHeadsFirst ? bz : bx);
-  h = static_cast<int>(kHeadsFirst ? bx : bz);
-  if constexpr (kTailBlocksFirst) {
-    const int per_seq = gridDim.x * gridDim.y;
-    const int g = min(static_cast<int>(gridDim.z), (sms + per_seq - 1) / per_seq);
-    const int b0 = gridDim.z - g;
-    if (b >= b0) {
-      const int j = static_cast<int>(by) + gridDim.y * (b - b0);
-      n_block = j / g;
-      b = b0 + j % g;
-    }
-  }
-}
-
 // kPdsRabSmem's per-head drab is uninitialized unless the op zeroed it (kBwdSm80DrabZeroed,
 // hstu_bwd_sm80_limits.h): then these kernels write every element of it.
 __device__ __forceinline__ bool bwd_pds_drab_self_zero(const HstuParams& p) {
   return p.drab != nullptr && p.drab_accum == nullptr && p.drab_heads == nullptr &&
          (p.fwd_sm80_cfg & kBwdSm80DrabZeroed) == 0;
 }
-// Zeros in drab (b, h)'s column block [n0, n0 + BN) (within its max_seqlen_k rows and columns) wherever the block's
-// walk stores no dS: rows [w0, w1) of the walk hold the chunks that start before lk (store_drab_warp). 16-byte
-// stores (a warp's lanes: whole rows of the block), evict-first (1 GB of zeros at B16 S4K H4 need no L2 room); the
-// loop unrolled by UNROLL (the form without spills in sm_90a code, nvcc 13.0: D = 128's loop kernel spilled 28 B
-// unrolled by 4, D = 256's batch-first one 48 B not unrolled).
+// Zeros in drab (b, h)'s column block [n0z, n0z + BN) (within its max_seqlen_k rows and columns) where that block's
+// walk (rows [w0, w1): bwd_pds_zero_walk) stores no dS, rows u in [u_a, u_b) of its list of such rows: row u below
+// w0, u + w1 - w0 from there; the chunks from lk on (no walk stores them) every row u. 16-byte stores (a warp's
+// lanes: whole rows of the block), evict-first (the ~1 GB of zeros at B16 S4K H4 need no L2 room); the loop unrolled
+// by UNROLL (the form without spills in sm_90a code, nvcc 13.0).
 template <typename T, int BN, int NT, int UNROLL>
-__device__ __forceinline__ void bwd_pds_zero_drab(const HstuParams& p, int b, int h, int n0, int lk, int w0,
-                                                  int w1) {
+__device__ __forceinline__ void bwd_pds_zero_drab(const HstuParams& p, T* col, int n0z, int lk, int w0, int w1,
+                                                  int u_a, int u_b) {
   constexpr int kCpr = BN / 8, kStep = NT / kCpr;  // chunks a row; rows a pass
   const int rows = p.max_seqlen_k;
-  const int c = n0 + (static_cast<int>(threadIdx.x) % kCpr) * 8;
+  const int c8 = (static_cast<int>(threadIdx.x) % kCpr) * 8, c = n0z + c8;
   if (c >= rows) return;
-  if (c >= lk) w0 = w1 = 0;  // (no walk stores this chunk)
-  char* d = reinterpret_cast<char*>(static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride + c);
+  int sh = w1 - w0;
+  if (c >= lk) {  // (every row)
+    w0 = rows;
+    sh = 0;
+  }
+  const int u_end = min(u_b, rows - sh);
+  char* d = reinterpret_cast<char*>(col + c8);  // (col: drab (b, h)'s column n0z)
   const int64_t rs = p.drab_row_stride * (int64_t)sizeof(T);
-  const int r_t = static_cast<int>(threadIdx.x) / kCpr;
-  auto zero_rows = [&](const int r_a, const int r_b) {
 #pragma unroll UNROLL
-    for (int r = r_a + r_t; r < r_b; r += kStep) {
-      asm volatile("st.global.cs.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"l"(d + r * rs), "r"(0u) : "memory");
-    }
-  };
-  zero_rows(0, w0);
-  zero_rows(w1, rows);
+  for (int u = u_a + static_cast<int>(threadIdx.x) / kCpr; u < u_end; u += kStep) {
+    const int r = u < w0 ? u : u + sh;
+    asm volatile("st.global.cs.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"l"(d + r * rs), "r"(0u) : "memory");
+  }
 }
-// The same after the walk of the CTA's key block (a full one: no context gap), the block, batch and head re-derived
-// from blockIdx as the kernel's start does (hstu_bwd_pds_body) and its walk from the parameters (opaque: nothing
-// kept live across the loop for them; keeping b, h and n0 made the D = 128 loop spill 28 B).
-template <typename T, int BM, int BN, int NT, int UNROLL, bool kHeadsFirst, bool kTailBlocksFirst>
-__device__ __forceinline__ void bwd_pds_zero_drab_unwalked(const HstuParams& p, const int sms) {
-  if (!bwd_pds_drab_self_zero(p)) return;
-  int n_block, b, h;
-  pds_cta_coords<kHeadsFirst, kTailBlocksFirst>(opaque(blockIdx.x), opaque(blockIdx.y), opaque(blockIdx.z), sms,
-                                                n_block, b, h);
-  const int n0 = n_block * BN;
-  const SeqInfo si = seq_info(p, b);
+// drab (b, h)'s element (row 0, column n0z).
+template <typename T>
+__device__ __forceinline__ T* bwd_pds_drab_col(const HstuParams& p, int b, int h, int n0z) {
+  return static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride + n0z;
+}
+// The rows [w0, w1) in which the walk of key block n0z of sequence si stores dS (its query tiles from bwd_work_tiles,
+// no context gap: the rab loops' calls have no contexts), as positions.
+template <int BM, int BN>
+__device__ __forceinline__ void bwd_pds_zero_walk(const SeqInfo& si, int n0z, int& w0, int& w1) {
   int mb_begin, n_a, gap, n_mt;
-  bwd_work_tiles<BM, BN, false>(si, n0, mb_begin, n_a, gap, n_mt);
-  const int w0 = n_mt > 0 ? mb_begin * BM + si.mask.offset : 0;
-  const int w1 = n_mt > 0 ? min((mb_begin + n_mt) * BM + si.mask.offset, si.lk) : 0;
-  bwd_pds_zero_drab<T, BN, NT, UNROLL>(p, b, h, n0, si.lk, w0, w1);
+  bwd_work_tiles<BM, BN, false>(si, n0z, mb_begin, n_a, gap, n_mt);
+  w0 = n_mt > 0 ? mb_begin * BM + si.mask.offset : 0;
+  w1 = n_mt > 0 ? min((mb_begin + n_mt) * BM + si.mask.offset, si.lk) : 0;
 }
 
 // CTX: a call with contexts (num_contexts given; hstu_bwd_pds_ctx_kernel), the only one that can have a context gap
@@ -566,14 +543,36 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   static_assert(!kTailBlocksFirst || (kHeadsFirst && !CTX), "the tail order: heads first, no contexts");
   static_assert(!kRabSmem || !CTX, "rab through shared memory: calls without contexts");
   constexpr int kZeroUnroll = D == 256 ? 4 : 1;  // (kRabSmem's zeros in drab: bwd_pds_zero_drab)
-  int n_block, b, h;
-  pds_cta_coords<kHeadsFirst, kTailBlocksFirst>(blockIdx.x, blockIdx.y, blockIdx.z, sms, n_block, b, h);
+  int n_block = blockIdx.y;
+  int b = kHeadsFirst ? blockIdx.z : blockIdx.x;
+  const int h = kHeadsFirst ? blockIdx.x : blockIdx.z;
+  if constexpr (kTailBlocksFirst) {  // the last g sequences: CTA j of theirs (heads fastest) takes block j / g
+    const int per_seq = gridDim.x * gridDim.y;
+    const int g = min(static_cast<int>(gridDim.z), (sms + per_seq - 1) / per_seq);
+    const int b0 = gridDim.z - g;
+    if (b >= b0) {
+      const int j = blockIdx.y + gridDim.y * (b - b0);
+      n_block = j / g;
+      b = b0 + j % g;
+    }
+  }
   if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
+  // kRabSmem with drab uninitialized (bwd_pds_drab_self_zero): this CTA writes the zeros of drab's column block
+  // n0z (bwd_pds_zero_drab), the block paired with its own (gridDim.y - 1 - n_block: under a causal mask a long
+  // walk with a block of few zeros and a short one with many, about a row of zeros a query row walked), in slices
+  // of zero_map.z rows after each tile's phase 1 (the stores drain under phases 2 / 3), or at once without a walk.
+  auto zero_block = [&] { return (static_cast<int>(gridDim.y) - 1 - n_block) * BN; };  // n0z
   if (n0 >= si.lk_alloc) {
-    if constexpr (kRabSmem) {  // (drab's whole column block: no walk)
-      if (bwd_pds_drab_self_zero(p)) bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, b, h, n0, si.lk, 0, 0);
+    if constexpr (kRabSmem) {
+      if (bwd_pds_drab_self_zero(p)) {
+        const int n0z = zero_block();
+        int w0, w1;
+        bwd_pds_zero_walk<BM, BN>(si, n0z, w0, w1);
+        bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, bwd_pds_drab_col<T>(p, b, h, n0z), n0z, si.lk, w0, w1, 0,
+                                                  p.max_seqlen_k);
+      }
     }
     return;
   }
@@ -726,6 +725,20 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     full_map = make_int4(x, y, z, 0);
   }
   const uint32_t sFull = smem_u32(&full_map);
+  // kRabSmem: the paired block's (w0, w1, rows a tile, lk) and (mb_begin, n0z), re-read on each use in the loop
+  __shared__ int4 zero_map;
+  __shared__ int2 zero_at;
+  __shared__ T* zero_col;
+  if (kRabSmem && tid == 0 && n_mt > 0) {  // (rows a tile 0: drab zeroed by the op, or none)
+    const int n0z = zero_block();
+    int w0, w1;
+    bwd_pds_zero_walk<BM, BN>(si, n0z, w0, w1);
+    const int rows = n0z + BN > si.lk ? p.max_seqlen_k : p.max_seqlen_k - (w1 - w0);  // (the longest list)
+    zero_map = make_int4(w0, w1, bwd_pds_drab_self_zero(p) ? (rows + n_mt - 1) / n_mt : 0, si.lk);
+    zero_at = make_int2(mb_begin, n0z);
+    zero_col = bwd_pds_drab_col<T>(p, b, h, n0z);
+  }
+  const uint32_t sZero = smem_u32(&zero_map), sZeroAt = smem_u32(&zero_at);
   auto tile_full_at = [&](const int r0) {
     if constexpr (!kFullMap) {
       return mk.tile_full(r0, r0 + HM, n0, n0 + BN);
@@ -1297,6 +1310,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         __syncthreads();  // P, dS complete
       }
 
+      if constexpr (kRabSmem) {  // tile mb's slice of the paired block's zeros (zero_map), draining under phases 2 / 3
+        int w0, w1, zs, lkz, zmb, n0z;
+        asm volatile("ld.shared.v4.s32 {%0, %1, %2, %3}, [%4];\n" : "=r"(w0), "=r"(w1), "=r"(zs), "=r"(lkz) : "r"(sZero));
+        asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(zmb), "=r"(n0z) : "r"(sZeroAt));
+        const int u_a = (mb - zmb) * zs;
+        if (zs > 0) bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, zero_col, n0z, lkz, w0, w1, u_a, u_a + zs);
+      }
+
       // ---- Phase 2: dV += P^T dO, dK += dS^T Q over this warp's KR keys x KC columns.
       // parts: 3 dV and dK in one k-loop (the plain body); 1 dV only, 2 dK only (the loop-free bodies).
       auto phase_kv = [&](auto parts) {
@@ -1491,6 +1512,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         stage ^= (STAGES == 2 ? 1 : 0);
       }
     } while (mb < tiles_end());
+  } else if constexpr (kRabSmem) {  // (no walk: the paired block's zeros at once)
+    if (bwd_pds_drab_self_zero(p)) {
+      const int n0z = zero_block();
+      int w0, w1;
+      bwd_pds_zero_walk<BM, BN>(si, n0z, w0, w1);
+      bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, bwd_pds_drab_col<T>(p, b, h, n0z), n0z, si.lk, w0, w1, 0,
+                                                p.max_seqlen_k);
+    }
   }
 
   // Epilogue: dK, dV (rows past seqused are zeros).
@@ -1557,9 +1586,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         *reinterpret_cast<uint4*>(gk + it * KI * p.dk_row_stride * (int64_t)sizeof(T)) = xk;
         *reinterpret_cast<uint4*>(gv + it * KI * p.dv_row_stride * (int64_t)sizeof(T)) = xv;
       }
-    }
-    if constexpr (kRabSmem) {
-      bwd_pds_zero_drab_unwalked<T, BM, BN, NT, kZeroUnroll, kHeadsFirst, kTailBlocksFirst>(p, sms);
     }
     return;
   }
