@@ -387,11 +387,11 @@ __device__ __forceinline__ bool bwd_pds_drab_self_zero(const HstuParams& p) {
 // lanes: whole rows of the block), evict-first (the ~1 GB of zeros at B16 S4K H4 need no L2 room); the loop unrolled
 // by UNROLL (the form without spills in sm_90a code, nvcc 13.0).
 template <typename T, int BN, int NT, int UNROLL>
-__device__ __forceinline__ void bwd_pds_zero_drab(const HstuParams& p, T* col, int n0z, int lk, int w0, int w1,
+__device__ __forceinline__ void bwd_pds_zero_drab(const HstuParams& p, int b, int h, int n0z, int lk, int w0, int w1,
                                                   int u_a, int u_b) {
   constexpr int kCpr = BN / 8, kStep = NT / kCpr;  // chunks a row; rows a pass
   const int rows = p.max_seqlen_k;
-  const int c8 = (static_cast<int>(threadIdx.x) % kCpr) * 8, c = n0z + c8;
+  const int c = n0z + (static_cast<int>(threadIdx.x) % kCpr) * 8;
   if (c >= rows) return;
   int sh = w1 - w0;
   if (c >= lk) {  // (every row)
@@ -399,18 +399,13 @@ __device__ __forceinline__ void bwd_pds_zero_drab(const HstuParams& p, T* col, i
     sh = 0;
   }
   const int u_end = min(u_b, rows - sh);
-  char* d = reinterpret_cast<char*>(col + c8);  // (col: drab (b, h)'s column n0z)
+  char* d = reinterpret_cast<char*>(static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride + c);
   const int64_t rs = p.drab_row_stride * (int64_t)sizeof(T);
 #pragma unroll UNROLL
   for (int u = u_a + static_cast<int>(threadIdx.x) / kCpr; u < u_end; u += kStep) {
     const int r = u < w0 ? u : u + sh;
     asm volatile("st.global.cs.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"l"(d + r * rs), "r"(0u) : "memory");
   }
-}
-// drab (b, h)'s element (row 0, column n0z).
-template <typename T>
-__device__ __forceinline__ T* bwd_pds_drab_col(const HstuParams& p, int b, int h, int n0z) {
-  return static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride + n0z;
 }
 // The rows [w0, w1) in which the walk of key block n0z of sequence si stores dS (its query tiles from bwd_work_tiles,
 // no context gap: the rab loops' calls have no contexts), as positions.
@@ -570,8 +565,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         const int n0z = zero_block();
         int w0, w1;
         bwd_pds_zero_walk<BM, BN>(si, n0z, w0, w1);
-        bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, bwd_pds_drab_col<T>(p, b, h, n0z), n0z, si.lk, w0, w1, 0,
-                                                  p.max_seqlen_k);
+        bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, b, h, n0z, si.lk, w0, w1, 0, p.max_seqlen_k);
       }
     }
     return;
@@ -728,15 +722,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // kRabSmem: the paired block's (w0, w1, rows a tile, lk) and (mb_begin, n0z), re-read on each use in the loop
   __shared__ int4 zero_map;
   __shared__ int2 zero_at;
-  __shared__ T* zero_col;
-  if (kRabSmem && tid == 0 && n_mt > 0) {  // (rows a tile 0: drab zeroed by the op, or none)
+  if (kRabSmem && tid == 0 && n_mt > 0) {
     const int n0z = zero_block();
     int w0, w1;
     bwd_pds_zero_walk<BM, BN>(si, n0z, w0, w1);
     const int rows = n0z + BN > si.lk ? p.max_seqlen_k : p.max_seqlen_k - (w1 - w0);  // (the longest list)
-    zero_map = make_int4(w0, w1, bwd_pds_drab_self_zero(p) ? (rows + n_mt - 1) / n_mt : 0, si.lk);
+    zero_map = make_int4(w0, w1, (rows + n_mt - 1) / n_mt, si.lk);
     zero_at = make_int2(mb_begin, n0z);
-    zero_col = bwd_pds_drab_col<T>(p, b, h, n0z);
   }
   const uint32_t sZero = smem_u32(&zero_map), sZeroAt = smem_u32(&zero_at);
   auto tile_full_at = [&](const int r0) {
@@ -1311,11 +1303,15 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       }
 
       if constexpr (kRabSmem) {  // tile mb's slice of the paired block's zeros (zero_map), draining under phases 2 / 3
-        int w0, w1, zs, lkz, zmb, n0z;
-        asm volatile("ld.shared.v4.s32 {%0, %1, %2, %3}, [%4];\n" : "=r"(w0), "=r"(w1), "=r"(zs), "=r"(lkz) : "r"(sZero));
-        asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(zmb), "=r"(n0z) : "r"(sZeroAt));
-        const int u_a = (mb - zmb) * zs;
-        if (zs > 0) bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, zero_col, n0z, lkz, w0, w1, u_a, u_a + zs);
+        if (bwd_pds_drab_self_zero(p)) {
+          int w0, w1, zs, lkz, zmb, n0z;
+          asm volatile("ld.shared.v4.s32 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(w0), "=r"(w1), "=r"(zs), "=r"(lkz)
+                       : "r"(sZero));
+          asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(zmb), "=r"(n0z) : "r"(sZeroAt));
+          const int u_a = (mb - zmb) * zs;
+          bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, b, h, n0z, lkz, w0, w1, u_a, u_a + zs);
+        }
       }
 
       // ---- Phase 2: dV += P^T dO, dK += dS^T Q over this warp's KR keys x KC columns.
@@ -1517,8 +1513,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       const int n0z = zero_block();
       int w0, w1;
       bwd_pds_zero_walk<BM, BN>(si, n0z, w0, w1);
-      bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, bwd_pds_drab_col<T>(p, b, h, n0z), n0z, si.lk, w0, w1, 0,
-                                                p.max_seqlen_k);
+      bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, b, h, n0z, si.lk, w0, w1, 0, p.max_seqlen_k);
     }
   }
 
