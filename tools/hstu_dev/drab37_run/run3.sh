@@ -1,17 +1,19 @@
 #!/bin/bash
-# drab37 (issue 39, session 34), run 3 (<= 53 s; the final wheel), from the root of main's tree:
+# drab37 (issue 39, session 34), run 3 (<= 53 s; the second version's wheel, ec296987: each CTA zeros the key block
+# paired with its own, in slices after each tile's phase 1), from the root of main's tree:
 #   OUT=/tmp/out_drab37 timeout 56 bash .carry/drab37/run3.sh
-# 1. GPU tests: test_sm80_backward_gpu.py -k "drab_written or (one_barrier and dense and none)" (the rab loops' drab
-#    written whole; the one-barrier suite's rab / drab case on aligned rows, seqused and delta-q: the default's rab
-#    loop against every comparison cfg's kernel after the launcher's memset, bit for bit).
-# 2. Time, a third case order, 7 rounds: causal / rabd~15 / rabd / rab at D = 128 / 64 / 256.
+# 1. GPU tests: test_sm80_backward_gpu.py -k "drab_written or drab_zeroed or rab_smem" (run 1's and rabb36's: the
+#    default vs main's rab path, fwd_sm80_cfg=8, with the launcher's memset, bit for bit; unaligned rows / pointer),
+#    test_device_checks_gpu.py -k "bad_values_backward_rab and sm80" (a violation: drab all NaN).
+# 2. Time, a third case order: causal / rabd~15 / rabd / rab at D = 128 / 64 / 256.
 # 3. ncu, time only, the kernels of one D = 128 backward each: rabd, rabd~15.
 source "$(dirname "$0")/setup.sh"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 echo "== 1. GPU tests ($SECONDS s)"
-run_tests 26 "drab_written or (one_barrier and dense and none)" tests/hstu/test_sm80_backward_gpu.py
+run_tests 29 "drab_written or drab_zeroed or rab_smem or (bad_values_backward_rab and sm80)" \
+    tests/hstu/test_sm80_backward_gpu.py tests/hstu/test_device_checks_gpu.py
 echo "== 2. time ($SECONDS s)"
-bench /tmp/site_drab37 B3 $(( $(left) - 9 )) --reps 7 --dims 128 64 256 --cases causal rabd~15 rabd rab
+bench /tmp/site_drab37 B3 $(( $(left) - 9 )) --reps 5 --dims 128 64 256 --cases causal rabd~15 rabd rab
 echo "== 3. ncu ($SECONDS s)"
 if [ -n "$NCU" ] && [ $(left) -gt 5 ]; then
   PYTHONPATH=/tmp/site_drab37 timeout $(( $(left) - 1 )) $NCU --clock-control none -k 'regex:hstu|elementwise' \
@@ -21,7 +23,7 @@ if [ -n "$NCU" ] && [ $(left) -gt 5 ]; then
 fi
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
-echo "#### tests (-k 'drab_written or (one_barrier and dense and none)'; the progress line if cut by the time)"
+echo "#### tests (-k 'drab_written or drab_zeroed or rab_smem or (bad_values_backward_rab and sm80)'; progress if cut)"
 digest_tests
 grep -E "^[.FEsx]+ *(\[ *[0-9]+%\])?$" $OUT/tests.log | tail -2
 echo "#### time (bwd ms (ratio to causal); ~15 main's drab zeroed by the op)"
