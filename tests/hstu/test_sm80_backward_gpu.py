@@ -669,9 +669,10 @@ def _drab_vs_main(case, D, kernel_opts, want=None, deterministic=False, check=Tr
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_drab_written_whole(D, mask, delta_q, seqused, deterministic, kernel_opts):
     """The rab loops (kPdsRabSmem) write every element of a per-head drab: each key block's CTA its walk's dS in
-    whole 16-byte chunks (+0 past the sequence's keys) and zeros in its columns' other rows (above a causal
-    diagonal, outside a local window, other target groups, past the sequence's queries and keys, padding up to
-    max_seqlen_k; a key block past the sequence's keys or seqused: all its rows). Jagged sequences of 0-704 keys
+    whole 16-byte chunks (+0 past the sequence's keys), and the CTA of the paired block (gridDim.y - 1 - n) zeros in
+    the block's other rows (above a causal diagonal, outside a local window, other target groups, past the sequence's
+    queries and keys, padding up to max_seqlen_k; a key block past the sequence's keys or seqused: all its rows), in
+    slices per tile of its own walk or at once. Jagged sequences of 0-704 keys
     (empty, one key, tile edges; rows of max_seqlen_k = 704) heads first; for causal also one of 2,208 keys batch
     first. Against the fp32 reference and fwd_sm80_cfg=15 (drab zeroed by the op) bit for bit, from NaN memory."""
     rng = random.Random(zlib.crc32(repr(("drab_whole", D, mask)).encode()))
