@@ -615,3 +615,96 @@ def test_sm80_backward_rab_smem_unaligned(D, how, kernel_opts):
         case["rab"] = torch.empty(r.numel() + 1, device=r.device, dtype=r.dtype)[1:].view(r.shape).copy_(r)
         assert case["rab"].data_ptr() % 16 != 0 and case["rab"].is_contiguous()
     _rab_smem_vs_main(case, D, False, kernel_opts, want_smem=False)
+
+
+DRAB_MAIN = 15  # kernel_options(fwd_sm80_cfg=15): drab zeroed by the op (kFwdSm80CfgDrabMain), as main had it
+
+
+def _grads_drab_poisoned(case, dout, rab, deterministic=False):
+    """dq, dk, dv, drab of one backward of case with this rab and has_drab, every large block the op allocates
+    starting out NaN in q's dtype (the allocator's cache emptied, then one NaN block larger than all of them), and
+    the names of the sm80-class backward main kernels it ran"""
+    leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
+    rab_leaf = rab.detach().requires_grad_()
+    out = hstu_attn_varlen_func(*leaves, alpha=0.5, rab=rab_leaf, has_drab=True, deterministic=deterministic,
+                                **kg._varlen_kwargs(case))
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    q = case["q"]
+    nbytes = 2 * rab.numel() * 4 + 16 * q.numel() * 4 + (4 << 20)
+    torch.full((nbytes // q.element_size(),), float("nan"), dtype=q.dtype, device="cuda")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        grads = torch.autograd.grad(out, leaves + [rab_leaf], dout)
+        torch.cuda.synchronize()
+    names = {e.name for e in prof.events() if "hstu_bwd_kernel<" in e.name or "hstu_bwd_pds" in e.name}
+    return grads, names
+
+
+def _drab_vs_main(case, D, kernel_opts, want=None, deterministic=False, check=True, **opts):
+    """The default's drab (the op's allocation uninitialized: written whole by the rab loops, or zeroed by the
+    launcher before another kernel) meets the error rule against the fp32 reference where check, and equals
+    kernel_options(fwd_sm80_cfg=15)'s (drab zeroed by the op, main's path) bit for bit, as dK and dV (dQ too where
+    deterministic, else to the atomics' order), both backwards starting on NaN memory; want: the end of the name of
+    the kernel both run (None: not checked)."""
+    dout = torch.randn_like(case["q"])
+    got = {}
+    for var in (0, DRAB_MAIN):
+        kernel_opts(sm90=False, fwd_sm80_cfg=var, **opts)
+        if var == 0 and check:
+            kg.check_case(case, 0.5, deterministic=deterministic)
+        got[var], names = _grads_drab_poisoned(case, dout, case["rab"], deterministic)
+        for name, g in zip(("dq", "dk", "dv", "drab"), got[var]):
+            assert not torch.isnan(g).any(), (var, name)
+        assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (var, names, want)
+    for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), got[0], got[DRAB_MAIN])):
+        if i == 0 and not deterministic:
+            kg.assert_agree((name,), [g], [w], "drab written whole vs zeroed by the op")
+        else:
+            assert torch.equal(g, w), name
+
+
+@pytest.mark.parametrize("mask,delta_q,seqused,deterministic", [
+    ("causal", False, False, False), ("local_target", True, False, False), ("target_group", False, True, False),
+    ("local", True, False, True), ("none", False, False, False)])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_backward_drab_written_whole(D, mask, delta_q, seqused, deterministic, kernel_opts):
+    """The rab loops (kPdsRabSmem) write every element of a per-head drab: each key block's CTA its walk's dS in
+    whole 16-byte chunks (+0 past the sequence's keys), and the CTA of the paired block (gridDim.y - 1 - n) zeros in
+    the block's other rows (above a causal diagonal, outside a local window, other target groups, past the sequence's
+    queries and keys, padding up to max_seqlen_k; a key block past the sequence's keys or seqused: all its rows), in
+    slices per tile of its own walk or at once. Jagged sequences of 0-704 keys
+    (empty, one key, tile edges; rows of max_seqlen_k = 704) heads first; for causal also one of 2,208 keys batch
+    first. Against the fp32 reference and fwd_sm80_cfg=15 (drab zeroed by the op) bit for bit, from NaN memory."""
+    rng = random.Random(zlib.crc32(repr(("drab_whole", D, mask)).encode()))
+    lens = [[0, 1, 7, 63, 64, 65, 127, 128, 129, 704] + [rng.randint(0, 700) for _ in range(3)]]
+    if mask == "causal" and D == 128:
+        lens.append([2208, 1, 65, 0, 300])
+    for lk in lens:
+        case = kg.make_case(zlib.crc32(repr(("drab_whole", D, mask, len(lk))).encode()), lk, 2, D, torch.bfloat16,
+                            mask, 2, delta_q=delta_q, seqused=seqused)
+        assert case["max_seqlen_k"] % 8 == 0
+        _drab_vs_main(case, D, kernel_opts, want=rab_kernel(D, case["max_seqlen_k"]), deterministic=deterministic)
+
+
+@pytest.mark.parametrize("how", ["fp16", "contexts", "unaligned", "shared", "shared_deterministic", "d32", "cfg1"])
+def test_sm80_backward_drab_zeroed_by_launcher(how, kernel_opts):
+    """Where another kernel than the rab loops runs (fp16, contexts, rows of 701 keys, D = 32's old layouts,
+    bwd_sm80_cfg=1's two-barrier kernel) the launcher zeroes the uninitialized drab first (a memset); a shared
+    rab's drab comes whole from its fp32 sums (atomics, or per-head slices when deterministic). Each against the fp32
+    reference and fwd_sm80_cfg=15 (drab zeroed by the op) bit for bit, from NaN memory."""
+    D, dtype, mask, rab_heads, lk, opts = 128, torch.bfloat16, "causal", 2, [0, 1, 65, 129, 300, 704], {}
+    if how == "fp16":
+        dtype = torch.float16
+    elif how == "contexts":
+        mask = "context_target"
+    elif how == "unaligned":
+        D, lk = 64, [701, 64, 129, 0, 33]
+    elif how.startswith("shared"):
+        D, rab_heads = 256, 1
+    elif how == "d32":
+        D = 32
+    elif how == "cfg1":
+        opts = dict(bwd_sm80_cfg=1)
+    case = kg.make_case(zlib.crc32(repr(("drab_launcher", how)).encode()), lk, 2, D, dtype, mask, rab_heads,
+                        delta_q=how == "contexts")
+    _drab_vs_main(case, D, kernel_opts, deterministic=how == "shared_deterministic", **opts)

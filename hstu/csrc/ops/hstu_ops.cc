@@ -188,8 +188,11 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   o = HstuOptions::from_bits(options);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   p.fwd_split_tiles = o.fwd_split_tiles;
-  p.fwd_sm80_cfg = fwd_sm80_cfg_word(o.fwd_sm80_cfg, o.fwd_sm80_qscale, o.fwd_sm80_split_main,  // (..._split.h)
-                                     o.fwd_sm80_ilv, fwd_sm80_bm64_forced(o.fwd_sm80_bm64), o.fwd_sm80_split_plain);
+  // (cfg 15, kFwdSm80CfgDrabMain: the forward's default; the backward's drab zeroed by the op as main had it)
+  const bool drab_main = o.fwd_sm80_cfg == kFwdSm80CfgDrabMain;
+  p.fwd_sm80_cfg = fwd_sm80_cfg_word(drab_main ? 0 : o.fwd_sm80_cfg, o.fwd_sm80_qscale, o.fwd_sm80_split_main,
+                                     o.fwd_sm80_ilv, fwd_sm80_bm64_forced(o.fwd_sm80_bm64), o.fwd_sm80_split_plain) |
+                   (drab_main ? kBwdSm80DrabZeroed : 0);  // (..._split.h, hstu_bwd_sm80_limits.h)
   return p;
 }
 
@@ -321,7 +324,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
   std::optional<Tensor> drab_accum;
   if (has_drab) {
     const Tensor& r = *rab;
-    drab = torch::stable::new_zeros(r, {r.size(0), r.size(1), r.size(2), r.size(3)});
+    // The sm80-class launcher writes every element of drab (hstu_bwd_sm80_limits.h kBwdSm80DrabZeroed: its rab
+    // loops, else a memset; a shared rab's from the fp32 sums) unless the op zeroed it (kernel_options(fwd_sm80_cfg=
+    // 15), for comparisons); the Hopper kernels store only their walk's dS.
+    const bool zeroed = plan.family != KernelFamily::kSm80 || (p.fwd_sm80_cfg & kBwdSm80DrabZeroed) != 0;
+    drab = zeroed ? torch::stable::new_zeros(r, {r.size(0), r.size(1), r.size(2), r.size(3)})
+                  : torch::stable::new_empty(r, {r.size(0), r.size(1), r.size(2), r.size(3)});
     p.drab = drab.data_ptr();
     p.drab_batch_stride = drab.stride(0);
     p.drab_head_stride = r.size(1) == 1 ? 0 : drab.stride(1);

@@ -1117,6 +1117,33 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
   return cudaErrorNotSupported;
 }
 
+// The default's sm_90+ loops with rab through shared memory (kPdsRabSmem: D = 128's three-stage one-barrier loop,
+// D = 64's 128-query tiles, D = 256's mbarrier loop; bf16, bwd_sm80_rab_smem) on an sm_90-class device where they
+// fit and the default's loops apply; else cudaErrorNotSupported (nothing launched).
+template <typename T, int D>
+cudaError_t launch_hstu_bwd_rab_smem(const HstuParams& p, cudaStream_t stream) {
+  if constexpr (kBwdSm80PdsDefault<D> && kBwdSm80RabSmem<T> && (D == 64 || D == 128 || D == 256)) {
+    if (p.bwd_sm80_cfg == kBwdSm80OldCfg || p.bwd_sm80_cfg == kBwdSm80TwoBarCfg || (D == 256 && p.bwd_sm80_pair != 0) ||
+        !bwd_sm80_rab_smem<T>(p)) {
+      return cudaErrorNotSupported;
+    }
+    bool sm90 = false;
+    int max_smem = 0;
+    const cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
+    if (err != cudaSuccess) return err;
+    if (!sm90) return cudaErrorNotSupported;
+    if constexpr (D == 64) {
+      return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128 | kPdsRabSmem>(p, max_smem, stream);
+    } else if constexpr (D == 128) {
+      return launch_hstu_bwd_pds_ordered<T, D, 3, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsRabSmem>(
+          p, max_smem, stream);
+    } else {
+      return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256OneBar | kPdsRabSmem>(p, max_smem, stream);
+    }
+  }
+  return cudaErrorNotSupported;
+}
+
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
   if (p.bwd_sm80_cfg >= 1 && p.bwd_sm80_cfg <= kBwdSm80LastCfg && p.bwd_sm80_cfg != kBwdSm80OldCfg) {
@@ -1125,6 +1152,10 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
     if (err != cudaErrorNotSupported) return err;
   }
   if constexpr (kBwdSm80PdsDefault<D>) {  // the default: cfg 5, else cfg 4 (bf16 and fp16)
+    {  // (first the sm_90+ loops with rab through shared memory where they apply)
+      const cudaError_t err = launch_hstu_bwd_rab_smem<T, D>(p, stream);
+      if (err != cudaErrorNotSupported) return err;
+    }
     bool applies = p.bwd_sm80_cfg != kBwdSm80OldCfg && (D != 256 || p.bwd_sm80_pair == 0);
     if (D == 64 && applies) {
       const cudaError_t err = bwd_sm80_sm90_class(applies);
@@ -1140,22 +1171,8 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
         cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
         if (err != cudaSuccess) return err;
         if constexpr (D == 64) {  // the 128-query tiles where they fit (kBwdPdsD64Tile128), else the three stages
-          if constexpr (kBwdSm80RabSmem<T>) {
-            if (sm90 && bwd_sm80_rab_smem<T>(p)) {
-              err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128 | kPdsRabSmem>(p, max_smem, stream);
-              if (err != cudaErrorNotSupported) return err;
-            }
-          }
           if (sm90) {
             err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128, true>(p, max_smem, stream);
-            if (err != cudaErrorNotSupported) return err;
-          }
-        }
-        if constexpr (D == 128 && kBwdSm80RabSmem<T>) {  // (rab through shared memory: the loop with kPdsRabSmem)
-          if (sm90 && bwd_sm80_rab_smem<T>(p)) {
-            err = launch_hstu_bwd_pds_ordered<T, D, 3,
-                                              kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsRabSmem>(
-                p, max_smem, stream);
             if (err != cudaErrorNotSupported) return err;
           }
         }
@@ -1179,12 +1196,6 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
         int max_smem = 0;
         cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
         if (err != cudaSuccess) return err;
-        if constexpr (kBwdSm80RabSmem<T>) {  // (rab through shared memory)
-          if (sm90 && bwd_sm80_rab_smem<T>(p)) {
-            err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256OneBar | kPdsRabSmem>(p, max_smem, stream);
-            if (err != cudaErrorNotSupported) return err;
-          }
-        }
         if (sm90) {  // (calls with contexts: its context twin; cfg 13 the loop without the split S / dP)
           err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256OneBar, true>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
@@ -1228,10 +1239,27 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
 }
 
 template <typename T, int D>
-cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
-  if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
+cudaError_t run_hstu_bwd(const HstuParams& p_in, cudaStream_t stream) {
   cudaError_t err;
-  if (p.max_seqlen_k > 0) {
+  // A per-head drab arrives uninitialized unless the op zeroed it (kBwdSm80DrabZeroed, hstu_bwd_sm80_limits.h): the
+  // default's rab loops write all of it (their zeros where the walk stores none); before any other kernel, a memset.
+  HstuParams p = p_in;
+  bool launched = false;
+  if (p.drab != nullptr && p.drab_accum == nullptr && p.drab_heads == nullptr &&
+      (p.fwd_sm80_cfg & kBwdSm80DrabZeroed) == 0) {
+    if (p.batch > 0 && p.heads > 0 && p.max_seqlen_k > 0 && p.bwd_sm80_cfg == 0) {  // (else the cfg's own kernel)
+      err = launch_hstu_bwd_rab_smem<T, D>(p, stream);
+      if (err != cudaSuccess && err != cudaErrorNotSupported) return err;
+      launched = err == cudaSuccess;
+    }
+    if (!launched) {
+      err = cudaMemsetAsync(p.drab, 0, p.drab_numel * static_cast<int64_t>(sizeof(T)), stream);
+      if (err != cudaSuccess) return err;
+      p.fwd_sm80_cfg |= kBwdSm80DrabZeroed;
+    }
+  }
+  if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
+  if (p.max_seqlen_k > 0 && !launched) {
     err = launch_hstu_bwd_fitting<T, D>(p, stream);
     if (err != cudaSuccess) return err;
   }

@@ -13,6 +13,15 @@ namespace hstu {
 constexpr int64_t kBwdSm80MaxKeyBlocks = 65535;
 constexpr int64_t kBwdSm80MinBlockN = 64;
 
+// The drab contract between the op and the sm80-class backward (hstu/csrc/ops/hstu_ops.cc, run_hstu_bwd): the op
+// allocates a per-head drab uninitialized, and the launcher either runs a kernel that writes every element of it
+// (the rab-through-shared-memory loops, kPdsRabSmem: zeros where their walk stores no dS) or zeroes it first.
+// kBwdSm80DrabZeroed, a bit of HstuParams::fwd_sm80_cfg (above its forward bits) set by the op for
+// kernel_options(fwd_sm80_cfg=15) (kFwdSm80CfgDrabMain; private, for comparisons): the op zeroed drab itself and the
+// kernels store only the dS of their walk (main's path).
+constexpr int kBwdSm80DrabZeroed = 4096;
+constexpr int kFwdSm80CfgDrabMain = 15;
+
 // The fp32 dQ workspace of the sm80-class backward at head dim D: (total_q, H, D) row-major; at D = 64 / 128 / 256 it
 // has room for the fragment-ordered layout of the 8-warp kernels (hstu_bwd_sm80_pds_kernel.cuh, DqFrag): per head, each
 // sequence padded by kBwdSm80DqFragPad rows (H, total_q + 64 B, D), and one word behind it (the layout's flag).

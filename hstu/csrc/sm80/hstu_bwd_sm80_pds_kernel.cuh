@@ -360,6 +360,48 @@ __device__ __forceinline__ float2 unpack2(uint32_t w) {
   }
 }
 
+// kPdsRabSmem's per-head drab is uninitialized unless the op zeroed it (kBwdSm80DrabZeroed,
+// hstu_bwd_sm80_limits.h): then these kernels write every element of it.
+__device__ __forceinline__ bool bwd_pds_drab_self_zero(const HstuParams& p) {
+  return p.drab != nullptr && p.drab_accum == nullptr && p.drab_heads == nullptr &&
+         (p.fwd_sm80_cfg & kBwdSm80DrabZeroed) == 0;
+}
+// Zeros in drab (b, h)'s column block [n0z, n0z + BN) (within its max_seqlen_k rows and columns) where that block's
+// walk (rows [w0, w1): bwd_pds_zero_walk) stores no dS, rows u in [u_a, u_b) of its list of such rows: row u below
+// w0, u + w1 - w0 from there; the chunks from lk on (no walk stores them) every row u. 16-byte stores (a warp's
+// lanes: whole rows of the block), evict-first (the ~1 GB of zeros at B16 S4K H4 need no L2 room); the loop unrolled
+// by UNROLL (the form without spills in sm_90a code, nvcc 13.0).
+template <typename T, int BN, int NT, int UNROLL>
+__device__ __forceinline__ void bwd_pds_zero_drab(const HstuParams& p, int b, int h, int n0z, int lk, int w0, int w1,
+                                                  int u_a, int u_b) {
+  constexpr int kCpr = BN / 8, kStep = NT / kCpr;  // chunks a row; rows a pass
+  const int rows = p.max_seqlen_k;
+  const int c = n0z + (static_cast<int>(threadIdx.x) % kCpr) * 8;
+  if (c >= rows) return;
+  int sh = w1 - w0;
+  if (c >= lk) {  // (every row)
+    w0 = rows;
+    sh = 0;
+  }
+  const int u_end = min(u_b, rows - sh);
+  char* d = reinterpret_cast<char*>(static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride + c);
+  const int64_t rs = p.drab_row_stride * (int64_t)sizeof(T);
+#pragma unroll UNROLL
+  for (int u = u_a + static_cast<int>(threadIdx.x) / kCpr; u < u_end; u += kStep) {
+    const int r = u < w0 ? u : u + sh;
+    asm volatile("st.global.cs.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"l"(d + r * rs), "r"(0u) : "memory");
+  }
+}
+// The rows [w0, w1) in which the walk of key block n0z of sequence si stores dS (its query tiles from bwd_work_tiles,
+// no context gap: the rab loops' calls have no contexts), as positions.
+template <int BM, int BN>
+__device__ __forceinline__ void bwd_pds_zero_walk(const SeqInfo& si, int n0z, int& w0, int& w1) {
+  int mb_begin, n_a, gap, n_mt;
+  bwd_work_tiles<BM, BN, false>(si, n0z, mb_begin, n_a, gap, n_mt);
+  w0 = n_mt > 0 ? mb_begin * BM + si.mask.offset : 0;
+  w1 = n_mt > 0 ? min((mb_begin + n_mt) * BM + si.mask.offset, si.lk) : 0;
+}
+
 // CTX: a call with contexts (num_contexts given; hstu_bwd_pds_ctx_kernel), the only one that can have a context gap
 // to skip: without contexts the kernel is the plain tile walk (no skip bookkeeping in the loop).
 // sms: the device's SM count (kPdsTailBlocksFirst's tail of one wave).
@@ -480,6 +522,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr bool kTailBlocksFirst = (BODY & kPdsTailBlocksFirst) != 0;
   static_assert(!kTailBlocksFirst || (kHeadsFirst && !CTX), "the tail order: heads first, no contexts");
   static_assert(!kRabSmem || !CTX, "rab through shared memory: calls without contexts");
+  constexpr int kZeroUnroll = D == 256 ? 4 : 1;  // (kRabSmem's zeros in drab: bwd_pds_zero_drab)
   int n_block = blockIdx.y;
   int b = kHeadsFirst ? blockIdx.z : blockIdx.x;
   const int h = kHeadsFirst ? blockIdx.x : blockIdx.z;
@@ -496,7 +539,22 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
-  if (n0 >= si.lk_alloc) return;
+  // kRabSmem with drab uninitialized (bwd_pds_drab_self_zero): this CTA writes the zeros of drab's column block
+  // n0z (bwd_pds_zero_drab), the block paired with its own (gridDim.y - 1 - n_block: under a causal mask a long
+  // walk with a block of few zeros and a short one with many, about a row of zeros a query row walked), in slices
+  // of zero_map.z rows after each tile's phase 1 (the stores drain under phases 2 / 3), or at once without a walk.
+  auto zero_block = [&] { return (static_cast<int>(gridDim.y) - 1 - n_block) * BN; };  // n0z
+  if (n0 >= si.lk_alloc) {
+    if constexpr (kRabSmem) {
+      if (bwd_pds_drab_self_zero(p)) {
+        const int n0z = zero_block();
+        int w0, w1;
+        bwd_pds_zero_walk<BM, BN>(si, n0z, w0, w1);
+        bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, b, h, n0z, si.lk, w0, w1, 0, p.max_seqlen_k);
+      }
+    }
+    return;
+  }
   const SeqMask& mk = si.mask;
 
   // Q / dO rows from m of this sequence and head into stage buffer sq (pointers formed per load: fewer registers
@@ -646,6 +704,18 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     full_map = make_int4(x, y, z, 0);
   }
   const uint32_t sFull = smem_u32(&full_map);
+  // kRabSmem: the paired block's (w0, w1, rows a tile, lk) and (mb_begin, n0z), re-read on each use in the loop
+  __shared__ int4 zero_map;
+  __shared__ int2 zero_at;
+  if (kRabSmem && tid == 0 && n_mt > 0) {
+    const int n0z = zero_block();
+    int w0, w1;
+    bwd_pds_zero_walk<BM, BN>(si, n0z, w0, w1);
+    const int rows = n0z + BN > si.lk ? p.max_seqlen_k : p.max_seqlen_k - (w1 - w0);  // (the longest list)
+    zero_map = make_int4(w0, w1, (rows + n_mt - 1) / n_mt, si.lk);
+    zero_at = make_int2(mb_begin, n0z);
+  }
+  const uint32_t sZero = smem_u32(&zero_map), sZeroAt = smem_u32(&zero_at);
   auto tile_full_at = [&](const int r0) {
     if constexpr (!kFullMap) {
       return mk.tile_full(r0, r0 + HM, n0, n0 + BN);
@@ -702,7 +772,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       }
   };
   // kRabSmem: a per-head drab (q's dtype) from this warp's dS tile at sds (the HM-row pass at position rp), its
-  // chunks in 16-byte stores (a chunk across lk: its elements before lk).
+  // chunks in 16-byte stores, whole (a chunk across lk too: dS past lk is +-0 there, stored +0, and the chunk lies
+  // inside drab's max_seqlen_k columns, a multiple of 8 for this kernel: bwd_sm80_rab_smem).
   auto store_drab_warp = [&](const uint32_t sds, const int rp) {
     const int t = static_cast<int>(opaque(static_cast<uint32_t>(tid))), w = t / 32, ln = t % 32;
     const int s_m = (w % C::kSWM) * SM, s_n = (w / C::kSWM) * SN;
@@ -719,15 +790,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       x.y = drab_value2(x.y);
       x.z = drab_value2(x.z);
       x.w = drab_value2(x.w);
-      T* dr = d + (int64_t)r * p.drab_row_stride;
-      if (j + 8 <= mk.lk) {
-        *reinterpret_cast<uint4*>(dr) = x;
-      } else {
-        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-        for (int k = 0; k < 8; ++k)
-          if (j + k < mk.lk) reinterpret_cast<uint16_t*>(dr)[k] = static_cast<uint16_t>(w[k / 2] >> (16 * (k % 2)));
-      }
+      *reinterpret_cast<uint4*>(d + (int64_t)r * p.drab_row_stride) = x;
     }
   };
 
@@ -1224,6 +1287,18 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         __syncthreads();  // P, dS complete
       }
 
+      if constexpr (kRabSmem) {  // tile mb's slice of the paired block's zeros (zero_map), draining under phases 2 / 3
+        if (bwd_pds_drab_self_zero(p)) {
+          int w0, w1, zs, lkz, zmb, n0z;
+          asm volatile("ld.shared.v4.s32 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(w0), "=r"(w1), "=r"(zs), "=r"(lkz)
+                       : "r"(sZero));
+          asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(zmb), "=r"(n0z) : "r"(sZeroAt));
+          const int u_a = (mb - zmb) * zs;
+          bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, b, h, n0z, lkz, w0, w1, u_a, u_a + zs);
+        }
+      }
+
       // ---- Phase 2: dV += P^T dO, dK += dS^T Q over this warp's KR keys x KC columns.
       // parts: 3 dV and dK in one k-loop (the plain body); 1 dV only, 2 dK only (the loop-free bodies).
       auto phase_kv = [&](auto parts) {
@@ -1418,6 +1493,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         stage ^= (STAGES == 2 ? 1 : 0);
       }
     } while (mb < tiles_end());
+  } else if constexpr (kRabSmem) {  // (no walk: the paired block's zeros at once)
+    if (bwd_pds_drab_self_zero(p)) {
+      const int n0z = zero_block();
+      int w0, w1;
+      bwd_pds_zero_walk<BM, BN>(si, n0z, w0, w1);
+      bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, b, h, n0z, si.lk, w0, w1, 0, p.max_seqlen_k);
+    }
   }
 
   // Epilogue: dK, dV (rows past seqused are zeros).
@@ -1481,6 +1563,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     }
     return;
   }
+  static_assert(!kRabSmem || (BODY & kPdsSmemEpilogue) != 0, "rab through shared memory: with kPdsSmemEpilogue");
 #pragma unroll
   for (int mt = 0; mt < KMT; ++mt)
 #pragma unroll

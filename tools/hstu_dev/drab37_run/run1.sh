@@ -1,0 +1,39 @@
+#!/bin/bash
+# drab37 (issue 39, session 34), run 1 (<= 53 s), from the root of main's tree:
+#   OUT=/tmp/out_drab37 timeout 56 bash .carry/drab37/run1.sh
+# 1. GPU tests: test_sm80_backward_gpu.py -k "drab_written or drab_zeroed" (the rab loops' drab written whole, the
+#    launcher's memset paths; each against the fp32 reference and fwd_sm80_cfg=15 bit for bit, from NaN memory).
+# 2. Time (one process, interleaved, CUDA graphs): bf16 B16 S4K H4 causal backward, D = 128 / 64 / 256: causal, rab,
+#    rabd (drab written whole by the kernel), rabd~15 (main's: drab zeroed by the op), rabd~8 (main's rab path).
+# 3. ncu, time only, the kernels and fills of one D = 128 backward each: rabd, rabd~15.
+source "$(dirname "$0")/setup.sh"
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+echo "== 1. GPU tests ($SECONDS s)"
+run_tests 22 "drab_written or drab_zeroed" tests/hstu/test_sm80_backward_gpu.py
+echo "== 2. time ($SECONDS s)"
+bench /tmp/site_drab37 B1 $(( $(left) - 9 )) --reps 5 --dims 128 64 256 --cases causal rab rabd rabd~15 rabd~8
+echo "== 3. ncu ($SECONDS s)"
+if [ -n "$NCU" ] && [ $(left) -gt 5 ]; then
+  PYTHONPATH=/tmp/site_drab37 timeout $(( $(left) - 1 )) $NCU --clock-control none -k 'regex:hstu|Fill|elementwise' \
+      --metrics gpu__time_duration.sum --csv python3 -P $J ncu --ncu --dims 128 --cases rabd rabd~15 \
+      > $OUT/ncu.csv 2> $OUT/ncu.err
+  echo "rc $? (ncu, $SECONDS s)"
+fi
+echo
+echo "################ DIGEST ($GPU; done at $SECONDS s)"
+echo "#### tests (-k 'drab_written or drab_zeroed'; the progress line if cut by the time)"
+digest_tests
+grep -E "^[.FEsx]+ *(\[ *[0-9]+%\])?$" $OUT/tests.log | tail -2
+echo "#### time (bwd ms (ratio to causal); ~15 main's drab zeroed by the op, ~8 main's rab path)"
+grep -E "^##|^\| |rror|Traceback" $OUT/time.log | cut -c1-250
+echo "#### ncu (D128 bwd, us per kernel: rabd, rabd~15)"
+python3 - $OUT/ncu.csv <<'PY' 2>&1 | head -16
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+head = rows[0]
+ki, vi, ii, ui = head.index("Kernel Name"), head.index("Metric Value"), head.index("ID"), head.index("Metric Unit")
+for r in rows[1:]:
+    v = float(r[vi].replace(",", "")) * {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(r[ui], 1.0)
+    k = r[ki].replace("void ", "").replace("(hstu::HstuParams, int)", "").replace("(hstu::HstuParams)", "")
+    print(r[ii], f"{v:9.1f}", k[:40] + (" .. " + k[-40:] if len(k) > 80 else k[40:80]))
+PY
