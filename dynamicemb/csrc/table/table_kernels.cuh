@@ -426,9 +426,9 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-// kWideScan: the scan under the lock reads contiguous score lines (scan_bucket_wide; the default schedule
-// kScheduleDynamicWide) instead of scan_bucket.
-template <int K, int V, int P, bool kWideScan = false>
+// kScan: the scan under the lock: 0 scan_bucket, 1 scan_bucket_wide (contiguous score lines; the default schedule
+// kScheduleDynamicWide), 2 scan_bucket_wide1 (the wide scan's loads in one round trip; kScheduleDynamicWide1).
+template <int K, int V, int P, int kScan = 0>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
   using T = typename Val<V>::T;
@@ -458,7 +458,9 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   tile.sync();  // the lead's acquire orders the tile's scan after the previous holder's writes
   const uint32_t d4 = 0x01010101u * digest;
   while (true) {
-    const BucketScan sc = kWideScan ? scan_bucket_wide(tile, t, base, d4) : scan_bucket(tile, t, base, d4);
+    const BucketScan sc = kScan == 2   ? scan_bucket_wide1(tile, t, base, d4)
+                          : kScan == 1 ? scan_bucket_wide(tile, t, base, d4)
+                                       : scan_bucket(tile, t, base, d4);
     // The victim: the least (score, digest, key) (probe.cuh, "eviction scan"). The tile's least rank settles it
     // unless two slots share it (or a score >= 2^56 makes ranks inexact): then victim_exact reads key words.
     bool big = (sc.big >> 24) != 0;
@@ -594,7 +596,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
 // bucket without a free slot; a bucket gains no free slot during an upsert, so the key goes straight to the
 // eviction path, whose scan under the lock (and its probe while waiting for the lock) finds the key if a
 // duplicate inserted it meanwhile. Tile-uniform control flow throughout.
-template <int K, int V, int P, bool kWideScan = false>
+template <int K, int V, int P, int kScan = 0>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
                                               const KeyArgs& a, const typename Val<V>::T* row_in,
                                               bool full_bucket = false) {
@@ -606,7 +608,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
                           (mode == kAccumOrAssign && !a.accum_flag);
   if (full_bucket && may_insert)
-    return evict_insert<K, V, P, kWideScan>(
+    return evict_insert<K, V, P, kScan>(
         p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
         policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0));
 
@@ -634,7 +636,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
       continue;
     }
-    return evict_insert<K, V, P, kWideScan>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
+    return evict_insert<K, V, P, kScan>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
 }
 
@@ -955,7 +957,8 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // insert_and_evict on a topped-up table, but -8 to -10 % on Zipf keys drawn from every stored key: the default is
 // dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight"). kScheduleDynamicWide: dynamic, the
 // eviction's scan by scan_bucket_wide (the default; the other two scan by scan_bucket).
-enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleDynamicWide = 2 };
+enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleDynamicWide = 2,
+                            kScheduleDynamicWide1 = 3 };
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
@@ -1018,8 +1021,9 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      const Outcome o = upsert_one<K, V, P, L == kScheduleDynamicWide>(tile, p, &s_p, a, row_in,
-                                                                       (e.y & kPendingFullBucket) != 0);
+      const Outcome o = upsert_one<K, V, P, L == kScheduleDynamicWide1 ? 2 : L == kScheduleDynamicWide ? 1 : 0>(
+          tile, p, &s_p, a, row_in,
+          (e.y & kPendingFullBucket) != 0);
       if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
         init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
       if (tile.thread_rank() == 0) {
@@ -1259,6 +1263,7 @@ inline InsertSchedule insert_schedule(int mode) {
   const int force = (mode >> kUpsertModeLabShift) & 7;
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
+  if (force == 4) return kScheduleDynamicWide1;
   return kScheduleDynamicWide;
 }
 inline unsigned grid_for_tiles(int64_t n) {
@@ -1292,6 +1297,8 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleStatic>, grid, kBlock, s, p);
   else if (sched == kScheduleDynamicWide)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide>, grid, kBlock, s, p);
+  else if (sched == kScheduleDynamicWide1)
+    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide1>, grid, kBlock, s, p);
   else
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");
