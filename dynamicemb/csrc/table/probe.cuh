@@ -587,13 +587,18 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" : : "r"(s), "l"(gmem) : "memory");
 }
+// The tile's 512-byte staging area (32 KB per block; one per kernel that uses it).
+__device__ __forceinline__ uint4* scan_stage() {
+  __shared__ __align__(16) uint4 s_stage[kScanStageTiles][8 * kTile];
+  return s_stage[threadIdx.x / kTile];
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 __device__ __forceinline__ BucketScan scan_bucket_wide1(const Tile& tile, const TableRef& t, int64_t base,
                                                         uint32_t d4) {
   const int chunks = t.bucket_capacity / 16;
   if (chunks != 2 * kTile) return scan_bucket_wide(tile, t, base, d4);
-  __shared__ __align__(16) uint4 s_stage[kScanStageTiles][8 * kTile];  // 32 KB per block
   const int l = static_cast<int>(tile.thread_rank());
-  uint4* stage = s_stage[threadIdx.x / kTile];
+  uint4* stage = scan_stage();
   const uint4* sp = reinterpret_cast<const uint4*>(t.scores + base) + l;
 #pragma unroll
   for (int b = 0; b < 8; ++b) cp_async16(stage + kTile * b + l, sp + 16 * kTile + kTile * b);  // group 1

@@ -427,7 +427,13 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
 // kScan: the scan under the lock: 0 scan_bucket, 1 scan_bucket_wide (contiguous score lines; the default schedule
-// kScheduleDynamicWide), 2 scan_bucket_wide1 (the wide scan's loads in one round trip; kScheduleDynamicWide1).
+// kScheduleDynamicWide), 2 scan_bucket_wide1 (the wide scan's loads in one round trip; kScheduleDynamicWide1),
+// 3 = 2 + the rows staged (kScheduleDynamicWide1Rows): when the rank settled the victim, the caller's row and
+// (insert_and_evict under LRU) the victim's row are copied into the scan's staging area (cp.async) in the round trip
+// of the victim's exchange, so that the fill and the evicted copy read shared memory instead of making one more
+// round trip each under the lock. The victim's row may be read before its exchange returns under LRU only: no row
+// writer touches an old key's row in the insert pass (the argument of `recheck` below), so the copy is the row the
+// exchange claims.
 template <int K, int V, int P, int kScan = 0>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
@@ -458,7 +464,8 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   tile.sync();  // the lead's acquire orders the tile's scan after the previous holder's writes
   const uint32_t d4 = 0x01010101u * digest;
   while (true) {
-    const BucketScan sc = kScan == 2   ? scan_bucket_wide1(tile, t, base, d4)
+    if (kScan == 3) cp_async_wait_all();  // a staged row of the last round (its area is the scan's)
+    const BucketScan sc = kScan >= 2   ? scan_bucket_wide1(tile, t, base, d4)
                           : kScan == 1 ? scan_bucket_wide(tile, t, base, d4)
                                        : scan_bucket(tile, t, base, d4);
     // The victim: the least (score, digest, key) (probe.cuh, "eviction scan"). The tile's least rank settles it
@@ -474,6 +481,21 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     const bool spec = !refuse && !exact && m.idx >= 0;
     int64_t victim = base + m.idx;
     uint64_t look = sc.look & ~(spec ? look_bit(tile, m.idx) : 0ull);
+    const int64_t nv16 = dim * static_cast<int64_t>(sizeof(T)) / 16;
+    const bool staged = kScan == 3 && spec && row_in != nullptr && nv16 <= 16 &&
+                        row_vec16<T>(row_in, row_ptr<T>(t, victim), dim);
+    const bool staged_victim = staged && P == kPolicyLru && p.mode == kInsertAndEvict &&
+                               p.evicted_values != nullptr && t.values_host == nullptr;
+    if (staged) {
+      uint4* st = scan_stage();
+      const uint4* src = reinterpret_cast<const uint4*>(row_in);
+      const uint4* vsrc = reinterpret_cast<const uint4*>(row_ptr<T>(t, victim));
+      for (int64_t j = tile.thread_rank(); j < nv16; j += kTile) {
+        cp_async16(st + j, src + j);
+        if (staged_victim) cp_async16(st + 16 + j, vsrc + j);
+      }
+      asm volatile("cp.async.commit_group;" ::: "memory");
+    }
     int64_t found = -1;
     bool held = false;  // a slot of the key's digest read LOCKED (a hit holds it: maybe the key's)
     uint64_t k0 = 0;
@@ -547,8 +569,22 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
       if (!claimed) publish_key(t.keys, victim, old);
     }
     if (!tile.shfl(claimed, 0)) continue;
+    const auto fill = [&](int64_t slot) {
+      if (!staged) {
+        fill_new<V, false>(tile, p, a, row_in, digest, slot, new_score);
+        return;
+      }
+      cp_async_wait_all();
+      const uint4* st = scan_stage();
+      uint4* d = reinterpret_cast<uint4*>(row_ptr<T>(t, slot));
+      for (int64_t j = tile.thread_rank(); j < nv16; j += kTile) d[j] = st[j];
+      if (lead) {
+        t.scores[slot] = new_score;
+        t.digests[slot] = digest;
+      }
+    };
     if (is_free) {
-      fill_new<V, false>(tile, p, a, row_in, digest, victim, new_score);
+      fill(victim);
       filled = victim;
       out = Outcome{victim, kStatInserted, false};
       break;
@@ -570,11 +606,17 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
         if (p.evicted_keys) reinterpret_cast<KT*>(p.evicted_keys)[pos] = static_cast<KT>(victim_key);
         if (p.evicted_scores) p.evicted_scores[pos] = victim_score;
       }
-      if (p.evicted_values)
+      if (staged_victim) {
+        cp_async_wait_all();
+        const uint4* st = scan_stage() + 16;
+        uint4* d = reinterpret_cast<uint4*>(row_ptr<T>(p.evicted_values, pos, dim));
+        for (int64_t j = tile.thread_rank(); j < nv16; j += kTile) d[j] = st[j];
+      } else if (p.evicted_values) {
         copy_row<T, true>(tile, row_ptr<T>(p.evicted_values, pos, dim), row_ptr<T>(t, victim), dim, true);
+      }
       tile.sync();
     }
-    fill_new<V, false>(tile, p, a, row_in, digest, victim, new_score);
+    fill(victim);
     filled = victim;
     out = Outcome{victim, kStatEvicted, false};
     break;
@@ -587,6 +629,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     unlock_bucket(lock);
     if (filled >= 0) publish_key_after_release(t.keys, filled, a.key);
   }
+  if (kScan == 3) cp_async_wait_all();  // nothing staged left in flight for the next key's scan
   return out;
 }
 
@@ -958,7 +1001,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight"). kScheduleDynamicWide: dynamic, the
 // eviction's scan by scan_bucket_wide (the default; the other two scan by scan_bucket).
 enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleDynamicWide = 2,
-                            kScheduleDynamicWide1 = 3 };
+                            kScheduleDynamicWide1 = 3, kScheduleDynamicWide1Rows = 4 };
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
@@ -1021,7 +1064,11 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      const Outcome o = upsert_one<K, V, P, L == kScheduleDynamicWide1 ? 2 : L == kScheduleDynamicWide ? 1 : 0>(
+      constexpr int kScan = L == kScheduleDynamicWide1Rows ? 3
+                            : L == kScheduleDynamicWide1 ? 2
+                            : L == kScheduleDynamicWide  ? 1
+                                                         : 0;
+      const Outcome o = upsert_one<K, V, P, kScan>(
           tile, p, &s_p, a, row_in,
           (e.y & kPendingFullBucket) != 0);
       if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
@@ -1264,6 +1311,7 @@ inline InsertSchedule insert_schedule(int mode) {
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
   if (force == 4) return kScheduleDynamicWide1;
+  if (force == 5) return kScheduleDynamicWide1Rows;
   return kScheduleDynamicWide;
 }
 inline unsigned grid_for_tiles(int64_t n) {
@@ -1299,6 +1347,8 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide>, grid, kBlock, s, p);
   else if (sched == kScheduleDynamicWide1)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide1>, grid, kBlock, s, p);
+  else if (sched == kScheduleDynamicWide1Rows)
+    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide1Rows>, grid, kBlock, s, p);
   else
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");
