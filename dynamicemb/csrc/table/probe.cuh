@@ -592,6 +592,11 @@ __device__ __forceinline__ uint4* scan_stage() {
   __shared__ __align__(16) uint4 s_stage[kScanStageTiles][8 * kTile];
   return s_stage[threadIdx.x / kTile];
 }
+// The tile's 128-byte area for the caller's row (the eviction path's early copy, kScan 4: 8 KB per block).
+__device__ __forceinline__ uint4* row_stage() {
+  __shared__ __align__(16) uint4 s_row[kScanStageTiles][8];
+  return s_row[threadIdx.x / kTile];
+}
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 __device__ __forceinline__ BucketScan scan_bucket_wide1(const Tile& tile, const TableRef& t, int64_t base,
                                                         uint32_t d4) {

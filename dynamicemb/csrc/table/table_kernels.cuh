@@ -433,7 +433,12 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
 // of the victim's exchange, so that the fill and the evicted copy read shared memory instead of making one more
 // round trip each under the lock. The victim's row may be read before its exchange returns under LRU only: no row
 // writer touches an old key's row in the insert pass (the argument of `recheck` below), so the copy is the row the
-// exchange claims.
+// exchange claims. 4 = 3 + the early fill (kScheduleDynamicWide1Early): under LRU outside accum_or_assign and
+// insert_and_evict, when the rank settled the victim and no slot of the bucket has the key's digest (the key is
+// absent: ~60 % of evicting keys), the slot's row, score and digest are written in the round trip of the victim's
+// exchange instead of after it (the same argument: no hit or reader touches an old key's slot in the insert pass, and
+// the exchange cannot fail), so that the lock's release waits for one round trip instead of two; the caller's row
+// (up to 128 bytes) is copied into shared memory (row_stage) when the path starts, in place of its L2 prefetch.
 template <int K, int V, int P, int kScan = 0>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
@@ -447,7 +452,18 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   const int64_t base = bucket * t.bucket_capacity;
   int32_t* lock = t.locks + bucket;
   Outcome out{-1, kStatRefused, false};
-  if (row_in != nullptr) prefetch_row_l2(tile, row_in, dim);  // read after the claim: an L2 hit by then
+  const int64_t nv16 = dim * static_cast<int64_t>(sizeof(T)) / 16;
+  const bool aligned16 = (dim * sizeof(T)) % 16 == 0 && reinterpret_cast<uintptr_t>(t.values) % 16 == 0;
+  const bool row_staged = kScan == 4 && row_in != nullptr && nv16 <= 8 && aligned16 &&
+                          reinterpret_cast<uintptr_t>(row_in) % 16 == 0 && t.values_host == nullptr;
+  if (row_staged) {
+    for (int64_t j = tile.thread_rank(); j < nv16; j += kTile)
+      cp_async16(row_stage() + j, reinterpret_cast<const uint4*>(row_in) + j);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  } else if (row_in != nullptr) {
+    prefetch_row_l2(tile, row_in, dim);  // read after the claim: an L2 hit by then
+  }
+  bool stage_pending = false;  // kScan >= 3: rows staged into the scan's area by the last round
   prefetch_bucket_l2(tile, t, base);  // the scan's digests and scores move into L2 while the lock is taken
   int64_t filled = -1;  // the slot this tile filled under the lock, published after the unlock
   while (true) {
@@ -464,7 +480,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   tile.sync();  // the lead's acquire orders the tile's scan after the previous holder's writes
   const uint32_t d4 = 0x01010101u * digest;
   while (true) {
-    if (kScan == 3) cp_async_wait_all();  // a staged row of the last round (its area is the scan's)
+    if (kScan >= 3 && stage_pending) cp_async_wait_all();  // rows staged by the last round (the scan's area)
     const BucketScan sc = kScan >= 2   ? scan_bucket_wide1(tile, t, base, d4)
                           : kScan == 1 ? scan_bucket_wide(tile, t, base, d4)
                                        : scan_bucket(tile, t, base, d4);
@@ -481,20 +497,47 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     const bool spec = !refuse && !exact && m.idx >= 0;
     int64_t victim = base + m.idx;
     uint64_t look = sc.look & ~(spec ? look_bit(tile, m.idx) : 0ull);
-    const int64_t nv16 = dim * static_cast<int64_t>(sizeof(T)) / 16;
-    const bool staged = kScan == 3 && spec && row_in != nullptr && nv16 <= 16 &&
-                        row_vec16<T>(row_in, row_ptr<T>(t, victim), dim);
-    const bool staged_victim = staged && P == kPolicyLru && p.mode == kInsertAndEvict &&
+    const bool vec = spec && nv16 <= 16 && row_vec16<T>(row_in ? row_in : row_ptr<T>(t, victim),
+                                                         row_ptr<T>(t, victim), dim);
+    const bool staged = kScan >= 3 && vec && row_in != nullptr && !row_staged;
+    const bool staged_victim = kScan >= 3 && vec && P == kPolicyLru && p.mode == kInsertAndEvict &&
                                p.evicted_values != nullptr && t.values_host == nullptr;
-    if (staged) {
+    if (staged || staged_victim) {
       uint4* st = scan_stage();
       const uint4* src = reinterpret_cast<const uint4*>(row_in);
       const uint4* vsrc = reinterpret_cast<const uint4*>(row_ptr<T>(t, victim));
       for (int64_t j = tile.thread_rank(); j < nv16; j += kTile) {
-        cp_async16(st + j, src + j);
+        if (staged) cp_async16(st + j, src + j);
         if (staged_victim) cp_async16(st + 16 + j, vsrc + j);
       }
       asm volatile("cp.async.commit_group;" ::: "memory");
+      stage_pending = true;
+    }
+    // Writes the slot's row (from the staged copy when there is one), score and digest.
+    const auto fill = [&](int64_t slot) {
+      const uint4* st = row_staged ? row_stage() : staged ? scan_stage() : nullptr;
+      if (st == nullptr) {
+        fill_new<V, false>(tile, p, a, row_in, digest, slot, new_score);
+        return;
+      }
+      cp_async_wait_all();
+      uint4* d = reinterpret_cast<uint4*>(row_ptr<T>(t, slot));
+      for (int64_t j = tile.thread_rank(); j < nv16; j += kTile) d[j] = st[j];
+      if (lead) {
+        t.scores[slot] = new_score;
+        t.digests[slot] = digest;
+      }
+    };
+    if (kScan == 4 && P == kPolicyLru && p.mode != kAccumOrAssign && p.mode != kInsertAndEvict && spec &&
+        !tile.any(sc.look != 0)) {
+      // The early fill (kScan 4 above): the exchange and the slot's writes in one round trip.
+      uint64_t old_e = kLockedKey;
+      if (lead) old_e = lock_victim(t.keys, victim);
+      fill(victim);
+      old_e = tile.shfl(old_e, 0);
+      filled = victim;
+      out = Outcome{victim, old_e == kEmptyKey ? kStatInserted : kStatEvicted, false};
+      break;
     }
     int64_t found = -1;
     bool held = false;  // a slot of the key's digest read LOCKED (a hit holds it: maybe the key's)
@@ -569,20 +612,6 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
       if (!claimed) publish_key(t.keys, victim, old);
     }
     if (!tile.shfl(claimed, 0)) continue;
-    const auto fill = [&](int64_t slot) {
-      if (!staged) {
-        fill_new<V, false>(tile, p, a, row_in, digest, slot, new_score);
-        return;
-      }
-      cp_async_wait_all();
-      const uint4* st = scan_stage();
-      uint4* d = reinterpret_cast<uint4*>(row_ptr<T>(t, slot));
-      for (int64_t j = tile.thread_rank(); j < nv16; j += kTile) d[j] = st[j];
-      if (lead) {
-        t.scores[slot] = new_score;
-        t.digests[slot] = digest;
-      }
-    };
     if (is_free) {
       fill(victim);
       filled = victim;
@@ -629,7 +658,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     unlock_bucket(lock);
     if (filled >= 0) publish_key_after_release(t.keys, filled, a.key);
   }
-  if (kScan == 3) cp_async_wait_all();  // nothing staged left in flight for the next key's scan
+  if (kScan >= 3) cp_async_wait_all();  // nothing staged left in flight for the next key's scan
   return out;
 }
 
@@ -1001,7 +1030,8 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight"). kScheduleDynamicWide: dynamic, the
 // eviction's scan by scan_bucket_wide (the default; the other two scan by scan_bucket).
 enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleDynamicWide = 2,
-                            kScheduleDynamicWide1 = 3, kScheduleDynamicWide1Rows = 4 };
+                            kScheduleDynamicWide1 = 3, kScheduleDynamicWide1Rows = 4,
+                            kScheduleDynamicWide1Early = 5 };
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
@@ -1064,7 +1094,8 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      constexpr int kScan = L == kScheduleDynamicWide1Rows ? 3
+      constexpr int kScan = L == kScheduleDynamicWide1Early  ? 4
+                            : L == kScheduleDynamicWide1Rows ? 3
                             : L == kScheduleDynamicWide1 ? 2
                             : L == kScheduleDynamicWide  ? 1
                                                          : 0;
@@ -1312,6 +1343,7 @@ inline InsertSchedule insert_schedule(int mode) {
   if (force == 2) return kScheduleStatic;
   if (force == 4) return kScheduleDynamicWide1;
   if (force == 5) return kScheduleDynamicWide1Rows;
+  if (force == 6) return kScheduleDynamicWide1Early;
   return kScheduleDynamicWide;
 }
 inline unsigned grid_for_tiles(int64_t n) {
@@ -1349,6 +1381,8 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide1>, grid, kBlock, s, p);
   else if (sched == kScheduleDynamicWide1Rows)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide1Rows>, grid, kBlock, s, p);
+  else if (sched == kScheduleDynamicWide1Early)
+    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide1Early>, grid, kBlock, s, p);
   else
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");
