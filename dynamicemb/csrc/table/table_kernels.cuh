@@ -474,7 +474,10 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     // all its duplicates here; measured on H200, Zipf keys at load factor 1: they serialized on this lock): look
     // for the key while waiting, and serve it as a hit without the lock.
     const int64_t s = probe_bucket(tile, t, a.key, base, 0x01010101u * digest);
-    if (s >= 0 && serve_hit<V, P>(tile, p, a, row_in, s, out)) return out;
+    if (s >= 0 && serve_hit<V, P>(tile, p, a, row_in, s, out)) {
+      if (kScan >= 3) cp_async_wait_all();  // the staged row (the next key's path reuses its area)
+      return out;
+    }
     __nanosleep(64);
   }
   tile.sync();  // the lead's acquire orders the tile's scan after the previous holder's writes
