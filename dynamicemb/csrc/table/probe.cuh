@@ -574,61 +574,6 @@ __device__ __forceinline__ BucketScan scan_bucket_wide(const Tile& tile, const T
   }
   return r;
 }
-// scan_bucket_wide in one round trip for buckets of 128 slots (two 64-slot groups): group 1's score loads are issued
-// first, as asynchronous copies (cp.async, 16 bytes per lane and load, the same contiguous 64 bytes per tile and load)
-// into a per-tile staging area of shared memory, then group 0's loads into registers, so that all 18 loads of the scan
-// are in flight together instead of in two rounds; group 0 is reduced while group 1's copies land, then group 1 is
-// read back from shared memory (each lane reads only what it copied: cp.async.wait_group suffices, no barrier). The
-// staging area costs no registers (16 score loads held in registers would cost 32 more, and the insert pass is at
-// 128). Blocks of at most kScanStageTiles tiles; other bucket sizes take scan_bucket_wide. Same result as
-// scan_bucket_wide (the same ranks, the same reduction order).
-constexpr int kScanStageTiles = 64;  // tiles per block (blocks of 256 threads)
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" : : "r"(s), "l"(gmem) : "memory");
-}
-// The tile's 512-byte staging area (32 KB per block; one per kernel that uses it).
-__device__ __forceinline__ uint4* scan_stage() {
-  __shared__ __align__(16) uint4 s_stage[kScanStageTiles][8 * kTile];
-  return s_stage[threadIdx.x / kTile];
-}
-// The tile's 128-byte area for the caller's row (the eviction path's early copy, kScan 4: 8 KB per block).
-__device__ __forceinline__ uint4* row_stage() {
-  __shared__ __align__(16) uint4 s_row[kScanStageTiles][8];
-  return s_row[threadIdx.x / kTile];
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
-__device__ __forceinline__ BucketScan scan_bucket_wide1(const Tile& tile, const TableRef& t, int64_t base,
-                                                        uint32_t d4) {
-  const int chunks = t.bucket_capacity / 16;
-  if (chunks != 2 * kTile) return scan_bucket_wide(tile, t, base, d4);
-  const int l = static_cast<int>(tile.thread_rank());
-  uint4* stage = scan_stage();
-  const uint4* sp = reinterpret_cast<const uint4*>(t.scores + base) + l;
-#pragma unroll
-  for (int b = 0; b < 8; ++b) cp_async16(stage + kTile * b + l, sp + 16 * kTile + kTile * b);  // group 1
-  asm volatile("cp.async.commit_group;" ::: "memory");
-  const uint4 d0 = load_digests(t.digests, base, l, true);
-  const uint4 d1 = load_digests(t.digests, base, kTile + l, true);
-  uint4 ss[8];
-#pragma unroll
-  for (int b = 0; b < 8; ++b) ss[b] = __ldcg(sp + kTile * b);  // group 0
-  BucketScan r{EvictCand{~0ull, -1, false}, 0u, 0ull};
-  r.look = static_cast<uint64_t>(match16(d0, d4)) | static_cast<uint64_t>(match16(d1, d4)) << 16;
-  uint32_t dw[4];
-  digest_transpose(tile, d0, dw);
-  EvictCand e = min_rank16(dw, ss, r.big);
-  e.idx = 8 * (e.idx >> 1) + 2 * l + (e.idx & 1);
-  r.min = cand_min(r.min, e);
-  digest_transpose(tile, d1, dw);
-  asm volatile("cp.async.wait_group 0;" ::: "memory");
-#pragma unroll
-  for (int b = 0; b < 8; ++b) ss[b] = stage[kTile * b + l];
-  e = min_rank16(dw, ss, r.big);
-  e.idx = 16 * kTile + 8 * (e.idx >> 1) + 2 * l + (e.idx & 1);
-  r.min = cand_min(r.min, e);
-  return r;
-}
 // Bucket-local slot of bit `bit` of a lane's `look` mask (BucketScan).
 __device__ __forceinline__ int look_slot(const Tile& tile, int bit) {
   return ((bit >> 4) * kTile + static_cast<int>(tile.thread_rank())) * 16 + (bit & 15);
