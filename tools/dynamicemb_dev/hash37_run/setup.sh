@@ -1,9 +1,10 @@
-# Sourced by hash37's runK.sh when they run GPU tests or hash_table.py: main's dynamicemb wheel (.carry/main37/whl)
-# in /tmp/site_main, this branch's (.carry/hash37/whl) in /tmp/site_hash37; run_tests as tools/hstu_dev/carry_setup.sh.
+# Sourced by hash37's runK.sh when they run GPU tests or table_ab.py: this branch's dynamicemb wheel (.carry/hash37/whl)
+# in /tmp/site_hash37 (main's path is a lab value of the same wheel, so main's wheel is not installed); run_tests as
+# tools/hstu_dev/carry_setup.sh.
 NAME=hash37 BASE=main37
 export PYTHONUNBUFFERED=1 R=$PWD
 C=$R/.carry/$NAME
-for site_whl in "/tmp/site_main $R/.carry/$BASE/whl" "/tmp/site_$NAME $C/whl"; do
+for site_whl in "/tmp/site_$NAME $C/whl"; do
   set -- $site_whl
   rm -rf "$1" && python3 -m pip install -q --no-deps --no-index --no-compile --target "$1" $2/dynamicemb-*.whl 2>&1 |
     grep -v WARN | tail -2
