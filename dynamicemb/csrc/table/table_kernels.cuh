@@ -1089,7 +1089,15 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // eviction's scan by scan_bucket_wide (the default; the other two scan by scan_bucket).
 enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleDynamicWide = 2,
                             kScheduleDynamicWide1 = 3, kScheduleDynamicWide1Rows = 4,
-                            kScheduleDynamicWide1Early = 5 };
+                            kScheduleDynamicWide1Early = 5, kScheduleDynamicWide1EarlyPipe = 6 };
+// kScheduleDynamicWide1EarlyPipe: kScheduleDynamicWide1Early with the pending entries one group ahead: a tile's entry
+// of its warp's next group is copied into shared memory (cp.async, entry_stage) when the current group starts, so
+// that a key's chain does not begin with the entry's round trip; the first two rounds of groups are static (the next
+// group must be known a group ahead), the counter's atomic at a group's start hands out the group after the next.
+__device__ __forceinline__ longlong2* entry_stage(int b) {
+  __shared__ __align__(16) longlong2 s_entry[2][kBlock / kTile];
+  return s_entry[b];
+}
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
@@ -1133,18 +1141,36 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
     }
     __syncthreads();
   }
+  constexpr bool kPipe = L == kScheduleDynamicWide1EarlyPipe;
   auto static_end = [&]() -> int64_t {
-    return L != kScheduleStatic ? nwarps : *const_cast<volatile long long*>(&s_static_end);
+    return L != kScheduleStatic ? (kPipe ? 2 * nwarps : nwarps) : *const_cast<volatile long long*>(&s_static_end);
   };
+  // kPipe: the tile's entry of group gg copied into entry_stage(b) (one 16-byte cp.async by the tile's lead).
+  const auto stage_entry = [&](int64_t gg, int b) {
+    const int64_t jj = gg * kWarpKeys + (threadIdx.x & 31) / kTile;
+    if (tile.thread_rank() == 0 && jj < count)
+      cp_async16(entry_stage(b) + threadIdx.x / kTile, reinterpret_cast<const longlong2*>(p.pending) + jj);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  int64_t gn = g + nwarps;  // kPipe: the next group
+  int buf = 0;
+  if (kPipe) stage_entry(g, buf);
 #pragma unroll 1
   while (g * kWarpKeys < count) {
     unsigned long long nx = 0;
     const bool next_static = L == kScheduleStatic && g + nwarps < static_end();
     if (!next_static && (threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
     const int64_t j = g * kWarpKeys + (threadIdx.x & 31) / kTile;
+    longlong2 e = make_longlong2(0, 0);
+    if (kPipe) {
+      stage_entry(gn, buf ^ 1);
+      if (tile.thread_rank() == 0) asm volatile("cp.async.wait_group 1;" ::: "memory");  // this group's entry
+      tile.sync();
+      if (j < count) e = entry_stage(buf)[threadIdx.x / kTile];
+    }
     if (j < count) {
       KeyArgs a;
-      const longlong2 e = reinterpret_cast<const longlong2*>(p.pending)[j];  // (key, index): one load, not two
+      if (!kPipe) e = reinterpret_cast<const longlong2*>(p.pending)[j];  // (key, index): one load, not two
       a.key = static_cast<uint64_t>(e.x);
       a.i = e.y & ~kPendingFullBucket;
       a.score_given = p.scores_in != nullptr;
@@ -1152,7 +1178,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      constexpr int kScan = L == kScheduleDynamicWide1Early  ? 4
+      constexpr int kScan = L == kScheduleDynamicWide1Early || kPipe ? 4
                             : L == kScheduleDynamicWide1Rows ? 3
                             : L == kScheduleDynamicWide1 ? 2
                             : L == kScheduleDynamicWide  ? 1
@@ -1171,9 +1197,16 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
     }
     __syncwarp();
     const int64_t se = static_end();
-    g = (L == kScheduleStatic && g + nwarps < se) ? g + nwarps
-                                                  : se + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
+    if (kPipe) {
+      g = gn;
+      gn = se + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
+      buf ^= 1;
+    } else {
+      g = (L == kScheduleStatic && g + nwarps < se) ? g + nwarps
+                                                    : se + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
+    }
   }
+  if (kPipe) asm volatile("cp.async.wait_all;" ::: "memory");
   flush_stats(p, s_stats);
 }
 
@@ -1405,6 +1438,7 @@ inline InsertSchedule insert_schedule(int mode) {
   if (force == 3) return kScheduleDynamicWide;
   if (force == 4) return kScheduleDynamicWide1;
   if (force == 5) return kScheduleDynamicWide1Rows;
+  if (force == 7) return kScheduleDynamicWide1EarlyPipe;
   return kScheduleDynamicWide1Early;
 }
 inline unsigned grid_for_tiles(int64_t n) {
@@ -1444,6 +1478,8 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide1Rows>, grid, kBlock, s, p);
   else if (sched == kScheduleDynamicWide1Early)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide1Early>, grid, kBlock, s, p);
+  else if (sched == kScheduleDynamicWide1EarlyPipe)
+    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide1EarlyPipe>, grid, kBlock, s, p);
   else
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");
