@@ -455,7 +455,7 @@ __device__ __forceinline__ BucketScan scan_bucket_wide1(const Tile& tile, const 
   uint4* stage = scan_stage();
   const uint4* sp = reinterpret_cast<const uint4*>(t.scores + base) + l;
 #pragma unroll
-  for (int b = 0; b < 8; ++b) cp_async16(stage + kTile * b + l, sp + 16 * kTile + kTile * b);  // group 1
+  for (int b = 0; b < 8; ++b) cp_async16(stage + kTile * b + l, sp + 8 * kTile + kTile * b);  // group 1: 32 uint4 on
   asm volatile("cp.async.commit_group;" ::: "memory");
   const uint4 d0 = load_digests(t.digests, base, l, true);
   const uint4 d1 = load_digests(t.digests, base, kTile + l, true);
