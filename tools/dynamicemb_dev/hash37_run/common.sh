@@ -13,13 +13,15 @@ mkdir -p "$OUT"
 t0=$(date +%s); B=${B:-50}
 left() { local l=$(( B - $(date +%s) + t0 )); echo $(( l > 1 ? l : 1 )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
-chmod +x $C/eb_* 2>/dev/null
+# eb_lab travels gzipped (the carry's share of 64 MiB); unpacked into /tmp
+EB=/tmp/hash37_eb_lab
+[ -f $C/eb_lab.gz ] && gunzip -c $C/eb_lab.gz > $EB && chmod +x $EB
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 eb() {
   local name=$1 to=$2
   shift 2
   echo "## $name ($(( $(date +%s) - t0 )) s)"
-  timeout $to $C/eb_lab "$@" > $OUT/$name.txt 2>&1
+  timeout $to $EB "$@" > $OUT/$name.txt 2>&1
   grep "^filled" $OUT/$name.txt | head -3
 }
 ncu_table() {  # ncu_table CSV MODE: the raw page's rows, MODE raw (chosen columns) or units (top pct columns)
@@ -72,7 +74,7 @@ ncu_raw() {
   M=$M,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
   M=$M,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active
   timeout $(( l - 2 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_insert" -c $3 \
-    --metrics $M --csv --page raw $C/eb_lab ${NCU_CAP:-26} 20 1 ncu uniform 1 - $2 > $OUT/ncu_$1.csv 2> $OUT/ncu_$1.err
+    --metrics $M --csv --page raw $EB ${NCU_CAP:-26} 20 1 ncu uniform 1 - $2 > $OUT/ncu_$1.csv 2> $OUT/ncu_$1.err
   echo "## ncu_raw $1 rc $? ($(( $(date +%s) - t0 )) s)"
   ncu_table $OUT/ncu_$1.csv raw
   gzip -f $OUT/ncu_$1.csv
@@ -82,7 +84,7 @@ ncu_units() {
   [ -n "$NCU" ] && [ $l -ge 8 ] || { echo "ncu_units $1 skipped ($l s left)"; return 0; }
   timeout $(( l - 2 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_insert" -c $3 \
     --section WarpStateStats --metrics breakdown:gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed \
-    --csv --page raw $C/eb_lab ${NCU_CAP:-26} 20 1 ncu uniform 1 - $2 > $OUT/ncu_$1.csv 2> $OUT/ncu_$1.err
+    --csv --page raw $EB ${NCU_CAP:-26} 20 1 ncu uniform 1 - $2 > $OUT/ncu_$1.csv 2> $OUT/ncu_$1.err
   echo "## ncu_units $1 rc $? ($(( $(date +%s) - t0 )) s)"
   ncu_table $OUT/ncu_$1.csv units
   gzip -f $OUT/ncu_$1.csv

@@ -5,7 +5,8 @@
 # block per SM)
 # and, with WHL=1, this tree's dynamicemb wheel (bazel-bin) with the test files and lab plugins under tree/ (main's
 # wheel comes from .carry/main37/whl on the device; setup.sh installs both).
-# NOEB=1 keeps the carry's eb_lab (scripts changed only); NOEB=2 carries no eb_lab (wheel runs).
+# NOEB=1 keeps the carry's eb_lab (scripts changed only); NOEB=2 carries no eb_lab (wheel runs); EBBIN=path carries
+# that binary (built elsewhere, e.g. from a lab copy of the tree). eb_lab travels gzipped (common.sh unpacks it).
 # Usage: [NOEB=1] [WHL=1] pack.sh K
 set -e
 H=$(cd "$(dirname "$0")" && pwd) D=/work/main/.carry/hash37
@@ -13,9 +14,10 @@ R=$(cd "$H/../../.." && pwd)
 # Built in /tmp and copied into place at the end (the lead may copy the carry at any time: never leave it empty).
 N=/tmp/hash37_pack
 rm -rf $N && mkdir -p $N && cp "$H/run$1.sh" "$H"/run*.sh "$H/common.sh" "$H/setup.sh" $N/
-if [ "${NOEB:-0}" = 2 ]; then :; elif [ "${NOEB:-0}" = 1 ]; then cp $D/eb_lab $N/; else (cd "$R" && nice -n 10 nvcc -std=c++17 -O3 -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a -I. \
+if [ "${NOEB:-0}" = 2 ]; then :; elif [ -n "${EBBIN:-}" ]; then cp "$EBBIN" $N/eb_lab; elif [ "${NOEB:-0}" = 1 ]; then gunzip -c $D/eb_lab.gz > $N/eb_lab && chmod +x $N/eb_lab; else (cd "$R" && nice -n 10 nvcc -std=c++17 -O3 -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a -I. \
   tools/dynamicemb_dev/evict_bench.cu -o $N/eb_lab 2>&1 | grep -i " error" || true); fi
 [ "${NOEB:-0}" = 2 ] || [ -x $N/eb_lab ] || { echo "pack: eb_lab not built" >&2; exit 1; }
+[ -f $N/eb_lab ] && gzip -9 $N/eb_lab
 if [ "${WHL:-0}" = 1 ]; then
   mkdir -p $N/whl $N/tree/tests/dynamicemb $N/tree/tools/dynamicemb_dev $N/tree/benchmarks
   cp "$R"/bazel-bin/dynamicemb-*.whl $N/whl/
