@@ -423,14 +423,14 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
   return b ? tile.shfl(found, __ffs(b) - 1) : -1;
 }
 
-// The eviction scan in one round (probe.cuh scan_bucket_wide's loads): scan_bucket_wide in one round trip for buckets of 128 slots (two 64-slot groups): group 1's score loads are issued
-// first, as asynchronous copies (cp.async, 16 bytes per lane and load, the same contiguous 64 bytes per tile and load)
-// into a per-tile staging area of shared memory, then group 0's loads into registers, so that all 18 loads of the scan
-// are in flight together instead of in two rounds; group 0 is reduced while group 1's copies land, then group 1 is
-// read back from shared memory (each lane reads only what it copied: cp.async.wait_group suffices, no barrier). The
-// staging area costs no registers (16 score loads held in registers would cost 32 more, and the insert pass is at
-// 128). Blocks of at most kScanStageTiles tiles; other bucket sizes take scan_bucket_wide. Same result as
-// scan_bucket_wide (the same ranks, the same reduction order).
+// The eviction scan in one round: probe.cuh's scan_bucket_wide for buckets of 128 slots (two 64-slot groups) with
+// all 18 loads in flight together instead of in two rounds. Group 1's score loads are issued first, as asynchronous
+// copies (cp.async, 16 bytes per lane and load, the same contiguous 64 bytes per tile and load) into a per-tile
+// staging area of shared memory, then the digests and group 0's scores into registers; group 0 is reduced while
+// group 1's copies land, then group 1 is read back from shared memory (each lane reads only what it copied:
+// cp.async.wait_group suffices, no barrier). The staging area costs no registers (16 score loads held in registers
+// would cost 32 more, and the insert pass is at 128). Blocks of at most kScanStageTiles tiles; other bucket sizes
+// take scan_bucket_wide. Same result as scan_bucket_wide (the same ranks, the same reduction order).
 constexpr int kScanStageTiles = 64;  // tiles per block (blocks of 256 threads)
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -586,126 +586,130 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
         t.digests[slot] = digest;
       }
     };
-    if (kScan == 4 && P == kPolicyLru && p.mode != kAccumOrAssign && p.mode != kInsertAndEvict && spec &&
-        !tile.any(sc.look != 0)) {
-      // The early fill (kScan 4 above): the exchange and the slot's writes in one round trip.
-      uint64_t old_e = kLockedKey;
-      if (lead) old_e = lock_victim(t.keys, victim);
-      fill(victim);
-      old_e = tile.shfl(old_e, 0);
-      filled = victim;
-      out = Outcome{victim, old_e == kEmptyKey ? kStatInserted : kStatEvicted, false};
-      break;
-    }
-    int64_t found = -1;
-    bool held = false;  // a slot of the key's digest read LOCKED (a hit holds it: maybe the key's)
-    uint64_t k0 = 0;
-    int j0 = -1;
-    if (look) {
-      j0 = __ffsll(static_cast<long long>(look)) - 1;
-      look &= look - 1;
-      k0 = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j0));
-    }
+    // The early fill (kScan 4 above): the exchange and the slot's writes in one round trip. kScan 4 fills at one site
+    // (after this block) for every path: the fill's code (the initializer's) once in the eviction path.
+    const bool early = kScan == 4 && P == kPolicyLru && p.mode != kAccumOrAssign && p.mode != kInsertAndEvict &&
+                       spec && !tile.any(sc.look != 0);
     uint64_t old = kLockedKey;
-    if (spec && lead) old = lock_victim(t.keys, victim);
-    if (j0 >= 0) {
-      if (k0 == a.key) found = base + look_slot(tile, j0);
-      held = k0 == kLockedKey;
-    }
-    while (look) {  // a second slot of the key's digest in this lane (rare)
-      const int j = __ffsll(static_cast<long long>(look)) - 1;
-      look &= look - 1;
-      const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j));
-      if (k == a.key) found = base + look_slot(tile, j);
-      held = held || k == kLockedKey;
-    }
-    const uint32_t bf = tile.ballot(found >= 0);
-    const bool any_held = tile.any(held);
-    old = tile.shfl(old, 0);
-    if (spec && (bf || any_held || old == a.key)) {
-      // The key may be present: put the victim back (its word unchanged, or LOCKED left to its holder).
-      if (lead && old != kLockedKey) publish_key(t.keys, victim, old);
-      if (old == a.key) found = lead ? victim : found;
-    }
-    const uint32_t bf2 = tile.ballot(found >= 0);
-    if (bf2) {
-      if (serve_hit<V, P>(tile, p, a, row_in, tile.shfl(found, __ffs(bf2) - 1), out)) break;
-      continue;  // evicted under us: rescan
-    }
-    if (any_held) {
-      // Wait the LOCKED slots of the key's digest out, then rescan (their holders never wait).
-      uint64_t w = sc.look;
-      while (w) {
-        const int j = __ffsll(static_cast<long long>(w)) - 1;
-        w &= w - 1;
-        wait_unlocked(t.keys, base + look_slot(tile, j));
-      }
-      continue;
-    }
-    if (refuse) break;
-    if (m.idx < 0) break;  // no occupied slot (cannot happen in a full bucket): refused
-    if (exact) {
-      victim = victim_exact(tile, t, base, victim_score);
-      if (!(new_score > victim_score)) break;  // refused
+    if (early) {
       if (lead) old = lock_victim(t.keys, victim);
+    } else {
+      int64_t found = -1;
+      bool held = false;  // a slot of the key's digest read LOCKED (a hit holds it: maybe the key's)
+      uint64_t k0 = 0;
+      int j0 = -1;
+      if (look) {
+        j0 = __ffsll(static_cast<long long>(look)) - 1;
+        look &= look - 1;
+        k0 = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j0));
+      }
+      if (spec && lead) old = lock_victim(t.keys, victim);
+      if (j0 >= 0) {
+        if (k0 == a.key) found = base + look_slot(tile, j0);
+        held = k0 == kLockedKey;
+      }
+      while (look) {  // a second slot of the key's digest in this lane (rare)
+        const int j = __ffsll(static_cast<long long>(look)) - 1;
+        look &= look - 1;
+        const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j));
+        if (k == a.key) found = base + look_slot(tile, j);
+        held = held || k == kLockedKey;
+      }
+      const uint32_t bf = tile.ballot(found >= 0);
+      const bool any_held = tile.any(held);
       old = tile.shfl(old, 0);
-    }
-    // The victim's lock: LOCKED means a hit holds the slot (wait it out, rescan); EMPTY (a free slot, which a full
-    // bucket does not have) is taken as one; a key is evicted if its score is still the scanned one (a hit may
-    // have changed it since the scan: then it is put back and the bucket rescanned).
-    if (old == kLockedKey) {
-      if (lead) wait_unlocked(t.keys, victim);
-      tile.sync();
-      continue;
-    }
-    const bool is_free = old == kEmptyKey;
-    bool claimed = true;
-    // A hit may have changed the victim's score since the scan: re-read it. Not under LRU outside
-    // accum_or_assign: every score such an op writes is its one value (the clock), the victim's is below it, the
-    // first pass's hits completed before this kernel and it defers no present key, so this pass hits only keys
-    // this op inserted (their score is the op's): a score below it changes only under the bucket lock held here.
-    const bool recheck = P != kPolicyLru || p.mode == kAccumOrAssign;
-    if (!is_free && lead && recheck) {
-      claimed = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim) == victim_score;
-      if (!claimed) publish_key(t.keys, victim, old);
-    }
-    if (!tile.shfl(claimed, 0)) continue;
-    if (is_free) {
-      fill(victim);
-      filled = victim;
-      out = Outcome{victim, kStatInserted, false};
-      break;
-    }
-    const uint64_t victim_key = old;
-    if (p.mode == kInsertAndEvict) {
-      // One atomic per group of converged tiles for the output positions (the count is one contended word).
-      unsigned long long pos = 0;
-      if (lead) {
-        const cg::coalesced_group g = cg::coalesced_threads();
-        unsigned long long b0 = 0;
-        if (g.thread_rank() == 0)
-          b0 = atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + kStatEvicted,
-                         static_cast<unsigned long long>(g.size()));
-        pos = g.shfl(b0, 0) + g.thread_rank();
+      if (spec && (bf || any_held || old == a.key)) {
+        // The key may be present: put the victim back (its word unchanged, or LOCKED left to its holder).
+        if (lead && old != kLockedKey) publish_key(t.keys, victim, old);
+        if (old == a.key) found = lead ? victim : found;
       }
-      pos = tile.shfl(pos, 0);
-      if (lead) {
-        if (p.evicted_keys) reinterpret_cast<KT*>(p.evicted_keys)[pos] = static_cast<KT>(victim_key);
-        if (p.evicted_scores) p.evicted_scores[pos] = victim_score;
+      const uint32_t bf2 = tile.ballot(found >= 0);
+      if (bf2) {
+        if (serve_hit<V, P>(tile, p, a, row_in, tile.shfl(found, __ffs(bf2) - 1), out)) break;
+        continue;  // evicted under us: rescan
       }
-      if (staged_victim) {
-        cp_async_wait_all();
-        const uint4* st = scan_stage() + 16;
-        uint4* d = reinterpret_cast<uint4*>(row_ptr<T>(p.evicted_values, pos, dim));
-        for (int64_t j = tile.thread_rank(); j < nv16; j += kTile) d[j] = st[j];
-      } else if (p.evicted_values) {
-        copy_row<T, true>(tile, row_ptr<T>(p.evicted_values, pos, dim), row_ptr<T>(t, victim), dim, true);
+      if (any_held) {
+        // Wait the LOCKED slots of the key's digest out, then rescan (their holders never wait).
+        uint64_t w = sc.look;
+        while (w) {
+          const int j = __ffsll(static_cast<long long>(w)) - 1;
+          w &= w - 1;
+          wait_unlocked(t.keys, base + look_slot(tile, j));
+        }
+        continue;
       }
-      tile.sync();
+      if (refuse) break;
+      if (m.idx < 0) break;  // no occupied slot (cannot happen in a full bucket): refused
+      if (exact) {
+        victim = victim_exact(tile, t, base, victim_score);
+        if (!(new_score > victim_score)) break;  // refused
+        if (lead) old = lock_victim(t.keys, victim);
+        old = tile.shfl(old, 0);
+      }
+      // The victim's lock: LOCKED means a hit holds the slot (wait it out, rescan); EMPTY (a free slot, which a full
+      // bucket does not have) is taken as one; a key is evicted if its score is still the scanned one (a hit may
+      // have changed it since the scan: then it is put back and the bucket rescanned).
+      if (old == kLockedKey) {
+        if (lead) wait_unlocked(t.keys, victim);
+        tile.sync();
+        continue;
+      }
+      const bool is_free = old == kEmptyKey;
+      bool claimed = true;
+      // A hit may have changed the victim's score since the scan: re-read it. Not under LRU outside
+      // accum_or_assign: every score such an op writes is its one value (the clock), the victim's is below it, the
+      // first pass's hits completed before this kernel and it defers no present key, so this pass hits only keys
+      // this op inserted (their score is the op's): a score below it changes only under the bucket lock held here.
+      const bool recheck = P != kPolicyLru || p.mode == kAccumOrAssign;
+      if (!is_free && lead && recheck) {
+        claimed = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim) == victim_score;
+        if (!claimed) publish_key(t.keys, victim, old);
+      }
+      if (!tile.shfl(claimed, 0)) continue;
+      if (is_free && kScan != 4) {
+        fill(victim);
+        filled = victim;
+        out = Outcome{victim, kStatInserted, false};
+        break;
+      }
+      const uint64_t victim_key = old;
+      if (!is_free && p.mode == kInsertAndEvict) {
+        // One atomic per group of converged tiles for the output positions (the count is one contended word).
+        unsigned long long pos = 0;
+        if (lead) {
+          const cg::coalesced_group g = cg::coalesced_threads();
+          unsigned long long b0 = 0;
+          if (g.thread_rank() == 0)
+            b0 = atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + kStatEvicted,
+                           static_cast<unsigned long long>(g.size()));
+          pos = g.shfl(b0, 0) + g.thread_rank();
+        }
+        pos = tile.shfl(pos, 0);
+        if (lead) {
+          if (p.evicted_keys) reinterpret_cast<KT*>(p.evicted_keys)[pos] = static_cast<KT>(victim_key);
+          if (p.evicted_scores) p.evicted_scores[pos] = victim_score;
+        }
+        if (staged_victim) {
+          cp_async_wait_all();
+          const uint4* st = scan_stage() + 16;
+          uint4* d = reinterpret_cast<uint4*>(row_ptr<T>(p.evicted_values, pos, dim));
+          for (int64_t j = tile.thread_rank(); j < nv16; j += kTile) d[j] = st[j];
+        } else if (p.evicted_values) {
+          copy_row<T, true>(tile, row_ptr<T>(p.evicted_values, pos, dim), row_ptr<T>(t, victim), dim, true);
+        }
+        tile.sync();
+      }
+      if (kScan != 4) {
+        fill(victim);
+        filled = victim;
+        out = Outcome{victim, kStatEvicted, false};
+        break;
+      }
     }
     fill(victim);
+    old = tile.shfl(old, 0);
     filled = victim;
-    out = Outcome{victim, kStatEvicted, false};
+    out = Outcome{victim, old == kEmptyKey ? kStatInserted : kStatEvicted, false};
     break;
   }
   tile.sync();
