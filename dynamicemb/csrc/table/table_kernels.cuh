@@ -453,29 +453,33 @@ __device__ __forceinline__ BucketScan scan_bucket_wide1(const Tile& tile, const 
   if (chunks != 2 * kTile) return scan_bucket_wide(tile, t, base, d4);
   const int l = static_cast<int>(tile.thread_rank());
   uint4* stage = scan_stage();
-  const uint4* sp = reinterpret_cast<const uint4*>(t.scores + base) + l;
+  const uint4* sp = reinterpret_cast<const uint4*>(t.scores + base) + l;  // group i, load b: sp[8 kTile i + kTile b]
 #pragma unroll
-  for (int b = 0; b < 8; ++b) cp_async16(stage + kTile * b + l, sp + 8 * kTile + kTile * b);  // group 1: 32 uint4 on
+  for (int b = 0; b < 8; ++b) cp_async16(stage + kTile * b + l, sp + 8 * kTile + kTile * b);  // group 1
   asm volatile("cp.async.commit_group;" ::: "memory");
-  const uint4 d0 = load_digests(t.digests, base, l, true);
-  const uint4 d1 = load_digests(t.digests, base, kTile + l, true);
-  uint4 ss[8];
-#pragma unroll
-  for (int b = 0; b < 8; ++b) ss[b] = __ldcg(sp + kTile * b);  // group 0
+  const uint4 dg[2] = {load_digests(t.digests, base, l, true), load_digests(t.digests, base, kTile + l, true)};
   BucketScan r{EvictCand{~0ull, -1, false}, 0u, 0ull};
-  r.look = static_cast<uint64_t>(match16(d0, d4)) | static_cast<uint64_t>(match16(d1, d4)) << 16;
-  uint32_t dw[4];
-  digest_transpose(tile, d0, dw);
-  EvictCand e = min_rank16(dw, ss, r.big);
-  e.idx = 8 * (e.idx >> 1) + 2 * l + (e.idx & 1);
-  r.min = cand_min(r.min, e);
-  digest_transpose(tile, d1, dw);
-  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  // One copy of the group's code (a loop, as scan_bucket_wide): the insert pass's code size shows in its instruction
+  // fetch stalls.
+#pragma unroll 1
+  for (int i = 0; i < 2; ++i) {
+    uint4 ss[8];
+    if (i == 0) {
 #pragma unroll
-  for (int b = 0; b < 8; ++b) ss[b] = stage[kTile * b + l];
-  e = min_rank16(dw, ss, r.big);
-  e.idx = 16 * kTile + 8 * (e.idx >> 1) + 2 * l + (e.idx & 1);
-  r.min = cand_min(r.min, e);
+      for (int b = 0; b < 8; ++b) ss[b] = __ldcg(sp + kTile * b);
+    } else {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+#pragma unroll
+      for (int b = 0; b < 8; ++b) ss[b] = stage[kTile * b + l];
+    }
+    const uint4 d = dg[i];
+    r.look |= static_cast<uint64_t>(match16(d, d4)) << (16 * i);
+    uint32_t dw[4];
+    digest_transpose(tile, d, dw);
+    EvictCand e = min_rank16(dw, ss, r.big);
+    e.idx = 16 * kTile * i + 8 * (e.idx >> 1) + 2 * l + (e.idx & 1);  // j -> bucket-local slot
+    r.min = cand_min(r.min, e);
+  }
   return r;
 }
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
@@ -1425,25 +1429,24 @@ __global__ void __launch_bounds__(kBeginBlock)
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
 // wave; each loops over groups of pending keys.
 inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::current_device_sms()); }
-// The insert pass's schedule: dynamic (a group counter) for every op, the eviction path with the fewest round trips
-// (kScheduleDynamicWide1Early: the wide scan's loads in one round, the rows staged in shared memory, the early fill;
-// evict_insert's kScan 4). The static rounds are 3-4 % faster on a table topped up to load 1.0 but 8-10 % slower on
-// Zipf keys at load 0.965 drawn from every stored key (insert_and_evict 3 % slower everywhere):
-// docs/dynamicemb_storage_notes.md, "Keys in flight". The wide scan cuts the scan's L2 requests by two thirds (the
-// L2's tag lookups bound the pass at load 1.0 before it: "What limits the load-1.0 insert pass"); after it the pass
-// waits on its chain's round trips: "Fewer round trips in the eviction's chain". `mode` may carry the op's private
-// override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic with scan_bucket, 2 = static
-// (scan_bucket), 3 = dynamic wide (the default of sessions 33-34), 4 = + one round, 5 = + staged rows, 6 = + the
-// early fill (the default); + 8 (evict_bench only) the grid capped at 1 block per SM.
+// The insert pass's schedule: dynamic (a group counter) with the eviction's wide scan (scan_bucket_wide) for every op.
+// The static rounds are 3-4 % faster on a table topped up to load 1.0 but 8-10 % slower on Zipf keys at load 0.965
+// drawn from every stored key (insert_and_evict 3 % slower everywhere): docs/dynamicemb_storage_notes.md, "Keys in
+// flight". The wide scan cuts the scan's L2 requests by two thirds; the L2's tag lookups bound the pass at load 1.0
+// (H200: the insert pass -4 to -8 %): same doc, "What limits the load-1.0 insert pass". `mode` may carry the op's
+// private override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic with scan_bucket, 2 = static
+// (scan_bucket), 3 = dynamic wide (the default); the eviction path with fewer round trips (same doc, "Fewer round
+// trips in the eviction's chain"): 4 = the wide scan in one round, 5 = + the rows staged, 6 = + the early fill,
+// 7 = + the pending entries one group ahead; + 8 (evict_bench only) the grid capped at 1 block per SM.
 inline InsertSchedule insert_schedule(int mode) {
   const int force = (mode >> kUpsertModeLabShift) & 7;
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
-  if (force == 3) return kScheduleDynamicWide;
   if (force == 4) return kScheduleDynamicWide1;
   if (force == 5) return kScheduleDynamicWide1Rows;
+  if (force == 6) return kScheduleDynamicWide1Early;
   if (force == 7) return kScheduleDynamicWide1EarlyPipe;
-  return kScheduleDynamicWide1Early;
+  return kScheduleDynamicWide;
 }
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
