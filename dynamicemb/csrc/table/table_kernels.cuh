@@ -1098,7 +1098,8 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleDynamicWide = 2,
                             kScheduleDynamicWide1 = 3, kScheduleDynamicWide1Rows = 4,
                             kScheduleDynamicWide1Early = 5, kScheduleDynamicWide1EarlyPipe = 6 };
-// kScheduleDynamicWide1EarlyPipe: kScheduleDynamicWide1Early with the pending entries one group ahead: a tile's entry
+// kScheduleDynamicWide1EarlyPipe: the wide scan's eviction path (kScan 1, main's) with the pending entries one group
+// ahead (in session 34's run 2 it carried kScan 4, the early fill, which lost to main's path): a tile's entry
 // of its warp's next group is copied into shared memory (cp.async, entry_stage) when the current group starts, so
 // that a key's chain does not begin with the entry's round trip; the first two rounds of groups are static (the next
 // group must be known a group ahead), the counter's atomic at a group's start hands out the group after the next.
@@ -1186,7 +1187,8 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      constexpr int kScan = L == kScheduleDynamicWide1Early || kPipe ? 4
+      constexpr int kScan = L == kScheduleDynamicWide1Early ? 4
+                            : kPipe                          ? 1
                             : L == kScheduleDynamicWide1Rows ? 3
                             : L == kScheduleDynamicWide1 ? 2
                             : L == kScheduleDynamicWide  ? 1
@@ -1437,7 +1439,8 @@ inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::cur
 // private override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic with scan_bucket, 2 = static
 // (scan_bucket), 3 = dynamic wide (the default); the eviction path with fewer round trips (same doc, "Fewer round
 // trips in the eviction's chain"): 4 = the wide scan in one round, 5 = + the rows staged, 6 = + the early fill,
-// 7 = + the pending entries one group ahead; + 8 (evict_bench only) the grid capped at 1 block per SM.
+// 7 = the wide scan (3) with the pending entries one group ahead; + 8 (evict_bench only) the grid capped at 1 block
+// per SM.
 inline InsertSchedule insert_schedule(int mode) {
   const int force = (mode >> kUpsertModeLabShift) & 7;
   if (force == 1) return kScheduleDynamic;
