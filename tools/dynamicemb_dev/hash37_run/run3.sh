@@ -1,17 +1,19 @@
 #!/bin/bash
-# hash37 run 3 (issue 35): the branch's wheel, table_ab.py (hash_table.py's fill and timer; 2^26 slots, 1M keys, fp32
-# rows) main's path (`pdl+wide`, _upsert_lab bits 2-4 = 3) against the default (`pdl`), interleaved in one process:
-# dims 8 / 32 / 64 at load 1.0 uniform, then loads 0.5 / 0.75 at dim 32, then Zipf at load 1.0 dim 32, each while time
-# is left.
+# hash37 run 3 (issue 35). Run 2 (call 5; the fixed scan, checksums equal everywhere): every variant slower than main's
+# path (4 +2-3 %, 5 +5-7 %, 6 +13-21 %, 7 +10-20 % on find_or_insert / insert_or_assign); ncu: the one-round scan's
+# cp.async raised the L2 tag lookups 50 -> 55 %, the early fill took long scoreboard and membar down but the warps
+# then waited on instruction fetch (no_instruction 1.7 -> 6.7 per issue: a warp's tiles diverge between the early and
+# the full path), and 7 beat 6 by 1-3 %. Here: lab value 7 = main's wide-scan eviction path + the pending entries one
+# group ahead (evict_bench of 6b1a1b76), interleaved with 3 (main's path) and 4, uniform / Zipf / dupnew / loads
+# 0.75-1; then ncu of find_or_insert's insert passes: requests / sectors / instructions (3, 4, 7), units and stalls
+# (3, 7).
 B=53
 . .carry/hash37/common.sh
-. .carry/hash37/setup.sh
-tab() {
-  echo "## table_ab $* ($(( $(date +%s) - t0 )) s)"
-  (cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $(( $(left) + 2 )) python3 tools/dynamicemb_dev/table_ab.py \
-    --variants pdl+wide pdl --reps 3 "$@" 2>&1 | tee -a $OUT/table_ab.txt | grep "^|" | cut -c1-150)
-}
-tab --lambdas 1.0 --dists uniform --dims 32 8 64
-[ $(left) -gt 8 ] && tab --lambdas 0.75 0.5 --dists uniform --dims 32
-[ $(left) -gt 6 ] && tab --lambdas 1.0 --dists zipf --dims 32
+eb uniform 11 26 20 5 - uniform 1 - 3,7,4
+eb zipf 8 26 20 4 - zipf 1 - 3,7
+eb dupnew 8 26 20 4 - dupnew 1 - 3,7
+eb loads 8 26 20 4 - uniform 0.75,1 - 3,7
+digest uniform zipf dupnew loads
+ncu_raw raw 3,4,7 3
+ncu_units units 3,7 2
 echo "total: $(( $(date +%s) - t0 )) s"
