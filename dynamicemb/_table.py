@@ -304,12 +304,10 @@ class ScoredHashTable:
     # Private option (bits; class or instance attribute): 1 = the CUDA upsert's kernels after begin_op as
     # programmatic dependent launches on sm_90+ (table_kernels.cuh launch_upsert_kernel; H200, 1M keys: +0.4 to
     # +1.3 % on the inserting ops, docs/dynamicemb_storage_notes.md "The first-writer set's slot-lock copy"); on by
-    # default, 0 = plain launches (for A/B timing). Bits 2-4 (the value times 2) choose the insert pass's variant for
-    # every op (table_kernels.cuh insert_schedule): 1 the dynamic group schedule with the plain eviction scan, 2 the
-    # static schedule, 3 dynamic with the wide scan (what 0 gives: the default), 4 the wide scan in one round of
-    # loads, 5 + the rows staged, 6 + the early fill, 7 + the pending entries one group ahead
-    # (docs/dynamicemb_storage_notes.md "Keys in flight", "What limits the load-1.0 insert pass", "Fewer round trips
-    # in the eviction's chain").
+    # default, 0 = plain launches (for A/B timing). Bits 2-3 choose the insert pass's variant for every op
+    # (table_kernels.cuh insert_schedule): 1 the dynamic group schedule with the plain eviction scan, 2 the static
+    # schedule, 3 dynamic with the wide scan (what 0 gives: the default; docs/dynamicemb_storage_notes.md "Keys in
+    # flight", "What limits the load-1.0 insert pass").
     _upsert_lab = 1
 
     def __init__(

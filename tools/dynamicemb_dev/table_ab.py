@@ -24,10 +24,9 @@ from hash_table import Timer, fill_table, rate  # noqa: E402
 from dynamicemb._table import ScoredHashTable  # noqa: E402
 
 OPS = ["find_or_insert", "insert_or_assign", "insert_and_evict", "assign"]
-# dynamic / static / wide / wide1 / rows / early: the insert pass's variant forced for every op (dynamic: the plain
-# eviction scan; wide: dynamic with the wide scan, the default of sessions 33-34; wide1: its loads in one round; rows:
-# + the rows staged; early: + the early fill, hash37's default; pipe: + the pending entries one group ahead)
-LAB = {"pdl": 1, "dynamic": 2, "static": 4, "wide": 6, "wide1": 8, "rows": 10, "early": 12, "pipe": 14}
+# dynamic / static / wide: the insert pass's variant forced for every op (dynamic: the plain eviction scan; wide:
+# dynamic with the wide scan, the default since session 33)
+LAB = {"pdl": 1, "dynamic": 2, "static": 4, "wide": 6}
 
 
 def set_variant(name):

@@ -261,11 +261,10 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
   p.init.fill = static_cast<float>(init_fill);
   p.init.seed = static_cast<uint64_t>(seed);
   if (t.cuda) {
-    // _upsert_lab bits 2-4: a private override of the insert pass's schedule (table_kernels.cuh insert_schedule:
-    // 1 dynamic with the plain eviction scan, 2 static, 3 the wide scan = the default, 4 the one-round wide scan,
-    // 5 + staged rows, 6 + the early fill, 7 + the entries one group ahead; A/B timing), passed in mode's bits from
-    // kUpsertModeLabShift (table_types.h); launch_upsert strips them.
-    p.mode |= static_cast<int>((lab >> 1) & 7) << kUpsertModeLabShift;
+    // _upsert_lab bits 2-3: a private override of the insert pass's schedule (1 dynamic with the plain eviction
+    // scan, 2 static, 3 dynamic with the wide scan = the default; A/B timing),
+    // passed in mode's bits from kUpsertModeLabShift (table_types.h); launch_upsert strips them.
+    p.mode |= static_cast<int>((lab >> 1) & 3) << kUpsertModeLabShift;
     // Scratch of the two-pass CUDA upsert (table_kernels.cuh): the keys the hit pass leaves to the insert pass.
     ACCEL_CHECK(p.n == 0 || pending.has_value(), "pending: the CUDA upsert needs an int64 scratch of ",
                 2 * p.n + kPendingExtra, " elements");

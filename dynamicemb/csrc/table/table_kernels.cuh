@@ -423,82 +423,12 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
   return b ? tile.shfl(found, __ffs(b) - 1) : -1;
 }
 
-// The eviction scan in one round: probe.cuh's scan_bucket_wide for buckets of 128 slots (two 64-slot groups) with
-// all 18 loads in flight together instead of in two rounds. Group 1's score loads are issued first, as asynchronous
-// copies (cp.async, 16 bytes per lane and load, the same contiguous 64 bytes per tile and load) into a per-tile
-// staging area of shared memory, then the digests and group 0's scores into registers; group 0 is reduced while
-// group 1's copies land, then group 1 is read back from shared memory (each lane reads only what it copied:
-// cp.async.wait_group suffices, no barrier). The staging area costs no registers (16 score loads held in registers
-// would cost 32 more, and the insert pass is at 128). Blocks of at most kScanStageTiles tiles; other bucket sizes
-// take scan_bucket_wide. Same result as scan_bucket_wide (the same ranks, the same reduction order).
-constexpr int kScanStageTiles = 64;  // tiles per block (blocks of 256 threads)
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" : : "r"(s), "l"(gmem) : "memory");
-}
-// The tile's 512-byte staging area (32 KB per block; one per kernel that uses it).
-__device__ __forceinline__ uint4* scan_stage() {
-  __shared__ __align__(16) uint4 s_stage[kScanStageTiles][8 * kTile];
-  return s_stage[threadIdx.x / kTile];
-}
-// The tile's 128-byte area for the caller's row (the eviction path's early copy, kScan 4: 8 KB per block).
-__device__ __forceinline__ uint4* row_stage() {
-  __shared__ __align__(16) uint4 s_row[kScanStageTiles][8];
-  return s_row[threadIdx.x / kTile];
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
-__device__ __forceinline__ BucketScan scan_bucket_wide1(const Tile& tile, const TableRef& t, int64_t base,
-                                                        uint32_t d4) {
-  const int chunks = t.bucket_capacity / 16;
-  if (chunks != 2 * kTile) return scan_bucket_wide(tile, t, base, d4);
-  const int l = static_cast<int>(tile.thread_rank());
-  uint4* stage = scan_stage();
-  const uint4* sp = reinterpret_cast<const uint4*>(t.scores + base) + l;  // group i, load b: sp[8 kTile i + kTile b]
-#pragma unroll
-  for (int b = 0; b < 8; ++b) cp_async16(stage + kTile * b + l, sp + 8 * kTile + kTile * b);  // group 1
-  asm volatile("cp.async.commit_group;" ::: "memory");
-  const uint4 dg[2] = {load_digests(t.digests, base, l, true), load_digests(t.digests, base, kTile + l, true)};
-  BucketScan r{EvictCand{~0ull, -1, false}, 0u, 0ull};
-  // One copy of the group's code (a loop, as scan_bucket_wide): the insert pass's code size shows in its instruction
-  // fetch stalls.
-#pragma unroll 1
-  for (int i = 0; i < 2; ++i) {
-    uint4 ss[8];
-    if (i == 0) {
-#pragma unroll
-      for (int b = 0; b < 8; ++b) ss[b] = __ldcg(sp + kTile * b);
-    } else {
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
-#pragma unroll
-      for (int b = 0; b < 8; ++b) ss[b] = stage[kTile * b + l];
-    }
-    const uint4 d = dg[i];
-    r.look |= static_cast<uint64_t>(match16(d, d4)) << (16 * i);
-    uint32_t dw[4];
-    digest_transpose(tile, d, dw);
-    EvictCand e = min_rank16(dw, ss, r.big);
-    e.idx = 16 * kTile * i + 8 * (e.idx >> 1) + 2 * l + (e.idx & 1);  // j -> bucket-local slot
-    r.min = cand_min(r.min, e);
-  }
-  return r;
-}
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-// kScan: the scan under the lock: 0 scan_bucket, 1 scan_bucket_wide (contiguous score lines; the default schedule
-// kScheduleDynamicWide), 2 scan_bucket_wide1 (the wide scan's loads in one round trip; kScheduleDynamicWide1),
-// 3 = 2 + the rows staged (kScheduleDynamicWide1Rows): when the rank settled the victim, the caller's row and
-// (insert_and_evict under LRU) the victim's row are copied into the scan's staging area (cp.async) in the round trip
-// of the victim's exchange, so that the fill and the evicted copy read shared memory instead of making one more
-// round trip each under the lock. The victim's row may be read before its exchange returns under LRU only: no row
-// writer touches an old key's row in the insert pass (the argument of `recheck` below), so the copy is the row the
-// exchange claims. 4 = 3 + the early fill (kScheduleDynamicWide1Early): under LRU outside accum_or_assign and
-// insert_and_evict, when the rank settled the victim and no slot of the bucket has the key's digest (the key is
-// absent: ~60 % of evicting keys), the slot's row, score and digest are written in the round trip of the victim's
-// exchange instead of after it (the same argument: no hit or reader touches an old key's slot in the insert pass, and
-// the exchange cannot fail), so that the lock's release waits for one round trip instead of two; the caller's row
-// (up to 128 bytes) is copied into shared memory (row_stage) when the path starts, in place of its L2 prefetch.
-template <int K, int V, int P, int kScan = 0>
+// kWideScan: the scan under the lock reads contiguous score lines (scan_bucket_wide; the default schedule
+// kScheduleDynamicWide) instead of scan_bucket.
+template <int K, int V, int P, bool kWideScan = false>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
   using T = typename Val<V>::T;
@@ -511,18 +441,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   const int64_t base = bucket * t.bucket_capacity;
   int32_t* lock = t.locks + bucket;
   Outcome out{-1, kStatRefused, false};
-  const int64_t nv16 = dim * static_cast<int64_t>(sizeof(T)) / 16;
-  const bool aligned16 = (dim * sizeof(T)) % 16 == 0 && reinterpret_cast<uintptr_t>(t.values) % 16 == 0;
-  const bool row_staged = kScan == 4 && row_in != nullptr && nv16 <= 8 && aligned16 &&
-                          reinterpret_cast<uintptr_t>(row_in) % 16 == 0 && t.values_host == nullptr;
-  if (row_staged) {
-    for (int64_t j = tile.thread_rank(); j < nv16; j += kTile)
-      cp_async16(row_stage() + j, reinterpret_cast<const uint4*>(row_in) + j);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  } else if (row_in != nullptr) {
-    prefetch_row_l2(tile, row_in, dim);  // read after the claim: an L2 hit by then
-  }
-  bool stage_pending = false;  // kScan >= 3: rows staged into the scan's area by the last round
+  if (row_in != nullptr) prefetch_row_l2(tile, row_in, dim);  // read after the claim: an L2 hit by then
   prefetch_bucket_l2(tile, t, base);  // the scan's digests and scores move into L2 while the lock is taken
   int64_t filled = -1;  // the slot this tile filled under the lock, published after the unlock
   while (true) {
@@ -533,19 +452,13 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     // all its duplicates here; measured on H200, Zipf keys at load factor 1: they serialized on this lock): look
     // for the key while waiting, and serve it as a hit without the lock.
     const int64_t s = probe_bucket(tile, t, a.key, base, 0x01010101u * digest);
-    if (s >= 0 && serve_hit<V, P>(tile, p, a, row_in, s, out)) {
-      if (kScan >= 3) cp_async_wait_all();  // the staged row (the next key's path reuses its area)
-      return out;
-    }
+    if (s >= 0 && serve_hit<V, P>(tile, p, a, row_in, s, out)) return out;
     __nanosleep(64);
   }
   tile.sync();  // the lead's acquire orders the tile's scan after the previous holder's writes
   const uint32_t d4 = 0x01010101u * digest;
   while (true) {
-    if (kScan >= 3 && stage_pending) cp_async_wait_all();  // rows staged by the last round (the scan's area)
-    const BucketScan sc = kScan >= 2   ? scan_bucket_wide1(tile, t, base, d4)
-                          : kScan == 1 ? scan_bucket_wide(tile, t, base, d4)
-                                       : scan_bucket(tile, t, base, d4);
+    const BucketScan sc = kWideScan ? scan_bucket_wide(tile, t, base, d4) : scan_bucket(tile, t, base, d4);
     // The victim: the least (score, digest, key) (probe.cuh, "eviction scan"). The tile's least rank settles it
     // unless two slots share it (or a score >= 2^56 makes ranks inexact): then victim_exact reads key words.
     bool big = (sc.big >> 24) != 0;
@@ -559,161 +472,109 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     const bool spec = !refuse && !exact && m.idx >= 0;
     int64_t victim = base + m.idx;
     uint64_t look = sc.look & ~(spec ? look_bit(tile, m.idx) : 0ull);
-    const bool vec = spec && nv16 <= 16 && row_vec16<T>(row_in ? row_in : row_ptr<T>(t, victim),
-                                                         row_ptr<T>(t, victim), dim);
-    const bool staged = kScan >= 3 && vec && row_in != nullptr && !row_staged;
-    const bool staged_victim = kScan >= 3 && vec && P == kPolicyLru && p.mode == kInsertAndEvict &&
-                               p.evicted_values != nullptr && t.values_host == nullptr;
-    if (staged || staged_victim) {
-      uint4* st = scan_stage();
-      const uint4* src = reinterpret_cast<const uint4*>(row_in);
-      const uint4* vsrc = reinterpret_cast<const uint4*>(row_ptr<T>(t, victim));
-      for (int64_t j = tile.thread_rank(); j < nv16; j += kTile) {
-        if (staged) cp_async16(st + j, src + j);
-        if (staged_victim) cp_async16(st + 16 + j, vsrc + j);
-      }
-      asm volatile("cp.async.commit_group;" ::: "memory");
-      stage_pending = true;
+    int64_t found = -1;
+    bool held = false;  // a slot of the key's digest read LOCKED (a hit holds it: maybe the key's)
+    uint64_t k0 = 0;
+    int j0 = -1;
+    if (look) {
+      j0 = __ffsll(static_cast<long long>(look)) - 1;
+      look &= look - 1;
+      k0 = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j0));
     }
-    // Writes the slot's row (from the staged copy when there is one), score and digest.
-    const auto fill = [&](int64_t slot) {
-      const uint4* st = row_staged ? row_stage() : staged ? scan_stage() : nullptr;
-      if (st == nullptr) {
-        fill_new<V, false>(tile, p, a, row_in, digest, slot, new_score);
-        return;
-      }
-      cp_async_wait_all();
-      uint4* d = reinterpret_cast<uint4*>(row_ptr<T>(t, slot));
-      for (int64_t j = tile.thread_rank(); j < nv16; j += kTile) d[j] = st[j];
-      if (lead) {
-        t.scores[slot] = new_score;
-        t.digests[slot] = digest;
-      }
-    };
-    // The early fill (kScan 4 above): the exchange and the slot's writes in one round trip. kScan 4 fills at one site
-    // (after this block) for every path: the fill's code (the initializer's) once in the eviction path.
-    const bool early = kScan == 4 && P == kPolicyLru && p.mode != kAccumOrAssign && p.mode != kInsertAndEvict &&
-                       spec && !tile.any(sc.look != 0);
     uint64_t old = kLockedKey;
-    if (early) {
-      if (lead) old = lock_victim(t.keys, victim);
-    } else {
-      int64_t found = -1;
-      bool held = false;  // a slot of the key's digest read LOCKED (a hit holds it: maybe the key's)
-      uint64_t k0 = 0;
-      int j0 = -1;
-      if (look) {
-        j0 = __ffsll(static_cast<long long>(look)) - 1;
-        look &= look - 1;
-        k0 = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j0));
-      }
-      if (spec && lead) old = lock_victim(t.keys, victim);
-      if (j0 >= 0) {
-        if (k0 == a.key) found = base + look_slot(tile, j0);
-        held = k0 == kLockedKey;
-      }
-      while (look) {  // a second slot of the key's digest in this lane (rare)
-        const int j = __ffsll(static_cast<long long>(look)) - 1;
-        look &= look - 1;
-        const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j));
-        if (k == a.key) found = base + look_slot(tile, j);
-        held = held || k == kLockedKey;
-      }
-      const uint32_t bf = tile.ballot(found >= 0);
-      const bool any_held = tile.any(held);
-      old = tile.shfl(old, 0);
-      if (spec && (bf || any_held || old == a.key)) {
-        // The key may be present: put the victim back (its word unchanged, or LOCKED left to its holder).
-        if (lead && old != kLockedKey) publish_key(t.keys, victim, old);
-        if (old == a.key) found = lead ? victim : found;
-      }
-      const uint32_t bf2 = tile.ballot(found >= 0);
-      if (bf2) {
-        if (serve_hit<V, P>(tile, p, a, row_in, tile.shfl(found, __ffs(bf2) - 1), out)) break;
-        continue;  // evicted under us: rescan
-      }
-      if (any_held) {
-        // Wait the LOCKED slots of the key's digest out, then rescan (their holders never wait).
-        uint64_t w = sc.look;
-        while (w) {
-          const int j = __ffsll(static_cast<long long>(w)) - 1;
-          w &= w - 1;
-          wait_unlocked(t.keys, base + look_slot(tile, j));
-        }
-        continue;
-      }
-      if (refuse) break;
-      if (m.idx < 0) break;  // no occupied slot (cannot happen in a full bucket): refused
-      if (exact) {
-        victim = victim_exact(tile, t, base, victim_score);
-        if (!(new_score > victim_score)) break;  // refused
-        if (lead) old = lock_victim(t.keys, victim);
-        old = tile.shfl(old, 0);
-      }
-      // The victim's lock: LOCKED means a hit holds the slot (wait it out, rescan); EMPTY (a free slot, which a full
-      // bucket does not have) is taken as one; a key is evicted if its score is still the scanned one (a hit may
-      // have changed it since the scan: then it is put back and the bucket rescanned).
-      if (old == kLockedKey) {
-        if (lead) wait_unlocked(t.keys, victim);
-        tile.sync();
-        continue;
-      }
-      const bool is_free = old == kEmptyKey;
-      bool claimed = true;
-      // A hit may have changed the victim's score since the scan: re-read it. Not under LRU outside
-      // accum_or_assign: every score such an op writes is its one value (the clock), the victim's is below it, the
-      // first pass's hits completed before this kernel and it defers no present key, so this pass hits only keys
-      // this op inserted (their score is the op's): a score below it changes only under the bucket lock held here.
-      const bool recheck = P != kPolicyLru || p.mode == kAccumOrAssign;
-      if (!is_free && lead && recheck) {
-        claimed = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim) == victim_score;
-        if (!claimed) publish_key(t.keys, victim, old);
-      }
-      if (!tile.shfl(claimed, 0)) continue;
-      if (is_free && kScan != 4) {
-        fill(victim);
-        filled = victim;
-        out = Outcome{victim, kStatInserted, false};
-        break;
-      }
-      const uint64_t victim_key = old;
-      if (!is_free && p.mode == kInsertAndEvict) {
-        // One atomic per group of converged tiles for the output positions (the count is one contended word).
-        unsigned long long pos = 0;
-        if (lead) {
-          const cg::coalesced_group g = cg::coalesced_threads();
-          unsigned long long b0 = 0;
-          if (g.thread_rank() == 0)
-            b0 = atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + kStatEvicted,
-                           static_cast<unsigned long long>(g.size()));
-          pos = g.shfl(b0, 0) + g.thread_rank();
-        }
-        pos = tile.shfl(pos, 0);
-        if (lead) {
-          if (p.evicted_keys) reinterpret_cast<KT*>(p.evicted_keys)[pos] = static_cast<KT>(victim_key);
-          if (p.evicted_scores) p.evicted_scores[pos] = victim_score;
-        }
-        if (staged_victim) {
-          cp_async_wait_all();
-          const uint4* st = scan_stage() + 16;
-          uint4* d = reinterpret_cast<uint4*>(row_ptr<T>(p.evicted_values, pos, dim));
-          for (int64_t j = tile.thread_rank(); j < nv16; j += kTile) d[j] = st[j];
-        } else if (p.evicted_values) {
-          copy_row<T, true>(tile, row_ptr<T>(p.evicted_values, pos, dim), row_ptr<T>(t, victim), dim, true);
-        }
-        tile.sync();
-      }
-      if (kScan != 4) {
-        fill(victim);
-        filled = victim;
-        out = Outcome{victim, kStatEvicted, false};
-        break;
-      }
+    if (spec && lead) old = lock_victim(t.keys, victim);
+    if (j0 >= 0) {
+      if (k0 == a.key) found = base + look_slot(tile, j0);
+      held = k0 == kLockedKey;
     }
-    fill(victim);
+    while (look) {  // a second slot of the key's digest in this lane (rare)
+      const int j = __ffsll(static_cast<long long>(look)) - 1;
+      look &= look - 1;
+      const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j));
+      if (k == a.key) found = base + look_slot(tile, j);
+      held = held || k == kLockedKey;
+    }
+    const uint32_t bf = tile.ballot(found >= 0);
+    const bool any_held = tile.any(held);
     old = tile.shfl(old, 0);
+    if (spec && (bf || any_held || old == a.key)) {
+      // The key may be present: put the victim back (its word unchanged, or LOCKED left to its holder).
+      if (lead && old != kLockedKey) publish_key(t.keys, victim, old);
+      if (old == a.key) found = lead ? victim : found;
+    }
+    const uint32_t bf2 = tile.ballot(found >= 0);
+    if (bf2) {
+      if (serve_hit<V, P>(tile, p, a, row_in, tile.shfl(found, __ffs(bf2) - 1), out)) break;
+      continue;  // evicted under us: rescan
+    }
+    if (any_held) {
+      // Wait the LOCKED slots of the key's digest out, then rescan (their holders never wait).
+      uint64_t w = sc.look;
+      while (w) {
+        const int j = __ffsll(static_cast<long long>(w)) - 1;
+        w &= w - 1;
+        wait_unlocked(t.keys, base + look_slot(tile, j));
+      }
+      continue;
+    }
+    if (refuse) break;
+    if (m.idx < 0) break;  // no occupied slot (cannot happen in a full bucket): refused
+    if (exact) {
+      victim = victim_exact(tile, t, base, victim_score);
+      if (!(new_score > victim_score)) break;  // refused
+      if (lead) old = lock_victim(t.keys, victim);
+      old = tile.shfl(old, 0);
+    }
+    // The victim's lock: LOCKED means a hit holds the slot (wait it out, rescan); EMPTY (a free slot, which a full
+    // bucket does not have) is taken as one; a key is evicted if its score is still the scanned one (a hit may
+    // have changed it since the scan: then it is put back and the bucket rescanned).
+    if (old == kLockedKey) {
+      if (lead) wait_unlocked(t.keys, victim);
+      tile.sync();
+      continue;
+    }
+    const bool is_free = old == kEmptyKey;
+    bool claimed = true;
+    // A hit may have changed the victim's score since the scan: re-read it. Not under LRU outside
+    // accum_or_assign: every score such an op writes is its one value (the clock), the victim's is below it, the
+    // first pass's hits completed before this kernel and it defers no present key, so this pass hits only keys
+    // this op inserted (their score is the op's): a score below it changes only under the bucket lock held here.
+    const bool recheck = P != kPolicyLru || p.mode == kAccumOrAssign;
+    if (!is_free && lead && recheck) {
+      claimed = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim) == victim_score;
+      if (!claimed) publish_key(t.keys, victim, old);
+    }
+    if (!tile.shfl(claimed, 0)) continue;
+    if (is_free) {
+      fill_new<V, false>(tile, p, a, row_in, digest, victim, new_score);
+      filled = victim;
+      out = Outcome{victim, kStatInserted, false};
+      break;
+    }
+    const uint64_t victim_key = old;
+    if (p.mode == kInsertAndEvict) {
+      // One atomic per group of converged tiles for the output positions (the count is one contended word).
+      unsigned long long pos = 0;
+      if (lead) {
+        const cg::coalesced_group g = cg::coalesced_threads();
+        unsigned long long b0 = 0;
+        if (g.thread_rank() == 0)
+          b0 = atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + kStatEvicted,
+                         static_cast<unsigned long long>(g.size()));
+        pos = g.shfl(b0, 0) + g.thread_rank();
+      }
+      pos = tile.shfl(pos, 0);
+      if (lead) {
+        if (p.evicted_keys) reinterpret_cast<KT*>(p.evicted_keys)[pos] = static_cast<KT>(victim_key);
+        if (p.evicted_scores) p.evicted_scores[pos] = victim_score;
+      }
+      if (p.evicted_values)
+        copy_row<T, true>(tile, row_ptr<T>(p.evicted_values, pos, dim), row_ptr<T>(t, victim), dim, true);
+      tile.sync();
+    }
+    fill_new<V, false>(tile, p, a, row_in, digest, victim, new_score);
     filled = victim;
-    out = Outcome{victim, old == kEmptyKey ? kStatInserted : kStatEvicted, false};
+    out = Outcome{victim, kStatEvicted, false};
     break;
   }
   tile.sync();
@@ -724,7 +585,6 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     unlock_bucket(lock);
     if (filled >= 0) publish_key_after_release(t.keys, filled, a.key);
   }
-  if (kScan >= 3) cp_async_wait_all();  // nothing staged left in flight for the next key's scan
   return out;
 }
 
@@ -734,7 +594,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
 // bucket without a free slot; a bucket gains no free slot during an upsert, so the key goes straight to the
 // eviction path, whose scan under the lock (and its probe while waiting for the lock) finds the key if a
 // duplicate inserted it meanwhile. Tile-uniform control flow throughout.
-template <int K, int V, int P, int kScan = 0>
+template <int K, int V, int P, bool kWideScan = false>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
                                               const KeyArgs& a, const typename Val<V>::T* row_in,
                                               bool full_bucket = false) {
@@ -746,7 +606,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
                           (mode == kAccumOrAssign && !a.accum_flag);
   if (full_bucket && may_insert)
-    return evict_insert<K, V, P, kScan>(
+    return evict_insert<K, V, P, kWideScan>(
         p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
         policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0));
 
@@ -774,7 +634,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
       continue;
     }
-    return evict_insert<K, V, P, kScan>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
+    return evict_insert<K, V, P, kWideScan>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
 }
 
@@ -1095,18 +955,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // insert_and_evict on a topped-up table, but -8 to -10 % on Zipf keys drawn from every stored key: the default is
 // dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight"). kScheduleDynamicWide: dynamic, the
 // eviction's scan by scan_bucket_wide (the default; the other two scan by scan_bucket).
-enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleDynamicWide = 2,
-                            kScheduleDynamicWide1 = 3, kScheduleDynamicWide1Rows = 4,
-                            kScheduleDynamicWide1Early = 5, kScheduleDynamicWide1EarlyPipe = 6 };
-// kScheduleDynamicWide1EarlyPipe: the wide scan's eviction path (kScan 1, main's) with the pending entries one group
-// ahead (in session 34's run 2 it carried kScan 4, the early fill, which lost to main's path): a tile's entry
-// of its warp's next group is copied into shared memory (cp.async, entry_stage) when the current group starts, so
-// that a key's chain does not begin with the entry's round trip; the first two rounds of groups are static (the next
-// group must be known a group ahead), the counter's atomic at a group's start hands out the group after the next.
-__device__ __forceinline__ longlong2* entry_stage(int b) {
-  __shared__ __align__(16) longlong2 s_entry[2][kBlock / kTile];
-  return s_entry[b];
-}
+enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleDynamicWide = 2 };
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
@@ -1150,36 +999,18 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
     }
     __syncthreads();
   }
-  constexpr bool kPipe = L == kScheduleDynamicWide1EarlyPipe;
   auto static_end = [&]() -> int64_t {
-    return L != kScheduleStatic ? (kPipe ? 2 * nwarps : nwarps) : *const_cast<volatile long long*>(&s_static_end);
+    return L != kScheduleStatic ? nwarps : *const_cast<volatile long long*>(&s_static_end);
   };
-  // kPipe: the tile's entry of group gg copied into entry_stage(b) (one 16-byte cp.async by the tile's lead).
-  const auto stage_entry = [&](int64_t gg, int b) {
-    const int64_t jj = gg * kWarpKeys + (threadIdx.x & 31) / kTile;
-    if (tile.thread_rank() == 0 && jj < count)
-      cp_async16(entry_stage(b) + threadIdx.x / kTile, reinterpret_cast<const longlong2*>(p.pending) + jj);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  };
-  int64_t gn = g + nwarps;  // kPipe: the next group
-  int buf = 0;
-  if (kPipe) stage_entry(g, buf);
 #pragma unroll 1
   while (g * kWarpKeys < count) {
     unsigned long long nx = 0;
     const bool next_static = L == kScheduleStatic && g + nwarps < static_end();
     if (!next_static && (threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
     const int64_t j = g * kWarpKeys + (threadIdx.x & 31) / kTile;
-    longlong2 e = make_longlong2(0, 0);
-    if (kPipe) {
-      stage_entry(gn, buf ^ 1);
-      if (tile.thread_rank() == 0) asm volatile("cp.async.wait_group 1;" ::: "memory");  // this group's entry
-      tile.sync();
-      if (j < count) e = entry_stage(buf)[threadIdx.x / kTile];
-    }
     if (j < count) {
       KeyArgs a;
-      if (!kPipe) e = reinterpret_cast<const longlong2*>(p.pending)[j];  // (key, index): one load, not two
+      const longlong2 e = reinterpret_cast<const longlong2*>(p.pending)[j];  // (key, index): one load, not two
       a.key = static_cast<uint64_t>(e.x);
       a.i = e.y & ~kPendingFullBucket;
       a.score_given = p.scores_in != nullptr;
@@ -1187,15 +1018,8 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      constexpr int kScan = L == kScheduleDynamicWide1Early ? 4
-                            : kPipe                          ? 1
-                            : L == kScheduleDynamicWide1Rows ? 3
-                            : L == kScheduleDynamicWide1 ? 2
-                            : L == kScheduleDynamicWide  ? 1
-                                                         : 0;
-      const Outcome o = upsert_one<K, V, P, kScan>(
-          tile, p, &s_p, a, row_in,
-          (e.y & kPendingFullBucket) != 0);
+      const Outcome o = upsert_one<K, V, P, L == kScheduleDynamicWide>(tile, p, &s_p, a, row_in,
+                                                                       (e.y & kPendingFullBucket) != 0);
       if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
         init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
       if (tile.thread_rank() == 0) {
@@ -1207,16 +1031,9 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
     }
     __syncwarp();
     const int64_t se = static_end();
-    if (kPipe) {
-      g = gn;
-      gn = se + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
-      buf ^= 1;
-    } else {
-      g = (L == kScheduleStatic && g + nwarps < se) ? g + nwarps
-                                                    : se + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
-    }
+    g = (L == kScheduleStatic && g + nwarps < se) ? g + nwarps
+                                                  : se + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
   }
-  if (kPipe) asm volatile("cp.async.wait_all;" ::: "memory");
   flush_stats(p, s_stats);
 }
 
@@ -1437,18 +1254,11 @@ inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::cur
 // flight". The wide scan cuts the scan's L2 requests by two thirds; the L2's tag lookups bound the pass at load 1.0
 // (H200: the insert pass -4 to -8 %): same doc, "What limits the load-1.0 insert pass". `mode` may carry the op's
 // private override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic with scan_bucket, 2 = static
-// (scan_bucket), 3 = dynamic wide (the default); the eviction path with fewer round trips (same doc, "Fewer round
-// trips in the eviction's chain"): 4 = the wide scan in one round, 5 = + the rows staged, 6 = + the early fill,
-// 7 = the wide scan (3) with the pending entries one group ahead; + 8 (evict_bench only) the grid capped at 1 block
-// per SM.
+// (scan_bucket), 3 = dynamic wide (the default); + 8 (evict_bench only) the grid capped at 1 block per SM.
 inline InsertSchedule insert_schedule(int mode) {
   const int force = (mode >> kUpsertModeLabShift) & 7;
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
-  if (force == 4) return kScheduleDynamicWide1;
-  if (force == 5) return kScheduleDynamicWide1Rows;
-  if (force == 6) return kScheduleDynamicWide1Early;
-  if (force == 7) return kScheduleDynamicWide1EarlyPipe;
   return kScheduleDynamicWide;
 }
 inline unsigned grid_for_tiles(int64_t n) {
@@ -1482,14 +1292,6 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleStatic>, grid, kBlock, s, p);
   else if (sched == kScheduleDynamicWide)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide>, grid, kBlock, s, p);
-  else if (sched == kScheduleDynamicWide1)
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide1>, grid, kBlock, s, p);
-  else if (sched == kScheduleDynamicWide1Rows)
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide1Rows>, grid, kBlock, s, p);
-  else if (sched == kScheduleDynamicWide1Early)
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide1Early>, grid, kBlock, s, p);
-  else if (sched == kScheduleDynamicWide1EarlyPipe)
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide1EarlyPipe>, grid, kBlock, s, p);
   else
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");
