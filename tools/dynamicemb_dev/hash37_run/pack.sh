@@ -8,7 +8,7 @@
 # files and lab plugins under tree/ (setup.sh installs it).
 # NOEB=1 keeps the carry's eb_lab (scripts changed only); NOEB=2 carries no eb_lab (wheel runs); EBBIN=path carries
 # that binary (built elsewhere, e.g. from a lab copy of the tree). eb_lab travels gzipped (common.sh unpacks it).
-# Usage: [NOEB=1] [WHL=1] pack.sh K
+# Usage: [NOEB=1|2] [EBBIN=bin] [EBC=commit] [PATCH=file] [WHL=1] pack.sh K
 set -e
 H=$(cd "$(dirname "$0")" && pwd) D=/work/main/.carry/hash37
 R=$(cd "$H/../../.." && pwd)
@@ -19,6 +19,8 @@ if [ "${NOEB:-0}" = 2 ]; then :; elif [ -n "${EBBIN:-}" ]; then cp "$EBBIN" $N/e
   # evict_bench of the lab commit (the branch's head has main's kernels again): EBC, default 6b1a1b76
   S=/tmp/hash37_src && rm -rf $S && mkdir -p $S
   git -C "$R" archive "${EBC:-6b1a1b76}" dynamicemb common benchmarks tools/dynamicemb_dev/evict_bench.cu | tar -x -C $S
+  # PATCH=file: a lab patch on top (noprefetch.patch: lab value 5 = main's wide scan without the bucket prefetch)
+  [ -n "${PATCH:-}" ] && (cd $S && patch -p1 -s < "$H/$PATCH")
   (cd $S && nice -n 10 nvcc -std=c++17 -O3 -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a -I. \
     tools/dynamicemb_dev/evict_bench.cu -o $N/eb_lab 2>&1 | grep -i " error" || true)
 fi
