@@ -22,6 +22,20 @@
 
 namespace hstu {
 
+// c += a b, m16n8k8 (a: 16 x 8 row-major, two registers; b: 8 x 8, one)
+template <typename T>
+__device__ __forceinline__ void mma_1688(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t b) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(b));
+  } else {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(b));
+  }
+}
+
 // Tile shape of one forward kernel: BM query rows per block (MT = BM / (16 * WARPS) m16 tiles per warp), K/V tiles
 // of BN keys computed in sub-tiles of BNS keys, MINB blocks per SM (__launch_bounds__), STAGES K/V buffers (2: tile
 // n-1 loads while tile n is computed, one barrier per tile; 1: FA2's order, V of tile n loads during Q K^T and K of
@@ -58,6 +72,10 @@ struct FwdSm80Tile {
   static constexpr bool kPrefetch = false;
   // rab's tiles copied into shared memory with K / V (hstu_fwd_block's RABS; hstu_fwd_qreg_rab_kernel)
   static constexpr bool kRabSmem = false;
+  // kRabSmem: rab added by the tensor cores (hstu_fwd_block's RABM; hstu_fwd_qreg_rabm_kernel), and the rab buffers
+  // in the ring (kRabBufs buffers, the copies kRabBufs - 1 KV steps ahead)
+  static constexpr bool kRabMma = false;
+  static constexpr int kRabBufs = 2;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -256,6 +274,20 @@ struct FwdSm80QregRab<64> : FwdSm80Only<FwdSm80Tile<64, 128, 64, 64, 4, 2, 2, 0>
 // group's rab added before its SiLU (the default there; kernel_options(fwd_sm80_interleave=False): FwdSm80QregRab<64>)
 struct FwdSm80QregRabIlv : FwdSm80QregRab<64> {
   static constexpr bool kIlv = true;
+};
+// The bf16 defaults with rab (where fwd_sm80_rab_smem holds): FwdSm80QregRab (D = 64: its interleaved groups) with rab
+// added by the tensor cores, one identity MMA per m16 tile and 8 keys (hstu_fwd_block's RABM), instead of an LDS
+// per key pair and an FADD / FFMA per score; D = 64 with three rab buffers (the third in Q's: 82 KB as before), the
+// copies two KV steps ahead. kernel_options(fwd_sm80_cfg=9): FwdSm80QregRab / FwdSm80QregRabIlv; fwd_sm80_cfg=10:
+// D = 64 with two buffers (one step ahead).
+template <int D>
+struct FwdSm80QregRabMma : FwdSm80QregRab<D> {
+  static constexpr bool kRabMma = true;
+};
+template <int BUFS>
+struct FwdSm80QregRabIlvMma : FwdSm80QregRabIlv {
+  static constexpr bool kRabMma = true;
+  static constexpr int kRabBufs = BUFS;
 };
 // Whether the bf16 defaults run FwdSm80QregRab: rab given, not kernel_options(fwd_sm80_cfg=8), its 16-byte chunks
 // aligned (the pointer and every stride)
@@ -461,9 +493,15 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // one buffer per stage (fwd_rab_smem_in_q: in Q's buffer, free once Q is in registers, where it fits, else behind
 // the tile's shared memory), and the score pass reads it there (a 32-bit word per pair of keys, chunks swizzled by
 // the row: conflict-free). Without it the pass loads every element from global memory after the sub-tile's S MMAs.
+// RABM (RABS, QREG): the tensor cores add rab: S's accumulators start as (s I) R, I the 16 x 16 identity, s = 1 (alpha
+// / 2 with Q scaled: a power of two, exact in bf16), R the m16 tile's rab rows x 16 keys loaded as B fragments by
+// ldmatrix.trans from the buffer (rows as k: V's pattern; conflict-free), one MMA per n8 tile, instead of an LDS per
+// key pair and an unpack and FADD / FFMA per score. RBUFS 3 (RABM at D = BN): the rab copies two KV steps ahead in
+// a ring of three buffers, the third in Q's buffer, each in its own cp.async group (the loop waits for all but the
+// newest group).
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
           bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
-          bool XADD = false, bool PF = false, bool RABS = false>
+          bool XADD = false, bool PF = false, bool RABS = false, bool RABM = false, int RBUFS = 2>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -481,6 +519,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!RABS || (SKIP == 0 && !SPLIT && !PAIRKV && BN == 64 &&
                           ((QREG && STAGES == 2 && PAIR == 1) || (XADD && STAGES == 1 && PAIR == 2))),
                 "rab tiles in shared memory: the plain Q-in-registers body, the warp pairs' xadd body");
+  static_assert(!RABM || (RABS && QREG), "rab by the tensor cores: the Q-in-registers rab body");
+  static_assert(RBUFS == 2 || (RBUFS == 3 && RABS && QREG && !fwd_rab_smem_in_q<D, BM, BN, QREG>() && D == BN),
+                "three rab buffers: two behind the tile, the third in Q's (BM x D = BM x BN elements)");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -715,6 +756,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // t / (BN / 8) + i NT / (BN / 8); chunk c of row r at (c ^ (r & 7)) 16 bytes; rows and keys past lk zero-filled)
   constexpr uint32_t kRabBytes = BM * BN * 2;
   [[maybe_unused]] const uint32_t sRab0 = sQ0 + (fwd_rab_smem_in_q<D, BM, BN, QREG>() ? 0 : Tile::kSmem);
+  // RABS: the buffer of ring slot k (RBUFS 3: slot 2 in Q's buffer)
+  [[maybe_unused]] auto rab_slot = [&](int k) -> uint32_t {
+    return RBUFS == 3 && k == 2 ? sQ0 : sRab0 + k * kRabBytes;
+  };
   [[maybe_unused]] auto load_rab = [&](uint32_t dst, int n0) {
     constexpr int CH = BN / 8, RPI = NT / CH;
     static_assert(!RABS || (RPI % 8 == 0 && BM % RPI == 0), "whole swizzle periods per pass");
@@ -781,6 +826,11 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       }
     }
     cp_async_commit();
+    if constexpr (RBUFS == 3) {  // the walk's second rab tile into slot 1, its own group
+      const int t1 = nb_end - 2 - (nb_end - 1 == gap_end ? gap_skip : 0);
+      if (t1 >= nb_begin) load_rab(rab_slot(1), t1 * BN);
+      cp_async_commit();
+    }
     if constexpr (QEARLY) row_table();  // (behind the first copies: its divisions run while they are in flight)
     if constexpr (SPLIT && QEARLY) {
       // the query tile's first partial (fwd_split_sum, lean = early): the list's base for its slot x heads + h,
@@ -795,7 +845,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     // QREG: the warp's Q fragments, once Q (with the first K / V) landed
     [[maybe_unused]] uint32_t qf[QREG ? D / 16 : 1][MT][4];
     if constexpr (QREG) {
-      cp_async_wait<0>();
+      cp_async_wait<RBUFS == 3 ? 1 : 0>();
       __syncthreads();
       const uint32_t tQ = L::swz(warp_row0 + lane % 16, (lane / 16) * 8);
 #pragma unroll
@@ -824,6 +874,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     }
 
     int stage = 0;
+    [[maybe_unused]] int rs = 0;  // RBUFS 3: the step's rab slot
     constexpr int SK = SKIP == 4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
     for (int nb = nb_end - 1; nb >= nb_first(); nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
       // PAIRKV: a pair step (tiles nb and nb - 1, both stages), and this warp's tile, stage and rows in it
@@ -833,7 +884,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       const int sw = pr ? hw : stage;
       if constexpr (PAIRKV) vwarp = warp - 2 * hw;
       const int vrow0 = PAIRKV ? vwarp * MT * 16 : warp_row0;
-      cp_async_wait<0>();
+      cp_async_wait<RBUFS == 3 ? 1 : 0>();  // (RBUFS 3: the newest group, two steps ahead's rab, may stay in flight)
       // STAGES 2: K, V of tile nb landed; every warp is done with the other stage (the tile before).
       // STAGES 1: K of tile nb (and Q) landed; every warp is done with V (the tile before).
       __syncthreads();
@@ -846,8 +897,14 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           const T* vn = kv_rows(p.v, p.v_row_stride, p.v_head_stride) + (int64_t)nn0 * p.v_row_stride;
           load_tile_async<BN, D, NT, true>(sKn, kn, p.k_row_stride, lk - nn0, ot);
           load_tile_async<BN, D, NT, true>(sKn + kTileBytes, vn, p.v_row_stride, lk - nn0, ot);
-          if constexpr (RABS) load_rab(sRab0 + (stage ^ 1) * kRabBytes, nn0);
+          if constexpr (RABS && RBUFS == 2) load_rab(sRab0 + (stage ^ 1) * kRabBytes, nn0);
           cp_async_commit();
+          if constexpr (RBUFS == 3) {  // the rab tile two steps ahead into the slot read in the step before
+            const int nb1 = nb - 1 - (nb == gap_end ? gap_skip : 0);
+            const int nb2 = nb1 - 1 - (nb1 == gap_end ? gap_skip : 0);
+            if (nb2 >= nb_first()) load_rab(rab_slot(rs == 0 ? 2 : rs - 1), nb2 * BN);
+            cp_async_commit();  // (possibly empty: one group per step)
+          }
         }
       } else {  // V of tile nb, during Q K^T
         const int n0 = nb * BN;
@@ -889,8 +946,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         // * 2 + (lane % 4) * 4 of the stage's buffer, chunk = the n8 tile's in the KV tile; rw & 7 = lane / 4
         [[maybe_unused]] auto rab_add = [&](int nt0, int nt1) {
           const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-          const uint32_t tr = sRab0 + (STAGES == 2 ? stage * kRabBytes : 0) + (warp_row0 + lr / 4) * (BN * 2) +
-                              (lr % 4) * 4;
+          const uint32_t tr = (RBUFS == 3 ? rab_slot(rs) : sRab0 + (STAGES == 2 ? stage * kRabBytes : 0)) +
+                              (warp_row0 + lr / 4) * (BN * 2) + (lr % 4) * 4;
 #pragma unroll
           for (int nt = nt0; nt < nt1; ++nt) {
             const uint32_t tc = tr + ((((kw0 - nbw * BN) / 8 + nt) ^ (lr / 4)) * 16);
@@ -907,6 +964,26 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                   a = QSCALE ? fmaf(rv[o], half_alpha, a) : a + rv[o];
                 }
               }
+          }
+        };
+        // RABM: rab's keys [16 g, 16 g + 16) of the warp's sub-tile added to S's n8 tiles 2 g, 2 g + 1 by m16n8k8
+        // MMAs with rab as A (16 rows x 8 keys: ldmatrix of the m16 tile's rows, Q's pattern; row & 7 = l % 8 for the
+        // swizzle) and B the 8 x 8 identity times s (lane l's word: s at k = n, n = l / 4, k = 2 (l % 4) + {0, 1}): one
+        // register, not the 16 x 16 identity's four
+        [[maybe_unused]] auto rab_mma = [&](int g) {
+          const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+          const int gr = lr / 4, tc = (lr % 4) * 2;
+          const float sc = QSCALE ? half_alpha : 1.f;
+          const uint32_t id = pack2<T>(gr == tc ? sc : 0.f, gr == tc + 1 ? sc : 0.f);
+          const uint32_t ta = (RBUFS == 3 ? rab_slot(rs) : sRab0 + (STAGES == 2 ? stage * kRabBytes : 0)) +
+                              (warp_row0 + lr % 16) * (BN * 2) +
+                              ((((kw0 - nbw * BN) / 8 + 2 * g + lr / 16) ^ (lr % 8)) * 16);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            uint32_t ra[4];
+            ldsm_x4(ra, ta + mt * 16 * (BN * 2));
+            mma_1688<T>(acc_s[mt][2 * g], ra[0], ra[1], id);
+            mma_1688<T>(acc_s[mt][2 * g + 1], ra[2], ra[3], id);
           }
         };
         if constexpr (ILV) {
@@ -926,9 +1003,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                   mma_16816<T>(acc_s[mt][2 * g + 1], qf[ks][mt], bb[2], bb[3]);
                 }
               }
+              if constexpr (RABM) rab_mma(g);  // (after S, as the plain body: the same sums)
             };
             auto silu_grp = [&](int g) {
-              if constexpr (RABS) rab_add(2 * g, 2 * g + 2);
+              if constexpr (RABS && !RABM) rab_add(2 * g, 2 * g + 2);
 #pragma unroll
               for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1014,7 +1092,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           // (rab, SiLU, then the mask on the packed pairs below); the rab and mask passes sit behind block-uniform
           // branches, so the common case (no rab, sub-tile fully visible) runs the SiLU pass alone, with no
           // per-element index or mask arithmetic.
-          if constexpr (RABS) {
+          if constexpr (RABM) {  // (after S: the K fragments' registers free)
+#pragma unroll
+            for (int g = 0; g < NTILES / 2; ++g) rab_mma(g);
+          } else if constexpr (RABS) {
             rab_add(0, NTILES);
           } else if (p.rab != nullptr) {
             // (re-derived here, not kept live through the loop)
@@ -1251,6 +1332,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         }
       }
       if constexpr (STAGES == 2) stage ^= 1;
+      if constexpr (RBUFS == 3) rs = rs == 2 ? 0 : rs + 1;
     }
   }
 
@@ -1369,6 +1451,14 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rab_kernel(co
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
                  false, true>(p);
 }
+// hstu_fwd_qreg_rab_kernel with rab added by the tensor cores, RBUFS rab buffers (FwdSm80QregRabMma,
+// FwdSm80QregRabIlvMma)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
+          bool ILV, int RBUFS>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rabm_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
+                 false, true, true, RBUFS>(p);
+}
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
 // registers, no spill; as a call its body spilled 12 B), except with SKIP 6: a call (255 registers, no spill: the
@@ -1432,6 +1522,9 @@ constexpr auto fwd_sm80_kernel() {
   if constexpr (C::kRabSmem && C::kXadd) {
     return hstu_fwd_xpf_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                    C::kSkip, C::kPair>;
+  } else if constexpr (C::kRabSmem && C::kRabMma) {
+    return hstu_fwd_qreg_rabm_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                     C::kSkip, C::kPair, C::kQscale, C::kIlv, C::kRabBufs>;
   } else if constexpr (C::kRabSmem) {
     return hstu_fwd_qreg_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair, C::kQscale, C::kIlv>;
@@ -1848,7 +1941,10 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 3>>(two);
         if (err != cudaSuccess) return err;
         if (two) {
-          if (!ctx && fwd_sm80_rab_smem(p)) return launch_hstu_fwd<T, D, FwdSm80QregRab<128>>(p, stream);
+          if (!ctx && fwd_sm80_rab_smem(p)) {
+            return (p.fwd_sm80_cfg & kFwdSm80RabLds) ? launch_hstu_fwd<T, D, FwdSm80QregRab<128>>(p, stream)
+                                                     : launch_hstu_fwd<T, D, FwdSm80QregRabMma<128>>(p, stream);
+          }
           return ctx ? launch_hstu_fwd<T, D, FwdSm80QregCtx<128>>(p, stream)
                      : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
         }
@@ -1860,8 +1956,13 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
                      : launch_hstu_fwd<T, D, FwdSm80QregCtx<64>>(p, stream);
         }
         if (fwd_sm80_rab_smem(p) && fwd_sm80_qscale(p)) {
-          return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregRab<64>>(p, stream)
-                                                  : launch_hstu_fwd<T, D, FwdSm80QregRabIlv>(p, stream);
+          if (p.fwd_sm80_cfg & kFwdSm80RabLds) {
+            return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregRab<64>>(p, stream)
+                                                    : launch_hstu_fwd<T, D, FwdSm80QregRabIlv>(p, stream);
+          }
+          if (p.fwd_sm80_cfg & kFwdSm80NoIlv) return launch_hstu_fwd<T, D, FwdSm80QregRabMma<64>>(p, stream);
+          return (p.fwd_sm80_cfg & kFwdSm80RabOneAhead) ? launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma<2>>(p, stream)
+                                                        : launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma<3>>(p, stream);
         }
         if (fwd_sm80_qscale(p)) {
           return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream)
