@@ -337,6 +337,11 @@ struct FwdSm80PairsPfRab : FwdSm80PairsPf {
   static constexpr bool kRabSmem = true;
   static constexpr int kSmem = FwdSm80PairsPf::kSmem + 64 * 64 * 2;
 };
+// FwdSm80PairsPfRab with rab added by the tensor cores (hstu_fwd_block's RABM; hstu_fwd_xpf_rabm_kernel): the bf16
+// default at D = 256 with rab where it fits; kernel_options(fwd_sm80_cfg=9): FwdSm80PairsPfRab
+struct FwdSm80PairsPfRabMma : FwdSm80PairsPfRab {
+  static constexpr bool kRabMma = true;
+};
 // 1 at D = 256 (for comparisons): FwdSm80PairsXadd
 template <>
 struct FwdSm80Candidate<256, 1> : FwdSm80PairsXadd {};
@@ -519,7 +524,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!RABS || (SKIP == 0 && !SPLIT && !PAIRKV && BN == 64 &&
                           ((QREG && STAGES == 2 && PAIR == 1) || (XADD && STAGES == 1 && PAIR == 2))),
                 "rab tiles in shared memory: the plain Q-in-registers body, the warp pairs' xadd body");
-  static_assert(!RABM || (RABS && QREG), "rab by the tensor cores: the Q-in-registers rab body");
+  static_assert(!RABM || RABS, "rab by the tensor cores: the rab tiles in shared memory");
   static_assert(RBUFS == 2 || (RBUFS == 3 && RABS && QREG && !fwd_rab_smem_in_q<D, BM, BN, QREG>() && D == BN),
                 "three rab buffers: two behind the tile, the third in Q's (BM x D = BM x BN elements)");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
@@ -1443,6 +1448,12 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_rab_kernel(con
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
                  true, true>(p);
 }
+// hstu_fwd_xpf_rab_kernel with rab added by the tensor cores (FwdSm80PairsPfRabMma)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_rabm_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
+                 true, true, true>(p);
+}
 // hstu_fwd_qreg_kernel (QSCALE: hstu_fwd_qreg_scaled_kernel; ILV: hstu_fwd_qreg_ilv_kernel) with the rab tiles in
 // shared memory (FwdSm80QregRab, FwdSm80QregRabIlv)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
@@ -1519,7 +1530,10 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB)
 // where C::kQearly)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kRabSmem && C::kXadd) {
+  if constexpr (C::kRabSmem && C::kXadd && C::kRabMma) {
+    return hstu_fwd_xpf_rabm_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                    C::kSkip, C::kPair>;
+  } else if constexpr (C::kRabSmem && C::kXadd) {
     return hstu_fwd_xpf_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                    C::kSkip, C::kPair>;
   } else if constexpr (C::kRabSmem && C::kRabMma) {
@@ -1930,7 +1944,10 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
           bool rab_fits = false;
           const cudaError_t e2 = fwd_sm80_fits<FwdSm80PairsPfRab>(rab_fits);
           if (e2 != cudaSuccess) return e2;
-          if (rab_fits) return launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream);
+          if (rab_fits) {
+            return (p.fwd_sm80_cfg & kFwdSm80RabLds) ? launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream)
+                                                     : launch_hstu_fwd<T, D, FwdSm80PairsPfRabMma>(p, stream);
+          }
         }
         return launch_hstu_fwd<T, D, FwdSm80PairsPf>(p, stream);
       }

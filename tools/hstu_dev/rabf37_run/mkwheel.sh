@@ -1,7 +1,7 @@
 #!/bin/bash
 # The branch's hstu wheel without a full Bazel build (bwd36's mkwheel.sh for the forward): compiles the branch's fwd
-# sm80 bf16 hdim64 / hdim128 units for sm_90a with tools/cuda/cuda.bzl's flags and hstu_ops.cc with Bazel's opt flags
-# (its cfg word: hstu_fwd_sm80_split.h), links them with main's other objects by main's own link parameters
+# sm80 bf16 hdim64 / 128 / 256 units for sm_90a with tools/cuda/cuda.bzl's flags and hstu_ops.cc with Bazel's opt
+# flags (its cfg word: hstu_fwd_sm80_split.h), links them with main's other objects by main's own link parameters
 # (bazel-out of /work/main), and writes main's wheel with that _C.so and the branch's _ops.py into $W (default
 # /tmp/rabf37_obj). Only those units hold the branch's change that runs (the other units include the header too,
 # but their kernels are main's).   bash tools/hstu_dev/rabf37_run/mkwheel.sh [units...]   (from the worktree root)
@@ -10,7 +10,7 @@ W=${W:-/tmp/rabf37_obj}
 MAIN=/work/main
 ER=$(dirname "$(readlink -f $MAIN/bazel-out)")
 mkdir -p $W/whl
-UNITS=${*:-"128 64 ops"}
+UNITS=${*:-"128 64 256 ops"}
 for d in $UNITS; do
   if [ $d = ops ]; then
     nice -n 10 g++ -std=c++17 -fPIC -U_FORTIFY_SOURCE -fstack-protector -Wall -Wunused-but-set-parameter \
@@ -33,9 +33,10 @@ P=bazel-out/k8-opt/bin/hstu
 sed -e "s|^$P/_C.so\$|$W/_C.so|" \
     -e "s|^$P/_cuda_objs/hstu_fwd_sm80_bf16_hdim128_objs/hstu_fwd_sm80_bf16_hdim128.o\$|$W/hstu_fwd_sm80_bf16_hdim128.o|" \
     -e "s|^$P/_cuda_objs/hstu_fwd_sm80_bf16_hdim64_objs/hstu_fwd_sm80_bf16_hdim64.o\$|$W/hstu_fwd_sm80_bf16_hdim64.o|" \
+    -e "s|^$P/_cuda_objs/hstu_fwd_sm80_bf16_hdim256_objs/hstu_fwd_sm80_bf16_hdim256.o\$|$W/hstu_fwd_sm80_bf16_hdim256.o|" \
     -e "s|^$P/_objs/_C_ops/hstu_ops.pic.o\$|$W/hstu_ops.pic.o|" \
     $ER/$P/_C.so-2.params > $W/params
-[ "$(grep -c "$W" $W/params)" = 4 ]
+[ "$(grep -c "$W" $W/params)" = 5 ]
 (cd $ER && nice -n 10 gcc @$W/params)
 rm -f $W/whl/*.whl
 python3 tools/hstu_dev/rabf37_run/mkwheel.py $MAIN/.carry/main37/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl \
