@@ -72,10 +72,9 @@ struct FwdSm80Tile {
   static constexpr bool kPrefetch = false;
   // rab's tiles copied into shared memory with K / V (hstu_fwd_block's RABS; hstu_fwd_qreg_rab_kernel)
   static constexpr bool kRabSmem = false;
-  // kRabSmem: rab added by the tensor cores (hstu_fwd_block's RABM; hstu_fwd_qreg_rabm_kernel), and the rab buffers
-  // in the ring (kRabBufs buffers, the copies kRabBufs - 1 KV steps ahead)
-  static constexpr bool kRabMma = false;
-  static constexpr int kRabBufs = 2;
+  // kRabSmem: rab added by the tensor cores, 1 after S's MMAs, 2 before them (hstu_fwd_block's RABM;
+  // hstu_fwd_qreg_rabm_kernel, hstu_fwd_xpf_rabm_kernel)
+  static constexpr int kRabMma = 0;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -276,18 +275,16 @@ struct FwdSm80QregRabIlv : FwdSm80QregRab<64> {
   static constexpr bool kIlv = true;
 };
 // The bf16 defaults with rab (where fwd_sm80_rab_smem holds): FwdSm80QregRab (D = 64: its interleaved groups) with rab
-// added by the tensor cores, one identity MMA per m16 tile and 8 keys (hstu_fwd_block's RABM), instead of an LDS
-// per key pair and an FADD / FFMA per score; D = 64 with three rab buffers (the third in Q's: 82 KB as before), the
-// copies two KV steps ahead. kernel_options(fwd_sm80_cfg=9): FwdSm80QregRab / FwdSm80QregRabIlv; fwd_sm80_cfg=10:
-// D = 64 with two buffers (one step ahead).
-template <int D>
+// added by the tensor cores, two m16n8k8 MMAs per m16 tile and 16 keys (hstu_fwd_block's RABM), instead of an LDS per
+// key pair and an FADD / FFMA per score; ORDER 1: after S's MMAs, 2: before them (S's accumulators start as rab).
+// kernel_options(fwd_sm80_cfg=9): FwdSm80QregRab / FwdSm80QregRabIlv; fwd_sm80_cfg=10: ORDER 2.
+template <int D, int ORDER>
 struct FwdSm80QregRabMma : FwdSm80QregRab<D> {
-  static constexpr bool kRabMma = true;
+  static constexpr int kRabMma = ORDER;
 };
-template <int BUFS>
+template <int ORDER>
 struct FwdSm80QregRabIlvMma : FwdSm80QregRabIlv {
-  static constexpr bool kRabMma = true;
-  static constexpr int kRabBufs = BUFS;
+  static constexpr int kRabMma = ORDER;
 };
 // Whether the bf16 defaults run FwdSm80QregRab: rab given, not kernel_options(fwd_sm80_cfg=8), its 16-byte chunks
 // aligned (the pointer and every stride)
@@ -338,9 +335,11 @@ struct FwdSm80PairsPfRab : FwdSm80PairsPf {
   static constexpr int kSmem = FwdSm80PairsPf::kSmem + 64 * 64 * 2;
 };
 // FwdSm80PairsPfRab with rab added by the tensor cores (hstu_fwd_block's RABM; hstu_fwd_xpf_rabm_kernel): the bf16
-// default at D = 256 with rab where it fits; kernel_options(fwd_sm80_cfg=9): FwdSm80PairsPfRab
+// default at D = 256 with rab where it fits (ORDER as FwdSm80QregRabMma's); kernel_options(fwd_sm80_cfg=9):
+// FwdSm80PairsPfRab
+template <int ORDER>
 struct FwdSm80PairsPfRabMma : FwdSm80PairsPfRab {
-  static constexpr bool kRabMma = true;
+  static constexpr int kRabMma = ORDER;
 };
 // 1 at D = 256 (for comparisons): FwdSm80PairsXadd
 template <>
@@ -501,12 +500,10 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // RABM (RABS, QREG): the tensor cores add rab: S's accumulators start as (s I) R, I the 16 x 16 identity, s = 1 (alpha
 // / 2 with Q scaled: a power of two, exact in bf16), R the m16 tile's rab rows x 16 keys loaded as B fragments by
 // ldmatrix.trans from the buffer (rows as k: V's pattern; conflict-free), one MMA per n8 tile, instead of an LDS per
-// key pair and an unpack and FADD / FFMA per score. RBUFS 3 (RABM at D = BN): the rab copies two KV steps ahead in
-// a ring of three buffers, the third in Q's buffer, each in its own cp.async group (the loop waits for all but the
-// newest group).
+// key pair and an unpack and FADD / FFMA per score; RABM 1 after S's MMAs (the per-score add's order), 2 before.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
           bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
-          bool XADD = false, bool PF = false, bool RABS = false, bool RABM = false, int RBUFS = 2>
+          bool XADD = false, bool PF = false, bool RABS = false, int RABM = 0>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -525,8 +522,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                           ((QREG && STAGES == 2 && PAIR == 1) || (XADD && STAGES == 1 && PAIR == 2))),
                 "rab tiles in shared memory: the plain Q-in-registers body, the warp pairs' xadd body");
   static_assert(!RABM || RABS, "rab by the tensor cores: the rab tiles in shared memory");
-  static_assert(RBUFS == 2 || (RBUFS == 3 && RABS && QREG && !fwd_rab_smem_in_q<D, BM, BN, QREG>() && D == BN),
-                "three rab buffers: two behind the tile, the third in Q's (BM x D = BM x BN elements)");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -761,10 +756,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // t / (BN / 8) + i NT / (BN / 8); chunk c of row r at (c ^ (r & 7)) 16 bytes; rows and keys past lk zero-filled)
   constexpr uint32_t kRabBytes = BM * BN * 2;
   [[maybe_unused]] const uint32_t sRab0 = sQ0 + (fwd_rab_smem_in_q<D, BM, BN, QREG>() ? 0 : Tile::kSmem);
-  // RABS: the buffer of ring slot k (RBUFS 3: slot 2 in Q's buffer)
-  [[maybe_unused]] auto rab_slot = [&](int k) -> uint32_t {
-    return RBUFS == 3 && k == 2 ? sQ0 : sRab0 + k * kRabBytes;
-  };
   [[maybe_unused]] auto load_rab = [&](uint32_t dst, int n0) {
     constexpr int CH = BN / 8, RPI = NT / CH;
     static_assert(!RABS || (RPI % 8 == 0 && BM % RPI == 0), "whole swizzle periods per pass");
@@ -831,11 +822,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       }
     }
     cp_async_commit();
-    if constexpr (RBUFS == 3) {  // the walk's second rab tile into slot 1, its own group
-      const int t1 = nb_end - 2 - (nb_end - 1 == gap_end ? gap_skip : 0);
-      if (t1 >= nb_begin) load_rab(rab_slot(1), t1 * BN);
-      cp_async_commit();
-    }
     if constexpr (QEARLY) row_table();  // (behind the first copies: its divisions run while they are in flight)
     if constexpr (SPLIT && QEARLY) {
       // the query tile's first partial (fwd_split_sum, lean = early): the list's base for its slot x heads + h,
@@ -850,7 +836,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     // QREG: the warp's Q fragments, once Q (with the first K / V) landed
     [[maybe_unused]] uint32_t qf[QREG ? D / 16 : 1][MT][4];
     if constexpr (QREG) {
-      cp_async_wait<RBUFS == 3 ? 1 : 0>();
+      cp_async_wait<0>();
       __syncthreads();
       const uint32_t tQ = L::swz(warp_row0 + lane % 16, (lane / 16) * 8);
 #pragma unroll
@@ -879,7 +865,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     }
 
     int stage = 0;
-    [[maybe_unused]] int rs = 0;  // RBUFS 3: the step's rab slot
     constexpr int SK = SKIP == 4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
     for (int nb = nb_end - 1; nb >= nb_first(); nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
       // PAIRKV: a pair step (tiles nb and nb - 1, both stages), and this warp's tile, stage and rows in it
@@ -889,7 +874,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       const int sw = pr ? hw : stage;
       if constexpr (PAIRKV) vwarp = warp - 2 * hw;
       const int vrow0 = PAIRKV ? vwarp * MT * 16 : warp_row0;
-      cp_async_wait<RBUFS == 3 ? 1 : 0>();  // (RBUFS 3: the newest group, two steps ahead's rab, may stay in flight)
+      cp_async_wait<0>();
       // STAGES 2: K, V of tile nb landed; every warp is done with the other stage (the tile before).
       // STAGES 1: K of tile nb (and Q) landed; every warp is done with V (the tile before).
       __syncthreads();
@@ -902,14 +887,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           const T* vn = kv_rows(p.v, p.v_row_stride, p.v_head_stride) + (int64_t)nn0 * p.v_row_stride;
           load_tile_async<BN, D, NT, true>(sKn, kn, p.k_row_stride, lk - nn0, ot);
           load_tile_async<BN, D, NT, true>(sKn + kTileBytes, vn, p.v_row_stride, lk - nn0, ot);
-          if constexpr (RABS && RBUFS == 2) load_rab(sRab0 + (stage ^ 1) * kRabBytes, nn0);
+          if constexpr (RABS) load_rab(sRab0 + (stage ^ 1) * kRabBytes, nn0);
           cp_async_commit();
-          if constexpr (RBUFS == 3) {  // the rab tile two steps ahead into the slot read in the step before
-            const int nb1 = nb - 1 - (nb == gap_end ? gap_skip : 0);
-            const int nb2 = nb1 - 1 - (nb1 == gap_end ? gap_skip : 0);
-            if (nb2 >= nb_first()) load_rab(rab_slot(rs == 0 ? 2 : rs - 1), nb2 * BN);
-            cp_async_commit();  // (possibly empty: one group per step)
-          }
         }
       } else {  // V of tile nb, during Q K^T
         const int n0 = nb * BN;
@@ -951,8 +930,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         // * 2 + (lane % 4) * 4 of the stage's buffer, chunk = the n8 tile's in the KV tile; rw & 7 = lane / 4
         [[maybe_unused]] auto rab_add = [&](int nt0, int nt1) {
           const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-          const uint32_t tr = (RBUFS == 3 ? rab_slot(rs) : sRab0 + (STAGES == 2 ? stage * kRabBytes : 0)) +
-                              (warp_row0 + lr / 4) * (BN * 2) + (lr % 4) * 4;
+          const uint32_t tr = sRab0 + (STAGES == 2 ? stage * kRabBytes : 0) + (warp_row0 + lr / 4) * (BN * 2) +
+                              (lr % 4) * 4;
 #pragma unroll
           for (int nt = nt0; nt < nt1; ++nt) {
             const uint32_t tc = tr + ((((kw0 - nbw * BN) / 8 + nt) ^ (lr / 4)) * 16);
@@ -980,8 +959,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           const int gr = lr / 4, tc = (lr % 4) * 2;
           const float sc = QSCALE ? half_alpha : 1.f;
           const uint32_t id = pack2<T>(gr == tc ? sc : 0.f, gr == tc + 1 ? sc : 0.f);
-          const uint32_t ta = (RBUFS == 3 ? rab_slot(rs) : sRab0 + (STAGES == 2 ? stage * kRabBytes : 0)) +
-                              (warp_row0 + lr % 16) * (BN * 2) +
+          const uint32_t ta = sRab0 + (STAGES == 2 ? stage * kRabBytes : 0) + (warp_row0 + lr % 16) * (BN * 2) +
                               ((((kw0 - nbw * BN) / 8 + 2 * g + lr / 16) ^ (lr % 8)) * 16);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
@@ -998,6 +976,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             constexpr int G = BNS / 16;
             uint32_t pg[MT][G][4];
             auto s_grp = [&](int g) {
+              if constexpr (RABM == 2) rab_mma(g);  // (as the plain body: the same sums)
 #pragma unroll
               for (int ks = 0; ks < D / 16; ++ks) {
                 uint32_t bb[4];
@@ -1008,7 +987,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                   mma_16816<T>(acc_s[mt][2 * g + 1], qf[ks][mt], bb[2], bb[3]);
                 }
               }
-              if constexpr (RABM) rab_mma(g);  // (after S, as the plain body: the same sums)
+              if constexpr (RABM == 1) rab_mma(g);
             };
             auto silu_grp = [&](int g) {
               if constexpr (RABS && !RABM) rab_add(2 * g, 2 * g + 2);
@@ -1043,6 +1022,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           }
         }
         if (work) {
+          if constexpr (RABM == 2) {  // (S's accumulators start as rab)
+#pragma unroll
+            for (int g = 0; g < NTILES / 2; ++g) rab_mma(g);
+          }
           // S = Q K^T
           if constexpr (PF) {  // (k16 step ks + kFwdPf's Q and K fragments loaded before step ks's MMAs)
             constexpr int NP = BNS / 16 / PAIR, NB = kFwdPf + 1;
@@ -1097,9 +1080,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           // (rab, SiLU, then the mask on the packed pairs below); the rab and mask passes sit behind block-uniform
           // branches, so the common case (no rab, sub-tile fully visible) runs the SiLU pass alone, with no
           // per-element index or mask arithmetic.
-          if constexpr (RABM) {  // (after S: the K fragments' registers free)
+          if constexpr (RABM == 1) {
 #pragma unroll
             for (int g = 0; g < NTILES / 2; ++g) rab_mma(g);
+          } else if constexpr (RABM == 2) {
           } else if constexpr (RABS) {
             rab_add(0, NTILES);
           } else if (p.rab != nullptr) {
@@ -1337,7 +1321,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         }
       }
       if constexpr (STAGES == 2) stage ^= 1;
-      if constexpr (RBUFS == 3) rs = rs == 2 ? 0 : rs + 1;
     }
   }
 
@@ -1449,10 +1432,10 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_rab_kernel(con
                  true, true>(p);
 }
 // hstu_fwd_xpf_rab_kernel with rab added by the tensor cores (FwdSm80PairsPfRabMma)
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, int ORDER>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_rabm_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
-                 true, true, true>(p);
+                 true, true, ORDER>(p);
 }
 // hstu_fwd_qreg_kernel (QSCALE: hstu_fwd_qreg_scaled_kernel; ILV: hstu_fwd_qreg_ilv_kernel) with the rab tiles in
 // shared memory (FwdSm80QregRab, FwdSm80QregRabIlv)
@@ -1462,13 +1445,12 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rab_kernel(co
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
                  false, true>(p);
 }
-// hstu_fwd_qreg_rab_kernel with rab added by the tensor cores, RBUFS rab buffers (FwdSm80QregRabMma,
-// FwdSm80QregRabIlvMma)
+// hstu_fwd_qreg_rab_kernel with rab added by the tensor cores (FwdSm80QregRabMma, FwdSm80QregRabIlvMma)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
-          bool ILV, int RBUFS>
+          bool ILV, int ORDER>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rabm_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
-                 false, true, true, RBUFS>(p);
+                 false, true, ORDER>(p);
 }
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
@@ -1530,15 +1512,15 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB)
 // where C::kQearly)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kRabSmem && C::kXadd && C::kRabMma) {
+  if constexpr (C::kRabSmem && C::kXadd && C::kRabMma > 0) {
     return hstu_fwd_xpf_rabm_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                    C::kSkip, C::kPair>;
+                                    C::kSkip, C::kPair, C::kRabMma>;
   } else if constexpr (C::kRabSmem && C::kXadd) {
     return hstu_fwd_xpf_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                    C::kSkip, C::kPair>;
-  } else if constexpr (C::kRabSmem && C::kRabMma) {
+  } else if constexpr (C::kRabSmem && C::kRabMma > 0) {
     return hstu_fwd_qreg_rabm_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                     C::kSkip, C::kPair, C::kQscale, C::kIlv, C::kRabBufs>;
+                                     C::kSkip, C::kPair, C::kQscale, C::kIlv, C::kRabMma>;
   } else if constexpr (C::kRabSmem) {
     return hstu_fwd_qreg_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair, C::kQscale, C::kIlv>;
@@ -1945,8 +1927,9 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
           const cudaError_t e2 = fwd_sm80_fits<FwdSm80PairsPfRab>(rab_fits);
           if (e2 != cudaSuccess) return e2;
           if (rab_fits) {
-            return (p.fwd_sm80_cfg & kFwdSm80RabLds) ? launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream)
-                                                     : launch_hstu_fwd<T, D, FwdSm80PairsPfRabMma>(p, stream);
+            if (p.fwd_sm80_cfg & kFwdSm80RabLds) return launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream);
+            return (p.fwd_sm80_cfg & kFwdSm80RabFirst) ? launch_hstu_fwd<T, D, FwdSm80PairsPfRabMma<2>>(p, stream)
+                                                       : launch_hstu_fwd<T, D, FwdSm80PairsPfRabMma<1>>(p, stream);
           }
         }
         return launch_hstu_fwd<T, D, FwdSm80PairsPf>(p, stream);
@@ -1959,8 +1942,9 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         if (err != cudaSuccess) return err;
         if (two) {
           if (!ctx && fwd_sm80_rab_smem(p)) {
-            return (p.fwd_sm80_cfg & kFwdSm80RabLds) ? launch_hstu_fwd<T, D, FwdSm80QregRab<128>>(p, stream)
-                                                     : launch_hstu_fwd<T, D, FwdSm80QregRabMma<128>>(p, stream);
+            if (p.fwd_sm80_cfg & kFwdSm80RabLds) return launch_hstu_fwd<T, D, FwdSm80QregRab<128>>(p, stream);
+            return (p.fwd_sm80_cfg & kFwdSm80RabFirst) ? launch_hstu_fwd<T, D, FwdSm80QregRabMma<128, 2>>(p, stream)
+                                                       : launch_hstu_fwd<T, D, FwdSm80QregRabMma<128, 1>>(p, stream);
           }
           return ctx ? launch_hstu_fwd<T, D, FwdSm80QregCtx<128>>(p, stream)
                      : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
@@ -1977,9 +1961,13 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
             return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregRab<64>>(p, stream)
                                                     : launch_hstu_fwd<T, D, FwdSm80QregRabIlv>(p, stream);
           }
-          if (p.fwd_sm80_cfg & kFwdSm80NoIlv) return launch_hstu_fwd<T, D, FwdSm80QregRabMma<64>>(p, stream);
-          return (p.fwd_sm80_cfg & kFwdSm80RabOneAhead) ? launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma<2>>(p, stream)
-                                                        : launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma<3>>(p, stream);
+          const bool first = p.fwd_sm80_cfg & kFwdSm80RabFirst;
+          if (p.fwd_sm80_cfg & kFwdSm80NoIlv) {
+            return first ? launch_hstu_fwd<T, D, FwdSm80QregRabMma<64, 2>>(p, stream)
+                         : launch_hstu_fwd<T, D, FwdSm80QregRabMma<64, 1>>(p, stream);
+          }
+          return first ? launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma<2>>(p, stream)
+                       : launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma<1>>(p, stream);
         }
         if (fwd_sm80_qscale(p)) {
           return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream)
