@@ -40,8 +40,6 @@ def test_bits_match_the_plan_header():
         split_h = f.read()
     assert int(re.search(r"constexpr int kFwdSm80CfgRabMain = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_MAIN
     assert int(re.search(r"constexpr int kFwdSm80CfgRabLds = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_LDS
-    assert (int(re.search(r"constexpr int kFwdSm80CfgRabFirst = (\d+);", split_h).group(1))
-            == _ops.FWD_SM80_CFG_RAB_FIRST)
     # the FP8 forward's timing-only variants: two bits above the semantic flags
     assert int(re.search(r"kOptFp8FwdDiagShift = (\d+),", text).group(1)) == _ops.FP8_FWD_DIAG_SHIFT
     assert re.search(r"kOptFp8FwdDiagMask = int64_t\{3\} << kOptFp8FwdDiagShift,", text)
@@ -208,13 +206,11 @@ def test_kernel_options_pack_and_restore():
                                                | (8 << _ops.BWD_SM80_CFG_SHIFT))
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_MAIN):  # (8: bit 41 alone)
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
-    for cfg in (_ops.FWD_SM80_CFG_RAB_LDS, _ops.FWD_SM80_CFG_RAB_FIRST):  # (9, 10: bit 41 and bits 29-31)
-        with _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg):
-            assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
-                                               | ((cfg & 7) << _ops.FWD_SM80_CFG_SHIFT))
-    for bad in (_ops.FWD_SM80_CFG_RAB_FIRST + 1, 15, -1, True, 1.0):
-        with pytest.raises(ValueError,
-                           match=r"fwd_sm80_cfg: expected one of \(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10\), got"):
+    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_LDS):  # (9: bit 41 and bit 29)
+        assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
+                                           | (1 << _ops.FWD_SM80_CFG_SHIFT))
+    for bad in (_ops.FWD_SM80_CFG_RAB_LDS + 1, 15, -1, True, 1.0):
+        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, 2, 3, 4, 5, 6, 7, 8, 9\), got"):
             with _ops.kernel_options(fwd_sm80_cfg=bad):
                 pass
 

@@ -716,17 +716,15 @@ def test_sm80_forward_qscale(mask, delta_q, rab_heads, seqused, kernel_opts):
 def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts):
     """The bf16 defaults with rab and without contexts (D = 64 / 128 at long rows, D = 128 where two of candidate 3's
     blocks fit per SM; D = 256 where the warp pairs with the rab buffer fit, 113 KB) run the kernels that copy each KV
-    tile's rab tile into shared memory with its K / V and add it by the tensor cores after S's MMAs
-    (hstu_fwd_qreg_rabm_kernel: FwdSm80QregRabMma, D = 64 FwdSm80QregRabIlvMma; D = 256 hstu_fwd_xpf_rabm_kernel:
-    FwdSm80PairsPfRabMma; fwd_sm80_cfg=10 before them): they meet the error rule against the fp32 reference (outputs
-    poisoned) on jagged lengths across several query tiles (keys ending inside a 16-byte chunk), windows, targets with
-    groups, delta-q, seqused, per-head and shared rab, and agree with main's rab paths: kernel_options(fwd_sm80_cfg=9)
-    (the rab added per score from shared memory: hstu_fwd_qreg_rab_kernel, hstu_fwd_xpf_rab_kernel) to the fp32 sum
-    order; cfg 9 with fwd_sm80_cfg=8 (the rab loaded per element from global memory)
-    bit for bit at D = 128 / 256, to the fp32 sum order at D = 64 (64-key tiles against main's 128); cfg 10 with the
-    default to the fp32 sum order. D = 64: the interleaved groups bit for bit their plain body
-    (fwd_sm80_interleave=False) in the default, cfg 9 and cfg 10. A rab whose rows are not 16-byte aligned
-    (max_seqlen_k not a multiple of 8) runs main's kernel, within the error rule."""
+    tile's rab tile into shared memory with its K / V (hstu_fwd_qreg_rab_kernel: FwdSm80QregRab; D = 256
+    hstu_fwd_xpf_rab_kernel: FwdSm80PairsPfRab; D = 64 adds it by the tensor cores: hstu_fwd_qreg_rabm_kernel,
+    FwdSm80QregRabIlvMma): they meet the error rule against the fp32 reference (outputs poisoned) on jagged lengths
+    across several query tiles (keys ending inside a 16-byte chunk), windows, targets with groups, delta-q, seqused,
+    per-head and shared rab, and agree with main's rab path (kernel_options(fwd_sm80_cfg=8)): bit for bit at D = 128 /
+    256 (the same tiles and sums), at D = 64 to the fp32 sum order (64-key tiles against main's 128). D = 64: the
+    per-score add (fwd_sm80_cfg=9: FwdSm80QregRabIlv) agrees with the MMAs to the fp32 sum order; the interleaved
+    groups give bit for bit their plain body's output (fwd_sm80_interleave=False) in both. A rab whose rows are not
+    16-byte aligned (max_seqlen_k not a multiple of 8) runs main's kernel, within the error rule."""
     lk = [2400, 1704, 2296, 1833, 2024] if delta_q else [1400, 700, 1290, 833, 1024]
     case = kg.make_case(zlib.crc32(repr(("rab_smem", D, mask, rab_heads, delta_q)).encode()), lk, 2, D,
                         torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
@@ -736,19 +734,15 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
         D == 256 and _pairs_fit() and torch.cuda.get_device_properties(0).shared_memory_per_block_optin >= 115712)
     tile = f"__nv_bfloat16, {D}, 128, 64, {64 if D == 64 else 32}, 4, 2, 2, 0, 1, "
     qs = "true, true" if D == 64 else "false, false"
-    want = {0: f"hstu_fwd_qreg_rabm_kernel<{tile}{qs}, 1>",
-            _ops.FWD_SM80_CFG_RAB_LDS: f"hstu_fwd_qreg_rab_kernel<{tile}{qs}>",
-            _ops.FWD_SM80_CFG_RAB_FIRST: f"hstu_fwd_qreg_rabm_kernel<{tile}{qs}, 2>"}
+    want = {0: f"hstu_fwd_qreg_rab{'m' if D == 64 else ''}_kernel<{tile}{qs}>",
+            _ops.FWD_SM80_CFG_RAB_LDS: f"hstu_fwd_qreg_rab_kernel<{tile}{qs}>"}
     if D == 256:
-        xpf = "_kernel<__nv_bfloat16, 256, 64, 64, 64, 4, 2, 1, 0, 2"
-        want = {0: f"hstu_fwd_xpf_rabm{xpf}, 1>", _ops.FWD_SM80_CFG_RAB_LDS: f"hstu_fwd_xpf_rab{xpf}>",
-                _ops.FWD_SM80_CFG_RAB_FIRST: f"hstu_fwd_xpf_rabm{xpf}, 2>"}
+        want = {v: "hstu_fwd_xpf_rab_kernel<__nv_bfloat16, 256, 64, 64, 64, 4, 2, 1, 0, 2>" for v in want}
     alpha = 0.125  # (D = 64: alpha / 2 a power of two, the scaled Q registers)
     outs = {}
-    variants = [(0, True), (_ops.FWD_SM80_CFG_RAB_LDS, True), (_ops.FWD_SM80_CFG_RAB_MAIN, True),
-                (_ops.FWD_SM80_CFG_RAB_FIRST, True)]
+    variants = [(0, True), (_ops.FWD_SM80_CFG_RAB_LDS, True), (_ops.FWD_SM80_CFG_RAB_MAIN, True)]
     if D == 64:
-        variants += [(v, False) for v in (0, _ops.FWD_SM80_CFG_RAB_LDS, _ops.FWD_SM80_CFG_RAB_FIRST)]
+        variants += [(v, False) for v in (0, _ops.FWD_SM80_CFG_RAB_LDS)]
     for var, ilv in variants:
         kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_cfg=var, fwd_sm80_interleave=ilv)
         if var == 0 and ilv:
@@ -766,13 +760,12 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
         if var == _ops.FWD_SM80_CFG_RAB_MAIN:
             assert "_rab_kernel" not in next(iter(names)) and "_rabm_kernel" not in next(iter(names)), names
     new, lds, main = outs[0, True], outs[_ops.FWD_SM80_CFG_RAB_LDS, True], outs[_ops.FWD_SM80_CFG_RAB_MAIN, True]
-    kg.assert_agree(("out",), (new,), (lds,), "rab by the tensor cores vs the rab added per score")
-    kg.assert_agree(("out",), (outs[_ops.FWD_SM80_CFG_RAB_FIRST, True],), (new,), "rab MMAs before S vs after")
     if D != 64:
-        assert torch.equal(lds, main)
+        assert torch.equal(new, lds) and torch.equal(lds, main)
     else:
+        kg.assert_agree(("out",), (new,), (lds,), "rab by the tensor cores vs the rab added per score")
         kg.assert_agree(("out",), (lds,), (main,), "rab tiles in shared memory vs main's rab path")
-        for v in (0, _ops.FWD_SM80_CFG_RAB_LDS, _ops.FWD_SM80_CFG_RAB_FIRST):
+        for v in (0, _ops.FWD_SM80_CFG_RAB_LDS):
             assert torch.equal(outs[v, False], outs[v, True]), f"the interleaved groups vs the plain body (cfg {v})"
     # rows of rab not 16-byte aligned: main's kernel
     odd = kg.make_case(zlib.crc32(repr(("rab_odd", D, mask)).encode()), [1401, 700, 1290], 2, D, torch.bfloat16,

@@ -72,9 +72,8 @@ struct FwdSm80Tile {
   static constexpr bool kPrefetch = false;
   // rab's tiles copied into shared memory with K / V (hstu_fwd_block's RABS; hstu_fwd_qreg_rab_kernel)
   static constexpr bool kRabSmem = false;
-  // kRabSmem: rab added by the tensor cores, 1 after S's MMAs, 2 before them (hstu_fwd_block's RABM;
-  // hstu_fwd_qreg_rabm_kernel, hstu_fwd_xpf_rabm_kernel)
-  static constexpr int kRabMma = 0;
+  // kRabSmem: rab added by the tensor cores after S's MMAs (hstu_fwd_block's RABM; hstu_fwd_qreg_rabm_kernel)
+  static constexpr bool kRabMma = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -274,17 +273,17 @@ struct FwdSm80QregRab<64> : FwdSm80Only<FwdSm80Tile<64, 128, 64, 64, 4, 2, 2, 0>
 struct FwdSm80QregRabIlv : FwdSm80QregRab<64> {
   static constexpr bool kIlv = true;
 };
-// The bf16 defaults with rab (where fwd_sm80_rab_smem holds): FwdSm80QregRab (D = 64: its interleaved groups) with rab
-// added by the tensor cores, two m16n8k8 MMAs per m16 tile and 16 keys (hstu_fwd_block's RABM), instead of an LDS per
-// key pair and an FADD / FFMA per score; ORDER 1: after S's MMAs, 2: before them (S's accumulators start as rab).
-// kernel_options(fwd_sm80_cfg=9): FwdSm80QregRab / FwdSm80QregRabIlv; fwd_sm80_cfg=10: ORDER 2.
-template <int D, int ORDER>
-struct FwdSm80QregRabMma : FwdSm80QregRab<D> {
-  static constexpr int kRabMma = ORDER;
-};
-template <int ORDER>
+// The bf16 default at D = 64 with rab (where fwd_sm80_rab_smem holds): FwdSm80QregRabIlv with rab added by the
+// tensor cores after S's MMAs, two m16n8k8 MMAs per m16 tile and 16 keys (hstu_fwd_block's RABM), instead of an LDS
+// per key pair and an FFMA per score (on an H200 B16 S4K: 1.07-1.08x faster, 13.5 % fewer warp instructions; at
+// D = 128 / 256 the same MMAs measured 1.02-1.03x / 1.00x slower: the tensor pipe and the MMA chain, not the issue
+// slots, bound those, docs/hstu_kernel_notes.md). kernel_options(fwd_sm80_cfg=9): FwdSm80QregRabIlv.
 struct FwdSm80QregRabIlvMma : FwdSm80QregRabIlv {
-  static constexpr int kRabMma = ORDER;
+  static constexpr bool kRabMma = true;
+};
+// FwdSm80QregRabIlvMma's plain body (kernel_options(fwd_sm80_interleave=False); for comparisons)
+struct FwdSm80QregRabMma : FwdSm80QregRab<64> {
+  static constexpr bool kRabMma = true;
 };
 // Whether the bf16 defaults run FwdSm80QregRab: rab given, not kernel_options(fwd_sm80_cfg=8), its 16-byte chunks
 // aligned (the pointer and every stride)
@@ -333,13 +332,6 @@ struct FwdSm80PairsPf : FwdSm80PairsXadd {
 struct FwdSm80PairsPfRab : FwdSm80PairsPf {
   static constexpr bool kRabSmem = true;
   static constexpr int kSmem = FwdSm80PairsPf::kSmem + 64 * 64 * 2;
-};
-// FwdSm80PairsPfRab with rab added by the tensor cores (hstu_fwd_block's RABM; hstu_fwd_xpf_rabm_kernel): the bf16
-// default at D = 256 with rab where it fits (ORDER as FwdSm80QregRabMma's); kernel_options(fwd_sm80_cfg=9):
-// FwdSm80PairsPfRab
-template <int ORDER>
-struct FwdSm80PairsPfRabMma : FwdSm80PairsPfRab {
-  static constexpr int kRabMma = ORDER;
 };
 // 1 at D = 256 (for comparisons): FwdSm80PairsXadd
 template <>
@@ -500,10 +492,10 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // RABM (RABS, QREG): the tensor cores add rab: S's accumulators start as (s I) R, I the 16 x 16 identity, s = 1 (alpha
 // / 2 with Q scaled: a power of two, exact in bf16), R the m16 tile's rab rows x 16 keys loaded as B fragments by
 // ldmatrix.trans from the buffer (rows as k: V's pattern; conflict-free), one MMA per n8 tile, instead of an LDS per
-// key pair and an unpack and FADD / FFMA per score; RABM 1 after S's MMAs (the per-score add's order), 2 before.
+// key pair and an unpack and FADD / FFMA per score (after S's MMAs: the per-score add's order).
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
           bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
-          bool XADD = false, bool PF = false, bool RABS = false, int RABM = 0>
+          bool XADD = false, bool PF = false, bool RABS = false, bool RABM = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -521,7 +513,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!RABS || (SKIP == 0 && !SPLIT && !PAIRKV && BN == 64 &&
                           ((QREG && STAGES == 2 && PAIR == 1) || (XADD && STAGES == 1 && PAIR == 2))),
                 "rab tiles in shared memory: the plain Q-in-registers body, the warp pairs' xadd body");
-  static_assert(!RABM || RABS, "rab by the tensor cores: the rab tiles in shared memory");
+  static_assert(!RABM || (RABS && QREG), "rab by the tensor cores: the Q-in-registers rab body");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -976,7 +968,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             constexpr int G = BNS / 16;
             uint32_t pg[MT][G][4];
             auto s_grp = [&](int g) {
-              if constexpr (RABM == 2) rab_mma(g);  // (as the plain body: the same sums)
 #pragma unroll
               for (int ks = 0; ks < D / 16; ++ks) {
                 uint32_t bb[4];
@@ -987,7 +978,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                   mma_16816<T>(acc_s[mt][2 * g + 1], qf[ks][mt], bb[2], bb[3]);
                 }
               }
-              if constexpr (RABM == 1) rab_mma(g);
+              if constexpr (RABM) rab_mma(g);  // (after S, as the plain body: the same sums)
             };
             auto silu_grp = [&](int g) {
               if constexpr (RABS && !RABM) rab_add(2 * g, 2 * g + 2);
@@ -1022,10 +1013,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           }
         }
         if (work) {
-          if constexpr (RABM == 2) {  // (S's accumulators start as rab)
-#pragma unroll
-            for (int g = 0; g < NTILES / 2; ++g) rab_mma(g);
-          }
           // S = Q K^T
           if constexpr (PF) {  // (k16 step ks + kFwdPf's Q and K fragments loaded before step ks's MMAs)
             constexpr int NP = BNS / 16 / PAIR, NB = kFwdPf + 1;
@@ -1080,10 +1067,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           // (rab, SiLU, then the mask on the packed pairs below); the rab and mask passes sit behind block-uniform
           // branches, so the common case (no rab, sub-tile fully visible) runs the SiLU pass alone, with no
           // per-element index or mask arithmetic.
-          if constexpr (RABM == 1) {
+          if constexpr (RABM) {
 #pragma unroll
             for (int g = 0; g < NTILES / 2; ++g) rab_mma(g);
-          } else if constexpr (RABM == 2) {
           } else if constexpr (RABS) {
             rab_add(0, NTILES);
           } else if (p.rab != nullptr) {
@@ -1431,12 +1417,6 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_rab_kernel(con
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
                  true, true>(p);
 }
-// hstu_fwd_xpf_rab_kernel with rab added by the tensor cores (FwdSm80PairsPfRabMma)
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, int ORDER>
-__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_rabm_kernel(const HstuParams p) {
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
-                 true, true, ORDER>(p);
-}
 // hstu_fwd_qreg_kernel (QSCALE: hstu_fwd_qreg_scaled_kernel; ILV: hstu_fwd_qreg_ilv_kernel) with the rab tiles in
 // shared memory (FwdSm80QregRab, FwdSm80QregRabIlv)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
@@ -1445,12 +1425,12 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rab_kernel(co
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
                  false, true>(p);
 }
-// hstu_fwd_qreg_rab_kernel with rab added by the tensor cores (FwdSm80QregRabMma, FwdSm80QregRabIlvMma)
+// hstu_fwd_qreg_rab_kernel with rab added by the tensor cores (FwdSm80QregRabIlvMma, FwdSm80QregRabMma)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
-          bool ILV, int ORDER>
+          bool ILV>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rabm_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
-                 false, true, ORDER>(p);
+                 false, true, true>(p);
 }
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
@@ -1512,15 +1492,12 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB)
 // where C::kQearly)
 template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
-  if constexpr (C::kRabSmem && C::kXadd && C::kRabMma > 0) {
-    return hstu_fwd_xpf_rabm_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                    C::kSkip, C::kPair, C::kRabMma>;
-  } else if constexpr (C::kRabSmem && C::kXadd) {
+  if constexpr (C::kRabSmem && C::kXadd) {
     return hstu_fwd_xpf_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                    C::kSkip, C::kPair>;
-  } else if constexpr (C::kRabSmem && C::kRabMma > 0) {
+  } else if constexpr (C::kRabSmem && C::kRabMma) {
     return hstu_fwd_qreg_rabm_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                     C::kSkip, C::kPair, C::kQscale, C::kIlv, C::kRabMma>;
+                                     C::kSkip, C::kPair, C::kQscale, C::kIlv>;
   } else if constexpr (C::kRabSmem) {
     return hstu_fwd_qreg_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair, C::kQscale, C::kIlv>;
@@ -1926,11 +1903,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
           bool rab_fits = false;
           const cudaError_t e2 = fwd_sm80_fits<FwdSm80PairsPfRab>(rab_fits);
           if (e2 != cudaSuccess) return e2;
-          if (rab_fits) {
-            if (p.fwd_sm80_cfg & kFwdSm80RabLds) return launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream);
-            return (p.fwd_sm80_cfg & kFwdSm80RabFirst) ? launch_hstu_fwd<T, D, FwdSm80PairsPfRabMma<2>>(p, stream)
-                                                       : launch_hstu_fwd<T, D, FwdSm80PairsPfRabMma<1>>(p, stream);
-          }
+          if (rab_fits) return launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream);
         }
         return launch_hstu_fwd<T, D, FwdSm80PairsPf>(p, stream);
       }
@@ -1941,11 +1914,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 3>>(two);
         if (err != cudaSuccess) return err;
         if (two) {
-          if (!ctx && fwd_sm80_rab_smem(p)) {
-            if (p.fwd_sm80_cfg & kFwdSm80RabLds) return launch_hstu_fwd<T, D, FwdSm80QregRab<128>>(p, stream);
-            return (p.fwd_sm80_cfg & kFwdSm80RabFirst) ? launch_hstu_fwd<T, D, FwdSm80QregRabMma<128, 2>>(p, stream)
-                                                       : launch_hstu_fwd<T, D, FwdSm80QregRabMma<128, 1>>(p, stream);
-          }
+          if (!ctx && fwd_sm80_rab_smem(p)) return launch_hstu_fwd<T, D, FwdSm80QregRab<128>>(p, stream);
           return ctx ? launch_hstu_fwd<T, D, FwdSm80QregCtx<128>>(p, stream)
                      : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
         }
@@ -1961,13 +1930,8 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
             return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregRab<64>>(p, stream)
                                                     : launch_hstu_fwd<T, D, FwdSm80QregRabIlv>(p, stream);
           }
-          const bool first = p.fwd_sm80_cfg & kFwdSm80RabFirst;
-          if (p.fwd_sm80_cfg & kFwdSm80NoIlv) {
-            return first ? launch_hstu_fwd<T, D, FwdSm80QregRabMma<64, 2>>(p, stream)
-                         : launch_hstu_fwd<T, D, FwdSm80QregRabMma<64, 1>>(p, stream);
-          }
-          return first ? launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma<2>>(p, stream)
-                       : launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma<1>>(p, stream);
+          return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregRabMma>(p, stream)
+                                                  : launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma>(p, stream);
         }
         if (fwd_sm80_qscale(p)) {
           return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream)

@@ -56,20 +56,15 @@ constexpr int kFwdSm80SplitPlain = 256;
 // FwdSm80QregRab's tiles in shared memory; the backward reads it too (hstu_bwd_sm80_kernel.cuh bwd_sm80_rab_smem)
 constexpr int kFwdSm80RabMain = 2048;
 constexpr int kFwdSm80CfgRabMain = 8;
-// kFwdSm80RabLds for kernel_options(fwd_sm80_cfg=9) (kFwdSm80CfgRabLds; private, for comparisons): the bf16 defaults
-// with rab add each rab pair read from the shared-memory tile as two FADD / FFMA (FwdSm80QregRab, FwdSm80QregRabIlv)
-// instead of the tensor cores' identity MMAs after S's (FwdSm80QregRabMma<D, 1>, FwdSm80PairsPfRabMma<1>);
-// kFwdSm80RabFirst for fwd_sm80_cfg=10 (kFwdSm80CfgRabFirst): the identity MMAs before S's (S's accumulators start
-// as rab: <D, 2>)
+// kFwdSm80RabLds for kernel_options(fwd_sm80_cfg=9) (kFwdSm80CfgRabLds; private, for comparisons): the bf16 default
+// at D = 64 with rab adds each rab pair read from the shared-memory tile as two FFMA (FwdSm80QregRabIlv) instead of
+// by the tensor cores' identity MMAs (FwdSm80QregRabIlvMma)
 constexpr int kFwdSm80RabLds = 4096;
 constexpr int kFwdSm80CfgRabLds = 9;
-constexpr int kFwdSm80RabFirst = 8192;
-constexpr int kFwdSm80CfgRabFirst = 10;
 constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0,
                                 bool split_plain = false) {
   return (cfg == kFwdSm80CfgRabMain  ? kFwdSm80RabMain
           : cfg == kFwdSm80CfgRabLds ? kFwdSm80RabLds
-          : cfg == kFwdSm80CfgRabFirst ? kFwdSm80RabFirst
                                      : cfg & kFwdSm80CfgMask) |
          (qscale ? 0 : kFwdSm80NoQscale) |
          (split_main ? kFwdSm80SplitMain : 0) | (ilv ? 0 : kFwdSm80NoIlv) | (bm64 & 3) << kFwdSm80SplitBm64Shift |

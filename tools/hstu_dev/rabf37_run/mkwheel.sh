@@ -4,13 +4,14 @@
 # flags (its cfg word: hstu_fwd_sm80_split.h), links them with main's other objects by main's own link parameters
 # (bazel-out of /work/main), and writes main's wheel with that _C.so and the branch's _ops.py into $W (default
 # /tmp/rabf37_obj). Only those units hold the branch's change that runs (the other units include the header too,
-# but their kernels are main's).   bash tools/hstu_dev/rabf37_run/mkwheel.sh [units...]   (from the worktree root)
+# but their kernels are main's).   bash tools/hstu_dev/rabf37_run/mkwheel.sh [64 128 256 ops]  (default: 64 ops;
+# from the worktree root)
 set -eu
 W=${W:-/tmp/rabf37_obj}
 MAIN=/work/main
 ER=$(dirname "$(readlink -f $MAIN/bazel-out)")
 mkdir -p $W/whl
-UNITS=${*:-"128 64 256 ops"}
+UNITS=${*:-"64 ops"}
 for d in $UNITS; do
   if [ $d = ops ]; then
     nice -n 10 g++ -std=c++17 -fPIC -U_FORTIFY_SOURCE -fstack-protector -Wall -Wunused-but-set-parameter \
@@ -30,13 +31,17 @@ for d in $UNITS; do
 done
 [ "${NOLINK:-}" = 1 ] && exit 0
 P=bazel-out/k8-opt/bin/hstu
-sed -e "s|^$P/_C.so\$|$W/_C.so|" \
-    -e "s|^$P/_cuda_objs/hstu_fwd_sm80_bf16_hdim128_objs/hstu_fwd_sm80_bf16_hdim128.o\$|$W/hstu_fwd_sm80_bf16_hdim128.o|" \
-    -e "s|^$P/_cuda_objs/hstu_fwd_sm80_bf16_hdim64_objs/hstu_fwd_sm80_bf16_hdim64.o\$|$W/hstu_fwd_sm80_bf16_hdim64.o|" \
-    -e "s|^$P/_cuda_objs/hstu_fwd_sm80_bf16_hdim256_objs/hstu_fwd_sm80_bf16_hdim256.o\$|$W/hstu_fwd_sm80_bf16_hdim256.o|" \
-    -e "s|^$P/_objs/_C_ops/hstu_ops.pic.o\$|$W/hstu_ops.pic.o|" \
-    $ER/$P/_C.so-2.params > $W/params
-[ "$(grep -c "$W" $W/params)" = 5 ]
+SUB=(-e "s|^$P/_C.so\$|$W/_C.so|")
+for d in $UNITS; do  # (the units built here replace main's objects; the others stay main's)
+  if [ $d = ops ]; then
+    SUB+=(-e "s|^$P/_objs/_C_ops/hstu_ops.pic.o\$|$W/hstu_ops.pic.o|")
+  else
+    u=hstu_fwd_sm80_bf16_hdim$d
+    SUB+=(-e "s|^$P/_cuda_objs/${u}_objs/$u.o\$|$W/$u.o|")
+  fi
+done
+sed "${SUB[@]}" $ER/$P/_C.so-2.params > $W/params
+[ "$(grep -c "$W" $W/params)" = $(( $(echo $UNITS | wc -w) + 1 )) ]
 (cd $ER && nice -n 10 gcc @$W/params)
 rm -f $W/whl/*.whl
 python3 tools/hstu_dev/rabf37_run/mkwheel.py $MAIN/.carry/main37/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl \
