@@ -489,10 +489,10 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // one buffer per stage (fwd_rab_smem_in_q: in Q's buffer, free once Q is in registers, where it fits, else behind
 // the tile's shared memory), and the score pass reads it there (a 32-bit word per pair of keys, chunks swizzled by
 // the row: conflict-free). Without it the pass loads every element from global memory after the sub-tile's S MMAs.
-// RABM (RABS, QREG): the tensor cores add rab: S's accumulators start as (s I) R, I the 16 x 16 identity, s = 1 (alpha
-// / 2 with Q scaled: a power of two, exact in bf16), R the m16 tile's rab rows x 16 keys loaded as B fragments by
-// ldmatrix.trans from the buffer (rows as k: V's pattern; conflict-free), one MMA per n8 tile, instead of an LDS per
-// key pair and an unpack and FADD / FFMA per score (after S's MMAs: the per-score add's order).
+// RABM (RABS, QREG): the tensor cores add rab after S's MMAs (the per-score add's order): per m16 tile and 8 keys an
+// m16n8k8 MMA with A = the rab rows x 8 keys (ldmatrix from the buffer, conflict-free) and B = s I, I the 8 x 8
+// identity, s = 1 (alpha / 2 with Q scaled: a power of two, exact in bf16), instead of an LDS per key pair and an
+// unpack and FADD / FFMA per score.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
           bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
           bool XADD = false, bool PF = false, bool RABS = false, bool RABM = false>
