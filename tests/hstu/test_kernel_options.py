@@ -39,6 +39,7 @@ def test_bits_match_the_plan_header():
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_split.h")) as f:
         split_h = f.read()
     assert int(re.search(r"constexpr int kFwdSm80CfgRabMain = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_MAIN
+    assert int(re.search(r"constexpr int kFwdSm80CfgRabLds = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_LDS
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_limits.h")) as f:
         limits_h = f.read()
     assert int(re.search(r"constexpr int kFwdSm80CfgDrabMain = (\d+);", limits_h).group(1)) == (
@@ -213,11 +214,14 @@ def test_kernel_options_pack_and_restore():
                                                | (8 << _ops.BWD_SM80_CFG_SHIFT))
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_MAIN):  # (8: bit 41 alone)
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
+    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_LDS):  # (9: bit 41 and bit 29)
+        assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
+                                           | (1 << _ops.FWD_SM80_CFG_SHIFT))
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_DRAB_MAIN):  # (15: bits 29-31 and 41)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (7 << _ops.FWD_SM80_CFG_SHIFT)
                                            | _ops.FWD_SM80_CFG_HI_BIT)
-    for bad in (_ops.FWD_SM80_CFG_RAB_MAIN + 1, 14, 16, -1, True, 1.0):
-        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, 2, 3, 4, 5, 6, 7, 8, 15\), got"):
+    for bad in (10, 14, 16, -1, True, 1.0):
+        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 15\)"):
             with _ops.kernel_options(fwd_sm80_cfg=bad):
                 pass
 

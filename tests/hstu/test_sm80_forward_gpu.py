@@ -717,13 +717,14 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
     """The bf16 defaults with rab and without contexts (D = 64 / 128 at long rows, D = 128 where two of candidate 3's
     blocks fit per SM; D = 256 where the warp pairs with the rab buffer fit, 113 KB) run the kernels that copy each KV
     tile's rab tile into shared memory with its K / V (hstu_fwd_qreg_rab_kernel: FwdSm80QregRab; D = 256
-    hstu_fwd_xpf_rab_kernel: FwdSm80PairsPfRab): they meet the error rule against the fp32 reference (outputs
-    poisoned) on jagged lengths across several query tiles (keys ending inside a 16-byte chunk), windows, targets with
-    groups, delta-q, seqused, per-head and shared rab, and agree with main's rab path (kernel_options(fwd_sm80_cfg=8)):
-    bit for bit at D = 128 / 256 (the same tiles and sums), at D = 64 to the fp32 sum order (64-key tiles against
-    main's 128); D = 64's interleaved groups (the default) bit for bit its plain body (fwd_sm80_interleave=False).
-    A rab whose rows are not 16-byte aligned (max_seqlen_k not a multiple of 8) runs main's kernel, within the error
-    rule."""
+    hstu_fwd_xpf_rab_kernel: FwdSm80PairsPfRab; D = 64 adds it by the tensor cores: hstu_fwd_qreg_rabm_kernel,
+    FwdSm80QregRabIlvMma): they meet the error rule against the fp32 reference (outputs poisoned) on jagged lengths
+    across several query tiles (keys ending inside a 16-byte chunk), windows, targets with groups, delta-q, seqused,
+    per-head and shared rab, and agree with main's rab path (kernel_options(fwd_sm80_cfg=8)): bit for bit at D = 128 /
+    256 (the same tiles and sums), at D = 64 to the fp32 sum order (64-key tiles against main's 128). D = 64: the
+    per-score add (fwd_sm80_cfg=9: FwdSm80QregRabIlv) agrees with the MMAs to the fp32 sum order; the interleaved
+    groups give bit for bit their plain body's output (fwd_sm80_interleave=False) in both. A rab whose rows are not
+    16-byte aligned (max_seqlen_k not a multiple of 8) runs main's kernel, within the error rule."""
     lk = [2400, 1704, 2296, 1833, 2024] if delta_q else [1400, 700, 1290, 833, 1024]
     case = kg.make_case(zlib.crc32(repr(("rab_smem", D, mask, rab_heads, delta_q)).encode()), lk, 2, D,
                         torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
@@ -731,42 +732,41 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
     assert case["max_seqlen_k"] % 8 == 0, "16-byte aligned rab rows"
     runs = D == 64 or (D == 128 and _qreg128_two_fit()) or (
         D == 256 and _pairs_fit() and torch.cuda.get_device_properties(0).shared_memory_per_block_optin >= 115712)
-    want = (f"hstu_fwd_qreg_rab_kernel<__nv_bfloat16, {D}, 128, 64, {64 if D == 64 else 32}, 4, 2, 2, 0, 1, "
-            f"{'true, true' if D == 64 else 'false, false'}>")
+    tile = f"__nv_bfloat16, {D}, 128, 64, {64 if D == 64 else 32}, 4, 2, 2, 0, 1, "
+    qs = "true, true" if D == 64 else "false, false"
+    want = {0: f"hstu_fwd_qreg_rab{'m' if D == 64 else ''}_kernel<{tile}{qs}>",
+            _ops.FWD_SM80_CFG_RAB_LDS: f"hstu_fwd_qreg_rab_kernel<{tile}{qs}>"}
     if D == 256:
-        want = "hstu_fwd_xpf_rab_kernel<__nv_bfloat16, 256, 64, 64, 64, 4, 2, 1, 0, 2>"
+        want = {v: "hstu_fwd_xpf_rab_kernel<__nv_bfloat16, 256, 64, 64, 64, 4, 2, 1, 0, 2>" for v in want}
     alpha = 0.125  # (D = 64: alpha / 2 a power of two, the scaled Q registers)
     outs = {}
-    for var in (0, _ops.FWD_SM80_CFG_RAB_MAIN):
-        kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_cfg=var)
-        if var == 0:
+    variants = [(0, True), (_ops.FWD_SM80_CFG_RAB_LDS, True), (_ops.FWD_SM80_CFG_RAB_MAIN, True)]
+    if D == 64:
+        variants += [(v, False) for v in (0, _ops.FWD_SM80_CFG_RAB_LDS)]
+    for var, ilv in variants:
+        kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_cfg=var, fwd_sm80_interleave=ilv)
+        if var == 0 and ilv:
             kg.check_case(case, alpha, backward=False)
         kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            outs[var] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=alpha, rab=case["rab"],
-                                              **kg._varlen_kwargs(case))
+            outs[var, ilv] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=alpha, rab=case["rab"],
+                                                   **kg._varlen_kwargs(case))
             torch.cuda.synchronize()
         names = {e.name for e in prof.events() if "hstu_fwd_" in e.name}
         assert len(names) == 1, names
-        if var == 0 and runs:
-            assert want in next(iter(names)), (names, want)
-        if var != 0:
-            assert "_rab_kernel" not in next(iter(names)), names
-    main = outs[_ops.FWD_SM80_CFG_RAB_MAIN]
+        if var in want and runs:
+            w = want[var] if ilv else want[var].replace("true, true", "true, false")
+            assert w in next(iter(names)), (var, ilv, names, w)
+        if var == _ops.FWD_SM80_CFG_RAB_MAIN:
+            assert "_rab_kernel" not in next(iter(names)) and "_rabm_kernel" not in next(iter(names)), names
+    new, lds, main = outs[0, True], outs[_ops.FWD_SM80_CFG_RAB_LDS, True], outs[_ops.FWD_SM80_CFG_RAB_MAIN, True]
     if D != 64:
-        assert torch.equal(outs[0], main)
+        assert torch.equal(new, lds) and torch.equal(lds, main)
     else:
-        kg.assert_agree(("out",), (outs[0],), (main,), "rab tiles in shared memory vs main's rab path")
-        # D = 64: the fully visible sub-tiles in interleaved 16-key groups (FwdSm80QregRabIlv) bit for bit the plain
-        # body (fwd_sm80_interleave=False: FwdSm80QregRab<64>)
-        kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_interleave=False)
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            plain = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=alpha, rab=case["rab"],
-                                          **kg._varlen_kwargs(case))
-            torch.cuda.synchronize()
-        names = {e.name for e in prof.events() if "hstu_fwd_" in e.name}
-        assert len(names) == 1 and want.replace("true, true", "true, false") in next(iter(names)), names
-        assert torch.equal(plain, outs[0])
+        kg.assert_agree(("out",), (new,), (lds,), "rab by the tensor cores vs the rab added per score")
+        kg.assert_agree(("out",), (lds,), (main,), "rab tiles in shared memory vs main's rab path")
+        for v in (0, _ops.FWD_SM80_CFG_RAB_LDS):
+            assert torch.equal(outs[v, False], outs[v, True]), f"the interleaved groups vs the plain body (cfg {v})"
     # rows of rab not 16-byte aligned: main's kernel
     odd = kg.make_case(zlib.crc32(repr(("rab_odd", D, mask)).encode()), [1401, 700, 1290], 2, D, torch.bfloat16,
                        mask, rab_heads)

@@ -19,7 +19,7 @@ constexpr int64_t kBwdSm80MinBlockN = 64;
 // kBwdSm80DrabZeroed, a bit of HstuParams::fwd_sm80_cfg (above its forward bits) set by the op for
 // kernel_options(fwd_sm80_cfg=15) (kFwdSm80CfgDrabMain; private, for comparisons): the op zeroed drab itself and the
 // kernels store only the dS of their walk (main's path).
-constexpr int kBwdSm80DrabZeroed = 4096;
+constexpr int kBwdSm80DrabZeroed = 8192;
 constexpr int kFwdSm80CfgDrabMain = 15;
 
 // The fp32 dQ workspace of the sm80-class backward at head dim D: (total_q, H, D) row-major; at D = 64 / 128 / 256 it

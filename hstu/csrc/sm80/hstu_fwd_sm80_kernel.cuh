@@ -22,6 +22,20 @@
 
 namespace hstu {
 
+// c += a b, m16n8k8 (a: 16 x 8 row-major, two registers; b: 8 x 8, one)
+template <typename T>
+__device__ __forceinline__ void mma_1688(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t b) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(b));
+  } else {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(b));
+  }
+}
+
 // Tile shape of one forward kernel: BM query rows per block (MT = BM / (16 * WARPS) m16 tiles per warp), K/V tiles
 // of BN keys computed in sub-tiles of BNS keys, MINB blocks per SM (__launch_bounds__), STAGES K/V buffers (2: tile
 // n-1 loads while tile n is computed, one barrier per tile; 1: FA2's order, V of tile n loads during Q K^T and K of
@@ -58,6 +72,8 @@ struct FwdSm80Tile {
   static constexpr bool kPrefetch = false;
   // rab's tiles copied into shared memory with K / V (hstu_fwd_block's RABS; hstu_fwd_qreg_rab_kernel)
   static constexpr bool kRabSmem = false;
+  // kRabSmem: rab added by the tensor cores after S's MMAs (hstu_fwd_block's RABM; hstu_fwd_qreg_rabm_kernel)
+  static constexpr bool kRabMma = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -257,6 +273,18 @@ struct FwdSm80QregRab<64> : FwdSm80Only<FwdSm80Tile<64, 128, 64, 64, 4, 2, 2, 0>
 struct FwdSm80QregRabIlv : FwdSm80QregRab<64> {
   static constexpr bool kIlv = true;
 };
+// The bf16 default at D = 64 with rab (where fwd_sm80_rab_smem holds): FwdSm80QregRabIlv with rab added by the
+// tensor cores after S's MMAs, two m16n8k8 MMAs per m16 tile and 16 keys (hstu_fwd_block's RABM), instead of an LDS
+// per key pair and an FFMA per score (on an H200 B16 S4K: 1.07-1.08x faster, 13.5 % fewer warp instructions; at
+// D = 128 / 256 the same MMAs measured 1.02-1.03x / 1.00x slower: the tensor pipe and the MMA chain, not the issue
+// slots, bound those, docs/hstu_kernel_notes.md). kernel_options(fwd_sm80_cfg=9): FwdSm80QregRabIlv.
+struct FwdSm80QregRabIlvMma : FwdSm80QregRabIlv {
+  static constexpr bool kRabMma = true;
+};
+// FwdSm80QregRabIlvMma's plain body (kernel_options(fwd_sm80_interleave=False); for comparisons)
+struct FwdSm80QregRabMma : FwdSm80QregRab<64> {
+  static constexpr bool kRabMma = true;
+};
 // Whether the bf16 defaults run FwdSm80QregRab: rab given, not kernel_options(fwd_sm80_cfg=8), its 16-byte chunks
 // aligned (the pointer and every stride)
 inline bool fwd_sm80_rab_smem(const HstuParams& p) {
@@ -451,9 +479,13 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // one buffer per stage (fwd_rab_smem_in_q: in Q's buffer, free once Q is in registers, where it fits, else behind
 // the tile's shared memory), and the score pass reads it there (a 32-bit word per pair of keys, chunks swizzled by
 // the row: conflict-free). Without it the pass loads every element from global memory after the sub-tile's S MMAs.
+// RABM (RABS, QREG): the tensor cores add rab after S's MMAs (the per-score add's order): per m16 tile and 8 keys an
+// m16n8k8 MMA with A = the rab rows x 8 keys (ldmatrix from the buffer, conflict-free) and B = s I, I the 8 x 8
+// identity, s = 1 (alpha / 2 with Q scaled: a power of two, exact in bf16), instead of an LDS per key pair and an
+// unpack and FADD / FFMA per score.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
           bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
-          bool XADD = false, bool PF = false, bool RABS = false>
+          bool XADD = false, bool PF = false, bool RABS = false, bool RABM = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -471,6 +503,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!RABS || (SKIP == 0 && !SPLIT && !PAIRKV && BN == 64 &&
                           ((QREG && STAGES == 2 && PAIR == 1) || (XADD && STAGES == 1 && PAIR == 2))),
                 "rab tiles in shared memory: the plain Q-in-registers body, the warp pairs' xadd body");
+  static_assert(!RABM || (RABS && QREG), "rab by the tensor cores: the Q-in-registers rab body");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -895,6 +928,25 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
               }
           }
         };
+        // RABM: rab's keys [16 g, 16 g + 16) of the warp's sub-tile added to S's n8 tiles 2 g, 2 g + 1 by m16n8k8
+        // MMAs with rab as A (16 rows x 8 keys: ldmatrix of the m16 tile's rows, Q's pattern; row & 7 = l % 8 for the
+        // swizzle) and B the 8 x 8 identity times s (lane l's word: s at k = n, n = l / 4, k = 2 (l % 4) + {0, 1}): one
+        // register, not the 16 x 16 identity's four
+        [[maybe_unused]] auto rab_mma = [&](int g) {
+          const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+          const int gr = lr / 4, tc = (lr % 4) * 2;
+          const float sc = QSCALE ? half_alpha : 1.f;
+          const uint32_t id = pack2<T>(gr == tc ? sc : 0.f, gr == tc + 1 ? sc : 0.f);
+          const uint32_t ta = sRab0 + (STAGES == 2 ? stage * kRabBytes : 0) + (warp_row0 + lr % 16) * (BN * 2) +
+                              ((((kw0 - nbw * BN) / 8 + 2 * g + lr / 16) ^ (lr % 8)) * 16);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            uint32_t ra[4];
+            ldsm_x4(ra, ta + mt * 16 * (BN * 2));
+            mma_1688<T>(acc_s[mt][2 * g], ra[0], ra[1], id);
+            mma_1688<T>(acc_s[mt][2 * g + 1], ra[2], ra[3], id);
+          }
+        };
         if constexpr (ILV) {
           if (full && (RABS || p.rab == nullptr)) {  // (block-uniform; RABS: rab added per group)
             // 16-key group g: S of its keys (two n8 tiles per m16 tile) over D, its P (the A fragment of k16 step g
@@ -912,9 +964,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                   mma_16816<T>(acc_s[mt][2 * g + 1], qf[ks][mt], bb[2], bb[3]);
                 }
               }
+              if constexpr (RABM) rab_mma(g);  // (after S, as the plain body: the same sums)
             };
             auto silu_grp = [&](int g) {
-              if constexpr (RABS) rab_add(2 * g, 2 * g + 2);
+              if constexpr (RABS && !RABM) rab_add(2 * g, 2 * g + 2);
 #pragma unroll
               for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1000,7 +1053,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           // (rab, SiLU, then the mask on the packed pairs below); the rab and mask passes sit behind block-uniform
           // branches, so the common case (no rab, sub-tile fully visible) runs the SiLU pass alone, with no
           // per-element index or mask arithmetic.
-          if constexpr (RABS) {
+          if constexpr (RABM) {
+#pragma unroll
+            for (int g = 0; g < NTILES / 2; ++g) rab_mma(g);
+          } else if constexpr (RABS) {
             rab_add(0, NTILES);
           } else if (p.rab != nullptr) {
             // (re-derived here, not kept live through the loop)
@@ -1349,6 +1405,13 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rab_kernel(co
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
                  false, true>(p);
 }
+// hstu_fwd_qreg_rab_kernel with rab added by the tensor cores (FwdSm80QregRabIlvMma, FwdSm80QregRabMma)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
+          bool ILV>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rabm_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
+                 false, true, true>(p);
+}
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
 // registers, no spill; as a call its body spilled 12 B), except with SKIP 6: a call (255 registers, no spill: the
@@ -1412,6 +1475,9 @@ constexpr auto fwd_sm80_kernel() {
   if constexpr (C::kRabSmem && C::kXadd) {
     return hstu_fwd_xpf_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                    C::kSkip, C::kPair>;
+  } else if constexpr (C::kRabSmem && C::kRabMma) {
+    return hstu_fwd_qreg_rabm_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                     C::kSkip, C::kPair, C::kQscale, C::kIlv>;
   } else if constexpr (C::kRabSmem) {
     return hstu_fwd_qreg_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                     C::kSkip, C::kPair, C::kQscale, C::kIlv>;
@@ -1840,8 +1906,12 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
                      : launch_hstu_fwd<T, D, FwdSm80QregCtx<64>>(p, stream);
         }
         if (fwd_sm80_rab_smem(p) && fwd_sm80_qscale(p)) {
-          return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregRab<64>>(p, stream)
-                                                  : launch_hstu_fwd<T, D, FwdSm80QregRabIlv>(p, stream);
+          if (p.fwd_sm80_cfg & kFwdSm80RabLds) {
+            return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregRab<64>>(p, stream)
+                                                    : launch_hstu_fwd<T, D, FwdSm80QregRabIlv>(p, stream);
+          }
+          return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregRabMma>(p, stream)
+                                                  : launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma>(p, stream);
         }
         if (fwd_sm80_qscale(p)) {
           return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream)

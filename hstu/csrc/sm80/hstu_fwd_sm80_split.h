@@ -56,9 +56,17 @@ constexpr int kFwdSm80SplitPlain = 256;
 // FwdSm80QregRab's tiles in shared memory; the backward reads it too (hstu_bwd_sm80_kernel.cuh bwd_sm80_rab_smem)
 constexpr int kFwdSm80RabMain = 2048;
 constexpr int kFwdSm80CfgRabMain = 8;
+// kFwdSm80RabLds for kernel_options(fwd_sm80_cfg=9) (kFwdSm80CfgRabLds; private, for comparisons): the bf16 default
+// at D = 64 with rab adds each rab pair read from the shared-memory tile as two FFMA (FwdSm80QregRabIlv) instead of
+// by the tensor cores' identity MMAs (FwdSm80QregRabIlvMma)
+constexpr int kFwdSm80RabLds = 4096;
+constexpr int kFwdSm80CfgRabLds = 9;
 constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0,
                                 bool split_plain = false) {
-  return (cfg == kFwdSm80CfgRabMain ? kFwdSm80RabMain : cfg & kFwdSm80CfgMask) | (qscale ? 0 : kFwdSm80NoQscale) |
+  return (cfg == kFwdSm80CfgRabMain  ? kFwdSm80RabMain
+          : cfg == kFwdSm80CfgRabLds ? kFwdSm80RabLds
+                                     : cfg & kFwdSm80CfgMask) |
+         (qscale ? 0 : kFwdSm80NoQscale) |
          (split_main ? kFwdSm80SplitMain : 0) | (ilv ? 0 : kFwdSm80NoIlv) | (bm64 & 3) << kFwdSm80SplitBm64Shift |
          (split_plain ? kFwdSm80SplitPlain : 0);
 }
