@@ -725,7 +725,24 @@ class ScoredHashTable:
         return EvictResult(ek, ev, es, stats[2], stats)
 
     def assign(self, keys: torch.Tensor, values: torch.Tensor, scores: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Writes rows of present keys only (missing keys are skipped, counted as `refused`). Returns stats."""
+        """Writes rows of present keys only; missing keys are skipped (counted as `refused`), nothing is inserted or
+        evicted, the rest of the table is untouched.
+
+        Args:
+            keys: (n,) key dtype; duplicates allowed: each stored key ends with the row of one of its occurrences,
+                whole (the last in batch order on the CPU; not specified on CUDA), and every occurrence counts as
+                `assigned`.
+            values: (n, dim) value dtype.
+            scores: (n,) int64/uint64 or None. The score of an assigned key: LRU the op's clock (epoch LRU: epoch << 32
+                | clock), given scores ignored; LFU + scores[i] (default 1) per occurrence, saturating; customized
+                scores[i], or unchanged without scores.
+
+        Returns:
+            stats (5,) int64 device tensor (see STAT_NAMES).
+
+        Example:
+            >>> stats = table.assign(keys, rows)
+        """
         self._check_keys(keys)
         n = keys.numel()
         self._check_values(values, n)

@@ -14,7 +14,7 @@ ab() {
   local name=$1 to=$2
   shift 2
   echo "## $name ($(( $(date +%s) - t0 )) s)"
-  timeout $to stdbuf -oL $C/ab_lab "$@" > $OUT/$name.txt 2>&1
+  timeout $to $C/ab_lab "$@" > $OUT/$name.txt 2>&1
   echo "rc $?"
   cat $OUT/$name.txt | cut -c1-170
 }
