@@ -1,16 +1,20 @@
 #!/bin/bash
-# assign37 run 2: the branch wheel through the product op. table_ab.py (hash_table.py's fill and timer, 2^26 slots,
-# dim 32, 1M keys, uniform and Zipf, loads 0.5 / 0.75 / 1.0): `pdl+copiers` (main's path: the row copiers' two passes)
-# against `pdl` (the default: assign_lru_kernel), assign and find, with the fraction of the byte bound; then the GPU
-# tests of the assign paths (test_table_assign_gpu.py, test_table_gpu.py -k assign) on the default path.
+# assign37 run 2. (a) assign_bench (2^26 slots, dim 32, 1M keys, HKV's fill), variants interleaved in one process:
+# 1 = main's path, 0 = assign_lru_kernel (run 1's lean kernel), 10 = 0 + each tile prefetches into L2 the digest lines
+# of the key half a wave of resident keys ahead (and so loads that key), 13 / 14 = the same a whole / a quarter wave
+# ahead, 11 = the lock CAS on every digest match (no load before it), 12 = 10 + 11, 15 = 10 without the slot lock
+# (what-if), 5 = no slot lock (what-if). (b) The branch wheel (run 1's: the lean kernel as default) through the product
+# op: table_ab.py `pdl+copiers` (main's path) against `pdl`, assign and find, uniform and Zipf, loads 0.5 / 0.75 / 1.0,
+# with the fraction of the byte bound. (c) ncu of 0 and 10.
 . .carry/assign37/common.sh
+ab uniform 11 26 5 - uniform 0.5,0.75,1 32 1,0,10,13,14,11,12,15,5
+ab zipf 9 26 5 - zipf 0.5,1 32 1,0,10,11,12
 . $C/setup.sh
-B=53
-(cd $C/tree && PYTHONPATH=/tmp/site_$NAME:$C/tree timeout 24 python3 -P tools/dynamicemb_dev/table_ab.py \
+B=54
+(cd $C/tree && PYTHONPATH=/tmp/site_$NAME:$C/tree timeout $(( $(left) - 6 )) python3 -P tools/dynamicemb_dev/table_ab.py \
   --variants pdl+copiers pdl --reps 3 --lambdas 0.5 0.75 1.0 --dists uniform zipf --ops assign find --bound \
   > $OUT/table_ab.txt 2>&1)
-echo "table_ab rc $? ($(( $(date +%s) - t0 )) s)"
-cat $OUT/table_ab.txt | cut -c1-220
-run_tests $(left) 1 "assign" tests/dynamicemb/test_table_assign_gpu.py tests/dynamicemb/test_table_gpu.py
-digest_tests
+echo "## table_ab rc $? ($(( $(date +%s) - t0 )) s)"
+cat $OUT/table_ab.txt | cut -c1-200
+ncu_ab v 0,10
 echo "total $(( $(date +%s) - t0 )) s"
