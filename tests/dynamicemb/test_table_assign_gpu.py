@@ -1,6 +1,6 @@
 """assign on the GPU: duplicates keep one whole row, missing keys and the rest of the table are untouched, scores as
 the policy documents; the LRU assign's own kernel (the default) and the row copiers' two passes (private option
-``ScoredHashTable._upsert_lab`` bits 4-6 = 1) held to the same contract."""
+``ScoredHashTable._upsert_lab`` bits 4-7 = 1) held to the same contract."""
 
 import os
 import sys
@@ -23,7 +23,9 @@ pytestmark = [
 ]
 
 EMPTY_DIGEST = (fmix64(1 << 63) >> 32) & 0xFF  # the digest of free slots (table_types.h empty_digest)
-PATHS = {"kernel": 1, "copiers": 1 | (1 << 4)}  # _upsert_lab: pdl, + bits 4-6 = 1 for the copiers' passes
+# _upsert_lab: the class's; pdl + bits 4-7 = 1: the copiers' passes; 11 / 12: the kernel's lock CAS on every digest
+# match (without / with the digest prefetch ahead; table_kernels.cuh assign_lru_variant)
+PATHS = {"default": None, "copiers": 1 | (1 << 4), "dcas": 1 | (11 << 4), "ahead_dcas": 1 | (12 << 4)}
 
 
 def empty_digest_keys(count, gen):
@@ -47,13 +49,14 @@ def test_gpu_assign_duplicates_missing_and_scores(path, policy, bucket, value_dt
     earlier score, epoch LRU with the epoch above bit 32; LFU: + 1 per occurrence; customized: the caller's), every
     other stored key's row and score unchanged, no missing key stored; stats count every occurrence (assigned:
     those of present keys, yields of duplicates included; refused: the missing)."""
-    if path == "copiers" and "lru" not in policy:
+    if path != "default" and "lru" not in policy:
         pytest.skip("one path below LRU")
     nb = 48
     cap = nb * bucket
     gen = torch.Generator().manual_seed(zlib.crc32(f"assign{path}{policy}{bucket}{dim}".encode()))
     t = ScoredHashTable(cap, dim, value_dtype=value_dtype, bucket_capacity=bucket, score_policy=policy, device="cuda")
-    t._upsert_lab = PATHS[path]
+    if PATHS[path] is not None:
+        t._upsert_lab = PATHS[path]
     t.set_epoch(5)
     pool = torch.randint(1, 1 << 62, (cap,), generator=gen).tolist() + empty_digest_keys(24, gen)
     pool = list(dict.fromkeys(pool))
@@ -127,10 +130,17 @@ def test_gpu_assign_duplicates_missing_and_scores(path, policy, bucket, value_dt
             assert s1 >> 32 == 5
 
 
+# the kernel's selectable variants (_upsert_lab bits 4-7 = 10 / 11 / 12: digest lines prefetched ahead, the lock CAS
+# on every digest match, both; table_kernels.cuh assign_lru_variant)
+VARIANTS = {"default": None, "ahead": 1 | (10 << 4), "dcas": 1 | (11 << 4), "ahead_dcas": 1 | (12 << 4)}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("policy", ["lru", "epoch_lru"])
-def test_gpu_assign_kernel_matches_copiers(policy):
-    """The LRU assign's kernel and the copiers' passes leave the same table (rows a function of the key, so the
-    duplicates' order does not matter), the same stats, at a full table (every slot taken) and at a table half full."""
+def test_gpu_assign_kernel_matches_copiers(policy, variant):
+    """The LRU assign's kernel (each selectable variant) and the copiers' passes leave the same table (rows a
+    function of the key, so the duplicates' order does not matter), the same stats, at a full table (every slot
+    taken) and at a table half full; batches of 40K keys (more than the prefetch's distance, ~34K on an H200)."""
     dim, bucket, nb = 16, 128, 64
     gen = torch.Generator().manual_seed(zlib.crc32(f"match{policy}".encode()))
     for load in (0.5, 1.0):
@@ -139,7 +149,8 @@ def test_gpu_assign_kernel_matches_copiers(policy):
         pool = pool[torch.randperm(pool.numel(), generator=gen)]
         fill = pool[: int(load * nb * bucket * 1.3)]
         vals = torch.rand(fill.numel(), dim, generator=gen)
-        batch = torch.cat([fill[torch.randint(0, fill.numel(), (3000,), generator=gen)], pool[-1000:]])
+        batch = torch.cat([fill[torch.randint(0, fill.numel(), (30000,), generator=gen)],
+                           pool[-4000:].repeat(2 + int(load))])
         batch = batch[torch.randperm(batch.numel(), generator=gen)]
         rows = (batch % 65521).float().unsqueeze(1).expand(-1, dim).contiguous() + torch.arange(dim)
         t = ScoredHashTable(nb * bucket, dim, bucket_capacity=bucket, score_policy=policy, device="cuda")
@@ -147,13 +158,13 @@ def test_gpu_assign_kernel_matches_copiers(policy):
         t.insert_or_assign(fill.cuda(), vals.cuda())
         # one fill for both paths (an overflowing fill's survivors depend on arrival order): restored before each
         snap = {k: x.clone() for k, x in t.state_dict().items() if isinstance(x, torch.Tensor) and x.dim()}
-        for path, lab in PATHS.items():
+        for path, lab in (("default", VARIANTS[variant]), ("copiers", PATHS["copiers"])):
             for k, x in snap.items():
                 getattr(t, k).copy_(x)
-            t._upsert_lab = lab
+            t._upsert_lab = ScoredHashTable._upsert_lab if lab is None else lab
             st = t.assign(batch.cuda(), rows.cuda())
             ts[path] = (stats_dict(st), table_items(t), t.keys.cpu(), t.scores.cpu())
-        a, b = ts["kernel"], ts["copiers"]
+        a, b = ts["default"], ts["copiers"]
         assert a[0] == b[0]
         assert torch.equal(a[2], b[2]) and torch.equal(a[3], b[3])  # same slots, same scores
         assert a[1].keys() == b[1].keys()
