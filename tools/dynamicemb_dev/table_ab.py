@@ -7,7 +7,7 @@ time, as hash_table.py). Prints billion KV/s (median) per variant and its ratio 
 
     python tools/dynamicemb_dev/table_ab.py --variants main set --lambdas 0.5 1.0 --dists uniform zipf
 
-Variants: `main` (the options off), `set` (ScoredHashTable._upsert_dedup: the first-writer set, chosen per batch
+Variants: `default` (the class's own options: the product's path), `main` (the options off), `set` (ScoredHashTable._upsert_dedup: the first-writer set, chosen per batch
 on the device), and any name in LAB (bits of ScoredHashTable._upsert_lab, when the build has it), joined by `+`.
 `--ops` picks the ops (find: the lookup, beside them for reference); `--bound` adds each cell's fraction of the byte
 bound (hash_table.py's op_bytes at its measured copy bandwidth).
@@ -33,7 +33,15 @@ OPS = ["find_or_insert", "insert_or_assign", "insert_and_evict", "assign"]
 LAB = {"pdl": 1, "dynamic": 2, "static": 4, "wide": 6, "copiers": 16, "ahead": 160, "dcas": 176, "ahead_dcas": 192}
 
 
+_CLASS_LAB = getattr(ScoredHashTable, "_upsert_lab", None)  # the build's default path
+
+
 def set_variant(name):
+    if name == "default":  # the class's own options (the product's default path)
+        ScoredHashTable._upsert_dedup = False
+        if _CLASS_LAB is not None:
+            ScoredHashTable._upsert_lab = _CLASS_LAB
+        return
     parts = set(name.split("+")) - {"main"}
     ScoredHashTable._upsert_dedup = "set" in parts
     lab = 0

@@ -12,12 +12,20 @@ for site_whl in "/tmp/site_main $R/.carry/$BASE/whl" "/tmp/site_$NAME $C/whl"; d
 done
 PT="python3 -P -m pytest -q -p no:cacheprovider --import-mode=importlib --tb=short --maxfail=4 -rfE"
 digest_tests() {
-  grep -E "FAILED|ERROR|passed|failed|rror|upsert_lab_plugin" $OUT/tests.log 2>/dev/null | tail -16 | cut -c1-300
+  local f
+  for f in $OUT/tests*.log; do
+    echo "# $(basename $f)"
+    grep -E "FAILED|ERROR|passed|failed|rror|upsert_lab_plugin" $f 2>/dev/null | tail -8 | cut -c1-300
+    tail -c 300 $f | grep -E "^[.sFE]+" | tail -1
+  done
 }
+# LAB "-": the class's own _upsert_lab (the default path); LOG: the log's name (tests.log)
 run_tests() {
-  local t=$1 lab=$2 k=$3
+  local t=$1 lab=$2 k=$3 log=${LOG:-tests}
   shift 3
-  (cd $C/tree && PYTHONPATH=/tmp/site_$NAME:$C/tree/tools/dynamicemb_dev timeout $t $PT -p upsert_lab_plugin \
-    --upsert-lab $lab "$@" -k "$k" >> $OUT/tests.log 2>&1)
-  echo "run_tests lab $lab rc $? (124: time ran out; $(( $(date +%s) - t0 )) s)"
+  local opt="-p upsert_lab_plugin --upsert-lab $lab"
+  [ "$lab" = "-" ] && opt=""
+  (cd $C/tree && PYTHONPATH=/tmp/site_$NAME:$C/tree/tools/dynamicemb_dev timeout $t $PT $opt "$@" -k "$k" \
+    >> $OUT/$log.log 2>&1)
+  echo "run_tests $log lab $lab rc $? (124: time ran out; $(( $(date +%s) - t0 )) s)"
 }
