@@ -23,9 +23,7 @@ pytestmark = [
 ]
 
 EMPTY_DIGEST = (fmix64(1 << 63) >> 32) & 0xFF  # the digest of free slots (table_types.h empty_digest)
-# _upsert_lab: the class's; pdl + bits 4-7 = 1: the copiers' passes; 11 / 12: the kernel's lock CAS on every digest
-# match (without / with the digest prefetch ahead; table_kernels.cuh assign_lru_variant)
-PATHS = {"default": None, "copiers": 1 | (1 << 4), "dcas": 1 | (11 << 4), "ahead_dcas": 1 | (12 << 4)}
+PATHS = {"default": None, "copiers": 1 | (1 << 4)}  # _upsert_lab: the class's; pdl + bits 4-7 = 1: the copiers' passes
 
 
 def empty_digest_keys(count, gen):
@@ -130,17 +128,11 @@ def test_gpu_assign_duplicates_missing_and_scores(path, policy, bucket, value_dt
             assert s1 >> 32 == 5
 
 
-# the kernel's selectable variants (_upsert_lab bits 4-7 = 10 / 11 / 12: digest lines prefetched ahead, the lock CAS
-# on every digest match, both; table_kernels.cuh assign_lru_variant)
-VARIANTS = {"default": None, "ahead": 1 | (10 << 4), "dcas": 1 | (11 << 4), "ahead_dcas": 1 | (12 << 4)}
-
-
-@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("policy", ["lru", "epoch_lru"])
-def test_gpu_assign_kernel_matches_copiers(policy, variant):
-    """The LRU assign's kernel (each selectable variant) and the copiers' passes leave the same table (rows a
-    function of the key, so the duplicates' order does not matter), the same stats, at a full table (every slot
-    taken) and at a table half full; batches of 40K keys (more than the prefetch's distance, ~34K on an H200)."""
+def test_gpu_assign_kernel_matches_copiers(policy):
+    """The LRU assign's kernel and the copiers' passes leave the same table (rows a function of the key, so the
+    duplicates' order does not matter), the same stats, at a full table (every slot taken) and at a table half full;
+    batches of 40K keys with duplicates."""
     dim, bucket, nb = 16, 128, 64
     gen = torch.Generator().manual_seed(zlib.crc32(f"match{policy}".encode()))
     for load in (0.5, 1.0):
@@ -158,7 +150,7 @@ def test_gpu_assign_kernel_matches_copiers(policy, variant):
         t.insert_or_assign(fill.cuda(), vals.cuda())
         # one fill for both paths (an overflowing fill's survivors depend on arrival order): restored before each
         snap = {k: x.clone() for k, x in t.state_dict().items() if isinstance(x, torch.Tensor) and x.dim()}
-        for path, lab in (("default", VARIANTS[variant]), ("copiers", PATHS["copiers"])):
+        for path, lab in PATHS.items():
             for k, x in snap.items():
                 getattr(t, k).copy_(x)
             t._upsert_lab = ScoredHashTable._upsert_lab if lab is None else lab

@@ -28,9 +28,8 @@ from dynamicemb._table import ScoredHashTable  # noqa: E402
 OPS = ["find_or_insert", "insert_or_assign", "insert_and_evict", "assign"]
 # dynamic / static / wide: the insert pass's variant forced for every op (dynamic: the plain eviction scan; wide:
 # dynamic with the wide scan, the default since session 33); copiers: the LRU assign by the row copiers' two passes
-# (bits 4-7 = 1) instead of its own kernel (the default since session 34); ahead / dcas / ahead_dcas: that kernel's
-# variants 10 / 11 / 12 (bits 4-7 are one field: name at most one of copiers, ahead, dcas, ahead_dcas)
-LAB = {"pdl": 1, "dynamic": 2, "static": 4, "wide": 6, "copiers": 16, "ahead": 160, "dcas": 176, "ahead_dcas": 192}
+# (bits 4-7 = 1) instead of its own kernel (the default since session 34)
+LAB = {"pdl": 1, "dynamic": 2, "static": 4, "wide": 6, "copiers": 16}
 
 
 _CLASS_LAB = getattr(ScoredHashTable, "_upsert_lab", None)  # the build's default path

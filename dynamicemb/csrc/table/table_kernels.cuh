@@ -1435,7 +1435,9 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s);
 // set (those take the copiers' passes); returns the kernel's variant, or -1 for the copiers' passes. `mode` may carry
 // the op's private override in bits 4-7 from kUpsertModeLabShift (_upsert_lab bits 4-7): 1 = the copiers' passes (as
 // before this kernel; A/B timing); lab builds (DYNAMICEMB_TABLE_LAB) take the what-ifs of AssignVariant and 3 = blocks
-// of 256, 6 = blocks of 64, 7 = 48 warps per SM (40 registers), 9 = kAssignRegs at 48 warps.
+// of 256, 6 = blocks of 64, 7 = 48 warps per SM (40 registers), 9 = kAssignRegs at 48 warps, 10 / 13 / 14 = kAssignAhead
+// half / one / a quarter wave ahead, 11 = kAssignDirectCas, 12 = 10 + 11 (none faster: docs/dynamicemb.md, "assign at
+// 2x HierarchicalKV").
 template <int P>
 inline int assign_lru_variant(const UpsertParams& p) {
   const int v = (p.mode >> (kUpsertModeLabShift + 4)) & 15;
@@ -1446,7 +1448,7 @@ inline int assign_lru_variant(const UpsertParams& p) {
 #ifdef DYNAMICEMB_TABLE_LAB
   return v;
 #else
-  return v >= 10 && v <= 12 ? v : kAssignLean;
+  return kAssignLean;
 #endif
 }
 template <int K, int V>
@@ -1481,11 +1483,7 @@ void launch_assign_lru(const UpsertParams& p, int variant, cudaStream_t s) {
     launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignAhead>, grid(B), B, s, p, ahead(1));
   else if (variant == 14)
     launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignAhead>, grid(B), B, s, p, ahead(4));
-  else if (variant == 15)
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignNoLock | kAssignAhead>, grid(B), B, s, p, ahead(2));
-  else
-#endif
-  if (variant == 10)
+  else if (variant == 10)
     launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignAhead>, grid(B), B, s, p, ahead(2));
   else if (variant == 11)
     launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignDirectCas>, grid(B), B, s, p, int64_t(0));
@@ -1493,7 +1491,9 @@ void launch_assign_lru(const UpsertParams& p, int variant, cudaStream_t s) {
     launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignAhead | kAssignDirectCas>, grid(B), B, s, p,
                          ahead(2));
   else
+#endif
     launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignLean>, grid(B), B, s, p, int64_t(0));
+  (void)ahead;
   (void)variant;
   check_launch("assign");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
