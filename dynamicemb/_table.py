@@ -307,7 +307,9 @@ class ScoredHashTable:
     # default, 0 = plain launches (for A/B timing). Bits 2-3 choose the insert pass's variant for every op
     # (table_kernels.cuh insert_schedule): 1 the dynamic group schedule with the plain eviction scan, 2 the static
     # schedule, 3 dynamic with the wide scan (what 0 gives: the default; docs/dynamicemb_storage_notes.md "Keys in
-    # flight", "What limits the load-1.0 insert pass").
+    # flight", "What limits the load-1.0 insert pass"). Bits 4-7: the LRU assign's path (table_kernels.cuh
+    # assign_lru_variant): 0 its own kernel (assign_lru_kernel, the default), 1 the row copiers' two passes (as before
+    # that kernel; docs/dynamicemb.md, "assign at 2x HierarchicalKV").
     _upsert_lab = 1
 
     def __init__(
@@ -563,7 +565,9 @@ class ScoredHashTable:
         # words and 16 more (table_types.h dedup_set_words), zeroed by the device only when the batch repeats keys.
         n = keys.numel()
         words = 2 * n + 16
-        if self._upsert_dedup and self._policy == 0 and _MODE[mode] in _COPY_MODES and n > 0:
+        # (LRU assign: not with all-HBM rows, whose own kernel does not use it)
+        if self._upsert_dedup and self._policy == 0 and _MODE[mode] in _COPY_MODES and n > 0 and not (
+                mode == "assign" and self._values_host() is None):
             words += max(64, 1 << (4 * n - 1).bit_length()) + 16  # + kDedupTail
         pending = self._empty(words, dtype=torch.int64) if self.device.type == "cuda" else None
         _ops().table_upsert(

@@ -941,7 +941,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   flush_stats(p, s_stats);
 }
 
-// assign under LRU (all-HBM rows, no first-writer set): one kernel in place of the row copiers' two passes. Under
+// assign under LRU (all-HBM rows): one kernel in place of the row copiers' two passes. Under
 // LRU the copiers' first pass never defers an assign (a hit whose slot a duplicate holds yields, as if its write came
 // first and was overwritten; a missing key is skipped), so no insert pass follows. The kernel keeps only what a hit
 // needs: the digest chunks, the key words of the digest matches, the slot lock by a CAS right after the relaxed load
@@ -1431,8 +1431,9 @@ inline unsigned grid_for_tiles(int64_t n) {
 template <int K, int V, int P>
 void launch_upsert_first(const UpsertParams& p, cudaStream_t s);
 
-// The LRU assign's kernel (assign_lru_kernel) serves the op when its rows are all in HBM and it has no first-writer
-// set (those take the copiers' passes); returns the kernel's variant, or -1 for the copiers' passes. `mode` may carry
+// The LRU assign's kernel (assign_lru_kernel) serves the op when its rows are all in HBM (hybrid tables take the
+// copiers' passes; a first-writer set, if the scratch has one, is not used: the kernel is faster on Zipf keys than the
+// set's first pass); returns the kernel's variant, or -1 for the copiers' passes. `mode` may carry
 // the op's private override in bits 4-7 from kUpsertModeLabShift (_upsert_lab bits 4-7): 1 = the copiers' passes (as
 // before this kernel; A/B timing); lab builds (DYNAMICEMB_TABLE_LAB) take the what-ifs of AssignVariant and 3 = blocks
 // of 256, 6 = blocks of 64, 7 = 48 warps per SM (40 registers), 9 = kAssignRegs at 48 warps, 10 / 13 / 14 = kAssignAhead
@@ -1442,8 +1443,7 @@ template <int P>
 inline int assign_lru_variant(const UpsertParams& p) {
   const int v = (p.mode >> (kUpsertModeLabShift + 4)) & 15;
   const int mode = p.mode & ((1 << kUpsertModeLabShift) - 1);
-  if (P != kPolicyLru || mode != kAssign || p.host.ops != nullptr || p.first_pass_only || p.insert_pass_only ||
-      p.pending_words != 2 * p.n + kPendingExtra || v == 1)
+  if (P != kPolicyLru || mode != kAssign || p.host.ops != nullptr || p.first_pass_only || p.insert_pass_only || v == 1)
     return -1;
 #ifdef DYNAMICEMB_TABLE_LAB
   return v;
