@@ -941,9 +941,9 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   flush_stats(p, s_stats);
 }
 
-// assign under LRU (all-HBM rows): one kernel in place of the row copiers' two passes. Under
-// LRU the copiers' first pass never defers an assign (a hit whose slot a duplicate holds yields, as if its write came
-// first and was overwritten; a missing key is skipped), so no insert pass follows. The kernel keeps only what a hit
+// assign under LRU (all-HBM rows): one kernel in place of the row copiers' two passes. Under LRU the copiers' first
+// pass never defers an assign (a hit whose slot a duplicate holds yields, as if its write came first and was
+// overwritten; a missing key is skipped), so no insert pass follows. The kernel keeps only what a hit
 // needs: the digest chunks, the key words of the digest matches, the slot lock by a CAS right after the relaxed load
 // that read the key (probe_concurrent<true>'s protocol: a slot read LOCKED is never CASed; a tile that took its
 // key's slot, or met it held, returns at once; one that took nothing waits out the slots it read LOCKED and yields
@@ -955,7 +955,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // kVar (lab builds only, DYNAMICEMB_TABLE_LAB): kAssignEarly prefetches the row before the probe (as the first
 // pass), kAssignNoRel publishes relaxed and kAssignNoLock writes without the slot lock (timing what-ifs: rows may
 // tear under duplicates), kAssignRegs loads the row's first 128 bytes into registers beside the key-word loads (the
-// lock held for the stores only).
+// lock held for the stores only). None of these, nor the flags below, was faster than kAssignLean (the docs above).
 enum AssignVariant : int { kAssignLean = 0, kAssignEarly = 2, kAssignNoRel = 4, kAssignNoLock = 5, kAssignRegs = 8 };
 // Flags added to a variant: kAssignAhead, each tile also loads the key `ahead` keys on (a block about half a wave of
 // resident blocks later) and prefetches that key's digest lines into L2, so that the later block's key and digest
