@@ -307,7 +307,9 @@ class ScoredHashTable:
     # default, 0 = plain launches (for A/B timing). Bits 2-3 choose the insert pass's variant for every op
     # (table_kernels.cuh insert_schedule): 1 the dynamic group schedule with the plain eviction scan, 2 the static
     # schedule, 3 dynamic with the wide scan (what 0 gives: the default; docs/dynamicemb_storage_notes.md "Keys in
-    # flight", "What limits the load-1.0 insert pass").
+    # flight", "What limits the load-1.0 insert pass"). Bits 4-7: the LRU assign's path (table_kernels.cuh
+    # assign_lru_variant): 0 its own kernel (assign_lru_kernel, the default), 1 the row copiers' two passes (as before
+    # that kernel; docs/dynamicemb.md, "assign at 2x HierarchicalKV").
     _upsert_lab = 1
 
     def __init__(
@@ -563,7 +565,9 @@ class ScoredHashTable:
         # words and 16 more (table_types.h dedup_set_words), zeroed by the device only when the batch repeats keys.
         n = keys.numel()
         words = 2 * n + 16
-        if self._upsert_dedup and self._policy == 0 and _MODE[mode] in _COPY_MODES and n > 0:
+        # (LRU assign: not with all-HBM rows, whose own kernel does not use it)
+        if self._upsert_dedup and self._policy == 0 and _MODE[mode] in _COPY_MODES and n > 0 and not (
+                mode == "assign" and self._values_host() is None):
             words += max(64, 1 << (4 * n - 1).bit_length()) + 16  # + kDedupTail
         pending = self._empty(words, dtype=torch.int64) if self.device.type == "cuda" else None
         _ops().table_upsert(
@@ -725,7 +729,24 @@ class ScoredHashTable:
         return EvictResult(ek, ev, es, stats[2], stats)
 
     def assign(self, keys: torch.Tensor, values: torch.Tensor, scores: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Writes rows of present keys only (missing keys are skipped, counted as `refused`). Returns stats."""
+        """Writes rows of present keys only; missing keys are skipped (counted as `refused`), nothing is inserted or
+        evicted, the rest of the table is untouched.
+
+        Args:
+            keys: (n,) key dtype; duplicates allowed: each stored key ends with the row of one of its occurrences,
+                whole (the last in batch order on the CPU; not specified on CUDA), and every occurrence counts as
+                `assigned`.
+            values: (n, dim) value dtype.
+            scores: (n,) int64/uint64 or None. The score of an assigned key: LRU the op's clock (epoch LRU: epoch << 32
+                | clock), given scores ignored; LFU + scores[i] (default 1) per occurrence, saturating; customized
+                scores[i], or unchanged without scores.
+
+        Returns:
+            stats (5,) int64 device tensor (see STAT_NAMES).
+
+        Example:
+            >>> stats = table.assign(keys, rows)
+        """
         self._check_keys(keys)
         n = keys.numel()
         self._check_values(values, n)

@@ -941,6 +941,169 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   flush_stats(p, s_stats);
 }
 
+// assign under LRU (all-HBM rows): one kernel in place of the row copiers' two passes. Under LRU the copiers' first
+// pass never defers an assign (a hit whose slot a duplicate holds yields, as if its write came first and was
+// overwritten; a missing key is skipped), so no insert pass follows. The kernel keeps only what a hit
+// needs: the digest chunks, the key words of the digest matches, the slot lock by a CAS right after the relaxed load
+// that read the key (probe_concurrent<true>'s protocol: a slot read LOCKED is never CASed; a tile that took its
+// key's slot, or met it held, returns at once; one that took nothing waits out the slots it read LOCKED and yields
+// if one of them turns out to hold its key), the row and score written under the lock, the key published by a
+// release store. Against the copiers' instance: 32 registers (64 warps per SM instead of 48), blocks of 32 keys, no
+// block barrier or shared load before the probe (the op clock is read by each tile's lead beside its probe), and
+// the input row prefetched into L2 only once a digest matched (a miss without a match, ~60 % of the misses at load
+// 1.0, does not read it). Measured: docs/dynamicemb.md, "assign at 2x HierarchicalKV".
+// kVar (lab builds only, DYNAMICEMB_TABLE_LAB): kAssignEarly prefetches the row before the probe (as the first
+// pass), kAssignNoRel publishes relaxed and kAssignNoLock writes without the slot lock (timing what-ifs: rows may
+// tear under duplicates), kAssignRegs loads the row's first 128 bytes into registers beside the key-word loads (the
+// lock held for the stores only). None of these, nor the flags below, was faster than kAssignLean (the docs above).
+enum AssignVariant : int { kAssignLean = 0, kAssignEarly = 2, kAssignNoRel = 4, kAssignNoLock = 5, kAssignRegs = 8 };
+// Flags added to a variant: kAssignAhead, each tile also loads the key `ahead` keys on (a block about half a wave of
+// resident blocks later) and prefetches that key's digest lines into L2, so that the later block's key and digest
+// loads hit L2; kAssignDirectCas, the lock CAS issued on every digest match without the load before it (a match
+// that turns out LOCKED is waited out as one read LOCKED).
+constexpr int kAssignAhead = 16, kAssignDirectCas = 32;
+constexpr int kAssignBlock = 128;
+template <int K, int V, int kBlk, int kVar, int kWarps = 64>
+__global__ void __launch_bounds__(kBlk, kWarps * 32 / kBlk) assign_lru_kernel(UpsertParams p, int64_t ahead) {
+  using KT = typename KeyT<K>::T;
+  using T = typename Val<V>::T;
+  __shared__ unsigned s_count[2];  // the block's assigned and illegal keys
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kBlk + threadIdx.x) / kTile;
+  // The caller's keys and rows are complete before begin_op: loaded before the wait (see the first pass).
+  const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
+  const uint64_t key_a = (kVar & kAssignAhead) && i + ahead < p.n
+                             ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i + ahead])
+                             : kEmptyKey;
+  if (threadIdx.x < 2) s_count[threadIdx.x] = 0;
+  accel::griddep_wait();
+  accel::griddep_launch_dependents();
+  const Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
+  const bool lead = tile.thread_rank() == 0;
+  const TableRef& t = p.t;
+  int stat = -1;
+  int64_t slot = -1;
+  if (i < p.n && is_reserved_key(key)) stat = kStatIllegal;
+  if (i < p.n && stat < 0) {
+    const KeyHome h = home_of(t, key);
+    const T* row_in = reinterpret_cast<const T*>(p.values_in) + i * t.dim;
+    if (kVar == kAssignEarly) prefetch_row_l2(tile, row_in, t.dim);
+    // written by begin_op: read after the wait, its round trip beside the probe's
+    const uint64_t clock = lead ? __ldcg(reinterpret_cast<const unsigned long long*>(t.counters) + kCounterClock) : 0;
+    const int chunks = t.bucket_capacity / 16;
+    uint32_t match[kMaxRounds];
+#pragma unroll
+    for (int g = 0; g < kMaxRounds; g += 2) {
+      match[g] = match[g + 1] = 0;
+      if (g * kTile >= chunks) continue;
+      const ChunkPair cp = load_chunk_pair(tile, t.digests, h.base, chunks, g, false);  // no writer of digests here
+      if ((kVar & kAssignAhead) && g == 0 && !is_reserved_key(key_a)) {
+        const int64_t base_a = home_of(t, key_a).base;
+        const int64_t off = static_cast<int64_t>(tile.thread_rank()) * 128;
+        if (off < t.bucket_capacity) asm volatile("prefetch.global.L2 [%0];" : : "l"(t.digests + base_a + off));
+      }
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        if (cp.valid[e]) match[g + e] = match16(cp.d[e], h.d4);
+    }
+    uint32_t any = 0;
+#pragma unroll
+    for (int r = 0; r < kMaxRounds; ++r) any |= match[r];
+    if (kVar != kAssignEarly && tile.any(any != 0)) prefetch_row_l2(tile, row_in, t.dim);
+    // kAssignRegs: lane l holds the input row's 16-byte words l and l + 4 (when the rows are 16-byte aligned)
+    const int64_t nv = kVar == kAssignRegs && row_vec16<T>(t.values, row_in, t.dim) ? t.dim * sizeof(T) / 16 : 0;
+    uint4 rr[2];
+    if (kVar == kAssignRegs) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t w = tile.thread_rank() + kTile * e;
+        rr[e] = w < nv && tile.any(any != 0) ? reinterpret_cast<const uint4*>(row_in)[w] : make_uint4(0, 0, 0, 0);
+      }
+    }
+    // Key words of the matches (a key whose digest is the empty digest also matches the free slots: EMPTY is skipped).
+    // found / held: bucket-local slots (fewer registers than slots).
+    int found = -1, held = -1;
+#pragma unroll
+    for (int r = 0; r < kMaxRounds; ++r) {
+      uint32_t m = match[r];
+      uint32_t wait = 0;
+      const int c = r * kTile + static_cast<int>(tile.thread_rank());
+      while (m) {
+        const int j = __ffs(m) - 1;
+        m &= m - 1;
+        const bool direct = (kVar & kAssignDirectCas) && kVar != kAssignNoLock && h.d4 != 0x01010101u * empty_digest();
+        const uint64_t k = direct ? cas_key(t.keys, h.base + c * 16 + j, key, kLockedKey)
+                                  : __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + h.base + c * 16 + j);
+        if (direct) {
+          if (k == key) found = c * 16 + j;
+          else if (k == kLockedKey) wait |= 1u << j;
+        } else if (k == key) {
+          // Keys do not move in this kernel: the CAS sees the key (locked now) or LOCKED (a duplicate holds it).
+          const uint64_t old = kVar == kAssignNoLock ? key : cas_key(t.keys, h.base + c * 16 + j, key, kLockedKey);
+          if (old == key) found = c * 16 + j;
+          else held = c * 16 + j;
+        } else if (k == kLockedKey) {
+          wait |= 1u << j;
+        }
+      }
+      match[r] = wait;
+    }
+    const uint32_t bf = tile.ballot(found >= 0);
+    if (bf) {
+      slot = h.base + tile.shfl(found, __ffs(bf) - 1);
+      if (kVar == kAssignRegs && nv > 0) {
+        uint4* d = reinterpret_cast<uint4*>(row_ptr<T>(t, slot));
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t w = tile.thread_rank() + kTile * e;
+          if (w < nv) d[w] = rr[e];
+        }
+        for (int64_t w = tile.thread_rank() + 2 * kTile; w < nv; w += kTile) d[w] = reinterpret_cast<const uint4*>(row_in)[w];
+      } else {
+        copy_row(tile, row_ptr<T>(t, slot), row_in, t.dim, false);
+      }
+      if (lead) t.scores[slot] = policy_score(kPolicyLru, p.use_epoch, p.epoch, clock, false, 0, true, 0);
+      if (kVar != kAssignNoLock) {
+        tile.sync();
+        if (lead) {
+          if (kVar == kAssignNoRel) publish_key_after_release(t.keys, slot, key);
+          else publish_key(t.keys, slot, key);
+        }
+      }
+      stat = kStatAssigned;
+    } else {
+      if (!tile.any(held >= 0)) {
+        // Slots of the key's digest read LOCKED (a duplicate holds the key's slot, or another key's hit a slot of
+        // the same digest; holders never wait): wait them out; one seen holding the key was held by a duplicate.
+#pragma unroll
+        for (int r = 0; r < kMaxRounds; ++r) {
+          uint32_t m = match[r];
+          const int c = r * kTile + static_cast<int>(tile.thread_rank());
+          while (m) {
+            const int j = __ffs(m) - 1;
+            m &= m - 1;
+            if (wait_unlocked(t.keys, h.base + c * 16 + j) == key) held = c * 16 + j;
+          }
+        }
+      }
+      const uint32_t bh = tile.ballot(held >= 0);
+      if (bh) {  // yields: as if its write came first and was overwritten by the duplicate's
+        slot = h.base + tile.shfl(held, __ffs(bh) - 1);
+        stat = kStatAssigned;
+      }
+    }
+  }
+  if (i < p.n && lead) {
+    if (p.slots_out) p.slots_out[i] = slot;
+    if (p.found_out) p.found_out[i] = slot >= 0;
+  }
+  __syncthreads();  // (s_count zeroed)
+  if (lead && stat >= 0) atomicAdd(&s_count[stat == kStatAssigned ? 0 : 1], 1u);
+  __syncthreads();
+  if (threadIdx.x < 2 && s_count[threadIdx.x])
+    atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + (threadIdx.x ? kStatIllegal : kStatAssigned),
+              static_cast<unsigned long long>(s_count[threadIdx.x]));
+}
+
 // Pass 2 of an upsert: one tile per pending key. Only the device knows the pending count: the grid is capped at
 // the blocks that fit at once (2 per SM: the loop needs 98-128 registers without spills; at 3 blocks/SM, 80
 // registers, it spills), each warp looping over groups of 8 pending keys (blocks past the count exit at once).
@@ -1268,6 +1431,74 @@ inline unsigned grid_for_tiles(int64_t n) {
 template <int K, int V, int P>
 void launch_upsert_first(const UpsertParams& p, cudaStream_t s);
 
+// The LRU assign's kernel (assign_lru_kernel) serves the op when its rows are all in HBM (hybrid tables take the
+// copiers' passes; a first-writer set, if the scratch has one, is not used: the kernel is faster on Zipf keys than the
+// set's first pass); returns the kernel's variant, or -1 for the copiers' passes. `mode` may carry
+// the op's private override in bits 4-7 from kUpsertModeLabShift (_upsert_lab bits 4-7): 1 = the copiers' passes (as
+// before this kernel; A/B timing); lab builds (DYNAMICEMB_TABLE_LAB) take the what-ifs of AssignVariant and 3 = blocks
+// of 256, 6 = blocks of 64, 7 = 48 warps per SM (40 registers), 9 = kAssignRegs at 48 warps, 10 / 13 / 14 = kAssignAhead
+// half / one / a quarter wave ahead, 11 = kAssignDirectCas, 12 = 10 + 11 (none faster: docs/dynamicemb.md, "assign at
+// 2x HierarchicalKV").
+template <int P>
+inline int assign_lru_variant(const UpsertParams& p) {
+  const int v = (p.mode >> (kUpsertModeLabShift + 4)) & 15;
+  const int mode = p.mode & ((1 << kUpsertModeLabShift) - 1);
+  if (P != kPolicyLru || mode != kAssign || p.host.ops != nullptr || p.first_pass_only || p.insert_pass_only || v == 1)
+    return -1;
+#ifdef DYNAMICEMB_TABLE_LAB
+  return v;
+#else
+  return kAssignLean;
+#endif
+}
+template <int K, int V>
+void launch_assign_lru(const UpsertParams& p, int variant, cudaStream_t s) {
+  detail::begin_op_kernel<K, V, kPolicyLru><<<1, 32, 0, s>>>(p.t.counters, p.stats, p.n > 0 ? pending_count(p) : nullptr,
+                                                             nullptr, p.n, nullptr);
+  check_launch("begin_op");
+  DYNAMICEMB_TABLE_PHASE_HOOK(s);
+  if (p.n == 0) return;
+  const auto grid = [&](int blk) { return static_cast<unsigned>((p.n * kTile + blk - 1) / blk); };
+  // keys ahead: a fraction of the keys resident at once (64 warps per SM of 8 keys each)
+  const auto ahead = [&](int frac) { return static_cast<int64_t>(accel::current_device_sms()) * 64 * 8 / frac; };
+  constexpr int B = kAssignBlock;
+#ifdef DYNAMICEMB_TABLE_LAB
+  if (variant == kAssignEarly)
+    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignEarly>, grid(B), B, s, p, int64_t(0));
+  else if (variant == kAssignNoRel)
+    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignNoRel>, grid(B), B, s, p, int64_t(0));
+  else if (variant == kAssignNoLock)
+    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignNoLock>, grid(B), B, s, p, int64_t(0));
+  else if (variant == 3)
+    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, 256, kAssignLean>, grid(256), 256, s, p, int64_t(0));
+  else if (variant == 6)
+    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, 64, kAssignLean>, grid(64), 64, s, p, int64_t(0));
+  else if (variant == 7)
+    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignLean, 48>, grid(B), B, s, p, int64_t(0));
+  else if (variant == kAssignRegs)
+    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignRegs>, grid(B), B, s, p, int64_t(0));
+  else if (variant == 9)
+    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignRegs, 48>, grid(B), B, s, p, int64_t(0));
+  else if (variant == 13)
+    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignAhead>, grid(B), B, s, p, ahead(1));
+  else if (variant == 14)
+    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignAhead>, grid(B), B, s, p, ahead(4));
+  else if (variant == 10)
+    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignAhead>, grid(B), B, s, p, ahead(2));
+  else if (variant == 11)
+    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignDirectCas>, grid(B), B, s, p, int64_t(0));
+  else if (variant == 12)
+    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignAhead | kAssignDirectCas>, grid(B), B, s, p,
+                         ahead(2));
+  else
+#endif
+    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignLean>, grid(B), B, s, p, int64_t(0));
+  (void)ahead;
+  (void)variant;
+  check_launch("assign");
+  DYNAMICEMB_TABLE_PHASE_HOOK(s);
+}
+
 template <int K, int V, int P>
 void launch_lookup(const LookupParams& p, void* stream) {
   if (p.n == 0) return;
@@ -1283,6 +1514,10 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
   p.mode &= (1 << kUpsertModeLabShift) - 1;
   if (p.n > 0 && p.pending == nullptr)
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
+  if (assign_lru_variant<P>(p_op) >= 0) {
+    launch_assign_lru<K, V>(p, assign_lru_variant<P>(p_op), s);
+    return;
+  }
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
   const unsigned cap = ((p_op.mode >> kUpsertModeLabShift) & 8) ? insert_grid_cap() / 2 : insert_grid_cap();
