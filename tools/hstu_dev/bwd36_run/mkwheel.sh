@@ -28,5 +28,5 @@ sed -e "s|^$P/_C.so\$|$W/_C.so|" \
 [ "$(grep -c "$W" $W/params)" = 3 ]
 (cd $ER && nice -n 10 gcc @$W/params)
 rm -f $W/whl/*.whl
-python3 tools/hstu_dev/bwd36_run/mkwheel.py $MAIN/.carry/main36/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl \
+python3 tools/hstu_dev/wheel_swap.py $MAIN/.carry/main36/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl \
   $W/_C.so hstu/_ops.py $W/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl

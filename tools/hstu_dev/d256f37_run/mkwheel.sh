@@ -33,6 +33,6 @@ sed -e "s|^$P/_C.so\$|$W/_C.so|" \
 [ "$(grep -c "$W" $W/params)" = 3 ]
 (cd $ER && nice -n 10 gcc @$W/params)
 rm -f $W/whl/*.whl
-python3 tools/hstu_dev/d256f37_run/mkwheel.py $MAIN/.carry/main37/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl \
+python3 tools/hstu_dev/wheel_swap.py $MAIN/.carry/main37/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl \
   $W/_C.so hstu/_ops.py $W/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl
 grep -A2 "xpfg_kernel\|19hstu_fwd_xpf_kernel" $W/ptxas.txt | grep -E "registers|spill|Function" | head -12

@@ -37,5 +37,5 @@ sed "${args[@]}" $ER/$P/_C.so-2.params > $W/params
 [ "$(grep -c "$W" $W/params)" = 10 ]
 (cd $ER && nice -n 10 gcc @$W/params)
 rm -f $W/whl/*.whl
-python3 tools/hstu_dev/drab37_run/mkwheel.py $MAIN/.carry/main37/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl \
+python3 tools/hstu_dev/wheel_swap.py $MAIN/.carry/main37/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl \
   $W/_C.so hstu/_ops.py $W/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl

@@ -35,5 +35,5 @@ sed -e "s|^$P/_C.so\$|$W/_C.so|" \
 [ "$(grep -c "$W" $W/params)" = 5 ]
 (cd $ER && nice -n 10 gcc @$W/params)
 rm -f $W/whl/*.whl
-python3 tools/hstu_dev/zipf37_run/mkwheel.py $MAIN/.carry/main37/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl \
+python3 tools/hstu_dev/wheel_swap.py $MAIN/.carry/main37/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl \
   $W/_C.so hstu/_ops.py $W/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl

@@ -1,4 +1,6 @@
-"""main37's hstu wheel with the branch's _C.so (main's objects + the branch's fwd sm80 bf16 units and hstu_ops.cc) and _ops.py"""
+"""Lab: a copy of a built hstu_attn wheel with _C.so and _ops.py replaced and RECORD recomputed (the helpers' quick
+wheels: main's objects relinked with a branch's changed units, see the *_run/mkwheel.sh scripts).
+Usage: python3 tools/hstu_dev/wheel_swap.py SRC.whl _C.so _ops.py DST.whl"""
 import base64, hashlib, sys, zipfile
 src, so, ops, dst = sys.argv[1:5]
 zin = zipfile.ZipFile(src)
