@@ -1057,7 +1057,8 @@ __global__ void __launch_bounds__(kBlk, kWarps * 32 / kBlk) assign_lru_kernel(Up
           const int64_t w = tile.thread_rank() + kTile * e;
           if (w < nv) d[w] = rr[e];
         }
-        for (int64_t w = tile.thread_rank() + 2 * kTile; w < nv; w += kTile) d[w] = reinterpret_cast<const uint4*>(row_in)[w];
+        for (int64_t w = tile.thread_rank() + 2 * kTile; w < nv; w += kTile)
+          d[w] = reinterpret_cast<const uint4*>(row_in)[w];
       } else {
         copy_row(tile, row_ptr<T>(t, slot), row_in, t.dim, false);
       }
@@ -1514,8 +1515,8 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
   p.mode &= (1 << kUpsertModeLabShift) - 1;
   if (p.n > 0 && p.pending == nullptr)
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
-  if (assign_lru_variant<P>(p_op) >= 0) {
-    launch_assign_lru<K, V>(p, assign_lru_variant<P>(p_op), s);
+  if (const int assign_variant = assign_lru_variant<P>(p_op); assign_variant >= 0) {
+    launch_assign_lru<K, V>(p, assign_variant, s);
     return;
   }
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
