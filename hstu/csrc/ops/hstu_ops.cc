@@ -188,11 +188,14 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   o = HstuOptions::from_bits(options);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   p.fwd_split_tiles = o.fwd_split_tiles;
-  // (cfg 15, kFwdSm80CfgDrabMain: the forward's default; the backward's drab zeroed by the op as main had it)
-  const bool drab_main = o.fwd_sm80_cfg == kFwdSm80CfgDrabMain;
-  p.fwd_sm80_cfg = fwd_sm80_cfg_word(drab_main ? 0 : o.fwd_sm80_cfg, o.fwd_sm80_qscale, o.fwd_sm80_split_main,
-                                     o.fwd_sm80_ilv, fwd_sm80_bm64_forced(o.fwd_sm80_bm64), o.fwd_sm80_split_plain) |
-                   (drab_main ? kBwdSm80DrabZeroed : 0);  // (..._split.h, hstu_bwd_sm80_limits.h)
+  // (cfg 15, kFwdSm80CfgDrabMain: the forward's default; the backward's drab zeroed by the op as main had it. cfg 12,
+  // kFwdSm80CfgDrabLsu: the forward's default; the rab loops' drab zeros by 16-byte stores)
+  const bool drab_main = o.fwd_sm80_cfg == kFwdSm80CfgDrabMain, drab_lsu = o.fwd_sm80_cfg == kFwdSm80CfgDrabLsu;
+  p.fwd_sm80_cfg = fwd_sm80_cfg_word(drab_main || drab_lsu ? 0 : o.fwd_sm80_cfg, o.fwd_sm80_qscale,
+                                     o.fwd_sm80_split_main, o.fwd_sm80_ilv, fwd_sm80_bm64_forced(o.fwd_sm80_bm64),
+                                     o.fwd_sm80_split_plain) |
+                   (drab_main ? kBwdSm80DrabZeroed : 0) |
+                   (drab_lsu ? kBwdSm80DrabLsu : 0);  // (..._split.h, hstu_bwd_sm80_limits.h)
   return p;
 }
 

@@ -1119,7 +1119,8 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
 
 // The default's sm_90+ loops with rab through shared memory (kPdsRabSmem: D = 128's three-stage one-barrier loop,
 // D = 64's 128-query tiles, D = 256's mbarrier loop; bf16, bwd_sm80_rab_smem) on an sm_90-class device where they
-// fit and the default's loops apply; else cudaErrorNotSupported (nothing launched).
+// fit and the default's loops apply; else cudaErrorNotSupported (nothing launched). Their drab zeros by bulk copies
+// (kPdsDrabBulk), kernel_options(fwd_sm80_cfg=12) by 16-byte stores (kBwdSm80DrabLsu; private, for comparisons).
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_rab_smem(const HstuParams& p, cudaStream_t stream) {
   if constexpr (kBwdSm80PdsDefault<D> && kBwdSm80RabSmem<T> && (D == 64 || D == 128 || D == 256)) {
@@ -1132,27 +1133,27 @@ cudaError_t launch_hstu_bwd_rab_smem(const HstuParams& p, cudaStream_t stream) {
     const cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
     if (err != cudaSuccess) return err;
     if (!sm90) return cudaErrorNotSupported;
-    if constexpr (D == 64) {
-      return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128 | kPdsRabSmem>(p, max_smem, stream);
-    } else if constexpr (D == 128) {
-      return launch_hstu_bwd_pds_ordered<T, D, 3, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsRabSmem>(
-          p, max_smem, stream);
-    } else {
-      return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256OneBar | kPdsRabSmem>(p, max_smem, stream);
-    }
+    constexpr int kBody = D == 64    ? kBwdPdsD64Tile128 | kPdsRabSmem
+                          : D == 128 ? kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsRabSmem
+                                     : kBwdPdsD256OneBar | kPdsRabSmem;
+    constexpr int kStages = D == 128 ? 3 : 2;
+    return (p.fwd_sm80_cfg & kBwdSm80DrabLsu) != 0
+               ? launch_hstu_bwd_pds_ordered<T, D, kStages, kBody>(p, max_smem, stream)
+               : launch_hstu_bwd_pds_ordered<T, D, kStages, kBody | kPdsDrabBulk>(p, max_smem, stream);
   }
   return cudaErrorNotSupported;
 }
 
+// rab_smem: whether to try launch_hstu_bwd_rab_smem (false: the caller did, and it did not apply).
 template <typename T, int D>
-cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
+cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream, bool rab_smem = true) {
   if (p.bwd_sm80_cfg >= 1 && p.bwd_sm80_cfg <= kBwdSm80LastCfg && p.bwd_sm80_cfg != kBwdSm80OldCfg) {
     // the call's candidate where it applies and fits
     const cudaError_t err = launch_hstu_bwd_candidate<T, D>(p, p.bwd_sm80_cfg, stream);
     if (err != cudaErrorNotSupported) return err;
   }
   if constexpr (kBwdSm80PdsDefault<D>) {  // the default: cfg 5, else cfg 4 (bf16 and fp16)
-    {  // (first the sm_90+ loops with rab through shared memory where they apply)
+    if (rab_smem) {  // (first the sm_90+ loops with rab through shared memory where they apply)
       const cudaError_t err = launch_hstu_bwd_rab_smem<T, D>(p, stream);
       if (err != cudaErrorNotSupported) return err;
     }
@@ -1244,13 +1245,14 @@ cudaError_t run_hstu_bwd(const HstuParams& p_in, cudaStream_t stream) {
   // A per-head drab arrives uninitialized unless the op zeroed it (kBwdSm80DrabZeroed, hstu_bwd_sm80_limits.h): the
   // default's rab loops write all of it (their zeros where the walk stores none); before any other kernel, a memset.
   HstuParams p = p_in;
-  bool launched = false;
+  bool launched = false, tried = false;
   if (p.drab != nullptr && p.drab_accum == nullptr && p.drab_heads == nullptr &&
       (p.fwd_sm80_cfg & kBwdSm80DrabZeroed) == 0) {
     if (p.batch > 0 && p.heads > 0 && p.max_seqlen_k > 0 && p.bwd_sm80_cfg == 0) {  // (else the cfg's own kernel)
       err = launch_hstu_bwd_rab_smem<T, D>(p, stream);
       if (err != cudaSuccess && err != cudaErrorNotSupported) return err;
       launched = err == cudaSuccess;
+      tried = true;
     }
     if (!launched) {
       err = cudaMemsetAsync(p.drab, 0, p.drab_numel * static_cast<int64_t>(sizeof(T)), stream);
@@ -1260,7 +1262,7 @@ cudaError_t run_hstu_bwd(const HstuParams& p_in, cudaStream_t stream) {
   }
   if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   if (p.max_seqlen_k > 0 && !launched) {
-    err = launch_hstu_bwd_fitting<T, D>(p, stream);
+    err = launch_hstu_bwd_fitting<T, D>(p, stream, /*rab_smem=*/!tried);
     if (err != cudaSuccess) return err;
   }
   if (p.dq_accum == nullptr) {

@@ -21,6 +21,11 @@ constexpr int64_t kBwdSm80MinBlockN = 64;
 // kernels store only the dS of their walk (main's path).
 constexpr int kBwdSm80DrabZeroed = 8192;
 constexpr int kFwdSm80CfgDrabMain = 15;
+// kBwdSm80DrabLsu, a bit of HstuParams::fwd_sm80_cfg set by the op for kernel_options(fwd_sm80_cfg=12)
+// (kFwdSm80CfgDrabLsu; private, for comparisons): the rab loops store drab's zeros as 16-byte st.global per lane
+// (main's path), not as bulk copies of a zeroed shared row (hstu_bwd_sm80_pds_kernel.cuh kPdsDrabBulk).
+constexpr int kBwdSm80DrabLsu = 16384;
+constexpr int kFwdSm80CfgDrabLsu = 12;
 
 // The fp32 dQ workspace of the sm80-class backward at head dim D: (total_q, H, D) row-major; at D = 64 / 128 / 256 it
 // has room for the fragment-ordered layout of the 8-warp kernels (hstu_bwd_sm80_pds_kernel.cuh, DqFrag): per head, each

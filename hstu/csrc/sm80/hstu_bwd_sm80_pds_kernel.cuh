@@ -163,6 +163,11 @@ constexpr int kPdsRabSmem = 65536;
 // A flag on BODY (kPdsTile128's context twin): the walk's last context tile in full, without kHalfSkip (the context
 // loop before it: kernel_options(bwd_sm80_cfg=13) at D = 64 with contexts, for comparisons).
 constexpr int kPdsFullCtxTile = 131072;
+// A flag on BODY with kPdsRabSmem (sm_90 code; the rab loops' default, kernel_options(fwd_sm80_cfg=12) without it):
+// the zeros of a self-zeroed drab (bwd_pds_drab_self_zero) leave as bulk copies (cp.async.bulk, the TMA unit) of
+// a zeroed shared row, one per drab row piece of the block (bwd_pds_zero_drab_bulk), instead of 16-byte
+// st.global per lane: no LSU queue entries beside the phases' ldmatrix / dQ reductions.
+constexpr int kPdsDrabBulk = 524288;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -392,6 +397,59 @@ __device__ __forceinline__ void bwd_pds_zero_drab(const HstuParams& p, int b, in
     asm volatile("st.global.cs.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"l"(d + r * rs), "r"(0u) : "memory");
   }
 }
+// bwd_pds_zero_drab's zeros (the same elements) as bulk copies of the zeroed shared row zrow (BN values of T), list
+// entry u of [u_a, u_b) by thread u % NT: its row's piece of the block (from the first chunk at or past lk only in
+// the walk's rows when the block has such chunks) in one copy, evict-first in L2. The rows then follow the list of
+// the block's longest column (all rows where it has chunks past lk). Committed as one bulk group per thread;
+// bwd_pds_zero_bulk_wait before the CTA exits (zrow is read asynchronously).
+template <typename T, int BN, int NT>
+__device__ __forceinline__ void bwd_pds_zero_drab_bulk(const HstuParams& p, int b, int h, int n0z, int lk, int w0, int w1,
+                                                       int u_a, int u_b, uint32_t zrow) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int rows = p.max_seqlen_k;
+  const int c_end = min(n0z + BN, (rows + 7) & ~7);  // (whole 16-byte chunks, as bwd_pds_zero_drab)
+  const int c_lk = max(n0z, (lk + 7) & ~7);
+  const bool past = c_lk < c_end;  // chunks from lk on: every row
+  const int sh = past ? 0 : w1 - w0;
+  if (!past) w0 = rows;
+  const int u_end = min(u_b, rows - sh);
+  char* d = reinterpret_cast<char*>(static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride);
+  const int64_t rs = p.drab_row_stride * (int64_t)sizeof(T);
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  for (int u = u_a + static_cast<int>(threadIdx.x); u < u_end; u += NT) {
+    const int r = u < w0 ? u : u + sh;
+    const int c0 = (past && r >= w0 && r < w1) ? c_lk : n0z;  // (the walk's rows: from lk on)
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;\n" ::"l"(
+                     d + r * rs + c0 * (int)sizeof(T)),
+                 "r"(zrow), "r"((c_end - c0) * (int)sizeof(T)), "l"(pol)
+                 : "memory");
+  }
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+// The zeroed shared row of bwd_pds_zero_drab_bulk (BN values of T), written (and fenced for the async proxy) by the
+// CTA's first threads; the caller's block barrier orders it before the copies.
+template <typename T, int BN>
+__device__ __forceinline__ uint4* bwd_pds_zero_row() {
+  __shared__ __align__(128) uint4 zrow[BN * sizeof(T) / 16];
+  return zrow;
+}
+template <typename T, int BN>
+__device__ __forceinline__ void bwd_pds_zero_row_init() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (threadIdx.x < BN * sizeof(T) / 16) {
+    bwd_pds_zero_row<T, BN>()[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  }
+#endif
+}
+// The thread's bulk copies have read their shared source (before the CTA exits).
+__device__ __forceinline__ void bwd_pds_zero_bulk_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#endif
+}
 // The rows [w0, w1) in which the walk of key block n0z of sequence si stores dS (its query tiles from bwd_work_tiles,
 // no context gap: the rab loops' calls have no contexts), as positions.
 template <int BM, int BN>
@@ -419,7 +477,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
                                  kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS | kPdsRabSmem |
-                                 kPdsFullCtxTile);
+                                 kPdsFullCtxTile | kPdsDrabBulk);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -523,6 +581,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   static_assert(!kTailBlocksFirst || (kHeadsFirst && !CTX), "the tail order: heads first, no contexts");
   static_assert(!kRabSmem || !CTX, "rab through shared memory: calls without contexts");
   constexpr int kZeroUnroll = D == 256 ? 4 : 1;  // (kRabSmem's zeros in drab: bwd_pds_zero_drab)
+  constexpr bool kDrabBulk = kRabSmem && (BODY & kPdsDrabBulk) != 0;  // (bwd_pds_zero_drab_bulk)
   int n_block = blockIdx.y;
   int b = kHeadsFirst ? blockIdx.z : blockIdx.x;
   const int h = kHeadsFirst ? blockIdx.x : blockIdx.z;
@@ -544,15 +603,24 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // walk with a block of few zeros and a short one with many, about a row of zeros a query row walked), in slices
   // of zero_map.z rows after each tile's phase 1 (the stores drain under phases 2 / 3), or at once without a walk.
   auto zero_block = [&] { return (static_cast<int>(gridDim.y) - 1 - n_block) * BN; };  // n0z
-  if (n0 >= si.lk_alloc) {
-    if constexpr (kRabSmem) {
-      if (bwd_pds_drab_self_zero(p)) {
-        const int n0z = zero_block();
-        int w0, w1;
-        bwd_pds_zero_walk<BM, BN>(si, n0z, w0, w1);
+  auto zero_paired_at_once = [&] {  // (kRabSmem: a CTA without a walk)
+    if (bwd_pds_drab_self_zero(p)) {
+      const int n0z = zero_block();
+      int w0, w1;
+      bwd_pds_zero_walk<BM, BN>(si, n0z, w0, w1);
+      if constexpr (kDrabBulk) {
+        bwd_pds_zero_row_init<T, BN>();
+        __syncthreads();
+        bwd_pds_zero_drab_bulk<T, BN, NT>(p, b, h, n0z, si.lk, w0, w1, 0, p.max_seqlen_k,
+                                          smem_u32(bwd_pds_zero_row<T, BN>()));
+        bwd_pds_zero_bulk_wait();
+      } else {
         bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, b, h, n0z, si.lk, w0, w1, 0, p.max_seqlen_k);
       }
     }
+  };
+  if (n0 >= si.lk_alloc) {
+    if constexpr (kRabSmem) zero_paired_at_once();
     return;
   }
   const SeqMask& mk = si.mask;
@@ -714,6 +782,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     const int rows = n0z + BN > si.lk ? p.max_seqlen_k : p.max_seqlen_k - (w1 - w0);  // (the longest list)
     zero_map = make_int4(w0, w1, (rows + n_mt - 1) / n_mt, si.lk);
     zero_at = make_int2(mb_begin, n0z);
+  }
+  if constexpr (kDrabBulk) {  // (ordered before the first slice by the loop's barrier behind phase 1)
+    if (n_mt > 0 && bwd_pds_drab_self_zero(p)) bwd_pds_zero_row_init<T, BN>();
   }
   const uint32_t sZero = smem_u32(&zero_map), sZeroAt = smem_u32(&zero_at);
   auto tile_full_at = [&](const int r0) {
@@ -1295,7 +1366,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
                        : "r"(sZero));
           asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(zmb), "=r"(n0z) : "r"(sZeroAt));
           const int u_a = (mb - zmb) * zs;
-          bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, b, h, n0z, lkz, w0, w1, u_a, u_a + zs);
+          if constexpr (kDrabBulk) {
+            bwd_pds_zero_drab_bulk<T, BN, NT>(p, b, h, n0z, lkz, w0, w1, u_a, u_a + zs,
+                                              smem_u32(bwd_pds_zero_row<T, BN>()));
+          } else {
+            bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, b, h, n0z, lkz, w0, w1, u_a, u_a + zs);
+          }
         }
       }
 
@@ -1493,13 +1569,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         stage ^= (STAGES == 2 ? 1 : 0);
       }
     } while (mb < tiles_end());
-  } else if constexpr (kRabSmem) {  // (no walk: the paired block's zeros at once)
-    if (bwd_pds_drab_self_zero(p)) {
-      const int n0z = zero_block();
-      int w0, w1;
-      bwd_pds_zero_walk<BM, BN>(si, n0z, w0, w1);
-      bwd_pds_zero_drab<T, BN, NT, kZeroUnroll>(p, b, h, n0z, si.lk, w0, w1, 0, p.max_seqlen_k);
-    }
+    if constexpr (kDrabBulk) bwd_pds_zero_bulk_wait();  // (the slices' copies: read long before)
+  } else if constexpr (kRabSmem) {  // (no walk)
+    zero_paired_at_once();
   }
 
   // Epilogue: dK, dV (rows past seqused are zeros).
