@@ -44,10 +44,14 @@ def test_bits_match_the_plan_header():
         limits_h = f.read()
     assert int(re.search(r"constexpr int kFwdSm80CfgDrabMain = (\d+);", limits_h).group(1)) == (
         _ops.FWD_SM80_CFG_DRAB_MAIN)
+    assert int(re.search(r"constexpr int kFwdSm80CfgDrabLsu = (\d+);", limits_h).group(1)) == _ops.FWD_SM80_CFG_DRAB_LSU
     # (its word bit: one bit above the forward's values in hstu_fwd_sm80_split.h)
     drab_bit = int(re.search(r"constexpr int kBwdSm80DrabZeroed = (\d+);", limits_h).group(1))
+    lsu_bit = int(re.search(r"constexpr int kBwdSm80DrabLsu = (\d+);", limits_h).group(1))
     fwd_values = [int(x) for x in re.findall(r"constexpr int kFwdSm80\w+ = (\d+);", split_h)]
-    assert drab_bit & (drab_bit - 1) == 0 and drab_bit > max(fwd_values)
+    for bit in (drab_bit, lsu_bit):
+        assert bit & (bit - 1) == 0 and bit > max(fwd_values)
+    assert lsu_bit != drab_bit
     # the FP8 forward's timing-only variants: two bits above the semantic flags
     assert int(re.search(r"kOptFp8FwdDiagShift = (\d+),", text).group(1)) == _ops.FP8_FWD_DIAG_SHIFT
     assert re.search(r"kOptFp8FwdDiagMask = int64_t\{3\} << kOptFp8FwdDiagShift,", text)
@@ -220,8 +224,11 @@ def test_kernel_options_pack_and_restore():
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_DRAB_MAIN):  # (15: bits 29-31 and 41)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (7 << _ops.FWD_SM80_CFG_SHIFT)
                                            | _ops.FWD_SM80_CFG_HI_BIT)
+    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_DRAB_LSU):  # (12: bits 29-31 = 4 and 41)
+        assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (4 << _ops.FWD_SM80_CFG_SHIFT)
+                                           | _ops.FWD_SM80_CFG_HI_BIT)
     for bad in (10, 14, 16, -1, True, 1.0):
-        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 15\)"):
+        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15\)"):
             with _ops.kernel_options(fwd_sm80_cfg=bad):
                 pass
 

@@ -526,19 +526,21 @@ def test_sm80_backward_dq_workspace_layouts(D, mask, rab_heads, delta_q, seqused
 
 
 _RAB_SMEM = 65536  # kPdsRabSmem (rab through each tile's P buffer, drab from its dS tile)
+_DRAB_BULK = 524288  # kPdsDrabBulk (the rab loops' drab zeros by bulk copies; fwd_sm80_cfg=12 without)
 _D256_BODY = 10 | _MBAR | _LEAN | _EPI | _KSPLIT  # (kBwdPdsD256OneBar)
 
 
-def rab_kernel(D, max_seqlen_k):
+def rab_kernel(D, max_seqlen_k, bulk=True):
     """The end of the name of the kernel the default runs with rab through shared memory (bf16, no contexts, rab and
     a per-head drab 16-byte aligned) at head dim D on this GPU, or None where the sm_90+ loops do not run: the
     default's loop (D = 64 the 128-query tiles, D = 128 the three-stage loop, D = 256 the mbarrier loop) as a body
-    kernel with kPdsRabSmem, heads first up to 2,048 keys (at D = 64 / 256 with the tail's order)."""
+    kernel with kPdsRabSmem and kPdsDrabBulk (bulk=False: without, kernel_options(fwd_sm80_cfg=12)), heads first up
+    to 2,048 keys (at D = 64 / 256 with the tail's order)."""
     if not (mbar_fits() and one_bar_fits()):
         return None
     first = max_seqlen_k <= 2048
     stages, body = {64: (2, _TILE_BODY), 128: (3, _DEFAULT_BODY[128] | _DEFAULT_FLAGS[128]), 256: (2, _D256_BODY)}[D]
-    body |= _RAB_SMEM | ((_HEADS_FIRST | _TAIL_DEFAULT[D]) if first else 0)
+    body |= _RAB_SMEM | (_DRAB_BULK if bulk else 0) | ((_HEADS_FIRST | _TAIL_DEFAULT[D]) if first else 0)
     return f"hstu_bwd_pds_body_kernel<__nv_bfloat16, {D}, {stages}, 8, {body}>(hstu::HstuParams, int)"
 
 
@@ -618,6 +620,7 @@ def test_sm80_backward_rab_smem_unaligned(D, how, kernel_opts):
 
 
 DRAB_MAIN = 15  # kernel_options(fwd_sm80_cfg=15): drab zeroed by the op (kFwdSm80CfgDrabMain), as main had it
+DRAB_LSU = 12  # kernel_options(fwd_sm80_cfg=12): the rab loops' zeros by 16-byte stores (kFwdSm80CfgDrabLsu)
 
 
 def _grads_drab_poisoned(case, dout, rab, deterministic=False):
@@ -640,27 +643,30 @@ def _grads_drab_poisoned(case, dout, rab, deterministic=False):
     return grads, names
 
 
-def _drab_vs_main(case, D, kernel_opts, want=None, deterministic=False, check=True, **opts):
+def _drab_vs_main(case, D, kernel_opts, want=None, deterministic=False, check=True, want_lsu=None, **opts):
     """The default's drab (the op's allocation uninitialized: written whole by the rab loops, or zeroed by the
     launcher before another kernel) meets the error rule against the fp32 reference where check, and equals
     kernel_options(fwd_sm80_cfg=15)'s (drab zeroed by the op, main's path) bit for bit, as dK and dV (dQ too where
     deterministic, else to the atomics' order), both backwards starting on NaN memory; want: the end of the name of
-    the kernel both run (None: not checked)."""
+    the kernel both run (None: not checked). want_lsu: so does kernel_options(fwd_sm80_cfg=12) (the rab loops'
+    zeros by 16-byte stores), running that kernel."""
     dout = torch.randn_like(case["q"])
     got = {}
-    for var in (0, DRAB_MAIN):
+    for var in (0, DRAB_MAIN) + ((DRAB_LSU,) if want_lsu else ()):
         kernel_opts(sm90=False, fwd_sm80_cfg=var, **opts)
         if var == 0 and check:
             kg.check_case(case, 0.5, deterministic=deterministic)
         got[var], names = _grads_drab_poisoned(case, dout, case["rab"], deterministic)
         for name, g in zip(("dq", "dk", "dv", "drab"), got[var]):
             assert not torch.isnan(g).any(), (var, name)
-        assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (var, names, want)
-    for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), got[0], got[DRAB_MAIN])):
-        if i == 0 and not deterministic:
-            kg.assert_agree((name,), [g], [w], "drab written whole vs zeroed by the op")
-        else:
-            assert torch.equal(g, w), name
+        w = want_lsu if var == DRAB_LSU else want
+        assert w is None or (len(names) == 1 and next(iter(names)).endswith(w)), (var, names, w)
+    for var in (0, DRAB_LSU) if want_lsu else (0,):
+        for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), got[var], got[DRAB_MAIN])):
+            if i == 0 and not deterministic:
+                kg.assert_agree((name,), [g], [w], "drab written whole vs zeroed by the op")
+            else:
+                assert torch.equal(g, w), (var, name)
 
 
 @pytest.mark.parametrize("mask,delta_q,seqused,deterministic", [
@@ -672,9 +678,10 @@ def test_sm80_backward_drab_written_whole(D, mask, delta_q, seqused, determinist
     whole 16-byte chunks (+0 past the sequence's keys), and the CTA of the paired block (gridDim.y - 1 - n) zeros in
     the block's other rows (above a causal diagonal, outside a local window, other target groups, past the sequence's
     queries and keys, padding up to max_seqlen_k; a key block past the sequence's keys or seqused: all its rows), in
-    slices per tile of its own walk or at once. Jagged sequences of 0-704 keys
-    (empty, one key, tile edges; rows of max_seqlen_k = 704) heads first; for causal also one of 2,208 keys batch
-    first. Against the fp32 reference and fwd_sm80_cfg=15 (drab zeroed by the op) bit for bit, from NaN memory."""
+    slices per tile of its own walk or at once (bulk copies of a zeroed shared row; fwd_sm80_cfg=12 16-byte stores).
+    Jagged sequences of 0-704 keys (empty, one key, tile edges; rows of max_seqlen_k = 704) heads first; for causal
+    also one of 2,208 keys batch first. Against the fp32 reference and fwd_sm80_cfg=15 (drab zeroed by the op) bit
+    for bit, the default and fwd_sm80_cfg=12, from NaN memory."""
     rng = random.Random(zlib.crc32(repr(("drab_whole", D, mask)).encode()))
     lens = [[0, 1, 7, 63, 64, 65, 127, 128, 129, 704] + [rng.randint(0, 700) for _ in range(3)]]
     if mask == "causal" and D == 128:
@@ -683,7 +690,8 @@ def test_sm80_backward_drab_written_whole(D, mask, delta_q, seqused, determinist
         case = kg.make_case(zlib.crc32(repr(("drab_whole", D, mask, len(lk))).encode()), lk, 2, D, torch.bfloat16,
                             mask, 2, delta_q=delta_q, seqused=seqused)
         assert case["max_seqlen_k"] % 8 == 0
-        _drab_vs_main(case, D, kernel_opts, want=rab_kernel(D, case["max_seqlen_k"]), deterministic=deterministic)
+        _drab_vs_main(case, D, kernel_opts, want=rab_kernel(D, case["max_seqlen_k"]), deterministic=deterministic,
+                      want_lsu=rab_kernel(D, case["max_seqlen_k"], bulk=False))
 
 
 @pytest.mark.parametrize("how", ["fp16", "contexts", "unaligned", "shared", "shared_deterministic", "d32", "cfg1"])
