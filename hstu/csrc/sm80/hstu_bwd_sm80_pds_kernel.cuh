@@ -411,7 +411,6 @@ __device__ __forceinline__ void bwd_pds_zero_drab_bulk(const HstuParams& p, int 
   const int c_lk = max(n0z, (lk + 7) & ~7);
   const bool past = c_lk < c_end;  // chunks from lk on: every row
   const int sh = past ? 0 : w1 - w0;
-  if (!past) w0 = rows;
   const int u_end = min(u_b, rows - sh);
   char* d = reinterpret_cast<char*>(static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride);
   const int64_t rs = p.drab_row_stride * (int64_t)sizeof(T);
