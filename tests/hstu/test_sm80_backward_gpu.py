@@ -534,8 +534,8 @@ def rab_kernel(D, max_seqlen_k, bulk=True):
     """The end of the name of the kernel the default runs with rab through shared memory (bf16, no contexts, rab and
     a per-head drab 16-byte aligned) at head dim D on this GPU, or None where the sm_90+ loops do not run: the
     default's loop (D = 64 the 128-query tiles, D = 128 the three-stage loop, D = 256 the mbarrier loop) as a body
-    kernel with kPdsRabSmem and kPdsDrabBulk (bulk=False: without, kernel_options(fwd_sm80_cfg=12)), heads first up
-    to 2,048 keys (at D = 64 / 256 with the tail's order)."""
+    kernel with kPdsRabSmem, and kPdsDrabBulk where bulk (a per-head drab that the loop writes whole; not with
+    kernel_options(fwd_sm80_cfg=12) / 15), heads first up to 2,048 keys (at D = 64 / 256 with the tail's order)."""
     if not (mbar_fits() and one_bar_fits()):
         return None
     first = max_seqlen_k <= 2048
@@ -572,7 +572,8 @@ def _rab_smem_vs_main(case, D, deterministic, kernel_opts, want_smem=True):
             kg.check_case(case, 0.5, deterministic=deterministic)
         got[var], names = _rab_grads_and_kernels(case, dout, case["rab"], deterministic)
         assert not any(torch.isnan(g).any() for g in got[var]), var
-        want = rab_kernel(D, case["max_seqlen_k"]) if var == 0 and want_smem else None
+        per_head = case["rab"].shape[1] > 1  # (a per-head drab: the rab loop with its zeros by bulk copies)
+        want = rab_kernel(D, case["max_seqlen_k"], bulk=per_head) if var == 0 and want_smem else None
         if want is None and (var == 8 or not want_smem):
             want = loop_kernel(D, 0, max_seqlen_k=case["max_seqlen_k"])
         assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (var, names, want)
@@ -648,8 +649,9 @@ def _drab_vs_main(case, D, kernel_opts, want=None, deterministic=False, check=Tr
     launcher before another kernel) meets the error rule against the fp32 reference where check, and equals
     kernel_options(fwd_sm80_cfg=15)'s (drab zeroed by the op, main's path) bit for bit, as dK and dV (dQ too where
     deterministic, else to the atomics' order), both backwards starting on NaN memory; want: the end of the name of
-    the kernel both run (None: not checked). want_lsu: so does kernel_options(fwd_sm80_cfg=12) (the rab loops'
-    zeros by 16-byte stores), running that kernel."""
+    the kernel the default runs (None: not checked). want_lsu: the one fwd_sm80_cfg=15 runs (the rab loop without
+    its zeros), and kernel_options(fwd_sm80_cfg=12) (the same loop, its zeros by 16-byte stores) runs it too, with
+    the same gradients."""
     dout = torch.randn_like(case["q"])
     got = {}
     for var in (0, DRAB_MAIN) + ((DRAB_LSU,) if want_lsu else ()):
@@ -659,7 +661,7 @@ def _drab_vs_main(case, D, kernel_opts, want=None, deterministic=False, check=Tr
         got[var], names = _grads_drab_poisoned(case, dout, case["rab"], deterministic)
         for name, g in zip(("dq", "dk", "dv", "drab"), got[var]):
             assert not torch.isnan(g).any(), (var, name)
-        w = want_lsu if var == DRAB_LSU else want
+        w = want if var == 0 or not want_lsu else want_lsu
         assert w is None or (len(names) == 1 and next(iter(names)).endswith(w)), (var, names, w)
     for var in (0, DRAB_LSU) if want_lsu else (0,):
         for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), got[var], got[DRAB_MAIN])):

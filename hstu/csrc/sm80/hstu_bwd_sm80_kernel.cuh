@@ -1119,8 +1119,9 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
 
 // The default's sm_90+ loops with rab through shared memory (kPdsRabSmem: D = 128's three-stage one-barrier loop,
 // D = 64's 128-query tiles, D = 256's mbarrier loop; bf16, bwd_sm80_rab_smem) on an sm_90-class device where they
-// fit and the default's loops apply; else cudaErrorNotSupported (nothing launched). Their drab zeros by bulk copies
-// (kPdsDrabBulk), kernel_options(fwd_sm80_cfg=12) by 16-byte stores (kBwdSm80DrabLsu; private, for comparisons).
+// fit and the default's loops apply; else cudaErrorNotSupported (nothing launched). Where they write drab's zeros
+// (bwd_pds_drab_self_zero) by bulk copies (kPdsDrabBulk), with kernel_options(fwd_sm80_cfg=12) by 16-byte stores
+// (kBwdSm80DrabLsu; private, for comparisons); else (rab alone, a shared rab, drab zeroed) the loop without them.
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_rab_smem(const HstuParams& p, cudaStream_t stream) {
   if constexpr (kBwdSm80PdsDefault<D> && kBwdSm80RabSmem<T> && (D == 64 || D == 128 || D == 256)) {
@@ -1137,9 +1138,9 @@ cudaError_t launch_hstu_bwd_rab_smem(const HstuParams& p, cudaStream_t stream) {
                           : D == 128 ? kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsRabSmem
                                      : kBwdPdsD256OneBar | kPdsRabSmem;
     constexpr int kStages = D == 128 ? 3 : 2;
-    return (p.fwd_sm80_cfg & kBwdSm80DrabLsu) != 0
-               ? launch_hstu_bwd_pds_ordered<T, D, kStages, kBody>(p, max_smem, stream)
-               : launch_hstu_bwd_pds_ordered<T, D, kStages, kBody | kPdsDrabBulk>(p, max_smem, stream);
+    return bwd_pds_drab_self_zero(p) && (p.fwd_sm80_cfg & kBwdSm80DrabLsu) == 0
+               ? launch_hstu_bwd_pds_ordered<T, D, kStages, kBody | kPdsDrabBulk>(p, max_smem, stream)
+               : launch_hstu_bwd_pds_ordered<T, D, kStages, kBody>(p, max_smem, stream);
   }
   return cudaErrorNotSupported;
 }

@@ -367,7 +367,7 @@ __device__ __forceinline__ float2 unpack2(uint32_t w) {
 
 // kPdsRabSmem's per-head drab is uninitialized unless the op zeroed it (kBwdSm80DrabZeroed,
 // hstu_bwd_sm80_limits.h): then these kernels write every element of it.
-__device__ __forceinline__ bool bwd_pds_drab_self_zero(const HstuParams& p) {
+__host__ __device__ __forceinline__ bool bwd_pds_drab_self_zero(const HstuParams& p) {
   return p.drab != nullptr && p.drab_accum == nullptr && p.drab_heads == nullptr &&
          (p.fwd_sm80_cfg & kBwdSm80DrabZeroed) == 0;
 }
