@@ -403,8 +403,8 @@ __device__ __forceinline__ void bwd_pds_zero_drab(const HstuParams& p, int b, in
 // the block's longest column (all rows where it has chunks past lk). Committed as one bulk group per thread;
 // bwd_pds_zero_bulk_wait before the CTA exits (zrow is read asynchronously).
 template <typename T, int BN, int NT>
-__device__ __forceinline__ void bwd_pds_zero_drab_bulk(const HstuParams& p, int b, int h, int n0z, int lk, int w0, int w1,
-                                                       int u_a, int u_b, uint32_t zrow) {
+__device__ __forceinline__ void bwd_pds_zero_drab_bulk(const HstuParams& p, int b, int h, int n0z, int lk, int w0,
+                                                       int w1, int u_a, int u_b, uint32_t zrow) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const int rows = p.max_seqlen_k;
   const int c_end = min(n0z + BN, (rows + 7) & ~7);  // (whole 16-byte chunks, as bwd_pds_zero_drab)
