@@ -40,14 +40,16 @@ def test_bits_match_the_plan_header():
         split_h = f.read()
     assert int(re.search(r"constexpr int kFwdSm80CfgRabMain = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_MAIN
     assert int(re.search(r"constexpr int kFwdSm80CfgRabLds = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_LDS
+    assert int(re.search(r"constexpr int kFwdSm80CfgRabTile64 = (\d+);", split_h).group(1)) == (
+        _ops.FWD_SM80_CFG_RAB_TILE64)
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_limits.h")) as f:
         limits_h = f.read()
     assert int(re.search(r"constexpr int kFwdSm80CfgDrabMain = (\d+);", limits_h).group(1)) == (
         _ops.FWD_SM80_CFG_DRAB_MAIN)
-    # (its word bit: one bit above the forward's values in hstu_fwd_sm80_split.h)
+    # (its word bit: one bit, none of the forward's values in hstu_fwd_sm80_split.h)
     drab_bit = int(re.search(r"constexpr int kBwdSm80DrabZeroed = (\d+);", limits_h).group(1))
     fwd_values = [int(x) for x in re.findall(r"constexpr int kFwdSm80\w+ = (\d+);", split_h)]
-    assert drab_bit & (drab_bit - 1) == 0 and drab_bit > max(fwd_values)
+    assert drab_bit & (drab_bit - 1) == 0 and drab_bit not in fwd_values
     # the FP8 forward's timing-only variants: two bits above the semantic flags
     assert int(re.search(r"kOptFp8FwdDiagShift = (\d+),", text).group(1)) == _ops.FP8_FWD_DIAG_SHIFT
     assert re.search(r"kOptFp8FwdDiagMask = int64_t\{3\} << kOptFp8FwdDiagShift,", text)
@@ -217,11 +219,14 @@ def test_kernel_options_pack_and_restore():
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_LDS):  # (9: bit 41 and bit 29)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
                                            | (1 << _ops.FWD_SM80_CFG_SHIFT))
+    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_TILE64):  # (10: bit 41 and bit 30)
+        assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
+                                           | (2 << _ops.FWD_SM80_CFG_SHIFT))
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_DRAB_MAIN):  # (15: bits 29-31 and 41)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (7 << _ops.FWD_SM80_CFG_SHIFT)
                                            | _ops.FWD_SM80_CFG_HI_BIT)
-    for bad in (10, 14, 16, -1, True, 1.0):
-        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 15\)"):
+    for bad in (11, 14, 16, -1, True, 1.0):
+        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15\)"):
             with _ops.kernel_options(fwd_sm80_cfg=bad):
                 pass
 
