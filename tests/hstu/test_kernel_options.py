@@ -42,6 +42,8 @@ def test_bits_match_the_plan_header():
     assert int(re.search(r"constexpr int kFwdSm80CfgRabLds = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_LDS
     assert int(re.search(r"constexpr int kFwdSm80CfgRabTile64 = (\d+);", split_h).group(1)) == (
         _ops.FWD_SM80_CFG_RAB_TILE64)
+    assert int(re.search(r"constexpr int kFwdSm80CfgRabCopyMain = (\d+);", split_h).group(1)) == (
+        _ops.FWD_SM80_CFG_RAB_COPY_MAIN)
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_limits.h")) as f:
         limits_h = f.read()
     assert int(re.search(r"constexpr int kFwdSm80CfgDrabMain = (\d+);", limits_h).group(1)) == (
@@ -222,11 +224,14 @@ def test_kernel_options_pack_and_restore():
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_TILE64):  # (10: bit 41 and bit 30)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
                                            | (2 << _ops.FWD_SM80_CFG_SHIFT))
+    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_COPY_MAIN):  # (11: bits 41, 29, 30)
+        assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
+                                           | (3 << _ops.FWD_SM80_CFG_SHIFT))
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_DRAB_MAIN):  # (15: bits 29-31 and 41)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (7 << _ops.FWD_SM80_CFG_SHIFT)
                                            | _ops.FWD_SM80_CFG_HI_BIT)
-    for bad in (11, 14, 16, -1, True, 1.0):
-        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15\)"):
+    for bad in (12, 14, 16, -1, True, 1.0):
+        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, .*, 9, 10, 11, 15\)"):
             with _ops.kernel_options(fwd_sm80_cfg=bad):
                 pass
 

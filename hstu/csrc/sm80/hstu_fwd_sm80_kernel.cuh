@@ -77,6 +77,8 @@ struct FwdSm80Tile {
   // kRabMma: each warp copies its own rows of the rab tile per sub-tile into two slots (hstu_fwd_block's RABW;
   // hstu_fwd_qreg_rabw_kernel)
   static constexpr bool kRabWarp = false;
+  // kRabSmem: a rab tile within the sequence copied without predicates (hstu_fwd_block's RABF)
+  static constexpr bool kRabCopyFast = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -284,6 +286,11 @@ struct FwdSm80QregRabIlv : FwdSm80QregRab<64> {
 struct FwdSm80QregRabIlvMma : FwdSm80QregRabIlv {
   static constexpr bool kRabMma = true;
 };
+// The bf16 default at D = 128 with rab (where FwdSm80QregRab<128> runs): it with the rab tiles inside the sequence
+// copied without predicates (hstu_fwd_block's RABF). kernel_options(fwd_sm80_cfg=11): FwdSm80QregRab<128>.
+struct FwdSm80QregRabF128 : FwdSm80QregRab<128> {
+  static constexpr bool kRabCopyFast = true;
+};
 // FwdSm80QregRabIlvMma's plain body (kernel_options(fwd_sm80_interleave=False); for comparisons)
 struct FwdSm80QregRabMma : FwdSm80QregRab<64> {
   static constexpr bool kRabMma = true;
@@ -347,6 +354,11 @@ struct FwdSm80PairsPf : FwdSm80PairsXadd {
 struct FwdSm80PairsPfRab : FwdSm80PairsPf {
   static constexpr bool kRabSmem = true;
   static constexpr int kSmem = FwdSm80PairsPf::kSmem + 64 * 64 * 2;
+};
+// The bf16 default at D = 256 with rab where FwdSm80PairsPfRab fits: it with the rab tiles inside the sequence copied
+// without predicates (hstu_fwd_block's RABF). kernel_options(fwd_sm80_cfg=11): FwdSm80PairsPfRab.
+struct FwdSm80PairsPfRabF : FwdSm80PairsPfRab {
+  static constexpr bool kRabCopyFast = true;
 };
 // 1 at D = 256 (for comparisons): FwdSm80PairsXadd
 template <>
@@ -503,9 +515,12 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // Q's buffer), the sub-tile 0 rab of KV tile n + 1 into slot 0 once the warp is past sub-tile 0 of tile n, the sub-tile
 // 1 rab of tile n into slot 1 at tile n's start (its own cp.async group ahead of the K / V copies', so that the
 // wait before sub-tile 1 leaves those in flight): one sub-tile of lead, as with a whole tile's rab per stage.
+// RABF (RABS): a rab tile within the rows and keys of lk (block-uniform) copied without predicates, from one pointer
+// per thread and a row step (about 30 instructions per thread instead of 150 for 8 chunks).
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
           bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
-          bool XADD = false, bool PF = false, bool RABS = false, bool RABM = false, bool RABW = false>
+          bool XADD = false, bool PF = false, bool RABS = false, bool RABM = false, bool RABW = false,
+          bool RABF = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -761,6 +776,20 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   [[maybe_unused]] auto load_rab = [&](uint32_t dst, int n0) {
     constexpr int CH = BN / 8, RPI = NT / CH;
     static_assert(!RABS || (RPI % 8 == 0 && BM % RPI == 0), "whole swizzle periods per pass");
+    if constexpr (RABF) {
+      if (r0 + BM <= lk && n0 + BN <= lk) {
+        const int t = static_cast<int>(opaque(static_cast<uint32_t>(threadIdx.x)));
+        const int rr = t / CH, c = t % CH;
+        const T* g = static_cast<const T*>(p.rab) + static_cast<int64_t>(opaque(static_cast<uint32_t>(b))) *
+                     p.rab_batch_stride + head() * p.rab_head_stride + (int64_t)(r0 + rr) * p.rab_row_stride +
+                     n0 + c * 8;
+        const int64_t step = RPI * p.rab_row_stride;
+        const uint32_t st = dst + rr * (BN * 2) + ((c ^ (rr & 7)) * 16);
+#pragma unroll
+        for (int i = 0; i < BM / RPI; ++i) cp_async_16(st + i * RPI * (BN * 2), g + i * step);
+        return;
+      }
+    }
     int rb, rm0;
     block_tile(blockIdx.x, blockIdx.y, rb, rm0);
     const int t = static_cast<int>(opaque(static_cast<uint32_t>(threadIdx.x)));
@@ -1487,19 +1516,19 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qearly_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true>(p);
 }
-// hstu_fwd_xpf_kernel with the rab tiles in shared memory (FwdSm80PairsPfRab)
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+// hstu_fwd_xpf_kernel with the rab tiles in shared memory (FwdSm80PairsPfRab; RABF: FwdSm80PairsPfRabF)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool RABF>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_rab_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
-                 true, true>(p);
+                 true, true, false, false, RABF>(p);
 }
 // hstu_fwd_qreg_kernel (QSCALE: hstu_fwd_qreg_scaled_kernel; ILV: hstu_fwd_qreg_ilv_kernel) with the rab tiles in
-// shared memory (FwdSm80QregRab, FwdSm80QregRabIlv)
+// shared memory (FwdSm80QregRab, FwdSm80QregRabIlv; RABF: FwdSm80QregRabF128)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
-          bool ILV>
+          bool ILV, bool RABF>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rab_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
-                 false, true>(p);
+                 false, true, false, false, RABF>(p);
 }
 // hstu_fwd_qreg_rab_kernel with rab added by the tensor cores (FwdSm80QregRabIlvMma, FwdSm80QregRabMma)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
@@ -1577,7 +1606,7 @@ template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
   if constexpr (C::kRabSmem && C::kXadd) {
     return hstu_fwd_xpf_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                   C::kSkip, C::kPair>;
+                                   C::kSkip, C::kPair, C::kRabCopyFast>;
   } else if constexpr (C::kRabSmem && C::kRabWarp) {
     return hstu_fwd_qreg_rabw_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                      C::kSkip, C::kPair, C::kQscale, C::kIlv>;
@@ -1586,7 +1615,7 @@ constexpr auto fwd_sm80_kernel() {
                                      C::kSkip, C::kPair, C::kQscale, C::kIlv>;
   } else if constexpr (C::kRabSmem) {
     return hstu_fwd_qreg_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                    C::kSkip, C::kPair, C::kQscale, C::kIlv>;
+                                    C::kSkip, C::kPair, C::kQscale, C::kIlv, C::kRabCopyFast>;
   } else if constexpr (C::kXadd && C::kPrefetch && C::kSkip == 5) {
     return hstu_fwd_ctx_xpf_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                    C::kSkip, C::kPair>;
@@ -1989,7 +2018,10 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
           bool rab_fits = false;
           const cudaError_t e2 = fwd_sm80_fits<FwdSm80PairsPfRab>(rab_fits);
           if (e2 != cudaSuccess) return e2;
-          if (rab_fits) return launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream);
+          if (rab_fits) {
+            return (p.fwd_sm80_cfg & kFwdSm80RabCopyMain) ? launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream)
+                                                          : launch_hstu_fwd<T, D, FwdSm80PairsPfRabF>(p, stream);
+          }
         }
         return launch_hstu_fwd<T, D, FwdSm80PairsPf>(p, stream);
       }
@@ -2000,7 +2032,10 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 3>>(two);
         if (err != cudaSuccess) return err;
         if (two) {
-          if (!ctx && fwd_sm80_rab_smem(p)) return launch_hstu_fwd<T, D, FwdSm80QregRab<128>>(p, stream);
+          if (!ctx && fwd_sm80_rab_smem(p)) {
+            return (p.fwd_sm80_cfg & kFwdSm80RabCopyMain) ? launch_hstu_fwd<T, D, FwdSm80QregRab<128>>(p, stream)
+                                                          : launch_hstu_fwd<T, D, FwdSm80QregRabF128>(p, stream);
+          }
           return ctx ? launch_hstu_fwd<T, D, FwdSm80QregCtx<128>>(p, stream)
                      : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
         }
