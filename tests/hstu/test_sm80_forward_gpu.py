@@ -734,9 +734,10 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
     tiles (cfg 10) and their per-score add (fwd_sm80_cfg=9: FwdSm80QregRabIlv) agree to the fp32 sum order; the
     interleaved groups of the 128 x 64 tiles give bit for bit their plain body's output (fwd_sm80_interleave=False,
     which runs the 128 x 64 tiles) in both. D = 128 / 256: the rab tiles inside the sequence copied without per-row
-    predicates (FwdSm80QregRabF128, FwdSm80PairsPfRabF) give bit for bit the output of the predicated copies
-    (fwd_sm80_cfg=11). A rab whose rows are not 16-byte aligned (max_seqlen_k not a multiple of 8) runs main's
-    kernel, within the error rule."""
+    predicates (FwdSm80QregRabF128, FwdSm80PairsPfRabF; D = 128 with S's accumulators starting as the rab) against
+    the predicated copies (fwd_sm80_cfg=11, bit for bit main's rab path): D = 256 bit for bit, D = 128 to the fp32 sum
+    order. A rab whose rows are not 16-byte aligned (max_seqlen_k not a multiple of 8) runs main's kernel, within the
+    error rule."""
     lk = [2400, 1704, 2296, 1833, 2024] if delta_q else [1400, 700, 1290, 833, 1024]
     case = kg.make_case(zlib.crc32(repr(("rab_smem", D, mask, rab_heads, delta_q)).encode()), lk, 2, D,
                         torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
@@ -781,10 +782,15 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
         if var == _ops.FWD_SM80_CFG_RAB_MAIN:
             assert "_rab_kernel" not in next(iter(names)) and "_rabm_kernel" not in next(iter(names)), names
     new, lds, main = outs[0, True], outs[lds_v, True], outs[_ops.FWD_SM80_CFG_RAB_MAIN, True]
-    assert torch.equal(new, outs[copy_v, True]), "the rab tiles copied with and without predicates"
-    if D != 64:
-        assert torch.equal(new, lds) and torch.equal(lds, main) and torch.equal(new, outs[t64_v, True])
+    copy = outs[copy_v, True]
+    if D == 128:  # (rab as S's initial accumulators: the same sums in another order)
+        kg.assert_agree(("out",), (new,), (copy,), "rab as S's start vs rab added after S")
+        assert torch.equal(new, lds) and torch.equal(new, outs[t64_v, True]) and torch.equal(copy, main)
+    elif D == 256:
+        assert torch.equal(new, copy) and torch.equal(new, lds) and torch.equal(lds, main)
+        assert torch.equal(new, outs[t64_v, True])
     else:
+        assert torch.equal(new, copy)
         tile64 = outs[t64_v, True]
         kg.assert_agree(("out",), (new,), (tile64,), "128 x 128 tiles with the warps' rab slots vs 128 x 64 tiles")
         kg.assert_agree(("out",), (tile64,), (lds,), "rab by the tensor cores vs the rab added per score")

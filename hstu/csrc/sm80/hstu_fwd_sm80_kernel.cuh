@@ -516,7 +516,8 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // 1 rab of tile n into slot 1 at tile n's start (its own cp.async group ahead of the K / V copies', so that the
 // wait before sub-tile 1 leaves those in flight): one sub-tile of lead, as with a whole tile's rab per stage.
 // RABF (RABS): a rab tile within the rows and keys of lk (block-uniform) copied without predicates, from one pointer
-// per thread and a row step (about 30 instructions per thread instead of 150 for 8 chunks).
+// per thread and a row step (about 30 instructions per thread instead of 150 for 8 chunks); in the unscaled
+// Q-in-registers body also RABI: S's accumulators start as the rab tile's values (no FADD per score, no zeroing).
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
           bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
           bool XADD = false, bool PF = false, bool RABS = false, bool RABM = false, bool RABW = false,
@@ -539,6 +540,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                           ((QREG && STAGES == 2 && PAIR == 1) || (XADD && STAGES == 1 && PAIR == 2))),
                 "rab tiles in shared memory: the plain Q-in-registers body, the warp pairs' xadd body");
   static_assert(!RABM || (RABS && QREG), "rab by the tensor cores: the Q-in-registers rab body");
+  // RABI: with RABF in the unscaled Q-in-registers rab body (D = 128's FwdSm80QregRabF128)
+  constexpr bool RABI = RABF && RABS && QREG && !QSCALE && !RABM && !ILV && STAGES == 2;
   static_assert(!RABW || (RABM && STAGES == 2 && BN == 2 * BNS && BNS == 64 && MT == 2 && BM * D * 2 == BM * BNS * 2),
                 "the warps' rab slots: two 64-key sub-tiles per KV tile, 32 rows per warp, slot 1 = Q's buffer");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
@@ -1005,12 +1008,14 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         const uint32_t tK = L::swz(ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);
         const uint32_t tV = L::swz(ln % 8 + ((ln / 8) % 2) * 8, (ln / 16) * 8);
         float acc_s[MT][NTILES][4];
+        if constexpr (!RABI) {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+          for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int i = 0; i < NTILES; ++i)
+            for (int i = 0; i < NTILES; ++i)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = 0.f;
+              for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = 0.f;
+        }
 
         // RABS: rab added to S's n8 tiles [nt0, nt1): the pair of keys (jw, jw + 1) of row rw (the warp's row
         // lane / 4 of m16 tile mt, + 8 in the second half) as one 32-bit word, byte (rw * BN + (chunk ^ (rw & 7)) * 8)
@@ -1036,6 +1041,24 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
               }
           }
         };
+        // RABI: S's accumulators start as the sub-tile's rab (the pairs rab_add reads, unpacked), so the MMAs add
+        // Q K^T to it: no FADD per score and no zeroing, and the loads run ahead of the MMAs, not after them
+        if constexpr (RABI) {
+          const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+          const uint32_t tr = sRab0 + stage * kRabBytes + (warp_row0 + lr / 4) * (BN * 2) + (lr % 4) * 4;
+#pragma unroll
+          for (int nt = 0; nt < NTILES; ++nt) {
+            const uint32_t tc = tr + ((((kw0 - nbw * BN) / 8 + nt) ^ (lr / 4)) * 16);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+              for (int hf = 0; hf < 2; ++hf) {
+                const uint32_t w = lds_b32(tc + (mt * 16 + hf * 8) * (BN * 2));
+                acc_s[mt][nt][2 * hf] = unpack_lo<T>(w);
+                acc_s[mt][nt][2 * hf + 1] = unpack_hi<T>(w);
+              }
+          }
+        }
         // RABM: rab's keys [16 g, 16 g + 16) of the warp's sub-tile added to S's n8 tiles 2 g, 2 g + 1 by m16n8k8
         // MMAs with rab as A (16 rows x 8 keys: ldmatrix of the m16 tile's rows, Q's pattern; row & 7 = l % 8 for the
         // swizzle) and B the 8 x 8 identity times s (lane l's word: s at k = n, n = l / 4, k = 2 (l % 4) + {0, 1}): one
@@ -1182,7 +1205,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 #pragma unroll
             for (int g = 0; g < NTILES / 2; ++g) rab_mma(g);
           } else if constexpr (RABS) {
-            rab_add(0, NTILES);
+            if constexpr (!RABI) rab_add(0, NTILES);
           } else if (p.rab != nullptr) {
             // (re-derived here, not kept live through the loop)
             int rb, rm0;

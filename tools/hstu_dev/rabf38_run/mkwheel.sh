@@ -22,6 +22,8 @@ for d in $UNITS; do
       -o $W/hstu_ops.pic.o
     continue
   fi
+  # (KEEP_UNITS=1: a unit whose object is in $W already is not compiled again)
+  [ "${KEEP_UNITS:-}" = 1 ] && [ -f $W/hstu_fwd_sm80_bf16_hdim$d.o ] && continue
   cp $MAIN/bazel-out/k8-opt/bin/hstu/hstu_fwd_sm80_bf16_hdim$d.cu $W/
   t=$(mktemp -d /tmp/rabf38_nvcc.XXXX)
   TMPDIR=$t nice -n 10 /usr/local/cuda/bin/nvcc -std=c++17 -O3 -DNDEBUG -Xcompiler -fPIC --expt-relaxed-constexpr \
