@@ -540,8 +540,15 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                           ((QREG && STAGES == 2 && PAIR == 1) || (XADD && STAGES == 1 && PAIR == 2))),
                 "rab tiles in shared memory: the plain Q-in-registers body, the warp pairs' xadd body");
   static_assert(!RABM || (RABS && QREG), "rab by the tensor cores: the Q-in-registers rab body");
-  // RABI: with RABF in the unscaled Q-in-registers rab body (D = 128's FwdSm80QregRabF128)
-  constexpr bool RABI = RABF && RABS && QREG && !QSCALE && !RABM && !ILV && STAGES == 2;
+  // RABF and RABI (with RABF in the unscaled Q-in-registers rab body: D = 128's FwdSm80QregRabF128) not in sm_80
+  // code: D = 128's kernel spilled 80 B there with them (it runs only where two of its blocks fit per SM, not on the
+  // A100); its sm_80 code is the predicated copies' and the add after S
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
+  constexpr bool kRabF = false;
+#else
+  constexpr bool kRabF = RABF;
+#endif
+  constexpr bool RABI = kRabF && RABS && QREG && !QSCALE && !RABM && !ILV && STAGES == 2;
   static_assert(!RABW || (RABM && STAGES == 2 && BN == 2 * BNS && BNS == 64 && MT == 2 && BM * D * 2 == BM * BNS * 2),
                 "the warps' rab slots: two 64-key sub-tiles per KV tile, 32 rows per warp, slot 1 = Q's buffer");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
@@ -779,7 +786,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   [[maybe_unused]] auto load_rab = [&](uint32_t dst, int n0) {
     constexpr int CH = BN / 8, RPI = NT / CH;
     static_assert(!RABS || (RPI % 8 == 0 && BM % RPI == 0), "whole swizzle periods per pass");
-    if constexpr (RABF) {
+    if constexpr (kRabF) {
       if (r0 + BM <= lk && n0 + BN <= lk) {
         const int t = static_cast<int>(opaque(static_cast<uint32_t>(threadIdx.x)));
         const int rr = t / CH, c = t % CH;
