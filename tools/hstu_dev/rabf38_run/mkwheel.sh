@@ -14,7 +14,8 @@ mkdir -p $W/whl
 UNITS=${*:-"64 ops"}
 for d in $UNITS; do
   if [ $d = ops ]; then
-    [ "${KEEP_OPS:-}" = 1 ] && [ -f $W/hstu_ops.pic.o ] && continue  # (KEEP_OPS=1: the last build's, hstu_ops.cc unchanged)
+    # (KEEP_OPS=1: the last build's object, where hstu_ops.cc and its headers did not change)
+    [ "${KEEP_OPS:-}" = 1 ] && [ -f $W/hstu_ops.pic.o ] && continue
     nice -n 10 g++ -std=c++17 -fPIC -U_FORTIFY_SOURCE -fstack-protector -Wall -Wunused-but-set-parameter \
       -Wno-free-nonheap-object -fno-omit-frame-pointer -g0 -O2 -D_FORTIFY_SOURCE=1 -DNDEBUG -ffunction-sections \
       -fdata-sections -DTORCH_TARGET_VERSION=0x020a000000000000 -fvisibility=hidden -I. \
