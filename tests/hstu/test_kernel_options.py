@@ -40,17 +40,21 @@ def test_bits_match_the_plan_header():
         split_h = f.read()
     assert int(re.search(r"constexpr int kFwdSm80CfgRabMain = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_MAIN
     assert int(re.search(r"constexpr int kFwdSm80CfgRabLds = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_LDS
+    assert int(re.search(r"constexpr int kFwdSm80CfgRabTile64 = (\d+);", split_h).group(1)) == (
+        _ops.FWD_SM80_CFG_RAB_TILE64)
+    assert int(re.search(r"constexpr int kFwdSm80CfgRabCopyMain = (\d+);", split_h).group(1)) == (
+        _ops.FWD_SM80_CFG_RAB_COPY_MAIN)
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_limits.h")) as f:
         limits_h = f.read()
     assert int(re.search(r"constexpr int kFwdSm80CfgDrabMain = (\d+);", limits_h).group(1)) == (
         _ops.FWD_SM80_CFG_DRAB_MAIN)
     assert int(re.search(r"constexpr int kFwdSm80CfgDrabLsu = (\d+);", limits_h).group(1)) == _ops.FWD_SM80_CFG_DRAB_LSU
-    # (its word bit: one bit above the forward's values in hstu_fwd_sm80_split.h)
+    # (their word bits: one bit each, none of the forward's values in hstu_fwd_sm80_split.h)
     drab_bit = int(re.search(r"constexpr int kBwdSm80DrabZeroed = (\d+);", limits_h).group(1))
     lsu_bit = int(re.search(r"constexpr int kBwdSm80DrabLsu = (\d+);", limits_h).group(1))
     fwd_values = [int(x) for x in re.findall(r"constexpr int kFwdSm80\w+ = (\d+);", split_h)]
     for bit in (drab_bit, lsu_bit):
-        assert bit & (bit - 1) == 0 and bit > max(fwd_values)
+        assert bit & (bit - 1) == 0 and bit not in fwd_values
     assert lsu_bit != drab_bit
     # the FP8 forward's timing-only variants: two bits above the semantic flags
     assert int(re.search(r"kOptFp8FwdDiagShift = (\d+),", text).group(1)) == _ops.FP8_FWD_DIAG_SHIFT
@@ -221,14 +225,20 @@ def test_kernel_options_pack_and_restore():
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_LDS):  # (9: bit 41 and bit 29)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
                                            | (1 << _ops.FWD_SM80_CFG_SHIFT))
+    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_TILE64):  # (10: bit 41 and bit 30)
+        assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
+                                           | (2 << _ops.FWD_SM80_CFG_SHIFT))
+    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_COPY_MAIN):  # (11: bits 41, 29, 30)
+        assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
+                                           | (3 << _ops.FWD_SM80_CFG_SHIFT))
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_DRAB_MAIN):  # (15: bits 29-31 and 41)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (7 << _ops.FWD_SM80_CFG_SHIFT)
                                            | _ops.FWD_SM80_CFG_HI_BIT)
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_DRAB_LSU):  # (12: bits 29-31 = 4 and 41)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (4 << _ops.FWD_SM80_CFG_SHIFT)
                                            | _ops.FWD_SM80_CFG_HI_BIT)
-    for bad in (10, 14, 16, -1, True, 1.0):
-        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15\)"):
+    for bad in (13, 14, 16, -1, True, 1.0):
+        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, .*, 9, 10, 11, 12, 15\)"):
             with _ops.kernel_options(fwd_sm80_cfg=bad):
                 pass
 

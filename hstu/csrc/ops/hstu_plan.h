@@ -125,7 +125,7 @@ struct HstuOptions {
   int bwd_grid = 0;
   int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
   int bwd_sm80_cfg = 0;
-  int fwd_sm80_cfg = 0;  // kernel_options(fwd_sm80_cfg=n), 0-9, 12, 15 (fwd_sm80_cfg_word: HstuParams::fwd_sm80_cfg)
+  int fwd_sm80_cfg = 0;  // kernel_options(fwd_sm80_cfg=n), 0-12, 15 (fwd_sm80_cfg_word: HstuParams::fwd_sm80_cfg)
   bool fwd_sm80_qscale = true;  // HstuParams::fwd_sm80_cfg bit 3 cleared
   bool fwd_sm80_split_main = false;  // HstuParams::fwd_sm80_cfg bit 4
   bool fwd_sm80_ilv = true;  // HstuParams::fwd_sm80_cfg bit 5 cleared

@@ -74,6 +74,11 @@ struct FwdSm80Tile {
   static constexpr bool kRabSmem = false;
   // kRabSmem: rab added by the tensor cores after S's MMAs (hstu_fwd_block's RABM; hstu_fwd_qreg_rabm_kernel)
   static constexpr bool kRabMma = false;
+  // kRabMma: each warp copies its own rows of the rab tile per sub-tile into two slots (hstu_fwd_block's RABW;
+  // hstu_fwd_qreg_rabw_kernel)
+  static constexpr bool kRabWarp = false;
+  // kRabSmem: a rab tile within the sequence copied without predicates (hstu_fwd_block's RABF)
+  static constexpr bool kRabCopyFast = false;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -281,9 +286,29 @@ struct FwdSm80QregRabIlv : FwdSm80QregRab<64> {
 struct FwdSm80QregRabIlvMma : FwdSm80QregRabIlv {
   static constexpr bool kRabMma = true;
 };
+// The bf16 default at D = 128 with rab (where FwdSm80QregRab<128> runs): it with the rab tiles inside the sequence
+// copied without predicates and S's accumulators starting as the rab (hstu_fwd_block's RABF, RABI; sm_90+ code: in
+// sm_80 code it is FwdSm80QregRab<128>'s). On an H200 B16 S4K 1.038-1.045x faster (rab / causal 1.13x against
+// 1.17-1.18x, 11 % fewer warp instructions). kernel_options(fwd_sm80_cfg=11): FwdSm80QregRab<128>.
+struct FwdSm80QregRabF128 : FwdSm80QregRab<128> {
+  static constexpr bool kRabCopyFast = true;
+};
 // FwdSm80QregRabIlvMma's plain body (kernel_options(fwd_sm80_interleave=False); for comparisons)
 struct FwdSm80QregRabMma : FwdSm80QregRab<64> {
   static constexpr bool kRabMma = true;
+};
+// The bf16 default at D = 64 with rab where two of its blocks fit per SM (the H100 / H200 class): the tile without rab
+// (FwdSm80QregIlv<64>: 128 x 128, K / V double-buffered, 64-key sub-tiles in interleaved groups) with rab added by
+// the tensor cores as FwdSm80QregRabIlvMma, each warp copying its own 32 rows of each sub-tile's rab (4 KB) into
+// one of two slots, slot 1 in Q's buffer, slot 0 behind the tile (98 KB), waited for per warp (hstu_fwd_block's
+// RABW): one block barrier per 128 keys instead of per 64, and a rab copy from one row pointer per lane (on an H200
+// B16 S4K 1.10-1.11x faster, rab / causal 1.16-1.19x against 1.28-1.31x, 17 % fewer warp instructions). Where two
+// do not fit (and for kernel_options(fwd_sm80_cfg=10)): FwdSm80QregRabIlvMma.
+struct FwdSm80QregRabW : FwdSm80QregIlv<64> {
+  static constexpr bool kRabSmem = true;
+  static constexpr bool kRabMma = true;
+  static constexpr bool kRabWarp = true;
+  static constexpr int kSmem = FwdSm80QregIlv<64>::kSmem + 128 * 64 * 2;
 };
 // Whether the bf16 defaults run FwdSm80QregRab: rab given, not kernel_options(fwd_sm80_cfg=8), its 16-byte chunks
 // aligned (the pointer and every stride)
@@ -332,6 +357,12 @@ struct FwdSm80PairsPf : FwdSm80PairsXadd {
 struct FwdSm80PairsPfRab : FwdSm80PairsPf {
   static constexpr bool kRabSmem = true;
   static constexpr int kSmem = FwdSm80PairsPf::kSmem + 64 * 64 * 2;
+};
+// The bf16 default at D = 256 with rab where FwdSm80PairsPfRab fits: it with the rab tiles inside the sequence copied
+// without predicates (hstu_fwd_block's RABF; sm_90+ code; 1.003-1.018x faster on an H200).
+// kernel_options(fwd_sm80_cfg=11): FwdSm80PairsPfRab.
+struct FwdSm80PairsPfRabF : FwdSm80PairsPfRab {
+  static constexpr bool kRabCopyFast = true;
 };
 // 1 at D = 256 (for comparisons): FwdSm80PairsXadd
 template <>
@@ -483,9 +514,18 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // m16n8k8 MMA with A = the rab rows x 8 keys (ldmatrix from the buffer, conflict-free) and B = s I, I the 8 x 8
 // identity, s = 1 (alpha / 2 with Q scaled: a power of two, exact in bf16), instead of an LDS per key pair and an
 // unpack and FADD / FFMA per score.
+// RABW (RABM, 64-key sub-tiles, two per KV tile): rab's tiles per sub-tile, each warp copying (and waiting for) its
+// own rows, so no block barrier guards them: two slots of BM x BNS (slot 0 behind the tile's shared memory, slot 1 in
+// Q's buffer), the sub-tile 0 rab of KV tile n + 1 into slot 0 once the warp is past sub-tile 0 of tile n, the sub-tile
+// 1 rab of tile n into slot 1 at tile n's start (its own cp.async group ahead of the K / V copies', so that the
+// wait before sub-tile 1 leaves those in flight): one sub-tile of lead, as with a whole tile's rab per stage.
+// RABF (RABS): a rab tile within the rows and keys of lk (block-uniform) copied without predicates, from one pointer
+// per thread and a row step (about 30 instructions per thread instead of 150 for 8 chunks); in the unscaled
+// Q-in-registers body also RABI: S's accumulators start as the rab tile's values (no FADD per score, no zeroing).
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
           bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
-          bool XADD = false, bool PF = false, bool RABS = false, bool RABM = false>
+          bool XADD = false, bool PF = false, bool RABS = false, bool RABM = false, bool RABW = false,
+          bool RABF = false>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -500,10 +540,21 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!ILV || (QREG && STAGES == 2), "the interleaved groups: the Q-in-registers body");
   static_assert(!XADD || (PAIR == 2 && !QREG && !PAIRKV && !SPLIT), "xadd addresses: the warp pairs' body");
   static_assert(!PF || (XADD && SKIP == 0 && STAGES == 1), "fragments ahead: the xadd pairs, no skip");
-  static_assert(!RABS || (SKIP == 0 && !SPLIT && !PAIRKV && BN == 64 &&
+  static_assert(!RABS || (SKIP == 0 && !SPLIT && !PAIRKV && (BN == 64 || RABW) &&
                           ((QREG && STAGES == 2 && PAIR == 1) || (XADD && STAGES == 1 && PAIR == 2))),
                 "rab tiles in shared memory: the plain Q-in-registers body, the warp pairs' xadd body");
   static_assert(!RABM || (RABS && QREG), "rab by the tensor cores: the Q-in-registers rab body");
+  // RABF and RABI (with RABF in the unscaled Q-in-registers rab body: D = 128's FwdSm80QregRabF128) not in sm_80
+  // code: D = 128's kernel spilled 80 B there with them (it runs only where two of its blocks fit per SM, not on the
+  // A100); its sm_80 code is the predicated copies' and the add after S
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
+  constexpr bool kRabF = false;
+#else
+  constexpr bool kRabF = RABF;
+#endif
+  constexpr bool RABI = kRabF && RABS && QREG && !QSCALE && !RABM && !ILV && STAGES == 2;
+  static_assert(!RABW || (RABM && STAGES == 2 && BN == 2 * BNS && BNS == 64 && MT == 2 && BM * D * 2 == BM * BNS * 2),
+                "the warps' rab slots: two 64-key sub-tiles per KV tile, 32 rows per warp, slot 1 = Q's buffer");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
                 "paired KV tiles: the 4-warp context body");
   using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
@@ -739,6 +790,20 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   [[maybe_unused]] auto load_rab = [&](uint32_t dst, int n0) {
     constexpr int CH = BN / 8, RPI = NT / CH;
     static_assert(!RABS || (RPI % 8 == 0 && BM % RPI == 0), "whole swizzle periods per pass");
+    if constexpr (kRabF) {
+      if (r0 + BM <= lk && n0 + BN <= lk) {
+        const int t = static_cast<int>(opaque(static_cast<uint32_t>(threadIdx.x)));
+        const int rr = t / CH, c = t % CH;
+        const T* g = static_cast<const T*>(p.rab) + static_cast<int64_t>(opaque(static_cast<uint32_t>(b))) *
+                     p.rab_batch_stride + head() * p.rab_head_stride + (int64_t)(r0 + rr) * p.rab_row_stride +
+                     n0 + c * 8;
+        const int64_t step = RPI * p.rab_row_stride;
+        const uint32_t st = dst + rr * (BN * 2) + ((c ^ (rr & 7)) * 16);
+#pragma unroll
+        for (int i = 0; i < BM / RPI; ++i) cp_async_16(st + i * RPI * (BN * 2), g + i * step);
+        return;
+      }
+    }
     int rb, rm0;
     block_tile(blockIdx.x, blockIdx.y, rb, rm0);
     const int t = static_cast<int>(opaque(static_cast<uint32_t>(threadIdx.x)));
@@ -752,6 +817,36 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     for (int i = 0; i < BM / RPI; ++i) {
       const int n = r0 + rr + i * RPI < lk ? bytes : 0;
       cp_async_16_n(st + i * RPI * (BN * 2), n > 0 ? g + (int64_t)i * RPI * p.rab_row_stride : base, n);
+    }
+  };
+  // RABW: slot s's address (slot 0 behind the tile, slot 1 Q's buffer), and the warp's 32 rows x BNS keys of rab from
+  // key n0 into slot s (lane l: 16-byte chunk l % 8 of rows l / 8 + 4 i, whole 128-byte lines per 8 lanes; chunk c of
+  // row r at (c ^ (r & 7)) 16 bytes) from the lane's row pointer and smem offset, formed once per block. Within the
+  // rows and keys of lk (the warp-uniform common case) no predicate; else rows and keys past lk zero-filled.
+  [[maybe_unused]] auto rab_slot = [&](int s) -> uint32_t { return s == 0 ? sQ0 + Tile::kSmem : sQ0; };
+  [[maybe_unused]] const T* rab_lane = nullptr;  // (chunk l % 8 of the lane's first row, key 0)
+  [[maybe_unused]] uint32_t rab_dl = 0;          // (the lane's first row and chunk in a slot)
+  if constexpr (RABW) {
+    const int l = static_cast<int>(threadIdx.x % 32), rr = l / 8, c = l % 8;
+    rab_lane = static_cast<const T*>(p.rab) + static_cast<int64_t>(b) * p.rab_batch_stride +
+               h * p.rab_head_stride + (int64_t)(r0 + warp_row0 + rr) * p.rab_row_stride + c * 8;
+    rab_dl = (warp_row0 + rr) * (BNS * 2) + (c ^ rr) * 16;
+  }
+  [[maybe_unused]] auto load_rab_w = [&](uint32_t dst, int n0) {
+    const T* g = rab_lane + n0;
+    const int64_t step = 4 * p.rab_row_stride;
+    const uint32_t d0 = dst + rab_dl, d1 = dst + (rab_dl ^ 64);  // (rows rr + 4 i: r & 7 = rr + 4 (i & 1))
+    if (r0 + warp_row0 + 32 <= lk && n0 + BNS <= lk) {  // (warp-uniform)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) cp_async_16((i & 1 ? d1 : d0) + i * 4 * (BNS * 2), g + i * step);
+    } else {
+      const int l = static_cast<int>(threadIdx.x % 32), rw = r0 + warp_row0 + l / 8;
+      const int bytes = min(16, max(0, lk - (n0 + (l % 8) * 8)) * 2);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int n = rw + 4 * i < lk ? bytes : 0;
+        cp_async_16_n((i & 1 ? d1 : d0) + i * 4 * (BNS * 2), n > 0 ? g + i * step : p.rab, n);
+      }
     }
   };
   if (nb_end > nb_begin) {
@@ -789,7 +884,11 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         load_tile_async<BN, D, NT>(sKV0 + kTileBytes, vg + (int64_t)n0 * p.v_row_stride, p.v_row_stride,
                                    si.lk - n0, tid);
       }
-      if constexpr (RABS && !fwd_rab_smem_in_q<D, BM, BN, QREG>()) load_rab(sRab0, n0);
+      if constexpr (RABW) {
+        load_rab_w(rab_slot(0), n0);
+      } else if constexpr (RABS && !fwd_rab_smem_in_q<D, BM, BN, QREG>()) {
+        load_rab(sRab0, n0);
+      }
       if constexpr (PAIRKV) {  // the first pair's second tile into stage 1
         if (nb_end - 2 >= nb_pair) {
           const int n1 = n0 - BN;
@@ -843,6 +942,13 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       }
     }
 
+    // RABW: the identity word of rab_mma's B (lane l: s at k = n, n = l / 4, k = 2 (l % 4) + {0, 1}), once per block
+    [[maybe_unused]] uint32_t rw_id = 0;
+    if constexpr (RABW) {
+      const int gr = lane / 4, tc = (lane % 4) * 2;
+      const float sc = QSCALE ? half_alpha : 1.f;
+      rw_id = pack2<T>(gr == tc ? sc : 0.f, gr == tc + 1 ? sc : 0.f);
+    }
     int stage = 0;
     constexpr int SK = SKIP == 4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
     for (int nb = nb_end - 1; nb >= nb_first(); nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
@@ -857,6 +963,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       // STAGES 2: K, V of tile nb landed; every warp is done with the other stage (the tile before).
       // STAGES 1: K of tile nb (and Q) landed; every warp is done with V (the tile before).
       __syncthreads();
+      if constexpr (RABW) {  // sub-tile 1's rab (slot 1: every warp is past its Q fragments and tile nb + 1)
+        load_rab_w(rab_slot(1), nb * BN + BNS);
+        cp_async_commit();
+      }
       if constexpr (STAGES == 2) {
         if (!pr && nb > nb_first()) {
           const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
@@ -866,8 +976,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           const T* vn = kv_rows(p.v, p.v_row_stride, p.v_head_stride) + (int64_t)nn0 * p.v_row_stride;
           load_tile_async<BN, D, NT, true>(sKn, kn, p.k_row_stride, lk - nn0, ot);
           load_tile_async<BN, D, NT, true>(sKn + kTileBytes, vn, p.v_row_stride, lk - nn0, ot);
-          if constexpr (RABS) load_rab(sRab0 + (stage ^ 1) * kRabBytes, nn0);
+          if constexpr (RABS && !RABW) load_rab(sRab0 + (stage ^ 1) * kRabBytes, nn0);
           cp_async_commit();
+        } else if constexpr (RABW) {
+          cp_async_commit();  // (an empty group: sub-tile 1's wait leaves the newest group in flight)
         }
       } else {  // V of tile nb, during Q K^T
         const int n0 = nb * BN;
@@ -879,6 +991,16 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 #pragma unroll 1
       for (int sub = 0; sub < BN / BNS; ++sub) {
         const int n0 = nbw * BN + sub * BNS;
+        if constexpr (RABW) {
+          if (sub == 1) {  // the warp's sub-tile 1 rab landed (the K / V copies may not have); the warp is past slot 0
+            cp_async_wait<1>();
+            __syncwarp();
+            if (nb > nb_first()) {
+              load_rab_w(rab_slot(0), (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN);
+              cp_async_commit();
+            }
+          }
+        }
         const uint32_t sQ = sQ0;
         const uint32_t sK = sKV0 + sw * 2 * kTileBytes + sub * BNS * D * 2;
         const uint32_t sV = sK + kTileBytes;
@@ -897,12 +1019,14 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         const uint32_t tK = L::swz(ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);
         const uint32_t tV = L::swz(ln % 8 + ((ln / 8) % 2) * 8, (ln / 16) * 8);
         float acc_s[MT][NTILES][4];
+        if constexpr (!RABI) {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+          for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int i = 0; i < NTILES; ++i)
+            for (int i = 0; i < NTILES; ++i)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = 0.f;
+              for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = 0.f;
+        }
 
         // RABS: rab added to S's n8 tiles [nt0, nt1): the pair of keys (jw, jw + 1) of row rw (the warp's row
         // lane / 4 of m16 tile mt, + 8 in the second half) as one 32-bit word, byte (rw * BN + (chunk ^ (rw & 7)) * 8)
@@ -928,11 +1052,46 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
               }
           }
         };
+        // RABI: S's accumulators start as the sub-tile's rab (the pairs rab_add reads, unpacked), so the MMAs add
+        // Q K^T to it: no FADD per score and no zeroing, and the loads run ahead of the MMAs, not after them
+        if constexpr (RABI) {
+          const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+          const uint32_t tr = sRab0 + stage * kRabBytes + (warp_row0 + lr / 4) * (BN * 2) + (lr % 4) * 4;
+#pragma unroll
+          for (int nt = 0; nt < NTILES; ++nt) {
+            const uint32_t tc = tr + ((((kw0 - nbw * BN) / 8 + nt) ^ (lr / 4)) * 16);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+              for (int hf = 0; hf < 2; ++hf) {
+                const uint32_t w = lds_b32(tc + (mt * 16 + hf * 8) * (BN * 2));
+                acc_s[mt][nt][2 * hf] = unpack_lo<T>(w);
+                acc_s[mt][nt][2 * hf + 1] = unpack_hi<T>(w);
+              }
+          }
+        }
         // RABM: rab's keys [16 g, 16 g + 16) of the warp's sub-tile added to S's n8 tiles 2 g, 2 g + 1 by m16n8k8
         // MMAs with rab as A (16 rows x 8 keys: ldmatrix of the m16 tile's rows, Q's pattern; row & 7 = l % 8 for the
         // swizzle) and B the 8 x 8 identity times s (lane l's word: s at k = n, n = l / 4, k = 2 (l % 4) + {0, 1}): one
         // register, not the 16 x 16 identity's four
+        // RABW: the lane's slot address once per sub-tile; chunk (2 g + l / 16) ^ (l % 8) is (l / 16 ^ l % 8) ^ 2 g,
+        // so group g's address is the lane's XOR 32 g (the slots' rows are 128-byte aligned)
+        [[maybe_unused]] uint32_t rw_ta = 0;
+        if constexpr (RABW) {
+          const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+          rw_ta = rab_slot(sub) + (warp_row0 + lr % 16) * (BNS * 2) + (((lr / 16) ^ (lr % 8)) * 16);
+        }
         [[maybe_unused]] auto rab_mma = [&](int g) {
+          if constexpr (RABW) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              uint32_t ra[4];
+              ldsm_x4(ra, (rw_ta ^ (32 * g)) + mt * 16 * (BNS * 2));
+              mma_1688<T>(acc_s[mt][2 * g], ra[0], ra[1], rw_id);
+              mma_1688<T>(acc_s[mt][2 * g + 1], ra[2], ra[3], rw_id);
+            }
+            return;
+          }
           const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
           const int gr = lr / 4, tc = (lr % 4) * 2;
           const float sc = QSCALE ? half_alpha : 1.f;
@@ -1057,7 +1216,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 #pragma unroll
             for (int g = 0; g < NTILES / 2; ++g) rab_mma(g);
           } else if constexpr (RABS) {
-            rab_add(0, NTILES);
+            if constexpr (!RABI) rab_add(0, NTILES);
           } else if (p.rab != nullptr) {
             // (re-derived here, not kept live through the loop)
             int rb, rm0;
@@ -1391,19 +1550,19 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qearly_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true>(p);
 }
-// hstu_fwd_xpf_kernel with the rab tiles in shared memory (FwdSm80PairsPfRab)
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+// hstu_fwd_xpf_kernel with the rab tiles in shared memory (FwdSm80PairsPfRab; RABF: FwdSm80PairsPfRabF)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool RABF>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_rab_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
-                 true, true>(p);
+                 true, true, false, false, RABF>(p);
 }
 // hstu_fwd_qreg_kernel (QSCALE: hstu_fwd_qreg_scaled_kernel; ILV: hstu_fwd_qreg_ilv_kernel) with the rab tiles in
-// shared memory (FwdSm80QregRab, FwdSm80QregRabIlv)
+// shared memory (FwdSm80QregRab, FwdSm80QregRabIlv; RABF: FwdSm80QregRabF128)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
-          bool ILV>
+          bool ILV, bool RABF>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rab_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
-                 false, true>(p);
+                 false, true, false, false, RABF>(p);
 }
 // hstu_fwd_qreg_rab_kernel with rab added by the tensor cores (FwdSm80QregRabIlvMma, FwdSm80QregRabMma)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
@@ -1411,6 +1570,13 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rabm_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
                  false, true, true>(p);
+}
+// hstu_fwd_qreg_rabm_kernel with each warp's own rab rows per sub-tile in two slots (FwdSm80QregRabW)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
+          bool ILV>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rabw_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
+                 false, true, true, true>(p);
 }
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
@@ -1474,13 +1640,16 @@ template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
   if constexpr (C::kRabSmem && C::kXadd) {
     return hstu_fwd_xpf_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                   C::kSkip, C::kPair>;
+                                   C::kSkip, C::kPair, C::kRabCopyFast>;
+  } else if constexpr (C::kRabSmem && C::kRabWarp) {
+    return hstu_fwd_qreg_rabw_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                     C::kSkip, C::kPair, C::kQscale, C::kIlv>;
   } else if constexpr (C::kRabSmem && C::kRabMma) {
     return hstu_fwd_qreg_rabm_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                      C::kSkip, C::kPair, C::kQscale, C::kIlv>;
   } else if constexpr (C::kRabSmem) {
     return hstu_fwd_qreg_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                    C::kSkip, C::kPair, C::kQscale, C::kIlv>;
+                                    C::kSkip, C::kPair, C::kQscale, C::kIlv, C::kRabCopyFast>;
   } else if constexpr (C::kXadd && C::kPrefetch && C::kSkip == 5) {
     return hstu_fwd_ctx_xpf_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                    C::kSkip, C::kPair>;
@@ -1883,7 +2052,10 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
           bool rab_fits = false;
           const cudaError_t e2 = fwd_sm80_fits<FwdSm80PairsPfRab>(rab_fits);
           if (e2 != cudaSuccess) return e2;
-          if (rab_fits) return launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream);
+          if (rab_fits) {
+            return (p.fwd_sm80_cfg & kFwdSm80RabCopyMain) ? launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream)
+                                                          : launch_hstu_fwd<T, D, FwdSm80PairsPfRabF>(p, stream);
+          }
         }
         return launch_hstu_fwd<T, D, FwdSm80PairsPf>(p, stream);
       }
@@ -1894,7 +2066,10 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         const cudaError_t err = fwd_sm80_two_fit<FwdSm80Candidate<128, 3>>(two);
         if (err != cudaSuccess) return err;
         if (two) {
-          if (!ctx && fwd_sm80_rab_smem(p)) return launch_hstu_fwd<T, D, FwdSm80QregRab<128>>(p, stream);
+          if (!ctx && fwd_sm80_rab_smem(p)) {
+            return (p.fwd_sm80_cfg & kFwdSm80RabCopyMain) ? launch_hstu_fwd<T, D, FwdSm80QregRab<128>>(p, stream)
+                                                          : launch_hstu_fwd<T, D, FwdSm80QregRabF128>(p, stream);
+          }
           return ctx ? launch_hstu_fwd<T, D, FwdSm80QregCtx<128>>(p, stream)
                      : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
         }
@@ -1910,8 +2085,12 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
             return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregRab<64>>(p, stream)
                                                     : launch_hstu_fwd<T, D, FwdSm80QregRabIlv>(p, stream);
           }
-          return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregRabMma>(p, stream)
-                                                  : launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma>(p, stream);
+          if (p.fwd_sm80_cfg & kFwdSm80NoIlv) return launch_hstu_fwd<T, D, FwdSm80QregRabMma>(p, stream);
+          bool two = false;
+          const cudaError_t err = fwd_sm80_two_fit<FwdSm80QregRabW>(two);
+          if (err != cudaSuccess) return err;
+          return two && !(p.fwd_sm80_cfg & kFwdSm80RabTile64) ? launch_hstu_fwd<T, D, FwdSm80QregRabW>(p, stream)
+                                                               : launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma>(p, stream);
         }
         if (fwd_sm80_qscale(p)) {
           return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream)

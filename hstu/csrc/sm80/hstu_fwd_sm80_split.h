@@ -61,11 +61,23 @@ constexpr int kFwdSm80CfgRabMain = 8;
 // by the tensor cores' identity MMAs (FwdSm80QregRabIlvMma)
 constexpr int kFwdSm80RabLds = 4096;
 constexpr int kFwdSm80CfgRabLds = 9;
+// kFwdSm80RabTile64 for kernel_options(fwd_sm80_cfg=10) (kFwdSm80CfgRabTile64; private, for comparisons): the bf16
+// default at D = 64 with rab in 128 x 64 tiles, the block's rab tile per KV tile (FwdSm80QregRabIlvMma), instead of
+// FwdSm80QregRabW's 128-key tiles with each warp's rab rows per sub-tile
+constexpr int kFwdSm80RabTile64 = 262144;
+constexpr int kFwdSm80CfgRabTile64 = 10;
+// kFwdSm80RabCopyMain for kernel_options(fwd_sm80_cfg=11) (kFwdSm80CfgRabCopyMain; private, for comparisons): the
+// bf16 defaults at D = 128 / 256 with rab copy every rab tile with per-row predicates (FwdSm80QregRab<128>,
+// FwdSm80PairsPfRab) instead of those inside the sequence without (FwdSm80QregRabF128, FwdSm80PairsPfRabF)
+constexpr int kFwdSm80RabCopyMain = 524288;
+constexpr int kFwdSm80CfgRabCopyMain = 11;
 constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0,
                                 bool split_plain = false) {
-  return (cfg == kFwdSm80CfgRabMain  ? kFwdSm80RabMain
-          : cfg == kFwdSm80CfgRabLds ? kFwdSm80RabLds
-                                     : cfg & kFwdSm80CfgMask) |
+  return (cfg == kFwdSm80CfgRabMain       ? kFwdSm80RabMain
+          : cfg == kFwdSm80CfgRabLds      ? kFwdSm80RabLds
+          : cfg == kFwdSm80CfgRabTile64   ? kFwdSm80RabTile64
+          : cfg == kFwdSm80CfgRabCopyMain ? kFwdSm80RabCopyMain
+                                          : cfg & kFwdSm80CfgMask) |
          (qscale ? 0 : kFwdSm80NoQscale) |
          (split_main ? kFwdSm80SplitMain : 0) | (ilv ? 0 : kFwdSm80NoIlv) | (bm64 & 3) << kFwdSm80SplitBm64Shift |
          (split_plain ? kFwdSm80SplitPlain : 0);
