@@ -786,8 +786,24 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel(variant, mode, mask):
     _variant_against_default(c, mode, variant)
 
 
+#: lab kernels of the op's diag (hstu_bwd_fp8_sm90.h; session 35): dq_tma_now = kFp8BwdDqTmaNow
+LAB_DIAGS = {"dq_tma_now": -(1 << 31)}
+
+
 @pytest.mark.sm90
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("mode", ["tensor", "block"])
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_cuda_fp8_bwd_lab_dq_tma_now_matches_the_kernel(mode, mask):
+    """The lab kernel dq_tma_now (each tile's dQ reduce-add issued at once) against the default: dk / dv bit-equal,
+    dq up to the order of its additions; five masks, two modes, jagged with an empty sequence and delta-q."""
+    if not fp8_bwd_kernel_built():
+        pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
+    c = make_case(720 + len(mask) + len(mode), [1100, 0, 700, 77, 390, 129, 640, 257], 2, 128, mask, device="cuda")
+    _variant_against_default(c, mode, "dq_tma_now")
+
+
+@pytest.mark.sm90
+@pytest.mark.parametrize("variant", sorted(VARIANTS) + sorted(LAB_DIAGS))
 def test_cuda_fp8_bwd_variant_matches_the_kernel_with_many_groups(variant):
     """As above with 128 key blocks (S = 16K): the grid has a group per (batch, head) pair, and its CTAs hundreds
     of tiles (the rings' stages and the kept registers over many iterations); every CTA runs once (poisoned
@@ -812,7 +828,10 @@ def _variant_against_default(c, mode, variant):
     poison_allocator(32 * q8.numel())
     base = fb.fp8_bwd_cuda(dout, args, False, opts)
     poison_allocator(32 * q8.numel())
-    var = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS[variant])
+    if variant in LAB_DIAGS:
+        var = fb.fp8_bwd_cuda(dout, args, False, opts, diag=LAB_DIAGS[variant])
+    else:
+        var = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS[variant])
     torch.cuda.synchronize()
     a, b = base[0].float(), var[0].float()
     assert not torch.isnan(b).any() and not torch.isnan(var[1]).any()

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <climits>
 #include <cstdint>
 #include <utility>
 
@@ -149,6 +150,9 @@ constexpr int kFp8BwdDs8Early = 2097152;
 // issued an iteration later behind the dS8 stores' proxy fence: no dq workspace and no finishing pass over dq (the
 // pre-pass zeroes dq itself). fp16 outputs take the kernel without it (their dq rounds once from the bf16 sums).
 constexpr int kFp8BwdDqTma = 512;
+// Lab (the op's diag only; same gradients as kFp8BwdDqTma): each tile's reduce-add issued at once behind a proxy fence
+// of its own instead of behind the next late part's dS8 fence. The sign bit, the int's last free one.
+constexpr int kFp8BwdDqTmaNow = INT_MIN;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -204,9 +208,10 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
                                               kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
                                               kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0,
-                                              kFp8BwdLean, kFp8BwdAmaxTree, kFp8BwdDs8Early, kFp8BwdDqTma>;
+                                              kFp8BwdLean, kFp8BwdAmaxTree, kFp8BwdDs8Early, kFp8BwdDqTma,
+                                              kFp8BwdDqTmaNow>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqTma>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqTma, kFp8BwdDqTmaNow>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
