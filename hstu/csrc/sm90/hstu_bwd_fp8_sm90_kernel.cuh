@@ -409,7 +409,6 @@ __global__ void __launch_bounds__(384, 1)
   // bulk tensor reduce-add (tm_dq: bf16, box 64 columns x 16 rows); in the loop issued in the next late part behind
   // its dS8 fence, after the loop at once
   constexpr bool kDqTma = C::kDqTma;
-  constexpr bool kDqTmaNow = kDqTma && (kDiag & kFp8BwdDqTmaNow) != 0;  // (lab: each issued at once)
   static_assert(!kDqTma || (kDqRed && kDqBf16 && kDs8Early), "kFp8BwdDqTma: fp8_bwd_dq_tma's rule");
 
   const int tid = threadIdx.x;
@@ -675,7 +674,7 @@ __global__ void __launch_bounds__(384, 1)
                        "r"(w[1]), "r"(w[2]), "r"(w[3])
                        : "memory");
         }
-        if (!defer || kDqTmaNow) dq_tma_issue(t, true);
+        if (!defer) dq_tma_issue(t, true);
       } else if constexpr (kDqBf16) {  // instruction j: the values of float4 2 j and 2 j + 1, 16 bytes at a + 128 j
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -799,7 +798,7 @@ __global__ void __launch_bounds__(384, 1)
       store_ds8(da_x, i - 1);
       dq_issue(acc_dq, i - 2);
       proxy_fence();
-      if constexpr (kDqTma && !kDqTmaNow) {  // dQ of tile i - 3, stored in the last late part (under this fence)
+      if constexpr (kDqTma) {  // dQ of tile i - 3, stored in the last late part (its stores under this fence)
         if (i > 2) dq_tma_issue(i - 3, false);
       }
     }
