@@ -150,12 +150,6 @@ constexpr int kFp8BwdDs8Early = 2097152;
 // issued an iteration later behind the dS8 stores' proxy fence: no dq workspace and no finishing pass over dq (the
 // pre-pass zeroes dq itself). fp16 outputs take the kernel without it (their dq rounds once from the bf16 sums).
 constexpr int kFp8BwdDqTma = 512;
-// Lab (the op's diag only; bit-equal dk / dv, dq up to its additions' order; the kernel ignores the bit, the launcher
-// reads it): kFp8BwdLptGroups' groups hold all heads of a batch (lpt_pairs = H), so the CTAs running together add into
-// every head's columns of dq's rows at once (a row is H D bf16: one head's 256 bytes at a 1 KB stride at H = 4). The
-// sign bit, the int's last free one (session 35's run 1 used it for the lab dq_tma_now: each reduce-add issued at
-// once behind its own fence, 1.097x main's path against the default's 1.093x; removed).
-constexpr int kFp8BwdHeadsGrouped = INT_MIN;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
@@ -211,11 +205,11 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
                                               kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
                                               kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0,
-                                              kFp8BwdLean, kFp8BwdAmaxTree, kFp8BwdDs8Early, kFp8BwdDqTma,
-                                              kFp8BwdHeadsGrouped, kFp8BwdHeadsGrouped | kFp8BwdDqTma>;
+                                              kFp8BwdLean, kFp8BwdAmaxTree, kFp8BwdDs8Early, kFp8BwdDqTma>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqTma, kFp8BwdHeadsGrouped,
-                                              kFp8BwdHeadsGrouped | kFp8BwdDqTma>;
+// (branch fp8b38's run 3: the timing-only splits kFp8BwdDiagNoDq (no dQ adds at all) and kFp8BwdDiagNoReduce (with
+// kFp8BwdDqTma: the slots stored, no bulk reduce-add) in the lab wheel too)
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqTma, kFp8BwdDiagNoDq, kFp8BwdDiagNoReduce>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -603,7 +603,7 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kDqTma) {
       if (fence) proxy_fence();
       __syncwarp();
-      if (lane == 0) {
+      if ((kDiag & kFp8BwdDiagNoReduce) == 0 && lane == 0) {  // (timing-only kFp8BwdDiagNoReduce: none)
         tma_reduce_add_3d(&tm_dq, opaque(base + C::kOffDq) + ((t & 1) * 8 + 4 * wg + warp) * 2048, 64 * wg, h,
                           sq.q_start + tile_m0(t) + 16 * warp);
         bulk_commit();

@@ -83,7 +83,6 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
     if (e != cudaSuccess) return e;
     HstuFp8BwdParams g = f;  // the groups' pairs at least 1 (the kernel divides by them)
     g.lpt_pairs = g.lpt_pairs > 0 ? g.lpt_pairs : 1;
-    if (kVariant & kFp8BwdHeadsGrouped) g.lpt_pairs = p.heads;  // (lab: a batch's heads in one group)
     kernel<<<grid, CV::kThreads, CV::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p, g);
     return cudaGetLastError();
   };

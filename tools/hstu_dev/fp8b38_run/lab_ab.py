@@ -1,12 +1,13 @@
 """fp8b38 (issue 36; fp8b37's script): the FP8 backward paths of this wheel in one process at the benchmark's inputs
 (fp8p32's path_gaps.py `inputs`: B16 causal H4 D128, block descale): "default" (kFp8BwdDqTma: dQ by bulk tensor
 reduce-adds into dq's rows, no finishing pass over dq), "main_kernel" (option bit 59: main 6ca06103's kernel and
-path) and the lab variants of the op's diag "heads_grouped" (kFp8BwdHeadsGrouped: the grid's groups hold a batch's
-heads) and "main_heads_grouped" (the same with main's kernel); run 1's lab "dq_tma_now" is gone. Two measures, as benchmarks/hstu_fp8_bwd.py's: (1) the
+path) and the timing-only splits of the op's diag (wrong dq): "no_reduce" (kFp8BwdDiagNoReduce: the default's slots
+stored, no bulk reduce-add) and "no_dq" (kFp8BwdDiagNoDq: no dQ adds at all); run 1's dq_tma_now and run 2's
+heads_grouped / main_heads_grouped (the wheels of 6e040339 / e7e48eb7) are gone. Two measures, as benchmarks/hstu_fp8_bwd.py's: (1) the
 paths in a fresh random order each rep, L2 flushed before each timed call (CUDA events), medians; (2) back to back:
 --rounds rounds, the names in a fresh random order each, --short calls after 5 warm-up ones, mean ms (FA3's
 method). Ratios against main_kernel. Usage (GPU, sm_90):
-python lab_ab.py [--s 16384] [--reps 20] [--short 15] [--rounds 3] [--names default,main_kernel,heads_grouped,main_heads_grouped]
+python lab_ab.py [--s 16384] [--reps 20] [--short 15] [--rounds 3] [--names default,main_kernel,no_reduce,no_dq]
 """
 
 import argparse
@@ -21,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hstu_attn import _fp8_bwd, _ops  # noqa: E402
 import path_gaps  # noqa: E402
 
-DIAGS = {"heads_grouped": -(1 << 31), "main_heads_grouped": -(1 << 31) | 512}  # (labs: the op's diag)
+DIAGS = {"no_reduce": 16, "no_dq": 1}  # (timing-only splits: the op's diag)
 
 
 def main():
@@ -31,7 +32,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--short", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--names", default="default,main_kernel,heads_grouped,main_heads_grouped")
+    ap.add_argument("--names", default="default,main_kernel,no_reduce,no_dq")
     a = ap.parse_args()
     dev = torch.device("cuda")
     x = path_gaps.inputs(a.b, a.s, dev)
