@@ -231,9 +231,8 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: bit 59 main_kernel (hstu_bwd_fp8_sm90.h kOptFp8BwdMainKernel: main 6ca06103's kernel, dQ reduce-added into the
-#: fragment-ordered bf16 workspace and put into rows by the finishing pass, instead of kFp8BwdDqTma's bulk tensor
-#: reduce-adds into dq's rows; bit-equal dk / dv, dq up to the order of its bf16 additions); bit 60 main_path
+#: bit 59 main_kernel (hstu_bwd_fp8_sm90.h kOptFp8BwdMainKernel: main 4d2d71ae's kernel, the late part's dS8 stores
+#: and dQ issue after its amax barrier instead of kFp8BwdDs8Early's before it; bit-equal gradients); bit 60 main_path
 #: (hstu_ops.cc kOptFp8BwdMainPath: main 39ee30ed's path outside the kernel: the descale factors' check as a launch of
 #: its own, the finishing pass's owner search per pair; the same kernel and bytes)
 FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59, "main_path": 1 << 60}

@@ -92,11 +92,10 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
     }
     if (p.dq_zero != nullptr && !p.dq_tiled) {  // dq_accum's rows outside every sequence (head h)
       const int64_t lo = clamped_offset(cu, 0, tq), hi = max(int64_t{clamped_offset(cu, p.batch, tq)}, lo);
-      const int v4 = p.dq_bf16 ? D / 8 : D / 4;  // 16-byte words per row and head (bf16 rows: half)
-      const int64_t n4 = (lo + p.total_q - hi) * v4;
+      const int64_t n4 = (lo + p.total_q - hi) * (D / 4);
       for (int64_t i = threadIdx.x; i < n4; i += kThreads) {
-        const int64_t r = i / v4 < lo ? i / v4 : i / v4 - lo + hi;
-        reinterpret_cast<float4*>(p.dq_zero)[(r * p.heads + h) * v4 + i % v4] = zero4;
+        const int64_t r = i / (D / 4) < lo ? i / (D / 4) : i / (D / 4) - lo + hi;
+        reinterpret_cast<float4*>(p.dq_zero + (r * p.heads + h) * D)[i % (D / 4)] = zero4;
       }
     }
     return;
@@ -148,9 +147,8 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
         reinterpret_cast<float4*>(p.dq_zero + ((g0 + i / per) * p.heads + h) * 4 * per)[i % per] = zero4;
       }
     } else {
-      const int v4 = p.dq_bf16 ? D / 8 : D / 4;  // 16-byte words per row and head (bf16 rows: half)
-      for (int i = threadIdx.x; i < n * v4; i += kThreads) {
-        reinterpret_cast<float4*>(p.dq_zero)[(r0 + i / v4) * p.heads * v4 + h * v4 + i % v4] = zero4;
+      for (int i = threadIdx.x; i < n * (D / 4); i += kThreads) {
+        reinterpret_cast<float4*>(p.dq_zero + ((r0 + i / (D / 4)) * p.heads + h) * D)[i % (D / 4)] = zero4;
       }
     }
   }
@@ -469,11 +467,6 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
   const int64_t groups = (p.total_q + p.total_k) * p.heads * (p.head_dim / 8);
   if (groups <= 0) return cudaSuccess;
   const int sms = accel::current_device_sms();
-  if (p.dq_done) {  // (fp8_bwd_dq_tma: the kernel added dQ into dq's rows, zeroed by the pre-pass) rows outside
-    const dim3 grid(static_cast<unsigned>(2 * sms));
-    fp8_bwd_finish_quad_kernel<__nv_bfloat16, true><<<grid, kThreads, 0, stream>>>(p, 0, 0);
-    return cudaGetLastError();
-  }
   if (p.dq_tiled) {
     if (p.head_dim != 128 || p.heads > 65535) return cudaErrorInvalidValue;
     const int64_t ng = p.total_q / 16 + p.batch + 1;  // groups that hold rows (hstu_fp8_bwd_dq_tiled_groups - 3)

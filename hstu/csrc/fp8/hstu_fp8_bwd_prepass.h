@@ -81,8 +81,6 @@ struct HstuFp8BwdFinishParams {
   int dq_bf16;  // with dq_tiled: dq_accum's groups in bf16 (kFp8BwdDqBf16), uint4 i of a group and head holding the
                 // values of the fp32 layout's float4 2 (i % 128 / 32) 32 + i % 32 and the next 32 (block i / 128)
   int64_t total_q, total_k;
-  int dq_done;    // fp8_bwd_dq_tma: dq holds the result (zeroed by the pre-pass, added to by the kernel): only the
-                  // rows outside every sequence (dq, dk, dv) are written
   int main_path;  // private A/B (kOptFp8BwdMainPath): dq_bf16's groups with an owner search per pair in the loop
 };
 cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t stream);

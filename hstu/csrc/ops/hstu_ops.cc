@@ -596,18 +596,12 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   const bool diag_int = diag >= INT_MIN && diag <= INT_MAX;
   // the kernel variant (Fp8BwdDiagBuilt): the private diag, else the option bits' (fp8_bwd_option_diag)
-  int variant = !diag_int ? 0 : diag != 0 ? static_cast<int>(diag) : fp8_bwd_option_diag(options);
-  // fp16 outputs: the kernel without kFp8BwdDqTma (dq rounded once to fp16 from the bf16 workspace's sums)
-  if (out_dtype == 1 && fp8_bwd_dq_tma(variant ^ kFp8BwdDefault)) variant ^= kFp8BwdDqTma;
+  const int variant = !diag_int ? 0 : diag != 0 ? static_cast<int>(diag) : fp8_bwd_option_diag(options);
   ACCEL_CHECK(diag_int && fp8_bwd_diag_built(variant),
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag,
               " with options ", options);
   const bool dq_tiled = ((variant ^ kFp8BwdDefault) & kFp8BwdDqRedV4) != 0;  // (the kernel's features: diag ^ default)
   const bool dq_bf16 = dq_tiled && ((variant ^ kFp8BwdDefault) & kFp8BwdDqBf16) != 0;  // (its workspace in bf16)
-  // fp8_bwd_dq_tma: the kernel adds dQ into dq's bf16 rows (no workspace; the pre-pass zeroes dq)
-  const bool dq_tma = fp8_bwd_dq_tma(variant ^ kFp8BwdDefault);
-  ACCEL_CHECK(!dq_tma || out_dtype == 0, "diag: expected a kernel without kFp8BwdDqTma for float16 outputs, got ",
-              diag);
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   ACCEL_CHECK(q.dim() == 3 && q.size(2) == 128, "q: expected head dim 128 for the FP8 backward kernel, got ",
               accel::shape_str(q));
@@ -626,9 +620,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     bytes += (n + 255) / 256 * 256;
     return at;
   };
-  const int64_t dq_floats = dq_tma     ? 0
-                            : dq_tiled ? hstu_fp8_bwd_dq_tiled_floats(pre.total_q, B, H)
-                                       : pre.total_q * H * D;
+  const int64_t dq_floats = dq_tiled ? hstu_fp8_bwd_dq_tiled_floats(pre.total_q, B, H) : pre.total_q * H * D;
   const int64_t o_dq = region(4 * dq_floats), o_do8 = region(pre.total_q * H * D);
   const int64_t o_dos = region(4 * H * pre.do_cols), o_qt = region(H * D * pre.q_cols);
   const int64_t o_dot = region(H * D * pre.q_cols), o_kt = region(H * D * pre.k_cols);
@@ -642,11 +634,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   pre.dot = w + o_dot;
   pre.kt = w + o_kt;
   for (int i = 0; i < 3; ++i) chk.out[i] = reinterpret_cast<float*>(w + o_sc[i]);
-  const ScalarType odt = out_dtype == 1 ? ScalarType::Half : ScalarType::BFloat16;
-  Tensor dq = torch::stable::new_empty(q, {pre.total_q, H, D}, odt);
-  // zeroed by the pre-pass's quantization blocks (no fill): the workspace, or with dq_tma dq's bf16 rows
-  pre.dq_zero = dq_tma ? static_cast<float*>(dq.data_ptr()) : reinterpret_cast<float*>(w + o_dq);
-  pre.dq_tiled = dq_tiled && !dq_tma ? 1 : 0;
+  pre.dq_zero = reinterpret_cast<float*>(w + o_dq);  // zeroed by the pre-pass's quantization blocks (no fill)
+  pre.dq_tiled = dq_tiled ? 1 : 0;
   pre.dq_bf16 = dq_bf16 ? 1 : 0;
   cudaStream_t s = stream_of(q);
   // Launch order: the pre-pass first, right after the one allocation it writes (the host's prelude below runs while
@@ -676,6 +665,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.q_descale = chk.out[0];
   f.k_descale = chk.out[1];
   f.v_descale = chk.out[2];
+  const ScalarType odt = out_dtype == 1 ? ScalarType::Half : ScalarType::BFloat16;
+  Tensor dq = torch::stable::new_empty(q, {p.total_q, H, D}, odt);
   Tensor dk = torch::stable::new_empty(q, {total_k, H, D}, odt);
   Tensor dv = torch::stable::new_empty(q, {total_k, H, D}, odt);
   set_grads(p, dk, dv);
@@ -684,7 +675,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.qt = pre.qt;
   f.dot = pre.dot;
   f.kt = pre.kt;
-  f.dq_accum = dq_tma ? static_cast<float*>(dq.data_ptr()) : reinterpret_cast<float*>(w + o_dq);
+  f.dq_accum = reinterpret_cast<float*>(w + o_dq);
   f.diag = variant;
   const int nblk_k = static_cast<int>((p.max_seqlen_k + 127) / 128);
   f.lpt_pairs = hstu_fp8_bwd_lpt_pairs(nblk_k, kFp8BwdLptGroupCtas);
@@ -707,7 +698,6 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   fin.total_q = p.total_q;
   fin.total_k = total_k;
   fin.main_path = main_path ? 1 : 0;
-  fin.dq_done = dq_tma ? 1 : 0;
   err = hstu_fp8_bwd_finish(fin, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
   return std::make_tuple(dq, dk, dv);

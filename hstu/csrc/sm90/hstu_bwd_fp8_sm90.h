@@ -6,7 +6,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <climits>
 #include <cstdint>
 #include <utility>
 
@@ -28,8 +27,8 @@ struct HstuFp8BwdParams {
   int out_half;      // 1: dk / dv float16, 0: bfloat16
   int64_t total_k;
   float* dq_accum;   // fp32, zeroed: (total_q, H, D) (bulk tensor reduce-adds), or with kFp8BwdDqRedV4 the
-                     // fragment-ordered groups of hstu_fp8_bwd_dq_tiled_floats (in bf16 with kFp8BwdDqBf16: half of
-                     // them); fp8_bwd_dq_tma (the default): dq itself, (total_q, H, D) bf16, zeroed
+                     // fragment-ordered groups of hstu_fp8_bwd_dq_tiled_floats (in bf16 with kFp8BwdDqBf16, the
+                     // default: half of them)
   int diag;          // the kernel variant (the op's diag; Fp8BwdDiagBuilt): 0 the default
   int lpt_pairs;     // kFp8BwdLptGroups: (batch, head) pairs per group of the grid (hstu_fp8_bwd_lpt_pairs)
 };
@@ -143,26 +142,12 @@ constexpr int kFp8BwdAmaxTree = 32768;
 // GEMM of tile i - 2 issued before that barrier, in four dS8 buffers instead of three (measured: B16 S16K 0.976x the
 // time in a burst, 0.985x sustained; the dQ issue alone ahead measured slower; docs/hstu_kernel_notes.md, session 29).
 constexpr int kFp8BwdDs8Early = 2097152;
-// Not timing-only (dq up to the order of its bf16 additions; bit-equal dk / dv): with kFp8BwdDqBf16 and
-// kFp8BwdDs8Early (fp8_bwd_dq_tma), dQ of a tile rounded to bf16 as before but written by stmatrix into a per-warp
-// shared slot (16 rows x 64 columns, 128B-swizzled; two slots per warp) and added straight into dq's rows (bf16
-// output) by one bulk tensor reduce-add per warp and tile (cp.reduce.async.bulk.tensor .add, whole 128-byte lines),
-// issued an iteration later behind the dS8 stores' proxy fence: no dq workspace and no finishing pass over dq (the
-// pre-pass zeroes dq itself). fp16 outputs take the kernel without it (their dq rounds once from the bf16 sums).
-constexpr int kFp8BwdDqTma = 512;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
                                kFp8BwdDqRedV4 | kFp8BwdLptGroups | kFp8BwdStages3 | kFp8BwdRedKeep | kFp8BwdFullNext |
                                kFp8BwdWgUniform | kFp8BwdRedNext | kFp8BwdRedNextWide | kFp8BwdFactorsEarly |
-                               kFp8BwdDqBf16 | kFp8BwdLean | kFp8BwdAmaxTree | kFp8BwdDs8Early | kFp8BwdDqTma;
-// Whether a kernel of feature bits v (diag ^ kFp8BwdDefault) adds dQ into dq's rows by kFp8BwdDqTma (the kernel and
-// the op read this one rule: the op then zeroes dq in the pre-pass and skips the finishing pass's dq part).
-constexpr bool fp8_bwd_dq_tma(int v) {
-  return (v & kFp8BwdDqTma) != 0 && (v & kFp8BwdDqRedV4) != 0 && (v & kFp8BwdDqBf16) != 0 &&
-         (v & kFp8BwdDs8Early) != 0 && (v & kFp8BwdSpecQ) != 0 && (v & kFp8BwdStsmDs8) != 0 &&
-         (v & kFp8BwdLateFence) == 0 && (v & kFp8BwdDiagNoDq) == 0;
-}
+                               kFp8BwdDqBf16 | kFp8BwdLean | kFp8BwdAmaxTree | kFp8BwdDs8Early;
 // The features the default gained last (measured one by one against the kernel without them; dev builds keep the
 // kernel without all three).
 constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
@@ -178,15 +163,14 @@ constexpr int hstu_fp8_bwd_lpt_pairs(int nblk_k, int group_ctas) {
 // product build now, their measurements in docs/hstu_kernel_notes.md).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 // The op's private variants by option bits (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS; the op's diag, when not 0, wins):
-// bit 59 main_kernel toggles kFp8BwdDqTma (off: main 6ca06103's kernel and dq workspace + finishing pass); bit 60:
-// hstu_ops.cc.
+// bit 59 main_kernel toggles kFp8BwdDs8Early (off: main 4d2d71ae's kernel); bit 60 free.
 constexpr int64_t kOptFp8BwdMainKernel = int64_t{1} << 59;
 constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdMainKernel;
-constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdMainKernel) ? kFp8BwdDqTma : 0; }
+constexpr int fp8_bwd_option_diag(int64_t options) { return (options & kOptFp8BwdMainKernel) ? kFp8BwdDs8Early : 0; }
 constexpr int kFp8BwdLptGroupCtas = 256;
 
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default and kFp8BwdDqTma (the default without its newest feature = main 6ca06103's kernel, option bit 59).
+// default and kFp8BwdDs8Early (the default without its newest feature = main 4d2d71ae's kernel, option bit 59).
 // Builds with HSTU_DEV_VARIANTS (--define hstu_dev=1) add the timing-only phase splits
 // (tools/hstu_dev/fp8_bwd_split.py) and the default without one older feature each; which main commit each of those
 // equals: docs/hstu_kernel_notes.md, "The FP8 backward's dev variants".
@@ -205,11 +189,9 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
                                               kFp8BwdWgUniform | kFp8BwdRedNext, kFp8BwdRedNext,
                                               kFp8BwdRedNextWide, kFp8BwdFactorsEarly, kFp8BwdDiagNoReload,
                                               kFp8BwdDqBf16, kFp8BwdDqBf16Held1, kFp8BwdDqBf16Held0,
-                                              kFp8BwdLean, kFp8BwdAmaxTree, kFp8BwdDs8Early, kFp8BwdDqTma>;
+                                              kFp8BwdLean, kFp8BwdAmaxTree, kFp8BwdDs8Early>;
 #else
-// (branch fp8b38's run 3: the timing-only splits kFp8BwdDiagNoDq (no dQ adds at all) and kFp8BwdDiagNoReduce (with
-// kFp8BwdDqTma: the slots stored, no bulk reduce-add) in the lab wheel too)
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDqTma, kFp8BwdDiagNoDq, kFp8BwdDiagNoReduce>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDs8Early>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

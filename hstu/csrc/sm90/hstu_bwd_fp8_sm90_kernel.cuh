@@ -107,12 +107,8 @@ struct Fp8BwdTraits {
   static constexpr int kDqWarpBytes = 4096;
   static constexpr int kOffDq = kOffdS + kdSBufs * kdSBytes;
   static constexpr int kDqBytes = kCompact ? 0 : 8 * kDqWarpBytes;
-  // fp8_bwd_dq_tma: per consumer warp two slots of its 16 rows x 64 columns of dQ in bf16 (128-byte rows,
-  // 128B-swizzled: the box of the dq tensor map), tile t's in slot t % 2, at kOffDq
-  static constexpr bool kDqTma = fp8_bwd_dq_tma(kVariant);
-  static constexpr int kDqTmaBytes = kDqTma ? 2 * 8 * 2048 : 0;
   static constexpr int kAmaxSlots = 4;  // amax words of tiles j % 4: 8 consumer warps each
-  static constexpr int kOffRed = kOffDq + kDqBytes + kDqTmaBytes;
+  static constexpr int kOffRed = kOffDq + kDqBytes;
   static constexpr int kBarOffset = kOffRed + kAmaxSlots * 32;
   // mbarriers (104 B: K / V / K^T, then full / empty of rings A and B; kFp8BwdLean's 6 words at 104), the parked
   // SeqInfo (64 B), tile map
@@ -312,12 +308,6 @@ __device__ __forceinline__ void red_add_v4_bf16x2(float* a, uint32_t x, uint32_t
                : "memory");
 }
 
-// All but this thread's newest N bulk groups have read their shared-memory sources.
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
-
 __device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
@@ -405,11 +395,6 @@ __global__ void __launch_bounds__(384, 1)
   // of tile j - 1 that this warpgroup passed in the previous late part)
   constexpr bool kDs8Early = C::kDs8Early;
   constexpr int kDsBufs = C::kdSBufs;
-  // fp8_bwd_dq_tma (kFp8BwdDqTma): dQ's bf16 words stored by stmatrix into the warp's slot, added to dq's rows by a
-  // bulk tensor reduce-add (tm_dq: bf16, box 64 columns x 16 rows); in the loop issued in the next late part behind
-  // its dS8 fence, after the loop at once
-  constexpr bool kDqTma = C::kDqTma;
-  static_assert(!kDqTma || (kDqRed && kDqBf16 && kDs8Early), "kFp8BwdDqTma: fp8_bwd_dq_tma's rule");
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -596,20 +581,6 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
   };
-  // fp8_bwd_dq_tma: tile t's slot into dq's rows (this warp's rows m0 + 16 warp .. + 15, columns 64 wg ..; rows past
-  // the sequence hold dS8's zeros: exact no-ops on the next sequence's rows; clipped past total_q): the proxy fence
-  // (fence: the stores of this late part; else the dS8 fence of the next one saw them), then lane 0's reduce-add.
-  auto dq_tma_issue = [&](int t, bool fence) {
-    if constexpr (kDqTma) {
-      if (fence) proxy_fence();
-      __syncwarp();
-      if ((kDiag & kFp8BwdDiagNoReduce) == 0 && lane == 0) {  // (timing-only kFp8BwdDiagNoReduce: none)
-        tma_reduce_add_3d(&tm_dq, opaque(base + C::kOffDq) + ((t & 1) * 8 + 4 * wg + warp) * 2048, 64 * wg, h,
-                          sq.q_start + tile_m0(t) + 16 * warp);
-        bulk_commit();
-      }
-    }
-  };
   // kRedNext: the last kRedNextHeld reduce-adds of dQ of tile i - 2 (scaled in the late part of iteration i) issued
   // in iteration i + 1 once its S^T is issued (after the loop: before the last late part), at red_keep (the address
   // of that tile's reduce-adds)
@@ -617,7 +588,7 @@ __global__ void __launch_bounds__(384, 1)
   float dq_pend[4 * kRedNextHeld];
   // kDqBf16: the last kBf16Held of the 4 bf16 reduce-adds held, as packed words (8 registers for 2; 3 held measured
   // slower, session 26; lab bits kFp8BwdDqBf16Held1 / Held0: 1 / none)
-  constexpr int kBf16Held = kDqTma || (kDiag & kFp8BwdDqBf16Held0) != 0 ? 0
+  constexpr int kBf16Held = (kDiag & kFp8BwdDqBf16Held0) != 0   ? 0
                             : (kDiag & kFp8BwdDqBf16Held1) != 0 ? 1
                             : kRedNextHeld >= 3                 ? 2
                                                                 : 1;
@@ -652,30 +623,7 @@ __global__ void __launch_bounds__(384, 1)
         red_keep = a;
         red_g = g;
       }
-      if constexpr (kDqTma) {
-        // 8 x 8 bf16 matrices (column block j, rows 8 hr ..) of this warp's 16 x 64 part: word (j, hr) holds row
-        // lane / 4 + 8 hr, columns 8 j + 2 (lane % 4), + 1 (acc[4 j + 2 hr], + 1: the stmatrix fragment); stmatrix
-        // k stores matrices (2 k + (m >> 1), m & 1), m = 0..3, lane L giving row L % 8 of matrix L / 8: slot row
-        // 8 (m & 1) + L % 8, 16-byte chunk (2 k + (m >> 1)) ^ (L % 8) (128B swizzle).
-        const uint32_t slot = opaque(base + C::kOffDq) + ((t & 1) * 8 + 4 * wg + warp) * 2048;
-        if (lane == 0) bulk_wait_read<1>();  // tile t - 2's reduce-add has read this slot (t - 1's may still run)
-        __syncwarp();
-        const int mi = lane >> 3, lr = lane & 7;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          uint32_t w[4];
-#pragma unroll
-          for (int m = 0; m < 4; ++m) {
-            const int j = 2 * k + (m >> 1), hr = m & 1;
-            w[m] = pack_bf16x2(acc[4 * j + 2 * hr] * scale, acc[4 * j + 2 * hr + 1] * scale);
-          }
-          const uint32_t sa = slot + (8 * (mi & 1) + lr) * 128 + (((2 * k + (mi >> 1)) ^ lr) << 4);
-          asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(sa), "r"(w[0]),
-                       "r"(w[1]), "r"(w[2]), "r"(w[3])
-                       : "memory");
-        }
-        if (!defer) dq_tma_issue(t, true);
-      } else if constexpr (kDqBf16) {  // instruction j: the values of float4 2 j and 2 j + 1, 16 bytes at a + 128 j
+      if constexpr (kDqBf16) {  // instruction j: the values of float4 2 j and 2 j + 1, 16 bytes at a + 128 j floats
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           uint32_t w[4];
@@ -798,9 +746,6 @@ __global__ void __launch_bounds__(384, 1)
       store_ds8(da_x, i - 1);
       dq_issue(acc_dq, i - 2);
       proxy_fence();
-      if constexpr (kDqTma) {  // dQ of tile i - 3, stored in the last late part (its stores under this fence)
-        if (i > 2) dq_tma_issue(i - 3, false);
-      }
     }
     // The factor of tile i - 1, shared by both warpgroups (dQ sums over all 128 keys): the 8 warp maxima posted in
     // tile i - 1 (the other warpgroup's arrive was a tile ago: rarely a wait). u only grows, by powers of two:
@@ -1165,7 +1110,7 @@ __global__ void __launch_bounds__(384, 1)
     pin_all(acc_dq);
     dq_stage(acc_dq, n - 1, dq_scale1, true, false);
   }
-  if constexpr (kDqStaged || kDqTma) {
+  if constexpr (kDqStaged) {
     if (lane == 0) bulk_wait_read0();  // the staged panels are read before the CTA's shared memory goes
   }
   // Epilogue: every key row of the block inside the sequence (0 where no query sees it).

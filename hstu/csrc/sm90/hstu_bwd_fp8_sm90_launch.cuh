@@ -54,19 +54,7 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
   if ((err = cols_map(&tdot, f.dot, f.q_cols, C::kBlockM)) != cudaSuccess) return err;
   if ((err = cols_map(&tkt, f.kt, f.k_cols, C::kBlockN)) != cudaSuccess) return err;
   CUtensorMap tdq;  // dq_accum's bulk reduce-adds: boxes of 32 columns x 16 rows (one warp's panel)
-  if (fp8_bwd_dq_tma(f.diag ^ kFp8BwdDefault)) {  // dq (bf16 rows): boxes of 64 columns x 16 rows (a warp's slot)
-    TensorMapEncodeTiledFn enc = tensor_map_encoder();
-    if (enc == nullptr) return cudaErrorNotSupported;
-    const cuuint64_t dims[3] = {D, u64(p.heads), u64(p.total_q)};
-    const cuuint64_t strides[2] = {u64(D) * 2, u64(p.heads) * D * 2};
-    const cuuint32_t box[3] = {64, 1, 16}, estr[3] = {1, 1, 1};
-    const CUresult r = enc(&tdq, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, f.dq_accum, dims, strides, box, estr,
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) return cudaErrorInvalidValue;
-  } else if ((err = make_dq_accum_map(&tdq, f.dq_accum, p.total_q, p.heads, D, 16)) != cudaSuccess) {
-    return err;
-  }
+  if ((err = make_dq_accum_map(&tdq, f.dq_accum, p.total_q, p.heads, D, 16)) != cudaSuccess) return err;
   const int n_blocks = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
   if (((f.diag ^ kFp8BwdDefault) & kFp8BwdLpt) && n_blocks > 65535) return cudaErrorInvalidValue;
   if (((f.diag ^ kFp8BwdDefault) & kFp8BwdLptGroups) && int64_t{n_blocks} * p.heads * p.batch > INT32_MAX) {
