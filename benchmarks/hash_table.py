@@ -15,9 +15,10 @@ training step, where ops are queued ahead).
     python benchmarks/hash_table.py --dims 8 32 --dists uniform --results ...      # a slice of it
     python benchmarks/hash_table.py --dists uniform --peer-hkv BINARY               # beside HierarchicalKV
 
---peer-hkv BINARY runs HierarchicalKV's own benchmark (built by tools/peer/build_hkv_benchmark.sh; it always runs
-its fixed grid, see benchmarks/hkv_peer.py) before ours, times each of our ops both ways (device time as above, and
-HKV's way: a host clock around the call and a stream synchronize) and prints one table of ours, HKV's and the ratios.
+--peer-hkv BINARY runs HierarchicalKV's own benchmark (built by tools/peer/build_hkv_benchmark.sh: the slice of its
+pure-HBM grid given by --dims / --lambdas and the five compared ops; HKV's plain binary runs its whole grid, see
+benchmarks/hkv_peer.py) before ours, times each of our ops both ways (device time as above, and HKV's way: a host
+clock around the call and a stream synchronize) and prints one table of ours, HKV's and the ratios.
 """
 
 import argparse
@@ -250,22 +251,24 @@ GRID_DISTS = ("uniform", "zipf1.05")
 GRID_CAPACITY = {8: 128 << 20, 32: 128 << 20, 64: 64 << 20}  # slots per dim (HKV's benchmark grid)
 
 
-def run_peer(a):
-    """Runs HKV's benchmark (a.peer_hkv) and parses it; returns (HkvRun, HKV commit)."""
+def run_peer(a, dims, lams):
+    """Runs HKV's benchmark (a.peer_hkv) on dims x lams and parses it; returns (HkvRun, HKV commit)."""
     commit = a.hkv_commit
     if commit is None:
         path = os.path.join(os.path.dirname(os.path.abspath(a.peer_hkv)), "hkv_commit.txt")
         commit = open(path).read().strip() if os.path.exists(path) else "unknown"
-    print(f"HierarchicalKV {commit}: running {a.peer_hkv} (pure-HBM grid; stopped at its hybrid section or after "
-          f"{a.peer_timeout:.0f} s)", flush=True)
+    args = hkv_peer.grid_args(dims, lams)
+    print(f"HierarchicalKV {commit}: running {a.peer_hkv} {' '.join(args)} (pure-HBM grid; stopped at its hybrid "
+          f"section or after {a.peer_timeout:.0f} s)", flush=True)
     log = open(a.hkv_log, "w") if a.hkv_log else None
     try:
-        out = hkv_peer.run(a.peer_hkv, a.peer_timeout, log=log, echo=lambda s: print("hkv| " + s, flush=True))
+        out = hkv_peer.run(a.peer_hkv, a.peer_timeout, log=log, echo=lambda s: print("hkv| " + s, flush=True),
+                           args=args)
     finally:
         if log:
             log.close()
     run = hkv_peer.parse(out.text)
-    state = ("complete" if out.stopped_at_hybrid else
+    state = ("complete" if out.stopped_at_hybrid or out.returncode == 0 else
              f"TIMED OUT after {out.seconds:.0f} s" if out.timed_out else f"ended with code {out.returncode}")
     print(f"HierarchicalKV: {state} in {out.seconds:.0f} s, {len(run.tables)} (dim, capacity, lambda) rows parsed",
           flush=True)
@@ -284,6 +287,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions per op (default 5 quick, 10 grid)")
     ap.add_argument("--results", default=None, help="append the table to this markdown file")
     ap.add_argument("--plot", default=None, help="PNG path (default next to --results, if matplotlib imports)")
+    ap.add_argument("--no-plot", action="store_true", help="write no PNG (saves matplotlib's import in short runs)")
     ap.add_argument("--commit", default=None, help="commit to name in the results (default: git, or the wheel's)")
     ap.add_argument("--initializer", default="constant", choices=["constant", "uniform", "normal", "truncated_normal"],
                     help="how find_or_insert fills new rows (default: constant, the table's default; the random kinds "
@@ -327,7 +331,7 @@ def main(argv=None):
     hkv = None
     if a.peer_hkv:
         # First, while this process holds no table (HKV's fills its own 16 GB tables).
-        hkv, hkv_commit = run_peer(a)
+        hkv, hkv_commit = run_peer(a, dims, lams)
     bw = copy_bandwidth("cuda")
     gpu = torch.cuda.get_device_name()
     rows, fills = [], {}
@@ -373,6 +377,8 @@ def main(argv=None):
         with open(a.results, "a") as f:
             f.write(f"\n{text}\n\ncommit {a.commit or git_commit()}, {time.strftime('%Y-%m-%d')}, torch "
                     f"{torch.__version__}, command: `python {' '.join(sys.argv)}`\n")
+    if a.no_plot:
+        return 0
     try:
         import matplotlib
 
