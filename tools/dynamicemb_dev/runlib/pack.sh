@@ -12,7 +12,8 @@
 #                                 table_ab.py, benchmarks/{hash_table,hkv_peer,bench_util}.py of this tree
 #   pack_extra DIR (run.conf)     a function that copies the folder's own extra files into DIR
 # Built in /tmp and moved into place at the end (the lead may copy the carry at any time: never leave it half
-# written); the carry folder's size is printed and checked against 12 MB.
+# written); the carry folder's size is printed and checked against 12 MB. CARRY_DIR (default /work/main/.carry)
+# packs elsewhere (a dry run of the packing).
 # Usage: [LAB=...] [LABC=commit] [PATCH=file] [NOLAB=1] [LABBIN=path] [WHL=1] [TREE=1] runlib/pack.sh RUN_DIR K
 set -e
 [ $# -eq 2 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
@@ -20,7 +21,7 @@ H=$(cd "$1" && pwd) K=$2
 L=$(cd "$(dirname "$0")" && pwd)
 R=$(cd "$L/../../.." && pwd)
 NAME=$(basename "$H" _run)
-D=/work/main/.carry/$NAME
+D=${CARRY_DIR:-/work/main/.carry}/$NAME
 [ -f "$H/run$K.sh" ] || { echo "pack: no $H/run$K.sh" >&2; exit 2; }
 pack_extra() { :; }
 [ -f "$H/run.conf" ] && . "$H/run.conf"
