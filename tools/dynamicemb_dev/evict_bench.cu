@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   // Load factors, comma-separated, ascending (the table is filled on from one to the next): "0.5,0.75,1".
   const std::vector<double> loads = parse_list(argc > 6 ? argv[6] : "1");
   const int64_t dim = 32;
-  const int64_t cap = int64_t(1) << cap_log2, B = 128, n = int64_t(1) << n_log2;
+  const int64_t cap = int64_t(1) << cap_log2, n = int64_t(1) << n_log2;
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   TableRef t = make_table(cap, dim, s);
