@@ -251,13 +251,18 @@ GRID_DISTS = ("uniform", "zipf1.05")
 GRID_CAPACITY = {8: 128 << 20, 32: 128 << 20, 64: 64 << 20}  # slots per dim (HKV's benchmark grid)
 
 
+# The order HKV's grid driver measures the compared ops in (each figure is printed when measured; a run cut short by
+# --peer-timeout keeps the first): the inserting ops first, the furthest from 2x HKV.
+PEER_OP_ORDER = ("find_or_insert", "insert_or_assign", "insert_and_evict", "assign", "find")
+
+
 def run_peer(a, dims, lams):
     """Runs HKV's benchmark (a.peer_hkv) on dims x lams and parses it; returns (HkvRun, HKV commit)."""
     commit = a.hkv_commit
     if commit is None:
         path = os.path.join(os.path.dirname(os.path.abspath(a.peer_hkv)), "hkv_commit.txt")
         commit = open(path).read().strip() if os.path.exists(path) else "unknown"
-    args = hkv_peer.grid_args(dims, lams)
+    args = hkv_peer.grid_args(dims, lams, PEER_OP_ORDER)
     print(f"HierarchicalKV {commit}: running {a.peer_hkv} {' '.join(args)} (pure-HBM grid; stopped at its hybrid "
           f"section or after {a.peer_timeout:.0f} s)", flush=True)
     log = open(a.hkv_log, "w") if a.hkv_log else None

@@ -92,6 +92,31 @@ def test_parse_reads_every_cell_of_both_modes_in_hkv_units(peer):
     assert peer.HKV_UNIT == pytest.approx(1.073741824)
 
 
+def test_parse_joins_the_grid_drivers_one_table_per_op(peer):
+    # tools/peer/hkv_benchmark_grid.cu with --apis: one two-column table per op (rows: the loads), in the order given;
+    # a run stopped by the timeout keeps the ops measured before it.
+    text = textwrap.dedent("""\
+        * GPU: 1 x NVIDIA H200: 9.0
+        ### On pure HBM mode: 
+
+        * dim = 32, capacity = 128 Million-KV, HBM = 16 GB, HMEM = 0 GB
+
+        |    \u03bb | find_or_insert |
+        |-----:|-------:|
+        | 0.50 |          2.078 |
+        | 1.00 |          1.230 |
+
+        |    \u03bb | insert_or_assign |
+        |-----:|-------:|
+        | 0.50 |            2.118 |
+        | 1.00 |    """)
+    run = peer.parse(text)
+    cap = 128 << 20
+    assert run.tables[(peer.PURE_HBM, 32, cap, 0.5)] == {"find_or_insert": 2.078, "insert_or_assign": 2.118}
+    assert run.tables[(peer.PURE_HBM, 32, cap, 1.0)] == {"find_or_insert": 1.230}
+    assert run.get(32, cap, 1.0, "insert_or_assign") is None
+
+
 def test_parse_drops_a_row_cut_short_and_records_skipped_configs(peer):
     cut = PURE + "\n* dim = 64, capacity = 64 Million-KV, HBM = 16 GB, HMEM = 0 GB\n\n" + (
         "|    \u03bb | insert_or_assign |   find |\n|-----:|-----------------:|-------:|\n"
@@ -264,7 +289,7 @@ def test_main_with_a_peer_runs_it_first_and_prints_both_tables(bench, tmp_path, 
     assert "vs HierarchicalKV" in results.read_text() and "hybrid mode" in log.read_text()
     # the grid driver's slice: our dims and loads, the five compared ops
     assert (tmp_path / "args.txt").read_text().split() == [
-        "--dims", "32", "--lambdas", "0.5,1", "--apis", "find,find_or_insert,insert_or_assign,insert_and_evict,assign"]
+        "--dims", "32", "--lambdas", "0.5,1", "--apis", "find_or_insert,insert_or_assign,insert_and_evict,assign,find"]
 
 
 def test_grid_driver_run_that_ends_by_itself_is_complete(bench, tmp_path, monkeypatch, capsys):

@@ -11,7 +11,8 @@ for path in sys.argv[1:]:
         continue
     state = re.findall(r"HierarchicalKV: (.*?) in (\d+) s", text)
     print(f"# {path.split('/')[-1]}: HKV {state[-1][0] + ' ' + state[-1][1] + ' s' if state else 'not finished'}")
-    rows = [l for l in text.splitlines() if re.match(r"^\| \d+ \| \d+M \| [\d.]+ \| \w+ \| [\d.]", l)]
+    side = text.split("vs HierarchicalKV", 1)[1] if "vs HierarchicalKV" in text else ""
+    rows = [l for l in side.splitlines() if re.match(r"^\| \d+ \| \d+M \| [\d.]+ \| \w+ \| [\d.]", l)]
     for l in rows:  # | dim | cap | λ | op | dev | host | HKV | dev/HKV | host/HKV |
         c = [x.strip() for x in l.strip("|").split("|")]
         num = lambda s: s.split(" ")[0]
