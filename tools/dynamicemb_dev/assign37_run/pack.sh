@@ -1,5 +1,5 @@
 #!/bin/bash
-# Packs run K of assign37 into /work/main/.carry/assign37/ with the shared run library (runlib/pack.sh: its options, e.g. NOLAB=1
-# keeps the carried lab binary, WHL=1 adds this tree's wheel and test files; run.conf holds this folder's defaults).
-# Usage: [NOLAB=1] [LABC=commit] [PATCH=file] [WHL=1] pack.sh K
+# Packs run K of assign37 into /work/main/.carry/assign37/ with the shared run library (runlib/pack.sh: its options,
+# e.g. NOLAB=1 keeps the carried lab binary, WHL=1 adds this tree's wheel and test files; run.conf holds this
+# folder's defaults). Usage: [NOLAB=1] [LABC=commit] [PATCH=file] [WHL=1] pack.sh K
 exec bash "$(dirname "$0")/../runlib/pack.sh" "$(dirname "$0")" "$@"
