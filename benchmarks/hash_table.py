@@ -15,9 +15,10 @@ training step, where ops are queued ahead).
     python benchmarks/hash_table.py --dims 8 32 --dists uniform --results ...      # a slice of it
     python benchmarks/hash_table.py --dists uniform --peer-hkv BINARY               # beside HierarchicalKV
 
---peer-hkv BINARY runs HierarchicalKV's own benchmark (built by tools/peer/build_hkv_benchmark.sh; it always runs
-its fixed grid, see benchmarks/hkv_peer.py) before ours, times each of our ops both ways (device time as above, and
-HKV's way: a host clock around the call and a stream synchronize) and prints one table of ours, HKV's and the ratios.
+--peer-hkv BINARY runs HierarchicalKV's own benchmark (built by tools/peer/build_hkv_benchmark.sh: the slice of its
+pure-HBM grid given by --dims / --lambdas and the five compared ops; HKV's plain binary runs its whole grid, see
+benchmarks/hkv_peer.py) before ours, times each of our ops both ways (device time as above, and HKV's way: a host
+clock around the call and a stream synchronize) and prints one table of ours, HKV's and the ratios.
 """
 
 import argparse
@@ -206,10 +207,14 @@ def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initia
     timers = [Timer, HostTimer] if host else [Timer]
     for op in OPS:
         times = {tc: [] for tc in timers}
+        # Ops that evict (or may, at lam 1.0) restore the table after every call from one snapshot taken before the
+        # op's first call (each call then starts from the same state, as before, without allocating and copying a
+        # whole-table clone ahead of every call, which the host clock would also see).
+        restores = op == "insert_and_evict" or (lam >= 1.0 and op in ("find_or_insert", "insert_or_assign"))
+        snap = None
         for i, (k, miss) in enumerate(batches):
             for tc in timers:
-                snap = None
-                if op == "insert_and_evict" or (lam >= 1.0 and op in ("find_or_insert", "insert_or_assign")):
+                if restores and snap is None:
                     snap = {n: x.clone() for n, x in t.state_dict().items() if isinstance(x, torch.Tensor) and x.dim()}
                 tm = tc()
                 with tm:
@@ -218,7 +223,7 @@ def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initia
                 if i > 0:
                     times[tc].append(ms)
                 # restore the load factor (untimed)
-                if snap is not None:
+                if restores:
                     for n, x in snap.items():
                         getattr(t, n).copy_(x)
                 elif op in ("find_or_insert", "insert_or_assign"):
@@ -250,22 +255,29 @@ GRID_DISTS = ("uniform", "zipf1.05")
 GRID_CAPACITY = {8: 128 << 20, 32: 128 << 20, 64: 64 << 20}  # slots per dim (HKV's benchmark grid)
 
 
-def run_peer(a):
-    """Runs HKV's benchmark (a.peer_hkv) and parses it; returns (HkvRun, HKV commit)."""
+# The order HKV's grid driver measures the compared ops in (each figure is printed when measured; a run cut short by
+# --peer-timeout keeps the first): the inserting ops first, the furthest from 2x HKV.
+PEER_OP_ORDER = ("find_or_insert", "insert_or_assign", "insert_and_evict", "assign", "find")
+
+
+def run_peer(a, dims, lams):
+    """Runs HKV's benchmark (a.peer_hkv) on dims x lams and parses it; returns (HkvRun, HKV commit)."""
     commit = a.hkv_commit
     if commit is None:
         path = os.path.join(os.path.dirname(os.path.abspath(a.peer_hkv)), "hkv_commit.txt")
         commit = open(path).read().strip() if os.path.exists(path) else "unknown"
-    print(f"HierarchicalKV {commit}: running {a.peer_hkv} (pure-HBM grid; stopped at its hybrid section or after "
-          f"{a.peer_timeout:.0f} s)", flush=True)
+    args = hkv_peer.grid_args(dims, lams, PEER_OP_ORDER)
+    print(f"HierarchicalKV {commit}: running {a.peer_hkv} {' '.join(args)} (pure-HBM grid; stopped at its hybrid "
+          f"section or after {a.peer_timeout:.0f} s)", flush=True)
     log = open(a.hkv_log, "w") if a.hkv_log else None
     try:
-        out = hkv_peer.run(a.peer_hkv, a.peer_timeout, log=log, echo=lambda s: print("hkv| " + s, flush=True))
+        out = hkv_peer.run(a.peer_hkv, a.peer_timeout, log=log, echo=lambda s: print("hkv| " + s, flush=True),
+                           args=args)
     finally:
         if log:
             log.close()
     run = hkv_peer.parse(out.text)
-    state = ("complete" if out.stopped_at_hybrid else
+    state = ("complete" if out.stopped_at_hybrid or out.returncode == 0 else
              f"TIMED OUT after {out.seconds:.0f} s" if out.timed_out else f"ended with code {out.returncode}")
     print(f"HierarchicalKV: {state} in {out.seconds:.0f} s, {len(run.tables)} (dim, capacity, lambda) rows parsed",
           flush=True)
@@ -284,6 +296,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions per op (default 5 quick, 10 grid)")
     ap.add_argument("--results", default=None, help="append the table to this markdown file")
     ap.add_argument("--plot", default=None, help="PNG path (default next to --results, if matplotlib imports)")
+    ap.add_argument("--no-plot", action="store_true", help="write no PNG (saves matplotlib's import in short runs)")
     ap.add_argument("--commit", default=None, help="commit to name in the results (default: git, or the wheel's)")
     ap.add_argument("--initializer", default="constant", choices=["constant", "uniform", "normal", "truncated_normal"],
                     help="how find_or_insert fills new rows (default: constant, the table's default; the random kinds "
@@ -327,7 +340,7 @@ def main(argv=None):
     hkv = None
     if a.peer_hkv:
         # First, while this process holds no table (HKV's fills its own 16 GB tables).
-        hkv, hkv_commit = run_peer(a)
+        hkv, hkv_commit = run_peer(a, dims, lams)
     bw = copy_bandwidth("cuda")
     gpu = torch.cuda.get_device_name()
     rows, fills = [], {}
@@ -373,6 +386,8 @@ def main(argv=None):
         with open(a.results, "a") as f:
             f.write(f"\n{text}\n\ncommit {a.commit or git_commit()}, {time.strftime('%Y-%m-%d')}, torch "
                     f"{torch.__version__}, command: `python {' '.join(sys.argv)}`\n")
+    if a.no_plot:
+        return 0
     try:
         import matplotlib
 

@@ -1,9 +1,12 @@
 """HierarchicalKV's own benchmark as a side-by-side peer of benchmarks/hash_table.py (`--peer-hkv BINARY`).
 
-The binary is HKV's benchmark/merlin_hashtable_benchmark.cc.cu built by tools/peer/build_hkv_benchmark.sh. It takes
-no arguments and always runs its fixed grid: pure-HBM tables of dim 8 (128M slots), 32 (128M) and 64 (64M), load
-factors 0.50 / 0.75 / 1.00, 1M keys per op, hit rate 0.6, LRU, then hybrid (HBM + host memory) tables. Only the
-pure-HBM part matches hash_table.py's grid, so the run is stopped at the hybrid section's heading.
+The binary is HKV's benchmark/merlin_hashtable_benchmark.cc.cu built by tools/peer/build_hkv_benchmark.sh. HKV's
+main takes no arguments and always runs its fixed grid: pure-HBM tables of dim 8 (128M slots), 32 (128M) and 64
+(64M), load factors 0.50 / 0.75 / 1.00, 1M keys per op, hit rate 0.6, LRU, ten ops, then hybrid (HBM + host memory)
+tables. Only the pure-HBM part matches hash_table.py's grid, so the run is stopped at the hybrid section's heading.
+The build script's default binary (tools/peer/hkv_benchmark_grid.cu around HKV's unchanged file) also takes
+`--dims / --lambdas / --apis` and runs only that slice of the pure-HBM grid (grid_args() builds them; HKV's plain
+binary ignores arguments and runs everything).
 
 Its output (markdown, written by the binary; see parse()): a "* GPU: 1 x NAME: MAJOR.MINOR" line, per mode a
 "### On pure HBM mode:" / "### On HBM+HMEM hybrid mode:" heading, per table a "* dim = D, capacity = C Million-KV,
@@ -116,12 +119,19 @@ class HkvOutput:
     returncode: Optional[int]
 
 
-def run(binary: str, timeout_s: float, log=None, stop_at_hybrid: bool = True, echo=None) -> HkvOutput:
-    """Runs HKV's benchmark, stopping it at the hybrid section (or at timeout_s). Its output lines are written to
-    `log` (a file object) and passed to `echo` (e.g. print) as they arrive."""
+def grid_args(dims: Sequence[int], lambdas: Sequence[float], ops: Sequence[str] = HKV_OPS) -> List[str]:
+    """The grid driver's arguments for a slice of HKV's pure-HBM grid (ops in HKV's names)."""
+    return ["--dims", ",".join(str(d) for d in dims), "--lambdas", ",".join(f"{x:g}" for x in lambdas),
+            "--apis", ",".join(ops)]
+
+
+def run(binary: str, timeout_s: float, log=None, stop_at_hybrid: bool = True, echo=None,
+        args: Sequence[str] = ()) -> HkvOutput:
+    """Runs HKV's benchmark (with `args`, see grid_args), stopping it at the hybrid section (or at timeout_s). Its
+    output lines are written to `log` (a file object) and passed to `echo` (e.g. print) as they arrive."""
     t0 = time.time()
     # Line-buffered through stdbuf where there is one (the binary flushes only at std::endl otherwise).
-    cmd = (["stdbuf", "-oL"] if shutil.which("stdbuf") else []) + [binary]
+    cmd = (["stdbuf", "-oL"] if shutil.which("stdbuf") else []) + [binary] + list(args)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                             errors="replace", start_new_session=True)
     timed_out = threading.Event()

@@ -103,8 +103,7 @@ int main(int argc, char** argv) {
   lp.found_out = found;
 
   const char* names[] = {"find", "find_or_insert", "insert_or_assign", "assign"};
-  cudaEvent_t* ev = g_ev;
-  for (int k = 0; k < 8; ++k) CK(cudaEventCreate(&ev[k]));
+  for (int k = 0; k < 8; ++k) CK(cudaEventCreate(&g_ev[k]));
   bool ok = true;
   for (int op = 0; op < 4; ++op) {
     std::vector<float> tk[8], ttot;
@@ -121,21 +120,14 @@ int main(int argc, char** argv) {
       } else {
         p.values_in = vin;
       }
-      spin<<<1, 1, 0, s>>>(400000);
-      CK(cudaEventRecord(ev[0], s));
-      int ne = 1;
-      if (op == 0) {
-        lp.values_out = vout;
-        launch_lookup<K, V, P>(lp, s);
-        CK(cudaEventRecord(ev[ne++], s));
-      } else {
-        g_ne = 1;  // the hook records after each kernel
-        launch_upsert<K, V, P>(p, s);
-        ne = g_ne;
-        g_ne = 0;
-      }
-      CK(cudaStreamSynchronize(s));
-      CK(cudaGetLastError());
+      const int ne = timed_op(s, false, [&] {
+        if (op == 0) {
+          lp.values_out = vout;
+          launch_lookup<K, V, P>(lp, s);
+        } else {
+          launch_upsert<K, V, P>(p, s);
+        }
+      });
       if (r > 0) {
         collect_times(ne, tk, ttot);
       }

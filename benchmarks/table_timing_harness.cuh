@@ -1,8 +1,9 @@
-// Shared by the stand-alone hash-table timers (benchmarks/table_kernel_timing.cu, tools/dynamicemb_dev/evict_bench.cu):
-// the per-kernel event hook, table_kernels.cuh with it, CUDA error checks, the timed instance (uint64 keys, fp32
-// values, LRU), a 64-bit mixer, an empty table and the median. Included by relative path, so a timer built
-// against another source tree (-I<tree>) still finds it.
+// Shared by the stand-alone hash-table timers (benchmarks/table_kernel_timing.cu, tools/dynamicemb_dev/evict_bench.cu
+// and assign_bench.cu): the per-kernel event hook, table_kernels.cuh with it, CUDA error checks, the timed instance
+// (uint64 keys, fp32 values, LRU), a 64-bit mixer, an empty table, the median and the timed op. Included by relative
+// path, so a timer built against another source tree (-I<tree>) still finds it.
 #pragma once
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -88,4 +89,25 @@ static void collect_times(int ne, std::vector<float>* tk, std::vector<float>& to
   float ms;
   CK(cudaEventElapsedTime(&ms, g_ev[0], g_ev[ne - 1]));
   total.push_back(ms * 1e3f);
+}
+
+// Times one op: waits for the stream, keeps it busy (spin) so that the op's launches queue up behind the start event
+// g_ev[0], runs launch() (table_kernels.cuh's hook records an event after each of its kernels; a launch without the
+// hook, launch_lookup, gets its end event here) and returns the number of events recorded (collect_times' ne). ncu:
+// the op inside cudaProfilerStart / Stop (for `ncu --profile-from-start off`).
+template <class F>
+int timed_op(cudaStream_t s, bool ncu, F&& launch) {
+  CK(cudaStreamSynchronize(s));
+  if (ncu) CK(cudaProfilerStart());
+  spin<<<1, 1, 0, s>>>(400000);
+  CK(cudaEventRecord(g_ev[0], s));
+  g_ne = 1;
+  launch();
+  if (g_ne == 1) CK(cudaEventRecord(g_ev[g_ne++], s));
+  const int ne = g_ne;
+  g_ne = 0;
+  CK(cudaStreamSynchronize(s));
+  if (ncu) CK(cudaProfilerStop());
+  CK(cudaGetLastError());
+  return ne;
 }

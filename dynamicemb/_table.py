@@ -308,8 +308,8 @@ class ScoredHashTable:
     # (table_kernels.cuh insert_schedule): 1 the dynamic group schedule with the plain eviction scan, 2 the static
     # schedule, 3 dynamic with the wide scan (what 0 gives: the default; docs/dynamicemb_storage_notes.md "Keys in
     # flight", "What limits the load-1.0 insert pass"). Bits 4-7: the LRU assign's path (table_kernels.cuh
-    # assign_lru_variant): 0 its own kernel (assign_lru_kernel, the default), 1 the row copiers' two passes (as before
-    # that kernel; docs/dynamicemb.md, "assign at 2x HierarchicalKV").
+    # uses_assign_lru_kernel): 0 its own kernel (assign_lru_kernel, the default), 1 the row copiers' two passes (as
+    # before that kernel; docs/dynamicemb.md, "assign at 2x HierarchicalKV").
     _upsert_lab = 1
 
     def __init__(

@@ -2,6 +2,7 @@
 benchmark output, stopping its run at the hybrid section, the side-by-side table, the bytes per op, the argument
 checks and the build script's composed nvcc command (--dry-run). The GPU run is the benchmark itself."""
 
+import argparse
 import os
 import stat
 import subprocess
@@ -89,6 +90,31 @@ def test_parse_reads_every_cell_of_both_modes_in_hkv_units(peer):
     assert run.get(64, cap, 0.5, "find") is None
     assert run.get(32, cap, 0.5, "no_such_op") is None
     assert peer.HKV_UNIT == pytest.approx(1.073741824)
+
+
+def test_parse_joins_the_grid_drivers_one_table_per_op(peer):
+    # tools/peer/hkv_benchmark_grid.cu with --apis: one two-column table per op (rows: the loads), in the order given;
+    # a run stopped by the timeout keeps the ops measured before it.
+    text = textwrap.dedent("""\
+        * GPU: 1 x NVIDIA H200: 9.0
+        ### On pure HBM mode: 
+
+        * dim = 32, capacity = 128 Million-KV, HBM = 16 GB, HMEM = 0 GB
+
+        |    \u03bb | find_or_insert |
+        |-----:|-------:|
+        | 0.50 |          2.078 |
+        | 1.00 |          1.230 |
+
+        |    \u03bb | insert_or_assign |
+        |-----:|-------:|
+        | 0.50 |            2.118 |
+        | 1.00 |    """)
+    run = peer.parse(text)
+    cap = 128 << 20
+    assert run.tables[(peer.PURE_HBM, 32, cap, 0.5)] == {"find_or_insert": 2.078, "insert_or_assign": 2.118}
+    assert run.tables[(peer.PURE_HBM, 32, cap, 1.0)] == {"find_or_insert": 1.230}
+    assert run.get(32, cap, 1.0, "insert_or_assign") is None
 
 
 def test_parse_drops_a_row_cut_short_and_records_skipped_configs(peer):
@@ -229,7 +255,7 @@ def test_main_with_a_peer_runs_it_first_and_prints_both_tables(bench, tmp_path, 
     # The GPU parts stubbed (the table ops are the GPU benchmark's): what main assembles from HKV's run and ours.
     (tmp_path / "out.txt").write_text(PURE + HYBRID)
     (tmp_path / "hkv_commit.txt").write_text("ae24eec\n")
-    exe = _fake_binary(tmp_path, f"cat {tmp_path}/out.txt; sleep 60\n")
+    exe = _fake_binary(tmp_path, f"echo \"$@\" > {tmp_path}/args.txt; cat {tmp_path}/out.txt; sleep 60\n")
     order = []
     monkeypatch.setattr(bench.torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(bench.torch.cuda, "get_device_name", lambda *a: "Fake GPU")
@@ -261,6 +287,19 @@ def test_main_with_a_peer_runs_it_first_and_prints_both_tables(bench, tmp_path, 
     assert "ours: the same (--fill hkv)" in out
     assert "dim 32 λ 1.0 uniform: 0.9990 / 0.600" in out  # the real load factor and the found fraction
     assert "vs HierarchicalKV" in results.read_text() and "hybrid mode" in log.read_text()
+    # the grid driver's slice: our dims and loads, the five compared ops
+    assert (tmp_path / "args.txt").read_text().split() == [
+        "--dims", "32", "--lambdas", "0.5,1", "--apis", "find_or_insert,insert_or_assign,insert_and_evict,assign,find"]
+
+
+def test_grid_driver_run_that_ends_by_itself_is_complete(bench, tmp_path, monkeypatch, capsys):
+    # The grid driver prints only its slice (no hybrid heading) and exits 0: a complete run, not a timeout.
+    (tmp_path / "pure.txt").write_text(PURE)
+    exe = _fake_binary(tmp_path, f"cat {tmp_path}/pure.txt; exit 0\n")
+    run, commit = bench.run_peer(argparse.Namespace(
+        peer_hkv=exe, hkv_commit="ae24eec", peer_timeout=30.0, hkv_log=None), [32], [0.5, 1.0])
+    assert commit == "ae24eec" and len(run.tables) == 6
+    assert "HierarchicalKV: complete in" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------------------------------------ the build script
@@ -288,15 +327,22 @@ def test_build_script_dry_run_prints_the_nvcc_command(tmp_path):
                 EXTRA_NVCC_FLAGS="-lineinfo")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0] == "peer: HierarchicalKV ae24eec, benchmark merlin_hashtable_benchmark, sm_90"
+    assert lines[0] == ("peer: HierarchicalKV ae24eec, benchmark merlin_hashtable_benchmark through "
+                        "hkv_benchmark_grid.cu, sm_90")
     cmd = lines[1].split()
     assert cmd[:2] == ["peer:", "/opt/cuda/bin/nvcc"]
+    driver = os.path.join(os.path.dirname(BUILD_SCRIPT), "hkv_benchmark_grid.cu")
     for flag in ("-O3", "-std=c++17", "-DNDEBUG", "arch=compute_90,code=sm_90", "arch=compute_90,code=compute_90",
-                 f"-I{hkv}/include", f"-I{hkv}/benchmark", "-lineinfo",
-                 f"{hkv}/benchmark/merlin_hashtable_benchmark.cc.cu"):
+                 f"-I{hkv}/include", f"-I{hkv}/benchmark", "-lineinfo", driver):
         assert flag in cmd
     assert cmd[cmd.index("-o") + 1] == f"{out}/merlin_hashtable_benchmark"
     assert not out.exists()  # a dry run builds and creates nothing
+    # --plain: HKV's benchmark file alone (no grid selection)
+    r = _script("--dry-run", "--plain", hkv, out, ARCH="90", HKV_COMMIT="ae24eec")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "peer: HierarchicalKV ae24eec, benchmark merlin_hashtable_benchmark, sm_90"
+    cmd = r.stdout.splitlines()[1].split()
+    assert f"{hkv}/benchmark/merlin_hashtable_benchmark.cc.cu" in cmd and driver not in cmd
     r = _script("--dry-run", hkv, out, ARCH="80")
     assert r.returncode == 0 and "arch=compute_80,code=sm_80" in r.stdout
     r = _script("--dry-run", hkv, out)  # ARCH from nvidia-smi, else 90

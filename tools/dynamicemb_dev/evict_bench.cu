@@ -18,7 +18,8 @@
 // `ncu --profile-from-start off`). `zipf`: the hits drawn as benchmarks/hash_table.py's Zipf keys (pool index
 // (Zipf(1.05) - 1) mod n, numpy's sampler, so hot keys repeat), the input rows a function of the key (every
 // duplicate writes the same row: the checksums stay order-independent). assign (every hit writes its row, misses
-// do nothing) is timed after the three inserting ops.
+// do nothing) is timed after the three inserting ops. The key streams, fill and timed op are table_lab_workload.cuh's
+// (shared with assign_bench.cu).
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -29,66 +30,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../../benchmarks/table_timing_harness.cuh"
-
-// Random keys below 2^62 (stored) from a stream id.
-__global__ void gen_keys(uint64_t* out, int64_t n, uint64_t stream) {
-  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (i < n) out[i] = 1 + smix(smix(stream) ^ (uint64_t)i) % ((1ull << 62) - 1);
-}
-__global__ void gen_values(float* v, int64_t n, uint64_t salt) {
-  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (i < n) v[i] = (float)((smix(i ^ salt) >> 40) * (1.0 / 16777216.0)) - 0.5f;
-}
-// Batch of rep r: 60 % distinct hits (pool[(a j + b) mod n], a odd: a permutation of the pool) and 40 % new keys
-// (>= 2^62), shuffled by position (position j gets a hit iff its hash says so; hits take consecutive pool indices).
-__global__ void gen_batch(const uint64_t* pool, uint64_t* keys, int64_t n, uint64_t r) {
-  int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (j >= n) return;
-  const uint64_t h = smix((r << 40) ^ (uint64_t)j ^ 0x5bd1e995ull);
-  if (h % 1000 < 600) {
-    const uint64_t a = (smix(r) | 1ull), b = smix(r + 7);
-    keys[j] = pool[(a * (uint64_t)j + b) & (uint64_t)(n - 1)];
-  } else {
-    keys[j] = (1ull << 62) + smix(h) % ((1ull << 62) - 1);
-  }
-}
-// `dupnew` batch (a stress of duplicates of missing keys): gen_batch's hits, the new keys drawn from n / 16 values
-// (each ~6.4 times in the batch).
-__global__ void gen_batch_dup(const uint64_t* pool, uint64_t* keys, int64_t n, uint64_t r) {
-  int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (j >= n) return;
-  const uint64_t h = smix((r << 40) ^ (uint64_t)j ^ 0x5bd1e995ull);
-  if (h % 1000 < 600) {
-    const uint64_t a = (smix(r) | 1ull), b = smix(r + 7);
-    keys[j] = pool[(a * (uint64_t)j + b) & (uint64_t)(n - 1)];
-  } else {
-    keys[j] = (1ull << 62) + smix((r << 40) ^ (smix(h) % (uint64_t)(n / 16))) % ((1ull << 62) - 1);
-  }
-}
-// Zipf batch: idx[j] >= 0 takes pool[idx[j]], -1 a new key as in gen_batch.
-__global__ void gen_batch_idx(const uint64_t* pool, const int64_t* idx, uint64_t* keys, int64_t n, uint64_t r) {
-  int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (j >= n) return;
-  const uint64_t h = smix((r << 40) ^ (uint64_t)j ^ 0x5bd1e995ull);
-  keys[j] = idx[j] >= 0 ? pool[idx[j]] : (1ull << 62) + smix(h) % ((1ull << 62) - 1);
-}
-__global__ void gen_values_of_keys(float* v, const uint64_t* keys, int64_t n, int64_t dim) {
-  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (i < n * dim) v[i] = (float)((smix(keys[i / dim] ^ smix(i % dim)) >> 40) * (1.0 / 16777216.0)) - 0.5f;
-}
-// numpy's Zipf sampler (rejection, Devroye), on a 53-bit uniform stream.
-static int64_t zipf_draw(uint64_t& st, double a) {
-  auto u01 = [&] { st = smix(st); return (double)(st >> 11) * (1.0 / 9007199254740992.0); };
-  const double am1 = a - 1.0, b = std::pow(2.0, am1);
-  while (true) {
-    const double U = 1.0 - u01(), V = u01();
-    const double X = std::floor(std::pow(U, -1.0 / am1));
-    if (X > 9.2e18 || X < 1.0) continue;
-    const double T = std::pow(1.0 + 1.0 / X, am1);
-    if (V * X * (T - 1.0) / (b - 1.0) <= T / b) return (int64_t)X;
-  }
-}
+#include "table_lab_workload.cuh"
 
 __global__ void table_sum(TableRef t, unsigned long long* out) {
   unsigned long long s = 0;
@@ -125,20 +67,11 @@ int main(int argc, char** argv) {
   // dynamic, 2 static; comma-separated, e.g. "0,1,2"): every op and rep runs each on the same snapshot and batch,
   // interleaved; one line per variant (a tree without them: build with -DEVICT_BENCH_NO_LAB, leave it out).
   std::vector<int> labs;
-  for (const char* q = argc > 8 ? argv[8] : "0"; *q;) {
-    char* e = nullptr;
-    labs.push_back(static_cast<int>(std::strtol(q, &e, 10)));
-    q = *e ? e + 1 : e;
-  }
+  for (const double v : parse_list(argc > 8 ? argv[8] : "0")) labs.push_back(static_cast<int>(v));
   // Load factors, comma-separated, ascending (the table is filled on from one to the next): "0.5,0.75,1".
-  std::vector<double> loads;
-  for (const char* q = argc > 6 ? argv[6] : "1"; *q;) {
-    char* e = nullptr;
-    loads.push_back(std::strtod(q, &e));
-    q = *e ? e + 1 : e;
-  }
+  const std::vector<double> loads = parse_list(argc > 6 ? argv[6] : "1");
   const int64_t dim = 32;
-  const int64_t cap = int64_t(1) << cap_log2, B = 128, n = int64_t(1) << n_log2;
+  const int64_t cap = int64_t(1) << cap_log2, n = int64_t(1) << n_log2;
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   TableRef t = make_table(cap, dim, s);
@@ -185,48 +118,15 @@ int main(int argc, char** argv) {
   for (int k = 0; k < 8; ++k) CK(cudaEventCreate(&g_ev[k]));
   const int nreps = ncu ? 1 : reps + 1;
   // Zipf batches: the pool index of each position (-1: a new key), the same for every op.
-  std::vector<int64_t*> zidx(nreps, nullptr);
-  if (zipf) {
-    std::vector<int64_t> h(n);
-    for (int r = 0; r < nreps; ++r) {
-      uint64_t st = 0x2545f4914f6cdd1dull + r;
-      for (int64_t j = 0; j < n; ++j) {
-        const uint64_t hh = smix(((uint64_t)(r + 1) << 40) ^ (uint64_t)j ^ 0x5bd1e995ull);
-        h[j] = hh % 1000 < 600 ? (zipf_draw(st, 1.05) - 1) % n : -1;
-      }
-      CK(cudaMalloc(&zidx[r], n * 8));
-      CK(cudaMemcpy(zidx[r], h.data(), n * 8, cudaMemcpyHostToDevice));
-    }
-  }
+  const std::vector<int64_t*> zidx = zipf ? batch_indices(n, nreps, true) : std::vector<int64_t*>();
   // Fill state, carried from one load to the next (the table restored from the snapshot before filling on).
-  uint64_t stream = 1;
-  int64_t size = 0;
-  int64_t next = n;
-  int it = 0;
+  TableFill tf;
   for (const double load : loads) {
     if (load != loads.front()) copy_table(t, snap);
-    // Fill: load * cap / n full batches; at load 1.0, top-ups until within 0.001 of the capacity (the last full
-    // batch inserted is the pool).
-    const int64_t nfull = std::max<int64_t>(1, static_cast<int64_t>(load * cap / n));
-    for (; it < 100000; ++it) {
-      const int64_t deficit = it < nfull ? n : cap - size;
-      if (it >= nfull && (load < 1.0 || deficit <= cap / 1000)) break;
-      next = std::min<int64_t>(n, deficit);
-      gen_keys<<<(n + 255) / 256, 256, 0, s>>>(fill, next, stream++);
-      UpsertParams p = base;
-      p.mode = kInsertOrAssign;
-      p.keys = fill;
-      p.n = next;
-      p.pending_words = 2 * next + kPendingExtra;
-      p.values_in = vin;
-      launch_upsert<K, V, P>(p, s);
-      if (it >= nfull - 1) {
-        CK(cudaMemcpyAsync(&size, t.counters + kCounterSize, 8, cudaMemcpyDeviceToHost, s));
-        CK(cudaStreamSynchronize(s));
-      }
-    }
+    tf.fill_to(load, base, fill, vin, n, s);
+    const int64_t size = tf.size;
     // The pool: the last full batch's keys (the top-ups are smaller; regenerate a full batch of the last stream).
-    gen_keys<<<(n + 255) / 256, 256, 0, s>>>(pool, n, nfull);  // the last full fill batch (all present: LRU)
+    gen_keys<<<(n + 255) / 256, 256, 0, s>>>(pool, n, tf.pool_stream);  // all present: LRU
     CK(cudaStreamSynchronize(s));
     std::printf("filled: size %lld of %lld slots (load %.4f), dim %lld, batch %lld\n", (long long)size,
                 (long long)cap, double(size) / cap, (long long)dim, (long long)n);
@@ -278,17 +178,7 @@ int main(int argc, char** argv) {
           p.evicted_scores = es;
           p.evicted_values = ev;
         }
-        CK(cudaStreamSynchronize(s));
-        if (ncu) CK(cudaProfilerStart());
-        spin<<<1, 1, 0, s>>>(400000);
-        CK(cudaEventRecord(g_ev[0], s));
-        g_ne = 1;
-        launch_upsert<K, V, P>(p, s);
-        const int ne = g_ne;
-        g_ne = 0;
-        CK(cudaStreamSynchronize(s));
-        if (ncu) CK(cudaProfilerStop());
-        CK(cudaGetLastError());
+        const int ne = timed_op(s, ncu, [&] { launch_upsert<K, V, P>(p, s); });
         if (r > 0 || ncu) {
           collect_times(ne, tk, ttot);
         }

@@ -266,7 +266,7 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
     // passed in mode's bits from kUpsertModeLabShift (table_types.h); launch_upsert strips them.
     p.mode |= static_cast<int>((lab >> 1) & 3) << kUpsertModeLabShift;
     // _upsert_lab bits 4-7: the LRU assign's path (1 = the row copiers' two passes instead of assign_lru_kernel;
-    // table_kernels.cuh assign_lru_variant), in mode's bits 4-7 from kUpsertModeLabShift.
+    // table_kernels.cuh uses_assign_lru_kernel), in mode's bits 4-7 from kUpsertModeLabShift.
     p.mode |= static_cast<int>((lab >> 4) & 15) << (kUpsertModeLabShift + 4);
     // Scratch of the two-pass CUDA upsert (table_kernels.cuh): the keys the hit pass leaves to the insert pass.
     ACCEL_CHECK(p.n == 0 || pending.has_value(), "pending: the CUDA upsert needs an int64 scratch of ",

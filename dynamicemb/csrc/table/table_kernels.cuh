@@ -951,29 +951,18 @@ __global__ void __launch_bounds__(kMainBlock<F>,
 // release store. Against the copiers' instance: 32 registers (64 warps per SM instead of 48), blocks of 32 keys, no
 // block barrier or shared load before the probe (the op clock is read by each tile's lead beside its probe), and
 // the input row prefetched into L2 only once a digest matched (a miss without a match, ~60 % of the misses at load
-// 1.0, does not read it). Measured: docs/dynamicemb.md, "assign at 2x HierarchicalKV".
-// kVar (lab builds only, DYNAMICEMB_TABLE_LAB): kAssignEarly prefetches the row before the probe (as the first
-// pass), kAssignNoRel publishes relaxed and kAssignNoLock writes without the slot lock (timing what-ifs: rows may
-// tear under duplicates), kAssignRegs loads the row's first 128 bytes into registers beside the key-word loads (the
-// lock held for the stores only). None of these, nor the flags below, was faster than kAssignLean (the docs above).
-enum AssignVariant : int { kAssignLean = 0, kAssignEarly = 2, kAssignNoRel = 4, kAssignNoLock = 5, kAssignRegs = 8 };
-// Flags added to a variant: kAssignAhead, each tile also loads the key `ahead` keys on (a block about half a wave of
-// resident blocks later) and prefetches that key's digest lines into L2, so that the later block's key and digest
-// loads hit L2; kAssignDirectCas, the lock CAS issued on every digest match without the load before it (a match
-// that turns out LOCKED is waited out as one read LOCKED).
-constexpr int kAssignAhead = 16, kAssignDirectCas = 32;
+// 1.0, does not read it). Measured (and the what-ifs none of which was faster): docs/dynamicemb.md, "assign at 2x
+// HierarchicalKV".
 constexpr int kAssignBlock = 128;
-template <int K, int V, int kBlk, int kVar, int kWarps = 64>
-__global__ void __launch_bounds__(kBlk, kWarps * 32 / kBlk) assign_lru_kernel(UpsertParams p, int64_t ahead) {
+constexpr int kAssignMinBlocks = 64 * 32 / kAssignBlock;  // 64 warps per SM (32 registers)
+template <int K, int V>
+__global__ void __launch_bounds__(kAssignBlock, kAssignMinBlocks) assign_lru_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
   __shared__ unsigned s_count[2];  // the block's assigned and illegal keys
-  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kBlk + threadIdx.x) / kTile;
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kAssignBlock + threadIdx.x) / kTile;
   // The caller's keys and rows are complete before begin_op: loaded before the wait (see the first pass).
   const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
-  const uint64_t key_a = (kVar & kAssignAhead) && i + ahead < p.n
-                             ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i + ahead])
-                             : kEmptyKey;
   if (threadIdx.x < 2) s_count[threadIdx.x] = 0;
   accel::griddep_wait();
   accel::griddep_launch_dependents();
@@ -986,7 +975,6 @@ __global__ void __launch_bounds__(kBlk, kWarps * 32 / kBlk) assign_lru_kernel(Up
   if (i < p.n && stat < 0) {
     const KeyHome h = home_of(t, key);
     const T* row_in = reinterpret_cast<const T*>(p.values_in) + i * t.dim;
-    if (kVar == kAssignEarly) prefetch_row_l2(tile, row_in, t.dim);
     // written by begin_op: read after the wait, its round trip beside the probe's
     const uint64_t clock = lead ? __ldcg(reinterpret_cast<const unsigned long long*>(t.counters) + kCounterClock) : 0;
     const int chunks = t.bucket_capacity / 16;
@@ -996,11 +984,6 @@ __global__ void __launch_bounds__(kBlk, kWarps * 32 / kBlk) assign_lru_kernel(Up
       match[g] = match[g + 1] = 0;
       if (g * kTile >= chunks) continue;
       const ChunkPair cp = load_chunk_pair(tile, t.digests, h.base, chunks, g, false);  // no writer of digests here
-      if ((kVar & kAssignAhead) && g == 0 && !is_reserved_key(key_a)) {
-        const int64_t base_a = home_of(t, key_a).base;
-        const int64_t off = static_cast<int64_t>(tile.thread_rank()) * 128;
-        if (off < t.bucket_capacity) asm volatile("prefetch.global.L2 [%0];" : : "l"(t.digests + base_a + off));
-      }
 #pragma unroll
       for (int e = 0; e < 2; ++e)
         if (cp.valid[e]) match[g + e] = match16(cp.d[e], h.d4);
@@ -1008,17 +991,7 @@ __global__ void __launch_bounds__(kBlk, kWarps * 32 / kBlk) assign_lru_kernel(Up
     uint32_t any = 0;
 #pragma unroll
     for (int r = 0; r < kMaxRounds; ++r) any |= match[r];
-    if (kVar != kAssignEarly && tile.any(any != 0)) prefetch_row_l2(tile, row_in, t.dim);
-    // kAssignRegs: lane l holds the input row's 16-byte words l and l + 4 (when the rows are 16-byte aligned)
-    const int64_t nv = kVar == kAssignRegs && row_vec16<T>(t.values, row_in, t.dim) ? t.dim * sizeof(T) / 16 : 0;
-    uint4 rr[2];
-    if (kVar == kAssignRegs) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t w = tile.thread_rank() + kTile * e;
-        rr[e] = w < nv && tile.any(any != 0) ? reinterpret_cast<const uint4*>(row_in)[w] : make_uint4(0, 0, 0, 0);
-      }
-    }
+    if (tile.any(any != 0)) prefetch_row_l2(tile, row_in, t.dim);
     // Key words of the matches (a key whose digest is the empty digest also matches the free slots: EMPTY is skipped).
     // found / held: bucket-local slots (fewer registers than slots).
     int found = -1, held = -1;
@@ -1030,15 +1003,10 @@ __global__ void __launch_bounds__(kBlk, kWarps * 32 / kBlk) assign_lru_kernel(Up
       while (m) {
         const int j = __ffs(m) - 1;
         m &= m - 1;
-        const bool direct = (kVar & kAssignDirectCas) && kVar != kAssignNoLock && h.d4 != 0x01010101u * empty_digest();
-        const uint64_t k = direct ? cas_key(t.keys, h.base + c * 16 + j, key, kLockedKey)
-                                  : __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + h.base + c * 16 + j);
-        if (direct) {
-          if (k == key) found = c * 16 + j;
-          else if (k == kLockedKey) wait |= 1u << j;
-        } else if (k == key) {
+        const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + h.base + c * 16 + j);
+        if (k == key) {
           // Keys do not move in this kernel: the CAS sees the key (locked now) or LOCKED (a duplicate holds it).
-          const uint64_t old = kVar == kAssignNoLock ? key : cas_key(t.keys, h.base + c * 16 + j, key, kLockedKey);
+          const uint64_t old = cas_key(t.keys, h.base + c * 16 + j, key, kLockedKey);
           if (old == key) found = c * 16 + j;
           else held = c * 16 + j;
         } else if (k == kLockedKey) {
@@ -1050,26 +1018,10 @@ __global__ void __launch_bounds__(kBlk, kWarps * 32 / kBlk) assign_lru_kernel(Up
     const uint32_t bf = tile.ballot(found >= 0);
     if (bf) {
       slot = h.base + tile.shfl(found, __ffs(bf) - 1);
-      if (kVar == kAssignRegs && nv > 0) {
-        uint4* d = reinterpret_cast<uint4*>(row_ptr<T>(t, slot));
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int64_t w = tile.thread_rank() + kTile * e;
-          if (w < nv) d[w] = rr[e];
-        }
-        for (int64_t w = tile.thread_rank() + 2 * kTile; w < nv; w += kTile)
-          d[w] = reinterpret_cast<const uint4*>(row_in)[w];
-      } else {
-        copy_row(tile, row_ptr<T>(t, slot), row_in, t.dim, false);
-      }
+      copy_row(tile, row_ptr<T>(t, slot), row_in, t.dim, false);
       if (lead) t.scores[slot] = policy_score(kPolicyLru, p.use_epoch, p.epoch, clock, false, 0, true, 0);
-      if (kVar != kAssignNoLock) {
-        tile.sync();
-        if (lead) {
-          if (kVar == kAssignNoRel) publish_key_after_release(t.keys, slot, key);
-          else publish_key(t.keys, slot, key);
-        }
-      }
+      tile.sync();
+      if (lead) publish_key(t.keys, slot, key);
       stat = kStatAssigned;
     } else {
       if (!tile.any(held >= 0)) {
@@ -1434,68 +1386,24 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s);
 
 // The LRU assign's kernel (assign_lru_kernel) serves the op when its rows are all in HBM (hybrid tables take the
 // copiers' passes; a first-writer set, if the scratch has one, is not used: the kernel is faster on Zipf keys than the
-// set's first pass); returns the kernel's variant, or -1 for the copiers' passes. `mode` may carry
-// the op's private override in bits 4-7 from kUpsertModeLabShift (_upsert_lab bits 4-7): 1 = the copiers' passes (as
-// before this kernel; A/B timing); lab builds (DYNAMICEMB_TABLE_LAB) take the what-ifs of AssignVariant and 3 = blocks
-// of 256, 6 = blocks of 64, 7 = 48 warps per SM (40 registers), 9 = kAssignRegs at 48 warps, 10 / 13 / 14 = kAssignAhead
-// half / one / a quarter wave ahead, 11 = kAssignDirectCas, 12 = 10 + 11 (none faster: docs/dynamicemb.md, "assign at
-// 2x HierarchicalKV").
+// set's first pass). `mode` may carry the op's private override in bits 4-7 from kUpsertModeLabShift (_upsert_lab
+// bits 4-7): 1 = the copiers' passes (as before this kernel; A/B timing); other values: the kernel.
 template <int P>
-inline int assign_lru_variant(const UpsertParams& p) {
+inline bool uses_assign_lru_kernel(const UpsertParams& p) {
   const int v = (p.mode >> (kUpsertModeLabShift + 4)) & 15;
   const int mode = p.mode & ((1 << kUpsertModeLabShift) - 1);
-  if (P != kPolicyLru || mode != kAssign || p.host.ops != nullptr || p.first_pass_only || p.insert_pass_only || v == 1)
-    return -1;
-#ifdef DYNAMICEMB_TABLE_LAB
-  return v;
-#else
-  return kAssignLean;
-#endif
+  return P == kPolicyLru && mode == kAssign && p.host.ops == nullptr && !p.first_pass_only && !p.insert_pass_only &&
+         v != 1;
 }
 template <int K, int V>
-void launch_assign_lru(const UpsertParams& p, int variant, cudaStream_t s) {
+void launch_assign_lru(const UpsertParams& p, cudaStream_t s) {
   detail::begin_op_kernel<K, V, kPolicyLru><<<1, 32, 0, s>>>(p.t.counters, p.stats, p.n > 0 ? pending_count(p) : nullptr,
                                                              nullptr, p.n, nullptr);
   check_launch("begin_op");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
   if (p.n == 0) return;
-  const auto grid = [&](int blk) { return static_cast<unsigned>((p.n * kTile + blk - 1) / blk); };
-  // keys ahead: a fraction of the keys resident at once (64 warps per SM of 8 keys each)
-  const auto ahead = [&](int frac) { return static_cast<int64_t>(accel::current_device_sms()) * 64 * 8 / frac; };
-  constexpr int B = kAssignBlock;
-#ifdef DYNAMICEMB_TABLE_LAB
-  if (variant == kAssignEarly)
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignEarly>, grid(B), B, s, p, int64_t(0));
-  else if (variant == kAssignNoRel)
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignNoRel>, grid(B), B, s, p, int64_t(0));
-  else if (variant == kAssignNoLock)
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignNoLock>, grid(B), B, s, p, int64_t(0));
-  else if (variant == 3)
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, 256, kAssignLean>, grid(256), 256, s, p, int64_t(0));
-  else if (variant == 6)
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, 64, kAssignLean>, grid(64), 64, s, p, int64_t(0));
-  else if (variant == 7)
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignLean, 48>, grid(B), B, s, p, int64_t(0));
-  else if (variant == kAssignRegs)
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignRegs>, grid(B), B, s, p, int64_t(0));
-  else if (variant == 9)
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignRegs, 48>, grid(B), B, s, p, int64_t(0));
-  else if (variant == 13)
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignAhead>, grid(B), B, s, p, ahead(1));
-  else if (variant == 14)
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignAhead>, grid(B), B, s, p, ahead(4));
-  else if (variant == 10)
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignAhead>, grid(B), B, s, p, ahead(2));
-  else if (variant == 11)
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignDirectCas>, grid(B), B, s, p, int64_t(0));
-  else if (variant == 12)
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignAhead | kAssignDirectCas>, grid(B), B, s, p,
-                         ahead(2));
-  else
-#endif
-    launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V, B, kAssignLean>, grid(B), B, s, p, int64_t(0));
-  (void)ahead;
-  (void)variant;
+  const unsigned grid = static_cast<unsigned>((p.n * kTile + kAssignBlock - 1) / kAssignBlock);
+  launch_upsert_kernel(p.pdl, assign_lru_kernel<K, V>, grid, kAssignBlock, s, p);
   check_launch("assign");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
@@ -1515,8 +1423,8 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
   p.mode &= (1 << kUpsertModeLabShift) - 1;
   if (p.n > 0 && p.pending == nullptr)
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
-  if (const int assign_variant = assign_lru_variant<P>(p_op); assign_variant >= 0) {
-    launch_assign_lru<K, V>(p, assign_variant, s);
+  if (uses_assign_lru_kernel<P>(p_op)) {
+    launch_assign_lru<K, V>(p, s);
     return;
   }
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
