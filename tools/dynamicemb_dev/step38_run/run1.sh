@@ -4,9 +4,12 @@
 # number pass, as its own kernel over the compacted uniques, inside the insert); prefetching its key and score
 # sectors did not move it; its stalls per instruction were never sampled. ncu source counters (SASS, warp-stall
 # samples and executed counts per instruction) of one steady SGD step's dedup insert + number kernels (main's
-# default, f0) and of the number-only pass + the find kernel (lab find_later 1, f1).
+# default, f0) and of the number-only pass + the find kernel (lab find_later 1, f1). Before them: the rate of random
+# 8-byte / 32-byte DRAM accesses at the find's scale (torch gathers / scatters, step38_rand.py).
 B=52
 . .carry/step38/setup.sh
+timeout 10 python3 -P $C/step38_rand.py --reps 15 > $OUT/rand.txt 2>&1
+echo "rand rc $? ($(( $(date +%s) - t0 )) s)"; cat $OUT/rand.txt | tail -12
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 echo "ncu: $NCU"
 PYTHONPATH=$SM timeout $(( $(left) - 12 )) $NCU --clock-control none --profile-from-start off \
