@@ -39,6 +39,10 @@ constexpr int kResolveBlock = 256;
 constexpr int kChunk = 1024;       // ids per block of the resolve pass (4 per thread)
 constexpr int kBagWindow = 256;    // bag ends a resolve block keeps in shared memory
 constexpr uint32_t kFree = 0xffffffffu;
+// Lab bit of the dedup flags (a freed bit of DedupFlags, lookup_types.h), timing only, not a product path (hit
+// slots keep their old scores): the number pass's find writes no scores, to size what its score writes cost it
+// (branch step38, docs/dynamicemb.md).
+constexpr int kDedupLabNoScore = 64;
 
 static_assert(kChunk % kResolveBlock == 0, "resolve: whole rounds of ids");
 
@@ -492,7 +496,7 @@ __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&c
       const TableMeta& m = p.find_meta[t[r]];
       slot[r] = probe_digests(m, key[r], table::home_of(m, key[r]));
     }
-  if (p.find_train) {
+  if (p.find_train && !(p.flags & kDedupLabNoScore)) {
     uint64_t old[K];
 #pragma unroll
     for (int r = 0; r < K; ++r) {  // (LFU / customized: the old scores, all loaded before the first store)
