@@ -43,6 +43,11 @@ constexpr uint32_t kFree = 0xffffffffu;
 // slots keep their old scores): the number pass's find writes no scores, to size what its score writes cost it
 // (branch step38, docs/dynamicemb.md).
 constexpr int kDedupLabNoScore = 64;
+// Lab bit (another freed one): the count pass's claimers find their key's table slot (find_slots: start group,
+// digests, a training hit's new score) into slot_row[set slot], and the number pass takes it from there (its
+// slot_row path) instead of probing: the find in the one-wave count pass (8 blocks per SM before the find's
+// registers) instead of the number pass's 2.6 waves at 3 blocks per SM. Same slots, urow, scores and pending flag.
+constexpr int kDedupCountFind = 8;
 
 static_assert(kChunk % kResolveBlock == 0, "resolve: whole rounds of ids");
 
@@ -380,6 +385,7 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
 // Block c: ids [c * kChunk, (c + 1) * kChunk), laid out as in the insert. An id is its slot's claimer when the
 // slot's final position is its own; the others write -(claimer + 2). The chunk's claimers go to
 // bag[c * kChunk + 1] (read by the number pass of later chunks, all full; rewritten by the resolve pass).
+template <bool kFind>
 __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p) {
   constexpr int K = kPerThread;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
@@ -408,6 +414,24 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
     total += __syncthreads_count(claimer);
   }
   if (threadIdx.x == 0 && c0 + 1 < p.n) p.bag[c0 + 1] = total;
+  if constexpr (kFind) {  // lab kDedupCountFind: the claimers' find, its slot by the claimer's set slot
+    bool act[K];
+    uint64_t key[K];
+    int32_t t[K];
+    int64_t slot[K];
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
+      act[r] = x[r] >= 0 && static_cast<int64_t>(m[r]) == i;
+      key[r] = act[r] ? __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + i) : 0;
+      t[r] = act[r] ? __ldg(p.feature_table + feature_of_pos(p.offsets, p.n, p.num_bags, p.batch, p.num_features, i))
+                    : 0;
+    }
+    find_slots<K>(p.find_meta, p.find_train, act, key, t, slot);
+#pragma unroll
+    for (int r = 0; r < K; ++r)
+      if (act[r]) p.slot_row[x[r]] = slot[r];
+  }
 }
 
 // ---------------------------------------------------------------- number
@@ -746,14 +770,16 @@ void launch_dedup(const DedupParams& p_in, void* stream, void (*after_count)(voi
   const unsigned insert_grid = blocks_for(p.n, detail::kInsertBlock * detail::kPerThread);
   const bool smem = p.num_features <= detail::kSmemFeatures;
   const unsigned B = detail::kInsertBlock;
-  if (p.slot_row != nullptr && p.find_meta != nullptr) {  // the find by the set slots' first takers
+  const bool count_find = (p.flags & detail::kDedupCountFind) && p.slot_row != nullptr && p.find_meta != nullptr;
+  if (p.slot_row != nullptr && p.find_meta != nullptr && !count_find) {  // the find by the set slots' first takers
     launch_pass(pdl, smem ? detail::dedup_insert_kernel<true, true> : detail::dedup_insert_kernel<false, true>,
                 insert_grid, B, st, p, "dedup insert");
   } else {
     launch_pass(pdl, smem ? detail::dedup_insert_kernel<true> : detail::dedup_insert_kernel<false>, insert_grid, B,
                 st, p, "dedup insert");
   }
-  launch_pass(pdl, detail::dedup_count_kernel, insert_grid, B, st, p, "dedup count");
+  launch_pass(pdl, count_find ? detail::dedup_count_kernel<true> : detail::dedup_count_kernel<false>, insert_grid, B,
+              st, p, "dedup count");
   if (after_count != nullptr) after_count(ctx);
   launch_pass(pdl, smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>, insert_grid, B, st,
               p, "dedup number");

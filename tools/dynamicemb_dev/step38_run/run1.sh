@@ -1,30 +1,37 @@
 #!/bin/bash
-# step38 run 1 (issue 35), main's wheel only (no branch build): where the dedup's number pass spends its ~0.05 ms.
-# Sessions 13-23 moved the find (350K table probes) everywhere and it cost ~0.045 ms wherever it ran (inside the
-# number pass, as its own kernel over the compacted uniques, inside the insert); prefetching its key and score
-# sectors did not move it; its stalls per instruction were never sampled. ncu source counters (SASS, warp-stall
-# samples and executed counts per instruction) of one steady SGD step's dedup insert + number kernels (main's
-# default, f0), of the same with the number pass's score writes off (d881 = 817 | lab bit 64: timing only, the
-# branch's wheel), and of the number-only pass + the find kernel (lab find_later 1, f1). Before them: the rate of random
-# 8-byte / 32-byte DRAM accesses at the find's scale (torch gathers / scatters, step38_rand.py).
-B=52
+# step38 run 1 (issue 35): the dedup's number pass (~0.062 ms of the SGD step's 0.126 ms dedup chain; ~0.045 of it
+# the find of 350K uniques, which cost about that wherever earlier sessions put it and was never stall-sampled).
+# Branch wheel (main 6ca06103 + two lab bits of the dedup flags; "-" = main's code path):
+#   825 = 817 | 8: the find by the count pass's claimers (one wave) instead of the number pass (2.6 waves);
+#   881 = 817 | 64: timing only, the number pass's find without its score writes (not a product path).
+# (1) the random DRAM access rate at the find's scale (torch gathers / scatters); (2) the bitwise dedup-variant test
+# with 9 / 825 added; (3) steady_ab.py SGD -,825,881 with the timeline; (4) ncu source counters (SASS,
+# stall samples per instruction) of the insert, count and number kernels of one SGD step under - (f0) and 825 (d825).
+B=53
 . .carry/step38/setup.sh
-timeout 10 python3 -P $C/step38_rand.py --reps 15 > $OUT/rand.txt 2>&1
-echo "rand rc $? ($(( $(date +%s) - t0 )) s)"; cat $OUT/rand.txt | tail -12
+T=/tmp/t38/tests/dynamicemb
+timeout 5 python3 -P $C/step38_rand.py --reps 6 > $OUT/rand.txt 2>&1
+echo "rand rc $? ($(( $(date +%s) - t0 )) s)"; grep "^| [re]" $OUT/rand.txt | cut -c1-90
+(cd /tmp/t38 && PYTHONPATH=$SM timeout 8 $PT $T/test_embedding_gpu.py -k "dedup_insert_variants_agree" > $OUT/t_dedup.txt 2>&1)
+echo "tests rc $? ($(( $(date +%s) - t0 )) s): $(grep -E '[0-9]+ (passed|failed|error)' $OUT/t_dedup.txt | tail -1)"
+grep -h -A4 "^E  \|^FAILED" $OUT/t_dedup.txt | head -8 | cut -c1-200
+PYTHONPATH=$SM timeout 12 python3 -P $TOOLS/steady_ab.py --bench benchmarks --timeline --opt sgd \
+  --variants=-,825,881 --rounds 2 --reps 10 --steps 6 --json $OUT/steady.json > $OUT/steady.txt 2>&1
+echo "steady rc $? ($(( $(date +%s) - t0 )) s)"
+grep -A6 "steady step" $OUT/steady.txt | grep "^| [-0-9]" | cut -c1-100
+grep -A30 "kernels with the host ahead" $OUT/steady.txt | grep "dedup_\|kernels with" | cut -c1-100
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-echo "ncu: $NCU"
-PYTHONPATH=$SM timeout $(( $(left) - 12 )) $NCU --clock-control none --profile-from-start off \
-  -k "regex:dedup_(number|insert|find)_kernel" -c 7 \
+PYTHONPATH=$SM timeout -s INT $(( $(left) - 6 )) $NCU --clock-control none --profile-from-start off \
+  -k "regex:dedup_(number|insert|count)_kernel" -c 6 \
   --section SourceCounters --section WarpStateStats --section LaunchStats --section Occupancy --section SpeedOfLight \
-  --metrics dram__bytes_read.sum,dram__bytes_write.sum,smsp__inst_executed.sum,smsp__thread_inst_executed.sum,gpu__time_duration.sum \
-  -o $OUT/dd -f python3 -P $C/step38_ncu.py --bench benchmarks --variants f0,d881,f1 > $OUT/ncu.log 2>&1
+  --metrics dram__bytes_read.sum,dram__bytes_write.sum,smsp__inst_executed.sum,gpu__time_duration.sum \
+  -o $OUT/dd -f python3 -P $C/step38_ncu.py --bench benchmarks --variants f0,d825 > $OUT/ncu.log 2>&1
 echo "ncu rc $? ($(( $(date +%s) - t0 )) s)"
-grep -v "^==PROF==\|^$" $OUT/ncu.log | tail -4 | cut -c1-200
+grep -v "^==PROF==\|^$" $OUT/ncu.log | tail -2 | cut -c1-160
 $NCU --import $OUT/dd.ncu-rep --page raw --csv --print-units base > $OUT/ncu_raw.csv 2>> $OUT/ncu.log
-timeout $(( $(left) - 2 )) $NCU --import $OUT/dd.ncu-rep --page source --csv --print-source sass > $OUT/src.csv 2>> $OUT/ncu.log
+timeout $(( $(left) + 2 )) $NCU --import $OUT/dd.ncu-rep --page source --csv --print-source sass > $OUT/src.csv 2>> $OUT/ncu.log
 echo "export rc $? ($(( $(date +%s) - t0 )) s)"
-python3 $C/tree/tools/dynamicemb_dev/step_ncu.py --table $OUT/ncu_raw.csv 2>&1 | cut -c1-170
-python3 $C/step38_src.py $OUT/src.csv --top 8 2>&1 | cut -c1-130
+python3 $C/tree/tools/dynamicemb_dev/step_ncu.py --table $OUT/ncu_raw.csv 2>&1 | grep "^| [0-9]" | cut -c1-150
+python3 $C/step38_src.py $OUT/src.csv --top 5 --k number 2>&1 | cut -c1-110
 gzip -f $OUT/src.csv $OUT/ncu_raw.csv
-ls -la $OUT | tail -6
 echo "total: $(( $(date +%s) - t0 )) s"
