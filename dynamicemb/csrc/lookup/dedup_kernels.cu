@@ -44,7 +44,7 @@ constexpr uint32_t kFree = 0xffffffffu;
 // (branch step38, docs/dynamicemb.md).
 constexpr int kDedupLabNoScore = 64;
 // Lab bit (another freed one): the count pass's claimers find their key's table slot (find_slots: start group,
-// digests, a training hit's new score) into slot_row[set slot], and the number pass takes it from there (its
+// digests, a training hit's new score) into slot_row[position], and the number pass takes it from there (its
 // slot_row path) instead of probing: the find in the one-wave count pass (8 blocks per SM before the find's
 // registers) instead of the number pass's 2.6 waves at 3 blocks per SM. Same slots, urow, scores and pending flag.
 constexpr int kDedupCountFind = 8;
@@ -414,7 +414,7 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
     total += __syncthreads_count(claimer);
   }
   if (threadIdx.x == 0 && c0 + 1 < p.n) p.bag[c0 + 1] = total;
-  if constexpr (kFind) {  // lab kDedupCountFind: the claimers' find, its slot by the claimer's set slot
+  if constexpr (kFind) {  // lab kDedupCountFind: the claimers' find, its slot by the claimer's position
     bool act[K];
     uint64_t key[K];
     int32_t t[K];
@@ -430,7 +430,7 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
     find_slots<K>(p.find_meta, p.find_train, act, key, t, slot);
 #pragma unroll
     for (int r = 0; r < K; ++r)
-      if (act[r]) p.slot_row[x[r]] = slot[r];
+      if (act[r]) p.slot_row[c0 + r * kInsertBlock + threadIdx.x] = slot[r];
   }
 }
 
@@ -459,7 +459,7 @@ __device__ __forceinline__ bool write_claimers(const DedupParams& p, const bool 
 #pragma unroll
     for (int r = 0; r < K; ++r) {
       if (!claimed[r]) continue;
-      const int64_t sl = p.slot_row[sset[r]];
+      const int64_t sl = p.slot_row[(p.flags & kDedupCountFind) ? idx[r] : sset[r]];  // (lab 8: by position)
       p.urow[u[r]] = sl >= 0 ? sl : (p.find_train ? kUrowPending : -1);
       if (p.find_train && sl < 0) *p.pending = 1;
     }
