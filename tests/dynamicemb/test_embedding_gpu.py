@@ -441,6 +441,35 @@ def test_dedup_insert_variants_agree(pooling):
             assert torch.equal(a, b), f"insert variant {v}, result {k} differs from the plain insert"
 
 
+@pytest.mark.parametrize("policy", ["lfu", "epoch_lru", "epoch_lfu"])
+def test_count_find_agrees_under_eviction(policy):
+    """The find by the count pass's claimers (lab bit 8 of op _lookup_lab_dedup: 825 = the default 817 | 8) against
+    the number pass's find (817): bitwise equal outputs, stored keys, scores, rows and Adam state over four sequence
+    steps of power-law ids from a vocabulary of 4x the tables' 16K slots (full buckets evict by the policy's scores,
+    so a score written wrong changes which keys stay)."""
+    lab = torch.ops.dynamicemb._lookup_lab_dedup
+    gen = torch.Generator().manual_seed(13)
+    F, bags, vocab = 3, 6000, 1 << 16
+    data = []
+    for s in range(4):
+        offsets = torch.arange(F * bags + 1, dtype=torch.int64)
+        u = torch.rand(F * bags, generator=gen)
+        ids = (u ** 3 * vocab).long() + s * 1000
+        data.append((ids.cuda(), offsets.cuda()))
+    results = {}
+    old = lab(-1)
+    try:
+        for v in (817, 825):
+            lab(v)
+            m = make("cuda", Adam(lr=0.05), "none", dims=(16, 16), score_policy=policy)
+            results[v] = trained_results(m, data, 300)
+    finally:
+        lab(old)
+    assert sum(int(k.numel()) for k in results[817][4:6]) > 0
+    for k, (a, b) in enumerate(zip(results[817], results[825])):
+        assert torch.equal(a, b), f"{policy}: result {k} differs between the count pass's find and the number pass's"
+
+
 @pytest.mark.parametrize("pooling", ["sum", "mean", "none"])
 @pytest.mark.parametrize("opt", list(OPTS))
 def test_gpu_matches_cpu(pooling, opt):

@@ -5,14 +5,15 @@
 #   825 = 817 | 8: the find by the count pass's claimers (one wave) instead of the number pass (2.6 waves);
 #   881 = 817 | 64: timing only, the number pass's find without its score writes (not a product path).
 # (1) the random DRAM access rate at the find's scale (torch gathers / scatters); (2) the bitwise dedup-variant test
-# with 9 / 825 added; (3) steady_ab.py SGD -,825,881 with the timeline; (4) ncu source counters (SASS,
-# stall samples per instruction) of the insert, count and number kernels of one SGD step under - (f0) and 825 (d825).
+# with 9 / 825 added, 825 against 817 under LFU / epoch evictions, bad inputs under 825; (3) steady_ab.py SGD -,825,881 with the timeline; (4) ncu source counters (SASS,
+# stall samples per instruction) of the count and number kernels of one SGD step under - (f0) and 825 (d825).
 B=53
 . .carry/step38/setup.sh
 T=/tmp/t38/tests/dynamicemb
 timeout 5 python3 -P $C/step38_rand.py --reps 6 > $OUT/rand.txt 2>&1
 echo "rand rc $? ($(( $(date +%s) - t0 )) s)"; grep "^| [re]" $OUT/rand.txt | cut -c1-90
-(cd /tmp/t38 && PYTHONPATH=$SM timeout 8 $PT $T/test_embedding_gpu.py -k "dedup_insert_variants_agree" > $OUT/t_dedup.txt 2>&1)
+(cd /tmp/t38 && PYTHONPATH=$SM timeout 11 $PT $T/test_embedding_gpu.py $T/test_checks_gpu.py \
+  -k "dedup_insert_variants_agree or count_find_agrees or under_dedup_variants" > $OUT/t_dedup.txt 2>&1)
 echo "tests rc $? ($(( $(date +%s) - t0 )) s): $(grep -E '[0-9]+ (passed|failed|error)' $OUT/t_dedup.txt | tail -1)"
 grep -h -A4 "^E  \|^FAILED" $OUT/t_dedup.txt | head -8 | cut -c1-200
 PYTHONPATH=$SM timeout 12 python3 -P $TOOLS/steady_ab.py --bench benchmarks --timeline --opt sgd \
@@ -22,7 +23,7 @@ grep -A6 "steady step" $OUT/steady.txt | grep "^| [-0-9]" | cut -c1-100
 grep -A30 "kernels with the host ahead" $OUT/steady.txt | grep "dedup_\|kernels with" | cut -c1-100
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 PYTHONPATH=$SM timeout -s INT $(( $(left) - 6 )) $NCU --clock-control none --profile-from-start off \
-  -k "regex:dedup_(number|insert|count)_kernel" -c 6 \
+  -k "regex:dedup_(number|count)_kernel" -c 4 \
   --section SourceCounters --section WarpStateStats --section LaunchStats --section Occupancy --section SpeedOfLight \
   --metrics dram__bytes_read.sum,dram__bytes_write.sum,smsp__inst_executed.sum,gpu__time_duration.sum \
   -o $OUT/dd -f python3 -P $C/step38_ncu.py --bench benchmarks --variants f0,d825 > $OUT/ncu.log 2>&1
