@@ -25,6 +25,7 @@
 // Nothing depends on the set's content before the step (the clear pass rewrites it), so an interrupted step
 // leaves nothing to clean up.
 #include <atomic>
+#include <mutex>
 
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 #include "dynamicemb/csrc/lookup/probe_meta.cuh"
@@ -48,6 +49,12 @@ constexpr int kDedupLabNoScore = 64;
 // slot_row path) instead of probing: the find in the one-wave count pass (8 blocks per SM before the find's
 // registers) instead of the number pass's 2.6 waves at 3 blocks per SM. Same slots, urow, scores and pending flag.
 constexpr int kDedupCountFind = 8;
+// Lab bit (a third freed one): the find off the main stream. The insert also writes each id's set slot into
+// slot_row[position]; a kernel on a side stream forked after the insert finds the claimers' keys (a claimer: the
+// id at its set slot's final position) and writes their table slots over it (and a training hit's new score),
+// beside the count and number passes, which then number only; the main stream joins it before the resolve pass,
+// which writes the claimers' urow (and the pending flag) from slot_row. Same slots, urow, scores and pending flag.
+constexpr int kDedupSideFind = 4;
 
 static_assert(kChunk % kResolveBlock == 0, "resolve: whole rounds of ids");
 
@@ -378,6 +385,7 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
   for (int r = 0; r < K; ++r) {
     if (todo0[r]) inv[r] = linv[lead[r]];
     if (live[r]) p.inverse[idx[r]] = inv[r];
+    if (live[r] && (p.flags & kDedupSideFind) && p.slot_row != nullptr) p.slot_row[idx[r]] = inv[r];  // (lab 4)
   }
 }
 
@@ -454,7 +462,7 @@ __device__ __forceinline__ bool write_claimers(const DedupParams& p, const bool 
     p.utables[u[r]] = t[r];
     p.inverse[idx[r]] = u[r];
   }
-  if (p.find_meta == nullptr || p.find_later) return false;
+  if (p.find_meta == nullptr || p.find_later || (p.flags & kDedupSideFind)) return false;
   if (p.slot_row != nullptr) {  // found by the insert: the claimer's set slot holds its table slot
 #pragma unroll
     for (int r = 0; r < K; ++r) {
@@ -659,6 +667,55 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_find_kernel(DedupParams p)
   }
 }
 
+// ---------------------------------------------------------------- side find (lab kDedupSideFind)
+// Block c: ids [c * kChunk, (c + 1) * kChunk), as in the count pass. After the insert slot_row[i] holds id i's set
+// slot (-1: no (table, key)); a claimer (the set slot's final position is i) finds its key and writes its table
+// slot (or -1) over it. Reads only the set, slot_row, the ids and the tables, which the count and number passes
+// beside it do not write.
+__global__ void __launch_bounds__(kInsertBlock) dedup_side_find_kernel(DedupParams p) {
+  constexpr int K = kPerThread;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
+  int64_t x[K];
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
+    x[r] = i < p.n ? p.slot_row[i] : -1;
+  }
+  uint32_t m[K];
+#pragma unroll
+  for (int r = 0; r < K; ++r) m[r] = x[r] >= 0 ? p.set[x[r]] : 0u;
+  bool act[K];
+  uint64_t key[K];
+  int32_t t[K];
+  int64_t slot[K];
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
+    act[r] = x[r] >= 0 && static_cast<int64_t>(m[r]) == i;
+    key[r] = act[r] ? __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + i) : 0;
+    t[r] = act[r] ? __ldg(p.feature_table + feature_of_pos(p.offsets, p.n, p.num_bags, p.batch, p.num_features, i)) : 0;
+  }
+  find_slots<K>(p.find_meta, p.find_train, act, key, t, slot);
+#pragma unroll
+  for (int r = 0; r < K; ++r)
+    if (act[r]) p.slot_row[c0 + r * kInsertBlock + threadIdx.x] = slot[r];
+}
+
+// The claimers' urow from the side find's slots (resolve pass, lab kDedupSideFind): x = inverse after the number
+// pass (a claimer holds its unique).
+template <int R>
+__device__ __forceinline__ void side_find_urow(const DedupParams& p, int64_t c0, const int32_t (&x)[R]) {
+  int64_t sl[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) sl[r] = x[r] >= 0 ? p.slot_row[c0 + r * kResolveBlock + threadIdx.x] : 0;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (x[r] < 0) continue;
+    p.urow[x[r]] = sl[r] >= 0 ? sl[r] : (p.find_train ? kUrowPending : -1);
+    if (p.find_train && sl[r] < 0) *p.pending = 1;
+  }
+}
+
 // ---------------------------------------------------------------- resolve
 // Block c: ids [c * kChunk, (c + 1) * kChunk). inverse[i] <= -2 (repeat of the id at -inverse[i] - 2, which
 // claimed and so holds its unique) becomes that unique. bag[i]: the first bag b >= b0 (the chunk's first bag,
@@ -678,6 +735,8 @@ __global__ void __launch_bounds__(kResolveBlock) dedup_resolve_kernel(DedupParam
     const int64_t i = c0 + r * kResolveBlock + threadIdx.x;
     x[r] = i < p.n ? p.inverse[i] : -1;
   }
+  if ((p.flags & kDedupSideFind) && p.slot_row != nullptr && p.find_meta != nullptr && !p.find_later)
+    side_find_urow<R>(p, c0, x);
   if (p.no_bags) {  // block-uniform: the repeats' uniques only
     int32_t y[R];
 #pragma unroll
@@ -736,6 +795,34 @@ void launch_pass(bool pdl, void (*k)(DedupParams), unsigned grid, unsigned block
   launch_maybe_pdl(pdl, k, grid, block, st, p);
   check_launch(what);
 }
+
+// Lab kDedupSideFind: one side stream (the greatest priority) and two events per process (the lab measures one
+// device), created at first use; the side find forks after the insert and the resolve pass joins it.
+struct SideFindLab {
+  cudaStream_t side = nullptr;
+  cudaEvent_t forked = nullptr, found = nullptr;
+};
+SideFindLab& side_find_lab() {
+  static SideFindLab lab;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int lo = 0, hi = 0;
+    cudaDeviceGetStreamPriorityRange(&lo, &hi);
+    cudaStreamCreateWithPriority(&lab.side, cudaStreamNonBlocking, hi);
+    cudaEventCreateWithFlags(&lab.forked, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&lab.found, cudaEventDisableTiming);
+  });
+  return lab;
+}
+void side_fork(cudaStream_t st, const DedupParams& p, unsigned grid) {
+  SideFindLab& l = side_find_lab();
+  cudaEventRecord(l.forked, st);
+  cudaStreamWaitEvent(l.side, l.forked, 0);
+  detail::dedup_side_find_kernel<<<grid, detail::kInsertBlock, 0, l.side>>>(p);
+  check_launch("dedup side find");
+  cudaEventRecord(l.found, l.side);
+}
+void side_join(cudaStream_t st) { cudaStreamWaitEvent(st, side_find_lab().found, 0); }
 }  // namespace
 
 bool pdl_supported() { return accel::current_device_cc_major(/*fallback=*/0) >= 9; }
@@ -771,19 +858,25 @@ void launch_dedup(const DedupParams& p_in, void* stream, void (*after_count)(voi
   const bool smem = p.num_features <= detail::kSmemFeatures;
   const unsigned B = detail::kInsertBlock;
   const bool count_find = (p.flags & detail::kDedupCountFind) && p.slot_row != nullptr && p.find_meta != nullptr;
-  if (p.slot_row != nullptr && p.find_meta != nullptr && !count_find) {  // the find by the set slots' first takers
+  if (count_find) p.flags &= ~detail::kDedupSideFind;
+  const bool side_find = (p.flags & detail::kDedupSideFind) && p.slot_row != nullptr && p.find_meta != nullptr &&
+                         !p.find_later;
+  if (!side_find) p.flags &= ~detail::kDedupSideFind;
+  if (p.slot_row != nullptr && p.find_meta != nullptr && !count_find && !side_find) {  // the set slots' first takers
     launch_pass(pdl, smem ? detail::dedup_insert_kernel<true, true> : detail::dedup_insert_kernel<false, true>,
                 insert_grid, B, st, p, "dedup insert");
   } else {
     launch_pass(pdl, smem ? detail::dedup_insert_kernel<true> : detail::dedup_insert_kernel<false>, insert_grid, B,
                 st, p, "dedup insert");
   }
+  if (side_find) side_fork(st, p, insert_grid);
   launch_pass(pdl, count_find ? detail::dedup_count_kernel<true> : detail::dedup_count_kernel<false>, insert_grid, B,
               st, p, "dedup count");
   if (after_count != nullptr) after_count(ctx);
   launch_pass(pdl, smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>, insert_grid, B, st,
               p, "dedup number");
-  launch_pass(pdl, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,
+  if (side_find) side_join(st);
+  launch_pass(pdl && !side_find, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,
               "dedup resolve");
 }
 
