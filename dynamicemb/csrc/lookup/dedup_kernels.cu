@@ -796,16 +796,22 @@ void launch_pass(bool pdl, void (*k)(DedupParams), unsigned grid, unsigned block
   check_launch(what);
 }
 
-// Lab kDedupSideFind: one side stream (the greatest priority) and two events per process (the lab measures one
-// device), created at first use; the side find forks after the insert and the resolve pass joins it.
+// Lab kDedupSideFind: per device one side stream (the greatest priority) and two events, created at the device's
+// first side find (outside a graph capture: the first step of a captured loop runs eagerly); the side find forks
+// after the insert and the resolve pass joins it.
 struct SideFindLab {
   cudaStream_t side = nullptr;
   cudaEvent_t forked = nullptr, found = nullptr;
 };
+constexpr int kSideFindDevices = 64;
 SideFindLab& side_find_lab() {
-  static SideFindLab lab;
-  static std::once_flag once;
-  std::call_once(once, [] {
+  static SideFindLab labs[kSideFindDevices];
+  static std::once_flag once[kSideFindDevices];
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (dev < 0 || dev >= kSideFindDevices) throw std::runtime_error("dynamicemb lookup: side find: device index");
+  SideFindLab& lab = labs[dev];
+  std::call_once(once[dev], [&lab] {
     int lo = 0, hi = 0;
     cudaDeviceGetStreamPriorityRange(&lo, &hi);
     cudaStreamCreateWithPriority(&lab.side, cudaStreamNonBlocking, hi);
