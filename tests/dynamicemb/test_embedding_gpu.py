@@ -414,7 +414,7 @@ def test_dedup_insert_variants_agree(pooling):
     rows, Adam state, stored keys and scores over four steps: hot ids (~1,000 occurrences in a step; no segment cut,
     so the sums are repeatable), new ids in every step (the insert pass's misses), a random gradient. Lab bit 8 (9,
     825): the find by the count pass's claimers instead of the number pass; lab bit 4 (5, 821): the find on a side
-    stream after the insert, joined before the resolve pass."""
+    stream after the insert, joined before the resolve pass (823: on 2 blocks per SM)."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
     gen = torch.Generator().manual_seed(12)
     F, bags, vocab = 3, 3000, 20000
@@ -429,7 +429,7 @@ def test_dedup_insert_variants_agree(pooling):
         data.append((ids.cuda(), offsets.cuda()))
     results = {}
     old = lab(-1)
-    variants = [0, 1, 16, 17, 48, 49, 177, 305, 561, 817, 640, 9, 825, 5, 821]
+    variants = [0, 1, 16, 17, 48, 49, 177, 305, 561, 817, 640, 9, 825, 5, 821, 823]
     try:
         for v in variants:
             assert lab(v) in range(1024)
@@ -460,14 +460,14 @@ def test_count_find_agrees_under_eviction(policy):
     results = {}
     old = lab(-1)
     try:
-        for v in (817, 825, 821):
+        for v in (817, 825, 821, 823):
             lab(v)
             m = make("cuda", Adam(lr=0.05), "none", dims=(16, 16), score_policy=policy)
             results[v] = trained_results(m, data, 300)
     finally:
         lab(old)
     assert sum(int(k.numel()) for k in results[817][4:6]) > 0
-    for v in (825, 821):
+    for v in (825, 821, 823):
         for k, (a, b) in enumerate(zip(results[817], results[v])):
             assert torch.equal(a, b), f"{policy}: variant {v}, result {k} differs from the number pass's find"
 

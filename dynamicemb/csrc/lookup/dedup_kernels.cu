@@ -55,6 +55,10 @@ constexpr int kDedupCountFind = 8;
 // beside the count and number passes, which then number only; the main stream joins it before the resolve pass,
 // which writes the claimers' urow (and the pending flag) from slot_row. Same slots, urow, scores and pending flag.
 constexpr int kDedupSideFind = 4;
+// Lab bit (the last freed one), with kDedupSideFind: the side find on a grid of 2 blocks per SM looping over the
+// chunks, so that the count and number passes keep slots beside it (a full grid of the side find, 4 blocks of 256 x
+// 64 registers, takes every SM's whole register file while its first wave runs).
+constexpr int kDedupSideFindCap = 2;
 
 static_assert(kChunk % kResolveBlock == 0, "resolve: whole rounds of ids");
 
@@ -672,9 +676,8 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_find_kernel(DedupParams p)
 // slot (-1: no (table, key)); a claimer (the set slot's final position is i) finds its key and writes its table
 // slot (or -1) over it. Reads only the set, slot_row, the ids and the tables, which the count and number passes
 // beside it do not write.
-__global__ void __launch_bounds__(kInsertBlock) dedup_side_find_kernel(DedupParams p) {
+__device__ __forceinline__ void side_find_chunk(const DedupParams& p, int64_t c0) {
   constexpr int K = kPerThread;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
   int64_t x[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
@@ -699,6 +702,11 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_side_find_kernel(DedupPara
 #pragma unroll
   for (int r = 0; r < K; ++r)
     if (act[r]) p.slot_row[c0 + r * kInsertBlock + threadIdx.x] = slot[r];
+}
+
+__global__ void __launch_bounds__(kInsertBlock) dedup_side_find_kernel(DedupParams p) {
+  for (int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk; c0 < p.n; c0 += static_cast<int64_t>(gridDim.x) * kChunk)
+    side_find_chunk(p, c0);
 }
 
 // The claimers' urow from the side find's slots (resolve pass, lab kDedupSideFind): x = inverse after the number
@@ -875,7 +883,10 @@ void launch_dedup(const DedupParams& p_in, void* stream, void (*after_count)(voi
     launch_pass(pdl, smem ? detail::dedup_insert_kernel<true> : detail::dedup_insert_kernel<false>, insert_grid, B,
                 st, p, "dedup insert");
   }
-  if (side_find) side_fork(st, p, insert_grid);
+  if (side_find) {
+    const unsigned cap = static_cast<unsigned>(persistent_blocks(2));
+    side_fork(st, p, (p.flags & detail::kDedupSideFindCap) && cap < insert_grid ? cap : insert_grid);
+  }
   launch_pass(pdl, count_find ? detail::dedup_count_kernel<true> : detail::dedup_count_kernel<false>, insert_grid, B,
               st, p, "dedup count");
   if (after_count != nullptr) after_count(ctx);
