@@ -414,7 +414,8 @@ def test_dedup_insert_variants_agree(pooling):
     rows, Adam state, stored keys and scores over four steps: hot ids (~1,000 occurrences in a step; no segment cut,
     so the sums are repeatable), new ids in every step (the insert pass's misses), a random gradient. Lab bit 8 (9,
     825): the find by the count pass's claimers instead of the number pass; lab bit 4 (5, 821): the find on a side
-    stream after the insert, joined before the resolve pass (823: on 2 blocks per SM)."""
+    stream after the insert, joined before the resolve pass; lab bit 2 (3, 819): the hits' scores written late (in
+    the resolve pass with misses, as here)."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
     gen = torch.Generator().manual_seed(12)
     F, bags, vocab = 3, 3000, 20000
@@ -429,7 +430,7 @@ def test_dedup_insert_variants_agree(pooling):
         data.append((ids.cuda(), offsets.cuda()))
     results = {}
     old = lab(-1)
-    variants = [0, 1, 16, 17, 48, 49, 177, 305, 561, 817, 640, 9, 825, 5, 821, 823]
+    variants = [0, 1, 16, 17, 48, 49, 177, 305, 561, 817, 640, 9, 825, 5, 821, 3, 819]
     try:
         for v in variants:
             assert lab(v) in range(1024)
@@ -460,16 +461,46 @@ def test_count_find_agrees_under_eviction(policy):
     results = {}
     old = lab(-1)
     try:
-        for v in (817, 825, 821, 823):
+        for v in (817, 825, 821, 819):
             lab(v)
             m = make("cuda", Adam(lr=0.05), "none", dims=(16, 16), score_policy=policy)
             results[v] = trained_results(m, data, 300)
     finally:
         lab(old)
     assert sum(int(k.numel()) for k in results[817][4:6]) > 0
-    for v in (825, 821, 823):
+    for v in (825, 821, 819):
         for k, (a, b) in enumerate(zip(results[817], results[v])):
             assert torch.equal(a, b), f"{policy}: variant {v}, result {k} differs from the number pass's find"
+
+
+@pytest.mark.parametrize("policy", ["lru", "lfu", "epoch_lfu"])
+@pytest.mark.parametrize("pooling", ["none", "sum"])
+def test_late_scores_agree(pooling, policy):
+    """The hits' scores written late (lab bit 2 of op _lookup_lab_dedup: 819 = the default 817 | 2; a step without
+    misses writes them on a side stream joined at the op's end, a step with misses in the resolve pass) against the
+    number pass's writes (817): bitwise equal outputs, stored keys, scores, rows and Adam state over five steps, two
+    of them all hits (the same batch again) and two with new ids."""
+    lab = torch.ops.dynamicemb._lookup_lab_dedup
+    gen = torch.Generator().manual_seed(14)
+    F, bags, vocab = 3, 4000, 3000
+    lengths = torch.ones(F * bags, dtype=torch.int64) if pooling == "none" else torch.randint(1, 4, (F * bags,), generator=gen)
+    offsets = torch.zeros(F * bags + 1, dtype=torch.int64)
+    offsets[1:] = torch.cumsum(lengths, 0)
+    n = int(offsets[-1])
+    first = ((torch.rand(n, generator=gen) ** 2) * vocab).long()
+    later = first + (torch.rand(n, generator=gen) < 0.2).long() * vocab
+    data = [(x.cuda(), offsets.cuda()) for x in (first, first, later, first, later)]
+    results = {}
+    old = lab(-1)
+    try:
+        for v in (817, 819):
+            lab(v)
+            m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16), score_policy=policy)
+            results[v] = trained_results(m, data, 400)
+    finally:
+        lab(old)
+    for k, (a, b) in enumerate(zip(results[817], results[819])):
+        assert torch.equal(a, b), f"{policy}: result {k} differs between the late score writes and the number pass's"
 
 
 @pytest.mark.parametrize("pooling", ["sum", "mean", "none"])
@@ -607,7 +638,7 @@ def test_cuda_graph_train_step_matches_eager(opt, pooling):
     assert float(graphed.step) == float(eager.step)
 
 
-@pytest.mark.parametrize("flags", [48, 825, 821])
+@pytest.mark.parametrize("flags", [48, 825, 821, 819])
 @pytest.mark.parametrize("opt", ["sgd", "adam"])
 @pytest.mark.parametrize("pooling", ["sum", "none"])
 def test_cuda_graph_train_step_under_dedup_variants(opt, pooling, flags):

@@ -55,10 +55,13 @@ constexpr int kDedupCountFind = 8;
 // beside the count and number passes, which then number only; the main stream joins it before the resolve pass,
 // which writes the claimers' urow (and the pending flag) from slot_row. Same slots, urow, scores and pending flag.
 constexpr int kDedupSideFind = 4;
-// Lab bit (the last freed one), with kDedupSideFind: the side find on a grid of 2 blocks per SM looping over the
-// chunks, so that the count and number passes keep slots beside it (a full grid of the side find, 4 blocks of 256 x
-// 64 registers, takes every SM's whole register file while its first wave runs).
-constexpr int kDedupSideFindCap = 2;
+// Lab bit (the last freed one): the hits' score writes off the chain. The number pass's find writes no scores; a
+// step with misses (pending) writes its hits' scores in the resolve pass, before the insert pass evicts; a step
+// without misses (the steady state) writes them in a kernel on a side stream forked after the resolve pass, beside
+// the insert pass and the forward, joined at the end of the op (lookup_step: dedup_late_join), so the scores are
+// the same as the number pass's at every op boundary. (Session 35 run 1: the number pass without its score writes,
+// timing only, was -0.014 ms and the SGD span -0.012; the writes are 350K random 8-byte read-modify-writes.)
+constexpr int kDedupLateScores = 2;
 
 static_assert(kChunk % kResolveBlock == 0, "resolve: whole rounds of ids");
 
@@ -532,7 +535,7 @@ __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&c
       const TableMeta& m = p.find_meta[t[r]];
       slot[r] = probe_digests(m, key[r], table::home_of(m, key[r]));
     }
-  if (p.find_train && !(p.flags & kDedupLabNoScore)) {
+  if (p.find_train && !(p.flags & (kDedupLabNoScore | kDedupLateScores))) {
     uint64_t old[K];
 #pragma unroll
     for (int r = 0; r < K; ++r) {  // (LFU / customized: the old scores, all loaded before the first store)
@@ -724,6 +727,36 @@ __device__ __forceinline__ void side_find_urow(const DedupParams& p, int64_t c0,
   }
 }
 
+// A training hit's new score (the find's: find_slots / number_find), for the late score writes (lab
+// kDedupLateScores).
+__device__ __forceinline__ void write_hit_score(const DedupParams& p, int32_t t, int64_t slot) {
+  const TableMeta& m = p.find_meta[t];
+  uint64_t* scores = reinterpret_cast<uint64_t*>(m.scores);
+  const uint64_t clock = static_cast<uint64_t>(*reinterpret_cast<const int64_t*>(m.counters));
+  const uint64_t old = m.policy == table::kPolicyLru ? 0 : scores[slot];
+  scores[slot] = step_score(m, clock, true, old);
+}
+
+// Late score writes of a step without misses (lab kDedupLateScores, side stream): every hit unique's new score, K
+// uniques per thread with their loads first. A step with misses wrote them in its resolve pass: nothing here.
+__global__ void __launch_bounds__(kInsertBlock) dedup_late_scores_kernel(DedupParams p) {
+  constexpr int K = kPerThread;
+  if (*p.pending != 0) return;
+  const int64_t count = *p.count;
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * (K * kInsertBlock) + threadIdx.x;
+  int64_t slot[K];
+  int32_t t[K];
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    const int64_t u = base + r * kInsertBlock;
+    slot[r] = u < count ? p.urow[u] : -1;
+    t[r] = u < count ? p.utables[u] : 0;
+  }
+#pragma unroll
+  for (int r = 0; r < K; ++r)
+    if (slot[r] >= 0) write_hit_score(p, t[r], slot[r]);
+}
+
 // ---------------------------------------------------------------- resolve
 // Block c: ids [c * kChunk, (c + 1) * kChunk). inverse[i] <= -2 (repeat of the id at -inverse[i] - 2, which
 // claimed and so holds its unique) becomes that unique. bag[i]: the first bag b >= b0 (the chunk's first bag,
@@ -745,6 +778,19 @@ __global__ void __launch_bounds__(kResolveBlock) dedup_resolve_kernel(DedupParam
   }
   if ((p.flags & kDedupSideFind) && p.slot_row != nullptr && p.find_meta != nullptr && !p.find_later)
     side_find_urow<R>(p, c0, x);
+  if ((p.flags & kDedupLateScores) && p.find_train && p.find_meta != nullptr && *p.pending != 0) {
+    // lab kDedupLateScores, a step with misses: the claimers' hits take their scores before the insert pass
+    int64_t sl[R];
+    int32_t tt[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      sl[r] = x[r] >= 0 ? p.urow[x[r]] : -1;
+      tt[r] = x[r] >= 0 ? p.utables[x[r]] : 0;
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (sl[r] >= 0) write_hit_score(p, tt[r], sl[r]);
+  }
   if (p.no_bags) {  // block-uniform: the repeats' uniques only
     int32_t y[R];
 #pragma unroll
@@ -809,7 +855,7 @@ void launch_pass(bool pdl, void (*k)(DedupParams), unsigned grid, unsigned block
 // after the insert and the resolve pass joins it.
 struct SideFindLab {
   cudaStream_t side = nullptr;
-  cudaEvent_t forked = nullptr, found = nullptr;
+  cudaEvent_t forked = nullptr, found = nullptr, resolved = nullptr, scored = nullptr;
 };
 constexpr int kSideFindDevices = 64;
 SideFindLab& side_find_lab() {
@@ -825,6 +871,8 @@ SideFindLab& side_find_lab() {
     cudaStreamCreateWithPriority(&lab.side, cudaStreamNonBlocking, hi);
     cudaEventCreateWithFlags(&lab.forked, cudaEventDisableTiming);
     cudaEventCreateWithFlags(&lab.found, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&lab.resolved, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&lab.scored, cudaEventDisableTiming);
   });
   return lab;
 }
@@ -837,6 +885,18 @@ void side_fork(cudaStream_t st, const DedupParams& p, unsigned grid) {
   cudaEventRecord(l.found, l.side);
 }
 void side_join(cudaStream_t st) { cudaStreamWaitEvent(st, side_find_lab().found, 0); }
+// Lab kDedupLateScores: the late score kernel on the side stream after the resolve pass; lookup_step joins it at
+// its end (dedup_late_join; this thread's flag says a fork is pending).
+thread_local bool g_late_forked = false;
+void late_scores_fork(cudaStream_t st, const DedupParams& p, unsigned grid) {
+  SideFindLab& l = side_find_lab();
+  cudaEventRecord(l.resolved, st);
+  cudaStreamWaitEvent(l.side, l.resolved, 0);
+  detail::dedup_late_scores_kernel<<<grid, detail::kInsertBlock, 0, l.side>>>(p);
+  check_launch("dedup late scores");
+  cudaEventRecord(l.scored, l.side);
+  g_late_forked = true;
+}
 }  // namespace
 
 bool pdl_supported() { return accel::current_device_cc_major(/*fallback=*/0) >= 9; }
@@ -884,8 +944,7 @@ void launch_dedup(const DedupParams& p_in, void* stream, void (*after_count)(voi
                 st, p, "dedup insert");
   }
   if (side_find) {
-    const unsigned cap = static_cast<unsigned>(persistent_blocks(2));
-    side_fork(st, p, (p.flags & detail::kDedupSideFindCap) && cap < insert_grid ? cap : insert_grid);
+    side_fork(st, p, insert_grid);
   }
   launch_pass(pdl, count_find ? detail::dedup_count_kernel<true> : detail::dedup_count_kernel<false>, insert_grid, B,
               st, p, "dedup count");
@@ -895,6 +954,15 @@ void launch_dedup(const DedupParams& p_in, void* stream, void (*after_count)(voi
   if (side_find) side_join(st);
   launch_pass(pdl && !side_find, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,
               "dedup resolve");
+  if ((p.flags & detail::kDedupLateScores) && p.find_train && p.find_meta != nullptr && p.pending != nullptr &&
+      !p.find_later && !side_find && !count_find && p.slot_row == nullptr)
+    late_scores_fork(st, p, insert_grid);
+}
+
+void dedup_late_join(void* stream) {
+  if (!g_late_forked) return;
+  g_late_forked = false;
+  cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), side_find_lab().scored, 0);
 }
 
 namespace {
