@@ -26,6 +26,7 @@
 // leaves nothing to clean up.
 #include <atomic>
 #include <mutex>
+#include <vector>
 
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 #include "dynamicemb/csrc/lookup/probe_meta.cuh"
@@ -40,27 +41,13 @@ constexpr int kResolveBlock = 256;
 constexpr int kChunk = 1024;       // ids per block of the resolve pass (4 per thread)
 constexpr int kBagWindow = 256;    // bag ends a resolve block keeps in shared memory
 constexpr uint32_t kFree = 0xffffffffu;
-// Lab bit of the dedup flags (a freed bit of DedupFlags, lookup_types.h), timing only, not a product path (hit
-// slots keep their old scores): the number pass's find writes no scores, to size what its score writes cost it
-// (branch step38, docs/dynamicemb.md).
-constexpr int kDedupLabNoScore = 64;
-// Lab bit (another freed one): the count pass's claimers find their key's table slot (find_slots: start group,
-// digests, a training hit's new score) into slot_row[position], and the number pass takes it from there (its
-// slot_row path) instead of probing: the find in the one-wave count pass (8 blocks per SM before the find's
-// registers) instead of the number pass's 2.6 waves at 3 blocks per SM. Same slots, urow, scores and pending flag.
-constexpr int kDedupCountFind = 8;
-// Lab bit (a third freed one): the find off the main stream. The insert also writes each id's set slot into
-// slot_row[position]; a kernel on a side stream forked after the insert finds the claimers' keys (a claimer: the
-// id at its set slot's final position) and writes their table slots over it (and a training hit's new score),
-// beside the count and number passes, which then number only; the main stream joins it before the resolve pass,
-// which writes the claimers' urow (and the pending flag) from slot_row. Same slots, urow, scores and pending flag.
-constexpr int kDedupSideFind = 4;
-// Lab bit (the last freed one): the hits' score writes off the chain. The number pass's find writes no scores; a
-// step with misses (pending) writes its hits' scores in the resolve pass, before the insert pass evicts; a step
+// Lab bit of the dedup flags (a freed bit of DedupFlags, lookup_types.h; op _lookup_lab_dedup, 819 = the default
+// 817 | 2): the hits' score writes off the forward's chain. The number pass's find writes no scores; a step with
+// misses (pending) writes its hits' scores in the resolve pass, before the insert pass evicts by score; a step
 // without misses (the steady state) writes them in a kernel on a side stream forked after the resolve pass, beside
-// the insert pass and the forward, joined at the end of the op (lookup_step: dedup_late_join), so the scores are
-// the same as the number pass's at every op boundary. (Session 35 run 1: the number pass without its score writes,
-// timing only, was -0.014 ms and the SGD span -0.012; the writes are 350K random 8-byte read-modify-writes.)
+// the insert pass and the forward, which lookup_step joins at its end (dedup_late_join): every later op sees the
+// scores the number pass would have written. Each score write is a random 8-byte read-modify-write into an 80 MB
+// array at NVIDIA's config (~13 us of the SGD step's chain: docs/dynamicemb.md, branch step38).
 constexpr int kDedupLateScores = 2;
 
 static_assert(kChunk % kResolveBlock == 0, "resolve: whole rounds of ids");
@@ -392,7 +379,6 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
   for (int r = 0; r < K; ++r) {
     if (todo0[r]) inv[r] = linv[lead[r]];
     if (live[r]) p.inverse[idx[r]] = inv[r];
-    if (live[r] && (p.flags & kDedupSideFind) && p.slot_row != nullptr) p.slot_row[idx[r]] = inv[r];  // (lab 4)
   }
 }
 
@@ -400,7 +386,6 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
 // Block c: ids [c * kChunk, (c + 1) * kChunk), laid out as in the insert. An id is its slot's claimer when the
 // slot's final position is its own; the others write -(claimer + 2). The chunk's claimers go to
 // bag[c * kChunk + 1] (read by the number pass of later chunks, all full; rewritten by the resolve pass).
-template <bool kFind>
 __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p) {
   constexpr int K = kPerThread;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
@@ -429,24 +414,6 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
     total += __syncthreads_count(claimer);
   }
   if (threadIdx.x == 0 && c0 + 1 < p.n) p.bag[c0 + 1] = total;
-  if constexpr (kFind) {  // lab kDedupCountFind: the claimers' find, its slot by the claimer's position
-    bool act[K];
-    uint64_t key[K];
-    int32_t t[K];
-    int64_t slot[K];
-#pragma unroll
-    for (int r = 0; r < K; ++r) {
-      const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
-      act[r] = x[r] >= 0 && static_cast<int64_t>(m[r]) == i;
-      key[r] = act[r] ? __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + i) : 0;
-      t[r] = act[r] ? __ldg(p.feature_table + feature_of_pos(p.offsets, p.n, p.num_bags, p.batch, p.num_features, i))
-                    : 0;
-    }
-    find_slots<K>(p.find_meta, p.find_train, act, key, t, slot);
-#pragma unroll
-    for (int r = 0; r < K; ++r)
-      if (act[r]) p.slot_row[c0 + r * kInsertBlock + threadIdx.x] = slot[r];
-  }
 }
 
 // ---------------------------------------------------------------- number
@@ -469,12 +436,12 @@ __device__ __forceinline__ bool write_claimers(const DedupParams& p, const bool 
     p.utables[u[r]] = t[r];
     p.inverse[idx[r]] = u[r];
   }
-  if (p.find_meta == nullptr || p.find_later || (p.flags & kDedupSideFind)) return false;
+  if (p.find_meta == nullptr || p.find_later) return false;
   if (p.slot_row != nullptr) {  // found by the insert: the claimer's set slot holds its table slot
 #pragma unroll
     for (int r = 0; r < K; ++r) {
       if (!claimed[r]) continue;
-      const int64_t sl = p.slot_row[(p.flags & kDedupCountFind) ? idx[r] : sset[r]];  // (lab 8: by position)
+      const int64_t sl = p.slot_row[sset[r]];
       p.urow[u[r]] = sl >= 0 ? sl : (p.find_train ? kUrowPending : -1);
       if (p.find_train && sl < 0) *p.pending = 1;
     }
@@ -535,7 +502,7 @@ __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&c
       const TableMeta& m = p.find_meta[t[r]];
       slot[r] = probe_digests(m, key[r], table::home_of(m, key[r]));
     }
-  if (p.find_train && !(p.flags & (kDedupLabNoScore | kDedupLateScores))) {
+  if (p.find_train && !(p.flags & kDedupLateScores)) {
     uint64_t old[K];
 #pragma unroll
     for (int r = 0; r < K; ++r) {  // (LFU / customized: the old scores, all loaded before the first store)
@@ -674,61 +641,8 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_find_kernel(DedupParams p)
   }
 }
 
-// ---------------------------------------------------------------- side find (lab kDedupSideFind)
-// Block c: ids [c * kChunk, (c + 1) * kChunk), as in the count pass. After the insert slot_row[i] holds id i's set
-// slot (-1: no (table, key)); a claimer (the set slot's final position is i) finds its key and writes its table
-// slot (or -1) over it. Reads only the set, slot_row, the ids and the tables, which the count and number passes
-// beside it do not write.
-__device__ __forceinline__ void side_find_chunk(const DedupParams& p, int64_t c0) {
-  constexpr int K = kPerThread;
-  int64_t x[K];
-#pragma unroll
-  for (int r = 0; r < K; ++r) {
-    const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
-    x[r] = i < p.n ? p.slot_row[i] : -1;
-  }
-  uint32_t m[K];
-#pragma unroll
-  for (int r = 0; r < K; ++r) m[r] = x[r] >= 0 ? p.set[x[r]] : 0u;
-  bool act[K];
-  uint64_t key[K];
-  int32_t t[K];
-  int64_t slot[K];
-#pragma unroll
-  for (int r = 0; r < K; ++r) {
-    const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
-    act[r] = x[r] >= 0 && static_cast<int64_t>(m[r]) == i;
-    key[r] = act[r] ? __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + i) : 0;
-    t[r] = act[r] ? __ldg(p.feature_table + feature_of_pos(p.offsets, p.n, p.num_bags, p.batch, p.num_features, i)) : 0;
-  }
-  find_slots<K>(p.find_meta, p.find_train, act, key, t, slot);
-#pragma unroll
-  for (int r = 0; r < K; ++r)
-    if (act[r]) p.slot_row[c0 + r * kInsertBlock + threadIdx.x] = slot[r];
-}
-
-__global__ void __launch_bounds__(kInsertBlock) dedup_side_find_kernel(DedupParams p) {
-  for (int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk; c0 < p.n; c0 += static_cast<int64_t>(gridDim.x) * kChunk)
-    side_find_chunk(p, c0);
-}
-
-// The claimers' urow from the side find's slots (resolve pass, lab kDedupSideFind): x = inverse after the number
-// pass (a claimer holds its unique).
-template <int R>
-__device__ __forceinline__ void side_find_urow(const DedupParams& p, int64_t c0, const int32_t (&x)[R]) {
-  int64_t sl[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) sl[r] = x[r] >= 0 ? p.slot_row[c0 + r * kResolveBlock + threadIdx.x] : 0;
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    if (x[r] < 0) continue;
-    p.urow[x[r]] = sl[r] >= 0 ? sl[r] : (p.find_train ? kUrowPending : -1);
-    if (p.find_train && sl[r] < 0) *p.pending = 1;
-  }
-}
-
-// A training hit's new score (the find's: find_slots / number_find), for the late score writes (lab
-// kDedupLateScores).
+// ---------------------------------------------------------------- late scores (lab kDedupLateScores)
+// A training hit's new score, as the find writes it (find_slots / number_find).
 __device__ __forceinline__ void write_hit_score(const DedupParams& p, int32_t t, int64_t slot) {
   const TableMeta& m = p.find_meta[t];
   uint64_t* scores = reinterpret_cast<uint64_t*>(m.scores);
@@ -737,8 +651,8 @@ __device__ __forceinline__ void write_hit_score(const DedupParams& p, int32_t t,
   scores[slot] = step_score(m, clock, true, old);
 }
 
-// Late score writes of a step without misses (lab kDedupLateScores, side stream): every hit unique's new score, K
-// uniques per thread with their loads first. A step with misses wrote them in its resolve pass: nothing here.
+// A step without misses (side stream): every hit unique's new score, kPerThread uniques per thread with their loads
+// first. A step with misses wrote them in its resolve pass: nothing here.
 __global__ void __launch_bounds__(kInsertBlock) dedup_late_scores_kernel(DedupParams p) {
   constexpr int K = kPerThread;
   if (*p.pending != 0) return;
@@ -776,10 +690,9 @@ __global__ void __launch_bounds__(kResolveBlock) dedup_resolve_kernel(DedupParam
     const int64_t i = c0 + r * kResolveBlock + threadIdx.x;
     x[r] = i < p.n ? p.inverse[i] : -1;
   }
-  if ((p.flags & kDedupSideFind) && p.slot_row != nullptr && p.find_meta != nullptr && !p.find_later)
-    side_find_urow<R>(p, c0, x);
   if ((p.flags & kDedupLateScores) && p.find_train && p.find_meta != nullptr && *p.pending != 0) {
-    // lab kDedupLateScores, a step with misses: the claimers' hits take their scores before the insert pass
+    // lab kDedupLateScores, a step with misses: the claimers' hits (x: their unique) take their scores here, before
+    // the insert pass evicts by score
     int64_t sl[R];
     int32_t tt[R];
 #pragma unroll
@@ -850,52 +763,63 @@ void launch_pass(bool pdl, void (*k)(DedupParams), unsigned grid, unsigned block
   check_launch(what);
 }
 
-// Lab kDedupSideFind: per device one side stream (the greatest priority) and two events, created at the device's
-// first side find (outside a graph capture: the first step of a captured loop runs eagerly); the side find forks
-// after the insert and the resolve pass joins it.
-struct SideFindLab {
-  cudaStream_t side = nullptr;
-  cudaEvent_t forked = nullptr, found = nullptr, resolved = nullptr, scored = nullptr;
-};
-constexpr int kSideFindDevices = 64;
-SideFindLab& side_find_lab() {
-  static SideFindLab labs[kSideFindDevices];
-  static std::once_flag once[kSideFindDevices];
-  int dev = 0;
-  cudaGetDevice(&dev);
-  if (dev < 0 || dev >= kSideFindDevices) throw std::runtime_error("dynamicemb lookup: side find: device index");
-  SideFindLab& lab = labs[dev];
-  std::call_once(once[dev], [&lab] {
+void cuda_ok(const char* what, cudaError_t e) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: dedup: ") + what + ": " + cudaGetErrorString(e));
+}
+
+// Lab kDedupLateScores: one non-blocking, greatest-priority stream per device for the late score writes, made on
+// first use and kept for the process; per thread and device the fork's two events and whether a fork waits for its
+// join (a thread joins its fork in the same lookup_step before it forks again).
+cudaStream_t late_stream(int device) {
+  static std::mutex mu;
+  static std::vector<cudaStream_t> streams;
+  std::lock_guard<std::mutex> lock(mu);
+  if (static_cast<int>(streams.size()) <= device) streams.resize(device + 1, nullptr);
+  if (!streams[device]) {
     int lo = 0, hi = 0;
-    cudaDeviceGetStreamPriorityRange(&lo, &hi);
-    cudaStreamCreateWithPriority(&lab.side, cudaStreamNonBlocking, hi);
-    cudaEventCreateWithFlags(&lab.forked, cudaEventDisableTiming);
-    cudaEventCreateWithFlags(&lab.found, cudaEventDisableTiming);
-    cudaEventCreateWithFlags(&lab.resolved, cudaEventDisableTiming);
-    cudaEventCreateWithFlags(&lab.scored, cudaEventDisableTiming);
-  });
-  return lab;
+    cuda_ok("stream priorities", cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    cuda_ok("late scores stream", cudaStreamCreateWithPriority(&streams[device], cudaStreamNonBlocking, hi));
+  }
+  return streams[device];
 }
-void side_fork(cudaStream_t st, const DedupParams& p, unsigned grid) {
-  SideFindLab& l = side_find_lab();
-  cudaEventRecord(l.forked, st);
-  cudaStreamWaitEvent(l.side, l.forked, 0);
-  detail::dedup_side_find_kernel<<<grid, detail::kInsertBlock, 0, l.side>>>(p);
-  check_launch("dedup side find");
-  cudaEventRecord(l.found, l.side);
+struct LateFork {
+  cudaEvent_t resolved = nullptr, scored = nullptr;
+  bool pending_join = false;
+};
+struct ThreadLateForks {  // destroyed with the thread (errors ignored: the runtime may be gone at exit)
+  std::vector<LateFork> per_device;
+  ~ThreadLateForks() {
+    for (LateFork& f : per_device)
+      if (f.resolved) {
+        cudaEventDestroy(f.resolved);
+        cudaEventDestroy(f.scored);
+      }
+  }
+};
+// This thread's fork state on `device` (made with its events on first use; null without `make` if none yet).
+LateFork* late_fork(int device, bool make) {
+  thread_local ThreadLateForks forks;
+  std::vector<LateFork>& v = forks.per_device;
+  if (!make && static_cast<int>(v.size()) <= device) return nullptr;
+  if (static_cast<int>(v.size()) <= device) v.resize(device + 1);
+  LateFork& f = v[device];
+  if (!f.resolved) {
+    cuda_ok("event", cudaEventCreateWithFlags(&f.resolved, cudaEventDisableTiming));
+    cuda_ok("event", cudaEventCreateWithFlags(&f.scored, cudaEventDisableTiming));
+  }
+  return &f;
 }
-void side_join(cudaStream_t st) { cudaStreamWaitEvent(st, side_find_lab().found, 0); }
-// Lab kDedupLateScores: the late score kernel on the side stream after the resolve pass; lookup_step joins it at
-// its end (dedup_late_join; this thread's flag says a fork is pending).
-thread_local bool g_late_forked = false;
-void late_scores_fork(cudaStream_t st, const DedupParams& p, unsigned grid) {
-  SideFindLab& l = side_find_lab();
-  cudaEventRecord(l.resolved, st);
-  cudaStreamWaitEvent(l.side, l.resolved, 0);
-  detail::dedup_late_scores_kernel<<<grid, detail::kInsertBlock, 0, l.side>>>(p);
+void fork_late_scores(cudaStream_t st, const DedupParams& p, unsigned grid) {
+  int dev = 0;
+  cuda_ok("device", cudaGetDevice(&dev));
+  cudaStream_t side = late_stream(dev);
+  LateFork& f = *late_fork(dev, true);
+  cuda_ok("event record", cudaEventRecord(f.resolved, st));
+  cuda_ok("stream wait", cudaStreamWaitEvent(side, f.resolved, 0));
+  detail::dedup_late_scores_kernel<<<grid, detail::kInsertBlock, 0, side>>>(p);
   check_launch("dedup late scores");
-  cudaEventRecord(l.scored, l.side);
-  g_late_forked = true;
+  cuda_ok("event record", cudaEventRecord(f.scored, side));
+  f.pending_join = true;
 }
 }  // namespace
 
@@ -931,38 +855,31 @@ void launch_dedup(const DedupParams& p_in, void* stream, void (*after_count)(voi
   const unsigned insert_grid = blocks_for(p.n, detail::kInsertBlock * detail::kPerThread);
   const bool smem = p.num_features <= detail::kSmemFeatures;
   const unsigned B = detail::kInsertBlock;
-  const bool count_find = (p.flags & detail::kDedupCountFind) && p.slot_row != nullptr && p.find_meta != nullptr;
-  if (count_find) p.flags &= ~detail::kDedupSideFind;
-  const bool side_find = (p.flags & detail::kDedupSideFind) && p.slot_row != nullptr && p.find_meta != nullptr &&
-                         !p.find_later;
-  if (!side_find) p.flags &= ~detail::kDedupSideFind;
-  if (p.slot_row != nullptr && p.find_meta != nullptr && !count_find && !side_find) {  // the set slots' first takers
+  if (p.slot_row != nullptr && p.find_meta != nullptr) {  // the find by the set slots' first takers
     launch_pass(pdl, smem ? detail::dedup_insert_kernel<true, true> : detail::dedup_insert_kernel<false, true>,
                 insert_grid, B, st, p, "dedup insert");
   } else {
     launch_pass(pdl, smem ? detail::dedup_insert_kernel<true> : detail::dedup_insert_kernel<false>, insert_grid, B,
                 st, p, "dedup insert");
   }
-  if (side_find) {
-    side_fork(st, p, insert_grid);
-  }
-  launch_pass(pdl, count_find ? detail::dedup_count_kernel<true> : detail::dedup_count_kernel<false>, insert_grid, B,
-              st, p, "dedup count");
+  launch_pass(pdl, detail::dedup_count_kernel, insert_grid, B, st, p, "dedup count");
   if (after_count != nullptr) after_count(ctx);
   launch_pass(pdl, smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>, insert_grid, B, st,
               p, "dedup number");
-  if (side_find) side_join(st);
-  launch_pass(pdl && !side_find, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,
+  launch_pass(pdl, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,
               "dedup resolve");
   if ((p.flags & detail::kDedupLateScores) && p.find_train && p.find_meta != nullptr && p.pending != nullptr &&
-      !p.find_later && !side_find && !count_find && p.slot_row == nullptr)
-    late_scores_fork(st, p, insert_grid);
+      !p.find_later && p.slot_row == nullptr)
+    fork_late_scores(st, p, blocks_for(p.n, detail::kInsertBlock * detail::kPerThread));
 }
 
 void dedup_late_join(void* stream) {
-  if (!g_late_forked) return;
-  g_late_forked = false;
-  cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), side_find_lab().scored, 0);
+  int dev = 0;
+  cuda_ok("device", cudaGetDevice(&dev));
+  LateFork* f = late_fork(dev, false);
+  if (f == nullptr || !f->pending_join) return;
+  f->pending_join = false;
+  cuda_ok("stream join", cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), f->scored, 0));
 }
 
 namespace {

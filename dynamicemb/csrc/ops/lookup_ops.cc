@@ -609,7 +609,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     c.keys_by_claimer = early;
   }
   Tensor slot_row;  // lab: the find in the dedup's insert
-  if (d.find_meta != nullptr && (find_later_variant(-1) == 2 || (d.flags & 12))) {  // (8 / 4: lab, the count's / side find)
+  if (d.find_meta != nullptr && find_later_variant(-1) == 2) {
     slot_row = torch::stable::new_empty(ids, {cap}, ScalarType::Long);
     d.slot_row = static_cast<int64_t*>(slot_row.data_ptr());
   }
