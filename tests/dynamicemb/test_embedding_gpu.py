@@ -412,8 +412,7 @@ def test_dedup_insert_variants_agree(pooling):
     as programmatic dependent launches, with or without the checks, the insert pass, the forward and the backward's
     update; the set at 2.5 n / 4 n slots (128 / 256); the chunk's one feature (512)) gives bitwise equal outputs,
     rows, Adam state, stored keys and scores over four steps: hot ids (~1,000 occurrences in a step; no segment cut,
-    so the sums are repeatable), new ids in every step (the insert pass's misses), a random gradient. Lab bit 2 (3,
-    819): the hits' scores written late (in the resolve pass in a step with misses, as here)."""
+    so the sums are repeatable), new ids in every step (the insert pass's misses), a random gradient."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
     gen = torch.Generator().manual_seed(12)
     F, bags, vocab = 3, 3000, 20000
@@ -428,7 +427,7 @@ def test_dedup_insert_variants_agree(pooling):
         data.append((ids.cuda(), offsets.cuda()))
     results = {}
     old = lab(-1)
-    variants = [0, 1, 16, 17, 48, 49, 177, 305, 561, 817, 640, 3, 819]
+    variants = [0, 1, 16, 17, 48, 49, 177, 305, 561, 817, 640]
     try:
         for v in variants:
             assert lab(v) in range(1024)
@@ -439,65 +438,6 @@ def test_dedup_insert_variants_agree(pooling):
     for v in variants[1:]:
         for k, (a, b) in enumerate(zip(results[variants[0]], results[v])):
             assert torch.equal(a, b), f"insert variant {v}, result {k} differs from the plain insert"
-
-
-@pytest.mark.parametrize("policy", ["lfu", "epoch_lru", "epoch_lfu"])
-def test_late_scores_agree_under_eviction(policy):
-    """The hits' scores written late (lab bit 2 of op _lookup_lab_dedup: 819 = the default 817 | 2) against the
-    number pass's writes (817): bitwise equal outputs, stored keys, scores, rows and Adam state over four sequence
-    steps of power-law ids from a vocabulary of 4x the tables' 16K slots (full buckets evict by the policy's scores,
-    so a score written wrong changes which keys stay)."""
-    lab = torch.ops.dynamicemb._lookup_lab_dedup
-    gen = torch.Generator().manual_seed(13)
-    F, bags, vocab = 3, 6000, 1 << 16
-    data = []
-    for s in range(4):
-        offsets = torch.arange(F * bags + 1, dtype=torch.int64)
-        u = torch.rand(F * bags, generator=gen)
-        ids = (u ** 3 * vocab).long() + s * 1000
-        data.append((ids.cuda(), offsets.cuda()))
-    results = {}
-    old = lab(-1)
-    try:
-        for v in (817, 819):
-            lab(v)
-            m = make("cuda", Adam(lr=0.05), "none", dims=(16, 16), score_policy=policy)
-            results[v] = trained_results(m, data, 300)
-    finally:
-        lab(old)
-    assert sum(int(k.numel()) for k in results[817][4:6]) > 0
-    for k, (a, b) in enumerate(zip(results[817], results[819])):
-        assert torch.equal(a, b), f"{policy}: result {k} differs between the late score writes and the number pass's"
-
-
-@pytest.mark.parametrize("policy", ["lru", "lfu", "epoch_lfu"])
-@pytest.mark.parametrize("pooling", ["none", "sum"])
-def test_late_scores_agree(pooling, policy):
-    """The hits' scores written late (lab bit 2 of op _lookup_lab_dedup: 819 = the default 817 | 2; a step without
-    misses writes them on a side stream joined at the op's end, a step with misses in the resolve pass) against the
-    number pass's writes (817): bitwise equal outputs, stored keys, scores, rows and Adam state over five steps, two
-    of them all hits (the same batch again) and two with new ids."""
-    lab = torch.ops.dynamicemb._lookup_lab_dedup
-    gen = torch.Generator().manual_seed(14)
-    F, bags, vocab = 3, 4000, 3000
-    lengths = torch.ones(F * bags, dtype=torch.int64) if pooling == "none" else torch.randint(1, 4, (F * bags,), generator=gen)
-    offsets = torch.zeros(F * bags + 1, dtype=torch.int64)
-    offsets[1:] = torch.cumsum(lengths, 0)
-    n = int(offsets[-1])
-    first = ((torch.rand(n, generator=gen) ** 2) * vocab).long()
-    later = first + (torch.rand(n, generator=gen) < 0.2).long() * vocab
-    data = [(x.cuda(), offsets.cuda()) for x in (first, first, later, first, later)]
-    results = {}
-    old = lab(-1)
-    try:
-        for v in (817, 819):
-            lab(v)
-            m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16), score_policy=policy)
-            results[v] = trained_results(m, data, 400)
-    finally:
-        lab(old)
-    for k, (a, b) in enumerate(zip(results[817], results[819])):
-        assert torch.equal(a, b), f"{policy}: result {k} differs between the late score writes and the number pass's"
 
 
 @pytest.mark.parametrize("pooling", ["sum", "mean", "none"])
@@ -635,15 +575,13 @@ def test_cuda_graph_train_step_matches_eager(opt, pooling):
     assert float(graphed.step) == float(eager.step)
 
 
-@pytest.mark.parametrize("flags", [48, 819])
 @pytest.mark.parametrize("opt", ["sgd", "adam"])
 @pytest.mark.parametrize("pooling", ["sum", "none"])
-def test_cuda_graph_train_step_under_dedup_variants(opt, pooling, flags):
+def test_cuda_graph_train_step_under_dedup_variants(opt, pooling):
     """The dedup's lab variants 16 + 32 (the step's passes as programmatic dependent launches, the default: captured
-    as programmatic graph edges) capture and replay like eager steps, with the insert's load-first probe (48); so do
-    the late score writes (819: their side stream forks and joins inside the capture)."""
+    as programmatic graph edges) capture and replay like eager steps, with the insert's load-first probe."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
-    old = lab(flags)
+    old = lab(48)
     try:
         test_cuda_graph_train_step_matches_eager(opt, pooling)
     finally:

@@ -25,8 +25,6 @@
 // Nothing depends on the set's content before the step (the clear pass rewrites it), so an interrupted step
 // leaves nothing to clean up.
 #include <atomic>
-#include <mutex>
-#include <vector>
 
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 #include "dynamicemb/csrc/lookup/probe_meta.cuh"
@@ -41,14 +39,6 @@ constexpr int kResolveBlock = 256;
 constexpr int kChunk = 1024;       // ids per block of the resolve pass (4 per thread)
 constexpr int kBagWindow = 256;    // bag ends a resolve block keeps in shared memory
 constexpr uint32_t kFree = 0xffffffffu;
-// Lab bit of the dedup flags (a freed bit of DedupFlags, lookup_types.h; op _lookup_lab_dedup, 819 = the default
-// 817 | 2): the hits' score writes off the forward's chain. The number pass's find writes no scores; a step with
-// misses (pending) writes its hits' scores in the resolve pass, before the insert pass evicts by score; a step
-// without misses (the steady state) writes them in a kernel on a side stream forked after the resolve pass, beside
-// the insert pass and the forward, which lookup_step joins at its end (dedup_late_join): every later op sees the
-// scores the number pass would have written. Each score write is a random 8-byte read-modify-write into an 80 MB
-// array at NVIDIA's config (~13 us of the SGD step's chain: docs/dynamicemb.md, branch step38).
-constexpr int kDedupLateScores = 2;
 
 static_assert(kChunk % kResolveBlock == 0, "resolve: whole rounds of ids");
 
@@ -502,7 +492,7 @@ __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&c
       const TableMeta& m = p.find_meta[t[r]];
       slot[r] = probe_digests(m, key[r], table::home_of(m, key[r]));
     }
-  if (p.find_train && !(p.flags & kDedupLateScores)) {
+  if (p.find_train) {
     uint64_t old[K];
 #pragma unroll
     for (int r = 0; r < K; ++r) {  // (LFU / customized: the old scores, all loaded before the first store)
@@ -641,36 +631,6 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_find_kernel(DedupParams p)
   }
 }
 
-// ---------------------------------------------------------------- late scores (lab kDedupLateScores)
-// A training hit's new score, as the find writes it (find_slots / number_find).
-__device__ __forceinline__ void write_hit_score(const DedupParams& p, int32_t t, int64_t slot) {
-  const TableMeta& m = p.find_meta[t];
-  uint64_t* scores = reinterpret_cast<uint64_t*>(m.scores);
-  const uint64_t clock = static_cast<uint64_t>(*reinterpret_cast<const int64_t*>(m.counters));
-  const uint64_t old = m.policy == table::kPolicyLru ? 0 : scores[slot];
-  scores[slot] = step_score(m, clock, true, old);
-}
-
-// A step without misses (side stream): every hit unique's new score, kPerThread uniques per thread with their loads
-// first. A step with misses wrote them in its resolve pass: nothing here.
-__global__ void __launch_bounds__(kInsertBlock) dedup_late_scores_kernel(DedupParams p) {
-  constexpr int K = kPerThread;
-  if (*p.pending != 0) return;
-  const int64_t count = *p.count;
-  const int64_t base = static_cast<int64_t>(blockIdx.x) * (K * kInsertBlock) + threadIdx.x;
-  int64_t slot[K];
-  int32_t t[K];
-#pragma unroll
-  for (int r = 0; r < K; ++r) {
-    const int64_t u = base + r * kInsertBlock;
-    slot[r] = u < count ? p.urow[u] : -1;
-    t[r] = u < count ? p.utables[u] : 0;
-  }
-#pragma unroll
-  for (int r = 0; r < K; ++r)
-    if (slot[r] >= 0) write_hit_score(p, t[r], slot[r]);
-}
-
 // ---------------------------------------------------------------- resolve
 // Block c: ids [c * kChunk, (c + 1) * kChunk). inverse[i] <= -2 (repeat of the id at -inverse[i] - 2, which
 // claimed and so holds its unique) becomes that unique. bag[i]: the first bag b >= b0 (the chunk's first bag,
@@ -689,20 +649,6 @@ __global__ void __launch_bounds__(kResolveBlock) dedup_resolve_kernel(DedupParam
   for (int r = 0; r < R; ++r) {
     const int64_t i = c0 + r * kResolveBlock + threadIdx.x;
     x[r] = i < p.n ? p.inverse[i] : -1;
-  }
-  if ((p.flags & kDedupLateScores) && p.find_train && p.find_meta != nullptr && *p.pending != 0) {
-    // lab kDedupLateScores, a step with misses: the claimers' hits (x: their unique) take their scores here, before
-    // the insert pass evicts by score
-    int64_t sl[R];
-    int32_t tt[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      sl[r] = x[r] >= 0 ? p.urow[x[r]] : -1;
-      tt[r] = x[r] >= 0 ? p.utables[x[r]] : 0;
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-      if (sl[r] >= 0) write_hit_score(p, tt[r], sl[r]);
   }
   if (p.no_bags) {  // block-uniform: the repeats' uniques only
     int32_t y[R];
@@ -762,65 +708,6 @@ void launch_pass(bool pdl, void (*k)(DedupParams), unsigned grid, unsigned block
   launch_maybe_pdl(pdl, k, grid, block, st, p);
   check_launch(what);
 }
-
-void cuda_ok(const char* what, cudaError_t e) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: dedup: ") + what + ": " + cudaGetErrorString(e));
-}
-
-// Lab kDedupLateScores: one non-blocking, greatest-priority stream per device for the late score writes, made on
-// first use and kept for the process; per thread and device the fork's two events and whether a fork waits for its
-// join (a thread joins its fork in the same lookup_step before it forks again).
-cudaStream_t late_stream(int device) {
-  static std::mutex mu;
-  static std::vector<cudaStream_t> streams;
-  std::lock_guard<std::mutex> lock(mu);
-  if (static_cast<int>(streams.size()) <= device) streams.resize(device + 1, nullptr);
-  if (!streams[device]) {
-    int lo = 0, hi = 0;
-    cuda_ok("stream priorities", cudaDeviceGetStreamPriorityRange(&lo, &hi));
-    cuda_ok("late scores stream", cudaStreamCreateWithPriority(&streams[device], cudaStreamNonBlocking, hi));
-  }
-  return streams[device];
-}
-struct LateFork {
-  cudaEvent_t resolved = nullptr, scored = nullptr;
-  bool pending_join = false;
-};
-struct ThreadLateForks {  // destroyed with the thread (errors ignored: the runtime may be gone at exit)
-  std::vector<LateFork> per_device;
-  ~ThreadLateForks() {
-    for (LateFork& f : per_device)
-      if (f.resolved) {
-        cudaEventDestroy(f.resolved);
-        cudaEventDestroy(f.scored);
-      }
-  }
-};
-// This thread's fork state on `device` (made with its events on first use; null without `make` if none yet).
-LateFork* late_fork(int device, bool make) {
-  thread_local ThreadLateForks forks;
-  std::vector<LateFork>& v = forks.per_device;
-  if (!make && static_cast<int>(v.size()) <= device) return nullptr;
-  if (static_cast<int>(v.size()) <= device) v.resize(device + 1);
-  LateFork& f = v[device];
-  if (!f.resolved) {
-    cuda_ok("event", cudaEventCreateWithFlags(&f.resolved, cudaEventDisableTiming));
-    cuda_ok("event", cudaEventCreateWithFlags(&f.scored, cudaEventDisableTiming));
-  }
-  return &f;
-}
-void fork_late_scores(cudaStream_t st, const DedupParams& p, unsigned grid) {
-  int dev = 0;
-  cuda_ok("device", cudaGetDevice(&dev));
-  cudaStream_t side = late_stream(dev);
-  LateFork& f = *late_fork(dev, true);
-  cuda_ok("event record", cudaEventRecord(f.resolved, st));
-  cuda_ok("stream wait", cudaStreamWaitEvent(side, f.resolved, 0));
-  detail::dedup_late_scores_kernel<<<grid, detail::kInsertBlock, 0, side>>>(p);
-  check_launch("dedup late scores");
-  cuda_ok("event record", cudaEventRecord(f.scored, side));
-  f.pending_join = true;
-}
 }  // namespace
 
 bool pdl_supported() { return accel::current_device_cc_major(/*fallback=*/0) >= 9; }
@@ -868,18 +755,6 @@ void launch_dedup(const DedupParams& p_in, void* stream, void (*after_count)(voi
               p, "dedup number");
   launch_pass(pdl, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,
               "dedup resolve");
-  if ((p.flags & detail::kDedupLateScores) && p.find_train && p.find_meta != nullptr && p.pending != nullptr &&
-      !p.find_later && p.slot_row == nullptr)
-    fork_late_scores(st, p, blocks_for(p.n, detail::kInsertBlock * detail::kPerThread));
-}
-
-void dedup_late_join(void* stream) {
-  int dev = 0;
-  cuda_ok("device", cudaGetDevice(&dev));
-  LateFork* f = late_fork(dev, false);
-  if (f == nullptr || !f->pending_join) return;
-  f->pending_join = false;
-  cuda_ok("stream join", cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), f->scored, 0));
 }
 
 namespace {

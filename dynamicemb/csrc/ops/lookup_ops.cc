@@ -28,9 +28,6 @@
 
 namespace dynamicemb {
 namespace lookup {
-// dedup_kernels.cu (lab bit 2 of the dedup flags, kDedupLateScores): the main stream waits for the late score
-// writes of this thread's last lookup_step (a no-op without them).
-void dedup_late_join(void* stream);
 namespace {
 
 using torch::stable::Tensor;
@@ -714,7 +711,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
                                           cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream));
     ACCEL_CHECK(e == cudaSuccess, "lookup_step: the refusals' host copy failed: ", cudaGetErrorString(e));
   }
-  dedup_late_join(stream);  // (lab: the late score writes' side stream, dedup_kernels.cu)
   return std::make_tuple(out, ws);
 }
 
