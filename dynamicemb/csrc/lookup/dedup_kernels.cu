@@ -39,13 +39,6 @@ constexpr int kResolveBlock = 256;
 constexpr int kChunk = 1024;       // ids per block of the resolve pass (4 per thread)
 constexpr int kBagWindow = 256;    // bag ends a resolve block keeps in shared memory
 constexpr uint32_t kFree = 0xffffffffu;
-// Lab bit of the dedup flags (a freed bit of DedupFlags, lookup_types.h; op _lookup_lab_dedup, 819 = the default
-// 817 | 2; branch step38's run 3): the number pass copies the step's table records (<= kSmemTables tables) and the
-// feature -> table map into shared memory beside its first loads, so a claimer's find starts from shared memory
-// instead of a feature-table load and then its table record's loads (~23 % of the pass's stall samples sat on that
-// chain: docs/dynamicemb.md). Same slots, urow, scores.
-constexpr int kDedupMetaSmem = 2;
-constexpr int kSmemTables = 16;
 
 static_assert(kChunk % kResolveBlock == 0, "resolve: whole rounds of ids");
 
@@ -451,23 +444,17 @@ __device__ __forceinline__ bool write_claimers(const DedupParams& p, const bool 
 // group of keys and, training, its table's step clock) issued before the pass's stores (ukeys, utables, inverse,
 // which the compiler cannot move loads above) and before any compare; then the digest scans and the score writes
 // (the same slots, urow and scores as find_slots).
-template <int K, int W, bool kSM = false>
+template <int K, int W>
 __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&claimed)[K],
                                                 const int32_t (&idx)[K], const int32_t (&sset)[K],
                                                 const uint64_t (&key)[K], const int (&f)[K], const int32_t* wbase,
-                                                int warp, const unsigned (&ball)[K], unsigned below,
-                                                const TableMeta* smeta = nullptr, const int32_t* sft = nullptr) {
+                                                int warp, const unsigned (&ball)[K], unsigned below) {
   int32_t u[K], t[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
     u[r] = claimed[r] ? wbase[r * W + warp] + __popc(ball[r] & below) : 0;
-    if constexpr (kSM) t[r] = claimed[r] ? sft[f[r]] : 0;
-    else t[r] = claimed[r] ? __ldg(p.feature_table + f[r]) : 0;
+    t[r] = claimed[r] ? __ldg(p.feature_table + f[r]) : 0;
   }
-  auto meta = [&](int32_t tt) -> const TableMeta& {
-    if constexpr (kSM) return smeta[tt];
-    else return p.find_meta[tt];
-  };
   const bool find = p.find_meta != nullptr && !p.find_later && p.slot_row == nullptr;
   uint64_t k[K][kGroup];
   int64_t g[K];
@@ -480,7 +467,7 @@ __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&c
 #pragma unroll
       for (int j = 0; j < kGroup; ++j) k[r][j] = 0;
       if (claimed[r]) {
-        const TableMeta& m = meta(t[r]);
+        const TableMeta& m = p.find_meta[t[r]];
         g[r] = group_of(table::home_of(m, key[r]));
         const uint64_t* keys = reinterpret_cast<const uint64_t*>(m.keys) + g[r];
 #pragma unroll
@@ -502,7 +489,7 @@ __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&c
 #pragma unroll
   for (int r = 0; r < K; ++r)
     if (claimed[r] && slot[r] < 0) {
-      const TableMeta& m = meta(t[r]);
+      const TableMeta& m = p.find_meta[t[r]];
       slot[r] = probe_digests(m, key[r], table::home_of(m, key[r]));
     }
   if (p.find_train) {
@@ -510,13 +497,13 @@ __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&c
 #pragma unroll
     for (int r = 0; r < K; ++r) {  // (LFU / customized: the old scores, all loaded before the first store)
       old[r] = 0;
-      if (slot[r] >= 0 && meta(t[r]).policy != table::kPolicyLru)
-        old[r] = reinterpret_cast<const uint64_t*>(meta(t[r]).scores)[slot[r]];
+      if (slot[r] >= 0 && p.find_meta[t[r]].policy != table::kPolicyLru)
+        old[r] = reinterpret_cast<const uint64_t*>(p.find_meta[t[r]].scores)[slot[r]];
     }
 #pragma unroll
     for (int r = 0; r < K; ++r) {
       if (slot[r] < 0) continue;
-      const TableMeta& m = meta(t[r]);
+      const TableMeta& m = p.find_meta[t[r]];
       reinterpret_cast<uint64_t*>(m.scores)[slot[r]] = step_score(m, clk[r], true, old[r]);
     }
   }
@@ -537,8 +524,6 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
   static_assert(K * W == 32 && K * NB == kChunk, "number: a chunk per block, 32 (round, warp) counts");
   __shared__ int32_t wbase[32];  // (round, warp) -> first unique of its claimers; first W: block sums
   __shared__ int32_t sbound[kSmemFeatures + 1];
-  __shared__ TableMeta smeta[kSmem ? kSmemTables : 1];  // lab kDedupMetaSmem
-  __shared__ int32_t sft[kSmem ? kSmemFeatures : 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
   if (p.flags & kDedupPdl) {
@@ -552,15 +537,6 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
     const int64_t i = c0 + r * NB + threadIdx.x;
     sset[r] = i < p.n ? p.inverse[i] : -1;
     key[r] = i < p.n ? __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + i) : 0;
-  }
-  const bool smeta_on = kSmem && (p.flags & kDedupMetaSmem) && p.find_meta != nullptr && !p.find_later &&
-                        p.slot_row == nullptr && p.num_tables <= kSmemTables && p.num_features <= kSmemFeatures;
-  if (smeta_on) {  // block-uniform; read after the barrier below
-    const uint64_t* src = reinterpret_cast<const uint64_t*>(p.find_meta);
-    uint64_t* dst = reinterpret_cast<uint64_t*>(smeta);
-    constexpr int kWords = static_cast<int>(sizeof(TableMeta) / 8);
-    for (int k = threadIdx.x; k < p.num_tables * kWords; k += NB) dst[k] = __ldg(src + k);
-    for (int k = threadIdx.x; k < p.num_features; k += NB) sft[k] = __ldg(p.feature_table + k);
   }
   int before = 0;  // claimers of the earlier chunks
   for (int64_t c = threadIdx.x; c < blockIdx.x; c += 4 * NB) {
@@ -624,8 +600,7 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
     features_of<K>(p.num_features, bound, idx, claimed, f);
   }
   const unsigned below = (1u << lane) - 1u;
-  if (smeta_on) number_find<K, W, true>(p, claimed, idx, sset, key, f, wbase, warp, ball, below, smeta, sft);
-  else number_find<K, W>(p, claimed, idx, sset, key, f, wbase, warp, ball, below);
+  number_find<K, W>(p, claimed, idx, sset, key, f, wbase, warp, ball, below);
 }
 
 // ---------------------------------------------------------------- find (find_later)
