@@ -163,6 +163,15 @@ constexpr int kPdsRabSmem = 65536;
 // A flag on BODY (kPdsTile128's context twin): the walk's last context tile in full, without kHalfSkip (the context
 // loop before it: kernel_options(bwd_sm80_cfg=13) at D = 64 with contexts, for comparisons).
 constexpr int kPdsFullCtxTile = 131072;
+// A flag on BODY (D = 128's three-stage one-barrier loop, sm_90 code; kernel_options(fwd_sm80_cfg=13), opt-in: the
+// op's kBwdSm80DqClaim, hstu_bwd_sm80_limits.h): the fp32 dQ workspace arrives uninitialized, with one claim word per
+// (head, workspace row) behind it (p.dq_zero_flags, zeroed by the launcher). In phase 3 lane 0 of each warp claims
+// its fragment block of the tile (the word of row m0 + warp: 0 -> 1 by atom.cas) before the dQ k-loop; the first
+// claimer stores its block (st.global.v4), fences and publishes 2, any later one waits for 2 (at once in practice:
+// the claim is published within the claimer's phase 3, which waits on nothing) and adds (red.global.add.v4). So the
+// torch fill of the workspace (285 MB at B128 S1K D128) is gone; hstu_dq_tile_convert_kernel reads a block whose
+// word is 0 (no key block walked it) as zeros. dQ sums in another order (the first one stored, not added to +0).
+constexpr int kPdsDqClaim = 1048576;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -419,7 +428,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
                                  kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS | kPdsRabSmem |
-                                 kPdsFullCtxTile);
+                                 kPdsFullCtxTile | kPdsDqClaim);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -452,6 +461,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
                 "the K-split S / dP: D = 256's mbarrier loop");
   constexpr bool kTwoPdS = kOneBar || kMbar;  // two P / dS buffers, alternating by tile parity
   constexpr bool kRabSmem = (BODY & kPdsRabSmem) != 0;  // (kPdsRabSmem above)
+  constexpr bool kDqClaim = (BODY & kPdsDqClaim) != 0;  // (kPdsDqClaim above)
   static_assert(!kRabSmem || (kMbar || (kOneBar && !kSplitCopies)),
                 "rab through shared memory: the one-barrier loop with the copies together, or the mbarrier loops");
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
@@ -462,6 +472,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
 #else
   constexpr bool kDqFrag = false;
 #endif
+  static_assert(!kDqClaim || (D == 128 && kOneBar && !kTile128 && !kRabSmem && !CTX),
+                "dQ claims: D = 128's one-barrier loop without rab or contexts");
   // (D = 256: the dQ k-loop by 2; fully unrolled, four pieces of 32 columns, it spilled 4-8 B in sm_90a code)
   constexpr int kDqUnroll = kLoopFree ? (D == 256 ? 2 : BN / 16) : 1;
   // Phase 1 warp tile: SM queries x SN keys.
@@ -1364,6 +1376,20 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         if (kHalfSkip && q_m >= HM && half_masked(mb)) return;  // (the skipped half's rows: no dQ)
         const uint32_t tdA = LP::swz(q_m + ln % 16, (ln / 16) * 8);                     // dS as A
         const uint32_t tK = L::swz(ln % 8 + ((ln / 8) % 2) * 8, q_d + (ln / 16) * 8);  // K as B
+        // kDqClaim: this warp's claim word of the tile (its state before the claim in `claimed`: 0 this warp stores
+        // the block, 1 another one is storing it, 2 stored), the CAS's latency under the k-loop
+        auto claim_word = [&] {
+          return p.dq_zero_flags + ((int64_t)h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m0 + warp);
+        };
+        [[maybe_unused]] uint32_t claimed = 2u;
+        if constexpr (kDqFrag && kDqClaim) {
+          if (lane == 0) {
+            asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], 0, 1;\n"
+                         : "=r"(claimed)
+                         : "l"(claim_word())
+                         : "memory");
+          }
+        }
 #pragma unroll
         for (int piece = 0; piece < QC / QPW; ++piece) {
           float acc_q[QMT][QPW / 8][4];
@@ -1397,6 +1423,33 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
           if constexpr (kDqFrag) {
             // The tile's fragment-ordered block: rows past lq add their zeros to their own slots (no predicate).
             float* fp = kRunPtrs ? dq_frag0 + (int64_t)m0 * D : dq_frag_at(m0, warp);
+            if constexpr (kDqClaim) {
+              static_assert(QC == QPW, "one piece: one claim a tile");
+              claimed = __shfl_sync(0xffffffffu, claimed, 0);
+              if (claimed == 0u) {  // the first: store, then publish (the stores before the word, by the fence)
+#pragma unroll
+                for (int mt = 0; mt < QMT; ++mt)
+#pragma unroll
+                  for (int dt = 0; dt < QPW / 8; ++dt)
+                    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(fp + (mt * (QPW / 8) + dt) * 128),
+                                 "f"(acc_q[mt][dt][0]), "f"(acc_q[mt][dt][1]), "f"(acc_q[mt][dt][2]),
+                                 "f"(acc_q[mt][dt][3])
+                                 : "memory");
+                asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+                __syncwarp();
+                if (lane == 0) asm volatile("st.relaxed.gpu.global.b32 [%0], 2;\n" ::"l"(claim_word()) : "memory");
+                continue;
+              }
+              if (claimed == 1u) {  // another warp is storing the block: wait for its word
+                if (lane == 0) {
+                  uint32_t v;
+                  do {
+                    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(claim_word()) : "memory");
+                  } while (v != 2u);
+                }
+                __syncwarp();
+              }
+            }
 #pragma unroll
             for (int mt = 0; mt < QMT; ++mt)
 #pragma unroll
