@@ -293,11 +293,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
   Tensor dv = torch::stable::new_empty(v, {v.size(0), v.size(1), v.size(2)});
   const bool half = q.scalar_type() == ScalarType::Half;
   BwdPlan plan = plan_bwd(p, k.size(0), q.get_device(), half, deterministic, dq.stride(0), o);
-  // kBwdSm80DqClaim (kernel_options(fwd_sm80_cfg=13)): the sm80-class family's fragment-ordered workspace at bf16 D =
-  // 128 uninitialized, its claim words behind it (the launcher zeroes them, or the whole workspace where the claims' loop
-  // does not apply)
+  // kBwdSm80DqClaim (kernel_options(fwd_sm80_cfg=13)): the sm80-class family's fragment-ordered workspace at bf16
+  // D = 128 / 256 uninitialized, its claim words behind it (the launcher zeroes them, or the whole workspace where
+  // the claims' loop does not apply)
   if ((p.fwd_sm80_cfg & kBwdSm80DqClaim) != 0) {
-    if (plan.family == KernelFamily::kSm80 && plan.dq_floats > 0 && p.head_dim == 128 && !half) {
+    const bool d = p.head_dim == 128 || p.head_dim == 256;
+    if (plan.family == KernelFamily::kSm80 && plan.dq_floats > 0 && d && !half) {
       plan.zero_words = bwd_sm80_dq_claim_words(p.total_q, p.batch, p.heads);
     } else {
       p.fwd_sm80_cfg &= ~kBwdSm80DqClaim;

@@ -1245,15 +1245,19 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
   }
 }
 
-// kBwdSm80DqClaim (kernel_options(fwd_sm80_cfg=13); the op's workspace uninitialized, claim words behind it): D =
-// 128's one-barrier loop with dQ claims (kPdsDqClaim) in the default's grid order, bf16 on an sm_90-class device,
-// calls without rab, contexts or a comparison cfg (but the other grid order); else cudaErrorNotSupported (nothing
-// launched).
+// kBwdSm80DqClaim (kernel_options(fwd_sm80_cfg=13); the op's workspace uninitialized, claim words behind it): the
+// default's loop with dQ claims (kPdsDqClaim; D = 128's one-barrier loop, D = 256's mbarrier loop) in the default's
+// grid order, bf16 on an sm_90-class device, calls without rab or contexts and without a comparison cfg but the
+// other grid order and kBwdSm80DqLatePubCfg (lab: the claims published at the next block barrier, kPdsDqLatePub);
+// else cudaErrorNotSupported (nothing launched).
+constexpr int kBwdSm80DqLatePubCfg = 14;
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_dq_claim(const HstuParams& p, cudaStream_t stream) {
-  if constexpr (D == 128 && std::is_same<T, __nv_bfloat16>::value) {
+  if constexpr ((D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
+    const int cfg = p.bwd_sm80_cfg;
     if (p.rab != nullptr || p.num_contexts != nullptr ||
-        (p.bwd_sm80_cfg != 0 && p.bwd_sm80_cfg != kBwdSm80OtherOrderCfg)) {
+        (cfg != 0 && cfg != kBwdSm80OtherOrderCfg && cfg != kBwdSm80DqLatePubCfg) ||
+        (D == 256 && p.bwd_sm80_pair != 0)) {
       return cudaErrorNotSupported;
     }
     bool sm90 = false;
@@ -1261,8 +1265,12 @@ cudaError_t launch_hstu_bwd_dq_claim(const HstuParams& p, cudaStream_t stream) {
     const cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
     if (err != cudaSuccess) return err;
     if (!sm90) return cudaErrorNotSupported;
-    return launch_hstu_bwd_pds_ordered<T, D, 3, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsDqClaim>(
-        p, max_smem, stream);
+    constexpr int kBody = D == 128 ? kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsDqClaim
+                                   : kBwdPdsD256OneBar | kPdsDqClaim;
+    constexpr int kStages = D == 128 ? 3 : 2;
+    return cfg == kBwdSm80DqLatePubCfg
+               ? launch_hstu_bwd_pds_ordered<T, D, kStages, kBody | kPdsDqLatePub>(p, max_smem, stream)
+               : launch_hstu_bwd_pds_ordered<T, D, kStages, kBody>(p, max_smem, stream);
   }
   return cudaErrorNotSupported;
 }

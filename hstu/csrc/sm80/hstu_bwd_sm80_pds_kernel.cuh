@@ -172,6 +172,10 @@ constexpr int kPdsFullCtxTile = 131072;
 // torch fill of the workspace (285 MB at B128 S1K D128) is gone; hstu_dq_tile_convert_kernel reads a block whose
 // word is 0 (no key block walked it) as zeros. dQ sums in another order (the first one stored, not added to +0).
 constexpr int kPdsDqClaim = 1048576;
+// A flag on BODY with kPdsDqClaim (lab: kernel_options(fwd_sm80_cfg=13, bwd_sm80_cfg=14)): the first claimer
+// publishes its block at its next block barrier (after that tile's phase 1 and copy wait: the fence then finds the
+// stores done) or after its walk, instead of fencing right after the stores.
+constexpr int kPdsDqLatePub = 2097152;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -428,7 +432,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
                                  kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS | kPdsRabSmem |
-                                 kPdsFullCtxTile | kPdsDqClaim);
+                                 kPdsFullCtxTile | kPdsDqClaim | kPdsDqLatePub);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -462,6 +466,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr bool kTwoPdS = kOneBar || kMbar;  // two P / dS buffers, alternating by tile parity
   constexpr bool kRabSmem = (BODY & kPdsRabSmem) != 0;  // (kPdsRabSmem above)
   constexpr bool kDqClaim = (BODY & kPdsDqClaim) != 0;  // (kPdsDqClaim above)
+  constexpr bool kLatePub = kDqClaim && (BODY & kPdsDqLatePub) != 0;
   static_assert(!kRabSmem || (kMbar || (kOneBar && !kSplitCopies)),
                 "rab through shared memory: the one-barrier loop with the copies together, or the mbarrier loops");
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
@@ -472,8 +477,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
 #else
   constexpr bool kDqFrag = false;
 #endif
-  static_assert(!kDqClaim || (D == 128 && kOneBar && !kTile128 && !kRabSmem && !CTX),
-                "dQ claims: D = 128's one-barrier loop without rab or contexts");
+  static_assert(!kDqClaim || (((D == 128 && kOneBar) || (D == 256 && kMbar)) && !kTile128 && !kRabSmem && !CTX),
+                "dQ claims: D = 128's one-barrier loop, D = 256's mbarrier loop, without rab or contexts");
   // (D = 256: the dQ k-loop by 2; fully unrolled, four pieces of 32 columns, it spilled 4-8 B in sm_90a code)
   constexpr int kDqUnroll = kLoopFree ? (D == 256 ? 2 : BN / 16) : 1;
   // Phase 1 warp tile: SM queries x SN keys.
@@ -830,6 +835,17 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // kRunPtrs: the warp's place in the sequence's first query tile, formed once per key block (the tile's m0 D added
   // there).
   float* const dq_frag0 = kRunPtrs && with_dq ? dq_frag_at(0, warp) : nullptr;
+  // kDqClaim: this warp's claim word of the tile at query row m (kPdsDqClaim above), and its block's publication:
+  // the stores before the word (the fence), the word 2
+  auto claim_word = [&](const int m) {
+    return p.dq_zero_flags + ((int64_t)h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m + warp);
+  };
+  auto claim_publish = [&](const int m) {
+    asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+    __syncwarp();
+    if (lane == 0) asm volatile("st.relaxed.gpu.global.b32 [%0], 2;\n" ::"l"(claim_word(m)) : "memory");
+  };
+  [[maybe_unused]] int pub_m = -1;  // (kLatePub: the tile whose block this warp stored, not yet published)
 
   if (n_mt > 0) {
     load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
@@ -1263,6 +1279,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       }
       if constexpr (kOneBar) {
         cp_async_wait<0>();
+        if constexpr (kLatePub) {  // (the previous tile's block, stored a phase ago)
+          if (pub_m >= 0) claim_publish(pub_m);
+          pub_m = -1;
+        }
         __syncthreads();  // P, dS complete; Q, dO of tile mb + 1 landed; every warp is done with tile mb - 1
         if constexpr (kRabSmem) {  // tile mb + 1's rab into its P buffer (free now): a group of its own
           if (mb + 1 < mb_end) {
@@ -1279,6 +1299,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
           cp_async_commit();  // (an empty group: phase 1's wait_group 1 then leaves only the Q / dO copies pending)
         }
       } else if constexpr (kMbar) {
+        if constexpr (kLatePub) {  // (the previous tile's block, stored a phase ago)
+          if (pub_m >= 0) claim_publish(pub_m);
+          pub_m = -1;
+        }
         __syncthreads();  // P, dS complete; every warp is done with tile mb - 1 (the other stage, P / dS buffer)
         if (kRealIdx ? next_tile(mb) < tiles_end() : mb + 1 < mb_end) {
           const uint32_t ot = opaque(tid);
@@ -1376,17 +1400,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         if (kHalfSkip && q_m >= HM && half_masked(mb)) return;  // (the skipped half's rows: no dQ)
         const uint32_t tdA = LP::swz(q_m + ln % 16, (ln / 16) * 8);                     // dS as A
         const uint32_t tK = L::swz(ln % 8 + ((ln / 8) % 2) * 8, q_d + (ln / 16) * 8);  // K as B
-        // kDqClaim: this warp's claim word of the tile (its state before the claim in `claimed`: 0 this warp stores
-        // the block, 1 another one is storing it, 2 stored), the CAS's latency under the k-loop
-        auto claim_word = [&] {
-          return p.dq_zero_flags + ((int64_t)h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m0 + warp);
-        };
+        // kDqClaim: the warp's claim of the tile's block (the state before it in `claimed`: 0 this warp stores the
+        // block, 1 another one is storing it, 2 stored), the CAS's latency under the k-loop
         [[maybe_unused]] uint32_t claimed = 2u;
         if constexpr (kDqFrag && kDqClaim) {
           if (lane == 0) {
             asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], 0, 1;\n"
                          : "=r"(claimed)
-                         : "l"(claim_word())
+                         : "l"(claim_word(m0))
                          : "memory");
           }
         }
@@ -1424,27 +1445,31 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
             // The tile's fragment-ordered block: rows past lq add their zeros to their own slots (no predicate).
             float* fp = kRunPtrs ? dq_frag0 + (int64_t)m0 * D : dq_frag_at(m0, warp);
             if constexpr (kDqClaim) {
-              static_assert(QC == QPW, "one piece: one claim a tile");
-              claimed = __shfl_sync(0xffffffffu, claimed, 0);
-              if (claimed == 0u) {  // the first: store, then publish (the stores before the word, by the fence)
+              if (piece == 0) claimed = __shfl_sync(0xffffffffu, claimed, 0);
+              if (claimed == 0u) {  // the first: store; after the last piece publish (now, or kLatePub: later)
 #pragma unroll
                 for (int mt = 0; mt < QMT; ++mt)
 #pragma unroll
                   for (int dt = 0; dt < QPW / 8; ++dt)
-                    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(fp + (mt * (QPW / 8) + dt) * 128),
+                    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(
+                                     fp + ((piece * QMT + mt) * (QPW / 8) + dt) * 128),
                                  "f"(acc_q[mt][dt][0]), "f"(acc_q[mt][dt][1]), "f"(acc_q[mt][dt][2]),
                                  "f"(acc_q[mt][dt][3])
                                  : "memory");
-                asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
-                __syncwarp();
-                if (lane == 0) asm volatile("st.relaxed.gpu.global.b32 [%0], 2;\n" ::"l"(claim_word()) : "memory");
+                if (piece == QC / QPW - 1) {
+                  if constexpr (kLatePub) {
+                    pub_m = m0;
+                  } else {
+                    claim_publish(m0);
+                  }
+                }
                 continue;
               }
-              if (claimed == 1u) {  // another warp is storing the block: wait for its word
+              if (piece == 0 && claimed == 1u) {  // another warp is storing the block: wait for its word
                 if (lane == 0) {
                   uint32_t v;
                   do {
-                    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(claim_word()) : "memory");
+                    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(claim_word(m0)) : "memory");
                   } while (v != 2u);
                 }
                 __syncwarp();
@@ -1546,6 +1571,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         stage ^= (STAGES == 2 ? 1 : 0);
       }
     } while (mb < tiles_end());
+    if constexpr (kLatePub) {  // (the walk's last block stored)
+      if (pub_m >= 0) claim_publish(pub_m);
+    }
   } else if constexpr (kRabSmem) {  // (no walk: the paired block's zeros at once)
     if (bwd_pds_drab_self_zero(p)) {
       const int n0z = zero_block();

@@ -1,16 +1,17 @@
 #!/bin/bash
 # bwd38's hstu wheel without a full Bazel build (drab37's way: any sm80 header change rebuilds all 16 sm80 units in
-# Bazel on the shared 2-core machine): compiles the branch's bwd sm80 bf16 hdim128 unit for sm_90a (tools/cuda/cuda.bzl's
-# flags, from main's generated .cu file) and hstu_ops.cc (Bazel's CppCompile flags), links them with main's other
-# objects by main's own link parameters (bazel-out of /work/main), and writes main38's wheel with that _C.so and the
-# branch's _ops.py into $W/whl (default W=/tmp/bwd38_obj). Only that unit runs the changed code: the op sets
-# kBwdSm80DqClaim for bf16 D = 128 calls alone (the other units include the headers, their kernels are main's).
+# Bazel on the shared 2-core machine): compiles the branch's bwd sm80 bf16 hdim128 / hdim256 units for sm_90a
+# (tools/cuda/cuda.bzl's flags, from main's generated .cu files) and hstu_ops.cc (Bazel's CppCompile flags), links them
+# with main's other objects by main's own link parameters (bazel-out of /work/main), and writes main38's wheel with
+# that _C.so and the branch's _ops.py into $W/whl (default W=/tmp/bwd38_obj). Only those units run the changed code:
+# the op sets kBwdSm80DqClaim for bf16 D = 128 / 256 calls alone (the other units include the headers; their kernels
+# and launchers never see the bit).
 #   bash tools/hstu_dev/bwd38_run/mkwheel.sh [compile|link]   (from the worktree root; default both)
 set -eu
 W=${W:-/tmp/bwd38_obj}
 MAIN=/work/main
 ER=$(dirname "$(readlink -f $MAIN/bazel-out)")
-UNITS="hstu_bwd_sm80_bf16_hdim128"
+UNITS="${UNITS:-hstu_bwd_sm80_bf16_hdim128 hstu_bwd_sm80_bf16_hdim256}"
 mkdir -p $W/whl
 if [ "${1:-all}" != link ]; then
   nice -n 10 gcc -U_FORTIFY_SOURCE -fstack-protector -Wall -Wunused-but-set-parameter -Wno-free-nonheap-object \
@@ -30,7 +31,7 @@ P=bazel-out/k8-opt/bin/hstu
 args=(-e "s|^$P/_C.so\$|$W/_C.so|" -e "s|^$P/_objs/_C_ops/hstu_ops.pic.o\$|$W/hstu_ops.pic.o|")
 for n in $UNITS; do args+=(-e "s|^$P/_cuda_objs/${n}_objs/$n.o\$|$W/$n.sm_90a.o|"); done
 sed "${args[@]}" $ER/$P/_C.so-2.params > $W/params
-[ "$(grep -c "$W" $W/params)" = 3 ]
+[ "$(grep -c "$W" $W/params)" = $((2 + $(echo $UNITS | wc -w))) ]
 (cd $ER && nice -n 10 gcc @$W/params)
 rm -f $W/whl/*.whl
 python3 tools/hstu_dev/wheel_swap.py $MAIN/.carry/main38/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl \
