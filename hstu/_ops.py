@@ -458,7 +458,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     if isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int) or bwd_sm80_cfg not in BWD_SM80_CFGS:
         _err("bwd_sm80_cfg", f"one of {BWD_SM80_CFGS}", bwd_sm80_cfg)
     fwd_cfgs = (0,) + FWD_SM80_CFGS + (FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT, FWD_SM80_CFG_RAB_MAIN,
-                                      FWD_SM80_CFG_RAB_LDS, FWD_SM80_CFG_DRAB_MAIN, FWD_SM80_CFG_DQ_CLAIM)
+                                      FWD_SM80_CFG_RAB_LDS, FWD_SM80_CFG_DQ_CLAIM, FWD_SM80_CFG_DRAB_MAIN)
     if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or fwd_sm80_cfg not in fwd_cfgs:
         _err("fwd_sm80_cfg", f"one of {fwd_cfgs}", fwd_sm80_cfg)
     if isinstance(fp8_fwd_diag, bool) or fp8_fwd_diag not in (0, 1, 2, 3):

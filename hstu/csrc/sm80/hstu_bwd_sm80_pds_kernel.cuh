@@ -845,7 +845,26 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     __syncwarp();
     if (lane == 0) asm volatile("st.relaxed.gpu.global.b32 [%0], 2;\n" ::"l"(claim_word(m)) : "memory");
   };
-  [[maybe_unused]] int pub_m = -1;  // (kLatePub: the tile whose block this warp stored, not yet published)
+  // kLatePub: the tile whose block this warp stored and has not published yet (-1: none), in shared memory (in a
+  // register across the loop it spilled 28-36 B); every lane writes its warp's word and reads back its own write
+  __shared__ int dq_pub[kLatePub ? NWARPS : 1];
+  const uint32_t sPub = smem_u32(&dq_pub[kLatePub ? warp : 0]);
+  auto pub_pending = [&] {
+    int m;
+    asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(m) : "r"(sPub) : "memory");
+    return m;
+  };
+  auto pub_set = [&](const int m) { asm volatile("st.shared.s32 [%0], %1;\n" ::"r"(sPub), "r"(m) : "memory"); };
+  if constexpr (kLatePub) pub_set(-1);
+  auto pub_flush = [&] {  // (the stored block published)
+    if constexpr (kLatePub) {
+      const int m = pub_pending();
+      if (m >= 0) {
+        claim_publish(m);
+        pub_set(-1);
+      }
+    }
+  };
 
   if (n_mt > 0) {
     load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
@@ -1279,10 +1298,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       }
       if constexpr (kOneBar) {
         cp_async_wait<0>();
-        if constexpr (kLatePub) {  // (the previous tile's block, stored a phase ago)
-          if (pub_m >= 0) claim_publish(pub_m);
-          pub_m = -1;
-        }
+        pub_flush();  // (kLatePub: the previous tile's block, stored a phase ago)
         __syncthreads();  // P, dS complete; Q, dO of tile mb + 1 landed; every warp is done with tile mb - 1
         if constexpr (kRabSmem) {  // tile mb + 1's rab into its P buffer (free now): a group of its own
           if (mb + 1 < mb_end) {
@@ -1299,10 +1315,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
           cp_async_commit();  // (an empty group: phase 1's wait_group 1 then leaves only the Q / dO copies pending)
         }
       } else if constexpr (kMbar) {
-        if constexpr (kLatePub) {  // (the previous tile's block, stored a phase ago)
-          if (pub_m >= 0) claim_publish(pub_m);
-          pub_m = -1;
-        }
+        pub_flush();  // (kLatePub: the previous tile's block, stored a phase ago)
         __syncthreads();  // P, dS complete; every warp is done with tile mb - 1 (the other stage, P / dS buffer)
         if (kRealIdx ? next_tile(mb) < tiles_end() : mb + 1 < mb_end) {
           const uint32_t ot = opaque(tid);
@@ -1458,7 +1471,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
                                  : "memory");
                 if (piece == QC / QPW - 1) {
                   if constexpr (kLatePub) {
-                    pub_m = m0;
+                    pub_set(m0);
                   } else {
                     claim_publish(m0);
                   }
@@ -1571,9 +1584,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         stage ^= (STAGES == 2 ? 1 : 0);
       }
     } while (mb < tiles_end());
-    if constexpr (kLatePub) {  // (the walk's last block stored)
-      if (pub_m >= 0) claim_publish(pub_m);
-    }
+    pub_flush();  // (kLatePub: the walk's last block stored)
   } else if constexpr (kRabSmem) {  // (no walk: the paired block's zeros at once)
     if (bwd_pds_drab_self_zero(p)) {
       const int n0z = zero_block();

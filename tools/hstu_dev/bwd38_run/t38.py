@@ -1,5 +1,6 @@
 """bwd38's timer (issue 39): the portable backward with main's dQ workspace (the op's fill) against
-kernel_options(fwd_sm80_cfg=13) (the workspace unzeroed, dQ blocks claimed), FA2 and NVIDIA's Ampere HSTU, one process.
+kernel_options(fwd_sm80_cfg=13) (claim: the workspace unzeroed, dQ blocks claimed; late: + bwd_sm80_cfg=14, the claims
+published at the next block barrier), FA2 and NVIDIA's Ampere HSTU, one process.
 
   python3 -P t38.py time --bench R/benchmarks --variants main claim --shapes B128:S1024:D128 ... [--reps 7]
       [--rounds 2] [--peer]      (the peer: hstu_attn_2_cuda on PYTHONPATH)
@@ -17,7 +18,7 @@ import sys
 
 import torch
 
-VARIANTS = {"main": {}, "claim": {"fwd_sm80_cfg": 13}}
+VARIANTS = {"main": {}, "claim": {"fwd_sm80_cfg": 13}, "late": {"fwd_sm80_cfg": 13, "bwd_sm80_cfg": 14}}
 
 
 def shape(s):
@@ -81,7 +82,8 @@ def main():
             line = f"{s:18s} " + " ".join(f"{lab} {t:.4f}" for lab, t in zip(labels, best))
             line += " | " + " ".join(f"{lab}/main {t / best[0] - 1:+.2%}" for lab, t in zip(labels[1:n], best[1:n]))
             for j in range(n, len(labels)):
-                line += " | " + " ".join(f"{labels[j]}/{lab} {best[j] / t:.3f}x" for lab, t in zip(labels[:n], best[:n]))
+                line += " | " + " ".join(f"{labels[j]}/{lab} {best[j] / t:.3f}x"
+                                         for lab, t in zip(labels[:n], best[:n]))
             print(line, flush=True)
         elif a.mode == "ncu":
             for fn in fns:
