@@ -1414,14 +1414,15 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         const uint32_t tdA = LP::swz(q_m + ln % 16, (ln / 16) * 8);                     // dS as A
         const uint32_t tK = L::swz(ln % 8 + ((ln / 8) % 2) * 8, q_d + (ln / 16) * 8);  // K as B
         // kDqClaim: the warp's claim of the tile's block (the state before it in `claimed`: 0 this warp stores the
-        // block, 1 another one is storing it, 2 stored), the CAS's latency under the k-loop
+        // block, 1 another one is storing it, 2 stored), the CAS's latency under the k-loop. Relaxed, so that
+        // nothing after it waits for it (an acquire would hold the k-loop's loads): the adds that follow a 2 are
+        // L2 atomics issued after the CAS returned, and the claimer's stores reached L2 before its word (its fence).
         [[maybe_unused]] uint32_t claimed = 2u;
         if constexpr (kDqFrag && kDqClaim) {
           if (lane == 0) {
-            asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], 0, 1;\n"
+            asm volatile("atom.relaxed.gpu.global.cas.b32 %0, [%1], 0, 1;\n"
                          : "=r"(claimed)
-                         : "l"(claim_word(m0))
-                         : "memory");
+                         : "l"(claim_word(m0)));
           }
         }
 #pragma unroll
