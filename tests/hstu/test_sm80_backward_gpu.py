@@ -724,8 +724,8 @@ def _claim_kernel(D, max_seqlen_k, late):
     if want.startswith("hstu_bwd_pds_kernel"):  # (D = 128 batch first: the default's body and flags)
         body = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D]
     else:
-        body = int(want.split(",")[-1].split(">")[0])
-    body |= _DQ_CLAIM | (_DQ_LATE if late else 0)
+        body = int(want.split(">(")[0].split(",")[-1])  # (the BODY argument of the default's body kernel)
+    body |= _DQ_CLAIM | (_DQ_LATE if late and D == 128 else 0)  # (late publication at D = 128 only)
     return f"hstu_bwd_pds_body_kernel<__nv_bfloat16, {D}, {3 if D == 128 else 2}, 8, {body}>(hstu::HstuParams, int)"
 
 

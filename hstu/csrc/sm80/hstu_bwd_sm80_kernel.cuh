@@ -1248,7 +1248,8 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
 // kBwdSm80DqClaim (kernel_options(fwd_sm80_cfg=13); the op's workspace uninitialized, claim words behind it): the
 // default's loop with dQ claims (kPdsDqClaim; D = 128's one-barrier loop, D = 256's mbarrier loop) in the default's
 // grid order, bf16 on an sm_90-class device, calls without rab or contexts and without a comparison cfg but the
-// other grid order and kBwdSm80DqLatePubCfg (lab: the claims published at the next block barrier, kPdsDqLatePub);
+// other grid order and kBwdSm80DqLatePubCfg (lab: at D = 128 the claims published at the next block barrier,
+// kPdsDqLatePub; at D = 256 the claims as without it);
 // else cudaErrorNotSupported (nothing launched).
 constexpr int kBwdSm80DqLatePubCfg = 14;
 template <typename T, int D>
@@ -1268,9 +1269,12 @@ cudaError_t launch_hstu_bwd_dq_claim(const HstuParams& p, cudaStream_t stream) {
     constexpr int kBody = D == 128 ? kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsDqClaim
                                    : kBwdPdsD256OneBar | kPdsDqClaim;
     constexpr int kStages = D == 128 ? 3 : 2;
-    return cfg == kBwdSm80DqLatePubCfg
-               ? launch_hstu_bwd_pds_ordered<T, D, kStages, kBody | kPdsDqLatePub>(p, max_smem, stream)
-               : launch_hstu_bwd_pds_ordered<T, D, kStages, kBody>(p, max_smem, stream);
+    if constexpr (D == 128) {  // (late publication at D = 128 only: kPdsDqLatePub)
+      if (cfg == kBwdSm80DqLatePubCfg) {
+        return launch_hstu_bwd_pds_ordered<T, D, kStages, kBody | kPdsDqLatePub>(p, max_smem, stream);
+      }
+    }
+    return launch_hstu_bwd_pds_ordered<T, D, kStages, kBody>(p, max_smem, stream);
   }
   return cudaErrorNotSupported;
 }

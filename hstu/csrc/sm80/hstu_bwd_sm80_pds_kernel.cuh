@@ -172,9 +172,12 @@ constexpr int kPdsFullCtxTile = 131072;
 // torch fill of the workspace (285 MB at B128 S1K D128) is gone; hstu_dq_tile_convert_kernel reads a block whose
 // word is 0 (no key block walked it) as zeros. dQ sums in another order (the first one stored, not added to +0).
 constexpr int kPdsDqClaim = 1048576;
-// A flag on BODY with kPdsDqClaim (lab: kernel_options(fwd_sm80_cfg=13, bwd_sm80_cfg=14)): the first claimer
-// publishes its block at its next block barrier (after that tile's phase 1 and copy wait: the fence then finds the
-// stores done) or after its walk, instead of fencing right after the stores.
+// A flag on BODY with kPdsDqClaim (lab: kernel_options(fwd_sm80_cfg=13, bwd_sm80_cfg=14), D = 128): the first
+// claimer publishes its block at its next block barrier (after that tile's phase 1 and copy wait: the fence then
+// finds the stores done) or after its walk, instead of fencing right after the stores. Only where nothing between
+// its stores and that point waits for another warp (D = 128's phase 1 has no barrier; D = 256's split S / dP has
+// pair barriers: a claimer held there by its partner, who waits for another CTA's claim, whose claimer is held by
+// a partner waiting for this claim, is a cycle: run 1 hung at B256 S256 D256).
 constexpr int kPdsDqLatePub = 2097152;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
@@ -467,6 +470,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr bool kRabSmem = (BODY & kPdsRabSmem) != 0;  // (kPdsRabSmem above)
   constexpr bool kDqClaim = (BODY & kPdsDqClaim) != 0;  // (kPdsDqClaim above)
   constexpr bool kLatePub = kDqClaim && (BODY & kPdsDqLatePub) != 0;
+  static_assert(!kLatePub || D == 128, "late publication: D = 128's loop (at D = 256 phase 1's pair barriers could "
+                                       "hold a claimer whose partner waits for another claim)");
   static_assert(!kRabSmem || (kMbar || (kOneBar && !kSplitCopies)),
                 "rab through shared memory: the one-barrier loop with the copies together, or the mbarrier loops");
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
@@ -1482,8 +1487,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
               if (piece == 0 && claimed == 1u) {  // another warp is storing the block: wait for its word
                 if (lane == 0) {
                   uint32_t v;
+                  uint32_t n = 0;  // (a bound of seconds: a protocol error traps instead of hanging the GPU)
                   do {
                     asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(claim_word(m0)) : "memory");
+                    if (++n == (1u << 24)) __trap();
                   } while (v != 2u);
                 }
                 __syncwarp();

@@ -5,6 +5,7 @@ published at the next block barrier), FA2 and NVIDIA's Ampere HSTU, one process.
   python3 -P t38.py time --bench R/benchmarks --variants main claim --shapes B128:S1024:D128 ... [--reps 7]
       [--rounds 2] [--peer]      (the peer: hstu_attn_2_cuda on PYTHONPATH)
   python3 -P t38.py prof --bench R/benchmarks --variants main claim --shapes B128:S1024:D128
+      (or time ... --prof-shapes S...: the profile in the timing process, after the shape's times)
   python3 -P t38.py ncu --bench R/benchmarks --variants main fa2 --shapes B128:S1024:D128   (one backward each)
 
 time: per shape (dense, causal, H = 4, bf16, alpha D^-1/2, scaling max_len) the backward op of every variant
@@ -36,6 +37,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--no-fa2", action="store_true")
     ap.add_argument("--peer", action="store_true")
+    ap.add_argument("--prof-shapes", nargs="*", default=[], help="time: these shapes profiled too (one process)")
     a = ap.parse_args()
     sys.path.insert(0, a.bench)
     import hstu_attention as ha  # the product benchmark (its Case, Timer, timed_calls, Fa2Peer, NvidiaAmperePeer)
@@ -74,7 +76,7 @@ def main():
             except Exception as e:  # (a shape the peer's build does not cover)
                 print(f"(peer n/a at {s}: {e})")
         if a.mode == "time":
-            best = None
+            best = None  # (the prof block below runs too for --prof-shapes)
             for _ in range(a.rounds):
                 t = timer.interleaved(*fns)
                 best = t if best is None else [min(x, y) for x, y in zip(best, t)]
@@ -85,11 +87,11 @@ def main():
                 line += " | " + " ".join(f"{labels[j]}/{lab} {best[j] / t:.3f}x"
                                          for lab, t in zip(labels[:n], best[:n]))
             print(line, flush=True)
-        elif a.mode == "ncu":
+        if a.mode == "ncu":
             for fn in fns:
                 fn()
             torch.cuda.synchronize()
-        else:
+        if a.mode == "prof" or (a.mode == "time" and s in a.prof_shapes):
             for lab, fn in zip(labels, fns):
                 for _ in range(3):
                     fn()
