@@ -16,6 +16,7 @@ each kernel's device time (fill, loop, convert).
 """
 import argparse
 import sys
+import time
 
 import torch
 
@@ -43,6 +44,7 @@ def main():
     import hstu_attention as ha  # the product benchmark (its Case, Timer, timed_calls, Fa2Peer, NvidiaAmperePeer)
     from hstu_attn._ops import kernel_options
 
+    t0 = time.time()
     dev = torch.device("cuda")
     print(f"#### {a.mode} ({torch.cuda.get_device_name(0)}, torch {torch.__version__}; bf16 causal H4; ms)", flush=True)
     timer = ha.Timer(dev, warmup=3, reps=a.reps, warmup_ms=100.0)
@@ -86,7 +88,7 @@ def main():
             for j in range(n, len(labels)):
                 line += " | " + " ".join(f"{labels[j]}/{lab} {best[j] / t:.3f}x"
                                          for lab, t in zip(labels[:n], best[:n]))
-            print(line, flush=True)
+            print(line + f" | at {time.time() - t0:.1f} s", flush=True)
         if a.mode == "ncu":
             for fn in fns:
                 fn()
