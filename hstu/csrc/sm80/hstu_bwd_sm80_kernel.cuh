@@ -1246,8 +1246,8 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
 }
 
 // kBwdSm80DqClaim (kernel_options(fwd_sm80_cfg=13); the op's workspace uninitialized, claim words behind it): the
-// default's loop with dQ claims (kPdsDqClaim; D = 128's one-barrier loop, D = 256's mbarrier loop) in the default's
-// grid order, bf16 on an sm_90-class device, calls without rab or contexts and without a comparison cfg but the
+// default's loop with dQ claims (kPdsDqClaim; D = 128's one-barrier loop in the default's grid order, D = 256's
+// mbarrier loop heads first), bf16 on an sm_90-class device, calls without rab or contexts and without a comparison cfg but the
 // other grid order and kBwdSm80DqLatePubCfg (lab: at D = 128 the claims published at the next block barrier,
 // kPdsDqLatePub; at D = 256 the claims as without it);
 // else cudaErrorNotSupported (nothing launched).
@@ -1256,9 +1256,10 @@ template <typename T, int D>
 cudaError_t launch_hstu_bwd_dq_claim(const HstuParams& p, cudaStream_t stream) {
   if constexpr ((D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
     const int cfg = p.bwd_sm80_cfg;
+    // (D = 256 heads first only: its batch-first claim loop spilled 28-84 B and ran B16 S4K D256 5.5 % slower, run 2)
     if (p.rab != nullptr || p.num_contexts != nullptr ||
         (cfg != 0 && cfg != kBwdSm80OtherOrderCfg && cfg != kBwdSm80DqLatePubCfg) ||
-        (D == 256 && p.bwd_sm80_pair != 0)) {
+        (D == 256 && (p.bwd_sm80_pair != 0 || !bwd_sm80_heads_first<D>(p)))) {
       return cudaErrorNotSupported;
     }
     bool sm90 = false;

@@ -1464,7 +1464,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
             // The tile's fragment-ordered block: rows past lq add their zeros to their own slots (no predicate).
             float* fp = kRunPtrs ? dq_frag0 + (int64_t)m0 * D : dq_frag_at(m0, warp);
             if constexpr (kDqClaim) {
-              if (piece == 0) claimed = __shfl_sync(0xffffffffu, claimed, 0);
+              if (piece == 0) {
+                // (the state tied to the k-loop's last accumulator, min(claimed, 2 or 3) = claimed: otherwise
+                // ptxas put the SHFL two HMMAs after the CAS and the warp waited out the CAS there, run 2: +80 us)
+                const uint32_t tie = 2u + (__float_as_uint(acc_q[QMT - 1][QPW / 8 - 1][3]) >> 31);
+                claimed = __shfl_sync(0xffffffffu, min(claimed, tie), 0);
+              }
               if (claimed == 0u) {  // the first: store; after the last piece publish (now, or kLatePub: later)
 #pragma unroll
                 for (int mt = 0; mt < QMT; ++mt)
