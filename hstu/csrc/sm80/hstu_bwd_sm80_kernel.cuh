@@ -1247,10 +1247,9 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
 
 // kBwdSm80DqClaim (kernel_options(fwd_sm80_cfg=13); the op's workspace uninitialized, claim words behind it): the
 // default's loop with dQ claims (kPdsDqClaim; D = 128's one-barrier loop in the default's grid order, D = 256's
-// mbarrier loop heads first), bf16 on an sm_90-class device, calls without rab or contexts and without a comparison cfg but the
-// other grid order and kBwdSm80DqLatePubCfg (lab: at D = 128 the claims published at the next block barrier,
-// kPdsDqLatePub; at D = 256 the claims as without it);
-// else cudaErrorNotSupported (nothing launched).
+// mbarrier loop heads first), bf16 on an sm_90-class device, calls without rab or contexts and without a comparison
+// cfg but the other grid order and kBwdSm80DqLatePubCfg (lab: at D = 128 the claims published at the next block
+// barrier, kPdsDqLatePub; at D = 256 the claims as without it); else cudaErrorNotSupported (nothing launched).
 constexpr int kBwdSm80DqLatePubCfg = 14;
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_dq_claim(const HstuParams& p, cudaStream_t stream) {
