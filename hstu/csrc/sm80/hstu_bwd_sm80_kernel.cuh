@@ -1246,19 +1246,15 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
 }
 
 // kBwdSm80DqClaim (kernel_options(fwd_sm80_cfg=13); the op's workspace uninitialized, claim words behind it): the
-// default's loop with dQ claims (kPdsDqClaim; D = 128's one-barrier loop in the default's grid order, D = 256's
-// mbarrier loop heads first), bf16 on an sm_90-class device, calls without rab or contexts and without a comparison
-// cfg but the other grid order and kBwdSm80DqLatePubCfg (lab: at D = 128 the claims published at the next block
-// barrier, kPdsDqLatePub; at D = 256 the claims as without it); else cudaErrorNotSupported (nothing launched).
-constexpr int kBwdSm80DqLatePubCfg = 14;
+// default's loop with dQ claims (kPdsDqClaim; D = 128's one-barrier loop, D = 256's mbarrier loop) heads first (at
+// most 2,048 keys; cfg 3 the other order: not claimed), bf16 on an sm_90-class device, calls without rab, contexts
+// or another comparison cfg; else cudaErrorNotSupported (nothing launched). Batch first the claim loops ran slower
+// than the fill they save (B16 S16K D128 +2.7 %; at D = 256 that loop spilled 28-84 B, B16 S4K +5.5 %).
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_dq_claim(const HstuParams& p, cudaStream_t stream) {
   if constexpr ((D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
-    const int cfg = p.bwd_sm80_cfg;
-    // (D = 256 heads first only: its batch-first claim loop spilled 28-84 B and ran B16 S4K D256 5.5 % slower, run 2)
-    if (p.rab != nullptr || p.num_contexts != nullptr ||
-        (cfg != 0 && cfg != kBwdSm80OtherOrderCfg && cfg != kBwdSm80DqLatePubCfg) ||
-        (D == 256 && (p.bwd_sm80_pair != 0 || !bwd_sm80_heads_first<D>(p)))) {
+    if (p.rab != nullptr || p.num_contexts != nullptr || p.bwd_sm80_cfg != 0 || !bwd_sm80_heads_first<D>(p) ||
+        (D == 256 && p.bwd_sm80_pair != 0)) {
       return cudaErrorNotSupported;
     }
     bool sm90 = false;
@@ -1268,13 +1264,8 @@ cudaError_t launch_hstu_bwd_dq_claim(const HstuParams& p, cudaStream_t stream) {
     if (!sm90) return cudaErrorNotSupported;
     constexpr int kBody = D == 128 ? kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsDqClaim
                                    : kBwdPdsD256OneBar | kPdsDqClaim;
-    constexpr int kStages = D == 128 ? 3 : 2;
-    if constexpr (D == 128) {  // (late publication at D = 128 only: kPdsDqLatePub)
-      if (cfg == kBwdSm80DqLatePubCfg) {
-        return launch_hstu_bwd_pds_ordered<T, D, kStages, kBody | kPdsDqLatePub>(p, max_smem, stream);
-      }
-    }
-    return launch_hstu_bwd_pds_ordered<T, D, kStages, kBody>(p, max_smem, stream);
+    return launch_hstu_bwd_pds<T, D, D == 128 ? 3 : 2, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
+                                                                                                     stream);
   }
   return cudaErrorNotSupported;
 }

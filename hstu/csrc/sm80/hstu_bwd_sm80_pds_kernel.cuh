@@ -163,8 +163,9 @@ constexpr int kPdsRabSmem = 65536;
 // A flag on BODY (kPdsTile128's context twin): the walk's last context tile in full, without kHalfSkip (the context
 // loop before it: kernel_options(bwd_sm80_cfg=13) at D = 64 with contexts, for comparisons).
 constexpr int kPdsFullCtxTile = 131072;
-// A flag on BODY (D = 128's three-stage one-barrier loop, sm_90 code; kernel_options(fwd_sm80_cfg=13), opt-in: the
-// op's kBwdSm80DqClaim, hstu_bwd_sm80_limits.h): the fp32 dQ workspace arrives uninitialized, with one claim word per
+// A flag on BODY (D = 128's three-stage one-barrier loop, D = 256's mbarrier loop, heads first, sm_90 code;
+// kernel_options(fwd_sm80_cfg=13), opt-in: the op's kBwdSm80DqClaim, hstu_bwd_sm80_limits.h; measured on an H200:
+// docs/hstu_kernel_notes.md, branch bwd38): the fp32 dQ workspace arrives uninitialized, with one claim word per
 // (head, workspace row) behind it (p.dq_zero_flags, zeroed by the launcher). In phase 3 lane 0 of each warp claims
 // its fragment block of the tile (the word of row m0 + warp: 0 -> 1 by atom.cas) before the dQ k-loop; the first
 // claimer stores its block (st.global.v4), fences and publishes 2, any later one waits for 2 (at once in practice:
@@ -172,13 +173,6 @@ constexpr int kPdsFullCtxTile = 131072;
 // torch fill of the workspace (285 MB at B128 S1K D128) is gone; hstu_dq_tile_convert_kernel reads a block whose
 // word is 0 (no key block walked it) as zeros. dQ sums in another order (the first one stored, not added to +0).
 constexpr int kPdsDqClaim = 1048576;
-// A flag on BODY with kPdsDqClaim (lab: kernel_options(fwd_sm80_cfg=13, bwd_sm80_cfg=14), D = 128): the first
-// claimer publishes its block at its next block barrier (after that tile's phase 1 and copy wait: the fence then
-// finds the stores done) or after its walk, instead of fencing right after the stores. Only where nothing between
-// its stores and that point waits for another warp (D = 128's phase 1 has no barrier; D = 256's split S / dP has
-// pair barriers: a claimer held there by its partner, who waits for another CTA's claim, whose claimer is held by
-// a partner waiting for this claim, is a cycle: run 1 hung at B256 S256 D256).
-constexpr int kPdsDqLatePub = 2097152;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -435,7 +429,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
                                  kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS | kPdsRabSmem |
-                                 kPdsFullCtxTile | kPdsDqClaim | kPdsDqLatePub);
+                                 kPdsFullCtxTile | kPdsDqClaim);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -469,9 +463,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr bool kTwoPdS = kOneBar || kMbar;  // two P / dS buffers, alternating by tile parity
   constexpr bool kRabSmem = (BODY & kPdsRabSmem) != 0;  // (kPdsRabSmem above)
   constexpr bool kDqClaim = (BODY & kPdsDqClaim) != 0;  // (kPdsDqClaim above)
-  constexpr bool kLatePub = kDqClaim && (BODY & kPdsDqLatePub) != 0;
-  static_assert(!kLatePub || D == 128, "late publication: D = 128's loop (at D = 256 phase 1's pair barriers could "
-                                       "hold a claimer whose partner waits for another claim)");
   static_assert(!kRabSmem || (kMbar || (kOneBar && !kSplitCopies)),
                 "rab through shared memory: the one-barrier loop with the copies together, or the mbarrier loops");
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
@@ -849,26 +840,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
     __syncwarp();
     if (lane == 0) asm volatile("st.relaxed.gpu.global.b32 [%0], 2;\n" ::"l"(claim_word(m)) : "memory");
-  };
-  // kLatePub: the tile whose block this warp stored and has not published yet (-1: none), in shared memory (in a
-  // register across the loop it spilled 28-36 B); every lane writes its warp's word and reads back its own write
-  __shared__ int dq_pub[kLatePub ? NWARPS : 1];
-  const uint32_t sPub = smem_u32(&dq_pub[kLatePub ? warp : 0]);
-  auto pub_pending = [&] {
-    int m;
-    asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(m) : "r"(sPub) : "memory");
-    return m;
-  };
-  auto pub_set = [&](const int m) { asm volatile("st.shared.s32 [%0], %1;\n" ::"r"(sPub), "r"(m) : "memory"); };
-  if constexpr (kLatePub) pub_set(-1);
-  auto pub_flush = [&] {  // (the stored block published)
-    if constexpr (kLatePub) {
-      const int m = pub_pending();
-      if (m >= 0) {
-        claim_publish(m);
-        pub_set(-1);
-      }
-    }
   };
 
   if (n_mt > 0) {
@@ -1303,7 +1274,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
       }
       if constexpr (kOneBar) {
         cp_async_wait<0>();
-        pub_flush();  // (kLatePub: the previous tile's block, stored a phase ago)
         __syncthreads();  // P, dS complete; Q, dO of tile mb + 1 landed; every warp is done with tile mb - 1
         if constexpr (kRabSmem) {  // tile mb + 1's rab into its P buffer (free now): a group of its own
           if (mb + 1 < mb_end) {
@@ -1320,7 +1290,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
           cp_async_commit();  // (an empty group: phase 1's wait_group 1 then leaves only the Q / dO copies pending)
         }
       } else if constexpr (kMbar) {
-        pub_flush();  // (kLatePub: the previous tile's block, stored a phase ago)
         __syncthreads();  // P, dS complete; every warp is done with tile mb - 1 (the other stage, P / dS buffer)
         if (kRealIdx ? next_tile(mb) < tiles_end() : mb + 1 < mb_end) {
           const uint32_t ot = opaque(tid);
@@ -1470,7 +1439,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
                 const uint32_t tie = 2u + (__float_as_uint(acc_q[QMT - 1][QPW / 8 - 1][3]) >> 31);
                 claimed = __shfl_sync(0xffffffffu, min(claimed, tie), 0);
               }
-              if (claimed == 0u) {  // the first: store; after the last piece publish (now, or kLatePub: later)
+              if (claimed == 0u) {  // the first: store; after the last piece publish
 #pragma unroll
                 for (int mt = 0; mt < QMT; ++mt)
 #pragma unroll
@@ -1480,13 +1449,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
                                  "f"(acc_q[mt][dt][0]), "f"(acc_q[mt][dt][1]), "f"(acc_q[mt][dt][2]),
                                  "f"(acc_q[mt][dt][3])
                                  : "memory");
-                if (piece == QC / QPW - 1) {
-                  if constexpr (kLatePub) {
-                    pub_set(m0);
-                  } else {
-                    claim_publish(m0);
-                  }
-                }
+                if (piece == QC / QPW - 1) claim_publish(m0);
                 continue;
               }
               if (piece == 0 && claimed == 1u) {  // another warp is storing the block: wait for its word
@@ -1597,7 +1560,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         stage ^= (STAGES == 2 ? 1 : 0);
       }
     } while (mb < tiles_end());
-    pub_flush();  // (kLatePub: the walk's last block stored)
   } else if constexpr (kRabSmem) {  // (no walk: the paired block's zeros at once)
     if (bwd_pds_drab_self_zero(p)) {
       const int n0z = zero_block();
