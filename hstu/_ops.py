@@ -231,7 +231,7 @@ BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 # bits 29-31 and bit 41 (hstu_plan.h kOptFwdSm80CfgHi: the value's bit 3): the sm80-class forward's comparison cfg:
 # 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS), FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT,
 # FWD_SM80_CFG_RAB_MAIN, FWD_SM80_CFG_RAB_LDS, FWD_SM80_CFG_RAB_TILE64, FWD_SM80_CFG_RAB_COPY_MAIN,
-# FWD_SM80_CFG_DRAB_LSU, FWD_SM80_CFG_DRAB_MAIN
+# FWD_SM80_CFG_DRAB_LSU, FWD_SM80_CFG_DQ_CLAIM, FWD_SM80_CFG_DRAB_MAIN
 FWD_SM80_CFG_SHIFT = 29
 FWD_SM80_CFG_HI_BIT = 1 << 41
 FWD_SM80_CFGS = (1, 2, 3, 4, 5)
@@ -243,6 +243,7 @@ FWD_SM80_CFG_RAB_TILE64 = 10  # the bf16 D = 64 default with rab in 64-key tiles
 FWD_SM80_CFG_RAB_COPY_MAIN = 11  # the bf16 D = 128 / 256 defaults with rab copying every rab tile with predicates
 FWD_SM80_CFG_DRAB_LSU = 12  # the rab loops' drab zeros by 16-byte stores, not bulk copies (kFwdSm80CfgDrabLsu)
 FWD_SM80_CFG_DRAB_MAIN = 15  # the sm80-class backward's drab zeroed by the op as main had it (kFwdSm80CfgDrabMain)
+FWD_SM80_CFG_DQ_CLAIM = 13  # the sm80-class backward's dQ workspace unzeroed, its blocks claimed (kFwdSm80CfgDqClaim)
 FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 3; D128: 3
 # where two of its blocks fit per SM; D256: 3 at every row count where its 105 KB per block fit, not sm86 / sm89)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
@@ -441,6 +442,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     where their walk stores no gradient) or zeroed by the launcher before the other kernels. 12
     (``FWD_SM80_CFG_DRAB_LSU``; private, the same outputs): the forward's default; the rab loops store those zeros
     by 16-byte stores from each lane instead of bulk copies of a zeroed shared row (the TMA unit).
+    13 (``FWD_SM80_CFG_DQ_CLAIM``; private, opt-in while it is measured; dQ in another fp32 sum order): the forward's
+    default; the sm80-class backward's fp32 dQ workspace not zeroed by the op: bf16 D = 128 calls without rab or
+    contexts on an sm_90-class GPU run the default's loop with each warp's block of a dQ tile claimed (the first
+    writer stores it, later ones add; blocks nobody wrote read as zeros), elsewhere the launcher zeroes it.
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a
@@ -465,7 +470,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _err("bwd_sm80_cfg", f"one of {BWD_SM80_CFGS}", bwd_sm80_cfg)
     fwd_cfgs = (0,) + FWD_SM80_CFGS + (FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT, FWD_SM80_CFG_RAB_MAIN,
                                       FWD_SM80_CFG_RAB_LDS, FWD_SM80_CFG_RAB_TILE64, FWD_SM80_CFG_RAB_COPY_MAIN,
-                                      FWD_SM80_CFG_DRAB_LSU, FWD_SM80_CFG_DRAB_MAIN)
+                                      FWD_SM80_CFG_DRAB_LSU, FWD_SM80_CFG_DQ_CLAIM, FWD_SM80_CFG_DRAB_MAIN)
     if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or fwd_sm80_cfg not in fwd_cfgs:
         _err("fwd_sm80_cfg", f"one of {fwd_cfgs}", fwd_sm80_cfg)
     if isinstance(fp8_fwd_diag, bool) or fp8_fwd_diag not in (0, 1, 2, 3):

@@ -237,8 +237,11 @@ def test_kernel_options_pack_and_restore():
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_DRAB_LSU):  # (12: bits 29-31 = 4 and 41)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (4 << _ops.FWD_SM80_CFG_SHIFT)
                                            | _ops.FWD_SM80_CFG_HI_BIT)
-    for bad in (13, 14, 16, -1, True, 1.0):
-        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, .*, 9, 10, 11, 12, 15\)"):
+    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_DQ_CLAIM):  # (13: bits 29 / 31 and 41)
+        assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (5 << _ops.FWD_SM80_CFG_SHIFT)
+                                           | _ops.FWD_SM80_CFG_HI_BIT)
+    for bad in (14, 16, -1, True, 1.0):
+        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, .*, 9, 10, 11, 12, 13, 15\)"):
             with _ops.kernel_options(fwd_sm80_cfg=bad):
                 pass
 

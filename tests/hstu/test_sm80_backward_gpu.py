@@ -718,3 +718,47 @@ def test_sm80_backward_drab_zeroed_by_launcher(how, kernel_opts):
     case = kg.make_case(zlib.crc32(repr(("drab_launcher", how)).encode()), lk, 2, D, dtype, mask, rab_heads,
                         delta_q=how == "contexts")
     _drab_vs_main(case, D, kernel_opts, deterministic=how == "shared_deterministic", **opts)
+
+
+DQ_CLAIM_CFG = 13  # kernel_options(fwd_sm80_cfg=13) (_ops.FWD_SM80_CFG_DQ_CLAIM, kFwdSm80CfgDqClaim)
+_DQ_CLAIM = 1048576  # kPdsDqClaim (the loops' BODY flag)
+
+
+@pytest.mark.parametrize("mask,rab_heads,delta_q,seqused,lens", [
+    ("causal", 0, False, False, "jagged"), ("causal", 0, False, False, "long"), ("none", 0, True, True, "jagged"),
+    ("local_target", 0, True, False, "jagged"), ("target_group", 0, False, True, "long"),
+    ("causal", 1, False, False, "jagged"), ("context_target", 0, False, False, "jagged")])
+@pytest.mark.parametrize("dt,D", [("bf16", 128), ("bf16", 256), ("fp16", 128), ("bf16", 64)])
+def test_sm80_backward_dq_claims(dt, D, mask, rab_heads, delta_q, seqused, lens, kernel_opts):
+    """kernel_options(fwd_sm80_cfg=13): the dQ workspace unzeroed (allocator poisoned with NaN), each warp's block of a
+    dQ tile claimed (the first writer stores it, later ones add, blocks nobody wrote read as zeros) where those loops
+    apply (bf16, D = 128 / 256, heads first: at most 2,048 keys, no rab or contexts, sm_90+; jagged 0-700 keys),
+    elsewhere (2,200 keys: batch first; fp16, D = 64, rab, contexts) the launcher's zeroed workspace and the
+    default's kernel: the error rule against the fp32 reference, the kernel that runs, dK / dV / drab bit for bit
+    the default's, dQ agreeing up to the fp32 sum order."""
+    dtype = torch.bfloat16 if dt == "bf16" else torch.float16
+    lk = [300, 0, 1, 129, 128, 77, 64, 33, 700, 191] if lens == "jagged" else [2200, 300, 129, 0, 64]
+    case = kg.make_case(zlib.crc32(repr(("dqclaim", D, mask, rab_heads, lens)).encode()), lk, 2, D, dtype, mask,
+                        rab_heads, delta_q=delta_q, seqused=seqused)
+    dout = torch.randn_like(case["q"])
+    grads = {}
+    for cfg in (0, DQ_CLAIM_CFG):
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg)
+        kg.check_case(case, 0.5)
+        grads[cfg] = _grads(case, dout)
+        assert not any(torch.isnan(x).any() for x in grads[cfg]), cfg
+        names = _bwd_kernels(case)
+        want = loop_kernel(D, 0, dtype, max_seqlen_k=case["max_seqlen_k"])
+        claims = (cfg == DQ_CLAIM_CFG and dtype == torch.bfloat16 and D in (128, 256) and rab_heads == 0
+                  and "context" not in mask and case["max_seqlen_k"] <= 2048)
+        if claims and want is not None:  # (the default's heads-first body kernel with kPdsDqClaim)
+            body = int(want.split(">(")[0].split(",")[-1]) | _DQ_CLAIM
+            st = 3 if D == 128 else 2
+            want = f"hstu_bwd_pds_body_kernel<__nv_bfloat16, {D}, {st}, 8, {body}>(hstu::HstuParams, int)"
+        if want is not None and "context" not in mask and rab_heads == 0:
+            assert len(names) == 1 and next(iter(names)).endswith(want), (cfg, names, want)
+    for i, (name, x, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[DQ_CLAIM_CFG], grads[0])):
+        if i == 0:
+            kg.assert_agree((name,), [x], [w], "fwd_sm80_cfg=13 vs the default")
+        else:
+            assert torch.equal(x, w), name

@@ -189,13 +189,15 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   p.fwd_split_tiles = o.fwd_split_tiles;
   // (cfg 15, kFwdSm80CfgDrabMain: the forward's default; the backward's drab zeroed by the op as main had it. cfg 12,
-  // kFwdSm80CfgDrabLsu: the forward's default; the rab loops' drab zeros by 16-byte stores)
+  // kFwdSm80CfgDrabLsu: the forward's default; the rab loops' drab zeros by 16-byte stores. cfg 13,
+  // kFwdSm80CfgDqClaim: the forward's default; the sm80-class backward's dQ workspace by claims, the run below)
   const bool drab_main = o.fwd_sm80_cfg == kFwdSm80CfgDrabMain, drab_lsu = o.fwd_sm80_cfg == kFwdSm80CfgDrabLsu;
-  p.fwd_sm80_cfg = fwd_sm80_cfg_word(drab_main || drab_lsu ? 0 : o.fwd_sm80_cfg, o.fwd_sm80_qscale,
+  const bool dq_claim = o.fwd_sm80_cfg == kFwdSm80CfgDqClaim;
+  p.fwd_sm80_cfg = fwd_sm80_cfg_word(drab_main || drab_lsu || dq_claim ? 0 : o.fwd_sm80_cfg, o.fwd_sm80_qscale,
                                      o.fwd_sm80_split_main, o.fwd_sm80_ilv, fwd_sm80_bm64_forced(o.fwd_sm80_bm64),
                                      o.fwd_sm80_split_plain) |
-                   (drab_main ? kBwdSm80DrabZeroed : 0) |
-                   (drab_lsu ? kBwdSm80DrabLsu : 0);  // (..._split.h, hstu_bwd_sm80_limits.h)
+                   (drab_main ? kBwdSm80DrabZeroed : 0) | (drab_lsu ? kBwdSm80DrabLsu : 0) |
+                   (dq_claim ? kBwdSm80DqClaim : 0);  // (..._split.h, hstu_bwd_sm80_limits.h)
   return p;
 }
 
@@ -290,8 +292,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
   Tensor dk = torch::stable::new_empty(k, {k.size(0), k.size(1), k.size(2)});
   Tensor dv = torch::stable::new_empty(v, {v.size(0), v.size(1), v.size(2)});
   const bool half = q.scalar_type() == ScalarType::Half;
-  const BwdPlan plan =
-      plan_bwd(p, k.size(0), q.get_device(), half, deterministic, dq.stride(0), o);
+  BwdPlan plan = plan_bwd(p, k.size(0), q.get_device(), half, deterministic, dq.stride(0), o);
+  // kBwdSm80DqClaim (kernel_options(fwd_sm80_cfg=13)): the sm80-class family's fragment-ordered workspace at bf16
+  // D = 128 / 256 uninitialized, its claim words behind it (the launcher zeroes them, or the whole workspace where
+  // the claims' loop does not apply)
+  if ((p.fwd_sm80_cfg & kBwdSm80DqClaim) != 0) {
+    const bool d = p.head_dim == 128 || p.head_dim == 256;
+    if (plan.family == KernelFamily::kSm80 && plan.dq_floats > 0 && d && !half) {
+      plan.zero_words = bwd_sm80_dq_claim_words(p.total_q, p.batch, p.heads);
+    } else {
+      p.fwd_sm80_cfg &= ~kBwdSm80DqClaim;
+    }
+  }
   ACCEL_CHECK(plan.family != KernelFamily::kSm80 || p.max_seqlen_k <= kBwdSm80MaxSeqlenK,
               "max_seqlen_k: expected at most ", kBwdSm80MaxSeqlenK,
               " for the sm80-class backward (65535 key blocks of 64 in gridDim.y), got ", p.max_seqlen_k);

@@ -125,7 +125,7 @@ struct HstuOptions {
   int bwd_grid = 0;
   int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
   int bwd_sm80_cfg = 0;
-  int fwd_sm80_cfg = 0;  // kernel_options(fwd_sm80_cfg=n), 0-12, 15 (fwd_sm80_cfg_word: HstuParams::fwd_sm80_cfg)
+  int fwd_sm80_cfg = 0;  // kernel_options(fwd_sm80_cfg=n), 0-13, 15 (fwd_sm80_cfg_word: HstuParams::fwd_sm80_cfg)
   bool fwd_sm80_qscale = true;  // HstuParams::fwd_sm80_cfg bit 3 cleared
   bool fwd_sm80_split_main = false;  // HstuParams::fwd_sm80_cfg bit 4
   bool fwd_sm80_ilv = true;  // HstuParams::fwd_sm80_cfg bit 5 cleared
@@ -272,7 +272,8 @@ constexpr int64_t kBwdSm80MaxSeqlenK = kBwdSm80MaxKeyBlocks * kBwdSm80MinBlockN;
 struct BwdPlan {
   KernelFamily family = KernelFamily::kSm80;
   int64_t dq_floats = 0;    // fp32 dq workspace (bwd_sm80_dq_floats, or the Hopper layouts); 0 when deterministic
-  int64_t zero_words = 0;   // Hopper D = 64 / 128: self-zeroing flags behind the floats (workspace uninitialized)
+  int64_t zero_words = 0;   // Hopper D = 64 / 128: self-zeroing flags behind the floats (workspace uninitialized);
+                            // sm80 D = 128 with kBwdSm80DqClaim: its claim words (hstu_ops.cc)
   int64_t sched_bytes = 0;  // Hopper D = 256: work-list workspace (its planner zeroes the dq workspace)
   int dq_conv_behind = 0;   // p.dq_conv_behind
   int bwd_grid = 0;         // p.bwd_grid

@@ -541,7 +541,8 @@ __global__ void hstu_dq_convert_kernel(const HstuParams p) {
 // from the slots filled half of each 32-byte sector (on an H200 the backward 4.2 / 3.2 % faster at B128 S1K D128 /
 // D256, 1.2 / 1.7 % at B16 S4K D256 / D128: the convert ~180 -> ~105 us at B128 S1K D128). (dq's strides and base
 // allow 16-byte stores: the op's contiguous (total_q, H, D) tensor; else the 4-byte stores.) Then the rows outside
-// every sequence (before cu_seqlens_q[0], from cu_seqlens_q[batch] on) get zeros (dq is uninitialized).
+// every sequence (before cu_seqlens_q[0], from cu_seqlens_q[batch] on) get zeros (dq is uninitialized). With
+// kBwdSm80DqClaim the workspace was not zeroed: a warp block nobody claimed reads as zeros.
 template <typename T, int D>
 __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuParams p) {
   using C = BwdPdsConfig<D, 8>;
@@ -551,16 +552,22 @@ __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuPar
   static_assert(kSlots % 256 == 0 && C::kBlockM == kDqFragPad, "whole slots per thread");
   const int b = blockIdx.y, h = blockIdx.z, m0 = blockIdx.x * kDqFragPad;
   const int q_start = p.cu_seqlens_q[b];
+  // kBwdSm80DqClaim: the fragment order always, a warp block whose claim word is 0 (no key block walked it) zeros
+  const bool claims = (p.fwd_sm80_cfg & kBwdSm80DqClaim) != 0;
   const int rows = min(kDqFragPad, p.cu_seqlens_q[b + 1] - q_start - m0);
   T* out = static_cast<T*>(p.dq) + (int64_t)(q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
   if (rows <= 0) {
     // (a tile past the sequence's end)
-  } else if (*dq_frag_flag<D>(p) != 0.f) {
-    const float4* ws = reinterpret_cast<const float4*>(
-        p.dq_accum + (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b + m0) * D);
+  } else if (claims || *dq_frag_flag<D>(p) != 0.f) {
+    const int64_t tile_row = h * dq_frag_head_rows(p) + q_start + kDqFragPad * b + m0;
+    const float4* ws = reinterpret_cast<const float4*>(p.dq_accum + tile_row * D);
     float4 x[kPer];
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) x[k] = __ldcs(ws + k * 256 + threadIdx.x);  // (read once: streaming)
+    for (int k = 0; k < kPer; ++k) {
+      const int w = (k * 256 + static_cast<int>(threadIdx.x)) / (32 * NDT * QMT * NPC);  // (the slot's warp block)
+      x[k] = claims && p.dq_zero_flags[tile_row + w] == 0u ? make_float4(0.f, 0.f, 0.f, 0.f)
+                                                           : __ldcs(ws + k * 256 + threadIdx.x);  // (read once)
+    }
     constexpr int kPadRow = D + 8;  // (elements)
     __shared__ __align__(16) T rows_s[kDqFragPad * kPadRow];
     const bool vec16 = ((p.dq_row_stride | p.dq_head_stride) & 7) == 0 && (reinterpret_cast<uintptr_t>(p.dq) & 15) == 0;
@@ -1240,13 +1247,64 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream, bo
   }
 }
 
+// kBwdSm80DqClaim (kernel_options(fwd_sm80_cfg=13); the op's workspace uninitialized, claim words behind it): the
+// default's loop with dQ claims (kPdsDqClaim; D = 128's one-barrier loop, D = 256's mbarrier loop) heads first (at
+// most 2,048 keys; cfg 3 the other order: not claimed), bf16 on an sm_90-class device, calls without rab, contexts
+// or another comparison cfg; else cudaErrorNotSupported (nothing launched). Batch first the claim loops ran slower
+// than the fill they save (B16 S16K D128 +2.7 %; at D = 256 that loop spilled 28-84 B, B16 S4K +5.5 %).
+template <typename T, int D>
+cudaError_t launch_hstu_bwd_dq_claim(const HstuParams& p, cudaStream_t stream) {
+  if constexpr ((D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
+    if (p.rab != nullptr || p.num_contexts != nullptr || p.bwd_sm80_cfg != 0 || !bwd_sm80_heads_first<D>(p) ||
+        (D == 256 && p.bwd_sm80_pair != 0)) {
+      return cudaErrorNotSupported;
+    }
+    bool sm90 = false;
+    int max_smem = 0;
+    const cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
+    if (err != cudaSuccess) return err;
+    if (!sm90) return cudaErrorNotSupported;
+    constexpr int kBody = D == 128 ? kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsDqClaim
+                                   : kBwdPdsD256OneBar | kPdsDqClaim;
+    return launch_hstu_bwd_pds<T, D, D == 128 ? 3 : 2, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
+                                                                                                     stream);
+  }
+  return cudaErrorNotSupported;
+}
+
 template <typename T, int D>
 cudaError_t run_hstu_bwd(const HstuParams& p_in, cudaStream_t stream) {
   cudaError_t err;
-  // A per-head drab arrives uninitialized unless the op zeroed it (kBwdSm80DrabZeroed, hstu_bwd_sm80_limits.h): the
-  // default's rab loops write all of it (their zeros where the walk stores none); before any other kernel, a memset.
   HstuParams p = p_in;
   bool launched = false, tried = false;
+  // kBwdSm80DqClaim: the claim words and the layout's flag word zeroed, then the claims' loop (no rab: no drab);
+  // where it does not apply the whole workspace zeroed before any other kernel and the bit cleared (the default's
+  // path)
+  if ((p.fwd_sm80_cfg & kBwdSm80DqClaim) != 0) {
+    const bool ws = p.dq_accum != nullptr && p.dq_zero_flags != nullptr;  // (else a zeroed workspace or none)
+    const int64_t floats = bwd_sm80_dq_floats(p.total_q, p.batch, p.heads, D);
+    bool claimed = false;
+    if (ws) {
+      const int64_t words = bwd_sm80_dq_claim_words(p.total_q, p.batch, p.heads);
+      err = cudaMemsetAsync(p.dq_accum + floats - 4, 0, (4 + words) * static_cast<int64_t>(sizeof(float)), stream);
+      if (err != cudaSuccess) return err;
+      if (p.batch > 0 && p.heads > 0 && p.max_seqlen_k > 0) {
+        err = launch_hstu_bwd_dq_claim<T, D>(p, stream);
+        if (err != cudaSuccess && err != cudaErrorNotSupported) return err;
+        claimed = launched = err == cudaSuccess;
+      }
+    }
+    if (!claimed) {
+      if (ws) {
+        err = cudaMemsetAsync(p.dq_accum, 0, floats * static_cast<int64_t>(sizeof(float)), stream);
+        if (err != cudaSuccess) return err;
+      }
+      p.fwd_sm80_cfg &= ~kBwdSm80DqClaim;
+      p.dq_zero_flags = nullptr;
+    }
+  }
+  // A per-head drab arrives uninitialized unless the op zeroed it (kBwdSm80DrabZeroed, hstu_bwd_sm80_limits.h): the
+  // default's rab loops write all of it (their zeros where the walk stores none); before any other kernel, a memset.
   if (p.drab != nullptr && p.drab_accum == nullptr && p.drab_heads == nullptr &&
       (p.fwd_sm80_cfg & kBwdSm80DrabZeroed) == 0) {
     if (p.batch > 0 && p.heads > 0 && p.max_seqlen_k > 0 && p.bwd_sm80_cfg == 0) {  // (else the cfg's own kernel)

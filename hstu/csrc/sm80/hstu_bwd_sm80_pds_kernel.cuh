@@ -169,6 +169,16 @@ constexpr int kPdsFullCtxTile = 131072;
 // (bwd_pds_zero_drab_bulk), instead of 16-byte st.global per lane, which queued behind / ahead of the phases'
 // shared-memory and dQ traffic in the LSU (on an H200 rab + drab 3.8 / 4.4 / 1.1 % faster at D = 128 / 64 / 256).
 constexpr int kPdsDrabBulk = 524288;
+// A flag on BODY (D = 128's three-stage one-barrier loop, D = 256's mbarrier loop, heads first, sm_90 code;
+// kernel_options(fwd_sm80_cfg=13), opt-in: the op's kBwdSm80DqClaim, hstu_bwd_sm80_limits.h; measured on an H200:
+// docs/hstu_kernel_notes.md, branch bwd38): the fp32 dQ workspace arrives uninitialized, with one claim word per
+// (head, workspace row) behind it (p.dq_zero_flags, zeroed by the launcher). In phase 3 lane 0 of each warp claims
+// its fragment block of the tile (the word of row m0 + warp: 0 -> 1 by atom.cas) before the dQ k-loop; the first
+// claimer stores its block (st.global.v4), fences and publishes 2, any later one waits for 2 (at once in practice:
+// the claim is published within the claimer's phase 3, which waits on nothing) and adds (red.global.add.v4). So the
+// torch fill of the workspace (285 MB at B128 S1K D128) is gone; hstu_dq_tile_convert_kernel reads a block whose
+// word is 0 (no key block walked it) as zeros. dQ sums in another order (the first one stored, not added to +0).
+constexpr int kPdsDqClaim = 1048576;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -477,7 +487,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
                                  kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS | kPdsRabSmem |
-                                 kPdsFullCtxTile | kPdsDrabBulk);
+                                 kPdsFullCtxTile | kPdsDrabBulk | kPdsDqClaim);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -510,6 +520,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
                 "the K-split S / dP: D = 256's mbarrier loop");
   constexpr bool kTwoPdS = kOneBar || kMbar;  // two P / dS buffers, alternating by tile parity
   constexpr bool kRabSmem = (BODY & kPdsRabSmem) != 0;  // (kPdsRabSmem above)
+  constexpr bool kDqClaim = (BODY & kPdsDqClaim) != 0;  // (kPdsDqClaim above)
   static_assert(!kRabSmem || (kMbar || (kOneBar && !kSplitCopies)),
                 "rab through shared memory: the one-barrier loop with the copies together, or the mbarrier loops");
   // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 64 / 128 the loop-free bodies;
@@ -520,6 +531,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
 #else
   constexpr bool kDqFrag = false;
 #endif
+  static_assert(!kDqClaim || (((D == 128 && kOneBar) || (D == 256 && kMbar)) && !kTile128 && !kRabSmem && !CTX),
+                "dQ claims: D = 128's one-barrier loop, D = 256's mbarrier loop, without rab or contexts");
   // (D = 256: the dQ k-loop by 2; fully unrolled, four pieces of 32 columns, it spilled 4-8 B in sm_90a code)
   constexpr int kDqUnroll = kLoopFree ? (D == 256 ? 2 : BN / 16) : 1;
   // Phase 1 warp tile: SM queries x SN keys.
@@ -889,6 +902,16 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   // kRunPtrs: the warp's place in the sequence's first query tile, formed once per key block (the tile's m0 D added
   // there).
   float* const dq_frag0 = kRunPtrs && with_dq ? dq_frag_at(0, warp) : nullptr;
+  // kDqClaim: this warp's claim word of the tile at query row m (kPdsDqClaim above), and its block's publication:
+  // the stores before the word (the fence), the word 2
+  auto claim_word = [&](const int m) {
+    return p.dq_zero_flags + ((int64_t)h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m + warp);
+  };
+  auto claim_publish = [&](const int m) {
+    asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+    __syncwarp();
+    if (lane == 0) asm volatile("st.relaxed.gpu.global.b32 [%0], 2;\n" ::"l"(claim_word(m)) : "memory");
+  };
 
   if (n_mt > 0) {
     load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
@@ -1440,6 +1463,18 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
         if (kHalfSkip && q_m >= HM && half_masked(mb)) return;  // (the skipped half's rows: no dQ)
         const uint32_t tdA = LP::swz(q_m + ln % 16, (ln / 16) * 8);                     // dS as A
         const uint32_t tK = L::swz(ln % 8 + ((ln / 8) % 2) * 8, q_d + (ln / 16) * 8);  // K as B
+        // kDqClaim: the warp's claim of the tile's block (the state before it in `claimed`: 0 this warp stores the
+        // block, 1 another one is storing it, 2 stored), the CAS's latency under the k-loop. Relaxed, so that
+        // nothing after it waits for it (an acquire would hold the k-loop's loads): the adds that follow a 2 are
+        // L2 atomics issued after the CAS returned, and the claimer's stores reached L2 before its word (its fence).
+        [[maybe_unused]] uint32_t claimed = 2u;
+        if constexpr (kDqFrag && kDqClaim) {
+          if (lane == 0) {
+            asm volatile("atom.relaxed.gpu.global.cas.b32 %0, [%1], 0, 1;\n"
+                         : "=r"(claimed)
+                         : "l"(claim_word(m0)));
+          }
+        }
 #pragma unroll
         for (int piece = 0; piece < QC / QPW; ++piece) {
           float acc_q[QMT][QPW / 8][4];
@@ -1473,6 +1508,38 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
           if constexpr (kDqFrag) {
             // The tile's fragment-ordered block: rows past lq add their zeros to their own slots (no predicate).
             float* fp = kRunPtrs ? dq_frag0 + (int64_t)m0 * D : dq_frag_at(m0, warp);
+            if constexpr (kDqClaim) {
+              if (piece == 0) {
+                // (the state tied to the k-loop's last accumulator, min(claimed, 2 or 3) = claimed: otherwise
+                // ptxas put the SHFL two HMMAs after the CAS and the warp waited out the CAS there, run 2: +80 us)
+                const uint32_t tie = 2u + (__float_as_uint(acc_q[QMT - 1][QPW / 8 - 1][3]) >> 31);
+                claimed = __shfl_sync(0xffffffffu, min(claimed, tie), 0);
+              }
+              if (claimed == 0u) {  // the first: store; after the last piece publish
+#pragma unroll
+                for (int mt = 0; mt < QMT; ++mt)
+#pragma unroll
+                  for (int dt = 0; dt < QPW / 8; ++dt)
+                    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(
+                                     fp + ((piece * QMT + mt) * (QPW / 8) + dt) * 128),
+                                 "f"(acc_q[mt][dt][0]), "f"(acc_q[mt][dt][1]), "f"(acc_q[mt][dt][2]),
+                                 "f"(acc_q[mt][dt][3])
+                                 : "memory");
+                if (piece == QC / QPW - 1) claim_publish(m0);
+                continue;
+              }
+              if (piece == 0 && claimed == 1u) {  // another warp is storing the block: wait for its word
+                if (lane == 0) {
+                  uint32_t v;
+                  uint32_t n = 0;  // (a bound of seconds: a protocol error traps instead of hanging the GPU)
+                  do {
+                    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(claim_word(m0)) : "memory");
+                    if (++n == (1u << 24)) __trap();
+                  } while (v != 2u);
+                }
+                __syncwarp();
+              }
+            }
 #pragma unroll
             for (int mt = 0; mt < QMT; ++mt)
 #pragma unroll
