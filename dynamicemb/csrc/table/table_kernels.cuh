@@ -423,14 +423,21 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
   return b ? tile.shfl(found, __ffs(b) - 1) : -1;
 }
 
-// ---------------------------------------------------------------- the bucket staged by a bulk copy (lab)
-// kScan 2, 3, 5 (lab schedules; docs/dynamicemb_storage_notes.md, "A bulk copy of the bucket"): under the lock the
+// ---------------------------------------------------------------- the bucket staged by a bulk copy
+// kScan 2 (the default schedule kScheduleStaged), 3, 5 (lab; docs/dynamicemb_storage_notes.md, "A bulk copy of the
+// bucket"): under the lock the
 // tile's lead copies the bucket's 1 KB of scores and 128 B of digests into the tile's shared memory with two TMA bulk
 // copies (cp.async.bulk, completion on the tile's mbarrier) instead of the scan's 18 loads of 64 bytes (two L2
 // requests per 128-B score line, each line's two halves in two loads); the lanes then scan shared memory with the
 // wide scan's slot assignment (the same ranks and reduction: the same victims). Buckets of 128 slots only (the
 // shared area is sized for them); other sizes take scan_bucket_wide. Shared memory (dynamic, insert pass only):
 // kStageBytes per tile, then one StageBar per tile.
+// The bulk copies and transaction-count barriers are sm_90 PTX: other archs' passes take the wide scan.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr bool kStageArch = false;
+#else
+constexpr bool kStageArch = true;
+#endif
 constexpr int kStageSlots = 128;
 constexpr int kStageBytes = kStageSlots * 8 + kStageSlots;  // scores, then digests: 1152 B (9 lines)
 struct StageBar {
@@ -452,12 +459,14 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 }
 // Once per block, before the block's first barrier (the tile leads).
 __device__ __forceinline__ void stage_init() {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
   if (threadIdx.x % kTile == 0) {
     StageBar* sb = stage_bar();
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" : : "r"(smem_u32(&sb->bar)) : "memory");
     sb->phase = 0;
     asm volatile("fence.mbarrier_init.release.cluster;" : : : "memory");
   }
+#endif
 }
 // The bucket's scores and digests into the tile's area (after the lock's acquire; every lane waits for them).
 // The proxy fences order the async copy's global reads after the acquire (generic proxy) and its shared writes
@@ -465,6 +474,7 @@ __device__ __forceinline__ void stage_init() {
 __device__ __forceinline__ void stage_bucket(const Tile& tile, const TableRef& t, int64_t base, uint32_t& phase) {
   unsigned char* area = stage_area();
   const uint32_t bar = smem_u32(&stage_bar()->bar);
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
   tile.sync();  // the lanes' reads of the last scan are done
   if (tile.thread_rank() == 0) {
     asm volatile("fence.proxy.async.global;" : : : "memory");
@@ -488,14 +498,17 @@ __device__ __forceinline__ void stage_bucket(const Tile& tile, const TableRef& t
         : "memory");
   }
   phase ^= 1u;
+#endif
 }
 // One bulk L2 prefetch of the bucket's scores and digests (kScan 5: two instructions of the lead instead of the
 // tile's nine line prefetches).
 __device__ __forceinline__ void prefetch_bucket_bulk(const Tile& tile, const TableRef& t, int64_t base) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
   if (tile.thread_rank() == 0) {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" : : "l"(t.scores + base), "n"(kStageSlots * 8));
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" : : "l"(t.digests + base), "n"(kStageSlots));
   }
+#endif
 }
 // scan_bucket_wide on the staged bucket: lane l's score slots of group i are 64 i + 8 b + 2 l (+1), b = 0..7, and
 // their digests are read from the staged digests directly (no transpose); `look` from the lane's own chunks as in
@@ -530,9 +543,9 @@ __device__ __forceinline__ BucketScan scan_bucket_staged(const Tile& tile, uint3
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-// kScan: the scan under the lock. 0: scan_bucket; 1: scan_bucket_wide (contiguous score lines; the default
-// schedule kScheduleDynamicWide); lab: 2 the bucket staged by a bulk copy (above), 3 = 2 without the bucket's L2
-// prefetch before the lock, 4 = 1 without the prefetch, 5 = 2 with one bulk prefetch.
+// kScan: the scan under the lock. 0: scan_bucket; 1: scan_bucket_wide (contiguous score lines; session 33's
+// default); 2: the bucket staged by bulk copies (above; the default schedule kScheduleStaged); lab: 3 = 2 without the
+// bucket's L2 prefetch before the lock, 4 = 1 without the prefetch, 5 = 2 with one bulk prefetch.
 template <int K, int V, int P, int kScan = 0>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
@@ -548,7 +561,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   Outcome out{-1, kStatRefused, false};
   if (row_in != nullptr) prefetch_row_l2(tile, row_in, dim);  // read after the claim: an L2 hit by then
   // kScan 2, 3, 5: staged by bulk copies (buckets of kStageSlots; others take the wide scan)
-  const bool staged = (kScan == 2 || kScan == 3 || kScan == 5) && t.bucket_capacity == kStageSlots;
+  const bool staged = kStageArch && (kScan == 2 || kScan == 3 || kScan == 5) && t.bucket_capacity == kStageSlots;
   if (kScan == 5 && staged)
     prefetch_bucket_bulk(tile, t, base);
   else if (kScan != 3 && kScan != 4)
@@ -1234,10 +1247,10 @@ __global__ void __launch_bounds__(kBlk, kWarps * 32 / kBlk) assign_lru_kernel(Up
 // Measured (H200, load 1.0, 1M keys): static insert pass -5 % for find_or_insert and insert_or_assign, +4 % for
 // insert_and_evict on a topped-up table, but -8 to -10 % on Zipf keys drawn from every stored key: the default is
 // dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight"). kScheduleDynamicWide: dynamic, the
-// eviction's scan by scan_bucket_wide (the default; the other two scan by scan_bucket). Lab (evict_insert's kScan
-// 2-5): kScheduleStaged the bucket staged in shared memory by bulk copies, kScheduleStagedNoPf the same without the
-// prefetch before the lock, kScheduleWideNoPf the wide scan without it, kScheduleStagedBulkPf staged with one bulk
-// prefetch; the staged ones take kStageSmem bytes of dynamic shared memory.
+// eviction's scan by scan_bucket_wide (the other two scan by scan_bucket). kScheduleStaged (the default): dynamic,
+// the bucket staged in shared memory by bulk copies (evict_insert's kScan 2); lab: kScheduleStagedNoPf the same
+// without the prefetch before the lock, kScheduleWideNoPf the wide scan without it, kScheduleStagedBulkPf staged
+// with one bulk prefetch; the staged ones take kStageSmem bytes of dynamic shared memory.
 enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleDynamicWide = 2, kScheduleStaged = 3,
                             kScheduleStagedNoPf = 4, kScheduleWideNoPf = 5, kScheduleStagedBulkPf = 6 };
 TABLE_HD constexpr int insert_scan(int L) {
@@ -1544,24 +1557,26 @@ __global__ void __launch_bounds__(kBeginBlock)
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
 // wave; each loops over groups of pending keys.
 inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::current_device_sms()); }
-// The insert pass's schedule: dynamic (a group counter) with the eviction's wide scan (scan_bucket_wide) for every op.
+// The insert pass's schedule: dynamic (a group counter) with the eviction's scan of the bucket staged in shared
+// memory by bulk copies (kScheduleStaged; sm_90+, else the wide scan) for every op: session 35,
+// docs/dynamicemb_storage_notes.md "A bulk copy of the bucket". Before it: the wide scan (scan_bucket_wide; 3 below).
 // The static rounds are 3-4 % faster on a table topped up to load 1.0 but 8-10 % slower on Zipf keys at load 0.965
 // drawn from every stored key (insert_and_evict 3 % slower everywhere): docs/dynamicemb_storage_notes.md, "Keys in
 // flight". The wide scan cuts the scan's L2 requests by two thirds; the L2's tag lookups bound the pass at load 1.0
 // (H200: the insert pass -4 to -8 %): same doc, "What limits the load-1.0 insert pass". `mode` may carry the op's
 // private override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic with scan_bucket, 2 = static
-// (scan_bucket), 3 = dynamic wide (the default); lab: 4 = staged (bulk copies), 5 = staged without the prefetch,
-// 6 = wide without the prefetch, 7 = staged with a bulk prefetch; + 8 (evict_bench only) the grid capped at 1 block
-// per SM.
+// (scan_bucket), 3 = dynamic wide (session 33's default), 4 = staged (the default); lab: 5 = staged without the
+// prefetch, 6 = wide without the prefetch, 7 = staged with a bulk prefetch; + 8 (evict_bench only) the grid capped
+// at 1 block per SM. The staged schedules need sm_90: other devices take the wide scan.
 inline InsertSchedule insert_schedule(int mode) {
   const int force = (mode >> kUpsertModeLabShift) & 7;
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
-  if (force == 4) return kScheduleStaged;
+  if (force == 3 || force == 6) return force == 3 ? kScheduleDynamicWide : kScheduleWideNoPf;
+  if (accel::current_device_cc_major(/*fallback=*/0) < 9) return kScheduleDynamicWide;
   if (force == 5) return kScheduleStagedNoPf;
-  if (force == 6) return kScheduleWideNoPf;
   if (force == 7) return kScheduleStagedBulkPf;
-  return kScheduleDynamicWide;
+  return kScheduleStaged;
 }
 // Launch of a staged insert pass (dynamic shared memory above the 48 KB default: the attribute set once per instance).
 template <typename... Q, typename... A>
