@@ -5,7 +5,8 @@
 # main's without the prefetch (hash37's prepared run 4: request- vs latency-bound), 7 = 4 with one bulk L2 prefetch).
 # Count (per evicting key, L2 requests): main ~36 (scan 18, prefetch 9); 4: scan 2-9 (if the bulk copy is per line),
 # 5: -9 more, 6: -9. Then ncu: all-source L2 requests / tag lookups per op (3-7) and units + stalls (3, 4, 5); then
-# the branch's wheel's GPU tests with lab 9 (staged + pdl) forced and the schedules' agreement test (3-7 vs base).
+# the branch's wheel's GPU tests on its default path (the staged scan, = lab 4, with pdl: _upsert_lab 1) and the
+# schedules' agreement test (all values vs the plain scan).
 B=54
 . .carry/hash38/common.sh
 eb uniform 12 26 20 7 - uniform 1 - 3,4,5,6,7
@@ -17,8 +18,8 @@ ncu_raw raw 3,4,5,6,7 5
 ncu_units units 3,4,5 3
 if [ -d $C/whl ]; then
   . $C/setup.sh
-  run_tests 12 7 "schedules_agree" tests/dynamicemb/test_table_gpu.py
-  run_tests $(( $(left) - 1 )) 9 "" tests/dynamicemb/test_evict_ties_gpu.py tests/dynamicemb/test_table_full.py \
+  run_tests 12 1 "schedules_agree" tests/dynamicemb/test_table_gpu.py
+  run_tests $(( $(left) - 1 )) 1 "not schedules_agree" tests/dynamicemb/test_evict_ties_gpu.py tests/dynamicemb/test_table_full.py \
     tests/dynamicemb/test_table_gpu.py
   digest_tests
 fi
