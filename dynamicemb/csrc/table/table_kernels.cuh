@@ -53,6 +53,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <type_traits>
@@ -423,9 +424,9 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
   return b ? tile.shfl(found, __ffs(b) - 1) : -1;
 }
 
-// ---------------------------------------------------------------- the bucket staged by a bulk copy
-// kScan 2 (the default schedule kScheduleStaged), 3, 5 (lab; docs/dynamicemb_storage_notes.md, "A bulk copy of the
-// bucket"): under the lock the
+// ---------------------------------------------------------------- the bucket staged by a bulk copy (lab)
+// kScan 2, 3, 5 (lab schedules; docs/dynamicemb_storage_notes.md, "A bulk copy of the bucket": slower than the wide
+// scan on H200, +10 % at load 1.0): under the lock the
 // tile's lead copies the bucket's 1 KB of scores and 128 B of digests into the tile's shared memory with two TMA bulk
 // copies (cp.async.bulk, completion on the tile's mbarrier) instead of the scan's 18 loads of 64 bytes (two L2
 // requests per 128-B score line, each line's two halves in two loads); the lanes then scan shared memory with the
@@ -471,13 +472,16 @@ __device__ __forceinline__ void stage_init() {
 // The bucket's scores and digests into the tile's area (after the lock's acquire; every lane waits for them).
 // The proxy fences order the async copy's global reads after the acquire (generic proxy) and its shared writes
 // after the lanes' reads of the previous scan. `phase`: the tile's barrier parity, flipped here.
+// kFence false (lab, timing only): without the global proxy fence. kSuspend: the wait's try_wait with a suspend-time
+// hint (the lanes sleep until the copy lands instead of polling).
+template <bool kFence, bool kSuspend>
 __device__ __forceinline__ void stage_bucket(const Tile& tile, const TableRef& t, int64_t base, uint32_t& phase) {
   unsigned char* area = stage_area();
   const uint32_t bar = smem_u32(&stage_bar()->bar);
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
   tile.sync();  // the lanes' reads of the last scan are done
   if (tile.thread_rank() == 0) {
-    asm volatile("fence.proxy.async.global;" : : : "memory");
+    if (kFence) asm volatile("fence.proxy.async.global;" : : : "memory");
     asm volatile("fence.proxy.async.shared::cta;" : : : "memory");
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" : : "r"(bar), "n"(kStageBytes) : "memory");
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
@@ -491,23 +495,20 @@ __device__ __forceinline__ void stage_bucket(const Tile& tile, const TableRef& t
   }
   uint32_t done = 0;
   while (!done) {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(bar), "r"(phase)
-        : "memory");
+    if (kSuspend)
+      asm volatile(
+          "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n selp.u32 %0, 1, 0, p;\n}"
+          : "=r"(done)
+          : "r"(bar), "r"(phase), "r"(0x989680u)
+          : "memory");
+    else
+      asm volatile(
+          "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+          : "=r"(done)
+          : "r"(bar), "r"(phase)
+          : "memory");
   }
   phase ^= 1u;
-#endif
-}
-// One bulk L2 prefetch of the bucket's scores and digests (kScan 5: two instructions of the lead instead of the
-// tile's nine line prefetches).
-__device__ __forceinline__ void prefetch_bucket_bulk(const Tile& tile, const TableRef& t, int64_t base) {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-  if (tile.thread_rank() == 0) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" : : "l"(t.scores + base), "n"(kStageSlots * 8));
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" : : "l"(t.digests + base), "n"(kStageSlots));
-  }
 #endif
 }
 // scan_bucket_wide on the staged bucket: lane l's score slots of group i are 64 i + 8 b + 2 l (+1), b = 0..7, and
@@ -543,9 +544,9 @@ __device__ __forceinline__ BucketScan scan_bucket_staged(const Tile& tile, uint3
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-// kScan: the scan under the lock. 0: scan_bucket; 1: scan_bucket_wide (contiguous score lines; session 33's
-// default); 2: the bucket staged by bulk copies (above; the default schedule kScheduleStaged); lab: 3 = 2 without the
-// bucket's L2 prefetch before the lock, 4 = 1 without the prefetch, 5 = 2 with one bulk prefetch.
+// kScan: the scan under the lock. 0: scan_bucket; 1: scan_bucket_wide (contiguous score lines; the default
+// schedule kScheduleDynamicWide); lab: 2 the bucket staged by bulk copies (above), 3 = 2 without the global proxy
+// fence (timing only), 4 = 1 without the bucket's L2 prefetch before the lock, 5 = 3 waiting with a suspend hint.
 template <int K, int V, int P, int kScan = 0>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
@@ -562,10 +563,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   if (row_in != nullptr) prefetch_row_l2(tile, row_in, dim);  // read after the claim: an L2 hit by then
   // kScan 2, 3, 5: staged by bulk copies (buckets of kStageSlots; others take the wide scan)
   const bool staged = kStageArch && (kScan == 2 || kScan == 3 || kScan == 5) && t.bucket_capacity == kStageSlots;
-  if (kScan == 5 && staged)
-    prefetch_bucket_bulk(tile, t, base);
-  else if (kScan != 3 && kScan != 4)
-    prefetch_bucket_l2(tile, t, base);  // the scan's digests and scores move into L2 while the lock is taken
+  if (kScan != 4) prefetch_bucket_l2(tile, t, base);  // the scan's digests and scores move into L2 while the lock is taken
   int64_t filled = -1;  // the slot this tile filled under the lock, published after the unlock
   while (true) {
     bool got = false;
@@ -583,7 +581,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   uint32_t phase = 0;
   if (staged) phase = stage_bar()->phase;
   while (true) {
-    if (staged) stage_bucket(tile, t, base, phase);
+    if (staged) stage_bucket<kScan == 2, kScan == 5>(tile, t, base, phase);
     const BucketScan sc = staged      ? scan_bucket_staged(tile, d4)
                           : kScan > 0 ? scan_bucket_wide(tile, t, base, d4)
                                       : scan_bucket(tile, t, base, d4);
@@ -1247,22 +1245,23 @@ __global__ void __launch_bounds__(kBlk, kWarps * 32 / kBlk) assign_lru_kernel(Up
 // Measured (H200, load 1.0, 1M keys): static insert pass -5 % for find_or_insert and insert_or_assign, +4 % for
 // insert_and_evict on a topped-up table, but -8 to -10 % on Zipf keys drawn from every stored key: the default is
 // dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight"). kScheduleDynamicWide: dynamic, the
-// eviction's scan by scan_bucket_wide (the other two scan by scan_bucket). kScheduleStaged (the default): dynamic,
-// the bucket staged in shared memory by bulk copies (evict_insert's kScan 2); lab: kScheduleStagedNoPf the same
-// without the prefetch before the lock, kScheduleWideNoPf the wide scan without it, kScheduleStagedBulkPf staged
-// with one bulk prefetch; the staged ones take kStageSmem bytes of dynamic shared memory.
+// eviction's scan by scan_bucket_wide (the default; the other two scan by scan_bucket). Lab (evict_insert's kScan
+// 2-5): kScheduleStaged the bucket staged in shared memory by bulk copies, kScheduleStagedNoFence the same without
+// the global proxy fence (timing only), kScheduleWideNoPf the wide scan without the prefetch before the lock,
+// kScheduleStagedSuspend = NoFence waiting with a suspend hint; the staged ones take kStageSmem bytes of dynamic
+// shared memory.
 enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleDynamicWide = 2, kScheduleStaged = 3,
-                            kScheduleStagedNoPf = 4, kScheduleWideNoPf = 5, kScheduleStagedBulkPf = 6 };
+                            kScheduleStagedNoFence = 4, kScheduleWideNoPf = 5, kScheduleStagedSuspend = 6 };
 TABLE_HD constexpr int insert_scan(int L) {
   return L == kScheduleDynamicWide    ? 1
          : L == kScheduleStaged       ? 2
-         : L == kScheduleStagedNoPf   ? 3
+         : L == kScheduleStagedNoFence   ? 3
          : L == kScheduleWideNoPf     ? 4
-         : L == kScheduleStagedBulkPf ? 5
+         : L == kScheduleStagedSuspend ? 5
                                       : 0;
 }
 TABLE_HD constexpr bool insert_staged(int L) {
-  return L == kScheduleStaged || L == kScheduleStagedNoPf || L == kScheduleStagedBulkPf;
+  return L == kScheduleStaged || L == kScheduleStagedNoFence || L == kScheduleStagedSuspend;
 }
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
@@ -1557,34 +1556,39 @@ __global__ void __launch_bounds__(kBeginBlock)
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
 // wave; each loops over groups of pending keys.
 inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::current_device_sms()); }
-// The insert pass's schedule: dynamic (a group counter) with the eviction's scan of the bucket staged in shared
-// memory by bulk copies (kScheduleStaged; sm_90+, else the wide scan) for every op: session 35,
-// docs/dynamicemb_storage_notes.md "A bulk copy of the bucket". Before it: the wide scan (scan_bucket_wide; 3 below).
+// The insert pass's schedule: dynamic (a group counter) with the eviction's wide scan (scan_bucket_wide) for every op.
 // The static rounds are 3-4 % faster on a table topped up to load 1.0 but 8-10 % slower on Zipf keys at load 0.965
 // drawn from every stored key (insert_and_evict 3 % slower everywhere): docs/dynamicemb_storage_notes.md, "Keys in
 // flight". The wide scan cuts the scan's L2 requests by two thirds; the L2's tag lookups bound the pass at load 1.0
 // (H200: the insert pass -4 to -8 %): same doc, "What limits the load-1.0 insert pass". `mode` may carry the op's
 // private override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic with scan_bucket, 2 = static
-// (scan_bucket), 3 = dynamic wide (session 33's default), 4 = staged (the default); lab: 5 = staged without the
-// prefetch, 6 = wide without the prefetch, 7 = staged with a bulk prefetch; + 8 (evict_bench only) the grid capped
-// at 1 block per SM. The staged schedules need sm_90: other devices take the wide scan.
+// (scan_bucket), 3 = dynamic wide (the default); lab (session 35): 4 = staged (bulk copies), 5 = staged without the
+// proxy fence, 6 = wide without the prefetch, 7 = 5 waiting with a suspend hint; + 8 (evict_bench only) the grid
+// capped at 1 block per SM. The staged schedules need sm_90: other devices take the wide scan.
 inline InsertSchedule insert_schedule(int mode) {
   const int force = (mode >> kUpsertModeLabShift) & 7;
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
-  if (force == 3 || force == 6) return force == 3 ? kScheduleDynamicWide : kScheduleWideNoPf;
-  if (accel::current_device_cc_major(/*fallback=*/0) < 9) return kScheduleDynamicWide;
-  if (force == 5) return kScheduleStagedNoPf;
-  if (force == 7) return kScheduleStagedBulkPf;
+  if (force == 6) return kScheduleWideNoPf;
+  if (force < 4 || accel::current_device_cc_major(/*fallback=*/0) < 9) return kScheduleDynamicWide;
+  if (force == 5) return kScheduleStagedNoFence;
+  if (force == 7) return kScheduleStagedSuspend;
   return kScheduleStaged;
 }
-// Launch of a staged insert pass (dynamic shared memory above the 48 KB default: the attribute set once per instance).
-template <typename... Q, typename... A>
-void launch_staged_kernel(bool pdl, void (*k)(Q...), unsigned grid, cudaStream_t s, A&&... args) {
-  static const cudaError_t attr = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageSmem);
-  (void)attr;
-  (void)accel::launch_pdl(k, dim3(grid), dim3(kBlock), kStageSmem, s, pdl && accel::current_device_cc_major(0) >= 9,
-                          static_cast<A&&>(args)...);
+// Launch of a staged insert pass: dynamic shared memory above the 48 KB default, the attribute set once per kernel
+// and device (run 1's bug: one flag for every kernel of the same signature left the others without it).
+template <auto kKernel>
+void launch_staged_kernel(bool pdl, unsigned grid, cudaStream_t s, const UpsertParams& p) {
+  static std::atomic<unsigned long long> set_on{0};  // device ordinals (< 64) whose attribute is set
+  int dev = 0;
+  (void)cudaGetDevice(&dev);
+  const unsigned long long bit = dev < 64 ? 1ull << dev : 0ull;
+  if (!bit || !(set_on.load(std::memory_order_relaxed) & bit)) {
+    (void)cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageSmem);
+    set_on.fetch_or(bit);
+  }
+  (void)accel::launch_pdl(kKernel, dim3(grid), dim3(kBlock), kStageSmem, s,
+                          pdl && accel::current_device_cc_major(0) >= 9, p);
 }
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
@@ -1690,13 +1694,13 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
   else if (sched == kScheduleDynamicWide)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide>, grid, kBlock, s, p);
   else if (sched == kScheduleStaged)
-    launch_staged_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleStaged>, grid, s, p);
-  else if (sched == kScheduleStagedNoPf)
-    launch_staged_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleStagedNoPf>, grid, s, p);
+    launch_staged_kernel<upsert_insert_kernel<K, V, P, kScheduleStaged>>(p.pdl, grid, s, p);
+  else if (sched == kScheduleStagedNoFence)
+    launch_staged_kernel<upsert_insert_kernel<K, V, P, kScheduleStagedNoFence>>(p.pdl, grid, s, p);
   else if (sched == kScheduleWideNoPf)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleWideNoPf>, grid, kBlock, s, p);
-  else if (sched == kScheduleStagedBulkPf)
-    launch_staged_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleStagedBulkPf>, grid, s, p);
+  else if (sched == kScheduleStagedSuspend)
+    launch_staged_kernel<upsert_insert_kernel<K, V, P, kScheduleStagedSuspend>>(p.pdl, grid, s, p);
   else
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");
