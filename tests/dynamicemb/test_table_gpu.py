@@ -487,7 +487,7 @@ def test_gpu_full_table_evictions_match_cpu_twin(op, policy, keys, device="cuda"
 def test_gpu_full_table_insert_schedules_agree(op, policy, bucket):
     """The insert pass's variants (table_kernels.cuh insert_schedule; forced by the private ScoredHashTable._upsert_lab
     bits 2-3: 1 the dynamic group schedule with the plain eviction scan, 2 the static one, 3 dynamic with the wide scan,
-    probe.cuh scan_bucket_wide, session 33's default) at the scale where they differ: a full table of 2^20 slots and a batch of
+    probe.cuh scan_bucket_wide, the default) at the scale where they differ: a full table of 2^20 slots and a batch of
     ~180K keys, ~50K of them new (each 1-3 times): the insert pass's grid is capped at 2 blocks per SM, so each warp
     serves several groups, most of them handed out statically by the static schedule. Under LRU each bucket's new keys
     replace its least (score, digest, key) slots whatever the order and whichever scan finds them, so every variant (and
@@ -495,8 +495,9 @@ def test_gpu_full_table_insert_schedules_agree(op, policy, bucket):
     evicted multiset (the default is the one the small CPU-twin tests check). Epoch LRU's scores (epoch in the
     high word) take the scans' 64-bit ranks, LRU's their 32-bit ones; buckets of 32 slots take scan_bucket under the
     wide variant too (its groups are 64 slots).
-    Values 4-7 ((lab >> 1) & 7; table_kernels.cuh kScan 2-5: the bucket staged in shared memory by TMA bulk copies,
-    the default since session 35, with and without the L2 prefetches) must agree as well.
+    Values 4-7 ((lab >> 1) & 7; table_kernels.cuh kScan 2-5, session 35's lab scans: the bucket staged in shared
+    memory by TMA bulk copies, with and without the proxy fence, the wide scan without the L2 prefetch) must agree as
+    well.
     """
     cap, dim = 1 << 20, 8
     t = ScoredHashTable(cap, dim, score_policy=policy, device="cuda", bucket_capacity=bucket,
@@ -542,9 +543,9 @@ def test_gpu_full_table_insert_schedules_agree(op, policy, bucket):
 
     base = run(1 | 2)  # dynamic, the plain scan
     assert base["size"] == cap
-    # the op's default (the bucket staged by bulk copies); static (with and without programmatic launches); the wide
-    # scan forced; the staged scan forced and the lab scans ((lab >> 1) & 7 = 4-7: staged, staged without the prefetch,
-    # the wide scan without it, staged with a bulk prefetch; buckets other than 128 slots take the wide scan's path)
+    # the op's default (the wide scan); static (with and without programmatic launches); the wide scan forced; the
+    # lab scans ((lab >> 1) & 7 = 4-7: the bucket staged by bulk copies, staged without the proxy fence, the wide scan
+    # without the L2 prefetch, no fence + a suspend-hint wait; buckets other than 128 slots take the wide scan's path)
     for lab in (1, 1 | 4, 4, 1 | 6, 6, 1 | 8, 8, 1 | 10, 1 | 12, 1 | 14):
         got = run(lab)
         assert got["size"] == base["size"]
