@@ -304,13 +304,12 @@ class ScoredHashTable:
     # Private option (bits; class or instance attribute): 1 = the CUDA upsert's kernels after begin_op as
     # programmatic dependent launches on sm_90+ (table_kernels.cuh launch_upsert_kernel; H200, 1M keys: +0.4 to
     # +1.3 % on the inserting ops, docs/dynamicemb_storage_notes.md "The first-writer set's slot-lock copy"); on by
-    # default, 0 = plain launches (for A/B timing). (_upsert_lab >> 1) & 7 chooses the insert pass's variant for every
-    # op (table_kernels.cuh insert_schedule): 1 the dynamic group schedule with the plain eviction scan, 2 the static
-    # schedule, 3 dynamic with the wide scan (what 0 gives: the default), 4-7 session 35's lab scans (the bucket staged
-    # in shared memory by bulk copies; docs/dynamicemb_storage_notes.md "Keys in flight", "What limits the load-1.0
-    # insert pass", "A bulk copy of the bucket"). (_upsert_lab >> 4) & 15: the LRU
-    # assign's path (table_kernels.cuh assign_lru_variant): 0 its own kernel (assign_lru_kernel, the default), 1 the
-    # row copiers' two passes (as before that kernel; docs/dynamicemb.md, "assign at 2x HierarchicalKV").
+    # default, 0 = plain launches (for A/B timing). Bits 2-3 choose the insert pass's variant for every op
+    # (table_kernels.cuh insert_schedule): 1 the dynamic group schedule with the plain eviction scan, 2 the static
+    # schedule, 3 dynamic with the wide scan (what 0 gives: the default; docs/dynamicemb_storage_notes.md "Keys in
+    # flight", "What limits the load-1.0 insert pass"). Bits 4-7: the LRU assign's path (table_kernels.cuh
+    # assign_lru_variant): 0 its own kernel (assign_lru_kernel, the default), 1 the row copiers' two passes (as before
+    # that kernel; docs/dynamicemb.md, "assign at 2x HierarchicalKV").
     _upsert_lab = 1
 
     def __init__(

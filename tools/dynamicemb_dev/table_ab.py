@@ -28,11 +28,8 @@ from dynamicemb._table import ScoredHashTable  # noqa: E402
 OPS = ["find_or_insert", "insert_or_assign", "insert_and_evict", "assign"]
 # dynamic / static / wide: the insert pass's variant forced for every op (dynamic: the plain eviction scan; wide:
 # dynamic with the wide scan, the default since session 33); copiers: the LRU assign by the row copiers' two passes
-# (bits 4-7 = 1) instead of its own kernel (the default since session 34); staged / stagednofence / widenopf /
-# stagedsuspend: session 35's lab scans (table_kernels.cuh insert_schedule 4-7: the bucket staged in shared memory by
-# bulk copies, the same without the proxy fence, the wide scan without the L2 prefetch, no fence + a suspend-hint wait)
-LAB = {"pdl": 1, "dynamic": 2, "static": 4, "wide": 6, "staged": 8, "stagednofence": 10, "widenopf": 12,
-       "stagedsuspend": 14, "copiers": 16}
+# (bits 4-7 = 1) instead of its own kernel (the default since session 34)
+LAB = {"pdl": 1, "dynamic": 2, "static": 4, "wide": 6, "copiers": 16}
 
 
 _CLASS_LAB = getattr(ScoredHashTable, "_upsert_lab", None)  # the build's default path

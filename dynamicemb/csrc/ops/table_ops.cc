@@ -261,11 +261,10 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
   p.init.fill = static_cast<float>(init_fill);
   p.init.seed = static_cast<uint64_t>(seed);
   if (t.cuda) {
-    // (_upsert_lab >> 1) & 7: a private override of the insert pass's schedule (1 dynamic with the plain eviction
-    // scan, 2 static, 3 dynamic with the wide scan = the default, 4-7 session 35's lab scans: table_kernels.cuh
-    // insert_schedule; A/B timing), passed in mode's bits from kUpsertModeLabShift (table_types.h); launch_upsert
-    // strips them.
-    p.mode |= static_cast<int>((lab >> 1) & 7) << kUpsertModeLabShift;
+    // _upsert_lab bits 2-3: a private override of the insert pass's schedule (1 dynamic with the plain eviction
+    // scan, 2 static, 3 dynamic with the wide scan = the default; A/B timing),
+    // passed in mode's bits from kUpsertModeLabShift (table_types.h); launch_upsert strips them.
+    p.mode |= static_cast<int>((lab >> 1) & 3) << kUpsertModeLabShift;
     // _upsert_lab bits 4-7: the LRU assign's path (1 = the row copiers' two passes instead of assign_lru_kernel;
     // table_kernels.cuh assign_lru_variant), in mode's bits 4-7 from kUpsertModeLabShift.
     p.mode |= static_cast<int>((lab >> 4) & 15) << (kUpsertModeLabShift + 4);

@@ -53,7 +53,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <type_traits>
@@ -424,130 +423,12 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
   return b ? tile.shfl(found, __ffs(b) - 1) : -1;
 }
 
-// ---------------------------------------------------------------- the bucket staged by a bulk copy (lab)
-// kScan 2, 3, 5 (lab schedules; docs/dynamicemb_storage_notes.md, "A bulk copy of the bucket": slower than the wide
-// scan on H200, +10 % at load 1.0): under the lock the
-// tile's lead copies the bucket's 1 KB of scores and 128 B of digests into the tile's shared memory with two TMA bulk
-// copies (cp.async.bulk, completion on the tile's mbarrier) instead of the scan's 18 loads of 64 bytes (two L2
-// requests per 128-B score line, each line's two halves in two loads); the lanes then scan shared memory with the
-// wide scan's slot assignment (the same ranks and reduction: the same victims). Buckets of 128 slots only (the
-// shared area is sized for them); other sizes take scan_bucket_wide. Shared memory (dynamic, insert pass only):
-// kStageBytes per tile, then one StageBar per tile.
-// The bulk copies and transaction-count barriers are sm_90 PTX: other archs' passes take the wide scan.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-constexpr bool kStageArch = false;
-#else
-constexpr bool kStageArch = true;
-#endif
-constexpr int kStageSlots = 128;
-constexpr int kStageBytes = kStageSlots * 8 + kStageSlots;  // scores, then digests: 1152 B (9 lines)
-struct StageBar {
-  unsigned long long bar;  // the tile's mbarrier (arrival count 1: the lead's arrive with the bytes expected)
-  uint32_t phase;          // parity of the barrier's next phase to wait for
-  uint32_t pad;
-};
-constexpr int kStageSmem = (kBlock / kTile) * (kStageBytes + static_cast<int>(sizeof(StageBar)));
-__device__ __forceinline__ unsigned char* stage_smem() {
-  extern __shared__ __align__(128) unsigned char dyn_smem[];
-  return dyn_smem;
-}
-__device__ __forceinline__ unsigned char* stage_area() { return stage_smem() + (threadIdx.x / kTile) * kStageBytes; }
-__device__ __forceinline__ StageBar* stage_bar() {
-  return reinterpret_cast<StageBar*>(stage_smem() + (kBlock / kTile) * kStageBytes) + threadIdx.x / kTile;
-}
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// Once per block, before the block's first barrier (the tile leads).
-__device__ __forceinline__ void stage_init() {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-  if (threadIdx.x % kTile == 0) {
-    StageBar* sb = stage_bar();
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" : : "r"(smem_u32(&sb->bar)) : "memory");
-    sb->phase = 0;
-    asm volatile("fence.mbarrier_init.release.cluster;" : : : "memory");
-  }
-#endif
-}
-// The bucket's scores and digests into the tile's area (after the lock's acquire; every lane waits for them).
-// The proxy fences order the async copy's global reads after the acquire (generic proxy) and its shared writes
-// after the lanes' reads of the previous scan. `phase`: the tile's barrier parity, flipped here.
-// kFence false (lab, timing only): without the global proxy fence. kSuspend: the wait's try_wait with a suspend-time
-// hint (the lanes sleep until the copy lands instead of polling).
-template <bool kFence, bool kSuspend>
-__device__ __forceinline__ void stage_bucket(const Tile& tile, const TableRef& t, int64_t base, uint32_t& phase) {
-  unsigned char* area = stage_area();
-  const uint32_t bar = smem_u32(&stage_bar()->bar);
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-  tile.sync();  // the lanes' reads of the last scan are done
-  if (tile.thread_rank() == 0) {
-    if (kFence) asm volatile("fence.proxy.async.global;" : : : "memory");
-    asm volatile("fence.proxy.async.shared::cta;" : : : "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" : : "r"(bar), "n"(kStageBytes) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :
-                 : "r"(smem_u32(area)), "l"(t.scores + base), "n"(kStageSlots * 8), "r"(bar)
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :
-                 : "r"(smem_u32(area + kStageSlots * 8)), "l"(t.digests + base), "n"(kStageSlots), "r"(bar)
-                 : "memory");
-  }
-  uint32_t done = 0;
-  while (!done) {
-    if (kSuspend)
-      asm volatile(
-          "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n selp.u32 %0, 1, 0, p;\n}"
-          : "=r"(done)
-          : "r"(bar), "r"(phase), "r"(0x989680u)
-          : "memory");
-    else
-      asm volatile(
-          "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-          : "=r"(done)
-          : "r"(bar), "r"(phase)
-          : "memory");
-  }
-  phase ^= 1u;
-#endif
-}
-// scan_bucket_wide on the staged bucket: lane l's score slots of group i are 64 i + 8 b + 2 l (+1), b = 0..7, and
-// their digests are read from the staged digests directly (no transpose); `look` from the lane's own chunks as in
-// scan_bucket (look_slot / look_bit).
-__device__ __forceinline__ BucketScan scan_bucket_staged(const Tile& tile, uint32_t d4) {
-  const unsigned char* area = stage_area();
-  const uint4* ssm = reinterpret_cast<const uint4*>(area);
-  const unsigned char* dsm = area + kStageSlots * 8;
-  const int l = static_cast<int>(tile.thread_rank());
-  BucketScan r{EvictCand{~0ull, -1, false}, 0u, 0ull};
-#pragma unroll
-  for (int i = 0; i < kStageSlots / (16 * kTile); ++i) {
-    const uint4 d = *reinterpret_cast<const uint4*>(dsm + 16 * (i * kTile + l));
-    r.look |= static_cast<uint64_t>(match16(d, d4)) << (16 * i);
-    uint4 ss[8];
-#pragma unroll
-    for (int b = 0; b < 8; ++b) ss[b] = ssm[32 * i + kTile * b + l];
-    uint32_t dw[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t lo = *reinterpret_cast<const uint16_t*>(dsm + 64 * i + 16 * k + 2 * l);
-      const uint32_t hi = *reinterpret_cast<const uint16_t*>(dsm + 64 * i + 16 * k + 8 + 2 * l);
-      dw[k] = lo | (hi << 16);
-    }
-    EvictCand e = min_rank16(dw, ss, r.big);
-    e.idx = 16 * kTile * i + 8 * (e.idx >> 1) + 2 * l + (e.idx & 1);  // j -> bucket-local slot
-    r.min = cand_min(r.min, e);
-  }
-  return r;
-}
-
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-// kScan: the scan under the lock. 0: scan_bucket; 1: scan_bucket_wide (contiguous score lines; the default
-// schedule kScheduleDynamicWide); lab: 2 the bucket staged by bulk copies (above), 3 = 2 without the global proxy
-// fence (timing only), 4 = 1 without the bucket's L2 prefetch before the lock, 5 = 3 waiting with a suspend hint.
-template <int K, int V, int P, int kScan = 0>
+// kWideScan: the scan under the lock reads contiguous score lines (scan_bucket_wide; the default schedule
+// kScheduleDynamicWide) instead of scan_bucket.
+template <int K, int V, int P, bool kWideScan = false>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t bucket, uint8_t digest, uint64_t new_score) {
   using T = typename Val<V>::T;
@@ -561,9 +442,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   int32_t* lock = t.locks + bucket;
   Outcome out{-1, kStatRefused, false};
   if (row_in != nullptr) prefetch_row_l2(tile, row_in, dim);  // read after the claim: an L2 hit by then
-  // kScan 2, 3, 5: staged by bulk copies (buckets of kStageSlots; others take the wide scan)
-  const bool staged = kStageArch && (kScan == 2 || kScan == 3 || kScan == 5) && t.bucket_capacity == kStageSlots;
-  if (kScan != 4) prefetch_bucket_l2(tile, t, base);  // the scan's digests and scores move into L2 while the lock is taken
+  prefetch_bucket_l2(tile, t, base);  // the scan's digests and scores move into L2 while the lock is taken
   int64_t filled = -1;  // the slot this tile filled under the lock, published after the unlock
   while (true) {
     bool got = false;
@@ -578,13 +457,8 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   }
   tile.sync();  // the lead's acquire orders the tile's scan after the previous holder's writes
   const uint32_t d4 = 0x01010101u * digest;
-  uint32_t phase = 0;
-  if (staged) phase = stage_bar()->phase;
   while (true) {
-    if (staged) stage_bucket<kScan == 2, kScan == 5>(tile, t, base, phase);
-    const BucketScan sc = staged      ? scan_bucket_staged(tile, d4)
-                          : kScan > 0 ? scan_bucket_wide(tile, t, base, d4)
-                                      : scan_bucket(tile, t, base, d4);
+    const BucketScan sc = kWideScan ? scan_bucket_wide(tile, t, base, d4) : scan_bucket(tile, t, base, d4);
     // The victim: the least (score, digest, key) (probe.cuh, "eviction scan"). The tile's least rank settles it
     // unless two slots share it (or a score >= 2^56 makes ranks inexact): then victim_exact reads key words.
     bool big = (sc.big >> 24) != 0;
@@ -710,7 +584,6 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     // next holder may see the slot LOCKED for a moment: its scan and claim wait LOCKED slots out.
     unlock_bucket(lock);
     if (filled >= 0) publish_key_after_release(t.keys, filled, a.key);
-    if (staged) stage_bar()->phase = phase;
   }
   return out;
 }
@@ -721,7 +594,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
 // bucket without a free slot; a bucket gains no free slot during an upsert, so the key goes straight to the
 // eviction path, whose scan under the lock (and its probe while waiting for the lock) finds the key if a
 // duplicate inserted it meanwhile. Tile-uniform control flow throughout.
-template <int K, int V, int P, int kScan = 0>
+template <int K, int V, int P, bool kWideScan = false>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
                                               const KeyArgs& a, const typename Val<V>::T* row_in,
                                               bool full_bucket = false) {
@@ -733,7 +606,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
                           (mode == kAccumOrAssign && !a.accum_flag);
   if (full_bucket && may_insert)
-    return evict_insert<K, V, P, kScan>(
+    return evict_insert<K, V, P, kWideScan>(
         p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
         policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0));
 
@@ -761,7 +634,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
       continue;
     }
-    return evict_insert<K, V, P, kScan>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
+    return evict_insert<K, V, P, kWideScan>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
 }
 
@@ -1245,24 +1118,8 @@ __global__ void __launch_bounds__(kBlk, kWarps * 32 / kBlk) assign_lru_kernel(Up
 // Measured (H200, load 1.0, 1M keys): static insert pass -5 % for find_or_insert and insert_or_assign, +4 % for
 // insert_and_evict on a topped-up table, but -8 to -10 % on Zipf keys drawn from every stored key: the default is
 // dynamic (insert_schedule; docs/dynamicemb_storage_notes.md "Keys in flight"). kScheduleDynamicWide: dynamic, the
-// eviction's scan by scan_bucket_wide (the default; the other two scan by scan_bucket). Lab (evict_insert's kScan
-// 2-5): kScheduleStaged the bucket staged in shared memory by bulk copies, kScheduleStagedNoFence the same without
-// the global proxy fence (timing only), kScheduleWideNoPf the wide scan without the prefetch before the lock,
-// kScheduleStagedSuspend = NoFence waiting with a suspend hint; the staged ones take kStageSmem bytes of dynamic
-// shared memory.
-enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleDynamicWide = 2, kScheduleStaged = 3,
-                            kScheduleStagedNoFence = 4, kScheduleWideNoPf = 5, kScheduleStagedSuspend = 6 };
-TABLE_HD constexpr int insert_scan(int L) {
-  return L == kScheduleDynamicWide    ? 1
-         : L == kScheduleStaged       ? 2
-         : L == kScheduleStagedNoFence   ? 3
-         : L == kScheduleWideNoPf     ? 4
-         : L == kScheduleStagedSuspend ? 5
-                                      : 0;
-}
-TABLE_HD constexpr bool insert_staged(int L) {
-  return L == kScheduleStaged || L == kScheduleStagedNoFence || L == kScheduleStagedSuspend;
-}
+// eviction's scan by scan_bucket_wide (the default; the other two scan by scan_bucket).
+enum InsertSchedule : int { kScheduleDynamic = 0, kScheduleStatic = 1, kScheduleDynamicWide = 2 };
 template <int K, int V, int P, int L>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
@@ -1283,7 +1140,6 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
   __shared__ UpsertParams s_p;  // for the out-of-line eviction path
   if (threadIdx.x == 0) s_p = p;
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
-  if (insert_staged(L)) stage_init();
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const uint64_t clock = static_cast<uint64_t>(s_clock);
@@ -1326,7 +1182,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       a.clock = clock;
       a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
       const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      const Outcome o = upsert_one<K, V, P, insert_scan(L)>(tile, p, &s_p, a, row_in,
+      const Outcome o = upsert_one<K, V, P, L == kScheduleDynamicWide>(tile, p, &s_p, a, row_in,
                                                                        (e.y & kPendingFullBucket) != 0);
       if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
         init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
@@ -1562,33 +1418,12 @@ inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(accel::cur
 // flight". The wide scan cuts the scan's L2 requests by two thirds; the L2's tag lookups bound the pass at load 1.0
 // (H200: the insert pass -4 to -8 %): same doc, "What limits the load-1.0 insert pass". `mode` may carry the op's
 // private override in its bits from kUpsertModeLabShift (table_types.h): 1 = dynamic with scan_bucket, 2 = static
-// (scan_bucket), 3 = dynamic wide (the default); lab (session 35): 4 = staged (bulk copies), 5 = staged without the
-// proxy fence, 6 = wide without the prefetch, 7 = 5 waiting with a suspend hint; + 8 (evict_bench only) the grid
-// capped at 1 block per SM. The staged schedules need sm_90: other devices take the wide scan.
+// (scan_bucket), 3 = dynamic wide (the default); + 8 (evict_bench only) the grid capped at 1 block per SM.
 inline InsertSchedule insert_schedule(int mode) {
   const int force = (mode >> kUpsertModeLabShift) & 7;
   if (force == 1) return kScheduleDynamic;
   if (force == 2) return kScheduleStatic;
-  if (force == 6) return kScheduleWideNoPf;
-  if (force < 4 || accel::current_device_cc_major(/*fallback=*/0) < 9) return kScheduleDynamicWide;
-  if (force == 5) return kScheduleStagedNoFence;
-  if (force == 7) return kScheduleStagedSuspend;
-  return kScheduleStaged;
-}
-// Launch of a staged insert pass: dynamic shared memory above the 48 KB default, the attribute set once per kernel
-// and device (run 1's bug: one flag for every kernel of the same signature left the others without it).
-template <auto kKernel>
-void launch_staged_kernel(bool pdl, unsigned grid, cudaStream_t s, const UpsertParams& p) {
-  static std::atomic<unsigned long long> set_on{0};  // device ordinals (< 64) whose attribute is set
-  int dev = 0;
-  (void)cudaGetDevice(&dev);
-  const unsigned long long bit = dev < 64 ? 1ull << dev : 0ull;
-  if (!bit || !(set_on.load(std::memory_order_relaxed) & bit)) {
-    (void)cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageSmem);
-    set_on.fetch_or(bit);
-  }
-  (void)accel::launch_pdl(kKernel, dim3(grid), dim3(kBlock), kStageSmem, s,
-                          pdl && accel::current_device_cc_major(0) >= 9, p);
+  return kScheduleDynamicWide;
 }
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
@@ -1693,14 +1528,6 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleStatic>, grid, kBlock, s, p);
   else if (sched == kScheduleDynamicWide)
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamicWide>, grid, kBlock, s, p);
-  else if (sched == kScheduleStaged)
-    launch_staged_kernel<upsert_insert_kernel<K, V, P, kScheduleStaged>>(p.pdl, grid, s, p);
-  else if (sched == kScheduleStagedNoFence)
-    launch_staged_kernel<upsert_insert_kernel<K, V, P, kScheduleStagedNoFence>>(p.pdl, grid, s, p);
-  else if (sched == kScheduleWideNoPf)
-    launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleWideNoPf>, grid, kBlock, s, p);
-  else if (sched == kScheduleStagedSuspend)
-    launch_staged_kernel<upsert_insert_kernel<K, V, P, kScheduleStagedSuspend>>(p.pdl, grid, s, p);
   else
     launch_upsert_kernel(p.pdl, upsert_insert_kernel<K, V, P, kScheduleDynamic>, grid, kBlock, s, p);
   check_launch("upsert insert pass");

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Packs run K of hash38 into /work/main/.carry/hash38/ (the lead runs `OUT=... timeout 56 bash .carry/hash38/runK.sh`
 # from main's tree root on the device): runK.sh, common.sh, evict_bench built with -lineinfo from the lab commit EBC
-# (default HEAD; eb_lab; lab values: 3 = main's insert pass (the wide scan), 4-7 = hash38's scans (4 the bucket staged
+# (default 67db0433, the variants' source (the head has main's kernels); eb_lab; lab values: 3 = main's insert pass (the wide scan), 4-7 = hash38's scans (4 the bucket staged
 # by TMA bulk copies, 5 = 4 without the L2 prefetch, 6 = main's without the prefetch, 7 = 4 with a bulk prefetch;
 # docs/dynamicemb_storage_notes.md, "A bulk copy of the bucket"), + 8 = the grid at 1 block per SM)
 # and, with WHL=1, this tree's dynamicemb wheel (bazel-bin: build it at the lab commit for the variants) with the test
@@ -16,9 +16,9 @@ R=$(cd "$H/../../.." && pwd)
 N=/tmp/hash38_pack
 rm -rf $N && mkdir -p $N && cp "$H/run$1.sh" "$H"/run*.sh "$H/common.sh" "$H/setup.sh" $N/
 if [ "${NOEB:-0}" = 2 ]; then :; elif [ -n "${EBBIN:-}" ]; then cp "$EBBIN" $N/eb_lab; elif [ "${NOEB:-0}" = 1 ]; then gunzip -c $D/eb_lab.gz > $N/eb_lab && chmod +x $N/eb_lab; else
-  # evict_bench of the lab commit EBC (default HEAD)
+  # evict_bench of the lab commit EBC (default 67db0433)
   S=/tmp/hash38_src && rm -rf $S && mkdir -p $S
-  git -C "$R" archive "${EBC:-HEAD}" dynamicemb common benchmarks tools/dynamicemb_dev/evict_bench.cu | tar -x -C $S
+  git -C "$R" archive "${EBC:-67db0433}" dynamicemb common benchmarks tools/dynamicemb_dev/evict_bench.cu | tar -x -C $S
   # PATCH=file: a lab patch on top
   [ -n "${PATCH:-}" ] && (cd $S && patch -p1 -s < "$H/$PATCH")
   (cd $S && nice -n 10 nvcc -std=c++17 -O3 -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a -I. \
