@@ -1,9 +1,10 @@
 #!/bin/bash
 # Packs run K of hash38 into /work/main/.carry/hash38/ (the lead runs `OUT=... timeout 56 bash .carry/hash38/runK.sh`
 # from main's tree root on the device): runK.sh, common.sh, evict_bench built with -lineinfo from the lab commit EBC
-# (default 67db0433, the variants' source (the head has main's kernels); eb_lab; lab values: 3 = main's insert pass (the wide scan), 4-7 = hash38's scans (4 the bucket staged
-# by TMA bulk copies, 5 = 4 without the L2 prefetch, 6 = main's without the prefetch, 7 = 4 with a bulk prefetch;
-# docs/dynamicemb_storage_notes.md, "A bulk copy of the bucket"), + 8 = the grid at 1 block per SM)
+# (default 67db0433, the variants' source: the head has main's kernels; eb_lab; lab values: 3 = main's insert pass
+# (the wide scan), 4 = the bucket staged in shared memory by TMA bulk copies, 5 = 4 without the proxy fence, 6 =
+# main's without the bucket's L2 prefetch, 7 = 5 with a suspend-hint wait; docs/dynamicemb_storage_notes.md, "A bulk
+# copy of the bucket"; + 8 = the grid at 1 block per SM)
 # and, with WHL=1, this tree's dynamicemb wheel (bazel-bin: build it at the lab commit for the variants) with the test
 # files and lab plugins under tree/ (setup.sh installs it).
 # NOEB=1 keeps the carry's eb_lab (scripts changed only); NOEB=2 carries no eb_lab (wheel runs); EBBIN=path carries
