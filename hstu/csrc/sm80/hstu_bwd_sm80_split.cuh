@@ -136,20 +136,20 @@ __device__ __forceinline__ int4 bwd_split_item_again(const HstuParams& p) {
 
 // A split block's chunk c of nc (slots slot .. slot + nc - 1, head h): writes its dK / dV accumulators (each
 // thread's registers in place, float4 by float4, thread-fastest) into slot + c, then counts itself done; the last
-// chunk's CTA sums every slot in chunk order (its own from its registers: the same sums whichever CTA is last) into
-// its accumulators and returns true (it stores dK / dV); the others return false.
+// chunk's CTA sums every slot in chunk order (its own read back too: the same sums whichever CTA is last) into its
+// accumulators and returns true (it stores dK / dV); the others return false. (One loop over the slots around
+// unrolled loads: a loop per accumulator made the loops above spill ~200 B at D = 128.)
 template <int NT, int KMT, int KNT>
 __device__ __forceinline__ bool bwd_split_merge(const HstuParams& p, const int h, const int c, const int nc,
                                                 const int slot, float (&dk)[KMT][KNT][4], float (&dv)[KMT][KNT][4]) {
   constexpr int KE = KMT * KNT;  // float4s of dK (then as many of dV) a thread
   char* const ws = static_cast<char*>(p.bwd_sched);
   const BwdSplitHeader* hd = reinterpret_cast<const BwdSplitHeader*>(ws);
-  const int64_t slots_off = hd->slots, counters_off = hd->counters;
   const int tid = threadIdx.x;
-  float4* const s0 = reinterpret_cast<float4*>(ws + slots_off) + (int64_t)h * 2 * KE * NT + tid;
   const int64_t slot_step = (int64_t)p.heads * 2 * KE * NT;  // float4s from one slot to the next (same head)
+  float4* const s0 = reinterpret_cast<float4*>(ws + hd->slots) + (int64_t)h * 2 * KE * NT + tid + slot * slot_step;
   {
-    float4* const s = s0 + (slot + c) * slot_step;
+    float4* const s = s0 + c * slot_step;
 #pragma unroll
     for (int mt = 0; mt < KMT; ++mt)
 #pragma unroll
@@ -162,39 +162,38 @@ __device__ __forceinline__ bool bwd_split_merge(const HstuParams& p, const int h
   __syncthreads();
   __shared__ int s_last;
   if (tid == 0) {
-    int* const counter = reinterpret_cast<int*>(ws + counters_off) + (int64_t)slot * p.heads + h;
+    int* const counter = reinterpret_cast<int*>(ws + hd->counters) + (int64_t)slot * p.heads + h;
     s_last = atomicAdd(counter, 1) == nc - 1;
   }
   __syncthreads();
   if (!s_last) return false;
   __threadfence();
-  auto add = [](float4& t, const float4 x) {
-    t.x += x.x;
-    t.y += x.y;
-    t.z += x.z;
-    t.w += x.w;
-  };
 #pragma unroll
   for (int mt = 0; mt < KMT; ++mt)
 #pragma unroll
-    for (int i = 0; i < KNT; ++i) {
-      const float4 ok = make_float4(dk[mt][i][0], dk[mt][i][1], dk[mt][i][2], dk[mt][i][3]);
-      const float4 ov = make_float4(dv[mt][i][0], dv[mt][i][1], dv[mt][i][2], dv[mt][i][3]);
-      float4 tk = make_float4(0.f, 0.f, 0.f, 0.f), tv = tk;
-      for (int k = 0; k < nc; ++k) {
-        const float4* s = s0 + (slot + k) * slot_step;
-        add(tk, k == c ? ok : __ldcg(s + (mt * KNT + i) * NT));
-        add(tv, k == c ? ov : __ldcg(s + (KE + mt * KNT + i) * NT));
+    for (int i = 0; i < KNT; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        dk[mt][i][e] = 0.f;
+        dv[mt][i][e] = 0.f;
       }
-      dk[mt][i][0] = tk.x;
-      dk[mt][i][1] = tk.y;
-      dk[mt][i][2] = tk.z;
-      dk[mt][i][3] = tk.w;
-      dv[mt][i][0] = tv.x;
-      dv[mt][i][1] = tv.y;
-      dv[mt][i][2] = tv.z;
-      dv[mt][i][3] = tv.w;
-    }
+  for (int k = 0; k < nc; ++k) {
+    const float4* const s = s0 + k * slot_step;
+#pragma unroll
+    for (int mt = 0; mt < KMT; ++mt)
+#pragma unroll
+      for (int i = 0; i < KNT; ++i) {
+        const float4 x = __ldcg(s + (mt * KNT + i) * NT), y = __ldcg(s + (KE + mt * KNT + i) * NT);
+        dk[mt][i][0] += x.x;
+        dk[mt][i][1] += x.y;
+        dk[mt][i][2] += x.z;
+        dk[mt][i][3] += x.w;
+        dv[mt][i][0] += y.x;
+        dv[mt][i][1] += y.y;
+        dv[mt][i][2] += y.z;
+        dv[mt][i][3] += y.w;
+      }
+  }
   return true;
 }
 

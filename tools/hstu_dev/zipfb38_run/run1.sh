@@ -7,12 +7,13 @@
 #    process at D = 64 / 128 / 256, dK / dV against main first (--check).
 source "$(dirname "$0")/setup.sh"
 echo "== 1. GPU tests ($SECONDS s)"
-run_tests 22 "split" tests/hstu/test_sm80_backward_split_gpu.py
+run_tests 22 "split" -v tests/hstu/test_sm80_backward_split_gpu.py
 echo "== 2. time ($SECONDS s)"
 bench /tmp/site_zipfb38 $(left) run1 --check --chunks 6 12 --reps 5
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (test_sm80_backward_split_gpu.py)"
 digest_tests
+echo "(PASSED lines: $(grep -c PASSED $OUT/tests.log), FAILED: $(grep -c FAILED $OUT/tests.log))"
 echo "#### time (split = fwd_sm80_cfg=14, splitN = + fwd_split_tiles=N; ms (TFLOP/s at 2.5x fwd FLOPs))"
 digest_time

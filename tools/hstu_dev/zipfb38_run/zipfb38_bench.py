@@ -6,6 +6,7 @@ B2 S1820, per head dim, one process: CUDA graphs of 10 calls, variants interleav
 rounds (fwd17_jag.py's timer). Prints each variant / main and Zipf / dense TFLOP/s per variant.
 --edge: also the seed-1 Zipf batch, B16 S4K causal (no contexts), B8 S1K.
 --check: dK / dV of split vs main (max error relative to max |main|) first.
+--prof: then each kernel's time per call (torch.profiler, us, mean of 5 eager calls) of main / split on the pair.
 
 Usage: zipfb38_bench.py LABEL [--dims 64 128 256] [--reps 5] [--chunks 6 10] [--edge] [--check]"""
 import argparse
@@ -54,6 +55,8 @@ def main():
     ap.add_argument("--chunks", nargs="*", type=int, default=[])
     ap.add_argument("--edge", action="store_true")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--prof", action="store_true")
+    ap.add_argument("--no-time", action="store_true")
     a = ap.parse_args()
     jag = zipf_lengths(32, 4096)
     dense = [sum(jag) // 2] * 2
@@ -73,7 +76,7 @@ def main():
                                 f"{(s2[i].float() - m[i].float()).abs().max().item() / den:.2e}")
                 print(f"(check D{D} {name}: split/split2 vs main, max err / max |main|: {', '.join(errs)})",
                       flush=True)
-    for D in a.dims:
+    for D in a.dims if not a.no_time else []:
         cases = [("zipf", jag, 3), ("dense", dense, 3)]
         if a.edge:
             jag1 = zipf_lengths(32, 4096, seed=1)
@@ -91,6 +94,30 @@ def main():
             r = 100 * flops(jag, D) / res["zipf"][c] / (flops(dense, D) / res["dense"][c])
             r_main = 100 * flops(jag, D) / res["zipf"][c] / (flops(dense, D) / res["dense"]["main"])
             print(f"(D{D} Zipf / dense TFLOP/s, {c}: {r:.1f} % (vs main's dense: {r_main:.1f} %))", flush=True)
+    if a.prof:
+        prof(jag, dense, a.dims)
+
+
+def prof(jag, dense, dims, n=5):
+    """each kernel's time per call (us) of main and split on the Zipf pair"""
+    for D in dims:
+        for name, lens in (("zipf", jag), ("dense", dense)):
+            for var, cfg in (("main", 0), ("split", 14)):
+                fn = bwd_call(lens, D, cfg)
+                for _ in range(2):
+                    fn()
+                torch.cuda.synchronize()
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
+                    for _ in range(n):
+                        fn()
+                    torch.cuda.synchronize()
+                per = {}
+                for e in p.events():
+                    if e.device_type == torch.autograd.DeviceType.CUDA:
+                        k = e.name.split("<")[0].split("(")[0].split(" ")[-1][:34]
+                        per[k] = per.get(k, 0.0) + (e.time_range.end - e.time_range.start) / n
+                txt = ", ".join(f"{k} {v:.1f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])[:5])
+                print(f"(prof D{D} {name} {var}: {txt})", flush=True)
 
 
 if __name__ == "__main__":
