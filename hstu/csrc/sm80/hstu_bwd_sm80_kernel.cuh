@@ -1185,7 +1185,8 @@ cudaError_t launch_hstu_bwd_pds_split(const HstuParams& p, int max_smem, cudaStr
 }
 
 // The split (launch_hstu_bwd_pds_split) with the default's loop at D = 64 / 128 / 256 (bf16, sm_90-class devices,
-// no rab); cudaErrorNotSupported elsewhere (the default runs).
+// no rab; at D = 256 with bwd_sm80_cfg=13 the loop without the split S / dP: its context twin spills none, the
+// default's 108 B with the split's item and merge); cudaErrorNotSupported elsewhere (the default runs).
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_split(const HstuParams& p, cudaStream_t stream) {
   if constexpr (kBwdSm80PdsDefault<D> && std::is_same<T, __nv_bfloat16>::value && (D == 64 || D == 128 || D == 256)) {
@@ -1200,8 +1201,10 @@ cudaError_t launch_hstu_bwd_split(const HstuParams& p, cudaStream_t stream) {
     } else if constexpr (D == 128) {
       return launch_hstu_bwd_pds_split<T, D, 3, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>>(p, max_smem,
                                                                                                        stream);
-    } else {
-      return launch_hstu_bwd_pds_split<T, D, 2, kBwdPdsD256OneBar>(p, max_smem, stream);
+    } else {  // (bwd_sm80_cfg=13: the loop without the split S / dP, kBwdPdsD256Unsplit, as without the split)
+      return p.bwd_sm80_cfg == kBwdSm80RunPtrCfg
+                 ? launch_hstu_bwd_pds_split<T, D, 2, kBwdPdsD256Unsplit>(p, max_smem, stream)
+                 : launch_hstu_bwd_pds_split<T, D, 2, kBwdPdsD256OneBar>(p, max_smem, stream);
     }
   }
   return cudaErrorNotSupported;

@@ -8,7 +8,9 @@ rounds (fwd17_jag.py's timer). Prints each variant / main and Zipf / dense TFLOP
 --check: dK / dV of split vs main (max error relative to max |main|) first.
 --prof: then each kernel's time per call (torch.profiler, us, mean of 5 eager calls) of main / split on the pair.
 
-Usage: zipfb38_bench.py LABEL [--dims 64 128 256] [--reps 5] [--chunks 6 10] [--edge] [--check]"""
+--cfg13: at D = 256 also main13 / split13 (bwd_sm80_cfg=13: the loop without the split S / dP).
+
+Usage: zipfb38_bench.py LABEL [--dims 64 128 256] [--reps 5] [--chunks 6 10] [--edge] [--check] [--prof] [--cfg13]"""
 import argparse
 import os
 import sys
@@ -21,16 +23,16 @@ sys.path.insert(0, os.path.join(HERE, "..", "fwd17_run"))
 from fwd17_jag import H, flops, timed, zipf_lengths  # noqa: E402
 
 
-def bwd_call(lens, D, cfg=0, chunk=None, ctx=3, seed=5):
-    """one backward of the batch through the raw op under kernel_options(sm90=False, fwd_sm80_cfg=cfg[,
-    fwd_split_tiles=chunk])"""
+def bwd_call(lens, D, cfg=0, chunk=None, ctx=3, seed=5, bcfg=0):
+    """one backward of the batch through the raw op under kernel_options(sm90=False, fwd_sm80_cfg=cfg,
+    bwd_sm80_cfg=bcfg[, fwd_split_tiles=chunk])"""
     from hstu_attn import _ops
     g = torch.Generator(device="cuda").manual_seed(seed)
     q, k, v, do = (torch.randn(sum(lens), H, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(4))
     cu = torch.tensor([0] + lens, device="cuda", dtype=torch.int32).cumsum(0).to(torch.int32)
     nc = torch.tensor([min(ctx, L) for L in lens], device="cuda", dtype=torch.int32) if ctx else None
     S = max(lens)
-    kw = dict(sm90=False, fwd_sm80_cfg=cfg)
+    kw = dict(sm90=False, fwd_sm80_cfg=cfg, bwd_sm80_cfg=bcfg)
     if chunk:
         kw["fwd_split_tiles"] = chunk
     with _ops.kernel_options(**kw):
@@ -40,10 +42,13 @@ def bwd_call(lens, D, cfg=0, chunk=None, ctx=3, seed=5):
                        False, opts)
 
 
-def variants(lens, D, chunks, ctx=3):
+def variants(lens, D, chunks, ctx=3, cfg13=False):
     v = {"main": bwd_call(lens, D, 0, ctx=ctx), "split": bwd_call(lens, D, 14, ctx=ctx)}
     for n in chunks:
         v[f"split{n}"] = bwd_call(lens, D, 14, n, ctx=ctx)
+    if cfg13 and D == 256:  # (bwd_sm80_cfg=13: the loop without the split S / dP, main's and the split's)
+        v["main13"] = bwd_call(lens, D, 0, ctx=ctx, bcfg=13)
+        v["split13"] = bwd_call(lens, D, 14, ctx=ctx, bcfg=13)
     return v
 
 
@@ -57,6 +62,7 @@ def main():
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--prof", action="store_true")
     ap.add_argument("--no-time", action="store_true")
+    ap.add_argument("--cfg13", action="store_true", help="D = 256: also main13 / split13 (bwd_sm80_cfg=13)")
     a = ap.parse_args()
     jag = zipf_lengths(32, 4096)
     dense = [sum(jag) // 2] * 2
@@ -83,7 +89,7 @@ def main():
             cases += [("zipf s1", jag1, 3), ("B16 S4K nctx", [4096] * 16, 0), ("B8 S1K", [1024] * 8, 3)]
         res = {}
         for name, lens, ctx in cases:
-            res[name] = timed(variants(lens, D, a.chunks, ctx), a.reps, 3 if sum(lens) > 20000 else 10)
+            res[name] = timed(variants(lens, D, a.chunks, ctx, a.cfg13), a.reps, 3 if sum(lens) > 20000 else 10)
             fl = 2.5 * flops(lens, D)
             print(f"| D{D} {name} | " + " | ".join(f"{c} {ms:.4f} ({fl / ms / 1e9:.0f})" for c, ms in res[name].items())
                   + " |", flush=True)
