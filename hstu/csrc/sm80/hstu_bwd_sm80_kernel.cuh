@@ -1201,10 +1201,10 @@ cudaError_t launch_hstu_bwd_split(const HstuParams& p, cudaStream_t stream) {
     } else if constexpr (D == 128) {
       return launch_hstu_bwd_pds_split<T, D, 3, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>>(p, max_smem,
                                                                                                        stream);
-    } else {  // (bwd_sm80_cfg=13: the loop without the split S / dP, kBwdPdsD256Unsplit, as without the split)
+    } else {  // (the loop without the split S / dP; bwd_sm80_cfg=13 the default's loop with it)
       return p.bwd_sm80_cfg == kBwdSm80RunPtrCfg
-                 ? launch_hstu_bwd_pds_split<T, D, 2, kBwdPdsD256Unsplit>(p, max_smem, stream)
-                 : launch_hstu_bwd_pds_split<T, D, 2, kBwdPdsD256OneBar>(p, max_smem, stream);
+                 ? launch_hstu_bwd_pds_split<T, D, 2, kBwdPdsD256OneBar>(p, max_smem, stream)
+                 : launch_hstu_bwd_pds_split<T, D, 2, kBwdPdsD256Unsplit>(p, max_smem, stream);
     }
   }
   return cudaErrorNotSupported;
