@@ -95,19 +95,20 @@ def test_sm80_backward_split_many_sequences(D, kernel_opts):
 
 
 @pytest.mark.parametrize("mask", ["causal", "context_target_group"])
-def test_sm80_backward_split_d256_unsplit_loop(mask, kernel_opts):
-    """D = 256 with bwd_sm80_cfg=13 (the loop without the split S / dP) under the split: the error rule against the
-    fp32 reference, its kernel, dK / dV agreeing with the split's default loop to the fp32 reduction order."""
+def test_sm80_backward_split_d256_ksplit_loop(mask, kernel_opts):
+    """D = 256: the split runs the loop without the split S / dP (kBwdPdsD256Unsplit; its context twin spills none),
+    bwd_sm80_cfg=13 under the split the default's loop with it (kBwdPdsD256OneBar): both meet the error rule against
+    the fp32 reference, run their kernel, and agree to the fp32 reduction order."""
     if not _sm90():
         pytest.skip("the split runs on sm_90-class devices (the default's loops)")
     lens = [1500, 0, 1, 129, 700, 64, 33, 257, 2100, 128]
     case = kg.make_case(zlib.crc32(repr(("split38u", mask)).encode()), lens, 2, 256, torch.bfloat16, mask, 0)
     dout = torch.randn_like(case["q"])
-    kernel_opts(sm90=False, fwd_sm80_cfg=SPLIT_CFG, bwd_sm80_cfg=13, fwd_split_tiles=3)
-    kg.check_case(case, 0.5)
-    names = _bwd_kernels(case)
-    assert any("hstu_bwd_pds_split_kernel<__nv_bfloat16, 256, 2, 8, 714," in n for n in names), names
-    got = _grads(case, dout)
-    kernel_opts(sm90=False, fwd_sm80_cfg=SPLIT_CFG, fwd_split_tiles=3)
-    want = _grads(case, dout)
-    kg.assert_agree(("dq", "dk", "dv"), got, want, "the split's loops: unsplit vs split S / dP")
+    got = {}
+    for cfg, body in ((0, 714), (13, 33482)):  # (the BODY template argument of each)
+        kernel_opts(sm90=False, fwd_sm80_cfg=SPLIT_CFG, bwd_sm80_cfg=cfg, fwd_split_tiles=3)
+        kg.check_case(case, 0.5)
+        names = _bwd_kernels(case)
+        assert any(f"hstu_bwd_pds_split_kernel<__nv_bfloat16, 256, 2, 8, {body}," in n for n in names), (cfg, names)
+        got[cfg] = _grads(case, dout)
+    kg.assert_agree(("dq", "dk", "dv"), got[13], got[0], "the split's loops: split S / dP vs not")
