@@ -68,7 +68,8 @@ __global__ void __launch_bounds__(1024) hstu_bwd_split_list_kernel(const HstuPar
   int mine = 0;  // (the thread's blocks)
   each_block(0, [&](int b, int nbk, int n_mt) {
     work += n_mt;
-    if (mine < kBwdSplitCached) s_blk[mine][tid] = make_int2(b, nbk << 16 | n_mt);
+    // (n_mt clamped to 16 bits: past that its chunks are counted short; the body walks its own n_mt in nc chunks)
+    if (mine < kBwdSplitCached) s_blk[mine][tid] = make_int2(b, nbk << 16 | min(n_mt, 0xffff));
     ++mine;
   });
   auto each_again = [&](auto&& f) {  // the same blocks again: the cached ones, then the rest counted again
