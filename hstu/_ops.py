@@ -244,6 +244,7 @@ FWD_SM80_CFG_RAB_COPY_MAIN = 11  # the bf16 D = 128 / 256 defaults with rab copy
 FWD_SM80_CFG_DRAB_LSU = 12  # the rab loops' drab zeros by 16-byte stores, not bulk copies (kFwdSm80CfgDrabLsu)
 FWD_SM80_CFG_DRAB_MAIN = 15  # the sm80-class backward's drab zeroed by the op as main had it (kFwdSm80CfgDrabMain)
 FWD_SM80_CFG_DQ_CLAIM = 13  # the sm80-class backward's dQ workspace unzeroed, its blocks claimed (kFwdSm80CfgDqClaim)
+FWD_SM80_CFG_BWD_SPLIT = 14  # the sm80-class backward's split of long key-block walks (kFwdSm80CfgBwdSplit)
 FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 3; D128: 3
 # where two of its blocks fit per SM; D256: 3 at every row count where its 105 KB per block fit, not sm86 / sm89)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
@@ -446,6 +447,11 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     default; the sm80-class backward's fp32 dQ workspace not zeroed by the op: bf16 D = 128 calls without rab or
     contexts on an sm_90-class GPU run the default's loop with each warp's block of a dQ tile claimed (the first
     writer stores it, later ones add; blocks nobody wrote read as zeros), elsewhere the launcher zeroes it.
+    14 (``FWD_SM80_CFG_BWD_SPLIT``; opt-in, bf16, D = 64 / 128 / 256 on sm_90-class devices, no rab): the forward's
+    default; the sm80-class backward on a work list built on the device, each key block's walk over the query tiles
+    cut into chunks of at most L tiles (L: a CTA slot's mean share of the call's walks, at least 4;
+    ``fwd_split_tiles=n`` forces n) whose fp32 dK / dV partials the last chunk sums in chunk order (same outputs up
+    to the fp32 sum order of dK / dV).
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a
@@ -470,7 +476,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _err("bwd_sm80_cfg", f"one of {BWD_SM80_CFGS}", bwd_sm80_cfg)
     fwd_cfgs = (0,) + FWD_SM80_CFGS + (FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT, FWD_SM80_CFG_RAB_MAIN,
                                       FWD_SM80_CFG_RAB_LDS, FWD_SM80_CFG_RAB_TILE64, FWD_SM80_CFG_RAB_COPY_MAIN,
-                                      FWD_SM80_CFG_DRAB_LSU, FWD_SM80_CFG_DQ_CLAIM, FWD_SM80_CFG_DRAB_MAIN)
+                                      FWD_SM80_CFG_DRAB_LSU, FWD_SM80_CFG_DQ_CLAIM, FWD_SM80_CFG_BWD_SPLIT,
+                                      FWD_SM80_CFG_DRAB_MAIN)
     if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or fwd_sm80_cfg not in fwd_cfgs:
         _err("fwd_sm80_cfg", f"one of {fwd_cfgs}", fwd_sm80_cfg)
     if isinstance(fp8_fwd_diag, bool) or fp8_fwd_diag not in (0, 1, 2, 3):

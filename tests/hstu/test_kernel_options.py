@@ -56,6 +56,12 @@ def test_bits_match_the_plan_header():
     for bit in (drab_bit, lsu_bit):
         assert bit & (bit - 1) == 0 and bit not in fwd_values
     assert lsu_bit != drab_bit
+    # the backward's split (fwd_sm80_cfg=14): its word bit, none of those
+    with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_walk_split.h")) as f:
+        walk_h = f.read()
+    assert int(re.search(r"constexpr int kFwdSm80CfgBwdSplit = (\d+);", walk_h).group(1)) == _ops.FWD_SM80_CFG_BWD_SPLIT
+    split_bit = int(re.search(r"constexpr int kBwdSm80SplitWalk = (\d+);", walk_h).group(1))
+    assert split_bit & (split_bit - 1) == 0 and split_bit not in fwd_values + [drab_bit, lsu_bit]
     # the FP8 forward's timing-only variants: two bits above the semantic flags
     assert int(re.search(r"kOptFp8FwdDiagShift = (\d+),", text).group(1)) == _ops.FP8_FWD_DIAG_SHIFT
     assert re.search(r"kOptFp8FwdDiagMask = int64_t\{3\} << kOptFp8FwdDiagShift,", text)
@@ -240,8 +246,11 @@ def test_kernel_options_pack_and_restore():
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_DQ_CLAIM):  # (13: bits 29 / 31 and 41)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (5 << _ops.FWD_SM80_CFG_SHIFT)
                                            | _ops.FWD_SM80_CFG_HI_BIT)
-    for bad in (14, 16, -1, True, 1.0):
-        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, .*, 9, 10, 11, 12, 13, 15\)"):
+    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_BWD_SPLIT):  # (14: bits 30-31 and 41)
+        assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (6 << _ops.FWD_SM80_CFG_SHIFT)
+                                           | _ops.FWD_SM80_CFG_HI_BIT)
+    for bad in (16, -1, True, 1.0):
+        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, .*, 9, 10, 11, 12, 13, 14, 15\)"):
             with _ops.kernel_options(fwd_sm80_cfg=bad):
                 pass
 

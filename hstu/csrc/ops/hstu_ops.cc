@@ -24,6 +24,7 @@
 #include "hstu/csrc/common/hstu_launch.h"
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/ops/hstu_plan.h"
+#include "hstu/csrc/sm80/hstu_bwd_sm80_walk_split.h"
 #include "hstu/csrc/common/hstu_validate.h"
 #include "hstu/csrc/fp8/hstu_fp8_bwd_prepass.h"
 #include "hstu/csrc/ops/hstu_op_params.h"
@@ -190,14 +191,16 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   p.fwd_split_tiles = o.fwd_split_tiles;
   // (cfg 15, kFwdSm80CfgDrabMain: the forward's default; the backward's drab zeroed by the op as main had it. cfg 12,
   // kFwdSm80CfgDrabLsu: the forward's default; the rab loops' drab zeros by 16-byte stores. cfg 13,
-  // kFwdSm80CfgDqClaim: the forward's default; the sm80-class backward's dQ workspace by claims, the run below)
+  // kFwdSm80CfgDqClaim: the forward's default; the sm80-class backward's dQ workspace by claims, the run below. cfg
+  // 14, kFwdSm80CfgBwdSplit: the forward's default; the sm80-class backward's split of long key-block walks)
   const bool drab_main = o.fwd_sm80_cfg == kFwdSm80CfgDrabMain, drab_lsu = o.fwd_sm80_cfg == kFwdSm80CfgDrabLsu;
-  const bool dq_claim = o.fwd_sm80_cfg == kFwdSm80CfgDqClaim;
-  p.fwd_sm80_cfg = fwd_sm80_cfg_word(drab_main || drab_lsu || dq_claim ? 0 : o.fwd_sm80_cfg, o.fwd_sm80_qscale,
-                                     o.fwd_sm80_split_main, o.fwd_sm80_ilv, fwd_sm80_bm64_forced(o.fwd_sm80_bm64),
-                                     o.fwd_sm80_split_plain) |
+  const bool dq_claim = o.fwd_sm80_cfg == kFwdSm80CfgDqClaim, bwd_split = o.fwd_sm80_cfg == kFwdSm80CfgBwdSplit;
+  p.fwd_sm80_cfg = fwd_sm80_cfg_word(drab_main || drab_lsu || dq_claim || bwd_split ? 0 : o.fwd_sm80_cfg,
+                                     o.fwd_sm80_qscale, o.fwd_sm80_split_main, o.fwd_sm80_ilv,
+                                     fwd_sm80_bm64_forced(o.fwd_sm80_bm64), o.fwd_sm80_split_plain) |
                    (drab_main ? kBwdSm80DrabZeroed : 0) | (drab_lsu ? kBwdSm80DrabLsu : 0) |
-                   (dq_claim ? kBwdSm80DqClaim : 0);  // (..._split.h, hstu_bwd_sm80_limits.h)
+                   (dq_claim ? kBwdSm80DqClaim : 0) |
+                   (bwd_split ? kBwdSm80SplitWalk : 0);  // (..._split.h, hstu_bwd_sm80_limits.h, ..._walk_split.h)
   return p;
 }
 
@@ -325,6 +328,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
   if (plan.sched_bytes > 0) {
     p.bwd_sched = scratch.data_ptr();
     p.bwd_sched_bytes = plan.sched_bytes;
+  }
+  // The sm80-class backward's split (kernel_options(fwd_sm80_cfg=14)): its work list, counters and dK / dV partials
+  // (hstu_bwd_sm80_walk_split.h; uninitialized: the list kernel writes what the backward reads).
+  std::optional<Tensor> split_ws;
+  if (plan.family == KernelFamily::kSm80 && (p.fwd_sm80_cfg & kBwdSm80SplitWalk) && p.bwd_sched == nullptr &&
+      bwd_split_block_n(static_cast<int>(q.size(2))) > 0) {
+    const int d = static_cast<int>(q.size(2));
+    const BwdSplitLayout l = bwd_split_layout(k.size(0), p.batch, p.heads, bwd_split_block_n(d), d,
+                                              accel::current_device_sms());
+    split_ws = torch::stable::new_empty(q, {l.bytes}, ScalarType::Byte);
+    p.bwd_sched = split_ws->data_ptr();
+    p.bwd_sched_bytes = l.bytes;
   }
   if (plan.zero_words > 0) {
     p.dq_zero_flags = reinterpret_cast<uint32_t*>(p.dq_accum + plan.dq_floats);

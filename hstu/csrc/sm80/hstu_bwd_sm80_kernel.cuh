@@ -1152,9 +1152,79 @@ cudaError_t launch_hstu_bwd_rab_smem(const HstuParams& p, cudaStream_t stream) {
   return cudaErrorNotSupported;
 }
 
+// The split of long key-block walks (kernel_options(fwd_sm80_cfg=14): kBwdSm80SplitWalk, hstu_bwd_sm80_walk_split.h)
+// with BODY's loop (STAGES Q / dO stages): the list kernel, then one CTA per (head, item) (heads fastest: each
+// item's heads side by side, the heaviest items first); cudaErrorNotSupported where BODY's shared memory does not
+// fit or the op gave no workspace. (BM: the loop's query rows a tile; the list counts the walks as the body does.)
+template <typename T, int D, int STAGES, int BODY>
+cudaError_t launch_hstu_bwd_pds_split(const HstuParams& p, int max_smem, cudaStream_t stream) {
+  using C = BwdPdsConfig<D, 8>;
+  constexpr int BM = (BODY & kPdsTile128) ? 2 * C::kBlockM : C::kBlockM, BN = C::kBlockN;
+  static_assert(BN == bwd_split_block_n(D), "the op's workspace assumes this key block");
+  constexpr int kSmem = bwd_pds_smem_bytes<D, BM, BN>(STAGES, (BODY & kPdsMbarCopies) != 0);
+  if (kSmem > max_smem || p.bwd_sched == nullptr) return cudaErrorNotSupported;
+  const int ctas = accel::current_device_sms();  // (one CTA an SM: launch bounds 1, over half the SM's memory)
+  const BwdSplitLayout l = bwd_split_layout(0, 0, p.heads, BN, D, ctas);
+  const int64_t cap = bwd_split_cap_from_bytes(p.bwd_sched_bytes, p.heads, BN, D, ctas);
+  if (cap <= 0 || cap > 65535) return cudaErrorNotSupported;
+  BwdSplitHeader off{};
+  off.counters = l.counters;
+  off.slots = l.slots;
+  off.list = l.list;
+  const int forced = p.fwd_split_tiles > 0 ? p.fwd_split_tiles : 0;  // (kernel_options(fwd_split_tiles=n))
+  const bool ctx = p.num_contexts != nullptr;
+  if (ctx) {
+    hstu_bwd_split_list_kernel<BM, BN, true><<<1, 1024, 0, stream>>>(p, static_cast<int>(cap),
+                                                                     static_cast<int>(l.slot_cap), ctas, forced, off);
+  } else {
+    hstu_bwd_split_list_kernel<BM, BN, false><<<1, 1024, 0, stream>>>(p, static_cast<int>(cap),
+                                                                      static_cast<int>(l.slot_cap), ctas, forced, off);
+  }
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  const auto launch = [&](const auto kernel) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (e != cudaSuccess) return e;
+    kernel<<<dim3(p.heads, static_cast<unsigned>(cap)), 256, kSmem, stream>>>(p);
+    return cudaGetLastError();
+  };
+  return ctx ? launch(hstu_bwd_pds_split_kernel<T, D, STAGES, 8, BODY, true>)
+             : launch(hstu_bwd_pds_split_kernel<T, D, STAGES, 8, BODY, false>);
+}
+
+// The split (launch_hstu_bwd_pds_split) with the default's loop at D = 64 / 128 / 256 (bf16, sm_90-class devices,
+// no rab; at D = 256 with bwd_sm80_cfg=13 the loop without the split S / dP: its context twin spills none, the
+// default's 108 B with the split's item and merge); cudaErrorNotSupported elsewhere (the default runs).
+template <typename T, int D>
+cudaError_t launch_hstu_bwd_split(const HstuParams& p, cudaStream_t stream) {
+  if constexpr (kBwdSm80PdsDefault<D> && std::is_same<T, __nv_bfloat16>::value && (D == 64 || D == 128 || D == 256)) {
+    if (p.rab != nullptr || p.bwd_sched == nullptr) return cudaErrorNotSupported;
+    bool sm90 = false;
+    int max_smem = 0;
+    const cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
+    if (err != cudaSuccess) return err;
+    if (!sm90) return cudaErrorNotSupported;
+    if constexpr (D == 64) {
+      return launch_hstu_bwd_pds_split<T, D, 2, kBwdPdsD64Tile128>(p, max_smem, stream);
+    } else if constexpr (D == 128) {
+      return launch_hstu_bwd_pds_split<T, D, 3, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>>(p, max_smem,
+                                                                                                       stream);
+    } else {  // (the loop without the split S / dP; bwd_sm80_cfg=13 the default's loop with it)
+      return p.bwd_sm80_cfg == kBwdSm80RunPtrCfg
+                 ? launch_hstu_bwd_pds_split<T, D, 2, kBwdPdsD256OneBar>(p, max_smem, stream)
+                 : launch_hstu_bwd_pds_split<T, D, 2, kBwdPdsD256Unsplit>(p, max_smem, stream);
+    }
+  }
+  return cudaErrorNotSupported;
+}
+
 // rab_smem: whether to try launch_hstu_bwd_rab_smem (false: the caller did, and it did not apply).
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream, bool rab_smem = true) {
+  if (p.fwd_sm80_cfg & kBwdSm80SplitWalk) {  // (kernel_options(fwd_sm80_cfg=14): the split where it applies)
+    const cudaError_t err = launch_hstu_bwd_split<T, D>(p, stream);
+    if (err != cudaErrorNotSupported) return err;
+  }
   if (p.bwd_sm80_cfg >= 1 && p.bwd_sm80_cfg <= kBwdSm80LastCfg && p.bwd_sm80_cfg != kBwdSm80OldCfg) {
     // the call's candidate where it applies and fits
     const cudaError_t err = launch_hstu_bwd_candidate<T, D>(p, p.bwd_sm80_cfg, stream);

@@ -28,6 +28,7 @@
 #include "common/device_info.h"
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/sm80/hstu_bwd_sm80_limits.h"
+#include "hstu/csrc/sm80/hstu_bwd_sm80_split.cuh"
 
 namespace hstu {
 
@@ -179,6 +180,9 @@ constexpr int kPdsDrabBulk = 524288;
 // torch fill of the workspace (285 MB at B128 S1K D128) is gone; hstu_dq_tile_convert_kernel reads a block whose
 // word is 0 (no key block walked it) as zeros. dQ sums in another order (the first one stored, not added to +0).
 constexpr int kPdsDqClaim = 1048576;
+// A flag on BODY (kernel_options(fwd_sm80_cfg=14), hstu_bwd_sm80_split.cuh): the CTA's key block and chunk of its
+// walk from the split's work list (blockIdx.y; heads in blockIdx.x), a split block's dK / dV merged by its last chunk.
+constexpr int kPdsSplitWalk = 262144;
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
@@ -487,7 +491,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   constexpr int kBody = BODY & ~(kPdsSplitCopies | kPdsHeadsFirst | kPdsMbarCopies | kPdsLeanCopies |
                                  kPdsTailBlocksFirst | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies |
                                  kPdsRunPtrs | kPdsLaneOnce | kPdsTile128 | kPdsKSplitS | kPdsRabSmem |
-                                 kPdsFullCtxTile | kPdsDrabBulk | kPdsDqClaim);
+                                 kPdsFullCtxTile | kPdsDrabBulk | kPdsDqClaim | kPdsSplitWalk);
   static_assert(kBody == 0 || kBody == kPdsLoopFree || kBody == kPdsLoopFreeDqFirst, "a body of the list above");
   constexpr bool kDqFirstBody = kBody == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = kBody == kPdsLoopFree || kDqFirstBody;
@@ -595,9 +599,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
   static_assert(!kRabSmem || !CTX, "rab through shared memory: calls without contexts");
   constexpr int kZeroUnroll = D == 256 ? 4 : 1;  // (kRabSmem's zeros in drab: bwd_pds_zero_drab)
   constexpr bool kDrabBulk = kRabSmem && (BODY & kPdsDrabBulk) != 0;  // (bwd_pds_zero_drab_bulk)
+  constexpr bool kSplitWalk = (BODY & kPdsSplitWalk) != 0;
+  static_assert(!kSplitWalk || (!kHeadsFirst && !kRabSmem), "the split's list: its own grid, no rab");
   int n_block = blockIdx.y;
   int b = kHeadsFirst ? blockIdx.z : blockIdx.x;
-  const int h = kHeadsFirst ? blockIdx.x : blockIdx.z;
+  const int h = kHeadsFirst || kSplitWalk ? blockIdx.x : blockIdx.z;
   if constexpr (kTailBlocksFirst) {  // the last g sequences: CTA j of theirs (heads fastest) takes block j / g
     const int per_seq = gridDim.x * gridDim.y;
     const int g = min(static_cast<int>(gridDim.z), (sms + per_seq - 1) / per_seq);
@@ -609,6 +615,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     }
   }
   if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
+  if constexpr (kSplitWalk) {  // (the chunk word is read again at the end: bwd_split_item_again)
+    const int4 it = bwd_split_item(p);
+    if (it.z < 0) return;
+    b = it.x;
+    n_block = it.y;
+  }
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
   // kRabSmem with drab uninitialized (bwd_pds_drab_self_zero): this CTA writes the zeros of drab's column block
@@ -741,6 +753,22 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
 #endif
   int mb_begin, n_a, gap, n_mt;
   bwd_work_tiles<BM, BN, kSkipGap>(si, n0, mb_begin, n_a, gap, n_mt);
+  if constexpr (kSplitWalk) {  // chunk c of nc: walk tiles [w0, w1) of the n_mt, as (mb_begin, n_a, gap, n_mt) again
+    const int cw = bwd_split_item(p).z;  // (read at the start too: an L1 / L2 hit)
+    const int c = cw & 0xffff, nc = cw >> 16;
+    const int len = (n_mt + nc - 1) / nc;
+    const int w0 = min(c * len, n_mt), w1 = min(w0 + len, n_mt);
+    if (w0 >= n_a) {  // past the context gap: one run
+      mb_begin += w0 + gap;
+      n_a = w1 - w0;
+      gap = 0;
+    } else {  // from the first run (the gap kept where the chunk crosses it)
+      mb_begin += w0;
+      if (w1 <= n_a) gap = 0;
+      n_a = min(n_a, w1) - w0;
+    }
+    n_mt = w1 - w0;
+  }
   const int mb_end = mb_begin + n_mt;  // (without kSkipGap; kWalkIdx: the walk's end)
   // kWalkIdx (the one-barrier / mbarrier loops with contexts): mb counts the walk's tiles (mb_begin .. mb_end, no
   // gap), so the loops' stage, P / dS parity and copy-ahead logic (tiles mb + 1 / mb + 2) stay as without contexts;
@@ -1641,6 +1669,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     zero_paired_at_once();
   }
 
+  if constexpr (kSplitWalk) {  // a split block's chunk: partials merged, the last chunk's CTA stores dK / dV
+    const int4 it = bwd_split_item_again(p);
+    const int nc = it.z >> 16;
+    if (nc > 1 && !bwd_split_merge<NT, KMT, KNT>(p, h, it.z & 0xffff, nc, it.w, acc_dk, acc_dv)) return;
+  }
   // Epilogue: dK, dV (rows past seqused are zeros).
   const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
   const int rows_store = min(BN, si.lk_alloc - n0);
@@ -1748,6 +1781,11 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const Hstu
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_ctx_kernel(const HstuParams p) {
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0, true>(p, 0);
+}
+// The split of long walks (kPdsSplitWalk; launch_hstu_bwd_pds_split): BODY's loop on the work list's items.
+template <typename T, int D, int STAGES, int NWARPS, int BODY, bool CTX>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_split_kernel(const HstuParams p) {
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, BODY | kPdsSplitWalk, CTX>(p, 0);
 }
 // Another body than the default's (the heads-first loops, comparison cfgs); sms: the device's SM count.
 template <typename T, int D, int STAGES, int NWARPS, int BODY>
