@@ -62,8 +62,9 @@ enum HstuOptionBits : int64_t {
                                 // cfg (HstuParams::fwd_sm80_cfg, hstu_fwd_sm80_split.h), 0 the default, 1-5 issue
                                 // 39's candidates (FwdSm80Candidate in hstu_fwd_sm80_kernel.cuh, bf16), 6 the old
                                 // tiles, 7 the split, 8 the default with rab as main had it, 15 the default
-                                // with the backward's drab zeroed by the op (kFwdSm80CfgDrabMain), 12 with its
-                                // zeros stored by the rab loops' 16-byte stores (kFwdSm80CfgDrabLsu)
+                                // with the backward's drab zeroed by the op (kFwdSm80CfgDrabMain); 9-14 the other
+                                // private comparisons (hstu/_ops.py FWD_SM80_CFG_*: rab, drab, dQ claims, the
+                                // backward's split)
   kOptKnownMask = 0xffffffff,
   // bits 48-49 (above the semantic flags; the low 32 are taken): the Hopper FP8 forward's timing-only variants
   // (HstuFp8FwdParams::diag, kFp8FwdDiag* in hstu_fwd_fp8_sm90_kernel.cuh; private, WRONG outputs, grid order)
@@ -125,7 +126,7 @@ struct HstuOptions {
   int bwd_grid = 0;
   int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
   int bwd_sm80_cfg = 0;
-  int fwd_sm80_cfg = 0;  // kernel_options(fwd_sm80_cfg=n), 0-13, 15 (fwd_sm80_cfg_word: HstuParams::fwd_sm80_cfg)
+  int fwd_sm80_cfg = 0;  // kernel_options(fwd_sm80_cfg=n), 0-15 (fwd_sm80_cfg_word: HstuParams::fwd_sm80_cfg)
   bool fwd_sm80_qscale = true;  // HstuParams::fwd_sm80_cfg bit 3 cleared
   bool fwd_sm80_split_main = false;  // HstuParams::fwd_sm80_cfg bit 4
   bool fwd_sm80_ilv = true;  // HstuParams::fwd_sm80_cfg bit 5 cleared
@@ -273,7 +274,7 @@ struct BwdPlan {
   KernelFamily family = KernelFamily::kSm80;
   int64_t dq_floats = 0;    // fp32 dq workspace (bwd_sm80_dq_floats, or the Hopper layouts); 0 when deterministic
   int64_t zero_words = 0;   // Hopper D = 64 / 128: self-zeroing flags behind the floats (workspace uninitialized);
-                            // sm80 D = 128 with kBwdSm80DqClaim: its claim words (hstu_ops.cc)
+                            // sm80 D = 128 / 256 with kBwdSm80DqClaim: its claim words (hstu_ops.cc)
   int64_t sched_bytes = 0;  // Hopper D = 256: work-list workspace (its planner zeroes the dq workspace)
   int dq_conv_behind = 0;   // p.dq_conv_behind
   int bwd_grid = 0;         // p.bwd_grid

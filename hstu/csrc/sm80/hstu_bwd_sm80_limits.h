@@ -30,9 +30,9 @@ constexpr int kFwdSm80CfgDrabLsu = 12;
 // kBwdSm80DqClaim, a bit of HstuParams::fwd_sm80_cfg (above its forward bits and kBwdSm80DrabZeroed) set by the op
 // for kernel_options(fwd_sm80_cfg=13) (kFwdSm80CfgDqClaim; private, opt-in while it is measured) where the sm80-class
 // family runs: the op allocates the dQ workspace uninitialized with bwd_sm80_dq_claim_words claim words behind it
-// (p.dq_zero_flags); the launcher zeroes those (and the layout's flag word) and runs D = 128's loop with its dQ
-// claims (hstu_bwd_sm80_pds_kernel.cuh kPdsDqClaim: the first writer of a block stores it, the others add), or
-// zeroes the whole workspace and clears the bit where that loop does not apply.
+// (p.dq_zero_flags); the launcher zeroes those (and the layout's flag word) and runs the heads-first D = 128 / 256
+// loop with its dQ claims (hstu_bwd_sm80_pds_kernel.cuh kPdsDqClaim: the first writer of a block stores it, the
+// others add), or zeroes the whole workspace and clears the bit where that loop does not apply.
 constexpr int kBwdSm80DqClaim = 65536;
 constexpr int kFwdSm80CfgDqClaim = 13;
 
