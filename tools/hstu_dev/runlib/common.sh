@@ -1,0 +1,43 @@
+# The shared device side of the tools/hstu_dev/*_run folders (runlib/pack.sh carries it, with carry_setup.sh,
+# labtime.py and ncu_csv.py, into .carry/NAME/). A folder's setup.sh sets NAME, BASE (the lead's folder of main's
+# wheels) and LIM (the script's budget in seconds, default 50), then sources this file; runK.sh runs from the root
+# of main's tree on the device and sources setup.sh. This file sources carry_setup.sh (strict mode, OUT, R, C, main's
+# wheel in /tmp/site_main, the branch's in /tmp/site_$NAME, GPU, PT, run_tests, digest_tests, jag) and adds
+#   RL                          this folder (the carry folder on the device)
+#   NCU, CUOBJ                  ncu's and cuobjdump's paths (empty where absent)
+#   left                        seconds left of LIM
+#   bench SITE LABEL TIMEOUT ARGS...   $J LABEL $BENCH_OPTS ARGS with SITE's wheel, appended to $OUT/time.log
+#                               (no run when TIMEOUT <= 2 s)
+#   gpu_tests SECS ARGS...      pytest -v over the carry's tree/ with the branch's wheel, into $OUT/tests.log
+#   digest_progress             pytest's last progress lines (where time ran out before its summary)
+#   gpu_power                   the GPU line with its temperature and power draw
+#   ncu_times CSV / ncu_metrics CSV / ncu_raw CSV...   ncu_csv.py's digests (see there)
+source "$(dirname "${BASH_SOURCE[0]}")/carry_setup.sh"
+RL=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+LIM=${LIM:-50}
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+CUOBJ=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
+left() { echo $(( LIM - SECONDS )); }
+bench() {
+  local site=$1 label=$2 t=$3
+  shift 3
+  [ $t -gt 2 ] || { echo "no time left for $label"; return 0; }
+  PYTHONPATH=$site timeout $t python3 -P $J $label ${BENCH_OPTS:-} "$@" >> $OUT/time.log 2>&1
+  echo "rc $? ($label, $SECONDS s)"
+}
+gpu_tests() {
+  local secs=$1
+  shift
+  (cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $secs python3 -P -m pytest -v -p no:cacheprovider \
+      --import-mode=importlib --tb=short --maxfail=3 -rfE "$@" > $OUT/tests.log 2>&1)
+  echo "rc $? (124: time ran out; $SECONDS s): $(grep -c PASSED $OUT/tests.log) passed, $(grep -c -E 'FAILED|ERROR' $OUT/tests.log) failed lines"
+}
+digest_progress() {
+  grep -E "^[.FEsx]+ *(\[ *[0-9]+%\])?$" $OUT/tests.log | tail -2
+}
+gpu_power() {
+  echo "GPU: $GPU, $(nvidia-smi --query-gpu=temperature.gpu,power.draw --format=csv,noheader) ($SECONDS s)"
+}
+ncu_times() { python3 $RL/ncu_csv.py times "$1" 2>&1; }
+ncu_metrics() { python3 $RL/ncu_csv.py metrics "$1" 2>&1; }
+ncu_raw() { python3 $RL/ncu_csv.py raw "$@" 2>&1; }
