@@ -7,7 +7,6 @@
 #    rabd (drab written whole by the kernel), rabd~15 (main's: drab zeroed by the op), rabd~8 (main's rab path).
 # 3. ncu, time only, the kernels and fills of one D = 128 backward each: rabd, rabd~15.
 source "$(dirname "$0")/setup.sh"
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 echo "== 1. GPU tests ($SECONDS s)"
 run_tests 22 "drab_written or drab_zeroed" tests/hstu/test_sm80_backward_gpu.py
 echo "== 2. time ($SECONDS s)"
@@ -23,17 +22,8 @@ echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (-k 'drab_written or drab_zeroed'; the progress line if cut by the time)"
 digest_tests
-grep -E "^[.FEsx]+ *(\[ *[0-9]+%\])?$" $OUT/tests.log | tail -2
+digest_progress
 echo "#### time (bwd ms (ratio to causal); ~15 main's drab zeroed by the op, ~8 main's rab path)"
 grep -E "^##|^\| |rror|Traceback" $OUT/time.log | cut -c1-250
 echo "#### ncu (D128 bwd, us per kernel: rabd, rabd~15)"
-python3 - $OUT/ncu.csv <<'PY' 2>&1 | head -16
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-head = rows[0]
-ki, vi, ii, ui = head.index("Kernel Name"), head.index("Metric Value"), head.index("ID"), head.index("Metric Unit")
-for r in rows[1:]:
-    v = float(r[vi].replace(",", "")) * {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(r[ui], 1.0)
-    k = r[ki].replace("void ", "").replace("(hstu::HstuParams, int)", "").replace("(hstu::HstuParams)", "")
-    print(r[ii], f"{v:9.1f}", k[:40] + (" .. " + k[-40:] if len(k) > 80 else k[40:80]))
-PY
+ncu_times $OUT/ncu.csv | head -16

@@ -15,6 +15,6 @@ echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (-k 'rab_smem or (bad_values_backward_rab and sm80)'; the progress line if cut by the time)"
 digest_tests
-grep -E "^[.FEsx]+ *(\[ *[0-9]+%\])?$" $OUT/tests.log | tail -2
+digest_progress
 echo "#### time (bwd ms (ratio to causal); ~15 main's drab zeroed by the op)"
 grep -E "^##|^\| |rror|Traceback" $OUT/time.log | cut -c1-250

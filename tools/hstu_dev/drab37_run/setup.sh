@@ -1,17 +1,7 @@
 # drab37's run scripts' common part (issue 39, session 34: drab without the op's zero fill), sourced by runK.sh from
-# the root of main's tree on the device: carry_setup.sh (carried beside it: main37's hstu_attn wheel in /tmp/site_main,
-# the branch's in /tmp/site_drab37; GPU, PT, run_tests, digest_tests), J (drab37_bench.py beside fwd17_jag.py), left
-# (seconds left of LIM), bench.
-NAME=drab37 BASE=main37
-source "$(dirname "${BASH_SOURCE[0]}")"/carry_setup.sh
+# the root of main's tree on the device: runlib's common.sh (carried beside it with carry_setup.sh: main37's hstu_attn
+# wheel in /tmp/site_main, the branch's in /tmp/site_drab37; GPU, PT, run_tests, digest_tests, left (seconds left of
+# LIM), bench, NCU, ncu_times), J (drab37_bench.py beside drab_bench.py and fwd17_jag.py).
+NAME=drab37 BASE=main37 LIM=${LIM:-53}
+source "$(dirname "${BASH_SOURCE[0]}")"/common.sh
 J=$C/drab37_bench.py
-LIM=${LIM:-53}
-left() { echo $(( LIM - SECONDS )); }
-# bench SITE LABEL TIMEOUT ARGS...: drab37_bench.py LABEL ARGS with SITE's wheel, appended to $OUT/time.log
-bench() {
-  local site=$1 label=$2 t=$3
-  shift 3
-  [ $t -gt 2 ] || { echo "no time left for $label"; return 0; }
-  PYTHONPATH=$site timeout $t python3 -P $J $label "$@" >> $OUT/time.log 2>&1
-  echo "rc $? ($label, $SECONDS s)"
-}

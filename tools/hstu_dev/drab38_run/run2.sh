@@ -10,7 +10,6 @@
 #    D = 256's cfg-12 loop keeps main's 4 B spill), D = 128 / 64 / 256: rab~12 rab rabd~12 rabd causal.
 # 3. ncu, time only, the kernels of one D = 128 S4K backward each: rabd, rabd~12 (if time is left).
 source "$(dirname "$0")/setup.sh"
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 echo "== 1. GPU tests ($SECONDS s)"
 run_tests 30 "drab_written or drab_zeroed or rab_smem or (bad_values_backward_rab and sm80)" \
     tests/hstu/test_sm80_backward_gpu.py tests/hstu/test_device_checks_gpu.py
@@ -29,17 +28,8 @@ echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (progress line if cut by the time)"
 digest_tests
-grep -E "^[.FEsx]+ *(\[ *[0-9]+%\])?$" $OUT/tests.log | tail -2
+digest_progress
 echo "#### time (bwd ms (ratio to causal); ~12 main's rab loops: drab zeros by 16-byte stores)"
 grep -E "^##|^\| |rror|Traceback" $OUT/time.log | cut -c1-250
 echo "#### ncu (D128 S4K bwd, us per kernel: rabd, rabd~12)"
-python3 - $OUT/ncu.csv <<'PY' 2>&1 | tail -4
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-head = rows[0]
-ki, vi, ii, ui = head.index("Kernel Name"), head.index("Metric Value"), head.index("ID"), head.index("Metric Unit")
-for r in rows[1:]:
-    v = float(r[vi].replace(",", "")) * {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3}.get(r[ui], 1.0)
-    k = r[ki].replace("void ", "").replace("(hstu::HstuParams, int)", "").replace("(hstu::HstuParams)", "")
-    print(r[ii], f"{v:9.1f}", k[:40] + (" .. " + k[-40:] if len(k) > 80 else k[40:80]))
-PY
+ncu_times $OUT/ncu.csv | tail -4

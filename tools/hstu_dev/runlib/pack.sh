@@ -26,8 +26,8 @@ pack_add() {
   local sub= f
   if [ "$1" = -d ]; then sub=/$2; shift 2; fi
   mkdir -p $PACK_DIR$sub
-  for f in "$@"; do
-    case $f in /*) cp "$f" $PACK_DIR$sub/ ;; *) cp "$R/$f" $PACK_DIR$sub/ ;; esac
+  for f in "$@"; do  # (unquoted: a pattern the caller's shell left unexpanded is expanded under R)
+    case $f in /*) cp $f $PACK_DIR$sub/ ;; *) (cd $R && cp $f $PACK_DIR$sub/) ;; esac
   done
 }
 pack_as() {
