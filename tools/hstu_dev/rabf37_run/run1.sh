@@ -30,4 +30,4 @@ echo "#### time (the branch's wheel, sm90=False; ms (ratio to causal); rab = rab
 echo "#### default (rab per score); :10 = D64 MMA with 2 buffers; rab (B,H,S,S) / rab1 (B,1,S,S) bf16)"
 grep -E "^##|^\| |rror|Traceback|capture" $OUT/time.log | sed -E 's/ \| q@.*//' | cut -c1-250
 echo "#### ncu (ID kernel metrics; order: D64 rab, rab:9)"
-ncu_digest $OUT/ncu.csv
+ncu_metrics $OUT/ncu.csv | head -12

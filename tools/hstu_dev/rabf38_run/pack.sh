@@ -1,16 +1,10 @@
 #!/bin/bash
-# Fills the carry folder /work/main/.carry/rabf38 from this worktree (run from anywhere): the run scripts, setup.sh
-# with carry_setup.sh, sm80_case_bench.py with fwd17_jag.py (its timing); the branch's hstu_attn wheel (mkwheel.sh's,
-# $W/whl) and the branch's test files (tree/).
-set -eu
-D=$(cd "$(dirname "$0")" && pwd)
-W=$(cd "$D/../../.." && pwd) C=/work/main/.carry/rabf38
-mkdir -p $C
-rm -rf $C/whl $C/tree $C/*.sh $C/*.py
-cp $D/{setup.sh,run*.sh} $W/tools/hstu_dev/sm80_case_bench.py $W/tools/hstu_dev/carry_setup.sh \
-    $W/tools/hstu_dev/fwd17_run/fwd17_jag.py $C/
-mkdir -p $C/whl $C/tree/tests/hstu
-cp ${WHL:-/tmp/rabf38_obj/whl}/hstu_attn-*.whl $C/whl/
-cp $W/tests/conftest.py $C/tree/tests/
-cp $W/tests/hstu/{hstu_kernel_checks.py,test_sm80_forward_gpu.py,test_kernel_options.py} $C/tree/tests/hstu/
-du -sh $C
+# Fills the carry folder /work/main/.carry/rabf38 from this worktree (run from anywhere; runlib/pack.sh): the run
+# scripts, setup.sh with runlib's common.sh and carry_setup.sh, sm80_case_bench.py with fwd17_jag.py (its timing); the
+# branch's hstu_attn wheel (mkwheel.sh's, $WHL, default /tmp/rabf38_obj/whl) and the branch's test files (tree/).
+source "$(dirname "$0")/../runlib/pack.sh"
+pack_begin rabf38
+pack_add tools/hstu_dev/rabf38_run/{setup.sh,run*.sh} tools/hstu_dev/sm80_case_bench.py tools/hstu_dev/fwd17_run/fwd17_jag.py
+pack_wheel ${WHL:-/tmp/rabf38_obj/whl}
+pack_tree tests/conftest.py tests/hstu/{hstu_kernel_checks.py,test_sm80_forward_gpu.py,test_kernel_options.py}
+pack_end

@@ -32,4 +32,4 @@ echo "#### :10 = main's D64 default (128 x 64 tiles, the block's rab tile); :11 
 echo "#### copies; rab (B,H,S,S) / rab1 (B,1,S,S) bf16)"
 grep -E "^##|^\| |rror|Traceback|capture" $OUT/time.log | sed -E 's/ \| q@.*//' | cut -c1-250
 echo "#### ncu (ID kernel metrics; order: D64 rab, rab:10, causal)"
-ncu_digest $OUT/ncu.csv
+ncu_metrics $OUT/ncu.csv | head -12

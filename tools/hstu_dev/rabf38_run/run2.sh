@@ -32,4 +32,4 @@ echo "#### slots, D128 unpredicated rab copies + rab as S's start, D256 unpredic
 echo "#### (D128 / D256: = rab); :11 = main's D128 / D256 kernels (D64: = rab); rab (B,H,S,S) / rab1 (B,1,S,S) bf16)"
 grep -E "^##|^\| |rror|Traceback|capture" $OUT/time.log | sed -E 's/ \| q@.*//' | cut -c1-250
 echo "#### ncu (ID kernel metrics; order: D128 rab, rab:11, causal)"
-ncu_digest $OUT/ncu.csv
+ncu_metrics $OUT/ncu.csv | head -12

@@ -7,9 +7,10 @@
 # and the branch's hstu/_ops.py into $W/whl. Run from the worktree root:
 #   [NAME=x] [BASE=main39] [W=/tmp/x_obj] UNITS="ops hstu_bwd_sm80_bf16_hdim128" [LINK_UNITS=...] [KEEP=1]
 #   [FRESH_AGAINST="header..."] [DRY=1] bash tools/hstu_dev/runlib/mkwheel.sh [all|compile|link]
-# KEEP=1: a unit whose object is in $W already is not compiled again; FRESH_AGAINST: a CUDA unit is not compiled
-# again when its object is newer than each of these files (hstu_ops.cc always is, unless KEEP=1). LINK_UNITS (default UNITS): the objects of $W that replace main's in the
-# link (a unit compiled by an earlier call may be linked alone). DRY=1 prints the commands instead of running them.
+# KEEP=1: a unit whose object is in $W already is not compiled again (KEEP=ops: hstu_ops.cc alone, KEEP=units: the
+# CUDA units alone); FRESH_AGAINST: a CUDA unit is not compiled again when its object is newer than each of these
+# files. LINK_UNITS (default UNITS): the objects of $W that replace main's in the link (a unit compiled by an earlier
+# call may be linked alone). DRY=1 prints the commands instead of running them.
 set -eu
 MODE=${1:-all}
 NAME=${NAME:-lab}
@@ -27,11 +28,11 @@ reuse() {  # reuse UNIT: its object may stay
   local o f
   o=$(obj $1)
   [ -f $o ] || return 1
-  [ "${KEEP:-0}" = 1 ] && return 0
+  case ${KEEP:-0} in 1) return 0 ;; ops) [ $1 = ops ] && return 0 ;; units) [ $1 != ops ] && return 0 ;; esac
   [ $1 != ops ] && [ -n "${FRESH_AGAINST:-}" ] || return 1
   for f in $FRESH_AGAINST; do [ $o -nt $f ] || return 1; done
 }
-mkdir -p $W/whl
+[ "${DRY:-0}" = 1 ] || mkdir -p $W/whl
 if [ "$MODE" != link ]; then
   for n in $UNITS; do
     reuse $n && continue
@@ -67,12 +68,15 @@ for n in $LINK_UNITS; do
     args+=(-e "s|^$P/_cuda_objs/${n}_objs/$n.o\$|$W/$n.o|")
   fi
 done
-sed "${args[@]}" $ER/$P/_C.so-2.params > $W/params
+PARAMS=$W/params
+[ "${DRY:-0}" = 1 ] && PARAMS=$(mktemp /tmp/mkwheel_dry.XXXX)
+sed "${args[@]}" $ER/$P/_C.so-2.params > $PARAMS
 # every unit named must have replaced one line of main's link (a unit name off by a letter links main's object)
-[ "$(grep -c "$W" $W/params)" = $(( $(echo $LINK_UNITS | wc -w) + 1 )) ] ||
-  { echo "mkwheel: $(grep -c "$W" $W/params) of $(( $(echo $LINK_UNITS | wc -w) + 1 )) link lines replaced" >&2; exit 1; }
+[ "$(grep -c "$W" $PARAMS)" = $(( $(echo $LINK_UNITS | wc -w) + 1 )) ] ||
+  { echo "mkwheel: $(grep -c "$W" $PARAMS) of $(( $(echo $LINK_UNITS | wc -w) + 1 )) link lines replaced" >&2; exit 1; }
 if [ "${DRY:-0}" = 1 ]; then
-  grep "$W" $W/params
+  grep "$W" $PARAMS
+  rm -f $PARAMS
   exit 0
 fi
 (cd $ER && nice -n 10 gcc @$W/params)
