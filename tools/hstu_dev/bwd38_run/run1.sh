@@ -51,24 +51,5 @@ grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log 2>/dev/null | cut -c1-2
 echo "#### prof (us)"
 grep -E "^####|FillFunctor|hstu_bwd_pds|convert|memset|Memset" $OUT/prof.log | cut -c1-100 | head -24
 echo "#### ncu"
-python3 - $OUT/ncu_d128.csv $OUT/ncu_d256.csv <<'PY' 2>&1 | head -30
-import csv, os, sys
-data = []
-for f in sys.argv[1:]:
-    if os.path.exists(f):
-        rows = list(csv.reader(open(f)))
-        hdr = rows[0]
-        data += rows[2:]
-want = ["gpu__time_duration.sum", "smsp__inst_executed.sum", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-        "smsp__issue_active.avg.pct_of_peak_sustained_active", "dram__bytes_read.sum", "dram__bytes_write.sum",
-        "lts__t_sector_hit_rate.pct", "lts__t_sectors_op_red.sum", "lts__t_sectors_op_atom.sum"]
-stall = [i for i, h in enumerate(hdr) if h.startswith("smsp__average_warp_latency_issue_stalled") or
-         (h.startswith("smsp__average_warps_issue_stalled_") and h.endswith("_per_issue_active.ratio"))]
-for r in data:
-    name = r[hdr.index("Kernel Name")][:60]
-    print(name, " ".join(f"{w.split('__')[1][:22]}={r[hdr.index(w)]}" for w in want if w in hdr))
-    st = sorted(((float(r[i].replace(',', '') or 0), hdr[i].replace('smsp__average_warps_issue_stalled_', '')
-                  .replace('_per_issue_active.ratio', '')) for i in stall), reverse=True)[:7]
-    print("   stalls/issue:", " ".join(f"{n}={v:.2f}" for v, n in st))
-PY
+ncu_raw $OUT/ncu_d128.csv $OUT/ncu_d256.csv | head -30
 tail -1 $OUT/ncu_d128.log $OUT/ncu_d256.log 2>/dev/null | cut -c1-200

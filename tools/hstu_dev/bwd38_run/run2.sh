@@ -18,7 +18,6 @@ PYTHONPATH=/tmp/site_$NAME:$PEER timeout 22 python3 -P $T38 time --bench $R/benc
     --prof-shapes B128:S1024:D128 B256:S256:D256 > $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
 echo "== 2. sass ($SECONDS s)"
-CUOBJ=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
 SO=$(ls /tmp/site_$NAME/hstu_attn/_C*.so 2>/dev/null | head -1)
 if [ -n "$CUOBJ" ] && [ -n "$SO" ]; then
   for k in 128:3:3623 128:3:1052199 128:3:3149351 256:2:33770 256:2:1082346; do

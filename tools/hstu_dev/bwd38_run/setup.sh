@@ -1,19 +1,10 @@
 # bwd38's run scripts' common part (issue 39, session 35), sourced from the root of main's tree on the device:
-# carry_setup.sh (OUT, R, C, main's wheel in /tmp/site_main, the branch's in /tmp/site_bwd38, GPU, PT, run_tests),
-# left() (seconds to LIM), T38 (the timer), PEER (NVIDIA's Ampere HSTU module's folder, peer35's carry, if there),
-# NCU, gpu_tests (the branch's test files, -v).
-NAME=bwd38 BASE=main38
-source "$(dirname "${BASH_SOURCE[0]}")/carry_setup.sh"
-left() { echo $((${LIM:-48} - SECONDS)); }
+# runlib's common.sh (carried beside it with carry_setup.sh: OUT, R, C, main's wheel in /tmp/site_main, the branch's in
+# /tmp/site_bwd38, GPU, PT, run_tests, left (seconds to LIM), NCU, CUOBJ, gpu_tests (the branch's test files, -v),
+# ncu_raw), T38 (the timer), PEER (NVIDIA's Ampere HSTU module's folder, peer35's carry, if there).
+NAME=bwd38 BASE=main38 LIM=${LIM:-48}
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 T38=$C/t38.py
 PEER=$R/.carry/peer35/peer
 PEER_ARG=--peer
 ls $PEER/hstu_attn_2_cuda*.so > /dev/null 2>&1 || { PEER=/nonexistent; PEER_ARG=; }
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-gpu_tests() {
-  local secs=$1
-  shift
-  (cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $secs python3 -P -m pytest -v -p no:cacheprovider \
-      --import-mode=importlib --tb=short --maxfail=3 -rfE "$@" > $OUT/tests.log 2>&1)
-  echo "rc $? (124: time ran out; $SECONDS s): $(grep -c PASSED $OUT/tests.log) passed, $(grep -c -E 'FAILED|ERROR' $OUT/tests.log) failed lines"
-}

@@ -15,10 +15,15 @@ median kept); ratios variant / main and peer or FA2 / variant. prof: one backwar
 each kernel's device time (fill, loop, convert).
 """
 import argparse
+import os
 import sys
 import time
 
 import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "runlib")]  # labtime.py: carried beside this file, or in the tree
+import labtime  # noqa: E402
 
 # (late: runs 1-3's late publication at D = 128, removed after run 3; with the final code it runs the fill path)
 VARIANTS = {"main": {}, "claim": {"fwd_sm80_cfg": 13}, "late": {"fwd_sm80_cfg": 13, "bwd_sm80_cfg": 14}}
@@ -96,17 +101,7 @@ def main():
             torch.cuda.synchronize()
         if a.mode == "prof" or (a.mode == "time" and s in a.prof_shapes):
             for lab, fn in zip(labels, fns):
-                for _ in range(3):
-                    fn()
-                torch.cuda.synchronize()
-                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                    for _ in range(3):
-                        fn()
-                    torch.cuda.synchronize()
-                ks = {}
-                for e in prof.events():
-                    if e.device_type == torch.autograd.DeviceType.CUDA:
-                        ks.setdefault(e.name, []).append(e.time_range.elapsed_us())
+                ks = labtime.kernel_times(fn, n=3, warmup=3)
                 tot = sum(sum(ts) for ts in ks.values()) / 3
                 print(f"#### prof {s} {lab} (sum of kernels {tot:.1f} us)")
                 for n_, ts in sorted(ks.items(), key=lambda x: -sum(x[1])):

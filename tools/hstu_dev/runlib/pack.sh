@@ -1,7 +1,7 @@
 # The packing side of tools/hstu_dev/runlib, sourced by a run folder's pack.sh (run from anywhere):
 #   source "$(dirname "$0")/../runlib/pack.sh"
-#   pack_begin NAME            stage a fresh carry folder for .carry/NAME (CARRY_DIR, default /work/main/.carry:
-#                              another CARRY_DIR is a dry run), with carry_setup.sh and runlib's common.sh, labtime.py
+#   pack_begin NAME [DEST]     stage a fresh carry folder for DEST (default $CARRY_DIR/NAME, CARRY_DIR default
+#                              /work/main/.carry: another CARRY_DIR is a dry run), with carry_setup.sh and runlib's common.sh, labtime.py
 #                              and ncu_csv.py
 #   pack_add [-d SUB] FILE...  files into the carry folder (or its SUB/); relative paths are the worktree's
 #   pack_as FILE NEWNAME       one file under another name
@@ -17,7 +17,7 @@ HD=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 R=$(cd "$HD/../.." && pwd)
 pack_begin() {
   PACK_NAME=$1
-  PACK_DEST=${CARRY_DIR:-/work/main/.carry}/$1
+  PACK_DEST=${2:-${CARRY_DIR:-/work/main/.carry}/$1}
   PACK_DIR=/tmp/${1}_pack
   rm -rf $PACK_DIR && mkdir -p $PACK_DIR
   cp $HD/carry_setup.sh $HD/runlib/{common.sh,labtime.py,ncu_csv.py} $PACK_DIR/
