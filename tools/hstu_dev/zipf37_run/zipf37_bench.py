@@ -23,12 +23,13 @@ import sys
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)  # (carried beside fwd17_jag.py, fwd29_bench.py, zipf35_bench.py)
-for sub in ("fwd17_run", "fwd29_run", "zipf32_run", "zipf35_run"):
+sys.path.insert(0, HERE)  # (carried beside fwd17_jag.py, fwd29_bench.py, zipf35_bench.py, labtime.py)
+for sub in ("fwd17_run", "fwd29_run", "zipf32_run", "zipf35_run", "runlib"):
     sys.path.insert(0, os.path.join(HERE, "..", sub))
 from fwd17_jag import H, flops, ours, timed, zipf_lengths  # noqa: E402
 from fwd29_bench import table  # noqa: E402
 from zipf35_bench import gaps  # noqa: E402
+import labtime  # noqa: E402
 
 
 def variants(lens, D):
@@ -56,21 +57,8 @@ def bprof(jag, dense, dims, n=5):
     print("\n### backward kernels per call (us)")
     for D in dims:
         for name, lens in (("zipf", jag), ("dense", dense)):
-            fn = bwd_call(lens, D)
-            for _ in range(2):
-                fn()
-            torch.cuda.synchronize()
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
-                for _ in range(n):
-                    fn()
-                torch.cuda.synchronize()
-            per = {}
-            for e in p.events():
-                if e.device_type == torch.autograd.DeviceType.CUDA:
-                    k = e.name.split("<")[0].split("(")[0].split(" ")[-1][:40]
-                    per[k] = per.get(k, 0.0) + (e.time_range.end - e.time_range.start) / n
-            txt = ", ".join(f"{k} {v:.1f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])[:5])
-            print(f"(bprof D{D} {name}: {txt})", flush=True)
+            per = labtime.per_call(labtime.kernel_times(bwd_call(lens, D), n=n, warmup=2), n, width=40)
+            print(f"(bprof D{D} {name}: {labtime.top_kernels(per)})", flush=True)
 
 
 def main():

@@ -1,9 +1,8 @@
-# zipfb38's device setup (sourced by runK.sh from the root of main's tree): carry_setup.sh with NAME / BASE (main's
-# wheel in /tmp/site_main, the branch's in /tmp/site_zipfb38), `bench` (zipfb38_bench.py with a site's wheel into
-# $OUT/time.log), `left` (seconds left of the 56), digests.
-NAME=zipfb38 BASE=main38
-source "$(dirname "${BASH_SOURCE[0]}")/carry_setup.sh"
-left() { echo $(( ${BUDGET:-53} - SECONDS )); }
+# zipfb38's device setup (sourced by runK.sh from the root of main's tree): runlib's common.sh with NAME / BASE
+# (carry_setup.sh: main's wheel in /tmp/site_main, the branch's in /tmp/site_zipfb38; `left`: seconds left of BUDGET,
+# default 53), `bench` (zipfb38_bench.py with a site's wheel into $OUT/time.log; no label argument), digest_time.
+NAME=zipfb38 BASE=main38 LIM=${BUDGET:-53}
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # bench SITE TIMEOUT ARGS...
 bench() {
   local site=$1 t=$2

@@ -18,9 +18,11 @@ import sys
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)  # (carried beside fwd17_jag.py)
+sys.path.insert(0, HERE)  # (carried beside fwd17_jag.py and labtime.py)
 sys.path.insert(0, os.path.join(HERE, "..", "fwd17_run"))
+sys.path.insert(0, os.path.join(HERE, "..", "runlib"))
 from fwd17_jag import H, flops, timed, zipf_lengths  # noqa: E402
+import labtime  # noqa: E402
 
 
 def bwd_call(lens, D, cfg=0, chunk=None, ctx=3, seed=5, bcfg=0):
@@ -109,21 +111,8 @@ def prof(jag, dense, dims, n=5):
     for D in dims:
         for name, lens in (("zipf", jag), ("dense", dense)):
             for var, cfg in (("main", 0), ("split", 14)):
-                fn = bwd_call(lens, D, cfg)
-                for _ in range(2):
-                    fn()
-                torch.cuda.synchronize()
-                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
-                    for _ in range(n):
-                        fn()
-                    torch.cuda.synchronize()
-                per = {}
-                for e in p.events():
-                    if e.device_type == torch.autograd.DeviceType.CUDA:
-                        k = e.name.split("<")[0].split("(")[0].split(" ")[-1][:34]
-                        per[k] = per.get(k, 0.0) + (e.time_range.end - e.time_range.start) / n
-                txt = ", ".join(f"{k} {v:.1f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])[:5])
-                print(f"(prof D{D} {name} {var}: {txt})", flush=True)
+                per = labtime.per_call(labtime.kernel_times(bwd_call(lens, D, cfg), n=n, warmup=2), n, width=34)
+                print(f"(prof D{D} {name} {var}: {labtime.top_kernels(per)})", flush=True)
 
 
 if __name__ == "__main__":
