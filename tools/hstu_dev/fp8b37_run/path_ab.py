@@ -8,40 +8,11 @@ _fp8_bwd.FP8_BWD_VARIANT_BITS's, or kt_wait_late (the op's diag; a name this whe
 import os
 import sys
 
-import torch
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # fp8_bwd_ab.py: carried beside this file, or in the tree
+from fp8_bwd_ab import path_ab  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hstu_attn import _fp8_bwd, _ops  # noqa: E402
-import path_gaps  # noqa: E402
-
-
-def main():
-    if not torch.cuda.is_available():
-        print("path_ab: needs a GPU")
-        return 0
-    names = sys.argv[1:] or ["op", "main_path"]
-    dev = torch.device("cuda")
-    opts = _ops.OPTION_BITS["fp8_bwd"]
-    flush = torch.empty(64 << 20, dtype=torch.int32, device=dev)
-    B, S = 16, 16384
-    x = path_gaps.inputs(B, S, dev)
-    diags = {"kt_wait_late": -(1 << 31)}  # (fp8b37's lab kernel: the op's diag)
-    for name in names:
-        if name != "op" and name not in _fp8_bwd.FP8_BWD_VARIANT_BITS and name not in diags:
-            print(f"{name}: not in this wheel")
-            continue
-        bits = _fp8_bwd.FP8_BWD_VARIANT_BITS.get(name, 0)
-        d = diags.get(name, 0)
-        ks, _, _ = path_gaps.timeline(lambda: _fp8_bwd.fp8_bwd_cuda(x[0], x[1:], False, opts | bits, diag=d), flush)
-        end, gaps = None, []
-        for _, s, d in ks:
-            if end is not None:
-                gaps.append(round(s - end))
-            end = s + d
-        print(f"{name} B{B} S{S // 1024}K (us): " + "; ".join(f"{k[:32]} @{s:.0f} +{d:.1f}" for k, s, d in ks) +
-              f"; idle before the first {ks[0][1]:.0f}; gaps {gaps}; span {end:.0f}", flush=True)
-    return 0
-
+DIAGS = {"kt_wait_late": -(1 << 31)}  # (fp8b37's lab kernel: the op's diag)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(path_ab(DIAGS, sys.argv[1:]))

@@ -1,6 +1,6 @@
-# fp8b37 run scripts' setup, sourced by runK.sh from the root of main's tree on the device: the common carry setup
-# (tools/hstu_dev/carry_setup.sh, carried beside this file: main37's hstu_attn wheel in /tmp/site_main, the branch's
-# in /tmp/site_fp8b37, GPU, PT, run_tests, digest_tests).
+# fp8b37 run scripts' setup, sourced by runK.sh from the root of main's tree on the device: runlib's common.sh (carried
+# beside this file with carry_setup.sh: main37's hstu_attn wheel in /tmp/site_main, the branch's in /tmp/site_fp8b37,
+# GPU, PT, run_tests, digest_tests), then the GPU's line with its temperature and power.
 NAME=fp8b37 BASE=main37
-source "$(dirname "${BASH_SOURCE[0]}")"/carry_setup.sh
-echo "GPU: $GPU, $(nvidia-smi --query-gpu=temperature.gpu,power.draw --format=csv,noheader) ($SECONDS s)"
+source "$(dirname "${BASH_SOURCE[0]}")"/common.sh
+gpu_power
