@@ -8,7 +8,8 @@
 #   ab NAME TIMEOUT ARGS...     one assign_bench process (ARGS as assign_bench's), output in $OUT/NAME.txt, echoed
 #   ncu_raw TAG LABS COUNT      ncu of evict_bench's first COUNT insert-pass kernels (2^NCU_CAP slots, default 26,
 #                               1M uniform keys, one rep per op, lab values LABS interleaved): time, instructions,
-#                               DRAM / L2 / L1 requests and sectors, occupancy, issue; csv in $OUT/ncu_TAG.csv.gz
+#                               DRAM / L2 / L1 requests and sectors, occupancy, issue (NCU_RAW_MORE=1: + all-source
+#                               L2 requests, tag lookups and sectors); csv in $OUT/ncu_TAG.csv.gz
 #   ncu_units TAG LABS COUNT    the same kernels: every unit's throughput in % of its peak (ncu's breakdown of
 #                               gpu__compute_memory_throughput) and the warp stall reasons; the 14 busiest units and
 #                               the 8 largest stalls per kernel
@@ -16,7 +17,7 @@
 #                               load 1.0, 2^24 slots: time, DRAM bytes, occupancy, issue, L2 atomics, stall reasons
 #   digest NAME...              each op's insert pass per lab value (evict_bench output) and its ratio to the first
 #                               lab value listed
-# run.conf (the folder's, sourced first) may set B and BASE / SITES for setup.sh.
+# run.conf (the folder's, sourced first) may set B, BASE / SITES for setup.sh and NCU_RAW_MORE.
 C=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NAME=$(basename "$C")
 R=$PWD
@@ -81,7 +82,9 @@ if sys.argv[2] == "raw":
              "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": "l1_ld_req",
              "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": "l1_ld_sec",
              "sm__warps_active.avg.pct_of_peak_sustained_active": "occ%",
-             "smsp__issue_active.avg.pct_of_peak_sustained_active": "issue%"}
+             "smsp__issue_active.avg.pct_of_peak_sustained_active": "issue%",
+             "lts__t_requests.sum": "l2_req_all", "lts__t_tag_requests.sum": "l2_tag_req",
+             "lts__t_sectors.sum": "l2_sec_all"}
     cols = [(h.index(k), v) for k, v in short.items() if k in h]
     print("| kernel | " + " | ".join(v for _, v in cols) + " |")
     for r in rows[2:]:
@@ -114,6 +117,7 @@ ncu_raw() {
   M=$M,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_op_atom.sum
   M=$M,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
   M=$M,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active
+  [ "${NCU_RAW_MORE:-0}" = 1 ] && M=$M,lts__t_requests.sum,lts__t_tag_requests.sum,lts__t_sectors.sum
   timeout $(( l - 2 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_insert" -c $3 \
     --metrics $M --csv --page raw $EB ${NCU_CAP:-26} 20 1 ncu uniform 1 - $2 > $OUT/ncu_$1.csv 2> $OUT/ncu_$1.err
   echo "## ncu_raw $1 rc $? ($(elapsed) s)"
