@@ -231,10 +231,10 @@ def hstu_attn_fp8_backward_reference(
 
 # ------------------------------------------------------------------------------------------------ routing
 #: the Hopper FP8 backward's private A/B, option bits of `options` by name (the benchmark's --variants, the tests):
-#: bit 59 main_kernel (hstu_bwd_fp8_sm90.h kOptFp8BwdMainKernel: main 4d2d71ae's kernel, the late part's dS8 stores
-#: and dQ issue after its amax barrier instead of kFp8BwdDs8Early's before it; bit-equal gradients); bit 60 main_path
-#: (hstu_ops.cc kOptFp8BwdMainPath: main 39ee30ed's path outside the kernel: the descale factors' check as a launch of
-#: its own, the finishing pass's owner search per pair; the same kernel and bytes)
+#: bit 59 main_kernel (hstu_bwd_fp8_sm90.h kOptFp8BwdMainKernel: the kernel without kFp8BwdDs8Early, the late part's
+#: dS8 stores and dQ issue after its amax barrier instead of before it; bit-equal gradients); bit 60 main_path
+#: (hstu_ops.cc kOptFp8BwdMainPath: the former path outside the kernel: the descale factors' check as a launch of its
+#: own, the finishing pass's owner search per pair; the same kernel and bytes). Their history: docs/hstu_kernel_notes.md
 FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59, "main_path": 1 << 60}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 

@@ -321,9 +321,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     unmasked-tile test from the mask fields per tile, the pipeline stages by divisions); 2 (for comparisons;
     bitwise the default's output) the default's grid kernels with P's register copy where it was, between the P V
     wait and the next turn (the default: after the turn's S issue); 3 (the same) D = 128's 192-key tiles with
-    their unmasked-tile test from each tile's bounds, as main 0bb35f74 ran them (their default: the test by the loop
-    index), elsewhere the default; 4 (the same) the default kernels behind main a9b26580's Vt pre-pass (256 threads
-    per 64 columns, each V load waited for before the next; the default: 128 threads, all loads first); 15
+    their unmasked-tile test from each tile's bounds (their default: the test by the loop index), elsewhere the
+    default; 4 (the same) the default kernels behind the former Vt pre-pass (256 threads per 64 columns, each V load
+    waited for before the next; the default: 128 threads, all loads first); 15
     (timing-only: WRONG output rows) that default kernel writing clock stamps of its first CTA's loop over that
     CTA's output rows (tools/hstu_dev/fp8_fwd_split.py --trace; dev builds only, like ``fp8_fwd_diag``); elsewhere
     the default runs.

@@ -171,8 +171,8 @@ void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
 }
 
 // fp8_bwd_sm90's private A/B of its path outside the kernel (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS "main_path", option
-// bit 60; the op masks it off before call_params): main 39ee30ed's path, the descale factors' check as a one-block
-// launch of its own, the finishing pass's owner search per pair.
+// bit 60; the op masks it off before call_params): the former path, the descale factors' check as a one-block launch
+// of its own, the finishing pass's owner search per pair.
 constexpr int64_t kOptFp8BwdMainPath = int64_t{1} << 60;
 
 // make_params' HstuParams for a call of the *_with_options ops: `options` checked, decoded once into `o` (for the
