@@ -12,12 +12,7 @@ run_tests 22 "drab_written or drab_zeroed" tests/hstu/test_sm80_backward_gpu.py
 echo "== 2. time ($SECONDS s)"
 bench /tmp/site_drab37 B1 $(( $(left) - 9 )) --reps 5 --dims 128 64 256 --cases causal rab rabd rabd~15 rabd~8
 echo "== 3. ncu ($SECONDS s)"
-if [ -n "$NCU" ] && [ $(left) -gt 5 ]; then
-  PYTHONPATH=/tmp/site_drab37 timeout $(( $(left) - 1 )) $NCU --clock-control none -k 'regex:hstu|Fill|elementwise' \
-      --metrics gpu__time_duration.sum --csv python3 -P $J ncu --ncu --dims 128 --cases rabd rabd~15 \
-      > $OUT/ncu.csv 2> $OUT/ncu.err
-  echo "rc $? (ncu, $SECONDS s)"
-fi
+ncu_bench /tmp/site_drab37 5 'hstu|Fill|elementwise' gpu__time_duration.sum ncu --ncu --dims 128 --cases rabd rabd~15
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (-k 'drab_written or drab_zeroed'; the progress line if cut by the time)"

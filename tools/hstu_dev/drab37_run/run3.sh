@@ -14,12 +14,7 @@ run_tests 29 "drab_written or drab_zeroed or rab_smem or (bad_values_backward_ra
 echo "== 2. time ($SECONDS s)"
 bench /tmp/site_drab37 B3 $(( $(left) - 9 )) --reps 5 --dims 128 64 256 --cases causal rabd~15 rabd rab
 echo "== 3. ncu ($SECONDS s)"
-if [ -n "$NCU" ] && [ $(left) -gt 5 ]; then
-  PYTHONPATH=/tmp/site_drab37 timeout $(( $(left) - 1 )) $NCU --clock-control none -k 'regex:hstu|elementwise' \
-      --metrics gpu__time_duration.sum --csv python3 -P $J ncu --ncu --dims 128 --cases rabd rabd~15 \
-      > $OUT/ncu.csv 2> $OUT/ncu.err
-  echo "rc $? (ncu, $SECONDS s)"
-fi
+ncu_bench /tmp/site_drab37 5 'hstu|elementwise' gpu__time_duration.sum ncu --ncu --dims 128 --cases rabd rabd~15
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (-k 'drab_written or drab_zeroed or rab_smem or (bad_values_backward_rab and sm80)'; progress if cut)"

@@ -13,12 +13,7 @@ run_tests 27 "drab_written or drab_zeroed or rab_smem" tests/hstu/test_sm80_back
 echo "== 2. time ($SECONDS s)"
 bench /tmp/site_drab38 B1 $(( $(left) - 8 )) --reps 5 --dims 128 64 256 --cases causal rabd rabd~12 rab rab~12
 echo "== 3. ncu ($SECONDS s)"
-if [ -n "$NCU" ] && [ $(left) -gt 5 ]; then
-  PYTHONPATH=/tmp/site_drab38 timeout $(( $(left) - 1 )) $NCU --clock-control none -k 'regex:hstu' \
-      --metrics gpu__time_duration.sum --csv python3 -P $J ncu --ncu --dims 128 --cases rabd rabd~12 \
-      > $OUT/ncu.csv 2> $OUT/ncu.err
-  echo "rc $? (ncu, $SECONDS s)"
-fi
+ncu_bench /tmp/site_drab38 5 hstu gpu__time_duration.sum ncu --ncu --dims 128 --cases rabd rabd~12
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (progress line if cut by the time)"

@@ -18,12 +18,7 @@ bench /tmp/site_drab38 B2-S4K $(( $(left) - 10 )) --reps 7 --dims 128 64 256 --c
 bench /tmp/site_drab38 B2-S2K $(( $(left) - 1 )) --reps 7 --batch 32 --seqlen 2048 --dims 128 64 256 \
     --cases rab~12 rab rabd~12 rabd causal
 echo "== 3. ncu ($SECONDS s)"
-if [ -n "$NCU" ] && [ $(left) -gt 7 ]; then
-  PYTHONPATH=/tmp/site_drab38 timeout $(( $(left) - 1 )) $NCU --clock-control none -k 'regex:hstu_bwd_pds' \
-      --metrics gpu__time_duration.sum --csv python3 -P $J ncu --ncu --dims 128 --cases rabd rabd~12 \
-      > $OUT/ncu.csv 2> $OUT/ncu.err
-  echo "rc $? (ncu, $SECONDS s)"
-fi
+ncu_bench /tmp/site_drab38 7 hstu_bwd_pds gpu__time_duration.sum ncu --ncu --dims 128 --cases rabd rabd~12
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (progress line if cut by the time)"

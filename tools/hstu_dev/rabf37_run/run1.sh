@@ -17,11 +17,7 @@ bench /tmp/site_rabf37 B64 11 --reps 7 --dims 64 --dirs fwd --cases causal rab r
 bench /tmp/site_rabf37 B128 9 --reps 7 --dims 128 --dirs fwd --cases causal rab rab:9 rab1 rab1:9
 echo "== 3. ncu ($SECONDS s)"
 M=gpu__time_duration.sum,smsp__inst_executed.sum,launch__registers_per_thread,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
-if [ -n "$NCU" ] && [ $(left) -gt 5 ]; then
-  PYTHONPATH=/tmp/site_rabf37 timeout $(( $(left) )) $NCU --clock-control none -k regex:hstu_fwd --metrics $M --csv \
-      python3 -P $J ncu --ncu --dims 64 --dirs fwd --cases rab rab:9 > $OUT/ncu.csv 2> $OUT/ncu.err
-  echo "rc $? (ncu, $SECONDS s)"
-fi
+ncu_bench /tmp/site_rabf37 5 hstu_fwd $M ncu --ncu --dims 64 --dirs fwd --cases rab rab:9
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (test_sm80_forward_gpu.py -k rab_smem)"

@@ -18,11 +18,7 @@ bench /tmp/site_rabf38 F64b 8 --reps 7 --dims 64 --dirs fwd --cases rab1:10 rab1
 bench /tmp/site_rabf38 F128 8 --reps 7 --dims 128 256 --dirs fwd --cases causal rab rab:11
 echo "== 3. ncu ($SECONDS s)"
 M=gpu__time_duration.sum,smsp__inst_executed.sum,launch__registers_per_thread,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
-if [ -n "$NCU" ] && [ $(left) -gt 5 ]; then
-  PYTHONPATH=/tmp/site_rabf38 timeout $(( $(left) )) $NCU --clock-control none -k regex:hstu_fwd --metrics $M --csv \
-      python3 -P $J ncu --ncu --dims 64 --dirs fwd --cases rab rab:10 causal > $OUT/ncu.csv 2> $OUT/ncu.err
-  echo "rc $? (ncu, $SECONDS s)"
-fi
+ncu_bench /tmp/site_rabf38 5 hstu_fwd $M ncu --ncu --dims 64 --dirs fwd --cases rab rab:10 causal
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (test_sm80_forward_gpu.py -k rab_smem)"

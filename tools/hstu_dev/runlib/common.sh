@@ -8,6 +8,10 @@
 #   left                        seconds left of LIM
 #   bench SITE LABEL TIMEOUT ARGS...   $J LABEL $BENCH_OPTS ARGS with SITE's wheel, appended to $OUT/time.log
 #                               (no run when TIMEOUT <= 2 s)
+#   ncu_bench SITE MIN REGEX METRICS ARGS...   ncu (--clock-control none, the kernels matching REGEX, --metrics
+#                               METRICS, --csv) of `$J ARGS` with SITE's wheel into $OUT/ncu.csv (stderr ncu.err) when
+#                               ncu is there and more than MIN s are left; its timeout: the seconds left less
+#                               NCU_SPARE (default 1)
 #   gpu_tests SECS ARGS...      pytest -v over the carry's tree/ with the branch's wheel, into $OUT/tests.log
 #   digest_progress             pytest's last progress lines (where time ran out before its summary)
 #   gpu_power                   the GPU line with its temperature and power draw
@@ -24,6 +28,14 @@ bench() {
   [ $t -gt 2 ] || { echo "no time left for $label"; return 0; }
   PYTHONPATH=$site timeout $t python3 -P $J $label ${BENCH_OPTS:-} "$@" >> $OUT/time.log 2>&1
   echo "rc $? ($label, $SECONDS s)"
+}
+ncu_bench() {
+  local site=$1 min=$2 re=$3 m=$4
+  shift 4
+  [ -n "$NCU" ] && [ $(left) -gt $min ] || return 0
+  PYTHONPATH=$site timeout $(( $(left) - ${NCU_SPARE:-1} )) $NCU --clock-control none -k "regex:$re" --metrics $m \
+      --csv python3 -P $J "$@" > $OUT/ncu.csv 2> $OUT/ncu.err
+  echo "rc $? (ncu, $SECONDS s)"
 }
 gpu_tests() {
   local secs=$1
