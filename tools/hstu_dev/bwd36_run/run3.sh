@@ -24,7 +24,6 @@ gpu_tests $(( $(left) > 12 ? $(left) - 10 : 2 )) $T::test_sm80_backward_dead_ski
     "$T::test_sm80_backward_one_barrier_runs_its_kernel[64]" "$T::test_sm80_backward_one_barrier_runs_its_kernel[128]" \
     $T::test_sm80_backward_one_barrier -k "dead or runs_its or (128 and jagged and causal)"
 # (where the new loops' spills sit: STL / LDL lines of their SASS against the HMMA range, beside main's loop's)
-CUOBJ=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
 SO=$(ls /tmp/site_$NAME/hstu_attn/_C*.so 2>/dev/null | head -1)
 if [ -n "$CUOBJ" ] && [ -n "$SO" ] && [ $(left) -gt 1 ]; then
   for k in 128:3:3623 128:3:200231 128:3:200199 128:3:69127; do

@@ -10,9 +10,14 @@ the smallest median kept), with the ratios cfg / cfg 0 and cfg / FA2. prof: one 
 torch.profiler, each kernel's device time (the loop alone, the fill and the convert).
 """
 import argparse
+import os
 import sys
 
 import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "runlib")]  # labtime.py: carried beside this file, or in the tree
+import labtime  # noqa: E402
 
 
 def shape(s):
@@ -72,17 +77,7 @@ def main():
             print(line, flush=True)
         else:
             for lab, fn in zip(labels, fns):
-                for _ in range(3):
-                    fn()
-                torch.cuda.synchronize()
-                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                    for _ in range(3):
-                        fn()
-                    torch.cuda.synchronize()
-                ks = {}
-                for e in prof.events():
-                    if e.device_type == torch.autograd.DeviceType.CUDA:
-                        ks.setdefault(e.name, []).append(e.time_range.elapsed_us())
+                ks = labtime.kernel_times(fn, n=3, warmup=3)
                 print(f"#### prof {s} {lab}")
                 for n, ts in sorted(ks.items(), key=lambda x: -sum(x[1])):
                     print(f"  {sum(ts) / len(ts):9.1f} us x{len(ts)}  {n[:150]}")

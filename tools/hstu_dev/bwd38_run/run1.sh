@@ -46,8 +46,7 @@ echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### time (ms; main = main's path (the op's fill), claim = fwd_sm80_cfg=13, late = + bwd_sm80_cfg=14; x: the other / ours)"
 grep -v "^####" $OUT/time.log | cut -c1-330 | tail -8
-echo "#### tests: $(grep -c PASSED $OUT/tests.log 2>/dev/null) PASSED lines"
-grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log 2>/dev/null | cut -c1-220 | tail -6
+digest_gpu_tests 220
 echo "#### prof (us)"
 grep -E "^####|FillFunctor|hstu_bwd_pds|convert|memset|Memset" $OUT/prof.log | cut -c1-100 | head -24
 echo "#### ncu"

@@ -38,8 +38,7 @@ echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### time (ms; main = main's path (the op's fill), claim = fwd_sm80_cfg=13, late = + bwd_sm80_cfg=14; x: FA2 / ours)"
 grep -v "^####\|^ \|Warning\|_warn" $OUT/time.log | cut -c1-330 | tail -7
-echo "#### tests: $(grep -c PASSED $OUT/tests.log 2>/dev/null) PASSED lines"
-grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log 2>/dev/null | cut -c1-200 | tail -6
+digest_gpu_tests
 echo "#### prof (us)"
 grep -E "^#### prof|FillFunctor|hstu_bwd_pds|convert|memset|Memset" $OUT/time.log | cut -c1-112 | head -24
 echo "#### sass"

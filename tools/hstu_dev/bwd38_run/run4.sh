@@ -14,7 +14,6 @@ PYTHONPATH=/tmp/site_$NAME timeout $(( $(left) > 4 ? $(left) - 1 : 3 )) python3 
 echo "rc $? ($SECONDS s)"
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
-echo "#### tests: $(grep -c PASSED $OUT/tests.log 2>/dev/null) PASSED lines"
-grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log 2>/dev/null | cut -c1-200 | tail -6
+digest_gpu_tests
 echo "#### time (ms)"
 grep -v "^####" $OUT/time.log | cut -c1-300 | tail -4

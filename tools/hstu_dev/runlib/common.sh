@@ -13,6 +13,7 @@
 #                               ncu is there and more than MIN s are left; its timeout: the seconds left less
 #                               NCU_SPARE (default 1)
 #   gpu_tests SECS ARGS...      pytest -v over the carry's tree/ with the branch's wheel, into $OUT/tests.log
+#   digest_gpu_tests [WIDTH]    gpu_tests' log: its PASSED lines counted, the summary and failure lines
 #   digest_progress             pytest's last progress lines (where time ran out before its summary)
 #   gpu_power                   the GPU line with its temperature and power draw
 #   ncu_times CSV / ncu_metrics CSV / ncu_raw CSV...   ncu_csv.py's digests (see there)
@@ -43,6 +44,10 @@ gpu_tests() {
   (cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $secs python3 -P -m pytest -v -p no:cacheprovider \
       --import-mode=importlib --tb=short --maxfail=3 -rfE "$@" > $OUT/tests.log 2>&1)
   echo "rc $? (124: time ran out; $SECONDS s): $(grep -c PASSED $OUT/tests.log) passed, $(grep -c -E 'FAILED|ERROR' $OUT/tests.log) failed lines"
+}
+digest_gpu_tests() {
+  echo "#### tests: $(grep -c PASSED $OUT/tests.log 2>/dev/null) PASSED lines"
+  grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log 2>/dev/null | cut -c1-${1:-200} | tail -6
 }
 digest_progress() {
   grep -E "^[.FEsx]+ *(\[ *[0-9]+%\])?$" $OUT/tests.log | tail -2
