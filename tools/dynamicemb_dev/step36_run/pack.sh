@@ -1,19 +1,7 @@
 #!/bin/bash
-# Packs run K of step36 into /work/main/.carry/step36/ (the lead runs `OUT=... bash .carry/step36/runK.sh` from main's
-# tree root on the device): runK.sh, setup.sh, the branch's tools (steady_ab.py and what it imports) and changed test
-# files under tree/, and with WHL=1 this tree's dynamicemb wheel (bazel-bin). Usage: [WHL=1] pack.sh K
-set -e
-H=$(cd "$(dirname "$0")" && pwd) F=/work/main/.carry/step36
-R=$(cd "$H/../../.." && pwd)
-D=/tmp/step36_pack  # filled aside, then copied in at once (the lead may copy the folder at any time)
-rm -rf $D && mkdir -p $D/tree/tools/dynamicemb_dev $D/tree/tests/dynamicemb $D/tree/benchmarks
-cp "$H/run$1.sh" "$H/setup.sh" $D/
-cp "$R"/tools/dynamicemb_dev/{steady_ab.py,lab_variants.py,pipelined_gaps.py} $D/tree/tools/dynamicemb_dev/
-cp "$R"/benchmarks/{embedding.py,embedding_step_profile.py,bench_util.py} $D/tree/benchmarks/
-for f in $(git -C "$R" diff --name-only 8af609e7 -- tests/dynamicemb); do cp "$R/$f" $D/tree/tests/dynamicemb/; done
-if [ "${WHL:-0}" = 1 ]; then
-  mkdir -p $D/whl && cp "$R"/bazel-bin/dynamicemb-*.whl $D/whl/
-fi
-rm -rf $F && cp -r $D $F
-ls -la $F $F/tree/tests/dynamicemb
-du -sh $F
+# Packs run K of step36 into /work/main/.carry/step36/ (runlib/pack_overlay.sh; the lead runs `OUT=... bash
+# .carry/step36/runK.sh` from main's tree root on the device): runK.sh, setup.sh with overlay_setup.sh, the branch's
+# tools (steady_ab.py and what it imports) and changed test files (since 8af609e7) under tree/, and with WHL=1 this
+# tree's dynamicemb wheel (bazel-bin). Usage: [WHL=1] pack.sh K
+TOOLS="steady_ab.py lab_variants.py pipelined_gaps.py" \
+  exec bash "$(dirname "$0")/../runlib/pack_overlay.sh" "$(dirname "$0")" "$1" 8af609e7

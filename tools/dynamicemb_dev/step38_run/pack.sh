@@ -1,19 +1,7 @@
 #!/bin/bash
-# Packs run K of step38 into /work/main/.carry/step38/ (the lead runs `OUT=... bash .carry/step38/runK.sh` from main's
-# tree root on the device): runK.sh, setup.sh, the run folder's scripts, the branch's tools and changed test files
-# under tree/, and with WHL=1 this tree's dynamicemb wheel (bazel-bin). Usage: [WHL=1] pack.sh K
-set -e
-H=$(cd "$(dirname "$0")" && pwd) F=/work/main/.carry/step38
-R=$(cd "$H/../../.." && pwd)
-D=/tmp/step38_pack  # filled aside, then copied in at once (the lead may copy the folder at any time)
-rm -rf $D && mkdir -p $D/tree/tools/dynamicemb_dev $D/tree/tests/dynamicemb $D/tree/benchmarks
-cp "$H/run$1.sh" "$H/setup.sh" "$H"/*.py $D/
-cp "$R"/tools/dynamicemb_dev/{steady_ab.py,lab_variants.py,pipelined_gaps.py,step_ncu.py} $D/tree/tools/dynamicemb_dev/
-cp "$R"/benchmarks/{embedding.py,embedding_step_profile.py,bench_util.py} $D/tree/benchmarks/
-for f in $(git -C "$R" diff --name-only 6ca06103 -- tests/dynamicemb); do cp "$R/$f" $D/tree/tests/dynamicemb/; done
-if [ "${WHL:-0}" = 1 ]; then
-  mkdir -p $D/whl && cp "$R"/bazel-bin/dynamicemb-*.whl $D/whl/
-fi
-rm -rf $F && cp -r $D $F
-ls -la $F $F/tree/tests/dynamicemb
-du -sh $F
+# Packs run K of step38 into /work/main/.carry/step38/ (runlib/pack_overlay.sh; the lead runs `OUT=... bash
+# .carry/step38/runK.sh` from main's tree root on the device): runK.sh, setup.sh with overlay_setup.sh, the run
+# folder's scripts, the branch's tools and changed test files (since 6ca06103) under tree/, and with WHL=1 this tree's
+# dynamicemb wheel (bazel-bin). Usage: [WHL=1] pack.sh K
+TOOLS="steady_ab.py lab_variants.py pipelined_gaps.py step_ncu.py" \
+  exec bash "$(dirname "$0")/../runlib/pack_overlay.sh" "$(dirname "$0")" "$1" 6ca06103
