@@ -1,19 +1,8 @@
 # rab35's run scripts' common part (issue 39, session 32), sourced by runK.sh from the root of main's tree on the
-# device: carry_setup.sh (carried beside it: main35's hstu_attn wheel in /tmp/site_main, the branch's, where carried,
-# in /tmp/site_rab35; GPU, PT, run_tests, digest_tests), J (rab35_bench.py beside fwd17_jag.py), left (seconds left of
-# LIM), bench, NCU.
-NAME=rab35 BASE=main35
-source "$(dirname "${BASH_SOURCE[0]}")"/carry_setup.sh
+# device: runlib's common.sh (carried beside it with carry_setup.sh: main35's hstu_attn wheel in /tmp/site_main, the
+# branch's, where carried, in /tmp/site_rab35; GPU, PT, run_tests, digest_tests, left (seconds left of LIM), bench,
+# NCU), J (rab35_bench.py beside sm80_case_bench.py and fwd17_jag.py).
+NAME=rab35 BASE=main35 LIM=${LIM:-50}
+source "$(dirname "${BASH_SOURCE[0]}")"/common.sh
 ls $C/whl/hstu_attn-*.whl > /dev/null 2>&1 || { rm -rf /tmp/site_$NAME; ln -s /tmp/site_main /tmp/site_$NAME; }
 J=$C/rab35_bench.py
-LIM=${LIM:-50}
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-left() { echo $(( LIM - SECONDS )); }
-# bench SITE LABEL TIMEOUT ARGS...: rab35_bench.py LABEL ARGS with SITE's wheel, appended to $OUT/time.log
-bench() {
-  local site=$1 label=$2 t=$3
-  shift 3
-  [ $t -gt 2 ] || { echo "no time left for $label"; return 0; }
-  PYTHONPATH=$site timeout $t python3 -P $J $label "$@" >> $OUT/time.log 2>&1
-  echo "rc $? ($label, $SECONDS s)"
-}

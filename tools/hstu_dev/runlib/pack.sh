@@ -40,8 +40,8 @@ pack_wheel() {
   cp "$w" $PACK_DIR/whl/
 }
 pack_tree() {
-  local f
-  for f in "$@"; do
+  local f g
+  for f in $(cd "$R" && for g in "$@"; do ls -d $g; done); do  # (patterns expanded under R)
     mkdir -p "$PACK_DIR/tree/$(dirname "$f")"
     cp "$R/$f" "$PACK_DIR/tree/$f"
   done
