@@ -8,18 +8,19 @@
 # 2. The backward (bf16 H4): main (14) / default (0, the rule) / split (8) on the Zipf pair and around the rule's
 #    bound; main's wheel: main (0) / its split (14, three-pass list, no PDL) on the pair.
 # 3. The many-sequences case repeated (the one-pass list kernel's device failure in session 35): this wheel and main's.
-# 4. The tests this branch changed for the retired fwd_sm80_cfg=8 (rab comparators now an unaligned copy).
+
 source "$(dirname "$0")/setup.sh"
-echo "== 1. GPU tests ($SECONDS s)"
-run_tests 22 "split" tests/hstu/test_sm80_backward_split_gpu.py
+echo "== 1. GPU tests, with 3. the many-sequences repeats beside them (3 processes on the GPU, as the merged tree's
+== test call that failed ran its groups) ($SECONDS s)"
+diag /tmp/site_split39 20 split39 8 12 128 64 &
+P1=$!
+diag /tmp/site_main 20 main39 14 12 128 &
+P2=$!
+run_tests 26 "split" tests/hstu/test_sm80_backward_split_gpu.py
+wait $P1 $P2
 echo "== 2. time ($SECONDS s)"
-bench /tmp/site_split39 14 run1 --var main=14 default=0 split=8 --edge --reps 3
-bench /tmp/site_main 5 run1-main39 --var main=0 split=14 --reps 3
-echo "== 3. diag ($SECONDS s)"
-diag /tmp/site_split39 7 split39 8 6 128 64
-diag /tmp/site_main 5 main39 14 6 128
-echo "== 4. tests changed ($SECONDS s)"
-run_tests $(( $(left) > 3 ? $(left) : 3 )) "rab_smem" tests/hstu/test_sm80_backward_gpu.py
+bench /tmp/site_split39 $(( $(left) - 10 )) run1 --var main=14 default=0 split=8 --edge --reps 3
+bench /tmp/site_main $(( $(left) - 2 )) run1-main39 --var main=0 split=14 --reps 3
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests"
