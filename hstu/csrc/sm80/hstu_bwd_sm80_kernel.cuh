@@ -1152,7 +1152,7 @@ cudaError_t launch_hstu_bwd_rab_smem(const HstuParams& p, cudaStream_t stream) {
 
 // The split of long key-block walks (kBwdSm80SplitWalk: the op's rule, hstu_bwd_sm80_walk_split.h) with BODY's
 // loop (STAGES Q / dO stages): the list kernel, then one CTA per (head, item) (heads fastest: each item's heads side
-// by side, the heaviest items first; launched under the list kernel, waiting for it in-kernel);
+// by side, the heaviest items first);
 // cudaErrorNotSupported where BODY's shared memory does not fit or the op gave no workspace. (BM: the loop's query
 // rows a tile; the list counts the walks as the body does.)
 template <typename T, int D, int STAGES, int BODY>
@@ -1181,11 +1181,11 @@ cudaError_t launch_hstu_bwd_pds_split(const HstuParams& p, int max_smem, cudaStr
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  const auto launch = [&](const auto kernel) {  // (under the list kernel: programmatic dependent launch)
+  const auto launch = [&](const auto kernel) {
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (e != cudaSuccess) return e;
-    return accel::launch_pdl(kernel, dim3(p.heads, static_cast<unsigned>(cap)), dim3(256), kSmem, stream,
-                             /*pdl=*/true, p);
+    kernel<<<dim3(p.heads, static_cast<unsigned>(cap)), 256, kSmem, stream>>>(p);
+    return cudaGetLastError();
   };
   return ctx ? launch(hstu_bwd_pds_split_kernel<T, D, STAGES, 8, BODY, true>)
              : launch(hstu_bwd_pds_split_kernel<T, D, STAGES, 8, BODY, false>);

@@ -1782,11 +1782,9 @@ template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_ctx_kernel(const HstuParams p) {
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0, true>(p, 0);
 }
-// The split of long walks (kPdsSplitWalk; launch_hstu_bwd_pds_split): BODY's loop on the work list's items, its
-// CTAs started under the list kernel (a programmatic dependent launch), waiting for the list here.
+// The split of long walks (kPdsSplitWalk; launch_hstu_bwd_pds_split): BODY's loop on the work list's items.
 template <typename T, int D, int STAGES, int NWARPS, int BODY, bool CTX>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_split_kernel(const HstuParams p) {
-  accel::griddep_wait();
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, BODY | kPdsSplitWalk, CTX>(p, 0);
 }
 // Another body than the default's (the heads-first loops, comparison cfgs); sms: the device's SM count.

@@ -9,7 +9,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/pdl.cuh"
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/sm80/hstu_bwd_sm80_walk_split.h"
 
@@ -26,25 +25,19 @@ struct BwdSplitHeader {
 constexpr int kBwdSplitBuckets = 64;
 
 // One CTA of 1,024 threads: warp w takes sequences w, w + 32, ..., its lanes the sequence's key blocks (lk_alloc
-// rows: the blocks the backward writes). Pass 1 counts each walk's query tiles (bwd_work_tiles, as the body counts
-// them: BM, BN and SKIPGAP its own), keeps a thread's first kBwdSplitCached blocks (b, block, tiles) in shared memory
-// (the later passes read them there instead of the sequences' lengths again; blocks past those are counted again)
-// and sums the walks into W; L = ceil(W x heads / ctas) (a CTA slot's mean share; `forced` > 0 that many tiles
-// instead), at least kBwdSplitMinChunk and W x heads / (2 ctas) (the list's bound, BwdSplitLayout); a walk of n > L
-// tiles is cut into nc = ceil(n / L) chunks of ceil(n / nc). Pass 2 counts the items by their chunk's tiles (a
-// warp's scan gives the buckets' starts, heaviest first), pass 3 writes them (the order inside a bucket is the
-// atomics') and gives each split block nc slots. Then the split blocks' counters are zeroed and the header written.
-constexpr int kBwdSplitCached = 4;
+// rows: the blocks the backward writes). Pass 1 sums the walks' query tiles (bwd_work_tiles, as the body counts
+// them: BM, BN and SKIPGAP its own) into W; L = ceil(W x heads / ctas) (a CTA slot's mean share; `forced` > 0 that
+// many tiles instead), at least kBwdSplitMinChunk and W x heads / (2 ctas) (the list's bound, BwdSplitLayout);
+// a walk of n > L tiles is cut into nc = ceil(n / L) chunks of ceil(n / nc). Pass 2 counts the items by their
+// chunk's tiles, pass 3 writes them heaviest first (a counting sort; the order inside a bucket is the atomics') and
+// gives each split block nc slots. Then the split blocks' counters are zeroed and the header written.
 template <int BM, int BN, bool SKIPGAP>
 __global__ void __launch_bounds__(1024) hstu_bwd_split_list_kernel(const HstuParams p, const int cap,
                                                                    const int slot_cap, const int ctas,
                                                                    const int forced, const BwdSplitHeader off) {
-  static_assert(kBwdSplitBuckets == 64, "two buckets a lane in the scan");
-  accel::griddep_launch_dependents();  // (the backward's CTAs start now and wait for the list in-kernel)
   __shared__ int s_cnt[kBwdSplitBuckets];
-  __shared__ int2 s_blk[kBwdSplitCached][1024];  // (b, block << 16 | tiles)
   __shared__ unsigned long long s_work;
-  __shared__ int s_slot, s_chunk, s_total;
+  __shared__ int s_slot, s_chunk;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (tid < kBwdSplitBuckets) s_cnt[tid] = 0;
   if (tid == 0) {
@@ -52,14 +45,12 @@ __global__ void __launch_bounds__(1024) hstu_bwd_split_list_kernel(const HstuPar
     s_slot = 0;
   }
   __syncthreads();
-  // The thread's (sequence, key block)s of the call from the `from`-th on, f(b, n_block, n_mt).
-  auto each_block = [&](const int from, auto&& f) {
-    int j = 0;
+  // Every (sequence, key block) of the call, f(b, n_block, n_mt).
+  auto each_block = [&](auto&& f) {
     for (int b = warp; b < p.batch; b += 32) {
       const SeqInfo si = seq_info(p, b);
       const int nb = (si.lk_alloc + BN - 1) / BN;
-      for (int nbk = lane; nbk < nb; nbk += 32, ++j) {
-        if (j < from) continue;
+      for (int nbk = lane; nbk < nb; nbk += 32) {
         int mb_begin, n_a, gap, n_mt;
         bwd_work_tiles<BM, BN, SKIPGAP>(si, nbk * BN, mb_begin, n_a, gap, n_mt);
         f(b, nbk, n_mt);
@@ -67,20 +58,7 @@ __global__ void __launch_bounds__(1024) hstu_bwd_split_list_kernel(const HstuPar
     }
   };
   unsigned long long work = 0;
-  int mine = 0;  // (the thread's blocks)
-  each_block(0, [&](int b, int nbk, int n_mt) {
-    work += n_mt;
-    // (n_mt clamped to 16 bits: past that its chunks are counted short; the body walks its own n_mt in nc chunks)
-    if (mine < kBwdSplitCached) s_blk[mine][tid] = make_int2(b, nbk << 16 | min(n_mt, 0xffff));
-    ++mine;
-  });
-  auto each_again = [&](auto&& f) {  // the same blocks again: the cached ones, then the rest counted again
-    for (int j = 0; j < min(mine, kBwdSplitCached); ++j) {
-      const int2 e = s_blk[j][tid];
-      f(e.x, static_cast<int>(static_cast<unsigned>(e.y) >> 16), e.y & 0xffff);
-    }
-    if (mine > kBwdSplitCached) each_block(kBwdSplitCached, f);
-  };
+  each_block([&](int, int, int n_mt) { work += n_mt; });
   if (work > 0) atomicAdd(&s_work, work);
   __syncthreads();
   if (tid == 0) {
@@ -95,28 +73,25 @@ __global__ void __launch_bounds__(1024) hstu_bwd_split_list_kernel(const HstuPar
   auto bucket = [&](const int n_mt, const int nc) {
     return min((n_mt + nc - 1) / nc, kBwdSplitBuckets - 1);
   };
-  each_again([&](int, int, int n_mt) {
+  each_block([&](int, int, int n_mt) {
     const int nc = chunks(n_mt);
     atomicAdd(&s_cnt[bucket(n_mt, nc)], nc);
   });
   __syncthreads();
-  if (warp == 0) {  // bucket starts, heaviest first: lane l the buckets 63 - 2 l and 62 - 2 l
-    const int c0 = s_cnt[63 - 2 * lane], c1 = s_cnt[62 - 2 * lane];
-    int incl = c0 + c1;
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-      const int x = __shfl_up_sync(0xffffffffu, incl, d);
-      if (lane >= d) incl += x;
+  __shared__ int s_total;
+  if (tid == 0) {  // bucket starts, heaviest first
+    int at = 0;
+    for (int w = kBwdSplitBuckets - 1; w >= 0; --w) {
+      const int n = s_cnt[w];
+      s_cnt[w] = at;
+      at += n;
     }
-    const int excl = incl - c0 - c1;
-    s_cnt[63 - 2 * lane] = excl;
-    s_cnt[62 - 2 * lane] = excl + c0;
-    if (lane == 31) s_total = incl;
+    s_total = at;
   }
   __syncthreads();
   char* const ws = static_cast<char*>(p.bwd_sched);
   int4* const list = reinterpret_cast<int4*>(ws + off.list);
-  each_again([&](int b, int nbk, int n_mt) {
+  each_block([&](int b, int nbk, int n_mt) {
     int nc = chunks(n_mt);
     const int pos = atomicAdd(&s_cnt[bucket(n_mt, nc)], nc);
     int slot = 0;
