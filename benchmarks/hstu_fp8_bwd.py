@@ -4,7 +4,10 @@
 distance to the bf16 backward.
 
 Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variants default,NAME]
-       [--no-dequant] [--short N] [--results FILE]
+       [--no-dequant] [--short N] [--fa3 ROUNDS] [--results FILE]
+--fa3 ROUNDS: also the FP8 paths by FlashAttention-3's FP8 benchmark method, as the forward's headline
+(benchmarks/hstu_attention.py --fp8 --method fa3: sleep 1 s, 2 warm-up calls, 30 calls back to back in one timed
+block, no L2 flush, the mean), ROUNDS rounds of the paths in a fresh random order, the mean of the rounds.
 Inputs: randn bf16 q / k / v (std 1) quantized by `quantize_fp8` (the --mode descale), dout randn * 1e-2, causal,
 H 4, alpha 1/sqrt(D), dense batches. Goal (issue 36): FP8 backward >= 700 TFLOP/s at D128 B16 S16K.
 """
@@ -67,7 +70,7 @@ def host_ms(fn, reps: int) -> float:
 
 
 def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: torch.device,
-             variants: List[str], dequant: bool = True, short: int = 0) -> str:
+             variants: List[str], dequant: bool = True, short: int = 0, fa3: int = 0) -> str:
     H = 4
     cu = torch.arange(B + 1, device=device, dtype=torch.int32) * S
     q, k, v = (torch.randn(B * S, H, D, device=device, dtype=torch.bfloat16) for _ in range(3))
@@ -122,6 +125,19 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
             ms = bench_util.steady_ms(fn, 5, short, device)
             cells.append(f"{label} {ms:.3f} ms ({tf(ms)} TFLOP/s)")
         row += f"\n\nshort method ({name}, {short} back-to-back calls after 5 warm-up ones, mean): " + "; ".join(cells)
+    if fa3 and kernel is not None and device.type == "cuda":
+        from hstu_attention import fa3_timeit_ms  # (the forward's headline method, one definition)
+        named = [("kernel", kernel)] + [(v, fn) for v, fn in zip(variants, var_fns) if fn is not None]
+        got = {label: [] for label, _ in named}
+        rng = random.Random(37)
+        for _ in range(fa3):
+            for i in rng.sample(range(len(named)), len(named)):
+                got[named[i][0]].append(fa3_timeit_ms(named[i][1])[0])
+        ref = statistics.mean(got["kernel"])
+        cells = [f"{label} {statistics.mean(t):.3f} ms ({tf(statistics.mean(t))} TFLOP/s, {statistics.mean(t) / ref:.4f}; "
+                 f"rounds {' '.join(f'{x:.3f}' for x in t)})" for label, t in got.items()]
+        row += (f"\n\nFA3 method ({name}: sleep 1 s, 2 warm-up calls, 30 calls in one timed block, mean; {fa3} rounds "
+                "in random orders, their mean): " + "; ".join(cells))
     return row
 
 
@@ -139,6 +155,9 @@ def main(argv=None) -> int:
     p.add_argument("--short", type=int, default=0,
                    help="also time the FP8 paths by the common short method (N back-to-back calls after 5 warm-up "
                         "ones, their mean; FlashAttention-3's benchmark) after the table's timings; 0: not")
+    p.add_argument("--fa3", type=int, default=0,
+                   help="also time the FP8 paths by FlashAttention-3's FP8 benchmark method (benchmarks/"
+                        "hstu_attention.py --fp8 --method fa3), this many rounds; 0: not")
     p.add_argument("--results", help="append the table to this markdown file")
     bench_util.add_device_arg(p)
     args = p.parse_args(argv)
@@ -168,7 +187,7 @@ def main(argv=None) -> int:
     rows = []
     for B, S, D in cases:
         rows.append(run_case(B, S, D, args.mode, args.reps if not args.smoke else 2, args.warmup, device,
-                             variants, not args.no_dequant, args.short))
+                             variants, not args.no_dequant, args.short, args.fa3))
         print(rows[-1], flush=True)
         if device.type == "cuda":
             torch.cuda.empty_cache()
