@@ -1,0 +1,29 @@
+#!/bin/bash
+# step39 run 1 (issue 35: the SGD step at NVIDIA's config, 0.602 ms steady against 0.55). Branch wheel = main 9ce5c6b3
+# + lab bits of the dedup flags ("-" = 817 = main's code path):
+#   819 = 817 | 2: the number pass's find from the table records in shared memory (step38 run 3, never timed);
+#   821 = 817 | 4: no dedup resolve pass: the gather resolves each repeat (inverse -(claimer + 2) -> the claimer's
+#         unique) and writes it back (a training sequence with the early CSR fork only);
+#   825 = 817 | 8: the insert pass launched as a programmatic dependent of the dedup's last pass;
+#   831 = 817 | 2 | 4 | 8;
+#   881 = 817 | 64: the device checks launched after the dedup's insert (the clear pass first; the checks wait for
+#         the insert before writing the verdict; the count pass drops a bad batch); 895 = 817 | 2 | 4 | 8 | 64.
+# (1) GPU tests: the new file (each bit bitwise against 817, SGD / Adam, pooling none / sum, misses every step; the
+# resolve pass really gone; CUDA graph under 895; every bad-input case under 881, two under 895) and
+# test_dedup_insert_variants_agree (with 819); (2) steady_ab.py --timeline (steps from the dedup's clear pass):
+# SGD -,819,821,825,831,881,895 and Adam -,895 in one process; digest with byte floors.
+B=54
+. .carry/step39/setup.sh
+T=/tmp/t39/tests/dynamicemb
+(cd /tmp/t39 && PYTHONPATH=$SM timeout 18 $PT $T/test_step_lab39_gpu.py $T/test_embedding_gpu.py -k \
+  "lab39 or dedup_insert_variants_agree" > $OUT/t_lab.txt 2>&1)
+echo "tests rc $? ($(( $(date +%s) - t0 )) s): $(grep -E '[0-9]+ (passed|failed|error)' $OUT/t_lab.txt | tail -1)"
+grep -h -A3 "^E  \|^FAILED" $OUT/t_lab.txt | grep -v "^E    +" | head -6 | cut -c1-180
+PYTHONPATH=$SM timeout $(( $(left) - 2 )) python3 -P $TOOLS/steady_ab.py --bench benchmarks --timeline \
+  --timeline-first dedup_clear_kernel --opt sgd,adam --variants=-,819,821,825,831,881,895 --later-variants=-,895 \
+  --rounds 2 --reps 10 --steps 6 \
+  --json $OUT/steady.json > $OUT/steady.txt 2>&1
+echo "steady rc $? ($(( $(date +%s) - t0 )) s)"
+python3 $C/step39_digest.py $OUT/steady.json > $OUT/digest.txt 2>&1
+python3 $C/step39_digest.py $OUT/steady.json --brief 2>&1 | cut -c1-160
+echo "total: $(( $(date +%s) - t0 )) s"
