@@ -230,21 +230,21 @@ BWD_SM80_CFG_LAST = 15  # kBwdSm80LastCfg
 BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 # bits 29-31 and bit 41 (hstu_plan.h kOptFwdSm80CfgHi: the value's bit 3): the sm80-class forward's comparison cfg:
 # 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS), FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT,
-# FWD_SM80_CFG_BWD_SPLIT, FWD_SM80_CFG_RAB_LDS, FWD_SM80_CFG_RAB_TILE64, FWD_SM80_CFG_RAB_COPY_MAIN,
-# FWD_SM80_CFG_DRAB_LSU, FWD_SM80_CFG_DQ_CLAIM, FWD_SM80_CFG_BWD_NO_SPLIT, FWD_SM80_CFG_DRAB_MAIN
+# FWD_SM80_CFG_RAB_MAIN, FWD_SM80_CFG_RAB_LDS, FWD_SM80_CFG_RAB_TILE64, FWD_SM80_CFG_RAB_COPY_MAIN,
+# FWD_SM80_CFG_DRAB_LSU, FWD_SM80_CFG_DQ_CLAIM, FWD_SM80_CFG_DRAB_MAIN
 FWD_SM80_CFG_SHIFT = 29
 FWD_SM80_CFG_HI_BIT = 1 << 41
 FWD_SM80_CFGS = (1, 2, 3, 4, 5)
 FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
 FWD_SM80_CFG_SPLIT = 7  # the bf16 default tile with the split of long KV ranges (kFwdSm80CfgSplit)
-FWD_SM80_CFG_BWD_SPLIT = 8  # the sm80-class backward's split of long key-block walks always (kFwdSm80CfgBwdSplit)
+FWD_SM80_CFG_RAB_MAIN = 8  # the bf16 defaults with rab as main had them (kFwdSm80CfgRabMain)
 FWD_SM80_CFG_RAB_LDS = 9  # the bf16 D = 64 default with rab adding it per score (kFwdSm80CfgRabLds)
 FWD_SM80_CFG_RAB_TILE64 = 10  # the bf16 D = 64 default with rab in 64-key tiles, the block's rab tile per KV tile
 FWD_SM80_CFG_RAB_COPY_MAIN = 11  # the bf16 D = 128 / 256 defaults with rab copying every rab tile with predicates
 FWD_SM80_CFG_DRAB_LSU = 12  # the rab loops' drab zeros by 16-byte stores, not bulk copies (kFwdSm80CfgDrabLsu)
 FWD_SM80_CFG_DRAB_MAIN = 15  # the sm80-class backward's drab zeroed by the op as main had it (kFwdSm80CfgDrabMain)
 FWD_SM80_CFG_DQ_CLAIM = 13  # the sm80-class backward's dQ workspace unzeroed, its blocks claimed (kFwdSm80CfgDqClaim)
-FWD_SM80_CFG_BWD_NO_SPLIT = 14  # the sm80-class backward without the split, main's path (kFwdSm80CfgBwdNoSplit)
+FWD_SM80_CFG_BWD_SPLIT = 14  # the sm80-class backward's split of long key-block walks (kFwdSm80CfgBwdSplit)
 FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 3; D128: 3
 # where two of its blocks fit per SM; D256: 3 at every row count where its 105 KB per block fit, not sm86 / sm89)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
@@ -427,7 +427,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (hstu/csrc/sm80/hstu_fwd_sm80_split.h): where the query tiles fill less than about four waves, each long KV walk in
     chunks (``fwd_split_tiles``: at most n KV tiles; 0 never), one block each from a work list built on the device
     (heaviest chunk first), their fp32 partials summed in chunk order (deterministic). The default takes the split too
-    (bf16). 9 (``FWD_SM80_CFG_RAB_LDS``; private, the same outputs
+    (bf16). 8 (``FWD_SM80_CFG_RAB_MAIN``; private, the same outputs): the forward's and backward's defaults with rab
+    as main had them (each rab element loaded from global memory after the S MMAs, the backward's per-head drab
+    stored per element) instead of the rab tiles copied into shared memory (the forward's with K / V, the backward's
+    into each tile's P buffer, its drab in 16-byte row chunks). 9 (``FWD_SM80_CFG_RAB_LDS``; private, the same outputs
     to the fp32 sum order): the forward's D = 64 default with rab adding it per score from the shared-memory tiles
     (as at D = 128 / 256) instead of by the tensor cores (two identity MMAs per m16 tile and 16 keys after S's).
     10 (``FWD_SM80_CFG_RAB_TILE64``; private, the same outputs to the fp32 sum order): the forward's D = 64 default
@@ -445,16 +448,12 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     or contexts whose grid runs heads first (at most 2,048 keys) on an sm_90-class GPU run the default's loop with
     each warp's block of a dQ tile claimed (the first writer stores it, later ones add; blocks nobody wrote read as
     zeros), elsewhere the launcher zeroes it.
-    The sm80-class backward's split of long key-block walks (bf16, D = 64 / 128 / 256 on sm_90-class devices, no
-    rab): a work list built on the device, each key block's walk over the query tiles cut into chunks of at most L
-    tiles (L: a CTA slot's mean share of the call's walks, at least 4; ``fwd_split_tiles=n`` forces n), heaviest
-    first, whose fp32 dK / dV partials the last chunk sums in chunk order (the same outputs up to the fp32 sum order
-    of dK / dV; deterministic). The default takes it by a rule on shapes only (no host sync): where the key blocks x
-    heads (ceil(total_k / BN) x H, BN = 128 at D = 64 / 128, 64 at D = 256) are fewer than twice the SMs, some
-    sequence can reach 8 query tiles (max_seqlen_q), and at D = 256 only for a jagged batch (batch x max_seqlen_k
-    at least twice the keys); not with another backward comparison (``bwd_sm80_cfg``, ``bwd_grid``, 13).
-    8 (``FWD_SM80_CFG_BWD_SPLIT``; private): the forward's default, the backward's split wherever it runs. 14
-    (``FWD_SM80_CFG_BWD_NO_SPLIT``; private): the forward's default, the backward never split (main's path).
+    14 (``FWD_SM80_CFG_BWD_SPLIT``; opt-in, bf16, D = 64 / 128 / 256 on sm_90-class devices, no rab): the forward's
+    default; the sm80-class backward on a work list built on the device, each key block's walk over the query tiles
+    cut into chunks of at most L tiles (L: a CTA slot's mean share of the call's walks, at least 4;
+    ``fwd_split_tiles=n`` forces n) whose fp32 dK / dV partials the last chunk sums in chunk order (same outputs up
+    to the fp32 sum order of dK / dV). Not for production: in session 36 about 1 in 12 repeats of a many-sequence
+    D = 128 case gave wrong gradients under it (an intermittent fault being looked for; docs/hstu_kernel_notes.md).
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a
@@ -477,9 +476,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     split = {None: 0, 0: 255, "wave": 254}.get(fwd_split_tiles, fwd_split_tiles)
     if isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int) or bwd_sm80_cfg not in BWD_SM80_CFGS:
         _err("bwd_sm80_cfg", f"one of {BWD_SM80_CFGS}", bwd_sm80_cfg)
-    fwd_cfgs = (0,) + FWD_SM80_CFGS + (FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT, FWD_SM80_CFG_BWD_SPLIT,
+    fwd_cfgs = (0,) + FWD_SM80_CFGS + (FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT, FWD_SM80_CFG_RAB_MAIN,
                                       FWD_SM80_CFG_RAB_LDS, FWD_SM80_CFG_RAB_TILE64, FWD_SM80_CFG_RAB_COPY_MAIN,
-                                      FWD_SM80_CFG_DRAB_LSU, FWD_SM80_CFG_DQ_CLAIM, FWD_SM80_CFG_BWD_NO_SPLIT,
+                                      FWD_SM80_CFG_DRAB_LSU, FWD_SM80_CFG_DQ_CLAIM, FWD_SM80_CFG_BWD_SPLIT,
                                       FWD_SM80_CFG_DRAB_MAIN)
     if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or fwd_sm80_cfg not in fwd_cfgs:
         _err("fwd_sm80_cfg", f"one of {fwd_cfgs}", fwd_sm80_cfg)

@@ -93,16 +93,6 @@ def make_case(seed, lens_k, H, D, dtype, mask, rab_heads, delta_q=False, seqused
     )
 
 
-def rab_main_path(rab):
-    """rab's values in a view 2 bytes into its storage: its 16-byte chunks unaligned, so the sm80-class kernels run
-    main's rab path (each element read from global memory), the comparator of their rab tiles in shared memory"""
-    if rab is None:
-        return None
-    out = torch.empty(rab.numel() + 1, device=rab.device, dtype=rab.dtype)[1:].view(rab.shape).copy_(rab)
-    assert out.data_ptr() % 16 != 0 and out.is_contiguous()
-    return out
-
-
 def _with(case, **tensors):
     out = dict(case)
     out.update(tensors)

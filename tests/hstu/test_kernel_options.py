@@ -38,6 +38,7 @@ def test_bits_match_the_plan_header():
     assert _ops.FWD_SM80_CFG_HI_BIT == 1 << 41
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_split.h")) as f:
         split_h = f.read()
+    assert int(re.search(r"constexpr int kFwdSm80CfgRabMain = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_MAIN
     assert int(re.search(r"constexpr int kFwdSm80CfgRabLds = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_LDS
     assert int(re.search(r"constexpr int kFwdSm80CfgRabTile64 = (\d+);", split_h).group(1)) == (
         _ops.FWD_SM80_CFG_RAB_TILE64)
@@ -55,13 +56,10 @@ def test_bits_match_the_plan_header():
     for bit in (drab_bit, lsu_bit):
         assert bit & (bit - 1) == 0 and bit not in fwd_values
     assert lsu_bit != drab_bit
-    # the backward's split (fwd_sm80_cfg=8 always, 14 never, else the default's rule): its word bit, none of those
+    # the backward's split (fwd_sm80_cfg=14): its word bit, none of those
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_walk_split.h")) as f:
         walk_h = f.read()
     assert int(re.search(r"constexpr int kFwdSm80CfgBwdSplit = (\d+);", walk_h).group(1)) == _ops.FWD_SM80_CFG_BWD_SPLIT
-    assert int(re.search(r"constexpr int kFwdSm80CfgBwdNoSplit = (\d+);", walk_h).group(1)) == (
-        _ops.FWD_SM80_CFG_BWD_NO_SPLIT)
-    assert "kFwdSm80CfgRabMain" not in split_h  # (8 was main's rab path, retired)
     split_bit = int(re.search(r"constexpr int kBwdSm80SplitWalk = (\d+);", walk_h).group(1))
     assert split_bit & (split_bit - 1) == 0 and split_bit not in fwd_values + [drab_bit, lsu_bit]
     # the FP8 forward's timing-only variants: two bits above the semantic flags
@@ -143,7 +141,7 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == 2 << _ops.FP8_SILU_SHIFT == 2 << 50
         with _ops.kernel_options(fp8_fwd_var=15):  # (private, timing-only)
             assert _ops._current_options() == 15 << _ops.FP8_FWD_VAR_SHIFT == 15 << 52
-        with _ops.kernel_options(fwd_sm80_cfg=8):  # (the sm80-class backward's split wherever it runs)
+        with _ops.kernel_options(fwd_sm80_cfg=8):  # (the sm80-class forward's rab path as main had it)
             assert _ops._current_options() == _ops.FWD_SM80_CFG_HI_BIT == 1 << 41
         with _ops.kernel_options(fwd_sm80_qscale=False):  # (for comparisons)
             assert _ops._current_options() == _ops.FWD_SM80_NO_QSCALE_BIT == 1 << 61
@@ -228,7 +226,7 @@ def test_kernel_options_pack_and_restore():
         with _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg, bwd_sm80_cfg=8):
             assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (cfg << _ops.FWD_SM80_CFG_SHIFT)
                                                | (8 << _ops.BWD_SM80_CFG_SHIFT))
-    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_BWD_SPLIT):  # (8: bit 41 alone)
+    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_MAIN):  # (8: bit 41 alone)
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_LDS):  # (9: bit 41 and bit 29)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
@@ -248,7 +246,7 @@ def test_kernel_options_pack_and_restore():
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_DQ_CLAIM):  # (13: bits 29 / 31 and 41)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (5 << _ops.FWD_SM80_CFG_SHIFT)
                                            | _ops.FWD_SM80_CFG_HI_BIT)
-    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_BWD_NO_SPLIT):  # (14: bits 30-31 and 41)
+    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_BWD_SPLIT):  # (14: bits 30-31 and 41)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (6 << _ops.FWD_SM80_CFG_SHIFT)
                                            | _ops.FWD_SM80_CFG_HI_BIT)
     for bad in (16, -1, True, 1.0):

@@ -24,7 +24,6 @@ with contexts the default's loop as its context kernel, cfg 5 the two-stage cont
 Also the default's kernels for calls with and without contexts (the context kernels skip the context gap), drab
 with long contexts, a local window, targets and rab, the key-block limit and the dQ workspace layouts."""
 
-import contextlib
 import os
 import random
 import sys
@@ -33,27 +32,11 @@ import zlib
 import pytest
 import torch
 
-from hstu_attn import _ops, hstu_attn_varlen_func
+from hstu_attn import hstu_attn_varlen_func
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hstu_kernel_checks as kg  # noqa: E402
-from hstu_kernel_checks import _no_tf32  # noqa: E402, F401  (the fixture)
-
-
-@pytest.fixture
-def kernel_opts():
-    """set(**switches) as hstu_kernel_checks' kernel_opts, with fwd_sm80_cfg=14 unless the test gives one: these
-    tests compare main's loops, so the backward is never split (the default's rule splits short grids of long walks:
-    test_sm80_backward_split_gpu.py)."""
-    stack = contextlib.ExitStack()
-
-    def set_options(**switches):
-        switches.setdefault("fwd_sm80_cfg", _ops.FWD_SM80_CFG_BWD_NO_SPLIT)
-        stack.close()
-        stack.enter_context(_ops.kernel_options(**switches))
-
-    yield set_options
-    stack.close()
+from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the fixtures)
 
 pytestmark = pytest.mark.gpu
 
@@ -578,24 +561,23 @@ def _rab_grads_and_kernels(case, dout, rab, deterministic=False):
 
 def _rab_smem_vs_main(case, D, deterministic, kernel_opts, want_smem=True):
     """The default with rab (through shared memory where want_smem, else main's path: the fallback) meets the error
-    rule against the fp32 reference and runs its kernel; the same rab 2 bytes off 16-byte alignment
-    (kg.rab_main_path) runs main's rab path (the default's loop without kPdsRabSmem); dK, dV and drab bit for bit
-    the same, dQ too where deterministic, else up to the atomics' order."""
+    rule against the fp32 reference and runs its kernel; kernel_options(fwd_sm80_cfg=8) runs main's rab path (the
+    default's loop without kPdsRabSmem); dK, dV and drab bit for bit the same, dQ too where deterministic, else up to
+    the atomics' order."""
     dout = torch.randn_like(case["q"])
     got = {}
-    kernel_opts(sm90=False)
-    for var in ("default", "main"):
-        if var == "default":
+    for var in (0, 8):
+        kernel_opts(sm90=False, fwd_sm80_cfg=var)
+        if var == 0:
             kg.check_case(case, 0.5, deterministic=deterministic)
-        rab = case["rab"] if var == "default" else kg.rab_main_path(case["rab"])
-        got[var], names = _rab_grads_and_kernels(case, dout, rab, deterministic)
+        got[var], names = _rab_grads_and_kernels(case, dout, case["rab"], deterministic)
         assert not any(torch.isnan(g).any() for g in got[var]), var
         per_head = case["rab"].shape[1] > 1  # (a per-head drab: the rab loop with its zeros by bulk copies)
-        want = rab_kernel(D, case["max_seqlen_k"], bulk=per_head) if var == "default" and want_smem else None
-        if want is None and (var == "main" or not want_smem):
+        want = rab_kernel(D, case["max_seqlen_k"], bulk=per_head) if var == 0 and want_smem else None
+        if want is None and (var == 8 or not want_smem):
             want = loop_kernel(D, 0, max_seqlen_k=case["max_seqlen_k"])
         assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (var, names, want)
-    for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), got["default"], got["main"])):
+    for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), got[0], got[8])):
         if i == 0 and not deterministic:
             kg.assert_agree((name,), [g], [w], "rab through shared memory vs main's path")
         else:
@@ -612,7 +594,7 @@ def test_sm80_backward_rab_smem(D, mask, rab_heads, delta_q, deterministic, kern
     per-head slices when deterministic), heads first (jagged sequences of 0-704 keys: odd lengths, key blocks and
     16-byte chunks cut by a sequence's end, partial and fully masked tiles) and, for the first case, batch first (one
     of 2,208 keys): the error rule against the fp32 reference (gradients poisoned), the rab kernel, and main's rab
-    path's gradients (the same rab unaligned) bit for bit."""
+    path's gradients (kernel_options(fwd_sm80_cfg=8)) bit for bit."""
     rng = random.Random(zlib.crc32(repr(("rab_smem", D, mask)).encode()))
     lens = [[0, 1, 63, 64, 65, 127, 128, 129, 704] + [rng.randint(0, 700) for _ in range(5)]]
     if mask == "causal":
@@ -628,7 +610,7 @@ def test_sm80_backward_rab_smem(D, mask, rab_heads, delta_q, deterministic, kern
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_rab_smem_unaligned(D, how, kernel_opts):
     """rab whose 16-byte chunks are not aligned (rows of 701 keys; or a view 2 bytes into its storage) runs main's
-    rab path (the default's loop without kPdsRabSmem), meeting the error rule, bit for bit a copy 2 bytes off."""
+    rab path (the default's loop without kPdsRabSmem), meeting the error rule, with fwd_sm80_cfg=8's gradients."""
     lk = [701, 64, 129, 0, 33] if how == "rows" else [704, 64, 129, 0, 33]
     case = kg.make_case(zlib.crc32(repr(("rab_unaligned", D, how)).encode()), lk, 2, D, torch.bfloat16, "causal", 2)
     if how == "pointer":

@@ -1,7 +1,7 @@
-"""The sm80-class backward's split of long key-block walks (bf16, D = 64 / 128 / 256 on sm_90-class devices, no rab;
-hstu/csrc/sm80/hstu_bwd_sm80_split.cuh; the default's rule on shapes, kernel_options(fwd_sm80_cfg=8) always, 14
-never): a list kernel lists every key block of the call and cuts the long walks into chunks of query tiles; the
-chunks' fp32 dK / dV partials are summed by the last chunk in chunk order. Each case meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random
+"""The sm80-class backward's split of long key-block walks (kernel_options(fwd_sm80_cfg=14), bf16, D = 64 / 128 / 256
+on sm_90-class devices, no rab; hstu/csrc/sm80/hstu_bwd_sm80_split.cuh): a list kernel lists every key block of the
+call and cuts the long walks into chunks of query tiles; the chunks' fp32 dK / dV partials are summed by the last
+chunk in chunk order. Each case meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh random
 inputs, gradients poisoned), runs the split's kernel, agrees with the default (main's path) to the fp32 reduction
 order, and gives the same dK / dV bit for bit on a second run (the sums' order does not depend on which chunk ends
 last). Jagged batches of long and short sequences (0, 1 and tile-edge lengths beside 2,100 keys), causal with and
@@ -22,8 +22,7 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-SPLIT_CFG = 8  # (hstu_attn._ops.FWD_SM80_CFG_BWD_SPLIT: always)
-NO_SPLIT_CFG = 14  # (hstu_attn._ops.FWD_SM80_CFG_BWD_NO_SPLIT: never, main's path)
+SPLIT_CFG = 14  # (hstu_attn._ops.FWD_SM80_CFG_BWD_SPLIT)
 
 
 def _sm90():
@@ -75,9 +74,9 @@ def test_sm80_backward_split(D, mask, chunk, kernel_opts):
     again = _grads(case, dout)
     for name, a, b in zip(("dk", "dv"), got[1:], again[1:]):
         assert torch.equal(a, b), (name, kg.max_err(a, b))
-    kernel_opts(sm90=False, fwd_sm80_cfg=NO_SPLIT_CFG)
+    kernel_opts(sm90=False)
     want = _grads(case, dout)
-    kg.assert_agree(("dq", "dk", "dv"), got, want, "the split vs main's path")
+    kg.assert_agree(("dq", "dk", "dv"), got, want, "the split vs the default")
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])
@@ -113,67 +112,3 @@ def test_sm80_backward_split_d256_ksplit_loop(mask, kernel_opts):
         assert any(f"hstu_bwd_pds_split_kernel<__nv_bfloat16, 256, 2, 8, {body}," in n for n in names), (cfg, names)
         got[cfg] = _grads(case, dout)
     kg.assert_agree(("dq", "dk", "dv"), got[13], got[0], "the split's loops: split S / dP vs not")
-
-
-def _rule(case, D, H):
-    """the default's rule (hstu_bwd_sm80_walk_split.h bwd_split_default) on the case's shapes"""
-    bn, bm = (64, 64) if D == 256 else (128, 128 if D == 64 else 64)
-    total_k, batch = case["k"].shape[0], case["cu_seqlens_k"].numel() - 1
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if case["max_seqlen_q"] < 8 * bm or -(-total_k // bn) * H >= 2 * sms:
-        return False
-    return D != 256 or batch * case["max_seqlen_k"] >= 2 * total_k
-
-
-# (D, key lengths, heads, mask, the rule's answer on a 132-SM H200)
-RULE_CASES = [
-    (128, [1500, 0, 1, 129, 700, 64, 33, 257, 2100, 128], 2, "context_target", True),  # jagged, short grid
-    (64, [2000, 100, 1100], 2, "causal", True),
-    (256, [1500, 0, 1, 129, 700, 64, 33, 257, 2100, 128], 2, "causal", True),  # jagged
-    (256, [1024, 1024], 4, "causal", False),  # dense: the split's D = 256 loop costs more than it saves
-    (128, [1024] * 16, 4, "causal", False),  # 512 key blocks x heads: many waves
-    (128, [300, 200, 400], 2, "causal", False),  # no walk reaches two least chunks (8 query tiles)
-]
-
-
-@pytest.mark.parametrize("D,lens,H,mask,want", RULE_CASES, ids=[f"D{c[0]}-{len(c[1])}x{max(c[1])}-{c[4]}"
-                                                                 for c in RULE_CASES])
-def test_sm80_backward_split_default_rule(D, lens, H, mask, want, kernel_opts):
-    """The default splits by its rule on shapes (key blocks x heads below twice the SMs, max_seqlen_q of at least 8
-    query tiles, at D = 256 a jagged batch): the kernels that run are the rule's (the list kernel and the split's loop,
-    or main's loop alone); fwd_sm80_cfg=14, a bwd_sm80_cfg comparison and rab never split; where it splits the error
-    rule against the fp32 reference holds in both dQ modes (the deterministic dQ kernel: bitwise on a second run)."""
-    if not _sm90():
-        pytest.skip("the split runs on sm_90-class devices (the default's loops)")
-    case = kg.make_case(zlib.crc32(repr(("split39r", D, len(lens))).encode()), lens, H, D, torch.bfloat16, mask, 0)
-    assert torch.cuda.get_device_properties(0).multi_processor_count != 132 or _rule(case, D, H) == want
-    want = _rule(case, D, H)
-    kernel_opts(sm90=False)
-    names = _bwd_kernels(case)
-    assert any("hstu_bwd_split_list_kernel<" in n for n in names) == want, names
-    assert any("hstu_bwd_pds_split_kernel<" in n for n in names) == want, names
-    for opts in (dict(fwd_sm80_cfg=NO_SPLIT_CFG), dict(bwd_sm80_cfg=1)):
-        kernel_opts(sm90=False, **opts)
-        assert not any("split" in n for n in _bwd_kernels(case)), opts
-    if not want:
-        return
-    kernel_opts(sm90=False)
-    kg.check_case(case, 0.5)
-    kg.check_case(case, 0.5, deterministic=True)
-    dout = torch.randn_like(case["q"])
-    leaves = [[t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])] for _ in range(2)]
-    grads = []
-    for lv in leaves:
-        out = hstu_attn_varlen_func(*lv, alpha=0.5, deterministic=True, **kg._varlen_kwargs(case))
-        kg.poison_allocator(8 * case["q"].numel() * case["q"].element_size())
-        grads.append(torch.autograd.grad(out, lv, dout))
-    for name, a, b in zip(("dq", "dk", "dv"), *grads):
-        assert torch.equal(a, b), name
-    # rab: main's path (the launcher refuses the split; no list kernel)
-    rab = torch.randn(len(lens), H, case["max_seqlen_k"], case["max_seqlen_k"], device="cuda", dtype=torch.bfloat16)
-    lv = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
-    out = hstu_attn_varlen_func(*lv, alpha=0.5, rab=rab, **kg._varlen_kwargs(case))
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        torch.autograd.grad(out, lv, torch.randn_like(out))
-        torch.cuda.synchronize()
-    assert not any("split" in e.name for e in prof.events() if "hstu_bwd" in e.name)

@@ -696,11 +696,12 @@ def test_sm80_forward_qscale(mask, delta_q, rab_heads, seqused, kernel_opts):
                         torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
     assert case["q"].shape[0] >= _ops.FWD_SM80_LONG_ROWS * len(lk), "long rows: the default's Q-in-registers tile"
     tile = "hstu_fwd_qreg{}_kernel<__nv_bfloat16, 64, 128, 128, 64, 4, 2, 2, 0, 1>"
-    case["rab"] = kg.rab_main_path(case["rab"])  # (rab unaligned: main's path, not FwdSm80QregRab's tiles)
     for alpha, scaled in ((0.125, True), (0.5, True), (0.3, False)):
         outs = {}
         for qscale, ilv in ((True, True), (True, False), (False, True)):
-            kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_qscale=qscale, fwd_sm80_interleave=ilv)
+            # (fwd_sm80_cfg=8: with rab main's path, not FwdSm80QregRab; test_sm80_forward_rab_smem)
+            kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_qscale=qscale, fwd_sm80_interleave=ilv,
+                        fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_MAIN)
             if qscale and ilv and alpha != 0.5:
                 kg.check_case(case, alpha, backward=False)
             kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
@@ -728,10 +729,9 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
     FwdSm80QregRabW; else in 128 x 64 tiles: hstu_fwd_qreg_rabm_kernel, FwdSm80QregRabIlvMma, also
     kernel_options(fwd_sm80_cfg=10)): they meet the error rule against the fp32 reference (outputs poisoned) on jagged
     lengths across several query tiles (keys ending inside a 16-byte chunk), windows, targets with groups, delta-q,
-    seqused, per-head and shared rab, and agree with main's rab path (the same rab 2 bytes off 16-byte alignment):
-    bit for bit at D = 128 / 256 (the same tiles and sums), at D = 64 to the fp32 sum order. D = 64: the 128 x 128
-    tiles, the 128 x 64 tiles (cfg 10) and their per-score add (fwd_sm80_cfg=9: FwdSm80QregRabIlv) agree to the fp32
-    sum order; the
+    seqused, per-head and shared rab, and agree with main's rab path (kernel_options(fwd_sm80_cfg=8)): bit for bit at
+    D = 128 / 256 (the same tiles and sums), at D = 64 to the fp32 sum order. D = 64: the 128 x 128 tiles, the 128 x 64
+    tiles (cfg 10) and their per-score add (fwd_sm80_cfg=9: FwdSm80QregRabIlv) agree to the fp32 sum order; the
     interleaved groups of the 128 x 64 tiles give bit for bit their plain body's output (fwd_sm80_interleave=False,
     which runs the 128 x 64 tiles) in both. D = 128 / 256: the rab tiles inside the sequence copied without per-row
     predicates (FwdSm80QregRabF128, FwdSm80PairsPfRabF; D = 128 with S's accumulators starting as the rab) against
@@ -762,19 +762,16 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
         want[copy_v] = want[0].replace("true>", "false>")
     alpha = 0.125  # (D = 64: alpha / 2 a power of two, the scaled Q registers)
     outs = {}
-    main_v = "main"  # (the same rab unaligned: main's rab path)
-    main_rab = kg.rab_main_path(case["rab"])
-    variants = [(0, True), (lds_v, True), (main_v, True), (t64_v, True), (copy_v, True)]
+    variants = [(0, True), (lds_v, True), (_ops.FWD_SM80_CFG_RAB_MAIN, True), (t64_v, True), (copy_v, True)]
     if D == 64:
         variants += [(v, False) for v in (0, lds_v)]
     for var, ilv in variants:
-        kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_cfg=0 if var == main_v else var, fwd_sm80_interleave=ilv)
+        kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_cfg=var, fwd_sm80_interleave=ilv)
         if var == 0 and ilv:
             kg.check_case(case, alpha, backward=False)
         kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            outs[var, ilv] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=alpha,
-                                                   rab=main_rab if var == main_v else case["rab"],
+            outs[var, ilv] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=alpha, rab=case["rab"],
                                                    **kg._varlen_kwargs(case))
             torch.cuda.synchronize()
         names = {e.name for e in prof.events() if "hstu_fwd_" in e.name}
@@ -782,9 +779,9 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
         if var in want and runs:
             w = want[var] if ilv else want[t64_v if var == 0 else var].replace("true, true", "true, false")
             assert w in next(iter(names)), (var, ilv, names, w)
-        if var == main_v:
+        if var == _ops.FWD_SM80_CFG_RAB_MAIN:
             assert "_rab_kernel" not in next(iter(names)) and "_rabm_kernel" not in next(iter(names)), names
-    new, lds, main = outs[0, True], outs[lds_v, True], outs[main_v, True]
+    new, lds, main = outs[0, True], outs[lds_v, True], outs[_ops.FWD_SM80_CFG_RAB_MAIN, True]
     copy = outs[copy_v, True]
     if D == 128:  # (rab as S's initial accumulators: the same sums in another order)
         kg.assert_agree(("out",), (new,), (copy,), "rab as S's start vs rab added after S")

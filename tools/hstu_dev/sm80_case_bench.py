@@ -11,7 +11,7 @@ A case: NAME[@buf][:cfg][~var][!]
   fwd_sm80_qscale=False) (e.g. causalnoqs)
   @buf: the input set (q, k, v, dout) the case runs on (0 default): cases on different sets tell the inputs'
   placement apart from the kernel; :cfg the fwd_sm80_cfg / bwd_sm80_cfg (default 0); ~var the fp8_fwd_var, except
-  ~10 (branch rab35's value for main's rab path in the forward; retired with fwd_sm80_cfg=8 in session 36);
+  ~10 (branch rab35's value for main's rab path in the forward, since tidy36 fwd_sm80_cfg=8, which ~10 maps to);
   ! fwd_sm80_interleave=False (as noilv).
 
 Usage: sm80_case_bench.py LABEL [--tag T] [--reps 5] [--dims 64 128 256] [--dirs fwd bwd] [--cases causal ctx64 ...]
@@ -59,8 +59,8 @@ def call_of(inp, direction, case):
     for flag, kw in (("noilv", "fwd_sm80_interleave"), ("noqs", "fwd_sm80_qscale")):
         if name.endswith(flag):
             name, extra[kw] = name[: -len(flag)], False
-    if var == 10:  # (rab35's main rab path, fwd_sm80_cfg=8 from tidy36 to session 36: retired)
-        raise SystemExit("~10: main's rab path is no kernel option any more (an unaligned rab runs it)")
+    if var == 10:  # (rab35's fp8_fwd_var=10: main's rab path, now kernel_options(fwd_sm80_cfg=8))
+        cfg, var = (_ops.FWD_SM80_CFG_RAB_MAIN if direction == "fwd" else cfg), 0
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg if direction == "fwd" else 0,
                              bwd_sm80_cfg=cfg if direction == "bwd" else 0, fp8_fwd_var=var, **extra):
         opts = _ops._current_options()

@@ -192,12 +192,10 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   // (cfg 15, kFwdSm80CfgDrabMain: the forward's default; the backward's drab zeroed by the op as main had it. cfg 12,
   // kFwdSm80CfgDrabLsu: the forward's default; the rab loops' drab zeros by 16-byte stores. cfg 13,
   // kFwdSm80CfgDqClaim: the forward's default; the sm80-class backward's dQ workspace by claims, the run below. cfg
-  // 8 / 14, kFwdSm80CfgBwdSplit / kFwdSm80CfgBwdNoSplit: the forward's default; the sm80-class backward's split of
-  // long key-block walks always / never (else bwd_with_options' rule, bwd_split_default))
+  // 14, kFwdSm80CfgBwdSplit: the forward's default; the sm80-class backward's split of long key-block walks)
   const bool drab_main = o.fwd_sm80_cfg == kFwdSm80CfgDrabMain, drab_lsu = o.fwd_sm80_cfg == kFwdSm80CfgDrabLsu;
   const bool dq_claim = o.fwd_sm80_cfg == kFwdSm80CfgDqClaim, bwd_split = o.fwd_sm80_cfg == kFwdSm80CfgBwdSplit;
-  const bool fwd_default = drab_main || drab_lsu || dq_claim || bwd_split || o.fwd_sm80_cfg == kFwdSm80CfgBwdNoSplit;
-  p.fwd_sm80_cfg = fwd_sm80_cfg_word(fwd_default ? 0 : o.fwd_sm80_cfg,
+  p.fwd_sm80_cfg = fwd_sm80_cfg_word(drab_main || drab_lsu || dq_claim || bwd_split ? 0 : o.fwd_sm80_cfg,
                                      o.fwd_sm80_qscale, o.fwd_sm80_split_main, o.fwd_sm80_ilv,
                                      fwd_sm80_bm64_forced(o.fwd_sm80_bm64), o.fwd_sm80_split_plain) |
                    (drab_main ? kBwdSm80DrabZeroed : 0) | (drab_lsu ? kBwdSm80DrabLsu : 0) |
@@ -331,21 +329,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
     p.bwd_sched = scratch.data_ptr();
     p.bwd_sched_bytes = plan.sched_bytes;
   }
-  // The sm80-class backward's split of long key-block walks: by the default's rule on host values
-  // (bwd_split_default; not with another backward comparison: bwd_sm80_cfg, bwd_grid, the dQ claims, nor rab or
-  // fp16, which the launcher refuses), kernel_options(fwd_sm80_cfg=8) always, 14 never. Its work list, counters and
-  // dK / dV partials (hstu_bwd_sm80_walk_split.h; uninitialized: the list kernel writes what the backward reads).
-  const int d = static_cast<int>(q.size(2));
-  const int sms = accel::current_device_sms();
-  if (plan.family == KernelFamily::kSm80 && !half && !rab.has_value() && o.bwd_sm80_cfg == 0 && o.bwd_grid == 0 &&
-      (o.fwd_sm80_cfg != kFwdSm80CfgBwdNoSplit && o.fwd_sm80_cfg != kFwdSm80CfgDqClaim) &&
-      bwd_split_default(k.size(0), p.batch, p.heads, p.max_seqlen_q, p.max_seqlen_k, d, sms)) {
-    p.fwd_sm80_cfg |= kBwdSm80SplitWalk;
-  }
+  // The sm80-class backward's split (kernel_options(fwd_sm80_cfg=14)): its work list, counters and dK / dV partials
+  // (hstu_bwd_sm80_walk_split.h; uninitialized: the list kernel writes what the backward reads).
   std::optional<Tensor> split_ws;
   if (plan.family == KernelFamily::kSm80 && (p.fwd_sm80_cfg & kBwdSm80SplitWalk) && p.bwd_sched == nullptr &&
-      bwd_split_block_n(d) > 0) {
-    const BwdSplitLayout l = bwd_split_layout(k.size(0), p.batch, p.heads, bwd_split_block_n(d), d, sms);
+      bwd_split_block_n(static_cast<int>(q.size(2))) > 0) {
+    const int d = static_cast<int>(q.size(2));
+    const BwdSplitLayout l = bwd_split_layout(k.size(0), p.batch, p.heads, bwd_split_block_n(d), d,
+                                              accel::current_device_sms());
     split_ws = torch::stable::new_empty(q, {l.bytes}, ScalarType::Byte);
     p.bwd_sched = split_ws->data_ptr();
     p.bwd_sched_bytes = l.bytes;

@@ -947,9 +947,10 @@ constexpr int kBwdPdsD64Tile128 = kPdsLoopFreeDqFirst | kPdsMbarCopies | kPdsTil
 constexpr int kBwdSm80ThreeStageCfg = 15;
 constexpr int kBwdSm80LastCfg = 15;
 
-// Whether the sm_90+ defaults run with rab through shared memory (kPdsRabSmem): bf16, rab given, no contexts, rab's
-// 16-byte chunks aligned (the pointer and every stride), and a per-head drab (q's dtype) aligned the same way (the
-// fp32 drab of a shared rab keeps its per-element atomics / stores).
+// Whether the sm_90+ defaults run with rab through shared memory (kPdsRabSmem): bf16, rab given, no contexts, not
+// kernel_options(fwd_sm80_cfg=8) (kFwdSm80RabMain: main's rab path in both directions, for comparisons), rab's 16-byte
+// chunks aligned (the pointer and every stride), and a per-head drab (q's dtype) aligned the same way (the fp32
+// drab of a shared rab keeps its per-element atomics / stores).
 // (kBwdSm80RabSmem<T>: whether T has the kernels; only the launched kernels are instantiated)
 template <typename T>
 constexpr bool kBwdSm80RabSmem = std::is_same<T, __nv_bfloat16>::value;
@@ -959,6 +960,7 @@ inline bool bwd_sm80_rab_smem(const HstuParams& p) {
     return reinterpret_cast<uintptr_t>(x) % 16 == 0 && s0 % 8 == 0 && s1 % 8 == 0 && s2 % 8 == 0;
   };
   return kBwdSm80RabSmem<T> && p.rab != nullptr && p.num_contexts == nullptr &&
+         !(p.fwd_sm80_cfg & kFwdSm80RabMain) &&
          aligned(p.rab, p.rab_batch_stride, p.rab_head_stride, p.rab_row_stride) &&
          (p.drab == nullptr || p.drab_accum != nullptr || p.drab_heads != nullptr ||
           aligned(p.drab, p.drab_batch_stride, p.drab_head_stride, p.drab_row_stride));
@@ -1150,11 +1152,10 @@ cudaError_t launch_hstu_bwd_rab_smem(const HstuParams& p, cudaStream_t stream) {
   return cudaErrorNotSupported;
 }
 
-// The split of long key-block walks (kBwdSm80SplitWalk: the op's rule, hstu_bwd_sm80_walk_split.h) with BODY's
-// loop (STAGES Q / dO stages): the list kernel, then one CTA per (head, item) (heads fastest: each item's heads side
-// by side, the heaviest items first);
-// cudaErrorNotSupported where BODY's shared memory does not fit or the op gave no workspace. (BM: the loop's query
-// rows a tile; the list counts the walks as the body does.)
+// The split of long key-block walks (kernel_options(fwd_sm80_cfg=14): kBwdSm80SplitWalk, hstu_bwd_sm80_walk_split.h)
+// with BODY's loop (STAGES Q / dO stages): the list kernel, then one CTA per (head, item) (heads fastest: each
+// item's heads side by side, the heaviest items first); cudaErrorNotSupported where BODY's shared memory does not
+// fit or the op gave no workspace. (BM: the loop's query rows a tile; the list counts the walks as the body does.)
 template <typename T, int D, int STAGES, int BODY>
 cudaError_t launch_hstu_bwd_pds_split(const HstuParams& p, int max_smem, cudaStream_t stream) {
   using C = BwdPdsConfig<D, 8>;
@@ -1220,7 +1221,7 @@ cudaError_t launch_hstu_bwd_split(const HstuParams& p, cudaStream_t stream) {
 // rab_smem: whether to try launch_hstu_bwd_rab_smem (false: the caller did, and it did not apply).
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream, bool rab_smem = true) {
-  if (p.fwd_sm80_cfg & kBwdSm80SplitWalk) {  // (the op's rule or kernel_options(fwd_sm80_cfg=8): where it applies)
+  if (p.fwd_sm80_cfg & kBwdSm80SplitWalk) {  // (kernel_options(fwd_sm80_cfg=14): the split where it applies)
     const cudaError_t err = launch_hstu_bwd_split<T, D>(p, stream);
     if (err != cudaErrorNotSupported) return err;
   }

@@ -180,7 +180,7 @@ constexpr int kPdsDrabBulk = 524288;
 // torch fill of the workspace (285 MB at B128 S1K D128) is gone; hstu_dq_tile_convert_kernel reads a block whose
 // word is 0 (no key block walked it) as zeros. dQ sums in another order (the first one stored, not added to +0).
 constexpr int kPdsDqClaim = 1048576;
-// A flag on BODY (the split of long walks, hstu_bwd_sm80_split.cuh): the CTA's key block and chunk of its
+// A flag on BODY (kernel_options(fwd_sm80_cfg=14), hstu_bwd_sm80_split.cuh): the CTA's key block and chunk of its
 // walk from the split's work list (blockIdx.y; heads in blockIdx.x), a split block's dK / dV merged by its last chunk.
 constexpr int kPdsSplitWalk = 262144;
 template <int D, int NWARPS>

@@ -1,6 +1,6 @@
-// The sm80-class backward's split of long key-block walks (the default's rule bwd_split_default; the workspace's
-// layout and the why: hstu_bwd_sm80_walk_split.h): the list kernel that builds the work list on the device, and the
-// merge of a split block's fp32 dK / dV partials. The backward's body reads its item with the BODY flag kPdsSplitWalk
+// The sm80-class backward's split of long key-block walks (kernel_options(fwd_sm80_cfg=14); the workspace's layout
+// and the why: hstu_bwd_sm80_walk_split.h): the list kernel that builds the work list on the device, and the merge of
+// a split block's fp32 dK / dV partials. The backward's body reads its item with the BODY flag kPdsSplitWalk
 // (hstu_bwd_sm80_pds_kernel.cuh).
 #pragma once
 

@@ -1,5 +1,5 @@
-// The sm80-class backward's split of long key-block walks (issue 39): the default's rule (bwd_split_default) and the
-// layout of its workspace, shared by the op (hstu/csrc/ops/hstu_ops.cc, which allocates it) and the launcher
+// The sm80-class backward's split of long key-block walks (issue 39, kernel_options(fwd_sm80_cfg=14)): the layout of
+// its workspace, shared by the op (hstu/csrc/ops/hstu_ops.cc, which allocates it) and the launcher
 // (hstu_bwd_sm80_split.cuh); host-only, no CUDA headers.
 //
 // A key block's CTA walks every query tile that sees its keys; under a causal mask the longest sequence's block 0
@@ -15,13 +15,10 @@
 
 namespace hstu {
 
-// HstuParams::fwd_sm80_cfg bit (above the forward's bits and kBwdSm80DrabZeroed, 8192) set by the op where the
-// backward splits (bwd_split_default below, or kernel_options(fwd_sm80_cfg=8), kFwdSm80CfgBwdSplit: always);
-// kernel_options(fwd_sm80_cfg=14) (kFwdSm80CfgBwdNoSplit) never (main's path, for comparisons). Both run the
-// forward's default.
+// HstuParams::fwd_sm80_cfg bit (above the forward's bits and kBwdSm80DrabZeroed, 8192) set by the op for
+// kernel_options(fwd_sm80_cfg=14) (kFwdSm80CfgBwdSplit): the backward's split (the forward runs its default).
 constexpr int kBwdSm80SplitWalk = 131072;
-constexpr int kFwdSm80CfgBwdSplit = 8;
-constexpr int kFwdSm80CfgBwdNoSplit = 14;
+constexpr int kFwdSm80CfgBwdSplit = 14;
 // The least chunk (query tiles): shorter walks cost their CTA's fixed part (K / V, the prologue, the epilogue) more
 // than they save.
 constexpr int kBwdSplitMinChunk = 4;
@@ -60,25 +57,5 @@ inline int64_t bwd_split_cap_from_bytes(int64_t bytes, int64_t heads, int bn, in
 // The key block of the split's kernels at head dim d (BwdPdsConfig: 128 keys at D = 64 / 128, 64 at D = 256); 0: no
 // split at that head dim.
 constexpr int bwd_split_block_n(int d) { return d == 64 || d == 128 ? 128 : d == 256 ? 64 : 0; }
-// Its query tile (the walks' unit: 128 rows at D = 64's 128-query tiles, else 64).
-constexpr int bwd_split_block_m(int d) { return d == 64 ? 128 : 64; }
-
-// The default's rule on host values only (no sync: the lengths stay on the device): the split where main's grid of
-// key blocks is short, ceil(total_k / BN) x heads CTAs below two waves of one CTA an SM (there the longest walks
-// bound the kernel and the list's heaviest-first order and chunks pay for the list kernel and the partials; on an
-// H200 the Zipf pair of issue 39 and B8 S1K ran 0.60-0.89x main's time at D = 64 / 128, B16 S4K (2,048 CTAs)
-// 1.02-1.05x), a walk can reach two least chunks (max_seqlen_q of 2 kBwdSplitMinChunk query tiles: else the list
-// kernel is all cost), and at D = 256 only on a jagged batch (batch x max_seqlen_k at least twice total_k): there
-// the split's loop and the merge of 64 x 256 partials cost more (the dense twin B2 S1820 1.11-1.15x, the Zipf batch
-// 0.75x). The launcher still refuses what it cannot run (rab, fp16, other head dims, sm_80-class devices): main's
-// path then.
-inline bool bwd_split_default(int64_t total_k, int64_t batch, int64_t heads, int64_t max_seqlen_q,
-                              int64_t max_seqlen_k, int d, int sms) {
-  const int bn = bwd_split_block_n(d);
-  if (bn == 0 || batch <= 0 || heads <= 0 || total_k <= 0) return false;
-  if (max_seqlen_q < 2 * kBwdSplitMinChunk * bwd_split_block_m(d)) return false;
-  if ((total_k + bn - 1) / bn * heads >= 2 * static_cast<int64_t>(sms)) return false;
-  return d != 256 || batch * max_seqlen_k >= 2 * total_k;
-}
 
 }  // namespace hstu

@@ -257,7 +257,7 @@ struct FwdSm80QregCtxIlv : FwdSm80QregCtx<D> {
 // memory with K / V (hstu_fwd_block's RABS; hstu_fwd_qreg_rab_kernel). D = 128: candidate 3's tile (where two of
 // its blocks fit per SM), the two rab buffers (32 KB) in Q's; D = 64: 128 x 64 tiles in 64-key sub-tiles with Q in
 // registers scaled by alpha / 2 (where that is a power of two), the rab buffers behind (82 KB: two blocks per SM;
-// the 128-key tiles of the default would need 64 KB more).
+// the 128-key tiles of the default would need 64 KB more). kernel_options(fwd_sm80_cfg=8): main's rab path.
 template <int D>
 struct FwdSm80QregRab;
 template <>
@@ -310,11 +310,11 @@ struct FwdSm80QregRabW : FwdSm80QregIlv<64> {
   static constexpr bool kRabWarp = true;
   static constexpr int kSmem = FwdSm80QregIlv<64>::kSmem + 128 * 64 * 2;
 };
-// Whether the bf16 defaults run FwdSm80QregRab: rab given, its 16-byte chunks aligned (the pointer and every
-// stride)
+// Whether the bf16 defaults run FwdSm80QregRab: rab given, not kernel_options(fwd_sm80_cfg=8), its 16-byte chunks
+// aligned (the pointer and every stride)
 inline bool fwd_sm80_rab_smem(const HstuParams& p) {
-  return p.rab != nullptr && reinterpret_cast<uintptr_t>(p.rab) % 16 == 0 && p.rab_batch_stride % 8 == 0 &&
-         p.rab_head_stride % 8 == 0 && p.rab_row_stride % 8 == 0;
+  return p.rab != nullptr && !(p.fwd_sm80_cfg & kFwdSm80RabMain) && reinterpret_cast<uintptr_t>(p.rab) % 16 == 0 &&
+         p.rab_batch_stride % 8 == 0 && p.rab_head_stride % 8 == 0 && p.rab_row_stride % 8 == 0;
 }
 // The warp pairs (candidate 3) with Q's copy issued before the mask's setup (hstu_fwd_qearly_kernel), so that the
 // setup's ~400 dependent instructions run under Q's load instead of in front of it: a block of 1-4 KV steps spends

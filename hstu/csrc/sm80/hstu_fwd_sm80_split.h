@@ -51,6 +51,11 @@ constexpr int kFwdSm80SplitMain = 16;
 constexpr int kFwdSm80NoIlv = 32;
 constexpr int kFwdSm80SplitBm64Shift = 6;
 constexpr int kFwdSm80SplitPlain = 256;
+// kFwdSm80RabMain for kernel_options(fwd_sm80_cfg=8) (kFwdSm80CfgRabMain; the cfg bits 0, private, for comparisons):
+// the bf16 defaults with rab as main had them (the rab read per element from global memory after the S MMAs), not
+// FwdSm80QregRab's tiles in shared memory; the backward reads it too (hstu_bwd_sm80_kernel.cuh bwd_sm80_rab_smem)
+constexpr int kFwdSm80RabMain = 2048;
+constexpr int kFwdSm80CfgRabMain = 8;
 // kFwdSm80RabLds for kernel_options(fwd_sm80_cfg=9) (kFwdSm80CfgRabLds; private, for comparisons): the bf16 default
 // at D = 64 with rab adds each rab pair read from the shared-memory tile as two FFMA (FwdSm80QregRabIlv) instead of
 // by the tensor cores' identity MMAs (FwdSm80QregRabIlvMma)
@@ -68,7 +73,8 @@ constexpr int kFwdSm80RabCopyMain = 524288;
 constexpr int kFwdSm80CfgRabCopyMain = 11;
 constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0,
                                 bool split_plain = false) {
-  return (cfg == kFwdSm80CfgRabLds        ? kFwdSm80RabLds
+  return (cfg == kFwdSm80CfgRabMain       ? kFwdSm80RabMain
+          : cfg == kFwdSm80CfgRabLds      ? kFwdSm80RabLds
           : cfg == kFwdSm80CfgRabTile64   ? kFwdSm80RabTile64
           : cfg == kFwdSm80CfgRabCopyMain ? kFwdSm80RabCopyMain
                                           : cfg & kFwdSm80CfgMask) |
