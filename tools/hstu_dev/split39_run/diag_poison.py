@@ -4,7 +4,8 @@ fwd_sm80_cfg=CFG) (the split: 8 on split39's wheel, 14 on main's) and counts the
 test's error rule against the fp32 reference (the allocator poisoned before each backward), and whether dK / dV are
 the same bits in every run. The session-35 merged tree failed that test once (dq 5.0e-2) with zipfb38's one-pass
 list kernel; a CPU model (list_model.py) finds both list kernels' lists equal.
-Usage: diag_poison.py LABEL CFG POISON(0/1) [N] [D ...]  (diag_many.py with the allocator poisoning switchable)   (run from a tree with tests/hstu/hstu_kernel_checks.py)"""
+Usage: diag_poison.py LABEL CFG POISON(0/1) [N] [D ...]
+(diag_many.py with the allocator's poisoning switchable; run from a tree with tests/hstu/hstu_kernel_checks.py)"""
 import os
 import sys
 import zlib
@@ -50,7 +51,8 @@ def main():
                     first = got
                 else:
                     same = same and all(torch.equal(a, b) for a, b in zip(got[1:], first[1:]))
-        print(f"(diag {label} poison={poison} D{D} fwd_sm80_cfg={cfg}: {n} runs; failed dq/dk/dv {fails[0]}/{fails[1]}/{fails[2]}; "
+        print(f"(diag {label} poison={poison} D{D} fwd_sm80_cfg={cfg}: {n} runs; "
+              f"failed dq/dk/dv {fails[0]}/{fails[1]}/{fails[2]}; "
               f"worst err / bound {worst[0]:.2f}/{worst[1]:.2f}/{worst[2]:.2f}; dK / dV bitwise across runs: {same})",
               flush=True)
 
