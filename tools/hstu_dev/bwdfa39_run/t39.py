@@ -11,13 +11,19 @@
 Shapes: dense, causal, H = 4, bf16, alpha D^-1/2, scaling max_len (issue 39's table).
 """
 import argparse
+import os
 import sys
 import time
 
 import torch
 
-# v2: kernel_options(bwd_sm80_cfg=2) (kPdsDqMid: dQ between dV and dK), its lab forms by bwd_grid (1: with D = 64's
-# dQ-first warps 4-7 (at D = 128 too); 2 (D = 128): the dQ-first warps 4-7 alone)
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "runlib")]  # labtime.py: carried beside this file, or in the tree
+import labtime  # noqa: E402
+
+# v2: kernel_options(bwd_sm80_cfg=2) on branch bwdfa39's wheel (kPdsDqMid: dQ between dV and dK; on main's wheel cfg 2
+# is another comparison), its lab forms by bwd_grid (1: with D = 64's dQ-first warps 4-7 (at D = 128 too); 2 (D =
+# 128): the dQ-first warps 4-7 alone)
 VARIANTS = {"main": {}, "v2": {"bwd_sm80_cfg": 2}, "v2g1": {"bwd_sm80_cfg": 2, "bwd_grid": 1},
             "v2g2": {"bwd_sm80_cfg": 2, "bwd_grid": 2}}
 
@@ -28,17 +34,7 @@ def shape(s):
 
 
 def prof_kernels(label, s, fn):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-    ks = {}
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            ks.setdefault(e.name, []).append(e.time_range.elapsed_us())
+    ks = labtime.kernel_times(fn, n=3, warmup=3)
     tot = sum(sum(ts) for ts in ks.values()) / 3
     print(f"#### prof {s} {label} (sum of kernels {tot:.1f} us)")
     for n_, ts in sorted(ks.items(), key=lambda x: -sum(x[1])):
