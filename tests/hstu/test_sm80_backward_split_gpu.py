@@ -40,7 +40,7 @@ def _grads(case, dout):
 def _bwd_kernels(case):
     """names of the sm80-class backward's kernels (main's and the split's list) one backward of case runs"""
     leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
-    out = hstu_attn_varlen_func(*leaves, alpha=0.5, **kg._varlen_kwargs(case))
+    out = hstu_attn_varlen_func(*leaves, alpha=0.5, rab=case["rab"], **kg._varlen_kwargs(case))
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         torch.autograd.grad(out, leaves, torch.randn_like(out))
         torch.cuda.synchronize()
@@ -147,3 +147,32 @@ def test_sm80_backward_context_loops_repeated(D, cfg, kernel_opts):
             first = got
         else:
             assert torch.equal(got[1], first[1]) and torch.equal(got[2], first[2]), f"run {run}: dK / dV differ"
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_backward_split_default_rule(D, kernel_opts):
+    """The split by default (hstu_bwd_sm80_walk_split.h bwd_split_default): a jagged batch of a few sequences, one
+    long (few key blocks x heads for the SMs) runs the split's kernels and meets the error rule; with
+    kernel_options(bwd_sm80_split=False) it does not split; a many-wave dense batch, a dense batch at D = 256, fp16
+    and rab never split by default."""
+    if not _sm90():
+        pytest.skip("the split runs on sm_90-class devices (the default's loops)")
+    split = "hstu_bwd_pds_split_kernel<"
+    lens = [2065, 0, 700, 31, 1290, 129, 300]
+    case = kg.make_case(zlib.crc32(repr(("split40d", D)).encode()), lens, 2, D, torch.bfloat16, "context", 0)
+    kernel_opts(sm90=False)
+    kg.check_case(case, 0.5)
+    assert any(split in n for n in _bwd_kernels(case)), D
+    kernel_opts(sm90=False, bwd_sm80_split=False)
+    kg.check_case(case, 0.5)
+    assert not any(split in n for n in _bwd_kernels(case)), D
+    kernel_opts(sm90=False)
+    dense_many = kg.make_case(zlib.crc32(repr(("split40m", D)).encode()), [1024] * 32, 2, D, torch.bfloat16,
+                              "causal", 0)
+    assert not any(split in n for n in _bwd_kernels(dense_many)), D
+    dense = kg.make_case(zlib.crc32(repr(("split40n", D)).encode()), [2048], 2, D, torch.bfloat16, "causal", 0)
+    assert any(split in n for n in _bwd_kernels(dense)) == (D != 256), D
+    half = kg.make_case(zlib.crc32(repr(("split40h", D)).encode()), lens, 2, D, torch.float16, "context", 0)
+    assert not any(split in n for n in _bwd_kernels(half)), D
+    rab = kg.make_case(zlib.crc32(repr(("split40r", D)).encode()), lens, 2, D, torch.bfloat16, "causal", 1)
+    assert not any(split in n for n in _bwd_kernels(rab)), D
