@@ -334,17 +334,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
   // it applies under kernel_options(fwd_sm80_cfg=14). Its work list, counters and dK / dV partials (uninitialized:
   // the list kernel writes what the backward reads).
   std::optional<Tensor> split_ws;
-  const int d = static_cast<int>(q.size(2));
+  const int d = static_cast<int>(q.size(2)), split_bn = bwd_split_block_n(d), sms = accel::current_device_sms();
   if (plan.family == KernelFamily::kSm80 && o.bwd_sm80_split && o.fwd_sm80_cfg == 0 && o.bwd_sm80_cfg == 0 &&
       !o.bwd_sm80_pair && !half && !rab.has_value() && !deterministic && p.bwd_sched == nullptr &&
-      bwd_split_default(k.size(0), p.batch, p.heads, max_seqlen_q, max_seqlen_k, d, accel::current_device_sms()) &&
+      bwd_split_default(k.size(0), p.batch, p.heads, max_seqlen_q, max_seqlen_k, d, sms) &&
       device_sm90_class(q.get_device())) {
     p.fwd_sm80_cfg |= kBwdSm80SplitWalk;
   }
   if (plan.family == KernelFamily::kSm80 && (p.fwd_sm80_cfg & kBwdSm80SplitWalk) && p.bwd_sched == nullptr &&
-      bwd_split_block_n(d) > 0) {
-    const BwdSplitLayout l = bwd_split_layout(k.size(0), p.batch, p.heads, bwd_split_block_n(d), d,
-                                              accel::current_device_sms());
+      split_bn > 0) {
+    const BwdSplitLayout l = bwd_split_layout(k.size(0), p.batch, p.heads, split_bn, d, sms);
     split_ws = torch::stable::new_empty(q, {l.bytes}, ScalarType::Byte);
     p.bwd_sched = split_ws->data_ptr();
     p.bwd_sched_bytes = l.bytes;
