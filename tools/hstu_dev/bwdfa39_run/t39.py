@@ -24,8 +24,10 @@ import labtime  # noqa: E402
 # v2: kernel_options(bwd_sm80_cfg=2) on branch bwdfa39's wheel (kPdsDqMid: dQ between dV and dK; on main's wheel cfg 2
 # is another comparison), its lab forms by bwd_grid (1: with D = 64's dQ-first warps 4-7 (at D = 128 too); 2 (D =
 # 128): the dQ-first warps 4-7 alone)
+# fill / claim (bwd40): kernel_options(fwd_sm80_cfg=15) the dQ workspace zeroed by the op (main's path before bwd40),
+# 13 the dQ claims wherever they apply
 VARIANTS = {"main": {}, "v2": {"bwd_sm80_cfg": 2}, "v2g1": {"bwd_sm80_cfg": 2, "bwd_grid": 1},
-            "v2g2": {"bwd_sm80_cfg": 2, "bwd_grid": 2}}
+            "v2g2": {"bwd_sm80_cfg": 2, "bwd_grid": 2}, "fill": {"fwd_sm80_cfg": 15}, "claim": {"fwd_sm80_cfg": 13}}
 
 
 def shape(s):
