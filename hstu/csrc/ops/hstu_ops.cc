@@ -332,11 +332,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
   // The sm80-class backward's split (kernel_options(fwd_sm80_cfg=14)): its work list, counters and dK / dV partials
   // (hstu_bwd_sm80_walk_split.h; uninitialized: the list kernel writes what the backward reads).
   std::optional<Tensor> split_ws;
+  const int split_d = static_cast<int>(q.size(2));
+  const int split_bn = bwd_split_block_n(split_d);  // (0: no split at this head dim)
   if (plan.family == KernelFamily::kSm80 && (p.fwd_sm80_cfg & kBwdSm80SplitWalk) && p.bwd_sched == nullptr &&
-      bwd_split_block_n(static_cast<int>(q.size(2))) > 0) {
-    const int d = static_cast<int>(q.size(2));
-    const BwdSplitLayout l = bwd_split_layout(k.size(0), p.batch, p.heads, bwd_split_block_n(d), d,
-                                              accel::current_device_sms());
+      split_bn > 0) {
+    const BwdSplitLayout l =
+        bwd_split_layout(k.size(0), p.batch, p.heads, split_bn, split_d, accel::current_device_sms());
     split_ws = torch::stable::new_empty(q, {l.bytes}, ScalarType::Byte);
     p.bwd_sched = split_ws->data_ptr();
     p.bwd_sched_bytes = l.bytes;
