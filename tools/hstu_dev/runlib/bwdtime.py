@@ -1,5 +1,5 @@
-"""The portable kernels' timing against FA2 and NVIDIA's Ampere HSTU (the peer), shared by bwd38_run/t38.py and
-bwdfa39_run/t39.py (issue 39): the product benchmark's (benchmarks/hstu_attention.py) Case, Timer, timed_calls,
+"""The portable kernels' timing against FA2 and NVIDIA's Ampere HSTU (the peer), shared by bwd36_run/t36.py,
+bwd38_run/t38.py and bwdfa39_run/t39.py (issue 39): the product benchmark's (benchmarks/hstu_attention.py) Case, Timer, timed_calls,
 Fa2Peer and NvidiaAmperePeer over dense causal shapes `B<batch>:S<len>:D<head dim>` (H = 4, bf16, alpha D^-1/2,
 scaling max_len). runlib/pack.sh's callers carry it beside the timer; in the repository it is found in runlib/.
 
@@ -68,7 +68,7 @@ class Lab:
         self.timer = ha.Timer(dev, warmup=3, reps=a.reps, warmup_ms=100.0)
         self.fa2 = None if a.no_fa2 or (a.mode == "ncu" and "fa2" not in a.variants) else ha.Fa2Peer(dev)
         self.peer = None
-        if a.peer:
+        if getattr(a, "peer", False):  # (t36.py has no --peer)
             try:
                 self.peer = ha.NvidiaAmperePeer(dev)
             except SystemExit as e:
