@@ -21,6 +21,6 @@ python3 -P $S compare $OUT/main.pt $OUT/branch.pt $OUT/main2.pt > $OUT/compare.l
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 grep -E "dumped|rror" $OUT/dump.log | cut -c1-120 | head -4
-grep -E "DIFF|ERR|rror|^  " $OUT/compare.log | cut -c1-160 | head -6
+grep -E "DIFF|ERR|rror|^  | diff " $OUT/compare.log | cut -c1-160 | head -6
 grep -E "^FLAGS|^SAME" $OUT/compare.log | cut -c1-400
 digest_gpu_tests 160
