@@ -7,7 +7,8 @@ set -u
 export PYTHONUNBUFFERED=1 R=$PWD OUT=${OUT:-/tmp/o_$NAME}
 mkdir -p "$OUT"
 C=$R/.carry/$NAME
-for site_whl in "${BASE_SITE:-/tmp/site_main} $R/.carry/$BASE/whl" "/tmp/site_$NAME $C/whl"; do
+# (BASE empty: no main's wheel, the branch's alone)
+for site_whl in ${BASE:+"${BASE_SITE:-/tmp/site_main} $R/.carry/$BASE/whl"} "/tmp/site_$NAME $C/whl"; do
   set -- $site_whl
   rm -rf "$1" && python3 -m pip install -q --no-deps --no-index --no-compile --target "$1" $2/hstu_attn-*.whl 2>&1 |
     grep -v WARN | tail -2

@@ -873,19 +873,20 @@ inline cudaError_t bwd_sm80_smem_limit(int& max_smem, bool cap_sm8x) {
 // compute capability 9.0 and newer only (the A100 / sm86 / sm89 keep the old layout: unmeasured there).
 template <int D>
 constexpr bool kBwdSm80PdsDefault = D == 64 || D == 128 || D == 256;
-inline cudaError_t bwd_sm80_sm90_class(bool& yes) {
+// cudaSuccess on an sm_90-class device, cudaErrorNotSupported elsewhere, the device query's error where it fails
+// (never cudaErrorNotSupported: cudaGetDevice / cudaDeviceGetAttribute do not return it), so callers may read
+// cudaErrorNotSupported as "not sm_90-class".
+inline cudaError_t bwd_sm80_require_sm90() {
   accel::DeviceInfo d;
   const cudaError_t err = accel::current_device_info(d);
-  yes = err == cudaSuccess && d.cc_major >= 9;
-  return err;
+  return err != cudaSuccess ? err : d.cc_major >= 9 ? cudaSuccess : cudaErrorNotSupported;
 }
-// The launch prologue of the sm_90+ loops: whether the device is sm_90-class and, where it is, its per-block opt-in
-// shared memory (else max_smem stays 0).
-inline cudaError_t bwd_sm80_sm90_smem(bool& sm90, int& max_smem) {
+// The launch prologue of the sm_90+ loops: bwd_sm80_require_sm90, and on an sm_90-class device its per-block opt-in
+// shared memory in max_smem (else max_smem stays 0).
+inline cudaError_t bwd_sm80_sm90_smem(int& max_smem) {
   max_smem = 0;
-  const cudaError_t err = bwd_sm80_sm90_class(sm90);
-  if (err != cudaSuccess || !sm90) return err;
-  return bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+  const cudaError_t err = bwd_sm80_require_sm90();
+  return err != cudaSuccess ? err : bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
 }
 constexpr int kBwdSm80OldCfg = 8;
 // kernel_options(bwd_sm80_cfg=n), for comparisons: 4 / 5 (bf16) the default's one / two Q / dO stage kernels where
@@ -993,13 +994,6 @@ cudaError_t launch_hstu_bwd_pds_ordered(const HstuParams& p, int max_smem, cudaS
   return bwd_sm80_heads_first<D>(p)
              ? launch_hstu_bwd_pds<T, D, STAGES, 8, BODY | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem, stream)
              : launch_hstu_bwd_pds<T, D, STAGES, 8, BODY>(p, max_smem, stream);
-}
-
-// cudaSuccess on an sm_90-class device, cudaErrorNotSupported elsewhere (the comparison cfgs of the sm_90+ loops).
-inline cudaError_t bwd_sm80_require_sm90() {
-  bool sm90 = false;
-  const cudaError_t err = bwd_sm80_sm90_class(sm90);
-  return err != cudaSuccess ? err : sm90 ? cudaSuccess : cudaErrorNotSupported;
 }
 
 // FA2's warp layout (hstu_bwd_sm80_pds_kernel.cuh) with two Q / dO stages where they fit the device, else one;
@@ -1136,11 +1130,9 @@ cudaError_t launch_hstu_bwd_rab_smem(const HstuParams& p, cudaStream_t stream) {
         !bwd_sm80_rab_smem<T>(p)) {
       return cudaErrorNotSupported;
     }
-    bool sm90 = false;
     int max_smem = 0;
-    const cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
+    const cudaError_t err = bwd_sm80_sm90_smem(max_smem);
     if (err != cudaSuccess) return err;
-    if (!sm90) return cudaErrorNotSupported;
     constexpr int kBody = D == 64    ? kBwdPdsD64Tile128 | kPdsRabSmem
                           : D == 128 ? kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsRabSmem
                                      : kBwdPdsD256OneBar | kPdsRabSmem;
@@ -1199,11 +1191,9 @@ template <typename T, int D>
 cudaError_t launch_hstu_bwd_split(const HstuParams& p, cudaStream_t stream) {
   if constexpr (kBwdSm80PdsDefault<D> && std::is_same<T, __nv_bfloat16>::value && (D == 64 || D == 128 || D == 256)) {
     if (p.rab != nullptr || p.bwd_sched == nullptr) return cudaErrorNotSupported;
-    bool sm90 = false;
     int max_smem = 0;
-    const cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
+    const cudaError_t err = bwd_sm80_sm90_smem(max_smem);
     if (err != cudaSuccess) return err;
-    if (!sm90) return cudaErrorNotSupported;
     if constexpr (D == 64) {
       return launch_hstu_bwd_pds_split<T, D, 2, kBwdPdsD64Tile128>(p, max_smem, stream);
     } else if constexpr (D == 128) {
@@ -1237,18 +1227,19 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream, bo
     }
     bool applies = p.bwd_sm80_cfg != kBwdSm80OldCfg && (D != 256 || p.bwd_sm80_pair == 0);
     if (D == 64 && applies) {
-      const cudaError_t err = bwd_sm80_sm90_class(applies);
-      if (err != cudaSuccess) return err;
+      const cudaError_t err = bwd_sm80_require_sm90();
+      if (err != cudaSuccess && err != cudaErrorNotSupported) return err;
+      applies = err == cudaSuccess;
     }
     // With contexts too (the loops skip the context gap: hstu_bwd_pds_body_ctx_kernel; bwd_sm80_cfg=5: the
     // two-stage context kernel, for comparisons), not in the tail order; at D = 256 with the split S / dP (cfg 13
     // with contexts: the loop without it, the default there before).
     if constexpr (D == 64 || D == 128) {  // sm_90+: the one-barrier loop (three Q / dO stages) where it fits
       if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg) {
-        bool sm90 = false;
         int max_smem = 0;
-        cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
-        if (err != cudaSuccess) return err;
+        cudaError_t err = bwd_sm80_sm90_smem(max_smem);
+        if (err != cudaSuccess && err != cudaErrorNotSupported) return err;
+        const bool sm90 = err == cudaSuccess;
         if constexpr (D == 64) {  // the 128-query tiles where they fit (kBwdPdsD64Tile128), else the three stages
           if (sm90) {
             err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128, true>(p, max_smem, stream);
@@ -1271,10 +1262,10 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream, bo
     }
     if constexpr (D == 256) {  // sm_90+: one block barrier per tile pair (kBwdPdsD256OneBar) where it fits
       if (applies && p.bwd_sm80_cfg != kBwdSm80TwoBarCfg) {
-        bool sm90 = false;
         int max_smem = 0;
-        cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
-        if (err != cudaSuccess) return err;
+        cudaError_t err = bwd_sm80_sm90_smem(max_smem);
+        if (err != cudaSuccess && err != cudaErrorNotSupported) return err;
+        const bool sm90 = err == cudaSuccess;
         if (sm90) {  // (calls with contexts: its context twin; cfg 13 the loop without the split S / dP)
           err = launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256OneBar, true>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
@@ -1329,11 +1320,9 @@ cudaError_t launch_hstu_bwd_dq_claim(const HstuParams& p, cudaStream_t stream) {
         (D == 256 && p.bwd_sm80_pair != 0)) {
       return cudaErrorNotSupported;
     }
-    bool sm90 = false;
     int max_smem = 0;
-    const cudaError_t err = bwd_sm80_sm90_smem(sm90, max_smem);
+    const cudaError_t err = bwd_sm80_sm90_smem(max_smem);
     if (err != cudaSuccess) return err;
-    if (!sm90) return cudaErrorNotSupported;
     constexpr int kBody = D == 128 ? kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsDqClaim
                                    : kBwdPdsD256OneBar | kPdsDqClaim;
     return launch_hstu_bwd_pds<T, D, D == 128 ? 3 : 2, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,

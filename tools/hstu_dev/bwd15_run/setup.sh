@@ -1,21 +1,14 @@
-# bwd15 / bwd16 run scripts' common setup, sourced by their run.sh / run2.sh from the root of main's tree: strict
-# mode, OUT, the carry folder C (.carry/$NAME), left() (seconds to the script's LIM, default 57), the branch's wheel
-# in /tmp/site_$NAME and $MAIN's in /tmp/site_${NAME}_main, GPU (name and clocks), T80 (main's time80.py; the cfgs
-# are passed through). NAME defaults to bwd15, MAIN to main14 (session 14's scripts set neither).
-set -u
-export PYTHONUNBUFFERED=1
+# bwd15 / bwd16 run scripts' common setup, sourced by their run.sh / run2.sh from the root of main's tree: runlib's
+# common.sh (the carry's where runlib/pack.sh put it there, else main's tree's: strict mode, OUT, the carry folder C
+# (.carry/$NAME), left (seconds to the script's LIM, default 57), the branch's wheel in /tmp/site_$NAME and $MAIN's in
+# /tmp/site_${NAME}_main, GPU (name and clocks), gpu_tests), T80 (main's time80.py; the cfgs are passed through).
+# NAME defaults to bwd15, MAIN to main14 (session 14's scripts set neither).
 NAME=${NAME:-bwd15}
 MAIN=${MAIN:-main14}
-OUT=${OUT:-/tmp/o_$NAME}; mkdir -p "$OUT"
-R=$PWD
-C=$R/.carry/$NAME
-left() { echo $((${LIM:-57} - SECONDS)); }
-rm -rf /tmp/site_$NAME /tmp/site_${NAME}_main
-for w in "$NAME $C/whl" "${NAME}_main $R/.carry/$MAIN/whl"; do
-  set -- $w
-  python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_$1 $2/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
-done
-GPU=$(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader)
+BASE=$MAIN BASE_SITE=/tmp/site_${NAME}_main LIM=${LIM:-57}
+RUNLIB_COMMON="$(dirname "${BASH_SOURCE[0]}")/common.sh"
+[ -f "$RUNLIB_COMMON" ] || RUNLIB_COMMON=$PWD/tools/hstu_dev/runlib/common.sh
+source "$RUNLIB_COMMON"
 T80=$R/tools/hstu_dev/bwd80_run/time80.py
 # The digest's test and timing parts (the end of stdout); $1: what the time columns mean.
 digest_tests_time() {
@@ -24,15 +17,6 @@ digest_tests_time() {
   grep -E "PASSED|FAILED" $OUT/tests.log | sed 's/\[.*//' | sort | uniq -c
   echo "#### time80 (ms (TFLOP/s); $MAIN = main's wheel; $1)"
   grep -E "^###|^\| |rror" $OUT/time.log | cut -c1-200
-}
-# gpu_tests SECONDS PYTEST_ARGS...: the branch's tests (its files in $C/tree) with the branch's wheel, -v (a line per
-# test as it ends, so a run cut by the timeout still says which passed), into $OUT/tests.log; prints a summary line.
-gpu_tests() {
-  local secs=$1
-  shift
-  (cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $secs python3 -P -m pytest -v -p no:cacheprovider \
-      --import-mode=importlib --tb=short --maxfail=3 -rfE "$@" > $OUT/tests.log 2>&1)
-  echo "rc $? (124: time ran out; $SECONDS s): $(grep -c PASSED $OUT/tests.log) passed, $(grep -c -E 'FAILED|ERROR' $OUT/tests.log) failed lines"
 }
 # ncu_profile TAG REGEX COUNT SCRIPT_ARGS...: ncu (speed of light, warp states, instruction stats) of the first COUNT
 # kernels matching REGEX while $C/SCRIPT_ARGS runs with the branch's wheel, within the time left; $OUT/TAG.ncu-rep,

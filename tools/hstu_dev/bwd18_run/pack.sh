@@ -1,13 +1,10 @@
 #!/bin/bash
-# Copies what bwd18's device runs need into the carry folder (run from the worktree root):
+# Copies what bwd18's device runs need into the carry folder (runlib/pack.sh, with its common.sh and carry_setup.sh;
+# run from anywhere):
 #   bash tools/hstu_dev/bwd18_run/pack.sh /work/main/.carry/bwd18
-set -eu
-C=$1
-mkdir -p $C/whl $C/tree/tests/hstu
-rm -f $C/whl/*.whl
-cp bazel-bin/hstu_attn-*.whl $C/whl/
-cp tools/hstu_dev/bwd18_run/run*.sh $C/
-cp tools/hstu_dev/bwd15_run/setup.sh $C/
-cp tests/conftest.py $C/tree/tests/
-cp tests/hstu/{hstu_kernel_checks.py,test_sm80_backward_gpu.py,test_kernels_gpu.py} $C/tree/tests/hstu/
-du -sh $C
+source "$(dirname "$0")/../runlib/pack.sh"
+pack_begin bwd18 "$1"
+pack_wheel $R/bazel-bin
+pack_add tools/hstu_dev/bwd18_run/run*.sh tools/hstu_dev/bwd15_run/setup.sh
+pack_tree tests/conftest.py tests/hstu/{hstu_kernel_checks.py,test_sm80_backward_gpu.py,test_kernels_gpu.py}
+pack_end

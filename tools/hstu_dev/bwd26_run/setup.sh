@@ -1,29 +1,12 @@
-# bwd26's run scripts' common part (issue 39, session 23), sourced from the root of main's tree on the device: strict
-# mode, OUT, R (the tree), C (the carry folder .carry/bwd26), left() (seconds to the script's LIM), the branch's
-# wheel in /tmp/site_bwd26 and main26's in /tmp/site_bwd26_main, GPU (name and clocks), gpu_tests, time_cfgs, digest.
-set -u
-export PYTHONUNBUFFERED=1
-NAME=bwd26
-OUT=${OUT:-/tmp/o_$NAME}; mkdir -p "$OUT"
-R=$PWD
-C=$R/.carry/$NAME
-left() { echo $((${LIM:-48} - SECONDS)); }
-for w in "/tmp/site_$NAME $C/whl" "/tmp/site_${NAME}_main $R/.carry/main26/whl"; do
-  set -- $w
-  rm -rf $1 && python3 -m pip install -q --no-deps --no-index --no-compile --target $1 $2/hstu_attn-*.whl 2>&1 |
-    grep -v WARN | tail -2
-done
-GPU=$(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader)
+# bwd26's run scripts' common part (issue 39, session 23), sourced from the root of main's tree on the device: runlib's
+# common.sh (strict mode, OUT, R (the tree), C (the carry folder .carry/bwd26), left (seconds to the script's LIM,
+# default 48), the branch's wheel in /tmp/site_bwd26 and main26's in /tmp/site_bwd26_main, GPU (name and clocks),
+# gpu_tests (the branch's test files in $C/tree, -v, into $OUT/tests.log)), time_cfgs, digest.
+NAME=bwd26 BASE=main26 BASE_SITE=/tmp/site_bwd26_main LIM=${LIM:-48}
+RUNLIB_COMMON="$(dirname "${BASH_SOURCE[0]}")/common.sh"  # (the carry's, else main's tree's)
+[ -f "$RUNLIB_COMMON" ] || RUNLIB_COMMON=$PWD/tools/hstu_dev/runlib/common.sh
+source "$RUNLIB_COMMON"
 B21=$C/bwd21.py  # (bwd21.py's timer and time80.py beside it in the carry folder)
-# gpu_tests SECONDS PYTEST_ARGS...: the branch's test files ($C/tree) with the branch's wheel, -v, into
-# $OUT/tests.log.
-gpu_tests() {
-  local secs=$1
-  shift
-  (cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $secs python3 -P -m pytest -v -p no:cacheprovider \
-      --import-mode=importlib --tb=short --maxfail=3 -rfE "$@" > $OUT/tests.log 2>&1)
-  echo "rc $? (124: time ran out; $SECONDS s): $(grep -c PASSED $OUT/tests.log) passed, $(grep -c -E 'FAILED|ERROR' $OUT/tests.log) failed lines"
-}
 # time_cfgs SECS MAIN_SECS "CFG..." SHAPE...: bwd21.py's timer (interleaved rounds, median of 5): the branch's cfgs
 # and FA2, then main26's wheel (cfg 0) in its own process, into $OUT/time.log.
 time_cfgs() {

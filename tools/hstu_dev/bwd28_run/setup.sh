@@ -1,31 +1,14 @@
-# bwd28's run scripts' common part (issue 39, session 25), sourced from the root of main's tree on the device: OUT,
-# R (the tree), C (the carry folder .carry/bwd28), left() (seconds to the script's LIM), the branch's wheel in
-# /tmp/site_bwd28 (and with MAIN=1 main28's in /tmp/site_bwd28_main), GPU (name and clocks), gpu_tests, digest.
-# A later helper sources it with NAME (its carry folder) and BASE (main's wheels' folder) set.
-set -u
-export PYTHONUNBUFFERED=1
-NAME=${NAME:-bwd28}
-OUT=${OUT:-/tmp/o_$NAME}; mkdir -p "$OUT"
-R=$PWD
-C=$R/.carry/$NAME
-left() { echo $((${LIM:-48} - SECONDS)); }
-WHEELS="/tmp/site_$NAME:$C/whl"
-[ "${MAIN:-0}" = 1 ] && WHEELS="$WHEELS /tmp/site_${NAME}_main:$R/.carry/${BASE:-main28}/whl"
-for w in $WHEELS; do
-  rm -rf ${w%%:*} && python3 -m pip install -q --no-deps --no-index --no-compile --target ${w%%:*} \
-      ${w#*:}/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
-done
-GPU=$(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader)
+# bwd28's run scripts' common part (issue 39, session 25), sourced from the root of main's tree on the device: runlib's
+# common.sh (OUT, R (the tree), C (the carry folder .carry/bwd28), left (seconds to the script's LIM, default 48), the
+# branch's wheel in /tmp/site_bwd28 (and with MAIN=1 main28's in /tmp/site_bwd28_main), GPU (name and clocks),
+# gpu_tests (the branch's test files in $C/tree, -v, into $OUT/tests.log)), digest.
+# A later helper sources it with NAME (its carry folder) and BASE (main's wheels' folder, with MAIN=1) set.
+NAME=${NAME:-bwd28} LIM=${LIM:-48}
+BASE_SITE=/tmp/site_${NAME}_main BASE=$([ "${MAIN:-0}" = 1 ] && echo ${BASE:-main28})  # (empty: the branch's alone)
+RUNLIB_COMMON="$(dirname "${BASH_SOURCE[0]}")/common.sh"  # (the carry's, else main's tree's)
+[ -f "$RUNLIB_COMMON" ] || RUNLIB_COMMON=$PWD/tools/hstu_dev/runlib/common.sh
+source "$RUNLIB_COMMON"
 B21=$C/bwd21.py  # (bwd21.py's timer and time80.py beside it in the carry folder)
-# gpu_tests SECONDS PYTEST_ARGS...: the branch's test files ($C/tree) with the branch's wheel, -v, into
-# $OUT/tests.log.
-gpu_tests() {
-  local secs=$1
-  shift
-  (cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $secs python3 -P -m pytest -v -p no:cacheprovider \
-      --import-mode=importlib --tb=short --maxfail=3 -rfE "$@" > $OUT/tests.log 2>&1)
-  echo "rc $? (124: time ran out; $SECONDS s): $(grep -c PASSED $OUT/tests.log) passed, $(grep -c -E 'FAILED|ERROR' $OUT/tests.log) failed lines"
-}
 digest() {
   echo
   echo "################ DIGEST ($GPU; done at $SECONDS s)"

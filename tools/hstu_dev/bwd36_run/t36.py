@@ -16,13 +16,11 @@ import sys
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.join(HERE, "..", "runlib")]  # labtime.py: carried beside this file, or in the tree
+# labtime.py, bwdtime.py (the shapes, inputs and FA2, shared with t38.py / t39.py): carried beside this file, or in the
+# tree's runlib/
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "runlib")]
+import bwdtime  # noqa: E402
 import labtime  # noqa: E402
-
-
-def shape(s):
-    b, sl, d = s.split(":")
-    return int(b[1:]), int(sl[1:]), int(d[1:])
 
 
 def main():
@@ -37,31 +35,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--no-fa2", action="store_true")
     a = ap.parse_args()
-    sys.path.insert(0, a.bench)
-    import hstu_attention as ha  # the product benchmark (its Case, Timer, timed_calls, Fa2Peer)
-    from hstu_attn._ops import kernel_options
-
-    dev = torch.device("cuda")
-    print(f"#### {a.mode} ({torch.cuda.get_device_name(0)}, torch {torch.__version__}; bf16 causal H4; ms)")
-    timer = ha.Timer(dev, warmup=3, reps=a.reps, warmup_ms=100.0)
-    fa2 = None if a.no_fa2 else ha.Fa2Peer(dev)
+    bt = bwdtime.Lab(a)
+    timer, fa2 = bt.timer, bt.fa2
     alt = {int(x.split(":")[0]): [int(c) for c in x.split(":")[1].split("/")] for x in a.alt.split(",") if x}
     for s in a.shapes:
-        B, S, D = shape(s)
+        D = bwdtime.shape(s)[2]
         cfgs = [0] + alt[D] if D in alt else a.cfgs
-        case = ha.Case("portable", s, [S] * B, 4, D)
-        total, H = B * S, 4
-        cu = torch.tensor([0] + case.lengths, device=dev).cumsum(0).to(torch.int32)
-        q, k, v, dout = (torch.randn(total, H, D, device=dev, dtype=torch.bfloat16) for _ in range(4))
-        args = (cu, cu, S, S, None, None, 1, -1, 0, 1.0 / D**0.5, None, float(S), None, None)
-        fns, labels = [], []
-        for c in cfgs:
-            with kernel_options(sm90=False, bwd_sm80_cfg=c):
-                fns.append(ha.timed_calls(q, k, v, dout, args)[1])
-            labels.append(f"cfg{c}")
-        if fa2 is not None:
-            fns.append(fa2.calls(q, k, v, dout, cu, S, None, None, case, 1.0 / D**0.5, S)[1])
-            labels.append("fa2")
+        pairs, labels = bt.calls(s, [f"cfg{c}" for c in cfgs], {f"cfg{c}": {"bwd_sm80_cfg": c} for c in cfgs},
+                                 check_peer=False)
+        fns = [p[1] for p in pairs]
         if a.mode == "time":
             best = None
             for _ in range(a.rounds):
@@ -81,7 +63,7 @@ def main():
                 print(f"#### prof {s} {lab}")
                 for n, ts in sorted(ks.items(), key=lambda x: -sum(x[1])):
                     print(f"  {sum(ts) / len(ts):9.1f} us x{len(ts)}  {n[:150]}")
-        del q, k, v, dout, fns
+        del fns, pairs
         torch.cuda.empty_cache()
 
 

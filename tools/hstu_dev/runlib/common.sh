@@ -17,7 +17,12 @@
 #   digest_progress             pytest's last progress lines (where time ran out before its summary)
 #   gpu_power                   the GPU line with its temperature and power draw
 #   ncu_times CSV / ncu_metrics CSV / ncu_raw CSV...   ncu_csv.py's digests (see there)
-source "$(dirname "${BASH_SOURCE[0]}")/carry_setup.sh"
+# (carry_setup.sh beside this file in a carry folder; in the tree, from tools/hstu_dev/runlib, in its parent)
+if [ -f "$(dirname "${BASH_SOURCE[0]}")/carry_setup.sh" ]; then
+  source "$(dirname "${BASH_SOURCE[0]}")/carry_setup.sh"
+else
+  source "$(dirname "${BASH_SOURCE[0]}")/../carry_setup.sh"
+fi
 RL=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LIM=${LIM:-50}
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
