@@ -230,7 +230,7 @@ BWD_SM80_CFG_LAST = 15  # kBwdSm80LastCfg
 BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 # bits 29-31 and bit 41 (hstu_plan.h kOptFwdSm80CfgHi: the value's bit 3): the sm80-class forward's comparison cfg:
 # 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS), FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT,
-# FWD_SM80_CFG_RAB_MAIN, FWD_SM80_CFG_RAB_LDS, FWD_SM80_CFG_RAB_TILE64, FWD_SM80_CFG_RAB_COPY_MAIN,
+# FWD_SM80_CFG_RAB_MAIN, FWD_SM80_CFG_RAB_LOAD_MAIN, FWD_SM80_CFG_RAB_TILE64, FWD_SM80_CFG_RAB_COPY_MAIN,
 # FWD_SM80_CFG_DRAB_LSU, FWD_SM80_CFG_DQ_CLAIM, FWD_SM80_CFG_DRAB_MAIN
 FWD_SM80_CFG_SHIFT = 29
 FWD_SM80_CFG_HI_BIT = 1 << 41
@@ -238,7 +238,7 @@ FWD_SM80_CFGS = (1, 2, 3, 4, 5)
 FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
 FWD_SM80_CFG_SPLIT = 7  # the bf16 default tile with the split of long KV ranges (kFwdSm80CfgSplit)
 FWD_SM80_CFG_RAB_MAIN = 8  # the bf16 defaults with rab as main had them (kFwdSm80CfgRabMain)
-FWD_SM80_CFG_RAB_LDS = 9  # the bf16 D = 64 default with rab adding it per score (kFwdSm80CfgRabLds)
+FWD_SM80_CFG_RAB_LOAD_MAIN = 9  # the bf16 D = 64 / 128 defaults with rab as main40 had them (kFwdSm80CfgRabLoadMain)
 FWD_SM80_CFG_RAB_TILE64 = 10  # the bf16 D = 64 default with rab in 64-key tiles, the block's rab tile per KV tile
 FWD_SM80_CFG_RAB_COPY_MAIN = 11  # the bf16 D = 128 / 256 defaults with rab copying every rab tile with predicates
 FWD_SM80_CFG_DRAB_LSU = 12  # the rab loops' drab zeros by 16-byte stores, not bulk copies (kFwdSm80CfgDrabLsu)
@@ -430,9 +430,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (bf16). 8 (``FWD_SM80_CFG_RAB_MAIN``; private, the same outputs): the forward's and backward's defaults with rab
     as main had them (each rab element loaded from global memory after the S MMAs, the backward's per-head drab
     stored per element) instead of the rab tiles copied into shared memory (the forward's with K / V, the backward's
-    into each tile's P buffer, its drab in 16-byte row chunks). 9 (``FWD_SM80_CFG_RAB_LDS``; private, the same outputs
-    to the fp32 sum order): the forward's D = 64 default with rab adding it per score from the shared-memory tiles
-    (as at D = 128 / 256) instead of by the tensor cores (two identity MMAs per m16 tile and 16 keys after S's).
+    into each tile's P buffer, its drab in 16-byte row chunks). 9 (``FWD_SM80_CFG_RAB_LOAD_MAIN``; private, the same
+    outputs): the forward's D = 64 / 128 defaults with rab forming their addresses as main40 had them (D = 64 the
+    lane parts of the fragment and rab addresses per sub-tile, D = 128 an LDS per rab pair) instead of once per block
+    (D = 64) and by ldmatrix (D = 128).
     10 (``FWD_SM80_CFG_RAB_TILE64``; private, the same outputs to the fp32 sum order): the forward's D = 64 default
     with rab in 128 x 64 tiles, the block's rab tile copied per KV tile, instead of 128 x 128 tiles with each warp
     copying its own rab rows per 64-key sub-tile (where two of those blocks fit per SM: the H100 / H200 class).
@@ -477,7 +478,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     if isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int) or bwd_sm80_cfg not in BWD_SM80_CFGS:
         _err("bwd_sm80_cfg", f"one of {BWD_SM80_CFGS}", bwd_sm80_cfg)
     fwd_cfgs = (0,) + FWD_SM80_CFGS + (FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT, FWD_SM80_CFG_RAB_MAIN,
-                                      FWD_SM80_CFG_RAB_LDS, FWD_SM80_CFG_RAB_TILE64, FWD_SM80_CFG_RAB_COPY_MAIN,
+                                      FWD_SM80_CFG_RAB_LOAD_MAIN, FWD_SM80_CFG_RAB_TILE64, FWD_SM80_CFG_RAB_COPY_MAIN,
                                       FWD_SM80_CFG_DRAB_LSU, FWD_SM80_CFG_DQ_CLAIM, FWD_SM80_CFG_BWD_SPLIT,
                                       FWD_SM80_CFG_DRAB_MAIN)
     if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or fwd_sm80_cfg not in fwd_cfgs:

@@ -39,7 +39,8 @@ def test_bits_match_the_plan_header():
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_split.h")) as f:
         split_h = f.read()
     assert int(re.search(r"constexpr int kFwdSm80CfgRabMain = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_MAIN
-    assert int(re.search(r"constexpr int kFwdSm80CfgRabLds = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_LDS
+    assert int(re.search(r"constexpr int kFwdSm80CfgRabLoadMain = (\d+);", split_h).group(1)) == (
+        _ops.FWD_SM80_CFG_RAB_LOAD_MAIN)
     assert int(re.search(r"constexpr int kFwdSm80CfgRabTile64 = (\d+);", split_h).group(1)) == (
         _ops.FWD_SM80_CFG_RAB_TILE64)
     assert int(re.search(r"constexpr int kFwdSm80CfgRabCopyMain = (\d+);", split_h).group(1)) == (
@@ -228,7 +229,7 @@ def test_kernel_options_pack_and_restore():
                                                | (8 << _ops.BWD_SM80_CFG_SHIFT))
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_MAIN):  # (8: bit 41 alone)
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
-    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_LDS):  # (9: bit 41 and bit 29)
+    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_LOAD_MAIN):  # (9: bit 41 and bit 29)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
                                            | (1 << _ops.FWD_SM80_CFG_SHIFT))
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_TILE64):  # (10: bit 41 and bit 30)
