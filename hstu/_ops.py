@@ -210,6 +210,9 @@ FWD_SM80_BM64S = (0, 1, 2, 3)
 # programmatic dependent launches), a chunk's count behind full fences, the list kernel with its 64-bit work counter
 # and divisions (for comparisons)
 FWD_SM80_SPLIT_PLAIN_BIT = 1 << 45
+# bit 57 (hstu_plan.h kOptFwdSm80RabEvict): kernel_options(fwd_sm80_rab_evict=True), the sm80-class forward's bf16 rab
+# defaults with evict-first L2 policies on their rab copies (opt-in while it is measured)
+FWD_SM80_RAB_EVICT_BIT = 1 << 57
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles
@@ -267,7 +270,7 @@ _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FW
                   | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
                   | (15 << FP8_FWD_VAR_SHIFT) | FWD_SM80_NO_QSCALE_BIT | FWD_SM80_SPLIT_MAIN_BIT | FWD_SM80_NO_ILV_BIT
-                  | (3 << FWD_SM80_BM64_SHIFT) | FWD_SM80_SPLIT_PLAIN_BIT)
+                  | (3 << FWD_SM80_BM64_SHIFT) | FWD_SM80_SPLIT_PLAIN_BIT | FWD_SM80_RAB_EVICT_BIT)
 _options_state = threading.local()
 
 
@@ -286,7 +289,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    fp8_fwd_diag: int = 0, fp8_silu: int = 0, fp8_fwd_var: int = 0,
                    fwd_sm80_qscale: bool = True, fwd_sm80_split_main: bool = False,
                    fwd_sm80_interleave: bool = True, fwd_sm80_bm64: int = 0,
-                   fwd_sm80_split_plain: bool = False) -> Iterator[None]:
+                   fwd_sm80_split_plain: bool = False, fwd_sm80_rab_evict: bool = False) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -348,6 +351,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     first partial's base loaded there (the default: an acquire-release count, the base loaded in the prologue), and
     the list kernel as it was (a 64-bit shared work counter, 64-bit divisions, one atomic per chunk placed); the
     same output bit for bit.
+    ``fwd_sm80_rab_evict=True`` (opt-in while it is measured): the sm80-class forward's bf16 defaults with rab (D = 64
+    / 128 / 256, sm_90+ code) copy the rab tiles inside the sequence with an L2 evict-first policy (rab is read once,
+    K / V by every query tile of their sequence); the same output bit for bit.
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
@@ -500,7 +506,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                                       ("fwd_sm80_split_main", fwd_sm80_split_main, False, FWD_SM80_SPLIT_MAIN_BIT),
                                       ("fwd_sm80_interleave", fwd_sm80_interleave, True, FWD_SM80_NO_ILV_BIT),
                                       ("fwd_sm80_split_plain", fwd_sm80_split_plain, False,
-                                       FWD_SM80_SPLIT_PLAIN_BIT)):
+                                       FWD_SM80_SPLIT_PLAIN_BIT),
+                                      ("fwd_sm80_rab_evict", fwd_sm80_rab_evict, False, FWD_SM80_RAB_EVICT_BIT)):
         if value is not True and value is not False:
             _err(name, "True or False", value)
         if value is not default:

@@ -762,9 +762,9 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
         want[load_v] = f"hstu_fwd_qreg_rab_kernel<{tile}{qs}, true, 0>"
         want[copy_v] = f"hstu_fwd_qreg_rab_kernel<{tile}{qs}, false, 0>"
     else:
-        want = {v: "hstu_fwd_xpf_rab_kernel<__nv_bfloat16, 256, 64, 64, 64, 4, 2, 1, 0, 2, true>" for v in (0, load_v,
-                                                                                                           t64_v)}
-        want[copy_v] = want[0].replace("true>", "false>")
+        want = {v: "hstu_fwd_xpf_rab_kernel<__nv_bfloat16, 256, 64, 64, 64, 4, 2, 1, 0, 2, true, 0>"
+                for v in (0, load_v, t64_v)}
+        want[copy_v] = want[0].replace("true, 0>", "false, 0>")
     alpha = 0.125  # (D = 64: alpha / 2 a power of two, the scaled Q registers)
     outs = {}
     variants = [(0, True), (load_v, True), (_ops.FWD_SM80_CFG_RAB_MAIN, True), (t64_v, True), (copy_v, True)]
@@ -812,3 +812,37 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
         torch.cuda.synchronize()
     names = {e.name for e in prof.events() if "hstu_fwd_" in e.name}
     assert len(names) == 1 and "_rab_kernel" not in next(iter(names)), names
+
+
+@pytest.mark.parametrize("mask,rab_heads", [("causal", 2), ("local_target", 1)])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_forward_rab_evict(D, mask, rab_heads, kernel_opts):
+    """kernel_options(fwd_sm80_rab_evict=True) (opt-in): the bf16 defaults with rab copy their rab tiles inside the
+    sequence with an L2 evict-first policy (FwdSm80QregRabWHE, FwdSm80QregRabL128E, FwdSm80PairsPfRabFE; sm_90+
+    code, where the defaults' tiles fit): they run those kernels, meet the error rule against the fp32 reference
+    (outputs poisoned) and give the default's output bit for bit (a cache policy changes no value)."""
+    lk = [1400, 700, 1290, 833, 1024]
+    case = kg.make_case(zlib.crc32(repr(("rab_evict", D, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16, mask,
+                        rab_heads)
+    sm90 = torch.cuda.get_device_capability() >= (9, 0)
+    runs = sm90 and ((D == 64 and _rabw_two_fit()) or (D == 128 and _qreg128_two_fit()) or (
+        D == 256 and _pairs_fit() and torch.cuda.get_device_properties(0).shared_memory_per_block_optin >= 115712))
+    want = {64: "hstu_fwd_qreg_rabw_kernel<__nv_bfloat16, 64, 128, 128, 64, 4, 2, 2, 0, 1, true, true, 6>",
+            128: "hstu_fwd_qreg_rab_kernel<__nv_bfloat16, 128, 128, 64, 32, 4, 2, 2, 0, 1, false, false, true, 5>",
+            256: "hstu_fwd_xpf_rab_kernel<__nv_bfloat16, 256, 64, 64, 64, 4, 2, 1, 0, 2, true, 4>"}[D]
+    alpha = 0.125
+    outs = []
+    for evict in (False, True):
+        kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_rab_evict=evict)
+        if evict:
+            kg.check_case(case, alpha, backward=False)
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            outs.append(hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=alpha, rab=case["rab"],
+                                              **kg._varlen_kwargs(case)))
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if "hstu_fwd_" in e.name}
+        assert len(names) == 1, names
+        if evict and runs:
+            assert want in next(iter(names)), (names, want)
+    assert torch.equal(outs[0], outs[1]), "evict-first rab copies vs the default's"

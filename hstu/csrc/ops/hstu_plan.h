@@ -100,6 +100,9 @@ enum HstuOptionBits : int64_t {
   kOptFwdSm80SplitPlain = int64_t{1} << 45,
   // bit 41 (below the paged bits 42-44): bit 3 of kernel_options(fwd_sm80_cfg=n), whose values outgrew bits 29-31
   kOptFwdSm80CfgHi = int64_t{1} << 41,
+  // bit 57: the sm80-class forward's bf16 rab defaults (D = 64 / 128 / 256) with evict-first L2 policies on their
+  // rab copies (HstuParams::fwd_sm80_cfg's kFwdSm80RabEvict), opt-in while it is measured
+  kOptFwdSm80RabEvict = int64_t{1} << 57,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -132,6 +135,7 @@ struct HstuOptions {
   bool fwd_sm80_ilv = true;  // HstuParams::fwd_sm80_cfg bit 5 cleared
   int fwd_sm80_bm64 = 0;  // HstuParams::fwd_sm80_cfg bits 6-7 (fwd_sm80_bm64_rule)
   bool fwd_sm80_split_plain = false;  // HstuParams::fwd_sm80_cfg bit 8
+  bool fwd_sm80_rab_evict = false;  // HstuParams::fwd_sm80_cfg bit 20
   bool pdl = false;  // Sm90PagedKV::pdl
   bool fwd_trace = false;  // Sm90PagedKV::trace
   bool fp8_sched = false;
@@ -162,6 +166,7 @@ struct HstuOptions {
     o.fwd_sm80_ilv = !(bits & kOptNoFwdSm80Ilv);
     o.fwd_sm80_bm64 = static_cast<int>((bits >> kOptFwdSm80Bm64Shift) & 3);
     o.fwd_sm80_split_plain = (bits & kOptFwdSm80SplitPlain) != 0;
+    o.fwd_sm80_rab_evict = (bits & kOptFwdSm80RabEvict) != 0;
     o.pdl = (bits & kOptPdl) != 0;
     o.fwd_trace = (bits & kOptFwdTrace) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;

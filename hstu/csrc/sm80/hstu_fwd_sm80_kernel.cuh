@@ -300,11 +300,29 @@ struct FwdSm80QregRabF128 : FwdSm80QregRab<128> {
 // RABW's lane parts of the K / V fragment and rab slot addresses formed once per block instead of per sub-tile
 constexpr int kFwdRabLdsm = 1;
 constexpr int kFwdRabLaneOnce = 2;
+// kFwdRabEvict (opt-in, kernel_options(fwd_sm80_rab_evict=True), being measured): the rab copies without predicates
+// (RABF's, RABW's fast path) carry an L2 evict-first policy: rab is read once, K / V by every query tile of their
+// sequence, so rab's stream should not push K / V out of L2
+constexpr int kFwdRabEvict = 4;
+// 16-byte async copy global -> shared with an L2 cache policy (createpolicy's descriptor)
+__device__ __forceinline__ void cp_async_16_policy(uint32_t smem_addr, const void* gptr, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gptr),
+               "l"(policy));
+}
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
 // The bf16 default at D = 128 with rab where FwdSm80QregRabF128 runs: it with the rab pairs by ldmatrix (RABX
 // kFwdRabLdsm: 4 LDSM instead of 16 LDS per 32-key sub-tile; the same words in the same accumulators: bit for bit
 // its output; sm_90+ code, as RABI). kernel_options(fwd_sm80_cfg=9): FwdSm80QregRabF128.
 struct FwdSm80QregRabL128 : FwdSm80QregRabF128 {
   static constexpr int kRabX = kFwdRabLdsm;
+};
+// FwdSm80QregRabL128 with evict-first rab copies (kernel_options(fwd_sm80_rab_evict=True); opt-in, being measured)
+struct FwdSm80QregRabL128E : FwdSm80QregRabL128 {
+  static constexpr int kRabX = kFwdRabLdsm | kFwdRabEvict;
 };
 // FwdSm80QregRabIlvMma's plain body (kernel_options(fwd_sm80_interleave=False); for comparisons)
 struct FwdSm80QregRabMma : FwdSm80QregRab<64> {
@@ -329,6 +347,10 @@ struct FwdSm80QregRabW : FwdSm80QregIlv<64> {
 // code it is FwdSm80QregRabW's). Bit for bit its output. kernel_options(fwd_sm80_cfg=9): FwdSm80QregRabW.
 struct FwdSm80QregRabWH : FwdSm80QregRabW {
   static constexpr int kRabX = kFwdRabLaneOnce;
+};
+// FwdSm80QregRabWH with evict-first rab copies (kernel_options(fwd_sm80_rab_evict=True); opt-in, being measured)
+struct FwdSm80QregRabWHE : FwdSm80QregRabWH {
+  static constexpr int kRabX = kFwdRabLaneOnce | kFwdRabEvict;
 };
 // Whether the bf16 defaults run FwdSm80QregRab: rab given, not kernel_options(fwd_sm80_cfg=8), its 16-byte chunks
 // aligned (the pointer and every stride)
@@ -383,6 +405,10 @@ struct FwdSm80PairsPfRab : FwdSm80PairsPf {
 // kernel_options(fwd_sm80_cfg=11): FwdSm80PairsPfRab.
 struct FwdSm80PairsPfRabF : FwdSm80PairsPfRab {
   static constexpr bool kRabCopyFast = true;
+};
+// FwdSm80PairsPfRabF with evict-first rab copies (kernel_options(fwd_sm80_rab_evict=True); opt-in, being measured)
+struct FwdSm80PairsPfRabFE : FwdSm80PairsPfRabF {
+  static constexpr int kRabX = kFwdRabEvict;
 };
 // 1 at D = 256 (for comparisons): FwdSm80PairsXadd
 template <>
@@ -581,7 +607,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr bool RABI = kRabF && RABS && QREG && !QSCALE && !RABM && !ILV && STAGES == 2;
   constexpr bool RABL = RABI && (kRabX & kFwdRabLdsm);
   constexpr bool RABH = RABW && (kRabX & kFwdRabLaneOnce);
+  constexpr bool RABE = (kRabX & kFwdRabEvict) != 0;
   static_assert(!(RABX & kFwdRabLaneOnce) || RABW, "the lane parts once: the warps' rab slots");
+  static_assert(!(RABX & kFwdRabEvict) || RABW || RABF, "evict-first rab copies: the copies without predicates");
   static_assert(!RABW || (RABM && STAGES == 2 && BN == 2 * BNS && BNS == 64 && MT == 2 && BM * D * 2 == BM * BNS * 2),
                 "the warps' rab slots: two 64-key sub-tiles per KV tile, 32 rows per warp, slot 1 = Q's buffer");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
@@ -828,8 +856,14 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                      n0 + c * 8;
         const int64_t step = RPI * p.rab_row_stride;
         const uint32_t st = dst + rr * (BN * 2) + ((c ^ (rr & 7)) * 16);
+        if constexpr (RABE) {
+          const uint64_t pol = l2_evict_first_policy();
 #pragma unroll
-        for (int i = 0; i < BM / RPI; ++i) cp_async_16(st + i * RPI * (BN * 2), g + i * step);
+          for (int i = 0; i < BM / RPI; ++i) cp_async_16_policy(st + i * RPI * (BN * 2), g + i * step, pol);
+        } else {
+#pragma unroll
+          for (int i = 0; i < BM / RPI; ++i) cp_async_16(st + i * RPI * (BN * 2), g + i * step);
+        }
         return;
       }
     }
@@ -866,8 +900,18 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     const int64_t step = 4 * p.rab_row_stride;
     const uint32_t d0 = dst + rab_dl, d1 = dst + (rab_dl ^ 64);  // (rows rr + 4 i: r & 7 = rr + 4 (i & 1))
     if (r0 + warp_row0 + 32 <= lk && n0 + BNS <= lk) {  // (warp-uniform)
+      if constexpr (RABE) {
+        // (the slot's base through a shuffle: a per-lane register, so that ptxas does not fold it into a uniform
+        // register beside the policy; with it folded (nvcc 13.0) the copies took a [R + UR] form with an odd
+        // descriptor register, and branch rabf39's kernel of that form faulted with an illegal instruction)
+        const uint32_t sb = __shfl_sync(0xffffffffu, dst, 0), e0 = sb + rab_dl, e1 = sb + (rab_dl ^ 64);
+        const uint64_t pol = l2_evict_first_policy();
 #pragma unroll
-      for (int i = 0; i < 8; ++i) cp_async_16((i & 1 ? d1 : d0) + i * 4 * (BNS * 2), g + i * step);
+        for (int i = 0; i < 8; ++i) cp_async_16_policy((i & 1 ? e1 : e0) + i * 4 * (BNS * 2), g + i * step, pol);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) cp_async_16((i & 1 ? d1 : d0) + i * 4 * (BNS * 2), g + i * step);
+      }
     } else {
       const int l = static_cast<int>(threadIdx.x % 32), rw = r0 + warp_row0 + l / 8;
       const int bytes = min(16, max(0, lk - (n0 + (l % 8) * 8)) * 2);
@@ -1609,11 +1653,13 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qearly_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true>(p);
 }
-// hstu_fwd_xpf_kernel with the rab tiles in shared memory (FwdSm80PairsPfRab; RABF: FwdSm80PairsPfRabF)
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool RABF>
+// hstu_fwd_xpf_kernel with the rab tiles in shared memory (FwdSm80PairsPfRab; RABF: FwdSm80PairsPfRabF; RABX
+// kFwdRabEvict: FwdSm80PairsPfRabFE)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool RABF,
+          int RABX>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_rab_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
-                 true, true, false, false, RABF>(p);
+                 true, true, false, false, RABF, RABX>(p);
 }
 // hstu_fwd_qreg_kernel (QSCALE: hstu_fwd_qreg_scaled_kernel; ILV: hstu_fwd_qreg_ilv_kernel) with the rab tiles in
 // shared memory (FwdSm80QregRab; RABF: FwdSm80QregRabF128; RABX kFwdRabLdsm: FwdSm80QregRabL128)
@@ -1700,7 +1746,7 @@ template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
   if constexpr (C::kRabSmem && C::kXadd) {
     return hstu_fwd_xpf_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                   C::kSkip, C::kPair, C::kRabCopyFast>;
+                                   C::kSkip, C::kPair, C::kRabCopyFast, C::kRabX>;
   } else if constexpr (C::kRabSmem && C::kRabWarp) {
     return hstu_fwd_qreg_rabw_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                      C::kSkip, C::kPair, C::kQscale, C::kIlv, C::kRabX>;
@@ -2113,8 +2159,9 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
           const cudaError_t e2 = fwd_sm80_fits<FwdSm80PairsPfRab>(rab_fits);
           if (e2 != cudaSuccess) return e2;
           if (rab_fits) {
-            return (p.fwd_sm80_cfg & kFwdSm80RabCopyMain) ? launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream)
-                                                          : launch_hstu_fwd<T, D, FwdSm80PairsPfRabF>(p, stream);
+            if (p.fwd_sm80_cfg & kFwdSm80RabCopyMain) return launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream);
+            return (p.fwd_sm80_cfg & kFwdSm80RabEvict) ? launch_hstu_fwd<T, D, FwdSm80PairsPfRabFE>(p, stream)
+                                                       : launch_hstu_fwd<T, D, FwdSm80PairsPfRabF>(p, stream);
           }
         }
         return launch_hstu_fwd<T, D, FwdSm80PairsPf>(p, stream);
@@ -2128,8 +2175,9 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         if (two) {
           if (!ctx && fwd_sm80_rab_smem(p)) {
             if (p.fwd_sm80_cfg & kFwdSm80RabCopyMain) return launch_hstu_fwd<T, D, FwdSm80QregRab<128>>(p, stream);
-            return (p.fwd_sm80_cfg & kFwdSm80RabLoadMain) ? launch_hstu_fwd<T, D, FwdSm80QregRabF128>(p, stream)
-                                                          : launch_hstu_fwd<T, D, FwdSm80QregRabL128>(p, stream);
+            if (p.fwd_sm80_cfg & kFwdSm80RabLoadMain) return launch_hstu_fwd<T, D, FwdSm80QregRabF128>(p, stream);
+            return (p.fwd_sm80_cfg & kFwdSm80RabEvict) ? launch_hstu_fwd<T, D, FwdSm80QregRabL128E>(p, stream)
+                                                       : launch_hstu_fwd<T, D, FwdSm80QregRabL128>(p, stream);
           }
           return ctx ? launch_hstu_fwd<T, D, FwdSm80QregCtx<128>>(p, stream)
                      : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
@@ -2149,8 +2197,9 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
           if (!two || (p.fwd_sm80_cfg & kFwdSm80RabTile64)) {
             return launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma>(p, stream);
           }
-          return (p.fwd_sm80_cfg & kFwdSm80RabLoadMain) ? launch_hstu_fwd<T, D, FwdSm80QregRabW>(p, stream)
-                                                        : launch_hstu_fwd<T, D, FwdSm80QregRabWH>(p, stream);
+          if (p.fwd_sm80_cfg & kFwdSm80RabLoadMain) return launch_hstu_fwd<T, D, FwdSm80QregRabW>(p, stream);
+          return (p.fwd_sm80_cfg & kFwdSm80RabEvict) ? launch_hstu_fwd<T, D, FwdSm80QregRabWHE>(p, stream)
+                                                     : launch_hstu_fwd<T, D, FwdSm80QregRabWH>(p, stream);
         }
         if (fwd_sm80_qscale(p)) {
           return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream)

@@ -72,8 +72,12 @@ constexpr int kFwdSm80CfgRabTile64 = 10;
 // FwdSm80PairsPfRab) instead of those inside the sequence without (FwdSm80QregRabF128, FwdSm80PairsPfRabF)
 constexpr int kFwdSm80RabCopyMain = 524288;
 constexpr int kFwdSm80CfgRabCopyMain = 11;
+// kFwdSm80RabEvict for kernel_options(fwd_sm80_rab_evict=True) (opt-in while it is measured): the bf16 defaults with
+// rab (FwdSm80QregRabWH, FwdSm80QregRabL128, FwdSm80PairsPfRabF) with an L2 evict-first policy on their rab copies
+// without predicates (FwdSm80QregRabWHE, FwdSm80QregRabL128E, FwdSm80PairsPfRabFE)
+constexpr int kFwdSm80RabEvict = 1048576;
 constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0,
-                                bool split_plain = false) {
+                                bool split_plain = false, bool rab_evict = false) {
   return (cfg == kFwdSm80CfgRabMain       ? kFwdSm80RabMain
           : cfg == kFwdSm80CfgRabLoadMain ? kFwdSm80RabLoadMain
           : cfg == kFwdSm80CfgRabTile64   ? kFwdSm80RabTile64
@@ -81,7 +85,7 @@ constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, b
                                           : cfg & kFwdSm80CfgMask) |
          (qscale ? 0 : kFwdSm80NoQscale) |
          (split_main ? kFwdSm80SplitMain : 0) | (ilv ? 0 : kFwdSm80NoIlv) | (bm64 & 3) << kFwdSm80SplitBm64Shift |
-         (split_plain ? kFwdSm80SplitPlain : 0);
+         (split_plain ? kFwdSm80SplitPlain : 0) | (rab_evict ? kFwdSm80RabEvict : 0);
 }
 // kernel_options(fwd_sm80_bm64=n) from HstuParams::fwd_sm80_cfg: 0 none, 1 / 2 (FwdSm80SplitBm64)
 constexpr int fwd_sm80_bm64(int cfg_word) { return (cfg_word >> kFwdSm80SplitBm64Shift) & 3; }
