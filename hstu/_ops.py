@@ -210,9 +210,9 @@ FWD_SM80_BM64S = (0, 1, 2, 3)
 # programmatic dependent launches), a chunk's count behind full fences, the list kernel with its 64-bit work counter
 # and divisions (for comparisons)
 FWD_SM80_SPLIT_PLAIN_BIT = 1 << 45
-# bit 57 (hstu_plan.h kOptFwdSm80RabEvict): kernel_options(fwd_sm80_rab_evict=True), the sm80-class forward's bf16 rab
+# bit 40 (hstu_plan.h kOptFwdSm80RabEvict): kernel_options(fwd_sm80_rab_evict=True), the sm80-class forward's bf16 rab
 # defaults with evict-first L2 policies on their rab copies (opt-in while it is measured)
-FWD_SM80_RAB_EVICT_BIT = 1 << 57
+FWD_SM80_RAB_EVICT_BIT = 1 << 40
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles

@@ -91,9 +91,9 @@ def test_bits_match_the_plan_header():
     # the sm80-class forward's split synchronized as main has it (for comparisons): bit 45
     assert int(re.search(r"kOptFwdSm80SplitPlain = int64_t\{1\} << (\d+),", text).group(1)) == 45
     assert _ops.FWD_SM80_SPLIT_PLAIN_BIT == 1 << 45
-    # the sm80-class forward's evict-first rab copies (opt-in): bit 57
-    assert int(re.search(r"kOptFwdSm80RabEvict = int64_t\{1\} << (\d+),", text).group(1)) == 57
-    assert _ops.FWD_SM80_RAB_EVICT_BIT == 1 << 57
+    # the sm80-class forward's evict-first rab copies (opt-in): bit 40
+    assert int(re.search(r"kOptFwdSm80RabEvict = int64_t\{1\} << (\d+),", text).group(1)) == 40
+    assert _ops.FWD_SM80_RAB_EVICT_BIT == 1 << 40
     with open(os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_fwd_fp8_sm90_kernel.cuh")) as f:
         enum = re.search(r"enum Fp8FwdVar : int \{([^}]*)\}", f.read()).group(1)
     assert tuple(sorted(int(v) for v in re.findall(r"= (\d+)", enum))) == _ops.FP8_FWD_VARS
@@ -162,7 +162,7 @@ def test_kernel_options_pack_and_restore():
         with _ops.kernel_options(fwd_sm80_split_plain=False):
             assert _ops._current_options() == 0
         with _ops.kernel_options(fwd_sm80_rab_evict=True):  # (opt-in)
-            assert _ops._current_options() == _ops.FWD_SM80_RAB_EVICT_BIT == 1 << 57
+            assert _ops._current_options() == _ops.FWD_SM80_RAB_EVICT_BIT == 1 << 40
         with _ops.kernel_options(fwd_sm80_rab_evict=False):
             assert _ops._current_options() == 0
         for n in (1, 2, 3):  # (for comparisons)

@@ -100,9 +100,10 @@ enum HstuOptionBits : int64_t {
   kOptFwdSm80SplitPlain = int64_t{1} << 45,
   // bit 41 (below the paged bits 42-44): bit 3 of kernel_options(fwd_sm80_cfg=n), whose values outgrew bits 29-31
   kOptFwdSm80CfgHi = int64_t{1} << 41,
-  // bit 57: the sm80-class forward's bf16 rab defaults (D = 64 / 128 / 256) with evict-first L2 policies on their
-  // rab copies (HstuParams::fwd_sm80_cfg's kFwdSm80RabEvict), opt-in while it is measured
-  kOptFwdSm80RabEvict = int64_t{1} << 57,
+  // bit 40 (below bit 41, the semantic flags' bits 33-39 left free; 57 is main41's kOptNoBwdSm80Split): the
+  // sm80-class forward's bf16 rab defaults (D = 64 / 128 / 256) with evict-first L2 policies on their rab copies
+  // (HstuParams::fwd_sm80_cfg's kFwdSm80RabEvict), opt-in while it is measured
+  kOptFwdSm80RabEvict = int64_t{1} << 40,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
