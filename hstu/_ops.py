@@ -197,6 +197,9 @@ FWD_SM80_NO_QSCALE_BIT = 1 << 61
 # bit 62 (hstu_plan.h kOptFwdSm80SplitMain): kernel_options(fwd_sm80_split_main=True), the sm80-class forward's split
 # as it was (the least chunk rounded up, the list walked twice, Q loaded behind the mask's setup; for comparisons)
 FWD_SM80_SPLIT_MAIN_BIT = 1 << 62
+# bit 57 (hstu_plan.h kOptNoBwdSm80Split): kernel_options(bwd_sm80_split=False), the sm80-class backward never splits
+# long key-block walks (by default its rule, hstu_bwd_sm80_walk_split.h bwd_split_default; for comparisons)
+BWD_SM80_NO_SPLIT_BIT = 1 << 57
 # bit 58 (hstu_plan.h kOptNoFwdSm80Ilv): kernel_options(fwd_sm80_interleave=False), the sm80-class forward's bf16 D = 64
 # long-row default without its unmasked sub-tiles' work interleaved in 16-key groups (for comparisons)
 FWD_SM80_NO_ILV_BIT = 1 << 58
@@ -267,7 +270,7 @@ _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FW
                   | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
                   | (15 << FP8_FWD_VAR_SHIFT) | FWD_SM80_NO_QSCALE_BIT | FWD_SM80_SPLIT_MAIN_BIT | FWD_SM80_NO_ILV_BIT
-                  | (3 << FWD_SM80_BM64_SHIFT) | FWD_SM80_SPLIT_PLAIN_BIT)
+                  | (3 << FWD_SM80_BM64_SHIFT) | FWD_SM80_SPLIT_PLAIN_BIT | BWD_SM80_NO_SPLIT_BIT)
 _options_state = threading.local()
 
 
@@ -286,7 +289,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    fp8_fwd_diag: int = 0, fp8_silu: int = 0, fp8_fwd_var: int = 0,
                    fwd_sm80_qscale: bool = True, fwd_sm80_split_main: bool = False,
                    fwd_sm80_interleave: bool = True, fwd_sm80_bm64: int = 0,
-                   fwd_sm80_split_plain: bool = False) -> Iterator[None]:
+                   fwd_sm80_split_plain: bool = False, bwd_sm80_split: bool = True) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -448,12 +451,13 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     or contexts whose grid runs heads first (at most 2,048 keys) on an sm_90-class GPU run the default's loop with
     each warp's block of a dQ tile claimed (the first writer stores it, later ones add; blocks nobody wrote read as
     zeros), elsewhere the launcher zeroes it.
-    14 (``FWD_SM80_CFG_BWD_SPLIT``; opt-in, bf16, D = 64 / 128 / 256 on sm_90-class devices, no rab): the forward's
-    default; the sm80-class backward on a work list built on the device, each key block's walk over the query tiles
-    cut into chunks of at most L tiles (L: a CTA slot's mean share of the call's walks, at least 4;
-    ``fwd_split_tiles=n`` forces n) whose fp32 dK / dV partials the last chunk sums in chunk order (same outputs up
-    to the fp32 sum order of dK / dV). Not for production: in session 36 about 1 in 12 repeats of a many-sequence
-    D = 128 case gave wrong gradients under it (an intermittent fault being looked for; docs/hstu_kernel_notes.md).
+    14 (``FWD_SM80_CFG_BWD_SPLIT``; bf16, D = 64 / 128 / 256 on sm_90-class devices, no rab): the forward's
+    default; the sm80-class backward's split wherever it applies: a work list built on the device, each key block's
+    walk over the query tiles cut into chunks of at most L tiles (L: a CTA slot's mean share of the call's walks, at
+    least 4; ``fwd_split_tiles=n`` forces n) whose fp32 dK / dV partials the last chunk sums in chunk order (same
+    outputs up to the fp32 sum order of dK / dV). By default the split runs where its rule says so (few key blocks x
+    heads for the SMs and a long longest sequence: jagged batches of a few long sequences; hstu_bwd_sm80_walk_split.h
+    bwd_split_default); ``bwd_sm80_split=False``: never.
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a
@@ -499,7 +503,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                                       ("fwd_sm80_split_main", fwd_sm80_split_main, False, FWD_SM80_SPLIT_MAIN_BIT),
                                       ("fwd_sm80_interleave", fwd_sm80_interleave, True, FWD_SM80_NO_ILV_BIT),
                                       ("fwd_sm80_split_plain", fwd_sm80_split_plain, False,
-                                       FWD_SM80_SPLIT_PLAIN_BIT)):
+                                       FWD_SM80_SPLIT_PLAIN_BIT),
+                                      ("bwd_sm80_split", bwd_sm80_split, True, BWD_SM80_NO_SPLIT_BIT)):
         if value is not True and value is not False:
             _err(name, "True or False", value)
         if value is not default:

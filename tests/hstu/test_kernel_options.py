@@ -90,6 +90,10 @@ def test_bits_match_the_plan_header():
     # the sm80-class forward's split synchronized as main has it (for comparisons): bit 45
     assert int(re.search(r"kOptFwdSm80SplitPlain = int64_t\{1\} << (\d+),", text).group(1)) == 45
     assert _ops.FWD_SM80_SPLIT_PLAIN_BIT == 1 << 45
+    # the sm80-class backward's split never (for comparisons; by default its rule): bit 57
+    assert int(re.search(r"kOptNoBwdSm80Split = int64_t\{1\} << (\d+),", text).group(1)) == 57
+    assert re.search(r"o\.bwd_sm80_split = !\(bits & kOptNoBwdSm80Split\);", text)
+    assert _ops.BWD_SM80_NO_SPLIT_BIT == 1 << 57
     with open(os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_fwd_fp8_sm90_kernel.cuh")) as f:
         enum = re.search(r"enum Fp8FwdVar : int \{([^}]*)\}", f.read()).group(1)
     assert tuple(sorted(int(v) for v in re.findall(r"= (\d+)", enum))) == _ops.FP8_FWD_VARS
@@ -157,6 +161,10 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == _ops.FWD_SM80_SPLIT_PLAIN_BIT == 1 << 45
         with _ops.kernel_options(fwd_sm80_split_plain=False):
             assert _ops._current_options() == 0
+        with _ops.kernel_options(bwd_sm80_split=False):  # (for comparisons)
+            assert _ops._current_options() == _ops.BWD_SM80_NO_SPLIT_BIT == 1 << 57
+        with _ops.kernel_options(bwd_sm80_split=True):
+            assert _ops._current_options() == 0
         for n in (1, 2, 3):  # (for comparisons)
             with _ops.kernel_options(fwd_sm80_bm64=n):
                 assert _ops._current_options() == n << 46
@@ -199,6 +207,9 @@ def test_kernel_options_pack_and_restore():
                 pass
         with pytest.raises(ValueError, match="fwd_sm80_split_plain: expected True or False"):
             with _ops.kernel_options(fwd_sm80_split_plain=bad):
+                pass
+        with pytest.raises(ValueError, match="bwd_sm80_split: expected True or False"):
+            with _ops.kernel_options(bwd_sm80_split=bad):
                 pass
     for bad in (4, True, None, "1"):
         with pytest.raises(ValueError, match=r"fwd_sm80_bm64: expected one of \(0, 1, 2, 3\)"):

@@ -22,7 +22,10 @@ reference (fresh random inputs, gradients poisoned), all give the same dK, dV an
 that runs is the cfg's (other head dims and GPUs without the shared memory run the two-barrier default; calls
 with contexts the default's loop as its context kernel, cfg 5 the two-stage context kernel).
 Also the default's kernels for calls with and without contexts (the context kernels skip the context gap), drab
-with long contexts, a local window, targets and rab, the key-block limit and the dQ workspace layouts."""
+with long contexts, a local window, targets and rab, the key-block limit and the dQ workspace layouts. Every call
+here runs with kernel_options(bwd_sm80_split=False): these are the loops' own tests, and the split of long walks
+(by default on jagged batches of few long sequences; its kernels and rule: test_sm80_backward_split_gpu.py) would
+replace the default's kernel and its sums' order."""
 
 import os
 import random
@@ -190,7 +193,7 @@ def test_sm80_backward_one_barrier(D, lens, mask, delta_q, rab_heads, determinis
     dout = torch.randn_like(q)
     grads = {}
     for cfg in (0,) + loop_cfgs(D):
-        kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+        kernel_opts(sm90=False, bwd_sm80_split=False, bwd_sm80_cfg=cfg)
         kg.check_case(case, 0.5, deterministic=deterministic)
         grads[cfg] = _grads(case, dout, deterministic=deterministic)
         assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
@@ -215,7 +218,7 @@ def test_sm80_backward_mbar_batch_first(mask, rab_heads, delta_q, kernel_opts):
     dout = torch.randn_like(q)
     grads = {}
     for cfg in (1, 0, UNSPLIT_CFG) + MBAR_CFGS:
-        kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+        kernel_opts(sm90=False, bwd_sm80_split=False, bwd_sm80_cfg=cfg)
         if cfg != 1:
             kg.check_case(case, 0.5)
         grads[cfg] = _grads(case, dout)
@@ -237,7 +240,7 @@ def _default_and_cfg_agree(case, dout, D, cfg, kernel_opts, label=None, bitwise=
     cfgs = cfg if isinstance(cfg, tuple) else (cfg,)
     grads = {}
     for c in (0,) + cfgs:
-        kernel_opts(sm90=False, bwd_sm80_cfg=c)
+        kernel_opts(sm90=False, bwd_sm80_split=False, bwd_sm80_cfg=c)
         kg.check_case(case, 0.5)
         grads[c] = _grads(case, dout)
         assert not any(torch.isnan(g).any() for g in grads[c]), c
@@ -351,11 +354,11 @@ def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)
         ctx_case = kg.make_case(23, [300, 64], 2, D, dtype, "context_target", 0)
-        kernel_opts(sm90=False)
+        kernel_opts(sm90=False, bwd_sm80_split=False)
         default, default_ctx = _bwd_kernels(case), _bwd_kernels(ctx_case)
         assert len(default) == 1, default
         for cfg in (0,) + loop_cfgs(D):
-            kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+            kernel_opts(sm90=False, bwd_sm80_split=False, bwd_sm80_cfg=cfg)
             names = _bwd_kernels(case)
             want = loop_kernel(D, cfg, dtype)
             if want is None:
@@ -382,7 +385,7 @@ def test_sm80_backward_context_kernel(D, kernel_opts):
         t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
         for lens in ([300, 64], [2100, 64]):
             case = kg.make_case(23, lens, 2, D, dtype, "context_target", 0)
-            kernel_opts(sm90=False)
+            kernel_opts(sm90=False, bwd_sm80_split=False)
             (plain,) = _bwd_kernels(dict(case, num_contexts=None))
             (ctx,) = _bwd_kernels(case)
             if one_bar_fits():
@@ -391,7 +394,7 @@ def test_sm80_backward_context_kernel(D, kernel_opts):
             else:
                 assert "hstu_bwd_pds_ctx_kernel<" in ctx, (lens, ctx, plain)
             if dtype == torch.bfloat16:
-                kernel_opts(sm90=False, bwd_sm80_cfg=5)
+                kernel_opts(sm90=False, bwd_sm80_split=False, bwd_sm80_cfg=5)
                 (two,) = _bwd_kernels(dict(case, num_contexts=None))
                 (ctx5,) = _bwd_kernels(case)
                 assert "hstu_bwd_pds_ctx_kernel<" in ctx5, (lens, ctx5)
@@ -418,22 +421,22 @@ def test_sm80_backward_context_loops(D, mask, rab_heads, kernel_opts):
         nt = case["num_targets"].tolist() if case["num_targets"] is not None else [0] * len(lens)
         nc = [max(0, min(c, lk - t)) for c, lk, t in zip(want, lens, nt)]
         case["num_contexts"] = torch.tensor(nc, dtype=torch.int32, device="cuda")
-        kernel_opts(sm90=False)
+        kernel_opts(sm90=False, bwd_sm80_split=False)
         kg.check_case(case, 0.5)
         dout = torch.randn_like(case["q"])
         got = _grads(case, dout)
-        kernel_opts(sm90=False, bwd_sm80_cfg=5)
+        kernel_opts(sm90=False, bwd_sm80_split=False, bwd_sm80_cfg=5)
         ref = _grads(case, dout)
         kg.assert_agree(("dq", "dk", "dv", "drab"), got, ref, f"{lens[0]} keys: the default vs cfg 5")
         if D == 64:
-            kernel_opts(sm90=False, bwd_sm80_cfg=13)
+            kernel_opts(sm90=False, bwd_sm80_split=False, bwd_sm80_cfg=13)
             full = _grads(case, dout)
             for name, a, b in zip(("dk", "dv"), got[1:3], full[1:3]):
                 assert torch.equal(a, b), (lens[0], name, kg.max_err(a, b))
             kg.assert_agree(("dq", "drab"), (got[0],) + tuple(got[3:]), (full[0],) + tuple(full[3:]),
                             f"{lens[0]} keys: the default vs cfg 13")
         if D == 256:
-            kernel_opts(sm90=False, bwd_sm80_cfg=13)
+            kernel_opts(sm90=False, bwd_sm80_split=False, bwd_sm80_cfg=13)
             unsplit = _grads(case, dout)
             kg.assert_agree(("dq", "dk", "dv", "drab"), got, unsplit, f"{lens[0]} keys: the default vs cfg 13")
 
@@ -458,7 +461,7 @@ def test_sm80_backward_long_contexts_drab(D, mask, rab_heads, deterministic, ker
         want = [200, 65, 63, 1, 64, 0, 130]
         nc = [max(0, min(c, lk - t)) for c, lk, t in zip(want, lens, nt)]
         case["num_contexts"] = torch.tensor(nc, dtype=torch.int32, device="cuda")
-    kernel_opts(sm90=False)
+    kernel_opts(sm90=False, bwd_sm80_split=False)
     kg.check_case(case, 0.5, deterministic=deterministic, mask_convention=conv)
     leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"], case["rab"])]
     out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=leaves[3], has_drab=True, deterministic=deterministic,
@@ -479,7 +482,7 @@ def test_sm80_backward_refuses_too_many_key_blocks(D, kernel_opts):
     limit = 65535 * 64
     lens = [5, 3]
     case = kg.make_case(zlib.crc32(repr(("keyblocks", D)).encode()), lens, 2, D, torch.bfloat16, "causal", 0)
-    kernel_opts(sm90=False)
+    kernel_opts(sm90=False, bwd_sm80_split=False)
     for max_k, ok in ((limit, True), (limit + 1, False)):
         kw = kg._varlen_kwargs(case)
         kw["max_seqlen_k"] = max_k
@@ -503,21 +506,22 @@ def test_sm80_backward_dq_workspace_layouts(D, mask, rab_heads, delta_q, seqused
     layouts, kernel_options(bwd_sm80_cfg=8)) add row-major; hstu_dq_tile_convert_kernel reads the flagged layout (by
     whole 16-byte lane slots, stored through shared memory as 16-byte pieces of rows; only the tiles that hold rows
     of their sequence: the last sequence is shorter than the longest, so its tiles past its end would read past the
-    workspace); at these lengths the default runs heads first, cfg 3 batch first. All meet the error rule against the fp32 reference (jagged sequences of 0-1,100 rows,
-    queries fewer than keys, rows past seqused, bf16 and fp16), and the dq rows outside every sequence (past
+    workspace); at these lengths the default runs heads first, cfg 3 batch first. All meet the error rule against
+    the fp32 reference (jagged sequences of 0-1,100 rows, queries fewer than keys, rows past seqused, bf16 and
+    fp16), and the dq rows outside every sequence (past
     cu_seqlens_q[-1]) are zeros (dq is uninitialized: poisoned)."""
     lens = [700, 129, 64, 1, 330, 0, 257, 1100, 384]
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(zlib.crc32(repr(("dqlayout", D, mask, rab_heads, str(dtype))).encode()), lens, 2, D,
                             dtype, mask, rab_heads, delta_q=delta_q, seqused=seqused)
         for cfg in (0, 3, 8):
-            kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+            kernel_opts(sm90=False, bwd_sm80_split=False, bwd_sm80_cfg=cfg)
             kg.check_case(case, 0.5)
         # 5 rows behind the last sequence: their dq is zeros in both layouts
         kw = kg._varlen_kwargs(case)
         extra = [torch.cat([t, torch.randn_like(t[:5])]) for t in (case["q"], case["k"], case["v"])]
         for cfg in (0, 3, 8):
-            kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+            kernel_opts(sm90=False, bwd_sm80_split=False, bwd_sm80_cfg=cfg)
             leaves = [t.detach().clone().requires_grad_() for t in extra]
             out = hstu_attn_varlen_func(*leaves, alpha=0.5, **kw)
             kg.poison_allocator(8 * extra[0].numel() * extra[0].element_size())
@@ -567,7 +571,7 @@ def _rab_smem_vs_main(case, D, deterministic, kernel_opts, want_smem=True):
     dout = torch.randn_like(case["q"])
     got = {}
     for var in (0, 8):
-        kernel_opts(sm90=False, fwd_sm80_cfg=var)
+        kernel_opts(sm90=False, bwd_sm80_split=False, fwd_sm80_cfg=var)
         if var == 0:
             kg.check_case(case, 0.5, deterministic=deterministic)
         got[var], names = _rab_grads_and_kernels(case, dout, case["rab"], deterministic)
@@ -655,7 +659,7 @@ def _drab_vs_main(case, D, kernel_opts, want=None, deterministic=False, check=Tr
     dout = torch.randn_like(case["q"])
     got = {}
     for var in (0, DRAB_MAIN) + ((DRAB_LSU,) if want_lsu else ()):
-        kernel_opts(sm90=False, fwd_sm80_cfg=var, **opts)
+        kernel_opts(sm90=False, bwd_sm80_split=False, fwd_sm80_cfg=var, **opts)
         if var == 0 and check:
             kg.check_case(case, 0.5, deterministic=deterministic)
         got[var], names = _grads_drab_poisoned(case, dout, case["rab"], deterministic)
@@ -743,7 +747,7 @@ def test_sm80_backward_dq_claims(dt, D, mask, rab_heads, delta_q, seqused, lens,
     dout = torch.randn_like(case["q"])
     grads = {}
     for cfg in (0, DQ_CLAIM_CFG):
-        kernel_opts(sm90=False, fwd_sm80_cfg=cfg)
+        kernel_opts(sm90=False, bwd_sm80_split=False, fwd_sm80_cfg=cfg)
         kg.check_case(case, 0.5)
         grads[cfg] = _grads(case, dout)
         assert not any(torch.isnan(x).any() for x in grads[cfg]), cfg

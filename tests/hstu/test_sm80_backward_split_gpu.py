@@ -14,7 +14,7 @@ import zlib
 import pytest
 import torch
 
-from hstu_attn import hstu_attn_varlen_func
+from hstu_attn import hstu_attn_reference, hstu_attn_varlen_func
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hstu_kernel_checks as kg  # noqa: E402
@@ -40,7 +40,7 @@ def _grads(case, dout):
 def _bwd_kernels(case):
     """names of the sm80-class backward's kernels (main's and the split's list) one backward of case runs"""
     leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
-    out = hstu_attn_varlen_func(*leaves, alpha=0.5, **kg._varlen_kwargs(case))
+    out = hstu_attn_varlen_func(*leaves, alpha=0.5, rab=case["rab"], **kg._varlen_kwargs(case))
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         torch.autograd.grad(out, leaves, torch.randn_like(out))
         torch.cuda.synchronize()
@@ -112,3 +112,67 @@ def test_sm80_backward_split_d256_ksplit_loop(mask, kernel_opts):
         assert any(f"hstu_bwd_pds_split_kernel<__nv_bfloat16, 256, 2, 8, {body}," in n for n in names), (cfg, names)
         got[cfg] = _grads(case, dout)
     kg.assert_agree(("dq", "dk", "dv"), got[13], got[0], "the split's loops: split S / dP vs not")
+
+
+@pytest.mark.parametrize("cfg", [0, SPLIT_CFG])
+@pytest.mark.parametrize("D", [64, 128])
+def test_sm80_backward_context_loops_repeated(D, cfg, kernel_opts):
+    """The many-sequences case with contexts, 60 backwards back to back WITHOUT the allocator's poisoning (which
+    hid the fault): the loops with contexts on sm_90-class devices (the default's context twins, cfg 0, and the
+    split's kernel) once read the first tiles' rows from thread 0's shared tile map before the barrier that makes
+    it visible, so now and then one key block's CTA walked a stale map (3 of 60 runs at D = 128 under the split).
+    Every run meets the error rule against the fp32 reference, and dK / dV are the same bits in every run."""
+    if not _sm90():
+        pytest.skip("the context loops run on sm_90-class devices")
+    g = torch.Generator().manual_seed(D)
+    lens = torch.randint(0, 1000, (80,), generator=g).tolist() + [4000]
+    case = kg.make_case(zlib.crc32(repr(("split40r", D)).encode()), lens, 2, D, torch.bfloat16, "context_target", 0)
+    args = kg._varlen_kwargs(case)
+    dout = torch.randn_like(case["q"])
+    f32 = [t.detach().float().requires_grad_() for t in (case["q"], case["k"], case["v"])]
+    ref = torch.autograd.grad(hstu_attn_reference(*f32, alpha=0.5, **args), f32, dout.float())
+    lp = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
+    ref_lp = torch.autograd.grad(hstu_attn_reference(*lp, alpha=0.5, upcast=False, **args), lp, dout)
+    bound = [5 * kg.max_err(a, r) + 1e-6 + 1e-4 * r.abs().max().item() for a, r in zip(ref_lp, ref)]
+    kernel_opts(sm90=False, fwd_sm80_cfg=cfg)
+    first = None
+    for run in range(60):
+        leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
+        out = hstu_attn_varlen_func(*leaves, alpha=0.5, **args)
+        got = torch.autograd.grad(out, leaves, dout)
+        for name, gt, r, bd in zip(("dq", "dk", "dv"), got, ref, bound):
+            err = kg.max_err(gt, r)
+            assert err <= bd, f"run {run}: {name} error {err:.3e} > {bd:.3e}"
+        if first is None:
+            first = got
+        else:
+            assert torch.equal(got[1], first[1]) and torch.equal(got[2], first[2]), f"run {run}: dK / dV differ"
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_backward_split_default_rule(D, kernel_opts):
+    """The split by default (hstu_bwd_sm80_walk_split.h bwd_split_default): a jagged batch of a few sequences, one
+    long (few key blocks x heads for the SMs) runs the split's kernels and meets the error rule; with
+    kernel_options(bwd_sm80_split=False) it does not split; a many-wave dense batch, a dense batch at D = 256, fp16
+    and rab never split by default."""
+    if not _sm90():
+        pytest.skip("the split runs on sm_90-class devices (the default's loops)")
+    split = "hstu_bwd_pds_split_kernel<"
+    lens = [2065, 0, 700, 31, 1290, 129, 300]
+    case = kg.make_case(zlib.crc32(repr(("split40d", D)).encode()), lens, 2, D, torch.bfloat16, "context", 0)
+    kernel_opts(sm90=False)
+    kg.check_case(case, 0.5)
+    assert any(split in n for n in _bwd_kernels(case)), D
+    kernel_opts(sm90=False, bwd_sm80_split=False)
+    kg.check_case(case, 0.5)
+    assert not any(split in n for n in _bwd_kernels(case)), D
+    kernel_opts(sm90=False)
+    dense_many = kg.make_case(zlib.crc32(repr(("split40m", D)).encode()), [1024] * 32, 2, D, torch.bfloat16,
+                              "causal", 0)
+    assert not any(split in n for n in _bwd_kernels(dense_many)), D
+    dense = kg.make_case(zlib.crc32(repr(("split40n", D)).encode()), [2048], 2, D, torch.bfloat16, "causal", 0)
+    assert any(split in n for n in _bwd_kernels(dense)) == (D != 256), D
+    half = kg.make_case(zlib.crc32(repr(("split40h", D)).encode()), lens, 2, D, torch.float16, "context", 0)
+    assert not any(split in n for n in _bwd_kernels(half)), D
+    rab = kg.make_case(zlib.crc32(repr(("split40r", D)).encode()), lens, 2, D, torch.bfloat16, "causal", 1)
+    assert not any(split in n for n in _bwd_kernels(rab)), D

@@ -183,7 +183,7 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask |
                              kOptFp8FwdVarMask | kOptFp8BwdMask | kOptNoFwdSm80Qscale |
                              kOptFwdSm80SplitMain | kOptNoFwdSm80Ilv | kOptFwdSm80Bm64Mask |
-                             kOptFwdSm80SplitPlain | kOptFwdSm80CfgHi;
+                             kOptFwdSm80SplitPlain | kOptFwdSm80CfgHi | kOptNoBwdSm80Split;
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   o = HstuOptions::from_bits(options);
@@ -329,14 +329,21 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
     p.bwd_sched = scratch.data_ptr();
     p.bwd_sched_bytes = plan.sched_bytes;
   }
-  // The sm80-class backward's split (kernel_options(fwd_sm80_cfg=14)): its work list, counters and dK / dV partials
-  // (hstu_bwd_sm80_walk_split.h; uninitialized: the list kernel writes what the backward reads).
+  // The sm80-class backward's split (hstu_bwd_sm80_walk_split.h): where bwd_split_default says so (bf16, no rab, not
+  // deterministic, sm_90-class devices, no comparison cfg; kernel_options(bwd_sm80_split=False): never), or wherever
+  // it applies under kernel_options(fwd_sm80_cfg=14). Its work list, counters and dK / dV partials (uninitialized:
+  // the list kernel writes what the backward reads).
   std::optional<Tensor> split_ws;
+  const int d = static_cast<int>(q.size(2)), split_bn = bwd_split_block_n(d), sms = accel::current_device_sms();
+  if (plan.family == KernelFamily::kSm80 && o.bwd_sm80_split && o.fwd_sm80_cfg == 0 && o.bwd_sm80_cfg == 0 &&
+      !o.bwd_sm80_pair && !half && !rab.has_value() && !deterministic && p.bwd_sched == nullptr &&
+      bwd_split_default(k.size(0), p.batch, p.heads, max_seqlen_q, max_seqlen_k, d, sms) &&
+      device_sm90_class(q.get_device())) {
+    p.fwd_sm80_cfg |= kBwdSm80SplitWalk;
+  }
   if (plan.family == KernelFamily::kSm80 && (p.fwd_sm80_cfg & kBwdSm80SplitWalk) && p.bwd_sched == nullptr &&
-      bwd_split_block_n(static_cast<int>(q.size(2))) > 0) {
-    const int d = static_cast<int>(q.size(2));
-    const BwdSplitLayout l = bwd_split_layout(k.size(0), p.batch, p.heads, bwd_split_block_n(d), d,
-                                              accel::current_device_sms());
+      split_bn > 0) {
+    const BwdSplitLayout l = bwd_split_layout(k.size(0), p.batch, p.heads, split_bn, d, sms);
     split_ws = torch::stable::new_empty(q, {l.bytes}, ScalarType::Byte);
     p.bwd_sched = split_ws->data_ptr();
     p.bwd_sched_bytes = l.bytes;

@@ -100,6 +100,9 @@ enum HstuOptionBits : int64_t {
   kOptFwdSm80SplitPlain = int64_t{1} << 45,
   // bit 41 (below the paged bits 42-44): bit 3 of kernel_options(fwd_sm80_cfg=n), whose values outgrew bits 29-31
   kOptFwdSm80CfgHi = int64_t{1} << 41,
+  // bit 57: the sm80-class backward never splits long key-block walks (kernel_options(bwd_sm80_split=False); by
+  // default bwd_split_default decides, hstu_bwd_sm80_walk_split.h), for comparisons
+  kOptNoBwdSm80Split = int64_t{1} << 57,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -132,6 +135,7 @@ struct HstuOptions {
   bool fwd_sm80_ilv = true;  // HstuParams::fwd_sm80_cfg bit 5 cleared
   int fwd_sm80_bm64 = 0;  // HstuParams::fwd_sm80_cfg bits 6-7 (fwd_sm80_bm64_rule)
   bool fwd_sm80_split_plain = false;  // HstuParams::fwd_sm80_cfg bit 8
+  bool bwd_sm80_split = true;  // the backward's split where bwd_split_default says so (false: never)
   bool pdl = false;  // Sm90PagedKV::pdl
   bool fwd_trace = false;  // Sm90PagedKV::trace
   bool fp8_sched = false;
@@ -162,6 +166,7 @@ struct HstuOptions {
     o.fwd_sm80_ilv = !(bits & kOptNoFwdSm80Ilv);
     o.fwd_sm80_bm64 = static_cast<int>((bits >> kOptFwdSm80Bm64Shift) & 3);
     o.fwd_sm80_split_plain = (bits & kOptFwdSm80SplitPlain) != 0;
+    o.bwd_sm80_split = !(bits & kOptNoBwdSm80Split);
     o.pdl = (bits & kOptPdl) != 0;
     o.fwd_trace = (bits & kOptFwdTrace) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;
@@ -221,6 +226,17 @@ inline bool device_is_sm90(int device) {
     return false;
   }
   return d.cc_major == 9 && d.cc_minor == 0;
+}
+
+// Compute capability 9.0 or newer: where the sm80-class family runs its sm_90-class loops (hstu_bwd_sm80_kernel.cuh
+// bwd_sm80_sm90_class, the same test on the current device).
+inline bool device_sm90_class(int device) {
+  accel::DeviceInfo d;
+  if (accel::device_info(device, d) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return d.cc_major >= 9;
 }
 
 // The Hopper kernels apply: D 64 / 128 / 256, grid limits, a compute capability 9.0 device, the unit compiled.

@@ -856,6 +856,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(a_end), "=r"(g) : "r"(sMap));
     return (mb >= a_end ? mb + g : mb) * BM;
   };
+  // tile_m from registers, for the copies before the first barrier: only that barrier makes thread 0's tile_map
+  // visible to the other threads (read there, it raced with the store: a stale map of the CTA that ran before on the
+  // SM, one key block's Q / dO rows from the wrong tile; docs/hstu_kernel_notes.md, session 37).
+  auto tile_m_early = [&](const int mb) {
+    if constexpr (!kWalkIdx) return mb * BM;
+    return (mb >= mb_begin + n_a ? mb + gap : mb) * BM;
+  };
 
   // kRabSmem: lane l's chunk of the warp's phase-1 rows (SN keys = kRabCpr 16-byte chunks a row): chunk l % kRabCpr
   // of rows l / kRabCpr + kRabStep i, in the P / dS tile's layout.
@@ -945,13 +952,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
     load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
     load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
     {
-      const int m0 = tile_m(mb_begin);
+      const int m0 = tile_m_early(mb_begin);
       load_q_do(sQ0, m0, tid);
       if constexpr (kRabSmem) load_rab_warp(sP0 + static_cast<uint32_t>(mb_begin & 1) * (2 * BM * BN * 2), m0);
     }
     cp_async_commit();
     if constexpr (kOneBar) {  // the second tile's copies too; the first tile (with K, V) waited for
-      if (mb_begin + 1 < mb_end) load_q_do(sQ0 + kStageBytes, tile_m(mb_begin + 1), tid);
+      if (mb_begin + 1 < mb_end) load_q_do(sQ0 + kStageBytes, tile_m_early(mb_begin + 1), tid);
       cp_async_commit();
       cp_async_wait<1>();
       __syncthreads();

@@ -58,4 +58,21 @@ inline int64_t bwd_split_cap_from_bytes(int64_t bytes, int64_t heads, int bn, in
 // split at that head dim.
 constexpr int bwd_split_block_n(int d) { return d == 64 || d == 128 ? 128 : d == 256 ? 64 : 0; }
 
+// The split by default (kernel_options(bwd_sm80_split=False) turns it off): where the call's key blocks x heads
+// fill less than two waves of the SMs (one CTA an SM: the grid cannot balance itself) and the longest sequence walks
+// at least 8 query tiles (its block 0 then bounds the kernel); at D = 256 only on jagged batches (dense, its split
+// kernel was 1.11x slower: nothing to balance and the context twin's spills). Host values only (total_k = k's rows;
+// a batch is dense when total_k fills batch x max_seqlen_k). Measured in session 36 (H200, H4): the Zipf backward
+// 0.61x / 0.60x / 0.75x the time at D = 64 / 128 / 256, B1 S8K 0.70x, B8 S1K 0.85-0.88x, B4 S2K D = 128 0.80x, but
+// D = 64 B4 S2K 1.045x (docs/hstu_kernel_notes.md).
+inline bool bwd_split_default(int64_t total_k, int64_t batch, int64_t heads, int64_t max_seqlen_q,
+                              int64_t max_seqlen_k, int d, int sms) {
+  const int bn = bwd_split_block_n(d);
+  if (bn == 0 || sms <= 0 || total_k <= 0) return false;
+  const int64_t bm = d == 64 ? 128 : 64;  // the loops' query tile (D = 64: the 128-row tiles)
+  if (max_seqlen_q < 8 * bm) return false;
+  if (d == 256 && total_k >= batch * max_seqlen_k) return false;
+  return (total_k + bn - 1) / bn * heads < 2 * static_cast<int64_t>(sms);
+}
+
 }  // namespace hstu

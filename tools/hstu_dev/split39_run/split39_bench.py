@@ -7,6 +7,7 @@ the Zipf pair of benchmarks/hstu_attention.py (Zipf(1.2) B32 max 4K, seed 0, 3 c
 and, with --edge, shapes around the rule's bound (B8 S1K, B1 S8K, B4 S2K, B16 S4K without contexts). Prints each
 variant / the first one and the Zipf / dense TFLOP/s ratio per variant.
 --prof: then each kernel's time per call (torch.profiler, us, mean of 5 eager calls) of every variant on the pair.
+Session 37 (main's rule, kernel_options(bwd_sm80_split=False) to turn it off): CFG `never` is that option.
 Usage: split39_bench.py LABEL --var main=14 default=0 [split=8] [--dims 64 128 256] [--reps 3] [--edge] [--prof]"""
 import argparse
 import os
@@ -28,7 +29,8 @@ def bwd_call(lens, D, cfg=0, ctx=3, seed=5):
     cu = torch.tensor([0] + lens, device="cuda", dtype=torch.int32).cumsum(0).to(torch.int32)
     nc = torch.tensor([min(ctx, L) for L in lens], device="cuda", dtype=torch.int32) if ctx else None
     S = max(lens)
-    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg):
+    opts = dict(fwd_sm80_cfg=cfg) if isinstance(cfg, int) else {"bwd_sm80_split": False}  # ("never", session 37)
+    with _ops.kernel_options(sm90=False, **opts):
         opts = _ops._current_options()
     bwd = torch.ops.hstu_attn.bwd_with_options
     return lambda: bwd(do, q, k, v, cu, cu, S, S, nc, None, 1, -1, 0, D ** -0.5, None, float(S), None, None, False,
@@ -46,7 +48,7 @@ def main():
     ap.add_argument("--no-time", action="store_true")
     a = ap.parse_args()
     var = dict(v.split("=") for v in a.var)
-    var = {k: int(c) for k, c in var.items()}
+    var = {k: c if c == "never" else int(c) for k, c in var.items()}
     base = next(iter(var))
     jag = zipf_lengths(32, 4096)
     dense = [sum(jag) // 2] * 2
