@@ -267,13 +267,13 @@ def test_dq_bf16_workspace_maps_back_to_each_row_once(D):
                                     if row < n:
                                         assert written.setdefault(e, (h, cu[b] + row, col)) == (h, cu[b] + row, col)
     ng = total // 16 + B + 1
-    quad, sub = 4, 256 // (2 * D)  # (kQuadPairs, pairs side by side)
+    quad, sub = 4, 256 // (2 * D)  # (kQuadPairs, kSub: pairs side by side)
     seen = set()
-    for blk_x in range((ng * H + quad * sub - 1) // (quad * sub)):  # (fp8_bwd_finish_quad_kernel's blocks)
+    for blk_x in range((ng * H + quad - 1) // quad):  # (fp8_bwd_finish_quad_kernel's blocks)
         for tid in range(256):
             t, s = tid % (2 * D), tid // (2 * D)
-            for k in range(quad):
-                pair = blk_x * quad * sub + k * sub + s
+            for k in range(quad // sub):  # (kPer)
+                pair = blk_x * quad + k * sub + s
                 if pair < ng * H:
                     assert (pair, t) not in seen
                     seen.add((pair, t))

@@ -393,7 +393,7 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
 }
 
 // dq_bf16's groups (D = 64, 128) back into rows without shared memory: block x < row_blocks puts kQuadPairs
-// (256 / 2 D) (group, head) pairs back (pair (x kQuadPairs + k) (256 / 2 D) + t / 2 D: group / heads, head % heads;
+// (group, head) pairs back (pair x kQuadPairs + k kSub + threadIdx.x / 2 D for k < kPer: group / heads, head % heads;
 // 2 D uint4 a pair, one per thread, every load issued before the owner's search). uint4 u = t % 2 D of a pair holds
 // the bf16 pairs (rows a, a + 8) x (column blocks j, j + 1) of lane l = u % 32 (a = l / 4, j = 2 (u % D / 32),
 // columns (D / 2) (u / D) + 8 j + 2 (l % 4)): the quad's 4 x 4 words transposed in two shuffle rounds leave each lane
@@ -408,16 +408,19 @@ __global__ void __launch_bounds__(kThreads, kHoist ? 5 : 0)
     fp8_bwd_finish_quad_kernel(const HstuFp8BwdFinishParams p, int64_t groups, int64_t row_blocks) {
   static_assert(D == 64 || D == 128, "the FP8 backward's head dims");
   constexpr int kSub = kThreads / (2 * D);  // pairs side by side in one step of the block
+  constexpr int kPer = kQuadPairs / kSub;   // pairs per thread (D = 64: 2, with 4 more registers it spilled)
   if (blockIdx.x >= row_blocks) {
     zero_rows_outside(p, blockIdx.x - row_blocks, gridDim.x - row_blocks);
     return;
   }
-  const int t = threadIdx.x % (2 * D), sub = threadIdx.x / (2 * D);
-  const int64_t pairs = groups * p.heads, x0 = static_cast<int64_t>(blockIdx.x) * kQuadPairs * kSub + sub;
+  // (kSub == 1: the thread index as is; the remainder / quotient forms cost the D = 128 kernel a 64-byte spill)
+  const int t = kSub == 1 ? static_cast<int>(threadIdx.x) : static_cast<int>(threadIdx.x % (2 * D));
+  const int sub = kSub == 1 ? 0 : static_cast<int>(threadIdx.x / (2 * D));
+  const int64_t pairs = groups * p.heads, x0 = static_cast<int64_t>(blockIdx.x) * kQuadPairs + sub;
   const uint4* src = reinterpret_cast<const uint4*>(p.dq_accum);
-  uint4 v[kQuadPairs];
+  uint4 v[kPer];
 #pragma unroll
-  for (int k = 0; k < kQuadPairs; ++k) {
+  for (int k = 0; k < kPer; ++k) {
     if (x0 + k * kSub < pairs) v[k] = __ldcs(src + (x0 + k * kSub) * (2 * D) + t);
   }
   const int l = t % 32, qd = l % 4;
@@ -426,7 +429,7 @@ __global__ void __launch_bounds__(kThreads, kHoist ? 5 : 0)
   int64_t x_seen = -1;
   DqGroupRows g{};
 #pragma unroll
-  for (int k = 0; k < kQuadPairs; ++k) {
+  for (int k = 0; k < kPer; ++k) {
     if (x0 + k * kSub >= pairs) break;  // (uniform over the warp)
     const int64_t x = (x0 + k * kSub) / p.heads;
     const int h = static_cast<int>((x0 + k * kSub) % p.heads);
@@ -475,8 +478,7 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
     const int64_t ng = p.total_q / 16 + p.batch + 1;  // groups that hold rows (hstu_fp8_bwd_dq_tiled_groups - 3)
     const bool d64 = p.head_dim == 64;
     if (p.dq_bf16) {
-      const int64_t per_block = kQuadPairs * (kThreads / (2 * p.head_dim));
-      const int64_t row_blocks = (ng * p.heads + per_block - 1) / per_block;
+      const int64_t row_blocks = (ng * p.heads + kQuadPairs - 1) / kQuadPairs;
       const dim3 grid(static_cast<unsigned>(row_blocks + 2 * sms));
       auto quad = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(p, ng, row_blocks); };
       auto quad_d = [&](auto t, auto hoist) {
