@@ -11,7 +11,7 @@
 //   S^T = K_wg Q^T, dP^T = V_wg dO^T     SS, both operands K-major as stored (D contiguous), m64n64
 //   P^T = SiLU(S), dS'^T = dP^T SiLU'(S) alpha q_s   fp32, masked by select (SeqMask::allowed; none on tiles that
 //                                                    tile_full passes); P^T and SiLU' once S^T is done, under dP^T
-//   dV += P8^T dO^T                                  RS, m64n128, P8 = e4m3(P) straight from registers (Q^T / dO^T
+//   dV += P8^T dO^T                                  RS, m64nD, P8 = e4m3(P) straight from registers (Q^T / dO^T
 //                                                    hold the queries permuted per 32, hstu_fp8_key_perm)
 //   amax |dS'| of tile i posted                      one word per warp in smem + a named-barrier arrive (no wait)
 //   dS' of tile i parked in smem (fp32), tile i - 1's taken back   (each thread its own 128 bytes)
@@ -22,13 +22,13 @@
 //   dS8 = e4m3(dS' / u) of tile i - 1               into RS A fragments and (16-bit stores, byte pairs (key j,
 //                                                    j + 8) of one query, 128-byte swizzle) into a (queries x 128
 //                                                    keys) dS8 buffer of 3 (K^T holds the keys paired the same way)
-//   dQ of tile i - 2 = dS8 K^T, * u k_s / q_s       SS m64n64 over all 128 keys, warpgroup g's columns
-//                                                    [64 g, 64 g + 64) (the bf16 kernel's column split), once the
+//   dQ of tile i - 2 = dS8 K^T, * u k_s / q_s       SS m64n(D / 2) over all 128 keys, warpgroup g's columns
+//                                                    [D / 2 g, D / 2 (g + 1)) (the bf16 kernel's split), once the
 //                                                    other warpgroup's dS8 half is stored (a named barrier, arrived
 //                                                    at an iteration ago); staged per warp in smem (two
 //                                                    128B-swizzled 16 x 32 fp32 panels) and added to f.dq_accum by
 //                                                    bulk tensor reduce-adds (the bf16 kernel's)
-//   dK += dS8^T Q^T of tile i - 1                    RS, m64n128 (Q^T of ring B, released an iteration later);
+//   dK += dS8^T Q^T of tile i - 1                    RS, m64nD (Q^T of ring B, released an iteration later);
 //                                                    acc_dv in units of dO's factor, acc_dk of u: rescaled when
 //                                                    they change (u only grows, by powers of two)
 // kFp8BwdSpecQ: no parking; the dS pass of tile i computes dS' / ug with ug = u then (two tiles old), quantizes it
@@ -42,13 +42,15 @@
 // test in iteration i. kFp8BwdWgUniform: the warpgroup / warp index warp-uniform for ptxas (uniform wgmma
 // descriptors). kFp8BwdRedNext: the last 2 (kFp8BwdRedNextWide: 3) of a tile's dQ reduce-adds issued under the next
 // tile's S^T. kFp8BwdFactorsEarly: the tile's q / dO factor words read before its GEMMs' issue. kFp8BwdDqBf16: dQ
-// rounded to bf16 and reduce-added in bf16 (4 red.v4.bf16x2 per thread and tile) into a bf16 workspace. kFp8BwdLean:
-// the full-tile test by per-warpgroup bounds, the tile's factors without IEEE divisions, dQ's address by increments.
+// rounded to bf16 and reduce-added in bf16 (D / 32 red.v4.bf16x2 per thread and tile) into a bf16 workspace.
+// kFp8BwdLean: the full-tile test by per-warpgroup bounds, the tile's factors without IEEE divisions, dQ's address by
+// increments.
 // All measured in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
-// Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
-// FP8 backward".
+// D = 64 or 128 (D = 64: K / V / Q / dO rows of 64 bytes, 64-byte swizzle). Not yet: the work list, D = 256 (its
+// dK / dV accumulators alone would take 256 registers a thread: docs/hstu_kernel_notes.md, "The FP8 backward at
+// D = 64"), rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper FP8 backward".
 #pragma once
 
 #include <cuda.h>
@@ -582,9 +584,10 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 32; ++kk) {
+      const uint32_t kt = opaque(sKt + C::kDqCols * 128 * wg);  // K^T's rows of this warpgroup's dQ columns
       fp8_bwd_wgmma_ss<D / 2>(acc, desc_k32(make_desc_kmajor(opaque(sdS) + ((t + kDsBufs) % kDsBufs) * C::kdSBytes,
                                                               128), kk),
-                               desc_k32(make_desc_kmajor(opaque(sKt + C::kDqCols * 128 * wg), 128), kk), kk > 0 ? 1 : 0);
+                               desc_k32(make_desc_kmajor(kt, 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
   };
