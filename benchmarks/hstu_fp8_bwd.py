@@ -4,7 +4,9 @@
 distance to the bf16 backward.
 
 Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variants default,NAME]
-       [--no-dequant] [--short N] [--fa3 ROUNDS] [--results FILE]
+       [--no-dequant] [--short N] [--fa3 ROUNDS] [--hdim 64,128] [--results FILE]
+--hdim: the head dims of the cases, comma-separated (default 128; the kernel is built at 64 and 128), each case of
+every head dim in turn (B16 S16K, S4K).
 --fa3 ROUNDS: also the FP8 paths by FlashAttention-3's FP8 benchmark method, as the forward's headline
 (benchmarks/hstu_attention.py --fp8 --method fa3: sleep 1 s, 2 warm-up calls, 30 calls back to back in one timed
 block, no L2 flush, the mean), ROUNDS rounds of the paths in a fresh random order, the mean of the rounds.
@@ -29,7 +31,7 @@ import bench_util  # noqa: E402
 import hstu_attn  # noqa: E402
 from hstu_attn import _fp8, _fp8_bwd  # noqa: E402
 
-CASES = [(16, 16384, 128), (16, 4096, 128)]  # (B, S, D)
+CASES = [(16, 16384, 128), (16, 4096, 128)]  # (B, S, D); D from --hdim
 
 
 def bwd_flops(B: int, S: int, D: int, H: int = 4) -> float:
@@ -158,12 +160,15 @@ def main(argv=None) -> int:
     p.add_argument("--fa3", type=int, default=0,
                    help="also time the FP8 paths by FlashAttention-3's FP8 benchmark method (benchmarks/"
                         "hstu_attention.py --fp8 --method fa3), this many rounds; 0: not")
+    p.add_argument("--hdim", default="128", help="head dims of the cases, comma-separated (e.g. 64,128)")
     p.add_argument("--results", help="append the table to this markdown file")
     bench_util.add_device_arg(p)
     args = p.parse_args(argv)
     device = torch.device(args.device)
     variants = [v for v in args.variants.split(",") if v]
-    cases = [(2, 256, 128)] if args.smoke else CASES[:1] if args.quick else CASES
+    hdims = [int(d) for d in args.hdim.split(",") if d]
+    base = [(2, 256, 128)] if args.smoke else CASES[:1] if args.quick else CASES
+    cases = [(B, S, d) for B, S, _ in base for d in hdims]
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     lines = [f"## hstu_fp8_bwd: {gpu}", "",
              f"- device: {gpu}; torch {torch.__version__}; commit {bench_util.git_commit()}; "

@@ -236,7 +236,7 @@ def hstu_attn_fp8_backward_reference(
 #: (hstu_ops.cc kOptFp8BwdMainPath: the former path outside the kernel: the descale factors' check as a launch of its
 #: own, the finishing pass's owner search per pair; the same kernel and bytes). Their history: docs/hstu_kernel_notes.md
 FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59, "main_path": 1 << 60}
-FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
+FP8_BWD_HEAD_DIMS = (64, 128)  # head dims the Hopper FP8 backward is built for (kernel_matrix.bzl; D = 256 not yet)
 
 
 def fp8_bwd_refusal(q8: torch.Tensor, rab, options: int, deterministic: bool = False) -> Optional[str]:
@@ -247,8 +247,8 @@ def fp8_bwd_refusal(q8: torch.Tensor, rab, options: int, deterministic: bool = F
     if deterministic:
         return "deterministic: expected False with kernel_options(fp8_bwd=True) (dQ is added with atomics)"
     if q8.shape[2] not in FP8_BWD_HEAD_DIMS:
-        return (f"q: expected head dim in {list(FP8_BWD_HEAD_DIMS)} with kernel_options(fp8_bwd=True) (D = 128 is "
-                f"built first), got {q8.shape[2]}")
+        return (f"q: expected head dim in {list(FP8_BWD_HEAD_DIMS)} with kernel_options(fp8_bwd=True), got "
+                f"{q8.shape[2]}")
     if not q8.is_cuda or device_capability(q8.device) != (9, 0):
         return "q: expected a compute capability 9.0 (Hopper) device with kernel_options(fp8_bwd=True)"
     if options & _ops.OPTION_BITS["sm90"]:
@@ -272,8 +272,8 @@ def fp8_bwd_cuda(dout, args, deterministic, options, diag: int = 0, forced: bool
     why = fp8_bwd_refusal(q8, rab, options, deterministic)
     if why is None and not fp8_bwd_kernel_built(q8.shape[2]):
         why = ("kernel_options(fp8_bwd=True): expected the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90, unit "
-               "hstu_bwd_sm90_fp8_hdim128), got a build without it (issue 36; docs/hstu_attn.md 'The Hopper FP8 "
-               "backward'); run without fp8_bwd=True for the dequantized bf16/fp16 backward")
+               f"hstu_bwd_sm90_fp8_hdim{q8.shape[2]}), got a build without it (issue 36; docs/hstu_attn.md 'The "
+               "Hopper FP8 backward'); run without fp8_bwd=True for the dequantized bf16/fp16 backward")
     if why is not None:
         if forced:
             raise NotImplementedError(f"hstu_attn: {why}")

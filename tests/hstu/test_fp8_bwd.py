@@ -188,12 +188,14 @@ def test_prepass_quant_blocks_write_every_dot_column(seed):
         assert all(out[c] == ref(c) for c in range(q_cols)), lens
 
 
-def test_dq_red_workspace_maps_back_to_each_row_once():
+@pytest.mark.parametrize("D", [64, 128])
+def test_dq_red_workspace_maps_back_to_each_row_once(D):
     """The kernel's dq workspace (kFp8BwdDqRedV4, hstu_fp8_bwd_dq_tiled_floats): the float each thread's
-    red.global.add.v4 adds an accumulator element to (rows lane / 4 + 8 (c // 2), columns 64 wg + 8 j + 2 (lane % 4)
-    + c % 2 of the warp's 16-row group (cu[b] + 16 b) // 16 + row0 // 16) is the float the finishing pass reads back
-    for that (row, column) (its owner search and float4 order), every used float once, inside the allocation
-    (jagged, an empty sequence, a start off 16, the last tiles' warps past their sequence)."""
+    red.global.add.v4 adds an accumulator element to (rows lane / 4 + 8 (c // 2), columns (D / 2) wg + 8 j +
+    2 (lane % 4) + c % 2 of the warp's 16-row group (cu[b] + 16 b) // 16 + row0 // 16) is the float the finishing pass
+    (fp8_bwd_finish_tiled_kernel<T, D>) reads back for that (row, column) (its owner search and float4 order), every
+    used float once, inside the allocation (jagged, an empty sequence, a start off 16, the last tiles' warps past their
+    sequence)."""
     lens = [37, 0, 130, 16, 1, 200]
     cu = [3]
     for n in lens:
@@ -209,11 +211,12 @@ def test_dq_red_workspace_maps_back_to_each_row_once():
                 assert g < groups
                 for wg in range(2):
                     for lane in range(32):
-                        for j in range(8):
+                        for j in range(D // 16):  # (kDqF4)
                             for c in range(4):
                                 row = m0 + 16 * warp + lane // 4 + 8 * (c // 2)
-                                col = 64 * wg + 8 * j + 2 * (lane % 4) + c % 2
-                                f = ((g * H) * 2 + wg) * 1024 + 4 * lane + 128 * j + c
+                                col = (D // 2) * wg + 8 * j + 2 * (lane % 4) + c % 2
+                                f = ((g * H) * 2 + wg) * (8 * D) + 4 * lane + 128 * j + c
+                                assert f < groups * H * 16 * D  # hstu_fp8_bwd_dq_tiled_floats
                                 if row < n:
                                     assert written.setdefault(f, (cu[b] + row, col)) == (cu[b] + row, col)
     back = {}
@@ -224,21 +227,23 @@ def test_dq_red_workspace_maps_back_to_each_row_once():
         if first < 0 or rows <= 0:
             continue
         for t in range(256):
-            for k in range(2):
+            for k in range(D // 64):
                 i = t + 256 * k
-                blk, j, lane = i // 256, (i % 256) // 32, i % 32
+                blk, j, lane = i // (2 * D), (i % (2 * D)) // 32, i % 32
                 for c in range(4):
-                    r, col = lane // 4 + 8 * (c // 2), 64 * blk + 8 * j + 2 * (lane % 4) + c % 2
+                    r, col = lane // 4 + 8 * (c // 2), (D // 2) * blk + 8 * j + 2 * (lane % 4) + c % 2
                     if r < rows:
-                        back[(x * H * 2 + blk) * 1024 + 4 * i - 1024 * blk + c] = (cu[lo] + first + r, col)
-    assert back == written and len(back) == sum(lens) * 128
+                        back[x * H * 16 * D + 4 * i + c] = (cu[lo] + first + r, col)
+    assert back == written and len(back) == sum(lens) * D
 
 
-def test_dq_bf16_workspace_maps_back_to_each_row_once():
-    """kFp8BwdDqBf16's bf16 workspace (half of hstu_fp8_bwd_dq_tiled_floats): thread lane's reduce-add j (0..3) adds
-    accumulator elements 8 j .. 8 j + 7 (float4 2 j and 2 j + 1 of the fp32 order) at bf16 2048 (g H + h) + 1024 wg +
-    256 j + 8 lane; the finishing pass's uint4 t of a group reads them back for the same (row, column), every used
-    element once (the fp32 test's jagged case)."""
+@pytest.mark.parametrize("D", [64, 128])
+def test_dq_bf16_workspace_maps_back_to_each_row_once(D):
+    """kFp8BwdDqBf16's bf16 workspace (half of hstu_fp8_bwd_dq_tiled_floats): thread lane's reduce-add j
+    (0 .. D / 32 - 1) adds accumulator elements 8 j .. 8 j + 7 (float4 2 j and 2 j + 1 of the fp32 order) at bf16
+    16 D (g H + h) + 8 D wg + 256 j + 8 lane; the finishing pass's (fp8_bwd_finish_quad_kernel<T, kHoist, D>) uint4 u
+    of a (group, head) pair reads them back for the same (row, column), every used element once (the fp32 test's
+    jagged case); its blocks' threads cover each pair once."""
     lens = [37, 0, 130, 16, 1, 200]
     cu = [3]
     for n in lens:
@@ -253,31 +258,44 @@ def test_dq_bf16_workspace_maps_back_to_each_row_once():
                 for h in range(H):
                     for wg in range(2):
                         for lane in range(32):
-                            for j in range(4):
+                            for j in range(D // 32):  # (kBf16Red)
                                 for k in range(8):  # acc[8 j + k] = float4 2 j + k // 4, element k % 4
                                     c = k % 4
                                     row = m0 + 16 * warp + lane // 4 + 8 * (c // 2)
-                                    col = 64 * wg + 8 * (2 * j + k // 4) + 2 * (lane % 4) + c % 2
-                                    e = (g * H + h) * 2048 + 1024 * wg + 256 * j + 8 * lane + k
+                                    col = (D // 2) * wg + 8 * (2 * j + k // 4) + 2 * (lane % 4) + c % 2
+                                    e = (g * H + h) * 16 * D + 8 * D * wg + 256 * j + 8 * lane + k
                                     if row < n:
                                         assert written.setdefault(e, (h, cu[b] + row, col)) == (h, cu[b] + row, col)
+    ng = total // 16 + B + 1
+    quad, sub = 4, 256 // (2 * D)  # (kQuadPairs, kSub: pairs side by side)
+    seen = set()
+    for blk_x in range((ng * H + quad - 1) // quad):  # (fp8_bwd_finish_quad_kernel's blocks)
+        for tid in range(256):
+            t, s = tid % (2 * D), tid // (2 * D)
+            for k in range(quad // sub):  # (kPer)
+                pair = blk_x * quad + k * sub + s
+                if pair < ng * H:
+                    assert (pair, t) not in seen
+                    seen.add((pair, t))
+    assert len(seen) == ng * H * 2 * D
     back = {}
-    for x in range(total // 16 + B + 1):
+    for x in range(ng):
         lo = max([b for b in range(B) if bases[b] <= x], default=0)
         first = 16 * (x - bases[lo])
         rows = min(16, lens[lo] - first)
         if first < 0 or rows <= 0:
             continue
         for h in range(H):
-            for t in range(256):  # (fp8_bwd_finish_quad_kernel)
-                blk, j, lane = t // 128, 2 * ((t % 128) // 32), t % 32
+            for t in range(2 * D):  # (fp8_bwd_finish_quad_kernel's uint4 t of the pair)
+                blk, j, lane = t // D, 2 * ((t % D) // 32), t % 32
                 for w in range(4):  # word w: float4 j + w // 2, row lane / 4 + 8 (w % 2), its two columns
                     for half in range(2):
                         r = lane // 4 + 8 * (w % 2)
-                        col = 64 * blk + 8 * (j + w // 2) + 2 * (lane % 4) + half
+                        col = (D // 2) * blk + 8 * (j + w // 2) + 2 * (lane % 4) + half
+                        assert 8 * ((D // 16) * blk + j + w // 2) + 2 * (lane % 4) == col - half  # (c8, word)
                         if r < rows:
-                            back[(x * H + h) * 2048 + 8 * t + 2 * w + half] = (h, cu[lo] + first + r, col)
-    assert back == written and len(back) == sum(lens) * 128 * H
+                            back[(x * H + h) * 16 * D + 8 * t + 2 * w + half] = (h, cu[lo] + first + r, col)
+    assert back == written and len(back) == sum(lens) * D * H
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -423,17 +441,17 @@ def test_cuda_prepass_no_host_sync_and_graph_capture():
                            b.view(torch.uint8) if b.dtype == FP8_DTYPE else b)
 
 
-def fp8_bwd_kernel_built():
-    return fb.fp8_bwd_kernel_built(128)
+def fp8_bwd_kernel_built(d=128):
+    return fb.fp8_bwd_kernel_built(d)
 
 
 @pytest.mark.sm90
 def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
-    c = make_case(21, [200, 90], 2, 64, "causal", device="cuda")
+    c = make_case(21, [200, 90], 2, 256, "causal", device="cuda")
     leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
     with hstu_attn._ops.kernel_options(fp8_bwd=True):
         out = hstu_attn.hstu_attn_varlen_func(*leaves, fp8_quant_mode="block", **lengths_args(c))
-    with pytest.raises(NotImplementedError, match=r"hstu_attn: q: expected head dim in \[128\]"):
+    with pytest.raises(NotImplementedError, match=r"hstu_attn: q: expected head dim in \[64, 128\]"):
         out.sum().backward()
     c = make_case(22, [200, 90], 2, 128, "causal", device="cuda")
     leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
@@ -464,12 +482,22 @@ def test_cuda_fp8_bwd_kernel_matches_emulating_reference(mode, mask):
 
 
 @pytest.mark.sm90
+@pytest.mark.parametrize("mode", ["tensor", "block"])
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_cuda_fp8_bwd_d64_matches_emulating_reference(mode, mask):
+    """The FP8 backward at D = 64 (its own unit: dQ by m64n32 per warpgroup, 64-byte swizzled K / V / Q / dO rows)
+    by D = 128's rule: 5x the bf16 emulation's error against the fp64 emulation, the dequantized path within 15 %."""
+    _check_against_emulation(mode, mask, d=64)
+
+
+@pytest.mark.sm90
+@pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("mask", sorted(MASKS))
-def test_cuda_fp8_bwd_variant_matches_emulating_reference(variant, mask):
+def test_cuda_fp8_bwd_variant_matches_emulating_reference(variant, mask, d):
     """A private kernel variant (VARIANTS) against the fp64 emulation, by the kernel's own rule (5x the bf16
     emulation's error): jagged, an empty sequence, delta-q (make_case)."""
-    _check_against_emulation("block", mask, VARIANTS[variant])
+    _check_against_emulation("block", mask, VARIANTS[variant], d=d)
 
 
 @pytest.mark.sm90
@@ -478,9 +506,10 @@ def test_cuda_fp8_bwd_rows_outside_sequences_are_zero():
     there) come back 0 from the op's finishing pass (dq's rounding: the rows put back from the groups, the rows
     outside zeroed), the rest as the fp64 emulation (5x the bf16 emulation's error). (Rows before cu_seqlens[0] > 0:
     quantize_fp8's block mode does not take them.)"""
-    grads = _check_against_emulation("block", "causal", 0, extra_rows=9)
-    for name, g in zip(("dq", "dk", "dv"), grads):
-        assert torch.equal(g[-9:], torch.zeros_like(g[-9:])), name
+    for d in (128, 64):
+        grads = _check_against_emulation("block", "causal", 0, extra_rows=9, d=d)
+        for name, g in zip(("dq", "dk", "dv"), grads):
+            assert torch.equal(g[-9:], torch.zeros_like(g[-9:])), (name, d)
 
 
 @pytest.mark.sm90
@@ -683,17 +712,18 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel_fp16_out(variant):
     assert not (a - b).abs().gt(2 ** -7 * a.abs() + dq_order_atol(a, lens)).any(), "dq"
 
 
-def _check_against_emulation(mode, mask, bits=0, extra_rows=0):
-    """The FP8 backward (bits: a private variant's option bits) against the fp64 emulation and the dequantized path;
-    extra_rows: rows of no sequence behind the sequences (q / k / v random, dout NaN there). Returns the gradients."""
-    if not fp8_bwd_kernel_built():
-        pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build yet")
-    c = make_case(300 + len(mask) + len(mode), [300, 0, 700, 77, 129], 2, 128, mask, device="cuda")
+def _check_against_emulation(mode, mask, bits=0, extra_rows=0, d=128):
+    """The FP8 backward (bits: a private variant's option bits; d: the head dim) against the fp64 emulation and the
+    dequantized path; extra_rows: rows of no sequence behind the sequences (q / k / v random, dout NaN there).
+    Returns the gradients."""
+    if not fp8_bwd_kernel_built(d):
+        pytest.skip(f"the Hopper FP8 backward kernel at D = {d} (hstu_attn::fp8_bwd_sm90) is not in this build")
+    c = make_case(300 + len(mask) + len(mode) + (d != 128) * d, [300, 0, 700, 77, 129], 2, d, mask, device="cuda")
     if extra_rows:
         gen = torch.Generator(device="cuda").manual_seed(11)
         for n in ("q", "k", "v"):
-            c[n] = torch.cat([c[n], torch.randn(extra_rows, 2, 128, generator=gen, device="cuda").to(c[n].dtype)])
-    alpha = 128 ** -0.5
+            c[n] = torch.cat([c[n], torch.randn(extra_rows, 2, d, generator=gen, device="cuda").to(c[n].dtype)])
+    alpha = d ** -0.5
     (q8, k8, v8), scales = quantized(c, mode)
     gen = torch.Generator(device="cuda").manual_seed(5)
     dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.bfloat16)
@@ -841,8 +871,8 @@ def test_cuda_fp8_bwd_dq_error_at_16k():
 @pytest.mark.sm90
 def test_cuda_fp8_backward_default_routing():
     """kernel_options(fp8_bwd=None), the default: the backward of an FP8 call runs the Hopper FP8 backward where it
-    applies (D = 128, no rab: dk / dv bit-equal to fp8_bwd=True, dq equal up to its atomics' order) without a host
-    sync, and the dequantized backward (bit-equal to fp8_bwd=False) where it does not (rab, D = 64,
+    applies (D = 128 and 64, no rab: dk / dv bit-equal to fp8_bwd=True, dq equal up to its atomics' order) without a
+    host sync, and the dequantized backward (bit-equal to fp8_bwd=False) where it does not (rab, D = 256,
     deterministic=True)."""
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
@@ -857,13 +887,17 @@ def test_cuda_fp8_backward_default_routing():
         poison_allocator(32 * c["q"].numel())
         return torch.autograd.grad(out, leaves, dout)
 
+    for d in (128, 64):
+        if not fp8_bwd_kernel_built(d):
+            continue
+        c = make_case(41 if d == 128 else 44, [700, 0, 129, 300], 2, d, "context_target_group", device="cuda")
+        default, forced, dequant = grads(c, {}), grads(c, dict(fp8_bwd=True)), grads(c, dict(fp8_bwd=False))
+        assert torch.equal(default[1], forced[1]) and torch.equal(default[2], forced[2]), d
+        assert max_err(default[0], forced[0]) <= 1e-2 * forced[0].abs().max().item() + 1e-6, d
+        assert not torch.equal(default[2], dequant[2]), d  # (other roundings: the kernel ran, not the dequantized path)
+        for a, b in zip(default, dequant):
+            assert max_err(a, b) <= 0.15 * b.abs().max().item() + 1e-6, d
     c = make_case(41, [700, 0, 129, 300], 2, 128, "context_target_group", device="cuda")
-    default, forced, dequant = grads(c, {}), grads(c, dict(fp8_bwd=True)), grads(c, dict(fp8_bwd=False))
-    assert torch.equal(default[1], forced[1]) and torch.equal(default[2], forced[2])
-    assert max_err(default[0], forced[0]) <= 1e-2 * forced[0].abs().max().item() + 1e-6
-    assert not torch.equal(default[2], dequant[2])  # (other roundings: the kernel ran, not the dequantized path)
-    for a, b in zip(default, dequant):
-        assert max_err(a, b) <= 0.15 * b.abs().max().item() + 1e-6
     grads(c, {})  # warm
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
@@ -874,6 +908,6 @@ def test_cuda_fp8_backward_default_routing():
     short = make_case(42, [200, 90], 2, 128, "causal", device="cuda")  # (<= 2 key tiles: dq adds in any order agree)
     rab = torch.randn(2, 2, 200, 200, device="cuda", dtype=torch.bfloat16)
     for case, kw in ((short, dict(rab=rab)), (short, dict(deterministic=True)),
-                     (make_case(43, [200, 90], 2, 64, "causal", device="cuda"), {})):
+                     (make_case(43, [200, 90], 2, 256, "causal", device="cuda"), {})):
         for a, b in zip(grads(case, {}, **kw), grads(case, dict(fp8_bwd=False), **kw)):
             assert torch.equal(a, b), kw

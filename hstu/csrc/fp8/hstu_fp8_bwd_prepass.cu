@@ -352,15 +352,16 @@ __device__ __forceinline__ DqGroupRows dq_group_rows(const HstuFp8BwdFinishParam
   return g;
 }
 
-// dq_tiled's fp32 groups (D = 128; the bf16 groups: the quad kernel below): block (x, h) with x < groups puts group
-// x of head h (16 rows, two blocks of 64 columns in a warp's m64n64 accumulator order: float4 32 j + l holds rows
-// l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1) back into the rows of the sequence that owns it (the largest b
-// with (cu_q[b] + 16 b) / 16 <= x; rows past its length skipped) through shared memory; blocks x >= groups (head
-// 0's) zero the dq rows outside every sequence and the dk / dv rows outside every sequence, grid-stride.
-template <typename T>
+// dq_tiled's fp32 groups (D = 64, 128; the bf16 groups: the quad kernel below): block (x, h) with x < groups puts
+// group x of head h (16 rows, two blocks of D / 2 columns in a warp's m64n(D / 2) accumulator order: float4 32 j + l
+// holds rows l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1) back into the rows of the sequence that owns it (the
+// largest b with (cu_q[b] + 16 b) / 16 <= x; rows past its length skipped) through shared memory; blocks x >= groups
+// (head 0's) zero the dq rows outside every sequence and the dk / dv rows outside every sequence, grid-stride.
+template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const HstuFp8BwdFinishParams p,
                                                                         int64_t groups) {
-  constexpr int D = 128, kRow = D + 4;  // (padded rows: the float2 stores of a warp spread over the banks)
+  static_assert(D == 64 || D == 128, "the FP8 backward's head dims");
+  constexpr int kRow = D + 4;  // (padded rows: the float2 stores of a warp spread over the banks)
   __shared__ __align__(16) float tile[16 * kRow];
   const int64_t x = blockIdx.x;
   const int h = blockIdx.y, t = threadIdx.x;
@@ -372,61 +373,66 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
   const DqGroupRows g = dq_group_rows(p, x);
   const int64_t start = g.start, first = g.first, rows = g.rows;
   if (first < 0 || rows <= 0) return;  // (x below the first sequence's groups, or padding)
-  const float4* src = reinterpret_cast<const float4*>(p.dq_accum) + (x * p.heads + h) * 512;
+  const float4* src = reinterpret_cast<const float4*>(p.dq_accum) + (x * p.heads + h) * (4 * D);
 #pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const int i = t + 256 * k;  // float4 index in the group's 2 x 256
-    const int blk = i / 256, j = (i % 256) / 32, l = i % 32;
+  for (int k = 0; k < D / 64; ++k) {
+    const int i = t + 256 * k;  // float4 index in the group's 2 x 2 D
+    const int blk = i / (2 * D), j = (i % (2 * D)) / 32, l = i % 32;
     const float4 v = __ldcs(src + i);
-    const int c = 64 * blk + 8 * j + 2 * (l % 4);
+    const int c = (D / 2) * blk + 8 * j + 2 * (l % 4);
     *reinterpret_cast<float2*>(&tile[(l / 4) * kRow + c]) = make_float2(v.x, v.y);
     *reinterpret_cast<float2*>(&tile[(l / 4 + 8) * kRow + c]) = make_float2(v.z, v.w);
   }
   __syncthreads();
-  const int r = t / 16, c8 = t % 16;  // 16 rows x 16 groups of 8 columns
-  if (r < rows) {
+  const int r = t / (D / 8), c8 = t % (D / 8);  // 16 rows x D / 8 groups of 8 columns
+  if (t < 2 * D && r < rows) {
     const float* a = &tile[r * kRow + 8 * c8];
     reinterpret_cast<uint4*>(p.dq)[(start + first + r) * per_row + h * (D / 8) + c8] =
         round8<T>(*reinterpret_cast<const float4*>(a), *reinterpret_cast<const float4*>(a + 4));
   }
 }
 
-// dq_bf16's groups (D = 128) back into rows without shared memory: block x < row_blocks puts kQuadPairs (group,
-// head) pairs back (pair x kQuadPairs + k: group / heads, head % heads; 256 uint4, one per thread, every load issued
-// before the owner's search). uint4 t of a pair holds the bf16 pairs (rows a, a + 8) x (column blocks j, j + 1) of
-// lane l = t % 32 (a = l / 4, j = 2 (t % 128 / 32), columns 64 (t / 128) + 8 j + 2 (l % 4)): the quad's 4 x 4 words
-// transposed in two shuffle rounds leave each lane 8 consecutive columns of one row (a 16-byte store; a warp's
-// stores fill whole 32-byte sectors). Blocks from row_blocks zero the rows outside every sequence.
+// dq_bf16's groups (D = 64, 128) back into rows without shared memory: block x < row_blocks puts kQuadPairs
+// (group, head) pairs back (pair x kQuadPairs + k kSub + threadIdx.x / 2 D for k < kPer: group / heads, head % heads;
+// 2 D uint4 a pair, one per thread, every load issued before the owner's search). uint4 u = t % 2 D of a pair holds
+// the bf16 pairs (rows a, a + 8) x (column blocks j, j + 1) of lane l = u % 32 (a = l / 4, j = 2 (u % D / 32),
+// columns (D / 2) (u / D) + 8 j + 2 (l % 4)): the quad's 4 x 4 words transposed in two shuffle rounds leave each lane
+// 8 consecutive columns of one row (a 16-byte store; a warp's stores fill whole 32-byte sectors). Blocks from
+// row_blocks zero the rows outside every sequence.
 // kHoist: an owner search per group of the block's pairs (one where kQuadPairs divides the heads: the search then
 // runs under the loads, before any store; a search after a store reloads cu_seqlens_q, which may alias dq; 48
 // registers, 5 blocks an SM, as main's); false (main_path): a search per pair.
 constexpr int kQuadPairs = 4;
-template <typename T, bool kHoist>
+template <typename T, bool kHoist, int D>
 __global__ void __launch_bounds__(kThreads, kHoist ? 5 : 0)
     fp8_bwd_finish_quad_kernel(const HstuFp8BwdFinishParams p, int64_t groups, int64_t row_blocks) {
-  constexpr int D = 128;
+  static_assert(D == 64 || D == 128, "the FP8 backward's head dims");
+  constexpr int kSub = kThreads / (2 * D);  // pairs side by side in one step of the block
+  constexpr int kPer = kQuadPairs / kSub;   // pairs per thread (D = 64: 2, with 4 more registers it spilled)
   if (blockIdx.x >= row_blocks) {
     zero_rows_outside(p, blockIdx.x - row_blocks, gridDim.x - row_blocks);
     return;
   }
-  const int t = threadIdx.x;
-  const int64_t pairs = groups * p.heads, x0 = static_cast<int64_t>(blockIdx.x) * kQuadPairs;
+  // (kSub == 1: the thread index as is; the remainder / quotient forms cost the D = 128 kernel a 64-byte spill)
+  const int t = kSub == 1 ? static_cast<int>(threadIdx.x) : static_cast<int>(threadIdx.x % (2 * D));
+  const int sub = kSub == 1 ? 0 : static_cast<int>(threadIdx.x / (2 * D));
+  const int64_t pairs = groups * p.heads, x0 = static_cast<int64_t>(blockIdx.x) * kQuadPairs + sub;
   const uint4* src = reinterpret_cast<const uint4*>(p.dq_accum);
-  uint4 v[kQuadPairs];
+  uint4 v[kPer];
 #pragma unroll
-  for (int k = 0; k < kQuadPairs; ++k) {
-    if (x0 + k < pairs) v[k] = __ldcs(src + (x0 + k) * 256 + t);
+  for (int k = 0; k < kPer; ++k) {
+    if (x0 + k * kSub < pairs) v[k] = __ldcs(src + (x0 + k * kSub) * (2 * D) + t);
   }
   const int l = t % 32, qd = l % 4;
-  const int r = l / 4 + 8 * (qd & 1), c8 = 8 * (t / 128) + 2 * ((t % 128) / 32) + (qd >> 1);
+  const int r = l / 4 + 8 * (qd & 1), c8 = (D / 16) * (t / D) + 2 * ((t % D) / 32) + (qd >> 1);
   const int64_t per_row = static_cast<int64_t>(p.heads) * D / 8;
   int64_t x_seen = -1;
   DqGroupRows g{};
 #pragma unroll
-  for (int k = 0; k < kQuadPairs; ++k) {
-    if (x0 + k >= pairs) break;  // (uniform over the block)
-    const int64_t x = (x0 + k) / p.heads;
-    const int h = static_cast<int>((x0 + k) % p.heads);
+  for (int k = 0; k < kPer; ++k) {
+    if (x0 + k * kSub >= pairs) break;  // (uniform over the warp)
+    const int64_t x = (x0 + k * kSub) / p.heads;
+    const int h = static_cast<int>((x0 + k * kSub) % p.heads);
     if (!kHoist || x != x_seen) g = dq_group_rows(p, x);
     x_seen = x;
     const int64_t start = g.start, first = g.first, rows = g.rows;
@@ -468,26 +474,31 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
   if (groups <= 0) return cudaSuccess;
   const int sms = accel::current_device_sms();
   if (p.dq_tiled) {
-    if (p.head_dim != 128 || p.heads > 65535) return cudaErrorInvalidValue;
+    if ((p.head_dim != 64 && p.head_dim != 128) || p.heads > 65535) return cudaErrorInvalidValue;
     const int64_t ng = p.total_q / 16 + p.batch + 1;  // groups that hold rows (hstu_fp8_bwd_dq_tiled_groups - 3)
+    const bool d64 = p.head_dim == 64;
     if (p.dq_bf16) {
       const int64_t row_blocks = (ng * p.heads + kQuadPairs - 1) / kQuadPairs;
       const dim3 grid(static_cast<unsigned>(row_blocks + 2 * sms));
       auto quad = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(p, ng, row_blocks); };
-      if (p.out_half) {
-        p.main_path ? quad(fp8_bwd_finish_quad_kernel<__half, false>)
-                    : quad(fp8_bwd_finish_quad_kernel<__half, true>);
-      } else {
-        p.main_path ? quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16, false>)
-                    : quad(fp8_bwd_finish_quad_kernel<__nv_bfloat16, true>);
-      }
+      auto quad_d = [&](auto t, auto hoist) {
+        using T = decltype(t);
+        constexpr bool kH = decltype(hoist)::value;
+        d64 ? quad(fp8_bwd_finish_quad_kernel<T, kH, 64>) : quad(fp8_bwd_finish_quad_kernel<T, kH, 128>);
+      };
+      auto quad_t = [&](auto t) {
+        p.main_path ? quad_d(t, std::false_type{}) : quad_d(t, std::true_type{});
+      };
+      p.out_half ? quad_t(__half{}) : quad_t(__nv_bfloat16{});
       return cudaGetLastError();
     }
     const dim3 grid(static_cast<unsigned>(ng + 2 * sms), p.heads);
+    auto tiled = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(p, ng); };
     if (p.out_half) {
-      fp8_bwd_finish_tiled_kernel<__half><<<grid, kThreads, 0, stream>>>(p, ng);
+      d64 ? tiled(fp8_bwd_finish_tiled_kernel<__half, 64>) : tiled(fp8_bwd_finish_tiled_kernel<__half, 128>);
     } else {
-      fp8_bwd_finish_tiled_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(p, ng);
+      d64 ? tiled(fp8_bwd_finish_tiled_kernel<__nv_bfloat16, 64>)
+          : tiled(fp8_bwd_finish_tiled_kernel<__nv_bfloat16, 128>);
     }
     return cudaGetLastError();
   }

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "hstu/csrc/common/hstu_params.h"
@@ -193,23 +194,33 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV
 #else
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDs8Early>;
 #endif
+// The variants built at head dims other than 128 (D = 64): the product's two in every build (the dev variants' phase
+// splits and dQ staging were written for D = 128).
+using Fp8BwdDiagProduct = std::integer_sequence<int, 0, kFp8BwdDs8Early>;
+template <int D>
+using Fp8BwdDiagBuiltAt = std::conditional_t<D == 128, Fp8BwdDiagBuilt, Fp8BwdDiagProduct>;
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
   return ((diag == Ds) || ...);
 }
-constexpr bool fp8_bwd_diag_built(int diag) { return fp8_bwd_diag_in(diag, Fp8BwdDiagBuilt{}); }
+constexpr bool fp8_bwd_diag_built(int diag, int head_dim = 128) {
+  return head_dim == 128 ? fp8_bwd_diag_in(diag, Fp8BwdDiagBuilt{}) : fp8_bwd_diag_in(diag, Fp8BwdDiagProduct{});
+}
+// The head dims the FP8 backward kernel is built for (hstu/kernel_matrix.bzl HSTU_SM90_FP8_BWD_HDIMS; D = 256:
+// docs/hstu_kernel_notes.md says why not yet).
+constexpr bool fp8_bwd_head_dim_built(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
 // Runs the FP8 backward kernel on `stream`. p: q / k / v pointing at e4m3 data (contiguous (rows, H, D)), p.dk /
 // p.dv in bf16 or fp16 per f.out_half (every row of a sequence written; rows of no sequence left alone), no rab,
-// sanitized int32 vectors. D = 128; cudaErrorNotSupported in builds without sm_90a device code.
-// kFp8BwdDqRedV4's dq workspace (D = 128): 16-row groups, rows 16 k .. 16 k + 15 of sequence b in group
+// sanitized int32 vectors. D = 64 or 128; cudaErrorNotSupported in builds without sm_90a device code.
+// kFp8BwdDqRedV4's dq workspace: 16-row groups, rows 16 k .. 16 k + 15 of sequence b in group
 // (cu_seqlens_q[b] + 16 b) / 16 + k (hstu::sm90::dq_group_index: every sequence's groups its own), each group of head h
-// two blocks of 64 columns in the register order of a warp's part of an m64n64 fp32 accumulator (float4 32 j + l:
-// rows l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1); floats of total_q / 16 + B + 1 groups, + 3 for the last
-// 64-row tile's warps past its sequence (they add exact zeros).
+// two blocks of D / 2 columns in the register order of a warp's part of an m64n(D / 2) fp32 accumulator (float4
+// 32 j + l: rows l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1); floats of total_q / 16 + B + 1 groups, + 3 for
+// the last 64-row tile's warps past its sequence (they add exact zeros).
 constexpr int64_t hstu_fp8_bwd_dq_tiled_groups(int64_t total_q, int64_t batch) { return total_q / 16 + batch + 4; }
-constexpr int64_t hstu_fp8_bwd_dq_tiled_floats(int64_t total_q, int64_t batch, int64_t heads) {
-  return hstu_fp8_bwd_dq_tiled_groups(total_q, batch) * heads * 2048;
+constexpr int64_t hstu_fp8_bwd_dq_tiled_floats(int64_t total_q, int64_t batch, int64_t heads, int64_t head_dim) {
+  return hstu_fp8_bwd_dq_tiled_groups(total_q, batch) * heads * 16 * head_dim;
 }
 
 template <int D>

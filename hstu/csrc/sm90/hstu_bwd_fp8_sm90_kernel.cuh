@@ -11,7 +11,7 @@
 //   S^T = K_wg Q^T, dP^T = V_wg dO^T     SS, both operands K-major as stored (D contiguous), m64n64
 //   P^T = SiLU(S), dS'^T = dP^T SiLU'(S) alpha q_s   fp32, masked by select (SeqMask::allowed; none on tiles that
 //                                                    tile_full passes); P^T and SiLU' once S^T is done, under dP^T
-//   dV += P8^T dO^T                                  RS, m64n128, P8 = e4m3(P) straight from registers (Q^T / dO^T
+//   dV += P8^T dO^T                                  RS, m64nD, P8 = e4m3(P) straight from registers (Q^T / dO^T
 //                                                    hold the queries permuted per 32, hstu_fp8_key_perm)
 //   amax |dS'| of tile i posted                      one word per warp in smem + a named-barrier arrive (no wait)
 //   dS' of tile i parked in smem (fp32), tile i - 1's taken back   (each thread its own 128 bytes)
@@ -22,13 +22,13 @@
 //   dS8 = e4m3(dS' / u) of tile i - 1               into RS A fragments and (16-bit stores, byte pairs (key j,
 //                                                    j + 8) of one query, 128-byte swizzle) into a (queries x 128
 //                                                    keys) dS8 buffer of 3 (K^T holds the keys paired the same way)
-//   dQ of tile i - 2 = dS8 K^T, * u k_s / q_s       SS m64n64 over all 128 keys, warpgroup g's columns
-//                                                    [64 g, 64 g + 64) (the bf16 kernel's column split), once the
+//   dQ of tile i - 2 = dS8 K^T, * u k_s / q_s       SS m64n(D / 2) over all 128 keys, warpgroup g's columns
+//                                                    [D / 2 g, D / 2 (g + 1)) (the bf16 kernel's split), once the
 //                                                    other warpgroup's dS8 half is stored (a named barrier, arrived
 //                                                    at an iteration ago); staged per warp in smem (two
 //                                                    128B-swizzled 16 x 32 fp32 panels) and added to f.dq_accum by
 //                                                    bulk tensor reduce-adds (the bf16 kernel's)
-//   dK += dS8^T Q^T of tile i - 1                    RS, m64n128 (Q^T of ring B, released an iteration later);
+//   dK += dS8^T Q^T of tile i - 1                    RS, m64nD (Q^T of ring B, released an iteration later);
 //                                                    acc_dv in units of dO's factor, acc_dk of u: rescaled when
 //                                                    they change (u only grows, by powers of two)
 // kFp8BwdSpecQ: no parking; the dS pass of tile i computes dS' / ug with ug = u then (two tiles old), quantizes it
@@ -42,13 +42,15 @@
 // test in iteration i. kFp8BwdWgUniform: the warpgroup / warp index warp-uniform for ptxas (uniform wgmma
 // descriptors). kFp8BwdRedNext: the last 2 (kFp8BwdRedNextWide: 3) of a tile's dQ reduce-adds issued under the next
 // tile's S^T. kFp8BwdFactorsEarly: the tile's q / dO factor words read before its GEMMs' issue. kFp8BwdDqBf16: dQ
-// rounded to bf16 and reduce-added in bf16 (4 red.v4.bf16x2 per thread and tile) into a bf16 workspace. kFp8BwdLean:
-// the full-tile test by per-warpgroup bounds, the tile's factors without IEEE divisions, dQ's address by increments.
+// rounded to bf16 and reduce-added in bf16 (D / 32 red.v4.bf16x2 per thread and tile) into a bf16 workspace.
+// kFp8BwdLean: the full-tile test by per-warpgroup bounds, the tile's factors without IEEE divisions, dQ's address by
+// increments.
 // All measured in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
-// Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
-// FP8 backward".
+// D = 64 or 128 (D = 64: K / V / Q / dO rows of 64 bytes, 64-byte swizzle). Not yet: the work list, D = 256 (its
+// dK / dV accumulators alone would take 256 registers a thread: docs/hstu_kernel_notes.md, "The FP8 backward at
+// D = 64"), rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper FP8 backward".
 #pragma once
 
 #include <cuda.h>
@@ -71,12 +73,13 @@ namespace sm90 {
 
 template <int D, int kVariant = kFp8BwdDefault>
 struct Fp8BwdTraits {
-  static_assert(D == 128, "the FP8 backward: D = 128 first");
+  static_assert(D == 64 || D == 128, "the FP8 backward: D = 64 or 128 (D = 256: docs/hstu_kernel_notes.md)");
   static constexpr int kBlockM = 64;   // query rows per tile
   static constexpr int kBlockN = 128;  // keys per CTA: 2 consumer warpgroups x 64
-  static constexpr int kKVBytes = kBlockN * D;  // K or V: 128 rows of D bytes (128-byte swizzle)
+  static constexpr int kKVBytes = kBlockN * D;  // K or V: 128 rows of D bytes (D-byte swizzle)
   static constexpr int kKtBytes = D * kBlockN;  // K^T: D rows of 128 keys (128-byte swizzle)
-  static constexpr int kQBytes = kBlockM * D;   // Q or dO: 64 rows of D bytes
+  static constexpr int kQBytes = kBlockM * D;   // Q or dO: 64 rows of D bytes (D-byte swizzle)
+  static constexpr int kDqCols = D / 2;         // dQ columns per consumer warpgroup (dQ = dS8 K^T's column split)
   static constexpr int kQtBytes = D * kBlockM;  // Q^T or dO^T: D rows of 64 queries (64-byte swizzle)
   // kFp8BwdStages3: three stages per ring in the shared memory of the buffers the kernel does not use (dS' parking
   // under kFp8BwdSpecQ, dQ staging under kFp8BwdDqRedV4; with either of them in use, two stages)
@@ -205,15 +208,36 @@ __device__ __forceinline__ void fp8_unpack_a64(const uint32_t (&src)[2][4], floa
 // address / 16 in bits 0..13, and smem addresses + 96 stay below 2^18, so no carry leaves the field.
 __device__ __forceinline__ uint64_t desc_k32(uint64_t d, int kk) { return d + static_cast<uint64_t>(2 * kk); }
 
+// wgmma m64nNk32 e4m3 by N (the dQ GEMM's N = D / 2, dK / dV's N = D).
+template <int N>
+__device__ __forceinline__ void fp8_bwd_wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
+  static_assert(N == 32 || N == 64, "the dQ GEMM's widths");
+  if constexpr (N == 32) {
+    wgmma_m64n32k32_ss_e4m3(d, da, db, scale_d);
+  } else {
+    wgmma_m64n64k32_ss_e4m3(d, da, db, scale_d);
+  }
+}
+template <int N>
+__device__ __forceinline__ void fp8_bwd_wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+  static_assert(N == 64 || N == 128, "dK / dV's widths");
+  if constexpr (N == 64) {
+    wgmma_m64n64k32_rs_e4m3(d, a, db, scale_d);
+  } else {
+    wgmma_m64n128k32_rs_e4m3(d, a, db, scale_d);
+  }
+}
+
 __device__ __forceinline__ void st_shared_u16(uint32_t addr, uint16_t v) {
   asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(addr), "h"(v) : "memory");
 }
 
-// 64 keys x 128 columns of one warpgroup's accumulator (m64n128 layout) times `scale`, rounded to bf16 / fp16 into
+// 64 keys x D columns of one warpgroup's accumulator (m64nD layout) times `scale`, rounded to bf16 / fp16 into
 // rows [k_start + j] of out (j < rows_alloc: the sequence's rows).
-__device__ __forceinline__ void fp8_bwd_store_rows(const float (&acc)[64], float scale, void* out, int64_t row_stride,
-                                                   int64_t head_stride, int h, int k_start, int j_first, int rows_alloc,
-                                                   int out_half, int lane) {
+template <int D>
+__device__ __forceinline__ void fp8_bwd_store_rows(const float (&acc)[D / 2], float scale, void* out,
+                                                   int64_t row_stride, int64_t head_stride, int h, int k_start,
+                                                   int j_first, int rows_alloc, int out_half, int lane) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int j = j_first + 8 * half;
@@ -221,7 +245,7 @@ __device__ __forceinline__ void fp8_bwd_store_rows(const float (&acc)[64], float
     const int64_t off = static_cast<int64_t>(k_start + j) * row_stride + static_cast<int64_t>(h) * head_stride +
                         2 * (lane % 4);
 #pragma unroll
-    for (int c = 0; c < 16; ++c) {
+    for (int c = 0; c < D / 8; ++c) {
       const float x = acc[4 * c + 2 * half] * scale, y = acc[4 * c + 2 * half + 1] * scale;
       if (out_half) {
         *reinterpret_cast<__half2*>(static_cast<__half*>(out) + off + 8 * c) = __floats2half2_rn(x, y);
@@ -244,7 +268,8 @@ __device__ __forceinline__ uint32_t fp8_bwd_pack_out(float x, float y, int out_h
   const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
-__device__ __forceinline__ void fp8_bwd_store_rows_v4(const float (&acc)[64], float scale, void* out,
+template <int D>
+__device__ __forceinline__ void fp8_bwd_store_rows_v4(const float (&acc)[D / 2], float scale, void* out,
                                                       int64_t row_stride, int64_t head_stride, int h, int k_start,
                                                       int j_first, int rows_alloc, int out_half, int lane) {
   const int q = lane % 4;
@@ -253,7 +278,7 @@ __device__ __forceinline__ void fp8_bwd_store_rows_v4(const float (&acc)[64], fl
   for (int half = 0; half < 2; ++half) {
     const int j = j_first + 8 * half;
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < D / 32; ++k) {
       uint32_t w[4];  // w[i]: columns 8 (4 k + i) + 2 q, + 1 of row j
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -382,7 +407,9 @@ __global__ void __launch_bounds__(384, 1)
   // kFp8BwdDqBf16: dQ reduce-added in bf16 (4 red.v4.bf16x2 of 8 values per thread and tile instead of 8
   // red.v4.f32 of 4): each group and head 4 KB in the same order (float view: 512 per group and head)
   constexpr bool kDqBf16 = (kDiag & kFp8BwdDqBf16) != 0 && kDqRed;
-  constexpr int kDqGroupFloats = kDqBf16 ? 1024 : 2048;  // float view per group and head
+  constexpr int kDqGroupFloats = kDqBf16 ? 8 * D : 16 * D;  // float view per group and head (16 rows x D)
+  constexpr int kDqF4 = D / 16;  // float4 of a thread's dQ accumulator (m64n(D / 2): D / 4 floats)
+  static_assert(!kDqStaged || D == 128, "dQ staging (dev variants): D = 128 only");
   constexpr bool kFactorsEarly = (kDiag & kFp8BwdFactorsEarly) != 0 && kPrefetch;
   // kFp8BwdLean: tile_is_full by three bounds per warpgroup (thread 0's, at bar + 104: past the mbarriers), no IEEE
   // division in the tile's dS factors (c_ds0 / ug, pow2ceil(amax / 448): exact forms), k_s / q_s divided where q_s
@@ -552,14 +579,15 @@ __global__ void __launch_bounds__(384, 1)
   // rows 64 wg ..), issued in tile t + 2, once the other warpgroup's half of dS8 of tile t is stored (written in its
   // tile t + 1; this warpgroup's four warps wrote theirs before they reach the sync). Tiles -2 and -1 (issued in
   // iterations 0 and 1, never staged): buffers 1 and 2, tile -2 on a seeded barrier (below).
-  auto dq_issue = [&](float(&acc)[32], int t) {
+  auto dq_issue = [&](float(&acc)[D / 4], int t) {
     named_barrier_sync(bar_ds8(wg ^ 1, t), 256);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 32; ++kk) {
-      wgmma_m64n64k32_ss_e4m3(acc, desc_k32(make_desc_kmajor(opaque(sdS) + ((t + kDsBufs) % kDsBufs) * C::kdSBytes,
-                                                             128), kk),
-                              desc_k32(make_desc_kmajor(opaque(sKt + kr0 * 128), 128), kk), kk > 0 ? 1 : 0);
+      const uint32_t kt = opaque(sKt + C::kDqCols * 128 * wg);  // K^T's rows of this warpgroup's dQ columns
+      fp8_bwd_wgmma_ss<D / 2>(acc, desc_k32(make_desc_kmajor(opaque(sdS) + ((t + kDsBufs) % kDsBufs) * C::kdSBytes,
+                                                              128), kk),
+                               desc_k32(make_desc_kmajor(kt, 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
   };
@@ -584,32 +612,34 @@ __global__ void __launch_bounds__(384, 1)
   // kRedNext: the last kRedNextHeld reduce-adds of dQ of tile i - 2 (scaled in the late part of iteration i) issued
   // in iteration i + 1 once its S^T is issued (after the loop: before the last late part), at red_keep (the address
   // of that tile's reduce-adds)
-  constexpr int kRedNextHeld = (kDiag & kFp8BwdRedNextWide) != 0 ? 3 : 2;
+  constexpr int kRedNextHeld = (kDiag & kFp8BwdRedNextWide) != 0 && D == 128 ? 3 : 2;
   float dq_pend[4 * kRedNextHeld];
   // kDqBf16: the last kBf16Held of the 4 bf16 reduce-adds held, as packed words (8 registers for 2; 3 held measured
   // slower, session 26; lab bits kFp8BwdDqBf16Held1 / Held0: 1 / none)
+  // (D = 64: 2 reduce-adds per tile, 1 held)
   constexpr int kBf16Held = (kDiag & kFp8BwdDqBf16Held0) != 0   ? 0
                             : (kDiag & kFp8BwdDqBf16Held1) != 0 ? 1
                             : kRedNextHeld >= 3                 ? 2
                                                                 : 1;
+  constexpr int kBf16Red = D / 32;  // bf16 reduce-adds per thread and tile
   uint32_t dq_pendw[4 * (kBf16Held > 0 ? kBf16Held : 1)];
   auto dq_pend_flush = [&] {
     if constexpr (kDqBf16) {
 #pragma unroll
       for (int j = 0; j < kBf16Held; ++j) {
-        red_add_v4_bf16x2(red_keep + 128 * (4 - kBf16Held + j), dq_pendw[4 * j], dq_pendw[4 * j + 1],
+        red_add_v4_bf16x2(red_keep + 128 * (kBf16Red - kBf16Held + j), dq_pendw[4 * j], dq_pendw[4 * j + 1],
                           dq_pendw[4 * j + 2], dq_pendw[4 * j + 3]);
       }
     } else {
 #pragma unroll
       for (int j = 0; j < kRedNextHeld; ++j) {
-        red_add_v4(red_keep + 128 * (8 - kRedNextHeld + j), dq_pend[4 * j], dq_pend[4 * j + 1], dq_pend[4 * j + 2],
+        red_add_v4(red_keep + 128 * (kDqF4 - kRedNextHeld + j), dq_pend[4 * j], dq_pend[4 * j + 1], dq_pend[4 * j + 2],
                    dq_pend[4 * j + 3]);
       }
     }
   };
-  auto dq_stage = [&](const float(&acc)[32], int t, float scale, bool flush, bool defer) {
-    if constexpr (kDqRed) {  // fragment order: this warp's 16 rows are one group, its 64 columns block wg
+  auto dq_stage = [&](const float(&acc)[D / 4], int t, float scale, bool flush, bool defer) {
+    if constexpr (kDqRed) {  // fragment order: this warp's 16 rows are one group, its D / 2 columns block wg
       const int64_t g = dq_group_index(sq.q_start, b, tile_m0(t)) + warp;
       float* a = f.dq_accum + ((g * p.heads + h) * 2 + wg) * (kDqGroupFloats / 2) + 4 * lane;
       if constexpr (kLean && kRedKeep) {  // tiles in order: tile t's groups 4 after tile t - 1's (64 rows), past
@@ -625,23 +655,23 @@ __global__ void __launch_bounds__(384, 1)
       }
       if constexpr (kDqBf16) {  // instruction j: the values of float4 2 j and 2 j + 1, 16 bytes at a + 128 j floats
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < kBf16Red; ++j) {
           uint32_t w[4];
 #pragma unroll
           for (int c = 0; c < 4; ++c) w[c] = pack_bf16x2(acc[8 * j + 2 * c] * scale, acc[8 * j + 2 * c + 1] * scale);
-          if (kRedNext && defer && j >= 4 - kBf16Held) {
+          if (kRedNext && defer && j >= kBf16Red - kBf16Held) {
 #pragma unroll
-            for (int c = 0; c < 4; ++c) dq_pendw[4 * (j - 4 + kBf16Held) + c] = w[c];
+            for (int c = 0; c < 4; ++c) dq_pendw[4 * (j - kBf16Red + kBf16Held) + c] = w[c];
           } else {
             red_add_v4_bf16x2(a + 128 * j, w[0], w[1], w[2], w[3]);
           }
         }
       }
 #pragma unroll
-      for (int j = 0; j < (kDqBf16 ? 0 : 8); ++j) {
-        if (kRedNext && defer && j >= 8 - kRedNextHeld) {
+      for (int j = 0; j < (kDqBf16 ? 0 : kDqF4); ++j) {
+        if (kRedNext && defer && j >= kDqF4 - kRedNextHeld) {
 #pragma unroll
-          for (int c = 0; c < 4; ++c) dq_pend[4 * (j - 8 + kRedNextHeld) + c] = acc[4 * j + c] * scale;
+          for (int c = 0; c < 4; ++c) dq_pend[4 * (j - kDqF4 + kRedNextHeld) + c] = acc[4 * j + c] * scale;
         } else {
           red_add_v4(a + 128 * j, acc[4 * j] * scale, acc[4 * j + 1] * scale, acc[4 * j + 2] * scale,
                      acc[4 * j + 3] * scale);
@@ -741,7 +771,7 @@ __global__ void __launch_bounds__(384, 1)
   // kSpecQ: da_x = e4m3(dS' / ug_x) of tile i - 1, quantized in its own iteration (acc_x unused).
   auto late = [&](int i, float(&acc_x)[32], uint32_t(&pa)[2][4], float qs_cur, bool release_a, int s_a,
                   float ug_x, const uint32_t(&da_x)[2][4]) {
-    float acc_dq[32];
+    float acc_dq[D / 4];
     if constexpr (kDs8Early) {  // (dS8 with ug_x: rewritten below where u != ug_x)
       store_ds8(da_x, i - 1);
       dq_issue(acc_dq, i - 2);
@@ -841,7 +871,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
-      wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], desc_k32(make_desc_kmajor(opaque(bq), 64), kk), 1);
+      fp8_bwd_wgmma_rs<D>(acc_dk, da[kk], desc_k32(make_desc_kmajor(opaque(bq), 64), kk), 1);
     }
     wgmma_commit();
     wgmma_wait<1>();  // dV of tile i and dQ of tile i - 2 done
@@ -877,8 +907,8 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {
-      wgmma_m64n64k32_ss_e4m3(acc_s, desc_k32(make_desc_kmajor(opaque(sK + kr0 * 128), 128), kk),
-                              desc_k32(make_desc_kmajor(opaque(stage_a(s)), 128), kk), kk > 0 ? 1 : 0);
+      wgmma_m64n64k32_ss_e4m3(acc_s, desc_k32(make_desc_kmajor(opaque(sK + kr0 * D), D), kk),
+                              desc_k32(make_desc_kmajor(opaque(stage_a(s)), D), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
     if constexpr (kRedNext) {  // the held reduce-adds of dQ of tile i - 3 (late part of iteration i - 1)
@@ -887,8 +917,8 @@ __global__ void __launch_bounds__(384, 1)
     }
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {
-      wgmma_m64n64k32_ss_e4m3(acc_dp, desc_k32(make_desc_kmajor(opaque(sV + kr0 * 128), 128), kk),
-                              desc_k32(make_desc_kmajor(opaque(stage_a(s)) + C::kQBytes, 128), kk), kk > 0 ? 1 : 0);
+      wgmma_m64n64k32_ss_e4m3(acc_dp, desc_k32(make_desc_kmajor(opaque(sV + kr0 * D), D), kk),
+                              desc_k32(make_desc_kmajor(opaque(stage_a(s)) + C::kQBytes, D), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
     if constexpr (kLateFence) late_flush(i);
@@ -1001,7 +1031,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
-      wgmma_m64n128k32_rs_e4m3(acc_dv, pa[kk],
+      fp8_bwd_wgmma_rs<D>(acc_dv, pa[kk],
                                desc_k32(make_desc_kmajor(opaque(stage_a(s)) + 2 * C::kQBytes, 64), kk), 1);
     }
     wgmma_commit();
@@ -1104,7 +1134,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     uint32_t pa[2][4] = {};
     late(n, acc_x, pa, 0.f, false, 0, ug_prev, da_keep);
-    float acc_dq[32];
+    float acc_dq[D / 4];
     dq_issue(acc_dq, n - 1);
     wgmma_wait<0>();
     pin_all(acc_dq);
@@ -1116,14 +1146,14 @@ __global__ void __launch_bounds__(384, 1)
   // Epilogue: every key row of the block inside the sequence (0 where no query sees it).
   const int j_first = kr0 + n0 + 16 * warp + lane / 4;
   if constexpr ((kDiag & kFp8BwdEpiV4) != 0) {
-    fp8_bwd_store_rows_v4(acc_dk, u, p.dk, p.dk_row_stride, p.dk_head_stride, h, sq.k_start, j_first, sq.lk_alloc,
+    fp8_bwd_store_rows_v4<D>(acc_dk, u, p.dk, p.dk_row_stride, p.dk_head_stride, h, sq.k_start, j_first, sq.lk_alloc,
                           f.out_half, lane);
-    fp8_bwd_store_rows_v4(acc_dv, do_cur * p.inv_scaling, p.dv, p.dv_row_stride, p.dv_head_stride, h, sq.k_start,
+    fp8_bwd_store_rows_v4<D>(acc_dv, do_cur * p.inv_scaling, p.dv, p.dv_row_stride, p.dv_head_stride, h, sq.k_start,
                           j_first, sq.lk_alloc, f.out_half, lane);
   } else {
-    fp8_bwd_store_rows(acc_dk, u, p.dk, p.dk_row_stride, p.dk_head_stride, h, sq.k_start, j_first, sq.lk_alloc,
+    fp8_bwd_store_rows<D>(acc_dk, u, p.dk, p.dk_row_stride, p.dk_head_stride, h, sq.k_start, j_first, sq.lk_alloc,
                        f.out_half, lane);
-    fp8_bwd_store_rows(acc_dv, do_cur * p.inv_scaling, p.dv, p.dv_row_stride, p.dv_head_stride, h, sq.k_start,
+    fp8_bwd_store_rows<D>(acc_dv, do_cur * p.inv_scaling, p.dv, p.dv_row_stride, p.dv_head_stride, h, sq.k_start,
                        j_first, sq.lk_alloc, f.out_half, lane);
   }
 }

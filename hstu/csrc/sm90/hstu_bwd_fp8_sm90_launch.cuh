@@ -74,7 +74,7 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
     kernel<<<grid, CV::kThreads, CV::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p, g);
     return cudaGetLastError();
   };
-  return dispatch_diag(go, f.diag, Fp8BwdDiagBuilt{});
+  return dispatch_diag(go, f.diag, Fp8BwdDiagBuiltAt<D>{});
 }
 
 }  // namespace sm90

@@ -9,13 +9,19 @@
 namespace hstu {
 namespace sm90 {
 
+// m64n32k32: 16 fp32 accumulator registers per thread, operands %0 .. %15.
+#define HSTU_WGMMA8_ACC_32                                              \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define HSTU_WGMMA8_D_32                                                                              \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),      \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+
 // m64n64k32: 32 fp32 accumulator registers per thread, operands %0 .. %31.
 #define HSTU_WGMMA8_ACC_64                                                        \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"          \
+  HSTU_WGMMA8_ACC_32 ","                                                            \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define HSTU_WGMMA8_D_64                                                                                 \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
+  HSTU_WGMMA8_D_32,                                                                                        \
   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 
@@ -90,6 +96,8 @@ __device__ __forceinline__ void wgmma_m64n##N##k32_rs_e4m3(float (&d)[N / 2], co
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                       \
 }
 
+HSTU_WGMMA8_SS(32, "%18", "%16, %17")
+HSTU_WGMMA8_RS(32, "%21", "{%16, %17, %18, %19}, %20")
 HSTU_WGMMA8_SS(64, "%34", "%32, %33")
 HSTU_WGMMA8_RS(64, "%37", "{%32, %33, %34, %35}, %36")
 HSTU_WGMMA8_SS(96, "%50", "%48, %49")
@@ -104,11 +112,13 @@ HSTU_WGMMA8_RS(256, "%133", "{%128, %129, %130, %131}, %132")
 #undef HSTU_WGMMA8_SS
 #undef HSTU_WGMMA8_RS
 #undef HSTU_WGMMA8_ASM_HEAD
+#undef HSTU_WGMMA8_ACC_32
 #undef HSTU_WGMMA8_ACC_64
 #undef HSTU_WGMMA8_ACC_96
 #undef HSTU_WGMMA8_ACC_128
 #undef HSTU_WGMMA8_ACC_192
 #undef HSTU_WGMMA8_ACC_256
+#undef HSTU_WGMMA8_D_32
 #undef HSTU_WGMMA8_D_64
 #undef HSTU_WGMMA8_D_96
 #undef HSTU_WGMMA8_D_128
