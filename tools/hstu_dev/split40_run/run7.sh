@@ -10,8 +10,8 @@ python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_m
     grep -v WARN | tail -2
 PT="python3 -P -m pytest -q -p no:cacheprovider --import-mode=importlib --tb=line -rfE"
 (cd $C/tree && PYTHONPATH=/tmp/site_m42 timeout ${T:-200} $PT tests/hstu/test_fp8_bwd.py \
-    tests/hstu/test_sm80_forward_gpu.py tests/hstu/test_sm80_backward_split_gpu.py tests/hstu/test_sm80_backward_gpu.py \
-    tests/hstu/test_kernels_gpu.py \
+    tests/hstu/test_sm80_forward_gpu.py tests/hstu/test_sm80_backward_split_gpu.py \
+    tests/hstu/test_sm80_backward_gpu.py tests/hstu/test_kernels_gpu.py \
     tests/hstu/test_device_checks_gpu.py > $OUT/tests.log 2>&1; grep -E "^FAILED|passed|failed" $OUT/tests.log |
     cut -c1-220 | head -40)
 echo "done at $SECONDS s"
