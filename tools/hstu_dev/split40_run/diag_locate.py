@@ -13,7 +13,7 @@ import zlib
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "split39_run")]  # list_model.py: carried beside this file, or there
 sys.path.insert(0, os.path.join(os.getcwd(), "tests", "hstu"))
 import hstu_kernel_checks as kg  # noqa: E402
 import list_model as lm  # noqa: E402
