@@ -218,25 +218,29 @@ inline bool sm90_unit_compiled(bool fwd, bool half, int head_dim) {
   return c == 1;
 }
 
-// Compute capability 9.0 (the Hopper kernels' sm_90a).
-inline bool device_is_sm90(int device) {
+// The device's compute capability into major / minor (false, the CUDA error cleared, where the query fails).
+inline bool device_cc(int device, int& major, int& minor) {
   accel::DeviceInfo d;
   if (accel::device_info(device, d) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
-  return d.cc_major == 9 && d.cc_minor == 0;
+  major = d.cc_major;
+  minor = d.cc_minor;
+  return true;
+}
+
+// Compute capability 9.0 (the Hopper kernels' sm_90a).
+inline bool device_is_sm90(int device) {
+  int major = 0, minor = 0;
+  return device_cc(device, major, minor) && major == 9 && minor == 0;
 }
 
 // Compute capability 9.0 or newer: where the sm80-class family runs its sm_90-class loops (hstu_bwd_sm80_kernel.cuh
 // bwd_sm80_sm90_class, the same test on the current device).
 inline bool device_sm90_class(int device) {
-  accel::DeviceInfo d;
-  if (accel::device_info(device, d) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return d.cc_major >= 9;
+  int major = 0, minor = 0;
+  return device_cc(device, major, minor) && major >= 9;
 }
 
 // The Hopper kernels apply: D 64 / 128 / 256, grid limits, a compute capability 9.0 device, the unit compiled.
