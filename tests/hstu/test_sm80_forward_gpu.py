@@ -61,7 +61,8 @@ def _pairs_fit():
 def _fwd_kernel_event(name):
     """a profiler event of an sm80-class forward tile kernel (not the split's or its work list's)"""
     return any(k in name for k in ("hstu_fwd_kernel<", "hstu_fwd_qearly_kernel<", "hstu_fwd_xadd_kernel<",
-                                   "hstu_fwd_xpf_kernel<", "hstu_fwd_ctx_xpf_kernel<", "qreg"))
+                                   "hstu_fwd_xpf_kernel<", "hstu_fwd_ctx_xpf_kernel<", "hstu_fwd_xpf_rab_kernel<",
+                                   "qreg"))
 
 
 def _rabw_two_fit():
@@ -210,6 +211,9 @@ def test_sm80_forward_pairs_xadd(mask, delta_q, rab_heads, seqused, kernel_opts)
                             torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
         outs = {}
         for cfg, want in kernels.items():
+            if cfg == 0 and case["rab"] is not None and case["rab"].shape[-1] % 8 == 0:
+                # (16-byte rab rows: the default copies the rab tiles into shared memory, test_sm80_forward_rab_smem)
+                want = f"hstu_fwd_xpf_rab_kernel<__nv_bfloat16, {tile[:-1]}, true>"
             kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)
             if cfg in (0, 1):
                 kg.check_case(case, 0.5, backward=False)
