@@ -93,6 +93,25 @@ def make_case(seed, lens_k, H, D, dtype, mask, rab_heads, delta_q=False, seqused
     )
 
 
+def many_sequences_case(tag, D, H=2):
+    """The many-sequences backward case: 80 sequences of 0-999 keys (lengths seeded by D) and one of 4,000, contexts
+    and targets, bf16 (the split's list of several hundred items; the context loops' fault of session 37)."""
+    g = torch.Generator().manual_seed(D)
+    lens = torch.randint(0, 1000, (80,), generator=g).tolist() + [4000]
+    return make_case(zlib.crc32(repr((tag, D)).encode()), lens, H, D, torch.bfloat16, "context_target", 0), lens
+
+
+def grad_reference(case, dout, alpha):
+    """(dq, dk, dv) of the fp32 reference and each one's error bound: 5x the error of the reference computed in the
+    input dtype, plus 1e-6 and 1e-4 of the gradient's largest magnitude."""
+    args = _varlen_kwargs(case)
+    f32 = [t.detach().float().requires_grad_() for t in (case["q"], case["k"], case["v"])]
+    ref = torch.autograd.grad(hstu_attn_reference(*f32, alpha=alpha, **args), f32, dout.float())
+    lp = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
+    ref_lp = torch.autograd.grad(hstu_attn_reference(*lp, alpha=alpha, upcast=False, **args), lp, dout)
+    return ref, [5 * max_err(a, r) + 1e-6 + 1e-4 * r.abs().max().item() for a, r in zip(ref_lp, ref)]
+
+
 def _with(case, **tensors):
     out = dict(case)
     out.update(tensors)

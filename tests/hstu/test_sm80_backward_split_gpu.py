@@ -14,7 +14,7 @@ import zlib
 import pytest
 import torch
 
-from hstu_attn import hstu_attn_reference, hstu_attn_varlen_func
+from hstu_attn import hstu_attn_varlen_func
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hstu_kernel_checks as kg  # noqa: E402
@@ -85,9 +85,7 @@ def test_sm80_backward_split_many_sequences(D, kernel_opts):
     against the fp32 reference with the rule's chunks."""
     if not _sm90():
         pytest.skip("the split runs on sm_90-class devices (the default's loops)")
-    g = torch.Generator().manual_seed(D)
-    lens = torch.randint(0, 1000, (80,), generator=g).tolist() + [4000]
-    case = kg.make_case(zlib.crc32(repr(("split38m", D)).encode()), lens, 2, D, torch.bfloat16, "context_target", 0)
+    case, _ = kg.many_sequences_case("split38m", D)
     kernel_opts(sm90=False, fwd_sm80_cfg=SPLIT_CFG)
     kg.check_case(case, 0.5)
     names = _bwd_kernels(case)
@@ -124,16 +122,10 @@ def test_sm80_backward_context_loops_repeated(D, cfg, kernel_opts):
     Every run meets the error rule against the fp32 reference, and dK / dV are the same bits in every run."""
     if not _sm90():
         pytest.skip("the context loops run on sm_90-class devices")
-    g = torch.Generator().manual_seed(D)
-    lens = torch.randint(0, 1000, (80,), generator=g).tolist() + [4000]
-    case = kg.make_case(zlib.crc32(repr(("split40r", D)).encode()), lens, 2, D, torch.bfloat16, "context_target", 0)
+    case, _ = kg.many_sequences_case("split40r", D)
     args = kg._varlen_kwargs(case)
     dout = torch.randn_like(case["q"])
-    f32 = [t.detach().float().requires_grad_() for t in (case["q"], case["k"], case["v"])]
-    ref = torch.autograd.grad(hstu_attn_reference(*f32, alpha=0.5, **args), f32, dout.float())
-    lp = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
-    ref_lp = torch.autograd.grad(hstu_attn_reference(*lp, alpha=0.5, upcast=False, **args), lp, dout)
-    bound = [5 * kg.max_err(a, r) + 1e-6 + 1e-4 * r.abs().max().item() for a, r in zip(ref_lp, ref)]
+    ref, bound = kg.grad_reference(case, dout, 0.5)
     kernel_opts(sm90=False, fwd_sm80_cfg=cfg)
     first = None
     for run in range(60):

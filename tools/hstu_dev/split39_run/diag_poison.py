@@ -8,13 +8,12 @@ Usage: diag_poison.py LABEL CFG POISON(0/1) [N] [D ...]
 (diag_many.py with the allocator's poisoning switchable; run from a tree with tests/hstu/hstu_kernel_checks.py)"""
 import os
 import sys
-import zlib
 
 import torch
 
 sys.path.insert(0, os.path.join(os.getcwd(), "tests", "hstu"))
 import hstu_kernel_checks as kg  # noqa: E402
-from hstu_attn import _ops, hstu_attn_reference, hstu_attn_varlen_func  # noqa: E402
+from hstu_attn import _ops, hstu_attn_varlen_func  # noqa: E402
 
 
 def main():
@@ -24,17 +23,10 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     for D in dims:
-        g = torch.Generator().manual_seed(D)
-        lens = torch.randint(0, 1000, (80,), generator=g).tolist() + [4000]
-        case = kg.make_case(zlib.crc32(repr(("split38m", D)).encode()), lens, 2, D, torch.bfloat16, "context_target",
-                            0)
+        case, _ = kg.many_sequences_case("split38m", D)
         args = kg._varlen_kwargs(case)
         dout = torch.randn_like(case["q"])
-        f32 = [t.detach().float().requires_grad_() for t in (case["q"], case["k"], case["v"])]
-        ref = torch.autograd.grad(hstu_attn_reference(*f32, alpha=0.5, **args), f32, dout.float())
-        lp = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
-        ref_lp = torch.autograd.grad(hstu_attn_reference(*lp, alpha=0.5, upcast=False, **args), lp, dout)
-        bound = [5 * kg.max_err(gl, gr) + 1e-6 + 1e-4 * gr.abs().max().item() for gl, gr in zip(ref_lp, ref)]
+        ref, bound = kg.grad_reference(case, dout, 0.5)
         fails, worst, first, same = [0, 0, 0], [0.0, 0.0, 0.0], None, True
         with _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg):
             for _ in range(n):

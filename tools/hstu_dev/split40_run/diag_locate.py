@@ -8,7 +8,6 @@ forward, N backwards on the same graph), poison.
 Usage: diag_locate.py MODE[,MODE...] N [CFG [FORCED_TILES]]"""
 import os
 import sys
-import zlib
 
 import torch
 
@@ -17,7 +16,7 @@ sys.path[:0] = [HERE, os.path.join(HERE, "..", "split39_run")]  # list_model.py:
 sys.path.insert(0, os.path.join(os.getcwd(), "tests", "hstu"))
 import hstu_kernel_checks as kg  # noqa: E402
 import list_model as lm  # noqa: E402
-from hstu_attn import _ops, hstu_attn_reference, hstu_attn_varlen_func  # noqa: E402
+from hstu_attn import _ops, hstu_attn_varlen_func  # noqa: E402
 
 D, H, BM, BN = 128, 2, 64, 128
 
@@ -39,16 +38,10 @@ def main():
     cfg = int(sys.argv[3]) if len(sys.argv) > 3 else 14
     forced = int(sys.argv[4]) if len(sys.argv) > 4 else 0  # kernel_options(fwd_split_tiles=forced): n-tile chunks
     torch.backends.cuda.matmul.allow_tf32 = False
-    g = torch.Generator().manual_seed(D)
-    lens = torch.randint(0, 1000, (80,), generator=g).tolist() + [4000]
-    case = kg.make_case(zlib.crc32(repr(("split38m", D)).encode()), lens, H, D, torch.bfloat16, "context_target", 0)
+    case, lens = kg.many_sequences_case("split38m", D, H)
     args = kg._varlen_kwargs(case)
     dout = torch.randn_like(case["q"])
-    f32 = [t.detach().float().requires_grad_() for t in (case["q"], case["k"], case["v"])]
-    ref = torch.autograd.grad(hstu_attn_reference(*f32, alpha=0.5, **args), f32, dout.float())
-    lp = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
-    ref_lp = torch.autograd.grad(hstu_attn_reference(*lp, alpha=0.5, upcast=False, **args), lp, dout)
-    bound = [5 * kg.max_err(gl, gr) + 1e-6 + 1e-4 * gr.abs().max().item() for gl, gr in zip(ref_lp, ref)]
+    ref, bound = kg.grad_reference(case, dout, 0.5)
     n_mt, L = walks(case, lens)
     if forced > 0:
         sms = torch.cuda.get_device_properties(0).multi_processor_count
