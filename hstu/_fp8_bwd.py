@@ -237,9 +237,6 @@ def hstu_attn_fp8_backward_reference(
 #: own, the finishing pass's owner search per pair; the same kernel and bytes). Their history: docs/hstu_kernel_notes.md
 FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59, "main_path": 1 << 60}
 FP8_BWD_HEAD_DIMS = (64, 128)  # head dims the Hopper FP8 backward is built for (kernel_matrix.bzl; D = 256 not yet)
-# head dims whose FP8 calls take it by default (kernel_options(fp8_bwd=None)); D = 64 only under fp8_bwd=True until the
-# default routing there has run on a device (session 37: its kernel's tests passed, the routing's did not run)
-FP8_BWD_DEFAULT_HEAD_DIMS = (128,)
 
 
 def fp8_bwd_refusal(q8: torch.Tensor, rab, options: int, deterministic: bool = False) -> Optional[str]:
@@ -272,8 +269,6 @@ def fp8_bwd_cuda(dout, args, deterministic, options, diag: int = 0, forced: bool
     (``kernel_options(fp8_bwd=True)``). ``diag`` (private; the op passes 0): a timing-only kernel variant, built in
     dev builds only (hstu_bwd_fp8_sm90.h); the product's private variants are the option bits FP8_BWD_VARIANT_BITS."""
     q8, k8, rab = args[0], args[1], args[18]
-    if not forced and q8.shape[2] not in FP8_BWD_DEFAULT_HEAD_DIMS:
-        return None
     why = fp8_bwd_refusal(q8, rab, options, deterministic)
     if why is None and not fp8_bwd_kernel_built(q8.shape[2]):
         why = ("kernel_options(fp8_bwd=True): expected the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90, unit "
