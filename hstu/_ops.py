@@ -213,6 +213,9 @@ FWD_SM80_BM64S = (0, 1, 2, 3)
 # programmatic dependent launches), a chunk's count behind full fences, the list kernel with its 64-bit work counter
 # and divisions (for comparisons)
 FWD_SM80_SPLIT_PLAIN_BIT = 1 << 45
+# bit 40 (hstu_plan.h kOptFwdSm80RabEvict): kernel_options(fwd_sm80_rab_evict=True), the sm80-class forward's bf16 rab
+# defaults with evict-first L2 policies on their rab copies (opt-in while it is measured)
+FWD_SM80_RAB_EVICT_BIT = 1 << 40
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles
@@ -233,7 +236,7 @@ BWD_SM80_CFG_LAST = 15  # kBwdSm80LastCfg
 BWD_SM80_CFGS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 # bits 29-31 and bit 41 (hstu_plan.h kOptFwdSm80CfgHi: the value's bit 3): the sm80-class forward's comparison cfg:
 # 0 the default, issue 39's candidates (bf16; FWD_SM80_CFGS), FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT,
-# FWD_SM80_CFG_RAB_MAIN, FWD_SM80_CFG_RAB_LDS, FWD_SM80_CFG_RAB_TILE64, FWD_SM80_CFG_RAB_COPY_MAIN,
+# FWD_SM80_CFG_RAB_MAIN, FWD_SM80_CFG_RAB_LOAD_MAIN, FWD_SM80_CFG_RAB_TILE64, FWD_SM80_CFG_RAB_COPY_MAIN,
 # FWD_SM80_CFG_DRAB_LSU, FWD_SM80_CFG_DQ_CLAIM, FWD_SM80_CFG_DRAB_MAIN
 FWD_SM80_CFG_SHIFT = 29
 FWD_SM80_CFG_HI_BIT = 1 << 41
@@ -241,7 +244,7 @@ FWD_SM80_CFGS = (1, 2, 3, 4, 5)
 FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
 FWD_SM80_CFG_SPLIT = 7  # the bf16 default tile with the split of long KV ranges (kFwdSm80CfgSplit)
 FWD_SM80_CFG_RAB_MAIN = 8  # the bf16 defaults with rab as main had them (kFwdSm80CfgRabMain)
-FWD_SM80_CFG_RAB_LDS = 9  # the bf16 D = 64 default with rab adding it per score (kFwdSm80CfgRabLds)
+FWD_SM80_CFG_RAB_LOAD_MAIN = 9  # the bf16 D = 64 / 128 defaults with rab as main40 had them (kFwdSm80CfgRabLoadMain)
 FWD_SM80_CFG_RAB_TILE64 = 10  # the bf16 D = 64 default with rab in 64-key tiles, the block's rab tile per KV tile
 FWD_SM80_CFG_RAB_COPY_MAIN = 11  # the bf16 D = 128 / 256 defaults with rab copying every rab tile with predicates
 FWD_SM80_CFG_DRAB_LSU = 12  # the rab loops' drab zeros by 16-byte stores, not bulk copies (kFwdSm80CfgDrabLsu)
@@ -270,7 +273,8 @@ _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FW
                   | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
                   | (15 << FP8_FWD_VAR_SHIFT) | FWD_SM80_NO_QSCALE_BIT | FWD_SM80_SPLIT_MAIN_BIT | FWD_SM80_NO_ILV_BIT
-                  | (3 << FWD_SM80_BM64_SHIFT) | FWD_SM80_SPLIT_PLAIN_BIT | BWD_SM80_NO_SPLIT_BIT)
+                  | (3 << FWD_SM80_BM64_SHIFT) | FWD_SM80_SPLIT_PLAIN_BIT | BWD_SM80_NO_SPLIT_BIT
+                  | FWD_SM80_RAB_EVICT_BIT)
 _options_state = threading.local()
 
 
@@ -289,7 +293,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    fp8_fwd_diag: int = 0, fp8_silu: int = 0, fp8_fwd_var: int = 0,
                    fwd_sm80_qscale: bool = True, fwd_sm80_split_main: bool = False,
                    fwd_sm80_interleave: bool = True, fwd_sm80_bm64: int = 0,
-                   fwd_sm80_split_plain: bool = False, bwd_sm80_split: bool = True) -> Iterator[None]:
+                   fwd_sm80_split_plain: bool = False, bwd_sm80_split: bool = True,
+                   fwd_sm80_rab_evict: bool = False) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -352,6 +357,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     first partial's base loaded there (the default: an acquire-release count, the base loaded in the prologue), and
     the list kernel as it was (a 64-bit shared work counter, 64-bit divisions, one atomic per chunk placed); the
     same output bit for bit.
+    ``fwd_sm80_rab_evict=True`` (opt-in while it is measured): the sm80-class forward's bf16 defaults with rab (D = 64
+    / 128 / 256, sm_90+ code) copy the rab tiles inside the sequence with an L2 evict-first policy (rab is read once,
+    K / V by every query tile of their sequence); the same output bit for bit.
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
@@ -434,9 +442,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (bf16). 8 (``FWD_SM80_CFG_RAB_MAIN``; private, the same outputs): the forward's and backward's defaults with rab
     as main had them (each rab element loaded from global memory after the S MMAs, the backward's per-head drab
     stored per element) instead of the rab tiles copied into shared memory (the forward's with K / V, the backward's
-    into each tile's P buffer, its drab in 16-byte row chunks). 9 (``FWD_SM80_CFG_RAB_LDS``; private, the same outputs
-    to the fp32 sum order): the forward's D = 64 default with rab adding it per score from the shared-memory tiles
-    (as at D = 128 / 256) instead of by the tensor cores (two identity MMAs per m16 tile and 16 keys after S's).
+    into each tile's P buffer, its drab in 16-byte row chunks). 9 (``FWD_SM80_CFG_RAB_LOAD_MAIN``; private, the same
+    outputs): the forward's D = 64 / 128 defaults with rab forming their addresses as main40 had them (D = 64 the
+    lane parts of the fragment and rab addresses per sub-tile, D = 128 an LDS per rab pair) instead of once per block
+    (D = 64) and by ldmatrix (D = 128).
     10 (``FWD_SM80_CFG_RAB_TILE64``; private, the same outputs to the fp32 sum order): the forward's D = 64 default
     with rab in 128 x 64 tiles, the block's rab tile copied per KV tile, instead of 128 x 128 tiles with each warp
     copying its own rab rows per 64-key sub-tile (where two of those blocks fit per SM: the H100 / H200 class).
@@ -482,7 +491,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     if isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int) or bwd_sm80_cfg not in BWD_SM80_CFGS:
         _err("bwd_sm80_cfg", f"one of {BWD_SM80_CFGS}", bwd_sm80_cfg)
     fwd_cfgs = (0,) + FWD_SM80_CFGS + (FWD_SM80_CFG_OLD, FWD_SM80_CFG_SPLIT, FWD_SM80_CFG_RAB_MAIN,
-                                      FWD_SM80_CFG_RAB_LDS, FWD_SM80_CFG_RAB_TILE64, FWD_SM80_CFG_RAB_COPY_MAIN,
+                                      FWD_SM80_CFG_RAB_LOAD_MAIN, FWD_SM80_CFG_RAB_TILE64, FWD_SM80_CFG_RAB_COPY_MAIN,
                                       FWD_SM80_CFG_DRAB_LSU, FWD_SM80_CFG_DQ_CLAIM, FWD_SM80_CFG_BWD_SPLIT,
                                       FWD_SM80_CFG_DRAB_MAIN)
     if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or fwd_sm80_cfg not in fwd_cfgs:
@@ -505,7 +514,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                                       ("fwd_sm80_interleave", fwd_sm80_interleave, True, FWD_SM80_NO_ILV_BIT),
                                       ("fwd_sm80_split_plain", fwd_sm80_split_plain, False,
                                        FWD_SM80_SPLIT_PLAIN_BIT),
-                                      ("bwd_sm80_split", bwd_sm80_split, True, BWD_SM80_NO_SPLIT_BIT)):
+                                      ("bwd_sm80_split", bwd_sm80_split, True, BWD_SM80_NO_SPLIT_BIT),
+                                      ("fwd_sm80_rab_evict", fwd_sm80_rab_evict, False, FWD_SM80_RAB_EVICT_BIT)):
         if value is not True and value is not False:
             _err(name, "True or False", value)
         if value is not default:

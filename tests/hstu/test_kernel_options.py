@@ -39,7 +39,8 @@ def test_bits_match_the_plan_header():
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_split.h")) as f:
         split_h = f.read()
     assert int(re.search(r"constexpr int kFwdSm80CfgRabMain = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_MAIN
-    assert int(re.search(r"constexpr int kFwdSm80CfgRabLds = (\d+);", split_h).group(1)) == _ops.FWD_SM80_CFG_RAB_LDS
+    assert int(re.search(r"constexpr int kFwdSm80CfgRabLoadMain = (\d+);", split_h).group(1)) == (
+        _ops.FWD_SM80_CFG_RAB_LOAD_MAIN)
     assert int(re.search(r"constexpr int kFwdSm80CfgRabTile64 = (\d+);", split_h).group(1)) == (
         _ops.FWD_SM80_CFG_RAB_TILE64)
     assert int(re.search(r"constexpr int kFwdSm80CfgRabCopyMain = (\d+);", split_h).group(1)) == (
@@ -94,6 +95,9 @@ def test_bits_match_the_plan_header():
     assert int(re.search(r"kOptNoBwdSm80Split = int64_t\{1\} << (\d+),", text).group(1)) == 57
     assert re.search(r"o\.bwd_sm80_split = !\(bits & kOptNoBwdSm80Split\);", text)
     assert _ops.BWD_SM80_NO_SPLIT_BIT == 1 << 57
+    # the sm80-class forward's evict-first rab copies (opt-in): bit 40
+    assert int(re.search(r"kOptFwdSm80RabEvict = int64_t\{1\} << (\d+),", text).group(1)) == 40
+    assert _ops.FWD_SM80_RAB_EVICT_BIT == 1 << 40
     with open(os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_fwd_fp8_sm90_kernel.cuh")) as f:
         enum = re.search(r"enum Fp8FwdVar : int \{([^}]*)\}", f.read()).group(1)
     assert tuple(sorted(int(v) for v in re.findall(r"= (\d+)", enum))) == _ops.FP8_FWD_VARS
@@ -165,6 +169,10 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == _ops.BWD_SM80_NO_SPLIT_BIT == 1 << 57
         with _ops.kernel_options(bwd_sm80_split=True):
             assert _ops._current_options() == 0
+        with _ops.kernel_options(fwd_sm80_rab_evict=True):  # (opt-in)
+            assert _ops._current_options() == _ops.FWD_SM80_RAB_EVICT_BIT == 1 << 40
+        with _ops.kernel_options(fwd_sm80_rab_evict=False):
+            assert _ops._current_options() == 0
         for n in (1, 2, 3):  # (for comparisons)
             with _ops.kernel_options(fwd_sm80_bm64=n):
                 assert _ops._current_options() == n << 46
@@ -211,6 +219,9 @@ def test_kernel_options_pack_and_restore():
         with pytest.raises(ValueError, match="bwd_sm80_split: expected True or False"):
             with _ops.kernel_options(bwd_sm80_split=bad):
                 pass
+        with pytest.raises(ValueError, match="fwd_sm80_rab_evict: expected True or False"):
+            with _ops.kernel_options(fwd_sm80_rab_evict=bad):
+                pass
     for bad in (4, True, None, "1"):
         with pytest.raises(ValueError, match=r"fwd_sm80_bm64: expected one of \(0, 1, 2, 3\)"):
             with _ops.kernel_options(fwd_sm80_bm64=bad):
@@ -239,7 +250,7 @@ def test_kernel_options_pack_and_restore():
                                                | (8 << _ops.BWD_SM80_CFG_SHIFT))
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_MAIN):  # (8: bit 41 alone)
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
-    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_LDS):  # (9: bit 41 and bit 29)
+    with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_LOAD_MAIN):  # (9: bit 41 and bit 29)
         assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | _ops.FWD_SM80_CFG_HI_BIT
                                            | (1 << _ops.FWD_SM80_CFG_SHIFT))
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_RAB_TILE64):  # (10: bit 41 and bit 30)

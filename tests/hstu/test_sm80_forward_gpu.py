@@ -734,14 +734,16 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
     kernel_options(fwd_sm80_cfg=10)): they meet the error rule against the fp32 reference (outputs poisoned) on jagged
     lengths across several query tiles (keys ending inside a 16-byte chunk), windows, targets with groups, delta-q,
     seqused, per-head and shared rab, and agree with main's rab path (kernel_options(fwd_sm80_cfg=8)): bit for bit at
-    D = 128 / 256 (the same tiles and sums), at D = 64 to the fp32 sum order. D = 64: the 128 x 128 tiles, the 128 x 64
-    tiles (cfg 10) and their per-score add (fwd_sm80_cfg=9: FwdSm80QregRabIlv) agree to the fp32 sum order; the
-    interleaved groups of the 128 x 64 tiles give bit for bit their plain body's output (fwd_sm80_interleave=False,
-    which runs the 128 x 64 tiles) in both. D = 128 / 256: the rab tiles inside the sequence copied without per-row
-    predicates (FwdSm80QregRabF128, FwdSm80PairsPfRabF; D = 128 with S's accumulators starting as the rab) against
-    the predicated copies (fwd_sm80_cfg=11, bit for bit main's rab path): D = 256 bit for bit, D = 128 to the fp32 sum
-    order. A rab whose rows are not 16-byte aligned (max_seqlen_k not a multiple of 8) runs main's kernel, within the
-    error rule."""
+    D = 256 (the same tiles and sums), at D = 64 / 128 to the fp32 sum order. D = 64: the 128 x 128 tiles
+    (FwdSm80QregRabWH: the lane address parts once per block) give bit for bit the output of their per-sub-tile
+    address form (fwd_sm80_cfg=9: FwdSm80QregRabW) and agree with the 128 x 64 tiles (cfg 10) to the fp32 sum order;
+    the interleaved groups of the 128 x 64 tiles give bit for bit their plain body's output (fwd_sm80_interleave=False,
+    which runs the 128 x 64 tiles). D = 128: the rab pairs by ldmatrix (FwdSm80QregRabL128) give bit for bit the
+    output of the LDS per pair (fwd_sm80_cfg=9: FwdSm80QregRabF128). D = 128 / 256: the rab tiles inside the sequence
+    copied without per-row predicates (D = 128 with S's accumulators starting as the rab) against the predicated
+    copies (fwd_sm80_cfg=11, bit for bit main's rab path): D = 256 bit for bit, D = 128 to the fp32 sum order. A rab
+    whose rows are not 16-byte aligned (max_seqlen_k not a multiple of 8) runs main's kernel, within the error
+    rule."""
     lk = [2400, 1704, 2296, 1833, 2024] if delta_q else [1400, 700, 1290, 833, 1024]
     case = kg.make_case(zlib.crc32(repr(("rab_smem", D, mask, rab_heads, delta_q)).encode()), lk, 2, D,
                         torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
@@ -751,24 +753,27 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
         D == 256 and _pairs_fit() and torch.cuda.get_device_properties(0).shared_memory_per_block_optin >= 115712)
     tile = f"__nv_bfloat16, {D}, 128, 64, {64 if D == 64 else 32}, 4, 2, 2, 0, 1, "
     qs = "true, true" if D == 64 else "false, false"
-    lds_v, t64_v, copy_v = _ops.FWD_SM80_CFG_RAB_LDS, _ops.FWD_SM80_CFG_RAB_TILE64, _ops.FWD_SM80_CFG_RAB_COPY_MAIN
+    load_v, t64_v, copy_v = (_ops.FWD_SM80_CFG_RAB_LOAD_MAIN, _ops.FWD_SM80_CFG_RAB_TILE64,
+                             _ops.FWD_SM80_CFG_RAB_COPY_MAIN)
     if D == 64:  # (cfg 11: the default)
-        want = {0: f"hstu_fwd_qreg_rabm_kernel<{tile}{qs}>", lds_v: f"hstu_fwd_qreg_rab_kernel<{tile}{qs}, false>"}
-        want[t64_v] = want[copy_v] = want[0]
+        want = {v: f"hstu_fwd_qreg_rabm_kernel<{tile}{qs}>" for v in (0, load_v, t64_v, copy_v)}
         if _rabw_two_fit():
-            want[0] = want[copy_v] = f"hstu_fwd_qreg_rabw_kernel<__nv_bfloat16, 64, 128, 128, 64, 4, 2, 2, 0, 1, {qs}>"
-    elif D == 128:  # (cfg 9 and 10: the default)
-        want = {v: f"hstu_fwd_qreg_rab_kernel<{tile}{qs}, true>" for v in (0, lds_v, t64_v)}
-        want[copy_v] = f"hstu_fwd_qreg_rab_kernel<{tile}{qs}, false>"
+            w = f"hstu_fwd_qreg_rabw_kernel<__nv_bfloat16, 64, 128, 128, 64, 4, 2, 2, 0, 1, {qs}, "
+            want[0] = want[copy_v] = w + "2>"
+            want[load_v] = w + "0>"
+    elif D == 128:  # (cfg 10: the default)
+        want = {v: f"hstu_fwd_qreg_rab_kernel<{tile}{qs}, true, 1>" for v in (0, t64_v)}
+        want[load_v] = f"hstu_fwd_qreg_rab_kernel<{tile}{qs}, true, 0>"
+        want[copy_v] = f"hstu_fwd_qreg_rab_kernel<{tile}{qs}, false, 0>"
     else:
-        want = {v: "hstu_fwd_xpf_rab_kernel<__nv_bfloat16, 256, 64, 64, 64, 4, 2, 1, 0, 2, true>" for v in (0, lds_v,
-                                                                                                           t64_v)}
-        want[copy_v] = want[0].replace("true>", "false>")
+        want = {v: "hstu_fwd_xpf_rab_kernel<__nv_bfloat16, 256, 64, 64, 64, 4, 2, 1, 0, 2, true, 0>"
+                for v in (0, load_v, t64_v)}
+        want[copy_v] = want[0].replace("true, 0>", "false, 0>")
     alpha = 0.125  # (D = 64: alpha / 2 a power of two, the scaled Q registers)
     outs = {}
-    variants = [(0, True), (lds_v, True), (_ops.FWD_SM80_CFG_RAB_MAIN, True), (t64_v, True), (copy_v, True)]
+    variants = [(0, True), (load_v, True), (_ops.FWD_SM80_CFG_RAB_MAIN, True), (t64_v, True), (copy_v, True)]
     if D == 64:
-        variants += [(v, False) for v in (0, lds_v)]
+        variants += [(v, False) for v in (0, load_v)]
     for var, ilv in variants:
         kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_cfg=var, fwd_sm80_interleave=ilv)
         if var == 0 and ilv:
@@ -781,26 +786,26 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
         names = {e.name for e in prof.events() if "hstu_fwd_" in e.name}
         assert len(names) == 1, names
         if var in want and runs:
-            w = want[var] if ilv else want[t64_v if var == 0 else var].replace("true, true", "true, false")
+            w = want[var] if ilv else want[t64_v].replace("true, true", "true, false")
             assert w in next(iter(names)), (var, ilv, names, w)
         if var == _ops.FWD_SM80_CFG_RAB_MAIN:
             assert "_rab_kernel" not in next(iter(names)) and "_rabm_kernel" not in next(iter(names)), names
-    new, lds, main = outs[0, True], outs[lds_v, True], outs[_ops.FWD_SM80_CFG_RAB_MAIN, True]
+    new, load, main = outs[0, True], outs[load_v, True], outs[_ops.FWD_SM80_CFG_RAB_MAIN, True]
     copy = outs[copy_v, True]
+    assert torch.equal(new, load), "the rab body's addresses (cfg 0) vs main40's forms (cfg 9)"
     if D == 128:  # (rab as S's initial accumulators: the same sums in another order)
         kg.assert_agree(("out",), (new,), (copy,), "rab as S's start vs rab added after S")
-        assert torch.equal(new, lds) and torch.equal(new, outs[t64_v, True]) and torch.equal(copy, main)
+        assert torch.equal(new, outs[t64_v, True]) and torch.equal(copy, main)
     elif D == 256:
-        assert torch.equal(new, copy) and torch.equal(new, lds) and torch.equal(lds, main)
+        assert torch.equal(new, copy) and torch.equal(load, main)
         assert torch.equal(new, outs[t64_v, True])
     else:
         assert torch.equal(new, copy)
         tile64 = outs[t64_v, True]
         kg.assert_agree(("out",), (new,), (tile64,), "128 x 128 tiles with the warps' rab slots vs 128 x 64 tiles")
-        kg.assert_agree(("out",), (tile64,), (lds,), "rab by the tensor cores vs the rab added per score")
-        kg.assert_agree(("out",), (lds,), (main,), "rab tiles in shared memory vs main's rab path")
+        kg.assert_agree(("out",), (tile64,), (main,), "rab tiles in shared memory vs main's rab path")
         assert torch.equal(outs[0, False], tile64), "the interleaved groups vs the plain body (128 x 64 tiles)"
-        assert torch.equal(outs[lds_v, False], lds), "the same (the per-score add)"
+        assert torch.equal(outs[load_v, False], tile64), "the same (cfg 9 with fwd_sm80_interleave=False)"
     # rows of rab not 16-byte aligned: main's kernel
     odd = kg.make_case(zlib.crc32(repr(("rab_odd", D, mask)).encode()), [1401, 700, 1290], 2, D, torch.bfloat16,
                        mask, rab_heads)
@@ -811,3 +816,37 @@ def test_sm80_forward_rab_smem(D, mask, delta_q, rab_heads, seqused, kernel_opts
         torch.cuda.synchronize()
     names = {e.name for e in prof.events() if "hstu_fwd_" in e.name}
     assert len(names) == 1 and "_rab_kernel" not in next(iter(names)), names
+
+
+@pytest.mark.parametrize("mask,rab_heads", [("causal", 2), ("local_target", 1)])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_forward_rab_evict(D, mask, rab_heads, kernel_opts):
+    """kernel_options(fwd_sm80_rab_evict=True) (opt-in): the bf16 defaults with rab copy their rab tiles inside the
+    sequence with an L2 evict-first policy (FwdSm80QregRabWHE, FwdSm80QregRabL128E, FwdSm80PairsPfRabFE; sm_90+
+    code, where the defaults' tiles fit): they run those kernels, meet the error rule against the fp32 reference
+    (outputs poisoned) and give the default's output bit for bit (a cache policy changes no value)."""
+    lk = [1400, 700, 1290, 833, 1024]
+    case = kg.make_case(zlib.crc32(repr(("rab_evict", D, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16, mask,
+                        rab_heads)
+    sm90 = torch.cuda.get_device_capability() >= (9, 0)
+    runs = sm90 and ((D == 64 and _rabw_two_fit()) or (D == 128 and _qreg128_two_fit()) or (
+        D == 256 and _pairs_fit() and torch.cuda.get_device_properties(0).shared_memory_per_block_optin >= 115712))
+    want = {64: "hstu_fwd_qreg_rabw_kernel<__nv_bfloat16, 64, 128, 128, 64, 4, 2, 2, 0, 1, true, true, 6>",
+            128: "hstu_fwd_qreg_rab_kernel<__nv_bfloat16, 128, 128, 64, 32, 4, 2, 2, 0, 1, false, false, true, 5>",
+            256: "hstu_fwd_xpf_rab_kernel<__nv_bfloat16, 256, 64, 64, 64, 4, 2, 1, 0, 2, true, 4>"}[D]
+    alpha = 0.125
+    outs = []
+    for evict in (False, True):
+        kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_rab_evict=evict)
+        if evict:
+            kg.check_case(case, alpha, backward=False)
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            outs.append(hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=alpha, rab=case["rab"],
+                                              **kg._varlen_kwargs(case)))
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if "hstu_fwd_" in e.name}
+        assert len(names) == 1, names
+        if evict and runs:
+            assert want in next(iter(names)), (names, want)
+    assert torch.equal(outs[0], outs[1]), "evict-first rab copies vs the default's"

@@ -7,8 +7,8 @@ rab35_run/rab35_bench.py are this module with their own line tags (--tag).
 A case: NAME[@buf][:cfg][~var][!]
   causal | ctxN (N contexts per sequence; ctx0 = a num_contexts of zeros: the context kernel, no extra tiles) |
   tgtN (N targets, group 1) | ctxNtgtM | rab (rab of shape (B, H, S, S), q's dtype) | rab1 (shape (B, 1, S, S)) |
-  rabd / rab1d (backward with has_drab); a NAME ending in noilv / noqs: kernel_options(fwd_sm80_interleave=False /
-  fwd_sm80_qscale=False) (e.g. causalnoqs)
+  rabd / rab1d (backward with has_drab); a NAME ending in noilv / noqs / ev: kernel_options(fwd_sm80_interleave=False
+  / fwd_sm80_qscale=False / fwd_sm80_rab_evict=True) (e.g. causalnoqs, rabev)
   @buf: the input set (q, k, v, dout) the case runs on (0 default): cases on different sets tell the inputs'
   placement apart from the kernel; :cfg the fwd_sm80_cfg / bwd_sm80_cfg (default 0); ~var the fp8_fwd_var, except
   ~10 (branch rab35's value for main's rab path in the forward, since tidy36 fwd_sm80_cfg=8, which ~10 maps to);
@@ -56,9 +56,10 @@ def call_of(inp, direction, case):
     m = re.fullmatch(r"([a-z0-9]+)(?:@(\d+))?(?::(\d+))?(?:~(\d+))?(!)?", case)
     name, cfg, var = m.group(1), int(m.group(3) or 0), int(m.group(4) or 0)
     extra = {"fwd_sm80_interleave": False} if m.group(5) else {}
-    for flag, kw in (("noilv", "fwd_sm80_interleave"), ("noqs", "fwd_sm80_qscale")):
+    for flag, kw, value in (("noilv", "fwd_sm80_interleave", False), ("noqs", "fwd_sm80_qscale", False),
+                            ("ev", "fwd_sm80_rab_evict", True)):
         if name.endswith(flag):
-            name, extra[kw] = name[: -len(flag)], False
+            name, extra[kw] = name[: -len(flag)], value
     if var == 10:  # (rab35's fp8_fwd_var=10: main's rab path, now kernel_options(fwd_sm80_cfg=8))
         cfg, var = (_ops.FWD_SM80_CFG_RAB_MAIN if direction == "fwd" else cfg), 0
     with _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg if direction == "fwd" else 0,

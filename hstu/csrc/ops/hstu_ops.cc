@@ -183,7 +183,7 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask |
                              kOptFp8FwdVarMask | kOptFp8BwdMask | kOptNoFwdSm80Qscale |
                              kOptFwdSm80SplitMain | kOptNoFwdSm80Ilv | kOptFwdSm80Bm64Mask |
-                             kOptFwdSm80SplitPlain | kOptFwdSm80CfgHi | kOptNoBwdSm80Split;
+                             kOptFwdSm80SplitPlain | kOptFwdSm80CfgHi | kOptNoBwdSm80Split | kOptFwdSm80RabEvict;
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   o = HstuOptions::from_bits(options);
@@ -197,7 +197,8 @@ HstuParams call_params(int64_t options, HstuOptions& o, const Args&... args) {
   const bool dq_claim = o.fwd_sm80_cfg == kFwdSm80CfgDqClaim, bwd_split = o.fwd_sm80_cfg == kFwdSm80CfgBwdSplit;
   p.fwd_sm80_cfg = fwd_sm80_cfg_word(drab_main || drab_lsu || dq_claim || bwd_split ? 0 : o.fwd_sm80_cfg,
                                      o.fwd_sm80_qscale, o.fwd_sm80_split_main, o.fwd_sm80_ilv,
-                                     fwd_sm80_bm64_forced(o.fwd_sm80_bm64), o.fwd_sm80_split_plain) |
+                                     fwd_sm80_bm64_forced(o.fwd_sm80_bm64), o.fwd_sm80_split_plain,
+                                     o.fwd_sm80_rab_evict) |
                    (drab_main ? kBwdSm80DrabZeroed : 0) | (drab_lsu ? kBwdSm80DrabLsu : 0) |
                    (dq_claim ? kBwdSm80DqClaim : 0) |
                    (bwd_split ? kBwdSm80SplitWalk : 0);  // (..._split.h, hstu_bwd_sm80_limits.h, ..._walk_split.h)

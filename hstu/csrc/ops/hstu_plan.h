@@ -103,6 +103,10 @@ enum HstuOptionBits : int64_t {
   // bit 57: the sm80-class backward never splits long key-block walks (kernel_options(bwd_sm80_split=False); by
   // default bwd_split_default decides, hstu_bwd_sm80_walk_split.h), for comparisons
   kOptNoBwdSm80Split = int64_t{1} << 57,
+  // bit 40 (below bit 41, the semantic flags' bits 33-39 left free; 57 is main41's kOptNoBwdSm80Split): the
+  // sm80-class forward's bf16 rab defaults (D = 64 / 128 / 256) with evict-first L2 policies on their rab copies
+  // (HstuParams::fwd_sm80_cfg's kFwdSm80RabEvict), opt-in while it is measured
+  kOptFwdSm80RabEvict = int64_t{1} << 40,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -136,6 +140,7 @@ struct HstuOptions {
   int fwd_sm80_bm64 = 0;  // HstuParams::fwd_sm80_cfg bits 6-7 (fwd_sm80_bm64_rule)
   bool fwd_sm80_split_plain = false;  // HstuParams::fwd_sm80_cfg bit 8
   bool bwd_sm80_split = true;  // the backward's split where bwd_split_default says so (false: never)
+  bool fwd_sm80_rab_evict = false;  // HstuParams::fwd_sm80_cfg bit 20
   bool pdl = false;  // Sm90PagedKV::pdl
   bool fwd_trace = false;  // Sm90PagedKV::trace
   bool fp8_sched = false;
@@ -167,6 +172,7 @@ struct HstuOptions {
     o.fwd_sm80_bm64 = static_cast<int>((bits >> kOptFwdSm80Bm64Shift) & 3);
     o.fwd_sm80_split_plain = (bits & kOptFwdSm80SplitPlain) != 0;
     o.bwd_sm80_split = !(bits & kOptNoBwdSm80Split);
+    o.fwd_sm80_rab_evict = (bits & kOptFwdSm80RabEvict) != 0;
     o.pdl = (bits & kOptPdl) != 0;
     o.fwd_trace = (bits & kOptFwdTrace) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;

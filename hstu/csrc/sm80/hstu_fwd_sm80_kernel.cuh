@@ -79,6 +79,8 @@ struct FwdSm80Tile {
   static constexpr bool kRabWarp = false;
   // kRabSmem: a rab tile within the sequence copied without predicates (hstu_fwd_block's RABF)
   static constexpr bool kRabCopyFast = false;
+  // kRabSmem: the rab body's address forms (hstu_fwd_block's RABX: kFwdRabLdsm, kFwdRabLaneOnce)
+  static constexpr int kRabX = 0;
   // > 0: the longest-first grid's chunks hold at most this many sequences where a sequence has at most
   // kFwdSm80ShortTiles query tiles (launch_hstu_fwd)
   static constexpr int kShortChunk = 0;
@@ -274,7 +276,7 @@ struct FwdSm80QregRab<64> : FwdSm80Only<FwdSm80Tile<64, 128, 64, 64, 4, 2, 2, 0>
   static constexpr int kSmem = FwdSm80Tile<64, 128, 64, 64, 4, 2, 2, 0>::kSmem + 2 * 128 * 64 * 2;
 };
 // D = 64: FwdSm80QregRab<64> with the fully visible sub-tiles in FwdSm80QregIlv's interleaved 16-key groups, each
-// group's rab added before its SiLU (the default there; kernel_options(fwd_sm80_interleave=False): FwdSm80QregRab<64>)
+// group's rab added before its SiLU (no longer launched: the base of FwdSm80QregRabIlvMma)
 struct FwdSm80QregRabIlv : FwdSm80QregRab<64> {
   static constexpr bool kIlv = true;
 };
@@ -282,7 +284,7 @@ struct FwdSm80QregRabIlv : FwdSm80QregRab<64> {
 // tensor cores after S's MMAs, two m16n8k8 MMAs per m16 tile and 16 keys (hstu_fwd_block's RABM), instead of an LDS
 // per key pair and an FFMA per score (on an H200 B16 S4K: 1.07-1.08x faster, 13.5 % fewer warp instructions; at
 // D = 128 / 256 the same MMAs measured 1.02-1.03x / 1.00x slower: the tensor pipe and the MMA chain, not the issue
-// slots, bound those, docs/hstu_kernel_notes.md). kernel_options(fwd_sm80_cfg=9): FwdSm80QregRabIlv.
+// slots, bound those, docs/hstu_kernel_notes.md).
 struct FwdSm80QregRabIlvMma : FwdSm80QregRabIlv {
   static constexpr bool kRabMma = true;
 };
@@ -292,6 +294,35 @@ struct FwdSm80QregRabIlvMma : FwdSm80QregRabIlv {
 // 1.17-1.18x, 11 % fewer warp instructions). kernel_options(fwd_sm80_cfg=11): FwdSm80QregRab<128>.
 struct FwdSm80QregRabF128 : FwdSm80QregRab<128> {
   static constexpr bool kRabCopyFast = true;
+};
+// hstu_fwd_block's RABX bits (FwdSm80Tile::kRabX): kFwdRabLdsm, RABI's rab pairs by ldmatrix.x4 (the m16 tile's rows
+// 0-7 / 8-15 x two n8 tiles: per lane exactly the words of four LDS) instead of an LDS per pair; kFwdRabLaneOnce,
+// RABW's lane parts of the K / V fragment and rab slot addresses formed once per block instead of per sub-tile
+constexpr int kFwdRabLdsm = 1;
+constexpr int kFwdRabLaneOnce = 2;
+// kFwdRabEvict (opt-in, kernel_options(fwd_sm80_rab_evict=True), being measured): the rab copies without predicates
+// (RABF's, RABW's fast path) carry an L2 evict-first policy: rab is read once, K / V by every query tile of their
+// sequence, so rab's stream should not push K / V out of L2
+constexpr int kFwdRabEvict = 4;
+// 16-byte async copy global -> shared with an L2 cache policy (createpolicy's descriptor)
+__device__ __forceinline__ void cp_async_16_policy(uint32_t smem_addr, const void* gptr, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gptr),
+               "l"(policy));
+}
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+// The bf16 default at D = 128 with rab where FwdSm80QregRabF128 runs: it with the rab pairs by ldmatrix (RABX
+// kFwdRabLdsm: 4 LDSM instead of 16 LDS per 32-key sub-tile; the same words in the same accumulators: bit for bit
+// its output; sm_90+ code, as RABI). kernel_options(fwd_sm80_cfg=9): FwdSm80QregRabF128.
+struct FwdSm80QregRabL128 : FwdSm80QregRabF128 {
+  static constexpr int kRabX = kFwdRabLdsm;
+};
+// FwdSm80QregRabL128 with evict-first rab copies (kernel_options(fwd_sm80_rab_evict=True); opt-in, being measured)
+struct FwdSm80QregRabL128E : FwdSm80QregRabL128 {
+  static constexpr int kRabX = kFwdRabLdsm | kFwdRabEvict;
 };
 // FwdSm80QregRabIlvMma's plain body (kernel_options(fwd_sm80_interleave=False); for comparisons)
 struct FwdSm80QregRabMma : FwdSm80QregRab<64> {
@@ -309,6 +340,17 @@ struct FwdSm80QregRabW : FwdSm80QregIlv<64> {
   static constexpr bool kRabMma = true;
   static constexpr bool kRabWarp = true;
   static constexpr int kSmem = FwdSm80QregIlv<64>::kSmem + 128 * 64 * 2;
+};
+// The bf16 default at D = 64 with rab where FwdSm80QregRabW runs: it with the lane parts of the K / V fragment and
+// rab slot addresses formed once per block (RABX kFwdRabLaneOnce; ptxas recomputed them per sub-tile from the
+// opaque lane id: 38 instructions of each sub-tile's prologue against the causal kernel's 9; sm_90+ code: in sm_80
+// code it is FwdSm80QregRabW's). Bit for bit its output. kernel_options(fwd_sm80_cfg=9): FwdSm80QregRabW.
+struct FwdSm80QregRabWH : FwdSm80QregRabW {
+  static constexpr int kRabX = kFwdRabLaneOnce;
+};
+// FwdSm80QregRabWH with evict-first rab copies (kernel_options(fwd_sm80_rab_evict=True); opt-in, being measured)
+struct FwdSm80QregRabWHE : FwdSm80QregRabWH {
+  static constexpr int kRabX = kFwdRabLaneOnce | kFwdRabEvict;
 };
 // Whether the bf16 defaults run FwdSm80QregRab: rab given, not kernel_options(fwd_sm80_cfg=8), its 16-byte chunks
 // aligned (the pointer and every stride)
@@ -363,6 +405,10 @@ struct FwdSm80PairsPfRab : FwdSm80PairsPf {
 // kernel_options(fwd_sm80_cfg=11): FwdSm80PairsPfRab.
 struct FwdSm80PairsPfRabF : FwdSm80PairsPfRab {
   static constexpr bool kRabCopyFast = true;
+};
+// FwdSm80PairsPfRabF with evict-first rab copies (kernel_options(fwd_sm80_rab_evict=True); opt-in, being measured)
+struct FwdSm80PairsPfRabFE : FwdSm80PairsPfRabF {
+  static constexpr int kRabX = kFwdRabEvict;
 };
 // 1 at D = 256 (for comparisons): FwdSm80PairsXadd
 template <>
@@ -522,10 +568,13 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // RABF (RABS): a rab tile within the rows and keys of lk (block-uniform) copied without predicates, from one pointer
 // per thread and a row step (about 30 instructions per thread instead of 150 for 8 chunks); in the unscaled
 // Q-in-registers body also RABI: S's accumulators start as the rab tile's values (no FADD per score, no zeroing).
+// RABX (bits): kFwdRabLdsm, RABI's rab pairs by ldmatrix.x4; kFwdRabLaneOnce, RABW's lane address parts (K / V
+// fragments, the rab slot) formed once per block and passed through opaque() per sub-tile (one MOV each, so that
+// nvcc does not hoist the sub-tile's 16 derived addresses; ptxas had recomputed them from the opaque lane id).
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT,
           bool QREG = false, bool PAIRKV = false, bool QSCALE = false, bool QEARLY = false, bool ILV = false,
           bool XADD = false, bool PF = false, bool RABS = false, bool RABM = false, bool RABW = false,
-          bool RABF = false>
+          bool RABF = false, int RABX = 0>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
@@ -546,13 +595,21 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   static_assert(!RABM || (RABS && QREG), "rab by the tensor cores: the Q-in-registers rab body");
   // RABF and RABI (with RABF in the unscaled Q-in-registers rab body: D = 128's FwdSm80QregRabF128) not in sm_80
   // code: D = 128's kernel spilled 80 B there with them (it runs only where two of its blocks fit per SM, not on the
-  // A100); its sm_80 code is the predicated copies' and the add after S
+  // A100); its sm_80 code is the predicated copies' and the add after S. RABX neither: D = 64's RABH spilled 12 B
+  // there (FwdSm80QregRabW runs only where two of its 98 KB blocks fit per SM, not on the A100)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
   constexpr bool kRabF = false;
+  constexpr int kRabX = 0;
 #else
   constexpr bool kRabF = RABF;
+  constexpr int kRabX = RABX;
 #endif
   constexpr bool RABI = kRabF && RABS && QREG && !QSCALE && !RABM && !ILV && STAGES == 2;
+  constexpr bool RABL = RABI && (kRabX & kFwdRabLdsm);
+  constexpr bool RABH = RABW && (kRabX & kFwdRabLaneOnce);
+  constexpr bool RABE = (kRabX & kFwdRabEvict) != 0;
+  static_assert(!(RABX & kFwdRabLaneOnce) || RABW, "the lane parts once: the warps' rab slots");
+  static_assert(!(RABX & kFwdRabEvict) || RABW || RABF, "evict-first rab copies: the copies without predicates");
   static_assert(!RABW || (RABM && STAGES == 2 && BN == 2 * BNS && BNS == 64 && MT == 2 && BM * D * 2 == BM * BNS * 2),
                 "the warps' rab slots: two 64-key sub-tiles per KV tile, 32 rows per warp, slot 1 = Q's buffer");
   static_assert(!PAIRKV || (SKIP == 4 && STAGES == 2 && PAIR == 1 && !SPLIT && NWARPS == 4 && MT * 32 == BM / 2),
@@ -799,8 +856,14 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
                      n0 + c * 8;
         const int64_t step = RPI * p.rab_row_stride;
         const uint32_t st = dst + rr * (BN * 2) + ((c ^ (rr & 7)) * 16);
+        if constexpr (RABE) {
+          const uint64_t pol = l2_evict_first_policy();
 #pragma unroll
-        for (int i = 0; i < BM / RPI; ++i) cp_async_16(st + i * RPI * (BN * 2), g + i * step);
+          for (int i = 0; i < BM / RPI; ++i) cp_async_16_policy(st + i * RPI * (BN * 2), g + i * step, pol);
+        } else {
+#pragma unroll
+          for (int i = 0; i < BM / RPI; ++i) cp_async_16(st + i * RPI * (BN * 2), g + i * step);
+        }
         return;
       }
     }
@@ -837,8 +900,18 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     const int64_t step = 4 * p.rab_row_stride;
     const uint32_t d0 = dst + rab_dl, d1 = dst + (rab_dl ^ 64);  // (rows rr + 4 i: r & 7 = rr + 4 (i & 1))
     if (r0 + warp_row0 + 32 <= lk && n0 + BNS <= lk) {  // (warp-uniform)
+      if constexpr (RABE) {
+        // (the slot's base through a shuffle: a per-lane register, so that ptxas does not fold it into a uniform
+        // register beside the policy; with it folded (nvcc 13.0) the copies took a [R + UR] form with an odd
+        // descriptor register, and branch rabf39's kernel of that form faulted with an illegal instruction)
+        const uint32_t sb = __shfl_sync(0xffffffffu, dst, 0), e0 = sb + rab_dl, e1 = sb + (rab_dl ^ 64);
+        const uint64_t pol = l2_evict_first_policy();
 #pragma unroll
-      for (int i = 0; i < 8; ++i) cp_async_16((i & 1 ? d1 : d0) + i * 4 * (BNS * 2), g + i * step);
+        for (int i = 0; i < 8; ++i) cp_async_16_policy((i & 1 ? e1 : e0) + i * 4 * (BNS * 2), g + i * step, pol);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) cp_async_16((i & 1 ? d1 : d0) + i * 4 * (BNS * 2), g + i * step);
+      }
     } else {
       const int l = static_cast<int>(threadIdx.x % 32), rw = r0 + warp_row0 + l / 8;
       const int bytes = min(16, max(0, lk - (n0 + (l % 8) * 8)) * 2);
@@ -949,6 +1022,13 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       const float sc = QSCALE ? half_alpha : 1.f;
       rw_id = pack2<T>(gr == tc ? sc : 0.f, gr == tc + 1 ? sc : 0.f);
     }
+    // RABH: the lane parts of the sub-tiles' K / V fragment addresses and of the rab slot address, once per block
+    [[maybe_unused]] uint32_t rh_k = 0, rh_v = 0, rh_r = 0;
+    if constexpr (RABH) {
+      rh_k = L::swz(lane % 8 + (lane / 16) * 8, ((lane / 8) % 2) * 8);
+      rh_v = L::swz(lane % 8 + ((lane / 8) % 2) * 8, (lane / 16) * 8);
+      rh_r = (warp_row0 + lane % 16) * (BNS * 2) + (((lane / 16) ^ (lane % 8)) * 16);
+    }
     int stage = 0;
     constexpr int SK = SKIP == 4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
     for (int nb = nb_end - 1; nb >= nb_first(); nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
@@ -1016,8 +1096,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         // not hoisted out of the loop (see opaque()).
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
         const uint32_t tQ = L::swz(vrow0 + ln % 16, (ln / 16) * 8);
-        const uint32_t tK = L::swz(ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);
-        const uint32_t tV = L::swz(ln % 8 + ((ln / 8) % 2) * 8, (ln / 16) * 8);
+        const uint32_t tK = RABH ? opaque(rh_k) : L::swz(ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);
+        const uint32_t tV = RABH ? opaque(rh_v) : L::swz(ln % 8 + ((ln / 8) % 2) * 8, (ln / 16) * 8);
         float acc_s[MT][NTILES][4];
         if constexpr (!RABI) {
 #pragma unroll
@@ -1054,7 +1134,28 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         };
         // RABI: S's accumulators start as the sub-tile's rab (the pairs rab_add reads, unpacked), so the MMAs add
         // Q K^T to it: no FADD per score and no zeroing, and the loads run ahead of the MMAs, not after them
-        if constexpr (RABI) {
+        // RABL: the pairs by ldmatrix.x4 per m16 tile and n8 tiles 2 q, 2 q + 1 (matrices: rows 0-7 / 8-15 of the
+        // tile x the two chunks, so lane l gets the words of rows l / 4, l / 4 + 8 at word l % 4, as the LDS below;
+        // the lane's address rows l % 16, chunk l / 16 ^ l % 8, XORed by 16 (c0 + 2 q): c0 + 2 q is even)
+        if constexpr (RABL) {
+          static_assert(NTILES % 2 == 0 && BN == 64, "pairs of n8 tiles, 8 chunks per rab row");
+          const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+          const uint32_t ta = sRab0 + stage * kRabBytes + (warp_row0 + lr % 16) * (BN * 2) +
+                              (((lr / 16) ^ (lr % 8)) * 16);
+          const uint32_t c0 = static_cast<uint32_t>(kw0 - nbw * BN) / 8;
+#pragma unroll
+          for (int q = 0; q < NTILES / 2; ++q)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              uint32_t ra[4];
+              ldsm_x4(ra, (ta ^ ((c0 + 2 * q) * 16)) + mt * 16 * (BN * 2));
+#pragma unroll
+              for (int m = 0; m < 4; ++m) {
+                acc_s[mt][2 * q + m / 2][2 * (m % 2)] = unpack_lo<T>(ra[m]);
+                acc_s[mt][2 * q + m / 2][2 * (m % 2) + 1] = unpack_hi<T>(ra[m]);
+              }
+            }
+        } else if constexpr (RABI) {
           const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
           const uint32_t tr = sRab0 + stage * kRabBytes + (warp_row0 + lr / 4) * (BN * 2) + (lr % 4) * 4;
 #pragma unroll
@@ -1077,7 +1178,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         // RABW: the lane's slot address once per sub-tile; chunk (2 g + l / 16) ^ (l % 8) is (l / 16 ^ l % 8) ^ 2 g,
         // so group g's address is the lane's XOR 32 g (the slots' rows are 128-byte aligned)
         [[maybe_unused]] uint32_t rw_ta = 0;
-        if constexpr (RABW) {
+        if constexpr (RABH) {
+          rw_ta = rab_slot(sub) + opaque(rh_r);
+        } else if constexpr (RABW) {
           const int lr = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
           rw_ta = rab_slot(sub) + (warp_row0 + lr % 16) * (BNS * 2) + (((lr / 16) ^ (lr % 8)) * 16);
         }
@@ -1550,19 +1653,21 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qearly_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true>(p);
 }
-// hstu_fwd_xpf_kernel with the rab tiles in shared memory (FwdSm80PairsPfRab; RABF: FwdSm80PairsPfRabF)
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool RABF>
+// hstu_fwd_xpf_kernel with the rab tiles in shared memory (FwdSm80PairsPfRab; RABF: FwdSm80PairsPfRabF; RABX
+// kFwdRabEvict: FwdSm80PairsPfRabFE)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool RABF,
+          int RABX>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_xpf_rab_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true, false, true,
-                 true, true, false, false, RABF>(p);
+                 true, true, false, false, RABF, RABX>(p);
 }
 // hstu_fwd_qreg_kernel (QSCALE: hstu_fwd_qreg_scaled_kernel; ILV: hstu_fwd_qreg_ilv_kernel) with the rab tiles in
-// shared memory (FwdSm80QregRab, FwdSm80QregRabIlv; RABF: FwdSm80QregRabF128)
+// shared memory (FwdSm80QregRab; RABF: FwdSm80QregRabF128; RABX kFwdRabLdsm: FwdSm80QregRabL128)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
-          bool ILV, bool RABF>
+          bool ILV, bool RABF, int RABX>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rab_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
-                 false, true, false, false, RABF>(p);
+                 false, true, false, false, RABF, RABX>(p);
 }
 // hstu_fwd_qreg_rab_kernel with rab added by the tensor cores (FwdSm80QregRabIlvMma, FwdSm80QregRabMma)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
@@ -1571,12 +1676,13 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rabm_kernel(c
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
                  false, true, true>(p);
 }
-// hstu_fwd_qreg_rabm_kernel with each warp's own rab rows per sub-tile in two slots (FwdSm80QregRabW)
+// hstu_fwd_qreg_rabm_kernel with each warp's own rab rows per sub-tile in two slots (FwdSm80QregRabW; RABX
+// kFwdRabLaneOnce: FwdSm80QregRabWH)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool QSCALE,
-          bool ILV>
+          bool ILV, int RABX>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_rabw_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, QSCALE, false, ILV, false,
-                 false, true, true, true>(p);
+                 false, true, true, true, false, RABX>(p);
 }
 // SKIP 5 with Q in registers; D = 128: the context tiles' body as a call (inlined beside the Q-in-registers body,
 // the two spilled 84 B in the loop, sm_90a), p by address (__grid_constant__: no local copy); D = 64 inlined (252
@@ -1640,16 +1746,16 @@ template <typename T, int D, typename C>
 constexpr auto fwd_sm80_kernel() {
   if constexpr (C::kRabSmem && C::kXadd) {
     return hstu_fwd_xpf_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                   C::kSkip, C::kPair, C::kRabCopyFast>;
+                                   C::kSkip, C::kPair, C::kRabCopyFast, C::kRabX>;
   } else if constexpr (C::kRabSmem && C::kRabWarp) {
     return hstu_fwd_qreg_rabw_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                     C::kSkip, C::kPair, C::kQscale, C::kIlv>;
+                                     C::kSkip, C::kPair, C::kQscale, C::kIlv, C::kRabX>;
   } else if constexpr (C::kRabSmem && C::kRabMma) {
     return hstu_fwd_qreg_rabm_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                      C::kSkip, C::kPair, C::kQscale, C::kIlv>;
   } else if constexpr (C::kRabSmem) {
     return hstu_fwd_qreg_rab_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                    C::kSkip, C::kPair, C::kQscale, C::kIlv, C::kRabCopyFast>;
+                                    C::kSkip, C::kPair, C::kQscale, C::kIlv, C::kRabCopyFast, C::kRabX>;
   } else if constexpr (C::kXadd && C::kPrefetch && C::kSkip == 5) {
     return hstu_fwd_ctx_xpf_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                    C::kSkip, C::kPair>;
@@ -2053,8 +2159,9 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
           const cudaError_t e2 = fwd_sm80_fits<FwdSm80PairsPfRab>(rab_fits);
           if (e2 != cudaSuccess) return e2;
           if (rab_fits) {
-            return (p.fwd_sm80_cfg & kFwdSm80RabCopyMain) ? launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream)
-                                                          : launch_hstu_fwd<T, D, FwdSm80PairsPfRabF>(p, stream);
+            if (p.fwd_sm80_cfg & kFwdSm80RabCopyMain) return launch_hstu_fwd<T, D, FwdSm80PairsPfRab>(p, stream);
+            return (p.fwd_sm80_cfg & kFwdSm80RabEvict) ? launch_hstu_fwd<T, D, FwdSm80PairsPfRabFE>(p, stream)
+                                                       : launch_hstu_fwd<T, D, FwdSm80PairsPfRabF>(p, stream);
           }
         }
         return launch_hstu_fwd<T, D, FwdSm80PairsPf>(p, stream);
@@ -2067,8 +2174,10 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
         if (err != cudaSuccess) return err;
         if (two) {
           if (!ctx && fwd_sm80_rab_smem(p)) {
-            return (p.fwd_sm80_cfg & kFwdSm80RabCopyMain) ? launch_hstu_fwd<T, D, FwdSm80QregRab<128>>(p, stream)
-                                                          : launch_hstu_fwd<T, D, FwdSm80QregRabF128>(p, stream);
+            if (p.fwd_sm80_cfg & kFwdSm80RabCopyMain) return launch_hstu_fwd<T, D, FwdSm80QregRab<128>>(p, stream);
+            if (p.fwd_sm80_cfg & kFwdSm80RabLoadMain) return launch_hstu_fwd<T, D, FwdSm80QregRabF128>(p, stream);
+            return (p.fwd_sm80_cfg & kFwdSm80RabEvict) ? launch_hstu_fwd<T, D, FwdSm80QregRabL128E>(p, stream)
+                                                       : launch_hstu_fwd<T, D, FwdSm80QregRabL128>(p, stream);
           }
           return ctx ? launch_hstu_fwd<T, D, FwdSm80QregCtx<128>>(p, stream)
                      : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
@@ -2081,16 +2190,16 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
                      : launch_hstu_fwd<T, D, FwdSm80QregCtx<64>>(p, stream);
         }
         if (fwd_sm80_rab_smem(p) && fwd_sm80_qscale(p)) {
-          if (p.fwd_sm80_cfg & kFwdSm80RabLds) {
-            return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregRab<64>>(p, stream)
-                                                    : launch_hstu_fwd<T, D, FwdSm80QregRabIlv>(p, stream);
-          }
           if (p.fwd_sm80_cfg & kFwdSm80NoIlv) return launch_hstu_fwd<T, D, FwdSm80QregRabMma>(p, stream);
           bool two = false;
           const cudaError_t err = fwd_sm80_two_fit<FwdSm80QregRabW>(two);
           if (err != cudaSuccess) return err;
-          return two && !(p.fwd_sm80_cfg & kFwdSm80RabTile64) ? launch_hstu_fwd<T, D, FwdSm80QregRabW>(p, stream)
-                                                               : launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma>(p, stream);
+          if (!two || (p.fwd_sm80_cfg & kFwdSm80RabTile64)) {
+            return launch_hstu_fwd<T, D, FwdSm80QregRabIlvMma>(p, stream);
+          }
+          if (p.fwd_sm80_cfg & kFwdSm80RabLoadMain) return launch_hstu_fwd<T, D, FwdSm80QregRabW>(p, stream);
+          return (p.fwd_sm80_cfg & kFwdSm80RabEvict) ? launch_hstu_fwd<T, D, FwdSm80QregRabWHE>(p, stream)
+                                                     : launch_hstu_fwd<T, D, FwdSm80QregRabWH>(p, stream);
         }
         if (fwd_sm80_qscale(p)) {
           return (p.fwd_sm80_cfg & kFwdSm80NoIlv) ? launch_hstu_fwd<T, D, FwdSm80QregScaled<64>>(p, stream)

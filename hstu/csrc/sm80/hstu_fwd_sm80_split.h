@@ -56,11 +56,12 @@ constexpr int kFwdSm80SplitPlain = 256;
 // FwdSm80QregRab's tiles in shared memory; the backward reads it too (hstu_bwd_sm80_kernel.cuh bwd_sm80_rab_smem)
 constexpr int kFwdSm80RabMain = 2048;
 constexpr int kFwdSm80CfgRabMain = 8;
-// kFwdSm80RabLds for kernel_options(fwd_sm80_cfg=9) (kFwdSm80CfgRabLds; private, for comparisons): the bf16 default
-// at D = 64 with rab adds each rab pair read from the shared-memory tile as two FFMA (FwdSm80QregRabIlv) instead of
-// by the tensor cores' identity MMAs (FwdSm80QregRabIlvMma)
-constexpr int kFwdSm80RabLds = 4096;
-constexpr int kFwdSm80CfgRabLds = 9;
+// kFwdSm80RabLoadMain for kernel_options(fwd_sm80_cfg=9) (kFwdSm80CfgRabLoadMain; private, for comparisons): the
+// bf16 defaults at D = 64 / 128 with rab form their rab and fragment addresses as main40 had them (FwdSm80QregRabW,
+// FwdSm80QregRabF128) instead of D = 64's lane parts once per block (FwdSm80QregRabWH) and D = 128's rab pairs by
+// ldmatrix (FwdSm80QregRabL128). (9 was the per-score rab add at D = 64, FwdSm80QregRabIlv, retired.)
+constexpr int kFwdSm80RabLoadMain = 4096;
+constexpr int kFwdSm80CfgRabLoadMain = 9;
 // kFwdSm80RabTile64 for kernel_options(fwd_sm80_cfg=10) (kFwdSm80CfgRabTile64; private, for comparisons): the bf16
 // default at D = 64 with rab in 128 x 64 tiles, the block's rab tile per KV tile (FwdSm80QregRabIlvMma), instead of
 // FwdSm80QregRabW's 128-key tiles with each warp's rab rows per sub-tile
@@ -71,16 +72,20 @@ constexpr int kFwdSm80CfgRabTile64 = 10;
 // FwdSm80PairsPfRab) instead of those inside the sequence without (FwdSm80QregRabF128, FwdSm80PairsPfRabF)
 constexpr int kFwdSm80RabCopyMain = 524288;
 constexpr int kFwdSm80CfgRabCopyMain = 11;
+// kFwdSm80RabEvict for kernel_options(fwd_sm80_rab_evict=True) (opt-in while it is measured): the bf16 defaults with
+// rab (FwdSm80QregRabWH, FwdSm80QregRabL128, FwdSm80PairsPfRabF) with an L2 evict-first policy on their rab copies
+// without predicates (FwdSm80QregRabWHE, FwdSm80QregRabL128E, FwdSm80PairsPfRabFE)
+constexpr int kFwdSm80RabEvict = 1048576;
 constexpr int fwd_sm80_cfg_word(int cfg, bool qscale, bool split_main = false, bool ilv = true, int bm64 = 0,
-                                bool split_plain = false) {
+                                bool split_plain = false, bool rab_evict = false) {
   return (cfg == kFwdSm80CfgRabMain       ? kFwdSm80RabMain
-          : cfg == kFwdSm80CfgRabLds      ? kFwdSm80RabLds
+          : cfg == kFwdSm80CfgRabLoadMain ? kFwdSm80RabLoadMain
           : cfg == kFwdSm80CfgRabTile64   ? kFwdSm80RabTile64
           : cfg == kFwdSm80CfgRabCopyMain ? kFwdSm80RabCopyMain
                                           : cfg & kFwdSm80CfgMask) |
          (qscale ? 0 : kFwdSm80NoQscale) |
          (split_main ? kFwdSm80SplitMain : 0) | (ilv ? 0 : kFwdSm80NoIlv) | (bm64 & 3) << kFwdSm80SplitBm64Shift |
-         (split_plain ? kFwdSm80SplitPlain : 0);
+         (split_plain ? kFwdSm80SplitPlain : 0) | (rab_evict ? kFwdSm80RabEvict : 0);
 }
 // kernel_options(fwd_sm80_bm64=n) from HstuParams::fwd_sm80_cfg: 0 none, 1 / 2 (FwdSm80SplitBm64)
 constexpr int fwd_sm80_bm64(int cfg_word) { return (cfg_word >> kFwdSm80SplitBm64Shift) & 3; }
