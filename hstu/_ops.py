@@ -411,7 +411,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     3 (D = 64) 1's tile with the warps' Q fragments in registers (loaded once per block), (D = 128) 1's tile in
     32-key sub-tiles with Q in registers (98 KB per block), (D = 256) 1 with the longest-first grid's chunks of at most
     32 sequences where a sequence has at most 4 query tiles (the bf16 defaults at D = 64 / 128; D = 128 where two
-    blocks fit per SM); 1 at D = 256 is the default's pairs without their fragments loaded two MMA steps ahead
+    blocks fit per SM, the default there with Q's copy issued before the mask's setup, ``hstu_fwd_qreg_qearly_kernel``,
+    the same output; 3 itself without that, for comparisons); 1 at D = 256 is the default's pairs without their fragments loaded two MMA steps ahead
     (for comparisons);
     4 the default's tile (D = 256: 1's) where a warp skips the cut sub-tiles whose keys none of its rows sees and
     takes the unmasked path on its own fully visible ones, in query tiles with context rows only: what the default

@@ -150,7 +150,7 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
     """The default (fwd_sm80_cfg=0) runs candidate 2 (D = 64: 3, Q in registers, here scaled by alpha / 2; D = 128: 3
-    where two of its blocks fit per SM) for bf16 once the mean query rows per sequence reach FWD_SM80_LONG_ROWS
+    where two of its blocks fit per SM, with Q's copy before the mask's setup) for bf16 once the mean query rows per sequence reach FWD_SM80_LONG_ROWS
     (bitwise that candidate's output), the old tiles just below it and for fp16;
     at D = 256 candidate 3's tile (the warp pairs, the grid's chunks capped) with Q's copy early, xadd addresses and
     fragments ahead for bf16 at both row counts where its 105 KB fit (bitwise candidate 3; elsewhere the rule above);
@@ -176,6 +176,8 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
             kernel = "hstu_fwd_qreg_kernel" if runs_cand and D in (64, 128) and cand == 3 else "hstu_fwd_kernel"
             if runs_cand and D == 64:  # (alpha 1: Q scaled by alpha / 2 = 2^-1, FwdSm80QregIlv)
                 kernel = "hstu_fwd_qreg_ilv_kernel"
+            if runs_cand and D == 128 and cand == 3:  # (Q's copy before the mask's setup: FwdSm80QregEarly)
+                kernel = "hstu_fwd_qreg_qearly_kernel"
             if runs_cand and D == 256:  # (Q's copy early, xadd addresses, fragments ahead: FwdSm80PairsPf)
                 kernel = "hstu_fwd_xpf_kernel"
             want = f"{kernel}<{ctype}, {tile}(hstu::HstuParams)"
@@ -260,6 +262,8 @@ def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kerne
     kernel = {3: "hstu_fwd_qreg_kernel", 5: "hstu_fwd_qreg_ctx_kernel"}.get(shown, "hstu_fwd_kernel")
     if shown == 3 and D == 64:  # (targets alone at D = 64: Q scaled by alpha / 2 = 2^-2, FwdSm80QregIlv)
         kernel = "hstu_fwd_qreg_ilv_kernel"
+    if shown == 3 and D == 128:  # (targets alone at D = 128: Q's copy before the mask's setup, FwdSm80QregEarly)
+        kernel = "hstu_fwd_qreg_qearly_kernel"
     if shown == 1 and D == 256 and pairs:  # (targets alone at D = 256: the pairs' default, FwdSm80PairsPf)
         kernel = "hstu_fwd_xpf_kernel"
     if shown == 5 and D == 64:  # (alpha / 2 = 2^-2: the tiles without context rows in FwdSm80QregIlv's body)
@@ -718,6 +722,37 @@ def test_sm80_forward_qscale(mask, delta_q, rab_heads, seqused, kernel_opts):
             assert len(names) == 1 and want in next(iter(names)), (alpha, qscale, ilv, names, want)
         assert torch.equal(outs[True, True], outs[True, False]), alpha
         assert torch.equal(outs[True, True], outs[False, True]), alpha
+
+
+@pytest.mark.parametrize("mask,delta_q,seqused", [
+    ("causal", False, False), ("causal", True, True), ("local_causal", False, False), ("local", True, False),
+    ("target_group", False, True), ("local_target", True, False), ("none", False, False)])
+def test_sm80_forward_qearly_d128(mask, delta_q, seqused, kernel_opts):
+    """The bf16 D = 128 long-row default without contexts or rab, where two of candidate 3's blocks fit per SM, runs
+    3's tile with Q's copy issued before the mask's setup (hstu_fwd_qreg_qearly_kernel, FwdSm80QregEarly): it meets
+    the error rule against the fp32 reference (outputs poisoned) on jagged lengths across several 128-row tiles,
+    causal and local windows, targets with groups, delta-q and seqused, and gives bit for bit the output of
+    fwd_sm80_cfg=3 (hstu_fwd_qreg_kernel: Q's copy after the setup)."""
+    if not _qreg128_two_fit():
+        pytest.skip("two of candidate 3's D = 128 blocks do not fit per SM here: the default runs candidate 2")
+    lk = [2400, 1700, 2290, 1833, 2024] if delta_q else [1400, 700, 1290, 833, 1024]
+    case = kg.make_case(zlib.crc32(repr(("qearly128", mask, delta_q, seqused)).encode()), lk, 2, 128,
+                        torch.bfloat16, mask, 0, delta_q=delta_q, seqused=seqused)
+    assert case["q"].shape[0] >= _ops.FWD_SM80_LONG_ROWS * len(lk), "long rows: the default's Q-in-registers tile"
+    tile = "_kernel<__nv_bfloat16, 128, 128, 64, 32, 4, 2, 2, 0, 1>"
+    alpha = 1.0 / 128**0.5
+    outs = {}
+    for cfg, want in ((0, "hstu_fwd_qreg_qearly" + tile), (3, "hstu_fwd_qreg" + tile)):
+        kernel_opts(sm90=False, fwd_split_tiles=0, fwd_sm80_cfg=cfg)
+        if cfg == 0:
+            kg.check_case(case, alpha, backward=False)
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=alpha, **kg._varlen_kwargs(case))
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if "hstu_fwd_" in e.name}
+        assert len(names) == 1 and next(iter(names)).endswith(want + "(hstu::HstuParams)"), (cfg, names, want)
+    assert torch.equal(outs[0], outs[3])
 
 
 @pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [

@@ -205,6 +205,14 @@ struct FwdSm80Candidate<64, 3> : FwdSm80QregTile<64, 0> {};
 // 0.903, B128 S1K 0.466 / 0.469 / 0.589.
 template <>
 struct FwdSm80Candidate<128, 3> : FwdSm80QregTile<128, 0> {};
+// The bf16 D = 128 long-row default without contexts or rab (where two of candidate 3's blocks fit per SM): 3's tile
+// with Q's copy issued before the mask's setup (hstu_fwd_block's QEARLY, as FwdSm80PairsEarly at D = 256), so that
+// the block's integer setup (seq_info, the walk's bounds, the row table) runs under Q's latency. The same output bit
+// for bit; on an H200 (fwd40, session 38) 1.5-1.8 % faster at B128 S1K (kernel 0.450 ms against 0.458, FA2 0.519),
+// 0.7-1.8 % at B64 S2K / B256 S512 / B32 S4K. kernel_options(fwd_sm80_cfg=3): candidate 3 without it.
+struct FwdSm80QregEarly : FwdSm80Candidate<128, 3> {
+  static constexpr bool kQearly = true;
+};
 template <>
 struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {
   static constexpr int kShortChunk = 32;
@@ -1653,6 +1661,11 @@ template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int 
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qearly_kernel(const HstuParams p) {
   hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, false, false, false, true>(p);
 }
+// hstu_fwd_qreg_kernel with Q's copy issued before the mask's setup (FwdSm80QregEarly)
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_qreg_qearly_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false, true, false, false, true>(p);
+}
 // hstu_fwd_xpf_kernel with the rab tiles in shared memory (FwdSm80PairsPfRab; RABF: FwdSm80PairsPfRabF; RABX
 // kFwdRabEvict: FwdSm80PairsPfRabFE)
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool RABF,
@@ -1738,7 +1751,8 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB)
     hstu_fwd_qreg_ctx_ilv_kernel(const __grid_constant__ HstuParams p) {
   hstu_fwd_qreg_ctx_body<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, true, true>(p);
 }
-// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg; hstu_fwd_qreg_ctx_kernel with SKIP 5 / 6, its _ilv form
+// The kernel of tile C (hstu_fwd_qreg_kernel where C::kQreg, hstu_fwd_qreg_qearly_kernel where also C::kQearly;
+// hstu_fwd_qreg_ctx_kernel with SKIP 5 / 6, its _ilv form
 // where C::kIlv; hstu_fwd_ctx_xpf_kernel with SKIP 5 where C::kPrefetch;
 // hstu_fwd_qreg_ilv_kernel where C::kIlv; hstu_fwd_qreg_scaled_kernel where C::kQscale; hstu_fwd_qearly_kernel
 // where C::kQearly)
@@ -1765,6 +1779,10 @@ constexpr auto fwd_sm80_kernel() {
   } else if constexpr (C::kXadd) {
     return hstu_fwd_xadd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair, C::kQearly>;
+  } else if constexpr (C::kQreg && C::kQearly) {
+    static_assert(!C::kQscale && !C::kIlv && C::kSkip == 0, "the plain Q-in-registers body");
+    return hstu_fwd_qreg_qearly_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                       C::kSkip, C::kPair>;
   } else if constexpr (C::kQreg && C::kSkip >= 5 && C::kIlv) {
     static_assert(C::kQscale, "the scaled kernel's body");
     return hstu_fwd_qreg_ctx_ilv_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
@@ -2180,7 +2198,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
                                                        : launch_hstu_fwd<T, D, FwdSm80QregRabL128>(p, stream);
           }
           return ctx ? launch_hstu_fwd<T, D, FwdSm80QregCtx<128>>(p, stream)
-                     : launch_hstu_fwd<T, D, FwdSm80Candidate<128, 3>>(p, stream);
+                     : launch_hstu_fwd<T, D, FwdSm80QregEarly>(p, stream);
         }
       }
       if constexpr (D == 64 && std::is_same<T, __nv_bfloat16>::value) {
