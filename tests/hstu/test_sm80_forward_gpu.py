@@ -215,7 +215,7 @@ def test_sm80_forward_pairs_xadd(mask, delta_q, rab_heads, seqused, kernel_opts)
         for cfg, want in kernels.items():
             if cfg == 0 and case["rab"] is not None and case["rab"].shape[-1] % 8 == 0:
                 # (16-byte rab rows: the default copies the rab tiles into shared memory, test_sm80_forward_rab_smem)
-                want = f"hstu_fwd_xpf_rab_kernel<__nv_bfloat16, {tile[:-1]}, true>"
+                want = f"hstu_fwd_xpf_rab_kernel<__nv_bfloat16, {tile[:-1]}, true, 0>"
             kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)
             if cfg in (0, 1):
                 kg.check_case(case, 0.5, backward=False)
