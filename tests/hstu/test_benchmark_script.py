@@ -13,6 +13,11 @@ def bench(load_script):
     return load_script("benchmarks/hstu_attention.py")
 
 
+def _device_label():
+    """The device the benchmark's heading names (its first CUDA device, else the CPU path)."""
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU"
+
+
 def test_smoke_run_prints_the_table(bench, capsys):
     assert bench.main(["--smoke", "--reps", "2", "--warmup", "1"]) == 0
     out = capsys.readouterr().out
@@ -419,12 +424,12 @@ def test_sm80_candidates_script_shapes_variants_and_cpu_run(load_script, capsys)
 
 @pytest.mark.parametrize("mode", ["--fp8", "--fp8-sched"])
 def test_fp8_modes_smoke_run_print_their_tables(bench, capsys, mode):
-    """--fp8 / --fp8-sched on the CPU path: one case, its row in a table under the mode's heading (--fp8: the default
+    """--fp8 / --fp8-sched (the CPU path in CI, the kernels on a GPU): one case, its row in a table under the mode's heading (--fp8: the default
     and the late P conversion the same output as the tanh SiLU; --fp8-sched: the default and fp8_sched=True calls
     give the same output)."""
     assert bench.main([mode, "--smoke", "--reps", "2", "--warmup", "1"]) == 0
     out = capsys.readouterr().out
-    assert f"## hstu_attention {mode}: CPU" in out
+    assert f"## hstu_attention {mode}: {_device_label()}" in out
     rows = [line for line in out.splitlines() if line.startswith("| B2 S256 D64") or line.startswith("| smoke B3")]
     assert rows, out
     if mode == "--fp8-sched":
@@ -434,12 +439,12 @@ def test_fp8_modes_smoke_run_print_their_tables(bench, capsys, mode):
 
 
 def test_fp8_methods_smoke_run_prints_rows_and_summary(bench, capsys):
-    """--fp8 --method on the CPU path: each method's row per round (sustained: one per window) and a summary row per
+    """--fp8 --method (the CPU path in CI, the kernels on a GPU): each method's row per round (sustained: one per window) and a summary row per
     method whose min <= median <= max; a method name it does not know is refused naming the option."""
     assert bench.main(["--fp8", "--smoke", "--method", "fa3,do_bench,sustained", "--method-rounds", "2",
                        "--method-rest", "0", "--sustain-s", "0.05", "--sustain-windows", "2"]) == 0
     out = capsys.readouterr().out
-    assert "## hstu_attention --fp8 --method: CPU" in out
+    assert f"## hstu_attention --fp8 --method: {_device_label()}" in out
     rows = [line for line in out.splitlines() if line.startswith("| B2 S256 D64 | ")]
     per_round = [r.split(" | ")[2] for r in rows if r.split(" | ")[1] in ("1", "2")]
     assert per_round.count("fa3") == 4 and per_round.count("sustained 2/2") == 4, rows  # (as printed and in the table)
