@@ -511,6 +511,14 @@ def test_cuda_fp8_bwd_d256_matches_emulating_reference(mode, mask):
 
 
 @pytest.mark.sm90
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_cuda_fp8_bwd_d256_sync_matches_emulating_reference(mask):
+    """D = 256's lab kernel (the op's diag kFp8BwdD256Sync = 512: warpgroup 0's S^T and pointwise pass, warpgroup 1's
+    dP^T and dS' after) by the same rule."""
+    _check_against_emulation("block", mask, d=256, diag=512)
+
+
+@pytest.mark.sm90
 @pytest.mark.parametrize("d", [64, 128, 256])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("mask", sorted(MASKS))
@@ -732,10 +740,10 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel_fp16_out(variant):
     assert not (a - b).abs().gt(2 ** -7 * a.abs() + dq_order_atol(a, lens)).any(), "dq"
 
 
-def _check_against_emulation(mode, mask, bits=0, extra_rows=0, d=128):
-    """The FP8 backward (bits: a private variant's option bits; d: the head dim) against the fp64 emulation and the
-    dequantized path; extra_rows: rows of no sequence behind the sequences (q / k / v random, dout NaN there).
-    Returns the gradients."""
+def _check_against_emulation(mode, mask, bits=0, extra_rows=0, d=128, diag=0):
+    """The FP8 backward (bits: a private variant's option bits; d: the head dim; diag: the op's private kernel
+    variant) against the fp64 emulation and the dequantized path; extra_rows: rows of no sequence behind the
+    sequences (q / k / v random, dout NaN there). Returns the gradients."""
     if not fp8_bwd_kernel_built(d):
         pytest.skip(f"the Hopper FP8 backward kernel at D = {d} (hstu_attn::fp8_bwd_sm90) is not in this build")
     c = make_case(300 + len(mask) + len(mode) + (d != 128) * d, [300, 0, 700, 77, 129], 2, d, mask, device="cuda")
@@ -756,7 +764,8 @@ def _check_against_emulation(mode, mask, bits=0, extra_rows=0, d=128):
                 None, float(lens["max_seqlen_q"]), None, None, False)
     poison_allocator(32 * q8.numel())
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
-    grads = torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, opts | bits)
+    grads = (fb.fp8_bwd_cuda(dout, ops_args[:-1], False, opts | bits, diag=diag) if diag else
+             torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, opts | bits))
     base = torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, hstu_attn._ops.FP8_BWD_DEQUANT_BIT)  # dequantize + bf16 bwd
     cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in lens.items()}
     host = [t.cpu() for t in (q8, k8, v8, *scales)]

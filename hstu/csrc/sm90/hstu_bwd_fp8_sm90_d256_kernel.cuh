@@ -7,18 +7,21 @@
 // and two consumer warpgroups that share the block's 64 keys and split the D columns of dK, dV and dQ: warpgroup g
 // owns columns [128 g, 128 g + 128). Per query tile (math and rounding points: hstu/_fp8_bwd.py; the dS factor's
 // group is the 64 x 64 tile, DS_KEYS_D256):
-//   wg 0: S^T = K Q^T (SS m64n64 over D), P8 = e4m3(SiLU(S)) masked, d = SiLU'(S) alpha q_s do_s v_s / N masked
-//         (0 where masked): both to shared memory in the accumulator's fragment order (thread t reads thread t's)
-//   wg 1: dP^T = V dO^T (SS m64n64 over D)
-//   barrier; both: dV_g += P8^T dO^T[g] (RS m64n128); wg 1: dS' = dP^T d, its amax posted per warp
-//   barrier; both: u = max(u, pow2ceil(amax / 448)) (acc_dk in units of u: rescaled when it grows);
-//         wg 1: dS8 = e4m3(dS' / u) to shared memory twice: fragment order (dK's A) and (queries x keys, 64-byte
-//         swizzle, keys paired as K^T: hstu_fp8_pair_perm) for dQ's A
-//   barrier; both: dK_g += dS8^T Q^T[g] (RS m64n128), dQ[:, g] = dS8 K^T[g] (SS, two m64n64 halves), * u k_s / q_s,
+//   wg g: S^T and dP^T of queries [32 g, 32 g + 32) (SS m64n32 over D), P8 = e4m3(SiLU(S)) and dS' = dP^T SiLU'(S)
+//         alpha q_s do_s v_s / N masked; its k-step g of P8^T (dV's RS A fragments: the m64n64 tile's elements
+//         16 g ..) to shared memory in the accumulator's fragment order (thread t of the other warpgroup reads thread
+//         t's words), its warps' amax posted
+//   barrier; both: the other k-step of P8^T; dV_g += P8^T dO^T[g] (RS m64n128); u = max(u, pow2ceil(amax / 448))
+//         (acc_dk in units of u: rescaled when it grows); dS8 = e4m3(dS' / u) of its 32 queries to shared memory
+//         twice: fragment order (dK's A) and (queries x keys, 64-byte swizzle, keys paired as K^T:
+//         hstu_fp8_pair_perm) for dQ's A
+//   barrier; both: the other k-step of dS8^T; dK_g += dS8^T Q^T[g] (RS m64n128), dQ[:, g] = dS8 K^T[g] (SS, two
+//         m64n64 halves), * u k_s / q_s,
 //         reduce-added in bf16 into the fragment-ordered dq workspace (hstu_fp8_bwd_dq_tiled_floats: block g of
 //         each 16-row group is warpgroup g's columns); the stage released.
-// All synchronous (three named barriers a tile, no drift between the warpgroups): the first D = 256 kernel, correct
-// before fast (docs/hstu_kernel_notes.md, "The FP8 backward at D = 256").
+// All synchronous (two named barriers a tile, no drift between the warpgroups): the first D = 256 kernel, correct
+// before fast (docs/hstu_kernel_notes.md, "The FP8 backward at D = 256"). !kQSplit (lab, diag kFp8BwdD256Sync): wg 0
+// computes S^T and the pointwise P8 / SiLU' for all 64 queries, wg 1 dP^T and then dS' from those (three barriers).
 #pragma once
 
 #include <cuda.h>
@@ -58,7 +61,7 @@ struct Fp8BwdD256Traits {
   static constexpr int kXdBytes = 128 * 32 * 4;
   static constexpr int kOffXp = kOffXd + kXdBytes;  // P8 fragments: 8 words per thread
   static constexpr int kOffXs = kOffXp + 128 * 32;  // dS8 fragments: 8 words per thread
-  static constexpr int kOffRed = kOffXs + 128 * 32;  // 4 amax words (warpgroup 1's warps)
+  static constexpr int kOffRed = kOffXs + 128 * 32;  // amax words of the consumer warps
   static constexpr int kBarOffset = kOffRed + 128;
   // mbarriers: K / V / K^T, full[2], empty[2] (40 B), the stages' q / dO factors at 64 + 8 s
   static constexpr int kSmem = kBarOffset + 128 + 1024;
@@ -75,7 +78,10 @@ __device__ __forceinline__ void st_shared_v4_u32(uint32_t addr, uint32_t x, uint
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
 }
 __device__ __forceinline__ void ld_shared_v4_u32(uint32_t addr, uint32_t& x, uint32_t& y, uint32_t& z, uint32_t& w) {
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "r"(addr) : "memory");
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
+               : "r"(addr)
+               : "memory");
 }
 
 // The K-major descriptor of k-step kk (32 bytes) of a 64-row x 256-byte operand stored as two 128-byte panels.
@@ -83,7 +89,9 @@ __device__ __forceinline__ uint64_t fp8_d256_desc_rows(uint32_t tile, int kk) {
   return desc_k32(make_desc_kmajor(tile + (kk / 4) * (64 * 128), 128), kk % 4);
 }
 
-template <int kDiag>
+// kQSplit (the default): both warpgroups compute S^T and dP^T of their 32 queries and their pointwise passes (two
+// barriers a tile); false (diag kFp8BwdD256Sync): warpgroup 0 S^T, warpgroup 1 dP^T, their passes in turn (three).
+template <bool kQSplit>
 __global__ void __launch_bounds__(384, 1)
     hstu_bwd_fp8_sm90_d256_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
@@ -210,138 +218,233 @@ __global__ void __launch_bounds__(384, 1)
       }
       do_cur = dos;
     }
-    float acc[32];  // wg 0: S^T, wg 1: dP^T (rows: the block's 64 keys, columns: the tile's 64 queries)
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 32; ++kk) {
-      const uint32_t a = opaque(wg == 0 ? sK : sV), bq = st + (wg == 0 ? 0 : C::kRowsBytes);
-      wgmma_m64n64k32_ss_e4m3(acc, fp8_d256_desc_rows(a, kk), fp8_d256_desc_rows(bq, kk), kk > 0 ? 1 : 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    pin_all(acc);
     uint32_t pa[2][4];  // P8^T of the tile (dV's A fragments)
-    if (wg == 0) {
-      // Element e of this thread: key jrow + 8 ((e % 4) / 2), query qcol + 8 (e / 4) + (e % 2).
-      const int jrow = n0 + 16 * warp + lane / 4;
-      const int qcol = m0 + 2 * (lane % 4);
-      const bool full = m0 + BM <= si.lq && n0 + BN <= si.lk &&
-                        si.mask.tile_full(m0 + si.mask.offset, m0 + BM + si.mask.offset, n0, n0 + BN);
-      const float h_scale = 0.5f * p.alpha * qs * ks;
-      const float c_ds = 0.5f * dos * vs * p.inv_scaling * p.alpha * qs;
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int e0 = 16 * kk + 8 * (q >> 1) + 2 * (q & 1);
-          float pv[4];
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int e = e0 + (c & 1) + 4 * (c >> 1);
-            const int j = jrow + 8 * ((e % 4) / 2), qi = qcol + 8 * (e / 4) + (e % 2);
-            const bool ok = full || (qi < si.lq && j < si.lk && si.mask.allowed(qi + si.mask.offset, j));
-            const float hx = acc[e] * h_scale;
-            const float t = tanh_fast(hx);
-            pv[c] = ok ? fmaf(hx, t, hx) : 0.f;
-            const float a = fmaf(-hx, t, hx);
-            const float ct = fmaf(c_ds, t, c_ds);
-            acc[e] = ok ? fmaf(a, ct, ct) : 0.f;  // SiLU'(S) alpha q_s do_s v_s / N, 0 where masked
-          }
-          pa[kk][q] = cvt_e4m3x4(pv[0], pv[1], pv[2], pv[3]);
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        st_shared_v4_f32(sXd + (k * 128 + wtid) * 16, acc[4 * k], acc[4 * k + 1], acc[4 * k + 2], acc[4 * k + 3]);
-      }
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        st_shared_v4_u32(sXp + (kk * 128 + wtid) * 16, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);
-      }
-    }
-    named_barrier_sync(kBarP, 256);
-    if (wg == 1) {
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        ld_shared_v4_u32(sXp + (kk * 128 + wtid) * 16, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);
-      }
-    }
-    // dV[:, 128 wg ..] += P8^T dO^T (RS; B: dO^T's rows 128 wg .., 64-byte swizzle)
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      const uint32_t bt = st + 2 * C::kRowsBytes + C::kTBytes + wg * (128 * 64);
-      fp8_bwd_wgmma_rs<128>(acc_dv, pa[kk], desc_k32(make_desc_kmajor(bt, 64), kk), 1);
-    }
-    wgmma_commit();
-    if (wg == 1) {  // dS' = dP^T d (d is 0 where masked; the select keeps garbage rows' dP out), the tile's amax
-      float am[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        float d[4];
-        ld_shared_v4_f32(sXd + (k * 128 + wtid) * 16, d[0], d[1], d[2], d[3]);
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int e = 4 * k + c;
-          acc[e] = d[c] != 0.f ? acc[e] * d[c] : 0.f;
-          am[c] = fmaxf(am[c], fabsf(acc[e]));
-        }
-      }
-      float amax = fmaxf(fmaxf(am[0], am[1]), fmaxf(am[2], am[3]));
-      amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
-      if (lane == 0) st_shared_u32(sRed + 4 * warp, __float_as_uint(amax));
-    }
-    named_barrier_sync(kBarAmax, 256);
-    {
+    uint32_t da[2][4];  // dS8^T of the tile (dK's A fragments)
+    // dS' factor u of the tile from the posted warp maxima (both warpgroups alike; acc_dk has no wgmma in flight)
+    auto tile_factor = [&](int words) {
       float amax = 0.f;
 #pragma unroll
-      for (int w = 0; w < 4; ++w) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(sRed + 4 * w)));
+      for (int w = 0; w < 8; ++w) {
+        if (w < words) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(sRed + 4 * w)));
+      }
       const float sf = fp8_pow2_ceil_div448(amax);
       if (sf > u) {
-        if (u > 0.f) {  // (acc_dk: no wgmma in flight on it)
+        if (u > 0.f) {
           const float r = u / sf;
 #pragma unroll
           for (int k = 0; k < 64; ++k) acc_dk[k] *= r;
         }
         u = sf;
       }
-    }
-    uint32_t da[2][4];  // dS8^T of the tile (dK's A fragments)
-    if (wg == 1) {
+    };
+    // The e4m3 words w of k-step hq (dS8^T's A fragment: queries 32 hq ..) as (64 queries x 64 keys) for dQ's A
+    // (hstu_fp8_pair_perm's pairs, as K^T): stmatrix register m holds the 16-bit words (keys j, j + 8) of queries
+    // 32 hq + 8 m + 2 (lane % 4), + 1; stored transposed, row i of matrix m is query 32 hq + 8 m + i's 16-byte chunk
+    // `warp` (its keys 16 warp ..), 64-byte swizzle (chunk ^ (row / 2) % 4).
+    auto store_ds8 = [&](const uint32_t(&w)[4], int hq) {
+      uint32_t r[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const uint32_t s0 = 2 * (m % 2);
+        r[m] = __byte_perm(w[2 * (m / 2)], w[2 * (m / 2) + 1],
+                           s0 | ((4 + s0) << 4) | ((s0 + 1) << 8) | ((5 + s0) << 12));
+      }
+      const int row = 32 * hq + lane;
+      const uint32_t a = sDs8 + row * 64 + ((warp ^ ((row >> 1) & 3)) << 4);
+      asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(r[0]),
+                   "r"(r[1]), "r"(r[2]), "r"(r[3])
+                   : "memory");
+    };
+    const float h_scale = 0.5f * p.alpha * qs * ks;
+    const float c_ds = 0.5f * dos * vs * p.inv_scaling * p.alpha * qs;
+    // x[wg] = own, x[wg ^ 1] from the other warpgroup's words at `addr` (constant indices: no local memory)
+    auto own_and_other = [&](uint32_t(&x)[2][4], const uint32_t(&own)[4], uint32_t addr) {
+      uint32_t o[4];
+      ld_shared_v4_u32(addr, o[0], o[1], o[2], o[3]);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        x[0][q] = wg == 0 ? own[q] : o[q];
+        x[1][q] = wg == 0 ? o[q] : own[q];
+      }
+    };
+    if constexpr (kQSplit) {
+      // Both warpgroups: S^T and dP^T of queries [32 wg, 32 wg + 32) (SS m64n32 over D), their pointwise passes,
+      // this warpgroup's k-step wg of P8^T / dS8^T (the m64n64 tile's elements 16 wg ..); the other k-step from
+      // the other warpgroup.
+      float acc_s[16], acc_p[16];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 32; ++kk) {
+        wgmma_m64n32k32_ss_e4m3(acc_s, fp8_d256_desc_rows(opaque(sK), kk),
+                                fp8_d256_desc_rows(st + 32 * wg * C::kPanel, kk), kk > 0 ? 1 : 0);
+      }
+      wgmma_commit();
+#pragma unroll
+      for (int kk = 0; kk < D / 32; ++kk) {
+        wgmma_m64n32k32_ss_e4m3(acc_p, fp8_d256_desc_rows(opaque(sV), kk),
+                                fp8_d256_desc_rows(st + C::kRowsBytes + 32 * wg * C::kPanel, kk), kk > 0 ? 1 : 0);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();
+      pin_all(acc_s);
+      // Element e: key jrow + 8 ((e % 4) / 2), query qcol + 8 (e / 4) + (e % 2).
+      const int jrow = n0 + 16 * warp + lane / 4;
+      const int qcol = m0 + 32 * wg + 2 * (lane % 4);
+      const bool full = m0 + BM <= si.lq && n0 + BN <= si.lk &&
+                        si.mask.tile_full(m0 + si.mask.offset, m0 + BM + si.mask.offset, n0, n0 + BN);
+      uint32_t own[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int e0 = 8 * (q >> 1) + 2 * (q & 1);
+        float pv[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int e = e0 + (c & 1) + 4 * (c >> 1);
+          const int j = jrow + 8 * ((e % 4) / 2), qi = qcol + 8 * (e / 4) + (e % 2);
+          const bool ok = full || (qi < si.lq && j < si.lk && si.mask.allowed(qi + si.mask.offset, j));
+          const float hx = acc_s[e] * h_scale;
+          const float t = tanh_fast(hx);
+          pv[c] = ok ? fmaf(hx, t, hx) : 0.f;
+          const float a = fmaf(-hx, t, hx);
+          const float ct = fmaf(c_ds, t, c_ds);
+          acc_s[e] = ok ? fmaf(a, ct, ct) : 0.f;  // SiLU'(S) alpha q_s do_s v_s / N, 0 where masked
+        }
+        own[q] = cvt_e4m3x4(pv[0], pv[1], pv[2], pv[3]);
+      }
+      st_shared_v4_u32(sXp + (wg * 128 + wtid) * 16, own[0], own[1], own[2], own[3]);
+      wgmma_wait<0>();
+      pin_all(acc_p);
+      float am[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int e = 0; e < 16; ++e) {
+        acc_p[e] = acc_s[e] != 0.f ? acc_p[e] * acc_s[e] : 0.f;  // dS' (the select keeps garbage rows' dP out)
+        am[e & 3] = fmaxf(am[e & 3], fabsf(acc_p[e]));
+      }
+      float amax = fmaxf(fmaxf(am[0], am[1]), fmaxf(am[2], am[3]));
+      amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
+      if (lane == 0) st_shared_u32(sRed + 4 * (4 * wg + warp), __float_as_uint(amax));
+      named_barrier_sync(kBarP, 256);
+      own_and_other(pa, own, sXp + ((wg ^ 1) * 128 + wtid) * 16);
+      // dV[:, 128 wg ..] += P8^T dO^T (RS; B: dO^T's rows 128 wg .., 64-byte swizzle)
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        const uint32_t bt = st + 2 * C::kRowsBytes + C::kTBytes + wg * (128 * 64);
+        fp8_bwd_wgmma_rs<128>(acc_dv, pa[kk], desc_k32(make_desc_kmajor(bt, 64), kk), 1);
+      }
+      wgmma_commit();
+      tile_factor(8);
       const float inv_u = u > 0.f ? fp8_pow2_rcp(u) : 0.f;  // (exact: u is a power of two)
 #pragma unroll
-      for (int e = 0; e < 32; ++e) acc[e] *= inv_u;
-      fp8_pack_a64(acc, da);
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        st_shared_v4_u32(sXs + (kk * 128 + wtid) * 16, da[kk][0], da[kk][1], da[kk][2], da[kk][3]);
+      for (int q = 0; q < 4; ++q) {
+        const int e = 8 * (q >> 1) + 2 * (q & 1);
+        own[q] = cvt_e4m3x4(acc_p[e] * inv_u, acc_p[e + 1] * inv_u, acc_p[e + 4] * inv_u, acc_p[e + 5] * inv_u);
       }
-      // dS8 as (64 queries x 64 keys) for dQ's A: register c of the stmatrix holds the 16-bit words (keys j, j + 8)
-      // of queries 8 c + 2 (lane % 4), + 1 (hstu_fp8_pair_perm's pairs, as K^T); stored transposed, row i of matrix
-      // c is query 8 c + i's 16-byte chunk `warp` (its keys 16 warp ..), 64-byte swizzle (chunk ^ (row / 2) % 4).
-#pragma unroll
-      for (int hq = 0; hq < 2; ++hq) {
-        uint32_t r[4];
-#pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          const int c = 4 * hq + m;
-          const uint32_t s0 = 2 * (c % 2);
-          r[m] = __byte_perm(da[c / 4][2 * ((c % 4) / 2)], da[c / 4][2 * ((c % 4) / 2) + 1],
-                             s0 | ((4 + s0) << 4) | ((s0 + 1) << 8) | ((5 + s0) << 12));
-        }
-        const int row = 32 * hq + lane;
-        const uint32_t a = sDs8 + row * 64 + ((warp ^ ((row >> 1) & 3)) << 4);
-        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(r[0]),
-                     "r"(r[1]), "r"(r[2]), "r"(r[3])
-                     : "memory");
-      }
+      st_shared_v4_u32(sXs + (wg * 128 + wtid) * 16, own[0], own[1], own[2], own[3]);
+      store_ds8(own, wg);
       fence_proxy_async_smem();
-    }
-    named_barrier_sync(kBarDs, 256);
-    if (wg == 0) {
+      named_barrier_sync(kBarDs, 256);
+      own_and_other(da, own, sXs + ((wg ^ 1) * 128 + wtid) * 16);
+    } else {
+      float acc[32];  // wg 0: S^T, wg 1: dP^T (rows: the block's 64 keys, columns: the tile's 64 queries)
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 32; ++kk) {
+        const uint32_t a = opaque(wg == 0 ? sK : sV), bq = st + (wg == 0 ? 0 : C::kRowsBytes);
+        wgmma_m64n64k32_ss_e4m3(acc, fp8_d256_desc_rows(a, kk), fp8_d256_desc_rows(bq, kk), kk > 0 ? 1 : 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      pin_all(acc);
+      if (wg == 0) {
+        // Element e of this thread: key jrow + 8 ((e % 4) / 2), query qcol + 8 (e / 4) + (e % 2).
+        const int jrow = n0 + 16 * warp + lane / 4;
+        const int qcol = m0 + 2 * (lane % 4);
+        const bool full = m0 + BM <= si.lq && n0 + BN <= si.lk &&
+                          si.mask.tile_full(m0 + si.mask.offset, m0 + BM + si.mask.offset, n0, n0 + BN);
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int e0 = 16 * kk + 8 * (q >> 1) + 2 * (q & 1);
+            float pv[4];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+              const int e = e0 + (c & 1) + 4 * (c >> 1);
+              const int j = jrow + 8 * ((e % 4) / 2), qi = qcol + 8 * (e / 4) + (e % 2);
+              const bool ok = full || (qi < si.lq && j < si.lk && si.mask.allowed(qi + si.mask.offset, j));
+              const float hx = acc[e] * h_scale;
+              const float t = tanh_fast(hx);
+              pv[c] = ok ? fmaf(hx, t, hx) : 0.f;
+              const float a = fmaf(-hx, t, hx);
+              const float ct = fmaf(c_ds, t, c_ds);
+              acc[e] = ok ? fmaf(a, ct, ct) : 0.f;  // SiLU'(S) alpha q_s do_s v_s / N, 0 where masked
+            }
+            pa[kk][q] = cvt_e4m3x4(pv[0], pv[1], pv[2], pv[3]);
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          st_shared_v4_f32(sXd + (k * 128 + wtid) * 16, acc[4 * k], acc[4 * k + 1], acc[4 * k + 2], acc[4 * k + 3]);
+        }
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          st_shared_v4_u32(sXp + (kk * 128 + wtid) * 16, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);
+        }
+      }
+      named_barrier_sync(kBarP, 256);
+      if (wg == 1) {
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          ld_shared_v4_u32(sXp + (kk * 128 + wtid) * 16, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);
+        }
+      }
+      // dV[:, 128 wg ..] += P8^T dO^T (RS; B: dO^T's rows 128 wg .., 64-byte swizzle)
+      wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
-        ld_shared_v4_u32(sXs + (kk * 128 + wtid) * 16, da[kk][0], da[kk][1], da[kk][2], da[kk][3]);
+        const uint32_t bt = st + 2 * C::kRowsBytes + C::kTBytes + wg * (128 * 64);
+        fp8_bwd_wgmma_rs<128>(acc_dv, pa[kk], desc_k32(make_desc_kmajor(bt, 64), kk), 1);
+      }
+      wgmma_commit();
+      if (wg == 1) {  // dS' = dP^T d (d is 0 where masked; the select keeps garbage rows' dP out), the tile's amax
+        float am[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          float d[4];
+          ld_shared_v4_f32(sXd + (k * 128 + wtid) * 16, d[0], d[1], d[2], d[3]);
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int e = 4 * k + c;
+            acc[e] = d[c] != 0.f ? acc[e] * d[c] : 0.f;
+            am[c] = fmaxf(am[c], fabsf(acc[e]));
+          }
+        }
+        float amax = fmaxf(fmaxf(am[0], am[1]), fmaxf(am[2], am[3]));
+        amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
+        if (lane == 0) st_shared_u32(sRed + 4 * warp, __float_as_uint(amax));
+      }
+      named_barrier_sync(kBarAmax, 256);
+      tile_factor(4);  // (warpgroup 1's 4 words)
+      if (wg == 1) {
+        const float inv_u = u > 0.f ? fp8_pow2_rcp(u) : 0.f;  // (exact: u is a power of two)
+#pragma unroll
+        for (int e = 0; e < 32; ++e) acc[e] *= inv_u;
+        fp8_pack_a64(acc, da);
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          st_shared_v4_u32(sXs + (kk * 128 + wtid) * 16, da[kk][0], da[kk][1], da[kk][2], da[kk][3]);
+        }
+        store_ds8(da[0], 0);
+        store_ds8(da[1], 1);
+        fence_proxy_async_smem();
+      }
+      named_barrier_sync(kBarDs, 256);
+      if (wg == 0) {
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          ld_shared_v4_u32(sXs + (kk * 128 + wtid) * 16, da[kk][0], da[kk][1], da[kk][2], da[kk][3]);
+        }
       }
     }
     // dK[:, 128 wg ..] += dS8^T Q^T (RS; B: Q^T's rows 128 wg ..), then dQ[:, 128 wg ..] = dS8 K^T in two halves of

@@ -79,14 +79,14 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
 }
 
 // D = 256 (hstu_bwd_fp8_sm90_d256_kernel.cuh): grid (64-key block, head, batch); K / V / Q / dO boxes of 128 columns
-// (two per tile: 128-byte swizzle spans 128 bytes), the transposed copies' boxes of 64 columns x 256 rows. Every
-// product variant (Fp8BwdDiagProduct) runs the one kernel.
+// (two per tile: 128-byte swizzle spans 128 bytes), the transposed copies' boxes of 64 columns x 256 rows. The
+// product variants (Fp8BwdDiagProduct) run the default kernel, kFp8BwdD256Sync the lab one.
 inline cudaError_t launch_bwd_fp8_d256(const HstuParams& p, const HstuFp8BwdParams& f, cudaStream_t stream) {
   using C = Fp8BwdD256Traits;
   constexpr int D = C::D;
   if (p.max_seqlen_k <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || f.total_k <= 0) return cudaSuccess;
   if (p.rab != nullptr || p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidValue;
-  if (!fp8_bwd_diag_in(f.diag, Fp8BwdDiagProduct{})) return cudaErrorInvalidValue;
+  if (!fp8_bwd_diag_in(f.diag, Fp8BwdDiagBuiltD256{})) return cudaErrorInvalidValue;
   cudaError_t err = bind_device_context();
   if (err != cudaSuccess) return err;
   const auto u64 = [](int64_t x) { return static_cast<cuuint64_t>(x); };
@@ -107,11 +107,14 @@ inline cudaError_t launch_bwd_fp8_d256(const HstuParams& p, const HstuFp8BwdPara
   if ((err = cols_map(&tdot, f.dot, f.q_cols, C::kBlockM)) != cudaSuccess) return err;
   if ((err = cols_map(&tkt, f.kt, f.k_cols, C::kBlockN)) != cudaSuccess) return err;
   const int n_blocks = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
-  constexpr auto kernel = hstu_bwd_fp8_sm90_d256_kernel<0>;
-  err = set_max_dynamic_smem<kernel>(C::kSmem);
-  if (err != cudaSuccess) return err;
-  kernel<<<dim3(n_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, p, f);
-  return cudaGetLastError();
+  auto go = [&](auto split) {
+    constexpr auto kernel = hstu_bwd_fp8_sm90_d256_kernel<decltype(split)::value>;
+    cudaError_t e = set_max_dynamic_smem<kernel>(C::kSmem);
+    if (e != cudaSuccess) return e;
+    kernel<<<dim3(n_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, p, f);
+    return cudaGetLastError();
+  };
+  return f.diag == kFp8BwdD256Sync ? go(std::false_type{}) : go(std::true_type{});
 }
 
 }  // namespace sm90

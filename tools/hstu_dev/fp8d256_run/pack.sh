@@ -4,7 +4,7 @@
 source "$(dirname "$0")/../runlib/pack.sh"
 W=${W:-/tmp/fp8d256_obj}
 pack_begin fp8d256 "${1:-}"
-pack_add tools/hstu_dev/fp8d256_run/{setup.sh,run*.sh} benchmarks/{hstu_fp8_bwd.py,bench_util.py}
+pack_add tools/hstu_dev/fp8d256_run/{setup.sh,run*.sh,d256_ab.py} benchmarks/{hstu_fp8_bwd.py,bench_util.py}
 [ -f $W/_C.so.xz ] && [ $W/_C.so.xz -nt $W/_C.so ] || xz -6 -T2 -k -c $W/_C.so > $W/_C.so.xz
 pack_add $W/_C.so.xz
 pack_add -d py hstu/_fp8_bwd.py hstu/_ops.py
