@@ -93,6 +93,44 @@ def test_kernel_index_maps_match_the_prepass_permutations():
 
 
 
+def test_d256_kernel_ds8_store_map():
+    """The host mirror of hstu_bwd_fp8_sm90_d256_kernel.cuh's store_ds8: warpgroup hq's packed dS8 words (its k-step
+    of the m64n64 tile, queries 32 hq ..; at query split the m64n32 accumulator of warpgroup hq), byte-permuted into
+    four stmatrix.x4.trans registers, land each (key, query) of the warp's 16 keys at the byte of the 64-key dS8 row
+    (64-byte rows, 64-byte swizzle: 16-byte chunk XOR (row / 2) % 4) whose Kᵀ column holds that key
+    (fp8_pair_perm), every byte of the 64 x 64 tile once."""
+    seen = set()
+    for hq in range(2):
+        for w in range(4):
+            for lane in range(32):
+                def elem(e):  # m64n32 accumulator of warpgroup hq: (key, query) of element e
+                    return 16 * w + lane // 4 + 8 * ((e % 4) // 2), 32 * hq + 8 * (e // 4) + 2 * (lane % 4) + e % 2
+                word = {}  # (q, byte) -> element: fp8_pack_a64's order (bytes e0, e0 + 1, e0 + 4, e0 + 5)
+                for q in range(4):
+                    e0 = 8 * (q >> 1) + 2 * (q & 1)
+                    for byte, e in enumerate((e0, e0 + 1, e0 + 4, e0 + 5)):
+                        word[q, byte] = e
+                for m in range(4):
+                    s0 = 2 * (m % 2)
+                    x, y = 2 * (m // 2), 2 * (m // 2) + 1  # prmt(w[x], w[y], s0 | 4 + s0 | s0 + 1 | 5 + s0)
+                    halves = [(word[x, s0 + h], word[y, s0 + h]) for h in range(2)]  # (low byte, high byte)
+                    for h, (lo, hi) in enumerate(halves):
+                        # .trans: fragment element (row lane / 4, column 2 (lane % 4) + h) of matrix m goes to the
+                        # row addressed by lane 8 m + column, 16-bit column lane / 4 of its 16-byte chunk
+                        c = 2 * (lane % 4) + h
+                        row = 32 * hq + 8 * m + c
+                        chunk = w ^ ((row >> 1) & 3)
+                        for hb, e in enumerate((lo, hi)):
+                            addr = row * 64 + (chunk << 4) + 2 * (lane // 4) + hb
+                            r, col = addr // 64, addr % 64
+                            col = (((col // 16) ^ ((r >> 1) & 3)) << 4) + col % 16  # unswizzled byte
+                            key, query = elem(e)
+                            assert r == query and (col & ~15) + fb.fp8_pair_perm(col & 15) == key
+                            assert addr not in seen
+                            seen.add(addr)
+    assert len(seen) == 64 * 64
+
+
 def test_kernel_sync_protocol_model():
     """The kernel's barriers and buffers (fp8_bwd_sync_model: named barriers arrived at by one warpgroup and waited
     for by the other, mbarrier rings, the dS8 buffers and amax words they guard) under random interleavings: no
