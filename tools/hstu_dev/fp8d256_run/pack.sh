@@ -8,6 +8,7 @@ pack_add tools/hstu_dev/fp8d256_run/{setup.sh,run*.sh,d256_ab.py} benchmarks/{hs
 [ -f $W/_C.so.xz ] && [ $W/_C.so.xz -nt $W/_C.so ] || xz -6 -T2 -k -c $W/_C.so > $W/_C.so.xz
 pack_add $W/_C.so.xz
 pack_add -d py hstu/_fp8_bwd.py hstu/_ops.py
-pack_tree tests/conftest.py tests/hstu/{test_fp8_bwd.py,fp8_checks.py,fp8_bwd_sync_model.py}
+pack_tree tests/conftest.py tests/hstu/{test_fp8_bwd.py,fp8_checks.py,fp8_bwd_sync_model.py} \
+  tests/hstu/{test_kernels_gpu.py,hstu_kernel_checks.py}
 pack_end
 md5sum $W/_C.so | cut -c1-12

@@ -12,6 +12,7 @@ source "$(dirname "$0")/setup.sh"
 echo "== 1. tests ($SECONDS s)"
 run_tests 18 "d256 and (tensor or block) and not sync" tests/hstu/test_fp8_bwd.py
 run_tests 14 "d256_sync or rows_outside or workspace or refuse or ds8_store_map" tests/hstu/test_fp8_bwd.py
+run_tests 8 "sm90_kernels_present" tests/hstu/test_kernels_gpu.py  # (the unit hstu_bwd_sm90_fp8_hdim256 registered)
 echo "== 2. timing ($SECONDS s)"
 PYTHONPATH=/tmp/site_$NAME timeout $(( $(left) - 4 )) python3 -P $C/d256_ab.py --reps 5 > $OUT/ab.log 2>&1
 echo "rc $? ($SECONDS s)"
