@@ -11,7 +11,7 @@ e4m3 per (head, 128-row block). Rounding points (`hstu_attn_fp8_backward_referen
 2. S, P = SiLU(S) in fp32 as the forward; P8 = e4m3(P) (the forward's rounding) for dV = P8ᵀ·dO8 · do_descale / N.
 3. dP = dO8·V8ᵀ · do_descale · v_descale / N and dS = dP · SiLU'(S) · alpha in fp32.
 4. dS' = dS · q_descale (the query row's factor, constant over a 64-row query tile), quantized per (head, 128-key
-   block, 64-row query tile) with a power-of-two factor u: u of a tile = the running maximum, over the block's query
+   block (D = 256: 64-key block), 64-row query tile) with a power-of-two factor u: u of a tile = the running maximum, over the block's query
    tiles in ascending order, of pow2ceil(amax|dS'| / 448) (0 while every dS' so far is 0); dS8 = e4m3(dS' / u). One
    factor per CTA tile (both warpgroups exchange their maxima) lets dQ sum over all 128 keys of the block; the running
    maximum only grows, so the dK accumulator (in units of u) is rescaled exactly (a power of two) and rarely.
@@ -35,6 +35,13 @@ __all__ = ["fp8_vt_start", "fp8_vt_cols", "fp8_key_perm", "fp8_pair_perm", "fp8_
 
 #: keys per CTA (key block) and query rows per tile of the Hopper FP8 backward: the groups of dS's factors
 DS_KEYS, DS_ROWS = 128, 64
+#: keys per CTA at D = 256 (its kernel splits the D columns between the warpgroups, 64 keys a block)
+DS_KEYS_D256 = 64
+
+
+def ds_keys(head_dim: int) -> int:
+    """Keys per dS factor group (the kernel's key block) at head_dim."""
+    return DS_KEYS_D256 if head_dim == 256 else DS_KEYS
 
 
 def fp8_vt_start(start: int, b: int) -> int:
@@ -162,17 +169,17 @@ def _pow2_ceil(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x > 0, up.view(torch.float32), torch.zeros_like(x, dtype=torch.float32))
 
 
-def ds_group_factors(ds_q: torch.Tensor) -> torch.Tensor:
-    """(H, lq, lk) dS' of one sequence -> the factor u of each element (rounding point 4): per head, DS_KEYS-key
-    block and DS_ROWS-row query tile, the running maximum over the query tiles of pow2ceil(amax / 448)."""
+def ds_group_factors(ds_q: torch.Tensor, keys: int = DS_KEYS) -> torch.Tensor:
+    """(H, lq, lk) dS' of one sequence -> the factor u of each element (rounding point 4): per head, `keys`-key
+    block (ds_keys(D)) and DS_ROWS-row query tile, the running maximum over the query tiles of pow2ceil(amax / 448)."""
     heads, lq, lk = ds_q.shape
-    nt, ng = -(-lq // DS_ROWS), -(-lk // DS_KEYS)
-    pad = torch.zeros(heads, nt * DS_ROWS, ng * DS_KEYS, dtype=torch.float32, device=ds_q.device)
+    nt, ng = -(-lq // DS_ROWS), -(-lk // keys)
+    pad = torch.zeros(heads, nt * DS_ROWS, ng * keys, dtype=torch.float32, device=ds_q.device)
     pad[:, :lq, :lk] = ds_q.abs().float()
-    amax = pad.view(heads, nt, DS_ROWS, ng, DS_KEYS).amax(dim=(2, 4))  # (H, nt, ng)
+    amax = pad.view(heads, nt, DS_ROWS, ng, keys).amax(dim=(2, 4))  # (H, nt, ng)
     s = _pow2_ceil(amax / torch.tensor(FP8_MAX, device=amax.device))
     u = torch.cummax(s, dim=1).values
-    full = u.repeat_interleave(DS_ROWS, dim=1).repeat_interleave(DS_KEYS, dim=2)
+    full = u.repeat_interleave(DS_ROWS, dim=1).repeat_interleave(keys, dim=2)
     return full[:, :lq, :lk]
 
 
@@ -221,7 +228,7 @@ def hstu_attn_fp8_backward_reference(
         ds = torch.where(mask, dp * sig * (1 + s * (1 - sig)), zero) * alpha
         qs = q_rows[sq:sq + lq].t().unsqueeze(-1).to(cdt)  # (H, lq, 1)
         ds_q = ds * qs  # 4
-        u = ds_group_factors(ds_q).to(cdt)
+        u = ds_group_factors(ds_q, ds_keys(q8.shape[2])).to(cdt)
         ds8 = torch.where(u > 0, _e4m3(ds_q / torch.where(u > 0, u, torch.ones_like(u))), zero) * u
         dk[sk:sk + lk] = torch.matmul(ds8.transpose(1, 2), q8f[sq:sq + lq].transpose(0, 1)).transpose(0, 1)  # 5
         ks = k_rows[sk:sk + lk].t().unsqueeze(-1).to(cdt)  # (H, lk, 1)
@@ -236,7 +243,11 @@ def hstu_attn_fp8_backward_reference(
 #: (hstu_ops.cc kOptFp8BwdMainPath: the former path outside the kernel: the descale factors' check as a launch of its
 #: own, the finishing pass's owner search per pair; the same kernel and bytes). Their history: docs/hstu_kernel_notes.md
 FP8_BWD_VARIANT_BITS = {"main_kernel": 1 << 59, "main_path": 1 << 60}
-FP8_BWD_HEAD_DIMS = (64, 128)  # head dims the Hopper FP8 backward is built for (kernel_matrix.bzl; D = 256 not yet)
+FP8_BWD_HEAD_DIMS = (64, 128, 256)  # head dims the Hopper FP8 backward is built for (kernel_matrix.bzl)
+# head dims whose FP8 calls take it by default (kernel_options(fp8_bwd=None)); D = 256 only under fp8_bwd=True until
+# its default routing has run on a device (session 38: its kernel's tests passed, 1.23x faster than the dequantized
+# path at B16 S16K, the routing test at D = 256 not yet run)
+FP8_BWD_DEFAULT_HEAD_DIMS = (64, 128)
 
 
 def fp8_bwd_refusal(q8: torch.Tensor, rab, options: int, deterministic: bool = False) -> Optional[str]:
@@ -269,6 +280,8 @@ def fp8_bwd_cuda(dout, args, deterministic, options, diag: int = 0, forced: bool
     (``kernel_options(fp8_bwd=True)``). ``diag`` (private; the op passes 0): a timing-only kernel variant, built in
     dev builds only (hstu_bwd_fp8_sm90.h); the product's private variants are the option bits FP8_BWD_VARIANT_BITS."""
     q8, k8, rab = args[0], args[1], args[18]
+    if not forced and q8.shape[2] not in FP8_BWD_DEFAULT_HEAD_DIMS:
+        return None
     why = fp8_bwd_refusal(q8, rab, options, deterministic)
     if why is None and not fp8_bwd_kernel_built(q8.shape[2]):
         why = ("kernel_options(fp8_bwd=True): expected the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90, unit "

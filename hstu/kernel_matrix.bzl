@@ -72,8 +72,8 @@ HSTU_SM90_FP8_INSTANCES = {
 }
 
 # Hopper FP8 backward (issue 36; hstu/csrc/sm90/hstu_bwd_fp8_sm90_kernel.cuh; private, kernel_options(fp8_bwd=True)):
-# D = 64 and 128 (D = 256: docs/hstu_kernel_notes.md, "The FP8 backward at D = 64").
-HSTU_SM90_FP8_BWD_HDIMS = [64, 128]
+# D = 64, 128 and 256 (D = 256: its own split-D kernel, hstu/csrc/sm90/hstu_bwd_fp8_sm90_d256_kernel.cuh).
+HSTU_SM90_FP8_BWD_HDIMS = [64, 128, 256]
 
 HSTU_SM90_FP8_BWD_INSTANCES = {
     "hstu_bwd_sm90_fp8_hdim%d" % hdim: {"HDIM": str(hdim), "NAME": "hstu_bwd_sm90_fp8_hdim%d" % hdim}

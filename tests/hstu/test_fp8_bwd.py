@@ -93,6 +93,44 @@ def test_kernel_index_maps_match_the_prepass_permutations():
 
 
 
+def test_d256_kernel_ds8_store_map():
+    """The host mirror of hstu_bwd_fp8_sm90_d256_kernel.cuh's store_ds8: warpgroup hq's packed dS8 words (its k-step
+    of the m64n64 tile, queries 32 hq ..; at query split the m64n32 accumulator of warpgroup hq), byte-permuted into
+    four stmatrix.x4.trans registers, land each (key, query) of the warp's 16 keys at the byte of the 64-key dS8 row
+    (64-byte rows, 64-byte swizzle: 16-byte chunk XOR (row / 2) % 4) whose Kᵀ column holds that key
+    (fp8_pair_perm), every byte of the 64 x 64 tile once."""
+    seen = set()
+    for hq in range(2):
+        for w in range(4):
+            for lane in range(32):
+                def elem(e):  # m64n32 accumulator of warpgroup hq: (key, query) of element e
+                    return 16 * w + lane // 4 + 8 * ((e % 4) // 2), 32 * hq + 8 * (e // 4) + 2 * (lane % 4) + e % 2
+                word = {}  # (q, byte) -> element: fp8_pack_a64's order (bytes e0, e0 + 1, e0 + 4, e0 + 5)
+                for q in range(4):
+                    e0 = 8 * (q >> 1) + 2 * (q & 1)
+                    for byte, e in enumerate((e0, e0 + 1, e0 + 4, e0 + 5)):
+                        word[q, byte] = e
+                for m in range(4):
+                    s0 = 2 * (m % 2)
+                    x, y = 2 * (m // 2), 2 * (m // 2) + 1  # prmt(w[x], w[y], s0 | 4 + s0 | s0 + 1 | 5 + s0)
+                    halves = [(word[x, s0 + h], word[y, s0 + h]) for h in range(2)]  # (low byte, high byte)
+                    for h, (lo, hi) in enumerate(halves):
+                        # .trans: fragment element (row lane / 4, column 2 (lane % 4) + h) of matrix m goes to the
+                        # row addressed by lane 8 m + column, 16-bit column lane / 4 of its 16-byte chunk
+                        c = 2 * (lane % 4) + h
+                        row = 32 * hq + 8 * m + c
+                        chunk = w ^ ((row >> 1) & 3)
+                        for hb, e in enumerate((lo, hi)):
+                            addr = row * 64 + (chunk << 4) + 2 * (lane // 4) + hb
+                            r, col = addr // 64, addr % 64
+                            col = (((col // 16) ^ ((r >> 1) & 3)) << 4) + col % 16  # unswizzled byte
+                            key, query = elem(e)
+                            assert r == query and (col & ~15) + fb.fp8_pair_perm(col & 15) == key
+                            assert addr not in seen
+                            seen.add(addr)
+    assert len(seen) == 64 * 64
+
+
 def test_kernel_sync_protocol_model():
     """The kernel's barriers and buffers (fp8_bwd_sync_model: named barriers arrived at by one warpgroup and waited
     for by the other, mbarrier rings, the dS8 buffers and amax words they guard) under random interleavings: no
@@ -188,7 +226,7 @@ def test_prepass_quant_blocks_write_every_dot_column(seed):
         assert all(out[c] == ref(c) for c in range(q_cols)), lens
 
 
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("D", [64, 128, 256])
 def test_dq_red_workspace_maps_back_to_each_row_once(D):
     """The kernel's dq workspace (kFp8BwdDqRedV4, hstu_fp8_bwd_dq_tiled_floats): the float each thread's
     red.global.add.v4 adds an accumulator element to (rows lane / 4 + 8 (c // 2), columns (D / 2) wg + 8 j +
@@ -237,13 +275,15 @@ def test_dq_red_workspace_maps_back_to_each_row_once(D):
     assert back == written and len(back) == sum(lens) * D
 
 
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("D", [64, 128, 256])
 def test_dq_bf16_workspace_maps_back_to_each_row_once(D):
     """kFp8BwdDqBf16's bf16 workspace (half of hstu_fp8_bwd_dq_tiled_floats): thread lane's reduce-add j
     (0 .. D / 32 - 1) adds accumulator elements 8 j .. 8 j + 7 (float4 2 j and 2 j + 1 of the fp32 order) at bf16
     16 D (g H + h) + 8 D wg + 256 j + 8 lane; the finishing pass's (fp8_bwd_finish_quad_kernel<T, kHoist, D>) uint4 u
     of a (group, head) pair reads them back for the same (row, column), every used element once (the fp32 test's
-    jagged case); its blocks' threads cover each pair once."""
+    jagged case); its blocks' threads cover each pair once. At D = 256 (hstu_bwd_fp8_sm90_d256_kernel.cuh) warpgroup
+    wg's reduce-add j is its dQ half j // 4's jj = j % 4 (two m64n64 halves of its 128 columns: the m64n128
+    accumulator's order), and each finishing thread takes two uint4 of a pair (t, t + 256)."""
     lens = [37, 0, 130, 16, 1, 200]
     cu = [3]
     for n in lens:
@@ -266,17 +306,26 @@ def test_dq_bf16_workspace_maps_back_to_each_row_once(D):
                                     e = (g * H + h) * 16 * D + 8 * D * wg + 256 * j + 8 * lane + k
                                     if row < n:
                                         assert written.setdefault(e, (h, cu[b] + row, col)) == (h, cu[b] + row, col)
+    if D == 256:  # the kernel's halves: reduce-add 4 half + jj of acc_dq (m64n64) element 8 jj + k
+        for half in range(2):
+            for jj in range(4):
+                for k in range(8):
+                    c, j = k % 4, 4 * half + jj
+                    # m64n64 half's float4 2 jj + k // 4 is the m64n128 accumulator's float4 8 half + 2 jj + k // 4
+                    assert 8 * (2 * j + k // 4) == 64 * half + 8 * (2 * jj + k // 4)
     ng = total // 16 + B + 1
-    quad, sub = 4, 256 // (2 * D)  # (kQuadPairs, kSub: pairs side by side)
+    split = 2 * D // 256 if 2 * D > 256 else 1  # (kSplit: uint4 of one pair per thread)
+    quad, sub = 4, 256 * split // (2 * D)  # (kQuadPairs, kSub: pairs side by side)
     seen = set()
     for blk_x in range((ng * H + quad - 1) // quad):  # (fp8_bwd_finish_quad_kernel's blocks)
         for tid in range(256):
-            t, s = tid % (2 * D), tid // (2 * D)
+            t, s = (tid, 0) if sub == 1 else (tid % (2 * D), tid // (2 * D))
             for k in range(quad // sub):  # (kPer)
                 pair = blk_x * quad + k * sub + s
-                if pair < ng * H:
-                    assert (pair, t) not in seen
-                    seen.add((pair, t))
+                for sp in range(split):
+                    if pair < ng * H:
+                        assert (pair, t + 256 * sp) not in seen
+                        seen.add((pair, t + 256 * sp))
     assert len(seen) == ng * H * 2 * D
     back = {}
     for x in range(ng):
@@ -331,14 +380,17 @@ def test_prepass_reference_layout(seed):
     assert (ds > 0).all() and torch.isfinite(ds).all()
 
 
-def test_pow2_ceil_and_running_group_factors():
+@pytest.mark.parametrize("D", [128, 256])
+def test_pow2_ceil_and_running_group_factors(D):
+    """The dS factor groups: DS_ROWS query rows x ds_keys(D) keys (D = 256's kernel: 64-key blocks)."""
     x = torch.tensor([1.0, 1.5, 3.0, 4.0, 2 ** -130, 1e30, 0.0])
     assert fb._pow2_ceil(x).tolist() == [1.0, 2.0, 4.0, 4.0, 2 ** -126, 2.0 ** 100, 0.0]
     gen = torch.Generator().manual_seed(0)
-    R, K = fb.DS_ROWS, fb.DS_KEYS
+    R, K = fb.DS_ROWS, fb.ds_keys(D)
+    assert K == (64 if D == 256 else 128)
     ds = torch.randn(2, 2 * R + 22, K + 2, generator=gen, dtype=torch.float64)
     ds[:, R:2 * R] *= 10  # the second query tile's factors grow, the third's keep the running maximum
-    u = fb.ds_group_factors(ds)
+    u = fb.ds_group_factors(ds, K)
     for h in range(2):
         for g in range(2):
             run = 0.0
@@ -447,12 +499,8 @@ def fp8_bwd_kernel_built(d=128):
 
 @pytest.mark.sm90
 def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
-    c = make_case(21, [200, 90], 2, 256, "causal", device="cuda")
-    leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
-    with hstu_attn._ops.kernel_options(fp8_bwd=True):
-        out = hstu_attn.hstu_attn_varlen_func(*leaves, fp8_quant_mode="block", **lengths_args(c))
-    with pytest.raises(NotImplementedError, match=r"hstu_attn: q: expected head dim in \[64, 128\]"):
-        out.sum().backward()
+    q96 = torch.zeros(4, 2, 96, device="cuda").to(FP8_DTYPE)  # (no FP8 forward at D = 96: the refusal alone)
+    assert "expected head dim in [64, 128, 256]" in fb.fp8_bwd_refusal(q96, None, 0)
     c = make_case(22, [200, 90], 2, 128, "causal", device="cuda")
     leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
     rab = torch.randn(2, 2, 200, 200, device="cuda", dtype=torch.bfloat16)
@@ -491,7 +539,25 @@ def test_cuda_fp8_bwd_d64_matches_emulating_reference(mode, mask):
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("mode", ["tensor", "head", "batch_head", "block"])
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_cuda_fp8_bwd_d256_matches_emulating_reference(mode, mask):
+    """The FP8 backward at D = 256 (its own split-D kernel: 64-key blocks, the warpgroups' column halves, dS factors
+    per 64 x 64 tile) by D = 128's rule: 5x the bf16 emulation's error against the fp64 emulation, the dequantized
+    path within 15 %."""
+    _check_against_emulation(mode, mask, d=256)
+
+
+@pytest.mark.sm90
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_cuda_fp8_bwd_d256_sync_matches_emulating_reference(mask):
+    """D = 256's lab kernel (the op's diag kFp8BwdD256Sync = 512: warpgroup 0's S^T and pointwise pass, warpgroup 1's
+    dP^T and dS' after) by the same rule."""
+    _check_against_emulation("block", mask, d=256, diag=512)
+
+
+@pytest.mark.sm90
+@pytest.mark.parametrize("d", [64, 128, 256])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("mask", sorted(MASKS))
 def test_cuda_fp8_bwd_variant_matches_emulating_reference(variant, mask, d):
@@ -506,7 +572,7 @@ def test_cuda_fp8_bwd_rows_outside_sequences_are_zero():
     there) come back 0 from the op's finishing pass (dq's rounding: the rows put back from the groups, the rows
     outside zeroed), the rest as the fp64 emulation (5x the bf16 emulation's error). (Rows before cu_seqlens[0] > 0:
     quantize_fp8's block mode does not take them.)"""
-    for d in (128, 64):
+    for d in (128, 64, 256):
         grads = _check_against_emulation("block", "causal", 0, extra_rows=9, d=d)
         for name, g in zip(("dq", "dk", "dv"), grads):
             assert torch.equal(g[-9:], torch.zeros_like(g[-9:])), (name, d)
@@ -712,10 +778,10 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel_fp16_out(variant):
     assert not (a - b).abs().gt(2 ** -7 * a.abs() + dq_order_atol(a, lens)).any(), "dq"
 
 
-def _check_against_emulation(mode, mask, bits=0, extra_rows=0, d=128):
-    """The FP8 backward (bits: a private variant's option bits; d: the head dim) against the fp64 emulation and the
-    dequantized path; extra_rows: rows of no sequence behind the sequences (q / k / v random, dout NaN there).
-    Returns the gradients."""
+def _check_against_emulation(mode, mask, bits=0, extra_rows=0, d=128, diag=0):
+    """The FP8 backward (bits: a private variant's option bits; d: the head dim; diag: the op's private kernel
+    variant) against the fp64 emulation and the dequantized path; extra_rows: rows of no sequence behind the
+    sequences (q / k / v random, dout NaN there). Returns the gradients."""
     if not fp8_bwd_kernel_built(d):
         pytest.skip(f"the Hopper FP8 backward kernel at D = {d} (hstu_attn::fp8_bwd_sm90) is not in this build")
     c = make_case(300 + len(mask) + len(mode) + (d != 128) * d, [300, 0, 700, 77, 129], 2, d, mask, device="cuda")
@@ -736,7 +802,8 @@ def _check_against_emulation(mode, mask, bits=0, extra_rows=0, d=128):
                 None, float(lens["max_seqlen_q"]), None, None, False)
     poison_allocator(32 * q8.numel())
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
-    grads = torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, opts | bits)
+    grads = (fb.fp8_bwd_cuda(dout, ops_args[:-1], False, opts | bits, diag=diag) if diag else
+             torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, opts | bits))
     base = torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, hstu_attn._ops.FP8_BWD_DEQUANT_BIT)  # dequantize + bf16 bwd
     cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in lens.items()}
     host = [t.cpu() for t in (q8, k8, v8, *scales)]

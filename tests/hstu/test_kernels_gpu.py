@@ -254,7 +254,7 @@ def test_sm90_kernels_present_when_built_for_sm90a():
     expected = [f"hstu_fwd_sm90_{dt}_hdim{d}" for dt in ("bf16", "fp16") for d in (64, 128, 256)]
     expected += [f"hstu_bwd_sm90_{dt}_hdim{d}" for dt in ("bf16", "fp16") for d in (64, 128, 256)]
     expected += [f"hstu_fwd_sm90_fp8_hdim{d}" for d in (64, 128, 256)]  # the FP8 (e4m3) forward (issue 36)
-    expected += [f"hstu_bwd_sm90_fp8_hdim{d}" for d in (64, 128)]  # the FP8 backward (issue 36), D = 64, 128
+    expected += [f"hstu_bwd_sm90_fp8_hdim{d}" for d in (64, 128, 256)]  # the FP8 backward (issue 36)
     assert sorted(sm90) == sorted(expected), sorted(sm90)
 
 

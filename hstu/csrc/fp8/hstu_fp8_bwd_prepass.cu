@@ -352,7 +352,7 @@ __device__ __forceinline__ DqGroupRows dq_group_rows(const HstuFp8BwdFinishParam
   return g;
 }
 
-// dq_tiled's fp32 groups (D = 64, 128; the bf16 groups: the quad kernel below): block (x, h) with x < groups puts
+// dq_tiled's fp32 groups (D = 64, 128, 256; the bf16 groups: the quad kernel below): block (x, h) with x < groups puts
 // group x of head h (16 rows, two blocks of D / 2 columns in a warp's m64n(D / 2) accumulator order: float4 32 j + l
 // holds rows l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1) back into the rows of the sequence that owns it (the
 // largest b with (cu_q[b] + 16 b) / 16 <= x; rows past its length skipped) through shared memory; blocks x >= groups
@@ -360,7 +360,7 @@ __device__ __forceinline__ DqGroupRows dq_group_rows(const HstuFp8BwdFinishParam
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const HstuFp8BwdFinishParams p,
                                                                         int64_t groups) {
-  static_assert(D == 64 || D == 128, "the FP8 backward's head dims");
+  static_assert(D == 64 || D == 128 || D == 256, "the FP8 backward's head dims");
   constexpr int kRow = D + 4;  // (padded rows: the float2 stores of a warp spread over the banks)
   __shared__ __align__(16) float tile[16 * kRow];
   const int64_t x = blockIdx.x;
@@ -384,31 +384,37 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const Hs
     *reinterpret_cast<float2*>(&tile[(l / 4 + 8) * kRow + c]) = make_float2(v.z, v.w);
   }
   __syncthreads();
-  const int r = t / (D / 8), c8 = t % (D / 8);  // 16 rows x D / 8 groups of 8 columns
-  if (t < 2 * D && r < rows) {
-    const float* a = &tile[r * kRow + 8 * c8];
-    reinterpret_cast<uint4*>(p.dq)[(start + first + r) * per_row + h * (D / 8) + c8] =
-        round8<T>(*reinterpret_cast<const float4*>(a), *reinterpret_cast<const float4*>(a + 4));
+#pragma unroll
+  for (int k = 0; k < (2 * D + 255) / 256; ++k) {  // 16 rows x D / 8 groups of 8 columns
+    const int i = t + 256 * k;
+    const int r = i / (D / 8), c8 = i % (D / 8);
+    if (i < 2 * D && r < rows) {
+      const float* a = &tile[r * kRow + 8 * c8];
+      reinterpret_cast<uint4*>(p.dq)[(start + first + r) * per_row + h * (D / 8) + c8] =
+          round8<T>(*reinterpret_cast<const float4*>(a), *reinterpret_cast<const float4*>(a + 4));
+    }
   }
 }
 
-// dq_bf16's groups (D = 64, 128) back into rows without shared memory: block x < row_blocks puts kQuadPairs
+// dq_bf16's groups (D = 64, 128, 256) back into rows without shared memory: block x < row_blocks puts kQuadPairs
 // (group, head) pairs back (pair x kQuadPairs + k kSub + threadIdx.x / 2 D for k < kPer: group / heads, head % heads;
-// 2 D uint4 a pair, one per thread, every load issued before the owner's search). uint4 u = t % 2 D of a pair holds
+// 2 D uint4 a pair, one per thread (D = 256: two, uint4 t and t + 256), every load issued before the owner's search). uint4 u = t % 2 D of a pair holds
 // the bf16 pairs (rows a, a + 8) x (column blocks j, j + 1) of lane l = u % 32 (a = l / 4, j = 2 (u % D / 32),
 // columns (D / 2) (u / D) + 8 j + 2 (l % 4)): the quad's 4 x 4 words transposed in two shuffle rounds leave each lane
 // 8 consecutive columns of one row (a 16-byte store; a warp's stores fill whole 32-byte sectors). Blocks from
 // row_blocks zero the rows outside every sequence.
 // kHoist: an owner search per group of the block's pairs (one where kQuadPairs divides the heads: the search then
 // runs under the loads, before any store; a search after a store reloads cu_seqlens_q, which may alias dq; 48
-// registers, 5 blocks an SM, as main's); false (main_path): a search per pair.
+// registers, 5 blocks an SM, as main's; D = 256: 4, its 8 uint4 a thread spilled 64 bytes at 5); false (main_path): a
+// search per pair.
 constexpr int kQuadPairs = 4;
 template <typename T, bool kHoist, int D>
-__global__ void __launch_bounds__(kThreads, kHoist ? 5 : 0)
+__global__ void __launch_bounds__(kThreads, kHoist ? (D == 256 ? 4 : 5) : 0)
     fp8_bwd_finish_quad_kernel(const HstuFp8BwdFinishParams p, int64_t groups, int64_t row_blocks) {
-  static_assert(D == 64 || D == 128, "the FP8 backward's head dims");
-  constexpr int kSub = kThreads / (2 * D);  // pairs side by side in one step of the block
-  constexpr int kPer = kQuadPairs / kSub;   // pairs per thread (D = 64: 2, with 4 more registers it spilled)
+  static_assert(D == 64 || D == 128 || D == 256, "the FP8 backward's head dims");
+  constexpr int kSplit = 2 * D > kThreads ? 2 * D / kThreads : 1;  // uint4 of one pair per thread
+  constexpr int kSub = kThreads * kSplit / (2 * D);  // pairs side by side in one step of the block
+  constexpr int kPer = kQuadPairs / kSub;            // pairs per thread (D = 64: 2, with 4 more registers it spilled)
   if (blockIdx.x >= row_blocks) {
     zero_rows_outside(p, blockIdx.x - row_blocks, gridDim.x - row_blocks);
     return;
@@ -418,13 +424,16 @@ __global__ void __launch_bounds__(kThreads, kHoist ? 5 : 0)
   const int sub = kSub == 1 ? 0 : static_cast<int>(threadIdx.x / (2 * D));
   const int64_t pairs = groups * p.heads, x0 = static_cast<int64_t>(blockIdx.x) * kQuadPairs + sub;
   const uint4* src = reinterpret_cast<const uint4*>(p.dq_accum);
-  uint4 v[kPer];
+  uint4 v[kPer * kSplit];
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
-    if (x0 + k * kSub < pairs) v[k] = __ldcs(src + (x0 + k * kSub) * (2 * D) + t);
+#pragma unroll
+    for (int sp = 0; sp < kSplit; ++sp) {
+      if (x0 + k * kSub < pairs) v[kSplit * k + sp] = __ldcs(src + (x0 + k * kSub) * (2 * D) + t + kThreads * sp);
+    }
   }
   const int l = t % 32, qd = l % 4;
-  const int r = l / 4 + 8 * (qd & 1), c8 = (D / 16) * (t / D) + 2 * ((t % D) / 32) + (qd >> 1);
+  const int r = l / 4 + 8 * (qd & 1);
   const int64_t per_row = static_cast<int64_t>(p.heads) * D / 8;
   int64_t x_seen = -1;
   DqGroupRows g{};
@@ -436,32 +445,38 @@ __global__ void __launch_bounds__(kThreads, kHoist ? 5 : 0)
     if (!kHoist || x != x_seen) g = dq_group_rows(p, x);
     x_seen = x;
     const int64_t start = g.start, first = g.first, rows = g.rows;
-    uint32_t w[4] = {v[k].x, v[k].y, v[k].z, v[k].w};  // word i: row a + 8 (i & 1), block j + (i >> 1), pair qd
 #pragma unroll
-    for (int s = 2; s > 0; s >>= 1) {  // lane qd's words i with (i & s) != (qd & s) <- lane qd ^ s's words i ^ s
-      const bool up = (qd & s) != 0;
-      const uint32_t s0 = up ? w[0] : w[s], s1 = up ? w[s == 2 ? 1 : 2] : w[3];
-      const uint32_t r0 = __shfl_xor_sync(0xffffffffu, s0, s), r1 = __shfl_xor_sync(0xffffffffu, s1, s);
-      if (up) {
-        w[0] = r0;
-        w[s == 2 ? 1 : 2] = r1;
-      } else {
-        w[s] = r0;
-        w[3] = r1;
-      }
-    }
-    if (first >= 0 && r < rows) {  // (word e: columns 8 c8 + 2 e, + 1 of row r)
-      uint4 out = make_uint4(w[0], w[1], w[2], w[3]);
-      if constexpr (!std::is_same_v<T, __nv_bfloat16>) {
-        float f[8];
+    for (int sp = 0; sp < kSplit; ++sp) {
+      const int tu = t + kThreads * sp;  // (the pair's uint4)
+      const int c8 = (D / 16) * (tu / D) + 2 * ((tu % D) / 32) + (qd >> 1);
+      const uint4 vk = v[kSplit * k + sp];
+      uint32_t w[4] = {vk.x, vk.y, vk.z, vk.w};  // word i: row a + 8 (i & 1), block j + (i >> 1), pair qd
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {  // (bf16 -> fp32: the bits in the high half)
-          f[2 * e] = __uint_as_float(w[e] << 16);
-          f[2 * e + 1] = __uint_as_float(w[e] & 0xFFFF0000u);
+      for (int s = 2; s > 0; s >>= 1) {  // lane qd's words i with (i & s) != (qd & s) <- lane qd ^ s's words i ^ s
+        const bool up = (qd & s) != 0;
+        const uint32_t s0 = up ? w[0] : w[s], s1 = up ? w[s == 2 ? 1 : 2] : w[3];
+        const uint32_t r0 = __shfl_xor_sync(0xffffffffu, s0, s), r1 = __shfl_xor_sync(0xffffffffu, s1, s);
+        if (up) {
+          w[0] = r0;
+          w[s == 2 ? 1 : 2] = r1;
+        } else {
+          w[s] = r0;
+          w[3] = r1;
         }
-        out = round8<T>(make_float4(f[0], f[1], f[2], f[3]), make_float4(f[4], f[5], f[6], f[7]));
       }
-      reinterpret_cast<uint4*>(p.dq)[(start + first + r) * per_row + h * (D / 8) + c8] = out;
+      if (first >= 0 && r < rows) {  // (word e: columns 8 c8 + 2 e, + 1 of row r)
+        uint4 out = make_uint4(w[0], w[1], w[2], w[3]);
+        if constexpr (!std::is_same_v<T, __nv_bfloat16>) {
+          float f[8];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {  // (bf16 -> fp32: the bits in the high half)
+            f[2 * e] = __uint_as_float(w[e] << 16);
+            f[2 * e + 1] = __uint_as_float(w[e] & 0xFFFF0000u);
+          }
+          out = round8<T>(make_float4(f[0], f[1], f[2], f[3]), make_float4(f[4], f[5], f[6], f[7]));
+        }
+        reinterpret_cast<uint4*>(p.dq)[(start + first + r) * per_row + h * (D / 8) + c8] = out;
+      }
     }
   }
 }
@@ -474,9 +489,9 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
   if (groups <= 0) return cudaSuccess;
   const int sms = accel::current_device_sms();
   if (p.dq_tiled) {
-    if ((p.head_dim != 64 && p.head_dim != 128) || p.heads > 65535) return cudaErrorInvalidValue;
+    const int D = p.head_dim;
+    if ((D != 64 && D != 128 && D != 256) || p.heads > 65535) return cudaErrorInvalidValue;
     const int64_t ng = p.total_q / 16 + p.batch + 1;  // groups that hold rows (hstu_fp8_bwd_dq_tiled_groups - 3)
-    const bool d64 = p.head_dim == 64;
     if (p.dq_bf16) {
       const int64_t row_blocks = (ng * p.heads + kQuadPairs - 1) / kQuadPairs;
       const dim3 grid(static_cast<unsigned>(row_blocks + 2 * sms));
@@ -484,7 +499,9 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
       auto quad_d = [&](auto t, auto hoist) {
         using T = decltype(t);
         constexpr bool kH = decltype(hoist)::value;
-        d64 ? quad(fp8_bwd_finish_quad_kernel<T, kH, 64>) : quad(fp8_bwd_finish_quad_kernel<T, kH, 128>);
+        D == 64    ? quad(fp8_bwd_finish_quad_kernel<T, kH, 64>)
+        : D == 128 ? quad(fp8_bwd_finish_quad_kernel<T, kH, 128>)
+                   : quad(fp8_bwd_finish_quad_kernel<T, kH, 256>);
       };
       auto quad_t = [&](auto t) {
         p.main_path ? quad_d(t, std::false_type{}) : quad_d(t, std::true_type{});
@@ -494,12 +511,13 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
     }
     const dim3 grid(static_cast<unsigned>(ng + 2 * sms), p.heads);
     auto tiled = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(p, ng); };
-    if (p.out_half) {
-      d64 ? tiled(fp8_bwd_finish_tiled_kernel<__half, 64>) : tiled(fp8_bwd_finish_tiled_kernel<__half, 128>);
-    } else {
-      d64 ? tiled(fp8_bwd_finish_tiled_kernel<__nv_bfloat16, 64>)
-          : tiled(fp8_bwd_finish_tiled_kernel<__nv_bfloat16, 128>);
-    }
+    auto tiled_t = [&](auto t) {
+      using T = decltype(t);
+      D == 64    ? tiled(fp8_bwd_finish_tiled_kernel<T, 64>)
+      : D == 128 ? tiled(fp8_bwd_finish_tiled_kernel<T, 128>)
+                 : tiled(fp8_bwd_finish_tiled_kernel<T, 256>);
+    };
+    p.out_half ? tiled_t(__half{}) : tiled_t(__nv_bfloat16{});
     return cudaGetLastError();
   }
   const int64_t want = (groups + kThreads - 1) / kThreads;

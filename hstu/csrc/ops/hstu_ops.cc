@@ -619,7 +619,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, 
 
 
 // The Hopper FP8 backward (private: hstu/_fp8_bwd.py runs it where it applies: sm_90 devices whose build holds the
-// unit, D = 64 or 128, no rab), the whole path in one op (one host call: the host time between launches shows in short
+// unit, D = 64, 128 or 256, no rab), the whole path in one op (one host call: the host time between launches shows in short
 // calls): the pre-pass (fp8_bwd_prepass), the descale factors' check (fp8_check_scales), the int32 vectors'
 // validation (after a violation the kernel sees empty sequences and the gradients are 0), the kernel, then one pass
 // rounding dq_accum to dq and zeroing the dk / dv rows outside every sequence (the kernel writes all others: no
@@ -636,7 +636,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   // the kernel variant (Fp8BwdDiagBuilt): the private diag, else the option bits' (fp8_bwd_option_diag)
   const int variant = !diag_int ? 0 : diag != 0 ? static_cast<int>(diag) : fp8_bwd_option_diag(options);
   ACCEL_CHECK(q.dim() == 3 && fp8_bwd_head_dim_built(q.size(2)),
-              "q: expected head dim 64 or 128 for the FP8 backward kernel, got ", accel::shape_str(q));
+              "q: expected head dim 64, 128 or 256 for the FP8 backward kernel, got ", accel::shape_str(q));
   ACCEL_CHECK(diag_int && fp8_bwd_diag_built(variant, static_cast<int>(q.size(2))),
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h; other head dims than 128: "
               "Fp8BwdDiagProduct), got ", diag, " with options ", options);
@@ -718,7 +718,9 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   const int nblk_k = static_cast<int>((p.max_seqlen_k + 127) / 128);
   f.lpt_pairs = hstu_fp8_bwd_lpt_pairs(nblk_k, kFp8BwdLptGroupCtas);
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
-  err = D == 64 ? run_hstu_bwd_fp8_sm90<64>(p, f, s) : run_hstu_bwd_fp8_sm90<128>(p, f, s);
+  err = D == 64    ? run_hstu_bwd_fp8_sm90<64>(p, f, s)
+        : D == 128 ? run_hstu_bwd_fp8_sm90<128>(p, f, s)
+                   : run_hstu_bwd_fp8_sm90<256>(p, f, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
   HstuFp8BwdFinishParams fin{};
   fin.dq_accum = f.dq_accum;

@@ -197,22 +197,31 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDs8Early>;
 // The variants built at head dims other than 128 (D = 64): the product's two in every build (the dev variants' phase
 // splits and dQ staging were written for D = 128).
 using Fp8BwdDiagProduct = std::integer_sequence<int, 0, kFp8BwdDs8Early>;
+// D = 256 (hstu_bwd_fp8_sm90_d256_kernel.cuh): the product's two run its default kernel; kFp8BwdD256Sync (lab,
+// every build: the op's diag) its first form, warpgroup 0's S^T and pointwise pass, warpgroup 1's dP^T and dS' after.
+constexpr int kFp8BwdD256Sync = 512;
+using Fp8BwdDiagBuiltD256 = std::integer_sequence<int, 0, kFp8BwdDs8Early, kFp8BwdD256Sync>;
 template <int D>
-using Fp8BwdDiagBuiltAt = std::conditional_t<D == 128, Fp8BwdDiagBuilt, Fp8BwdDiagProduct>;
+using Fp8BwdDiagBuiltAt = std::conditional_t<D == 128, Fp8BwdDiagBuilt,
+                                             std::conditional_t<D == 256, Fp8BwdDiagBuiltD256, Fp8BwdDiagProduct>>;
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
   return ((diag == Ds) || ...);
 }
 constexpr bool fp8_bwd_diag_built(int diag, int head_dim = 128) {
-  return head_dim == 128 ? fp8_bwd_diag_in(diag, Fp8BwdDiagBuilt{}) : fp8_bwd_diag_in(diag, Fp8BwdDiagProduct{});
+  return head_dim == 128   ? fp8_bwd_diag_in(diag, Fp8BwdDiagBuilt{})
+         : head_dim == 256 ? fp8_bwd_diag_in(diag, Fp8BwdDiagBuiltD256{})
+                           : fp8_bwd_diag_in(diag, Fp8BwdDiagProduct{});
 }
-// The head dims the FP8 backward kernel is built for (hstu/kernel_matrix.bzl HSTU_SM90_FP8_BWD_HDIMS; D = 256:
-// docs/hstu_kernel_notes.md says why not yet).
-constexpr bool fp8_bwd_head_dim_built(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
+// The head dims the FP8 backward kernel is built for (hstu/kernel_matrix.bzl HSTU_SM90_FP8_BWD_HDIMS; D = 256: a
+// kernel of its own, hstu_bwd_fp8_sm90_d256_kernel.cuh, which every product variant runs).
+constexpr bool fp8_bwd_head_dim_built(int64_t head_dim) {
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
 
 // Runs the FP8 backward kernel on `stream`. p: q / k / v pointing at e4m3 data (contiguous (rows, H, D)), p.dk /
 // p.dv in bf16 or fp16 per f.out_half (every row of a sequence written; rows of no sequence left alone), no rab,
-// sanitized int32 vectors. D = 64 or 128; cudaErrorNotSupported in builds without sm_90a device code.
+// sanitized int32 vectors. D = 64, 128 or 256; cudaErrorNotSupported in builds without sm_90a device code.
 // kFp8BwdDqRedV4's dq workspace: 16-row groups, rows 16 k .. 16 k + 15 of sequence b in group
 // (cu_seqlens_q[b] + 16 b) / 16 + k (hstu::sm90::dq_group_index: every sequence's groups its own), each group of head h
 // two blocks of D / 2 columns in the register order of a warp's part of an m64n(D / 2) fp32 accumulator (float4

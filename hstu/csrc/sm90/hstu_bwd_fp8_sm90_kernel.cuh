@@ -48,9 +48,9 @@
 // All measured in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
-// D = 64 or 128 (D = 64: K / V / Q / dO rows of 64 bytes, 64-byte swizzle). Not yet: the work list, D = 256 (its
-// dK / dV accumulators alone would take 256 registers a thread: docs/hstu_kernel_notes.md, "The FP8 backward at
-// D = 64"), rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper FP8 backward".
+// D = 64 or 128 (D = 64: K / V / Q / dO rows of 64 bytes, 64-byte swizzle; D = 256, whose dK / dV accumulators
+// alone would take 256 registers a thread here: hstu_bwd_fp8_sm90_d256_kernel.cuh). Not yet: the work list, rab.
+// Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper FP8 backward".
 #pragma once
 
 #include <cuda.h>
@@ -73,7 +73,7 @@ namespace sm90 {
 
 template <int D, int kVariant = kFp8BwdDefault>
 struct Fp8BwdTraits {
-  static_assert(D == 64 || D == 128, "the FP8 backward: D = 64 or 128 (D = 256: docs/hstu_kernel_notes.md)");
+  static_assert(D == 64 || D == 128, "this kernel: D = 64 or 128 (D = 256: hstu_bwd_fp8_sm90_d256_kernel.cuh)");
   static constexpr int kBlockM = 64;   // query rows per tile
   static constexpr int kBlockN = 128;  // keys per CTA: 2 consumer warpgroups x 64
   static constexpr int kKVBytes = kBlockN * D;  // K or V: 128 rows of D bytes (D-byte swizzle)

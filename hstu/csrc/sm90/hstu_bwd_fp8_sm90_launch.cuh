@@ -11,6 +11,7 @@
 
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_bwd_fp8_sm90.h"
+#include "hstu/csrc/sm90/hstu_bwd_fp8_sm90_d256_kernel.cuh"
 #include "hstu/csrc/sm90/hstu_bwd_fp8_sm90_kernel.cuh"
 #include "hstu/csrc/sm90/hstu_bwd_sm90_launch.cuh"  // make_dq_accum_map
 #include "hstu/csrc/sm90/hstu_fwd_fp8_sm90_launch.cuh"  // make_u8_map, bind_device_context, set_max_dynamic_smem
@@ -77,11 +78,54 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
   return dispatch_diag(go, f.diag, Fp8BwdDiagBuiltAt<D>{});
 }
 
+// D = 256 (hstu_bwd_fp8_sm90_d256_kernel.cuh): grid (64-key block, head, batch); K / V / Q / dO boxes of 128 columns
+// (two per tile: 128-byte swizzle spans 128 bytes), the transposed copies' boxes of 64 columns x 256 rows. The
+// product variants (Fp8BwdDiagProduct) run the default kernel, kFp8BwdD256Sync the lab one.
+inline cudaError_t launch_bwd_fp8_d256(const HstuParams& p, const HstuFp8BwdParams& f, cudaStream_t stream) {
+  using C = Fp8BwdD256Traits;
+  constexpr int D = C::D;
+  if (p.max_seqlen_k <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || f.total_k <= 0) return cudaSuccess;
+  if (p.rab != nullptr || p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidValue;
+  if (!fp8_bwd_diag_in(f.diag, Fp8BwdDiagBuiltD256{})) return cudaErrorInvalidValue;
+  cudaError_t err = bind_device_context();
+  if (err != cudaSuccess) return err;
+  const auto u64 = [](int64_t x) { return static_cast<cuuint64_t>(x); };
+  auto rows_map = [&](CUtensorMap* map, const void* ptr, int64_t total, int64_t row_stride, int64_t head_stride,
+                      cuuint32_t rows) {
+    return make_u8_map(map, ptr, {D, u64(p.heads), u64(total)}, {u64(p.heads > 1 ? head_stride : D), u64(row_stride)},
+                       {C::kPanel, 1, rows});
+  };
+  auto cols_map = [&](CUtensorMap* map, const void* ptr, int64_t cols, cuuint32_t box) {
+    return make_u8_map(map, ptr, {u64(cols), D, u64(p.heads)}, {u64(cols), u64(cols) * D}, {box, D, 1});
+  };
+  CUtensorMap tq, tk, tv, tdo, tqt, tdot, tkt;
+  if ((err = rows_map(&tq, p.q, p.total_q, p.q_row_stride, p.q_head_stride, C::kBlockM)) != cudaSuccess) return err;
+  if ((err = rows_map(&tk, p.k, f.total_k, p.k_row_stride, p.k_head_stride, C::kBlockN)) != cudaSuccess) return err;
+  if ((err = rows_map(&tv, p.v, f.total_k, p.v_row_stride, p.v_head_stride, C::kBlockN)) != cudaSuccess) return err;
+  if ((err = rows_map(&tdo, f.do8, p.total_q, int64_t{p.heads} * D, D, C::kBlockM)) != cudaSuccess) return err;
+  if ((err = cols_map(&tqt, f.qt, f.q_cols, C::kBlockM)) != cudaSuccess) return err;
+  if ((err = cols_map(&tdot, f.dot, f.q_cols, C::kBlockM)) != cudaSuccess) return err;
+  if ((err = cols_map(&tkt, f.kt, f.k_cols, C::kBlockN)) != cudaSuccess) return err;
+  const int n_blocks = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
+  auto go = [&](auto split) {
+    constexpr auto kernel = hstu_bwd_fp8_sm90_d256_kernel<decltype(split)::value>;
+    cudaError_t e = set_max_dynamic_smem<kernel>(C::kSmem);
+    if (e != cudaSuccess) return e;
+    kernel<<<dim3(n_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, p, f);
+    return cudaGetLastError();
+  };
+  return f.diag == kFp8BwdD256Sync ? go(std::false_type{}) : go(std::true_type{});
+}
+
 }  // namespace sm90
 
 template <int D>
 cudaError_t run_hstu_bwd_fp8_sm90(const HstuParams& p, const HstuFp8BwdParams& f, cudaStream_t stream) {
-  return sm90::launch_bwd_fp8<D>(p, f, stream);
+  if constexpr (D == 256) {
+    return sm90::launch_bwd_fp8_d256(p, f, stream);
+  } else {
+    return sm90::launch_bwd_fp8<D>(p, f, stream);
+  }
 }
 
 }  // namespace hstu
