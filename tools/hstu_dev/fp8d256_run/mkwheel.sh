@@ -47,6 +47,6 @@ sed -e "s|^$P/_C.so\$|$W/_C.so|" -e "s|^$P/_objs/_C_ops/hstu_ops.pic.o\$|$W/hstu
     $ER/$P/_C.so-2.params > $W/params
 [ "$(grep -c "$W" $W/params)" = 4 ] || { echo "mkwheel: $(grep -c "$W" $W/params) of 4 link lines" >&2; exit 1; }
 (cd $ER && nice -n 10 gcc @$W/params)
-python3 tools/hstu_dev/fp8b64_run/wheel_swap.py $MAIN/.carry/$BASE/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl \
+python3 tools/hstu_dev/wheel_swap.py $MAIN/.carry/$BASE/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl \
   $W/whl/hstu_attn-0.1.0-py3-none-manylinux_2_28_x86_64.whl hstu_attn/_C.so=$W/_C.so \
   hstu_attn/_ops.py=hstu/_ops.py hstu_attn/_fp8_bwd.py=hstu/_fp8_bwd.py
