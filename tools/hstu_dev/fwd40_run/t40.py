@@ -21,8 +21,10 @@ import time
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.join(HERE, "..", "runlib")]  # labtime.py: carried beside this file, or in the tree
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "runlib"), os.path.join(HERE, "..", "fwd17_run")]  # labtime.py,
+# fwd17_jag.py: carried beside this file, or in the tree
 import labtime  # noqa: E402
+from fwd17_jag import graphed  # noqa: E402
 
 
 def shape(s):
@@ -34,20 +36,11 @@ def graph_ms(fns, reps, n):
     """{name: ms per call}: n calls of each fn in one CUDA graph, the graphs interleaved per round, median"""
     graphs = {}
     for k, fn in fns.items():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        try:
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                for _ in range(n):
-                    fn()
+        g = graphed(fn, n)
+        if g is None:
+            print(f"(no graph for {k})")
+        else:
             graphs[k] = g
-        except RuntimeError as e:
-            print(f"(graph capture failed for {k}: {str(e)[:100]})")
     for g in graphs.values():  # (warm)
         g.replay()
     ev = {k: [] for k in graphs}
