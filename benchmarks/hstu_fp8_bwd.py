@@ -71,16 +71,21 @@ def host_ms(fn, reps: int) -> float:
     return statistics.median(times)
 
 
-def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: torch.device,
-             variants: List[str], dequant: bool = True, short: int = 0, fa3: int = 0) -> str:
-    H = 4
+def make_inputs(B: int, S: int, D: int, mode: str, device: torch.device, H: int = 4):
+    """This benchmark's inputs (the module docstring's): cu, (q, k, v), dout, the FP8 copies (q8, k8, v8), their
+    descales (qs, ks, vs), the ops' length / mask arguments (lens: causal, alpha D^-1/2) and the descale mode's index"""
     cu = torch.arange(B + 1, device=device, dtype=torch.int32) * S
     q, k, v = (torch.randn(B * S, H, D, device=device, dtype=torch.bfloat16) for _ in range(3))
     dout = (torch.randn(B * S, H, D, device=device) * 1e-2).to(torch.bfloat16)
     (q8, qs), (k8, ks), (v8, vs) = (_fp8.quantize_fp8(x, cu, mode) for x in (q, k, v))
-    alpha = D ** -0.5
-    lens = (cu, cu, S, S, None, None, 1, -1, 0, alpha)
-    m = _fp8.DESCALE_MODES.index(mode)
+    lens = (cu, cu, S, S, None, None, 1, -1, 0, D ** -0.5)
+    return cu, (q, k, v), dout, (q8, k8, v8), (qs, ks, vs), lens, _fp8.DESCALE_MODES.index(mode)
+
+
+def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: torch.device,
+             variants: List[str], dequant: bool = True, short: int = 0, fa3: int = 0) -> str:
+    H = 4
+    cu, (q, k, v), dout, (q8, k8, v8), (qs, ks, vs), lens, m = make_inputs(B, S, D, mode, device, H)
 
     def fp8(opts):
         return lambda: torch.ops.hstu_attn.fp8_bwd(dout, q8, k8, v8, qs, ks, vs, m, 0, *lens, None, float(S), None,

@@ -8,13 +8,15 @@ Usage (GPU, sm_90): python tools/hstu_dev/fp8_bwd_path.py [--s16k]
 """
 
 import argparse
+import os
 import sys
 import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from hstu_attn import _fp8
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
+import hstu_fp8_bwd as hb  # noqa: E402  (make_inputs: the benchmark's inputs)
 
 
 def kernels(fn):
@@ -60,12 +62,7 @@ def main(argv=None):
           "|---|---|---|---:|---:|---:|")
     for B, S in [(16, 4096)] + ([(16, 16384)] if args.s16k else []):
         H, D = 4, 128
-        cu = torch.arange(B + 1, device=dev, dtype=torch.int32) * S
-        q, k, v = (torch.randn(B * S, H, D, device=dev, dtype=torch.bfloat16) for _ in range(3))
-        dout = (torch.randn(B * S, H, D, device=dev) * 1e-2).to(torch.bfloat16)
-        (q8, qs), (k8, ks), (v8, vs) = (_fp8.quantize_fp8(x, cu, "block") for x in (q, k, v))
-        lens = (cu, cu, S, S, None, None, 1, -1, 0, D ** -0.5)
-        m = _fp8.DESCALE_MODES.index("block")
+        cu, (q, k, v), dout, (q8, k8, v8), (qs, ks, vs), lens, m = hb.make_inputs(B, S, D, "block", dev, H)
         paths = {
             "fp8": lambda: torch.ops.hstu_attn.fp8_bwd(dout, q8, k8, v8, qs, ks, vs, m, 0, *lens, None, float(S),
                                                        None, None, False, 0),

@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "benchmarks"))
 import hstu_fp8_bwd as hb  # noqa: E402
 
 import hstu_attn  # noqa: E402
-from hstu_attn import _fp8, _fp8_bwd  # noqa: E402
+from hstu_attn import _fp8_bwd  # noqa: E402
 
 
 def main():
@@ -30,12 +30,7 @@ def main():
     for c in a.cases.split(","):
         B, S = (int(x) for x in c.split("x"))
         D, H = 256, 4
-        cu = torch.arange(B + 1, device=dev, dtype=torch.int32) * S
-        q, k, v = (torch.randn(B * S, H, D, device=dev, dtype=torch.bfloat16) for _ in range(3))
-        dout = (torch.randn(B * S, H, D, device=dev) * 1e-2).to(torch.bfloat16)
-        (q8, qs), (k8, ks), (v8, vs) = (_fp8.quantize_fp8(x, cu, "block") for x in (q, k, v))
-        lens = (cu, cu, S, S, None, None, 1, -1, 0, D ** -0.5)
-        m = _fp8.DESCALE_MODES.index("block")
+        cu, (q, k, v), dout, (q8, k8, v8), (qs, ks, vs), lens, m = hb.make_inputs(B, S, D, "block", dev, H)
         opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
         args = (q8, k8, v8, qs, ks, vs, m, 0, *lens, None, float(S), None, None)
         bf16 = lambda: torch.ops.hstu_attn.bwd(dout, q, k, v, *lens, None, float(S), None, None, False, False)  # noqa
