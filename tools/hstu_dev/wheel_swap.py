@@ -3,7 +3,7 @@ objects relinked with a branch's changed units, see the *_run/mkwheel.sh scripts
 Usage: python3 tools/hstu_dev/wheel_swap.py SRC.whl _C.so _ops.py DST.whl     (the op library and _ops.py)
        python3 tools/hstu_dev/wheel_swap.py SRC.whl DST.whl ARCNAME=PATH ...  (any files of the wheel)"""
 import base64, hashlib, sys, zipfile
-if len(sys.argv) == 5 and "=" not in sys.argv[2]:
+if len(sys.argv) == 5 and "=" not in sys.argv[3]:  # (SRC _C.so _ops.py DST: no ARCNAME=PATH)
     src, so, ops, dst = sys.argv[1:5]
     pairs = [("hstu_attn/_C.so", so), ("hstu_attn/_ops.py", ops)]
 else:
