@@ -25,11 +25,7 @@ sys.path[:0] = [HERE, os.path.join(HERE, "..", "runlib"), os.path.join(HERE, "..
 # fwd17_jag.py: carried beside this file, or in the tree
 import labtime  # noqa: E402
 from fwd17_jag import graphed  # noqa: E402
-
-
-def shape(s):
-    b, sl, d = s.split(":")
-    return int(b[1:]), int(sl[1:]), int(d[1:])
+import bwdtime  # noqa: E402  (dense_case, shape)
 
 
 def graph_ms(fns, reps, n):
@@ -81,12 +77,8 @@ def main():
     timer = ha.Timer(dev, warmup=3, reps=a.reps, warmup_ms=a.warm_ms)
     fa2 = ha.Fa2Peer(dev)
     for s in a.shapes:
-        B, S, D = shape(s)
-        case = ha.Case("portable", s, [S] * B, 4, D)
-        total, H = B * S, 4
-        cu = torch.tensor([0] + case.lengths, device=dev).cumsum(0).to(torch.int32)
-        q, k, v, dout = (torch.randn(total, H, D, device=dev, dtype=torch.bfloat16) for _ in range(4))
-        args = (cu, cu, S, S, None, None, 1, -1, 0, 1.0 / D**0.5, None, float(S), None, None)
+        (B, S, D), case, cu, (q, k, v, dout), args = bwdtime.dense_case(ha, s, dev)
+        H = 4
         variants = [x for x in a.variants if x != "fa2"]
         swept = a.var_shapes is not None and s not in a.var_shapes  # (the sweep: the first --sweep-variants, no prof)
         if swept:

@@ -28,6 +28,18 @@ def shape(s):
     return int(b[1:]), int(sl[1:]), int(d[1:])
 
 
+def dense_case(ha, s, dev, H=4):
+    """The dense causal case of shape s ("B128:S1024:D128") as the product benchmark ha (benchmarks/hstu_attention.py)
+    builds it: (B, S, D), its ha.Case, cu, randn bf16 q / k / v / dout and the ops' length / mask arguments (alpha
+    D^-1/2)"""
+    B, S, D = shape(s)
+    case = ha.Case("portable", s, [S] * B, H, D)
+    cu = torch.tensor([0] + case.lengths, device=dev).cumsum(0).to(torch.int32)
+    q, k, v, dout = (torch.randn(B * S, H, D, device=dev, dtype=torch.bfloat16) for _ in range(4))
+    args = (cu, cu, S, S, None, None, 1, -1, 0, 1.0 / D**0.5, None, float(S), None, None)
+    return (B, S, D), case, cu, (q, k, v, dout), args
+
+
 def add_args(ap, modes, variants, shapes, prof_help=None):
     ap.add_argument("mode", choices=modes)
     ap.add_argument("--bench", required=True)
@@ -77,12 +89,7 @@ class Lab:
     def calls(self, s, ours, variants, check_peer):
         """check_peer: the peer's backward run once before it is listed (a failure cut to 100 characters)"""
         ha, dev = self.ha, self.dev
-        B, S, D = shape(s)
-        case = ha.Case("portable", s, [S] * B, 4, D)
-        total, H = B * S, 4
-        cu = torch.tensor([0] + case.lengths, device=dev).cumsum(0).to(torch.int32)
-        q, k, v, dout = (torch.randn(total, H, D, device=dev, dtype=torch.bfloat16) for _ in range(4))
-        args = (cu, cu, S, S, None, None, 1, -1, 0, 1.0 / D**0.5, None, float(S), None, None)
+        (B, S, D), case, cu, (q, k, v, dout), args = dense_case(ha, s, dev)
         pairs, labels = [], []
         for x in ours:
             with self.kernel_options(sm90=False, **variants[x]):
