@@ -705,17 +705,29 @@ TABLE_HD int main_family(int mode) {
 // row copiers measured no better with 128 (327 against 322 us) and keep 256; so do the others (not measured).
 template <int F>
 constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
-template <int K, int V, int P, int F>
-__global__ void __launch_bounds__(kMainBlock<F>,
+// First-pass lab variants Q (evict_bench only: compiled in with -DDYNAMICEMB_TABLE_FIRST_LAB=1, chosen by mode's bits
+// 12-15 from kUpsertModeLabShift; docs/dynamicemb_storage_notes.md, "The first pass at load 0.5"): bit 0 = the
+// deferred keys queued per warp (one global atomic per warp that has any) and the block's stats flushed by its last
+// warp out, no block barrier after the start; bit 1 = blocks of half main's size; bit 2 = the probe's digest
+// matches by match16_zb (probe.cuh).
+#ifndef DYNAMICEMB_TABLE_FIRST_LAB
+#define DYNAMICEMB_TABLE_FIRST_LAB 0
+#endif
+template <int F, int Q>
+constexpr int kMainBlockQ = (Q & 2) ? kMainBlock<F> / 2 : kMainBlock<F>;
+template <int K, int V, int P, int F, int Q = 0>
+__global__ void __launch_bounds__(kMainBlockQ<F, Q>,
                                   (F == kFamilyCopy || F == kFamilyCopyDedup || F == kFamilyInitConst ? 48 : 40) * 32 /
-                                      kMainBlock<F>)
+                                      kMainBlockQ<F, Q>)
     upsert_main_kernel(UpsertParams p) {
   constexpr bool kCopier = F == kFamilyCopy || F == kFamilyCopyDedup;
+  constexpr int kMB = kMainBlockQ<F, Q>;
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
   __shared__ unsigned s_stats[kNumStats];
   __shared__ unsigned s_queued;
   __shared__ unsigned long long s_queue_base;
+  __shared__ unsigned s_done;  // Q & 1: warps of the block done
   __shared__ unsigned long long s_clock;
   __shared__ int s_dedup;       // kFamilyCopyDedup: begin_op chose the first-writer set for this batch
   __shared__ UpsertParams s_p;  // for the out-of-line initializer
@@ -724,12 +736,13 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   // The key's load is issued before the barrier (and before the wait for begin_op under pdl), so that its round
   // trip overlaps the clock's (the block's warps would otherwise start their probes one round trip after the block
   // starts).
-  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMainBlock<F> + threadIdx.x) / kTile;
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMB + threadIdx.x) / kTile;
   const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
   accel::griddep_wait();
   accel::griddep_launch_dependents();
   if (threadIdx.x == 0) {
     s_queued = 0;
+    s_done = 0;
     // The op clock was written by begin_op_kernel: read-only here. One read per block (not per warp): the
     // counters line is also the target of the size counter's atomics.
     s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
@@ -798,9 +811,9 @@ __global__ void __launch_bounds__(kMainBlock<F>,
         // LRU: a hit found only after waiting its slot out yields, as one whose lock CAS met the slot held (its write
         // taken as overwritten by the duplicate that held it); the other policies take the lock after the wait.
         slot = kCopier
-                   ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock, P == kPolicyLru && !dedup,
-                                            !dedup)
-                   : probe_concurrent(tile, t, key, h, free_mask, may_insert);
+                   ? probe_concurrent<true, (Q & 4) != 0>(tile, t, key, h, free_mask, may_insert, &lock,
+                                                          P == kPolicyLru && !dedup, !dedup)
+                   : probe_concurrent<false, (Q & 4) != 0>(tile, t, key, h, free_mask, may_insert);
         bool dup = false;  // dedup: another occurrence of the key is its writer in this pass
         if (dedup) dup = dedup_settle(tile, p, key, dedup_seen);
         // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
@@ -925,6 +938,38 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   const unsigned ballot = __ballot_sync(0xffffffffu, want);
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int leader = ballot ? __ffs(ballot) - 1 : 0;
+  if constexpr ((Q & 1) != 0) {
+    // Per warp: one global atomic if the warp defers any key; the stats by the block's last warp out (the
+    // shared-atomic fences order every warp's stat adds before its count, and the count before the last warp's
+    // reads).
+    unsigned long long base = 0;
+    if (ballot && lane == leader)
+      base = atomicAdd(pending_count(p), static_cast<unsigned long long>(__popc(ballot)));
+    if (ballot) {
+      base = __shfl_sync(0xffffffffu, base, leader);
+      if (want) {
+        const uint64_t k = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
+        reinterpret_cast<longlong2*>(p.pending)[base + __popc(ballot & ((1u << lane) - 1u))] = make_longlong2(
+            static_cast<long long>(k), static_cast<long long>(i | (full ? kPendingFullBucket : 0)));
+      }
+    }
+    __syncwarp();
+    __threadfence_block();
+    unsigned done = 0;
+    if (lane == 0) done = atomicAdd(&s_done, 1u);
+    done = __shfl_sync(0xffffffffu, done, 0);
+    if (done == kMB / 32 - 1) {
+      __threadfence_block();
+      if (lane < kNumStats) {
+        const unsigned long long v = atomicAdd(&s_stats[lane], 0u);
+        if (v) {
+          atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + lane, v);
+          if (lane == kStatInserted) atomicAdd(reinterpret_cast<unsigned long long*>(p.t.counters) + kCounterSize, v);
+        }
+      }
+    }
+    return;
+  }
   unsigned warp_off = 0;
   if (ballot && lane == leader) warp_off = atomicAdd(&s_queued, static_cast<unsigned>(__popc(ballot)));
   warp_off = __shfl_sync(0xffffffffu, warp_off, leader);
@@ -1382,7 +1427,7 @@ inline unsigned grid_for_tiles(int64_t n) {
 }
 
 template <int K, int V, int P>
-void launch_upsert_first(const UpsertParams& p, cudaStream_t s);
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab = 0);
 
 // The LRU assign's kernel (assign_lru_kernel) serves the op when its rows are all in HBM (hybrid tables take the
 // copiers' passes; a first-writer set, if the scratch has one, is not used: the kernel is faster on Zipf keys than the
@@ -1427,7 +1472,7 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
     launch_assign_lru<K, V>(p, s);
     return;
   }
-  if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
+  if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s, p_op.mode);
   if (p.n == 0 || p.first_pass_only) return;
   const unsigned cap = ((p_op.mode >> kUpsertModeLabShift) & 8) ? insert_grid_cap() / 2 : insert_grid_cap();
   const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), cap);
@@ -1443,7 +1488,7 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
 }
 // begin_op and the first pass of an upsert.
 template <int K, int V, int P>
-void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab) {
   const int family = main_family(p.mode);
   // The LRU row copiers with the first-writer set (the op's pending scratch has its tail; all-HBM tables):
   // begin_op samples the batch and chooses the set (detail::kDedupSamples); dedup_clear zeroes it when chosen.
@@ -1464,8 +1509,39 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   check_launch("begin_op");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
   if (p.n == 0) return;
+  (void)p_lab;
   constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
   const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
+#if DYNAMICEMB_TABLE_FIRST_LAB
+  const int q = (p_lab >> (kUpsertModeLabShift + 12)) & 7;
+  if (q != 0 && (family == kFamilyCopy || (family == kFamilyInit && p.init.kind == kInitConstant &&
+                                           p.init.init_cols < 0)) && !dedup) {
+    const auto go = [&](auto qc) {
+      constexpr int Q = decltype(qc)::value;
+      if (family == kFamilyCopy) {
+        constexpr int b = kMainBlockQ<kFamilyCopy, Q>;
+        launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy, Q>,
+                             static_cast<unsigned>((p.n * kTile + b - 1) / b), b, s, p);
+      } else {
+        constexpr int b = kMainBlockQ<kFamilyInitConst, Q>;
+        launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst, Q>,
+                             static_cast<unsigned>((p.n * kTile + b - 1) / b), b, s, p);
+      }
+    };
+    switch (q) {
+      case 1: go(std::integral_constant<int, 1>{}); break;
+      case 2: go(std::integral_constant<int, 2>{}); break;
+      case 3: go(std::integral_constant<int, 3>{}); break;
+      case 4: go(std::integral_constant<int, 4>{}); break;
+      case 5: go(std::integral_constant<int, 5>{}); break;
+      case 6: go(std::integral_constant<int, 6>{}); break;
+      default: go(std::integral_constant<int, 7>{}); break;
+    }
+    check_launch("upsert first pass");
+    DYNAMICEMB_TABLE_PHASE_HOOK(s);
+    return;
+  }
+#endif
   if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst>, grid_init, kInitBlock, s, p);
   else if (family == kFamilyInit)
