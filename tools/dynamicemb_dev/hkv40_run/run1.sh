@@ -28,7 +28,8 @@ first_digest() {
   done
   echo "total: $(elapsed) s"
 }
-first_digest uniform zipf
+first_digest uniform zipf > $OUT/digest_full.txt
+echo "## eb done ($(elapsed) s)"
 l=$(left)
 if [ -n "$NCU" ] && [ $l -ge 10 ]; then
   M=gpu__time_duration.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active
@@ -37,7 +38,80 @@ if [ -n "$NCU" ] && [ $l -ge 10 ]; then
     --section WarpStateStats --metrics $M --csv --page raw $EB 26 20 1 ncu uniform 0.5 - $V \
     > $OUT/ncu_first.csv 2> $OUT/ncu_first.err
   echo "## ncu first pass load 0.5 (find_or_insert x6 labs, insert_or_assign x6) rc $? ($(elapsed) s)"
-  ncu_table $OUT/ncu_first.csv ab
-  gzip -f $OUT/ncu_first.csv
+  ncu_table $OUT/ncu_first.csv ab > $OUT/ncu_first.txt
 fi
+l=$(left)
+# Last, if time is left: ncu source counters (SASS) of find_or_insert's first pass at load 0.5, lab 0 and lab 28672
+# (2^24 slots, 2^18 keys), for sass_phases.py with this carry's eb_lab (-lineinfo): warp instructions by phase.
+if [ -n "$NCU" ] && [ $l -ge 12 ]; then
+  timeout $(( l - 5 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_main" -c 2 \
+    --section SourceCounters --metrics smsp__inst_executed.sum,gpu__time_duration.sum \
+    -o $OUT/src -f $EB 24 18 1 ncu uniform 0.5 - 0,28672 > $OUT/ncu_src.log 2>&1
+  echo "## ncu source rc $? ($(elapsed) s)"
+  timeout $(( $(left) + 1 )) $NCU --import $OUT/src.ncu-rep --page source --csv --print-source sass > $OUT/src.csv \
+    2>> $OUT/ncu_src.log
+  echo "## source export rc $? ($(elapsed) s)"
+  gzip -f $OUT/src.csv
+  rm -f $OUT/src.ncu-rep
+fi
+# DIGEST (short): per key set (u / z), load, op (fi find_or_insert, ia insert_or_assign, ie insert_and_evict): lab 0's
+# first pass / op total in us, then the first pass's ratio to lab 0 for q = 1 2 3 4 7; "ok" when every variant's
+# table / evicted checksums and ins / asg / evi stats equal lab 0's, else the q's that differ. Then ncu at load 0.5:
+# per q, first pass us, warp instructions per key, occupancy %, issue %, stalls per issue (barrier, long scoreboard).
+python3 - $OUT <<'PY'
+import csv, os, re, sys
+out = sys.argv[1]
+print("## DIGEST first pass: q0 first/total us, ratios q1 q2 q3 q4 q7, checks")
+for ks in ("uniform", "zipf"):
+    p = os.path.join(out, ks + ".txt")
+    if not os.path.exists(p):
+        print(ks, "missing"); continue
+    load, rows = "?", {}
+    def flush():
+        for op in ("find_or_insert", "insert_or_assign", "insert_and_evict"):
+            r = rows.get(op)
+            if not r or 0 not in r: continue
+            b = r[0]
+            rat = " ".join("%.3f" % (r[q]["first"] / b["first"]) if q in r and b["first"] else "-"
+                           for q in (1, 2, 3, 4, 7))
+            bad = [str(q) for q in r if r[q]["sig"] != b["sig"]]
+            print("%s%s %s %.1f/%.1f %s %s" % (ks[0], load, {"find_or_insert": "fi", "insert_or_assign": "ia", "insert_and_evict": "ie"}[op], b["first"], b["tot"],
+                                            rat, "ok" if not bad else "D:" + ",".join(bad)))
+    for line in open(p):
+        m = re.match(r"filled: .*\(load ([0-9.]+)\)", line)
+        if m:
+            if rows: flush()
+            load, rows = m.group(1)[:4], {}
+            continue
+        f = line.split()
+        if not f or f[0] not in ("find_or_insert", "insert_or_assign", "insert_and_evict") or not f[1].startswith("L"):
+            continue
+        q = int(f[1][1:]) // 4096
+        g = lambda k: f[f.index(k) + 1] if k in f else "?"
+        rows.setdefault(f[0], {})[q] = {"first": float(g("first")), "tot": float(g("total")),
+                                        "sig": (g("table"), g("evicted"), g("ins"), g("asg"), g("evi"))}
+    if rows: flush()
+p = os.path.join(out, "ncu_first.csv")
+if os.path.exists(p):
+    lines = open(p).read().splitlines()
+    st = [i for i, l in enumerate(lines) if l.startswith('"ID"')]
+    rows = list(csv.reader(lines[st[0]:])) if st else []
+    if len(rows) > 2:
+        h = rows[0]
+        def v(r, k):
+            try: return float(r[h.index(k)].replace(",", ""))
+            except (ValueError, IndexError): return float("nan")
+        qs = (0, 1, 2, 3, 4, 7)
+        unit = rows[1][h.index("gpu__time_duration.sum")] if "gpu__time_duration.sum" in h else ""
+        us = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(unit, float("nan"))
+        print("## ncu load 0.5: op q us winst/key occ% issue% barrier long_sb")
+        for j, r in enumerate(rows[2:]):
+            print("%s q%d %.1f %.0f %.1f %.1f %.2f %.2f" % (
+                  "fi" if j < 6 else "ia", qs[j % 6], v(r, "gpu__time_duration.sum") * us,
+                  v(r, "smsp__inst_executed.sum") / 2 ** 20, v(r, "sm__warps_active.avg.pct_of_peak_sustained_active"),
+                  v(r, "smsp__issue_active.avg.pct_of_peak_sustained_active"),
+                  v(r, "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"),
+                  v(r, "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio")))
+PY
+gzip -f $OUT/ncu_first.csv 2>/dev/null
 echo "total: $(elapsed) s"
