@@ -61,6 +61,7 @@ fi
 python3 - $OUT <<'PY'
 import csv, os, re, sys
 out = sys.argv[1]
+short = {"find_or_insert": "fi", "insert_or_assign": "ia", "insert_and_evict": "ie"}
 print("## DIGEST first pass: q0 first/total us, ratios q1 q2 q3 q4 q7, checks")
 for ks in ("uniform", "zipf"):
     p = os.path.join(out, ks + ".txt")
@@ -75,7 +76,7 @@ for ks in ("uniform", "zipf"):
             rat = " ".join("%.3f" % (r[q]["first"] / b["first"]) if q in r and b["first"] else "-"
                            for q in (1, 2, 3, 4, 7))
             bad = [str(q) for q in r if r[q]["sig"] != b["sig"]]
-            print("%s%s %s %.1f/%.1f %s %s" % (ks[0], load, {"find_or_insert": "fi", "insert_or_assign": "ia", "insert_and_evict": "ie"}[op], b["first"], b["tot"],
+            print("%s%s %s %.1f/%.1f %s %s" % (ks[0], load, short[op], b["first"], b["tot"],
                                             rat, "ok" if not bad else "D:" + ",".join(bad)))
     for line in open(p):
         m = re.match(r"filled: .*\(load ([0-9.]+)\)", line)
