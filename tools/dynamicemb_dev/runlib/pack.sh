@@ -39,7 +39,7 @@ if [ -n "$bin" ]; then
   if [ -n "${LABBIN:-}" ]; then
     cp "$LABBIN" $N/$bin
   elif [ "${NOLAB:-0}" = 1 ]; then
-    gunzip -c $D/$bin.gz > $N/$bin
+    gunzip -c $D/$bin.gz > $N/$bin && chmod +x $N/$bin
   else
     S=$R
     if [ -n "${LABC:-}" ]; then
