@@ -183,7 +183,8 @@ __device__ __forceinline__ T* row_ptr(const TableRef& t, int64_t slot) {
 // first pass's occupancy, and the normal draw uses cospif, whose range reduction needs no local memory.
 // kConstOnly: the caller knows the initializer is a constant for every column (no drawing code compiled in).
 // to_slot false (a hybrid table's host row): only the output row; launch_host_rows copies it to the slot.
-template <int V, bool kConstOnly>
+// kVec16 (first-pass lab bit 8): a constant row by 16-byte stores where both rows allow (row_vec16).
+template <int V, bool kConstOnly, bool kVec16 = false>
 __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slot, int64_t i, uint64_t key,
                                           uint64_t clock, bool to_slot) {
   using T = typename Val<V>::T;
@@ -195,6 +196,23 @@ __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slo
   const Initializer& in = p.init;
   if (kConstOnly || (in.kind == kInitConstant && in.init_cols < 0)) {
     const T v = Val<V>::from_f(in.value);
+    if (kVec16 && row_vec16<T>(dst, dst2, dim)) {
+      constexpr int kPer = 16 / sizeof(T);
+      union {
+        T e[kPer];
+        uint4 u;
+      } w;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) w.e[k] = v;
+      const int nv = static_cast<int>(dim / kPer);
+      uint4* d = reinterpret_cast<uint4*>(dst);
+      uint4* d2 = reinterpret_cast<uint4*>(dst2);
+      for (int j = lane; j < nv; j += kTile) {
+        if (d) d[j] = w.u;
+        if (d2) d2[j] = w.u;
+      }
+      return;
+    }
     for (int64_t j = lane; j < dim; j += kTile) {
       if (dst) dst[j] = v;
       if (dst2) dst2[j] = v;
@@ -706,10 +724,10 @@ TABLE_HD int main_family(int mode) {
 template <int F>
 constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
 // First-pass lab variants Q (evict_bench only: compiled in with -DDYNAMICEMB_TABLE_FIRST_LAB=1, chosen by mode's bits
-// 12-15 from kUpsertModeLabShift; docs/dynamicemb_storage_notes.md, "The first pass at load 0.5"): bit 0 = the
+// 12-15 from kUpsertModeLabShift; docs/dynamicemb_storage_notes.md, "The first pass at load 0.5"): Q & 1 = the
 // deferred keys queued per warp (one global atomic per warp that has any) and the block's stats flushed by its last
-// warp out, no block barrier after the start; bit 1 = blocks of half main's size; bit 2 = the probe's digest
-// matches by match16_zb (probe.cuh).
+// warp out, no block barrier after the start; Q & 2 = blocks of half main's size; Q & 4 = the probe's digest
+// matches by match16_zb (probe.cuh); Q & 8 = find_or_insert's constant initial rows by 16-byte stores.
 #ifndef DYNAMICEMB_TABLE_FIRST_LAB
 #define DYNAMICEMB_TABLE_FIRST_LAB 0
 #endif
@@ -887,7 +905,7 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
           const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + i * dim : nullptr;
           if (deferred(slot)) host_rw = 0;
           if (mode == kFindOrInsert)
-            init_new_row<V, F == kFamilyInitConst>(&s_p, slot, i, key, clock(), host_rw < 0);
+            init_new_row<V, F == kFamilyInitConst, (Q & 8) != 0>(&s_p, slot, i, key, clock(), host_rw < 0);
           else if (hit && mode == kAccumOrAssign)
             accum_row<V>(tile, row, row_in, dim);
           else if (host_rw < 0)
@@ -1513,7 +1531,7 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab) {
   constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
   const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
 #if DYNAMICEMB_TABLE_FIRST_LAB
-  const int q = (p_lab >> (kUpsertModeLabShift + 12)) & 7;
+  const int q = (p_lab >> (kUpsertModeLabShift + 12)) & 15;
   if (q != 0 && (family == kFamilyCopy || (family == kFamilyInit && p.init.kind == kInitConstant &&
                                            p.init.init_cols < 0)) && !dedup) {
     const auto go = [&](auto qc) {
@@ -1528,14 +1546,13 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab) {
                              static_cast<unsigned>((p.n * kTile + b - 1) / b), b, s, p);
       }
     };
-    switch (q) {
+    switch (q) {  // (the run's values)
       case 1: go(std::integral_constant<int, 1>{}); break;
       case 2: go(std::integral_constant<int, 2>{}); break;
-      case 3: go(std::integral_constant<int, 3>{}); break;
       case 4: go(std::integral_constant<int, 4>{}); break;
-      case 5: go(std::integral_constant<int, 5>{}); break;
-      case 6: go(std::integral_constant<int, 6>{}); break;
-      default: go(std::integral_constant<int, 7>{}); break;
+      case 8: go(std::integral_constant<int, 8>{}); break;
+      case 12: go(std::integral_constant<int, 12>{}); break;
+      default: go(std::integral_constant<int, 15>{}); break;
     }
     check_launch("upsert first pass");
     DYNAMICEMB_TABLE_PHASE_HOOK(s);

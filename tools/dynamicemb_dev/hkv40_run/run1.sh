@@ -2,12 +2,13 @@
 # hkv40 run 1 (issue 35): the first pass (upsert_main_kernel) at loads 0.5 / 0.75 / 1.0, uniform and Zipf keys,
 # main's path (lab 0) against variants in one process on the same snapshots and batches (evict_bench lab values q *
 # 4096, q's bits: 1 = per-warp queue, no block barrier; 2 = half-size blocks; 4 = the probe's digest matches by a
-# zero-byte test, match16_zb; run: q = 0, 1, 2, 3, 4, 7). The test: checksums of the
+# zero-byte test, match16_zb; 8 = find_or_insert's constant initial rows by 16-byte stores (the copiers' kernel is
+# the same code: a noise check); run: q = 0, 1, 2, 4, 8, 12, 15). The test: checksums of the
 # table and of the evicted pairs, and the stats (ins / asg / evi) equal to lab 0's on every op and load. Then ncu of
 # the first passes at load 0.5 (time, instructions, occupancy, issue, stalls).
 B=54
 . .carry/hkv40/common.sh
-V=0,4096,8192,12288,16384,28672
+V=0,4096,8192,16384,32768,49152,61440
 eb uniform 16 26 20 5 - uniform 0.5,0.75,1 - $V
 eb zipf 14 26 20 4 - zipf 0.5,0.75,1 - $V
 first_digest() {
@@ -34,19 +35,19 @@ l=$(left)
 if [ -n "$NCU" ] && [ $l -ge 10 ]; then
   M=gpu__time_duration.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active
   M=$M,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_requests.sum
-  timeout $(( l - 2 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_main" -c 12 \
+  timeout $(( l - 2 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_main" -c 14 \
     --section WarpStateStats --metrics $M --csv --page raw $EB 26 20 1 ncu uniform 0.5 - $V \
     > $OUT/ncu_first.csv 2> $OUT/ncu_first.err
-  echo "## ncu first pass load 0.5 (find_or_insert x6 labs, insert_or_assign x6) rc $? ($(elapsed) s)"
+  echo "## ncu first pass load 0.5 (find_or_insert x7 labs, insert_or_assign x7) rc $? ($(elapsed) s)"
   ncu_table $OUT/ncu_first.csv ab > $OUT/ncu_first.txt
 fi
 l=$(left)
-# Last, if time is left: ncu source counters (SASS) of find_or_insert's first pass at load 0.5, lab 0 and lab 28672
+# Last, if time is left: ncu source counters (SASS) of find_or_insert's first pass at load 0.5, lab 0 and lab 61440
 # (2^24 slots, 2^18 keys), for sass_phases.py with this carry's eb_lab (-lineinfo): warp instructions by phase.
 if [ -n "$NCU" ] && [ $l -ge 12 ]; then
   timeout $(( l - 5 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_main" -c 2 \
     --section SourceCounters --metrics smsp__inst_executed.sum,gpu__time_duration.sum \
-    -o $OUT/src -f $EB 24 18 1 ncu uniform 0.5 - 0,28672 > $OUT/ncu_src.log 2>&1
+    -o $OUT/src -f $EB 24 18 1 ncu uniform 0.5 - 0,61440 > $OUT/ncu_src.log 2>&1
   echo "## ncu source rc $? ($(elapsed) s)"
   timeout $(( $(left) + 1 )) $NCU --import $OUT/src.ncu-rep --page source --csv --print-source sass > $OUT/src.csv \
     2>> $OUT/ncu_src.log
@@ -55,14 +56,15 @@ if [ -n "$NCU" ] && [ $l -ge 12 ]; then
   rm -f $OUT/src.ncu-rep
 fi
 # DIGEST (short): per key set (u / z), load, op (fi find_or_insert, ia insert_or_assign, ie insert_and_evict): lab 0's
-# first pass / op total in us, then the first pass's ratio to lab 0 for q = 1 2 3 4 7; "ok" when every variant's
-# table / evicted checksums and ins / asg / evi stats equal lab 0's, else the q's that differ. Then ncu at load 0.5:
-# per q, first pass us, warp instructions per key, occupancy %, issue %, stalls per issue (barrier, long scoreboard).
+# first pass / op total in us, then the first pass's change in % against lab 0 for q = 1 2 4 8 12 15; "ok" when
+# every variant's table / evicted checksums and ins / asg / evi stats equal lab 0's, else the q's that differ. Then
+# ncu at load 0.5: per q, first pass us, warp instructions per key, occupancy %, issue %, stalls per issue
+# (barrier, long scoreboard).
 python3 - $OUT <<'PY'
 import csv, os, re, sys
 out = sys.argv[1]
 short = {"find_or_insert": "fi", "insert_or_assign": "ia", "insert_and_evict": "ie"}
-print("## DIGEST first pass: q0 first/total us, ratios q1 q2 q3 q4 q7, checks")
+print("## DIGEST first pass: q0 first/total us; % vs q0 of q1 q2 q4 q8 q12 q15; checks")
 for ks in ("uniform", "zipf"):
     p = os.path.join(out, ks + ".txt")
     if not os.path.exists(p):
@@ -73,8 +75,9 @@ for ks in ("uniform", "zipf"):
             r = rows.get(op)
             if not r or 0 not in r: continue
             b = r[0]
-            rat = " ".join("%.3f" % (r[q]["first"] / b["first"]) if q in r and b["first"] else "-"
-                           for q in (1, 2, 3, 4, 7))
+            rat = " ".join("%+.1f" % (100 * (r[q]["first"] / b["first"] - 1)) if q in r and b["first"]
+                           else "-"
+                           for q in (1, 2, 4, 8, 12, 15))
             bad = [str(q) for q in r if r[q]["sig"] != b["sig"]]
             print("%s%s %s %.1f/%.1f %s %s" % (ks[0], load, short[op], b["first"], b["tot"],
                                             rat, "ok" if not bad else "D:" + ",".join(bad)))
@@ -82,7 +85,7 @@ for ks in ("uniform", "zipf"):
         m = re.match(r"filled: .*\(load ([0-9.]+)\)", line)
         if m:
             if rows: flush()
-            load, rows = m.group(1)[:4], {}
+            load, rows = "%g" % round(float(m.group(1)), 2), {}
             continue
         f = line.split()
         if not f or f[0] not in ("find_or_insert", "insert_or_assign", "insert_and_evict") or not f[1].startswith("L"):
@@ -102,13 +105,13 @@ if os.path.exists(p):
         def v(r, k):
             try: return float(r[h.index(k)].replace(",", ""))
             except (ValueError, IndexError): return float("nan")
-        qs = (0, 1, 2, 3, 4, 7)
+        qs = (0, 1, 2, 4, 8, 12, 15)
         unit = rows[1][h.index("gpu__time_duration.sum")] if "gpu__time_duration.sum" in h else ""
         us = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(unit, float("nan"))
         print("## ncu load 0.5: op q us winst/key occ% issue% barrier long_sb")
         for j, r in enumerate(rows[2:]):
             print("%s q%d %.1f %.0f %.1f %.1f %.2f %.2f" % (
-                  "fi" if j < 6 else "ia", qs[j % 6], v(r, "gpu__time_duration.sum") * us,
+                  "fi" if j < 7 else "ia", qs[j % 7], v(r, "gpu__time_duration.sum") * us,
                   v(r, "smsp__inst_executed.sum") / 2 ** 20, v(r, "sm__warps_active.avg.pct_of_peak_sustained_active"),
                   v(r, "smsp__issue_active.avg.pct_of_peak_sustained_active"),
                   v(r, "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"),
