@@ -9,8 +9,8 @@
 B=54
 . .carry/hkv40/common.sh
 V=0,4096,8192,16384,32768,49152,61440
-eb uniform 16 26 20 5 - uniform 0.5,0.75,1 - $V
-eb zipf 14 26 20 4 - zipf 0.5,0.75,1 - $V
+eb uniform 16 26 20 4 - uniform 0.5,0.75,1 - $V
+eb zipf 14 26 20 3 - zipf 0.5,0.75,1 - $V
 first_digest() {
   echo "## first pass us (ratio to lab 0), total us, pending, stats, checksum match with lab 0"
   local f
