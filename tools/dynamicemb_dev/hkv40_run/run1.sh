@@ -35,7 +35,8 @@ l=$(left)
 if [ -n "$NCU" ] && [ $l -ge 10 ]; then
   M=gpu__time_duration.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active
   M=$M,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_requests.sum
-  timeout $(( l - 2 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_main" -c 14 \
+  c=14; [ $l -lt 24 ] && c=7  # (short of time: find_or_insert's only)
+  timeout $(( l - 2 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_main" -c $c \
     --section WarpStateStats --metrics $M --csv --page raw $EB 26 20 1 ncu uniform 0.5 - $V \
     > $OUT/ncu_first.csv 2> $OUT/ncu_first.err
   echo "## ncu first pass load 0.5 (find_or_insert x7 labs, insert_or_assign x7) rc $? ($(elapsed) s)"
