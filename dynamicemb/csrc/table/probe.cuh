@@ -66,22 +66,11 @@ __device__ __forceinline__ uint64_t wait_unlocked(const void* keys, int64_t slot
   return k;
 }
 
-// 16-bit mask of bytes of `c` equal to `d`.
+// 16-bit mask of bytes of `c` equal to `d`, by a zero-byte test (`__vcmpeq4` is emulated on sm_90: about twice the
+// instructions): x = word ^ digest; ~(((x & 0x7f7f7f7f) + 0x7f7f7f7f) | x | 0x7f7f7f7f) has 0x80 in each zero byte of
+// x and nothing else (no carry crosses a byte); one multiply by 0x00204081 moves bits 7 / 15 / 23 / 31 to bits 28-31
+// (the shifted copies land on distinct bits, so nothing carries into them).
 __device__ __forceinline__ uint32_t match16(uint4 c, uint32_t d4) {
-  uint32_t w[4] = {c.x, c.y, c.z, c.w};
-  uint32_t m = 0;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    uint32_t e = __vcmpeq4(w[j], d4);  // 0xff per equal byte
-    m |= (((e >> 7) & 1u) | ((e >> 14) & 2u) | ((e >> 21) & 4u) | ((e >> 28) & 8u)) << (4 * j);
-  }
-  return m;
-}
-
-// match16 by a zero-byte test instead of __vcmpeq4 (emulated on sm_90: ~2x the instructions): x = word ^ digest;
-// 0x80 in each byte of x that is zero (exact: no borrow crosses bytes), then the four bits 7 / 15 / 23 / 31 gathered
-// by one multiply (their shifted copies land on distinct bits, so nothing carries into bits 28-31). The same mask.
-__device__ __forceinline__ uint32_t match16_zb(uint4 c, uint32_t d4) {
   const uint32_t w[4] = {c.x, c.y, c.z, c.w};
   uint32_t m = 0;
 #pragma unroll
@@ -191,7 +180,7 @@ enum HitLock : int { kHitLockNone = 0, kHitLockOwned = 1, kHitLockHeld = 2 };
 // LOCKED, then the key: a duplicate of this batch held it meanwhile) reports kHitLockHeld, as a CAS that met it held.
 // take_lock false (kLockHit; a caller that is its key's only writer in this pass): a slot read holding the key is
 // returned as kHitLockOwned without the CAS (nothing else locks a present key's slot then).
-template <bool kLockHit = false, bool kZeroByteMatch = false>
+template <bool kLockHit = false>
 __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const TableRef& t, uint64_t key,
                                                     const KeyHome& h, FreeMasks& free_mask, bool may_insert = true,
                                                     int* lock = nullptr, bool yield_waited = false,
@@ -210,8 +199,8 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       if (!cp.valid[e]) continue;
-      free_mask.w[g / 2] |= (kZeroByteMatch ? match16_zb(cp.d[e], e4) : match16(cp.d[e], e4)) << (16 * e);
-      match[g + e] = kZeroByteMatch ? match16_zb(cp.d[e], h.d4) : match16(cp.d[e], h.d4);
+      free_mask.w[g / 2] |= match16(cp.d[e], e4) << (16 * e);
+      match[g + e] = match16(cp.d[e], h.d4);
     }
   }
   // The lane's candidate free slot, when it has exactly one (at a full bucket: a slot of a key whose digest is the

@@ -183,8 +183,7 @@ __device__ __forceinline__ T* row_ptr(const TableRef& t, int64_t slot) {
 // first pass's occupancy, and the normal draw uses cospif, whose range reduction needs no local memory.
 // kConstOnly: the caller knows the initializer is a constant for every column (no drawing code compiled in).
 // to_slot false (a hybrid table's host row): only the output row; launch_host_rows copies it to the slot.
-// kVec16 (first-pass lab bit 8): a constant row by 16-byte stores where both rows allow (row_vec16).
-template <int V, bool kConstOnly, bool kVec16 = false>
+template <int V, bool kConstOnly>
 __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slot, int64_t i, uint64_t key,
                                           uint64_t clock, bool to_slot) {
   using T = typename Val<V>::T;
@@ -196,7 +195,8 @@ __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slo
   const Initializer& in = p.init;
   if (kConstOnly || (in.kind == kInitConstant && in.init_cols < 0)) {
     const T v = Val<V>::from_f(in.value);
-    if (kVec16 && row_vec16<T>(dst, dst2, dim)) {
+    // 16-byte stores where both rows allow (dim 32 fp32: 4 stores per lane instead of 16 4-byte ones).
+    if (row_vec16<T>(dst, dst2, dim)) {
       constexpr int kPer = 16 / sizeof(T);
       union {
         T e[kPer];
@@ -726,8 +726,8 @@ constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBl
 // First-pass lab variants Q (evict_bench only: compiled in with -DDYNAMICEMB_TABLE_FIRST_LAB=1, chosen by mode's bits
 // 12-15 from kUpsertModeLabShift; docs/dynamicemb_storage_notes.md, "The first pass at load 0.5"): Q & 1 = the
 // deferred keys queued per warp (one global atomic per warp that has any) and the block's stats flushed by its last
-// warp out, no block barrier after the start; Q & 2 = blocks of half main's size; Q & 4 = the probe's digest
-// matches by match16_zb (probe.cuh); Q & 8 = find_or_insert's constant initial rows by 16-byte stores.
+// warp out, no block barrier after the start; Q & 2 = blocks of half main's size. (Run 1's Q & 4 and Q & 8, the
+// zero-byte digest match and the 16-byte initial rows, are the default since; its binary: commit 376c0c7e.)
 #ifndef DYNAMICEMB_TABLE_FIRST_LAB
 #define DYNAMICEMB_TABLE_FIRST_LAB 0
 #endif
@@ -829,9 +829,9 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
         // LRU: a hit found only after waiting its slot out yields, as one whose lock CAS met the slot held (its write
         // taken as overwritten by the duplicate that held it); the other policies take the lock after the wait.
         slot = kCopier
-                   ? probe_concurrent<true, (Q & 4) != 0>(tile, t, key, h, free_mask, may_insert, &lock,
-                                                          P == kPolicyLru && !dedup, !dedup)
-                   : probe_concurrent<false, (Q & 4) != 0>(tile, t, key, h, free_mask, may_insert);
+                   ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock, P == kPolicyLru && !dedup,
+                                            !dedup)
+                   : probe_concurrent(tile, t, key, h, free_mask, may_insert);
         bool dup = false;  // dedup: another occurrence of the key is its writer in this pass
         if (dedup) dup = dedup_settle(tile, p, key, dedup_seen);
         // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
@@ -905,7 +905,7 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
           const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + i * dim : nullptr;
           if (deferred(slot)) host_rw = 0;
           if (mode == kFindOrInsert)
-            init_new_row<V, F == kFamilyInitConst, (Q & 8) != 0>(&s_p, slot, i, key, clock(), host_rw < 0);
+            init_new_row<V, F == kFamilyInitConst>(&s_p, slot, i, key, clock(), host_rw < 0);
           else if (hit && mode == kAccumOrAssign)
             accum_row<V>(tile, row, row_in, dim);
           else if (host_rw < 0)
@@ -1531,7 +1531,7 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab) {
   constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
   const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
 #if DYNAMICEMB_TABLE_FIRST_LAB
-  const int q = (p_lab >> (kUpsertModeLabShift + 12)) & 15;
+  const int q = (p_lab >> (kUpsertModeLabShift + 12)) & 3;
   if (q != 0 && (family == kFamilyCopy || (family == kFamilyInit && p.init.kind == kInitConstant &&
                                            p.init.init_cols < 0)) && !dedup) {
     const auto go = [&](auto qc) {
@@ -1546,14 +1546,9 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab) {
                              static_cast<unsigned>((p.n * kTile + b - 1) / b), b, s, p);
       }
     };
-    switch (q) {  // (the run's values)
-      case 1: go(std::integral_constant<int, 1>{}); break;
-      case 2: go(std::integral_constant<int, 2>{}); break;
-      case 4: go(std::integral_constant<int, 4>{}); break;
-      case 8: go(std::integral_constant<int, 8>{}); break;
-      case 12: go(std::integral_constant<int, 12>{}); break;
-      default: go(std::integral_constant<int, 15>{}); break;
-    }
+    if (q == 1) go(std::integral_constant<int, 1>{});
+    else if (q == 2) go(std::integral_constant<int, 2>{});
+    else go(std::integral_constant<int, 3>{});
     check_launch("upsert first pass");
     DYNAMICEMB_TABLE_PHASE_HOOK(s);
     return;
