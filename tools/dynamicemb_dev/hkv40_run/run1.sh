@@ -9,8 +9,8 @@
 B=54
 . .carry/hkv40/common.sh
 V=0,4096,8192,16384,32768,49152,61440
-eb uniform 16 26 20 4 - uniform 0.5,0.75,1 - $V
-eb zipf 14 26 20 3 - zipf 0.5,0.75,1 - $V
+eb uniform 16 26 20 7 - uniform 0.5,0.75,1 - $V
+eb zipf 14 26 20 5 - zipf 0.5,0.75,1 - $V
 first_digest() {
   echo "## first pass us (ratio to lab 0), total us, pending, stats, checksum match with lab 0"
   local f
@@ -80,7 +80,7 @@ for ks in ("uniform", "zipf"):
                            else "-"
                            for q in (1, 2, 4, 8, 12, 15))
             bad = [str(q) for q in r if r[q]["sig"] != b["sig"]]
-            print("%s%s %s %.1f/%.1f %s %s" % (ks[0], load, short[op], b["first"], b["tot"],
+            print("%s%s %s %.0f/%.0f %s %s" % (ks[0], load.lstrip("0"), short[op], b["first"], b["tot"],
                                             rat, "ok" if not bad else "D:" + ",".join(bad)))
     for line in open(p):
         m = re.match(r"filled: .*\(load ([0-9.]+)\)", line)
@@ -109,14 +109,16 @@ if os.path.exists(p):
         qs = (0, 1, 2, 4, 8, 12, 15)
         unit = rows[1][h.index("gpu__time_duration.sum")] if "gpu__time_duration.sum" in h else ""
         us = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(unit, float("nan"))
-        print("## ncu load 0.5: op q us winst/key occ% issue% barrier long_sb")
-        for j, r in enumerate(rows[2:]):
-            print("%s q%d %.1f %.0f %.1f %.1f %.2f %.2f" % (
-                  "fi" if j < 7 else "ia", qs[j % 7], v(r, "gpu__time_duration.sum") * us,
-                  v(r, "smsp__inst_executed.sum") / 2 ** 20, v(r, "sm__warps_active.avg.pct_of_peak_sustained_active"),
-                  v(r, "smsp__issue_active.avg.pct_of_peak_sustained_active"),
-                  v(r, "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"),
-                  v(r, "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio")))
+        print("## ncu 0.5 per q: fi, ia: us/winst per key/occ%/issue%/barrier stall")
+        def cell(r):
+            return "%.0f/%.0f/%.0f/%.0f/%.1f" % (
+                v(r, "gpu__time_duration.sum") * us, v(r, "smsp__inst_executed.sum") / 2 ** 20,
+                v(r, "sm__warps_active.avg.pct_of_peak_sustained_active"),
+                v(r, "smsp__issue_active.avg.pct_of_peak_sustained_active"),
+                v(r, "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"))
+        rs = rows[2:]
+        for j, q in enumerate(qs):
+            print("q%d %s %s" % (q, cell(rs[j]) if j < len(rs) else "-", cell(rs[j + 7]) if j + 7 < len(rs) else "-"))
 PY
 gzip -f $OUT/ncu_first.csv 2>/dev/null
 echo "total: $(elapsed) s"
