@@ -66,14 +66,18 @@ __device__ __forceinline__ uint64_t wait_unlocked(const void* keys, int64_t slot
   return k;
 }
 
-// 16-bit mask of bytes of `c` equal to `d`.
+// 16-bit mask of bytes of `c` equal to `d`, by a zero-byte test (`__vcmpeq4` is emulated on sm_90: about twice the
+// instructions): x = word ^ digest; ~(((x & 0x7f7f7f7f) + 0x7f7f7f7f) | x | 0x7f7f7f7f) has 0x80 in each zero byte of
+// x and nothing else (no carry crosses a byte); one multiply by 0x00204081 moves bits 7 / 15 / 23 / 31 to bits 28-31
+// (the shifted copies land on distinct bits, so nothing carries into them).
 __device__ __forceinline__ uint32_t match16(uint4 c, uint32_t d4) {
-  uint32_t w[4] = {c.x, c.y, c.z, c.w};
+  const uint32_t w[4] = {c.x, c.y, c.z, c.w};
   uint32_t m = 0;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    uint32_t e = __vcmpeq4(w[j], d4);  // 0xff per equal byte
-    m |= (((e >> 7) & 1u) | ((e >> 14) & 2u) | ((e >> 21) & 4u) | ((e >> 28) & 8u)) << (4 * j);
+    const uint32_t x = w[j] ^ d4;
+    const uint32_t z = ~(((x & 0x7f7f7f7fu) + 0x7f7f7f7fu) | x | 0x7f7f7f7fu);
+    m |= ((z * 0x00204081u) >> 28) << (4 * j);
   }
   return m;
 }

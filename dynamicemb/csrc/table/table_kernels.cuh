@@ -195,6 +195,24 @@ __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slo
   const Initializer& in = p.init;
   if (kConstOnly || (in.kind == kInitConstant && in.init_cols < 0)) {
     const T v = Val<V>::from_f(in.value);
+    // 16-byte stores where both rows allow (dim 32 fp32: 4 stores per lane instead of 16 4-byte ones).
+    if (row_vec16<T>(dst, dst2, dim)) {
+      constexpr int kPer = 16 / sizeof(T);
+      union {
+        T e[kPer];
+        uint4 u;
+      } w;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) w.e[k] = v;
+      const int nv = static_cast<int>(dim / kPer);
+      uint4* d = reinterpret_cast<uint4*>(dst);
+      uint4* d2 = reinterpret_cast<uint4*>(dst2);
+      for (int j = lane; j < nv; j += kTile) {
+        if (d) d[j] = w.u;
+        if (d2) d2[j] = w.u;
+      }
+      return;
+    }
     for (int64_t j = lane; j < dim; j += kTile) {
       if (dst) dst[j] = v;
       if (dst2) dst2[j] = v;
@@ -705,17 +723,29 @@ TABLE_HD int main_family(int mode) {
 // row copiers measured no better with 128 (327 against 322 us) and keep 256; so do the others (not measured).
 template <int F>
 constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
-template <int K, int V, int P, int F>
-__global__ void __launch_bounds__(kMainBlock<F>,
+// First-pass lab variants Q (evict_bench only: compiled in with -DDYNAMICEMB_TABLE_FIRST_LAB=1, chosen by mode's bits
+// 12-15 from kUpsertModeLabShift; docs/dynamicemb_storage_notes.md, "The first pass at load 0.5"): Q & 1 = the
+// deferred keys queued per warp (one global atomic per warp that has any) and the block's stats flushed by its last
+// warp out, no block barrier after the start; Q & 2 = blocks of half main's size. (Run 1's Q & 4 and Q & 8, the
+// zero-byte digest match and the 16-byte initial rows, are the default since; its binary: commit 376c0c7e.)
+#ifndef DYNAMICEMB_TABLE_FIRST_LAB
+#define DYNAMICEMB_TABLE_FIRST_LAB 0
+#endif
+template <int F, int Q>
+constexpr int kMainBlockQ = (Q & 2) ? kMainBlock<F> / 2 : kMainBlock<F>;
+template <int K, int V, int P, int F, int Q = 0>
+__global__ void __launch_bounds__(kMainBlockQ<F, Q>,
                                   (F == kFamilyCopy || F == kFamilyCopyDedup || F == kFamilyInitConst ? 48 : 40) * 32 /
-                                      kMainBlock<F>)
+                                      kMainBlockQ<F, Q>)
     upsert_main_kernel(UpsertParams p) {
   constexpr bool kCopier = F == kFamilyCopy || F == kFamilyCopyDedup;
+  constexpr int kMB = kMainBlockQ<F, Q>;
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
   __shared__ unsigned s_stats[kNumStats];
   __shared__ unsigned s_queued;
   __shared__ unsigned long long s_queue_base;
+  __shared__ unsigned s_done;  // Q & 1: warps of the block done
   __shared__ unsigned long long s_clock;
   __shared__ int s_dedup;       // kFamilyCopyDedup: begin_op chose the first-writer set for this batch
   __shared__ UpsertParams s_p;  // for the out-of-line initializer
@@ -724,12 +754,13 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   // The key's load is issued before the barrier (and before the wait for begin_op under pdl), so that its round
   // trip overlaps the clock's (the block's warps would otherwise start their probes one round trip after the block
   // starts).
-  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMainBlock<F> + threadIdx.x) / kTile;
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMB + threadIdx.x) / kTile;
   const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
   accel::griddep_wait();
   accel::griddep_launch_dependents();
   if (threadIdx.x == 0) {
     s_queued = 0;
+    s_done = 0;
     // The op clock was written by begin_op_kernel: read-only here. One read per block (not per warp): the
     // counters line is also the target of the size counter's atomics.
     s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
@@ -925,6 +956,38 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   const unsigned ballot = __ballot_sync(0xffffffffu, want);
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int leader = ballot ? __ffs(ballot) - 1 : 0;
+  if constexpr ((Q & 1) != 0) {
+    // Per warp: one global atomic if the warp defers any key; the stats by the block's last warp out (the
+    // shared-atomic fences order every warp's stat adds before its count, and the count before the last warp's
+    // reads).
+    unsigned long long base = 0;
+    if (ballot && lane == leader)
+      base = atomicAdd(pending_count(p), static_cast<unsigned long long>(__popc(ballot)));
+    if (ballot) {
+      base = __shfl_sync(0xffffffffu, base, leader);
+      if (want) {
+        const uint64_t k = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
+        reinterpret_cast<longlong2*>(p.pending)[base + __popc(ballot & ((1u << lane) - 1u))] = make_longlong2(
+            static_cast<long long>(k), static_cast<long long>(i | (full ? kPendingFullBucket : 0)));
+      }
+    }
+    __syncwarp();
+    __threadfence_block();
+    unsigned done = 0;
+    if (lane == 0) done = atomicAdd(&s_done, 1u);
+    done = __shfl_sync(0xffffffffu, done, 0);
+    if (done == kMB / 32 - 1) {
+      __threadfence_block();
+      if (lane < kNumStats) {
+        const unsigned long long v = atomicAdd(&s_stats[lane], 0u);
+        if (v) {
+          atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + lane, v);
+          if (lane == kStatInserted) atomicAdd(reinterpret_cast<unsigned long long*>(p.t.counters) + kCounterSize, v);
+        }
+      }
+    }
+    return;
+  }
   unsigned warp_off = 0;
   if (ballot && lane == leader) warp_off = atomicAdd(&s_queued, static_cast<unsigned>(__popc(ballot)));
   warp_off = __shfl_sync(0xffffffffu, warp_off, leader);
@@ -1382,7 +1445,7 @@ inline unsigned grid_for_tiles(int64_t n) {
 }
 
 template <int K, int V, int P>
-void launch_upsert_first(const UpsertParams& p, cudaStream_t s);
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab = 0);
 
 // The LRU assign's kernel (assign_lru_kernel) serves the op when its rows are all in HBM (hybrid tables take the
 // copiers' passes; a first-writer set, if the scratch has one, is not used: the kernel is faster on Zipf keys than the
@@ -1427,7 +1490,7 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
     launch_assign_lru<K, V>(p, s);
     return;
   }
-  if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
+  if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s, p_op.mode);
   if (p.n == 0 || p.first_pass_only) return;
   const unsigned cap = ((p_op.mode >> kUpsertModeLabShift) & 8) ? insert_grid_cap() / 2 : insert_grid_cap();
   const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), cap);
@@ -1443,7 +1506,7 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
 }
 // begin_op and the first pass of an upsert.
 template <int K, int V, int P>
-void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab) {
   const int family = main_family(p.mode);
   // The LRU row copiers with the first-writer set (the op's pending scratch has its tail; all-HBM tables):
   // begin_op samples the batch and chooses the set (detail::kDedupSamples); dedup_clear zeroes it when chosen.
@@ -1464,8 +1527,33 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   check_launch("begin_op");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
   if (p.n == 0) return;
+  (void)p_lab;
   constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
   const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
+#if DYNAMICEMB_TABLE_FIRST_LAB
+  const int q = (p_lab >> (kUpsertModeLabShift + 12)) & 3;
+  if (q != 0 && (family == kFamilyCopy || (family == kFamilyInit && p.init.kind == kInitConstant &&
+                                           p.init.init_cols < 0)) && !dedup) {
+    const auto go = [&](auto qc) {
+      constexpr int Q = decltype(qc)::value;
+      if (family == kFamilyCopy) {
+        constexpr int b = kMainBlockQ<kFamilyCopy, Q>;
+        launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy, Q>,
+                             static_cast<unsigned>((p.n * kTile + b - 1) / b), b, s, p);
+      } else {
+        constexpr int b = kMainBlockQ<kFamilyInitConst, Q>;
+        launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst, Q>,
+                             static_cast<unsigned>((p.n * kTile + b - 1) / b), b, s, p);
+      }
+    };
+    if (q == 1) go(std::integral_constant<int, 1>{});
+    else if (q == 2) go(std::integral_constant<int, 2>{});
+    else go(std::integral_constant<int, 3>{});
+    check_launch("upsert first pass");
+    DYNAMICEMB_TABLE_PHASE_HOOK(s);
+    return;
+  }
+#endif
   if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst>, grid_init, kInitBlock, s, p);
   else if (family == kFamilyInit)
