@@ -172,10 +172,11 @@ template <typename T>
 __device__ __forceinline__ T* row_ptr(void* values, int64_t slot, int64_t dim) {
   return reinterpret_cast<T*>(values) + slot * dim;
 }
-// Row `slot` of the table itself (hybrid tables: HBM or host rows, see table_row).
-template <typename T>
+// Row `slot` of the table itself (hybrid tables: HBM or host rows, see table_row). kAllHbm: the caller knows the
+// table has no host rows.
+template <typename T, bool kAllHbm = false>
 __device__ __forceinline__ T* row_ptr(const TableRef& t, int64_t slot) {
-  return ref_row<T>(t, slot);
+  return kAllHbm ? reinterpret_cast<T*>(t.values) + slot * t.dim : ref_row<T>(t, slot);
 }
 
 // The initial row of a key claimed by the first pass of find_or_insert, written to its slot and to the caller's
@@ -183,13 +184,13 @@ __device__ __forceinline__ T* row_ptr(const TableRef& t, int64_t slot) {
 // first pass's occupancy, and the normal draw uses cospif, whose range reduction needs no local memory.
 // kConstOnly: the caller knows the initializer is a constant for every column (no drawing code compiled in).
 // to_slot false (a hybrid table's host row): only the output row; launch_host_rows copies it to the slot.
-template <int V, bool kConstOnly>
+template <int V, bool kConstOnly, bool kAllHbm = false>
 __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slot, int64_t i, uint64_t key,
                                           uint64_t clock, bool to_slot) {
   using T = typename Val<V>::T;
   const UpsertParams& p = *pp;
   const int64_t dim = p.t.dim;
-  T* dst = to_slot ? row_ptr<T>(p.t, slot) : nullptr;
+  T* dst = to_slot ? row_ptr<T, kAllHbm>(p.t, slot) : nullptr;
   T* dst2 = p.values_out ? row_ptr<T>(p.values_out, i, dim) : nullptr;
   const int lane = static_cast<int>(threadIdx.x) & (kTile - 1);
   const Initializer& in = p.init;
@@ -723,16 +724,20 @@ TABLE_HD int main_family(int mode) {
 // row copiers measured no better with 128 (327 against 322 us) and keep 256; so do the others (not measured).
 template <int F>
 constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
-// First-pass lab variants Q (evict_bench only: compiled in with -DDYNAMICEMB_TABLE_FIRST_LAB=1, chosen by mode's bits
-// 12-15 from kUpsertModeLabShift; docs/dynamicemb_storage_notes.md, "The first pass at load 0.5"): Q & 1 = the
+// Q: the first pass compiled for a kind of table. Q & 4: buckets of <= 128 slots (2 digest rounds per lane instead of
+// kMaxRounds); Q & 8: all-HBM rows (no host-row code; the claim order is the probe order alone). kQPlain = both: the
+// instance of the default table (launch_upsert_first picks it where the table allows), against the general one: ~27-32
+// % less code, no spills (the general instance of the constant initializer spills 28 bytes, the copiers' 56).
+// Lab variants (evict_bench only: compiled in with -DDYNAMICEMB_TABLE_FIRST_LAB=1, chosen by mode's bits 12-15 from
+// kUpsertModeLabShift; docs/dynamicemb_storage_notes.md, "The first pass at load 0.5" and after): Q & 1 = the
 // deferred keys queued per warp (one global atomic per warp that has any) and the block's stats flushed by its last
-// warp out, no block barrier after the start; Q & 2 = blocks of half main's size. (Run 1's Q & 4 and Q & 8, the
-// zero-byte digest match and the 16-byte initial rows, are the default since; its binary: commit 376c0c7e.)
+// warp out, no block barrier after the start. (Session 37's Q & 2, blocks of half main's size, lost: removed.)
+constexpr int kQPlain = 4 | 8;
 #ifndef DYNAMICEMB_TABLE_FIRST_LAB
 #define DYNAMICEMB_TABLE_FIRST_LAB 0
 #endif
 template <int F, int Q>
-constexpr int kMainBlockQ = (Q & 2) ? kMainBlock<F> / 2 : kMainBlock<F>;
+constexpr int kMainBlockQ = kMainBlock<F>;
 template <int K, int V, int P, int F, int Q = 0>
 __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
                                   (F == kFamilyCopy || F == kFamilyCopyDedup || F == kFamilyInitConst ? 48 : 40) * 32 /
@@ -740,6 +745,8 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
     upsert_main_kernel(UpsertParams p) {
   constexpr bool kCopier = F == kFamilyCopy || F == kFamilyCopyDedup;
   constexpr int kMB = kMainBlockQ<F, Q>;
+  constexpr int kRounds = (Q & 4) ? 2 : kMaxRounds;
+  constexpr bool kAllHbm = (Q & 8) != 0;
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
   __shared__ unsigned s_stats[kNumStats];
@@ -796,7 +803,7 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
       // launch_host_rows, which copies the rows in host-slot order before the insert pass (host_rw: 0 a write of
       // the key's row, 1 a read into values_out, -1 none).
       const auto deferred = [&](int64_t s) {
-        return F != kFamilyOther && p.host.ops != nullptr && ref_host_slot(t, s);
+        return !kAllHbm && F != kFamilyOther && p.host.ops != nullptr && ref_host_slot(t, s);
       };
       int host_rw = -1;
       if (is_reserved_key(key)) {
@@ -829,9 +836,9 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
         // LRU: a hit found only after waiting its slot out yields, as one whose lock CAS met the slot held (its write
         // taken as overwritten by the duplicate that held it); the other policies take the lock after the wait.
         slot = kCopier
-                   ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock, P == kPolicyLru && !dedup,
-                                            !dedup)
-                   : probe_concurrent(tile, t, key, h, free_mask, may_insert);
+                   ? probe_concurrent<true, kRounds>(tile, t, key, h, free_mask, may_insert, &lock,
+                                                     P == kPolicyLru && !dedup, !dedup)
+                   : probe_concurrent<false, kRounds>(tile, t, key, h, free_mask, may_insert);
         bool dup = false;  // dedup: another occurrence of the key is its writer in this pass
         if (dedup) dup = dedup_settle(tile, p, key, dedup_seen);
         // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
@@ -847,7 +854,7 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
         const bool locking = hit && !reads_only && !skip && !dedup;         // row writer of a present key
         const bool inserting = !hit && !skip && mode != kAssign && mode != kAssignScores && !dup;
         if (hit && mode == kFindOrInsert && p.values_out && !deferred(slot))
-          prefetch_row_l2(tile, row_ptr<T>(t, slot), dim);
+          prefetch_row_l2(tile, row_ptr<T, kAllHbm>(t, slot), dim);
         // One CAS per tile, the same instruction for both kinds: a row writer locks its hit's slot (key ->
         // LOCKED), an insert claims the first free slot in probe order (EMPTY -> LOCKED), retrying along the probe
         // order when another key took the slot. `owner`: the tile now holds `slot` LOCKED.
@@ -856,7 +863,7 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
         // A missing key another occurrence registered: that one inserts it (or leaves it to the insert pass).
         if (dedup && !hit && dup && mode != kAssign) defer = true;
         if (locking || inserting) {
-          int64_t target = locking ? slot : next_free_candidate(tile, t, h, free_mask);
+          int64_t target = locking ? slot : next_free_candidate<kRounds, kAllHbm>(tile, t, h, free_mask);
           while (target >= 0) {
             uint64_t seen = 0;
             if (locking && lock != kHitLockNone) {
@@ -888,7 +895,7 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
               break;
             }
             if (seen == key) break;  // a duplicate of this batch inserted it: the insert pass serves this one
-            target = next_free_candidate(tile, t, h, free_mask);
+            target = next_free_candidate<kRounds, kAllHbm>(tile, t, h, free_mask);
           }
           // Not owned: a full bucket (eviction), a duplicate's insert, or a slot a duplicate holds locked.
           defer = !owner && stat < 0;
@@ -901,11 +908,11 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
             t.scores[slot] = policy_score(P, p.use_epoch, p.epoch, clock(), given, score_in(), hit, prev);
             if (!hit) t.digests[slot] = static_cast<uint8_t>(h.d4);
           }
-          T* row = row_ptr<T>(t, slot);
+          T* row = row_ptr<T, kAllHbm>(t, slot);
           const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + i * dim : nullptr;
           if (deferred(slot)) host_rw = 0;
           if (mode == kFindOrInsert)
-            init_new_row<V, F == kFamilyInitConst>(&s_p, slot, i, key, clock(), host_rw < 0);
+            init_new_row<V, F == kFamilyInitConst, kAllHbm>(&s_p, slot, i, key, clock(), host_rw < 0);
           else if (hit && mode == kAccumOrAssign)
             accum_row<V>(tile, row, row_in, dim);
           else if (host_rw < 0)
@@ -920,7 +927,7 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
           // prefetched into L2 before the inserts' claims above).
           if (deferred(slot)) host_rw = 1;
           else if (mode == kFindOrInsert && p.values_out)
-            copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T>(t, slot), dim, false);
+            copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T, kAllHbm>(t, slot), dim, false);
           if (lead) touch_score<P>(p, slot, clock(), given, score_in());
           stat = kStatAssigned;
         }
@@ -938,7 +945,7 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
           if (stat >= 0) atomicAdd(&s_stats[stat], 1u);
         }
       }
-      if (F != kFamilyOther && lead && p.host.ops)
+      if (!kAllHbm && F != kFamilyOther && lead && p.host.ops)
         p.host.ops[i] = host_rw >= 0 ? host_op(p.host.bits, host_rw == 1, ref_host_row(t, slot), i)
                                      : host_op_none(p.host.bits, i);
     }
@@ -1530,8 +1537,13 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab) {
   (void)p_lab;
   constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
   const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
+  // The default table (buckets of <= 128 slots, all rows in HBM) takes the first pass compiled for it (kQPlain).
+  const bool all_hbm = p.host.ops == nullptr && p.t.values_host == nullptr && p.t.hbm_slots == p.t.bucket_capacity;
+  const bool plain = p.t.bucket_capacity <= 128 && all_hbm;
 #if DYNAMICEMB_TABLE_FIRST_LAB
-  const int q = (p_lab >> (kUpsertModeLabShift + 12)) & 3;
+  int q = (p_lab >> (kUpsertModeLabShift + 12)) & 15;
+  if (p.t.bucket_capacity > 128) q &= ~4;
+  if (!all_hbm) q &= ~8;
   if (q != 0 && (family == kFamilyCopy || (family == kFamilyInit && p.init.kind == kInitConstant &&
                                            p.init.init_cols < 0)) && !dedup) {
     const auto go = [&](auto qc) {
@@ -1546,25 +1558,37 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab) {
                              static_cast<unsigned>((p.n * kTile + b - 1) / b), b, s, p);
       }
     };
+    // The lab values compiled in: 1, 4, 8, 12 (= the product's kQPlain) and 13; 2 is the general instance (Q = 0,
+    // the product's kernel before kQPlain) on any table; others run it too.
     if (q == 1) go(std::integral_constant<int, 1>{});
-    else if (q == 2) go(std::integral_constant<int, 2>{});
-    else go(std::integral_constant<int, 3>{});
+    else if (q == 4) go(std::integral_constant<int, 4>{});
+    else if (q == 8) go(std::integral_constant<int, 8>{});
+    else if (q == 12) go(std::integral_constant<int, 12>{});
+    else if (q == 13) go(std::integral_constant<int, 13>{});
+    else go(std::integral_constant<int, 0>{});
     check_launch("upsert first pass");
     DYNAMICEMB_TABLE_PHASE_HOOK(s);
     return;
   }
 #endif
-  if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
-    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst>, grid_init, kInitBlock, s, p);
-  else if (family == kFamilyInit)
+  if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0) {
+    if (plain)
+      launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst, kQPlain>, grid_init, kInitBlock, s, p);
+    else
+      launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst>, grid_init, kInitBlock, s, p);
+  } else if (family == kFamilyInit) {
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInit>, grid_init, kInitBlock, s, p);
-  else if (family == kFamilyCopy && dedup) {
+  } else if (family == kFamilyCopy && dedup) {
     if constexpr (P == kPolicyLru)
       launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopyDedup>, grid_for_tiles(p.n), kBlock, s, p);
-  } else if (family == kFamilyCopy)
-    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy>, grid_for_tiles(p.n), kBlock, s, p);
-  else
+  } else if (family == kFamilyCopy) {
+    if (plain)
+      launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy, kQPlain>, grid_for_tiles(p.n), kBlock, s, p);
+    else
+      launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy>, grid_for_tiles(p.n), kBlock, s, p);
+  } else {
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyOther>, grid_for_tiles(p.n), kBlock, s, p);
+  }
   check_launch("upsert first pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
