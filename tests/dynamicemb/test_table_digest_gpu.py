@@ -2,7 +2,7 @@
 with keys whose digests are one bit, one carry or one borrow away from a target digest (0x00, 0x01, 0x7f, 0x80, 0x81,
 0xfe, 0xff and the free slots' digest), so that a mask that misses a byte (a present key reported missing and stored
 twice) or matches a wrong one shows in the stats, the size, the found flags or the rows; and the new rows of
-find_or_insert's constant initializer (16-byte stores where the row allows, element stores where it does not)."""
+find_or_insert's constant initializer at several dims and dtypes."""
 
 import os
 import sys

@@ -196,24 +196,8 @@ __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slo
   const Initializer& in = p.init;
   if (kConstOnly || (in.kind == kInitConstant && in.init_cols < 0)) {
     const T v = Val<V>::from_f(in.value);
-    // 16-byte stores where both rows allow (dim 32 fp32: 4 stores per lane instead of 16 4-byte ones).
-    if (row_vec16<T>(dst, dst2, dim)) {
-      constexpr int kPer = 16 / sizeof(T);
-      union {
-        T e[kPer];
-        uint4 u;
-      } w;
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) w.e[k] = v;
-      const int nv = static_cast<int>(dim / kPer);
-      uint4* d = reinterpret_cast<uint4*>(dst);
-      uint4* d2 = reinterpret_cast<uint4*>(dst2);
-      for (int j = lane; j < nv; j += kTile) {
-        if (d) d[j] = w.u;
-        if (d2) d2[j] = w.u;
-      }
-      return;
-    }
+    // Element stores (16-byte stores of the constant measured 5-11 % slower on find_or_insert's first pass: session
+    // 38, docs/dynamicemb_storage_notes.md).
     for (int64_t j = lane; j < dim; j += kTile) {
       if (dst) dst[j] = v;
       if (dst2) dst2[j] = v;
@@ -731,7 +715,9 @@ constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBl
 // Lab variants (evict_bench only: compiled in with -DDYNAMICEMB_TABLE_FIRST_LAB=1, chosen by mode's bits 12-15 from
 // kUpsertModeLabShift; docs/dynamicemb_storage_notes.md, "The first pass at load 0.5" and after): Q & 1 = the
 // deferred keys queued per warp (one global atomic per warp that has any) and the block's stats flushed by its last
-// warp out, no block barrier after the start. (Session 37's Q & 2, blocks of half main's size, lost: removed.)
+// warp out, no block barrier after the start; Q & 2 = the deferred keys staged in shared memory and queued by the
+// block's last warp out (one global atomic per block, no block barrier). (Session 37's Q & 2, blocks of half main's
+// size, lost: removed.)
 constexpr int kQPlain = 4 | 8;
 #ifndef DYNAMICEMB_TABLE_FIRST_LAB
 #define DYNAMICEMB_TABLE_FIRST_LAB 0
@@ -752,7 +738,7 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
   __shared__ unsigned s_stats[kNumStats];
   __shared__ unsigned s_queued;
   __shared__ unsigned long long s_queue_base;
-  __shared__ unsigned s_done;  // Q & 1: warps of the block done
+  __shared__ unsigned s_done;  // Q & 1 / 2: warps of the block done
   __shared__ unsigned long long s_clock;
   __shared__ int s_dedup;       // kFamilyCopyDedup: begin_op chose the first-writer set for this batch
   __shared__ UpsertParams s_p;  // for the out-of-line initializer
@@ -963,6 +949,46 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
   const unsigned ballot = __ballot_sync(0xffffffffu, want);
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int leader = ballot ? __ffs(ballot) - 1 : 0;
+  if constexpr ((Q & 2) != 0) {
+    // Staged per block, no barrier: each warp writes its entries into the block's staging area in shared memory at
+    // offsets from the shared count (as below) and leaves; the block's last warp out takes the block's offset by one
+    // global atomic (as below), copies the staged entries and flushes the stats (the block fences order every warp's
+    // staging and stat adds before its done count, and the count before the last warp's reads).
+    __shared__ longlong2 s_stage[kMB / kTile];
+    unsigned warp_off = 0;
+    if (ballot && lane == leader) warp_off = atomicAdd(&s_queued, static_cast<unsigned>(__popc(ballot)));
+    warp_off = __shfl_sync(0xffffffffu, warp_off, leader);
+    if (want) {
+      const uint64_t k = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
+      s_stage[warp_off + __popc(ballot & ((1u << lane) - 1u))] =
+          make_longlong2(static_cast<long long>(k), static_cast<long long>(i | (full ? kPendingFullBucket : 0)));
+    }
+    __syncwarp();
+    __threadfence_block();
+    unsigned done = 0;
+    if (lane == 0) done = atomicAdd(&s_done, 1u);
+    done = __shfl_sync(0xffffffffu, done, 0);
+    if (done == kMB / 32 - 1) {
+      __threadfence_block();
+      const unsigned nq = *const_cast<volatile unsigned*>(&s_queued);
+      unsigned long long base = 0;
+      if (lane == 0 && nq) base = atomicAdd(pending_count(p), static_cast<unsigned long long>(nq));
+      base = __shfl_sync(0xffffffffu, base, 0);
+      const volatile longlong2* st = s_stage;
+      for (unsigned j = lane; j < nq; j += 32) {
+        const long long kx = st[j].x, ky = st[j].y;
+        reinterpret_cast<longlong2*>(p.pending)[base + j] = make_longlong2(kx, ky);
+      }
+      if (lane < kNumStats) {
+        const unsigned long long v = atomicAdd(&s_stats[lane], 0u);
+        if (v) {
+          atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + lane, v);
+          if (lane == kStatInserted) atomicAdd(reinterpret_cast<unsigned long long*>(p.t.counters) + kCounterSize, v);
+        }
+      }
+    }
+    return;
+  }
   if constexpr ((Q & 1) != 0) {
     // Per warp: one global atomic if the warp defers any key; the stats by the block's last warp out (the
     // shared-atomic fences order every warp's stat adds before its count, and the count before the last warp's
@@ -1541,10 +1567,12 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab) {
   const bool all_hbm = p.host.ops == nullptr && p.t.values_host == nullptr && p.t.hbm_slots == p.t.bucket_capacity;
   const bool plain = p.t.bucket_capacity <= 128 && all_hbm;
 #if DYNAMICEMB_TABLE_FIRST_LAB
+  // q: the instance's Q (bits 12-15 of the lab value); bit 8 of the lab value: the general instance (Q = 0).
   int q = (p_lab >> (kUpsertModeLabShift + 12)) & 15;
+  const bool general = ((p_lab >> (kUpsertModeLabShift + 8)) & 1) != 0;
   if (p.t.bucket_capacity > 128) q &= ~4;
   if (!all_hbm) q &= ~8;
-  if (q != 0 && (family == kFamilyCopy || (family == kFamilyInit && p.init.kind == kInitConstant &&
+  if ((q != 0 || general) && (family == kFamilyCopy || (family == kFamilyInit && p.init.kind == kInitConstant &&
                                            p.init.init_cols < 0)) && !dedup) {
     const auto go = [&](auto qc) {
       constexpr int Q = decltype(qc)::value;
@@ -1558,13 +1586,15 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab) {
                              static_cast<unsigned>((p.n * kTile + b - 1) / b), b, s, p);
       }
     };
-    // The lab values compiled in: 1, 4, 8, 12 (= the product's kQPlain) and 13; 2 is the general instance (Q = 0,
-    // the product's kernel before kQPlain) on any table; others run it too.
+    // The values compiled in: 1, 2, 4, 8, 12 (= the product's kQPlain), 13 and 14; others (and `general`) run the
+    // general instance (Q = 0, the product's kernel before kQPlain).
     if (q == 1) go(std::integral_constant<int, 1>{});
+    else if (q == 2) go(std::integral_constant<int, 2>{});
     else if (q == 4) go(std::integral_constant<int, 4>{});
     else if (q == 8) go(std::integral_constant<int, 8>{});
     else if (q == 12) go(std::integral_constant<int, 12>{});
     else if (q == 13) go(std::integral_constant<int, 13>{});
+    else if (q == 14) go(std::integral_constant<int, 14>{});
     else go(std::integral_constant<int, 0>{});
     check_launch("upsert first pass");
     DYNAMICEMB_TABLE_PHASE_HOOK(s);
