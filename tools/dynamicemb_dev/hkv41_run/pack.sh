@@ -2,7 +2,7 @@
 # Packs run K of hkv41 into /work/main/.carry/hkv41/ (runlib/pack.sh with run.conf): runK.sh, runlib's common.sh /
 # setup.sh, evict_bench of this worktree with the first pass's lab variants (-DDYNAMICEMB_TABLE_FIRST_LAB=1,
 # -lineinfo) and its line table (nvdisasm -gi; NVDIS = a folder with cuobjdump and nvdisasm), main's evict_bench, the
-# branch's _C.so (bazel-bin: build the wheel first) and the test files. NOEB=1 keeps the carry's eb_lab.
+# branch's wheel (bazel-bin: build it first) and the test files. NOEB=1 keeps the carry's eb_lab.
 # Usage: [NOEB=1] [NVDIS=dir] pack.sh K
 set -e
 H=$(cd "$(dirname "$0")" && pwd)
@@ -18,5 +18,5 @@ if [ "${NOEB:-0}" = 1 ]; then export NOLAB=1; else
     export GI=/tmp/hkv41_eb_lab_gi.sass
   fi
 fi
-export TREE=1
+export WHL=1 TREE=1
 exec bash "$H/../runlib/pack.sh" "$H" "$@"

@@ -1,63 +1,70 @@
 #!/bin/bash
 # hkv41 run 1 (issue 35): the first pass compiled for the default table (kQPlain) against the general instance.
-# 1. GPU tests (test_table_digest_gpu.py, test_table_assign_gpu.py, test_table_gpu.py) on the branch's _C.so over main's
-#    wheel (main43).
+# 1. GPU tests (test_table_digest_gpu.py, test_table_assign_gpu.py, test_table_gpu.py) on the branch's wheel.
 # 2. evict_bench, 2^26 slots, 1M keys, loads 0.5 and 1, uniform: the branch (eb_lab; lab values: 0 = the product,
 #    kQPlain; 256 = the general instance; q * 4096 with q = 4 / 8 its parts, 13 = kQPlain + the per-warp queue, 14 =
 #    kQPlain + the staged block queue without the barrier) in one process, then main d7a8eec6 (eb_main). Checksums and
 #    stats must equal between labs and trees.
-# 3. ncu of the first passes (labs 0 / 2, both loads, the three inserting ops): time, warp instructions, occupancy,
-#    issue, stalls; then, if time is left, Zipf at 1.0 (labs 0 / 2) and SASS source counters of find_or_insert's first
-#    pass at 0.5 and 1.0 and its insert pass at 1.0 (lab 0; 2^24 slots, 2^18 keys) by phase (sass_phases.py).
+# 3. ncu of the first passes (P / G, both loads, the three inserting ops): time, warp instructions, occupancy,
+#    issue, stalls (Zipf at 1.0 before it: P, G and P + the staged queue); then, if time is left, SASS source counters
+#    of find_or_insert's first pass at 1.0 and 0.5 and its insert pass at 1.0 (P; 2^24 slots, 2^18 keys) by phase.
 # Everything in $OUT/hkv41.tgz; a DIGEST of ~1.3 KB last.
 B=54
 . .carry/hkv41/common.sh
-. .carry/hkv41/setup.sh 2> /dev/null  # (SITES=none: the site is made here)
-S=/tmp/site_$NAME
-rm -rf $S && python3 -m pip install -q --no-deps --no-index --no-compile --target $S .carry/$BASE/whl/dynamicemb-*.whl \
-  2>&1 | grep -v WARN | tail -2
-python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
-  $C/_C.so.xz $S/dynamicemb/_C.so && echo "site: main43's wheel + the branch's _C.so ($(elapsed) s)"
-run_tests 18 - "" tests/dynamicemb/test_table_digest_gpu.py tests/dynamicemb/test_table_assign_gpu.py \
+. .carry/hkv41/setup.sh  # (SITES=self: the branch's wheel in /tmp/site_hkv41)
+run_tests 16 - "" tests/dynamicemb/test_table_digest_gpu.py tests/dynamicemb/test_table_assign_gpu.py \
   tests/dynamicemb/test_table_gpu.py
 # 0 = product (kQPlain), 256 = general, 16384 = rounds, 32768 = all-HBM, 53248 = + warp queue, 57344 = + staged queue
 V=0,256,16384,32768,53248,57344
 eb lab 12 26 20 5 - uniform 0.5,1 - $V
 echo "## main ($(elapsed) s)"
 timeout 8 $BIN/eb_main 26 20 5 - uniform 0.5,1 - 0 > $OUT/main.txt 2>&1
-# ncu of the first passes: per load (0.5, 1), op (fi, ia, ie), lab (0, 2): 12 kernels
+[ $(left) -ge 16 ] && eb zipf 6 26 20 3 - zipf 1 - 0,256,57344
+# ncu of the first passes: per load (0.5, 1), op (fi, ia, ie), lab (P = 0, G = 256): 12 kernels
 l=$(left)
-if [ -n "$NCU" ] && [ $l -ge 12 ]; then
+if [ -n "$NCU" ] && [ $l -ge 10 ]; then
   M=gpu__time_duration.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active
   M=$M,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_requests.sum,launch__registers_per_thread
-  timeout $(( l - 4 < 16 ? l - 4 : 16 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_main" \
+  timeout $(( l - 3 < 14 ? l - 3 : 14 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_main" \
     -c 12 --section WarpStateStats --metrics $M --csv --page raw $EB 26 20 1 ncu uniform 0.5,1 - 0,256 \
     > $OUT/ncu_first.csv 2> $OUT/ncu_first.err
   echo "## ncu first passes rc $? ($(elapsed) s)"
 fi
-[ $(left) -ge 10 ] && eb zipf 6 26 20 3 - zipf 1 - 0,256,57344
-# SASS source counters: kernels 0 (fi first pass, 0.5), 6 (fi first pass, 1.0), 7 (fi insert pass, 1.0)
+# SASS source counters (2^24 slots, 2^18 keys, lab 0 = kQPlain): find_or_insert's first and insert passes at 1.0,
+# then its first pass at 0.5; each kernel's block of the source page (ncu lists a kernel's block twice) by phase.
 l=$(left)
 if [ -n "$NCU" ] && [ $l -ge 12 ]; then
-  timeout $(( l - 6 )) $NCU --clock-control none --profile-from-start off -k "regex:upsert_main|upsert_insert" -c 8 \
-    --section SourceCounters --metrics smsp__inst_executed.sum,gpu__time_duration.sum -o $OUT/src -f \
-    $EB 24 18 1 ncu uniform 0.5,1 - 0 > $OUT/src_eb.txt 2> $OUT/ncu_src.err
-  echo "## ncu source rc $? ($(elapsed) s)"
-  timeout $(( $(left) > 3 ? $(left) - 2 : 1 )) $NCU --import $OUT/src.ncu-rep --page source --csv --print-source sass \
-    > $OUT/src.csv 2>> $OUT/ncu_src.err
-  echo "## source export rc $? ($(elapsed) s)"
-  gunzip -c $C/eb_lab_gi.sass.gz > /tmp/hkv41_gi.sass 2> /dev/null
-  pend=$(awk '/^filled/ {ld = $0} /^find_or_insert/ && ld ~ /load 1/ {for (i = 1; i < NF; ++i) if ($i == "pending") print $(i + 1)}' \
-    $OUT/src_eb.txt | head -1)
-  . $C/phases.sh 2> /dev/null
-  for k in 0 6 7; do
-    per=262144 fn=upsert_main_kernelILi1ELi2ELi0ELi3ELi12E ph=$PH_FIRST  # find_or_insert's kQPlain instance
-    [ $k = 7 ] && per=${pend:-1} fn=upsert_insert_kernelILi1ELi2ELi0ELi2E ph=$PH_INSERT
-    timeout 5 python3 $C/sass_phases.py /tmp/hkv41_gi.sass $OUT/src.csv --kernel $k --function $fn --per $per $ph \
-      > $OUT/phases_$k.txt 2>&1
+  for ld in 1 0.5; do
+    l=$(left); [ $l -ge 10 ] || break
+    c=2 re="upsert_main|upsert_insert"; [ $ld = 0.5 ] && c=1 re="upsert_main"
+    timeout $(( l - 6 )) $NCU --clock-control none --profile-from-start off -k "regex:$re" -c $c \
+      --section SourceCounters --metrics smsp__inst_executed.sum,gpu__time_duration.sum -o $OUT/src$ld -f \
+      $EB 24 18 1 ncu uniform $ld - 0 > $OUT/src${ld}_eb.txt 2>> $OUT/ncu_src.err
+    echo "## ncu source $ld rc $? ($(elapsed) s)"
+    timeout $(( $(left) > 5 ? $(left) - 4 : 1 )) $NCU --import $OUT/src$ld.ncu-rep --page source --csv \
+      --print-source sass > $OUT/src$ld.csv 2>> $OUT/ncu_src.err
+    rm -f $OUT/src$ld.ncu-rep
   done
-  gzip -f $OUT/src.csv
-  rm -f $OUT/src.ncu-rep
+  [ $(left) -ge 6 ] && gunzip -c $C/eb_lab_gi.sass.gz > /tmp/hkv41_gi.sass 2> /dev/null
+  pend=$(awk '/^find_or_insert/ {for (i = 1; i < NF; ++i) if ($i == "pending") print $(i + 1)}' $OUT/src1_eb.txt | head -1)
+  . $C/phases.sh 2> /dev/null
+  # blocks of a source page: "index rows" per block; the insert pass is the largest block of src1.csv
+  blocks() { python3 -c "import csv, sys; b = [0]
+for r in csv.reader(open(sys.argv[1], errors='replace')):
+    if r and r[0] == 'Address': b.append(0)
+    elif len(b) > 1: b[-1] += 1
+print(' '.join(str(x) for x in b[1:]))" $1 2> /dev/null; }
+  bi=$(blocks $OUT/src1.csv); echo "src1 blocks: $bi" > $OUT/blocks.txt
+  ins=$(echo $bi | tr ' ' '\n' | awk '{if ($1 > m) {m = $1; k = NR - 1}} END {print k + 0}')
+  fp=upsert_main_kernelILi1ELi2ELi0ELi3ELi12E  # find_or_insert's kQPlain instance
+  # (each only with the time for it and the digest left; otherwise the csvs come back for sass_phases.py here)
+  [ $(left) -ge 6 ] && timeout 3 python3 $C/sass_phases.py /tmp/hkv41_gi.sass $OUT/src1.csv --kernel 0 --function $fp \
+    --per 262144 $PH_FIRST > $OUT/phases_first1.txt 2>&1
+  [ $(left) -ge 6 ] && timeout 3 python3 $C/sass_phases.py /tmp/hkv41_gi.sass $OUT/src1.csv --kernel $ins \
+    --function upsert_insert_kernelILi1ELi2ELi0ELi2E --per ${pend:-1} > $OUT/phases_insert1.txt 2>&1
+  [ -f $OUT/src0.5.csv ] && [ $(left) -ge 6 ] && timeout 3 python3 $C/sass_phases.py /tmp/hkv41_gi.sass \
+    $OUT/src0.5.csv --kernel 0 --function $fp --per 262144 $PH_FIRST > $OUT/phases_first05.txt 2>&1
+  gzip -1 -f $OUT/src*.csv
 fi
 tar czf $OUT/hkv41.tgz -C $OUT $(cd $OUT && ls | grep -v '\.tgz$') 2> /dev/null
 # DIGEST (the most important last: the lead keeps the tail): the source-counter totals; ncu per load, op (fi / ia) and
@@ -69,8 +76,8 @@ python3 - $OUT <<'PY'
 import csv, os, re, sys
 out = sys.argv[1]
 sh = {"find_or_insert": "fi", "insert_or_assign": "ia", "insert_and_evict": "ie"}
-for k, name in ((0, "src fi 1st .5"), (6, "src fi 1st 1"), (7, "src fi ins 1")):
-    p = os.path.join(out, "phases_%d.txt" % k)
+for k, name in (("first05", "src fi 1st .5"), ("first1", "src fi 1st 1"), ("insert1", "src fi ins 1")):
+    p = os.path.join(out, "phases_%s.txt" % k)
     if os.path.exists(p):
         print(name + ": " + open(p).readline().strip().replace(" warp instructions per", " wi/")[:80])
 p = os.path.join(out, "ncu_first.csv")
