@@ -46,7 +46,8 @@ if [ -n "$NCU" ] && [ $l -ge 12 ]; then
     rm -f $OUT/src$ld.ncu-rep
   done
   [ $(left) -ge 6 ] && gunzip -c $C/eb_lab_gi.sass.gz > /tmp/hkv41_gi.sass 2> /dev/null
-  pend=$(awk '/^find_or_insert/ {for (i = 1; i < NF; ++i) if ($i == "pending") print $(i + 1)}' $OUT/src1_eb.txt | head -1)
+  pend=$(awk '/^find_or_insert/ {for (i = 1; i < NF; ++i) if ($i == "pending") print $(i + 1)}' $OUT/src1_eb.txt |
+    head -1)
   . $C/phases.sh 2> /dev/null
   # blocks of a source page: "index rows" per block; the insert pass is the largest block of src1.csv
   blocks() { python3 -c "import csv, sys; b = [0]
