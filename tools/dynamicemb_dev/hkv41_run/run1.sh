@@ -33,11 +33,11 @@ fi
 # SASS source counters (2^24 slots, 2^18 keys, lab 0 = kQPlain): find_or_insert's first and insert passes at 1.0,
 # then its first pass at 0.5; each kernel's block of the source page (ncu lists a kernel's block twice) by phase.
 l=$(left)
-if [ -n "$NCU" ] && [ $l -ge 12 ]; then
+if [ -n "$NCU" ] && [ $l -ge 11 ]; then
   for ld in 1 0.5; do
-    l=$(left); [ $l -ge 10 ] || break
+    l=$(left); [ $l -ge 11 ] || break
     c=2 re="upsert_main|upsert_insert"; [ $ld = 0.5 ] && c=1 re="upsert_main"
-    timeout $(( l - 6 )) $NCU --clock-control none --profile-from-start off -k "regex:$re" -c $c \
+    timeout $(( l - 5 )) $NCU --clock-control none --profile-from-start off -k "regex:$re" -c $c \
       --section SourceCounters --metrics smsp__inst_executed.sum,gpu__time_duration.sum -o $OUT/src$ld -f \
       $EB 24 18 1 ncu uniform $ld - 0 > $OUT/src${ld}_eb.txt 2>> $OUT/ncu_src.err
     echo "## ncu source $ld rc $? ($(elapsed) s)"
