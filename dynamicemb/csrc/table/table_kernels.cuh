@@ -1564,7 +1564,10 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab) {
   constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
   const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
   // The default table (buckets of <= 128 slots, all rows in HBM) takes the first pass compiled for it (kQPlain).
-  const bool all_hbm = p.host.ops == nullptr && p.t.values_host == nullptr && p.t.hbm_slots == p.t.bucket_capacity;
+  // All-HBM: no host rows, and a claim order that is the probe order alone (hbm_slots B, or 0: every slot in the
+  // same part; a CUDA table given 0 < hbm_slots < B keeps the general instance's split claim order).
+  const bool all_hbm = p.host.ops == nullptr && p.t.values_host == nullptr &&
+                       (p.t.hbm_slots == 0 || p.t.hbm_slots >= p.t.bucket_capacity);
   const bool plain = p.t.bucket_capacity <= 128 && all_hbm;
 #if DYNAMICEMB_TABLE_FIRST_LAB
   // q: the instance's Q (bits 12-15 of the lab value); bit 8 of the lab value: the general instance (Q = 0).
