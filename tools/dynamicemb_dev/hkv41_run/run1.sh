@@ -92,7 +92,8 @@ if os.path.exists(p):
             try: return float(r[h.index(k)].replace(",", ""))
             except (ValueError, IndexError): return float("nan")
         unit = rows[1][h.index("gpu__time_duration.sum")] if "gpu__time_duration.sum" in h else ""
-        us = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(unit, float("nan"))
+        us = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(unit,
+                                                                                             float("nan"))
         print("ncu 1st: us/winst per key/occ/issue/regs; stalls/issue")
         names = [(ld, op, q) for ld in ("0.5", "1") for op in ("fi", "ia", "ie") for q in ("P", "G")]
         for j, r in enumerate(rows[2:]):
