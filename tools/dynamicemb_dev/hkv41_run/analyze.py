@@ -37,7 +37,8 @@ def pc(a, b):
 
 
 lab, main, zipf = read("lab"), read("main"), read("zipf")
-print("| load | op | main first / total | G first | P first (vs G) | q4 | q8 | q13 | q14 | P total (vs main) | checks |")
+print("| load | op | main first / total | G first | P first (vs G) | q4 | q8 | q13 | q14 | P total (vs main) "
+      "| checks |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for load in ("0.5", "1"):
     for op in OPS:
