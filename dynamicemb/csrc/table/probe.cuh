@@ -66,14 +66,18 @@ __device__ __forceinline__ uint64_t wait_unlocked(const void* keys, int64_t slot
   return k;
 }
 
-// 16-bit mask of bytes of `c` equal to `d`.
+// 16-bit mask of bytes of `c` equal to `d`, by a zero-byte test (`__vcmpeq4` is emulated on sm_90: about twice the
+// instructions): x = word ^ digest; ~(((x & 0x7f7f7f7f) + 0x7f7f7f7f) | x | 0x7f7f7f7f) has 0x80 in each zero byte of
+// x and nothing else (no carry crosses a byte); one multiply by 0x00204081 moves bits 7 / 15 / 23 / 31 to bits 28-31
+// (the shifted copies land on distinct bits, so nothing carries into them).
 __device__ __forceinline__ uint32_t match16(uint4 c, uint32_t d4) {
-  uint32_t w[4] = {c.x, c.y, c.z, c.w};
+  const uint32_t w[4] = {c.x, c.y, c.z, c.w};
   uint32_t m = 0;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    uint32_t e = __vcmpeq4(w[j], d4);  // 0xff per equal byte
-    m |= (((e >> 7) & 1u) | ((e >> 14) & 2u) | ((e >> 21) & 4u) | ((e >> 28) & 8u)) << (4 * j);
+    const uint32_t x = w[j] ^ d4;
+    const uint32_t z = ~(((x & 0x7f7f7f7fu) + 0x7f7f7f7fu) | x | 0x7f7f7f7fu);
+    m |= ((z * 0x00204081u) >> 28) << (4 * j);
   }
   return m;
 }
@@ -176,7 +180,8 @@ enum HitLock : int { kHitLockNone = 0, kHitLockOwned = 1, kHitLockHeld = 2 };
 // LOCKED, then the key: a duplicate of this batch held it meanwhile) reports kHitLockHeld, as a CAS that met it held.
 // take_lock false (kLockHit; a caller that is its key's only writer in this pass): a slot read holding the key is
 // returned as kHitLockOwned without the CAS (nothing else locks a present key's slot then).
-template <bool kLockHit = false>
+// R: digest chunk rounds per lane compiled in (kMaxRounds; 2 where the caller knows the bucket has <= 128 slots).
+template <bool kLockHit = false, int R = kMaxRounds>
 __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const TableRef& t, uint64_t key,
                                                     const KeyHome& h, FreeMasks& free_mask, bool may_insert = true,
                                                     int* lock = nullptr, bool yield_waited = false,
@@ -185,9 +190,9 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
   const uint32_t e4 = 0x01010101u * empty_digest();
   const bool lock_hit = kLockHit && h.d4 != e4;
   const bool relaxed_first = h.d4 == e4;
-  uint32_t match[kMaxRounds];
+  uint32_t match[R];
 #pragma unroll
-  for (int g = 0; g < kMaxRounds; g += 2) {
+  for (int g = 0; g < R; g += 2) {
     free_mask.w[g / 2] = 0;
     match[g] = match[g + 1] = 0;
     if (g * kTile >= chunks) continue;
@@ -206,9 +211,9 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
   // progress, maybe a duplicate's) and the key itself stay candidates: the claim's CAS settles them as before.
   int cand_bit = -1;  // 16 r + i of the lane's one candidate
   uint64_t cand_key = kEmptyKey;
-  if (may_insert && __popc(free_mask.w[0]) + (kMaxRounds > 2 ? __popc(free_mask.w[1]) : 0) == 1) {
+  if (may_insert && __popc(free_mask.w[0]) + (R > 2 ? __popc(free_mask.w[1]) : 0) == 1) {
     const uint32_t w0 = free_mask.w[0];
-    const int wb = w0 ? __ffs(w0) - 1 : 32 + __ffs(free_mask.w[kMaxRounds > 2 ? 1 : 0]) - 1;
+    const int wb = w0 ? __ffs(w0) - 1 : 32 + __ffs(free_mask.w[R > 2 ? 1 : 0]) - 1;
     cand_bit = wb;
     const int c = (wb >> 4) * kTile + static_cast<int>(tile.thread_rank());
     cand_key = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + h.base + c * 16 + (wb & 15));
@@ -222,7 +227,7 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
     int64_t held = -1;
     bool unsettled = false;  // a LOCKED slot of unknown key (or a CAS that met another key): the loads decide
 #pragma unroll
-    for (int r = 0; r < kMaxRounds; ++r) {
+    for (int r = 0; r < R; ++r) {
       uint32_t m = match[r];
       uint32_t wait = 0;  // the matches left to the loads below: read LOCKED (or a CAS that met another key)
       const int c = r * kTile + static_cast<int>(tile.thread_rank());
@@ -263,7 +268,7 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
     }
   }
 #pragma unroll
-  for (int r = 0; r < kMaxRounds; ++r) {
+  for (int r = 0; r < R; ++r) {
     uint32_t m = match[r];
     const int c = r * kTile + static_cast<int>(tile.thread_rank());
     while (m) {
@@ -295,20 +300,30 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
 // table_row) before its host slots, each part in probe order, so that host rows hold only a full HBM part's
 // overflow. All-HBM tables (hbm_slots == B) have one part. Slot-major host rows (host_run != 0) are claimed
 // lowest slot first (host_first_fit): a bucket's host rows then sit in the first runs of the layout.
+// R as probe_concurrent's; kAllHbm: the caller knows the table is all-HBM (hbm_slots == B, no host rows), so the
+// claim order is the probe order alone.
+template <int R = kMaxRounds, bool kAllHbm = false>
 __device__ __forceinline__ int64_t next_free_candidate(const Tile& tile, const TableRef& t, const KeyHome& h,
                                                        FreeMasks& free_mask) {
   const int B = t.bucket_capacity;
   const int hs = static_cast<int>(t.hbm_slots);
-  const bool ff = host_first_fit(t.values_host != nullptr, t.host_run);
+  const bool ff = !kAllHbm && host_first_fit(t.values_host != nullptr, t.host_run);
   const int start_chunk = h.start >> 4;
   const uint32_t from_start = 0xffffu << (h.start & 15);
   int best = 2 * B;  // rotated distance (first fit: the slot), + B for a host slot
   int best_r = 0, best_i = 0;
 #pragma unroll
-  for (int r = 0; r < kMaxRounds; ++r) {
+  for (int r = 0; r < R; ++r) {
     const uint32_t m = free_mask.get(r);
     if (m == 0) continue;
     const int c = r * kTile + static_cast<int>(tile.thread_rank());
+    if (kAllHbm) {
+      const uint32_t after = c == start_chunk ? (m & from_start) : 0u;
+      const int i = __ffs(after ? after : m) - 1;
+      const int dist = (c * 16 + i - h.start) & (B - 1);
+      if (dist < best) { best = dist; best_r = r; best_i = i; }
+      continue;
+    }
     // the chunk's HBM slots (bits below hs - 16 c): the free ones first
     const int lo = hs - c * 16;
     const uint32_t hbm = lo >= 16 ? 0xffffu : (lo <= 0 ? 0u : (1u << lo) - 1u);
@@ -327,10 +342,10 @@ __device__ __forceinline__ int64_t next_free_candidate(const Tile& tile, const T
   if ((win >> 8) >= 2 * B) return -1;
   if ((win & 0xff) == static_cast<int>(tile.thread_rank())) {
 #pragma unroll
-    for (int r = 0; r < kMaxRounds; ++r)
+    for (int r = 0; r < R; ++r)
       if (r == best_r) free_mask.w[r / 2] &= ~(1u << (best_i + 16 * (r & 1)));
   }
-  return h.base + claim_position(win >> 8, h.start, B, ff);
+  return h.base + (kAllHbm ? ((win >> 8) + h.start) & (B - 1) : claim_position(win >> 8, h.start, B, ff));
 }
 
 // Claims the first free slot of `key`'s bucket in probe order (EMPTY -> LOCKED) from the probe's free masks.

@@ -172,10 +172,11 @@ template <typename T>
 __device__ __forceinline__ T* row_ptr(void* values, int64_t slot, int64_t dim) {
   return reinterpret_cast<T*>(values) + slot * dim;
 }
-// Row `slot` of the table itself (hybrid tables: HBM or host rows, see table_row).
-template <typename T>
+// Row `slot` of the table itself (hybrid tables: HBM or host rows, see table_row). kAllHbm: the caller knows the
+// table has no host rows.
+template <typename T, bool kAllHbm = false>
 __device__ __forceinline__ T* row_ptr(const TableRef& t, int64_t slot) {
-  return ref_row<T>(t, slot);
+  return kAllHbm ? reinterpret_cast<T*>(t.values) + slot * t.dim : ref_row<T>(t, slot);
 }
 
 // The initial row of a key claimed by the first pass of find_or_insert, written to its slot and to the caller's
@@ -183,18 +184,20 @@ __device__ __forceinline__ T* row_ptr(const TableRef& t, int64_t slot) {
 // first pass's occupancy, and the normal draw uses cospif, whose range reduction needs no local memory.
 // kConstOnly: the caller knows the initializer is a constant for every column (no drawing code compiled in).
 // to_slot false (a hybrid table's host row): only the output row; launch_host_rows copies it to the slot.
-template <int V, bool kConstOnly>
+template <int V, bool kConstOnly, bool kAllHbm = false>
 __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slot, int64_t i, uint64_t key,
                                           uint64_t clock, bool to_slot) {
   using T = typename Val<V>::T;
   const UpsertParams& p = *pp;
   const int64_t dim = p.t.dim;
-  T* dst = to_slot ? row_ptr<T>(p.t, slot) : nullptr;
+  T* dst = to_slot ? row_ptr<T, kAllHbm>(p.t, slot) : nullptr;
   T* dst2 = p.values_out ? row_ptr<T>(p.values_out, i, dim) : nullptr;
   const int lane = static_cast<int>(threadIdx.x) & (kTile - 1);
   const Initializer& in = p.init;
   if (kConstOnly || (in.kind == kInitConstant && in.init_cols < 0)) {
     const T v = Val<V>::from_f(in.value);
+    // Element stores (16-byte stores of the constant measured 5-11 % slower on find_or_insert's first pass: session
+    // 38, docs/dynamicemb_storage_notes.md).
     for (int64_t j = lane; j < dim; j += kTile) {
       if (dst) dst[j] = v;
       if (dst2) dst2[j] = v;
@@ -705,17 +708,37 @@ TABLE_HD int main_family(int mode) {
 // row copiers measured no better with 128 (327 against 322 us) and keep 256; so do the others (not measured).
 template <int F>
 constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
-template <int K, int V, int P, int F>
-__global__ void __launch_bounds__(kMainBlock<F>,
+// Q: the first pass compiled for a kind of table. Q & 4: buckets of <= 128 slots (2 digest rounds per lane instead of
+// kMaxRounds); Q & 8: all-HBM rows (no host-row code; the claim order is the probe order alone). kQPlain = both: the
+// instance of the default table (launch_upsert_first picks it where the table allows), against the general one: ~27-32
+// % less code, no spills (the general instance of the constant initializer spills 28 bytes, the copiers' 56).
+// Lab variants (evict_bench only: compiled in with -DDYNAMICEMB_TABLE_FIRST_LAB=1, chosen by mode's bits 12-15 from
+// kUpsertModeLabShift; docs/dynamicemb_storage_notes.md, "The first pass at load 0.5" and after): Q & 1 = the
+// deferred keys queued per warp (one global atomic per warp that has any) and the block's stats flushed by its last
+// warp out, no block barrier after the start; Q & 2 = the deferred keys staged in shared memory and queued by the
+// block's last warp out (one global atomic per block, no block barrier). (Session 37's Q & 2, blocks of half main's
+// size, lost: removed.)
+constexpr int kQPlain = 4 | 8;
+#ifndef DYNAMICEMB_TABLE_FIRST_LAB
+#define DYNAMICEMB_TABLE_FIRST_LAB 0
+#endif
+template <int F, int Q>
+constexpr int kMainBlockQ = kMainBlock<F>;
+template <int K, int V, int P, int F, int Q = 0>
+__global__ void __launch_bounds__(kMainBlockQ<F, Q>,
                                   (F == kFamilyCopy || F == kFamilyCopyDedup || F == kFamilyInitConst ? 48 : 40) * 32 /
-                                      kMainBlock<F>)
+                                      kMainBlockQ<F, Q>)
     upsert_main_kernel(UpsertParams p) {
   constexpr bool kCopier = F == kFamilyCopy || F == kFamilyCopyDedup;
+  constexpr int kMB = kMainBlockQ<F, Q>;
+  constexpr int kRounds = (Q & 4) ? 2 : kMaxRounds;
+  constexpr bool kAllHbm = (Q & 8) != 0;
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
   __shared__ unsigned s_stats[kNumStats];
   __shared__ unsigned s_queued;
   __shared__ unsigned long long s_queue_base;
+  __shared__ unsigned s_done;  // Q & 1 / 2: warps of the block done
   __shared__ unsigned long long s_clock;
   __shared__ int s_dedup;       // kFamilyCopyDedup: begin_op chose the first-writer set for this batch
   __shared__ UpsertParams s_p;  // for the out-of-line initializer
@@ -724,12 +747,13 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   // The key's load is issued before the barrier (and before the wait for begin_op under pdl), so that its round
   // trip overlaps the clock's (the block's warps would otherwise start their probes one round trip after the block
   // starts).
-  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMainBlock<F> + threadIdx.x) / kTile;
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMB + threadIdx.x) / kTile;
   const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
   accel::griddep_wait();
   accel::griddep_launch_dependents();
   if (threadIdx.x == 0) {
     s_queued = 0;
+    s_done = 0;
     // The op clock was written by begin_op_kernel: read-only here. One read per block (not per warp): the
     // counters line is also the target of the size counter's atomics.
     s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
@@ -765,7 +789,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
       // launch_host_rows, which copies the rows in host-slot order before the insert pass (host_rw: 0 a write of
       // the key's row, 1 a read into values_out, -1 none).
       const auto deferred = [&](int64_t s) {
-        return F != kFamilyOther && p.host.ops != nullptr && ref_host_slot(t, s);
+        return !kAllHbm && F != kFamilyOther && p.host.ops != nullptr && ref_host_slot(t, s);
       };
       int host_rw = -1;
       if (is_reserved_key(key)) {
@@ -798,9 +822,9 @@ __global__ void __launch_bounds__(kMainBlock<F>,
         // LRU: a hit found only after waiting its slot out yields, as one whose lock CAS met the slot held (its write
         // taken as overwritten by the duplicate that held it); the other policies take the lock after the wait.
         slot = kCopier
-                   ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock, P == kPolicyLru && !dedup,
-                                            !dedup)
-                   : probe_concurrent(tile, t, key, h, free_mask, may_insert);
+                   ? probe_concurrent<true, kRounds>(tile, t, key, h, free_mask, may_insert, &lock,
+                                                     P == kPolicyLru && !dedup, !dedup)
+                   : probe_concurrent<false, kRounds>(tile, t, key, h, free_mask, may_insert);
         bool dup = false;  // dedup: another occurrence of the key is its writer in this pass
         if (dedup) dup = dedup_settle(tile, p, key, dedup_seen);
         // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
@@ -816,7 +840,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
         const bool locking = hit && !reads_only && !skip && !dedup;         // row writer of a present key
         const bool inserting = !hit && !skip && mode != kAssign && mode != kAssignScores && !dup;
         if (hit && mode == kFindOrInsert && p.values_out && !deferred(slot))
-          prefetch_row_l2(tile, row_ptr<T>(t, slot), dim);
+          prefetch_row_l2(tile, row_ptr<T, kAllHbm>(t, slot), dim);
         // One CAS per tile, the same instruction for both kinds: a row writer locks its hit's slot (key ->
         // LOCKED), an insert claims the first free slot in probe order (EMPTY -> LOCKED), retrying along the probe
         // order when another key took the slot. `owner`: the tile now holds `slot` LOCKED.
@@ -825,7 +849,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
         // A missing key another occurrence registered: that one inserts it (or leaves it to the insert pass).
         if (dedup && !hit && dup && mode != kAssign) defer = true;
         if (locking || inserting) {
-          int64_t target = locking ? slot : next_free_candidate(tile, t, h, free_mask);
+          int64_t target = locking ? slot : next_free_candidate<kRounds, kAllHbm>(tile, t, h, free_mask);
           while (target >= 0) {
             uint64_t seen = 0;
             if (locking && lock != kHitLockNone) {
@@ -857,7 +881,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
               break;
             }
             if (seen == key) break;  // a duplicate of this batch inserted it: the insert pass serves this one
-            target = next_free_candidate(tile, t, h, free_mask);
+            target = next_free_candidate<kRounds, kAllHbm>(tile, t, h, free_mask);
           }
           // Not owned: a full bucket (eviction), a duplicate's insert, or a slot a duplicate holds locked.
           defer = !owner && stat < 0;
@@ -870,11 +894,11 @@ __global__ void __launch_bounds__(kMainBlock<F>,
             t.scores[slot] = policy_score(P, p.use_epoch, p.epoch, clock(), given, score_in(), hit, prev);
             if (!hit) t.digests[slot] = static_cast<uint8_t>(h.d4);
           }
-          T* row = row_ptr<T>(t, slot);
+          T* row = row_ptr<T, kAllHbm>(t, slot);
           const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + i * dim : nullptr;
           if (deferred(slot)) host_rw = 0;
           if (mode == kFindOrInsert)
-            init_new_row<V, F == kFamilyInitConst>(&s_p, slot, i, key, clock(), host_rw < 0);
+            init_new_row<V, F == kFamilyInitConst, kAllHbm>(&s_p, slot, i, key, clock(), host_rw < 0);
           else if (hit && mode == kAccumOrAssign)
             accum_row<V>(tile, row, row_in, dim);
           else if (host_rw < 0)
@@ -889,7 +913,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
           // prefetched into L2 before the inserts' claims above).
           if (deferred(slot)) host_rw = 1;
           else if (mode == kFindOrInsert && p.values_out)
-            copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T>(t, slot), dim, false);
+            copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T, kAllHbm>(t, slot), dim, false);
           if (lead) touch_score<P>(p, slot, clock(), given, score_in());
           stat = kStatAssigned;
         }
@@ -907,7 +931,7 @@ __global__ void __launch_bounds__(kMainBlock<F>,
           if (stat >= 0) atomicAdd(&s_stats[stat], 1u);
         }
       }
-      if (F != kFamilyOther && lead && p.host.ops)
+      if (!kAllHbm && F != kFamilyOther && lead && p.host.ops)
         p.host.ops[i] = host_rw >= 0 ? host_op(p.host.bits, host_rw == 1, ref_host_row(t, slot), i)
                                      : host_op_none(p.host.bits, i);
     }
@@ -925,6 +949,78 @@ __global__ void __launch_bounds__(kMainBlock<F>,
   const unsigned ballot = __ballot_sync(0xffffffffu, want);
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int leader = ballot ? __ffs(ballot) - 1 : 0;
+  if constexpr ((Q & 2) != 0) {
+    // Staged per block, no barrier: each warp writes its entries into the block's staging area in shared memory at
+    // offsets from the shared count (as below) and leaves; the block's last warp out takes the block's offset by one
+    // global atomic (as below), copies the staged entries and flushes the stats (the block fences order every warp's
+    // staging and stat adds before its done count, and the count before the last warp's reads).
+    __shared__ longlong2 s_stage[kMB / kTile];
+    unsigned warp_off = 0;
+    if (ballot && lane == leader) warp_off = atomicAdd(&s_queued, static_cast<unsigned>(__popc(ballot)));
+    warp_off = __shfl_sync(0xffffffffu, warp_off, leader);
+    if (want) {
+      const uint64_t k = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
+      s_stage[warp_off + __popc(ballot & ((1u << lane) - 1u))] =
+          make_longlong2(static_cast<long long>(k), static_cast<long long>(i | (full ? kPendingFullBucket : 0)));
+    }
+    __syncwarp();
+    __threadfence_block();
+    unsigned done = 0;
+    if (lane == 0) done = atomicAdd(&s_done, 1u);
+    done = __shfl_sync(0xffffffffu, done, 0);
+    if (done == kMB / 32 - 1) {
+      __threadfence_block();
+      const unsigned nq = *const_cast<volatile unsigned*>(&s_queued);
+      unsigned long long base = 0;
+      if (lane == 0 && nq) base = atomicAdd(pending_count(p), static_cast<unsigned long long>(nq));
+      base = __shfl_sync(0xffffffffu, base, 0);
+      const volatile longlong2* st = s_stage;
+      for (unsigned j = lane; j < nq; j += 32) {
+        const long long kx = st[j].x, ky = st[j].y;
+        reinterpret_cast<longlong2*>(p.pending)[base + j] = make_longlong2(kx, ky);
+      }
+      if (lane < kNumStats) {
+        const unsigned long long v = atomicAdd(&s_stats[lane], 0u);
+        if (v) {
+          atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + lane, v);
+          if (lane == kStatInserted) atomicAdd(reinterpret_cast<unsigned long long*>(p.t.counters) + kCounterSize, v);
+        }
+      }
+    }
+    return;
+  }
+  if constexpr ((Q & 1) != 0) {
+    // Per warp: one global atomic if the warp defers any key; the stats by the block's last warp out (the
+    // shared-atomic fences order every warp's stat adds before its count, and the count before the last warp's
+    // reads).
+    unsigned long long base = 0;
+    if (ballot && lane == leader)
+      base = atomicAdd(pending_count(p), static_cast<unsigned long long>(__popc(ballot)));
+    if (ballot) {
+      base = __shfl_sync(0xffffffffu, base, leader);
+      if (want) {
+        const uint64_t k = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
+        reinterpret_cast<longlong2*>(p.pending)[base + __popc(ballot & ((1u << lane) - 1u))] = make_longlong2(
+            static_cast<long long>(k), static_cast<long long>(i | (full ? kPendingFullBucket : 0)));
+      }
+    }
+    __syncwarp();
+    __threadfence_block();
+    unsigned done = 0;
+    if (lane == 0) done = atomicAdd(&s_done, 1u);
+    done = __shfl_sync(0xffffffffu, done, 0);
+    if (done == kMB / 32 - 1) {
+      __threadfence_block();
+      if (lane < kNumStats) {
+        const unsigned long long v = atomicAdd(&s_stats[lane], 0u);
+        if (v) {
+          atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + lane, v);
+          if (lane == kStatInserted) atomicAdd(reinterpret_cast<unsigned long long*>(p.t.counters) + kCounterSize, v);
+        }
+      }
+    }
+    return;
+  }
   unsigned warp_off = 0;
   if (ballot && lane == leader) warp_off = atomicAdd(&s_queued, static_cast<unsigned>(__popc(ballot)));
   warp_off = __shfl_sync(0xffffffffu, warp_off, leader);
@@ -1382,7 +1478,7 @@ inline unsigned grid_for_tiles(int64_t n) {
 }
 
 template <int K, int V, int P>
-void launch_upsert_first(const UpsertParams& p, cudaStream_t s);
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab = 0);
 
 // The LRU assign's kernel (assign_lru_kernel) serves the op when its rows are all in HBM (hybrid tables take the
 // copiers' passes; a first-writer set, if the scratch has one, is not used: the kernel is faster on Zipf keys than the
@@ -1427,7 +1523,7 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
     launch_assign_lru<K, V>(p, s);
     return;
   }
-  if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
+  if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s, p_op.mode);
   if (p.n == 0 || p.first_pass_only) return;
   const unsigned cap = ((p_op.mode >> kUpsertModeLabShift) & 8) ? insert_grid_cap() / 2 : insert_grid_cap();
   const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), cap);
@@ -1443,7 +1539,7 @@ void launch_upsert(const UpsertParams& p_op, void* stream) {
 }
 // begin_op and the first pass of an upsert.
 template <int K, int V, int P>
-void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab) {
   const int family = main_family(p.mode);
   // The LRU row copiers with the first-writer set (the op's pending scratch has its tail; all-HBM tables):
   // begin_op samples the batch and chooses the set (detail::kDedupSamples); dedup_clear zeroes it when chosen.
@@ -1464,19 +1560,68 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   check_launch("begin_op");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
   if (p.n == 0) return;
+  (void)p_lab;
   constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
   const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
-  if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
-    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst>, grid_init, kInitBlock, s, p);
-  else if (family == kFamilyInit)
+  // The default table (buckets of <= 128 slots, all rows in HBM) takes the first pass compiled for it (kQPlain).
+  // All-HBM: no host rows, and a claim order that is the probe order alone (hbm_slots B, or 0: every slot in the
+  // same part; a CUDA table given 0 < hbm_slots < B keeps the general instance's split claim order).
+  const bool all_hbm = p.host.ops == nullptr && p.t.values_host == nullptr &&
+                       (p.t.hbm_slots == 0 || p.t.hbm_slots >= p.t.bucket_capacity);
+  const bool plain = p.t.bucket_capacity <= 128 && all_hbm;
+#if DYNAMICEMB_TABLE_FIRST_LAB
+  // q: the instance's Q (bits 12-15 of the lab value); bit 8 of the lab value: the general instance (Q = 0).
+  int q = (p_lab >> (kUpsertModeLabShift + 12)) & 15;
+  const bool general = ((p_lab >> (kUpsertModeLabShift + 8)) & 1) != 0;
+  if (p.t.bucket_capacity > 128) q &= ~4;
+  if (!all_hbm) q &= ~8;
+  if ((q != 0 || general) && (family == kFamilyCopy || (family == kFamilyInit && p.init.kind == kInitConstant &&
+                                           p.init.init_cols < 0)) && !dedup) {
+    const auto go = [&](auto qc) {
+      constexpr int Q = decltype(qc)::value;
+      if (family == kFamilyCopy) {
+        constexpr int b = kMainBlockQ<kFamilyCopy, Q>;
+        launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy, Q>,
+                             static_cast<unsigned>((p.n * kTile + b - 1) / b), b, s, p);
+      } else {
+        constexpr int b = kMainBlockQ<kFamilyInitConst, Q>;
+        launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst, Q>,
+                             static_cast<unsigned>((p.n * kTile + b - 1) / b), b, s, p);
+      }
+    };
+    // The values compiled in: 1, 2, 4, 8, 12 (= the product's kQPlain), 13 and 14; others (and `general`) run the
+    // general instance (Q = 0, the product's kernel before kQPlain).
+    if (q == 1) go(std::integral_constant<int, 1>{});
+    else if (q == 2) go(std::integral_constant<int, 2>{});
+    else if (q == 4) go(std::integral_constant<int, 4>{});
+    else if (q == 8) go(std::integral_constant<int, 8>{});
+    else if (q == 12) go(std::integral_constant<int, 12>{});
+    else if (q == 13) go(std::integral_constant<int, 13>{});
+    else if (q == 14) go(std::integral_constant<int, 14>{});
+    else go(std::integral_constant<int, 0>{});
+    check_launch("upsert first pass");
+    DYNAMICEMB_TABLE_PHASE_HOOK(s);
+    return;
+  }
+#endif
+  if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0) {
+    if (plain)
+      launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst, kQPlain>, grid_init, kInitBlock, s, p);
+    else
+      launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInitConst>, grid_init, kInitBlock, s, p);
+  } else if (family == kFamilyInit) {
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyInit>, grid_init, kInitBlock, s, p);
-  else if (family == kFamilyCopy && dedup) {
+  } else if (family == kFamilyCopy && dedup) {
     if constexpr (P == kPolicyLru)
       launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopyDedup>, grid_for_tiles(p.n), kBlock, s, p);
-  } else if (family == kFamilyCopy)
-    launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy>, grid_for_tiles(p.n), kBlock, s, p);
-  else
+  } else if (family == kFamilyCopy) {
+    if (plain)
+      launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy, kQPlain>, grid_for_tiles(p.n), kBlock, s, p);
+    else
+      launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyCopy>, grid_for_tiles(p.n), kBlock, s, p);
+  } else {
     launch_upsert_kernel(p.pdl, upsert_main_kernel<K, V, P, kFamilyOther>, grid_for_tiles(p.n), kBlock, s, p);
+  }
   check_launch("upsert first pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
