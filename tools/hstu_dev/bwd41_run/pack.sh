@@ -2,11 +2,10 @@
 # Copies what bwd41's device runs need into the carry folder (runlib/pack.sh; run from anywhere):
 #   bash tools/hstu_dev/bwd41_run/pack.sh [DEST] [WHEEL]
 # the branch's wheel (default /tmp/bwd41_obj/whl) as xz (xzwheel.py: ~6 MB instead of 12.6; setup.sh unpacks it),
-# the run scripts, t41.py with runlib's bwdtime.py, bwdfa39's ncu_digest.py, and under tree/ the test files.
+# the run scripts, t41.py with runlib's bwdtime.py, ncu_line.py, and under tree/ the test files.
 source "$(dirname "$0")/../runlib/pack.sh"
 pack_begin bwd41 "${1:-}"
-pack_add tools/hstu_dev/bwd41_run/{run*.sh,setup.sh,t41.py,xzwheel.py} tools/hstu_dev/runlib/bwdtime.py
-pack_add tools/hstu_dev/bwdfa39_run/ncu_digest.py
+pack_add tools/hstu_dev/bwd41_run/{run*.sh,setup.sh,t41.py,xzwheel.py,ncu_line.py} tools/hstu_dev/runlib/bwdtime.py
 W=${2:-/tmp/bwd41_obj/whl}
 [ -d "$W" ] && W=$(ls "$W"/hstu_attn-*.whl)
 mkdir -p $PACK_DIR/whl

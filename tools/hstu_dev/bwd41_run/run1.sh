@@ -11,8 +11,8 @@
 source "$(dirname "$0")/setup.sh"
 echo "== 1. tests ($SECONDS s)"
 F="tests/hstu/test_sm80_backward_gpu.py tests/hstu/test_kernels_gpu.py"
-run_tests 12 "d128_loop_cfgs or (runs_its_kernel and 128) or (stsm_pds and 128)" $F
-[ $(left) -gt 36 ] && run_tests $(( $(left) - 33 )) "(rab_smem and 128) or (dq_claims and bf16-128)" $F
+run_tests 14 "d128_loop_cfgs or (runs_its_kernel and 128) or (stsm_pds and 128)" $F
+if [ $(left) -gt 40 ]; then run_tests $(( $(left) - 33 )) "(rab_smem and 128) or (dq_claims and bf16-128)" $F; fi
 echo "== 2. time ($SECONDS s)"
 PYTHONPATH=/tmp/site_$NAME timeout $(( $(left) - 12 )) python3 -P $T41 time --bench $R/benchmarks \
     --variants main c14 c13 --reps 7 --rounds 2 --shapes B16:S16384:D128 B128:S1024:D128 B16:S4096:D128 \
@@ -23,7 +23,7 @@ M=$M,smsp__issue_active.avg.pct_of_peak_sustained_active
 if [ -n "$NCU" ] && [ $(left) -gt 9 ]; then
   PYTHONPATH=/tmp/site_$NAME timeout $(( $(left) - 3 )) $NCU --clock-control none \
       -k "regex:hstu_bwd_pds|flash_bwd_dq_dk_dv" --section WarpStateStats --metrics $M \
-      -o $OUT/d128 -f python3 -P $T41 ncu --bench $R/benchmarks --variants main c14 --shapes B4:S16384:D128 \
+      -o $OUT/d128 -f python3 -P $T41 ncu --bench $R/benchmarks --variants main c14 fa2 --shapes B4:S16384:D128 \
       > $OUT/ncu_d128.log 2>&1
   echo "ncu rc $? ($SECONDS s)"
   [ -f $OUT/d128.ncu-rep ] && timeout 2 $NCU --import $OUT/d128.ncu-rep --page raw --csv > $OUT/ncu_d128.csv \
@@ -31,10 +31,10 @@ if [ -n "$NCU" ] && [ $(left) -gt 9 ]; then
 fi
 tar czf $OUT/bwd41_run1.tgz -C $OUT --exclude bwd41_run1.tgz . 2>/dev/null
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
-python3 $C/ncu_digest.py $OUT/ncu_d128.csv 2>&1 | grep -v "sass__\|^##" |
-    sed 's/smsp__//g; s/\.avg\.pct_of_peak_sustained_active//g; s/hstu::HstuParams/P/g' | cut -c1-110 | head -9
+echo "#### ncu B4 S16K D128 (per warp and 64 x 128 pair; stalls per issue)"
+[ -f $OUT/ncu_d128.csv ] && python3 $C/ncu_line.py $OUT/ncu_d128.csv 2>&1 | cut -c1-150 | head -4
 echo "#### bwd ms (median of 7, best of 2 rounds): default / c14 (main's loop) / c13 / FA2"
-grep -E "^B" $OUT/time.log | sed -E 's/ \| at .*//; s/fa2\/(main|c14|c13)/\1/g' | cut -c1-190
+grep -E "^B" $OUT/time.log | sed -E 's/ \| at .*//; s/ +/ /g' | cut -c1-190
 grep -E "rror|Traceback" $OUT/time.log | cut -c1-150 | head -2
 echo "#### tests"
 digest_tests | cut -c1-160 | tail -6; digest_progress
