@@ -29,7 +29,7 @@ if [ -n "$NCU" ] && [ $(left) -gt 9 ]; then
   [ -f $OUT/d128.ncu-rep ] && timeout 2 $NCU --import $OUT/d128.ncu-rep --page raw --csv > $OUT/ncu_d128.csv \
       2>> $OUT/ncu_d128.log
 fi
-tar czf $OUT/bwd41_run1.tgz -C $OUT --exclude bwd41_run1.tgz . 2>/dev/null
+tar czf $OUT/bwd41_run1.tgz -C $OUT --exclude bwd41_run1.tgz --exclude "*.ncu-rep" . 2>/dev/null
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### ncu B4 S16K D128 (per warp and 64 x 128 pair; stalls per issue)"
 [ -f $OUT/ncu_d128.csv ] && python3 $C/ncu_line.py $OUT/ncu_d128.csv 2>&1 | cut -c1-150 | head -4
