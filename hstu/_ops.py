@@ -391,7 +391,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (4-byte P / dS stores, the copies' pointers formed per tile), 11 without the pointer copies, 12 without stmatrix.
     At D = 64 the loop keeps running pointers for the Q / dO copies and dQ's block and forms the phases' lane offsets
     once per key block (cfgs 10 / 11 / 12 there without them too); 13 (bf16, D = 64, sm_90+, no contexts): the
-    loop without both (the loop before them); 14: without the lane offsets once. With contexts the D = 64 default
+    loop without both (the loop before them); 14: without the lane offsets once. At D = 128 the loop runs dQ first
+    on warps 4-7 and forms the phases' lane offsets once per key block; 14 (bf16, D = 128, sm_90+, no contexts): the
+    loop before (the fixed phase order, the offsets per tile; cfgs 10 / 11 / 12 there are variants of it), 13: that
+    loop with the lane offsets once. With contexts the D = 64 default
     skips the masked second half of the last context tile before the context gap; 13 (bf16, D = 64, sm_90+, with
     contexts): that loop walking the tile in full (the same gradients bit for bit). At D = 256 the one-barrier loop
     splits S and dP over the head dim across warp pairs (partial sums exchanged through shared memory); 13 (bf16,

@@ -531,13 +531,13 @@ def _sm80_default_kernel(D, dtype, max_seqlen_k):
     """The sm80-class backward's default kernel at D = 128 / 256 on this GPU (calls without contexts): FA2's warp
     layout, at D = 128 on sm_90+ with three Q / dO stages and one barrier per tile pair where they fit (224 KB; up to
     2,048 keys in the grid order heads first: the body kernel with kPdsHeadsFirst; both with kPdsSmemEpilogue,
-    kPdsStsmPdS and kPdsPtrCopies: 7 | 32 | 512 | 1024 | 2048 = 3623), at D =
+    kPdsStsmPdS, kPdsPtrCopies, kPdsLaneOnce, the dQ-first body: 10 | 32 | 512 | 1024 | 2048 | 8192 = 11818), at D =
     256 on sm_90+ one barrier per tile pair with two Q / dO stages on mbarriers (224 KB), else two Q / dO stages where
     they fit (bwd_sm80_cfg 5's kernel; at D = 256 up to 2,048 keys heads first), else one (4's), else the old layouts."""
     ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     if D == 128 and torch.cuda.get_device_capability(0)[0] >= 9 and _candidate_fits(229376):
         if max_seqlen_k <= 2048:
-            return f"pds_body_kernel<{ctype}, 128, 3, 8, 3623>"
+            return f"pds_body_kernel<{ctype}, 128, 3, 8, 11818>"
         return f"pds_kernel<{ctype}, 128, 3, 8>"
     if D == 256 and torch.cuda.get_device_capability(0)[0] >= 9 and _candidate_fits(229392):
         # one barrier per tile pair, two Q / dO stages on mbarriers, the lean copies, dK / dV through shared memory,

@@ -8,12 +8,15 @@ blocks first), cfg 7 (bf16, heads first) the other choice of the last sequences'
 loops with dK / dV stored in fragment order (the default: through shared memory, kPdsSmemEpilogue), cfg 10 (bf16, D = 64
 / 128) the one-barrier loop with 4-byte P / dS stores and the Q / dO copies' pointers formed per tile (the default: P /
 dS by stmatrix, kPdsStsmPdS, and the copies from pointers formed once per key block, kPdsPtrCopies), cfg 11 without the
-pointer copies, cfg 12 without stmatrix (at D = 64 each without the running pointers too), cfg 13 (bf16, D = 64) without
-the default's running pointers for the Q / dO copies and dQ's block (kPdsRunPtrs) and its phases' lane offsets formed
-once per key block (kPdsLaneOnce), cfg 14 without the lane offsets once. At D = 64 on sm_90+ the default itself (bf16
-and fp16, without contexts) takes 128-query tiles on two Q / dO stages completing on mbarriers (kPdsTile128); cfg 15
-(bf16) runs the three-stage loop instead, of which cfgs 2, 7, 9-14 at D = 64 are variants. At D = 256 on sm_90+ the
-default has one block barrier per tile pair with two Q / dO stages whose copies complete on mbarriers (kPdsMbarCopies,
+pointer copies, cfg 12 without stmatrix (at D = 64 each without the running pointers too; at D = 128 each the loop
+before the default's, below), cfg 13 (bf16, D = 64) without the default's running pointers for the Q / dO copies and
+dQ's block (kPdsRunPtrs) and its phases' lane offsets formed once per key block (kPdsLaneOnce), cfg 14 without the lane
+offsets once. At D = 128 the default's loop is the dQ-first body (warps 4-7 run dQ before dK / dV) with the lane
+offsets once; cfg 14 (bf16) runs the loop before it (the fixed-order body without them), cfg 13 that loop with them.
+At D = 64 on sm_90+ the default itself (bf16 and fp16, without contexts) takes 128-query tiles on two Q / dO stages
+completing on mbarriers (kPdsTile128); cfg 15 (bf16) runs the three-stage loop instead, of which cfgs 2, 7, 9-14 at
+D = 64 are variants. At D = 256 on sm_90+ the default has one block barrier per tile pair with two Q / dO stages whose
+copies complete on mbarriers (kPdsMbarCopies,
 with the lean copies: kPdsLeanCopies) and S / dP split over the head dim across warp pairs (kPdsKSplitS: the same sums
 in another order); cfg 1 runs the two-barrier kernel there, cfg 6 (bf16) the loop without the lean copies and the
 split, cfg 13 (bf16) the loop without the split. Each meets the error rule of test_kernels_gpu.py against the fp32
@@ -72,9 +75,14 @@ _UNSPLIT_D256 = (1, 6, UNSPLIT_CFG)
 # The loop-free default bodies (hstu_bwd_sm80_pds_kernel.cuh kPdsLoopFree 7, kPdsLoopFreeDqFirst 10; the one-barrier
 # loops' flags: kPdsSmemEpilogue 512, at D = 64 kPdsSplitCopies 16), and kPdsHeadsFirst (32: the grid order heads first)
 _EPI = 512  # kPdsSmemEpilogue
-_DEFAULT_BODY = {64: 10, 128: 7}
-# (| kPdsStsmPdS | kPdsPtrCopies; at D = 64 | kPdsRunPtrs | kPdsLaneOnce)
-_DEFAULT_FLAGS = {64: 16 | _EPI | 1024 | 2048 | _RUN_LANE, 128: _EPI | 1024 | 2048}
+_DEFAULT_BODY = {64: 10, 128: 10}
+# (| kPdsStsmPdS | kPdsPtrCopies; at D = 64 | kPdsRunPtrs | kPdsLaneOnce, at D = 128 | kPdsLaneOnce)
+_DEFAULT_FLAGS = {64: 16 | _EPI | 1024 | 2048 | _RUN_LANE, 128: _EPI | 1024 | 2048 | 8192}
+# kBwdPdsD128Main: D = 128's loop before the default's (the fixed-order body 7 without kPdsLaneOnce), the base of
+# cfgs 10-14 at D = 128 (bf16): 14 itself, 13 with kPdsLaneOnce, 10 / 11 / 12 without stmatrix and / or the pointer
+# copies; the rab loop's body too
+_D128_MAIN = 7 | _EPI | 1024 | 2048
+_D128_MAIN_CFGS = (STSM_CFG, PTR_CFG, PTR_ONLY_CFG, RUN_CFG, LANE_CFG)
 _HEADS_FIRST = 32
 _MBAR, _LEAN = 64, 128  # kPdsMbarCopies, kPdsLeanCopies
 _TAIL = 256  # kPdsTailBlocksFirst
@@ -141,11 +149,14 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     if cfg == 2 and dtype == torch.bfloat16 and D == 64:
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {_DEFAULT_BODY[D] | _EPI}>(hstu::HstuParams, int)"
     without = (_WITHOUT.get(cfg, 0) | (_WITHOUT_D64.get(cfg, 0) if D == 64 else 0)) if bf16 else 0
+    loop = _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D]
+    if D == 128 and bf16 and cfg in _D128_MAIN_CFGS:
+        loop = _D128_MAIN | (8192 if cfg == RUN_CFG else 0)
     if (max_seqlen_k <= 2048) != (cfg == 3):
-        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D] | _HEADS_FIRST | tail) & ~(_EPI if no_epi else 0) & ~without
+        body = (loop | _HEADS_FIRST | tail) & ~(_EPI if no_epi else 0) & ~without
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
-    if no_epi or without:
-        body = (_DEFAULT_BODY[D] | _DEFAULT_FLAGS[D]) & ~(_EPI if no_epi else 0) & ~without
+    if no_epi or without or loop != _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D]:
+        body = loop & ~(_EPI if no_epi else 0) & ~without
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
     return f"hstu_bwd_pds_kernel<{t}, {D}, 3, 8>(hstu::HstuParams)"
 
@@ -339,6 +350,24 @@ def test_sm80_backward_d64_loop_cfgs(tag, cfgs, mask, rab_heads, delta_q, kernel
         case = kg.make_case(zlib.crc32(repr((tag, mask, rab_heads, len(lk))).encode()), lk, 2, 64,
                             torch.bfloat16, mask, rab_heads, delta_q=delta_q)
         _default_and_cfg_agree(case, torch.randn_like(case["q"]), 64, cfgs, kernel_opts, label=len(lk))
+
+
+@pytest.mark.parametrize("mask,rab_heads,delta_q", [("causal", 0, False), ("local_target", 2, True),
+                                                   ("target_group", 1, False), ("none", 0, True)])
+def test_sm80_backward_d128_loop_cfgs(mask, rab_heads, delta_q, kernel_opts):
+    """D = 128: the default's three-stage loop (the dQ-first body: warps 4-7 run dQ before dK / dV; the phases' lane
+    offsets formed once per key block) against cfg 14 (bf16: the loop before it, the fixed-order body without the
+    lane offsets once) and cfg 13 (that loop with them), in both grid orders (jagged sequences of 0-700 keys heads
+    first, partial and fully masked tiles at every row count class; one of 2,200 keys batch first): the error rule
+    against the fp32 reference (gradients poisoned), the cfg's kernel, the same dK, dV and drab bit for bit (the
+    same sums in the same order, the phases in another order), dQ up to the atomics' order."""
+    rng = random.Random(zlib.crc32(repr(("d128loop", mask)).encode()))
+    for lk in ([0, 1, 63, 64, 65, 127, 128, 129, 700] + [rng.randint(0, 700) for _ in range(11)],
+               [2200, 1, 65, 129, 0, 300]):
+        case = kg.make_case(zlib.crc32(repr(("d128loop", mask, rab_heads, len(lk))).encode()), lk, 2, 128,
+                            torch.bfloat16, mask, rab_heads, delta_q=delta_q)
+        _default_and_cfg_agree(case, torch.randn_like(case["q"]), 128, (LANE_CFG, RUN_CFG), kernel_opts,
+                               label=len(lk))
 
 
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
@@ -537,13 +566,14 @@ _D256_BODY = 10 | _MBAR | _LEAN | _EPI | _KSPLIT  # (kBwdPdsD256OneBar)
 def rab_kernel(D, max_seqlen_k, bulk=True):
     """The end of the name of the kernel the default runs with rab through shared memory (bf16, no contexts, rab and
     a per-head drab 16-byte aligned) at head dim D on this GPU, or None where the sm_90+ loops do not run: the
-    default's loop (D = 64 the 128-query tiles, D = 128 the three-stage loop, D = 256 the mbarrier loop) as a body
+    default's loop (D = 64 the 128-query tiles, D = 128 the three-stage loop before the default's: kBwdPdsD128Main,
+    D = 256 the mbarrier loop) as a body
     kernel with kPdsRabSmem, and kPdsDrabBulk where bulk (a per-head drab that the loop writes whole; not with
     kernel_options(fwd_sm80_cfg=12) / 15), heads first up to 2,048 keys (at D = 64 / 256 with the tail's order)."""
     if not (mbar_fits() and one_bar_fits()):
         return None
     first = max_seqlen_k <= 2048
-    stages, body = {64: (2, _TILE_BODY), 128: (3, _DEFAULT_BODY[128] | _DEFAULT_FLAGS[128]), 256: (2, _D256_BODY)}[D]
+    stages, body = {64: (2, _TILE_BODY), 128: (3, _D128_MAIN), 256: (2, _D256_BODY)}[D]
     body |= _RAB_SMEM | (_DRAB_BULK if bulk else 0) | ((_HEADS_FIRST | _TAIL_DEFAULT[D]) if first else 0)
     return f"hstu_bwd_pds_body_kernel<__nv_bfloat16, {D}, {stages}, 8, {body}>(hstu::HstuParams, int)"
 

@@ -938,6 +938,12 @@ constexpr int kBwdSm80PtrOnlyCfg = 12;
 constexpr int kBwdSm80RunPtrCfg = 13;
 constexpr int kBwdPdsD256Unsplit = kBwdPdsD256OneBar & ~kPdsKSplitS;
 constexpr int kBwdSm80LaneOnceCfg = 14;
+// D = 128's three-stage one-barrier loop before the default's (kBwdPdsOneBarLoop<128>: the dQ-first body with the
+// lane offsets once; measured in docs/hstu_kernel_notes.md): the fixed-order body (kPdsLoopFree) without kPdsLaneOnce.
+// Comparisons at D = 128 (bf16, sm_90+, calls without contexts, either grid order): cfg 14 this loop, cfg 13 this
+// loop with kPdsLaneOnce, cfgs 10 / 11 / 12 this loop without kPdsStsmPdS | kPdsPtrCopies / kPdsPtrCopies /
+// kPdsStsmPdS. The rab loop (kPdsRabSmem) keeps it: with the default's body and flags it spilled 68 B (sm_90a).
+constexpr int kBwdPdsD128Main = kPdsLoopFree | kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies;
 // D = 64's default on sm_90+ for calls without contexts (bf16 and fp16, either grid order): 128-query tiles
 // (kPdsTile128) on kPdsMbarCopies' two stages, 224 KB; on an H200 6.4-6.8 % faster than the three-stage loop at B16
 // S8K / S4K, 2.5-3.0 % at B128 S1K / B64 S2K (heads first). 15 (bf16, D = 64, sm_90+, calls without contexts): the
@@ -1044,8 +1050,7 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         if constexpr (D == 256) {
           return launch_hstu_bwd_pds<T, D, 2, 8, kBwdPdsD256OneBar | kPdsHeadsFirst | kTail>(p, max_smem, stream);
         } else {
-          return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                    kPdsHeadsFirst | kTail>(p, max_smem, stream);
+          return launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsOneBarLoop<D> | kPdsHeadsFirst | kTail>(p, max_smem, stream);
         }
       }
       case kBwdSm80SmemEpiCfg: {
@@ -1054,9 +1059,7 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         if (p.num_contexts != nullptr) return cudaErrorNotSupported;
         // (D = 256: its two-stage one-barrier loop; else the three-stage default's)
         constexpr int kStages = D == 256 ? 2 : 3;
-        constexpr int kBody =
-            (D == 256 ? kBwdPdsD256OneBar : kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>) &
-            ~kPdsSmemEpilogue;
+        constexpr int kBody = (D == 256 ? kBwdPdsD256OneBar : kBwdPdsOneBarLoop<D>) & ~kPdsSmemEpilogue;
         return launch_hstu_bwd_pds_ordered<T, D, kStages, kBody>(p, max_smem, stream);
       }
       case kBwdSm80StsmCfg:
@@ -1066,8 +1069,7 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
           if (p.num_contexts != nullptr) return cudaErrorNotSupported;
-          constexpr int kDefault =
-              (kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>) & ~(kPdsRunPtrs | kPdsLaneOnce);
+          constexpr int kDefault = D == 128 ? kBwdPdsD128Main : kBwdPdsOneBarLoop<D> & ~(kPdsRunPtrs | kPdsLaneOnce);
           if (cfg == kBwdSm80PtrOnlyCfg) {
             return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~kPdsStsmPdS>(p, max_smem, stream);
           }
@@ -1085,6 +1087,14 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           if (err != cudaSuccess) return err;
           return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD256Unsplit, true>(p, max_smem, stream);
         }
+        if constexpr (D == 128) {  // (13: main's loop with the lane offsets once, 14: main's loop)
+          err = bwd_sm80_require_sm90();
+          if (err != cudaSuccess) return err;
+          if (p.num_contexts != nullptr) return cudaErrorNotSupported;
+          return cfg == kBwdSm80RunPtrCfg
+                     ? launch_hstu_bwd_pds_ordered<T, D, 3, kBwdPdsD128Main | kPdsLaneOnce>(p, max_smem, stream)
+                     : launch_hstu_bwd_pds_ordered<T, D, 3, kBwdPdsD128Main>(p, max_smem, stream);
+        }
         if constexpr (D == 64) {
           err = bwd_sm80_require_sm90();
           if (err != cudaSuccess) return err;
@@ -1092,7 +1102,7 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
             if (cfg != kBwdSm80RunPtrCfg) return cudaErrorNotSupported;
             return launch_hstu_bwd_pds_ordered<T, D, 2, kBwdPdsD64Tile128 | kPdsFullCtxTile, true>(p, max_smem, stream);
           }
-          constexpr int kDefault = kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>;
+          constexpr int kDefault = kBwdPdsOneBarLoop<D>;
           static_assert((kDefault & (kPdsRunPtrs | kPdsLaneOnce)) == (kPdsRunPtrs | kPdsLaneOnce), "D = 64's default");
           if (cfg == kBwdSm80RunPtrCfg) {
             return launch_hstu_bwd_pds_ordered<T, D, 3, kDefault & ~(kPdsRunPtrs | kPdsLaneOnce)>(p, max_smem, stream);
@@ -1106,8 +1116,8 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
           if (err != cudaSuccess) return err;
           if (p.num_contexts != nullptr) return cudaErrorNotSupported;
           return bwd_sm80_heads_first<D>(p)
-                     ? launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                          kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem, stream)
+                     ? launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsOneBarLoop<D> | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(
+                           p, max_smem, stream)
                      : launch_hstu_bwd_pds<T, D, 3, 8>(p, max_smem, stream);
         }
         return cudaErrorNotSupported;
@@ -1134,7 +1144,7 @@ cudaError_t launch_hstu_bwd_rab_smem(const HstuParams& p, cudaStream_t stream) {
     const cudaError_t err = bwd_sm80_sm90_smem(max_smem);
     if (err != cudaSuccess) return err;
     constexpr int kBody = D == 64    ? kBwdPdsD64Tile128 | kPdsRabSmem
-                          : D == 128 ? kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsRabSmem
+                          : D == 128 ? kBwdPdsD128Main | kPdsRabSmem
                                      : kBwdPdsD256OneBar | kPdsRabSmem;
     constexpr int kStages = D == 128 ? 3 : 2;
     return bwd_pds_drab_self_zero(p) && (p.fwd_sm80_cfg & kBwdSm80DrabLsu) == 0
@@ -1197,8 +1207,7 @@ cudaError_t launch_hstu_bwd_split(const HstuParams& p, cudaStream_t stream) {
     if constexpr (D == 64) {
       return launch_hstu_bwd_pds_split<T, D, 2, kBwdPdsD64Tile128>(p, max_smem, stream);
     } else if constexpr (D == 128) {
-      return launch_hstu_bwd_pds_split<T, D, 3, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>>(p, max_smem,
-                                                                                                       stream);
+      return launch_hstu_bwd_pds_split<T, D, 3, kBwdPdsOneBarLoop<D>>(p, max_smem, stream);
     } else {  // (the loop without the split S / dP; bwd_sm80_cfg=13 the default's loop with it)
       return p.bwd_sm80_cfg == kBwdSm80RunPtrCfg
                  ? launch_hstu_bwd_pds_split<T, D, 2, kBwdPdsD256OneBar>(p, max_smem, stream)
@@ -1247,14 +1256,13 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream, bo
           }
         }
         if (sm90 && bwd_sm80_heads_first<D>(p)) {
-          err = launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> |
-                                                    kPdsHeadsFirst | kBwdPdsTailFirst<D>, true>(p, max_smem, stream);
+          err = launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsOneBarLoop<D> | kPdsHeadsFirst | kBwdPdsTailFirst<D>, true>(
+              p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }
         if (sm90) {  // (with contexts the same body by name: its context kernel)
           err = p.num_contexts != nullptr
-                    ? launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8>, true>(
-                          p, max_smem, stream)
+                    ? launch_hstu_bwd_pds<T, D, 3, 8, kBwdPdsOneBarLoop<D>, true>(p, max_smem, stream)
                     : launch_hstu_bwd_pds<T, D, 3, 8>(p, max_smem, stream);
           if (err != cudaErrorNotSupported) return err;
         }
@@ -1323,8 +1331,7 @@ cudaError_t launch_hstu_bwd_dq_claim(const HstuParams& p, cudaStream_t stream) {
     int max_smem = 0;
     const cudaError_t err = bwd_sm80_sm90_smem(max_smem);
     if (err != cudaSuccess) return err;
-    constexpr int kBody = D == 128 ? kBwdPdsDefaultBody<D, 8> | kBwdPdsDefaultFlags<D, 3, 8> | kPdsDqClaim
-                                   : kBwdPdsD256OneBar | kPdsDqClaim;
+    constexpr int kBody = D == 128 ? kBwdPdsOneBarLoop<D> | kPdsDqClaim : kBwdPdsD256OneBar | kPdsDqClaim;
     return launch_hstu_bwd_pds<T, D, D == 128 ? 3 : 2, 8, kBody | kPdsHeadsFirst | kBwdPdsTailFirst<D>>(p, max_smem,
                                                                                                      stream);
   }

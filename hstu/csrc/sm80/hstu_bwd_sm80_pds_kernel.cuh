@@ -62,13 +62,13 @@ struct BwdPdsConfig<256, 8> {
 // of the keys where a warp has two query m16 tiles, rolled k-loops, predicated dQ atomics; at D = 128 / 256 half of
 // the warps run phase 3 (dQ) before phase 2 (dK / dV) (D = 256: 2.4 % faster on an H200; D = 128: at par, and in
 // the fixed order its sm_90a code spilled 4 B), at D = 64 every warp dK / dV, then dQ.
-// kPdsLoopFree, D = 128's default body (8 warps, calls without contexts): dP in one pass, the phases in the fixed
-// order (dV, dK, then dQ; every warp), the S, dV and dK k-loops unrolled (their ldmatrix addresses base registers
-// plus immediates), the dP k-loop by 4 (fully it spilled), dQ's by 2 at D = 256, the dQ atomics without predicates;
-// on an H200 3-6 % faster than the bodies before it. kPdsLoopFreeDqFirst, D = 64 / 256's default body: the same with
-// warps 4-7 running dQ first (at D = 256 4.1 % faster than the plain body, at D = 64 1.3-1.5 % faster than the fixed
-// order). The bodies measured slower (FA2's phase order, pipelined k-loops, dP halves with unrolled loops): see
-// docs/hstu_kernel_notes.md.
+// kPdsLoopFree, D = 128's default body in the one- / two-stage kernels (8 warps, calls without contexts): dP in one
+// pass, the phases in the fixed order (dV, dK, then dQ; every warp), the S, dV and dK k-loops unrolled (their ldmatrix
+// addresses base registers plus immediates), the dP k-loop by 4 (fully it spilled), dQ's by 2 at D = 256, the dQ
+// atomics without predicates; on an H200 3-6 % faster than the bodies before it. kPdsLoopFreeDqFirst, D = 64 / 256's
+// default body and D = 128's in the three-stage loop (kBwdPdsDefaultBody): the same with warps 4-7 running dQ first
+// (at D = 256 4.1 % faster than the plain body, at D = 64 1.3-1.5 % faster than the fixed order). The bodies
+// measured slower (FA2's phase order, pipelined k-loops, dP halves with unrolled loops): see docs/hstu_kernel_notes.md.
 constexpr int kPdsLoopFree = 7;
 constexpr int kPdsLoopFreeDqFirst = 10;
 // A flag on BODY (kOneBar only): the next tile's Q copies right after the barrier, its dO copies after the warp's dV
@@ -183,11 +183,19 @@ constexpr int kPdsDqClaim = 1048576;
 // A flag on BODY (kernel_options(fwd_sm80_cfg=14), hstu_bwd_sm80_split.cuh): the CTA's key block and chunk of its
 // walk from the split's work list (blockIdx.y; heads in blockIdx.x), a split block's dK / dV merged by its last chunk.
 constexpr int kPdsSplitWalk = 262144;
-template <int D, int NWARPS>
-constexpr int kBwdPdsDefaultBody = NWARPS != 8 ? 0 : D == 128 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
+// D = 128's three-stage one-barrier loop (STAGES = 3, sm_90 code) takes the dQ-first body with the lane offsets once
+// (kPdsLaneOnce): together they compile without spills (255 registers; the fixed-order body spilled 8 B, with the lane
+// offsets once 16 B, the dQ-first body alone 24 B). kBwdPdsD128Main (hstu_bwd_sm80_kernel.cuh): the loop before.
+template <int D, int NWARPS, int STAGES = 1>
+constexpr int kBwdPdsDefaultBody =
+    NWARPS != 8 ? 0 : D == 128 && STAGES != 3 ? kPdsLoopFree : kPdsLoopFreeDqFirst;
 template <int D, int STAGES, int NWARPS>
 constexpr int kBwdPdsDefaultFlags = (STAGES == 3 && D == 64 ? kPdsSplitCopies | kPdsRunPtrs | kPdsLaneOnce : 0) |
+                                    (STAGES == 3 && D == 128 ? kPdsLaneOnce : 0) |
                                     (STAGES == 3 ? kPdsSmemEpilogue | kPdsStsmPdS | kPdsPtrCopies : 0);
+// The sm_90+ three-stage one-barrier loop's BODY at D (8 warps).
+template <int D>
+constexpr int kBwdPdsOneBarLoop = kBwdPdsDefaultBody<D, 8, 3> | kBwdPdsDefaultFlags<D, 3, 8>;
 
 // STAGES = 3 (kOneBar, below): three Q / dO stages and two P / dS buffers; mbar (kPdsMbarCopies): two P / dS buffers
 // and two mbarriers behind them.
@@ -677,7 +685,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p, const int
 #endif
   static_assert(!kRunPtrs || (kPtrCopies && kOneBar && kSplitCopies && kDqFrag && D == 64),
                 "running pointers: D = 64's one-barrier loop");
-  static_assert(!kLaneOnce || kRunPtrs || kTile128, "lane offsets once: with the running pointers or kTile128");
+  static_assert(!kLaneOnce || kRunPtrs || kTile128 || (kPtrCopies && D == 128),
+                "lane offsets once: with the running pointers, kTile128 or D = 128's pointer copies");
   // The lane index of the phases' offsets: opaque, so that they are formed where used (fewer registers live across
   // the loop), unless kLaneOnce.
   auto phase_lane = [&] {
@@ -1779,8 +1788,8 @@ __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p, const in
 }
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D, NWARPS> | kBwdPdsDefaultFlags<D, STAGES, NWARPS>,
-                     false>(p, 0);
+  constexpr int kBody = kBwdPdsDefaultBody<D, NWARPS, STAGES> | kBwdPdsDefaultFlags<D, STAGES, NWARPS>;
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBody, false>(p, 0);
 }
 // The same for calls with contexts (num_contexts given, chosen on the host): the plain body, which skips the query
 // tiles of the context gap (bwd_work_tiles). (D = 128's default body with the gap's bookkeeping spilled 12-16 B in

@@ -1,0 +1,46 @@
+"""bwd41's timer (issue 39): the portable backward's D = 128 loop variants against FA2, one process.
+
+  python3 -P t41.py time --bench R/benchmarks --variants main c14 c13 --shapes B16:S16384:D128 [--reps 5]
+      the backward of each variant under kernel_options(sm90=False): main = the branch's default (D = 128: the
+      dQ-first body with the lane offsets once), c14 = bwd_sm80_cfg=14 (main's loop before: the fixed-order body,
+      SASS-identical to main d7a8eec6's kernels), c13 = bwd_sm80_cfg=13 (main's loop with the lane offsets once);
+      then FA2 (torch SDPA flash), interleaved, L2 flushed, median of reps
+  python3 -P t41.py ncu --bench R/benchmarks --variants main c14 fa2 --shapes B4:S16384:D128   (one backward each)
+
+Shapes: dense, causal, H = 4, bf16, alpha D^-1/2, scaling max_len (issue 39's table).
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "runlib")]
+import bwdtime  # noqa: E402
+
+VARIANTS = {"main": {}, "c14": {"bwd_sm80_cfg": 14}, "c13": {"bwd_sm80_cfg": 13}}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    bwdtime.add_args(ap, ["time", "ncu"], ["main", "c14"], ["B16:S16384:D128"])
+    a = ap.parse_args()
+    bt = bwdtime.Lab(a)
+    ours = [x for x in a.variants if x in VARIANTS]
+    for s in a.shapes:
+        pairs, labels = bt.calls(s, ours, VARIANTS, check_peer=True)
+        fns = [p[1] for p in pairs]
+        if a.mode == "time":
+            bt.time_line(s, labels, fns, len(ours))
+        else:
+            bwdtime.run_once(fns)
+        if a.mode != "ncu" and s in a.prof_shapes:
+            for label, fn in zip(labels, fns):
+                bwdtime.prof_kernels(label, s, fn)
+        del fns, pairs
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
