@@ -39,7 +39,7 @@ def parse_args(argv=None):
                    help="fused optimizer of the tables (default adam)")
     p.add_argument("--lr", type=float, default=1e-2, help="learning rate of tables and MLP (default 1e-2)")
     p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto",
-                   help="auto: nccl when CUDA is available, else gloo")
+                   help="auto: nccl when every local rank has a GPU of its own, else gloo")
     p.add_argument("--print-every", type=int, default=10, help="loss print interval in steps (default 10)")
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
@@ -52,9 +52,14 @@ def init_distributed(backend: str):
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    if backend == "auto":
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if backend == "auto":  # NCCL needs a GPU of its own per rank: more ranks than GPUs run on gloo
+        backend = "nccl" if gpus >= local_ranks else "gloo"
     if backend == "nccl":
+        if gpus < local_ranks:
+            raise SystemExit(f"--backend nccl: expected one GPU per local rank ({local_ranks} ranks), got {gpus} "
+                             "visible GPUs; run fewer ranks per node or --backend gloo")
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group(backend)
     device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
