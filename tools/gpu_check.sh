@@ -9,9 +9,10 @@
 # Needs: python3 with torch (CUDA build) and pytest; no Bazel, no network. Wheels are installed with
 # `pip install --no-deps --target` into a temp dir (nothing is changed in the Python environment).
 # Environment: GPU_CHECK_OUT (default $OUT or /tmp/gpu_check) receives the logs and benchmark tables;
-# GPU_CHECK_BENCH=0 skips the benchmarks; PYTEST_ARGS adds pytest arguments; GPU_CHECK_PEER=DIR (a folder holding
-# the peer's `hstu` package, as tools/peer/build_fbgemm_hstu.sh builds it) adds the quick HSTU benchmark side by side
-# with FBGEMM's HSTU attention (--peer fbgemm; Hopper GPUs only).
+# GPU_CHECK_BENCH=0 skips the benchmarks; GPU_CHECK_TESTS=gpu / cpu / none runs one part of the tests or neither
+# (default all: both parts at once); PYTEST_ARGS adds pytest arguments; GPU_CHECK_PEER=DIR (a folder holding the
+# peer's `hstu` package, as tools/peer/build_fbgemm_hstu.sh builds it) adds the quick HSTU benchmark side by side with
+# FBGEMM's HSTU attention (--peer fbgemm; Hopper GPUs only).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 wheels="${1:-$root/dist}"
@@ -75,9 +76,32 @@ cd "$root"
 step doctor "$py" -P -m hstu_attn.doctor
 step hidden_gpu env CUDA_VISIBLE_DEVICES= "$py" -P -c "$hidden_gpu_smoke"
 step pip_install pip_install_check
-# The same test files CI runs, GPU tests included (the build tests need Bazel and are not run here).
-step tests "$py" -P -m pytest -q -p no:cacheprovider --import-mode=importlib -rs \
-  tests/hstu tests/dynamicemb tests/build/test_hash_op.py ${PYTEST_ARGS:-}
+# The same test files CI runs (the build tests need Bazel and are not run here), in two parts at once: the GPU tests
+# (markers gpu / sm90 / gpus) in this process's turn, the CPU tests beside them in the background (the whole suite in
+# one process took > 430 s on an H200 machine; the GPU serializes the GPU tests, the CPU tests need only CPUs).
+# GPU_CHECK_TESTS=gpu / cpu / none runs one part or neither. Failures print their names and short tracebacks.
+test_files="tests/hstu tests/dynamicemb tests/build/test_hash_op.py"
+pt=("$py" -P -m pytest -q -p no:cacheprovider --import-mode=importlib -rfEs --tb=short)
+parts="${GPU_CHECK_TESTS:-all}"
+cpu_pid=
+if [ "$parts" = all ] || [ "$parts" = cpu ]; then
+  (t0=$(date +%s); "${pt[@]}" -m "not (gpu or sm90 or gpus)" $test_files ${PYTEST_ARGS:-} > "$out/tests_cpu.log" 2>&1
+   echo "rc $? in $(( $(date +%s) - t0 )) s" >> "$out/tests_cpu.log") &
+  cpu_pid=$!
+fi
+if [ "$parts" = all ] || [ "$parts" = gpu ]; then
+  step tests_gpu "${pt[@]}" -m "gpu or sm90 or gpus" $test_files ${PYTEST_ARGS:-}
+fi
+if [ -n "$cpu_pid" ]; then
+  wait "$cpu_pid"
+  cpu_rc="$(sed -n 's/^rc \([0-9]*\) in .*/\1/p' "$out/tests_cpu.log" | tail -1)"
+  grep -E "^(FAILED|ERROR)" "$out/tests_cpu.log" | head -20
+  names+=("tests_cpu")
+  cpu_s="$(sed -n 's/^rc [0-9]* in \([0-9]*\) s/\1/p' "$out/tests_cpu.log" | tail -1)"
+  cpu_sum="$(grep -E '^=* ?[0-9]+ (passed|failed|error|skipped).* in [0-9.]+s' "$out/tests_cpu.log" | tail -1)"
+  results+=("$( [ "${cpu_rc:-1}" = 0 ] && echo PASS || echo "FAIL(rc=${cpu_rc:-?})" ) | $cpu_s s | \
+$(tr -d '=' <<<"$cpu_sum" | xargs)")
+fi
 if [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
   for b in benchmarks/*.py; do
     n="$(basename "$b" .py)"
