@@ -709,16 +709,17 @@ TABLE_HD int main_family(int mode) {
 template <int F>
 constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
 // Q: the first pass compiled for a kind of table. Q & 4: buckets of <= 128 slots (2 digest rounds per lane instead of
-// kMaxRounds); Q & 8: all-HBM rows (no host-row code; the claim order is the probe order alone). kQPlain = both: the
-// instance of the default table (launch_upsert_first picks it where the table allows), against the general one: ~27-32
-// % less code, no spills (the general instance of the constant initializer spills 28 bytes, the copiers' 56).
-// Lab variants (evict_bench only: compiled in with -DDYNAMICEMB_TABLE_FIRST_LAB=1, chosen by mode's bits 12-15 from
-// kUpsertModeLabShift; docs/dynamicemb_storage_notes.md, "The first pass at load 0.5" and after): Q & 1 = the
-// deferred keys queued per warp (one global atomic per warp that has any) and the block's stats flushed by its last
-// warp out, no block barrier after the start; Q & 2 = the deferred keys staged in shared memory and queued by the
-// block's last warp out (one global atomic per block, no block barrier). (Session 37's Q & 2, blocks of half main's
-// size, lost: removed.)
-constexpr int kQPlain = 4 | 8;
+// kMaxRounds); Q & 8: all-HBM rows (no host-row code; the claim order is the probe order alone); Q & 2: the deferred
+// keys staged in shared memory and queued by the block's last warp out (one global atomic per block, no block
+// barrier: a block's warps leave as they finish). kQPlain = all three: the instance of the default table
+// (launch_upsert_first picks it where the table allows), against the general one (Q = 0): ~27-32 % less code, no
+// spills (the general instance of the constant initializer spills 28 bytes, the copiers' 56). Measured on an H200
+// (dim 32, 1M keys, docs/dynamicemb_storage_notes.md, "The first pass compiled for the default table"): Q = 12 took
+// the ops 7-13 % under the general instance's time, the staged queue a further 1-4 % (8 % on Zipf copiers); the
+// queue per warp (one global atomic per warp) lost 12-19 % at load 1.0 and was removed. Lab variants (evict_bench
+// only: compiled in with -DDYNAMICEMB_TABLE_FIRST_LAB=1, chosen by mode's bits 12-15 from kUpsertModeLabShift): the
+// parts of kQPlain.
+constexpr int kQPlain = 2 | 4 | 8;
 #ifndef DYNAMICEMB_TABLE_FIRST_LAB
 #define DYNAMICEMB_TABLE_FIRST_LAB 0
 #endif
@@ -738,7 +739,7 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
   __shared__ unsigned s_stats[kNumStats];
   __shared__ unsigned s_queued;
   __shared__ unsigned long long s_queue_base;
-  __shared__ unsigned s_done;  // Q & 1 / 2: warps of the block done
+  __shared__ unsigned s_done;  // Q & 2: warps of the block done
   __shared__ unsigned long long s_clock;
   __shared__ int s_dedup;       // kFamilyCopyDedup: begin_op chose the first-writer set for this batch
   __shared__ UpsertParams s_p;  // for the out-of-line initializer
@@ -979,38 +980,6 @@ __global__ void __launch_bounds__(kMainBlockQ<F, Q>,
         const long long kx = st[j].x, ky = st[j].y;
         reinterpret_cast<longlong2*>(p.pending)[base + j] = make_longlong2(kx, ky);
       }
-      if (lane < kNumStats) {
-        const unsigned long long v = atomicAdd(&s_stats[lane], 0u);
-        if (v) {
-          atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + lane, v);
-          if (lane == kStatInserted) atomicAdd(reinterpret_cast<unsigned long long*>(p.t.counters) + kCounterSize, v);
-        }
-      }
-    }
-    return;
-  }
-  if constexpr ((Q & 1) != 0) {
-    // Per warp: one global atomic if the warp defers any key; the stats by the block's last warp out (the
-    // shared-atomic fences order every warp's stat adds before its count, and the count before the last warp's
-    // reads).
-    unsigned long long base = 0;
-    if (ballot && lane == leader)
-      base = atomicAdd(pending_count(p), static_cast<unsigned long long>(__popc(ballot)));
-    if (ballot) {
-      base = __shfl_sync(0xffffffffu, base, leader);
-      if (want) {
-        const uint64_t k = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
-        reinterpret_cast<longlong2*>(p.pending)[base + __popc(ballot & ((1u << lane) - 1u))] = make_longlong2(
-            static_cast<long long>(k), static_cast<long long>(i | (full ? kPendingFullBucket : 0)));
-      }
-    }
-    __syncwarp();
-    __threadfence_block();
-    unsigned done = 0;
-    if (lane == 0) done = atomicAdd(&s_done, 1u);
-    done = __shfl_sync(0xffffffffu, done, 0);
-    if (done == kMB / 32 - 1) {
-      __threadfence_block();
       if (lane < kNumStats) {
         const unsigned long long v = atomicAdd(&s_stats[lane], 0u);
         if (v) {
@@ -1589,14 +1558,14 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s, int p_lab) {
                              static_cast<unsigned>((p.n * kTile + b - 1) / b), b, s, p);
       }
     };
-    // The values compiled in: 1, 2, 4, 8, 12 (= the product's kQPlain), 13 and 14; others (and `general`) run the
-    // general instance (Q = 0, the product's kernel before kQPlain).
-    if (q == 1) go(std::integral_constant<int, 1>{});
-    else if (q == 2) go(std::integral_constant<int, 2>{});
+    // The values compiled in: 2, 4, 8, 6, 10, 12 and 14 (= the product's kQPlain); others (and `general`) run the
+    // general instance (Q = 0).
+    if (q == 2) go(std::integral_constant<int, 2>{});
     else if (q == 4) go(std::integral_constant<int, 4>{});
     else if (q == 8) go(std::integral_constant<int, 8>{});
+    else if (q == 6) go(std::integral_constant<int, 6>{});
+    else if (q == 10) go(std::integral_constant<int, 10>{});
     else if (q == 12) go(std::integral_constant<int, 12>{});
-    else if (q == 13) go(std::integral_constant<int, 13>{});
     else if (q == 14) go(std::integral_constant<int, 14>{});
     else go(std::integral_constant<int, 0>{});
     check_launch("upsert first pass");
