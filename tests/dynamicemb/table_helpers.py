@@ -5,6 +5,16 @@ import torch
 from dynamicemb._hash import fmix64  # pure Python: an oracle independent of the C++/CUDA hash
 
 MASK64 = (1 << 64) - 1
+EMPTY_DIGEST = (fmix64(1 << 63) >> 32) & 0xFF  # the digest of free slots (table_types.h empty_digest)
+
+
+def gpu_table_marks():
+    """pytestmark of a GPU table test file: needs a CUDA device and the built dynamicemb/_C.so."""
+    import pytest
+
+    from dynamicemb._load import load_library
+    return [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+            pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built")]
 
 
 def bucket_of(key: int, num_buckets: int) -> int:

@@ -10,19 +10,12 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from table_helpers import MASK64, stats_dict, table_items  # noqa: E402
+from table_helpers import EMPTY_DIGEST, MASK64, gpu_table_marks, stats_dict, table_items  # noqa: E402
 
 from dynamicemb._hash import fmix64  # noqa: E402
-from dynamicemb._load import load_library  # noqa: E402
 from dynamicemb._table import ScoredHashTable  # noqa: E402
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-    pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
-]
-
-EMPTY_DIGEST = (fmix64(1 << 63) >> 32) & 0xFF  # the digest of free slots (table_types.h empty_digest)
+pytestmark = gpu_table_marks()
 PATHS = {"default": None, "copiers": 1 | (1 << 4)}  # _upsert_lab: the class's; pdl + bits 4-7 = 1: the copiers' passes
 
 

@@ -12,19 +12,12 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from table_helpers import bucket_of, stats_dict  # noqa: E402
+from table_helpers import EMPTY_DIGEST, bucket_of, gpu_table_marks, stats_dict  # noqa: E402
 
 from dynamicemb._hash import fmix64  # noqa: E402
-from dynamicemb._load import load_library  # noqa: E402
 from dynamicemb._table import ScoredHashTable, TableInitializer  # noqa: E402
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-    pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
-]
-
-EMPTY_DIGEST = (fmix64(1 << 63) >> 32) & 0xFF  # the digest of free slots (table_types.h empty_digest)
+pytestmark = gpu_table_marks()
 TARGETS = sorted({0x00, 0x01, 0x7F, 0x80, 0x81, 0xFE, 0xFF, EMPTY_DIGEST})
 NEAR = sorted({(d ^ x) & 0xFF for d in TARGETS for x in (0x00, 0x01, 0x80, 0x7F, 0xFF, 0x40)}
               | {(d + x) & 0xFF for d in TARGETS for x in (1, 255)})
