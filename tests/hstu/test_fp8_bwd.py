@@ -936,6 +936,39 @@ def test_cuda_fp8_bwd_dq_error_at_16k():
 
 
 @pytest.mark.sm90
+def test_cuda_fp8_bwd_d256_dq_error_at_16k():
+    """D = 256's split-D kernel where its dq rounding is largest: one causal sequence of 16K (256 key blocks of 64
+    per row at the end, each partial reduce-added in bf16) against the fp64 emulation on the GPU, within the 5x rule of
+    the bf16 emulation's error for dq, dk and dv; and within FP8's few percent of the dequantized path. The check that
+    lets D = 256's FP8 calls take this kernel by default (FP8_BWD_DEFAULT_HEAD_DIMS)."""
+    if not fp8_bwd_kernel_built(256):
+        pytest.skip("the Hopper FP8 backward kernel at D = 256 is not in this build")
+    c = make_case(917, [16384], 2, 256, "causal", device="cuda", delta_q=False)
+    alpha = 256 ** -0.5
+    (q8, k8, v8), scales = quantized(c, "block")
+    gen = torch.Generator(device="cuda").manual_seed(19)
+    dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.bfloat16)
+    lens = lengths_args(c)
+    args = (q8, k8, v8, *scales, 3, 0, lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"],
+            lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
+            *lens["window_size"], alpha, None, float(lens["max_seqlen_q"]), None, None)
+    poison_allocator(32 * q8.numel())
+    grads = fb.fp8_bwd_cuda(dout, args, False, hstu_attn._ops.OPTION_BITS["fp8_bwd"])
+    base = torch.ops.hstu_attn.fp8_bwd(dout, *args, False, hstu_attn._ops.FP8_BWD_DEQUANT_BIT)
+    ref = dict(alpha=alpha, **lens)
+    gold = fb.hstu_attn_fp8_backward_reference(dout.double(), q8, k8, v8, *scales, "block",
+                                               compute_dtype=torch.float64, **ref)
+    low = fb.hstu_attn_fp8_backward_reference(dout, q8, k8, v8, *scales, "block", compute_dtype=torch.bfloat16,
+                                              **ref)
+    for name, g, gg, gl, b in zip(("dq", "dk", "dv"), grads, gold, low, base):
+        print(f"{name} at 16K, D = 256: max err kernel {max_err(g, gg):.3e} / bf16 emulation {max_err(gl, gg):.3e} "
+              f"/ dequantized path {max_err(b, gg):.3e}; max |{name}| {gg.abs().max().item():.3e}")
+        assert not torch.isnan(g).any(), name
+        assert_rel(f"{name} (16K, D = 256)", g, gg, gl, 5)
+        assert max_err(g, b) <= 0.15 * b.abs().max().item() + 1e-6, name
+
+
+@pytest.mark.sm90
 def test_cuda_fp8_backward_default_routing():
     """kernel_options(fp8_bwd=None), the default: the backward of an FP8 call runs the Hopper FP8 backward where it
     applies (D = 128 and 64, no rab: dk / dv bit-equal to fp8_bwd=True, dq equal up to its atomics' order) without a
