@@ -127,3 +127,6 @@ echo "| step | result | time | summary |"
 echo "|---|---|---|---|"
 for i in "${!names[@]}"; do echo "| ${names[$i]} | ${results[$i]} |"; done
 for f in "$out"/bench_*.md; do [ -f "$f" ] && { echo; cat "$f"; }; done
+# Exit status: 1 if any step failed, else 0 (not the last test above's).
+for r in "${results[@]}"; do [[ "$r" == FAIL* ]] && exit 1; done
+exit 0
