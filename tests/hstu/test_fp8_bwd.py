@@ -530,7 +530,7 @@ def test_cuda_fp8_bwd_kernel_matches_emulating_reference(mode, mask):
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("mode", ["tensor", "block"])
+@pytest.mark.parametrize("mode", ["tensor", "head", "batch_head", "block"])
 @pytest.mark.parametrize("mask", sorted(MASKS))
 def test_cuda_fp8_bwd_d64_matches_emulating_reference(mode, mask):
     """The FP8 backward at D = 64 (its own unit: dQ by m64n32 per warpgroup, 64-byte swizzled K / V / Q / dO rows)
