@@ -149,7 +149,10 @@ class _LookupFunction(torch.autograd.Function):
         ctx.save_for_backward(*flat)
         ctx.spec = spec
         ctx.saved = None
-        return out
+        # + the empty anchor's sum (0.0): torch 2.11's AOT autograd gives the traced Function's output
+        # requires_grad only where it depends on a differentiable input; without it the backward (the table
+        # update) ran inside the forward with zero gradients and never with the real ones (docs/dynamicemb.md)
+        return out + anchor.sum()
 
     @staticmethod
     def backward(ctx, grad_out):
