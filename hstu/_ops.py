@@ -311,8 +311,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     D = 128 with KV tiles of 192 keys (FA3's FP8 forward runs 224) where they apply: grid order, descale modes
     other than "block", at any length (the default takes them for batches of at least 4,096 keys per sequence on
     average; the sum over keys runs in another order, so the output differs in the last bits). ``fp8_bwd``: the
-    backward of FP8 calls. None (the default): on Hopper, where it applies (D = 64 or 128, no rab,
-    ``deterministic=False``, ``sm90=True``, a build with its unit; D = 256 under True only), the FP8 backward
+    backward of FP8 calls. None (the default): on Hopper, where it applies (D = 64, 128 or 256, no rab,
+    ``deterministic=False``, ``sm90=True``, a build with its unit), the FP8 backward
     (`hstu_attn._fp8_bwd.fp8_bwd_prepass`, then the e4m3 kernel: on an H200 1.16x / 1.58x the dequantized path at
     B16 S16K / S4K D128), elsewhere dequantize q/k/v and run the bf16/fp16 backward; True: the FP8 backward or
     NotImplementedError saying why not; False: always the dequantized path (for comparisons; docs/hstu_attn.md,

@@ -971,8 +971,8 @@ def test_cuda_fp8_bwd_d256_dq_error_at_16k():
 @pytest.mark.sm90
 def test_cuda_fp8_backward_default_routing():
     """kernel_options(fp8_bwd=None), the default: the backward of an FP8 call runs the Hopper FP8 backward where it
-    applies (D = 128 and 64, no rab: dk / dv bit-equal to fp8_bwd=True, dq equal up to its atomics' order) without a
-    host sync, and the dequantized backward (bit-equal to fp8_bwd=False) where it does not (rab, D = 256,
+    applies (D = 128, 64 and 256, no rab: dk / dv bit-equal to fp8_bwd=True, dq equal up to its atomics' order)
+    without a host sync, and the dequantized backward (bit-equal to fp8_bwd=False) where it does not (rab,
     deterministic=True)."""
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
@@ -987,10 +987,10 @@ def test_cuda_fp8_backward_default_routing():
         poison_allocator(32 * c["q"].numel())
         return torch.autograd.grad(out, leaves, dout)
 
-    for d in (128, 64):
+    for d in (128, 64, 256):
         if not fp8_bwd_kernel_built(d):
             continue
-        c = make_case(41 if d == 128 else 44, [700, 0, 129, 300], 2, d, "context_target_group", device="cuda")
+        c = make_case({128: 41, 64: 44, 256: 45}[d], [700, 0, 129, 300], 2, d, "context_target_group", device="cuda")
         default, forced, dequant = grads(c, {}), grads(c, dict(fp8_bwd=True)), grads(c, dict(fp8_bwd=False))
         assert torch.equal(default[1], forced[1]) and torch.equal(default[2], forced[2]), d
         assert max_err(default[0], forced[0]) <= 1e-2 * forced[0].abs().max().item() + 1e-6, d
@@ -1007,7 +1007,9 @@ def test_cuda_fp8_backward_default_routing():
         torch.cuda.set_sync_debug_mode("default")
     short = make_case(42, [200, 90], 2, 128, "causal", device="cuda")  # (<= 2 key tiles: dq adds in any order agree)
     rab = torch.randn(2, 2, 200, 200, device="cuda", dtype=torch.bfloat16)
-    for case, kw in ((short, dict(rab=rab)), (short, dict(deterministic=True)),
-                     (make_case(43, [200, 90], 2, 256, "causal", device="cuda"), {})):
+    short256 = make_case(43, [200, 90], 2, 256, "causal", device="cuda")
+    rab256 = torch.randn(2, 2, 200, 200, device="cuda", dtype=torch.bfloat16)
+    for case, kw in ((short, dict(rab=rab)), (short, dict(deterministic=True)), (short256, dict(rab=rab256)),
+                     (short256, dict(deterministic=True))):
         for a, b in zip(grads(case, {}, **kw), grads(case, dict(fp8_bwd=False), **kw)):
             assert torch.equal(a, b), kw
