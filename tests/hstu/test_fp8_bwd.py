@@ -902,6 +902,21 @@ def dq_order_atol(a, lens):
     return (2 ** -8 * math.sqrt(nblk) + 1e-5) * a.abs().max().item()
 
 
+def one_16k_sequence(seed, d, dout_seed):
+    """One causal sequence of 16,384 rows at head dim d, block descale, H2 (the 16K error checks): alpha, the
+    lengths, dout and the op's positional arguments (q8, k8, v8 and the 3 descale tensors first)."""
+    c = make_case(seed, [16384], 2, d, "causal", device="cuda", delta_q=False)
+    alpha = d ** -0.5
+    (q8, k8, v8), scales = quantized(c, "block")
+    gen = torch.Generator(device="cuda").manual_seed(dout_seed)
+    dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.bfloat16)
+    lens = lengths_args(c)
+    args = (q8, k8, v8, *scales, 3, 0, lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"],
+            lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
+            *lens["window_size"], alpha, None, float(lens["max_seqlen_q"]), None, None)
+    return alpha, lens, dout, args
+
+
 @pytest.mark.sm90
 def test_cuda_fp8_bwd_dq_error_at_16k():
     """The default's dq (its key-block partials reduce-added in bf16) where its rounding is largest: one causal
@@ -909,15 +924,8 @@ def test_cuda_fp8_bwd_dq_error_at_16k():
     the bf16 emulation's error; dk / dv bit-equal to main_kernel's. Prints both kernels' errors."""
     if not fp8_bwd_kernel_built() or "main_kernel" not in VARIANTS:
         pytest.skip("the Hopper FP8 backward kernel and its main_kernel variant are not in this build")
-    c = make_case(916, [16384], 2, 128, "causal", device="cuda", delta_q=False)
-    alpha = 128 ** -0.5
-    (q8, k8, v8), scales = quantized(c, "block")
-    gen = torch.Generator(device="cuda").manual_seed(17)
-    dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.bfloat16)
-    lens = lengths_args(c)
-    args = (q8, k8, v8, *scales, 3, 0, lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"],
-            lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
-            *lens["window_size"], alpha, None, float(lens["max_seqlen_q"]), None, None)
+    alpha, lens, dout, args = one_16k_sequence(916, 128, 17)
+    q8, k8, v8, scales = args[0], args[1], args[2], args[3:6]
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
     var = fb.fp8_bwd_cuda(dout, args, False, opts)  # (the default: bf16 dQ)
     base = fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS["main_kernel"])
@@ -943,15 +951,8 @@ def test_cuda_fp8_bwd_d256_dq_error_at_16k():
     lets D = 256's FP8 calls take this kernel by default (FP8_BWD_DEFAULT_HEAD_DIMS)."""
     if not fp8_bwd_kernel_built(256):
         pytest.skip("the Hopper FP8 backward kernel at D = 256 is not in this build")
-    c = make_case(917, [16384], 2, 256, "causal", device="cuda", delta_q=False)
-    alpha = 256 ** -0.5
-    (q8, k8, v8), scales = quantized(c, "block")
-    gen = torch.Generator(device="cuda").manual_seed(19)
-    dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.bfloat16)
-    lens = lengths_args(c)
-    args = (q8, k8, v8, *scales, 3, 0, lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"],
-            lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
-            *lens["window_size"], alpha, None, float(lens["max_seqlen_q"]), None, None)
+    alpha, lens, dout, args = one_16k_sequence(917, 256, 19)
+    q8, k8, v8, scales = args[0], args[1], args[2], args[3:6]
     poison_allocator(32 * q8.numel())
     grads = fb.fp8_bwd_cuda(dout, args, False, hstu_attn._ops.OPTION_BITS["fp8_bwd"])
     base = torch.ops.hstu_attn.fp8_bwd(dout, *args, False, hstu_attn._ops.FP8_BWD_DEQUANT_BIT)
