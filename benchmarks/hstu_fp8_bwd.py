@@ -1,11 +1,12 @@
-"""The FP8 attention backward on Hopper (issue 36): the bf16 backward, the FP8 backward's default path today
-(dequantize + the bf16 backward), the FP8 backward's device pre-pass alone, and the Hopper FP8 backward kernel
-(`kernel_options(fp8_bwd=True)`, where the build has it), with their TFLOP/s (FA convention) and the FP8 paths'
+"""The FP8 attention backward on Hopper (issue 36): the bf16 backward, the dequantized path
+(`kernel_options(fp8_bwd=False)`: dequantize + the bf16 backward; the default only where the FP8 kernel does not
+apply), the FP8 backward's device pre-pass alone, and the Hopper FP8 backward (`kernel_options(fp8_bwd=True)`, the
+default of FP8 calls at D = 64 / 128 / 256 without rab), with their TFLOP/s (FA convention) and the FP8 paths'
 distance to the bf16 backward.
 
 Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variants default,NAME]
        [--no-dequant] [--short N] [--fa3 ROUNDS] [--hdim 64,128] [--results FILE]
---hdim: the head dims of the cases, comma-separated (default 128; the kernel is built at 64 and 128), each case of
+--hdim: the head dims of the cases, comma-separated (default 128; the kernel is built at 64, 128 and 256), each case of
 every head dim in turn (B16 S16K, S4K).
 --fa3 ROUNDS: also the FP8 paths by FlashAttention-3's FP8 benchmark method, as the forward's headline
 (benchmarks/hstu_attention.py --fp8 --method fa3: sleep 1 s, 2 warm-up calls, 30 calls back to back in one timed
