@@ -149,9 +149,10 @@ class _LookupFunction(torch.autograd.Function):
         ctx.save_for_backward(*flat)
         ctx.spec = spec
         ctx.saved = None
-        # + the empty anchor's sum (0.0): torch 2.11's AOT autograd gives the traced Function's output
-        # requires_grad only where it depends on a differentiable input; without it the backward (the table
-        # update) ran inside the forward with zero gradients and never with the real ones (docs/dynamicemb.md)
+        # + the empty anchor's sum (0.0): a new tensor. Torch 2.11 gives a traced Function a zero output gradient
+        # when its output is a tensor its forward also made under another name (`.to(output_dtype)` of the same
+        # dtype returns `out` itself): the backward (the table update) then ran in the forward with zeros and
+        # never with the loss's gradient (docs/dynamicemb.md, "torch.compile")
         return out + anchor.sum()
 
     @staticmethod
