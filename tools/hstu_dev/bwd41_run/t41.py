@@ -13,8 +13,6 @@ import argparse
 import os
 import sys
 
-import torch
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..", "runlib")]
 import bwdtime  # noqa: E402
@@ -26,20 +24,7 @@ def main():
     ap = argparse.ArgumentParser()
     bwdtime.add_args(ap, ["time", "ncu"], ["main", "c14"], ["B16:S16384:D128"])
     a = ap.parse_args()
-    bt = bwdtime.Lab(a)
-    ours = [x for x in a.variants if x in VARIANTS]
-    for s in a.shapes:
-        pairs, labels = bt.calls(s, ours, VARIANTS, check_peer=True)
-        fns = [p[1] for p in pairs]
-        if a.mode == "time":
-            bt.time_line(s, labels, fns, len(ours))
-        else:
-            bwdtime.run_once(fns)
-        if a.mode != "ncu" and s in a.prof_shapes:
-            for label, fn in zip(labels, fns):
-                bwdtime.prof_kernels(label, s, fn)
-        del fns, pairs
-        torch.cuda.empty_cache()
+    bwdtime.Lab(a).run([x for x in a.variants if x in VARIANTS], VARIANTS)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ scaling max_len). runlib/pack.sh's callers carry it beside the timer; in the rep
                           under kernel_options(sm90=False, **variants[x]), FA2's and the peer's
   lab.time_line(s, labels, fns, n)        the backward times of one shape, `rounds` times, the smallest median
                           kept; ratios variant / main, FA2 or peer / variant
+  lab.run(ours, variants)                 every --shapes: time_line (mode time) or run_once (mode ncu), the
+                          --prof-shapes profiled (t41.py, t43.py)
   lab.elapsed()                           seconds since Lab(a) (the lines' `at` field)
   prof_kernels(label, s, fn)              one call's kernels under torch.profiler (us each)
   run_once(fns)                           one call each, synchronized (what ncu profiles)
@@ -24,19 +26,24 @@ import labtime
 
 
 def shape(s):
-    b, sl, d = s.split(":")
+    b, sl, d = s.split(":")[:3]
     return int(b[1:]), int(sl[1:]), int(d[1:])
 
 
 def dense_case(ha, s, dev, H=4):
-    """The dense causal case of shape s ("B128:S1024:D128") as the product benchmark ha (benchmarks/hstu_attention.py)
+    """The dense causal case of shape s ("B128:S1024:D128"; a fourth field "C<n>" gives each sequence n context
+    rows: the ops' num_contexts, the context kernel) as the product benchmark ha (benchmarks/hstu_attention.py)
     builds it: (B, S, D), its ha.Case, cu, randn bf16 q / k / v / dout and the ops' length / mask arguments (alpha
-    D^-1/2)"""
+    D^-1/2). FA2 and the peer take the plain causal call of the same shape."""
     B, S, D = shape(s)
+    fields = s.split(":")
     case = ha.Case("portable", s, [S] * B, H, D)
     cu = torch.tensor([0] + case.lengths, device=dev).cumsum(0).to(torch.int32)
     q, k, v, dout = (torch.randn(B * S, H, D, device=dev, dtype=torch.bfloat16) for _ in range(4))
-    args = (cu, cu, S, S, None, None, 1, -1, 0, 1.0 / D**0.5, None, float(S), None, None)
+    nc = None
+    if len(fields) > 3:
+        nc = torch.full((B,), min(int(fields[3][1:]), S), dtype=torch.int32, device=dev)
+    args = (cu, cu, S, S, nc, None, 1, -1, 0, 1.0 / D**0.5, None, float(S), None, None)
     return (B, S, D), case, cu, (q, k, v, dout), args
 
 
@@ -121,6 +128,23 @@ class Lab:
         for j in range(n, len(labels)):
             line += " | " + " ".join(f"{labels[j]}/{lab} {best[j] / t:.3f}x" for lab, t in zip(labels[:n], best[:n]))
         print(line + f" | at {self.elapsed():.1f} s", flush=True)
+
+    def run(self, ours, variants):
+        """Each of --shapes in turn: the calls (the peer checked once), then by mode: `time` one time_line,
+        `ncu` one call each; --prof-shapes also profiled outside ncu mode"""
+        a = self.a
+        for s in a.shapes:
+            pairs, labels = self.calls(s, ours, variants, check_peer=True)
+            fns = [p[1] for p in pairs]
+            if a.mode == "time":
+                self.time_line(s, labels, fns, len(ours))
+            else:
+                run_once(fns)
+            if a.mode != "ncu" and s in a.prof_shapes:
+                for label, fn in zip(labels, fns):
+                    prof_kernels(label, s, fn)
+            del fns, pairs
+            torch.cuda.empty_cache()
 
     def elapsed(self):
         """seconds since the Lab was made (the lines' `at` field)"""
