@@ -543,7 +543,9 @@ def _sm80_default_kernel(D, dtype, max_seqlen_k):
         # one barrier per tile pair, two Q / dO stages on mbarriers, the lean copies, dK / dV through shared memory,
         # S / dP split over D across warp pairs (kPdsMbarCopies | kPdsLeanCopies | kPdsSmemEpilogue | kPdsKSplitS;
         # heads first with kPdsTailBlocksFirst)
-        return f"pds_body_kernel<{ctype}, 256, 2, 8, {33770 if max_seqlen_k <= 2048 else 33482}>"
+        # (bf16 heads first: the default's dQ claims, kPdsDqClaim = 1048576)
+        claims = 1048576 if dtype == torch.bfloat16 else 0
+        return f"pds_body_kernel<{ctype}, 256, 2, 8, {33770 | claims if max_seqlen_k <= 2048 else 33482}>"
     if D == 256 and max_seqlen_k <= 2048 and _candidate_fits(_candidate_tile(256, 5, dtype)[1]):
         return f"pds_body_kernel<{ctype}, 256, 2, 8, 42>"
     for cfg in (5, 4):

@@ -108,7 +108,15 @@ def one_bar_fits():
             and smem <= torch.cuda.get_device_properties(0).shared_memory_per_block_optin)
 
 
-def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
+def default_claims(case, dtype=torch.bfloat16):
+    """Whether the default backward (bwd_sm80_cfg / fwd_sm80_cfg 0, no split) of case's call without rab (as
+    _bwd_kernels makes it) claims its dQ blocks on this GPU (hstu_ops.cc): bf16 at D = 256 heads first (at most 2,048
+    keys) without contexts, where D = 256's mbarrier loop fits."""
+    return (dtype == torch.bfloat16 and case["q"].shape[-1] == 256 and case["num_contexts"] is None
+            and case["max_seqlen_k"] <= 2048 and mbar_fits())
+
+
+def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200, claims=False):
     """The end of the name of the kernel cfg 0 / 1 / 2 / 3 / 6 / 7 runs at head dim D for dtype without contexts on this
     GPU, or None where that is not the one-barrier loop, its two-barrier comparison or a grid order's kernel (other
     head dims, below sm_90). The default's grid order: heads first up to 2,048 keys (the body kernel with
@@ -120,7 +128,8 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
     (bf16, D = 64 / 128) the default's loop as a body kernel without kPdsStsmPdS | kPdsPtrCopies / kPdsPtrCopies /
     kPdsStsmPdS. At D = 64 the default (and cfg 3, and every cfg but 1
     for fp16) is the two-stage body kernel with kPdsTile128; cfg 15 (bf16) the three-stage loop, the default before,
-    and cfgs 2, 7, 9-14 (bf16) its variants as above."""
+    and cfgs 2, 7, 9-14 (bf16) its variants as above. ``claims``: the call takes the default's dQ claims
+    (default_claims): D = 256's heads-first default body with kPdsDqClaim."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     bf16 = dtype == torch.bfloat16
     no_epi = cfg == EPI_CFG and bf16
@@ -134,6 +143,7 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200):
         lean = 0 if cfg == 6 and bf16 else _LEAN
         body = 10 | _MBAR | lean | (_HEADS_FIRST | (0 if cfg == 6 and bf16 else tail) if first else 0)
         body |= (0 if no_epi else _EPI) | (0 if cfg in (6, UNSPLIT_CFG) and bf16 else _KSPLIT)
+        body |= _DQ_CLAIM if claims and cfg == 0 and bf16 and first else 0
         return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {body}>(hstu::HstuParams, int)"
     if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
@@ -234,7 +244,7 @@ def test_sm80_backward_mbar_batch_first(mask, rab_heads, delta_q, kernel_opts):
             kg.check_case(case, 0.5)
         grads[cfg] = _grads(case, dout)
         names = _bwd_kernels(case)
-        want = loop_kernel(256, cfg, max_seqlen_k=case["max_seqlen_k"])
+        want = loop_kernel(256, cfg, max_seqlen_k=case["max_seqlen_k"], claims=default_claims(case))
         assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (cfg, names, want)
     for cfg in (0, UNSPLIT_CFG) + MBAR_CFGS:
         for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[1])):
@@ -256,7 +266,7 @@ def _default_and_cfg_agree(case, dout, D, cfg, kernel_opts, label=None, bitwise=
         grads[c] = _grads(case, dout)
         assert not any(torch.isnan(g).any() for g in grads[c]), c
         names = _bwd_kernels(case)
-        want = loop_kernel(D, c, max_seqlen_k=case["max_seqlen_k"])
+        want = loop_kernel(D, c, max_seqlen_k=case["max_seqlen_k"], claims=default_claims(case))
         assert want is None or (len(names) == 1 and next(iter(names)).endswith(want)), (c, names, want)
     for c in cfgs:
         for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[c], grads[0])):
@@ -389,7 +399,7 @@ def test_sm80_backward_one_barrier_runs_its_kernel(D, kernel_opts):
         for cfg in (0,) + loop_cfgs(D):
             kernel_opts(sm90=False, bwd_sm80_split=False, bwd_sm80_cfg=cfg)
             names = _bwd_kernels(case)
-            want = loop_kernel(D, cfg, dtype)
+            want = loop_kernel(D, cfg, dtype, claims=default_claims(case, dtype))
             if want is None:
                 assert names == default, (dtype, cfg, names, default)
             else:
@@ -782,7 +792,7 @@ def test_sm80_backward_dq_claims(dt, D, mask, rab_heads, delta_q, seqused, lens,
         grads[cfg] = _grads(case, dout)
         assert not any(torch.isnan(x).any() for x in grads[cfg]), cfg
         names = _bwd_kernels(case)
-        want = loop_kernel(D, 0, dtype, max_seqlen_k=case["max_seqlen_k"])
+        want = loop_kernel(D, 0, dtype, max_seqlen_k=case["max_seqlen_k"], claims=default_claims(case, dtype))
         claims = (cfg == DQ_CLAIM_CFG and dtype == torch.bfloat16 and D in (128, 256) and rab_heads == 0
                   and "context" not in mask and case["max_seqlen_k"] <= 2048)
         if claims and want is not None:  # (the default's heads-first body kernel with kPdsDqClaim)

@@ -297,6 +297,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
   Tensor dv = torch::stable::new_empty(v, {v.size(0), v.size(1), v.size(2)});
   const bool half = q.scalar_type() == ScalarType::Half;
   BwdPlan plan = plan_bwd(p, k.size(0), q.get_device(), half, deterministic, dq.stride(0), o);
+  // The dQ claims by default at bf16 D = 256 heads first (at most 2,048 keys; no rab, contexts, comparison cfg, warp
+  // pairs or split): the workspace's fill (10 % of a B256 S256 backward) costs more than the claims' loop adds (H200,
+  // tab44 session 41: -7.8 % there). Elsewhere the claims stay opt-in (D = 128: within the noise; batch first:
+  // slower). fwd_sm80_cfg=15 runs the default with the fill, for comparisons.
+  const int dh = static_cast<int>(q.size(2));
+  if (plan.family == KernelFamily::kSm80 && o.fwd_sm80_cfg == 0 && o.bwd_sm80_cfg == 0 && !o.bwd_sm80_pair &&
+      dh == 256 && !half && !deterministic && !rab.has_value() && !num_contexts.has_value() &&
+      max_seqlen_k <= 2048 && plan.sched_bytes == 0 &&
+      !(o.bwd_sm80_split && bwd_split_default(k.size(0), p.batch, p.heads, max_seqlen_q, max_seqlen_k, dh,
+                                              accel::current_device_sms()))) {
+    p.fwd_sm80_cfg |= kBwdSm80DqClaim;
+  }
   // kBwdSm80DqClaim (kernel_options(fwd_sm80_cfg=13)): the sm80-class family's fragment-ordered workspace at bf16
   // D = 128 / 256 uninitialized, its claim words behind it (the launcher zeroes them, or the whole workspace where
   // the claims' loop does not apply)
