@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..", "runlib")]
 import bwdtime  # noqa: E402
 
-VARIANTS = {"main": {}, "claim": {"fwd_sm80_cfg": 13}}
+VARIANTS = {"main": {}, "claim": {"fwd_sm80_cfg": 13}, "fill": {"fwd_sm80_cfg": 15}}
 
 
 def line(tag, s, labels, times, n):
