@@ -5,7 +5,6 @@
 # kernels, checked here).
 NAME=bwd41 BASE= LIM=${LIM:-52}
 _d=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-for _x in $_d/whl/*.whl.xz; do [ -f "$_x" ] || continue; python3 $_d/xzwheel.py unpack $_x ${_x%.xz} && rm -f $_x; done
 source "$_d/common.sh" > /tmp/bwd41_setup.log 2>&1
 grep -iE "error|warn" /tmp/bwd41_setup.log | grep -v "$C/whl" | head -3
 T41=$C/t41.py

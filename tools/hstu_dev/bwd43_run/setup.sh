@@ -4,7 +4,6 @@
 # wheel: main's D = 64 loop is bwd_sm80_cfg=6 of the branch's wheel (the same template arguments as main's kernels).
 NAME=bwd43 BASE= LIM=${LIM:-92}
 _d=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-for _x in $_d/whl/*.whl.xz; do [ -f "$_x" ] || continue; python3 $_d/xzwheel.py unpack $_x ${_x%.xz} && rm -f $_x; done
 source "$_d/common.sh" > /tmp/bwd43_setup.log 2>&1
 grep -iE "error|warn" /tmp/bwd43_setup.log | grep -v "$C/whl" | head -3
 T43=$C/t43.py

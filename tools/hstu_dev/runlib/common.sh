@@ -18,6 +18,11 @@
 #   gpu_power                   the GPU line with its temperature and power draw
 #   ncu_times CSV / ncu_metrics CSV / ncu_raw CSV...   ncu_csv.py's digests (see there)
 # (carry_setup.sh beside this file in a carry folder; in the tree, from tools/hstu_dev/runlib, in its parent)
+# a carry's xz wheels (bwd41_run/xzwheel.py pack, carried beside this file) unpacked first, for carry_setup.sh
+for _x in "$(dirname "${BASH_SOURCE[0]}")"/whl/*.whl.xz; do
+  [ -f "$_x" ] || continue
+  python3 "$(dirname "${BASH_SOURCE[0]}")/xzwheel.py" unpack "$_x" "${_x%.xz}" && rm -f "$_x"
+done
 if [ -f "$(dirname "${BASH_SOURCE[0]}")/carry_setup.sh" ]; then
   source "$(dirname "${BASH_SOURCE[0]}")/carry_setup.sh"
 else

@@ -5,7 +5,6 @@
 # HSTU module, rebuilt for this run by tools/peer/build_nvidia_ampere_hstu.sh; absent: the table without the peer).
 NAME=i39 BASE= LIM=${LIM:-125}
 _d=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-for _x in $_d/whl/*.whl.xz; do [ -f "$_x" ] || continue; python3 $_d/xzwheel.py unpack $_x ${_x%.xz} && rm -f $_x; done
 source "$_d/common.sh" > /tmp/i39_setup.log 2>&1
 grep -iE "error|warn" /tmp/i39_setup.log | grep -v "$C/whl" | head -3
 T39=$C/t39.py
