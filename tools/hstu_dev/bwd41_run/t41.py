@@ -9,7 +9,6 @@
 
 Shapes: dense, causal, H = 4, bf16, alpha D^-1/2, scaling max_len (issue 39's table).
 """
-import argparse
 import os
 import sys
 
@@ -20,12 +19,5 @@ import bwdtime  # noqa: E402
 VARIANTS = {"main": {}, "c14": {"bwd_sm80_cfg": 14}, "c13": {"bwd_sm80_cfg": 13}}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    bwdtime.add_args(ap, ["time", "ncu"], ["main", "c14"], ["B16:S16384:D128"])
-    a = ap.parse_args()
-    bwdtime.Lab(a).run([x for x in a.variants if x in VARIANTS], VARIANTS)
-
-
 if __name__ == "__main__":
-    main()
+    bwdtime.lab_main(VARIANTS, ["main", "c14"], ["B16:S16384:D128"])

@@ -8,7 +8,6 @@
 Shapes: dense, causal, H = 4, bf16, alpha D^-1/2, scaling max_len (issue 39's table); a fourth field C<n> gives each
 sequence n context rows (runlib/bwdtime.py's dense_case: the context kernel; FA2 the plain causal call).
 """
-import argparse
 import os
 import sys
 
@@ -19,12 +18,5 @@ import bwdtime  # noqa: E402
 VARIANTS = {"main": {}, "c6": {"bwd_sm80_cfg": 6}}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    bwdtime.add_args(ap, ["time", "ncu"], ["main", "c6"], ["B16:S8192:D64"])
-    a = ap.parse_args()
-    bwdtime.Lab(a).run([x for x in a.variants if x in VARIANTS], VARIANTS)
-
-
 if __name__ == "__main__":
-    main()
+    bwdtime.lab_main(VARIANTS, ["main", "c6"], ["B16:S8192:D64"])

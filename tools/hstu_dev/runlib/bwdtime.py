@@ -10,13 +10,16 @@ scaling max_len). runlib/pack.sh's callers carry it beside the timer; in the rep
   lab.time_line(s, labels, fns, n)        the backward times of one shape, `rounds` times, the smallest median
                           kept; ratios variant / main, FA2 or peer / variant
   lab.run(ours, variants)                 every --shapes: time_line (mode time) or run_once (mode ncu), the
-                          --prof-shapes profiled (t41.py, t43.py)
+                          --prof-shapes profiled
+  lab_main(variants, default_variants, default_shapes)   a timer's whole main (t41.py, t43.py): modes time / ncu,
+                          lab.run over the --variants that name an entry of `variants`
   lab.elapsed()                           seconds since Lab(a) (the lines' `at` field)
   prof_kernels(label, s, fn)              one call's kernels under torch.profiler (us each)
   run_once(fns)                           one call each, synchronized (what ncu profiles)
 
 Nothing here picks a kernel other than through kernel_options.
 """
+import argparse
 import sys
 import time
 
@@ -57,6 +60,15 @@ def add_args(ap, modes, variants, shapes, prof_help=None):
     ap.add_argument("--no-fa2", action="store_true")
     ap.add_argument("--peer", action="store_true")
     ap.add_argument("--prof-shapes", nargs="*", default=[], help=prof_help)
+
+
+def lab_main(variants, default_variants, default_shapes):
+    """Parses add_args's arguments (modes time / ncu) and runs Lab.run over the --variants found in `variants`
+    ({name: kernel_options of ours}; other names, e.g. fa2, only select what ncu mode runs)."""
+    ap = argparse.ArgumentParser()
+    add_args(ap, ["time", "ncu"], default_variants, default_shapes)
+    a = ap.parse_args()
+    Lab(a).run([x for x in a.variants if x in variants], variants)
 
 
 def prof_kernels(label, s, fn):
