@@ -14,6 +14,10 @@ from hstu_attn import hstu_attn_reference, hstu_attn_varlen_func
 
 LENGTHS = [0, 1, 27, 99, 256, 1111, 2000]
 
+# kPdsDqClaim (hstu_bwd_sm80_pds_kernel.cuh): the portable backward loops' BODY flag of the dQ claims, in the kernel
+# names the tests expect
+PDS_DQ_CLAIM = 1048576
+
 # name -> (window, contexts, targets, target_group_size)
 MASKS = {
     "none": ((-1, -1), False, False, 1),

@@ -37,8 +37,8 @@ except ImportError:  # pragma: no cover
 # The case maker, the error rule's check and the fixtures live in hstu_kernel_checks.py (shared with
 # test_sm80_forward_gpu.py); the fixtures are imported so that pytest finds them here.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hstu_kernel_checks import (GR_MASKS, LENGTHS, MASKS, _gr_case, _no_tf32, _varlen_kwargs,  # noqa: E402, F401
-                                _with, assert_agree, check_case, kernel_opts, make_case, max_err,
+from hstu_kernel_checks import (GR_MASKS, LENGTHS, MASKS, PDS_DQ_CLAIM, _gr_case, _no_tf32,  # noqa: E402, F401
+                                _varlen_kwargs, _with, assert_agree, check_case, kernel_opts, make_case, max_err,
                                 poison_allocator)
 
 
@@ -543,8 +543,8 @@ def _sm80_default_kernel(D, dtype, max_seqlen_k):
         # one barrier per tile pair, two Q / dO stages on mbarriers, the lean copies, dK / dV through shared memory,
         # S / dP split over D across warp pairs (kPdsMbarCopies | kPdsLeanCopies | kPdsSmemEpilogue | kPdsKSplitS;
         # heads first with kPdsTailBlocksFirst)
-        # (bf16 heads first: the default's dQ claims, kPdsDqClaim = 1048576)
-        claims = 1048576 if dtype == torch.bfloat16 else 0
+        # (bf16 heads first: the default's dQ claims)
+        claims = PDS_DQ_CLAIM if dtype == torch.bfloat16 else 0
         return f"pds_body_kernel<{ctype}, 256, 2, 8, {33770 | claims if max_seqlen_k <= 2048 else 33482}>"
     if D == 256 and max_seqlen_k <= 2048 and _candidate_fits(_candidate_tile(256, 5, dtype)[1]):
         return f"pds_body_kernel<{ctype}, 256, 2, 8, 42>"

@@ -143,7 +143,7 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200, claims=False):
         lean = 0 if cfg == 6 and bf16 else _LEAN
         body = 10 | _MBAR | lean | (_HEADS_FIRST | (0 if cfg == 6 and bf16 else tail) if first else 0)
         body |= (0 if no_epi else _EPI) | (0 if cfg in (6, UNSPLIT_CFG) and bf16 else _KSPLIT)
-        body |= _DQ_CLAIM if claims and cfg == 0 and bf16 and first else 0
+        body |= kg.PDS_DQ_CLAIM if claims and cfg == 0 and bf16 and first else 0
         return f"hstu_bwd_pds_body_kernel<{t}, 256, 2, 8, {body}>(hstu::HstuParams, int)"
     if D not in _DEFAULT_BODY or not one_bar_fits():
         return None
@@ -765,7 +765,6 @@ def test_sm80_backward_drab_zeroed_by_launcher(how, kernel_opts):
 
 
 DQ_CLAIM_CFG = 13  # kernel_options(fwd_sm80_cfg=13) (_ops.FWD_SM80_CFG_DQ_CLAIM, kFwdSm80CfgDqClaim)
-_DQ_CLAIM = 1048576  # kPdsDqClaim (the loops' BODY flag)
 
 
 @pytest.mark.parametrize("mask,rab_heads,delta_q,seqused,lens", [
@@ -796,7 +795,7 @@ def test_sm80_backward_dq_claims(dt, D, mask, rab_heads, delta_q, seqused, lens,
         claims = (cfg == DQ_CLAIM_CFG and dtype == torch.bfloat16 and D in (128, 256) and rab_heads == 0
                   and "context" not in mask and case["max_seqlen_k"] <= 2048)
         if claims and want is not None:  # (the default's heads-first body kernel with kPdsDqClaim)
-            body = int(want.split(">(")[0].split(",")[-1]) | _DQ_CLAIM
+            body = int(want.split(">(")[0].split(",")[-1]) | kg.PDS_DQ_CLAIM
             st = 3 if D == 128 else 2
             want = f"hstu_bwd_pds_body_kernel<__nv_bfloat16, {D}, {st}, 8, {body}>(hstu::HstuParams, int)"
         if want is not None and "context" not in mask and rab_heads == 0:

@@ -297,16 +297,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
   Tensor dv = torch::stable::new_empty(v, {v.size(0), v.size(1), v.size(2)});
   const bool half = q.scalar_type() == ScalarType::Half;
   BwdPlan plan = plan_bwd(p, k.size(0), q.get_device(), half, deterministic, dq.stride(0), o);
-  // The dQ claims by default at bf16 D = 256 heads first (at most 2,048 keys; no rab, contexts, comparison cfg, warp
-  // pairs or split): the workspace's fill (10 % of a B256 S256 backward) costs more than the claims' loop adds (H200,
-  // tab44 session 41: -7.8 % there). Elsewhere the claims stay opt-in (D = 128: within the noise; batch first:
-  // slower). fwd_sm80_cfg=15 runs the default with the fill, for comparisons.
-  const int dh = static_cast<int>(q.size(2));
-  if (plan.family == KernelFamily::kSm80 && o.fwd_sm80_cfg == 0 && o.bwd_sm80_cfg == 0 && !o.bwd_sm80_pair &&
-      dh == 256 && !half && !deterministic && !rab.has_value() && !num_contexts.has_value() &&
-      max_seqlen_k <= 2048 && plan.sched_bytes == 0 &&
-      !(o.bwd_sm80_split && bwd_split_default(k.size(0), p.batch, p.heads, max_seqlen_q, max_seqlen_k, dh,
-                                              accel::current_device_sms()))) {
+  // The rules below (the dQ claims, the split) apply to the sm80-class family's default backward only: bf16, no
+  // comparison cfg, warp pairs, rab, deterministic dQ or work list. split_rule: bwd_split_default says so.
+  const int d = static_cast<int>(q.size(2)), sms = accel::current_device_sms();
+  const bool plain_default = plan.family == KernelFamily::kSm80 && o.fwd_sm80_cfg == 0 && o.bwd_sm80_cfg == 0 &&
+                             !o.bwd_sm80_pair && !half && !rab.has_value() && !deterministic && plan.sched_bytes == 0;
+  const bool split_rule = plain_default && o.bwd_sm80_split &&
+                          bwd_split_default(k.size(0), p.batch, p.heads, max_seqlen_q, max_seqlen_k, d, sms);
+  // The dQ claims by default at D = 256 heads first (at most 2,048 keys, no contexts, not where the split runs): the
+  // workspace's fill (10 % of a B256 S256 backward) costs more than the claims' loop adds (H200, tab44 session 41:
+  // -7.8 % there). Elsewhere the claims stay opt-in (D = 128: within the noise; batch first: slower).
+  // fwd_sm80_cfg=15 runs the default with the fill, for comparisons.
+  if (plain_default && d == 256 && !num_contexts.has_value() && max_seqlen_k <= 2048 && !split_rule) {
     p.fwd_sm80_cfg |= kBwdSm80DqClaim;
   }
   // kBwdSm80DqClaim (kernel_options(fwd_sm80_cfg=13)): the sm80-class family's fragment-ordered workspace at bf16
@@ -347,13 +349,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
   // it applies under kernel_options(fwd_sm80_cfg=14). Its work list, counters and dK / dV partials (uninitialized:
   // the list kernel writes what the backward reads).
   std::optional<Tensor> split_ws;
-  const int d = static_cast<int>(q.size(2)), split_bn = bwd_split_block_n(d), sms = accel::current_device_sms();
-  if (plan.family == KernelFamily::kSm80 && o.bwd_sm80_split && o.fwd_sm80_cfg == 0 && o.bwd_sm80_cfg == 0 &&
-      !o.bwd_sm80_pair && !half && !rab.has_value() && !deterministic && p.bwd_sched == nullptr &&
-      bwd_split_default(k.size(0), p.batch, p.heads, max_seqlen_q, max_seqlen_k, d, sms) &&
-      device_sm90_class(q.get_device())) {
-    p.fwd_sm80_cfg |= kBwdSm80SplitWalk;
-  }
+  const int split_bn = bwd_split_block_n(d);
+  if (split_rule && device_sm90_class(q.get_device())) p.fwd_sm80_cfg |= kBwdSm80SplitWalk;
   if (plan.family == KernelFamily::kSm80 && (p.fwd_sm80_cfg & kBwdSm80SplitWalk) && p.bwd_sched == nullptr &&
       split_bn > 0) {
     const BwdSplitLayout l = bwd_split_layout(k.size(0), p.batch, p.heads, split_bn, d, sms);
