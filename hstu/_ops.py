@@ -464,8 +464,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     backward's fp32 dQ workspace not zeroed by the op: bf16 D = 128 / 256 calls without rab or contexts whose grid
     runs heads first (at most 2,048 keys) on an sm_90-class GPU run the default's loop with each warp's block of a
     dQ tile claimed (the first writer stores it, later ones add; blocks nobody wrote read as zeros), elsewhere the
-    launcher zeroes it. The default itself claims at D = 256 (those calls, where the split does not run: the fill
-    is 10 % of a B256 S256 backward); 15 runs it with the fill.
+    launcher zeroes it. The default itself claims (those calls, where the split does not run: the fill is 10 % of a
+    B256 S256 D256 backward, 4 % at B128 S1K D128); 15 runs it with the fill.
     14 (``FWD_SM80_CFG_BWD_SPLIT``; bf16, D = 64 / 128 / 256 on sm_90-class devices, no rab): the forward's
     default; the sm80-class backward's split wherever it applies: a work list built on the device, each key block's
     walk over the query tiles cut into chunks of at most L tiles (L: a CTA slot's mean share of the call's walks, at

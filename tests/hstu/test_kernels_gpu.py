@@ -536,8 +536,8 @@ def _sm80_default_kernel(D, dtype, max_seqlen_k):
     they fit (bwd_sm80_cfg 5's kernel; at D = 256 up to 2,048 keys heads first), else one (4's), else the old layouts."""
     ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     if D == 128 and torch.cuda.get_device_capability(0)[0] >= 9 and _candidate_fits(229376):
-        if max_seqlen_k <= 2048:
-            return f"pds_body_kernel<{ctype}, 128, 3, 8, 11818>"
+        if max_seqlen_k <= 2048:  # (bf16 heads first: the default's dQ claims)
+            return f"pds_body_kernel<{ctype}, 128, 3, 8, {11818 | (PDS_DQ_CLAIM if dtype == torch.bfloat16 else 0)}>"
         return f"pds_kernel<{ctype}, 128, 3, 8>"
     if D == 256 and torch.cuda.get_device_capability(0)[0] >= 9 and _candidate_fits(229392):
         # one barrier per tile pair, two Q / dO stages on mbarriers, the lean copies, dK / dV through shared memory,

@@ -110,10 +110,12 @@ def one_bar_fits():
 
 def default_claims(case, dtype=torch.bfloat16):
     """Whether the default backward (bwd_sm80_cfg / fwd_sm80_cfg 0, no split) of case's call without rab (as
-    _bwd_kernels makes it) claims its dQ blocks on this GPU (hstu_ops.cc): bf16 at D = 256 heads first (at most 2,048
-    keys) without contexts, where D = 256's mbarrier loop fits."""
-    return (dtype == torch.bfloat16 and case["q"].shape[-1] == 256 and case["num_contexts"] is None
-            and case["max_seqlen_k"] <= 2048 and mbar_fits())
+    _bwd_kernels makes it) claims its dQ blocks on this GPU (hstu_ops.cc): bf16 at D = 128 / 256 heads first (at most
+    2,048 keys) without contexts, where D = 128's one-barrier loop / D = 256's mbarrier loop fits."""
+    D = case["q"].shape[-1]
+    fits = mbar_fits() if D == 256 else one_bar_fits()
+    return (dtype == torch.bfloat16 and D in (128, 256) and case["num_contexts"] is None
+            and case["max_seqlen_k"] <= 2048 and fits)
 
 
 def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200, claims=False):
@@ -129,7 +131,7 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200, claims=False):
     kPdsStsmPdS. At D = 64 the default (and cfg 3, and every cfg but 1
     for fp16) is the two-stage body kernel with kPdsTile128; cfg 15 (bf16) the three-stage loop, the default before,
     and cfgs 2, 7, 9-14 (bf16) its variants as above. ``claims``: the call takes the default's dQ claims
-    (default_claims): D = 256's heads-first default body with kPdsDqClaim."""
+    (default_claims): D = 128 / 256's heads-first default body with kPdsDqClaim."""
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     bf16 = dtype == torch.bfloat16
     no_epi = cfg == EPI_CFG and bf16
@@ -164,6 +166,7 @@ def loop_kernel(D, cfg, dtype=torch.bfloat16, max_seqlen_k=200, claims=False):
         loop = _D128_MAIN | (8192 if cfg == RUN_CFG else 0)
     if (max_seqlen_k <= 2048) != (cfg == 3):
         body = (loop | _HEADS_FIRST | tail) & ~(_EPI if no_epi else 0) & ~without
+        body |= kg.PDS_DQ_CLAIM if claims and cfg == 0 and bf16 and D == 128 else 0
         return f"hstu_bwd_pds_body_kernel<{t}, {D}, 3, 8, {body}>(hstu::HstuParams, int)"
     if no_epi or without or loop != _DEFAULT_BODY[D] | _DEFAULT_FLAGS[D]:
         body = loop & ~(_EPI if no_epi else 0) & ~without

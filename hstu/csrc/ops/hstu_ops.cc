@@ -304,11 +304,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
                              !o.bwd_sm80_pair && !half && !rab.has_value() && !deterministic && plan.sched_bytes == 0;
   const bool split_rule = plain_default && o.bwd_sm80_split &&
                           bwd_split_default(k.size(0), p.batch, p.heads, max_seqlen_q, max_seqlen_k, d, sms);
-  // The dQ claims by default at D = 256 heads first (at most 2,048 keys, no contexts, not where the split runs): the
-  // workspace's fill (10 % of a B256 S256 backward) costs more than the claims' loop adds (H200, tab44 session 41:
-  // -7.8 % there). Elsewhere the claims stay opt-in (D = 128: within the noise; batch first: slower).
-  // fwd_sm80_cfg=15 runs the default with the fill, for comparisons.
-  if (plain_default && d == 256 && !num_contexts.has_value() && max_seqlen_k <= 2048 && !split_rule) {
+  // The dQ claims by default at D = 128 / 256 heads first (at most 2,048 keys, no contexts, not where the split runs):
+  // the workspace's fill (10 % of a B256 S256 D256 backward, 4 % at B128 S1K D128) costs more than the claims' loop
+  // adds (H200: -7.8 % at B256 S256 D256, tab44 session 41; D = 128 -1.1 to -2.3 % at B128 S1K / B64 S2K in four of
+  // five runs, sessions 37-42). Batch first they stay opt-in (slower). fwd_sm80_cfg=15 runs the default with the
+  // fill, for comparisons.
+  if (plain_default && (d == 128 || d == 256) && !num_contexts.has_value() && max_seqlen_k <= 2048 && !split_rule) {
     p.fwd_sm80_cfg |= kBwdSm80DqClaim;
   }
   // kBwdSm80DqClaim (kernel_options(fwd_sm80_cfg=13)): the sm80-class family's fragment-ordered workspace at bf16

@@ -171,7 +171,8 @@ constexpr int kPdsFullCtxTile = 131072;
 // shared-memory and dQ traffic in the LSU (on an H200 rab + drab 3.8 / 4.4 / 1.1 % faster at D = 128 / 64 / 256).
 constexpr int kPdsDrabBulk = 524288;
 // A flag on BODY (D = 128's three-stage one-barrier loop, D = 256's mbarrier loop, heads first, sm_90 code;
-// kernel_options(fwd_sm80_cfg=13), opt-in: the op's kBwdSm80DqClaim, hstu_bwd_sm80_limits.h; measured on an H200:
+// the op's kBwdSm80DqClaim (hstu_bwd_sm80_limits.h; hstu_ops.cc's default rule, kernel_options(fwd_sm80_cfg=13) for
+// every call it applies to); measured on an H200:
 // docs/hstu_kernel_notes.md, branch bwd38): the fp32 dQ workspace arrives uninitialized, with one claim word per
 // (head, workspace row) behind it (p.dq_zero_flags, zeroed by the launcher). In phase 3 lane 0 of each warp claims
 // its fragment block of the tile (the word of row m0 + warp: 0 -> 1 by atom.cas) before the dQ k-loop; the first
