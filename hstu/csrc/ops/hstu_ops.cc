@@ -316,8 +316,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
   // D = 128 / 256 uninitialized, its claim words behind it (the launcher zeroes them, or the whole workspace where
   // the claims' loop does not apply)
   if ((p.fwd_sm80_cfg & kBwdSm80DqClaim) != 0) {
-    const bool d = p.head_dim == 128 || p.head_dim == 256;
-    if (plan.family == KernelFamily::kSm80 && plan.dq_floats > 0 && d && !half) {
+    if (plan.family == KernelFamily::kSm80 && plan.dq_floats > 0 && (d == 128 || d == 256) && !half) {
       plan.zero_words = bwd_sm80_dq_claim_words(p.total_q, p.batch, p.heads);
     } else {
       p.fwd_sm80_cfg &= ~kBwdSm80DqClaim;

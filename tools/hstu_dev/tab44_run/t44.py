@@ -7,7 +7,8 @@ call's kernels under torch.profiler (the forward's too, which t39.py does not pr
       kernel, one call) for every label and direction
 
 Variants: main = kernel_options(sm90=False), what `benchmarks/hstu_attention.py --kernels portable` times; claim =
-+ fwd_sm80_cfg=13 (the backward's dQ workspace by claims, no fill: bwd38 / bwd40, opt-in on main).
++ fwd_sm80_cfg=13 (the backward's dQ workspace by claims, no fill: bwd38 / bwd40; the default at bf16 D = 128 / 256
+heads first since sessions 41-42); fill = + fwd_sm80_cfg=15 (the default with the fill).
 Shapes: dense, causal, H = 4, bf16, alpha D^-1/2, scaling max_len (runlib/bwdtime.py).
 """
 import argparse
